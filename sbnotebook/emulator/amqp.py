@@ -1,0 +1,478 @@
+"""The AMQP 1.0 face of the broker, on python-qpid-proton.
+
+A thin mapping: attaches become Sources or targets, transfers become
+``Broker.send``, credit becomes ``Broker.receive``, dispositions become
+settlement. Everything runs on the proton container's thread; errors in one
+connection or link are answered on that connection or link only.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from proton import Condition, Delivery, Endpoint, Event, Handler, Link, Message, Terminus, int32, symbol
+
+from .broker import Broker, Source
+from .codec import DecodeError, decode_transfer, encode_stored, lock_tag
+from .errors import BrokerError, EntityNotFound, MessageSizeExceeded, Unauthorized
+from .management import ManagementHandler
+from .sas import Grant, TokenError, covers, validate
+from .store import MessageStore
+
+log = logging.getLogger("sbnotebook.emulator")
+
+CBS = "$cbs"
+MANAGEMENT_SUFFIX = "/$management"
+DEAD_LETTER_CONDITION = "com.microsoft:dead-letter"
+TRACKING_ID = symbol("com.microsoft:tracking-id")
+SENDER_CREDIT = 500
+MAX_FRAME_SIZE = 256 * 1024
+SESSION_CAPACITY = 64 * 1024 * 1024
+TICK_SECONDS = 0.05
+
+
+def normalise_address(address: str | None) -> str:
+    """``amqps://host:port/Orders`` -> ``Orders`` (scheme, authority and leading '/' removed)."""
+    if not address:
+        return ""
+    text = address
+    if "://" in text:
+        text = text.split("://", 1)[1]
+        text = text.split("/", 1)[1] if "/" in text else ""
+    return text.strip("/")
+
+
+def _error_condition(exc: BrokerError) -> Condition:
+    # The SDK hangs on sends if an error carries no info map.
+    return Condition(exc.condition, exc.description, {TRACKING_ID: exc.tracking_id})
+
+
+@dataclass(eq=False)
+class ConnectionState:
+    grants: list[Grant] = field(default_factory=list)
+    cbs_sender: Link | None = None
+    links: set[Link] = field(default_factory=set)
+
+    def authorized(self, path: str) -> bool:
+        now = time.time()
+        return any(covers(g, path, now) for g in self.grants)
+
+
+@dataclass(eq=False)
+class OutLink:
+    """A link on which the broker sends: a receiver's source, or a reply channel."""
+
+    link: Link
+    source: Source | None = None
+    peek_lock: bool = True
+    pending_replies: deque[Message] = field(default_factory=deque)
+
+
+class BrokerHandler(Handler):
+    def __init__(self, broker: Broker, keys: dict[str, str]) -> None:
+        super().__init__()
+        self.broker = broker
+        self.keys = keys
+        self.container: Any = None
+        self._conns: dict[Any, ConnectionState] = {}
+        self._out: dict[Link, OutLink] = {}
+        self._by_store: dict[MessageStore, set[OutLink]] = defaultdict(set)
+        self._management: dict[Link, ManagementHandler] = {}
+        self._targets: dict[Link, str] = {}
+        self.stopping = False
+        self.on_stop_requested: Any = None
+
+    def on_sb_stop(self, event: Event) -> None:
+        """Injected from another thread by ``Emulator.stop()``."""
+        if self.on_stop_requested is not None:
+            self.on_stop_requested(self.container)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def on_reactor_init(self, event: Event) -> None:
+        self.container = event.container
+        self.container.schedule(TICK_SECONDS, self)
+
+    def on_timer_task(self, event: Event) -> None:
+        if self.stopping:
+            return
+        try:
+            self.broker.tick()
+            self._flush()
+        except Exception:  # a bug must not stop the clock for every client
+            log.exception("timer tick failed")
+        self.container.schedule(TICK_SECONDS, self)
+
+    def on_connection_bound(self, event: Event) -> None:
+        transport = event.transport
+        transport.max_frame_size = MAX_FRAME_SIZE
+        sasl = transport.sasl()
+        sasl.allowed_mechs("ANONYMOUS")
+
+    def _conn(self, connection: Any) -> ConnectionState:
+        state = self._conns.get(connection)
+        if state is None:
+            state = self._conns[connection] = ConnectionState()
+        return state
+
+    def on_connection_remote_open(self, event: Event) -> None:
+        conn = event.connection
+        self._conn(conn)
+        if conn.state & Endpoint.LOCAL_UNINIT:
+            conn.container = "sbnotebook-emulator"
+            conn.open()
+
+    def on_session_remote_open(self, event: Event) -> None:
+        ssn = event.session
+        if ssn.state & Endpoint.LOCAL_UNINIT:
+            ssn.incoming_capacity = SESSION_CAPACITY
+            ssn.open()
+
+    def on_connection_remote_close(self, event: Event) -> None:
+        self._drop_connection(event.connection)
+        if event.connection.state & Endpoint.LOCAL_ACTIVE:
+            event.connection.close()
+
+    def on_session_remote_close(self, event: Event) -> None:
+        if event.session.state & Endpoint.LOCAL_ACTIVE:
+            event.session.close()
+
+    def on_transport_closed(self, event: Event) -> None:
+        if event.connection is not None:
+            self._drop_connection(event.connection)
+
+    def on_transport_error(self, event: Event) -> None:
+        cond = event.transport.condition
+        log.debug("transport error: %s", cond.description if cond else "?")
+
+    def _drop_connection(self, connection: Any) -> None:
+        state = self._conns.pop(connection, None)
+        if state is None:
+            return
+        for link in list(state.links):
+            self._forget_link(link)
+        self._flush()
+
+    # ----------------------------------------------------------------- links
+
+    def on_link_remote_open(self, event: Event) -> None:
+        link = event.link
+        if not link.state & Endpoint.LOCAL_UNINIT:
+            return
+        conn = self._conn(link.connection)
+        try:
+            if link.is_sender:
+                self._attach_outgoing(link, conn)
+            else:
+                self._attach_incoming(link, conn)
+        except BrokerError as exc:
+            self._refuse(link, exc)
+            return
+        conn.links.add(link)
+
+    def _attach_outgoing(self, link: Link, conn: ConnectionState) -> None:
+        address = normalise_address(link.remote_source.address)
+        self._mirror_termini(link)
+        if address.lower() == CBS:
+            conn.cbs_sender = link
+            self._out[link] = OutLink(link, peek_lock=False)
+            link.open()
+            return
+        if address.lower().endswith(MANAGEMENT_SUFFIX):
+            self._authorize(conn, address)
+            entity = address[: -len(MANAGEMENT_SUFFIX)]
+            self._check_entity(entity)
+            self._out[link] = OutLink(link, peek_lock=False)
+            link.open()
+            return
+        self._authorize(conn, address)
+        source = self.broker.resolve_source(address)
+        self.broker._reject_forwarding(source)
+        peek_lock = link.remote_snd_settle_mode != Link.SND_SETTLED
+        out = OutLink(link, source=source, peek_lock=peek_lock)
+        self._out[link] = out
+        self._by_store[source.store].add(out)
+        link.open()
+
+    def _attach_incoming(self, link: Link, conn: ConnectionState) -> None:
+        address = normalise_address(link.remote_target.address)
+        self._mirror_termini(link)
+        if address.lower() == CBS:
+            self._targets[link] = CBS
+        elif address.lower().endswith(MANAGEMENT_SUFFIX):
+            self._authorize(conn, address)
+            entity = address[: -len(MANAGEMENT_SUFFIX)]
+            self._check_entity(entity)
+            self._management[link] = ManagementHandler(self.broker, entity)
+            self._targets[link] = address
+        else:
+            self._authorize(conn, address)
+            target = self.broker.resolve_target(address)
+            link.max_message_size = target.props.max_message_size
+            self._targets[link] = address
+        link.open()
+        link.flow(SENDER_CREDIT)
+
+    def _check_entity(self, entity: str) -> None:
+        try:
+            self.broker.resolve_source(entity)
+        except EntityNotFound:
+            self.broker.resolve_target(entity)
+
+    @staticmethod
+    def _mirror_termini(link: Link) -> None:
+        # The SDK needs non-null source and target on the attach reply.
+        link.source.copy(link.remote_source)
+        link.target.copy(link.remote_target)
+        link.snd_settle_mode = link.remote_snd_settle_mode
+        link.rcv_settle_mode = link.remote_rcv_settle_mode
+
+    def _authorize(self, conn: ConnectionState, address: str) -> None:
+        if not conn.authorized(address):
+            raise Unauthorized(f"Unauthorized access to '{address}': put a valid token on $cbs first.")
+
+    def _refuse(self, link: Link, exc: BrokerError) -> None:
+        # attach with null termini, then detach with the error: the SDK maps the condition.
+        link.source.type = Terminus.UNSPECIFIED
+        link.target.type = Terminus.UNSPECIFIED
+        link.open()
+        link.condition = _error_condition(exc)
+        link.close()
+
+    def on_link_remote_close(self, event: Event) -> None:
+        link = event.link
+        conn = self._conns.get(link.connection)
+        if conn is not None:
+            conn.links.discard(link)
+        self._forget_link(link)
+        if link.state & Endpoint.LOCAL_ACTIVE:
+            link.close()
+        self._flush()
+
+    def _forget_link(self, link: Link) -> None:
+        out = self._out.pop(link, None)
+        if out is not None:
+            if out.source is not None:
+                self._by_store[out.source.store].discard(out)
+            self.broker.release_owner(out)  # unsettled locks: given back
+        self._management.pop(link, None)
+        self._targets.pop(link, None)
+
+    # ---------------------------------------------------------------- credit
+
+    def on_link_flow(self, event: Event) -> None:
+        out = self._out.get(event.link)
+        if out is None:
+            return
+        self._send_replies(out)
+        if out.source is not None:
+            self._pump(out)
+
+    def _pump(self, out: OutLink) -> None:
+        link = out.link
+        assert out.source is not None
+        credit = link.credit
+        if credit > 0:
+            try:
+                msgs = self.broker.receive(out.source, credit, peek_lock=out.peek_lock, owner=out)
+            except BrokerError as exc:
+                link.condition = _error_condition(exc)
+                link.close()
+                return
+            for msg in msgs:
+                token = msg.lock_token
+                tag = lock_tag(token) if token is not None else uuid.uuid4().bytes_le
+                delivery = link.delivery(tag)
+                delivery.sb_token = token  # proton cannot read binary tags back
+                link.send(encode_stored(msg, locked_until=msg.locked_until))
+                link.advance()
+                if not out.peek_lock:
+                    delivery.settle()
+        if link.drain_mode and link.credit > 0:
+            link.drained()
+
+    def _flush(self) -> None:
+        for store in self.broker.pop_dirty():
+            for out in list(self._by_store.get(store, ())):
+                if out.link.credit > 0:
+                    self._pump(out)
+
+    # ------------------------------------------------------------ deliveries
+
+    def on_delivery(self, event: Event) -> None:
+        delivery = event.delivery
+        link = delivery.link
+        if link.is_receiver:
+            if delivery.readable and not delivery.partial:
+                self._incoming(link, delivery)
+        elif delivery.updated:
+            self._settlement(delivery)
+        self._flush()
+
+    def _incoming(self, link: Link, delivery: Delivery) -> None:
+        data = link.recv(delivery.pending) or b""
+        link.advance()
+        if link.credit < SENDER_CREDIT // 2:
+            link.flow(SENDER_CREDIT - link.credit)
+        target = self._targets.get(link)
+        try:
+            if target == CBS:
+                self._put_token(link, data)
+                self._accept(delivery)
+            elif link in self._management:
+                self._manage(link, data)
+                self._accept(delivery)
+            elif target is not None:
+                self._publish(link, target, data)
+                self._accept(delivery)
+        except BrokerError as exc:
+            if not delivery.settled:
+                delivery.local.condition = _error_condition(exc)
+                delivery.update(Delivery.REJECTED)
+                delivery.settle()
+
+    @staticmethod
+    def _accept(delivery: Delivery) -> None:
+        if not delivery.settled:
+            delivery.update(Delivery.ACCEPTED)
+            delivery.settle()
+
+    def _publish(self, link: Link, target: str, data: bytes) -> None:
+        limit = link.max_message_size or 0
+        if limit and len(data) > limit:
+            raise MessageSizeExceeded(
+                f"The received message (size {len(data)} bytes) exceeds the limit ({limit} bytes) "
+                "currently allowed on the link.",
+                entity=target,
+            )
+        try:
+            messages = decode_transfer(data)
+        except DecodeError as exc:
+            raise _decode_error(str(exc), target) from None
+        self.broker.send(target, messages)
+
+    # -------------------------------------------------------------------- CBS
+
+    def _put_token(self, link: Link, data: bytes) -> None:
+        request = Message()
+        request.decode(data)
+        props = request.properties or {}
+        reply = Message()
+        reply.correlation_id = request.id
+        name = str(props.get("name", ""))
+        try:
+            if str(props.get("operation")) != "put-token":
+                raise TokenError("unsupported $cbs operation")
+            grant = validate(str(request.body or ""), keys=self.keys, resource=name)
+            self._conn(link.connection).grants.append(grant)
+            reply.properties = {"status-code": int32(202), "status-description": "Accepted"}
+        except TokenError as exc:
+            log.info("refused a token for %s: %s", name, exc)
+            reply.properties = {"status-code": int32(401), "status-description": f"Unauthorized: {exc}"}
+        conn = self._conn(link.connection)
+        if conn.cbs_sender is None:
+            return
+        out = self._out.get(conn.cbs_sender)
+        if out is not None:
+            out.pending_replies.append(reply)
+            self._send_replies(out)
+
+    # ------------------------------------------------------------- management
+
+    def _manage(self, link: Link, data: bytes) -> None:
+        request = Message()
+        request.decode(data)
+        handler = self._management[link]
+        reply = handler.handle(request, owner=self._owner_for_management(link))
+        out = self._reply_link(link, request.reply_to)
+        if out is not None:
+            out.pending_replies.append(reply)
+            self._send_replies(out)
+
+    def _owner_for_management(self, link: Link) -> object:
+        # Locks taken through management (deferred messages) belong to the reply link.
+        out = self._reply_link(link, None)
+        return out if out is not None else link
+
+    def _reply_link(self, link: Link, reply_to: str | None) -> OutLink | None:
+        want = normalise_address(reply_to) if reply_to else normalise_address(link.remote_target.address)
+        fallback = None
+        conn = self._conns.get(link.connection)
+        for other in conn.links if conn else ():
+            if other.is_sender and normalise_address(other.remote_source.address).lower() == want.lower():
+                out = self._out.get(other)
+                if out is None:
+                    continue
+                if other.session == link.session:
+                    return out
+                fallback = out
+        return fallback
+
+    def _send_replies(self, out: OutLink) -> None:
+        link = out.link
+        while out.pending_replies and link.credit > 0:
+            reply = out.pending_replies.popleft()
+            delivery = link.delivery(uuid.uuid4().bytes)
+            link.send(reply.encode())
+            link.advance()
+            delivery.settle()
+
+    # ------------------------------------------------------------- settlement
+
+    def _settlement(self, delivery: Delivery) -> None:
+        token: uuid.UUID | None = getattr(delivery, "sb_token", None)
+        state = delivery.remote_state
+        if token is None or delivery.settled and state == 0:
+            return
+        out = self._out.get(delivery.link)
+        store = out.source.store if out is not None and out.source is not None else None
+        remote = delivery.remote
+        try:
+            if state == Delivery.ACCEPTED:
+                self.broker.complete(token, store=store)
+            elif state == Delivery.MODIFIED:
+                props = _string_keys(remote.annotations)
+                if remote.undeliverable:
+                    self.broker.defer(token, props, store=store)
+                else:
+                    self.broker.abandon(token, props, store=store)
+                delivery.local.failed = remote.failed
+                delivery.local.undeliverable = remote.undeliverable
+            elif state == Delivery.REJECTED:
+                cond = remote.condition
+                info = _string_keys(cond.info if cond else None) or {}
+                self.broker.dead_letter(
+                    token,
+                    info.get("DeadLetterReason"),
+                    info.get("DeadLetterErrorDescription"),
+                    store=store,
+                )
+            elif state == Delivery.RELEASED:
+                self.broker.release(token)
+            else:
+                return
+            if not delivery.settled:
+                delivery.update(state)
+        except BrokerError as exc:
+            if delivery.settled:
+                return
+            delivery.local.condition = _error_condition(exc)
+            delivery.update(Delivery.REJECTED)
+        delivery.settle()
+
+
+def _string_keys(value: Any) -> dict[str, Any] | None:
+    if not value:
+        return None
+    return {str(k): v for k, v in dict(value).items()}
+
+
+def _decode_error(text: str, target: str) -> BrokerError:
+    from .errors import BadRequest
+
+    return BadRequest(text, entity=target)

@@ -1,0 +1,651 @@
+"""The broker as a pure state machine: entities, messages, locks and timers.
+
+No sockets, no threads of its own, no wall clock: every operation reads the
+injected clock, and ``tick()`` fires what has fallen due (lock expiry, scheduled
+messages, TTL). The AMQP layer maps frames onto these methods; tests can drive
+them directly with a ``ManualClock``.
+
+Rules followed (Azure Service Bus):
+- peek-lock locks for the entity's LockDuration; abandon and lock expiry raise
+  the delivery count; release (a client giving back an unwanted prefetch) does not;
+- a delivery count reaching MaxDeliveryCount moves the message to the dead-letter
+  queue with reason ``MaxDeliveryCountExceeded``;
+- deferred messages leave the receive path and come back only by sequence number;
+- expired messages are dropped, or dead-lettered with ``TTLExpiredException``
+  when DeadLetteringOnMessageExpiration is set; dead-letter queues never expire;
+- duplicate detection drops a message whose id was seen within the window;
+- ForwardTo / ForwardDeadLetteredMessagesTo move messages on arrival.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+from .clock import Clock, SystemClock
+from .errors import BadRequest, EntityNotFound, LockLost, MessageNotFound, MessageSizeExceeded
+from .filters import DEFAULT_RULE, Rule
+from .model import MessageData, MessageState, StoredMessage
+from .store import MessageStore
+from .topology import EntityProperties, Topology
+
+DEAD_LETTER_REASON = "DeadLetterReason"
+DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
+MAX_FORWARD_HOPS = 4  # Service Bus allows chains of at most four hops
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _locked(method: F) -> F:
+    def wrapper(self: Broker, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return cast(F, wrapper)
+
+
+class _Duplicates:
+    """Message ids seen within the duplicate-detection window."""
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self._seen: dict[str, float] = {}
+        self._order: deque[tuple[float, str]] = deque()
+
+    def seen(self, message_id: str, now: float) -> bool:
+        while self._order and self._order[0][0] + self.window <= now:
+            t, mid = self._order.popleft()
+            if self._seen.get(mid) == t:
+                del self._seen[mid]
+        if message_id in self._seen:
+            return True
+        self._seen[message_id] = now
+        self._order.append((now, message_id))
+        return False
+
+
+@dataclass(eq=False)
+class Queue:
+    name: str
+    props: EntityProperties
+    store: MessageStore
+    dead_letter: MessageStore
+    duplicates: _Duplicates | None = None
+    kind: str = "queue"
+
+
+@dataclass(eq=False)
+class Subscription:
+    topic: Topic
+    name: str
+    props: EntityProperties
+    store: MessageStore
+    dead_letter: MessageStore
+    rules: list[Rule] = field(default_factory=list)
+    kind: str = "subscription"
+
+    def accepts(self, msg: StoredMessage) -> bool:
+        return any(rule.matches(msg) for rule in self.rules)
+
+
+@dataclass(eq=False)
+class Topic:
+    name: str
+    props: EntityProperties
+    scheduled: MessageStore
+    subscriptions: dict[str, Subscription] = field(default_factory=dict)
+    duplicates: _Duplicates | None = None
+    kind: str = "topic"
+
+
+Receivable = Queue | Subscription
+Entity = Queue | Topic
+
+
+@dataclass(frozen=True)
+class Source:
+    """A receivable address: an entity's active log or its dead-letter sub-queue."""
+
+    entity: Receivable
+    store: MessageStore
+
+    @property
+    def is_dead_letter(self) -> bool:
+        return self.store.is_dead_letter
+
+
+@dataclass
+class Lock:
+    token: uuid.UUID
+    store: MessageStore
+    entity: Receivable
+    seq: int
+    owner: object | None
+
+
+class Broker:
+    def __init__(self, topology: Topology, clock: Clock | None = None) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.lock = threading.RLock()
+        self.namespace = topology.namespace
+        self._entities: dict[str, Entity] = {}
+        self._sequence = itertools.count(1)
+        self._locks: dict[uuid.UUID, Lock] = {}
+        self._owned: dict[object, set[uuid.UUID]] = {}
+        self._timers: list[tuple[float, int, str, Any]] = []
+        self._timer_ids = itertools.count()
+        self._dirty: set[MessageStore] = set()
+        for q in topology.queues:
+            self._entities[q.name.lower()] = Queue(
+                q.name,
+                q.properties,
+                MessageStore(q.name),
+                MessageStore(f"{q.name}/$DeadLetterQueue", is_dead_letter=True),
+                _Duplicates(q.properties.duplicate_detection_window)
+                if q.properties.requires_duplicate_detection
+                else None,
+            )
+        for t in topology.topics:
+            topic = Topic(
+                t.name,
+                t.properties,
+                MessageStore(t.name),
+                duplicates=_Duplicates(t.properties.duplicate_detection_window)
+                if t.properties.requires_duplicate_detection
+                else None,
+            )
+            for s in t.subscriptions:
+                path = f"{t.name}/Subscriptions/{s.name}"
+                topic.subscriptions[s.name.lower()] = Subscription(
+                    topic,
+                    s.name,
+                    s.properties,
+                    MessageStore(path),
+                    MessageStore(f"{path}/$DeadLetterQueue", is_dead_letter=True),
+                    [Rule(r) for r in (s.rules or [DEFAULT_RULE])],
+                )
+            self._entities[t.name.lower()] = topic
+
+    # ----------------------------------------------------------------- lookup
+
+    @property
+    def entities(self) -> list[Entity]:
+        return list(self._entities.values())
+
+    def entity(self, name: str) -> Entity:
+        found = self._entities.get(name.strip("/").lower())
+        if found is None:
+            raise EntityNotFound(f"The messaging entity '{name}' could not be found.", entity=name)
+        return found
+
+    def resolve_source(self, path: str) -> Source:
+        """``q``, ``q/$DeadLetterQueue``, ``t/Subscriptions/s`` or its DLQ -> a Source."""
+        parts = [p for p in path.strip("/").split("/") if p]
+        dead_letter = False
+        if parts and parts[-1].lower() == "$deadletterqueue":
+            dead_letter = True
+            parts = parts[:-1]
+            if parts and parts[-1].lower() == "$transfer":
+                parts = parts[:-1]  # no transfers happen in one namespace: an empty log
+        entity: Receivable
+        if len(parts) == 1:
+            found = self.entity(parts[0])
+            if not isinstance(found, Queue):
+                raise EntityNotFound(
+                    f"Cannot receive from topic '{found.name}'; receive from one of its subscriptions.",
+                    entity=path,
+                )
+            entity = found
+        elif len(parts) == 3 and parts[1].lower() == "subscriptions":
+            topic = self.entity(parts[0])
+            sub = topic.subscriptions.get(parts[2].lower()) if isinstance(topic, Topic) else None
+            if sub is None:
+                raise EntityNotFound(f"The messaging entity '{path}' could not be found.", entity=path)
+            entity = sub
+        else:
+            raise EntityNotFound(f"The messaging entity '{path}' could not be found.", entity=path)
+        return Source(entity, entity.dead_letter if dead_letter else entity.store)
+
+    def resolve_target(self, path: str) -> Entity:
+        parts = [p for p in path.strip("/").split("/") if p]
+        if len(parts) != 1:
+            raise EntityNotFound(
+                f"Cannot send to '{path}': send to a queue or a topic.", entity=path
+            )
+        return self.entity(parts[0])
+
+    # ------------------------------------------------------------------- send
+
+    @_locked
+    def send(self, path: str, messages: list[MessageData]) -> list[int]:
+        """Accept a message or a batch, all or nothing. Returns sequence numbers (0 = dropped duplicate)."""
+        target = self.resolve_target(path)
+        limit = target.props.max_message_size
+        for data in messages:
+            if data.size > limit:
+                raise MessageSizeExceeded(
+                    f"The received message (size {data.size} bytes) exceeds the limit "
+                    f"({limit} bytes) currently allowed on the link.",
+                    entity=target.name,
+                )
+            self._check_ids(data, target.name)
+        now = self.clock.now()
+        return [self._accept(target, data, now) for data in messages]
+
+    def _check_ids(self, data: MessageData, entity: str) -> None:
+        for name, value in (("MessageId", data.message_id), ("SessionId", data.session_id)):
+            if value is not None and len(value) > 128:
+                raise BadRequest(f"The {name} exceeds the maximum length of 128 characters.", entity=entity)
+
+    def _accept(self, target: Entity, data: MessageData, now: float) -> int:
+        if target.duplicates is not None and data.message_id is not None:
+            if target.duplicates.seen(data.message_id, now):
+                return 0
+        seq = next(self._sequence)
+        msg = StoredMessage(
+            data=data,
+            sequence_number=seq,
+            enqueued_time=now,
+            application_properties=dict(data.application_properties),
+            enqueue_sequence_number=seq,
+        )
+        if data.scheduled_enqueue_time is not None and data.scheduled_enqueue_time > now:
+            msg.state = MessageState.SCHEDULED
+            msg.enqueued_time = data.scheduled_enqueue_time
+            (target.store if isinstance(target, Queue) else target.scheduled).add(msg)
+            self._timer(data.scheduled_enqueue_time, "scheduled", (target, seq))
+            return seq
+        self._enqueue(target, msg, now, hops=0)
+        return seq
+
+    def _enqueue(self, target: Entity, msg: StoredMessage, now: float, hops: int) -> None:
+        if isinstance(target, Topic):
+            for sub in target.subscriptions.values():
+                if sub.accepts(msg):
+                    self._arrive(sub, msg.copy_for(msg.sequence_number, msg.enqueued_time), now, hops)
+        else:
+            self._arrive(target, msg, now, hops)
+
+    def _arrive(self, entity: Receivable, msg: StoredMessage, now: float, hops: int) -> None:
+        forward = entity.props.forward_to
+        if forward and hops < MAX_FORWARD_HOPS:
+            dest = self.entity(forward)
+            self._enqueue(dest, msg.copy_for(next(self._sequence), now), now, hops + 1)
+            return
+        ttl = entity.props.default_message_ttl
+        if msg.data.ttl is not None:
+            ttl = min(ttl, msg.data.ttl)
+        msg.expires_at = msg.enqueued_time + ttl
+        entity.store.add(msg)
+        self._dirty.add(entity.store)
+        if msg.expires_at < now + 10 * 365 * 86400:
+            self._timer(msg.expires_at, "ttl", (entity, msg.sequence_number))
+
+    # --------------------------------------------------------------- schedule
+
+    @_locked
+    def schedule(self, path: str, messages: list[MessageData]) -> list[int]:
+        """The ``schedule-message`` management operation."""
+        target = self.resolve_target(path)
+        for data in messages:
+            if data.scheduled_enqueue_time is None:
+                raise BadRequest("Scheduled messages need a scheduled enqueue time.", entity=target.name)
+        return self.send(path, messages)
+
+    @_locked
+    def cancel_scheduled(self, path: str, sequence_numbers: Iterable[int]) -> None:
+        target = self.resolve_target(path)
+        store = target.store if isinstance(target, Queue) else target.scheduled
+        seqs = list(sequence_numbers)
+        for seq in seqs:
+            msg = store.messages.get(seq)
+            if msg is None or msg.state is not MessageState.SCHEDULED:
+                raise MessageNotFound(
+                    f"The scheduled message with sequence number {seq} was not found.", entity=target.name
+                )
+        for seq in seqs:
+            store.remove(seq)
+
+    # ---------------------------------------------------------------- receive
+
+    @_locked
+    def receive(
+        self, source: Source, max_count: int, *, peek_lock: bool, owner: object | None = None
+    ) -> list[StoredMessage]:
+        """Take up to ``max_count`` available messages: locked (peek-lock) or removed."""
+        self._reject_forwarding(source)
+        now = self.clock.now()
+        out: list[StoredMessage] = []
+        store = source.store
+        while len(out) < max_count:
+            msg = store.take_available()
+            if msg is None:
+                break
+            if msg.expires_at is not None and msg.expires_at <= now and not store.is_dead_letter:
+                self._expire(source.entity, store, msg)
+                continue
+            if peek_lock:
+                self._lock(source, msg, now, owner)
+            else:
+                store.remove(msg.sequence_number)
+            out.append(msg)
+        return out
+
+    def _reject_forwarding(self, source: Source) -> None:
+        if source.entity.props.forward_to and not source.is_dead_letter:
+            raise BadRequest(
+                f"Cannot receive from '{source.store.path}': it auto-forwards to "
+                f"'{source.entity.props.forward_to}'.",
+                entity=source.store.path,
+            )
+
+    def has_available(self, source: Source) -> bool:
+        return source.store.has_available()
+
+    def _lock(self, source: Source, msg: StoredMessage, now: float, owner: object | None) -> None:
+        token = uuid.uuid4()
+        msg.lock_token = token
+        msg.locked_until = now + source.entity.props.lock_duration
+        msg.lock_owner = owner
+        self._locks[token] = Lock(token, source.store, source.entity, msg.sequence_number, owner)
+        if owner is not None:
+            self._owned.setdefault(owner, set()).add(token)
+        self._timer(msg.locked_until, "lock", token)
+
+    def _unlock(self, lock: Lock) -> StoredMessage | None:
+        del self._locks[lock.token]
+        if lock.owner is not None:
+            owned = self._owned.get(lock.owner)
+            if owned is not None:
+                owned.discard(lock.token)
+        msg = lock.store.messages.get(lock.seq)
+        if msg is not None:
+            msg.lock_token = None
+            msg.locked_until = None
+            msg.lock_owner = None
+        return msg
+
+    def _held(self, token: uuid.UUID, store: MessageStore | None = None) -> Lock:
+        lock = self._locks.get(token)
+        if lock is None or (store is not None and lock.store is not store):
+            raise LockLost(
+                "The lock supplied is invalid. Either the lock expired, or the message has "
+                "already been removed from the queue.",
+                entity=store.path if store else None,
+            )
+        return lock
+
+    @_locked
+    def peek(self, source: Source, from_sequence_number: int, count: int) -> list[StoredMessage]:
+        """Non-destructive: no lock, no delivery count change; includes deferred and scheduled."""
+        if count <= 0:
+            raise BadRequest("The message count must be positive.", entity=source.store.path)
+        out: list[StoredMessage] = []
+        for msg in source.store.iter_from(from_sequence_number):
+            out.append(msg)
+            if len(out) >= count:
+                break
+        return out
+
+    # ------------------------------------------------------------- settlement
+
+    @_locked
+    def complete(self, token: uuid.UUID, store: MessageStore | None = None) -> None:
+        lock = self._held(token, store)
+        self._unlock(lock)
+        lock.store.remove(lock.seq)
+
+    @_locked
+    def abandon(
+        self, token: uuid.UUID, properties: dict[str, Any] | None = None, store: MessageStore | None = None
+    ) -> None:
+        lock = self._held(token, store)
+        msg = self._unlock(lock)
+        if msg is None:
+            return
+        if properties:
+            msg.application_properties.update(properties)
+        self._count_failed_delivery(lock.entity, lock.store, msg)
+
+    @_locked
+    def defer(
+        self, token: uuid.UUID, properties: dict[str, Any] | None = None, store: MessageStore | None = None
+    ) -> None:
+        lock = self._held(token, store)
+        msg = self._unlock(lock)
+        if msg is None:
+            return
+        if properties:
+            msg.application_properties.update(properties)
+        msg.state = MessageState.DEFERRED
+
+    @_locked
+    def dead_letter(
+        self,
+        token: uuid.UUID,
+        reason: str | None = None,
+        description: str | None = None,
+        properties: dict[str, Any] | None = None,
+        store: MessageStore | None = None,
+    ) -> None:
+        lock = self._held(token, store)
+        msg = self._unlock(lock)
+        if msg is None:
+            return
+        if properties:
+            msg.application_properties.update(properties)
+        if lock.store.is_dead_letter:
+            # A dead-letter queue has no dead-letter queue: record the reason, keep the message.
+            self._set_dead_letter_reason(msg, reason, description)
+            lock.store.mark_available(msg)
+            self._dirty.add(lock.store)
+            return
+        self._move_to_dead_letter(lock.entity, lock.store, msg, reason, description)
+
+    @_locked
+    def release(self, token: uuid.UUID) -> None:
+        """Give a lock back without counting a delivery (AMQP ``released``)."""
+        lock = self._locks.get(token)
+        if lock is None:
+            return
+        msg = self._unlock(lock)
+        if msg is not None and msg.state is MessageState.ACTIVE:
+            lock.store.mark_available(msg)
+            self._dirty.add(lock.store)
+
+    @_locked
+    def release_owner(self, owner: object) -> int:
+        """A link or connection went away: its locks are released, as Service Bus does."""
+        tokens = self._owned.pop(owner, set())
+        for token in list(tokens):
+            lock = self._locks.get(token)
+            if lock is not None:
+                lock.owner = None
+                self.release(token)
+        return len(tokens)
+
+    @_locked
+    def renew(self, tokens: Iterable[uuid.UUID], store: MessageStore | None = None) -> list[float]:
+        now = self.clock.now()
+        out = []
+        for token in tokens:
+            lock = self._held(token, store)
+            msg = lock.store.messages[lock.seq]
+            msg.locked_until = now + lock.entity.props.lock_duration
+            self._timer(msg.locked_until, "lock", token)
+            out.append(msg.locked_until)
+        return out
+
+    def locked_until(self, token: uuid.UUID) -> float | None:
+        lock = self._locks.get(token)
+        if lock is None:
+            return None
+        return lock.store.messages[lock.seq].locked_until
+
+    # ------------------------------------------------------ deferred messages
+
+    @_locked
+    def receive_deferred(
+        self, source: Source, sequence_numbers: Iterable[int], *, peek_lock: bool, owner: object | None = None
+    ) -> list[StoredMessage]:
+        now = self.clock.now()
+        seqs = list(sequence_numbers)
+        found = []
+        for seq in seqs:
+            msg = source.store.messages.get(seq)
+            if msg is None or msg.state is not MessageState.DEFERRED or msg.locked:
+                raise MessageNotFound(
+                    f"Failed to retrieve the deferred message with sequence number {seq}.",
+                    entity=source.store.path,
+                )
+            found.append(msg)
+        for msg in found:
+            if peek_lock:
+                self._lock(source, msg, now, owner)
+            else:
+                source.store.remove(msg.sequence_number)
+        return found
+
+    # ---------------------------------------------------------- dead-lettering
+
+    def _count_failed_delivery(self, entity: Receivable, store: MessageStore, msg: StoredMessage) -> None:
+        msg.delivery_count += 1
+        if not store.is_dead_letter and msg.delivery_count >= entity.props.max_delivery_count:
+            self._move_to_dead_letter(
+                entity,
+                store,
+                msg,
+                "MaxDeliveryCountExceeded",
+                f"Message could not be consumed after {entity.props.max_delivery_count} delivery attempts.",
+            )
+            return
+        if msg.expires_at is not None and msg.expires_at <= self.clock.now() and not store.is_dead_letter:
+            self._expire(entity, store, msg)
+            return
+        if msg.state is MessageState.ACTIVE:
+            store.mark_available(msg)
+            self._dirty.add(store)
+
+    @staticmethod
+    def _set_dead_letter_reason(msg: StoredMessage, reason: str | None, description: str | None) -> None:
+        if reason is not None:
+            msg.application_properties[DEAD_LETTER_REASON] = reason
+        if description is not None:
+            msg.application_properties[DEAD_LETTER_DESCRIPTION] = description
+
+    def _entity_path(self, entity: Receivable) -> str:
+        return entity.store.path
+
+    def _move_to_dead_letter(
+        self,
+        entity: Receivable,
+        store: MessageStore,
+        msg: StoredMessage,
+        reason: str | None,
+        description: str | None,
+    ) -> None:
+        store.remove(msg.sequence_number)
+        msg.state = MessageState.ACTIVE
+        self._set_dead_letter_reason(msg, reason, description)
+        forward = entity.props.forward_dead_lettered_messages_to
+        now = self.clock.now()
+        if forward:
+            copy = msg.copy_for(next(self._sequence), now)
+            copy.dead_letter_source = self._entity_path(entity)
+            copy.application_properties = dict(msg.application_properties)
+            self._enqueue(self.entity(forward), copy, now, hops=1)
+            return
+        msg.expires_at = None
+        entity.dead_letter.add(msg)
+        self._dirty.add(entity.dead_letter)
+
+    def _expire(self, entity: Receivable, store: MessageStore, msg: StoredMessage) -> None:
+        if entity.props.dead_lettering_on_message_expiration:
+            self._move_to_dead_letter(
+                entity, store, msg, "TTLExpiredException", "The message expired and was dead lettered."
+            )
+        else:
+            store.remove(msg.sequence_number)
+
+    # ------------------------------------------------------------------ timers
+
+    def _timer(self, due: float, kind: str, key: Any) -> None:
+        heapq.heappush(self._timers, (due, next(self._timer_ids), kind, key))
+
+    def next_due(self) -> float | None:
+        return self._timers[0][0] if self._timers else None
+
+    @_locked
+    def tick(self) -> None:
+        """Fire every timer that has fallen due: lock expiry, schedules, TTL."""
+        now = self.clock.now()
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            due, _, kind, key = heapq.heappop(timers)
+            if kind == "lock":
+                self._fire_lock(key, due)
+            elif kind == "scheduled":
+                self._fire_scheduled(*key, now=now)
+            elif kind == "ttl":
+                self._fire_ttl(*key, now=now)
+
+    def _fire_lock(self, token: uuid.UUID, due: float) -> None:
+        lock = self._locks.get(token)
+        if lock is None:
+            return
+        msg = lock.store.messages.get(lock.seq)
+        if msg is None or msg.locked_until != due:
+            return  # renewed since, or gone
+        self._unlock(lock)
+        self._count_failed_delivery(lock.entity, lock.store, msg)
+
+    def _fire_scheduled(self, target: Entity, seq: int, now: float) -> None:
+        store = target.store if isinstance(target, Queue) else target.scheduled
+        msg = store.messages.get(seq)
+        if msg is None or msg.state is not MessageState.SCHEDULED:
+            return  # cancelled
+        msg.enqueued_time = now
+        if isinstance(target, Topic):
+            store.remove(seq)
+            msg.state = MessageState.ACTIVE
+            self._enqueue(target, msg, now, hops=0)
+            return
+        store.remove(seq)
+        msg.state = MessageState.ACTIVE
+        self._enqueue(target, msg, now, hops=0)
+
+    def _fire_ttl(self, entity: Receivable, seq: int, now: float) -> None:
+        msg = entity.store.messages.get(seq)
+        if msg is None or msg.expires_at is None or msg.expires_at > now:
+            return
+        if msg.locked:
+            return  # a locked message expires when its lock ends (checked on unlock)
+        self._expire(entity, entity.store, msg)
+
+    def pop_dirty(self) -> set[MessageStore]:
+        """Stores that gained available messages since the last call."""
+        with self.lock:
+            dirty, self._dirty = self._dirty, set()
+            return dirty
+
+    # ------------------------------------------------------------------ counts
+
+    @_locked
+    def counts(self, path: str) -> dict[str, int]:
+        """Active, dead-letter, scheduled and deferred counts for a queue or subscription."""
+        source = self.resolve_source(path)
+        store = source.entity.store
+        return {
+            "active": store.count(MessageState.ACTIVE),
+            "deferred": store.count(MessageState.DEFERRED),
+            "scheduled": store.count(MessageState.SCHEDULED),
+            "dead_letter": len(source.entity.dead_letter),
+        }

@@ -1,0 +1,64 @@
+"""Broker-side errors, each carrying the AMQP error condition Service Bus uses.
+
+    BrokerError                    condition + description (+ tracking id)
+    ├── EntityNotFound             amqp:not-found
+    ├── MessageSizeExceeded        amqp:link:message-size-exceeded
+    ├── LockLost                   com.microsoft:message-lock-lost
+    ├── MessageNotFound            com.microsoft:message-not-found
+    ├── Unauthorized               amqp:unauthorized-access
+    └── BadRequest                 amqp:invalid-field / com.microsoft:argument-error
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+
+class BrokerError(Exception):
+    condition = "amqp:internal-error"
+    status_code = 500
+
+    def __init__(self, description: str, *, entity: str | None = None) -> None:
+        self.tracking_id = str(uuid.uuid4())
+        self.entity = entity
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        where = f", SystemTracker:emulator:{entity}" if entity else ""
+        # Real Service Bus descriptions end with the tracking id; users quote it to support.
+        self.description = f"{description} TrackingId:{self.tracking_id}{where}, Timestamp:{stamp}"
+        super().__init__(self.description)
+
+
+class EntityNotFound(BrokerError):
+    condition = "amqp:not-found"
+    status_code = 404
+
+
+class MessageSizeExceeded(BrokerError):
+    condition = "amqp:link:message-size-exceeded"
+    status_code = 403
+
+
+class LockLost(BrokerError):
+    condition = "com.microsoft:message-lock-lost"
+    status_code = 410
+
+
+class MessageNotFound(BrokerError):
+    condition = "com.microsoft:message-not-found"
+    status_code = 404
+
+
+class Unauthorized(BrokerError):
+    condition = "amqp:unauthorized-access"
+    status_code = 401
+
+
+class BadRequest(BrokerError):
+    condition = "com.microsoft:argument-error"
+    status_code = 400
+
+
+class NotImplementedOperation(BrokerError):
+    condition = "amqp:not-implemented"
+    status_code = 501

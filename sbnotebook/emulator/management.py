@@ -1,0 +1,179 @@
+"""The ``$management`` request/response operations of an entity.
+
+Requests and replies are proton Messages; the broker does the work. Replies carry
+``statusCode`` / ``statusDescription`` (and ``errorCondition`` on failure) as the
+SDK's management link expects.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from proton import UNDESCRIBED, Array, Data, Message, int32, symbol, timestamp
+
+from .broker import Broker, Source
+from .codec import DecodeError, decode_message, encode_stored
+from .errors import BadRequest, BrokerError, NotImplementedOperation
+
+OK = 200
+NO_CONTENT = 204
+
+
+def _values(value: Any) -> list[Any]:
+    if isinstance(value, Array):
+        return list(value.elements)
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise BadRequest("expected an array")
+
+
+def _uuid(value: Any) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, (bytes, memoryview)) and len(value) == 16:
+        return uuid.UUID(bytes=bytes(value))
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise BadRequest(f"{value!r} is not a lock token") from None
+
+
+def _get(body: dict[Any, Any], key: str, default: Any = ...) -> Any:
+    if key in body:
+        return body[key]
+    sym = symbol(key)
+    if sym in body:
+        return body[sym]
+    if default is ...:
+        raise BadRequest(f"The request body lacks '{key}'.")
+    return default
+
+
+def _long_array(values: list[int]) -> Array:
+    return Array(UNDESCRIBED, Data.LONG, *values)
+
+
+def _timestamps(values: list[float]) -> Array:
+    return Array(UNDESCRIBED, Data.TIMESTAMP, *[timestamp(int(v * 1000)) for v in values])
+
+
+class ManagementHandler:
+    """Runs management operations for one entity path on behalf of one link."""
+
+    def __init__(self, broker: Broker, entity_path: str) -> None:
+        self.broker = broker
+        self.entity_path = entity_path
+        self._ops: dict[str, Callable[[dict[Any, Any], object], tuple[int, dict[str, Any] | None]]] = {
+            "com.microsoft:peek-message": self._peek,
+            "com.microsoft:renew-lock": self._renew,
+            "com.microsoft:receive-by-sequence-number": self._receive_by_sequence,
+            "com.microsoft:update-disposition": self._update_disposition,
+            "com.microsoft:schedule-message": self._schedule,
+            "com.microsoft:cancel-scheduled-message": self._cancel_scheduled,
+        }
+
+    def source(self) -> Source:
+        return self.broker.resolve_source(self.entity_path)
+
+    def handle(self, request: Message, owner: object) -> Message:
+        props = request.properties or {}
+        operation = str(props.get("operation", ""))
+        reply = Message()
+        reply.correlation_id = request.id
+        try:
+            op = self._ops.get(operation)
+            if op is None:
+                raise NotImplementedOperation(
+                    f"The management operation '{operation}' is not supported by the emulator.",
+                    entity=self.entity_path,
+                )
+            body = request.body if isinstance(request.body, dict) else {}
+            status, result = op(body, owner)
+            reply.properties = {"statusCode": int32(status), "statusDescription": "OK" if status == OK else "No Content"}
+            reply.body = result if result is not None else {}
+        except BrokerError as exc:
+            reply.properties = {
+                "statusCode": int32(exc.status_code),
+                "statusDescription": exc.description,
+                "errorCondition": symbol(exc.condition),
+            }
+            reply.body = None
+        return reply
+
+    # -------------------------------------------------------------- operations
+
+    def _peek(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        from_seq = int(_get(body, "from-sequence-number", 0))
+        count = int(_get(body, "message-count", 1))
+        if _get(body, "session-id", None) is not None:
+            raise NotImplementedOperation("Sessions are not supported yet.", entity=self.entity_path)
+        msgs = self.broker.peek(self.source(), from_seq, count)
+        if not msgs:
+            return NO_CONTENT, None
+        return OK, {"messages": [{"message": encode_stored(m, locked_until=m.locked_until)} for m in msgs]}
+
+    def _renew(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        tokens = [_uuid(t) for t in _values(_get(body, "lock-tokens"))]
+        source = self.source()
+        expirations = self.broker.renew(tokens, store=source.store)
+        return OK, {"expirations": _timestamps(expirations)}
+
+    def _receive_by_sequence(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        seqs = [int(s) for s in _values(_get(body, "sequence-numbers"))]
+        mode = int(_get(body, "receiver-settle-mode", 1))
+        peek_lock = mode == 1
+        msgs = self.broker.receive_deferred(self.source(), seqs, peek_lock=peek_lock, owner=owner)
+        out = []
+        for m in msgs:
+            entry: dict[str, Any] = {"message": encode_stored(m, locked_until=m.locked_until)}
+            if m.lock_token is not None:
+                entry["lock-token"] = m.lock_token
+            out.append(entry)
+        return OK, {"messages": out}
+
+    def _update_disposition(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        status = str(_get(body, "disposition-status"))
+        tokens = [_uuid(t) for t in _values(_get(body, "lock-tokens"))]
+        props = _get(body, "properties-to-modify", None) or None
+        props = {str(k): v for k, v in props.items()} if props else None
+        store = self.source().store
+        for token in tokens:
+            if status == "completed":
+                self.broker.complete(token, store=store)
+            elif status == "abandoned":
+                self.broker.abandon(token, props, store=store)
+            elif status == "defered":
+                self.broker.defer(token, props, store=store)
+            elif status == "suspended":
+                self.broker.dead_letter(
+                    token,
+                    _get(body, "deadletter-reason", None),
+                    _get(body, "deadletter-description", None),
+                    props,
+                    store=store,
+                )
+            else:
+                raise BadRequest(f"Unknown disposition status '{status}'.", entity=self.entity_path)
+        return OK, None
+
+    def _schedule(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        entries = _values(_get(body, "messages"))
+        datas = []
+        for entry in entries:
+            raw = _get(entry, "message")
+            try:
+                datas.append(decode_message(bytes(raw)))
+            except DecodeError as exc:
+                raise BadRequest(str(exc), entity=self.entity_path) from None
+        seqs = self.broker.schedule(self.entity_path, datas)
+        return OK, {"sequence-numbers": _long_array(seqs)}
+
+    def _cancel_scheduled(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        seqs = [int(s) for s in _values(_get(body, "sequence-numbers"))]
+        self.broker.cancel_scheduled(self.entity_path, seqs)
+        return OK, None
+
+
+__all__ = ["ManagementHandler"]

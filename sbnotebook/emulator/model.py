@@ -1,0 +1,71 @@
+"""Messages as the broker stores them. Protocol-neutral: the AMQP layer fills these in."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+
+class MessageState(IntEnum):
+    """Values of the ``x-opt-message-state`` annotation."""
+
+    ACTIVE = 0
+    DEFERRED = 1
+    SCHEDULED = 2
+
+
+@dataclass(frozen=True)
+class MessageData:
+    """What a sender gave us. Sections the broker does not interpret stay encoded as sent."""
+
+    raw_properties: bytes  # the encoded properties section (may be empty)
+    raw_body: bytes  # the encoded body section(s) and footer, forwarded byte for byte
+    size: int
+    durable: bool = False
+    priority: int = 4
+    annotations: dict[Any, Any] = field(default_factory=dict)  # sender's, minus broker-owned keys
+    message_id: str | None = None
+    correlation_id: str | None = None
+    subject: str | None = None
+    content_type: str | None = None
+    to: str | None = None
+    reply_to: str | None = None
+    reply_to_session_id: str | None = None
+    session_id: str | None = None
+    partition_key: str | None = None
+    ttl: float | None = None  # seconds, from the header
+    scheduled_enqueue_time: float | None = None  # epoch seconds
+    application_properties: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class StoredMessage:
+    data: MessageData
+    sequence_number: int
+    enqueued_time: float
+    state: MessageState = MessageState.ACTIVE
+    delivery_count: int = 0
+    application_properties: dict[str, Any] = field(default_factory=dict)
+    lock_token: uuid.UUID | None = None
+    locked_until: float | None = None
+    lock_owner: object | None = None
+    expires_at: float | None = None
+    dead_letter_source: str | None = None
+    enqueue_sequence_number: int = 0
+
+    @property
+    def locked(self) -> bool:
+        return self.lock_token is not None
+
+    def copy_for(self, sequence_number: int, enqueued_time: float) -> StoredMessage:
+        """A fresh copy for another entity (fan-out, forwarding)."""
+        return StoredMessage(
+            data=self.data,
+            sequence_number=sequence_number,
+            enqueued_time=enqueued_time,
+            application_properties=dict(self.application_properties),
+            dead_letter_source=self.dead_letter_source,
+            enqueue_sequence_number=self.enqueue_sequence_number,
+        )

@@ -1,0 +1,107 @@
+"""Just enough AMQP 1.0 type-system parsing to split a message into its sections.
+
+proton decodes a message with several data sections as if it had one, and does
+not expose a transfer's message-format, so batch envelopes (format 0x80013700,
+one complete encoded message per data section) are unpacked here.
+"""
+
+from __future__ import annotations
+
+import struct
+
+HEADER = 0x70
+DELIVERY_ANNOTATIONS = 0x71
+MESSAGE_ANNOTATIONS = 0x72
+PROPERTIES = 0x73
+APPLICATION_PROPERTIES = 0x74
+DATA = 0x75
+AMQP_SEQUENCE = 0x76
+AMQP_VALUE = 0x77
+FOOTER = 0x78
+BODY_SECTIONS = {DATA, AMQP_SEQUENCE, AMQP_VALUE}
+_SECTION_ORDER = [HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES]
+
+_FIXED = {0x4: 0, 0x5: 1, 0x6: 2, 0x7: 4, 0x8: 8, 0x9: 16}
+_VARIABLE = {0xA: 1, 0xB: 4, 0xC: 1, 0xD: 4, 0xE: 1, 0xF: 4}
+
+
+class SectionError(ValueError):
+    pass
+
+
+def _value_end(buf: bytes | memoryview, pos: int) -> int:
+    if pos >= len(buf):
+        raise SectionError("truncated value")
+    code = buf[pos]
+    pos += 1
+    if code == 0x00:  # described: descriptor, then value
+        return _value_end(buf, _value_end(buf, pos))
+    high = code >> 4
+    if high in _FIXED:
+        end = pos + _FIXED[high]
+    elif high in _VARIABLE:
+        width = _VARIABLE[high]
+        if pos + width > len(buf):
+            raise SectionError("truncated size")
+        size = buf[pos] if width == 1 else struct.unpack_from(">I", buf, pos)[0]
+        end = pos + width + size
+    else:
+        raise SectionError(f"unknown type constructor 0x{code:02x}")
+    if end > len(buf):
+        raise SectionError("truncated value")
+    return end
+
+
+def split_sections(buf: bytes | memoryview) -> list[tuple[int, int, int]]:
+    """[(section code, start, end)] covering the whole buffer, or SectionError."""
+    out = []
+    pos = 0
+    while pos < len(buf):
+        if buf[pos] != 0x00 or pos + 2 > len(buf):
+            raise SectionError("not a described section")
+        if buf[pos + 1] == 0x53:
+            code = buf[pos + 2]
+        elif buf[pos + 1] == 0x80 and pos + 10 <= len(buf):
+            code = struct.unpack_from(">Q", buf, pos + 2)[0]
+        else:
+            raise SectionError("unexpected section descriptor")
+        if code < HEADER or code > FOOTER:
+            raise SectionError(f"unknown section 0x{code:x}")
+        end = _value_end(buf, pos)
+        out.append((code, pos, end))
+        pos = end
+    return out
+
+
+def _data_payload(buf: bytes | memoryview, start: int, end: int) -> bytes:
+    # data section = 0x00 0x53 0x75 then vbin8 (0xa0 len) or vbin32 (0xb0 len32)
+    ctor = buf[start + 3]
+    offset = start + 5 if ctor == 0xA0 else start + 8
+    return bytes(buf[offset:end])
+
+
+def _is_message(buf: bytes) -> bool:
+    try:
+        sections = split_sections(buf)
+    except SectionError:
+        return False
+    codes = [c for c, _, _ in sections]
+    if not codes or not any(c in BODY_SECTIONS for c in codes):
+        return False
+    heads = [c for c in codes if c not in BODY_SECTIONS and c != FOOTER]
+    return heads == sorted(heads) and all(c in _SECTION_ORDER for c in heads)
+
+
+def batch_messages(buf: bytes | memoryview) -> list[bytes] | None:
+    """The encoded messages inside a batch envelope, or None if ``buf`` is a plain message."""
+    try:
+        sections = split_sections(buf)
+    except SectionError:
+        return None
+    data = [(s, e) for c, s, e in sections if c == DATA]
+    if not data or any(c in (AMQP_VALUE, AMQP_SEQUENCE) for c, _, _ in sections):
+        return None
+    inner = [_data_payload(buf, s, e) for s, e in data]
+    if all(_is_message(m) for m in inner):
+        return inner
+    return None

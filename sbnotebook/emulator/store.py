@@ -1,0 +1,84 @@
+"""One message log (a queue, a subscription, or a dead-letter sub-queue).
+
+Messages are kept by sequence number. Peek pages by sequence number in
+O(log n + page); taking the next available message is O(log n).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterator
+
+from .model import MessageState, StoredMessage
+
+
+class MessageStore:
+    def __init__(self, path: str, *, is_dead_letter: bool = False) -> None:
+        self.path = path
+        self.is_dead_letter = is_dead_letter
+        self.messages: dict[int, StoredMessage] = {}
+        self._order: list[int] = []  # sorted sequence numbers, with lazily removed entries
+        self._stale = 0
+        self._available: list[int] = []  # heap of sequence numbers that may be available
+        self.size_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def add(self, msg: StoredMessage) -> None:
+        seq = msg.sequence_number
+        if seq in self.messages:
+            raise ValueError(f"{self.path}: sequence number {seq} already present")
+        self.messages[seq] = msg
+        self.size_bytes += msg.data.size
+        if not self._order or seq > self._order[-1]:
+            self._order.append(seq)
+        else:
+            bisect.insort(self._order, seq)
+        if msg.state is MessageState.ACTIVE and not msg.locked:
+            heapq.heappush(self._available, seq)
+
+    def remove(self, seq: int) -> StoredMessage:
+        msg = self.messages.pop(seq)
+        self.size_bytes -= msg.data.size
+        self._stale += 1
+        if self._stale > 1024 and self._stale > len(self._order) // 2:
+            self._order = [s for s in self._order if s in self.messages]
+            self._stale = 0
+        return msg
+
+    def mark_available(self, msg: StoredMessage) -> None:
+        """Call after a message became active and unlocked."""
+        heapq.heappush(self._available, msg.sequence_number)
+
+    def take_available(self) -> StoredMessage | None:
+        """Lowest-sequence message that is active and unlocked, or None."""
+        heap = self._available
+        while heap:
+            seq = heapq.heappop(heap)
+            msg = self.messages.get(seq)
+            if msg is not None and msg.state is MessageState.ACTIVE and not msg.locked:
+                return msg
+        return None
+
+    def has_available(self) -> bool:
+        heap = self._available
+        while heap:
+            msg = self.messages.get(heap[0])
+            if msg is not None and msg.state is MessageState.ACTIVE and not msg.locked:
+                return True
+            heapq.heappop(heap)
+        return False
+
+    def iter_from(self, from_seq: int) -> Iterator[StoredMessage]:
+        order = self._order
+        i = bisect.bisect_left(order, from_seq)
+        while i < len(order):
+            msg = self.messages.get(order[i])
+            i += 1
+            if msg is not None:
+                yield msg
+
+    def count(self, state: MessageState) -> int:
+        return sum(1 for m in self.messages.values() if m.state is state)

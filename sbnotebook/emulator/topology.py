@@ -1,0 +1,308 @@
+"""Entity topology in the format of Microsoft's Service Bus emulator config file.
+
+    {"UserConfig": {"Namespaces": [{"Name": "...",
+        "Queues": [{"Name": "q", "Properties": {"LockDuration": "PT1M", ...}}],
+        "Topics": [{"Name": "t", "Properties": {...},
+                    "Subscriptions": [{"Name": "s", "Properties": {...},
+                                       "Rules": [{"Name": "r", "Properties": {
+                                           "FilterType": "Sql",
+                                           "SqlFilter": {"SqlExpression": "a = 1"}}}]}]}]}]}}
+
+Durations are ISO-8601 (``PT1M``, ``P14D``, ``PT0.5S``). Unknown property names are
+refused so that a typo does not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Service Bus defaults (Standard tier).
+DEFAULT_LOCK_DURATION = 60.0
+MAX_LOCK_DURATION = 300.0
+DEFAULT_MAX_DELIVERY_COUNT = 10
+DEFAULT_DUPLICATE_WINDOW = 600.0
+INFINITE_TTL = 10675199 * 86400.0  # TimeSpan.MaxValue in days, as Service Bus reports it
+DEFAULT_MAX_MESSAGE_SIZE = 256 * 1024
+
+_DURATION = re.compile(
+    r"^P(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?"
+    r"(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
+
+
+class TopologyError(ValueError):
+    """The topology file is malformed; the message says where."""
+
+
+def parse_duration(text: str | float | int, *, where: str = "duration") -> float:
+    """ISO-8601 duration (``PT1M``) or plain seconds -> seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    if isinstance(text, str):
+        match = _DURATION.match(text.strip().upper())
+        if match and text.strip().upper() not in ("P", "PT"):
+            parts = {k: float(v) if v else 0.0 for k, v in match.groupdict().items()}
+            return parts["d"] * 86400 + parts["h"] * 3600 + parts["m"] * 60 + parts["s"]
+    raise TopologyError(f"{where}: {text!r} is not an ISO-8601 duration such as 'PT1M'")
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds -> ISO-8601 duration as Service Bus writes it."""
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    frac = seconds - whole
+    out = "P" + (f"{days}D" if days else "")
+    time = (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "")
+    if secs or frac or not (days or hours or minutes):
+        time += f"{secs + frac:g}S"
+    return out + ("T" + time if time else "")
+
+
+@dataclass
+class RuleConfig:
+    name: str
+    filter_type: str = "Sql"  # "Sql" | "Correlation"
+    sql_expression: str = "1=1"
+    correlation: dict[str, Any] = field(default_factory=dict)
+    action: str | None = None
+
+
+@dataclass
+class EntityProperties:
+    lock_duration: float = DEFAULT_LOCK_DURATION
+    max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT
+    default_message_ttl: float = INFINITE_TTL
+    dead_lettering_on_message_expiration: bool = False
+    requires_duplicate_detection: bool = False
+    duplicate_detection_window: float = DEFAULT_DUPLICATE_WINDOW
+    requires_session: bool = False
+    forward_to: str | None = None
+    forward_dead_lettered_messages_to: str | None = None
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+
+
+@dataclass
+class SubscriptionConfig:
+    name: str
+    properties: EntityProperties = field(default_factory=EntityProperties)
+    rules: list[RuleConfig] = field(default_factory=list)
+
+
+@dataclass
+class TopicConfig:
+    name: str
+    properties: EntityProperties = field(default_factory=EntityProperties)
+    subscriptions: list[SubscriptionConfig] = field(default_factory=list)
+
+
+@dataclass
+class QueueConfig:
+    name: str
+    properties: EntityProperties = field(default_factory=EntityProperties)
+
+
+@dataclass
+class Topology:
+    namespace: str = "sbemulatorns"
+    queues: list[QueueConfig] = field(default_factory=list)
+    topics: list[TopicConfig] = field(default_factory=list)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Topology:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise TopologyError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Topology:
+        user = _require(data, "UserConfig", "top level")
+        namespaces = _require(user, "Namespaces", "UserConfig")
+        if not isinstance(namespaces, list) or len(namespaces) != 1:
+            raise TopologyError("UserConfig.Namespaces must list exactly one namespace")
+        ns = namespaces[0]
+        topo = cls(namespace=str(ns.get("Name", "sbemulatorns")))
+        for i, q in enumerate(ns.get("Queues") or []):
+            where = f"Queues[{i}]"
+            topo.queues.append(QueueConfig(_name(q, where), _properties(q.get("Properties"), where)))
+        for i, t in enumerate(ns.get("Topics") or []):
+            where = f"Topics[{i}]"
+            topic = TopicConfig(_name(t, where), _properties(t.get("Properties"), where))
+            for j, s in enumerate(t.get("Subscriptions") or []):
+                swhere = f"{where}.Subscriptions[{j}]"
+                sub = SubscriptionConfig(_name(s, swhere), _properties(s.get("Properties"), swhere))
+                for k, r in enumerate(s.get("Rules") or []):
+                    sub.rules.append(_rule(r, f"{swhere}.Rules[{k}]"))
+                topic.subscriptions.append(sub)
+            topo.topics.append(topic)
+        topo.validate()
+        return topo
+
+    def validate(self) -> None:
+        names = [q.name.lower() for q in self.queues] + [t.name.lower() for t in self.topics]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise TopologyError(f"entity names must be unique (case-insensitive): {sorted(dupes)}")
+        for props, where in self._all_properties():
+            for target in (props.forward_to, props.forward_dead_lettered_messages_to):
+                if target and target.lower() not in names:
+                    raise TopologyError(f"{where}: forwarding target {target!r} is not a queue or topic")
+
+    def _all_properties(self) -> list[tuple[EntityProperties, str]]:
+        out = [(q.properties, q.name) for q in self.queues]
+        for t in self.topics:
+            out += [(s.properties, f"{t.name}/Subscriptions/{s.name}") for s in t.subscriptions]
+        return out
+
+
+_PROPERTY_NAMES = {
+    "LockDuration": "lock_duration",
+    "MaxDeliveryCount": "max_delivery_count",
+    "DefaultMessageTimeToLive": "default_message_ttl",
+    "DeadLetteringOnMessageExpiration": "dead_lettering_on_message_expiration",
+    "RequiresDuplicateDetection": "requires_duplicate_detection",
+    "DuplicateDetectionHistoryTimeWindow": "duplicate_detection_window",
+    "RequiresSession": "requires_session",
+    "ForwardTo": "forward_to",
+    "ForwardDeadLetteredMessagesTo": "forward_dead_lettered_messages_to",
+    "MaxMessageSizeInKilobytes": "max_message_size",
+}
+_DURATIONS = {"lock_duration", "default_message_ttl", "duplicate_detection_window"}
+_BOOLS = {"dead_lettering_on_message_expiration", "requires_duplicate_detection", "requires_session"}
+
+
+def _properties(raw: dict[str, Any] | None, where: str) -> EntityProperties:
+    props = EntityProperties()
+    for key, value in (raw or {}).items():
+        attr = _PROPERTY_NAMES.get(key)
+        if attr is None:
+            known = ", ".join(sorted(_PROPERTY_NAMES))
+            raise TopologyError(f"{where}.Properties: unknown property {key!r} (known: {known})")
+        if attr in _DURATIONS:
+            value = parse_duration(value, where=f"{where}.Properties.{key}")
+        elif attr in _BOOLS:
+            if not isinstance(value, bool):
+                raise TopologyError(f"{where}.Properties.{key}: expected true or false")
+        elif attr == "max_delivery_count":
+            if not isinstance(value, int) or value < 1:
+                raise TopologyError(f"{where}.Properties.{key}: expected a positive integer")
+        elif attr == "max_message_size":
+            value = int(value) * 1024
+        else:
+            value = str(value) or None
+        setattr(props, attr, value)
+    if props.lock_duration > MAX_LOCK_DURATION:
+        raise TopologyError(f"{where}.Properties.LockDuration: Service Bus allows at most PT5M")
+    if props.lock_duration <= 0:
+        raise TopologyError(f"{where}.Properties.LockDuration: must be positive")
+    return props
+
+
+def _rule(raw: dict[str, Any], where: str) -> RuleConfig:
+    name = _name(raw, where)
+    props = raw.get("Properties") or {}
+    ftype = str(props.get("FilterType", "Sql"))
+    action = (props.get("Action") or {}).get("SqlExpression")
+    if ftype.lower() == "sql":
+        expr = (props.get("SqlFilter") or {}).get("SqlExpression")
+        if not expr:
+            raise TopologyError(f"{where}: Sql filter needs SqlFilter.SqlExpression")
+        return RuleConfig(name, "Sql", sql_expression=str(expr), action=action)
+    if ftype.lower() == "correlation":
+        corr = props.get("CorrelationFilter")
+        if not isinstance(corr, dict):
+            raise TopologyError(f"{where}: Correlation filter needs a CorrelationFilter object")
+        return RuleConfig(name, "Correlation", correlation=dict(corr), action=action)
+    raise TopologyError(f"{where}: FilterType must be 'Sql' or 'Correlation', not {ftype!r}")
+
+
+def _name(raw: Any, where: str) -> str:
+    if not isinstance(raw, dict) or not raw.get("Name"):
+        raise TopologyError(f"{where}: every entity needs a Name")
+    name = str(raw["Name"])
+    if len(name) > 260 or "//" in name or name.startswith("/"):
+        raise TopologyError(f"{where}: invalid entity name {name!r}")
+    return name
+
+
+def _require(data: Any, key: str, where: str) -> Any:
+    if not isinstance(data, dict) or key not in data:
+        raise TopologyError(f"{where}: missing {key!r}")
+    return data[key]
+
+
+DEFAULT_TOPOLOGY: dict[str, Any] = {
+    "UserConfig": {
+        "Namespaces": [
+            {
+                "Name": "sbemulatorns",
+                "Queues": [
+                    {"Name": "orders", "Properties": {"MaxDeliveryCount": 5}},
+                    {"Name": "results", "Properties": {}},
+                    {"Name": "retries", "Properties": {"LockDuration": "PT5S", "MaxDeliveryCount": 3}},
+                    {
+                        "Name": "dedup",
+                        "Properties": {
+                            "RequiresDuplicateDetection": True,
+                            "DuplicateDetectionHistoryTimeWindow": "PT10M",
+                        },
+                    },
+                    {
+                        "Name": "expiring",
+                        "Properties": {
+                            "DefaultMessageTimeToLive": "PT10S",
+                            "DeadLetteringOnMessageExpiration": True,
+                        },
+                    },
+                    {"Name": "sessions", "Properties": {"RequiresSession": True}},
+                ],
+                "Topics": [
+                    {
+                        "Name": "events",
+                        "Properties": {},
+                        "Subscriptions": [
+                            {"Name": "all", "Properties": {}},
+                            {
+                                "Name": "high-priority",
+                                "Properties": {},
+                                "Rules": [
+                                    {
+                                        "Name": "high",
+                                        "Properties": {
+                                            "FilterType": "Sql",
+                                            "SqlFilter": {"SqlExpression": "priority = 'high'"},
+                                        },
+                                    }
+                                ],
+                            },
+                            {
+                                "Name": "eu",
+                                "Properties": {},
+                                "Rules": [
+                                    {
+                                        "Name": "eu-region",
+                                        "Properties": {
+                                            "FilterType": "Correlation",
+                                            "CorrelationFilter": {"Properties": {"region": "eu"}},
+                                        },
+                                    }
+                                ],
+                            },
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+}
+
+
+def default_topology() -> Topology:
+    return Topology.from_dict(DEFAULT_TOPOLOGY)

@@ -463,13 +463,18 @@ class Broker:
 
     @_locked
     def release_owner(self, owner: object) -> int:
-        """A link or connection went away: its locks are released, as Service Bus does."""
+        """A link or connection went away holding locks: each ends now and counts as a failed
+        delivery attempt (so a message that crashes its consumers still reaches the DLQ).
+        Deliveries the client gave back explicitly (AMQP ``released``) were already returned uncounted."""
         tokens = self._owned.pop(owner, set())
         for token in list(tokens):
             lock = self._locks.get(token)
-            if lock is not None:
-                lock.owner = None
-                self.release(token)
+            if lock is None:
+                continue
+            lock.owner = None
+            msg = self._unlock(lock)
+            if msg is not None:
+                self._count_failed_delivery(lock.entity, lock.store, msg)
         return len(tokens)
 
     @_locked

@@ -32,10 +32,15 @@ class MessageStore:
             raise ValueError(f"{self.path}: sequence number {seq} already present")
         self.messages[seq] = msg
         self.size_bytes += msg.data.size
-        if not self._order or seq > self._order[-1]:
-            self._order.append(seq)
+        order = self._order
+        if not order or seq > order[-1]:
+            order.append(seq)
         else:
-            bisect.insort(self._order, seq)
+            i = bisect.bisect_left(order, seq)
+            if i < len(order) and order[i] == seq:
+                self._stale -= 1  # re-added under the same number: reuse the removed entry
+            else:
+                order.insert(i, seq)
         if msg.state is MessageState.ACTIVE and not msg.locked:
             heapq.heappush(self._available, seq)
 

@@ -1,0 +1,99 @@
+"""Shared fixtures: a fresh embedded emulator per test, with second-scale durations."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusClient
+
+from sbnotebook.emulator import Emulator
+
+TEST_TOPOLOGY: dict[str, Any] = {
+    "UserConfig": {
+        "Namespaces": [
+            {
+                "Name": "testns",
+                "Queues": [
+                    {"Name": "q", "Properties": {"LockDuration": "PT30S"}},
+                    {"Name": "short", "Properties": {"LockDuration": "PT1S", "MaxDeliveryCount": 3}},
+                    {"Name": "once", "Properties": {"MaxDeliveryCount": 1}},
+                    {
+                        "Name": "dedup",
+                        "Properties": {
+                            "RequiresDuplicateDetection": True,
+                            "DuplicateDetectionHistoryTimeWindow": "PT10M",
+                        },
+                    },
+                    {
+                        "Name": "ttl-dl",
+                        "Properties": {
+                            "DefaultMessageTimeToLive": "PT1S",
+                            "DeadLetteringOnMessageExpiration": True,
+                        },
+                    },
+                    {"Name": "ttl-drop", "Properties": {"DefaultMessageTimeToLive": "PT1S"}},
+                    {"Name": "fwd-src", "Properties": {"ForwardTo": "fwd-dst"}},
+                    {"Name": "fwd-dst", "Properties": {}},
+                    {
+                        "Name": "dl-fwd",
+                        "Properties": {"MaxDeliveryCount": 1, "ForwardDeadLetteredMessagesTo": "dl-target"},
+                    },
+                    {"Name": "dl-target", "Properties": {}},
+                    {"Name": "tiny", "Properties": {"MaxMessageSizeInKilobytes": 4}},
+                ],
+                "Topics": [
+                    {
+                        "Name": "t",
+                        "Properties": {},
+                        "Subscriptions": [
+                            {"Name": "all", "Properties": {}},
+                            {
+                                "Name": "sql",
+                                "Properties": {},
+                                "Rules": [
+                                    {
+                                        "Name": "red-and-big",
+                                        "Properties": {
+                                            "FilterType": "Sql",
+                                            "SqlFilter": {"SqlExpression": "color = 'red' AND size > 3"},
+                                        },
+                                    }
+                                ],
+                            },
+                            {
+                                "Name": "corr",
+                                "Properties": {},
+                                "Rules": [
+                                    {
+                                        "Name": "eu-orders",
+                                        "Properties": {
+                                            "FilterType": "Correlation",
+                                            "CorrelationFilter": {
+                                                "Label": "order",
+                                                "Properties": {"region": "eu"},
+                                            },
+                                        },
+                                    }
+                                ],
+                            },
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+}
+
+
+@pytest.fixture
+def emulator() -> Iterator[Emulator]:
+    with Emulator(TEST_TOPOLOGY) as emu:
+        yield emu
+
+
+@pytest.fixture
+def client(emulator: Emulator) -> Iterator[ServiceBusClient]:
+    with ServiceBusClient.from_connection_string(emulator.connection_string) as c:
+        yield c

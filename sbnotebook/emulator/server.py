@@ -19,6 +19,19 @@ log = logging.getLogger("sbnotebook.emulator")
 LISTEN_BACKLOG = 512
 
 
+class _QuietDisconnects(logging.Filter):
+    """proton logs a client hanging up as an ERROR; for a broker that is routine."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not ("Couldn't send" in text or "Couldn't recv" in text)
+
+
+_proton_log = logging.getLogger("proton")
+if not any(isinstance(f, _QuietDisconnects) for f in _proton_log.filters):
+    _proton_log.addFilter(_QuietDisconnects())
+
+
 def load_topology(config: str | Path | dict[str, Any] | Topology | None) -> Topology:
     if config is None:
         return default_topology()

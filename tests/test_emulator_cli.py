@@ -1,0 +1,76 @@
+"""`sbnotebook emulator` / `python -m sbnotebook.emulator` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from azure.servicebus import ServiceBusClient
+
+from .helpers import drain, send
+
+CONN = re.compile(r"^Endpoint=sb://127\.0\.0\.1:(\d+);SharedAccessKeyName=RootManageSharedAccessKey;"
+                  r"SharedAccessKey=(\S+);UseDevelopmentEmulator=true$")
+
+
+def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbnotebook.emulator", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for _ in range(5):
+        line = proc.stdout.readline().strip()
+        if CONN.match(line):
+            return proc, line
+    proc.kill()
+    raise AssertionError(f"no connection string printed; stderr: {proc.stderr.read() if proc.stderr else ''}")
+
+
+def test_prints_connection_string_serves_and_stops_on_sigterm() -> None:
+    proc, conn = _start()
+    try:
+        with ServiceBusClient.from_connection_string(conn) as c:
+            send(c, "orders", "via-cli")
+            assert [str(m) for m in drain(c, "orders")] == ["via-cli"]
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+        assert proc.returncode == 0
+        assert "stopped" in out
+    finally:
+        proc.kill()
+
+
+def test_sigint_stops_cleanly_and_custom_key_and_config(tmp_path: Path) -> None:
+    config = tmp_path / "Config.json"
+    config.write_text(json.dumps({"UserConfig": {"Namespaces": [{"Name": "n", "Queues": [{"Name": "mine"}]}]}}))
+    proc, conn = _start("--config", str(config), "--key", "k3y")
+    try:
+        assert CONN.match(conn) and CONN.match(conn).group(2) == "k3y"  # type: ignore[union-attr]
+        with ServiceBusClient.from_connection_string(conn) as c:
+            send(c, "mine", "custom")
+            assert [str(m) for m in drain(c, "mine")] == ["custom"]
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=15)
+        assert proc.returncode == 0
+    finally:
+        proc.kill()
+
+
+def test_bad_config_exits_2_with_a_reason(tmp_path: Path) -> None:
+    config = tmp_path / "Config.json"
+    config.write_text(json.dumps({"UserConfig": {"Namespaces": [{"Queues": [{"Name": "q", "Properties": {"Nope": 1}}]}]}}))
+    result = subprocess.run(
+        [sys.executable, "-m", "sbnotebook", "emulator", "--port", "0", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "unknown property 'Nope'" in result.stderr

@@ -13,8 +13,10 @@ from azure.servicebus import ServiceBusClient
 
 from .helpers import drain, send
 
-CONN = re.compile(r"^Endpoint=sb://127\.0\.0\.1:(\d+);SharedAccessKeyName=RootManageSharedAccessKey;"
-                  r"SharedAccessKey=(\S+);UseDevelopmentEmulator=true$")
+CONN = re.compile(
+    r"^Endpoint=sb://127\.0\.0\.1:(\d+);SharedAccessKeyName=RootManageSharedAccessKey;"
+    r"SharedAccessKey=(\S+);UseDevelopmentEmulator=true$"
+)
 
 
 def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
@@ -65,7 +67,9 @@ def test_sigint_stops_cleanly_and_custom_key_and_config(tmp_path: Path) -> None:
 
 def test_bad_config_exits_2_with_a_reason(tmp_path: Path) -> None:
     config = tmp_path / "Config.json"
-    config.write_text(json.dumps({"UserConfig": {"Namespaces": [{"Queues": [{"Name": "q", "Properties": {"Nope": 1}}]}]}}))
+    config.write_text(
+        json.dumps({"UserConfig": {"Namespaces": [{"Queues": [{"Name": "q", "Properties": {"Nope": 1}}]}]}})
+    )
     result = subprocess.run(
         [sys.executable, "-m", "sbnotebook", "emulator", "--port", "0", "--config", str(config)],
         capture_output=True,

@@ -113,9 +113,7 @@ def test_subscription_settlement_and_dead_letter_queue(client: ServiceBusClient)
     with client.get_subscription_receiver("t", "all", max_wait_time=3) as r:
         (m,) = r.receive_messages(max_wait_time=3)
         r.dead_letter_message(m, reason="Nope")
-    with client.get_subscription_receiver(
-        "t", "all", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=3
-    ) as dlq:
+    with client.get_subscription_receiver("t", "all", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=3) as dlq:
         (d,) = dlq.receive_messages(max_wait_time=3)
         assert d.dead_letter_reason == "Nope"
         dlq.complete_message(d)

@@ -33,7 +33,7 @@ def test_received_message_carries_every_field_the_sender_set(client: ServiceBusC
         time_to_live=dt.timedelta(minutes=5),
         application_properties={"str": "x", "int": 7, "float": 1.5, "bool": True},
     )
-    before = dt.datetime.now(dt.timezone.utc)
+    before = dt.datetime.now(dt.UTC)
     with client.get_queue_sender("q") as sender:
         sender.send_messages(sent)
     with client.get_queue_receiver("q", max_wait_time=5) as receiver:
@@ -52,9 +52,9 @@ def test_received_message_carries_every_field_the_sender_set(client: ServiceBusC
         assert msg.delivery_count == 0
         assert msg.sequence_number >= 1
         assert msg.enqueued_time_utc is not None
-        assert before - dt.timedelta(seconds=1) <= msg.enqueued_time_utc <= dt.datetime.now(dt.timezone.utc)
+        assert before - dt.timedelta(seconds=1) <= msg.enqueued_time_utc <= dt.datetime.now(dt.UTC)
         assert isinstance(msg.lock_token, uuid.UUID)
-        remaining = (msg.locked_until_utc - dt.datetime.now(dt.timezone.utc)).total_seconds()
+        remaining = (msg.locked_until_utc - dt.datetime.now(dt.UTC)).total_seconds()
         assert 25 < remaining <= 31  # the queue's LockDuration is PT30S
         receiver.complete_message(msg)
 
@@ -107,9 +107,8 @@ def test_standard_tier_limit_is_256_kb(client: ServiceBusClient) -> None:
 
 def test_unknown_entity_is_reported_as_not_found(client: ServiceBusClient) -> None:
     """Rule: attaching to a missing entity fails with amqp:not-found."""
-    with pytest.raises(MessagingEntityNotFoundError):
-        with client.get_queue_sender("no-such-queue") as sender:
-            sender.send_messages(ServiceBusMessage("x"))
+    with pytest.raises(MessagingEntityNotFoundError), client.get_queue_sender("no-such-queue") as sender:
+        sender.send_messages(ServiceBusMessage("x"))
     with pytest.raises(MessagingEntityNotFoundError):
         with client.get_queue_receiver("no-such-queue", max_wait_time=1) as receiver:
             receiver.receive_messages(max_wait_time=1)
@@ -145,9 +144,10 @@ def test_credit_is_honoured(client: ServiceBusClient) -> None:
 def test_competing_receivers_never_get_the_same_message(client: ServiceBusClient) -> None:
     """Rule: a peek-locked message is invisible to other receivers."""
     send(client, "q", *[f"m{i}" for i in range(10)])
-    with client.get_queue_receiver("q", max_wait_time=2) as r1, client.get_queue_receiver(
-        "q", max_wait_time=2
-    ) as r2:
+    with (
+        client.get_queue_receiver("q", max_wait_time=2) as r1,
+        client.get_queue_receiver("q", max_wait_time=2) as r2,
+    ):
         a = r1.receive_messages(max_message_count=5, max_wait_time=2)
         b = r2.receive_messages(max_message_count=10, max_wait_time=2)
         assert {m.sequence_number for m in a}.isdisjoint({m.sequence_number for m in b})

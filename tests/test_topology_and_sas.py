@@ -15,7 +15,15 @@ from sbnotebook.emulator.topology import format_duration, parse_duration
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("PT1M", 60), ("PT5S", 5), ("PT0.5S", 0.5), ("P1D", 86400), ("P1DT2H3M4S", 93784), ("PT1H", 3600), (30, 30)],
+    [
+        ("PT1M", 60),
+        ("PT5S", 5),
+        ("PT0.5S", 0.5),
+        ("P1D", 86400),
+        ("P1DT2H3M4S", 93784),
+        ("PT1H", 3600),
+        (30, 30),
+    ],
 )
 def test_iso_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from proton import Condition, Delivery, Endpoint, Event, Handler, Link, Message, Terminus, int32, symbol
 
@@ -33,6 +33,7 @@ TRACKING_ID = symbol("com.microsoft:tracking-id")
 SENDER_CREDIT = 500
 MAX_FRAME_SIZE = 256 * 1024
 SESSION_CAPACITY = 64 * 1024 * 1024
+T = TypeVar("T")
 TICK_SECONDS = 0.05
 
 
@@ -45,6 +46,13 @@ def normalise_address(address: str | None) -> str:
         text = text.split("://", 1)[1]
         text = text.split("/", 1)[1] if "/" in text else ""
     return text.strip("/")
+
+
+def _need(obj: T | None, what: str) -> T:
+    # proton types event fields as optional; on the events handled here they are always set.
+    if obj is None:
+        raise RuntimeError(f"proton event without a {what}")
+    return obj
 
 
 def _error_condition(exc: BrokerError) -> Condition:
@@ -109,7 +117,7 @@ class BrokerHandler(Handler):
         self.container.schedule(TICK_SECONDS, self)
 
     def on_connection_bound(self, event: Event) -> None:
-        transport = event.transport
+        transport = _need(event.transport, "transport")
         transport.max_frame_size = MAX_FRAME_SIZE
         sasl = transport.sasl()
         sasl.allowed_mechs("ANONYMOUS")
@@ -121,33 +129,35 @@ class BrokerHandler(Handler):
         return state
 
     def on_connection_remote_open(self, event: Event) -> None:
-        conn = event.connection
+        conn = _need(event.connection, "connection")
         self._conn(conn)
         if conn.state & Endpoint.LOCAL_UNINIT:
             conn.container = "sbnotebook-emulator"
             conn.open()
 
     def on_session_remote_open(self, event: Event) -> None:
-        ssn = event.session
+        ssn = _need(event.session, "session")
         if ssn.state & Endpoint.LOCAL_UNINIT:
             ssn.incoming_capacity = SESSION_CAPACITY
             ssn.open()
 
     def on_connection_remote_close(self, event: Event) -> None:
-        self._drop_connection(event.connection)
-        if event.connection.state & Endpoint.LOCAL_ACTIVE:
-            event.connection.close()
+        conn = _need(event.connection, "connection")
+        self._drop_connection(conn)
+        if conn.state & Endpoint.LOCAL_ACTIVE:
+            conn.close()
 
     def on_session_remote_close(self, event: Event) -> None:
-        if event.session.state & Endpoint.LOCAL_ACTIVE:
-            event.session.close()
+        ssn = _need(event.session, "session")
+        if ssn.state & Endpoint.LOCAL_ACTIVE:
+            ssn.close()
 
     def on_transport_closed(self, event: Event) -> None:
         if event.connection is not None:
             self._drop_connection(event.connection)
 
     def on_transport_error(self, event: Event) -> None:
-        cond = event.transport.condition
+        cond = _need(event.transport, "transport").condition
         log.debug("transport error: %s", cond.description if cond else "?")
 
     def _drop_connection(self, connection: Any) -> None:
@@ -161,7 +171,7 @@ class BrokerHandler(Handler):
     # ----------------------------------------------------------------- links
 
     def on_link_remote_open(self, event: Event) -> None:
-        link = event.link
+        link = cast(Link, _need(event.link, "link"))
         if not link.state & Endpoint.LOCAL_UNINIT:
             return
         conn = self._conn(link.connection)
@@ -245,7 +255,7 @@ class BrokerHandler(Handler):
         link.close()
 
     def on_link_remote_close(self, event: Event) -> None:
-        link = event.link
+        link = cast(Link, _need(event.link, "link"))
         conn = self._conns.get(link.connection)
         if conn is not None:
             conn.links.discard(link)
@@ -266,7 +276,7 @@ class BrokerHandler(Handler):
     # ---------------------------------------------------------------- credit
 
     def on_link_flow(self, event: Event) -> None:
-        out = self._out.get(event.link)
+        out = self._out.get(cast(Link, _need(event.link, "link")))
         if out is None:
             return
         self._send_replies(out)
@@ -287,7 +297,7 @@ class BrokerHandler(Handler):
             for msg in msgs:
                 token = msg.lock_token
                 tag = lock_tag(token) if token is not None else uuid.uuid4().bytes_le
-                delivery = link.delivery(tag)
+                delivery = link.delivery(cast(str, tag))  # proton accepts bytes tags
                 delivery.sb_token = token  # proton cannot read binary tags back
                 link.send(encode_stored(msg, locked_until=msg.locked_until))
                 link.advance()
@@ -305,7 +315,7 @@ class BrokerHandler(Handler):
     # ------------------------------------------------------------ deliveries
 
     def on_delivery(self, event: Event) -> None:
-        delivery = event.delivery
+        delivery = _need(event.delivery, "delivery")
         link = delivery.link
         if link.is_receiver:
             if delivery.readable and not delivery.partial:
@@ -361,7 +371,7 @@ class BrokerHandler(Handler):
     def _put_token(self, link: Link, data: bytes) -> None:
         request = Message()
         request.decode(data)
-        props = request.properties or {}
+        props: dict[Any, Any] = dict(request.properties or {})
         reply = Message()
         reply.correlation_id = request.id
         name = str(props.get("name", ""))
@@ -370,10 +380,10 @@ class BrokerHandler(Handler):
                 raise TokenError("unsupported $cbs operation")
             grant = validate(str(request.body or ""), keys=self.keys, resource=name)
             self._conn(link.connection).grants.append(grant)
-            reply.properties = {"status-code": int32(202), "status-description": "Accepted"}
+            reply.properties = cast(Any, {"status-code": int32(202), "status-description": "Accepted"})
         except TokenError as exc:
             log.info("refused a token for %s: %s", name, exc)
-            reply.properties = {"status-code": int32(401), "status-description": f"Unauthorized: {exc}"}
+            reply.properties = cast(Any, {"status-code": int32(401), "status-description": f"Unauthorized: {exc}"})
         conn = self._conn(link.connection)
         if conn.cbs_sender is None:
             return
@@ -417,7 +427,7 @@ class BrokerHandler(Handler):
         link = out.link
         while out.pending_replies and link.credit > 0:
             reply = out.pending_replies.popleft()
-            delivery = link.delivery(uuid.uuid4().bytes)
+            delivery = link.delivery(cast(str, uuid.uuid4().bytes))
             link.send(reply.encode())
             link.advance()
             delivery.settle()
@@ -427,7 +437,7 @@ class BrokerHandler(Handler):
     def _settlement(self, delivery: Delivery) -> None:
         token: uuid.UUID | None = getattr(delivery, "sb_token", None)
         state = delivery.remote_state
-        if token is None or delivery.settled and state == 0:
+        if token is None or (delivery.settled and state == 0):
             return
         out = self._out.get(delivery.link)
         store = out.source.store if out is not None and out.source is not None else None

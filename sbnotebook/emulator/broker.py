@@ -217,9 +217,7 @@ class Broker:
     def resolve_target(self, path: str) -> Entity:
         parts = [p for p in path.strip("/").split("/") if p]
         if len(parts) != 1:
-            raise EntityNotFound(
-                f"Cannot send to '{path}': send to a queue or a topic.", entity=path
-            )
+            raise EntityNotFound(f"Cannot send to '{path}': send to a queue or a topic.", entity=path)
         return self.entity(parts[0])
 
     # ------------------------------------------------------------------- send
@@ -246,9 +244,12 @@ class Broker:
                 raise BadRequest(f"The {name} exceeds the maximum length of 128 characters.", entity=entity)
 
     def _accept(self, target: Entity, data: MessageData, now: float) -> int:
-        if target.duplicates is not None and data.message_id is not None:
-            if target.duplicates.seen(data.message_id, now):
-                return 0
+        if (
+            target.duplicates is not None
+            and data.message_id is not None
+            and target.duplicates.seen(data.message_id, now)
+        ):
+            return 0
         seq = next(self._sequence)
         msg = StoredMessage(
             data=data,
@@ -342,8 +343,7 @@ class Broker:
     def _reject_forwarding(self, source: Source) -> None:
         if source.entity.props.forward_to and not source.is_dead_letter:
             raise BadRequest(
-                f"Cannot receive from '{source.store.path}': it auto-forwards to "
-                f"'{source.entity.props.forward_to}'.",
+                f"Cannot receive from '{source.store.path}': it auto-forwards to '{source.entity.props.forward_to}'.",
                 entity=source.store.path,
             )
 
@@ -598,9 +598,9 @@ class Broker:
             if kind == "lock":
                 self._fire_lock(key, due)
             elif kind == "scheduled":
-                self._fire_scheduled(*key, now=now)
+                self._fire_scheduled(key[0], key[1], now)
             elif kind == "ttl":
-                self._fire_ttl(*key, now=now)
+                self._fire_ttl(key[0], key[1], now)
 
     def _fire_lock(self, token: uuid.UUID, due: float) -> None:
         lock = self._locks.get(token)

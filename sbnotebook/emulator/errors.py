@@ -1,18 +1,18 @@
 """Broker-side errors, each carrying the AMQP error condition Service Bus uses.
 
-    BrokerError                    condition + description (+ tracking id)
-    ├── EntityNotFound             amqp:not-found
-    ├── MessageSizeExceeded        amqp:link:message-size-exceeded
-    ├── LockLost                   com.microsoft:message-lock-lost
-    ├── MessageNotFound            com.microsoft:message-not-found
-    ├── Unauthorized               amqp:unauthorized-access
-    └── BadRequest                 amqp:invalid-field / com.microsoft:argument-error
+BrokerError                    condition + description (+ tracking id)
+├── EntityNotFound             amqp:not-found
+├── MessageSizeExceeded        amqp:link:message-size-exceeded
+├── LockLost                   com.microsoft:message-lock-lost
+├── MessageNotFound            com.microsoft:message-not-found
+├── Unauthorized               amqp:unauthorized-access
+└── BadRequest                 amqp:invalid-field / com.microsoft:argument-error
 """
 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 class BrokerError(Exception):
@@ -22,7 +22,7 @@ class BrokerError(Exception):
     def __init__(self, description: str, *, entity: str | None = None) -> None:
         self.tracking_id = str(uuid.uuid4())
         self.entity = entity
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
         where = f", SystemTracker:emulator:{entity}" if entity else ""
         # Real Service Bus descriptions end with the tracking id; users quote it to support.
         self.description = f"{description} TrackingId:{self.tracking_id}{where}, Timestamp:{stamp}"

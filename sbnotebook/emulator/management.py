@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from proton import UNDESCRIBED, Array, Data, Message, int32, symbol, timestamp
 
@@ -52,11 +52,11 @@ def _get(body: dict[Any, Any], key: str, default: Any = ...) -> Any:
 
 
 def _long_array(values: list[int]) -> Array:
-    return Array(UNDESCRIBED, Data.LONG, *values)
+    return Array(cast(Any, UNDESCRIBED), Data.LONG, *values)
 
 
 def _timestamps(values: list[float]) -> Array:
-    return Array(UNDESCRIBED, Data.TIMESTAMP, *[timestamp(int(v * 1000)) for v in values])
+    return Array(cast(Any, UNDESCRIBED), Data.TIMESTAMP, *[timestamp(int(v * 1000)) for v in values])
 
 
 class ManagementHandler:
@@ -78,7 +78,7 @@ class ManagementHandler:
         return self.broker.resolve_source(self.entity_path)
 
     def handle(self, request: Message, owner: object) -> Message:
-        props = request.properties or {}
+        props: dict[Any, Any] = dict(request.properties or {})
         operation = str(props.get("operation", ""))
         reply = Message()
         reply.correlation_id = request.id
@@ -91,14 +91,18 @@ class ManagementHandler:
                 )
             body = request.body if isinstance(request.body, dict) else {}
             status, result = op(body, owner)
-            reply.properties = {"statusCode": int32(status), "statusDescription": "OK" if status == OK else "No Content"}
+            description = "OK" if status == OK else "No Content"
+            reply.properties = cast(Any, {"statusCode": int32(status), "statusDescription": description})
             reply.body = result if result is not None else {}
         except BrokerError as exc:
-            reply.properties = {
-                "statusCode": int32(exc.status_code),
-                "statusDescription": exc.description,
-                "errorCondition": symbol(exc.condition),
-            }
+            reply.properties = cast(
+                Any,
+                {
+                    "statusCode": int32(exc.status_code),
+                    "statusDescription": exc.description,
+                    "errorCondition": symbol(exc.condition),
+                },
+            )
             reply.body = None
         return reply
 

@@ -28,10 +28,7 @@ def sign(audience: str, key_name: str, key: str, expiry: float) -> str:
     encoded = urllib.parse.quote_plus(audience)
     se = str(int(expiry))
     sig = base64.b64encode(hmac.new(key.encode(), f"{encoded}\n{se}".encode(), hashlib.sha256).digest())
-    return (
-        f"SharedAccessSignature sr={encoded}&sig={urllib.parse.quote_plus(sig.decode())}"
-        f"&se={se}&skn={key_name}"
-    )
+    return f"SharedAccessSignature sr={encoded}&sig={urllib.parse.quote_plus(sig.decode())}&se={se}&skn={key_name}"
 
 
 def validate(token: str, *, keys: dict[str, str], resource: str, now: float | None = None) -> Grant:

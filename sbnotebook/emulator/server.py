@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
@@ -44,8 +44,7 @@ def load_topology(config: str | Path | dict[str, Any] | Topology | None) -> Topo
 
 def connection_string(host: str, port: int, key_name: str, key: str) -> str:
     return (
-        f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};"
-        f"SharedAccessKey={key};UseDevelopmentEmulator=true"
+        f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};SharedAccessKey={key};UseDevelopmentEmulator=true"
     )
 
 
@@ -106,7 +105,7 @@ class Emulator:
         try:
             container = Container(self._handler)
             container.container_id = "sbnotebook-emulator"
-            self._acceptor = container.acceptor(self.host, self._requested_port)
+            self._acceptor = container.acceptor(self.host, cast(Any, self._requested_port))
             sock = self._acceptor._selectable._delegate
             sock.listen(LISTEN_BACKLOG)
             self.port = sock.getsockname()[1]

@@ -105,8 +105,10 @@ def _comparable(a: Any, b: Any) -> bool:
     num = (int, float)
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool)
-    return (isinstance(a, num) and isinstance(b, num)) or (type(a) is type(b)) or (
-        isinstance(a, str) and isinstance(b, str)
+    return (
+        (isinstance(a, num) and isinstance(b, num))
+        or (type(a) is type(b))
+        or (isinstance(a, str) and isinstance(b, str))
     )
 
 

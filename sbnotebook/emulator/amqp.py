@@ -2,7 +2,7 @@
 
 A thin mapping: attaches become Sources or targets, transfers become
 ``Broker.send``, credit becomes ``Broker.receive``, dispositions become
-settlement. Everything runs on the proton container's thread; errors in one
+settlement. Everything runs on the event loop's thread; errors in one
 connection or link are answered on that connection or link only.
 """
 
@@ -86,41 +86,22 @@ class BrokerHandler(Handler):
         super().__init__()
         self.broker = broker
         self.keys = keys
-        self.container: Any = None
         self._conns: dict[Any, ConnectionState] = {}
         self._out: dict[Link, OutLink] = {}
         self._by_store: dict[MessageStore, set[OutLink]] = defaultdict(set)
         self._management: dict[Link, ManagementHandler] = {}
         self._targets: dict[Link, str] = {}
-        self.stopping = False
-        self.on_stop_requested: Any = None
-
-    def on_sb_stop(self, event: Event) -> None:
-        """Injected from another thread by ``Emulator.stop()``."""
-        if self.on_stop_requested is not None:
-            self.on_stop_requested(self.container)
 
     # ------------------------------------------------------------ lifecycle
 
-    def on_reactor_init(self, event: Event) -> None:
-        self.container = event.container
-        self.container.schedule(TICK_SECONDS, self)
+    def on_tick(self) -> None:
+        """Called by the loop every TICK_SECONDS: fire due timers, feed waiting receivers."""
+        self.broker.tick()
+        self._flush()
 
-    def on_timer_task(self, event: Event) -> None:
-        if self.stopping:
-            return
-        try:
-            self.broker.tick()
-            self._flush()
-        except Exception:  # a bug must not stop the clock for every client
-            log.exception("timer tick failed")
-        self.container.schedule(TICK_SECONDS, self)
-
-    def on_connection_bound(self, event: Event) -> None:
-        transport = _need(event.transport, "transport")
-        transport.max_frame_size = MAX_FRAME_SIZE
-        sasl = transport.sasl()
-        sasl.allowed_mechs("ANONYMOUS")
+    def on_peer_closed(self, connection: Any) -> None:
+        """The socket is gone: whatever the connection held is released."""
+        self._drop_connection(connection)
 
     def _conn(self, connection: Any) -> ConnectionState:
         state = self._conns.get(connection)
@@ -288,6 +269,7 @@ class BrokerHandler(Handler):
         assert out.source is not None
         credit = link.credit
         if credit > 0:
+            store = out.source.store
             try:
                 msgs = self.broker.receive(out.source, credit, peek_lock=out.peek_lock, owner=out)
             except BrokerError as exc:
@@ -299,6 +281,7 @@ class BrokerHandler(Handler):
                 tag = lock_tag(token) if token is not None else uuid.uuid4().bytes_le
                 delivery = link.delivery(cast(str, tag))  # proton accepts bytes tags
                 delivery.sb_token = token  # proton cannot read binary tags back
+                delivery.sb_store = store
                 link.send(encode_stored(msg, locked_until=msg.locked_until))
                 link.advance()
                 if not out.peek_lock:
@@ -315,13 +298,18 @@ class BrokerHandler(Handler):
     # ------------------------------------------------------------ deliveries
 
     def on_delivery(self, event: Event) -> None:
-        delivery = _need(event.delivery, "delivery")
-        link = delivery.link
-        if link.is_receiver:
-            if delivery.readable and not delivery.partial:
+        self.on_delivery_object(_need(event.delivery, "delivery"))
+
+    def on_delivery_object(self, delivery: Delivery) -> None:
+        """The loop's fast path: most events are deliveries, and a full Event wrap is costly."""
+        token = getattr(delivery, "sb_token", _UNSET)
+        if token is not _UNSET:  # one of ours, sent to a receiver: its settlement arrived
+            if delivery.updated:
+                self._settlement(delivery, token)
+        else:
+            link = delivery.link
+            if link.is_receiver and delivery.readable and not delivery.partial:
                 self._incoming(link, delivery)
-        elif delivery.updated:
-            self._settlement(delivery)
         self._flush()
 
     def _incoming(self, link: Link, delivery: Delivery) -> None:
@@ -434,18 +422,16 @@ class BrokerHandler(Handler):
 
     # ------------------------------------------------------------- settlement
 
-    def _settlement(self, delivery: Delivery) -> None:
-        token: uuid.UUID | None = getattr(delivery, "sb_token", None)
+    def _settlement(self, delivery: Delivery, token: uuid.UUID | None) -> None:
         state = delivery.remote_state
         if token is None or (delivery.settled and state == 0):
             return
-        out = self._out.get(delivery.link)
-        store = out.source.store if out is not None and out.source is not None else None
-        remote = delivery.remote
+        store: MessageStore | None = getattr(delivery, "sb_store", None)
         try:
             if state == Delivery.ACCEPTED:
                 self.broker.complete(token, store=store)
             elif state == Delivery.MODIFIED:
+                remote = delivery.remote
                 props = _string_keys(remote.annotations)
                 if remote.undeliverable:
                     self.broker.defer(token, props, store=store)
@@ -454,7 +440,7 @@ class BrokerHandler(Handler):
                 delivery.local.failed = remote.failed
                 delivery.local.undeliverable = remote.undeliverable
             elif state == Delivery.REJECTED:
-                cond = remote.condition
+                cond = delivery.remote.condition
                 info = _string_keys(cond.info if cond else None) or {}
                 self.broker.dead_letter(
                     token,
@@ -474,6 +460,9 @@ class BrokerHandler(Handler):
             delivery.local.condition = _error_condition(exc)
             delivery.update(Delivery.REJECTED)
         delivery.settle()
+
+
+_UNSET: Any = object()
 
 
 def _string_keys(value: Any) -> dict[str, Any] | None:

@@ -12,13 +12,15 @@ import struct
 import uuid
 from typing import Any
 
-from proton import Data, Message, symbol, timestamp
+from proton import Data, symbol
 
 from .model import MessageData, StoredMessage
 from .sections import (
     APPLICATION_PROPERTIES,
     BODY_SECTIONS,
     FOOTER,
+    HEADER,
+    MESSAGE_ANNOTATIONS,
     PROPERTIES,
     SectionError,
     batch_messages,
@@ -84,40 +86,58 @@ def decode_transfer(encoded: bytes) -> list[MessageData]:
     return [decode_message(encoded)]
 
 
+def _section_value(encoded: bytes, start: int, end: int) -> Any:
+    d = Data()
+    d.decode(encoded[start:end])
+    described = d.get_object()
+    return getattr(described, "value", None)
+
+
 def decode_message(encoded: bytes) -> MessageData:
-    msg = Message()
+    """Decode only the sections the broker reads; the body is never decoded."""
     try:
-        msg.decode(encoded)
         sections = split_sections(encoded)
-    except (SectionError, Exception) as exc:  # proton raises its own DataException family
+        if not any(c in BODY_SECTIONS for c, _, _ in sections):
+            raise SectionError("no body section")
+        values = {c: (s, e) for c, s, e in sections if c not in BODY_SECTIONS and c != FOOTER}
+        header = _section_value(encoded, *values[HEADER]) if HEADER in values else None
+        ann = _section_value(encoded, *values[MESSAGE_ANNOTATIONS]) if MESSAGE_ANNOTATIONS in values else None
+        props = _section_value(encoded, *values[PROPERTIES]) if PROPERTIES in values else None
+        app = _section_value(encoded, *values[APPLICATION_PROPERTIES]) if APPLICATION_PROPERTIES in values else None
+    except Exception as exc:  # SectionError, or proton's DataException family
         raise DecodeError(f"malformed AMQP message: {exc}") from None
-    raw_properties = b"".join(encoded[s:e] for c, s, e in sections if c == PROPERTIES)
-    raw_body = b"".join(encoded[s:e] for c, s, e in sections if c in BODY_SECTIONS or c == FOOTER)
-    annotations = _copy(dict(msg.annotations or {}))
+    header = list(header or []) + [None] * 5
+    fields = list(props or []) + [None] * 13
+    annotations = _copy(dict(ann or {}))
+    if not isinstance(app, dict) and app is not None:
+        raise DecodeError("malformed AMQP message: application-properties is not a map")
     scheduled = annotations.get(SCHEDULED_ENQUEUE_TIME)
     partition_key = annotations.get(PARTITION_KEY)
-    sender_annotations = {k: v for k, v in annotations.items() if k not in _BROKER_OWNED}
-    app = _copy(dict(msg.properties or {}))
-    ttl = msg.ttl or None
+    ttl_ms = header[2]
     return MessageData(
-        raw_properties=raw_properties,
-        raw_body=raw_body,
+        raw_properties=encoded[values[PROPERTIES][0] : values[PROPERTIES][1]] if PROPERTIES in values else b"",
+        raw_body=b"".join(encoded[s:e] for c, s, e in sections if c in BODY_SECTIONS or c == FOOTER),
+        raw_application_properties=(
+            encoded[values[APPLICATION_PROPERTIES][0] : values[APPLICATION_PROPERTIES][1]]
+            if APPLICATION_PROPERTIES in values
+            else b""
+        ),
         size=len(encoded),
-        durable=bool(msg.durable),
-        priority=int(msg.priority),
-        annotations=sender_annotations,
-        message_id=_text(msg.id),
-        correlation_id=_text(msg.correlation_id),
-        subject=_text(msg.subject),
-        content_type=_text(msg.content_type),
-        to=_text(msg.address),
-        reply_to=_text(msg.reply_to),
-        reply_to_session_id=_text(msg.reply_to_group_id),
-        session_id=_text(msg.group_id),
+        durable=bool(header[0]),
+        priority=4 if header[1] is None else int(header[1]),
+        annotations={k: v for k, v in annotations.items() if k not in _BROKER_OWNED},
+        message_id=_text(fields[0]),
+        to=_text(fields[2]),
+        subject=_text(fields[3]),
+        reply_to=_text(fields[4]),
+        correlation_id=_text(fields[5]),
+        content_type=_text(fields[6]),
+        session_id=_text(fields[10]),
+        reply_to_session_id=_text(fields[12]),
         partition_key=_text(partition_key),
-        ttl=float(ttl) if ttl else None,
+        ttl=int(ttl_ms) / 1000.0 if ttl_ms else None,
         scheduled_enqueue_time=_seconds(scheduled),
-        application_properties=app,
+        application_properties=_copy(dict(app or {})),
     )
 
 
@@ -145,24 +165,77 @@ def _described(code: int, value: dict[Any, Any]) -> bytes:
     return d.encode()
 
 
+def _any_value(value: Any) -> bytes:
+    d = Data()
+    d.put_object(value)
+    return d.encode()
+
+
+def _sym(name: str) -> bytes:
+    raw = name.encode()
+    return b"\xa3" + bytes([len(raw)]) + raw
+
+
+def _long(v: int) -> bytes:
+    return b"\x81" + struct.pack(">q", v)
+
+
+def _ts(seconds: float) -> bytes:
+    return b"\x83" + struct.pack(">q", int(seconds * 1000))
+
+
+def _str(v: str) -> bytes:
+    raw = v.encode()
+    if len(raw) < 256:
+        return b"\xa1" + bytes([len(raw)]) + raw
+    return b"\xb1" + struct.pack(">I", len(raw)) + raw
+
+
+_K_SEQ = _sym(SEQUENCE_NUMBER)
+_K_ENQ = _sym(ENQUEUED_TIME)
+_K_ESEQ = _sym(ENQUEUE_SEQUENCE_NUMBER)
+_K_STATE = _sym(MESSAGE_STATE)
+_K_LOCKED = _sym(LOCKED_UNTIL)
+_K_PKEY = _sym(PARTITION_KEY)
+_K_SCHED = _sym(SCHEDULED_ENQUEUE_TIME)
+_K_DLSRC = _sym(DEAD_LETTER_SOURCE)
+_OWN_KEYS = {PARTITION_KEY, SCHEDULED_ENQUEUE_TIME}
+
+
+def _annotations(msg: StoredMessage, locked_until: float | None) -> bytes:
+    """The message-annotations section, encoded by hand: it is built for every delivery and peek."""
+    data = msg.data
+    items = [
+        _K_SEQ + _long(msg.sequence_number),
+        _K_ENQ + _ts(msg.enqueued_time),
+        _K_ESEQ + _long(msg.enqueue_sequence_number),
+        _K_STATE + b"\x71" + struct.pack(">i", int(msg.state)),
+    ]
+    if locked_until is not None:
+        items.append(_K_LOCKED + _ts(locked_until))
+    if data.partition_key is not None:
+        items.append(_K_PKEY + _str(data.partition_key))
+    if data.scheduled_enqueue_time is not None:
+        items.append(_K_SCHED + _ts(data.scheduled_enqueue_time))
+    if msg.dead_letter_source is not None:
+        items.append(_K_DLSRC + _str(msg.dead_letter_source))
+    for key, value in data.annotations.items():
+        if key not in _OWN_KEYS:
+            items.append(_any_value(key) + _any_value(value))
+    body = b"".join(items)
+    count = len(items) * 2
+    if len(body) + 1 < 256:
+        return b"\x00\x53\x72\xc1" + bytes([len(body) + 1, count]) + body
+    return b"\x00\x53\x72\xd1" + struct.pack(">II", len(body) + 4, count) + body
+
+
 def encode_stored(msg: StoredMessage, *, locked_until: float | None = None) -> bytes:
     """The message as a receiver (or a peek) sees it."""
     data = msg.data
-    ann: dict[Any, Any] = dict(data.annotations)
-    ann[SEQUENCE_NUMBER] = msg.sequence_number
-    ann[ENQUEUED_TIME] = timestamp(int(msg.enqueued_time * 1000))
-    ann[ENQUEUE_SEQUENCE_NUMBER] = msg.enqueue_sequence_number
-    ann[MESSAGE_STATE] = int(msg.state)
-    if locked_until is not None:
-        ann[LOCKED_UNTIL] = timestamp(int(locked_until * 1000))
-    if data.partition_key is not None:
-        ann[PARTITION_KEY] = data.partition_key
-    if data.scheduled_enqueue_time is not None:
-        ann[SCHEDULED_ENQUEUE_TIME] = timestamp(int(data.scheduled_enqueue_time * 1000))
-    if msg.dead_letter_source is not None:
-        ann[DEAD_LETTER_SOURCE] = msg.dead_letter_source
-    parts = [_header(data, msg.delivery_count), _described(0x72, ann), data.raw_properties]
-    if msg.application_properties:
+    parts = [_header(data, msg.delivery_count), _annotations(msg, locked_until), data.raw_properties]
+    if msg.application_properties == data.application_properties:
+        parts.append(data.raw_application_properties)
+    elif msg.application_properties:
         parts.append(_described(APPLICATION_PROPERTIES, msg.application_properties))
     parts.append(data.raw_body)
     return b"".join(parts)

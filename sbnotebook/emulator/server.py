@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from proton.reactor import ApplicationEvent, Container, EventInjector
-
-from .amqp import BrokerHandler
+from .amqp import MAX_FRAME_SIZE, TICK_SECONDS, BrokerHandler
 from .broker import Broker
 from .clock import Clock
+from .loop import EventLoop
 from .sas import DEFAULT_KEY, DEFAULT_KEY_NAME
 from .topology import Topology, default_topology
 
@@ -74,11 +74,8 @@ class Emulator:
         self.broker = Broker(self.topology, clock)
         self._handler = BrokerHandler(self.broker, {key_name: key})
         self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
+        self._loop: EventLoop | None = None
         self._stopped = threading.Event()
-        self._error: BaseException | None = None
-        self._injector: EventInjector | None = None
-        self._acceptor: Any = None
 
     def __repr__(self) -> str:
         state = f"{self.host}:{self.port}" if self.port else "not started"
@@ -93,49 +90,43 @@ class Emulator:
     def start(self, timeout: float = 10.0) -> Emulator:
         if self._thread is not None:
             return self
+        self._loop = EventLoop(
+            self._handler,
+            self.host,
+            self._requested_port,
+            backlog=LISTEN_BACKLOG,
+            tick=TICK_SECONDS,
+            max_frame_size=MAX_FRAME_SIZE,
+        )
+        self.port = self._loop.port
+        self._stopped.clear()
         self._thread = threading.Thread(target=self._run, name="sbnotebook-emulator", daemon=True)
         self._thread.start()
-        if not self._ready.wait(timeout):
-            raise RuntimeError("the emulator did not start in time")
-        if self._error is not None:
-            raise RuntimeError(f"the emulator failed to start: {self._error}") from self._error
         return self
 
     def _run(self) -> None:
+        assert self._loop is not None
         try:
-            container = Container(self._handler)
-            container.container_id = "sbnotebook-emulator"
-            self._acceptor = container.acceptor(self.host, cast(Any, self._requested_port))
-            sock = self._acceptor._selectable._delegate
-            sock.listen(LISTEN_BACKLOG)
-            self.port = sock.getsockname()[1]
-            self._injector = EventInjector()
-            container.selectable(self._injector)
-            self._handler.on_stop_requested = self._shutdown
-            self._ready.set()
-            container.run()
-        except BaseException as exc:  # surfaced to start() or logged
-            self._error = exc
+            self._loop.run()
+        except BaseException:
             log.exception("emulator stopped with an error")
         finally:
-            self._ready.set()
             self._stopped.set()
 
-    def _shutdown(self, container: Any) -> None:
-        self._handler.stopping = True
-        if self._acceptor is not None:
-            self._acceptor.close()
-        if self._injector is not None:
-            self._injector.close()
-        container.stop()
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the broker's thread (for changes made while clients are connected)."""
+        if self._loop is None:
+            fn()
+        else:
+            self._loop.call_soon(fn)
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self._thread is None:
+        if self._thread is None or self._loop is None:
             return
-        if self._injector is not None and not self._stopped.is_set():
-            self._injector.trigger(ApplicationEvent("sb_stop"))
+        self._loop.stop()
         self._thread.join(timeout)
         self._thread = None
+        self._loop = None
 
     def wait(self) -> None:
         """Block until the emulator stops."""

@@ -1,0 +1,145 @@
+"""Emulator throughput with the official SDK as the client.
+
+Runs the emulator as a separate process and measures, for N messages:
+batched sends, peeks (pages of 250), and peek-lock receive + complete.
+Reports messages/s and the ratio of the emulator's CPU time to the client's for
+the same work. Target: emulator CPU at most half the client's (the broker is not
+the bottleneck).
+
+    python benchmarks/emulator_throughput.py --messages 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psutil
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+TARGET_RATIO = 0.5
+
+
+@dataclass
+class Phase:
+    name: str
+    messages: int
+    wall: float
+    client_cpu: float
+    emulator_cpu: float
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.wall
+
+    @property
+    def ratio(self) -> float:
+        return self.emulator_cpu / self.client_cpu if self.client_cpu else float("inf")
+
+
+def _cpu(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def measure(name: str, messages: int, emulator: psutil.Process, work: Callable[[], None]) -> Phase:
+    e0, c0, w0 = _cpu(emulator), time.process_time(), time.perf_counter()
+    work()
+    wall = time.perf_counter() - w0
+    return Phase(name, messages, wall, time.process_time() - c0, _cpu(emulator) - e0)
+
+
+def run(n: int, body_size: int) -> list[Phase]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbnotebook.emulator", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        conn = ""
+        while not conn:
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit("emulator did not start")
+            if re.match(r"^Endpoint=sb://", line):
+                conn = line.strip()
+        emulator = psutil.Process(proc.pid)
+        body = "x" * body_size
+        phases = []
+        with ServiceBusClient.from_connection_string(conn) as client:
+            sender = client.get_queue_sender("results")
+            receiver = client.get_queue_receiver("results", max_wait_time=5, prefetch_count=0)
+            with sender, receiver:
+                sender.send_messages(ServiceBusMessage("warm-up"))
+                for m in receiver.receive_messages(max_message_count=1, max_wait_time=5):
+                    receiver.complete_message(m)
+
+                def send_all() -> None:
+                    left = n
+                    while left:
+                        batch = sender.create_message_batch()
+                        while left:
+                            try:
+                                batch.add_message(ServiceBusMessage(body))
+                            except ValueError:
+                                break
+                            left -= 1
+                        sender.send_messages(batch)
+
+                def peek_all() -> None:
+                    seen, start = 0, 1
+                    while seen < n:
+                        page = receiver.peek_messages(max_message_count=250, sequence_number=start)
+                        if not page:
+                            raise RuntimeError(f"peek stopped at {seen} of {n}")
+                        seen += len(page)
+                        start = (page[-1].sequence_number or 0) + 1
+
+                def receive_complete_all() -> None:
+                    done = 0
+                    while done < n:
+                        got = receiver.receive_messages(max_message_count=100, max_wait_time=5)
+                        if not got:
+                            raise RuntimeError(f"receive stopped at {done} of {n}")
+                        for m in got:
+                            receiver.complete_message(m)
+                        done += len(got)
+
+                phases.append(measure("send (batched)", n, emulator, send_all))
+                phases.append(measure("peek (pages of 250)", n, emulator, peek_all))
+                phases.append(measure("receive + complete", n, emulator, receive_complete_all))
+        return phases
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=5000)
+    parser.add_argument("--body-size", type=int, default=256)
+    parser.add_argument("--json", action="store_true", help="print results as JSON")
+    args = parser.parse_args()
+    phases = run(args.messages, args.body_size)
+    total_e = sum(p.emulator_cpu for p in phases)
+    total_c = sum(p.client_cpu for p in phases)
+    overall = total_e / total_c
+    if args.json:
+        print(json.dumps([p.__dict__ | {"rate": p.rate, "ratio": p.ratio} for p in phases] + [{"overall": overall}]))
+    else:
+        print(f"{args.messages} messages of {args.body_size} bytes, SDK client vs emulator process")
+        print(f"{'phase':<22}{'msg/s':>10}{'client cpu s':>14}{'emulator cpu s':>16}{'ratio':>8}")
+        for p in phases:
+            print(f"{p.name:<22}{p.rate:>10.0f}{p.client_cpu:>14.2f}{p.emulator_cpu:>16.2f}{p.ratio:>8.2f}")
+        verdict = "meets" if overall <= TARGET_RATIO else "MISSES"
+        print(f"overall emulator/client CPU ratio {overall:.2f} ({verdict} the target of <= {TARGET_RATIO})")
+    return 0 if overall <= TARGET_RATIO else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""A lean network loop around proton's AMQP engine.
+
+proton's Python reactor raises about a dozen Python-level events per message
+(selectables, quiesce, IO bookkeeping) before the handler sees one. This loop
+drives the engine directly: bytes in -> ``Transport.push``, engine events ->
+handler, ``Transport.peek``/``pop`` -> bytes out. The handler sees only engine
+events (connection, session, link, delivery, transport).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import selectors
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from cproton import isnull, pn_collector_peek, pn_collector_pop, pn_event_delivery, pn_event_type
+from proton import Collector, Connection, Delivery, Event, EventType, Transport
+
+log = logging.getLogger("sbnotebook.emulator")
+
+READ_SIZE = 256 * 1024
+
+
+class _Peer:
+    __slots__ = ("collector", "connection", "sock", "transport", "want_write")
+
+    def __init__(self, sock: socket.socket, max_frame_size: int) -> None:
+        self.sock = sock
+        self.connection = Connection()
+        self.collector = Collector()
+        self.connection.collect(self.collector)
+        self.transport = Transport(Transport.SERVER)
+        self.transport.max_frame_size = max_frame_size
+        sasl = self.transport.sasl()
+        sasl.allowed_mechs("ANONYMOUS")
+        self.transport.bind(self.connection)
+        self.want_write = False
+
+
+class EventLoop:
+    def __init__(
+        self,
+        handler: Any,
+        host: str,
+        port: int,
+        *,
+        backlog: int = 512,
+        tick: float = 0.05,
+        max_frame_size: int = 256 * 1024,
+    ) -> None:
+        self.handler = handler
+        self.tick_interval = tick
+        self.max_frame_size = max_frame_size
+        self.selector = selectors.DefaultSelector()
+        self.listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((host, port))
+        self.listener.listen(backlog)
+        self.listener.setblocking(False)
+        self.port: int = self.listener.getsockname()[1]
+        self.selector.register(self.listener, selectors.EVENT_READ, None)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self.selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._peers: dict[socket.socket, _Peer] = {}
+        self._stopping = False
+        # Only wrap events the handler has a method for: wrapping is the costly part.
+        self._handled = {n for n, t in EventType.TYPES.items() if hasattr(handler, t.method)}
+        self._delivery_type = Event.DELIVERY.number
+        self._on_delivery = getattr(handler, "on_delivery_object", None)
+
+    # ------------------------------------------------------- other threads
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the loop's thread (thread-safe)."""
+        self._calls.put(fn)
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"!")
+
+    def stop(self) -> None:
+        self.call_soon(self._request_stop)
+
+    def _request_stop(self) -> None:
+        self._stopping = True
+
+    # ----------------------------------------------------------------- loop
+
+    def run(self) -> None:
+        next_tick = time.monotonic() + self.tick_interval
+        try:
+            while not self._stopping:
+                timeout = max(0.0, next_tick - time.monotonic())
+                for key, _ in self.selector.select(timeout):
+                    if key.data is None:
+                        self._accept()
+                    elif key.data == "wake":
+                        self._drain_wake()
+                    else:
+                        self._on_socket(key.data, key.events)
+                self._process_all()
+                now = time.monotonic()
+                if now >= next_tick:
+                    next_tick = now + self.tick_interval
+                    self._tick()
+                    self._process_all()
+        finally:
+            self._close_all()
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except BlockingIOError:
+            pass
+        while True:
+            try:
+                fn = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                fn()
+            except Exception:
+                log.exception("a scheduled call failed")
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                log.exception("accept failed")
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            peer = _Peer(sock, self.max_frame_size)
+            self._peers[sock] = peer
+            self.selector.register(sock, selectors.EVENT_READ, peer)
+
+    def _on_socket(self, peer: _Peer, events: int) -> None:
+        if events & selectors.EVENT_READ:
+            self._read(peer)
+        if events & selectors.EVENT_WRITE:
+            self._write(peer)
+
+    def _read(self, peer: _Peer) -> None:
+        transport = peer.transport
+        capacity = transport.capacity()
+        if capacity < 0:
+            return  # tail closed; waiting for output to drain
+        try:
+            data = peer.sock.recv(min(capacity, READ_SIZE) or READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            transport.close_tail()
+            return
+        try:
+            transport.push(data)
+        except Exception:  # malformed input: proton closes the transport with an error
+            transport.close_tail()
+
+    def _write(self, peer: _Peer) -> None:
+        transport = peer.transport
+        while True:
+            pending = transport.pending()
+            if pending <= 0:
+                break
+            try:
+                sent = peer.sock.send(transport.peek(pending) or b"")
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                transport.close_head()
+                transport.close_tail()
+                break
+            transport.pop(sent)
+            if sent < pending:
+                break
+        want_write = transport.pending() > 0
+        if want_write != peer.want_write:
+            peer.want_write = want_write
+            mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if want_write else 0)
+            self.selector.modify(peer.sock, mask, peer)
+
+    def _process_all(self) -> None:
+        # Handling one connection's events can create work on another (a send feeds a receiver),
+        # so repeat until every collector is quiet, then flush every transport.
+        busy = True
+        while busy:
+            busy = False
+            for peer in list(self._peers.values()):
+                if self._drain_events(peer):
+                    busy = True
+        for peer in list(self._peers.values()):
+            self._write(peer)
+            if peer.transport.closed:
+                self._discard(peer)
+
+    def _drain_events(self, peer: _Peer) -> bool:
+        collector = peer.collector._impl
+        handled = self._handled
+        impl = pn_collector_peek(collector)
+        if isnull(impl):
+            return False
+        fast = self._on_delivery
+        while not isnull(impl):
+            kind = pn_event_type(impl)
+            if kind == self._delivery_type and fast is not None:
+                try:
+                    fast(Delivery.wrap(pn_event_delivery(impl)))
+                except Exception:
+                    log.exception("handler failed on a delivery")
+            elif kind in handled:
+                event = Event.wrap(impl)
+                if event is not None:
+                    self._dispatch(event)
+            pn_collector_pop(collector)
+            impl = pn_collector_peek(collector)
+        return True
+
+    def _dispatch(self, event: Event) -> None:
+        try:
+            event.dispatch(self.handler)
+        except Exception:
+            log.exception("handler failed on %s", event.type)
+            conn = event.connection
+            if conn is not None and conn.transport is not None:
+                conn.transport.close_tail()
+
+    def _tick(self) -> None:
+        now = time.time()
+        for peer in self._peers.values():
+            try:
+                peer.transport.tick(now)
+            except Exception:
+                peer.transport.close_tail()
+        tick = getattr(self.handler, "on_tick", None)
+        if tick is not None:
+            try:
+                tick()
+            except Exception:
+                log.exception("timer tick failed")
+
+    def _discard(self, peer: _Peer) -> None:
+        self._drain_events(peer)
+        gone = getattr(self.handler, "on_peer_closed", None)
+        if gone is not None:
+            gone(peer.connection)
+        self._peers.pop(peer.sock, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(peer.sock)
+        peer.sock.close()
+
+    def _close_all(self) -> None:
+        for peer in list(self._peers.values()):
+            self._discard(peer)
+        for sock in (self.listener, self._wake_r, self._wake_w):
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(sock)
+            sock.close()
+        self.selector.close()
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._peers)

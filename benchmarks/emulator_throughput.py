@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -55,7 +56,24 @@ def measure(name: str, messages: int, emulator: psutil.Process, work: Callable[[
     return Phase(name, messages, wall, time.process_time() - c0, _cpu(emulator) - e0)
 
 
-def run(n: int, body_size: int) -> list[Phase]:
+def _medians(phases: list[Phase]) -> list[Phase]:
+    """One row per phase, each figure the median over the rounds (CPU timings jitter by +-25%)."""
+    out = []
+    for name in dict.fromkeys(p.name for p in phases):
+        rows = [p for p in phases if p.name == name]
+        out.append(
+            Phase(
+                name,
+                rows[0].messages,
+                statistics.median(p.wall for p in rows),
+                statistics.median(p.client_cpu for p in rows),
+                statistics.median(p.emulator_cpu for p in rows),
+            )
+        )
+    return out
+
+
+def run(n: int, body_size: int, rounds: int) -> list[Phase]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "sbnotebook.emulator", "--port", "0"], stdout=subprocess.PIPE, text=True
     )
@@ -110,10 +128,11 @@ def run(n: int, body_size: int) -> list[Phase]:
                             receiver.complete_message(m)
                         done += len(got)
 
-                phases.append(measure("send (batched)", n, emulator, send_all))
-                phases.append(measure("peek (pages of 250)", n, emulator, peek_all))
-                phases.append(measure("receive + complete", n, emulator, receive_complete_all))
-        return phases
+                for _ in range(rounds):
+                    phases.append(measure("send (batched)", n, emulator, send_all))
+                    phases.append(measure("peek (pages of 250)", n, emulator, peek_all))
+                    phases.append(measure("receive + complete", n, emulator, receive_complete_all))
+        return _medians(phases)
     finally:
         proc.terminate()
         proc.wait(10)
@@ -123,16 +142,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--body-size", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=3, help="repeat each phase; medians are reported")
     parser.add_argument("--json", action="store_true", help="print results as JSON")
     args = parser.parse_args()
-    phases = run(args.messages, args.body_size)
+    phases = run(args.messages, args.body_size, args.rounds)
     total_e = sum(p.emulator_cpu for p in phases)
     total_c = sum(p.client_cpu for p in phases)
     overall = total_e / total_c
     if args.json:
         print(json.dumps([p.__dict__ | {"rate": p.rate, "ratio": p.ratio} for p in phases] + [{"overall": overall}]))
     else:
-        print(f"{args.messages} messages of {args.body_size} bytes, SDK client vs emulator process")
+        print(
+            f"{args.messages} messages of {args.body_size} bytes, SDK client vs emulator process, "
+            f"median of {args.rounds} rounds"
+        )
         print(f"{'phase':<22}{'msg/s':>10}{'client cpu s':>14}{'emulator cpu s':>16}{'ratio':>8}")
         for p in phases:
             print(f"{p.name:<22}{p.rate:>10.0f}{p.client_cpu:>14.2f}{p.emulator_cpu:>16.2f}{p.ratio:>8.2f}")

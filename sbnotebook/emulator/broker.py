@@ -37,7 +37,8 @@ from .topology import EntityProperties, Topology
 
 DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
-MAX_FORWARD_HOPS = 4  # Service Bus allows chains of at most four hops
+MAX_FORWARD_HOPS = 4
+_NOTHING_DIRTY: frozenset[MessageStore] = frozenset()  # Service Bus allows chains of at most four hops
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -635,8 +636,10 @@ class Broker:
             return  # a locked message expires when its lock ends (checked on unlock)
         self._expire(entity, entity.store, msg)
 
-    def pop_dirty(self) -> set[MessageStore]:
+    def pop_dirty(self) -> set[MessageStore] | frozenset[MessageStore]:
         """Stores that gained available messages since the last call."""
+        if not self._dirty:
+            return _NOTHING_DIRTY
         with self.lock:
             dirty, self._dirty = self._dirty, set()
             return dirty

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -35,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, RuntimeError) as exc:
         print(f"sbnotebook emulator: cannot start: {exc}", file=sys.stderr)
         return 1
+    # A broker process allocates many short-lived wrappers per message: collect less often.
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -203,3 +203,18 @@ def test_peek_pages_by_sequence_number_over_a_large_log(broker: Broker) -> None:
         seen += [m.sequence_number for m in page]
         start = page[-1].sequence_number + 1
     assert seen == list(range(2501, 5001))
+
+
+def test_a_dead_letter_queue_message_cannot_be_dead_lettered_again(broker: Broker) -> None:
+    broker.send("q", [data()])
+    (m,) = broker.receive(broker.resolve_source("q"), 1, peek_lock=True)
+    assert m.lock_token is not None
+    broker.dead_letter(m.lock_token, "first")
+    dlq = broker.resolve_source("q/$DeadLetterQueue")
+    (d,) = broker.receive(dlq, 1, peek_lock=True)
+    assert d.lock_token is not None
+    with pytest.raises(BadRequest, match="already in a dead-letter queue"):
+        broker.dead_letter(d.lock_token, "second")
+    assert d.locked  # nothing lost: still held, can be completed
+    broker.complete(d.lock_token)
+    assert broker.counts("q")["dead_letter"] == 0

@@ -438,17 +438,17 @@ class Broker:
         store: MessageStore | None = None,
     ) -> None:
         lock = self._held(token, store)
+        if lock.store.is_dead_letter:
+            # Service Bus: "you can't dead-letter a message from a DLQ". The lock stays held.
+            raise BadRequest(
+                "Cannot dead-letter a message that is already in a dead-letter queue; complete or abandon it.",
+                entity=lock.store.path,
+            )
         msg = self._unlock(lock)
         if msg is None:
             return
         if properties:
             msg.application_properties.update(properties)
-        if lock.store.is_dead_letter:
-            # A dead-letter queue has no dead-letter queue: record the reason, keep the message.
-            self._set_dead_letter_reason(msg, reason, description)
-            lock.store.mark_available(msg)
-            self._dirty.add(lock.store)
-            return
         self._move_to_dead_letter(lock.entity, lock.store, msg, reason, description)
 
     @_locked

@@ -63,6 +63,7 @@ def _error_condition(exc: BrokerError) -> Condition:
 @dataclass(eq=False)
 class ConnectionState:
     grants: list[Grant] = field(default_factory=list)
+    deliveries: int = 0
     cbs_sender: Link | None = None
     links: set[Link] = field(default_factory=set)
 
@@ -91,6 +92,7 @@ class BrokerHandler(Handler):
         self._by_store: dict[MessageStore, set[OutLink]] = defaultdict(set)
         self._management: dict[Link, ManagementHandler] = {}
         self._targets: dict[Link, str] = {}
+        self.loop: Any = None  # set by the EventLoop: latency, slow entities, aborts
 
     # ------------------------------------------------------------ lifecycle
 
@@ -186,6 +188,7 @@ class BrokerHandler(Handler):
         self.broker._reject_forwarding(source)
         peek_lock = link.remote_snd_settle_mode != Link.SND_SETTLED
         out = OutLink(link, source=source, peek_lock=peek_lock)
+        self._apply_entity_faults(link, address)
         self._out[link] = out
         self._by_store[source.store].add(out)
         link.open()
@@ -200,14 +203,21 @@ class BrokerHandler(Handler):
             entity = address[: -len(MANAGEMENT_SUFFIX)]
             self._check_entity(entity)
             self._management[link] = ManagementHandler(self.broker, entity)
+            self._apply_entity_faults(link, entity)
             self._targets[link] = address
         else:
             self._authorize(conn, address)
             target = self.broker.resolve_target(address)
             link.max_message_size = target.props.max_message_size
+            self._apply_entity_faults(link, address)
             self._targets[link] = address
         link.open()
         link.flow(SENDER_CREDIT)
+
+    def _apply_entity_faults(self, link: Link, entity: str) -> None:
+        faults = self.broker.faults.get(entity.split("/")[0])
+        if faults is not None and faults.delay > 0 and self.loop is not None:
+            self.loop.set_delay(link.connection, faults.delay)
 
     def _check_entity(self, entity: str) -> None:
         try:
@@ -268,6 +278,7 @@ class BrokerHandler(Handler):
         link = out.link
         assert out.source is not None
         credit = link.credit
+        credit = min(credit, self._deliveries_before_drop(link, out))
         if credit > 0:
             store = out.source.store
             try:
@@ -286,8 +297,31 @@ class BrokerHandler(Handler):
                 link.advance()
                 if not out.peek_lock:
                     delivery.settle()
+            if msgs:
+                self._count_deliveries(link, out, len(msgs))
         if link.drain_mode and link.credit > 0:
             link.drained()
+
+    def _deliveries_before_drop(self, link: Link, out: OutLink) -> int:
+        assert out.source is not None
+        faults = self.broker.faults.get(out.source.entity.store.path.split("/")[0])
+        if faults is None or faults.drop_after <= 0:
+            return link.credit
+        conn = self._conns.get(link.connection)
+        return faults.drop_after - (conn.deliveries if conn else 0)
+
+    def _count_deliveries(self, link: Link, out: OutLink, count: int) -> None:
+        assert out.source is not None
+        faults = self.broker.faults.get(out.source.entity.store.path.split("/")[0])
+        if faults is None or faults.drop_after <= 0 or self.loop is None:
+            return
+        conn = self._conns.get(link.connection)
+        if conn is None:
+            return
+        conn.deliveries += count
+        if conn.deliveries >= faults.drop_after:
+            log.info("fault injection: dropping a connection after %d deliveries", conn.deliveries)
+            self.loop.abort(link.connection)
 
     def _flush(self) -> None:
         for store in self.broker.pop_dirty():

@@ -30,10 +30,11 @@ from typing import Any, TypeVar, cast
 
 from .clock import Clock, SystemClock
 from .errors import BadRequest, EntityNotFound, LockLost, MessageNotFound, MessageSizeExceeded
+from .faults import FaultError, Faults, InjectedFailure
 from .filters import DEFAULT_RULE, Rule
 from .model import MessageData, MessageState, StoredMessage
 from .store import MessageStore
-from .topology import EntityProperties, Topology
+from .topology import EntityProperties, Topology, TopologyError
 
 DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
@@ -144,6 +145,7 @@ class Broker:
         self._timers: list[tuple[float, int, str, Any]] = []
         self._timer_ids = itertools.count()
         self._dirty: set[MessageStore] = set()
+        self.faults = Faults()
         for q in topology.queues:
             self._entities[q.name.lower()] = Queue(
                 q.name,
@@ -174,6 +176,10 @@ class Broker:
                     [Rule(r) for r in (s.rules or [DEFAULT_RULE])],
                 )
             self._entities[t.name.lower()] = topic
+        try:
+            self.faults.load(topology.faults)
+        except FaultError as exc:
+            raise TopologyError(str(exc)) from None
 
     # ----------------------------------------------------------------- lookup
 
@@ -227,6 +233,9 @@ class Broker:
     def send(self, path: str, messages: list[MessageData]) -> list[int]:
         """Accept a message or a batch, all or nothing. Returns sequence numbers (0 = dropped duplicate)."""
         target = self.resolve_target(path)
+        faults = self.faults.get(target.name)
+        if faults is not None and (kind := faults.take_rejection()) is not None:
+            raise InjectedFailure(kind, target.name)
         limit = target.props.max_message_size
         for data in messages:
             if data.size > limit:
@@ -489,6 +498,21 @@ class Broker:
             self._timer(msg.locked_until, "lock", token)
             out.append(msg.locked_until)
         return out
+
+    @_locked
+    def lose_locks(self, path: str) -> int:
+        """Drop every lock held on a queue or subscription (and its DLQ), as a service update does:
+        the messages are available again, delivery counts unchanged, and settling with the old
+        lock fails with MessageLockLostError. Returns how many locks were lost."""
+        source = self.resolve_source(path)
+        stores = {source.entity.store, source.entity.dead_letter}
+        lost = [lock for lock in self._locks.values() if lock.store in stores]
+        for lock in lost:
+            msg = self._unlock(lock)
+            if msg is not None and msg.state is MessageState.ACTIVE:
+                lock.store.mark_available(msg)
+                self._dirty.add(lock.store)
+        return len(lost)
 
     def locked_until(self, token: uuid.UUID) -> float | None:
         lock = self._locks.get(token)

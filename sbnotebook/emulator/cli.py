@@ -10,6 +10,7 @@ import sys
 import threading
 from types import FrameType
 
+from .faults import FaultError
 from .sas import DEFAULT_KEY
 from .server import Emulator
 from .topology import TopologyError
@@ -20,6 +21,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=5672, help="AMQP port; 0 picks a free one (default 5672)")
     parser.add_argument("--config", help="topology file in the format of Microsoft's Service Bus emulator")
     parser.add_argument("--key", default=DEFAULT_KEY, help="shared access key clients must sign with")
+    parser.add_argument(
+        "--latency-ms", type=float, default=0.0, help="add this many milliseconds to every broker reply"
+    )
+    parser.add_argument(
+        "--reject-sends",
+        action="append",
+        default=[],
+        metavar="ENTITY=COUNT[:CONDITION]",
+        help="refuse the next COUNT sends to ENTITY (condition: server-busy, quota-exceeded, entity-disabled)",
+    )
+    parser.add_argument(
+        "--slow", action="append", default=[], metavar="ENTITY=MS", help="add MS to every reply on ENTITY"
+    )
+    parser.add_argument(
+        "--drop-after",
+        action="append",
+        default=[],
+        metavar="ENTITY=N",
+        help="abruptly close a receiving connection on ENTITY after N deliveries",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log connections and refused tokens")
 
 
@@ -29,9 +50,11 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        emulator = Emulator(args.config, host=args.host, port=args.port, key=args.key).start()
-    except TopologyError as exc:
-        print(f"sbnotebook emulator: bad topology: {exc}", file=sys.stderr)
+        emulator = Emulator(args.config, host=args.host, port=args.port, key=args.key, latency=args.latency_ms / 1000.0)
+        _apply_fault_flags(emulator, args)
+        emulator.start()
+    except (TopologyError, FaultError) as exc:
+        print(f"sbnotebook emulator: {exc}", file=sys.stderr)
         return 2
     except (OSError, RuntimeError) as exc:
         print(f"sbnotebook emulator: cannot start: {exc}", file=sys.stderr)
@@ -56,6 +79,31 @@ def run(args: argparse.Namespace) -> int:
     emulator.stop()
     print("Service Bus emulator stopped", flush=True)
     return 0
+
+
+def _pair(text: str, flag: str) -> tuple[str, str]:
+    entity, sep, value = text.partition("=")
+    if not sep or not entity or not value:
+        raise FaultError(f"{flag} expects ENTITY=VALUE, got {text!r}")
+    return entity, value
+
+
+def _apply_fault_flags(emulator: Emulator, args: argparse.Namespace) -> None:
+    try:
+        for spec in args.reject_sends:
+            entity, value = _pair(spec, "--reject-sends")
+            count, _, condition = value.partition(":")
+            emulator.reject_sends(entity, int(count), condition or "server-busy")
+        for spec in args.slow:
+            entity, value = _pair(spec, "--slow")
+            emulator.slow_down(entity, float(value) / 1000.0)
+        for spec in args.drop_after:
+            entity, value = _pair(spec, "--drop-after")
+            emulator.drop_connections_after(entity, int(value))
+    except ValueError as exc:
+        raise FaultError(str(exc)) from None
+    except Exception as exc:  # unknown entity
+        raise FaultError(getattr(exc, "description", str(exc)).split(" TrackingId:")[0]) from None
 
 
 def main(argv: list[str] | None = None) -> int:

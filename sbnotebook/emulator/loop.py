@@ -15,6 +15,7 @@ import queue
 import selectors
 import socket
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ READ_SIZE = 256 * 1024
 
 
 class _Peer:
-    __slots__ = ("collector", "connection", "sock", "transport", "want_write")
+    __slots__ = ("aborted", "collector", "connection", "delay", "outbox", "sock", "transport", "want_write")
 
     def __init__(self, sock: socket.socket, max_frame_size: int) -> None:
         self.sock = sock
@@ -40,6 +41,9 @@ class _Peer:
         sasl.allowed_mechs("ANONYMOUS")
         self.transport.bind(self.connection)
         self.want_write = False
+        self.delay = 0.0  # extra seconds on every reply (a slow entity)
+        self.outbox: deque[tuple[float, bytes]] = deque()  # replies held back by simulated latency
+        self.aborted = False
 
 
 class EventLoop:
@@ -70,6 +74,9 @@ class EventLoop:
         self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._peers: dict[socket.socket, _Peer] = {}
         self._stopping = False
+        self.latency = 0.0  # seconds added to every reply on every connection
+        self._by_connection: dict[Any, _Peer] = {}
+        handler.loop = self
         # Only wrap events the handler has a method for: wrapping is the costly part.
         self._handled = {n for n, t in EventType.TYPES.items() if hasattr(handler, t.method)}
         self._delivery_type = Event.DELIVERY.number
@@ -95,7 +102,7 @@ class EventLoop:
         next_tick = time.monotonic() + self.tick_interval
         try:
             while not self._stopping:
-                timeout = max(0.0, next_tick - time.monotonic())
+                timeout = max(0.0, min(next_tick, self._next_outbox_due()) - time.monotonic())
                 for key, _ in self.selector.select(timeout):
                     if key.data is None:
                         self._accept()
@@ -141,6 +148,7 @@ class EventLoop:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             peer = _Peer(sock, self.max_frame_size)
             self._peers[sock] = peer
+            self._by_connection[peer.connection] = peer
             self.selector.register(sock, selectors.EVENT_READ, peer)
 
     def _on_socket(self, peer: _Peer, events: int) -> None:
@@ -170,6 +178,14 @@ class EventLoop:
 
     def _write(self, peer: _Peer) -> None:
         transport = peer.transport
+        delay = self.latency + peer.delay
+        if delay > 0 or peer.outbox:
+            pending = transport.pending()
+            if pending > 0:
+                peer.outbox.append((time.monotonic() + delay, transport.peek(pending) or b""))
+                transport.pop(pending)
+            self._send_due(peer)
+            return
         while True:
             pending = transport.pending()
             if pending <= 0:
@@ -185,11 +201,50 @@ class EventLoop:
             transport.pop(sent)
             if sent < pending:
                 break
-        want_write = transport.pending() > 0
-        if want_write != peer.want_write:
-            peer.want_write = want_write
-            mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if want_write else 0)
+        self._want_write(peer, transport.pending() > 0)
+
+    def _send_due(self, peer: _Peer) -> None:
+        now = time.monotonic()
+        outbox = peer.outbox
+        while outbox and outbox[0][0] <= now:
+            due, data = outbox[0]
+            try:
+                sent = peer.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                outbox.clear()
+                peer.transport.close_head()
+                peer.transport.close_tail()
+                return
+            if sent < len(data):
+                outbox[0] = (due, data[sent:])
+                break
+            outbox.popleft()
+        self._want_write(peer, bool(outbox) and outbox[0][0] <= now)
+
+    def _want_write(self, peer: _Peer, want: bool) -> None:
+        if want != peer.want_write:
+            peer.want_write = want
+            mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if want else 0)
             self.selector.modify(peer.sock, mask, peer)
+
+    def _next_outbox_due(self) -> float:
+        due = [p.outbox[0][0] for p in self._peers.values() if p.outbox]
+        return min(due) if due else float("inf")
+
+    # ------------------------------------------------- called by the handler
+
+    def set_delay(self, connection: Any, seconds: float) -> None:
+        peer = self._by_connection.get(connection)
+        if peer is not None:
+            peer.delay = max(peer.delay, seconds)
+
+    def abort(self, connection: Any) -> None:
+        """Drop a connection as a network failure would: no AMQP close, the socket just goes."""
+        peer = self._by_connection.get(connection)
+        if peer is not None:
+            peer.aborted = True
 
     def _process_all(self) -> None:
         # Handling one connection's events can create work on another (a send feeds a receiver),
@@ -201,8 +256,11 @@ class EventLoop:
                 if self._drain_events(peer):
                     busy = True
         for peer in list(self._peers.values()):
+            if peer.aborted:
+                self._discard(peer)
+                continue
             self._write(peer)
-            if peer.transport.closed:
+            if peer.transport.closed and not peer.outbox:
                 self._discard(peer)
 
     def _drain_events(self, peer: _Peer) -> bool:
@@ -256,6 +314,7 @@ class EventLoop:
         if gone is not None:
             gone(peer.connection)
         self._peers.pop(peer.sock, None)
+        self._by_connection.pop(peer.connection, None)
         with contextlib.suppress(KeyError, ValueError):
             self.selector.unregister(peer.sock)
         peer.sock.close()

@@ -64,6 +64,7 @@ class Emulator:
         key: str = DEFAULT_KEY,
         key_name: str = DEFAULT_KEY_NAME,
         clock: Clock | None = None,
+        latency: float = 0.0,
     ) -> None:
         self.topology = load_topology(config)
         self.host = host
@@ -76,6 +77,7 @@ class Emulator:
         self._thread: threading.Thread | None = None
         self._loop: EventLoop | None = None
         self._stopped = threading.Event()
+        self._latency = latency
 
     def __repr__(self) -> str:
         state = f"{self.host}:{self.port}" if self.port else "not started"
@@ -98,6 +100,7 @@ class Emulator:
             tick=TICK_SECONDS,
             max_frame_size=MAX_FRAME_SIZE,
         )
+        self._loop.latency = self._latency
         self.port = self._loop.port
         self._stopped.clear()
         self._thread = threading.Thread(target=self._run, name="sbnotebook-emulator", daemon=True)
@@ -119,6 +122,45 @@ class Emulator:
             fn()
         else:
             self._loop.call_soon(fn)
+
+    # ------------------------------------------------------- fault injection
+
+    @property
+    def latency(self) -> float:
+        """Seconds added to every broker reply (simulated network distance)."""
+        return self._latency
+
+    @latency.setter
+    def latency(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("latency cannot be negative")
+        self._latency = seconds
+        loop = self._loop
+        if loop is not None:
+            self.call_soon(lambda: setattr(loop, "latency", seconds))
+
+    def reject_sends(self, entity: str, count: int = 1, condition: str = "server-busy") -> None:
+        """Refuse the next ``count`` sends to ``entity`` with ``condition``
+        (server-busy, quota-exceeded, entity-disabled, timeout), each with a tracking id."""
+        self.broker.resolve_target(entity)
+        with self.broker.lock:
+            self.broker.faults.reject_sends(entity, count, condition)
+
+    def lose_locks(self, entity: str) -> int:
+        """Drop every lock on a queue or subscription now, as a service update does."""
+        lost = self.broker.lose_locks(entity)
+        self.call_soon(self._handler._flush)
+        return lost
+
+    def drop_connections_after(self, entity: str, deliveries: int) -> None:
+        """Abruptly close any receiving connection on ``entity`` once it has had ``deliveries``."""
+        with self.broker.lock:
+            self.broker.faults.of(entity).drop_after = deliveries
+
+    def slow_down(self, entity: str, seconds: float) -> None:
+        """Add ``seconds`` to every reply on connections that attach to ``entity`` from now on."""
+        with self.broker.lock:
+            self.broker.faults.of(entity).delay = seconds
 
     def stop(self, timeout: float = 10.0) -> None:
         if self._thread is None or self._loop is None:

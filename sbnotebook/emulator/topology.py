@@ -112,6 +112,7 @@ class Topology:
     namespace: str = "sbemulatorns"
     queues: list[QueueConfig] = field(default_factory=list)
     topics: list[TopicConfig] = field(default_factory=list)
+    faults: list[dict[str, Any]] = field(default_factory=list)  # emulator extension, see faults.py
 
     @classmethod
     def from_file(cls, path: str | Path) -> Topology:
@@ -129,6 +130,10 @@ class Topology:
             raise TopologyError("UserConfig.Namespaces must list exactly one namespace")
         ns = namespaces[0]
         topo = cls(namespace=str(ns.get("Name", "sbemulatorns")))
+        faults = ns.get("Faults") or []
+        if not isinstance(faults, list):
+            raise TopologyError("Faults must be a list of rules")
+        topo.faults = list(faults)
         for i, q in enumerate(ns.get("Queues") or []):
             where = f"Queues[{i}]"
             topo.queues.append(QueueConfig(_name(q, where), _properties(q.get("Properties"), where)))

@@ -42,8 +42,13 @@ TEST_TOPOLOGY: dict[str, Any] = {
                     },
                     {"Name": "dl-target", "Properties": {}},
                     {"Name": "tiny", "Properties": {"MaxMessageSizeInKilobytes": 4}},
+                    {"Name": "sq", "Properties": {"RequiresSession": True, "LockDuration": "PT2S"}},
                 ],
                 "Topics": [
+                    {
+                        "Name": "st",
+                        "Subscriptions": [{"Name": "s", "Properties": {"RequiresSession": True}}],
+                    },
                     {
                         "Name": "t",
                         "Properties": {},
@@ -79,7 +84,7 @@ TEST_TOPOLOGY: dict[str, Any] = {
                                 ],
                             },
                         ],
-                    }
+                    },
                 ],
             }
         ]

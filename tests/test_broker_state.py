@@ -218,3 +218,57 @@ def test_a_dead_letter_queue_message_cannot_be_dead_lettered_again(broker: Broke
     assert d.locked  # nothing lost: still held, can be completed
     broker.complete(d.lock_token)
     assert broker.counts("q")["dead_letter"] == 0
+
+
+SESSION_TOPO = Topology.from_dict(
+    {
+        "UserConfig": {
+            "Namespaces": [
+                {
+                    "Name": "ns",
+                    "Queues": [{"Name": "s", "Properties": {"RequiresSession": True, "LockDuration": "PT10S"}}],
+                }
+            ]
+        }
+    }
+)
+
+
+def test_session_lock_lapse_releases_messages_and_reports_session_lock_lost(clock: ManualClock) -> None:
+    from sbnotebook.emulator.errors import NotAllowed, SessionCannotBeLocked, SessionLockLost
+
+    broker = Broker(SESSION_TOPO, clock)
+    with pytest.raises(NotAllowed):
+        broker.send("s", [data()])  # no session id
+    broker.send("s", [data(session_id="a"), data(session_id="b"), data(session_id="a")])
+    src = broker.resolve_source("s")
+    owner, other = object(), object()
+    session = broker.accept_session(src, None, owner)
+    assert session is not None and session.id == "a"  # the session with the oldest message
+    with pytest.raises(SessionCannotBeLocked):
+        broker.accept_session(src, "a", other)
+    got = broker.receive(src, 10, peek_lock=True, owner=owner, session_id="a")
+    assert [m.data.session_id for m in got] == ["a", "a"]
+    assert got[0].locked_until == session.locked_until
+    clock.advance(9)
+    broker.renew_session_lock(src, "a")
+    clock.advance(9)
+    broker.tick()
+    assert got[0].lock_token is not None
+    broker.complete(got[0].lock_token)
+    token = got[1].lock_token
+    assert token is not None
+    clock.advance(11)
+    broker.tick()
+    with pytest.raises(SessionLockLost):
+        broker.complete(token)
+    assert got[1].delivery_count == 1
+    assert broker.accept_session(src, "a", other) is not None  # free again
+
+
+def test_plain_receive_on_session_entity_is_not_allowed(clock: ManualClock) -> None:
+    from sbnotebook.emulator.errors import NotAllowed
+
+    broker = Broker(SESSION_TOPO, clock)
+    with pytest.raises(NotAllowed, match="sessionful"):
+        broker.receive(broker.resolve_source("s"), 1, peek_lock=True)

@@ -19,7 +19,7 @@ from proton import Condition, Delivery, Endpoint, Event, Handler, Link, Message,
 
 from .broker import Broker, Source
 from .codec import DecodeError, decode_transfer, encode_stored, lock_tag
-from .errors import BrokerError, EntityNotFound, MessageSizeExceeded, Unauthorized
+from .errors import BrokerError, EntityNotFound, MessageSizeExceeded, OperationTimeout, Unauthorized
 from .management import ManagementHandler
 from .sas import Grant, TokenError, covers, validate
 from .store import MessageStore
@@ -79,6 +79,7 @@ class OutLink:
     link: Link
     source: Source | None = None
     peek_lock: bool = True
+    session_id: str | None = None
     pending_replies: deque[Message] = field(default_factory=deque)
 
 
@@ -93,12 +94,14 @@ class BrokerHandler(Handler):
         self._management: dict[Link, ManagementHandler] = {}
         self._targets: dict[Link, str] = {}
         self.loop: Any = None  # set by the EventLoop: latency, slow entities, aborts
+        self._waiting: list[_WaitingAttach] = []
 
     # ------------------------------------------------------------ lifecycle
 
     def on_tick(self) -> None:
         """Called by the loop every TICK_SECONDS: fire due timers, feed waiting receivers."""
         self.broker.tick()
+        self._try_sessions()
         self._flush()
 
     def on_peer_closed(self, connection: Any) -> None:
@@ -144,6 +147,7 @@ class BrokerHandler(Handler):
         log.debug("transport error: %s", cond.description if cond else "?")
 
     def _drop_connection(self, connection: Any) -> None:
+        self._waiting = [w for w in self._waiting if w.out.link.connection != connection]
         state = self._conns.pop(connection, None)
         if state is None:
             return
@@ -189,9 +193,57 @@ class BrokerHandler(Handler):
         peek_lock = link.remote_snd_settle_mode != Link.SND_SETTLED
         out = OutLink(link, source=source, peek_lock=peek_lock)
         self._apply_entity_faults(link, address)
-        self._out[link] = out
-        self._by_store[source.store].add(out)
-        link.open()
+        wants_session, session_id = _session_filter(link)
+        if wants_session:
+            timeout = _link_timeout(link)
+            self._waiting.append(_WaitingAttach(out, session_id, time.monotonic() + timeout))
+            self._try_sessions()
+            return
+        if source.store.sessions is not None:
+            self.broker.receive(source, 0, peek_lock=peek_lock)  # raises the not-allowed error
+        self._open_receiver(out)
+
+    def _open_receiver(self, out: OutLink) -> None:
+        assert out.source is not None
+        self._out[out.link] = out
+        self._by_store[out.source.store].add(out)
+        out.link.open()
+
+    def _try_sessions(self) -> None:
+        """Answer session attaches: lock the named or next free session, or time out."""
+        if not self._waiting:
+            return
+        now = time.monotonic()
+        still: list[_WaitingAttach] = []
+        for wait in self._waiting:
+            out, link = wait.out, wait.out.link
+            if link.state & Endpoint.REMOTE_CLOSED:
+                continue
+            assert out.source is not None
+            try:
+                session = self.broker.accept_session(out.source, wait.session_id, out)
+            except BrokerError as exc:
+                self._refuse(link, exc)
+                continue
+            if session is None:
+                if now >= wait.deadline:
+                    self._refuse(
+                        link,
+                        OperationTimeout(
+                            "No session is available to accept within the timeout.", entity=out.source.store.path
+                        ),
+                    )
+                else:
+                    still.append(wait)
+                continue
+            out.session_id = session.id
+            _set_session_filter(link, session.id)
+            link.properties = {LOCKED_UNTIL_UTC: _dotnet_ticks(session.locked_until or 0.0)}
+            conn = self._conns.get(link.connection)
+            if conn is not None:
+                conn.links.add(link)
+            self._open_receiver(out)
+        self._waiting = still
 
     def _attach_incoming(self, link: Link, conn: ConnectionState) -> None:
         address = normalise_address(link.remote_target.address)
@@ -282,7 +334,9 @@ class BrokerHandler(Handler):
         if credit > 0:
             store = out.source.store
             try:
-                msgs = self.broker.receive(out.source, credit, peek_lock=out.peek_lock, owner=out)
+                msgs = self.broker.receive(
+                    out.source, credit, peek_lock=out.peek_lock, owner=out, session_id=out.session_id
+                )
             except BrokerError as exc:
                 link.condition = _error_condition(exc)
                 link.close()
@@ -324,7 +378,10 @@ class BrokerHandler(Handler):
             self.loop.abort(link.connection)
 
     def _flush(self) -> None:
-        for store in self.broker.pop_dirty():
+        dirty = self.broker.pop_dirty()
+        if dirty and self._waiting:
+            self._try_sessions()
+        for store in dirty:
             for out in list(self._by_store.get(store, ())):
                 if out.link.credit > 0:
                     self._pump(out)
@@ -497,6 +554,54 @@ class BrokerHandler(Handler):
 
 
 _UNSET: Any = object()
+SESSION_FILTER = symbol("com.microsoft:session-filter")
+LOCKED_UNTIL_UTC = symbol("com.microsoft:locked-until-utc")
+OPERATION_TIMEOUT = symbol("com.microsoft:timeout")
+DEFAULT_SESSION_WAIT = 60.0
+DOTNET_EPOCH_TICKS = 621355968000000000
+
+
+@dataclass
+class _WaitingAttach:
+    out: OutLink
+    session_id: str | None
+    deadline: float
+
+
+def _session_filter(link: Link) -> tuple[bool, str | None]:
+    """(is this a session receiver?, the session it asks for or None for next-available)."""
+    data = link.remote_source.filter
+    data.rewind()
+    if not data.next():
+        return False, None
+    filters = data.get_object()
+    if not isinstance(filters, dict) or SESSION_FILTER not in filters:
+        return False, None
+    value = filters[SESSION_FILTER]
+    value = getattr(value, "value", value)  # a described filter
+    if isinstance(value, (bytes, memoryview)):
+        value = bytes(value).decode()
+    return True, (str(value) if value is not None else None)
+
+
+def _set_session_filter(link: Link, session_id: str) -> None:
+    data = link.source.filter
+    data.clear()
+    data.put_map()
+    data.enter()
+    data.put_symbol(SESSION_FILTER)
+    data.put_string(session_id)
+    data.exit()
+
+
+def _link_timeout(link: Link) -> float:
+    props = link.remote_properties or {}
+    value = props.get(OPERATION_TIMEOUT)
+    return int(value) / 1000.0 if value else DEFAULT_SESSION_WAIT
+
+
+def _dotnet_ticks(epoch_seconds: float) -> int:
+    return int(epoch_seconds * 1000) * 10000 + DOTNET_EPOCH_TICKS
 
 
 def _string_keys(value: Any) -> dict[str, Any] | None:

@@ -29,11 +29,20 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from .clock import Clock, SystemClock
-from .errors import BadRequest, EntityNotFound, LockLost, MessageNotFound, MessageSizeExceeded
+from .errors import (
+    BadRequest,
+    EntityNotFound,
+    LockLost,
+    MessageNotFound,
+    MessageSizeExceeded,
+    NotAllowed,
+    SessionCannotBeLocked,
+    SessionLockLost,
+)
 from .faults import FaultError, Faults, InjectedFailure
 from .filters import DEFAULT_RULE, Rule
 from .model import MessageData, MessageState, StoredMessage
-from .store import MessageStore
+from .store import MessageStore, SessionState
 from .topology import EntityProperties, Topology, TopologyError
 
 DEAD_LETTER_REASON = "DeadLetterReason"
@@ -131,6 +140,7 @@ class Lock:
     entity: Receivable
     seq: int
     owner: object | None
+    session: SessionState | None = None
 
 
 class Broker:
@@ -146,11 +156,13 @@ class Broker:
         self._timer_ids = itertools.count()
         self._dirty: set[MessageStore] = set()
         self.faults = Faults()
+        self._session_lost: dict[uuid.UUID, float] = {}
+        self._owned_sessions: dict[object, list[SessionState]] = {}  # tokens whose session lock lapsed, and when
         for q in topology.queues:
             self._entities[q.name.lower()] = Queue(
                 q.name,
                 q.properties,
-                MessageStore(q.name),
+                MessageStore(q.name, sessions=q.properties.requires_session),
                 MessageStore(f"{q.name}/$DeadLetterQueue", is_dead_letter=True),
                 _Duplicates(q.properties.duplicate_detection_window)
                 if q.properties.requires_duplicate_detection
@@ -171,7 +183,7 @@ class Broker:
                     topic,
                     s.name,
                     s.properties,
-                    MessageStore(path),
+                    MessageStore(path, sessions=s.properties.requires_session),
                     MessageStore(f"{path}/$DeadLetterQueue", is_dead_letter=True),
                     [Rule(r) for r in (s.rules or [DEFAULT_RULE])],
                 )
@@ -245,6 +257,12 @@ class Broker:
                     entity=target.name,
                 )
             self._check_ids(data, target.name)
+            if isinstance(target, Queue) and target.props.requires_session and data.session_id is None:
+                raise NotAllowed(
+                    "The SessionId was not set on a message, and it cannot be sent to the entity. Entities "
+                    "that have session support enabled can only receive messages that have the SessionId set.",
+                    entity=target.name,
+                )
         now = self.clock.now()
         return [self._accept(target, data, now) for data in messages]
 
@@ -329,22 +347,35 @@ class Broker:
 
     @_locked
     def receive(
-        self, source: Source, max_count: int, *, peek_lock: bool, owner: object | None = None
+        self,
+        source: Source,
+        max_count: int,
+        *,
+        peek_lock: bool,
+        owner: object | None = None,
+        session_id: str | None = None,
     ) -> list[StoredMessage]:
-        """Take up to ``max_count`` available messages: locked (peek-lock) or removed."""
+        """Take up to ``max_count`` available messages: locked (peek-lock) or removed.
+        On a session-enabled entity, ``session_id`` names a session the caller holds."""
         self._reject_forwarding(source)
         now = self.clock.now()
         out: list[StoredMessage] = []
         store = source.store
+        session = self._held_session(source, session_id, owner) if session_id is not None else None
+        if session is None and store.sessions is not None:
+            raise NotAllowed(
+                "It is not possible for an entity that requires sessions to create a non-sessionful message receiver.",
+                entity=store.path,
+            )
         while len(out) < max_count:
-            msg = store.take_available()
+            msg = store.take_available(session_id)
             if msg is None:
                 break
             if msg.expires_at is not None and msg.expires_at <= now and not store.is_dead_letter:
                 self._expire(source.entity, store, msg)
                 continue
             if peek_lock:
-                self._lock(source, msg, now, owner)
+                self._lock(source, msg, now, owner, session)
             else:
                 store.remove(msg.sequence_number)
             out.append(msg)
@@ -360,14 +391,19 @@ class Broker:
     def has_available(self, source: Source) -> bool:
         return source.store.has_available()
 
-    def _lock(self, source: Source, msg: StoredMessage, now: float, owner: object | None) -> None:
+    def _lock(
+        self, source: Source, msg: StoredMessage, now: float, owner: object | None, session: SessionState | None = None
+    ) -> None:
         token = uuid.uuid4()
         msg.lock_token = token
-        msg.locked_until = now + source.entity.props.lock_duration
         msg.lock_owner = owner
-        self._locks[token] = Lock(token, source.store, source.entity, msg.sequence_number, owner)
+        self._locks[token] = Lock(token, source.store, source.entity, msg.sequence_number, owner, session)
         if owner is not None:
             self._owned.setdefault(owner, set()).add(token)
+        if session is not None:
+            msg.locked_until = session.locked_until  # a session message is locked by its session's lock
+            return
+        msg.locked_until = now + source.entity.props.lock_duration
         self._timer(msg.locked_until, "lock", token)
 
     def _unlock(self, lock: Lock) -> StoredMessage | None:
@@ -385,6 +421,11 @@ class Broker:
 
     def _held(self, token: uuid.UUID, store: MessageStore | None = None) -> Lock:
         lock = self._locks.get(token)
+        if lock is None and token in self._session_lost:
+            raise SessionLockLost(
+                "The session lock has expired on the MessageSession. Accept a new MessageSession.",
+                entity=store.path if store else None,
+            )
         if lock is None or (store is not None and lock.store is not store):
             raise LockLost(
                 "The lock supplied is invalid. Either the lock expired, or the message has "
@@ -394,12 +435,16 @@ class Broker:
         return lock
 
     @_locked
-    def peek(self, source: Source, from_sequence_number: int, count: int) -> list[StoredMessage]:
+    def peek(
+        self, source: Source, from_sequence_number: int, count: int, session_id: str | None = None
+    ) -> list[StoredMessage]:
         """Non-destructive: no lock, no delivery count change; includes deferred and scheduled."""
         if count <= 0:
             raise BadRequest("The message count must be positive.", entity=source.store.path)
         out: list[StoredMessage] = []
         for msg in source.store.iter_from(from_sequence_number):
+            if session_id is not None and msg.data.session_id != session_id:
+                continue
             out.append(msg)
             if len(out) >= count:
                 break
@@ -477,6 +522,8 @@ class Broker:
         delivery attempt (so a message that crashes its consumers still reaches the DLQ).
         Deliveries the client gave back explicitly (AMQP ``released``) were already returned uncounted."""
         tokens = self._owned.pop(owner, set())
+        for store_sessions in self._owned_sessions.pop(owner, ()):
+            self._release_session(store_sessions)
         for token in list(tokens):
             lock = self._locks.get(token)
             if lock is None:
@@ -493,6 +540,11 @@ class Broker:
         out = []
         for token in tokens:
             lock = self._held(token, store)
+            if lock.session is not None:
+                raise NotAllowed(
+                    "Messages of a session are locked by the session: renew the session lock instead.",
+                    entity=lock.store.path,
+                )
             msg = lock.store.messages[lock.seq]
             msg.locked_until = now + lock.entity.props.lock_duration
             self._timer(msg.locked_until, "lock", token)
@@ -626,6 +678,12 @@ class Broker:
                 self._fire_scheduled(key[0], key[1], now)
             elif kind == "ttl":
                 self._fire_ttl(key[0], key[1], now)
+            elif kind == "session":
+                self._fire_session_lock(key[0], key[1], key[2], due)
+        if self._session_lost:
+            for token, when in list(self._session_lost.items()):
+                if when + 600 < now:
+                    del self._session_lost[token]
 
     def _fire_lock(self, token: uuid.UUID, due: float) -> None:
         lock = self._locks.get(token)
@@ -659,6 +717,115 @@ class Broker:
         if msg.locked:
             return  # a locked message expires when its lock ends (checked on unlock)
         self._expire(entity, entity.store, msg)
+
+    # --------------------------------------------------------------- sessions
+
+    def _session_store(self, source: Source) -> MessageStore:
+        if source.store.sessions is None:
+            raise NotAllowed(
+                f"'{source.store.path}' is not session-enabled: use a plain receiver.", entity=source.store.path
+            )
+        return source.store
+
+    @_locked
+    def accept_session(self, source: Source, session_id: str | None, owner: object) -> SessionState | None:
+        """Lock a session for ``owner``: the named one, or the next with available messages.
+        Returns None when ``session_id`` is None and no session is free (the caller may wait)."""
+        store = self._session_store(source)
+        assert store.sessions is not None
+        now = self.clock.now()
+        if session_id is None:
+            best: tuple[int, SessionState] | None = None
+            for sess in store.sessions.values():
+                if sess.owner is None and store.has_available(sess.id):
+                    first = sess.available[0]
+                    if best is None or first < best[0]:
+                        best = (first, sess)
+            if best is None:
+                return None
+            session = best[1]
+        else:
+            session = store.session(session_id)
+            if session.owner is not None:
+                raise SessionCannotBeLocked(
+                    f"The requested session '{session_id}' cannot be accepted. It may be locked by another receiver.",
+                    entity=store.path,
+                )
+        session.owner = owner
+        session.locked_until = now + source.entity.props.lock_duration
+        self._owned_sessions.setdefault(owner, []).append(session)
+        self._timer(session.locked_until, "session", (source.entity, store, session.id))
+        return session
+
+    def _held_session(self, source: Source, session_id: str, owner: object | None) -> SessionState:
+        store = self._session_store(source)
+        session = store.session(session_id)
+        if session.owner is None or (owner is not None and session.owner is not owner):
+            raise SessionLockLost(
+                f"The session lock for '{session_id}' has expired or is held elsewhere.", entity=store.path
+            )
+        return session
+
+    @_locked
+    def renew_session_lock(self, source: Source, session_id: str) -> float:
+        store = self._session_store(source)
+        session = store.session(session_id)
+        if session.owner is None:
+            raise SessionLockLost(f"The session lock for '{session_id}' has expired.", entity=store.path)
+        session.locked_until = self.clock.now() + source.entity.props.lock_duration
+        for lock in self._locks.values():
+            if lock.session is session:
+                msg = lock.store.messages.get(lock.seq)
+                if msg is not None:
+                    msg.locked_until = session.locked_until
+        self._timer(session.locked_until, "session", (source.entity, store, session.id))
+        return session.locked_until
+
+    def _fire_session_lock(self, entity: Receivable, store: MessageStore, session_id: str, due: float) -> None:
+        session = store.session(session_id)
+        if session.owner is None or session.locked_until != due:
+            return  # renewed or released since
+        owned = self._owned_sessions.get(session.owner)
+        if owned is not None and session in owned:
+            owned.remove(session)
+        self._release_session(session, lapsed=True)
+
+    def _release_session(self, session: SessionState, *, lapsed: bool = False) -> None:
+        """The session's lock ends: its message locks end with it, each counting a delivery attempt."""
+        now = self.clock.now()
+        for lock in [lk for lk in self._locks.values() if lk.session is session]:
+            msg = self._unlock(lock)
+            if lapsed:
+                self._session_lost[lock.token] = now
+            if msg is not None:
+                self._count_failed_delivery(lock.entity, lock.store, msg)
+        session.owner = None
+        session.locked_until = None
+
+    @_locked
+    def session_state(self, source: Source, session_id: str) -> bytes | None:
+        return self._session_store(source).session(session_id).state
+
+    @_locked
+    def set_session_state(self, source: Source, session_id: str, state: bytes | None) -> None:
+        session = self._session_store(source).session(session_id)
+        session.state = state
+        session.state_updated = self.clock.now()
+
+    @_locked
+    def list_sessions(self, source: Source, updated_after: float | None = None) -> list[str]:
+        """Sessions with active messages or stored state (or state updated after a time)."""
+        store = self._session_store(source)
+        assert store.sessions is not None
+        active = {m.data.session_id for m in store.messages.values() if m.state is MessageState.ACTIVE}
+        out = []
+        for sess in store.sessions.values():
+            if updated_after is not None:
+                if sess.state is not None and sess.state_updated > updated_after:
+                    out.append(sess.id)
+            elif sess.id in active or sess.state is not None:
+                out.append(sess.id)
+        return out
 
     def pop_dirty(self) -> set[MessageStore] | frozenset[MessageStore]:
         """Stores that gained available messages since the last call."""

@@ -62,3 +62,23 @@ class BadRequest(BrokerError):
 class NotImplementedOperation(BrokerError):
     condition = "amqp:not-implemented"
     status_code = 501
+
+
+class SessionCannotBeLocked(BrokerError):
+    condition = "com.microsoft:session-cannot-be-locked"
+    status_code = 410
+
+
+class SessionLockLost(BrokerError):
+    condition = "com.microsoft:session-lock-lost"
+    status_code = 410
+
+
+class OperationTimeout(BrokerError):
+    condition = "com.microsoft:timeout"
+    status_code = 408
+
+
+class NotAllowed(BrokerError):
+    condition = "amqp:not-allowed"
+    status_code = 400

@@ -18,6 +18,7 @@ from .codec import DecodeError, decode_message, encode_stored
 from .errors import BadRequest, BrokerError, NotImplementedOperation
 
 OK = 200
+_YEAR_10000_MS = 253402300800000
 NO_CONTENT = 204
 
 
@@ -72,6 +73,10 @@ class ManagementHandler:
             "com.microsoft:update-disposition": self._update_disposition,
             "com.microsoft:schedule-message": self._schedule,
             "com.microsoft:cancel-scheduled-message": self._cancel_scheduled,
+            "com.microsoft:renew-session-lock": self._renew_session_lock,
+            "com.microsoft:get-session-state": self._get_session_state,
+            "com.microsoft:set-session-state": self._set_session_state,
+            "com.microsoft:get-message-sessions": self._get_message_sessions,
         }
 
     def source(self) -> Source:
@@ -111,9 +116,8 @@ class ManagementHandler:
     def _peek(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
         from_seq = int(_get(body, "from-sequence-number", 0))
         count = int(_get(body, "message-count", 1))
-        if _get(body, "session-id", None) is not None:
-            raise NotImplementedOperation("Sessions are not supported yet.", entity=self.entity_path)
-        msgs = self.broker.peek(self.source(), from_seq, count)
+        session_id = _get(body, "session-id", None)
+        msgs = self.broker.peek(self.source(), from_seq, count, None if session_id is None else str(session_id))
         if not msgs:
             return NO_CONTENT, None
         return OK, {"messages": [{"message": encode_stored(m, locked_until=m.locked_until)} for m in msgs]}
@@ -173,6 +177,34 @@ class ManagementHandler:
                 raise BadRequest(str(exc), entity=self.entity_path) from None
         seqs = self.broker.schedule(self.entity_path, datas)
         return OK, {"sequence-numbers": _long_array(seqs)}
+
+    def _renew_session_lock(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        until = self.broker.renew_session_lock(self.source(), str(_get(body, "session-id")))
+        return OK, {"expiration": timestamp(int(until * 1000))}
+
+    def _get_session_state(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        state = self.broker.session_state(self.source(), str(_get(body, "session-id")))
+        return OK, {"session-state": state}
+
+    def _set_session_state(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        raw = _get(body, "session-state", None)
+        state = None if raw is None else bytes(raw) if isinstance(raw, (bytes, memoryview)) else str(raw).encode()
+        self.broker.set_session_state(self.source(), str(_get(body, "session-id")), state)
+        return OK, None
+
+    def _get_message_sessions(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        skip = int(_get(body, "skip", 0))
+        top = int(_get(body, "top", 100))
+        raw_after = _get(body, "last-updated-time", None)
+        after = None
+        if raw_after is not None:
+            ms = int(raw_after.timestamp() * 1000) if hasattr(raw_after, "timestamp") else int(raw_after)
+            # DateTime.MaxValue (year 10000) asks for the default listing: sessions with messages or state.
+            after = ms / 1000.0 if 0 < ms < _YEAR_10000_MS else None
+        sessions = self.broker.list_sessions(self.source(), after)[skip : skip + top]
+        if not sessions:
+            return NO_CONTENT, None
+        return OK, {"skip": int32(skip + len(sessions)), "sessions-ids": sessions}
 
     def _cancel_scheduled(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
         seqs = [int(s) for s in _values(_get(body, "sequence-numbers"))]

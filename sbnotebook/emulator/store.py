@@ -13,10 +13,25 @@ from collections.abc import Iterator
 from .model import MessageState, StoredMessage
 
 
+class SessionState:
+    """One session of a session-enabled entity: its own queue of available messages, its lock, its state."""
+
+    __slots__ = ("available", "id", "locked_until", "owner", "state", "state_updated")
+
+    def __init__(self, session_id: str) -> None:
+        self.id = session_id
+        self.available: list[int] = []
+        self.owner: object | None = None
+        self.locked_until: float | None = None
+        self.state: bytes | None = None
+        self.state_updated: float = 0.0
+
+
 class MessageStore:
-    def __init__(self, path: str, *, is_dead_letter: bool = False) -> None:
+    def __init__(self, path: str, *, is_dead_letter: bool = False, sessions: bool = False) -> None:
         self.path = path
         self.is_dead_letter = is_dead_letter
+        self.sessions: dict[str, SessionState] | None = {} if sessions else None
         self.messages: dict[int, StoredMessage] = {}
         self._order: list[int] = []  # sorted sequence numbers, with lazily removed entries
         self._stale = 0
@@ -42,7 +57,7 @@ class MessageStore:
             else:
                 order.insert(i, seq)
         if msg.state is MessageState.ACTIVE and not msg.locked:
-            heapq.heappush(self._available, seq)
+            heapq.heappush(self._heap_for(msg), seq)
 
     def remove(self, seq: int) -> StoredMessage:
         msg = self.messages.pop(seq)
@@ -53,13 +68,25 @@ class MessageStore:
             self._stale = 0
         return msg
 
+    def session(self, session_id: str) -> SessionState:
+        assert self.sessions is not None
+        found = self.sessions.get(session_id)
+        if found is None:
+            found = self.sessions[session_id] = SessionState(session_id)
+        return found
+
+    def _heap_for(self, msg: StoredMessage) -> list[int]:
+        if self.sessions is not None and msg.data.session_id is not None:
+            return self.session(msg.data.session_id).available
+        return self._available
+
     def mark_available(self, msg: StoredMessage) -> None:
         """Call after a message became active and unlocked."""
-        heapq.heappush(self._available, msg.sequence_number)
+        heapq.heappush(self._heap_for(msg), msg.sequence_number)
 
-    def take_available(self) -> StoredMessage | None:
-        """Lowest-sequence message that is active and unlocked, or None."""
-        heap = self._available
+    def take_available(self, session_id: str | None = None) -> StoredMessage | None:
+        """Lowest-sequence message that is active and unlocked (within a session, if given), or None."""
+        heap = self.session(session_id).available if session_id is not None else self._available
         while heap:
             seq = heapq.heappop(heap)
             msg = self.messages.get(seq)
@@ -67,8 +94,8 @@ class MessageStore:
                 return msg
         return None
 
-    def has_available(self) -> bool:
-        heap = self._available
+    def has_available(self, session_id: str | None = None) -> bool:
+        heap = self.session(session_id).available if session_id is not None else self._available
         while heap:
             msg = self.messages.get(heap[0])
             if msg is not None and msg.state is MessageState.ACTIVE and not msg.locked:

@@ -31,6 +31,7 @@ from typing import Any, TypeVar, cast
 from .clock import Clock, SystemClock
 from .errors import (
     BadRequest,
+    Conflict,
     EntityNotFound,
     LockLost,
     MessageNotFound,
@@ -43,7 +44,7 @@ from .faults import FaultError, Faults, InjectedFailure
 from .filters import DEFAULT_RULE, Rule
 from .model import MessageData, MessageState, StoredMessage
 from .store import MessageStore, SessionState
-from .topology import EntityProperties, Topology, TopologyError
+from .topology import EntityProperties, QueueConfig, SubscriptionConfig, TopicConfig, Topology, TopologyError
 
 DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
@@ -159,39 +160,97 @@ class Broker:
         self._session_lost: dict[uuid.UUID, float] = {}
         self._owned_sessions: dict[object, list[SessionState]] = {}  # tokens whose session lock lapsed, and when
         for q in topology.queues:
-            self._entities[q.name.lower()] = Queue(
-                q.name,
-                q.properties,
-                MessageStore(q.name, sessions=q.properties.requires_session),
-                MessageStore(f"{q.name}/$DeadLetterQueue", is_dead_letter=True),
-                _Duplicates(q.properties.duplicate_detection_window)
-                if q.properties.requires_duplicate_detection
-                else None,
-            )
+            self.add_queue(q)
         for t in topology.topics:
-            topic = Topic(
-                t.name,
-                t.properties,
-                MessageStore(t.name),
-                duplicates=_Duplicates(t.properties.duplicate_detection_window)
-                if t.properties.requires_duplicate_detection
-                else None,
-            )
-            for s in t.subscriptions:
-                path = f"{t.name}/Subscriptions/{s.name}"
-                topic.subscriptions[s.name.lower()] = Subscription(
-                    topic,
-                    s.name,
-                    s.properties,
-                    MessageStore(path, sessions=s.properties.requires_session),
-                    MessageStore(f"{path}/$DeadLetterQueue", is_dead_letter=True),
-                    [Rule(r) for r in (s.rules or [DEFAULT_RULE])],
-                )
-            self._entities[t.name.lower()] = topic
+            self.add_topic(t)
         try:
             self.faults.load(topology.faults)
         except FaultError as exc:
             raise TopologyError(str(exc)) from None
+
+    # ------------------------------------------------------ entity lifecycle
+
+    @_locked
+    def add_queue(self, config: QueueConfig) -> Queue:
+        key = config.name.lower()
+        if key in self._entities:
+            raise Conflict(f"The messaging entity '{config.name}' already exists.", entity=config.name)
+        props = config.properties
+        queue = Queue(
+            config.name,
+            props,
+            MessageStore(config.name, sessions=props.requires_session),
+            MessageStore(f"{config.name}/$DeadLetterQueue", is_dead_letter=True),
+            _Duplicates(props.duplicate_detection_window) if props.requires_duplicate_detection else None,
+        )
+        self._entities[key] = queue
+        return queue
+
+    @_locked
+    def add_topic(self, config: TopicConfig) -> Topic:
+        key = config.name.lower()
+        if key in self._entities:
+            raise Conflict(f"The messaging entity '{config.name}' already exists.", entity=config.name)
+        props = config.properties
+        topic = Topic(
+            config.name,
+            props,
+            MessageStore(config.name),
+            duplicates=_Duplicates(props.duplicate_detection_window) if props.requires_duplicate_detection else None,
+        )
+        self._entities[key] = topic
+        for sub in config.subscriptions:
+            self.add_subscription(config.name, sub)
+        return topic
+
+    @_locked
+    def add_subscription(self, topic_name: str, config: SubscriptionConfig) -> Subscription:
+        topic = self.entity(topic_name)
+        if not isinstance(topic, Topic):
+            raise EntityNotFound(f"The topic '{topic_name}' could not be found.", entity=topic_name)
+        if config.name.lower() in topic.subscriptions:
+            raise Conflict(f"The subscription '{config.name}' already exists.", entity=topic_name)
+        path = f"{topic.name}/Subscriptions/{config.name}"
+        props = config.properties
+        sub = Subscription(
+            topic,
+            config.name,
+            props,
+            MessageStore(path, sessions=props.requires_session),
+            MessageStore(f"{path}/$DeadLetterQueue", is_dead_letter=True),
+            [Rule(r) for r in (config.rules or [DEFAULT_RULE])],
+        )
+        topic.subscriptions[config.name.lower()] = sub
+        return sub
+
+    @_locked
+    def delete_entity(self, name: str) -> None:
+        """Delete a queue or topic (with its subscriptions) and every message in it."""
+        entity = self.entity(name)
+        stores = (
+            [entity.store, entity.dead_letter]
+            if isinstance(entity, Queue)
+            else [entity.scheduled] + [st for s in entity.subscriptions.values() for st in (s.store, s.dead_letter)]
+        )
+        self._drop_locks_in(stores)
+        del self._entities[entity.name.lower()]
+
+    @_locked
+    def delete_subscription(self, topic_name: str, name: str) -> None:
+        sub = self.resolve_source(f"{topic_name}/Subscriptions/{name}").entity
+        assert isinstance(sub, Subscription)
+        self._drop_locks_in([sub.store, sub.dead_letter])
+        del sub.topic.subscriptions[sub.name.lower()]
+
+    def _drop_locks_in(self, stores: list[MessageStore]) -> None:
+        for lock in [lk for lk in self._locks.values() if lk.store in stores]:
+            self._unlock(lock)
+
+    @_locked
+    def subscription(self, topic_name: str, name: str) -> Subscription:
+        sub = self.resolve_source(f"{topic_name}/Subscriptions/{name}").entity
+        assert isinstance(sub, Subscription)
+        return sub
 
     # ----------------------------------------------------------------- lookup
 

@@ -19,6 +19,12 @@ from .topology import TopologyError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=5672, help="AMQP port; 0 picks a free one (default 5672)")
+    parser.add_argument(
+        "--admin-port",
+        type=int,
+        default=None,
+        help="HTTP port of the administration API (default: the AMQP port + 1, or a free one with --port 0)",
+    )
     parser.add_argument("--config", help="topology file in the format of Microsoft's Service Bus emulator")
     parser.add_argument("--key", default=DEFAULT_KEY, help="shared access key clients must sign with")
     parser.add_argument(
@@ -71,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     entities = ", ".join(e.name for e in emulator.broker.entities)
     print(f"Service Bus emulator listening on {emulator.host}:{emulator.port} (entities: {entities})")
+    print(f"Administration API on {emulator.admin_url} (see docs/emulator.md to point the SDK's admin client at it)")
     print(emulator.connection_string, flush=True)
     while not stop.wait(0.5):
         if emulator._stopped.is_set():

@@ -82,3 +82,8 @@ class OperationTimeout(BrokerError):
 class NotAllowed(BrokerError):
     condition = "amqp:not-allowed"
     status_code = 400
+
+
+class Conflict(BrokerError):
+    condition = "com.microsoft:entity-already-exists"
+    status_code = 409

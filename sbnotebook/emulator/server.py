@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .admin import AdminServer
 from .amqp import MAX_FRAME_SIZE, TICK_SECONDS, BrokerHandler
 from .broker import Broker
 from .clock import Clock
@@ -65,6 +66,7 @@ class Emulator:
         key_name: str = DEFAULT_KEY_NAME,
         clock: Clock | None = None,
         latency: float = 0.0,
+        admin_port: int | None = 0,
     ) -> None:
         self.topology = load_topology(config)
         self.host = host
@@ -78,6 +80,9 @@ class Emulator:
         self._loop: EventLoop | None = None
         self._stopped = threading.Event()
         self._latency = latency
+        self._admin_requested = admin_port
+        self._admin: AdminServer | None = None
+        self.admin_port: int | None = None
 
     def __repr__(self) -> str:
         state = f"{self.host}:{self.port}" if self.port else "not started"
@@ -102,6 +107,10 @@ class Emulator:
         )
         self._loop.latency = self._latency
         self.port = self._loop.port
+        if self._admin_requested is not None:
+            self._admin = AdminServer(self.broker, {self._key_name: self._key}, self.host, self._admin_requested)
+            self._admin.start()
+            self.admin_port = self._admin.port
         self._stopped.clear()
         self._thread = threading.Thread(target=self._run, name="sbnotebook-emulator", daemon=True)
         self._thread.start()
@@ -122,6 +131,20 @@ class Emulator:
             fn()
         else:
             self._loop.call_soon(fn)
+
+    @property
+    def admin_url(self) -> str:
+        if self.admin_port is None:
+            raise RuntimeError("the administration API is not running")
+        return f"http://{self.host}:{self.admin_port}"
+
+    def admin_client(self, **kwargs: Any) -> Any:
+        """A ``ServiceBusAdministrationClient`` wired to this emulator (see ``admin_client.py``)."""
+        from .admin_client import emulator_admin_client
+
+        if self.admin_port is None:
+            raise RuntimeError("the administration API is not running")
+        return emulator_admin_client(self.connection_string, admin_port=self.admin_port, host=self.host, **kwargs)
 
     # ------------------------------------------------------- fault injection
 
@@ -166,6 +189,9 @@ class Emulator:
         if self._thread is None or self._loop is None:
             return
         self._loop.stop()
+        if self._admin is not None:
+            self._admin.stop()
+            self._admin = None
         self._thread.join(timeout)
         self._thread = None
         self._loop = None

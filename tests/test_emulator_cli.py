@@ -52,7 +52,7 @@ def test_prints_connection_string_serves_and_stops_on_sigterm() -> None:
 def test_sigint_stops_cleanly_and_custom_key_and_config(tmp_path: Path) -> None:
     config = tmp_path / "Config.json"
     config.write_text(json.dumps({"UserConfig": {"Namespaces": [{"Name": "n", "Queues": [{"Name": "mine"}]}]}}))
-    proc, conn = _start("--config", str(config), "--key", "k3y")
+    proc, conn = _start("--config", str(config), "--key", "k3y", "--admin-port", "0")
     try:
         assert CONN.match(conn) and CONN.match(conn).group(2) == "k3y"  # type: ignore[union-attr]
         with ServiceBusClient.from_connection_string(conn) as c:
@@ -78,3 +78,21 @@ def test_bad_config_exits_2_with_a_reason(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "unknown property 'Nope'" in result.stderr
+
+
+def test_admin_port_defaults_to_amqp_port_plus_one() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbnotebook.emulator", "--port", str(port)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(3)]
+        assert any(f"Administration API on http://127.0.0.1:{port + 1}" in line for line in lines), lines
+    finally:
+        proc.terminate()
+        proc.wait(15)

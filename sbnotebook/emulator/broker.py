@@ -42,6 +42,7 @@ from .errors import (
 )
 from .faults import FaultError, Faults, InjectedFailure
 from .filters import DEFAULT_RULE, Rule
+from .journal import Journal
 from .model import MessageData, MessageState, StoredMessage
 from .store import MessageStore, SessionState
 from .topology import EntityProperties, QueueConfig, SubscriptionConfig, TopicConfig, Topology, TopologyError
@@ -57,7 +58,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _locked(method: F) -> F:
     def wrapper(self: Broker, *args: Any, **kwargs: Any) -> Any:
         with self.lock:
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                # Persist before the caller acknowledges anything (no-op without --data-dir).
+                if self.journal is not None and self.journal.dirty:
+                    self.journal.flush()
 
     wrapper.__name__ = method.__name__
     wrapper.__doc__ = method.__doc__
@@ -145,7 +151,8 @@ class Lock:
 
 
 class Broker:
-    def __init__(self, topology: Topology, clock: Clock | None = None) -> None:
+    def __init__(self, topology: Topology, clock: Clock | None = None, journal: Journal | None = None) -> None:
+        self.journal: Journal | None = None  # attached after the topology is built and restored
         self.clock: Clock = clock or SystemClock()
         self.lock = threading.RLock()
         self.namespace = topology.namespace
@@ -157,6 +164,8 @@ class Broker:
         self._timer_ids = itertools.count()
         self._dirty: set[MessageStore] = set()
         self.faults = Faults()
+        self.restored = 0
+        self.restore_skipped = 0
         self._session_lost: dict[uuid.UUID, float] = {}
         self._owned_sessions: dict[object, list[SessionState]] = {}  # tokens whose session lock lapsed, and when
         for q in topology.queues:
@@ -167,6 +176,62 @@ class Broker:
             self.faults.load(topology.faults)
         except FaultError as exc:
             raise TopologyError(str(exc)) from None
+        if journal is not None:
+            self._restore(journal)
+            self.journal = journal
+            for store in self._all_stores():
+                store.journal = journal
+
+    # ------------------------------------------------------------- durability
+
+    def _all_stores(self) -> list[MessageStore]:
+        out: list[MessageStore] = []
+        for e in self._entities.values():
+            if isinstance(e, Queue):
+                out += [e.store, e.dead_letter]
+            else:
+                out.append(e.scheduled)
+                for sub in e.subscriptions.values():
+                    out += [sub.store, sub.dead_letter]
+        return out
+
+    def _owner_of(self, store: MessageStore) -> Entity | Receivable:
+        for e in self._entities.values():
+            if isinstance(e, Queue) and store in (e.store, e.dead_letter):
+                return e
+            if isinstance(e, Topic):
+                if store is e.scheduled:
+                    return e
+                for sub in e.subscriptions.values():
+                    if store in (sub.store, sub.dead_letter):
+                        return sub
+        raise KeyError(store.path)
+
+    def _restore(self, journal: Journal) -> None:
+        """Reload what was accepted before a restart; locks held then are gone (released)."""
+        by_path = {st.path.lower(): st for st in self._all_stores()}
+        highest = journal.max_sequence()
+        restored = skipped = 0
+        for path, msg in journal.messages():
+            store = by_path.get(path)
+            if store is None:
+                skipped += 1  # its entity is no longer in the topology
+                continue
+            highest = max(highest, msg.sequence_number)
+            store.add(msg)
+            restored += 1
+            owner = self._owner_of(store)
+            if msg.state is MessageState.SCHEDULED:
+                self._timer(msg.enqueued_time, "scheduled", (owner, msg.sequence_number))
+            elif msg.expires_at is not None and not store.is_dead_letter and not isinstance(owner, Topic):
+                self._timer(msg.expires_at, "ttl", (owner, msg.sequence_number))
+        for path, session, state in journal.session_states():
+            store = by_path.get(path)
+            if store is not None and store.sessions is not None:
+                store.session(session).state = state
+        self._sequence = itertools.count(highest + 1)
+        self.restored = restored
+        self.restore_skipped = skipped
 
     # ------------------------------------------------------ entity lifecycle
 
@@ -184,6 +249,7 @@ class Broker:
             _Duplicates(props.duplicate_detection_window) if props.requires_duplicate_detection else None,
         )
         self._entities[key] = queue
+        queue.store.journal = queue.dead_letter.journal = self.journal
         return queue
 
     @_locked
@@ -199,6 +265,7 @@ class Broker:
             duplicates=_Duplicates(props.duplicate_detection_window) if props.requires_duplicate_detection else None,
         )
         self._entities[key] = topic
+        topic.scheduled.journal = self.journal
         for sub in config.subscriptions:
             self.add_subscription(config.name, sub)
         return topic
@@ -221,6 +288,7 @@ class Broker:
             [Rule(r) for r in (config.rules or [DEFAULT_RULE])],
         )
         topic.subscriptions[config.name.lower()] = sub
+        sub.store.journal = sub.dead_letter.journal = self.journal
         return sub
 
     @_locked
@@ -245,6 +313,9 @@ class Broker:
     def _drop_locks_in(self, stores: list[MessageStore]) -> None:
         for lock in [lk for lk in self._locks.values() if lk.store in stores]:
             self._unlock(lock)
+        for store in stores:  # removed one by one so that a journal forgets them too
+            for seq in list(store.messages):
+                store.remove(seq)
 
     @_locked
     def subscription(self, topic_name: str, name: str) -> Subscription:
@@ -540,6 +611,7 @@ class Broker:
         if properties:
             msg.application_properties.update(properties)
         msg.state = MessageState.DEFERRED
+        lock.store.touch(msg)
 
     @_locked
     def dead_letter(
@@ -659,6 +731,7 @@ class Broker:
 
     def _count_failed_delivery(self, entity: Receivable, store: MessageStore, msg: StoredMessage) -> None:
         msg.delivery_count += 1
+        store.touch(msg)
         if not store.is_dead_letter and msg.delivery_count >= entity.props.max_delivery_count:
             self._move_to_dead_letter(
                 entity,
@@ -867,9 +940,12 @@ class Broker:
 
     @_locked
     def set_session_state(self, source: Source, session_id: str, state: bytes | None) -> None:
-        session = self._session_store(source).session(session_id)
+        store = self._session_store(source)
+        session = store.session(session_id)
         session.state = state
         session.state_updated = self.clock.now()
+        if self.journal is not None:
+            self.journal.session_state(store.path, session_id, state)
 
     @_locked
     def list_sessions(self, source: Source, updated_after: float | None = None) -> list[str]:

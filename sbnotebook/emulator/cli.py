@@ -25,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="HTTP port of the administration API (default: the AMQP port + 1, or a free one with --port 0)",
     )
+    parser.add_argument("--data-dir", help="keep accepted messages on disk here (SQLite), so a restart loses nothing")
     parser.add_argument("--config", help="topology file in the format of Microsoft's Service Bus emulator")
     parser.add_argument("--key", default=DEFAULT_KEY, help="shared access key clients must sign with")
     parser.add_argument(
@@ -56,7 +57,15 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        emulator = Emulator(args.config, host=args.host, port=args.port, key=args.key, latency=args.latency_ms / 1000.0)
+        emulator = Emulator(
+            args.config,
+            host=args.host,
+            port=args.port,
+            key=args.key,
+            latency=args.latency_ms / 1000.0,
+            data_dir=args.data_dir,
+            admin_port=args.admin_port if args.admin_port is not None else (args.port + 1 if args.port else 0),
+        )
         _apply_fault_flags(emulator, args)
         emulator.start()
     except (TopologyError, FaultError) as exc:
@@ -77,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     entities = ", ".join(e.name for e in emulator.broker.entities)
     print(f"Service Bus emulator listening on {emulator.host}:{emulator.port} (entities: {entities})")
+    if args.data_dir:
+        print(f"Durable store in {args.data_dir}: restored {emulator.broker.restored} message(s)")
     print(f"Administration API on {emulator.admin_url} (see docs/emulator.md to point the SDK's admin client at it)")
     print(emulator.connection_string, flush=True)
     while not stop.wait(0.5):

@@ -12,6 +12,7 @@ from .admin import AdminServer
 from .amqp import MAX_FRAME_SIZE, TICK_SECONDS, BrokerHandler
 from .broker import Broker
 from .clock import Clock
+from .journal import Journal
 from .loop import EventLoop
 from .sas import DEFAULT_KEY, DEFAULT_KEY_NAME
 from .topology import Topology, default_topology
@@ -67,6 +68,7 @@ class Emulator:
         clock: Clock | None = None,
         latency: float = 0.0,
         admin_port: int | None = 0,
+        data_dir: str | Path | None = None,
     ) -> None:
         self.topology = load_topology(config)
         self.host = host
@@ -74,7 +76,8 @@ class Emulator:
         self.port: int | None = None
         self._key = key
         self._key_name = key_name
-        self.broker = Broker(self.topology, clock)
+        self._journal = Journal(data_dir) if data_dir is not None else None
+        self.broker = Broker(self.topology, clock, self._journal)
         self._handler = BrokerHandler(self.broker, {key_name: key})
         self._thread: threading.Thread | None = None
         self._loop: EventLoop | None = None
@@ -195,6 +198,9 @@ class Emulator:
         self._thread.join(timeout)
         self._thread = None
         self._loop = None
+        if self._journal is not None:
+            with self.broker.lock:
+                self._journal.flush()
 
     def wait(self) -> None:
         """Block until the emulator stops."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Iterator
+from typing import Any
 
 from .model import MessageState, StoredMessage
 
@@ -32,6 +33,7 @@ class MessageStore:
         self.path = path
         self.is_dead_letter = is_dead_letter
         self.sessions: dict[str, SessionState] | None = {} if sessions else None
+        self.journal: Any = None  # a Journal when the broker persists (--data-dir)
         self.messages: dict[int, StoredMessage] = {}
         self._order: list[int] = []  # sorted sequence numbers, with lazily removed entries
         self._stale = 0
@@ -47,6 +49,8 @@ class MessageStore:
             raise ValueError(f"{self.path}: sequence number {seq} already present")
         self.messages[seq] = msg
         self.size_bytes += msg.data.size
+        if self.journal is not None:
+            self.journal.put(self.path, msg)
         order = self._order
         if not order or seq > order[-1]:
             order.append(seq)
@@ -62,11 +66,18 @@ class MessageStore:
     def remove(self, seq: int) -> StoredMessage:
         msg = self.messages.pop(seq)
         self.size_bytes -= msg.data.size
+        if self.journal is not None:
+            self.journal.delete(self.path, seq)
         self._stale += 1
         if self._stale > 1024 and self._stale > len(self._order) // 2:
             self._order = [s for s in self._order if s in self.messages]
             self._stale = 0
         return msg
+
+    def touch(self, msg: StoredMessage) -> None:
+        """A stored message changed (state, delivery count, properties): persist it."""
+        if self.journal is not None and msg.sequence_number in self.messages:
+            self.journal.put(self.path, msg)
 
     def session(self, session_id: str) -> SessionState:
         assert self.sessions is not None

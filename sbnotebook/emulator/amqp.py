@@ -8,6 +8,7 @@ connection or link are answered on that connection or link only.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 import uuid
@@ -15,6 +16,8 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from cproton import pn_delivery, pn_link_send
+from cproton_ffi import ffi, lib
 from proton import Condition, Delivery, Endpoint, Event, Handler, Link, Message, Terminus, int32, symbol
 
 from .broker import Broker, Source
@@ -95,6 +98,7 @@ class BrokerHandler(Handler):
         self._targets: dict[Link, str] = {}
         self.loop: Any = None  # set by the EventLoop: latency, slow entities, aborts
         self._waiting: list[_WaitingAttach] = []
+        self._plain_tags = itertools.count(1)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -332,7 +336,6 @@ class BrokerHandler(Handler):
         credit = link.credit
         credit = min(credit, self._deliveries_before_drop(link, out))
         if credit > 0:
-            store = out.source.store
             try:
                 msgs = self.broker.receive(
                     out.source, credit, peek_lock=out.peek_lock, owner=out, session_id=out.session_id
@@ -341,16 +344,16 @@ class BrokerHandler(Handler):
                 link.condition = _error_condition(exc)
                 link.close()
                 return
+            impl = link._impl
             for msg in msgs:
                 token = msg.lock_token
-                tag = lock_tag(token) if token is not None else uuid.uuid4().bytes_le
-                delivery = link.delivery(cast(str, tag))  # proton accepts bytes tags
-                delivery.sb_token = token  # proton cannot read binary tags back
-                delivery.sb_store = store
-                link.send(encode_stored(msg, locked_until=msg.locked_until))
-                link.advance()
+                # Peek-lock tags are the 16-byte lock token; receive-and-delete tags are 8 bytes.
+                tag = lock_tag(token) if token is not None else next(self._plain_tags).to_bytes(8, "big")
+                delivery = pn_delivery(impl, tag)
+                pn_link_send(impl, encode_stored(msg, locked_until=msg.locked_until))
+                lib.pn_link_advance(impl)
                 if not out.peek_lock:
-                    delivery.settle()
+                    lib.pn_delivery_settle(delivery)
             if msgs:
                 self._count_deliveries(link, out, len(msgs))
         if link.drain_mode and link.credit > 0:
@@ -391,16 +394,36 @@ class BrokerHandler(Handler):
     def on_delivery(self, event: Event) -> None:
         self.on_delivery_object(_need(event.delivery, "delivery"))
 
+    def on_delivery_raw(self, impl: Any) -> bool:
+        """The hottest path, at the C level: a receiver completing a peek-locked message.
+        Returns False for anything else, which then takes ``on_delivery_object``."""
+        if not lib.pn_link_is_sender(lib.pn_delivery_link(impl)):
+            return False  # an incoming send
+        if not lib.pn_delivery_updated(impl):
+            return True  # nothing new from the receiver
+        if lib.pn_delivery_remote_state(impl) != PN_ACCEPTED or lib.pn_delivery_settled(impl):
+            return False
+        token = _raw_token(impl)
+        if token is None:
+            return False
+        try:
+            self.broker.complete(token)
+        except BrokerError:
+            return False  # lock lost: the wrapped path replies with the error
+        lib.pn_delivery_update(impl, PN_ACCEPTED)
+        lib.pn_delivery_settle(impl)
+        return True
+
     def on_delivery_object(self, delivery: Delivery) -> None:
-        """The loop's fast path: most events are deliveries, and a full Event wrap is costly."""
-        token = getattr(delivery, "sb_token", _UNSET)
-        if token is not _UNSET:  # one of ours, sent to a receiver: its settlement arrived
+        """Deliveries that are not plain completes: incoming sends and the other outcomes."""
+        link = delivery.link
+        if link.is_sender:  # one of ours, sent to a receiver: its settlement arrived
             if delivery.updated:
-                self._settlement(delivery, token)
-        else:
-            link = delivery.link
-            if link.is_receiver and delivery.readable and not delivery.partial:
-                self._incoming(link, delivery)
+                out = self._out.get(link)
+                store = out.source.store if out is not None and out.source is not None else None
+                self._settlement(delivery, _raw_token(delivery._impl), store)
+        elif delivery.readable and not delivery.partial:
+            self._incoming(link, delivery)
         self._flush()
 
     def _incoming(self, link: Link, delivery: Delivery) -> None:
@@ -513,11 +536,10 @@ class BrokerHandler(Handler):
 
     # ------------------------------------------------------------- settlement
 
-    def _settlement(self, delivery: Delivery, token: uuid.UUID | None) -> None:
+    def _settlement(self, delivery: Delivery, token: uuid.UUID | None, store: MessageStore | None) -> None:
         state = delivery.remote_state
         if token is None or (delivery.settled and state == 0):
             return
-        store: MessageStore | None = getattr(delivery, "sb_store", None)
         try:
             if state == Delivery.ACCEPTED:
                 self.broker.complete(token, store=store)
@@ -553,7 +575,7 @@ class BrokerHandler(Handler):
         delivery.settle()
 
 
-_UNSET: Any = object()
+PN_ACCEPTED = int(Delivery.ACCEPTED)
 SESSION_FILTER = symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = symbol("com.microsoft:locked-until-utc")
 OPERATION_TIMEOUT = symbol("com.microsoft:timeout")
@@ -602,6 +624,14 @@ def _link_timeout(link: Link) -> float:
 
 def _dotnet_ticks(epoch_seconds: float) -> int:
     return int(epoch_seconds * 1000) * 10000 + DOTNET_EPOCH_TICKS
+
+
+def _raw_token(impl: Any) -> uuid.UUID | None:
+    """The lock token of one of our peek-lock deliveries, read from its tag (None otherwise)."""
+    tag = lib.pn_delivery_tag(impl)
+    if tag.size != 16:
+        return None
+    return uuid.UUID(bytes_le=ffi.unpack(tag.start, 16))
 
 
 def _string_keys(value: Any) -> dict[str, Any] | None:

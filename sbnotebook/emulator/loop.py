@@ -81,6 +81,7 @@ class EventLoop:
         self._handled = {n for n, t in EventType.TYPES.items() if hasattr(handler, t.method)}
         self._delivery_type = Event.DELIVERY.number
         self._on_delivery = getattr(handler, "on_delivery_object", None)
+        self._on_delivery_raw = getattr(handler, "on_delivery_raw", None)
 
     # ------------------------------------------------------- other threads
 
@@ -270,11 +271,14 @@ class EventLoop:
         if isnull(impl):
             return False
         fast = self._on_delivery
+        raw_fast = self._on_delivery_raw
         while not isnull(impl):
             kind = pn_event_type(impl)
             if kind == self._delivery_type and fast is not None:
                 try:
-                    fast(Delivery.wrap(pn_event_delivery(impl)))
+                    raw = pn_event_delivery(impl)
+                    if raw_fast is None or not raw_fast(raw):
+                        fast(Delivery.wrap(raw))
                 except Exception:
                     log.exception("handler failed on a delivery")
             elif kind in handled:

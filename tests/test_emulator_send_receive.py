@@ -167,3 +167,13 @@ async def test_async_client_sends_receives_and_completes(emulator) -> None:  # t
             for m in got:
                 await r.complete_message(m)
             assert await r.peek_messages(max_message_count=5, sequence_number=1) == []
+
+
+def test_batch_limit_is_advertised_to_the_sdk(client: ServiceBusClient) -> None:
+    """Rule: the broker advertises the entity's limit (max-message-size and
+    com.microsoft:max-message-batch-size); the SDK sizes batches from it."""
+    with client.get_queue_sender("tiny") as sender:
+        batch = sender.create_message_batch()
+        assert batch.max_size_in_bytes == 4096
+        with pytest.raises(MessageSizeExceededError):
+            batch.add_message(ServiceBusMessage(b"x" * 5000))

@@ -18,7 +18,7 @@ from typing import Any, TypeVar, cast
 
 from cproton import pn_delivery, pn_link_send
 from cproton_ffi import ffi, lib
-from proton import Condition, Delivery, Endpoint, Event, Handler, Link, Message, Terminus, int32, symbol
+from proton import Condition, Delivery, Endpoint, Event, Handler, Link, Message, Terminus, int32, symbol, ulong
 
 from .broker import Broker, Source
 from .codec import DecodeError, decode_transfer, encode_stored, lock_tag
@@ -148,7 +148,7 @@ class BrokerHandler(Handler):
 
     def on_transport_error(self, event: Event) -> None:
         cond = _need(event.transport, "transport").condition
-        log.debug("transport error: %s", cond.description if cond else "?")
+        log.debug("transport error: %s %s", cond.name if cond else "?", cond.description if cond else "")
 
     def _drop_connection(self, connection: Any) -> None:
         self._waiting = [w for w in self._waiting if w.out.link.connection != connection]
@@ -265,6 +265,8 @@ class BrokerHandler(Handler):
             self._authorize(conn, address)
             target = self.broker.resolve_target(address)
             link.max_message_size = target.props.max_message_size
+            # SDK 7.15 sizes ServiceBusMessageBatch from this vendor property when present.
+            link.properties = {MAX_BATCH_SIZE: ulong(target.props.max_message_size)}
             self._apply_entity_faults(link, address)
             self._targets[link] = address
         link.open()
@@ -578,6 +580,7 @@ class BrokerHandler(Handler):
 PN_ACCEPTED = int(Delivery.ACCEPTED)
 SESSION_FILTER = symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = symbol("com.microsoft:locked-until-utc")
+MAX_BATCH_SIZE = symbol("com.microsoft:max-message-batch-size")
 OPERATION_TIMEOUT = symbol("com.microsoft:timeout")
 DEFAULT_SESSION_WAIT = 60.0
 DOTNET_EPOCH_TICKS = 621355968000000000

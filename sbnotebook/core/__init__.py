@@ -1,0 +1,62 @@
+"""The settlement library: connections, entity addresses, sends, peeks and records.
+
+Everything above it (magics, widgets, the Spark data source) goes through this package.
+It imports nothing from IPython, ipywidgets, plotly or Spark.
+"""
+
+from .connection import Connection, parse_connection_string, resolve
+from .entities import EntityPath
+from .errors import (
+    ConfigurationError,
+    EntityNameError,
+    EntityNotFoundError,
+    InvalidInputError,
+    LockLostError,
+    MessageTooLargeError,
+    SbError,
+    ServiceError,
+    redact,
+)
+from .peek import PeekPage, peek
+from .records import RECORD_FIELDS, to_dataframe, to_record
+from .send import (
+    RetryPolicy,
+    SendFailure,
+    SendReport,
+    acancel_scheduled,
+    aschedule,
+    asend,
+    cancel_scheduled,
+    schedule,
+    send,
+)
+
+__all__ = [
+    "RECORD_FIELDS",
+    "ConfigurationError",
+    "Connection",
+    "EntityNameError",
+    "EntityNotFoundError",
+    "EntityPath",
+    "InvalidInputError",
+    "LockLostError",
+    "MessageTooLargeError",
+    "PeekPage",
+    "RetryPolicy",
+    "SbError",
+    "SendFailure",
+    "SendReport",
+    "ServiceError",
+    "acancel_scheduled",
+    "aschedule",
+    "asend",
+    "cancel_scheduled",
+    "parse_connection_string",
+    "peek",
+    "redact",
+    "resolve",
+    "schedule",
+    "send",
+    "to_dataframe",
+    "to_record",
+]

@@ -1,0 +1,198 @@
+"""Where Service Bus is, resolved in a fixed order:
+
+1. an explicit argument (a connection string, or ``namespace=`` for Entra ID);
+2. ``SERVICEBUS_CONNECTION_STRING``;
+3. ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE`` with ``DefaultAzureCredential``;
+4. otherwise an embedded emulator, started on first use and shared by the process.
+
+The key never appears in a repr, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import ConfigurationError, redact
+
+ENV_CONNECTION_STRING = "SERVICEBUS_CONNECTION_STRING"
+ENV_NAMESPACE = "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"
+Kind = Literal["connection-string", "entra-id", "emulator"]
+
+
+def parse_connection_string(text: str) -> dict[str, str]:
+    """Keys lower-cased; values as given. Errors name the problem, never the key."""
+    if not isinstance(text, str) or "=" not in text:
+        raise ConfigurationError(
+            "That is not a Service Bus connection string "
+            "(expected 'Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...')."
+        )
+    fields: dict[str, str] = {}
+    for part in text.strip().strip(";").split(";"):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ConfigurationError(f"Malformed connection string segment {redact(part)!r}: expected Key=Value.")
+        fields[key.strip().lower()] = value.strip()
+    if "endpoint" not in fields:
+        raise ConfigurationError("The connection string has no Endpoint=sb://<namespace>.")
+    if not urllib.parse.urlsplit(fields["endpoint"]).hostname:
+        raise ConfigurationError(f"The Endpoint {fields['endpoint']!r} has no host name.")
+    has_key = "sharedaccesskeyname" in fields and "sharedaccesskey" in fields
+    if not has_key and "sharedaccesssignature" not in fields:
+        raise ConfigurationError(
+            "The connection string needs SharedAccessKeyName and SharedAccessKey (or a SharedAccessSignature)."
+        )
+    return fields
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Resolved connection settings. Create clients from it; print it safely."""
+
+    kind: Kind
+    namespace: str  # host[:port]
+    entity_path: str | None = None
+    _connection_string: str | None = field(default=None, repr=False, compare=False)
+    _admin_port: int | None = field(default=None, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        return f"Connection(kind={self.kind!r}, namespace={self.namespace!r})"
+
+    def __str__(self) -> str:
+        where = "embedded emulator" if self.kind == "emulator" else self.kind
+        return f"{self.namespace} ({where})"
+
+    @property
+    def is_emulator(self) -> bool:
+        return self.kind == "emulator" or (
+            self._connection_string is not None
+            and parse_connection_string(self._connection_string).get("usedevelopmentemulator", "").lower() == "true"
+        )
+
+    def client(self, **kwargs: Any) -> Any:
+        from azure.servicebus import ServiceBusClient
+
+        if self._connection_string is not None:
+            return ServiceBusClient.from_connection_string(self._connection_string, **kwargs)
+        return ServiceBusClient(self.namespace, _credential(), **kwargs)
+
+    def async_client(self, **kwargs: Any) -> Any:
+        from azure.servicebus.aio import ServiceBusClient as AsyncClient
+
+        if self._connection_string is not None:
+            return AsyncClient.from_connection_string(self._connection_string, **kwargs)
+        return AsyncClient(self.namespace, _async_credential(), **kwargs)
+
+    def admin_client(self, **kwargs: Any) -> Any:
+        """The SDK's ServiceBusAdministrationClient; against the emulator it goes to the admin port."""
+        from azure.servicebus.management import ServiceBusAdministrationClient
+
+        if self._connection_string is None:
+            return ServiceBusAdministrationClient(self.namespace, _credential(), **kwargs)
+        if self.is_emulator:
+            from ..emulator.admin_client import EmulatorAdminTransport
+
+            host, _, port = self.namespace.partition(":")
+            admin_port = self._admin_port or (int(port) + 1 if port else 5673)
+            kwargs.setdefault("transport", EmulatorAdminTransport(host, admin_port))
+        return ServiceBusAdministrationClient.from_connection_string(self._connection_string, **kwargs)
+
+
+def _credential() -> Any:
+    try:
+        from azure.identity import DefaultAzureCredential
+    except ImportError:
+        raise ConfigurationError(
+            "Connecting with Entra ID needs azure-identity: pip install 'sbnotebook[notebook]'."
+        ) from None
+    return DefaultAzureCredential()
+
+
+def _async_credential() -> Any:
+    try:
+        from azure.identity.aio import DefaultAzureCredential
+    except ImportError:
+        raise ConfigurationError(
+            "Connecting with Entra ID needs azure-identity: pip install 'sbnotebook[notebook]'."
+        ) from None
+    return DefaultAzureCredential()
+
+
+def from_connection_string(text: str) -> Connection:
+    fields = parse_connection_string(text)
+    host = urllib.parse.urlsplit(fields["endpoint"]).netloc
+    kind: Kind = "emulator" if fields.get("usedevelopmentemulator", "").lower() == "true" else "connection-string"
+    return Connection(kind, host, fields.get("entitypath"), text.strip())
+
+
+def from_namespace(namespace: str) -> Connection:
+    host = namespace.strip()
+    if "://" in host:
+        host = urllib.parse.urlsplit(host).netloc
+    host = host.strip("/")
+    if not host or " " in host:
+        raise ConfigurationError(
+            f"{namespace!r} is not a namespace host name such as 'contoso.servicebus.windows.net'."
+        )
+    return Connection("entra-id", host)
+
+
+class _EmbeddedEmulator:
+    """One emulator per process, started on first use and stopped at exit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._emulator: Any = None
+
+    def connection(self) -> Connection:
+        with self._lock:
+            if self._emulator is None:
+                from ..emulator import Emulator
+
+                self._emulator = Emulator().start()
+                atexit.register(self.stop)
+            emu = self._emulator
+        return Connection("emulator", f"{emu.host}:{emu.port}", None, emu.connection_string, _admin_port=emu.admin_port)
+
+    @property
+    def running(self) -> Any:
+        return self._emulator
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._emulator is not None:
+                self._emulator.stop()
+                self._emulator = None
+
+
+embedded = _EmbeddedEmulator()
+
+
+def resolve(
+    connection: str | Connection | None = None,
+    *,
+    namespace: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Connection:
+    """Resolve where Service Bus is, in the documented order."""
+    if isinstance(connection, Connection):
+        return connection
+    if connection is not None and namespace is not None:
+        raise ConfigurationError("Give a connection string or a namespace, not both.")
+    if connection is not None:
+        return from_connection_string(connection)
+    if namespace is not None:
+        return from_namespace(namespace)
+    env = os.environ if env is None else env
+    if env.get(ENV_CONNECTION_STRING):
+        return from_connection_string(env[ENV_CONNECTION_STRING])
+    if env.get(ENV_NAMESPACE):
+        return from_namespace(env[ENV_NAMESPACE])
+    return embedded.connection()

@@ -1,0 +1,82 @@
+"""Entity addresses from plain strings.
+
+"orders"                                   a queue
+"events/subscriptions/audit"               a topic subscription
+"orders/$deadletterqueue"                  a dead-letter queue (also "orders/$dlq")
+"events/subscriptions/audit/$deadletterqueue"
+"orders/$transfer/$deadletterqueue"        the transfer dead-letter queue
+"events"                                   a topic (for sending)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import EntityNameError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,259}$")
+SubQueue = Literal["dead_letter", "transfer_dead_letter"] | None
+
+
+@dataclass(frozen=True)
+class EntityPath:
+    name: str  # queue or topic
+    subscription: str | None = None
+    sub_queue: SubQueue = None
+
+    @classmethod
+    def parse(cls, text: str | EntityPath) -> EntityPath:
+        if isinstance(text, EntityPath):
+            return text
+        if not isinstance(text, str) or not text.strip():
+            raise EntityNameError("An entity name is required, for example 'orders' or 'events/subscriptions/audit'.")
+        parts = [p for p in text.strip().strip("/").split("/")]
+        if any(p == "" for p in parts):
+            raise EntityNameError(f"'{text}' has an empty path segment.")
+        sub_queue: SubQueue = None
+        lowered = [p.lower() for p in parts]
+        if lowered[-1] in ("$deadletterqueue", "$dlq"):
+            if len(lowered) >= 2 and lowered[-2] == "$transfer":
+                sub_queue = "transfer_dead_letter"
+                parts, lowered = parts[:-2], lowered[:-2]
+            else:
+                sub_queue = "dead_letter"
+                parts, lowered = parts[:-1], lowered[:-1]
+        if len(parts) == 1:
+            path = cls(parts[0], None, sub_queue)
+        elif len(parts) == 3 and lowered[1] == "subscriptions":
+            path = cls(parts[0], parts[2], sub_queue)
+        else:
+            raise EntityNameError(
+                f"'{text}' is not an entity address. Use 'queue', 'topic/subscriptions/name', "
+                "optionally followed by '/$deadletterqueue'."
+            )
+        for name in (path.name, path.subscription):
+            if name is not None and not _NAME.match(name):
+                raise EntityNameError(
+                    f"'{name}' is not a valid entity name (letters, digits, '.', '-', '_'; at most 260)."
+                )
+        return path
+
+    @property
+    def is_subscription(self) -> bool:
+        return self.subscription is not None
+
+    @property
+    def is_dead_letter(self) -> bool:
+        return self.sub_queue is not None
+
+    @property
+    def parent(self) -> EntityPath:
+        """The entity without its dead-letter sub-queue."""
+        return EntityPath(self.name, self.subscription, None)
+
+    def __str__(self) -> str:
+        base = f"{self.name}/subscriptions/{self.subscription}" if self.subscription else self.name
+        if self.sub_queue == "dead_letter":
+            return f"{base}/$deadletterqueue"
+        if self.sub_queue == "transfer_dead_letter":
+            return f"{base}/$transfer/$deadletterqueue"
+        return base

@@ -1,0 +1,132 @@
+"""The kit's exceptions. Every one says what went wrong in one line, never shows a secret,
+and carries the broker's tracking id and whether a retry could help, where known.
+
+    SbError
+    ├── ConfigurationError          bad or missing connection settings
+    ├── EntityNameError             a malformed entity address
+    ├── EntityNotFoundError         the entity does not exist
+    ├── InvalidInputError           messages or options the kit cannot use (bad JSON, bad types)
+    ├── MessageTooLargeError        a message over the entity's size limit
+    ├── LockLostError               a lock expired or was lost before settlement
+    └── ServiceError                any other failure reported by Service Bus
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_SECRETS = [
+    re.compile(r"(SharedAccessKey\s*=\s*)[^;\s]+", re.IGNORECASE),
+    re.compile(r"(SharedAccessSignature\s*=\s*)[^;\s]+", re.IGNORECASE),
+    re.compile(r"(sig=)[^&\s;]+", re.IGNORECASE),
+]
+_TRACKING = re.compile(r"TrackingId:([0-9a-fA-F-]{8,})")
+_CONDITION = re.compile(r"Error condition:\s*([\w.:-]+?)\.?(?:\s|$)")
+
+
+def redact(text: str) -> str:
+    """Remove keys and signatures from any text before it is shown or logged."""
+    for pattern in _SECRETS:
+        text = pattern.sub(r"\1***", text)
+    return text
+
+
+class SbError(Exception):
+    """Base of every sbnotebook error."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tracking_id: str | None = None,
+        condition: str | None = None,
+        retryable: bool = False,
+    ) -> None:
+        message = redact(message)
+        super().__init__(message)
+        self.message = message
+        self.tracking_id = tracking_id
+        self.condition = condition
+        self.retryable = retryable
+
+
+class ConfigurationError(SbError):
+    pass
+
+
+class EntityNameError(SbError, ValueError):
+    pass
+
+
+class EntityNotFoundError(SbError):
+    pass
+
+
+class InvalidInputError(SbError, ValueError):
+    pass
+
+
+class MessageTooLargeError(SbError):
+    pass
+
+
+class LockLostError(SbError):
+    pass
+
+
+class ServiceError(SbError):
+    pass
+
+
+def tracking_id_of(exc: BaseException) -> str | None:
+    match = _TRACKING.search(str(exc))
+    return match.group(1) if match else None
+
+
+def condition_of(exc: BaseException) -> str | None:
+    match = _CONDITION.search(str(exc))
+    return match.group(1) if match else None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Could trying again help? Transient service and network failures: yes; bad input, auth,
+    missing entities, size and quota: no."""
+    from azure.servicebus import exceptions as sb
+
+    transient = (
+        sb.ServiceBusServerBusyError,
+        sb.OperationTimeoutError,
+        sb.ServiceBusConnectionError,
+        sb.ServiceBusCommunicationError,
+        sb.MessagingEntityDisabledError,
+    )
+    if isinstance(exc, transient):
+        return True
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    if isinstance(exc, sb.ServiceBusError) and type(exc) is sb.ServiceBusError:
+        return bool(getattr(exc, "_retryable", False))
+    return False
+
+
+def from_sdk(exc: BaseException, *, entity: str | None = None) -> SbError:
+    """Translate an SDK exception into the kit's family (message redacted, tracking id kept)."""
+    from azure.servicebus import exceptions as sb
+
+    where = f" ({entity})" if entity else ""
+    text = str(exc).split(" Error condition:")[0]
+    kwargs: dict[str, Any] = {
+        "tracking_id": tracking_id_of(exc),
+        "condition": condition_of(exc),
+        "retryable": is_retryable(exc),
+    }
+    if isinstance(exc, sb.MessagingEntityNotFoundError):
+        return EntityNotFoundError(f"Entity not found{where}: {text}", **kwargs)
+    if isinstance(exc, sb.MessageSizeExceededError):
+        return MessageTooLargeError(f"Message too large{where}: {text}", **kwargs)
+    if isinstance(exc, (sb.MessageLockLostError, sb.SessionLockLostError)):
+        return LockLostError(f"Lock lost{where}: {text}", **kwargs)
+    if isinstance(exc, (sb.ServiceBusAuthenticationError, sb.ServiceBusAuthorizationError)):
+        return ConfigurationError(f"Access refused{where}: check the key or credential. {text}", **kwargs)
+    return ServiceError(f"{type(exc).__name__}{where}: {text}", **kwargs)

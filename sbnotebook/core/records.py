@@ -1,0 +1,181 @@
+"""The one record schema: a received or peeked message as a flat dict.
+
+pandas, Spark and the widgets all use it, so a column means the same thing everywhere.
+Application properties become a map of string to string (JSON-encoded where the value
+is not a string), the body stays bytes (``body``) with a decoded ``body_text`` where it
+is text, and the state is ``active``, ``deferred`` or ``scheduled``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable
+from typing import Any
+
+RECORD_FIELDS: tuple[str, ...] = (
+    "message_id",
+    "sequence_number",
+    "enqueued_time",
+    "state",
+    "delivery_count",
+    "locked_until",
+    "lock_token",
+    "session_id",
+    "partition_key",
+    "correlation_id",
+    "subject",
+    "content_type",
+    "to",
+    "reply_to",
+    "time_to_live",
+    "scheduled_enqueue_time",
+    "dead_letter_reason",
+    "dead_letter_error_description",
+    "dead_letter_source",
+    "application_properties",
+    "body",
+    "body_text",
+    "entity",
+)
+
+_BINARY_TYPES = ("application/octet-stream", "application/x-protobuf", "application/avro", "image/", "audio/")
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
+
+
+def property_value(value: Any) -> str:
+    """An application property as a string: strings as they are, anything else JSON-encoded."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).decode("utf-8")  # the SDK hands AMQP strings back as bytes
+        except UnicodeDecodeError:
+            return json.dumps({"$binary": bytes(value).hex()})
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dt.datetime, dt.date)):
+        return json.dumps(value.isoformat())
+    if isinstance(value, (dt.timedelta,)):
+        return json.dumps(value.total_seconds())
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return json.dumps(str(value))
+
+
+def application_properties(raw: dict[Any, Any] | None) -> dict[str, str]:
+    return {_text(k) or "": property_value(v) for k, v in (raw or {}).items()}
+
+
+def body_bytes(message: Any) -> bytes:
+    """The body as bytes whatever its AMQP body type (data, value or sequence)."""
+    from azure.servicebus.amqp import AmqpMessageBodyType
+
+    body = message.body
+    kind = getattr(message, "body_type", AmqpMessageBodyType.DATA)
+    if kind == AmqpMessageBodyType.DATA:
+        if isinstance(body, (bytes, bytearray)):
+            return bytes(body)
+        return b"".join(bytes(part) for part in body)
+    return json.dumps(_jsonable(body)).encode()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return {"$binary": bytes(value).hex()}
+    if isinstance(value, dict):
+        return {str(_jsonable(k)): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def body_text(body: bytes, content_type: str | None) -> str | None:
+    """Decoded text when the body is text; None for binary content."""
+    if content_type and any(content_type.lower().startswith(t) for t in _BINARY_TYPES):
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if any(ord(c) < 9 for c in text[:512]):  # control bytes: not text
+        return None
+    return text
+
+
+def _utc(value: Any) -> dt.datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC)
+
+
+def to_record(message: Any, entity: str) -> dict[str, Any]:
+    """A received or peeked ``ServiceBusReceivedMessage`` as a record."""
+    raw = body_bytes(message)
+    content_type = message.content_type
+    state = getattr(message, "state", None)
+    ttl = message.time_to_live
+    lock_token = getattr(message, "_lock_token_uuid", None) or _safe_lock_token(message)
+    return {
+        "message_id": _text(message.message_id),
+        "sequence_number": message.sequence_number,
+        "enqueued_time": _utc(message.enqueued_time_utc),
+        "state": state.name.lower() if state is not None else "active",
+        "delivery_count": message.delivery_count,
+        "locked_until": _utc(_safe(lambda: message.locked_until_utc)),
+        "lock_token": str(lock_token) if lock_token else None,
+        "session_id": message.session_id,
+        "partition_key": message.partition_key,
+        "correlation_id": _text(message.correlation_id),
+        "subject": message.subject,
+        "content_type": content_type,
+        "to": message.to,
+        "reply_to": message.reply_to,
+        "time_to_live": ttl.total_seconds() if ttl is not None else None,
+        "scheduled_enqueue_time": _utc(message.scheduled_enqueue_time_utc),
+        "dead_letter_reason": message.dead_letter_reason,
+        "dead_letter_error_description": message.dead_letter_error_description,
+        "dead_letter_source": message.dead_letter_source,
+        "application_properties": application_properties(message.application_properties),
+        "body": raw,
+        "body_text": body_text(raw, content_type),
+        "entity": entity,
+    }
+
+
+def _safe(fn: Any) -> Any:
+    try:
+        return fn()
+    except Exception:  # peeked messages have no lock: the SDK may raise on lock fields
+        return None
+
+
+def _safe_lock_token(message: Any) -> Any:
+    if getattr(message, "_is_peeked_message", False) or getattr(message, "_receiver", None) is None:
+        return _safe(lambda: message.lock_token) if not getattr(message, "_is_peeked_message", False) else None
+    return _safe(lambda: message.lock_token)
+
+
+def to_dataframe(records: Iterable[dict[str, Any]]) -> Any:
+    """Records -> a pandas DataFrame with the schema's columns in order (also when empty)."""
+    import pandas as pd
+
+    frame = pd.DataFrame(list(records), columns=list(RECORD_FIELDS))
+    for col in ("enqueued_time", "locked_until", "scheduled_enqueue_time"):
+        frame[col] = pd.to_datetime(frame[col], utc=True)
+    frame["sequence_number"] = frame["sequence_number"].astype("Int64")
+    frame["delivery_count"] = frame["delivery_count"].astype("Int64")
+    return frame

@@ -1,0 +1,95 @@
+"""Entity addressing, connection resolution and secret handling."""
+
+from __future__ import annotations
+
+import pytest
+
+from sbnotebook import core
+from sbnotebook.core import ConfigurationError, EntityNameError, EntityPath, resolve
+from sbnotebook.core.connection import embedded
+
+CONN = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=SuperSecret123="
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("orders", EntityPath("orders")),
+        ("events/subscriptions/audit", EntityPath("events", "audit")),
+        ("events/Subscriptions/audit", EntityPath("events", "audit")),
+        ("orders/$deadletterqueue", EntityPath("orders", None, "dead_letter")),
+        ("orders/$DeadLetterQueue", EntityPath("orders", None, "dead_letter")),
+        ("orders/$dlq", EntityPath("orders", None, "dead_letter")),
+        ("events/subscriptions/audit/$deadletterqueue", EntityPath("events", "audit", "dead_letter")),
+        ("orders/$transfer/$deadletterqueue", EntityPath("orders", None, "transfer_dead_letter")),
+        ("/orders/", EntityPath("orders")),
+    ],
+)
+def test_entity_addresses(text: str, expected: EntityPath) -> None:
+    assert EntityPath.parse(text) == expected
+    assert EntityPath.parse(str(expected)) == expected  # round trip
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("", "required"),
+        ("a//b", "empty path segment"),
+        ("events/audit", "not an entity address"),
+        ("events/subscriptions", "not an entity address"),
+        ("bad name!", "not a valid entity name"),
+    ],
+)
+def test_malformed_addresses_are_explained(text: str, fragment: str) -> None:
+    with pytest.raises(EntityNameError, match=fragment):
+        EntityPath.parse(text)
+
+
+def test_resolution_order() -> None:
+    assert resolve(CONN).kind == "connection-string"
+    assert resolve(namespace="ns.servicebus.windows.net").kind == "entra-id"
+    env = {"SERVICEBUS_CONNECTION_STRING": CONN, "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE": "other.servicebus.windows.net"}
+    assert resolve(env=env).namespace == "ns.servicebus.windows.net"  # the string wins over the namespace
+    assert resolve(env={"SERVICEBUS_FULLY_QUALIFIED_NAMESPACE": "other.servicebus.windows.net"}).kind == "entra-id"
+    with pytest.raises(ConfigurationError, match="not both"):
+        resolve(CONN, namespace="x")
+
+
+def test_no_configuration_starts_the_embedded_emulator_once() -> None:
+    first = resolve(env={})
+    second = resolve(env={})
+    assert first.kind == "emulator" and first == second
+    assert embedded.running is not None
+    with first.client() as client, client.get_queue_sender("orders") as sender:
+        from azure.servicebus import ServiceBusMessage
+
+        sender.send_messages(ServiceBusMessage("via the default"))
+    assert core.peek("orders", connection=first).records[-1]["body_text"] == "via the default"
+
+
+def test_secrets_never_appear_in_reprs_or_errors() -> None:
+    conn = resolve(CONN)
+    assert "SuperSecret123" not in repr(conn) and "SuperSecret123" not in str(conn)
+    with pytest.raises(ConfigurationError) as err:
+        resolve("Endpoint=sb://x;SharedAccessKey=SuperSecret123=")  # no key name
+    assert "SuperSecret123" not in str(err.value)
+    with pytest.raises(ConfigurationError) as err:
+        resolve("SharedAccessKey=SuperSecret123;oops")
+    assert "SuperSecret123" not in str(err.value)
+    assert core.redact(f"failed for {CONN}") == (
+        "failed for Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=***"
+    )
+
+
+def test_bad_connection_strings_say_what_is_missing() -> None:
+    with pytest.raises(ConfigurationError, match="Endpoint"):
+        resolve("SharedAccessKeyName=a;SharedAccessKey=b")
+    with pytest.raises(ConfigurationError, match="not a Service Bus connection string"):
+        resolve("hello")
+
+
+def test_public_api_is_exported() -> None:
+    for name in core.__all__:
+        assert hasattr(core, name), name
+    public = {n for n in dir(core) if not n.startswith("_")}
+    assert set(core.__all__) <= public

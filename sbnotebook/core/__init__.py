@@ -18,6 +18,7 @@ from .errors import (
     redact,
 )
 from .peek import PeekPage, peek
+from .receive import LockedBatch, SettleOutcome, receive, receive_deferred
 from .records import RECORD_FIELDS, to_dataframe, to_record
 from .send import (
     RetryPolicy,
@@ -40,6 +41,7 @@ __all__ = [
     "EntityPath",
     "InvalidInputError",
     "LockLostError",
+    "LockedBatch",
     "MessageTooLargeError",
     "PeekPage",
     "RetryPolicy",
@@ -47,12 +49,15 @@ __all__ = [
     "SendFailure",
     "SendReport",
     "ServiceError",
+    "SettleOutcome",
     "acancel_scheduled",
     "aschedule",
     "asend",
     "cancel_scheduled",
     "parse_connection_string",
     "peek",
+    "receive",
+    "receive_deferred",
     "redact",
     "resolve",
     "schedule",

@@ -5,6 +5,7 @@ It imports nothing from IPython, ipywidgets, plotly or Spark.
 """
 
 from .connection import Connection, parse_connection_string, resolve
+from .counts import EntityCounts, counts
 from .entities import EntityPath
 from .errors import (
     ConfigurationError,
@@ -18,8 +19,10 @@ from .errors import (
     redact,
 )
 from .peek import PeekPage, peek
+from .purge import PurgeReport, apurge, purge
 from .receive import LockedBatch, SettleOutcome, receive, receive_deferred
 from .records import RECORD_FIELDS, to_dataframe, to_record
+from .resubmit import ResubmitReport, aresubmit, copy_message, resubmit
 from .send import (
     RetryPolicy,
     SendFailure,
@@ -36,6 +39,7 @@ __all__ = [
     "RECORD_FIELDS",
     "ConfigurationError",
     "Connection",
+    "EntityCounts",
     "EntityNameError",
     "EntityNotFoundError",
     "EntityPath",
@@ -44,6 +48,8 @@ __all__ = [
     "LockedBatch",
     "MessageTooLargeError",
     "PeekPage",
+    "PurgeReport",
+    "ResubmitReport",
     "RetryPolicy",
     "SbError",
     "SendFailure",
@@ -51,15 +57,21 @@ __all__ = [
     "ServiceError",
     "SettleOutcome",
     "acancel_scheduled",
+    "apurge",
+    "aresubmit",
     "aschedule",
     "asend",
     "cancel_scheduled",
+    "copy_message",
+    "counts",
     "parse_connection_string",
     "peek",
+    "purge",
     "receive",
     "receive_deferred",
     "redact",
     "resolve",
+    "resubmit",
     "schedule",
     "send",
     "to_dataframe",

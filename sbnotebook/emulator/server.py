@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .admin import AdminServer
 from .amqp import MAX_FRAME_SIZE, TICK_SECONDS, BrokerHandler
@@ -67,7 +67,7 @@ class Emulator:
         key_name: str = DEFAULT_KEY_NAME,
         clock: Clock | None = None,
         latency: float = 0.0,
-        admin_port: int | None = 0,
+        admin_port: int | Literal["auto"] | None = "auto",
         data_dir: str | Path | None = None,
     ) -> None:
         self.topology = load_topology(config)
@@ -111,13 +111,24 @@ class Emulator:
         self._loop.latency = self._latency
         self.port = self._loop.port
         if self._admin_requested is not None:
-            self._admin = AdminServer(self.broker, {self._key_name: self._key}, self.host, self._admin_requested)
+            self._admin = self._start_admin(self._admin_requested)
             self._admin.start()
             self.admin_port = self._admin.port
         self._stopped.clear()
         self._thread = threading.Thread(target=self._run, name="sbnotebook-emulator", daemon=True)
         self._thread.start()
         return self
+
+    def _start_admin(self, requested: int | Literal["auto"]) -> AdminServer:
+        """ "auto": the AMQP port + 1 (what clients given only a connection string assume), else any free port."""
+        keys = {self._key_name: self._key}
+        if requested != "auto":
+            return AdminServer(self.broker, keys, self.host, requested)
+        assert self.port is not None
+        try:
+            return AdminServer(self.broker, keys, self.host, self.port + 1)
+        except OSError:
+            return AdminServer(self.broker, keys, self.host, 0)
 
     def _run(self) -> None:
         assert self._loop is not None

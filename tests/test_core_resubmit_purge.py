@@ -1,0 +1,139 @@
+"""Resubmission (copy first, complete second), purge, and counts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from sbnotebook import core
+from sbnotebook.core import EntityNameError
+from sbnotebook.emulator import Emulator
+
+
+def _dead_letter_all(client: ServiceBusClient, queue: str, n: int, reason: str = "Bad") -> None:
+    with client.get_queue_receiver(queue, max_wait_time=3) as r:
+        done = 0
+        while done < n:
+            for m in r.receive_messages(max_message_count=n - done, max_wait_time=3):
+                r.dead_letter_message(m, reason=reason, error_description="test")
+                done += 1
+
+
+def test_resubmit_from_dlq_keeps_fidelity_and_loses_nothing(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    with client.get_queue_sender("q") as s:
+        s.send_messages(
+            [
+                ServiceBusMessage(
+                    bytes(range(256)),
+                    content_type="application/octet-stream",
+                    subject="sub",
+                    correlation_id="corr",
+                    message_id=f"orig-{i}",
+                    application_properties={"tenant": "a", "n": i},
+                )
+                for i in range(3)
+            ]
+        )
+    _dead_letter_all(client, "q", 3)
+    report = core.resubmit("q/$deadletterqueue", connection=cs)
+    assert report.ok and report.moved == 3 and "q/$deadletterqueue -> q" in repr(report)
+    assert emulator.broker.counts("q") == {"active": 3, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+    with client.get_queue_receiver("q", max_wait_time=3) as r:
+        got = r.receive_messages(max_message_count=3, max_wait_time=3)
+        for i, m in enumerate(sorted(got, key=lambda m: m.application_properties[b"n"])):
+            assert b"".join(m.body) == bytes(range(256))  # binary body intact
+            assert (m.content_type, m.subject, m.correlation_id) == ("application/octet-stream", "sub", "corr")
+            props = {k.decode(): v for k, v in m.application_properties.items()}
+            assert props["tenant"] == b"a" and props["n"] == i
+            assert props["sbnotebook-resubmit-count"] == 1
+            assert props["sbnotebook-original-message-id"] == f"orig-{i}".encode()
+            assert "DeadLetterReason" not in props and "DeadLetterErrorDescription" not in props
+            assert m.message_id != f"orig-{i}"  # fresh id: duplicate detection would drop the copy otherwise
+            r.complete_message(m)
+
+
+def test_keep_message_id_into_a_deduplicating_queue(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    with client.get_queue_sender("dedup") as s:
+        s.send_messages(ServiceBusMessage("x", message_id="same-id"))
+    _dead_letter_all(client, "dedup", 1)
+    kept = core.resubmit("dedup/$deadletterqueue", keep_message_id=True, connection=cs)
+    assert kept.moved == 1
+    assert emulator.broker.counts("dedup")["active"] == 0  # dropped by duplicate detection, as Service Bus does
+
+
+def test_filtered_bulk_fix_and_resubmit(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    core.send("q", [{"order": i, "qty": -1 if i % 2 else 1} for i in range(6)], connection=cs)
+    _dead_letter_all(client, "q", 6)
+
+    def fix(record: dict) -> dict:  # type: ignore[type-arg]
+        body = json.loads(record["body_text"])
+        body["qty"] = abs(body["qty"])
+        record["body_text"] = json.dumps(body)
+        record["application_properties"]["fixed"] = "yes"
+        return record
+
+    report = core.resubmit(
+        "q/$deadletterqueue",
+        where=lambda r: json.loads(r["body_text"])["qty"] < 0,
+        edit=fix,
+        connection=cs,
+    )
+    assert report.moved == 3 and report.ok
+    active = core.peek("q", connection=cs).records
+    assert sorted(json.loads(r["body_text"])["order"] for r in active) == [1, 3, 5]
+    assert all(json.loads(r["body_text"])["qty"] == 1 and r["application_properties"]["fixed"] == "yes" for r in active)
+    left = core.peek("q/$deadletterqueue", connection=cs).records
+    assert sorted(json.loads(r["body_text"])["order"] for r in left) == [0, 2, 4]
+    assert all(r["delivery_count"] == 0 for r in left)  # the unselected were not counted as deliveries
+
+
+def test_subscription_dlq_needs_a_safe_target(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    with pytest.raises(EntityNameError, match="every subscription"):
+        core.resubmit("t/subscriptions/all/$deadletterqueue", connection=cs)
+    with client.get_topic_sender("t") as s:
+        s.send_messages(ServiceBusMessage("sub-dead"))
+    with client.get_subscription_receiver("t", "all", max_wait_time=3) as r:
+        (m,) = r.receive_messages(max_wait_time=3)
+        r.dead_letter_message(m)
+    report = core.resubmit("t/subscriptions/all/$deadletterqueue", target="fwd-dst", connection=cs)
+    assert report.moved == 1
+    assert [r["body_text"] for r in core.peek("fwd-dst", connection=cs)] == ["sub-dead"]
+
+
+def test_failed_copy_leaves_the_original(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    core.send("q", ["precious"], connection=cs)
+    _dead_letter_all(client, "q", 1)
+    emulator.reject_sends("q", 1, "quota-exceeded")
+    report = core.resubmit("q/$deadletterqueue", connection=cs)
+    assert report.moved == 0 and len(report.failed) == 1 and report.failed[0][2]  # tracking id
+    assert [r["body_text"] for r in core.peek("q/$deadletterqueue", connection=cs)] == ["precious"]
+
+
+def test_purge_removes_active_deferred_and_scheduled(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    core.send("q", [f"m{i}" for i in range(1200)], connection=cs)
+    core.schedule("q", ["later"], dt.datetime.now(dt.UTC) + dt.timedelta(hours=1), connection=cs)
+    with client.get_queue_receiver("q", max_wait_time=3) as r:
+        for m in r.receive_messages(max_message_count=3, max_wait_time=3):
+            r.defer_message(m)
+    report = core.purge("q", connection=cs)
+    assert (report.active, report.deferred, report.scheduled) == (1197, 3, 1)
+    assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+
+
+def test_counts_through_the_admin_api(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    core.send("q", ["a", "b"], connection=cs)
+    _dead_letter_all(client, "q", 1)
+    c = core.counts("q/$deadletterqueue", connection=cs)  # counts are per entity
+    assert (c.entity, c.active, c.dead_letter, c.total) == ("q", 1, 1, 2)
+    with pytest.raises(core.EntityNotFoundError):
+        core.counts("missing", connection=cs)

@@ -25,6 +25,7 @@ from .records import to_dataframe, to_record
 Mode = Literal["peek-lock", "receive-and-delete"]
 Action = Literal["complete", "abandon", "dead_letter", "defer"]
 DEFAULT_MAX_RENEWAL = 300.0
+TOKENS_PER_REQUEST = 100  # lock tokens per update-disposition request
 
 
 @dataclass(frozen=True)
@@ -164,11 +165,24 @@ class LockedBatch:
 
     async def _settle_many(self, action: Action, indexes: Sequence[int], kwargs: dict[str, Any]) -> list[SettleOutcome]:
         slots = asyncio.Semaphore(self.max_in_flight)
+        if action != "abandon" or not kwargs.get("properties"):
+            fresh = [i for i in indexes if i not in self._settled and i not in self._lost]
+            chunks = [fresh[k : k + TOKENS_PER_REQUEST] for k in range(0, len(fresh), TOKENS_PER_REQUEST)]
+            if len(fresh) > 1:
+                await asyncio.gather(*(self._settle_chunk(action, chunk, kwargs, slots) for chunk in chunks))
+                batched = {i for i in fresh if i in self._settled}
+            else:
+                batched = set()
+        else:
+            batched = set()
 
         async def one(i: int) -> SettleOutcome:
             msg = self.messages[i]
             seq = int(msg.sequence_number or 0)
             if i in self._settled:
+                done = self._settled[i]
+                if i in batched and done.action == action:
+                    return done
                 return SettleOutcome(seq, action, "already_settled")
             if i in self._lost:
                 return SettleOutcome(seq, action, "lock_lost", "the lock was lost before settlement")
@@ -181,6 +195,34 @@ class LockedBatch:
             return outcome
 
         return list(await asyncio.gather(*(one(i) for i in indexes)))
+
+    async def _settle_chunk(
+        self, action: Action, chunk: list[int], kwargs: dict[str, Any], slots: asyncio.Semaphore
+    ) -> None:
+        """Settle many locks in one management request (update-disposition). If it fails, nothing
+        was settled and the messages take the per-message path, which reports each outcome."""
+        from azure.servicebus._common.constants import MESSAGE_MGMT_SETTLEMENT_TERM_MAP
+
+        op = {"complete": "complete", "abandon": "abandon", "dead_letter": "dead-letter", "defer": "defer"}
+        details = None
+        if action == "dead_letter":
+            details = {
+                "deadletter-reason": kwargs.get("reason") or "",
+                "deadletter-description": kwargs.get("description") or "",
+            }
+        msgs = [self.messages[i] for i in chunk]
+        async with slots:
+            try:
+                await self._receiver._settle_message_via_mgmt_link(
+                    MESSAGE_MGMT_SETTLEMENT_TERM_MAP[op[action]],
+                    [m.lock_token for m in msgs],
+                    dead_letter_details=details,
+                )
+            except Exception:
+                return
+        for i, m in zip(chunk, msgs, strict=True):
+            m._settled = True
+            self._settled[i] = SettleOutcome(int(m.sequence_number or 0), action, "done")
 
     async def _settle_one(self, action: Action, msg: Any, kwargs: dict[str, Any]) -> SettleOutcome:
         from azure.servicebus.exceptions import MessageLockLostError, SessionLockLostError

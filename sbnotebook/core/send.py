@@ -318,12 +318,30 @@ async def asend(
     idle: asyncio.Queue[Any] = asyncio.Queue()
     opened: list[Any] = []
 
-    async def acquire(client: Any) -> Any:
-        if idle.empty() and len(opened) < max_in_flight:
-            new = open_sender(client, path)
-            opened.append(new)
+    opening = 0
+
+    async def open_one(client: Any) -> None:
+        nonlocal opening
+        new = open_sender(client, path)
+        opened.append(new)
+        try:
             await new.__aenter__()
-            return new
+            idle.put_nowait(new)
+        except Exception:
+            opened.remove(new)
+            log.debug("could not open an extra sender for %s", path, exc_info=True)
+        finally:
+            opening -= 1
+
+    async def acquire(client: Any) -> Any:
+        # Grow the pool in the background while work continues on the senders already open:
+        # opening one takes several round trips, and opening them one after another is slow.
+        nonlocal opening
+        if idle.empty() and len(opened) + opening < max_in_flight:
+            opening += 1
+            opener = asyncio.create_task(open_one(client))
+            tasks.add(opener)
+            opener.add_done_callback(tasks.discard)
         return await idle.get()
 
     async def run(sender: Any, unit: _Unit) -> None:
@@ -370,7 +388,8 @@ async def asend(
                 async for unit in _units(batcher, messages, batch, report, schedule_at):
                     sender = await acquire(client)
                     report.operations += 1
-                    report.peak_in_flight = max(report.peak_in_flight, len(opened) - idle.qsize())
+                    in_flight = len(opened) - opening - idle.qsize()
+                    report.peak_in_flight = max(report.peak_in_flight, in_flight)
                     task = asyncio.create_task(run(sender, unit))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)

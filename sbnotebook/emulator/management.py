@@ -147,6 +147,16 @@ class ManagementHandler:
         props = _get(body, "properties-to-modify", None) or None
         props = {str(k): v for k, v in props.items()} if props else None
         store = self.source().store
+        with self.broker.lock:
+            # All or nothing: a request naming one lost lock settles none of its messages.
+            for token in tokens:
+                self.broker._held(token, store)
+            self._apply_disposition(status, tokens, props, body, store)
+        return OK, None
+
+    def _apply_disposition(
+        self, status: str, tokens: list[uuid.UUID], props: dict[str, Any] | None, body: dict[Any, Any], store: Any
+    ) -> None:
         for token in tokens:
             if status == "completed":
                 self.broker.complete(token, store=store)
@@ -164,7 +174,6 @@ class ManagementHandler:
                 )
             else:
                 raise BadRequest(f"Unknown disposition status '{status}'.", entity=self.entity_path)
-        return OK, None
 
     def _schedule(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
         entries = _values(_get(body, "messages"))

@@ -4,6 +4,7 @@ Everything above it (magics, widgets, the Spark data source) goes through this p
 It imports nothing from IPython, ipywidgets, plotly or Spark.
 """
 
+from . import deferral
 from .connection import Connection, parse_connection_string, resolve
 from .counts import EntityCounts, counts
 from .entities import EntityPath
@@ -19,6 +20,7 @@ from .errors import (
     redact,
 )
 from .peek import PeekPage, peek
+from .process import DeadLetter, Done, Policy, ProcessReport, Retry, Skip, Stop, process
 from .purge import PurgeReport, apurge, purge
 from .receive import LockedBatch, SettleOutcome, receive, receive_deferred
 from .records import RECORD_FIELDS, to_dataframe, to_record
@@ -39,6 +41,8 @@ __all__ = [
     "RECORD_FIELDS",
     "ConfigurationError",
     "Connection",
+    "DeadLetter",
+    "Done",
     "EntityCounts",
     "EntityNameError",
     "EntityNotFoundError",
@@ -48,14 +52,19 @@ __all__ = [
     "LockedBatch",
     "MessageTooLargeError",
     "PeekPage",
+    "Policy",
+    "ProcessReport",
     "PurgeReport",
     "ResubmitReport",
+    "Retry",
     "RetryPolicy",
     "SbError",
     "SendFailure",
     "SendReport",
     "ServiceError",
     "SettleOutcome",
+    "Skip",
+    "Stop",
     "acancel_scheduled",
     "apurge",
     "aresubmit",
@@ -64,8 +73,10 @@ __all__ = [
     "cancel_scheduled",
     "copy_message",
     "counts",
+    "deferral",
     "parse_connection_string",
     "peek",
+    "process",
     "purge",
     "receive",
     "receive_deferred",

@@ -55,6 +55,7 @@ class LockedBatch:
         max_in_flight: int,
         auto_renew: bool,
         max_renewal: float,
+        client_factory: Any = None,
     ) -> None:
         self.entity = entity
         self.mode = mode
@@ -67,6 +68,8 @@ class LockedBatch:
         self._received_at = time.monotonic()
         self._settled: dict[int, SettleOutcome] = {}
         self._lost: set[int] = set()
+        self._lapsing: set[int] = set()  # left to expire on purpose: not renewed
+        self._client_factory = client_factory
         self._closed = False
         left = [x for x in self.seconds_left() if x is not None]
         self._lock_duration = max(left) if left else 0.0
@@ -270,7 +273,7 @@ class LockedBatch:
                     return SettleOutcome(seq, "renew", "failed", from_sdk(exc).message, tracking_id_of(exc))
             return SettleOutcome(seq, "renew", "done")
 
-        return list(await asyncio.gather(*(one(i) for i in self.unsettled)))
+        return list(await asyncio.gather(*(one(i) for i in self.unsettled if i not in self._lapsing)))
 
     async def _renew_loop(self) -> None:
         """Renew locks at half their remaining time while someone holds the batch, up to max_renewal."""
@@ -278,7 +281,7 @@ class LockedBatch:
             await asyncio.sleep(0.25)
             if not self.auto_renew or time.monotonic() - self._received_at > self.max_renewal:
                 continue
-            left = [s for s in self.seconds_left() if s is not None]
+            left = [s for i, s in enumerate(self.seconds_left()) if s is not None and i not in self._lapsing]
             if not left:
                 continue
             if min(left) < max(0.2, self._lock_duration / 2):
@@ -378,6 +381,7 @@ async def _open_batch(
         max_in_flight=max_in_flight,
         auto_renew=auto_renew,
         max_renewal=max_renewal,
+        client_factory=conn.async_client,
     )
 
 
@@ -408,10 +412,10 @@ def receive(
         out: list[Any] = []
         deadline = time.monotonic() + wait
         while len(out) < count:
-            left = deadline - time.monotonic()
-            if left <= 0 and out:
-                break
-            got = await rcv.receive_messages(max_message_count=count - len(out), max_wait_time=max(left, 0.5))
+            # Wait up to `wait` for the first messages; after that take only what is there now,
+            # so that no lock ticks away before the batch (and its renewal) exists.
+            left = max(deadline - time.monotonic(), 0.5) if not out else 0.2
+            got = await rcv.receive_messages(max_message_count=count - len(out), max_wait_time=left)
             if not got:
                 break
             out.extend(got)

@@ -1,0 +1,140 @@
+"""process() with a settlement policy, and the four deferral strategies."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+
+from azure.servicebus import ServiceBusClient
+
+from sbnotebook import core
+from sbnotebook.core import deferral
+from sbnotebook.emulator import Emulator
+
+from .helpers import drain, wait_until
+
+
+def test_process_settles_by_outcome_after_the_work(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    core.send("q", [{"kind": k} for k in ["ok", "skip", "bad", "boom", "retry", "ok"]], connection=cs)
+    seen: list[str] = []
+
+    def handler(record: dict) -> object:  # type: ignore[type-arg]
+        kind = json.loads(record["body_text"])["kind"]
+        seen.append(kind)
+        if kind == "skip":
+            return core.Skip
+        if kind == "bad":
+            return core.DeadLetter("Invalid", "kind is bad")
+        if kind == "boom":
+            raise ValueError("handler crashed")
+        if kind == "retry" and record["delivery_count"] == 0:
+            return core.Retry
+        return core.Done
+
+    report = core.process("q", handler, connection=cs)
+    assert (report.completed, report.skipped, report.dead_lettered) == (3, 1, 1)
+    assert report.errors and "handler crashed" in report.errors[0][1]
+    assert report.abandoned >= 2  # the crash and the first retry went back to the queue
+    # The crashing message was abandoned each time it came back, until MaxDeliveryCount (10) sent it to the DLQ.
+    counts = emulator.broker.counts("q")
+    assert (counts["active"], counts["dead_letter"]) == (0, 2)
+    reasons = sorted(r["dead_letter_reason"] for r in core.peek("q/$deadletterqueue", connection=cs))
+    assert reasons == ["Invalid", "MaxDeliveryCountExceeded"]
+
+
+def test_errors_can_dead_letter_to_a_chosen_destination(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("q", ["poison"], connection=cs)
+
+    def handler(record: dict) -> None:  # type: ignore[type-arg]
+        raise RuntimeError("cannot parse")
+
+    report = core.process(
+        "q", handler, policy=core.Policy(on_error="dead_letter", dead_letter_to="fwd-dst"), connection=cs
+    )
+    assert report.dead_lettered == 1
+    (moved,) = core.peek("fwd-dst", connection=cs).records
+    props = moved["application_properties"]
+    assert (
+        props["sbnotebook-fault-reason"] == "HandlerError" and "cannot parse" in props["sbnotebook-fault-description"]
+    )
+    assert props["sbnotebook-fault-source"] == "q"
+    assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+
+
+def test_stop_abandons_and_stops(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("q", [f"m{i}" for i in range(10)], connection=cs)
+    report = core.process("q", lambda r: core.Stop if r["body_text"] == "m0" else None, concurrency=1, connection=cs)
+    assert report.stopped and report.completed == 0 and report.abandoned == 1
+    assert emulator.broker.counts("q")["active"] == 10
+
+
+def test_locks_are_renewed_while_slow_handlers_run(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("short", ["slow"], connection=cs)  # LockDuration PT1S
+    report = core.process("short", lambda r: time.sleep(2.2), connection=cs)
+    assert report.completed == 1 and not report.lock_lost
+
+
+def test_let_the_lock_lapse(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("short", ["later"], connection=cs)
+    with core.receive("short", count=1, connection=cs) as batch:
+        (seq,) = deferral.let_lock_lapse(batch)
+        time.sleep(1.6)
+    (again,) = core.peek("short", connection=cs).records
+    assert again["sequence_number"] == seq and again["delivery_count"] == 1
+
+
+def test_wait_then_abandon_does_not_block(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("short", ["held"], connection=cs)
+    with core.receive("short", count=1, connection=cs) as batch:
+        start = time.monotonic()
+        future = deferral.wait_then_abandon(batch, seconds=1.5)
+        assert time.monotonic() - start < 0.5  # returned at once
+        assert emulator.broker.counts("short")["active"] == 1 and emulator.broker._locks  # still held, renewed
+        (outcome,) = future.result(10)
+        assert outcome.status == "done" and outcome.action == "abandon"
+    (again,) = core.peek("short", connection=cs).records
+    assert again["delivery_count"] == 1
+
+
+def test_defer_with_reminder_and_fetch(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    core.send("q", ["needs later"], connection=cs)
+    with core.receive("q", count=1, connection=cs) as batch:
+        (seq,) = deferral.defer_with_reminder(batch, remind_at=dt.timedelta(seconds=1))
+    assert emulator.broker.counts("q")["deferred"] == 1
+    wait_until(lambda: emulator.broker.counts("q")["active"] == 1, timeout=10)
+    with core.receive("q", count=1, connection=cs) as reminders:
+        (reminder,) = reminders.records
+        assert deferral.is_reminder(reminder)
+        with deferral.fetch_reminded(reminder, connection=cs) as original:
+            assert original.records[0]["sequence_number"] == seq
+            assert original.records[0]["body_text"] == "needs later"
+            assert original.complete()[0].status == "done"
+        reminders.complete()
+    assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+
+
+def test_resubmit_scheduled_with_a_limit(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    core.send("q", ["flaky"], connection=cs)
+    for attempt in range(3):
+        with core.receive("q", count=1, wait=5, connection=cs) as batch:
+            assert len(batch) == 1
+            (outcome,) = deferral.resubmit_scheduled(batch, delay=dt.timedelta(seconds=2), max_resubmits=2)
+            assert outcome.status == "done"
+            if attempt < 2:
+                assert outcome.action == "complete"
+                assert emulator.broker.counts("q")["scheduled"] == 1  # the clone waits for its time
+            else:
+                assert outcome.action == "dead_letter"
+    (dead,) = core.peek("q/$deadletterqueue", connection=cs).records
+    assert dead["dead_letter_reason"] == "MaxResubmitsExceeded"
+    assert dead["application_properties"]["sbnotebook-resubmit-count"] == "2"
+    assert drain(client, "q", wait=0.5) == []

@@ -88,7 +88,7 @@ class Connection:
 
         if self._connection_string is not None:
             return AsyncClient.from_connection_string(self._connection_string, **kwargs)
-        return AsyncClient(self.namespace, _async_credential(), **kwargs)
+        return AsyncClient(self.namespace, _credential(aio=True), **kwargs)
 
     def admin_client(self, **kwargs: Any) -> Any:
         """The SDK's ServiceBusAdministrationClient; against the emulator it goes to the admin port."""
@@ -105,24 +105,19 @@ class Connection:
         return ServiceBusAdministrationClient.from_connection_string(self._connection_string, **kwargs)
 
 
-def _credential() -> Any:
+def _credential(*, aio: bool = False) -> Any:
     try:
+        if aio:
+            from azure.identity.aio import DefaultAzureCredential as AsyncCredential
+
+            return AsyncCredential()
         from azure.identity import DefaultAzureCredential
+
+        return DefaultAzureCredential()
     except ImportError:
         raise ConfigurationError(
             "Connecting with Entra ID needs azure-identity: pip install 'sbnotebook[notebook]'."
         ) from None
-    return DefaultAzureCredential()
-
-
-def _async_credential() -> Any:
-    try:
-        from azure.identity.aio import DefaultAzureCredential
-    except ImportError:
-        raise ConfigurationError(
-            "Connecting with Entra ID needs azure-identity: pip install 'sbnotebook[notebook]'."
-        ) from None
-    return DefaultAzureCredential()
 
 
 def from_connection_string(text: str) -> Connection:

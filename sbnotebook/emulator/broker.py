@@ -582,6 +582,16 @@ class Broker:
 
     # ------------------------------------------------------------- settlement
 
+    def _let_go(
+        self, token: uuid.UUID, properties: dict[str, Any] | None, store: MessageStore | None
+    ) -> tuple[Lock, StoredMessage | None]:
+        """End a lock for abandon/defer, applying the properties to modify."""
+        lock = self._held(token, store)
+        msg = self._unlock(lock)
+        if msg is not None and properties:
+            msg.application_properties.update(properties)
+        return lock, msg
+
     @_locked
     def complete(self, token: uuid.UUID, store: MessageStore | None = None) -> None:
         lock = self._held(token, store)
@@ -592,26 +602,18 @@ class Broker:
     def abandon(
         self, token: uuid.UUID, properties: dict[str, Any] | None = None, store: MessageStore | None = None
     ) -> None:
-        lock = self._held(token, store)
-        msg = self._unlock(lock)
-        if msg is None:
-            return
-        if properties:
-            msg.application_properties.update(properties)
-        self._count_failed_delivery(lock.entity, lock.store, msg)
+        lock, msg = self._let_go(token, properties, store)
+        if msg is not None:
+            self._count_failed_delivery(lock.entity, lock.store, msg)
 
     @_locked
     def defer(
         self, token: uuid.UUID, properties: dict[str, Any] | None = None, store: MessageStore | None = None
     ) -> None:
-        lock = self._held(token, store)
-        msg = self._unlock(lock)
-        if msg is None:
-            return
-        if properties:
-            msg.application_properties.update(properties)
-        msg.state = MessageState.DEFERRED
-        lock.store.touch(msg)
+        lock, msg = self._let_go(token, properties, store)
+        if msg is not None:
+            msg.state = MessageState.DEFERRED
+            lock.store.touch(msg)
 
     @_locked
     def dead_letter(

@@ -197,3 +197,11 @@ def test_sync_api_works_inside_a_running_event_loop(emulator: Emulator) -> None:
 async def test_async_api(emulator: Emulator) -> None:
     report = await core.asend("q", (f"a{i}" for i in range(50)), connection=emulator.connection_string)
     assert report.ok and report.sent == 50
+
+
+def test_peek_within_a_session(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("sq", [{"body": f"{s}-{i}", "session_id": s} for s in ("a", "b") for i in range(2)], connection=cs)
+    page = core.peek("sq", session_id="b", connection=cs)
+    assert [r["body_text"] for r in page] == ["b-0", "b-1"]
+    assert {r["session_id"] for r in page} == {"b"}

@@ -51,3 +51,12 @@ def test_notebooks_are_committed_without_outputs() -> None:
         cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
         dirty = [i for i, c in enumerate(cells) if c.get("outputs") or c.get("execution_count")]
         assert not dirty, f"{nb.name}: cells {dirty} carry outputs; strip them before committing"
+
+
+def test_core_imports_no_notebook_or_spark_libraries() -> None:
+    banned = ("IPython", "ipywidgets", "plotly", "pyspark")
+    offenders = {
+        str(p.relative_to(ROOT)): sorted(m for m in _imports(p) if m.split(".")[0] in banned)
+        for p in (PACKAGE / "core").rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}

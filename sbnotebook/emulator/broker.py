@@ -78,6 +78,10 @@ class _Duplicates:
         self._seen: dict[str, float] = {}
         self._order: deque[tuple[float, str]] = deque()
 
+    @classmethod
+    def for_entity(cls, props: EntityProperties) -> _Duplicates | None:
+        return cls(props.duplicate_detection_window) if props.requires_duplicate_detection else None
+
     def seen(self, message_id: str, now: float) -> bool:
         while self._order and self._order[0][0] + self.window <= now:
             t, mid = self._order.popleft()
@@ -148,6 +152,11 @@ class Lock:
     seq: int
     owner: object | None
     session: SessionState | None = None
+
+
+def _scheduled_store(target: Entity) -> MessageStore:
+    """Where an entity keeps scheduled messages: a queue in its own log, a topic before fan-out."""
+    return target.store if isinstance(target, Queue) else target.scheduled
 
 
 class Broker:
@@ -235,18 +244,22 @@ class Broker:
 
     # ------------------------------------------------------ entity lifecycle
 
+    def _free_name(self, name: str) -> str:
+        key = name.lower()
+        if key in self._entities:
+            raise Conflict(f"The messaging entity '{name}' already exists.", entity=name)
+        return key
+
     @_locked
     def add_queue(self, config: QueueConfig) -> Queue:
-        key = config.name.lower()
-        if key in self._entities:
-            raise Conflict(f"The messaging entity '{config.name}' already exists.", entity=config.name)
+        key = self._free_name(config.name)
         props = config.properties
         queue = Queue(
             config.name,
             props,
             MessageStore(config.name, sessions=props.requires_session),
             MessageStore(f"{config.name}/$DeadLetterQueue", is_dead_letter=True),
-            _Duplicates(props.duplicate_detection_window) if props.requires_duplicate_detection else None,
+            _Duplicates.for_entity(props),
         )
         self._entities[key] = queue
         queue.store.journal = queue.dead_letter.journal = self.journal
@@ -254,15 +267,12 @@ class Broker:
 
     @_locked
     def add_topic(self, config: TopicConfig) -> Topic:
-        key = config.name.lower()
-        if key in self._entities:
-            raise Conflict(f"The messaging entity '{config.name}' already exists.", entity=config.name)
-        props = config.properties
+        key = self._free_name(config.name)
         topic = Topic(
             config.name,
-            props,
+            config.properties,
             MessageStore(config.name),
-            duplicates=_Duplicates(props.duplicate_detection_window) if props.requires_duplicate_detection else None,
+            duplicates=_Duplicates.for_entity(config.properties),
         )
         self._entities[key] = topic
         topic.scheduled.journal = self.journal
@@ -419,7 +429,7 @@ class Broker:
         if data.scheduled_enqueue_time is not None and data.scheduled_enqueue_time > now:
             msg.state = MessageState.SCHEDULED
             msg.enqueued_time = data.scheduled_enqueue_time
-            (target.store if isinstance(target, Queue) else target.scheduled).add(msg)
+            _scheduled_store(target).add(msg)
             self._timer(data.scheduled_enqueue_time, "scheduled", (target, seq))
             return seq
         self._enqueue(target, msg, now, hops=0)
@@ -462,7 +472,7 @@ class Broker:
     @_locked
     def cancel_scheduled(self, path: str, sequence_numbers: Iterable[int]) -> None:
         target = self.resolve_target(path)
-        store = target.store if isinstance(target, Queue) else target.scheduled
+        store = _scheduled_store(target)
         seqs = list(sequence_numbers)
         for seq in seqs:
             msg = store.messages.get(seq)
@@ -517,9 +527,6 @@ class Broker:
                 f"Cannot receive from '{source.store.path}': it auto-forwards to '{source.entity.props.forward_to}'.",
                 entity=source.store.path,
             )
-
-    def has_available(self, source: Source) -> bool:
-        return source.store.has_available()
 
     def _lock(
         self, source: Source, msg: StoredMessage, now: float, owner: object | None, session: SessionState | None = None
@@ -699,12 +706,6 @@ class Broker:
                 self._dirty.add(lock.store)
         return len(lost)
 
-    def locked_until(self, token: uuid.UUID) -> float | None:
-        lock = self._locks.get(token)
-        if lock is None:
-            return None
-        return lock.store.messages[lock.seq].locked_until
-
     # ------------------------------------------------------ deferred messages
 
     @_locked
@@ -757,9 +758,6 @@ class Broker:
         if description is not None:
             msg.application_properties[DEAD_LETTER_DESCRIPTION] = description
 
-    def _entity_path(self, entity: Receivable) -> str:
-        return entity.store.path
-
     def _move_to_dead_letter(
         self,
         entity: Receivable,
@@ -775,7 +773,7 @@ class Broker:
         now = self.clock.now()
         if forward:
             copy = msg.copy_for(next(self._sequence), now)
-            copy.dead_letter_source = self._entity_path(entity)
+            copy.dead_letter_source = entity.store.path
             copy.application_properties = dict(msg.application_properties)
             self._enqueue(self.entity(forward), copy, now, hops=1)
             return
@@ -830,17 +828,12 @@ class Broker:
         self._count_failed_delivery(lock.entity, lock.store, msg)
 
     def _fire_scheduled(self, target: Entity, seq: int, now: float) -> None:
-        store = target.store if isinstance(target, Queue) else target.scheduled
+        store = _scheduled_store(target)
         msg = store.messages.get(seq)
         if msg is None or msg.state is not MessageState.SCHEDULED:
             return  # cancelled
         msg.enqueued_time = now
-        if isinstance(target, Topic):
-            store.remove(seq)
-            msg.state = MessageState.ACTIVE
-            self._enqueue(target, msg, now, hops=0)
-            return
-        store.remove(seq)
+        store.remove(seq)  # a queue re-adds it as active; a topic fans it out
         msg.state = MessageState.ACTIVE
         self._enqueue(target, msg, now, hops=0)
 

@@ -22,7 +22,8 @@ from proton import Condition, Delivery, Endpoint, Event, Handler, Link, Message,
 
 from .broker import Broker, Source
 from .codec import DecodeError, decode_transfer, encode_stored, lock_tag
-from .errors import BrokerError, EntityNotFound, MessageSizeExceeded, OperationTimeout, Unauthorized
+from .errors import BadRequest, BrokerError, EntityNotFound, MessageSizeExceeded, OperationTimeout, Unauthorized
+from .faults import EntityFaults
 from .management import ManagementHandler
 from .sas import Grant, TokenError, covers, validate
 from .store import MessageStore
@@ -272,8 +273,12 @@ class BrokerHandler(Handler):
         link.open()
         link.flow(SENDER_CREDIT)
 
+    def _faults(self, path: str) -> EntityFaults | None:
+        """Fault rules are kept per queue or topic: the first segment of any entity path."""
+        return self.broker.faults.get(path.split("/")[0])
+
     def _apply_entity_faults(self, link: Link, entity: str) -> None:
-        faults = self.broker.faults.get(entity.split("/")[0])
+        faults = self._faults(entity)
         if faults is not None and faults.delay > 0 and self.loop is not None:
             self.loop.set_delay(link.connection, faults.delay)
 
@@ -363,7 +368,7 @@ class BrokerHandler(Handler):
 
     def _deliveries_before_drop(self, link: Link, out: OutLink) -> int:
         assert out.source is not None
-        faults = self.broker.faults.get(out.source.entity.store.path.split("/")[0])
+        faults = self._faults(out.source.store.path)
         if faults is None or faults.drop_after <= 0:
             return link.credit
         conn = self._conns.get(link.connection)
@@ -371,7 +376,7 @@ class BrokerHandler(Handler):
 
     def _count_deliveries(self, link: Link, out: OutLink, count: int) -> None:
         assert out.source is not None
-        faults = self.broker.faults.get(out.source.entity.store.path.split("/")[0])
+        faults = self._faults(out.source.store.path)
         if faults is None or faults.drop_after <= 0 or self.loop is None:
             return
         conn = self._conns.get(link.connection)
@@ -467,7 +472,7 @@ class BrokerHandler(Handler):
         try:
             messages = decode_transfer(data)
         except DecodeError as exc:
-            raise _decode_error(str(exc), target) from None
+            raise BadRequest(str(exc), entity=target) from None
         self.broker.send(target, messages)
 
     # -------------------------------------------------------------------- CBS
@@ -641,9 +646,3 @@ def _string_keys(value: Any) -> dict[str, Any] | None:
     if not value:
         return None
     return {str(k): v for k, v in dict(value).items()}
-
-
-def _decode_error(text: str, target: str) -> BrokerError:
-    from .errors import BadRequest
-
-    return BadRequest(text, entity=target)

@@ -23,6 +23,7 @@ from .sections import (
     MESSAGE_ANNOTATIONS,
     PROPERTIES,
     SectionError,
+    Sections,
     batch_messages,
     split_sections,
 )
@@ -80,10 +81,14 @@ def _copy(value: Any) -> Any:
 
 def decode_transfer(encoded: bytes) -> list[MessageData]:
     """A transfer's payload -> one message, or the messages of a batch envelope."""
-    inner = batch_messages(encoded)
+    try:
+        sections = split_sections(encoded)
+    except SectionError as exc:
+        raise DecodeError(f"malformed AMQP message: {exc}") from None
+    inner = batch_messages(encoded, sections)
     if inner is not None:
-        return [decode_message(m) for m in inner]
-    return [decode_message(encoded)]
+        return [decode_message(m, parts) for m, parts in inner]
+    return [decode_message(encoded, sections)]
 
 
 def _section_value(encoded: bytes, start: int, end: int) -> Any:
@@ -93,10 +98,11 @@ def _section_value(encoded: bytes, start: int, end: int) -> Any:
     return getattr(described, "value", None)
 
 
-def decode_message(encoded: bytes) -> MessageData:
+def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageData:
     """Decode only the sections the broker reads; the body is never decoded."""
     try:
-        sections = split_sections(encoded)
+        if sections is None:
+            sections = split_sections(encoded)
         if not any(c in BODY_SECTIONS for c, _, _ in sections):
             raise SectionError("no body section")
         values = {c: (s, e) for c, s, e in sections if c not in BODY_SECTIONS and c != FOOTER}

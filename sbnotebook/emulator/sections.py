@@ -80,28 +80,35 @@ def _data_payload(buf: bytes | memoryview, start: int, end: int) -> bytes:
     return bytes(buf[offset:end])
 
 
-def _is_message(buf: bytes) -> bool:
-    try:
-        sections = split_sections(buf)
-    except SectionError:
-        return False
-    codes = [c for c, _, _ in sections]
-    if not codes or not any(c in BODY_SECTIONS for c in codes):
-        return False
-    heads = [c for c in codes if c not in BODY_SECTIONS and c != FOOTER]
-    return heads == sorted(heads) and all(c in _SECTION_ORDER for c in heads)
+Sections = list[tuple[int, int, int]]
 
 
-def batch_messages(buf: bytes | memoryview) -> list[bytes] | None:
-    """The encoded messages inside a batch envelope, or None if ``buf`` is a plain message."""
+def _message_sections(buf: bytes) -> Sections | None:
+    """The sections of ``buf`` if it is one complete, well-ordered AMQP message, else None."""
     try:
         sections = split_sections(buf)
     except SectionError:
         return None
+    codes = [c for c, _, _ in sections]
+    if not codes or not any(c in BODY_SECTIONS for c in codes):
+        return None
+    heads = [c for c in codes if c not in BODY_SECTIONS and c != FOOTER]
+    if heads == sorted(heads) and all(c in _SECTION_ORDER for c in heads):
+        return sections
+    return None
+
+
+def batch_messages(buf: bytes | memoryview, sections: Sections) -> list[tuple[bytes, Sections]] | None:
+    """The encoded messages (with their sections) inside a batch envelope whose own sections are
+    given, or None if ``buf`` is a plain message."""
     data = [(s, e) for c, s, e in sections if c == DATA]
     if not data or any(c in (AMQP_VALUE, AMQP_SEQUENCE) for c, _, _ in sections):
         return None
-    inner = [_data_payload(buf, s, e) for s, e in data]
-    if all(_is_message(m) for m in inner):
-        return inner
-    return None
+    inner = []
+    for s, e in data:
+        payload = _data_payload(buf, s, e)
+        parts = _message_sections(payload)
+        if parts is None:
+            return None
+        inner.append((payload, parts))
+    return inner

@@ -71,10 +71,7 @@ class Connection:
 
     @property
     def is_emulator(self) -> bool:
-        return self.kind == "emulator" or (
-            self._connection_string is not None
-            and parse_connection_string(self._connection_string).get("usedevelopmentemulator", "").lower() == "true"
-        )
+        return self.kind == "emulator"  # from_connection_string sets it from UseDevelopmentEmulator=true
 
     def client(self, **kwargs: Any) -> Any:
         from azure.servicebus import ServiceBusClient

@@ -168,25 +168,19 @@ class LockedBatch:
 
     async def _settle_many(self, action: Action, indexes: Sequence[int], kwargs: dict[str, Any]) -> list[SettleOutcome]:
         slots = asyncio.Semaphore(self.max_in_flight)
-        if action != "abandon" or not kwargs.get("properties"):
-            fresh = [i for i in indexes if i not in self._settled and i not in self._lost]
+        already = {i for i in indexes if i in self._settled}
+        fresh = [i for i in indexes if i not in already and i not in self._lost]
+        if len(fresh) > 1 and not (action == "abandon" and kwargs.get("properties")):
             chunks = [fresh[k : k + TOKENS_PER_REQUEST] for k in range(0, len(fresh), TOKENS_PER_REQUEST)]
-            if len(fresh) > 1:
-                await asyncio.gather(*(self._settle_chunk(action, chunk, kwargs, slots) for chunk in chunks))
-                batched = {i for i in fresh if i in self._settled}
-            else:
-                batched = set()
-        else:
-            batched = set()
+            await asyncio.gather(*(self._settle_chunk(action, chunk, kwargs, slots) for chunk in chunks))
 
         async def one(i: int) -> SettleOutcome:
             msg = self.messages[i]
             seq = int(msg.sequence_number or 0)
-            if i in self._settled:
-                done = self._settled[i]
-                if i in batched and done.action == action:
-                    return done
+            if i in already:
                 return SettleOutcome(seq, action, "already_settled")
+            if i in self._settled:
+                return self._settled[i]  # settled just now by a batch request
             if i in self._lost:
                 return SettleOutcome(seq, action, "lock_lost", "the lock was lost before settlement")
             async with slots:

@@ -128,7 +128,8 @@ def to_record(message: Any, entity: str) -> dict[str, Any]:
     content_type = message.content_type
     state = getattr(message, "state", None)
     ttl = message.time_to_live
-    lock_token = getattr(message, "_lock_token_uuid", None) or _safe_lock_token(message)
+    peeked = getattr(message, "_is_peeked_message", False)
+    lock_token = None if peeked else _safe(lambda: message.lock_token)
     return {
         "message_id": _text(message.message_id),
         "sequence_number": message.sequence_number,
@@ -161,12 +162,6 @@ def _safe(fn: Any) -> Any:
         return fn()
     except Exception:  # peeked messages have no lock: the SDK may raise on lock fields
         return None
-
-
-def _safe_lock_token(message: Any) -> Any:
-    if getattr(message, "_is_peeked_message", False) or getattr(message, "_receiver", None) is None:
-        return _safe(lambda: message.lock_token) if not getattr(message, "_is_peeked_message", False) else None
-    return _safe(lambda: message.lock_token)
 
 
 def to_dataframe(records: Iterable[dict[str, Any]]) -> Any:

@@ -54,15 +54,19 @@ class ResubmitReport:
         )
 
 
+def _fan_out_refused(source: EntityPath) -> EntityNameError:
+    return EntityNameError(
+        f"Resubmitting from '{source}' needs an explicit target: sending to topic '{source.name}' would "
+        "deliver the copy to every subscription, not only this one. Name a queue that your processing "
+        f"reads (target='retry-queue'), or pass target='{source.name}' with allow_fan_out=True."
+    )
+
+
 def default_target(source: EntityPath) -> EntityPath:
     """Where a resubmitted message goes when no target is named: a queue's DLQ goes back to the queue.
     A subscription's DLQ has no safe default: sending to the topic reaches every subscription."""
     if source.is_subscription:
-        raise EntityNameError(
-            f"Resubmitting from '{source}' needs an explicit target: sending to topic '{source.name}' would "
-            "deliver the copy to every subscription, not only this one. Name a queue that your processing "
-            "reads (target='retry-queue'), or pass target='" + source.name + "' with allow_fan_out=True."
-        )
+        raise _fan_out_refused(source)
     return source.parent
 
 
@@ -124,7 +128,7 @@ async def aresubmit(
     src = EntityPath.parse(source)
     dst = EntityPath.parse(target) if target is not None else default_target(src)
     if src.is_subscription and dst.name.lower() == src.name.lower() and not allow_fan_out:
-        default_target(src)  # raises: sending to the topic would reach every subscription
+        raise _fan_out_refused(src)
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise InvalidInputError("limit must be a positive whole number.")
     conn = resolve(connection)

@@ -217,8 +217,7 @@ def iter_input(messages: Any) -> Iterator[Any]:
     if hasattr(messages, "to_dict") and hasattr(messages, "columns"):  # a DataFrame, row by row
         columns = list(messages.columns)
         for row in messages.itertuples(index=False, name=None):
-            record = dict(zip(columns, row, strict=True))
-            yield record if "body" in record else {k: v for k, v in record.items()}
+            yield dict(zip(columns, row, strict=True))
         return
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Iterable):
         yield messages

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -36,3 +40,31 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: f
             return
         time.sleep(interval)
     raise AssertionError("condition not met in time")
+
+
+ANY_CONNECTION_STRING = re.compile(r"^Endpoint=sb://\S+$")
+
+
+def start_cli_emulator(
+    *args: str, pattern: re.Pattern[str] = ANY_CONNECTION_STRING
+) -> tuple[subprocess.Popen[str], str]:
+    """Run ``python -m sbnotebook.emulator ARGS`` and wait for the line holding its connection string."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbnotebook.emulator", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for _ in range(6):
+        line = proc.stdout.readline().strip()
+        if pattern.match(line):
+            return proc, line
+    proc.kill()
+    raise AssertionError(f"no connection string printed; stderr: {proc.stderr.read() if proc.stderr else ''}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from azure.servicebus import ServiceBusClient
 
-from .helpers import drain, send
+from .helpers import drain, free_port, send, start_cli_emulator
 
 CONN = re.compile(
     r"^Endpoint=sb://127\.0\.0\.1:(\d+);SharedAccessKeyName=RootManageSharedAccessKey;"
@@ -20,19 +20,7 @@ CONN = re.compile(
 
 
 def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbnotebook.emulator", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for _ in range(5):
-        line = proc.stdout.readline().strip()
-        if CONN.match(line):
-            return proc, line
-    proc.kill()
-    raise AssertionError(f"no connection string printed; stderr: {proc.stderr.read() if proc.stderr else ''}")
+    return start_cli_emulator("--port", "0", *args, pattern=CONN)  # the exact format is part of the contract
 
 
 def test_prints_connection_string_serves_and_stops_on_sigterm() -> None:
@@ -81,11 +69,7 @@ def test_bad_config_exits_2_with_a_reason(tmp_path: Path) -> None:
 
 
 def test_admin_port_defaults_to_amqp_port_plus_one() -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "sbnotebook.emulator", "--port", str(port)], stdout=subprocess.PIPE, text=True
     )

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -16,37 +14,15 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQ
 from sbnotebook.emulator import Emulator
 
 from .conftest import TEST_TOPOLOGY
-from .helpers import drain
-
-CONN = re.compile(r"^Endpoint=sb://\S+$")
+from .helpers import drain, free_port, start_cli_emulator
 
 
 def _start(data_dir: Path, port: int) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbnotebook.emulator", "--port", str(port), "--data-dir", str(data_dir)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for _ in range(6):
-        line = proc.stdout.readline().strip()
-        if CONN.match(line):
-            return proc, line
-    proc.kill()
-    raise AssertionError("emulator did not start")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return start_cli_emulator("--port", str(port), "--data-dir", str(data_dir))
 
 
 def test_sigkill_loses_nothing_acknowledged_and_releases_locks(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc, conn = _start(tmp_path, port)
     acknowledged: list[str] = []
     try:

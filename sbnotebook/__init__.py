@@ -1,3 +1,20 @@
-"""sbnotebook: Azure Service Bus in notebooks, with an embedded emulator."""
+"""sbnotebook: Azure Service Bus in notebooks, with an embedded emulator.
+
+``%load_ext sbnotebook`` registers the %sb_* magics (needs the ``notebook`` extra).
+"""
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython: Any) -> Any:
+    from .notebook import load_ipython_extension as load
+
+    return load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from .notebook import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -6,7 +6,7 @@ It imports nothing from IPython, ipywidgets, plotly or Spark.
 
 from . import deferral
 from .connection import Connection, parse_connection_string, resolve
-from .counts import EntityCounts, counts
+from .counts import EntityCounts, counts, list_entities
 from .entities import EntityPath
 from .errors import (
     ConfigurationError,
@@ -25,6 +25,7 @@ from .purge import PurgeReport, apurge, purge
 from .receive import LockedBatch, SettleOutcome, receive, receive_deferred
 from .records import RECORD_FIELDS, to_dataframe, to_record
 from .resubmit import ResubmitReport, aresubmit, copy_message, resubmit
+from .search import compile_where, filter_records, json_columns
 from .send import (
     RetryPolicy,
     SendFailure,
@@ -71,9 +72,13 @@ __all__ = [
     "aschedule",
     "asend",
     "cancel_scheduled",
+    "compile_where",
     "copy_message",
     "counts",
     "deferral",
+    "filter_records",
+    "json_columns",
+    "list_entities",
     "parse_connection_string",
     "peek",
     "process",

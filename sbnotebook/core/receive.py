@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import html
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,11 @@ class LockedBatch:
         open_ = len(self.unsettled)
         state = "closed" if self._closed else f"{open_} unsettled"
         return f"<LockedBatch {self.entity}: {len(self.messages)} messages ({self.mode}), {state}>"
+
+    def _repr_html_(self) -> str:
+        columns = ["sequence_number", "settlement", "seconds_left", "delivery_count", "message_id", "subject"]
+        table = self.to_pandas()[[*columns, "body_text"]].to_html(max_rows=50, notebook=True)
+        return f"<p>{html.escape(repr(self))}</p>{table}"
 
     @property
     def unsettled(self) -> list[int]:

@@ -1,0 +1,158 @@
+"""Search records by their bodies as well as their properties.
+
+A search is a Python expression evaluated per record. The names it sees:
+
+- every record field (``subject``, ``message_id``, ``delivery_count``, ``dead_letter_reason``, ...);
+- ``body``: the body parsed as JSON (fields by attribute or key: ``body.customer.id``,
+  ``body["total"]``), or its text when it is not JSON; ``$`` is short for ``body``, so JSON-path
+  style works too: ``$.customer.id == "c-7"``;
+- ``props``: application properties, numbers and booleans decoded (``props.priority == "high"``);
+- ``text``: the body as text (``"timeout" in text``).
+
+A field a message does not have is "missing": comparisons with it are false, so messages of other
+shapes simply do not match instead of raising.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .errors import InvalidInputError
+
+Record = dict[str, Any]
+_DOLLAR = re.compile(r"\$(?=[.\[])|\$$|\$(?=\s)")
+
+
+class _Missing:
+    """A field the message does not have: falsy, equal to nothing, ordered against nothing."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Missing)
+
+    def __ne__(self, other: object) -> bool:
+        return not isinstance(other, _Missing)
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    __le__ = __gt__ = __ge__ = __lt__
+
+    def __getattr__(self, name: str) -> _Missing:
+        return self
+
+    def __getitem__(self, key: object) -> _Missing:
+        return self
+
+    def __contains__(self, item: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "missing"
+
+
+MISSING = _Missing()
+
+
+class _Obj(dict[str, Any]):
+    """A JSON object whose fields read as attributes too (``body.customer.id``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return wrap(self.get(name, MISSING))
+
+    def __getitem__(self, key: str) -> Any:
+        return wrap(self.get(key, MISSING))
+
+
+class _Arr(list[Any]):
+    def __getitem__(self, index: Any) -> Any:
+        try:
+            return wrap(super().__getitem__(index))
+        except (IndexError, TypeError):
+            return MISSING
+
+
+def wrap(value: Any) -> Any:
+    if isinstance(value, dict) and not isinstance(value, _Obj):
+        return _Obj(value)
+    if isinstance(value, list) and not isinstance(value, _Arr):
+        return _Arr(value)
+    return value
+
+
+def body_json(record: Record) -> Any:
+    """The body parsed as JSON, or MISSING when it is not JSON text."""
+    text = record.get("body_text")
+    if not text:
+        return MISSING
+    try:
+        return json.loads(text)
+    except ValueError:
+        return MISSING
+
+
+def _decoded(value: str) -> Any:
+    try:
+        decoded = json.loads(value)
+    except (TypeError, ValueError):
+        return value
+    return decoded if isinstance(decoded, int | float | bool) else value
+
+
+def namespace(record: Record) -> dict[str, Any]:
+    parsed = body_json(record)
+    names = dict(record)
+    names["body"] = wrap(parsed) if parsed is not MISSING else (record.get("body_text") or MISSING)
+    names["text"] = record.get("body_text") or ""
+    props = record.get("application_properties") or {}
+    names["props"] = _Obj({k: _decoded(v) if isinstance(v, str) else v for k, v in props.items()})
+    return names
+
+
+def compile_where(expression: str) -> Callable[[Record], bool]:
+    """A predicate over records. Bad syntax and unknown names fail at once, with one clear message."""
+    source = _DOLLAR.sub("body", expression.strip())
+    if not source:
+        raise InvalidInputError("The search expression is empty.")
+    try:
+        code = compile(source, "<search>", "eval")
+    except SyntaxError as exc:
+        raise InvalidInputError(f"Cannot read the search expression {expression!r}: {exc.msg}.") from None
+    builtins = {"len": len, "str": str, "int": int, "float": float, "any": any, "all": all, "abs": abs}
+
+    def matches(record: Record) -> bool:
+        try:
+            return bool(eval(code, {"__builtins__": builtins}, namespace(record)))
+        except NameError as exc:
+            known = ", ".join(["body", "props", "text", *record])
+            raise InvalidInputError(f"Unknown name in the search: {exc.name}. Known names: {known}.") from None
+        except Exception:  # a message of another shape (a string compared with a number, ...)
+            return False
+
+    return matches
+
+
+def filter_records(records: Iterable[Record], expression: str) -> list[Record]:
+    predicate = compile_where(expression)
+    return [r for r in records if predicate(r)]
+
+
+def json_columns(frame: Any, prefix: str = "body.") -> Any:
+    """Add a column per JSON body field (nested fields flattened with dots); other rows get NaN."""
+    import pandas as pd
+
+    parsed = [body_json(r) for r in frame.to_dict("records")] if len(frame) else []
+    objects = [p if isinstance(p, dict) else {} for p in parsed]
+    if not any(objects):
+        return frame
+    fields = pd.json_normalize(objects).add_prefix(prefix)
+    fields.index = frame.index
+    return pd.concat([frame, fields], axis=1)

@@ -1,0 +1,113 @@
+"""Reading what analysts type: `%%sb_send` cell bodies, row selections and times."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from typing import Any, Literal
+
+from ..core import InvalidInputError
+
+CellFormat = Literal["auto", "json", "jsonl", "python"]
+_RELATIVE = re.compile(r"^\+?\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)$", re.I)
+
+
+def _json_lines(cell: str) -> list[Any]:
+    items = []
+    for number, line in enumerate(cell.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"Line {number} is not valid JSON ({exc.msg} at column {exc.colno}).") from None
+    return items
+
+
+def _json_document(cell: str) -> list[Any]:
+    try:
+        value = json.loads(cell)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            f"Line {exc.lineno} is not valid JSON ({exc.msg} at column {exc.colno}); nothing was sent."
+        ) from None
+    return value if isinstance(value, list) else [value]
+
+
+def _is_expression(cell: str) -> bool:
+    try:
+        compile(cell.strip(), "<cell>", "eval")
+    except SyntaxError:
+        return False
+    return True
+
+
+def parse_cell(cell: str, user_ns: dict[str, Any], fmt: CellFormat = "auto") -> Any:
+    """The messages a `%%sb_send` cell holds: a JSON array or object, JSON lines, or a Python
+    expression evaluated in the notebook (a list, a DataFrame, a generator).
+
+    Invalid JSON is reported with its line number, before anything is sent."""
+    text = cell.strip("\n")
+    if not text.strip():
+        raise InvalidInputError("The cell is empty: put JSON lines, a JSON array, or a Python expression in it.")
+    if fmt == "json":
+        return _json_document(text)
+    if fmt == "jsonl":
+        return _json_lines(text)
+    if fmt == "python":
+        return eval(text.strip(), user_ns)
+    try:
+        return _json_document(text)
+    except InvalidInputError:
+        pass
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    looks_like_lines = len(lines) > 1 and all(ln.lstrip().startswith(("{", "[", '"')) for ln in lines)
+    if looks_like_lines:
+        return _json_lines(text)
+    if _is_expression(text):
+        return eval(text.strip(), user_ns)
+    if text.lstrip().startswith(("{", "[")):
+        return _json_lines(text) if len(lines) > 1 else _json_document(text)
+    raise InvalidInputError(
+        "The cell is neither JSON (an array, an object, or one object per line) nor a Python expression."
+    )
+
+
+def parse_rows(text: str | None, size: int) -> list[int] | None:
+    """'all' (or nothing) -> None; '0,2,5-7' -> [0, 2, 5, 6, 7], checked against the batch size."""
+    if text is None or text.strip().lower() in ("", "all"):
+        return None
+    rows: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                rows.extend(range(lo, hi + 1))
+            else:
+                rows.append(int(part))
+        except ValueError:
+            raise InvalidInputError(f"{part!r} is not a row number or range such as 0,2,5-7.") from None
+    for r in rows:
+        if not 0 <= r < size:
+            raise InvalidInputError(f"Row {r} is not in this batch (rows 0..{size - 1}).")
+    return rows
+
+
+def parse_when(text: str, now: dt.datetime | None = None) -> dt.datetime:
+    """'+30s', '5m', '2h' from now, or an ISO 8601 time (taken as UTC when it has no zone)."""
+    now = now or dt.datetime.now(dt.UTC)
+    match = _RELATIVE.match(text.strip())
+    if match:
+        amount, unit = float(match.group(1)), match.group(2).lower()
+        scale = 1 if unit.startswith("s") else 60 if unit.startswith("m") else 3600
+        return now + dt.timedelta(seconds=amount * scale)
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidInputError(
+            f"{text!r} is not a time: use +30s, 5m, 2h, or an ISO time such as 2026-12-01T09:00:00Z."
+        ) from None
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when

@@ -1,0 +1,39 @@
+"""Settings from ``[tool.sbnotebook]`` in the nearest pyproject.toml (the notebook's folder or above)."""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+
+def find_pyproject(start: Path | None = None) -> Path | None:
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def project_settings(known: Iterable[str], start: Path | None = None) -> dict[str, Any]:
+    """The [tool.sbnotebook] table, keys with '-' or '_', limited to known settings (others are named)."""
+    path = find_pyproject(start)
+    if path is None:
+        return {}
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {}).get("sbnotebook", {})
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        print(f"sbnotebook: ignoring {path}: {exc}", file=sys.stderr)
+        return {}
+    names = set(known)
+    settings = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        if name in names:
+            settings[name] = value
+        else:
+            print(f"sbnotebook: unknown setting {key!r} in [tool.sbnotebook] of {path}", file=sys.stderr)
+    return settings

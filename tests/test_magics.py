@@ -1,0 +1,381 @@
+"""The %sb_* magics, driven through a real IPython shell against the embedded emulator."""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from sbnotebook.core import RECORD_FIELDS, LockedBatch, SendReport, counts
+from sbnotebook.emulator import Emulator
+from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
+from sbnotebook.notebook.magics import SbMagics
+from tests.helpers import drain, send
+
+COMMANDS = ["sb_connect", "sb_entities", "sb_peek", "sb_receive", "sb_settle", "sb_dlq", "sb_stats"]
+
+
+@pytest.fixture(scope="module")
+def ip() -> Any:
+    from IPython.testing.globalipapp import start_ipython
+
+    return start_ipython()
+
+
+@pytest.fixture
+def sb(ip: Any, emulator: Emulator, capsys: pytest.CaptureFixture[str]) -> Iterator[SbMagics]:
+    unload_ipython_extension(ip)
+    magics = load_ipython_extension(ip)
+    ip.run_line_magic("sb_connect", emulator.connection_string)
+    capsys.readouterr()
+    yield magics
+    unload_ipython_extension(ip)
+
+
+def line(ip: Any, text: str) -> Any:
+    name, _, rest = text.partition(" ")
+    return ip.run_line_magic(name, rest)
+
+
+def answer(monkeypatch: pytest.MonkeyPatch, reply: str) -> list[str]:
+    asked: list[str] = []
+
+    def fake_input(prompt: str = "") -> str:
+        asked.append(prompt)
+        return reply
+
+    monkeypatch.setattr(builtins, "input", fake_input)
+    return asked
+
+
+# ------------------------------------------------------------------ loading and settings
+
+
+def test_load_ext_twice_is_harmless_and_registers_every_command(ip: Any, sb: SbMagics) -> None:
+    ip.run_line_magic("load_ext", "sbnotebook")
+    again = load_ipython_extension(ip)
+    assert again is sb
+    assert sum(isinstance(c, SbMagics) for c in ip.configurables) == 1
+    for name in COMMANDS:
+        assert ip.find_line_magic(name) is not None
+    assert ip.find_cell_magic("sb_send") is not None
+
+
+def test_every_command_has_help_with_examples(ip: Any, sb: SbMagics, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in COMMANDS:
+        assert line(ip, f"{name} -h") is None
+        out = capsys.readouterr().out
+        assert f"usage: %{name}" in out and "examples:" in out
+        assert "examples:" in (ip.find_line_magic(name).__doc__ or "")  # what %name? shows
+    ip.run_cell_magic("sb_send", "-h", "\n")
+    assert "usage: %sb_send" in capsys.readouterr().out
+    line(ip, "sb_send -h")
+    assert "usage: %sb_send" in capsys.readouterr().out
+    line(ip, "sb_send q")
+    assert "is a cell magic" in capsys.readouterr().err
+
+
+def test_config_traits_and_pyproject_settings(
+    ip: Any, emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: ServiceBusClient
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.sbnotebook]\npeek-count = 2\nmax_in_flight = 7\n")
+    monkeypatch.chdir(tmp_path)
+    unload_ipython_extension(ip)
+    magics = load_ipython_extension(ip)
+    try:
+        assert (magics.peek_count, magics.max_in_flight) == (2, 7)
+        ip.run_line_magic("sb_connect", emulator.connection_string)
+        send(client, "q", *[f"m{i}" for i in range(5)])
+        assert len(line(ip, "sb_peek q")) == 2
+        ip.run_line_magic("config", "SbMagics.peek_count = 4")
+        assert magics.peek_count == 4
+        assert len(line(ip, "sb_peek q")) == 4
+    finally:
+        unload_ipython_extension(ip)
+
+
+# ------------------------------------------------------------------ connect and entities
+
+
+def test_connect_never_echoes_the_key(ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any) -> None:
+    secret = "Zm9vYmFyc2VjcmV0a2V5"
+    conn = emulator.connection_string.replace("SAS_KEY_VALUE", secret)
+    line(ip, f"sb_connect {conn}")
+    out, err = capsys.readouterr()
+    assert "Connected to" in out and secret not in out + err
+    assert secret not in repr(sb.connection)
+
+
+def test_connect_reads_a_databricks_secret(ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any) -> None:
+    class Secrets:
+        def get(self, scope: str, key: str) -> str:
+            assert (scope, key) == ("sb-scope", "conn")
+            return emulator.connection_string
+
+    class DbUtils:
+        secrets = Secrets()
+
+    line(ip, "sb_connect --secret nothing")
+    assert "SCOPE/KEY" in capsys.readouterr().err
+    line(ip, "sb_connect --secret sb-scope/conn")
+    assert "dbutils is not available" in capsys.readouterr().err
+    ip.user_ns["dbutils"] = DbUtils()
+    try:
+        line(ip, "sb_connect --secret sb-scope/conn")
+    finally:
+        del ip.user_ns["dbutils"]
+    out, err = capsys.readouterr()
+    assert "Connected to" in out and "SAS_KEY_VALUE" not in out + err and not err
+
+
+def test_connect_without_arguments_uses_the_environment_then_the_embedded_emulator(
+    ip: Any, emulator: Emulator, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    unload_ipython_extension(ip)
+    load_ipython_extension(ip)
+    try:
+        monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", emulator.connection_string)
+        line(ip, "sb_connect")
+        assert f"Connected to {emulator.host}:{emulator.port}" in capsys.readouterr().out
+        line(ip, "sb_connect --emulator")
+        out = capsys.readouterr().out
+        assert "embedded emulator" in out and f":{emulator.port} " not in out
+        line(ip, "sb_connect a b")
+        assert "unrecognized arguments" in capsys.readouterr().err
+        line(ip, "sb_connect Endpoint=sb://x;SharedAccessKeyName=k --emulator")
+        assert "give one of" in capsys.readouterr().err
+    finally:
+        unload_ipython_extension(ip)
+
+
+def test_entities_lists_queues_topics_and_subscriptions_with_counts(
+    ip: Any, sb: SbMagics, client: ServiceBusClient
+) -> None:
+    send(client, "q", "a", "b")
+    with client.get_topic_sender("t") as s:
+        s.send_messages(ServiceBusMessage("x"))
+    frame = line(ip, "sb_entities")
+    assert isinstance(frame, pd.DataFrame)
+    rows = frame.set_index("entity")
+    assert rows.loc["q", "active"] == 2 and rows.loc["q", "kind"] == "queue"
+    assert rows.loc["t", "kind"] == "topic"
+    assert rows.loc["t/subscriptions/all", "active"] == 1
+    assert rows.loc["t/subscriptions/all", "kind"] == "subscription"
+
+
+# ------------------------------------------------------------------ peek
+
+
+def test_peek_returns_the_record_schema_and_changes_nothing(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
+) -> None:
+    send(client, "q", *[f"m{i}" for i in range(7)])
+    df = line(ip, "sb_peek q -n 5")
+    assert list(df.columns) == list(RECORD_FIELDS)
+    assert df["body_text"].tolist() == [f"m{i}" for i in range(5)]
+    assert "next page: --from-seq 6" in capsys.readouterr().out
+    nxt = line(ip, "sb_peek q --from-seq 6")
+    assert nxt["body_text"].tolist() == ["m5", "m6"]
+    again = line(ip, "sb_peek q")
+    assert (again["delivery_count"] == 0).all() and again["lock_token"].isna().all()
+    assert [m.delivery_count for m in drain(client, "q")] == [0] * 7
+
+
+def test_peek_searches_bodies_and_properties(ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any) -> None:
+    with client.get_queue_sender("q") as s:
+        s.send_messages(
+            [
+                ServiceBusMessage('{"customer": {"id": "c-7"}, "total": 120}', application_properties={"p": "high"}),
+                ServiceBusMessage('{"customer": {"id": "c-8"}, "total": 5}', application_properties={"p": "low"}),
+                ServiceBusMessage("not json at all", application_properties={"p": "high"}),
+            ]
+        )
+    assert line(ip, "sb_peek q --where '$.customer.id == \"c-7\"'")["sequence_number"].tolist() == [1]
+    assert line(ip, "sb_peek q --where 'body.total < 100'")["sequence_number"].tolist() == [2]
+    assert line(ip, "sb_peek q --where 'props.p == \"high\"'")["sequence_number"].tolist() == [1, 3]
+    assert line(ip, "sb_peek q --where '\"json\" in text'")["sequence_number"].tolist() == [3]
+    capsys.readouterr()
+    assert line(ip, "sb_peek q --where 'nosuch > 1'") is None
+    assert "Unknown name in the search: nosuch" in capsys.readouterr().err
+    assert line(ip, "sb_peek q --where 'body.total >'") is None
+    assert "Cannot read the search expression" in capsys.readouterr().err
+    wide = line(ip, "sb_peek q --json")
+    assert wide["body.customer.id"].tolist()[:2] == ["c-7", "c-8"]
+    assert wide["body.total"].tolist()[:2] == [120, 5]
+
+
+def test_peek_dead_letter_queue_and_sessions(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
+    send(client, "q", "bad")
+    with client.get_queue_receiver("q") as r:
+        for m in r.receive_messages(max_wait_time=5):
+            r.dead_letter_message(m, reason="broken", error_description="why")
+    dlq = line(ip, "sb_peek q --dlq")
+    assert dlq["dead_letter_reason"].tolist() == ["broken"]
+    with client.get_queue_sender("sq") as s:
+        s.send_messages([ServiceBusMessage("one", session_id="s1"), ServiceBusMessage("two", session_id="s2")])
+    assert line(ip, "sb_peek sq --session s2")["body_text"].tolist() == ["two"]
+
+
+def test_user_errors_are_one_line_unless_full_tracebacks(ip: Any, sb: SbMagics, capsys: Any) -> None:
+    assert line(ip, "sb_peek nosuchqueue") is None
+    err = capsys.readouterr().err
+    assert err.startswith("EntityNotFoundError:") and err.count("\n") == 1 and "Traceback" not in err
+    line(ip, "sb_peek q --bogus")
+    assert capsys.readouterr().err.strip() == "sbnotebook: %sb_peek: unrecognized arguments: --bogus (see %sb_peek -h)"
+    line(ip, "sb_peek 'bad name!'")
+    assert "is not a valid entity name" in capsys.readouterr().err
+    sb.full_tracebacks = True
+    from sbnotebook.core import EntityNotFoundError
+
+    with pytest.raises(EntityNotFoundError):
+        line(ip, "sb_peek nosuchqueue")
+
+
+# ------------------------------------------------------------------ receive and settle
+
+
+def test_receive_then_settle_rows_by_number(ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any) -> None:
+    send(client, "q", *[f"m{i}" for i in range(5)])
+    batch = line(ip, "sb_receive q -n 5")
+    assert isinstance(batch, LockedBatch) and len(batch) == 5
+    assert "5 messages locked from q" in capsys.readouterr().out
+    assert "<table" in batch._repr_html_()
+    done = line(ip, "sb_settle complete 0,1")
+    assert done["status"].tolist() == ["done", "done"]
+    line(ip, "sb_settle dead-letter 2 --reason bad-total --description 'total < 0'")
+    line(ip, "sb_settle defer 3")
+    line(ip, "sb_settle abandon 4")
+    again = line(ip, "sb_settle complete 0")
+    assert again["status"].tolist() == ["already_settled"]
+    line(ip, "sb_settle complete 9")
+    assert "Row 9 is not in this batch" in capsys.readouterr().err
+    dlq = line(ip, "sb_peek q --dlq")
+    assert dlq[["body_text", "dead_letter_reason", "dead_letter_error_description"]].values.tolist() == [
+        ["m2", "bad-total", "total < 0"]
+    ]
+    left = line(ip, "sb_peek q")
+    assert dict(zip(left["body_text"], left["state"], strict=True)) == {"m3": "deferred", "m4": "active"}
+    deferred = line(ip, "sb_receive q --deferred 4")
+    assert [r["body_text"] for r in deferred.records] == ["m3"]
+    line(ip, "sb_settle complete 0 --batch nope")
+    assert "'nope' is not a variable holding a locked batch" in capsys.readouterr().err
+    ip.user_ns["held"] = deferred
+    line(ip, "sb_settle complete all --batch held --yes")
+    assert counts("q", connection=sb.conn()).active == 1
+
+
+def test_settle_all_asks_first_and_says_which_rows(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    send(client, "q", "a", "b", "c")
+    line(ip, "sb_receive q -n 3")
+    line(ip, "sb_settle complete")
+    assert "Say which rows" in capsys.readouterr().err
+    asked = answer(monkeypatch, "no")
+    assert line(ip, "sb_settle complete all") is None
+    assert asked and "Cancelled" in capsys.readouterr().err
+    answer(monkeypatch, "yes")
+    assert line(ip, "sb_settle complete all")["status"].tolist() == ["done"] * 3
+    assert drain(client, "q", wait=0.5) == []
+
+
+def test_a_lost_lock_shows_as_lost(ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any) -> None:
+    send(client, "short", "slow")
+    ip.run_line_magic("config", "SbMagics.max_renewal = 0")
+    line(ip, "sb_receive short -n 1")
+    time.sleep(1.6)
+    result = line(ip, "sb_settle complete 0")
+    assert result["status"].tolist() == ["lock_lost"]
+    assert "1 lock(s) lost" in capsys.readouterr().out
+
+
+def test_receive_and_delete_asks_unless_yes(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    send(client, "q", "a", "b")
+    answer(monkeypatch, "n")
+    assert line(ip, "sb_receive q --mode receive-and-delete") is None
+    assert "Cancelled: nothing was changed" in capsys.readouterr().err
+    assert counts("q", connection=sb.conn()).active == 2
+    batch = line(ip, "sb_receive q --mode receive-and-delete --yes -n 5 --wait 1")
+    assert len(batch) == 2 and "received and deleted" in capsys.readouterr().out
+    assert counts("q", connection=sb.conn()).active == 0
+    line(ip, "sb_settle complete 0")
+    assert "already removed" in capsys.readouterr().err
+
+
+def test_receive_from_an_empty_queue_says_so(ip: Any, sb: SbMagics, capsys: Any) -> None:
+    batch = line(ip, "sb_receive q --wait 0.2")
+    assert len(batch) == 0 and "No messages arrived from q" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ send
+
+
+def test_send_json_lines_array_and_python_expression(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
+    report = ip.run_cell_magic("sb_send", "q", '{"n": 1}\n\n{"n": 2}\n')
+    assert isinstance(report, SendReport) and report.ok and report.sent == 2
+    ip.run_cell_magic("sb_send", "q --max-in-flight 2", '[{"n": 3}, {"n": 4}, {"n": 5}]')
+    ip.user_ns["frame"] = pd.DataFrame({"body": ['{"n": 6}', '{"n": 7}'], "subject": ["s", "s"]})
+    ip.run_cell_magic("sb_send", "q", "frame")
+    ip.run_cell_magic("sb_send", "q --no-batch", "[{'n': i} for i in range(8, 10)]")
+    got = drain(client, "q")
+    assert [str(m) for m in got] == [f'{{"n": {i}}}' for i in range(1, 10)]
+    assert [m.subject for m in got][5:7] == ["s", "s"]
+
+
+def test_send_reports_bad_json_by_line_and_sends_nothing(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
+) -> None:
+    assert ip.run_cell_magic("sb_send", "q", '{"n": 1}\n{"n": 2}\n{"n": 3,\n{"n": 4}') is None
+    err = capsys.readouterr().err
+    assert "Line 3 is not valid JSON" in err
+    ip.run_cell_magic("sb_send", "q --format json", '[{"n": 1},\n {"n": 2}\n')
+    assert "Line 2 is not valid JSON" in capsys.readouterr().err
+    ip.run_cell_magic("sb_send", "q", "undefined_name_here")
+    assert "NameError" in capsys.readouterr().err
+    ip.run_cell_magic("sb_send", "q", "   \n")
+    assert "The cell is empty" in capsys.readouterr().err
+    assert drain(client, "q", wait=0.5) == []
+
+
+def test_send_schedules_and_reports_failures(ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any) -> None:
+    report = ip.run_cell_magic("sb_send", "q --schedule +1h", '{"later": true}')
+    assert report.ok and counts("q", connection=sb.conn()).scheduled == 1
+    ip.run_cell_magic("sb_send", "q --schedule tomorrow", "[1]")
+    assert "is not a time" in capsys.readouterr().err
+    report = ip.run_cell_magic("sb_send", "tiny", '{"big": "' + "x" * 6000 + '"}\n{"small": 1}')
+    out = capsys.readouterr().out
+    assert report.sent == 1 and report.failed == 1 and "1 FAILED" in out
+
+
+# ------------------------------------------------------------------ dlq and stats
+
+
+def test_dlq_summary_by_reason(ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any) -> None:
+    send(client, "q", *[f"m{i}" for i in range(5)])
+    with client.get_queue_receiver("q") as r:
+        for i, m in enumerate(r.receive_messages(max_message_count=5, max_wait_time=5)):
+            r.dead_letter_message(m, reason="timeout" if i < 3 else "schema", error_description=f"d{i}")
+    table = line(ip, "sb_dlq q --summary")
+    assert table[["dead_letter_reason", "messages"]].values.tolist() == [["timeout", 3], ["schema", 2]]
+    assert "5 dead-lettered messages in q by reason" in capsys.readouterr().out
+
+
+def test_stats_collects_samples_into_a_figure(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
+    send(client, "q", "a", "b")
+    fig = line(ip, "sb_stats q --samples 2 --interval 0.1")
+    send(client, "q", "c")
+    fig = line(ip, "sb_stats q")
+    active = next(t for t in fig.data if t.name == "active")
+    assert list(active.y) == [2, 2, 3]
+    ages = next(t for t in fig.data if t.name == "age")
+    assert len(ages.x) == 3 and min(ages.x) >= 0
+    fig = line(ip, "sb_stats q --reset")
+    assert len(next(t for t in fig.data if t.name == "active").y) == 1

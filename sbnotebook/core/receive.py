@@ -354,11 +354,12 @@ async def _open_batch(
     auto_renew: bool,
     max_renewal: float,
     session_id: str | None,
+    client_options: dict[str, Any] | None = None,
 ) -> LockedBatch:
     from azure.servicebus import ServiceBusReceiveMode
 
     receive_mode = ServiceBusReceiveMode.PEEK_LOCK if mode == "peek-lock" else ServiceBusReceiveMode.RECEIVE_AND_DELETE
-    client = conn.async_client()
+    client = conn.async_client(**(client_options or {}))
     kwargs: dict[str, Any] = {"receive_mode": receive_mode}
     if session_id is not None:
         kwargs["session_id"] = session_id
@@ -443,8 +444,13 @@ def receive_deferred(
     auto_renew: bool = True,
     max_renewal: float = DEFAULT_MAX_RENEWAL,
     connection: str | Connection | None = None,
+    retries: int | None = None,
 ) -> LockedBatch:
-    """Fetch deferred messages by sequence number, locked, for settlement."""
+    """Fetch deferred messages by sequence number, locked, for settlement.
+
+    A number that is not (or no longer) deferred fails the whole request with EntityNotFound-like
+    MessageNotFoundError, which the SDK retries like any error (about 11 s with its defaults):
+    ``retries=0`` fails fast when the caller expects some numbers to be gone."""
     path = EntityPath.parse(entity)
     seqs = list(sequence_numbers)
     if not seqs or not all(isinstance(s, int) and s > 0 for s in seqs):
@@ -464,5 +470,6 @@ def receive_deferred(
             auto_renew=auto_renew,
             max_renewal=max_renewal,
             session_id=None,
+            client_options={"retry_total": retries} if retries is not None else None,
         )
     )

@@ -1,0 +1,302 @@
+"""The `servicebus` Spark data source: one local[2] SparkSession, the real SDK, the embedded emulator."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from sbnotebook import core
+from sbnotebook.emulator import Emulator
+from tests.conftest import TEST_TOPOLOGY
+from tests.helpers import drain, send
+
+pyspark = pytest.importorskip("pyspark")
+from sbnotebook import spark as sbspark  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = sbspark.local_session("sbnotebook-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def sp(spark: Any, emulator: Emulator) -> Any:
+    """The shared session, registered against this test's emulator."""
+    return sbspark.register(spark, emulator.connection_string)
+
+
+def read(sp: Any, entity: str, **options: Any) -> Any:
+    reader = sp.read.format("servicebus").option("entity", entity)
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return reader.load()
+
+
+def error_text(exc: BaseException) -> str:
+    return str(exc)
+
+
+# ------------------------------------------------------------------ reading
+
+
+def test_peek_reads_every_message_once_across_partitions_and_changes_nothing(
+    sp: Any, client: ServiceBusClient, emulator: Emulator
+) -> None:
+    send(client, "q", *[f"m{i}" for i in range(600)])
+    with client.get_queue_receiver("q") as r:  # holes in the sequence-number range
+        got = r.receive_messages(max_message_count=50, max_wait_time=5)
+        for m in got[::2]:
+            r.complete_message(m)
+        for m in got[1::2]:
+            r.abandon_message(m)
+    df = read(sp, "q", numPartitions=4)
+    assert df.rdd.getNumPartitions() == 4
+    rows = df.select("sequence_number", "body_text", "delivery_count").collect()
+    seqs = [r.sequence_number for r in rows]
+    assert len(seqs) == len(set(seqs)) == 600 - 25
+    assert {r.body_text for r in rows} == {f"m{i}" for i in range(600)} - {f"m{i}" for i in range(0, 50, 2)}
+    per_partition = df.rdd.mapPartitions(lambda it: [sum(1 for _ in it)]).collect()
+    assert len(per_partition) == 4 and all(n > 0 for n in per_partition) and sum(per_partition) == 575
+    again = core.peek("q", count=1000, connection=emulator.connection_string)
+    assert len(again) == 575
+    assert max(r["delivery_count"] for r in again) == 1  # only the ones abandoned above: peeks count nothing
+    assert df.schema.simpleString().startswith("struct<message_id:string,sequence_number:bigint")
+
+
+def test_peek_options_from_sequence_number_max_messages_and_dead_letter_queue(
+    sp: Any, client: ServiceBusClient
+) -> None:
+    send(client, "q", *[f"m{i}" for i in range(100)])
+    assert read(sp, "q", fromSequenceNumber=91).count() == 10
+    assert read(sp, "q", maxMessages=10, numPartitions=1).count() == 10
+    with client.get_queue_receiver("q") as r:
+        for m in r.receive_messages(max_message_count=3, max_wait_time=5):
+            r.dead_letter_message(m, reason="bad", error_description="why")
+    dlq = read(sp, "q/$deadletterqueue").select("dead_letter_reason", "body_text").collect()
+    assert sorted((r.dead_letter_reason, r.body_text) for r in dlq) == [("bad", "m0"), ("bad", "m1"), ("bad", "m2")]
+    assert read(sp, "once").count() == 0  # an empty entity is an empty DataFrame, not a hang
+
+
+def test_peek_keeps_properties_and_binary_bodies(sp: Any, client: ServiceBusClient) -> None:
+    with client.get_queue_sender("q") as s:
+        s.send_messages(ServiceBusMessage(b"\x00\xff\x10", subject="bin", application_properties={"k": "v", "n": 5}))
+    row = read(sp, "q").collect()[0]
+    assert bytes(row.body) == b"\x00\xff\x10" and row.subject == "bin"
+    assert row.application_properties == {"k": "v", "n": "5"}
+    assert row.enqueued_time is not None and row.state == "active"
+
+
+def test_receive_and_delete_drains(sp: Any, client: ServiceBusClient) -> None:
+    send(client, "q", *[f"m{i}" for i in range(300)])
+    df = read(sp, "q", mode="receive-and-delete", maxMessages=1000, numPartitions=2, waitSeconds=1)
+    bodies = [r.body_text for r in df.select("body_text").collect()]
+    assert sorted(bodies) == sorted(f"m{i}" for i in range(300))
+    assert drain(client, "q", wait=0.5) == []
+
+
+# ------------------------------------------------------------------ defer, then settle
+
+
+def test_defer_then_settle_after_success(sp: Any, client: ServiceBusClient, emulator: Emulator) -> None:
+    send(client, "q", *[f"m{i}" for i in range(120)])
+    df = read(sp, "q", mode="defer", maxMessages=80, numPartitions=2, waitSeconds=2).cache()
+    rows = df.select("sequence_number", "state").collect()
+    assert len(rows) == 80 and {r.state for r in rows} == {"deferred"}
+    states = [r["state"] for r in core.peek("q", count=500, connection=emulator.connection_string)]
+    assert states.count("deferred") == 80 and states.count("active") == 40
+    report = sbspark.settle(df, "complete")
+    assert (report.done, report.failed, report.not_found) == (80, 0, 0)
+    left = core.peek("q", count=500, connection=emulator.connection_string)
+    assert len(left) == 40 and {r["state"] for r in left} == {"active"}
+    again = sbspark.settle(df, "complete")  # settling twice finds nothing left: reported, not an error
+    assert (again.done, again.not_found) == (0, 80)
+
+
+def test_a_failed_job_between_read_and_settle_loses_nothing(
+    sp: Any, client: ServiceBusClient, emulator: Emulator
+) -> None:
+    from pyspark.sql import functions as F
+
+    send(client, "q", *[f"m{i}" for i in range(30)])
+    df = read(sp, "q", mode="defer", maxMessages=30, numPartitions=2, waitSeconds=2).cache()
+    assert df.count() == 30
+
+    @F.udf("string")
+    def downstream(text: str) -> str:
+        raise RuntimeError("the downstream work failed")
+
+    with pytest.raises(Exception, match="downstream work failed"):
+        df.select(downstream("body_text")).collect()
+    peeked = core.peek("q", count=100, connection=emulator.connection_string)
+    assert len(peeked) == 30 and {r["state"] for r in peeked} == {"deferred"}
+    report = sbspark.release(df)
+    assert report.done == 30
+    back = drain(client, "q")
+    assert sorted(str(m) for m in back) == sorted(f"m{i}" for i in range(30))
+
+
+def test_settle_dead_letters_with_reason_and_resubmits_elsewhere(
+    sp: Any, client: ServiceBusClient, emulator: Emulator
+) -> None:
+    send(client, "q", *[f"m{i}" for i in range(10)])
+    df = read(sp, "q", mode="defer", maxMessages=10, numPartitions=1, waitSeconds=2).cache()
+    bad = df.where("body_text in ('m1', 'm2')")
+    good = df.where("body_text not in ('m1', 'm2')")
+    assert sbspark.settle(bad, "dead_letter", reason="bad-row", description="failed validation").done == 2
+    assert sbspark.settle(good, "resubmit", target="once").done == 8
+    dlq = drain(client, "q", sub_queue="deadletter")
+    assert sorted((str(m), m.dead_letter_reason) for m in dlq) == [("m1", "bad-row"), ("m2", "bad-row")]
+    moved = drain(client, "once")
+    assert len(moved) == 8 and all(m.application_properties[b"sbnotebook-resubmit-count"] == 1 for m in moved)
+    assert drain(client, "q", wait=0.5) == []
+    with pytest.raises(ValueError, match="action must be one of"):
+        sbspark.settle(df, "delete")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ writing
+
+
+def test_write_delivers_every_row_with_its_properties(sp: Any, client: ServiceBusClient) -> None:
+    from pyspark.sql import functions as F
+
+    df = sp.range(2000).select(
+        F.concat(F.lit("row-"), F.col("id").cast("string")).alias("body"),
+        F.concat(F.lit("id-"), F.col("id").cast("string")).alias("message_id"),
+        F.lit("result").alias("subject"),
+        F.create_map(F.lit("part"), (F.col("id") % 3).cast("string")).alias("application_properties"),
+    )
+    summary = sbspark.write(df.repartition(3), "q", maxInFlight=8)
+    assert (summary.sent, summary.total, summary.tasks) == (2000, 2000, 3)
+    got = drain(client, "q")
+    assert sorted(str(m) for m in got) == sorted(f"row-{i}" for i in range(2000))
+    first = next(m for m in got if str(m) == "row-4")
+    assert first.message_id == "id-4" and first.subject == "result"
+    assert first.application_properties == {b"part": b"1"}
+
+
+def test_write_binary_bodies_through_the_plain_format(sp: Any, client: ServiceBusClient) -> None:
+    df = sp.createDataFrame([(bytearray(b"\x00\x01"),), (bytearray(b"\xff"),)], "body binary")
+    df.write.format("servicebus").mode("append").option("entity", "q").save()
+    assert sorted(b"".join(m.body) for m in drain(client, "q")) == [b"\x00\x01", b"\xff"]
+
+
+def test_write_reports_send_failures_with_conditions_and_tracking_ids(
+    sp: Any, emulator: Emulator, client: ServiceBusClient
+) -> None:
+    emulator.reject_sends("q", 1, "quota-exceeded")
+    df = sp.createDataFrame([("a",), ("b",)], "body string").coalesce(1)
+    with pytest.raises(Exception) as info:
+        df.write.format("servicebus").mode("append").option("entity", "q").option("batch", "false").save()
+    text = error_text(info.value)
+    assert "messages to q failed" in text and "quota-exceeded" in text.lower().replace(
+        "quotaexceeded", "quota-exceeded"
+    )
+    assert "tracking id" in text
+
+
+def test_bad_options_and_columns_fail_before_any_job(sp: Any, client: ServiceBusClient) -> None:
+    jobs_before = len(sp.sparkContext.statusTracker().getJobIdsForGroup())
+    cases = [
+        (lambda: read(sp, "q", mode="sideways").collect(), "option mode must be one of"),
+        (lambda: read(sp, "nosuch").collect(), "entity not found: nosuch"),
+        (lambda: sp.read.format("servicebus").load().collect(), "the 'entity' option is required"),
+        (lambda: read(sp, "q", numPartitions=0).collect(), "numPartitions must be 1 or more"),
+    ]
+    good = sp.createDataFrame([("a", 1)], "body string, n int")
+    no_body = sp.createDataFrame([("a",)], "text string")
+    wrong_type = sp.createDataFrame([(1,)], "body int")
+    for frame, expected in [
+        (good, "unknown column 'n'"),
+        (no_body, "a write needs a 'body' column"),
+        (wrong_type, "column 'body' is int; it must be string or binary"),
+    ]:
+        cases.append(
+            (
+                lambda f=frame: f.write.format("servicebus").mode("append").option("entity", "q").save(),
+                expected,
+            )
+        )
+    cases.append(
+        (
+            lambda: (
+                sp.createDataFrame([("a",)], "body string")
+                .write.format("servicebus")
+                .mode("append")
+                .option("entity", "t/subscriptions/all")
+                .save()
+            ),
+            "write to a queue or a topic",
+        )
+    )
+    for run, expected in cases:
+        with pytest.raises(Exception) as info:
+            run()
+        assert expected in error_text(info.value)
+    assert len(sp.sparkContext.statusTracker().getJobIdsForGroup()) == jobs_before
+    assert drain(client, "q", wait=0.3) == []
+
+
+def test_the_key_never_appears_in_plans_or_errors(spark: Any) -> None:
+    key = "TopSecretKey0123456789abcdef"
+    with Emulator(config=TEST_TOPOLOGY, key=key) as emu:
+        conn_str = emu.connection_string
+        assert key in conn_str
+        sbspark.register(spark)  # a default without the key; the option below carries it
+        df = spark.read.format("servicebus").option("connectionString", conn_str).option("entity", "q").load()
+        plan = df._jdf.queryExecution().toString()
+        assert "servicebus" in plan.lower() and key not in plan
+        df.count()
+        plans = [spark.sparkContext._jsc.sc().getConf().toDebugString()]
+        assert all(key not in p for p in plans)
+        with pytest.raises(Exception) as info:
+            spark.read.format("servicebus").option("connectionString", conn_str).option(
+                "entity", "nosuch"
+            ).load().count()
+        assert key not in str(info.value)
+        bad = conn_str.replace("Endpoint=sb://", "Endpoint=sb://127.0.0.1:1;x=")
+        with pytest.raises(Exception) as info:
+            spark.read.format("servicebus").option("connectionString", bad).option("entity", "q").load().count()
+        assert key not in str(info.value)
+        assert key not in repr(sbspark.ServiceBusDataSource.default_connection)
+
+
+def test_streaming_sink_sends_each_micro_batch(sp: Any, client: ServiceBusClient, tmp_path: Path) -> None:
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    for i in range(3):
+        (incoming / f"part{i}.json").write_text("\n".join(json.dumps({"body": f"s{i}-{j}"}) for j in range(5)))
+    stream = sp.readStream.schema("body string").json(str(incoming))
+    query = (
+        stream.writeStream.format("servicebus")
+        .option("entity", "q")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert sorted(str(m) for m in drain(client, "q")) == sorted(f"s{i}-{j}" for i in range(3) for j in range(5))
+
+
+def test_to_spark_and_back(sp: Any, client: ServiceBusClient, emulator: Emulator) -> None:
+    send(client, "q", "a", "b", "c")
+    page = core.peek("q", connection=emulator.connection_string)
+    df = sbspark.to_spark(page, sp)
+    assert df.count() == 3 and df.columns == list(core.RECORD_FIELDS)
+    with core.receive("q", count=3, connection=emulator.connection_string) as batch:
+        locked = sbspark.to_spark(batch, sp)
+        assert locked.where("lock_token is not null").count() == 3
+        batch.complete()
+    back = sbspark.from_spark(df)
+    assert back["body_text"].tolist() == ["a", "b", "c"]
+    core.send("q", back, connection=emulator.connection_string)  # re-sendable as it is
+    assert sorted(str(m) for m in drain(client, "q")) == ["a", "b", "c"]

@@ -18,7 +18,17 @@ from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics
 from tests.helpers import drain, send
 
-COMMANDS = ["sb_connect", "sb_entities", "sb_peek", "sb_receive", "sb_settle", "sb_dlq", "sb_stats"]
+COMMANDS = [
+    "sb_connect",
+    "sb_entities",
+    "sb_peek",
+    "sb_receive",
+    "sb_settle",
+    "sb_dlq",
+    "sb_stats",
+    "sb_browse",
+    "sb_compose",
+]
 
 
 @pytest.fixture(scope="module")
@@ -379,3 +389,20 @@ def test_stats_collects_samples_into_a_figure(ip: Any, sb: SbMagics, client: Ser
     assert len(ages.x) == 3 and min(ages.x) >= 0
     fig = line(ip, "sb_stats q --reset")
     assert len(next(t for t in fig.data if t.name == "active").y) == 1
+
+
+def test_panels_open_from_the_magics(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
+    from sbnotebook.notebook.widgets import MessageBrowser, SendPanel, SettlementPanel, TriagePanel
+
+    send(client, "q", "a", "b")
+    with client.get_queue_receiver("q") as r:
+        for m in r.receive_messages(max_message_count=1, max_wait_time=5):
+            r.dead_letter_message(m, reason="broken")
+    triage = line(ip, "sb_dlq q")
+    assert isinstance(triage, TriagePanel) and triage.reasons == {"broken": 1}
+    assert isinstance(line(ip, "sb_browse q --dlq"), MessageBrowser)
+    assert isinstance(line(ip, "sb_compose q"), SendPanel)
+    panel = line(ip, "sb_receive q --panel")
+    assert isinstance(panel, SettlementPanel) and len(panel.batch) == 1
+    panel.act("complete", [0])
+    assert drain(client, "q", wait=0.3) == []

@@ -24,7 +24,7 @@ from .process import DeadLetter, Done, Policy, ProcessReport, Retry, Skip, Stop,
 from .purge import PurgeReport, apurge, purge
 from .receive import LockedBatch, SettleOutcome, receive, receive_deferred
 from .records import RECORD_FIELDS, to_dataframe, to_record
-from .resubmit import ResubmitReport, aresubmit, copy_message, resubmit
+from .resubmit import ResubmitReport, aresubmit, copy_message, discard, resubmit
 from .search import compile_where, filter_records, json_columns
 from .send import (
     RetryPolicy,
@@ -76,6 +76,7 @@ __all__ = [
     "copy_message",
     "counts",
     "deferral",
+    "discard",
     "filter_records",
     "json_columns",
     "list_entities",

@@ -119,6 +119,7 @@ async def aresubmit(
     max_in_flight: int = 10,
     batch_size: int = 50,
     connection: str | Connection | None = None,
+    _discard: bool = False,
 ) -> ResubmitReport:
     """Move messages from ``source`` to ``target``: copy first, complete second.
 
@@ -126,13 +127,14 @@ async def aresubmit(
     record to send (its ``body``/``body_text``/properties changed) or None to leave the message where it is.
     """
     src = EntityPath.parse(source)
-    dst = EntityPath.parse(target) if target is not None else default_target(src)
-    if src.is_subscription and dst.name.lower() == src.name.lower() and not allow_fan_out:
+    named = EntityPath.parse(target) if target is not None else None
+    dst = src if _discard else named or default_target(src)
+    if not _discard and src.is_subscription and dst.name.lower() == src.name.lower() and not allow_fan_out:
         raise _fan_out_refused(src)
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise InvalidInputError("limit must be a positive whole number.")
     conn = resolve(connection)
-    report = ResubmitReport(str(src), str(dst))
+    report = ResubmitReport(str(src), "(discarded)" if _discard else str(dst))
     slots = asyncio.Semaphore(max_in_flight)
     held: list[Any] = []  # received but not moved (unselected, or its copy failed): given back at the end
     copied: set[int] = set()  # originals whose copy is confirmed
@@ -140,7 +142,7 @@ async def aresubmit(
         async with (
             conn.async_client() as client,
             open_receiver(client, src, prefetch_count=0) as rcv,
-            open_sender(client, dst) as snd,
+            _maybe_sender(client, dst, not _discard) as snd,
         ):
             wanted = await _selected(rcv, src, where) if where is not None else None
             try:
@@ -211,7 +213,7 @@ async def _move_one(
                 held.append(msg)  # left where it is
                 return
             copy = _apply_edit(copy, record, edited)
-        if seq not in copied:
+        if snd is not None and seq not in copied:
             try:
                 await snd.send_messages(copy)
             except Exception as exc:
@@ -270,3 +272,27 @@ async def _release(rcv: Any, msg: Any) -> None:
 
 def resubmit(source: str | EntityPath, **kwargs: Any) -> ResubmitReport:
     return run_sync(aresubmit(source, **kwargs))
+
+
+class _NoSender:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+def _maybe_sender(client: Any, path: EntityPath, wanted: bool) -> Any:
+    return open_sender(client, path) if wanted else _NoSender()
+
+
+def discard(
+    source: str | EntityPath,
+    *,
+    where: Callable[[Record], bool] | None = None,
+    limit: int | None = None,
+    connection: str | Connection | None = None,
+) -> ResubmitReport:
+    """Remove the selected messages for good (complete them). Others are released untouched,
+    with no delivery counted, as in ``resubmit``. Destructive: the notebook layers ask first."""
+    return run_sync(aresubmit(source, where=where, limit=limit, connection=connection, _discard=True))

@@ -11,6 +11,7 @@ Nothing is fire-and-forget.
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
 import json
 import logging
@@ -147,7 +148,7 @@ def to_message(item: Any) -> Any:
     if isinstance(item, (str, bytes, bytearray)):
         return ServiceBusMessage(bytes(item) if isinstance(item, bytearray) else item)
     if isinstance(item, dict):
-        if "body" in item:
+        if "body" in item or "body_base64" in item:
             return _from_record(item)
         return ServiceBusMessage(_json(item), content_type="application/json")
     if item is None:
@@ -177,12 +178,16 @@ _RECORD_KEYS = {
 def _from_record(record: dict[str, Any]) -> Any:
     from azure.servicebus import ServiceBusMessage
 
-    body = record["body"]
+    body = record.get("body")
     if body is None or (isinstance(body, float) and body != body):  # NaN from pandas
         text = record.get("body_text")
-        if text is None:
+        encoded = record.get("body_base64")  # binary bodies in JSON exports
+        if isinstance(encoded, str):
+            body = base64.b64decode(encoded)
+        elif text is None or (isinstance(text, float) and text != text):
             raise InvalidInputError("A record needs a body (bytes or str).")
-        body = text
+        else:
+            body = text
     if not isinstance(body, (str, bytes, bytearray, memoryview)):
         body = _json(body)
     kwargs: dict[str, Any] = {}

@@ -117,6 +117,23 @@ RECEIVE.add_argument("--dlq", action="store_true", help="receive from the dead-l
 RECEIVE.add_argument("--session", help="receive from one session")
 RECEIVE.add_argument("--deferred", metavar="SEQ,...", help="fetch these deferred messages by sequence number")
 RECEIVE.add_argument("--yes", action="store_true", help="do not ask before receive-and-delete")
+RECEIVE.add_argument("--panel", action="store_true", help="show the settlement panel for the batch")
+
+BROWSE = _parser(
+    "sb_browse",
+    "The message browser: page by sequence number, search bodies and properties, inspect, export.",
+    "  %sb_browse orders\n  %sb_browse orders --dlq -n 100",
+)
+BROWSE.add_argument("entity")
+BROWSE.add_argument("--dlq", action="store_true", help="browse the dead-letter queue")
+BROWSE.add_argument("-n", type=int, dest="count", default=50, help="messages per page")
+
+COMPOSE = _parser(
+    "sb_compose",
+    "The send panel: compose a message (body, content type, subject, properties, schedule) and send it.",
+    "  %sb_compose orders",
+)
+COMPOSE.add_argument("entity")
 
 SETTLE = _parser(
     "sb_settle",
@@ -375,7 +392,25 @@ class SbMagics(Magics):
             )
         else:
             print(f"{len(batch)} messages received and deleted from {entity}.")
+        if args.panel and len(batch):
+            from .widgets import SettlementPanel
+
+            return SettlementPanel(batch)
         return batch
+
+    @line_magic
+    @_command(BROWSE)
+    def sb_browse(self, args: argparse.Namespace) -> Any:
+        from .widgets import MessageBrowser
+
+        return MessageBrowser(args.entity, dead_letter=args.dlq, page_size=args.count, connection=self.conn())
+
+    @line_magic
+    @_command(COMPOSE)
+    def sb_compose(self, args: argparse.Namespace) -> Any:
+        from .widgets import SendPanel
+
+        return SendPanel(args.entity, connection=self.conn(), max_in_flight=self.max_in_flight)
 
     @line_magic
     @_command(SETTLE)

@@ -1,0 +1,178 @@
+"""Message browser: page through an entity or its DLQ by sequence number, search, inspect, export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as W
+
+from ... import core
+from ...core import EntityPath
+from .render import detail_html, guard, row_label
+
+
+class MessageBrowser(W.VBox):
+    """Read-only: peeks never lock and never count a delivery."""
+
+    def __init__(
+        self,
+        entity: str,
+        *,
+        dead_letter: bool = False,
+        page_size: int = 50,
+        connection: Any = None,
+        scan_limit: int = 10_000,
+    ) -> None:
+        self.connection = core.resolve(connection)
+        self.page_size = page_size
+        self.scan_limit = scan_limit
+        self.records: list[dict[str, Any]] = []
+        self.history: list[int] = []  # where earlier pages started, for "previous"
+        self.start = 1
+        self.next_start = 1
+        self.where: str | None = None
+        self.entity_box = W.Text(value=str(EntityPath.parse(entity).parent), description="Entity")
+        self.dlq_box = W.Checkbox(value=dead_letter, description="Dead-letter queue")
+        self.search_box = W.Text(placeholder='$.customer.id == "c-7" or props.priority == "high"', description="Search")
+        self.jump_box = W.BoundedIntText(value=1, min=0, max=2**62, description="From seq")
+        self.prev_button = W.Button(description="◀ Previous")
+        self.next_button = W.Button(description="Next ▶")
+        self.jump_button = W.Button(description="Go")
+        self.rows = W.SelectMultiple(options=[], rows=12, layout=W.Layout(width="100%"))
+        self.detail = W.HTML()
+        self.status = W.HTML()
+        self.export_csv_button = W.Button(description="Export CSV")
+        self.export_json_button = W.Button(description="Export JSON")
+        self.export_path = W.Text(value="messages", description="File")
+        self.prev_button.on_click(guard(self.status, self.previous_page))
+        self.next_button.on_click(guard(self.status, self.next_page))
+        self.jump_button.on_click(guard(self.status, lambda: self.jump(self.jump_box.value)))
+        self.search_box.on_submit(guard(self.status, lambda: self.search(self.search_box.value)))
+        self.dlq_box.observe(guard(self.status, lambda: self.jump(1)), names="value")
+        self.rows.observe(self._on_select, names="value")
+        self.export_csv_button.on_click(lambda _: self.export_csv(f"{self.export_path.value}.csv"))
+        self.export_json_button.on_click(lambda _: self.export_json(f"{self.export_path.value}.jsonl"))
+        super().__init__(
+            [
+                W.HBox([self.entity_box, self.dlq_box]),
+                W.HBox([self.search_box, self.jump_box, self.jump_button]),
+                W.HBox([self.prev_button, self.next_button, self.status]),
+                self.rows,
+                W.HBox([self.export_path, self.export_csv_button, self.export_json_button]),
+                self.detail,
+            ]
+        )
+        self.jump(1)
+
+    @property
+    def entity(self) -> str:
+        path = EntityPath.parse(self.entity_box.value)
+        return str(EntityPath(path.name, path.subscription, "dead_letter")) if self.dlq_box.value else str(path)
+
+    # ---------------------------------------------------------- paging
+
+    def _load(self, start: int) -> None:
+        matches = core.compile_where(self.where) if self.where else None
+        found: list[dict[str, Any]] = []
+        scanned, cursor = 0, start
+        while len(found) < self.page_size and scanned < self.scan_limit:
+            want = 250 if matches is not None else self.page_size - len(found)
+            page = core.peek(self.entity, count=want, from_sequence_number=cursor, connection=self.connection)
+            if not page.records:
+                break
+            scanned += len(page.records)
+            for r in page.records:
+                cursor = int(r["sequence_number"]) + 1
+                if matches is None or matches(r):
+                    found.append(r)
+                    if len(found) == self.page_size:
+                        break
+        self.start, self.next_start, self.records = start, cursor, found
+        self.rows.options = [(row_label(r), i) for i, r in enumerate(found)]
+        self.rows.value = ()
+        self.detail.value = ""
+        searched = f", {scanned} scanned for the search" if matches is not None else ""
+        span = (
+            f"sequence numbers {found[0]['sequence_number']}..{found[-1]['sequence_number']}"
+            if found
+            else "no messages"
+        )
+        self.status.value = f"{self.entity}: {len(found)} messages, {span}{searched}"
+
+    def jump(self, sequence_number: int) -> None:
+        self.history.clear()
+        self._load(max(int(sequence_number), 1))
+
+    def next_page(self) -> None:
+        if not self.records:
+            return
+        self.history.append(self.start)
+        self._load(self.next_start)
+
+    def previous_page(self) -> None:
+        if self.history:
+            self._load(self.history.pop())
+
+    def search(self, expression: str | None) -> None:
+        """Filter on properties and body fields (see sbnotebook.core.search); '' clears the search."""
+        expression = (expression or "").strip() or None
+        if expression is not None:
+            core.compile_where(expression)  # bad syntax fails here, before any peek
+        self.where = expression
+        self.search_box.value = expression or ""
+        self.jump(1)
+
+    # ---------------------------------------------------------- selection
+
+    def select(self, rows: list[int]) -> None:
+        self.rows.value = tuple(rows)
+
+    @property
+    def selected(self) -> list[dict[str, Any]]:
+        return [self.records[i] for i in self.rows.value] or list(self.records)
+
+    def _on_select(self, _: Any) -> None:
+        chosen = list(self.rows.value)
+        self.detail.value = detail_html(self.records[chosen[-1]]) if chosen else ""
+
+    # ---------------------------------------------------------- export
+
+    def to_pandas(self) -> Any:
+        """The selection (or the whole page) as a DataFrame in the record schema."""
+        return core.to_dataframe(self.selected)
+
+    def export_json(self, path: str | Path) -> Path:
+        """JSON lines with every property; `%%sb_send` / core.send send them back as they were."""
+        out = Path(path)
+        with out.open("w", encoding="utf-8") as f:
+            for r in self.selected:
+                f.write(json.dumps(exportable(r), ensure_ascii=False) + "\n")
+        self.status.value = f"Exported {len(self.selected)} messages to {out}"
+        return out
+
+    def export_csv(self, path: str | Path) -> Path:
+        out = Path(path)
+        frame = core.to_dataframe([exportable(r) for r in self.selected])
+        frame["application_properties"] = [json.dumps(p) for p in frame["application_properties"]]
+        frame.to_csv(out, index=False)
+        self.status.value = f"Exported {len(self.selected)} messages to {out}"
+        return out
+
+
+def exportable(record: dict[str, Any]) -> dict[str, Any]:
+    """A record as JSON: text bodies as text, binary ones base64 (body_base64), times as ISO strings."""
+    import base64
+
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        if key == "body":
+            if record.get("body_text") is None:
+                out["body_base64"] = base64.b64encode(bytes(value or b"")).decode()
+            out["body"] = record.get("body_text")
+        elif hasattr(value, "isoformat"):
+            out[key] = value.isoformat()
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,264 @@
+"""The panels, driven through their Python methods and synced traits against the embedded emulator.
+Each test checks both sides: what happened in Service Bus, and what the widget shows."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from sbnotebook import core
+from sbnotebook.emulator import Emulator
+from sbnotebook.notebook import plots
+from sbnotebook.notebook.widgets import MessageBrowser, SendPanel, SettlementPanel, TriagePanel, merge_patch
+from tests.helpers import drain, send
+
+
+def dead_letter(client: ServiceBusClient, queue: str, reasons: list[str], bodies: list[str] | None = None) -> None:
+    bodies = bodies or [json.dumps({"n": i, "currency": "usd"}) for i in range(len(reasons))]
+    send(client, queue, *bodies)
+    with client.get_queue_receiver(queue) as r:
+        got = r.receive_messages(max_message_count=len(reasons), max_wait_time=5)
+        for m, reason in zip(got, reasons, strict=True):
+            r.dead_letter_message(m, reason=reason, error_description=f"{reason} happened")
+
+
+# ------------------------------------------------------------------ browser
+
+
+def test_browser_pages_by_sequence_number_and_never_locks(emulator: Emulator, client: ServiceBusClient) -> None:
+    send(client, "q", *[f"m{i}" for i in range(25)])
+    b = MessageBrowser("q", page_size=10, connection=emulator.connection_string)
+    assert [r["body_text"] for r in b.records] == [f"m{i}" for i in range(10)]
+    assert len(b.rows.options) == 10 and "sequence numbers 1..10" in b.status.value
+    b.next_page()
+    b.next_page()
+    assert [r["sequence_number"] for r in b.records] == [21, 22, 23, 24, 25]
+    b.previous_page()
+    assert b.records[0]["sequence_number"] == 11
+    b.jump(24)
+    assert [r["body_text"] for r in b.records] == ["m23", "m24"]
+    b.next_button.click()  # the buttons drive the same methods
+    assert b.records == [] and "no messages" in b.status.value
+    assert all(m.delivery_count == 0 for m in drain(client, "q"))
+
+
+def test_browser_searches_bodies_and_shows_details(emulator: Emulator, client: ServiceBusClient) -> None:
+    with client.get_queue_sender("q") as s:
+        s.send_messages(
+            [ServiceBusMessage(json.dumps({"customer": {"id": f"c-{i % 3}"}, "n": i})) for i in range(30)]
+            + [ServiceBusMessage(b"\x00\x01binary", application_properties={"kind": "raw"})]
+        )
+    b = MessageBrowser("q", page_size=4, connection=emulator.connection_string)
+    b.search('$.customer.id == "c-1"')
+    assert [json.loads(r["body_text"])["n"] for r in b.records] == [1, 4, 7, 10]
+    b.next_page()
+    assert [json.loads(r["body_text"])["n"] for r in b.records] == [13, 16, 19, 22]
+    b.search('props.kind == "raw"')
+    assert len(b.records) == 1
+    b.select([0])
+    assert "Body (binary)" in b.detail.value and "00 01 62 69" in b.detail.value and "raw" in b.detail.value
+    b.search("")
+    b.select([0])
+    assert "Body (json)" in b.detail.value and "&quot;customer&quot;" in b.detail.value
+
+
+def test_browser_exports_are_resendable_with_all_properties(
+    emulator: Emulator, client: ServiceBusClient, tmp_path: Path
+) -> None:
+    with client.get_queue_sender("q") as s:
+        s.send_messages(
+            [
+                ServiceBusMessage("text", subject="s1", application_properties={"a": "1"}, correlation_id="c"),
+                ServiceBusMessage(b"\xff\x00", content_type="application/octet-stream"),
+            ]
+        )
+    b = MessageBrowser("q", connection=emulator.connection_string)
+    exported = b.export_json(tmp_path / "page.jsonl")
+    csv = b.export_csv(tmp_path / "page.csv")
+    assert pd.read_csv(csv)["subject"].tolist()[0] == "s1"
+    frame = b.to_pandas()
+    assert list(frame.columns) == list(core.RECORD_FIELDS) and len(frame) == 2
+    drain(client, "q")
+    lines = [json.loads(x) for x in exported.read_text().splitlines()]
+    core.send("q", lines, connection=emulator.connection_string)
+    back = drain(client, "q")
+    assert [b"".join(m.body) for m in back] == [b"text", b"\xff\x00"]
+    assert back[0].subject == "s1" and back[0].correlation_id == "c" and back[0].application_properties == {b"a": b"1"}
+    assert back[1].content_type == "application/octet-stream"
+
+
+def test_browser_reads_the_dead_letter_queue(emulator: Emulator, client: ServiceBusClient) -> None:
+    dead_letter(client, "q", ["bad"])
+    b = MessageBrowser("q", dead_letter=True, connection=emulator.connection_string)
+    assert b.entity == "q/$deadletterqueue" and len(b.records) == 1
+    b.dlq_box.value = False  # the checkbox is a synced trait: flipping it reloads
+    assert b.records == [] and b.entity == "q"
+
+
+# ------------------------------------------------------------------ settlement panel
+
+
+def test_settlement_panel_settles_selected_rows_and_shows_each_outcome(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    send(client, "q", "a", "b", "c", "d")
+    batch = core.receive("q", count=4, connection=emulator.connection_string)
+    panel = SettlementPanel(batch, tick=0)
+    assert "s left" in panel.rows.options[0][0]
+    panel.select([0, 1])
+    panel.buttons["complete"].click()
+    panel.reason.value, panel.description_box.value = "bad-total", "total < 0"
+    panel.act("dead_letter", [2])
+    panel.act("defer", [3])
+    labels = [label for label, _ in panel.rows.options]
+    assert labels[0].endswith("complete") and labels[2].endswith("dead letter") and labels[3].endswith("defer")
+    assert "0 unsettled" in panel.status.value
+    again = panel.act("complete", [0])
+    assert again[0].status == "already_settled"
+    dlq = drain(client, "q", sub_queue="deadletter")
+    assert [(str(m), m.dead_letter_reason, m.dead_letter_error_description) for m in dlq] == [
+        ("c", "bad-total", "total < 0")
+    ]
+    states = [r["state"] for r in core.peek("q", connection=emulator.connection_string)]
+    assert states == ["deferred"]
+    batch.close()
+
+
+def test_settlement_panel_shows_a_lost_lock_and_the_renewal_switch(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    send(client, "short", "slow")
+    batch = core.receive("short", count=1, connection=emulator.connection_string)
+    panel = SettlementPanel(batch, tick=0.2)
+    panel.auto_renew.value = False  # synced trait -> the batch stops renewing
+    assert batch.auto_renew is False
+    time.sleep(1.5)
+    assert "lock expired" in panel.rows.options[0][0]
+    outcome = panel.act("complete", [0])
+    assert outcome[0].status == "lock_lost"
+    assert "lock lost" in panel.rows.options[0][0] and "1 lock(s) lost" in panel.status.value
+    panel.close()
+    batch.close()
+
+
+def test_settlement_panel_renewal_keeps_locks_alive(emulator: Emulator, client: ServiceBusClient) -> None:
+    send(client, "short", "kept")
+    batch = core.receive("short", count=1, connection=emulator.connection_string)
+    panel = SettlementPanel(batch, tick=0)
+    time.sleep(2.0)  # twice the 1 s lock: only renewal keeps it
+    assert panel.act("complete", [0])[0].status == "done"
+    assert drain(client, "short", wait=0.5) == []
+    batch.close()
+
+
+# ------------------------------------------------------------------ triage
+
+
+def test_triage_groups_repairs_in_bulk_and_resubmits_copy_first(emulator: Emulator, client: ServiceBusClient) -> None:
+    dead_letter(client, "q", ["schema", "schema", "timeout", "schema"])
+    panel = TriagePanel("q", connection=emulator.connection_string)
+    assert panel.reasons == {"schema": 3, "timeout": 1}
+    panel.select_group("schema")
+    assert len(panel.rows.options) == 3
+    panel.patch.value = '{"currency": "EUR", "n": null}'
+    assert "Type <b>resubmit</b>" in panel.ask_resubmit()
+    assert len(drain(client, "q", wait=0.3)) == 0  # nothing moved before the confirmation
+    assert panel.confirm("nope") is None
+    report = panel.confirm("resubmit")
+    assert report is not None and report.moved == 3 and report.ok
+    moved = drain(client, "q")
+    assert sorted(json.loads(str(m)) == {"currency": "EUR"} for m in moved) == [True] * 3
+    assert all(m.application_properties[b"sbnotebook-resubmit-count"] == 1 for m in moved)
+    assert all(b"DeadLetterReason" not in m.application_properties for m in moved)
+    assert panel.reasons == {"timeout": 1}  # reloaded after the move
+    assert "<td>q/$deadletterqueue</td><td>q</td><td>3</td>" in panel.final_report()
+
+
+def test_triage_python_edit_other_target_and_unselected_untouched(emulator: Emulator, client: ServiceBusClient) -> None:
+    dead_letter(client, "q", ["a", "a", "b"])
+    panel = TriagePanel("q", connection=emulator.connection_string)
+    before = {r["sequence_number"]: r["delivery_count"] for r in panel.records}
+    panel.select_group("a")
+    panel.select([1])
+    panel.edit = lambda r: {**r, "body_text": r["body_text"].upper()}
+    panel.ask_resubmit(target="once")
+    assert panel.confirm("resubmit").moved == 1  # type: ignore[union-attr]
+    assert [str(m) for m in drain(client, "once")] == ['{"N": 1, "CURRENCY": "USD"}']
+    left = core.peek("q/$deadletterqueue", connection=emulator.connection_string).records
+    assert sorted(r["body_text"] for r in left) == ['{"n": 0, "currency": "usd"}', '{"n": 2, "currency": "usd"}']
+    assert all(r["delivery_count"] == before[r["sequence_number"]] for r in left)  # released: nothing counted
+
+
+def test_triage_discard_asks_then_removes_only_the_selection(emulator: Emulator, client: ServiceBusClient) -> None:
+    dead_letter(client, "q", ["junk", "junk", "keep"])
+    panel = TriagePanel("q", connection=emulator.connection_string)
+    panel.select_group("junk")
+    panel.ask_discard()
+    panel.cancel()
+    assert "Cancelled" in panel.status.value and panel.reasons == {"junk": 2, "keep": 1}
+    panel.ask_discard()
+    assert panel.confirmation.layout.display == "flex"
+    report = panel.confirm("discard")
+    assert report is not None and report.moved == 2 and report.target == "(discarded)"
+    assert panel.reasons == {"keep": 1}
+    assert drain(client, "q", wait=0.3) == []
+
+
+def test_triage_refuses_a_topic_target_for_subscription_dead_letters(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    with client.get_topic_sender("t") as s:
+        s.send_messages(ServiceBusMessage("x"))
+    with client.get_subscription_receiver("t", "all") as r:
+        for m in r.receive_messages(max_wait_time=5):
+            r.dead_letter_message(m, reason="r")
+    panel = TriagePanel("t/subscriptions/all", connection=emulator.connection_string)
+    assert panel.target.value == ""
+    assert "Name a target queue" in panel.ask_resubmit()
+    assert merge_patch({"a": {"b": 1, "c": 2}}, {"a": {"b": None, "d": 3}}) == {"a": {"c": 2, "d": 3}}
+
+
+# ------------------------------------------------------------------ send panel and charts
+
+
+def test_send_panel_composes_validates_and_reports(emulator: Emulator, client: ServiceBusClient) -> None:
+    panel = SendPanel("q", connection=emulator.connection_string)
+    panel.body.value = ""
+    assert panel.send() is None and "The body is empty" in panel.status.value
+    panel.body.value = '{"hello": 1}'
+    panel.subject.value = "greeting"
+    panel.properties.value = "{not json"
+    assert panel.send() is None and "not valid JSON" in panel.status.value
+    panel.properties.value = '{"priority": "high"}'
+    panel.send_button.click()
+    report = panel.reports[-1]
+    assert report.ok and panel.progress.value == 1 and "1 of 1 sent" in panel.status.value
+    got = drain(client, "q")
+    assert got[0].subject == "greeting" and got[0].application_properties == {b"priority": b"high"}
+    frame = pd.DataFrame({"body": [f"r{i}" for i in range(20)]})
+    assert panel.send_dataframe(frame).sent == 20  # type: ignore[union-attr]
+    assert panel.progress.value == 20 and len(drain(client, "q")) == 20
+    panel.schedule.value = "+1h"
+    panel.send()
+    assert core.counts("q", connection=emulator.connection_string).scheduled == 1
+
+
+def test_charts_are_plain_figures(emulator: Emulator, client: ServiceBusClient) -> None:
+    dead_letter(client, "q", ["x", "y", "y"])
+    records = core.peek("q/$deadletterqueue", connection=emulator.connection_string).records
+    reasons = plots.dead_letter_reasons(records)
+    assert list(reasons.data[0].y) == ["y", "x"] and list(reasons.data[0].x) == [2, 1]
+    assert list(plots.delivery_counts(records).data[0].y) == [3]
+    assert len(plots.message_age(records).data[0].x) == 3
+    report = core.send("q", ["a", "b"], connection=emulator.connection_string)
+    assert "2 sent" in plots.send_latency(report).layout.title.text
+    assert list(plots.send_throughput({"plain": 10.0, "kit": report}).data[0].x) == ["plain", "kit"]
+    counts = core.counts("q", connection=emulator.connection_string)
+    import datetime as dt
+
+    depth = plots.depth_over_time([(dt.datetime.now(dt.UTC), counts)], "q")
+    assert [t.name for t in depth.data] == ["active", "dead-letter", "scheduled"]

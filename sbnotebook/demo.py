@@ -99,6 +99,8 @@ def run_demo() -> int:
         f"\n{'Done' if ok else 'UNEXPECTED STATE'} in {time.monotonic() - started:.1f} s. Every message is "
         "accounted for: 3 completed, 1 dead-lettered."
     )
-    _say("Next: run the emulator yourself with `sbnotebook emulator` and point any SDK at the printed")
+    _say("Next: the tutorials in notebooks/ (01_quickstart.ipynb first) run on this same embedded emulator:")
+    _say("  .venv/bin/pip install -e '.[dev]' && .venv/bin/jupyter lab notebooks/01_quickstart.ipynb")
+    _say("or run the emulator yourself with `sbnotebook emulator` and point any SDK at the printed")
     _say("connection string; see docs/emulator.md.")
     return 0 if ok else 1

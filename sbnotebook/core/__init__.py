@@ -1,7 +1,14 @@
-"""The settlement library: connections, entity addresses, sends, peeks and records.
+"""The settlement library: live connections, entity addresses, sends, scans, receives, settlement.
 
 Everything above it (magics, widgets, the Spark data source) goes through this package.
 It imports nothing from IPython, ipywidgets, plotly or Spark.
+
+    conn = core.connect()                 # one live connection (the embedded emulator by default)
+    core.send("orders", [{"n": 1}], connection=conn)
+    core.peek("orders", count=10, connection=conn).to_pandas()
+
+Every function also takes ``connection=`` as a connection string or ``Connection`` settings (or
+nothing: the documented resolution order); calls with the same settings share one live connection.
 """
 
 from . import deferral
@@ -19,26 +26,21 @@ from .errors import (
     ServiceError,
     redact,
 )
+from .live import LiveConnection, close_all, connect
+from .outcome import Outcome, Report
 from .peek import PeekPage, peek
-from .process import DeadLetter, Done, Policy, ProcessReport, Retry, Skip, Stop, process
-from .purge import PurgeReport, apurge, purge
-from .receive import LockedBatch, SettleOutcome, receive, receive_deferred
-from .records import RECORD_FIELDS, to_dataframe, to_record
-from .resubmit import ResubmitReport, aresubmit, copy_message, discard, resubmit
+from .process import DeadLetter, Done, Policy, Retry, Skip, Stop, process
+from .purge import apurge, purge
+from .receive import LockedBatch, receive, receive_deferred
+from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record
+from .resubmit import aresubmit, copy_message, discard, resubmit
+from .scan import PAGE_SIZE, ascan, scan, scan_records
 from .search import compile_where, filter_records, json_columns
-from .send import (
-    RetryPolicy,
-    SendFailure,
-    SendReport,
-    acancel_scheduled,
-    aschedule,
-    asend,
-    cancel_scheduled,
-    schedule,
-    send,
-)
+from .send import RetryPolicy, acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
 
 __all__ = [
+    "FIELDS",
+    "PAGE_SIZE",
     "RECORD_FIELDS",
     "ConfigurationError",
     "Connection",
@@ -48,31 +50,32 @@ __all__ = [
     "EntityNameError",
     "EntityNotFoundError",
     "EntityPath",
+    "Field",
     "InvalidInputError",
+    "LiveConnection",
     "LockLostError",
     "LockedBatch",
     "MessageTooLargeError",
+    "Outcome",
     "PeekPage",
     "Policy",
-    "ProcessReport",
-    "PurgeReport",
-    "ResubmitReport",
+    "Report",
     "Retry",
     "RetryPolicy",
     "SbError",
-    "SendFailure",
-    "SendReport",
     "ServiceError",
-    "SettleOutcome",
     "Skip",
     "Stop",
     "acancel_scheduled",
     "apurge",
     "aresubmit",
+    "ascan",
     "aschedule",
     "asend",
     "cancel_scheduled",
+    "close_all",
     "compile_where",
+    "connect",
     "copy_message",
     "counts",
     "deferral",
@@ -89,6 +92,8 @@ __all__ = [
     "redact",
     "resolve",
     "resubmit",
+    "scan",
+    "scan_records",
     "schedule",
     "send",
     "to_dataframe",

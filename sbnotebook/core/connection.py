@@ -60,7 +60,6 @@ class Connection:
     namespace: str  # host[:port]
     entity_path: str | None = None
     _connection_string: str | None = field(default=None, repr=False, compare=False)
-    _admin_port: int | None = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return f"Connection(kind={self.kind!r}, namespace={self.namespace!r})"
@@ -73,36 +72,14 @@ class Connection:
     def is_emulator(self) -> bool:
         return self.kind == "emulator"  # from_connection_string sets it from UseDevelopmentEmulator=true
 
-    def client(self, **kwargs: Any) -> Any:
-        from azure.servicebus import ServiceBusClient
-
-        if self._connection_string is not None:
-            return ServiceBusClient.from_connection_string(self._connection_string, **kwargs)
-        return ServiceBusClient(self.namespace, _credential(), **kwargs)
-
-    def async_client(self, **kwargs: Any) -> Any:
-        from azure.servicebus.aio import ServiceBusClient as AsyncClient
-
-        if self._connection_string is not None:
-            return AsyncClient.from_connection_string(self._connection_string, **kwargs)
-        return AsyncClient(self.namespace, _credential(aio=True), **kwargs)
-
-    def admin_client(self, **kwargs: Any) -> Any:
-        """The SDK's ServiceBusAdministrationClient; against the emulator it goes to the admin port."""
-        from azure.servicebus.management import ServiceBusAdministrationClient
-
-        if self._connection_string is None:
-            return ServiceBusAdministrationClient(self.namespace, _credential(), **kwargs)
-        if self.is_emulator:
-            from ..emulator.admin_client import EmulatorAdminTransport
-
-            host, _, port = self.namespace.partition(":")
-            admin_port = self._admin_port or (int(port) + 1 if port else 5673)
-            kwargs.setdefault("transport", EmulatorAdminTransport(host, admin_port))
-        return ServiceBusAdministrationClient.from_connection_string(self._connection_string, **kwargs)
+    @property
+    def connection_string(self) -> str | None:
+        """The secret itself: hand it to an SDK client, never to a log or a display."""
+        return self._connection_string
 
 
-def _credential(*, aio: bool = False) -> Any:
+def credential(*, aio: bool = False) -> Any:
+    """DefaultAzureCredential (Entra ID), sync or async."""
     try:
         if aio:
             from azure.identity.aio import DefaultAzureCredential as AsyncCredential
@@ -151,7 +128,7 @@ class _EmbeddedEmulator:
                 self._emulator = Emulator().start()
                 atexit.register(self.stop)
             emu = self._emulator
-        return Connection("emulator", f"{emu.host}:{emu.port}", None, emu.connection_string, _admin_port=emu.admin_port)
+        return Connection("emulator", f"{emu.host}:{emu.port}", None, emu.connection_string)
 
     @property
     def running(self) -> Any:

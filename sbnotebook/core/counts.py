@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .connection import Connection, resolve
 from .entities import EntityPath
-from .errors import EntityNotFoundError, SbError, from_sdk
+from .errors import ConfigurationError, EntityNotFoundError, SbError, ServiceError, from_sdk
+from .live import ConnectionLike, LiveConnection, live
 
 
 @dataclass(frozen=True)
@@ -23,23 +23,35 @@ class EntityCounts:
     kind: str = "queue"  # queue, topic or subscription
 
 
-def counts(entity: str | EntityPath, *, connection: str | Connection | None = None) -> EntityCounts:
+def admin_error(exc: BaseException, conn: LiveConnection, entity: str | None = None) -> SbError:
+    """An administration API failure in one line (no raw XML, no secret)."""
+    name = type(exc).__name__
+    where = f" ({entity})" if entity else ""
+    if name == "ResourceNotFoundError":
+        return EntityNotFoundError(f"Entity not found{where}: check the name with core.list_entities().")
+    if name == "ClientAuthenticationError" or getattr(exc, "status_code", None) in (401, 403):
+        return ConfigurationError(f"The administration API of {conn.settings} refused the key or credential{where}.")
+    if name in ("ServiceRequestError", "ServiceResponseError"):
+        return ServiceError(f"Cannot reach the administration API of {conn.settings}{where}.", retryable=True)
+    return from_sdk(exc, entity=entity)
+
+
+def counts(entity: str | EntityPath, *, connection: ConnectionLike = None) -> EntityCounts:
+    """Active, dead-letter, scheduled and transfer counts of a queue or subscription (admin API)."""
     path = EntityPath.parse(entity).parent
-    conn = resolve(connection)
+    conn = live(connection)
     try:
-        with conn.admin_client() as admin:
-            if path.is_subscription:
-                p: Any = admin.get_subscription_runtime_properties(path.name, path.subscription)
-                size = None
-            else:
-                p = admin.get_queue_runtime_properties(path.name)
-                size = p.size_in_bytes
+        admin = conn.admin()
+        if path.is_subscription:
+            p: Any = admin.get_subscription_runtime_properties(path.name, path.subscription)
+            size = None
+        else:
+            p = admin.get_queue_runtime_properties(path.name)
+            size = p.size_in_bytes
     except SbError:
         raise
     except Exception as exc:
-        if type(exc).__name__ == "ResourceNotFoundError":
-            raise EntityNotFoundError(f"Entity not found: {path}") from None
-        raise from_sdk(exc, entity=str(path)) from None
+        raise admin_error(exc, conn, str(path)) from None
     return _counts_of(str(path), p, size, "subscription" if path.is_subscription else "queue")
 
 
@@ -57,21 +69,21 @@ def _counts_of(name: str, p: Any, size: int | None, kind: str) -> EntityCounts:
     )
 
 
-def list_entities(*, connection: str | Connection | None = None) -> list[EntityCounts]:
+def list_entities(*, connection: ConnectionLike = None) -> list[EntityCounts]:
     """Every queue, topic and subscription with its counts (topics hold only scheduled messages)."""
-    conn = resolve(connection)
+    conn = live(connection)
     out: list[EntityCounts] = []
     try:
-        with conn.admin_client() as admin:
-            for q in admin.list_queues_runtime_properties():
-                out.append(_counts_of(q.name, q, q.size_in_bytes, "queue"))
-            for t in admin.list_topics_runtime_properties():
-                sched = t.scheduled_message_count or 0
-                out.append(EntityCounts(t.name, 0, 0, sched, 0, 0, sched, t.size_in_bytes, "topic"))
-                for sub in admin.list_subscriptions_runtime_properties(t.name):
-                    out.append(_counts_of(f"{t.name}/subscriptions/{sub.name}", sub, None, "subscription"))
+        admin = conn.admin()
+        for q in admin.list_queues_runtime_properties():
+            out.append(_counts_of(q.name, q, q.size_in_bytes, "queue"))
+        for t in admin.list_topics_runtime_properties():
+            sched = t.scheduled_message_count or 0
+            out.append(EntityCounts(t.name, 0, 0, sched, 0, 0, sched, t.size_in_bytes, "topic"))
+            for sub in admin.list_subscriptions_runtime_properties(t.name):
+                out.append(_counts_of(f"{t.name}/subscriptions/{sub.name}", sub, None, "subscription"))
     except SbError:
         raise
     except Exception as exc:
-        raise from_sdk(exc) from None
+        raise admin_error(exc, conn) from None
     return out

@@ -15,12 +15,13 @@ import datetime as dt
 from concurrent.futures import Future
 from typing import Any
 
-from .background import background
-from .clients import sender as open_sender
 from .entities import EntityPath
-from .errors import InvalidInputError, from_sdk
-from .receive import LockedBatch, SettleOutcome, receive_deferred
+from .errors import InvalidInputError
+from .live import ConnectionLike
+from .outcome import Report
+from .receive import LockedBatch, receive_deferred
 from .resubmit import RESUBMIT_COUNT, copy_message
+from .send import schedule
 
 REMINDER_FOR = "sbnotebook-reminder-for"  # sequence number of the deferred message
 REMINDER_ENTITY = "sbnotebook-reminder-entity"
@@ -29,22 +30,20 @@ REMINDER_ENTITY = "sbnotebook-reminder-entity"
 def let_lock_lapse(batch: LockedBatch, which: Any = None) -> list[int]:
     """Stop renewing these locks and leave the messages unsettled: Service Bus redelivers them after
     the lock duration with the delivery count raised. Returns the sequence numbers."""
-    indexes = batch._indexes(which)
-    batch._lapsing.update(indexes)
-    return [int(batch.messages[i].sequence_number or 0) for i in indexes]
+    return batch.let_lapse(which)
 
 
-def wait_then_abandon(batch: LockedBatch, which: Any = None, *, seconds: float) -> Future[list[SettleOutcome]]:
+def wait_then_abandon(batch: LockedBatch, which: Any = None, *, seconds: float) -> Future[Report]:
     """Hold the locks (renewed) for ``seconds``, then abandon. Returns at once with a future."""
     if seconds < 0:
         raise InvalidInputError("seconds must be 0 or more.")
-    indexes = batch._indexes(which)
+    indexes = batch.indexes(which)
 
-    async def later() -> list[SettleOutcome]:
+    async def later() -> Report:
         await asyncio.sleep(seconds)
-        return await batch._settle_many("abandon", indexes, {})
+        return await batch.settle_async("abandon", indexes)
 
-    return background.spawn(later())
+    return batch.connection.spawn(later())
 
 
 def defer_with_reminder(
@@ -52,7 +51,7 @@ def defer_with_reminder(
 ) -> list[int]:
     """Defer the messages and schedule one reminder per message (to ``reminder_entity``, default the
     batch's own queue) carrying the deferred sequence number. Returns the deferred sequence numbers."""
-    indexes = batch._indexes(which)
+    indexes = batch.indexes(which)
     when = dt.datetime.now(dt.UTC) + remind_at if isinstance(remind_at, dt.timedelta) else remind_at
     source = EntityPath.parse(batch.entity)
     target = EntityPath.parse(reminder_entity) if reminder_entity else source.parent
@@ -60,9 +59,8 @@ def defer_with_reminder(
         raise InvalidInputError("Reminders go to a queue or topic: name one with reminder_entity=.")
     seqs = [int(batch.messages[i].sequence_number or 0) for i in indexes]
     outcomes = batch.defer(indexes)
-    deferred = [o.sequence_number for o in outcomes if o.status == "done"]
-
-    async def remind() -> None:
+    deferred = [int(o.sequence_number or 0) for o in outcomes if o.outcome == "deferred"]
+    if deferred:
         from azure.servicebus import ServiceBusMessage
 
         reminders = [
@@ -73,14 +71,7 @@ def defer_with_reminder(
             )
             for seq in deferred
         ]
-        async with batch._client_factory() as client, open_sender(client, target) as snd:
-            await snd.schedule_messages(reminders, when)
-
-    if deferred:
-        try:
-            background.run(remind())
-        except Exception as exc:
-            raise from_sdk(exc, entity=str(target)) from None
+        schedule(target, reminders, when, connection=batch.connection)
     return [s for s in seqs if s in deferred]
 
 
@@ -88,7 +79,7 @@ def is_reminder(record: dict[str, Any]) -> bool:
     return REMINDER_FOR in (record.get("application_properties") or {})
 
 
-def fetch_reminded(record: dict[str, Any], *, connection: Any = None) -> LockedBatch:
+def fetch_reminded(record: dict[str, Any], *, connection: ConnectionLike = None) -> LockedBatch:
     """The deferred message a reminder record points at, locked for settlement."""
     props = record.get("application_properties") or {}
     if REMINDER_FOR not in props:
@@ -103,10 +94,10 @@ def resubmit_scheduled(
     delay: dt.timedelta,
     max_resubmits: int = 5,
     target: str | None = None,
-) -> list[SettleOutcome]:
+) -> Report:
     """Send a scheduled clone (resubmit count + 1) for ``now + delay``, then complete the original.
     A message already resubmitted ``max_resubmits`` times is dead-lettered (``MaxResubmitsExceeded``)."""
-    indexes = batch._indexes(which)
+    indexes = batch.indexes(which)
     destination = EntityPath.parse(target) if target else EntityPath.parse(batch.entity).parent
     if destination.is_subscription:
         raise InvalidInputError("Name a queue or topic as target= for resubmissions from a subscription.")
@@ -119,18 +110,13 @@ def resubmit_scheduled(
             for k, v in (batch.messages[i].application_properties or {}).items()
         }
         (give_up if int(props.get(RESUBMIT_COUNT, 0)) >= max_resubmits else retry).append(i)
-    outcomes: list[SettleOutcome] = []
+    report = Report("resubmit-scheduled", batch.entity, str(destination))
     if give_up:
-        outcomes += batch.dead_letter(
-            give_up, reason="MaxResubmitsExceeded", description=f"resubmitted {max_resubmits} times"
+        report.merge(
+            batch.dead_letter(give_up, reason="MaxResubmitsExceeded", description=f"resubmitted {max_resubmits} times")
         )
-
-    async def clone_then_complete() -> list[SettleOutcome]:
-        copies = [copy_message(batch.messages[i]) for i in retry]
-        async with batch._client_factory() as client, open_sender(client, destination) as snd:
-            await snd.schedule_messages(copies, when)  # the copy first ...
-        return await batch._settle_many("complete", retry, {})  # ... the original second
-
     if retry:
-        outcomes += background.run(clone_then_complete())
-    return outcomes
+        copies = [copy_message(batch.messages[i]) for i in retry]
+        schedule(destination, copies, when, connection=batch.connection)  # the copy first (raises on failure) ...
+        report.merge(batch.complete(retry))  # ... the original second
+    return report

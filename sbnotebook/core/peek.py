@@ -7,13 +7,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .clients import receiver
-from .connection import Connection, resolve
 from .entities import EntityPath
-from .errors import InvalidInputError, from_sdk
-from .records import to_dataframe, to_record
-
-SDK_PAGE = 250  # the most the SDK returns per peek call in practice
+from .live import ConnectionLike
+from .records import to_dataframe
+from .scan import scan_records
 
 
 @dataclass
@@ -55,31 +52,10 @@ def peek(
     count: int = 100,
     from_sequence_number: int = 1,
     session_id: str | None = None,
-    connection: str | Connection | None = None,
+    connection: ConnectionLike = None,
 ) -> PeekPage:
     """Peek up to ``count`` messages from ``from_sequence_number`` on (active, deferred and,
     on queues, scheduled ones, each with its state). Works on dead-letter queues and sessions."""
     path = EntityPath.parse(entity)
-    if not isinstance(count, int) or count < 1:
-        raise InvalidInputError(f"count must be a positive whole number, not {count!r}.")
-    if not isinstance(from_sequence_number, int) or from_sequence_number < 0:
-        raise InvalidInputError(f"from_sequence_number must be 0 or more, not {from_sequence_number!r}.")
-    conn = resolve(connection)
-    page = PeekPage(str(path), from_sequence_number)
-    kwargs: dict[str, Any] = {"session_id": session_id} if session_id is not None else {}
-    try:
-        with conn.client(retry_total=2) as client, receiver(client, path, **kwargs) as rcv:
-            start = max(from_sequence_number, 1)
-            while len(page.records) < count:
-                batch = rcv.peek_messages(
-                    max_message_count=min(SDK_PAGE, count - len(page.records)), sequence_number=start
-                )
-                if not batch:
-                    break
-                page.records.extend(to_record(m, str(path)) for m in batch)
-                start = (batch[-1].sequence_number or start) + 1
-    except Exception as exc:
-        if isinstance(exc, InvalidInputError):
-            raise
-        raise from_sdk(exc, entity=str(path)) from None
-    return page
+    records = scan_records(path, start=from_sequence_number, limit=count, session_id=session_id, connection=connection)
+    return PeekPage(str(path), from_sequence_number, records)

@@ -15,18 +15,19 @@ Locks are renewed while handlers run; a lock lost meanwhile is reported, not hid
 from __future__ import annotations
 
 import concurrent.futures
+import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from .background import background
-from .clients import sender as open_sender
-from .connection import Connection, resolve
 from .entities import EntityPath
 from .errors import InvalidInputError
+from .live import ConnectionLike, live
+from .outcome import Outcome, Report
 from .receive import LockedBatch, receive
 from .resubmit import copy_message
+from .send import send
 
 
 class Done:
@@ -60,29 +61,6 @@ class Policy:
     dead_letter_to: str | None = None  # a queue or topic instead of the native DLQ (with fault metadata)
 
 
-@dataclass
-class ProcessReport:
-    entity: str
-    completed: int = 0
-    skipped: int = 0
-    dead_lettered: int = 0
-    abandoned: int = 0
-    errors: list[tuple[int, str]] = field(default_factory=list)  # (sequence number, error)
-    lock_lost: list[int] = field(default_factory=list)
-    stopped: bool = False
-
-    @property
-    def handled(self) -> int:
-        return self.completed + self.skipped + self.dead_lettered + self.abandoned
-
-    def __repr__(self) -> str:
-        return (
-            f"ProcessReport({self.entity}: {self.completed} completed, {self.skipped} skipped, "
-            f"{self.dead_lettered} dead-lettered, {self.abandoned} abandoned, {len(self.errors)} handler errors, "
-            f"{len(self.lock_lost)} locks lost{', stopped' if self.stopped else ''})"
-        )
-
-
 def process(
     entity: str | EntityPath,
     handler: Callable[[dict[str, Any]], Result],
@@ -91,8 +69,8 @@ def process(
     max_messages: int | None = None,
     concurrency: int = 4,
     wait: float = 2.0,
-    connection: str | Connection | None = None,
-) -> ProcessReport:
+    connection: ConnectionLike = None,
+) -> Report:
     """Receive, run ``handler`` on each record with at most ``concurrency`` at once, and settle each
     message by the policy once its handler has finished. Stops when the entity is empty (for ``wait``
     seconds), after ``max_messages``, or when a handler returns ``Stop``."""
@@ -100,17 +78,20 @@ def process(
     if not isinstance(concurrency, int) or concurrency < 1:
         raise InvalidInputError("concurrency must be a positive whole number.")
     policy = policy or Policy()
-    conn = resolve(connection)
-    report = ProcessReport(str(path))
+    conn = live(connection)
+    report = Report("process", str(path))
+    report.stats.update(handler_errors=0, stopped=False)
+    started = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="sbnotebook-handler") as pool:
-        while not report.stopped and (max_messages is None or report.handled < max_messages):
-            want = concurrency if max_messages is None else min(concurrency, max_messages - report.handled)
+        while not report.stats["stopped"] and (max_messages is None or report.total < max_messages):
+            want = concurrency if max_messages is None else min(concurrency, max_messages - report.total)
             with receive(path, count=want, wait=wait, max_in_flight=concurrency, connection=conn) as batch:
                 if len(batch) == 0:
                     break
                 records = batch.records
                 results = list(pool.map(lambda r: _run(handler, r), records))
-                _settle(batch, results, policy, report, conn)
+                _settle(batch, results, policy, report)
+            report.elapsed = time.perf_counter() - started
     return report
 
 
@@ -122,15 +103,16 @@ def _run(handler: Callable[[dict[str, Any]], Result], record: dict[str, Any]) ->
         return exc
 
 
-def _settle(batch: LockedBatch, results: list[Any], policy: Policy, report: ProcessReport, conn: Connection) -> None:
+def _settle(batch: LockedBatch, results: list[Any], policy: Policy, report: Report) -> None:
     groups: dict[str, list[int]] = {"complete": [], "skip": [], "abandon": []}
     dead: list[tuple[int, DeadLetter]] = []
+    errors: dict[int, str] = {}
     for i, result in enumerate(results):
-        seq = int(batch.messages[i].sequence_number or 0)
         if isinstance(result, BaseException):
-            report.errors.append((seq, f"{type(result).__name__}: {result}"))
+            errors[i] = f"{type(result).__name__}: {result}"
+            report.stats["handler_errors"] += 1
             if policy.on_error == "dead_letter":
-                dead.append((i, DeadLetter("HandlerError", f"{type(result).__name__}: {result}"[:1000])))
+                dead.append((i, DeadLetter("HandlerError", errors[i][:1000])))
             else:
                 groups["abandon"].append(i)
         elif result is None or result is Done:
@@ -143,32 +125,34 @@ def _settle(batch: LockedBatch, results: list[Any], policy: Policy, report: Proc
             groups["abandon"].append(i)
         elif result is Stop:
             groups["abandon"].append(i)
-            report.stopped = True
+            report.stats["stopped"] = True
         else:
-            report.errors.append((seq, f"handler returned {result!r}; expected Done, Skip, Retry, Stop or DeadLetter"))
+            errors[i] = f"handler returned {result!r}; expected Done, Skip, Retry, Stop or DeadLetter"
+            report.stats["handler_errors"] += 1
             groups["abandon"].append(i)
 
-    def count(outcomes: list[Any], attr: str) -> None:
-        for o in outcomes:
-            if o.status == "done":
-                setattr(report, attr, getattr(report, attr) + 1)
-            elif o.status == "lock_lost":
-                report.lock_lost.append(o.sequence_number)
+    def record(settled: Report, rename: str | None = None) -> None:
+        for o in settled:
+            error = errors.get(o.index) if o.index is not None else None
+            outcome = rename if rename and o.outcome == "completed" else o.outcome
+            report.add(replace(o, outcome=outcome, error=o.error or error))
+        for n in settled.notes:
+            report.note(n)
 
     if groups["complete"]:
-        count(batch.complete(groups["complete"]), "completed")
+        record(batch.complete(groups["complete"]))
     if groups["skip"]:
-        count(batch.complete(groups["skip"]), "skipped")
+        record(batch.complete(groups["skip"]), "skipped")
     if groups["abandon"]:
-        count(batch.abandon(groups["abandon"]), "abandoned")
+        record(batch.abandon(groups["abandon"]))
     for i, verdict in dead:
         if policy.dead_letter_to:
-            count(_dead_letter_elsewhere(batch, i, verdict, policy.dead_letter_to), "dead_lettered")
+            record(_dead_letter_elsewhere(batch, i, verdict, policy.dead_letter_to), "dead_lettered")
         else:
-            count(batch.dead_letter(i, reason=verdict.reason, description=verdict.description), "dead_lettered")
+            record(batch.dead_letter(i, reason=verdict.reason, description=verdict.description))
 
 
-def _dead_letter_elsewhere(batch: LockedBatch, i: int, verdict: DeadLetter, destination: str) -> list[Any]:
+def _dead_letter_elsewhere(batch: LockedBatch, i: int, verdict: DeadLetter, destination: str) -> Report:
     """A chosen dead-letter destination: the copy (with fault metadata) first, then complete."""
     target = EntityPath.parse(destination)
     copy = copy_message(batch.messages[i])
@@ -181,10 +165,11 @@ def _dead_letter_elsewhere(batch: LockedBatch, i: int, verdict: DeadLetter, dest
         }
     )
     copy.application_properties = props
-
-    async def send_copy() -> None:
-        async with batch._client_factory() as client, open_sender(client, target) as snd:
-            await snd.send_messages(copy)
-
-    background.run(send_copy())
+    sent = send(target, [copy], connection=batch.connection)
+    if not sent.ok:
+        failed = sent.failures[0]
+        out = Report("dead-letter", batch.entity)
+        msg = batch.messages[i]
+        out.add(Outcome(str(msg.message_id), int(msg.sequence_number or 0), "failed", failed.error, i))
+        return out  # the original keeps its lock until it lapses: nothing lost
     return batch.complete(i)

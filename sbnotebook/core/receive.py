@@ -1,9 +1,10 @@
-"""Receiving: a locked batch keeps its receiver, renews its locks while held, and settles.
+"""Receiving: a locked batch holds a receiver of the live connection, renews its locks while held,
+and settles.
 
-Settlement after processing, never before: nothing here completes a message on its own.
-Each settlement reports an outcome per message; a lost lock is one of those outcomes,
-never a crash of the whole batch. Settlements are pipelined with at most
-``max_in_flight`` outstanding.
+Settlement after processing, never before: nothing here completes a message on its own. Each
+settlement returns a :class:`Report` with one outcome per message; a lost lock is one of those
+outcomes, never a crash of the whole batch. Many messages are settled (and renewed) in one
+management request per 100 lock tokens; one message by its link, one round trip either way.
 """
 
 from __future__ import annotations
@@ -11,70 +12,74 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import html
+import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from .background import background
-from .clients import receiver as open_receiver
-from .connection import Connection, resolve
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk, tracking_id_of
+from .live import ConnectionLike, LiveConnection, is_connection_lost, live, receiver_for
+from .outcome import Outcome, Report
 from .records import to_dataframe, to_record
+from .sdk import abandon_with_properties, release, renew_by_tokens, settle_by_tokens
 
+log = logging.getLogger("sbnotebook.receive")
 Mode = Literal["peek-lock", "receive-and-delete"]
 Action = Literal["complete", "abandon", "dead_letter", "defer"]
 DEFAULT_MAX_RENEWAL = 300.0
-TOKENS_PER_REQUEST = 100  # lock tokens per update-disposition request
+TOKENS_PER_REQUEST = 100  # lock tokens per update-disposition / renew-lock request
+_DONE = {"complete": "completed", "abandon": "abandoned", "dead_letter": "dead_lettered", "defer": "deferred"}
 
 
-@dataclass(frozen=True)
-class SettleOutcome:
-    sequence_number: int
-    action: str
-    status: Literal["done", "lock_lost", "failed", "already_settled"]
-    error: str | None = None
-    tracking_id: str | None = None
+def _seq(msg: Any) -> int:
+    return int(msg.sequence_number or 0)
+
+
+def _mid(msg: Any) -> str | None:
+    return str(msg.message_id) if msg.message_id is not None else None
 
 
 class LockedBatch:
-    """Messages received in peek-lock (or receive-and-delete), with their receiver.
+    """Messages received in peek-lock (or receive-and-delete), with the receiver they came on.
 
     Use it as a context manager or call ``close()``: closing gives back every lock still held
-    (the messages become available again and, as for any abandoned delivery, count an attempt).
+    (abandon: the messages become available again and, as for any abandoned delivery, count an
+    attempt) and returns the receiver to the live connection for the next call.
     """
 
     def __init__(
         self,
+        conn: LiveConnection,
         entity: str,
         mode: Mode,
-        client: Any,
         receiver: Any,
         messages: list[Any],
         *,
         max_in_flight: int,
         auto_renew: bool,
         max_renewal: float,
-        client_factory: Any = None,
+        session: bool = False,
+        pooled: bool = True,
     ) -> None:
+        self.connection = conn
         self.entity = entity
         self.mode = mode
         self.messages = messages
         self.max_in_flight = max_in_flight
         self.auto_renew = auto_renew
         self.max_renewal = max_renewal
-        self._client = client
+        self.session = session
         self._receiver = receiver
+        self._pooled = pooled
         self._received_at = time.monotonic()
-        self._settled: dict[int, SettleOutcome] = {}
+        self._outcomes: dict[int, Outcome] = {}  # index -> final settlement outcome
         self._lost: set[int] = set()
         self._lapsing: set[int] = set()  # left to expire on purpose: not renewed
-        self._client_factory = client_factory
-        self._closed = False
+        self._closed = receiver is None
         left = [x for x in self.seconds_left() if x is not None]
         self._lock_duration = max(left) if left else 0.0
-        self._renewer = background.spawn(self._renew_loop()) if mode == "peek-lock" and messages else None
+        self._renewer = conn.spawn(self._renew_loop()) if mode == "peek-lock" and messages else None
 
     # --------------------------------------------------------------- views
 
@@ -82,28 +87,35 @@ class LockedBatch:
         return len(self.messages)
 
     def __repr__(self) -> str:
-        open_ = len(self.unsettled)
-        state = "closed" if self._closed else f"{open_} unsettled"
+        state = "closed" if self._closed else f"{len(self.unsettled)} unsettled"
         return f"<LockedBatch {self.entity}: {len(self.messages)} messages ({self.mode}), {state}>"
 
     def _repr_html_(self) -> str:
-        columns = ["sequence_number", "settlement", "seconds_left", "delivery_count", "message_id", "subject"]
-        table = self.to_pandas()[[*columns, "body_text"]].to_html(max_rows=50, notebook=True)
+        columns = ["body_text", "settlement", "seconds_left", "sequence_number", "delivery_count", "message_id"]
+        table = self.to_pandas()[columns].to_html(max_rows=50, notebook=True)
         return f"<p>{html.escape(repr(self))}</p>{table}"
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def unsettled(self) -> list[int]:
-        return [i for i in range(len(self.messages)) if i not in self._settled and i not in self._lost]
+        return [i for i in range(len(self.messages)) if i not in self._outcomes and i not in self._lost]
+
+    def locked_until(self, i: int) -> dt.datetime | None:
+        if self.session:
+            session = getattr(self._receiver, "session", None)
+            return getattr(session, "locked_until_utc", None)
+        return self.messages[i].locked_until_utc
 
     def seconds_left(self) -> list[float | None]:
         """Seconds each lock has left (None once settled, lost, or in receive-and-delete mode)."""
         now = dt.datetime.now(dt.UTC)
         out: list[float | None] = []
-        for i, m in enumerate(self.messages):
-            if self.mode != "peek-lock" or i in self._settled or i in self._lost:
-                out.append(None)
-                continue
-            out.append(max(0.0, (m.locked_until_utc - now).total_seconds()))
+        for i in range(len(self.messages)):
+            until = None if self.mode != "peek-lock" or i in self._outcomes or i in self._lost else self.locked_until(i)
+            out.append(None if until is None else max(0.0, (until - now).total_seconds()))
         return out
 
     @property
@@ -111,48 +123,49 @@ class LockedBatch:
         recs = []
         for i, m in enumerate(self.messages):
             rec = to_record(m, self.entity)
-            rec["settlement"] = self._status(i)
+            rec["settlement"] = self.status(i)
             recs.append(rec)
         return recs
 
-    def _status(self, i: int) -> str:
-        if i in self._settled:
-            o = self._settled[i]
-            return o.action if o.status == "done" else o.status
+    def status(self, i: int) -> str:
+        """locked / received, or the settlement outcome (completed, lock_lost, ...)."""
+        if i in self._outcomes:
+            return self._outcomes[i].outcome
         if i in self._lost:
             return "lock_lost"
         return "locked" if self.mode == "peek-lock" else "received"
 
     def to_pandas(self) -> Any:
         frame = to_dataframe(self.records)
-        frame["settlement"] = [self._status(i) for i in range(len(self.messages))]
-        frame["seconds_left"] = self.seconds_left()
+        frame.insert(1, "settlement", [self.status(i) for i in range(len(self.messages))])
+        frame.insert(2, "seconds_left", self.seconds_left())
         return frame
 
     # ---------------------------------------------------------- settlement
 
-    def complete(self, which: Any = None) -> list[SettleOutcome]:
+    def complete(self, which: Any = None) -> Report:
         """Complete (the work is done: remove the messages)."""
         return self._settle("complete", which)
 
-    def abandon(self, which: Any = None, *, properties: dict[str, Any] | None = None) -> list[SettleOutcome]:
+    def abandon(self, which: Any = None, *, properties: dict[str, Any] | None = None) -> Report:
         """Give the messages back now; their delivery count rises (MaxDeliveryCount -> DLQ)."""
         return self._settle("abandon", which, properties=properties)
 
-    def dead_letter(
-        self, which: Any = None, *, reason: str | None = None, description: str | None = None
-    ) -> list[SettleOutcome]:
+    def dead_letter(self, which: Any = None, *, reason: str | None = None, description: str | None = None) -> Report:
+        """Move the messages to the dead-letter queue with a reason."""
         return self._settle("dead_letter", which, reason=reason, description=description)
 
-    def defer(self, which: Any = None) -> list[SettleOutcome]:
+    def defer(self, which: Any = None) -> Report:
         """Set aside; fetch again with ``receive_deferred(entity, sequence_numbers)``."""
         return self._settle("defer", which)
 
-    def renew(self) -> list[SettleOutcome]:
+    def renew(self) -> Report:
         """Renew every unsettled lock now (auto-renewal does this on its own)."""
-        return background.run(self._renew_all())
+        self._check_open()
+        return self.connection.run(self._renew_all())
 
-    def _indexes(self, which: Any) -> list[int]:
+    def indexes(self, which: Any) -> list[int]:
+        """Row positions: None (every unsettled row), an int, or a sequence of ints."""
         if which is None:
             return self.unsettled
         if isinstance(which, int):
@@ -165,72 +178,100 @@ class LockedBatch:
                 raise InvalidInputError(f"{i!r} is not a row of this batch (0..{len(self.messages) - 1}).")
         return indexes
 
-    def _settle(self, action: Action, which: Any, **kwargs: Any) -> list[SettleOutcome]:
+    def let_lapse(self, which: Any = None) -> list[int]:
+        """Stop renewing these locks (they expire and the messages return). Sequence numbers."""
+        indexes = self.indexes(which)
+        self._lapsing.update(indexes)
+        return [_seq(self.messages[i]) for i in indexes]
+
+    def _check_open(self) -> None:
         if self.mode != "peek-lock":
             raise InvalidInputError("Messages received in receive-and-delete mode are already removed.")
         if self._closed:
             raise InvalidInputError("This batch is closed: its locks were given back.")
-        return background.run(self._settle_many(action, self._indexes(which), kwargs))
 
-    async def _settle_many(self, action: Action, indexes: Sequence[int], kwargs: dict[str, Any]) -> list[SettleOutcome]:
+    def _settle(self, action: Action, which: Any, **kwargs: Any) -> Report:
+        self._check_open()
+        return self.connection.run(self.settle_async(action, self.indexes(which), **kwargs))
+
+    async def settle_async(self, action: Action, indexes: Sequence[int], **kwargs: Any) -> Report:
+        """Settle rows on the connection's loop (for code already running there)."""
+        started = time.perf_counter()
+        report = Report(action.replace("_", "-"), self.entity)
         slots = asyncio.Semaphore(self.max_in_flight)
-        already = {i for i in indexes if i in self._settled}
-        fresh = [i for i in indexes if i not in already and i not in self._lost]
-        if len(fresh) > 1 and not (action == "abandon" and kwargs.get("properties")):
-            chunks = [fresh[k : k + TOKENS_PER_REQUEST] for k in range(0, len(fresh), TOKENS_PER_REQUEST)]
-            await asyncio.gather(*(self._settle_chunk(action, chunk, kwargs, slots) for chunk in chunks))
-
-        async def one(i: int) -> SettleOutcome:
+        now = dt.datetime.now(dt.UTC)
+        todo: list[int] = []
+        for i in indexes:
             msg = self.messages[i]
-            seq = int(msg.sequence_number or 0)
-            if i in already:
-                return SettleOutcome(seq, action, "already_settled")
-            if i in self._settled:
-                return self._settled[i]  # settled just now by a batch request
-            if i in self._lost:
-                return SettleOutcome(seq, action, "lock_lost", "the lock was lost before settlement")
-            async with slots:
-                outcome = await self._settle_one(action, msg, kwargs)
-            if outcome.status == "done":
-                self._settled[i] = outcome
-            elif outcome.status == "lock_lost":
-                self._lost.add(i)
-            return outcome
+            if i in self._outcomes:
+                report.add(Outcome(_mid(msg), _seq(msg), "already_settled", None, i))
+            elif i in self._lost:
+                report.add(Outcome(_mid(msg), _seq(msg), "lock_lost", "the lock was lost before settlement", i))
+            else:
+                todo.append(i)
+        # Locks known to be valid go in one request per 100 tokens; the rest one by one, which reports
+        # each lost lock as such. Abandon with properties has no batch form.
+        alive = [i for i in todo if self.session or (self.locked_until(i) or now) > now]
+        batchable = len(alive) > 1 and not (action == "abandon" and kwargs.get("properties"))
+        if batchable:
+            chunks = [alive[k : k + TOKENS_PER_REQUEST] for k in range(0, len(alive), TOKENS_PER_REQUEST)]
+            await asyncio.gather(*(self._settle_chunk(action, c, kwargs, slots, report) for c in chunks))
 
-        return list(await asyncio.gather(*(one(i) for i in indexes)))
+        failures: dict[int, Outcome] = {}
+
+        async def one(i: int) -> None:
+            if i in self._outcomes:
+                return  # settled just now by a batch request
+            async with slots:
+                outcome = await self._settle_one(action, i, kwargs)
+            if outcome.outcome == "lock_lost":
+                self._lost.add(i)
+            elif outcome.ok:
+                self._outcomes[i] = outcome
+            else:
+                failures[i] = outcome
+
+        await asyncio.gather(*(one(i) for i in todo))
+        for i in todo:
+            msg = self.messages[i]
+            if i in self._outcomes:
+                report.add(self._outcomes[i])
+            elif i in self._lost:
+                report.add(Outcome(_mid(msg), _seq(msg), "lock_lost", "the lock expired or was lost", i))
+            else:
+                report.add(failures[i])
+        report.elapsed = time.perf_counter() - started
+        return report
 
     async def _settle_chunk(
-        self, action: Action, chunk: list[int], kwargs: dict[str, Any], slots: asyncio.Semaphore
+        self, action: Action, chunk: list[int], kwargs: dict[str, Any], slots: asyncio.Semaphore, report: Report
     ) -> None:
-        """Settle many locks in one management request (update-disposition). If it fails, nothing
-        was settled and the messages take the per-message path, which reports each outcome."""
-        from azure.servicebus._common.constants import MESSAGE_MGMT_SETTLEMENT_TERM_MAP
-
-        op = {"complete": "complete", "abandon": "abandon", "dead_letter": "dead-letter", "defer": "defer"}
-        details = None
-        if action == "dead_letter":
-            details = {
-                "deadletter-reason": kwargs.get("reason") or "",
-                "deadletter-description": kwargs.get("description") or "",
-            }
+        """Many locks in one management request. If it fails, nothing was settled: the messages take
+        the one-by-one path, which reports each outcome. That fallback is logged and noted."""
         msgs = [self.messages[i] for i in chunk]
         async with slots:
             try:
-                await self._receiver._settle_message_via_mgmt_link(
-                    MESSAGE_MGMT_SETTLEMENT_TERM_MAP[op[action]],
-                    [m.lock_token for m in msgs],
-                    dead_letter_details=details,
+                await settle_by_tokens(
+                    self._receiver, action, msgs, reason=kwargs.get("reason"), description=kwargs.get("description")
                 )
-            except Exception:
+            except Exception as exc:
+                why = from_sdk(exc).message
+                self.connection.info_once(
+                    f"settle-fallback:{self.entity}",
+                    "settling %d messages on %s in one request failed (%s); settling them one by one",
+                    len(chunk),
+                    self.entity,
+                    why,
+                )
+                report.note(f"one-request settlement failed ({why}); settled one by one")
                 return
         for i, m in zip(chunk, msgs, strict=True):
-            m._settled = True
-            self._settled[i] = SettleOutcome(int(m.sequence_number or 0), action, "done")
+            self._outcomes[i] = Outcome(_mid(m), _seq(m), _DONE[action], None, i)
 
-    async def _settle_one(self, action: Action, msg: Any, kwargs: dict[str, Any]) -> SettleOutcome:
+    async def _settle_one(self, action: Action, i: int, kwargs: dict[str, Any]) -> Outcome:
         from azure.servicebus.exceptions import MessageLockLostError, SessionLockLostError
 
-        seq = int(msg.sequence_number or 0)
+        msg = self.messages[i]
         r = self._receiver
         try:
             if action == "complete":
@@ -238,7 +279,7 @@ class LockedBatch:
             elif action == "abandon":
                 props = kwargs.get("properties")
                 if props:
-                    await _abandon_with_properties(r, msg, props)
+                    await abandon_with_properties(r, msg, props)
                 else:
                     await r.abandon_message(msg)
             elif action == "dead_letter":
@@ -248,32 +289,78 @@ class LockedBatch:
             else:
                 await r.defer_message(msg)
         except (MessageLockLostError, SessionLockLostError) as exc:
-            return SettleOutcome(seq, action, "lock_lost", from_sdk(exc).message, tracking_id_of(exc))
+            return Outcome(_mid(msg), _seq(msg), "lock_lost", from_sdk(exc).message, i, tracking_id=tracking_id_of(exc))
         except Exception as exc:
-            return SettleOutcome(seq, action, "failed", from_sdk(exc, entity=self.entity).message, tracking_id_of(exc))
-        return SettleOutcome(seq, action, "done")
+            err = from_sdk(exc, entity=self.entity)
+            return Outcome(
+                _mid(msg), _seq(msg), "failed", err.message, i, err.condition, err.tracking_id, err.retryable
+            )
+        return Outcome(_mid(msg), _seq(msg), _DONE[action], None, i)
+
+    async def release_async(self, indexes: Sequence[int]) -> Report:
+        """Give locks back without counting a delivery (AMQP released): for messages the caller
+        looked at but did not select."""
+        report = Report("release", self.entity)
+        for i in indexes:
+            if i in self._outcomes or i in self._lost:
+                continue
+            msg = self.messages[i]
+            try:
+                await release(self._receiver, msg)
+                self._outcomes[i] = report.add(Outcome(_mid(msg), _seq(msg), "released", None, i))
+            except Exception as exc:  # the lock lapses on its own; say so
+                report.add(Outcome(_mid(msg), _seq(msg), "failed", from_sdk(exc).message, i))
+        return report
 
     # ------------------------------------------------------------- renewal
 
-    async def _renew_all(self) -> list[SettleOutcome]:
+    async def _renew_all(self) -> Report:
+        started = time.perf_counter()
+        report = await self._renew_rows()
+        report.elapsed = time.perf_counter() - started
+        return report
+
+    async def _renew_rows(self) -> Report:
+        report = Report("renew", self.entity)
+        todo = [i for i in self.unsettled if i not in self._lapsing]
+        if self.session:
+            try:
+                await self._receiver.session.renew_lock()
+                report.extend(Outcome(_mid(self.messages[i]), _seq(self.messages[i]), "renewed", None, i) for i in todo)
+            except Exception as exc:
+                self._lost.update(todo)
+                err = from_sdk(exc).message
+                report.extend(
+                    Outcome(_mid(self.messages[i]), _seq(self.messages[i]), "lock_lost", err, i) for i in todo
+                )
+            return report
+        chunks = [todo[k : k + TOKENS_PER_REQUEST] for k in range(0, len(todo), TOKENS_PER_REQUEST)]
+        for result in await asyncio.gather(*(self._renew_chunk(c) for c in chunks)):
+            report.extend(result)
+        return report
+
+    async def _renew_chunk(self, chunk: list[int]) -> list[Outcome]:
         from azure.servicebus.exceptions import MessageLockLostError
 
-        slots = asyncio.Semaphore(self.max_in_flight)
-
-        async def one(i: int) -> SettleOutcome:
-            msg = self.messages[i]
-            seq = int(msg.sequence_number or 0)
-            async with slots:
-                try:
-                    await self._receiver.renew_message_lock(msg)
-                except MessageLockLostError as exc:
-                    self._lost.add(i)
-                    return SettleOutcome(seq, "renew", "lock_lost", from_sdk(exc).message, tracking_id_of(exc))
-                except Exception as exc:
-                    return SettleOutcome(seq, "renew", "failed", from_sdk(exc).message, tracking_id_of(exc))
-            return SettleOutcome(seq, "renew", "done")
-
-        return list(await asyncio.gather(*(one(i) for i in self.unsettled if i not in self._lapsing)))
+        msgs = [self.messages[i] for i in chunk]
+        try:
+            await renew_by_tokens(self._receiver, msgs)
+            return [Outcome(_mid(m), _seq(m), "renewed", None, i) for i, m in zip(chunk, msgs, strict=True)]
+        except Exception as exc:
+            if len(chunk) > 1:  # one lost lock fails the request: find it one by one
+                self.connection.info_once(
+                    f"renew-fallback:{self.entity}",
+                    "renewing locks on %s in one request failed (%s); one by one",
+                    self.entity,
+                    from_sdk(exc).message,
+                )
+                parts = await asyncio.gather(*(self._renew_chunk([i]) for i in chunk))
+                return [o for part in parts for o in part]
+            i, m = chunk[0], msgs[0]
+            if isinstance(exc, MessageLockLostError) or "lock" in str(exc).lower():
+                self._lost.add(i)
+                return [Outcome(_mid(m), _seq(m), "lock_lost", from_sdk(exc).message, i)]
+            return [Outcome(_mid(m), _seq(m), "failed", from_sdk(exc).message, i, tracking_id=tracking_id_of(exc))]
 
     async def _renew_loop(self) -> None:
         """Renew locks at half their remaining time while someone holds the batch, up to max_renewal."""
@@ -282,24 +369,39 @@ class LockedBatch:
             if not self.auto_renew or time.monotonic() - self._received_at > self.max_renewal:
                 continue
             left = [s for i, s in enumerate(self.seconds_left()) if s is not None and i not in self._lapsing]
-            if not left:
-                continue
-            if min(left) < max(0.2, self._lock_duration / 2):
-                await self._renew_all()
+            if left and min(left) < max(0.2, self._lock_duration / 2):
+                try:
+                    await self._renew_all()
+                except Exception as exc:  # the next round tries again; lost locks show in the batch
+                    log.info("renewing locks on %s: %s", self.entity, from_sdk(exc).message)
 
     # --------------------------------------------------------------- close
 
     def close(self) -> None:
+        """Give back every lock still held (abandon) and return the receiver for reuse."""
         if self._closed:
             return
         self._closed = True
-        background.run(self._close())
+        self.connection.run(self._close())
 
     async def _close(self) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+        left = [i for i in self.unsettled if i not in self._lapsing]
         try:
-            await self._receiver.close()
+            if left and self.mode == "peek-lock":
+                await self.settle_async("abandon", left)
         finally:
-            await self._client.close()
+            await self._give_back()
+
+    async def _give_back(self) -> None:
+        rcv, self._receiver = self._receiver, None
+        if rcv is None:
+            return
+        if self._pooled:
+            self.connection._pool("receiver", EntityPath.parse(self.entity)).release(rcv)
+        else:
+            await rcv.close()  # a session receiver: closing lets the session go
 
     def __enter__(self) -> LockedBatch:
         return self
@@ -309,27 +411,11 @@ class LockedBatch:
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
+            self._closed = True
             try:
-                background.spawn(self._close())
-                self._closed = True
-            except Exception:
-                pass
-
-
-async def _abandon_with_properties(receiver: Any, msg: Any, properties: dict[str, Any]) -> None:
-    """Abandon with properties to modify: the wire form Service Bus defines (modified + annotations).
-    The Python SDK has no public parameter for it."""
-    handler = receiver._handler
-    await handler.settle_messages_async(
-        msg._delivery_id,
-        msg._delivery_tag,
-        "modified",
-        delivery_failed=True,
-        undeliverable_here=False,
-        message_annotations=dict(properties),
-        await_outcome=True,
-    )
-    msg._settled = True
+                self.connection.spawn(self._close())
+            except RuntimeError:  # the connection's loop is already gone (interpreter exit)
+                log.debug("batch on %s dropped after its connection closed", self.entity)
 
 
 # ------------------------------------------------------------------- API
@@ -338,52 +424,104 @@ async def _abandon_with_properties(receiver: Any, msg: Any, properties: dict[str
 def _check(count: int, wait: float, max_in_flight: int) -> None:
     if not isinstance(count, int) or count < 1:
         raise InvalidInputError(f"count must be a positive whole number, not {count!r}.")
-    if wait < 0:
+    if not isinstance(wait, (int, float)) or wait < 0:
         raise InvalidInputError("wait must be 0 seconds or more.")
     if not isinstance(max_in_flight, int) or max_in_flight < 1:
         raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
 
 
-async def _open_batch(
-    conn: Connection,
+async def _fetch_batch(rcv: Any, count: int, wait: float) -> list[Any]:
+    out: list[Any] = []
+    deadline = time.monotonic() + wait
+    while len(out) < count:
+        # Wait up to `wait` for the first messages; after that take only what is there now,
+        # so that no lock ticks away before the batch (and its renewal) exists.
+        left = max(deadline - time.monotonic(), 0.5) if not out else 0.2
+        got = await rcv.receive_messages(max_message_count=count - len(out), max_wait_time=left)
+        if not got:
+            break
+        out.extend(got)
+    return out
+
+
+async def _receive(
+    conn: LiveConnection,
     path: EntityPath,
-    mode: Mode,
-    fetch: Any,
     *,
+    count: int,
+    mode: Mode,
+    wait: float,
     max_in_flight: int,
     auto_renew: bool,
     max_renewal: float,
     session_id: str | None,
-    client_options: dict[str, Any] | None = None,
+    sequence_numbers: list[int] | None = None,
 ) -> LockedBatch:
     from azure.servicebus import ServiceBusReceiveMode
 
-    receive_mode = ServiceBusReceiveMode.PEEK_LOCK if mode == "peek-lock" else ServiceBusReceiveMode.RECEIVE_AND_DELETE
-    client = conn.async_client(**(client_options or {}))
-    kwargs: dict[str, Any] = {"receive_mode": receive_mode}
-    if session_id is not None:
-        kwargs["session_id"] = session_id
-    rcv = open_receiver(client, path, **kwargs)
+    pooled = mode == "peek-lock" and session_id is None
+    if pooled:
+        pool = conn._pool("receiver", path)
+        rcv, _ = await pool.acquire()
+    else:
+        # Not pooled: a receive-and-delete link must not keep credit between calls (what arrived
+        # later would be deleted with nobody to hand it to), and a session receiver holds its session.
+        kwargs: dict[str, Any] = {"prefetch_count": 0}
+        if mode == "receive-and-delete":
+            kwargs["receive_mode"] = ServiceBusReceiveMode.RECEIVE_AND_DELETE
+        if session_id is not None:
+            kwargs["session_id"] = session_id
+            kwargs["max_wait_time"] = max(wait, 0.5)
+        rcv = receiver_for(conn._sdk_client(), path, **kwargs)
     try:
-        await rcv.__aenter__()
-        messages = await fetch(rcv)
-    except Exception as exc:
+        if not pooled:
+            await rcv.__aenter__()
+            conn.links_opened += 1
+        if sequence_numbers is not None:
+            messages = list(await rcv.receive_deferred_messages(sequence_numbers))
+        else:
+            messages = await _fetch_batch(rcv, count, wait)
+    except BaseException as exc:
+        if pooled and not is_connection_lost(exc):
+            pool.release(rcv)
+        else:
+            if pooled:
+                pool.forget(rcv)
+            await rcv.close()
+        raise
+    if mode == "receive-and-delete":
         await rcv.close()
-        await client.close()
-        if isinstance(exc, SbError):
-            raise
-        raise from_sdk(exc, entity=str(path)) from None
+        rcv = None
     return LockedBatch(
+        conn,
         str(path),
         mode,
-        client,
         rcv,
-        list(messages),
+        messages,
         max_in_flight=max_in_flight,
         auto_renew=auto_renew,
         max_renewal=max_renewal,
-        client_factory=conn.async_client,
+        session=session_id is not None,
+        pooled=pooled,
     )
+
+
+def _run_receive(conn: LiveConnection, path: EntityPath, **kwargs: Any) -> LockedBatch:
+    async def attempt() -> LockedBatch:
+        try:
+            return await _receive(conn, path, **kwargs)
+        except Exception as exc:
+            if not is_connection_lost(exc):
+                raise
+            await conn.reconnect(why=exc)
+        return await _receive(conn, path, **kwargs)
+
+    try:
+        return conn.run(attempt())
+    except SbError:
+        raise
+    except Exception as exc:
+        raise from_sdk(exc, entity=str(path)) from None
 
 
 def receive(
@@ -396,7 +534,7 @@ def receive(
     auto_renew: bool = True,
     max_renewal: float = DEFAULT_MAX_RENEWAL,
     session_id: str | None = None,
-    connection: str | Connection | None = None,
+    connection: ConnectionLike = None,
 ) -> LockedBatch:
     """Receive up to ``count`` messages, waiting at most ``wait`` seconds for the first.
 
@@ -407,32 +545,16 @@ def receive(
     if mode not in ("peek-lock", "receive-and-delete"):
         raise InvalidInputError(f"mode must be 'peek-lock' or 'receive-and-delete', not {mode!r}.")
     _check(count, wait, max_in_flight)
-    conn = resolve(connection)
-
-    async def fetch(rcv: Any) -> list[Any]:
-        out: list[Any] = []
-        deadline = time.monotonic() + wait
-        while len(out) < count:
-            # Wait up to `wait` for the first messages; after that take only what is there now,
-            # so that no lock ticks away before the batch (and its renewal) exists.
-            left = max(deadline - time.monotonic(), 0.5) if not out else 0.2
-            got = await rcv.receive_messages(max_message_count=count - len(out), max_wait_time=left)
-            if not got:
-                break
-            out.extend(got)
-        return out
-
-    return background.run(
-        _open_batch(
-            conn,
-            path,
-            mode,
-            fetch,
-            max_in_flight=max_in_flight,
-            auto_renew=auto_renew,
-            max_renewal=max_renewal,
-            session_id=session_id,
-        )
+    return _run_receive(
+        live(connection),
+        path,
+        count=count,
+        mode=mode,
+        wait=wait,
+        max_in_flight=max_in_flight,
+        auto_renew=auto_renew,
+        max_renewal=max_renewal,
+        session_id=session_id,
     )
 
 
@@ -443,33 +565,25 @@ def receive_deferred(
     max_in_flight: int = 10,
     auto_renew: bool = True,
     max_renewal: float = DEFAULT_MAX_RENEWAL,
-    connection: str | Connection | None = None,
-    retries: int | None = None,
+    session_id: str | None = None,
+    connection: ConnectionLike = None,
 ) -> LockedBatch:
-    """Fetch deferred messages by sequence number, locked, for settlement.
-
-    A number that is not (or no longer) deferred fails the whole request with EntityNotFound-like
-    MessageNotFoundError, which the SDK retries like any error (about 11 s with its defaults):
-    ``retries=0`` fails fast when the caller expects some numbers to be gone."""
+    """Fetch deferred messages by sequence number, locked, for settlement. A number that is not
+    (or no longer) deferred fails the request at once with a "message not found" error."""
     path = EntityPath.parse(entity)
     seqs = list(sequence_numbers)
-    if not seqs or not all(isinstance(s, int) and s > 0 for s in seqs):
+    if not seqs or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in seqs):
         raise InvalidInputError("Give one or more sequence numbers (positive whole numbers).")
-    conn = resolve(connection)
-
-    async def fetch(rcv: Any) -> list[Any]:
-        return list(await rcv.receive_deferred_messages(seqs))
-
-    return background.run(
-        _open_batch(
-            conn,
-            path,
-            "peek-lock",
-            fetch,
-            max_in_flight=max_in_flight,
-            auto_renew=auto_renew,
-            max_renewal=max_renewal,
-            session_id=None,
-            client_options={"retry_total": retries} if retries is not None else None,
-        )
+    _check(len(seqs), 0, max_in_flight)
+    return _run_receive(
+        live(connection),
+        path,
+        count=len(seqs),
+        mode="peek-lock",
+        wait=0,
+        max_in_flight=max_in_flight,
+        auto_renew=auto_renew,
+        max_renewal=max_renewal,
+        session_id=session_id,
+        sequence_numbers=seqs,
     )

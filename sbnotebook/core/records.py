@@ -11,33 +11,55 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-RECORD_FIELDS: tuple[str, ...] = (
-    "message_id",
-    "sequence_number",
-    "enqueued_time",
-    "state",
-    "delivery_count",
-    "locked_until",
-    "lock_token",
-    "session_id",
-    "partition_key",
-    "correlation_id",
-    "subject",
-    "content_type",
-    "to",
-    "reply_to",
-    "time_to_live",
-    "scheduled_enqueue_time",
-    "dead_letter_reason",
-    "dead_letter_error_description",
-    "dead_letter_source",
-    "application_properties",
-    "body",
-    "body_text",
-    "entity",
+from .sdk import is_peeked
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column of the record schema. ``kind`` is a portable type name that pandas, Spark, Arrow
+    and the widgets map to their own; ``sendable`` fields are applied when a record is sent back."""
+
+    name: str
+    kind: Literal["string", "long", "int", "double", "timestamp", "binary", "map"]
+    doc: str
+    sendable: bool = False
+    shown: bool = True  # in the widgets' message tables
+
+
+# The one list of record fields. Body first: what the message says comes before how it travelled.
+FIELDS: tuple[Field, ...] = (
+    Field("body_text", "string", "the body decoded as UTF-8 text; None for binary bodies"),
+    Field("application_properties", "map", "application properties; non-string values JSON-encoded", True),
+    Field("subject", "string", "the subject (label)", True),
+    Field("message_id", "string", "the message id (duplicate detection keys on it)", True),
+    Field("sequence_number", "long", "the broker's sequence number, unique per entity"),
+    Field("enqueued_time", "timestamp", "when the broker accepted the message (UTC)"),
+    Field("state", "string", "active, deferred or scheduled"),
+    Field("delivery_count", "int", "deliveries so far (peek does not count)"),
+    Field("dead_letter_reason", "string", "why it was dead-lettered"),
+    Field("dead_letter_error_description", "string", "the dead-letter description"),
+    Field("dead_letter_source", "string", "the entity it was dead-lettered from (auto-forwarding)"),
+    Field("locked_until", "timestamp", "when the lock expires (received messages)", shown=False),
+    Field("lock_token", "string", "the lock token (received messages)", shown=False),
+    Field("session_id", "string", "the session id", True),
+    Field("partition_key", "string", "the partition key", True),
+    Field("correlation_id", "string", "the correlation id", True),
+    Field("content_type", "string", "the content type", True),
+    Field("to", "string", "the 'to' address", True, shown=False),
+    Field("reply_to", "string", "the reply-to address", True, shown=False),
+    Field("time_to_live", "double", "time to live in seconds", True, shown=False),
+    Field("scheduled_enqueue_time", "timestamp", "when a scheduled message becomes active (UTC)", True),
+    Field("body", "binary", "the body bytes, whatever the AMQP body type", True, shown=False),
+    Field("entity", "string", "the entity it was read from", shown=False),
 )
+RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS)
+SENDABLE_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS if f.sendable)
+SHOWN_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS if f.shown)
+RECORD_KIND: dict[str, str] = {f.name: f.kind for f in FIELDS}
+TIMESTAMP_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS if f.kind == "timestamp")
 
 _BINARY_TYPES = ("application/octet-stream", "application/x-protobuf", "application/avro", "image/", "audio/")
 
@@ -128,9 +150,8 @@ def to_record(message: Any, entity: str) -> dict[str, Any]:
     content_type = message.content_type
     state = getattr(message, "state", None)
     ttl = message.time_to_live
-    peeked = getattr(message, "_is_peeked_message", False)
-    lock_token = None if peeked else _safe(lambda: message.lock_token)
-    return {
+    lock_token = None if is_peeked(message) else _safe(lambda: message.lock_token)
+    record = {
         "message_id": _text(message.message_id),
         "sequence_number": message.sequence_number,
         "enqueued_time": _utc(message.enqueued_time_utc),
@@ -155,6 +176,7 @@ def to_record(message: Any, entity: str) -> dict[str, Any]:
         "body_text": body_text(raw, content_type),
         "entity": entity,
     }
+    return {name: record[name] for name in RECORD_FIELDS}
 
 
 def _safe(fn: Any) -> Any:
@@ -169,8 +191,9 @@ def to_dataframe(records: Iterable[dict[str, Any]]) -> Any:
     import pandas as pd
 
     frame = pd.DataFrame(list(records), columns=list(RECORD_FIELDS))
-    for col in ("enqueued_time", "locked_until", "scheduled_enqueue_time"):
+    for col in TIMESTAMP_FIELDS:
         frame[col] = pd.to_datetime(frame[col], utc=True)
-    frame["sequence_number"] = frame["sequence_number"].astype("Int64")
-    frame["delivery_count"] = frame["delivery_count"].astype("Int64")
+    for f in FIELDS:
+        if f.kind in ("long", "int"):
+            frame[f.name] = frame[f.name].astype("Int64")
     return frame

@@ -12,46 +12,25 @@ unless ``keep_message_id=True`` (duplicate detection on the target would drop it
 
 from __future__ import annotations
 
-import asyncio
+import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, cast
 
-from .clients import receiver as open_receiver
-from .clients import sender as open_sender
-from .connection import Connection, resolve
 from .entities import EntityPath
-from .errors import EntityNameError, InvalidInputError, SbError, from_sdk, tracking_id_of
-from .records import property_value, to_record
-from .send import to_message
-from .sync import run_sync
+from .errors import EntityNameError, InvalidInputError
+from .live import ConnectionLike, LiveConnection, live
+from .outcome import Outcome, Report
+from .receive import DEFAULT_MAX_RENEWAL, LockedBatch, _receive
+from .records import RECORD_FIELDS, SENDABLE_FIELDS, property_value, to_record
+from .scan import ascan
+from .send import RetryPolicy, _send, to_message
 
 RESUBMIT_COUNT = "sbnotebook-resubmit-count"
 ORIGINAL_ID = "sbnotebook-original-message-id"
 _DEAD_LETTER_PROPS = {"deadletterreason", "deadlettererrordescription"}
 
 Record = dict[str, Any]
-
-
-@dataclass
-class ResubmitReport:
-    source: str
-    target: str
-    moved: int = 0  # copy confirmed, original completed
-    skipped: int = 0  # not selected (released untouched) or edit returned None
-    duplicated: list[int] = field(default_factory=list)  # copy sent but the original could not be completed
-    failed: list[tuple[int, str, str | None]] = field(default_factory=list)  # (sequence number, error, tracking id)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed and not self.duplicated
-
-    def __repr__(self) -> str:
-        return (
-            f"ResubmitReport({self.source} -> {self.target}: {self.moved} moved, {self.skipped} skipped, "
-            f"{len(self.duplicated)} duplicated, {len(self.failed)} failed)"
-        )
 
 
 def _fan_out_refused(source: EntityPath) -> EntityNameError:
@@ -107,6 +86,213 @@ def copy_message(msg: Any, *, keep_message_id: bool = False) -> Any:
     return copy
 
 
+async def _resubmit(
+    conn: LiveConnection,
+    src: EntityPath,
+    dst: EntityPath | None,
+    *,
+    where: Callable[[Record], bool] | None,
+    edit: Callable[[Record], Record | None] | None,
+    limit: int | None,
+    keep_message_id: bool,
+    max_in_flight: int,
+    batch_size: int,
+) -> Report:
+    """Copy first (through the one send pipeline), complete second (one request per batch)."""
+    started = time.perf_counter()
+    report = Report("resubmit" if dst is not None else "discard", str(src), str(dst) if dst else None)
+    final: dict[int, Outcome] = {}  # sequence number -> what happened, last word wins
+    copied: set[int] = set()  # originals whose copy is confirmed
+    wanted = await _selected(conn, src, where) if where is not None else None
+    held: list[tuple[LockedBatch, list[int]]] = []  # looked at, not moved: given back at the end
+    moved = 0
+    wait = 2.0  # for the first messages; later receives take what is there now
+    try:
+        while limit is None or moved < limit:
+            if wanted is not None and not wanted:
+                break  # every selected message has been handled: stop locking others
+            want = batch_size if limit is None else min(batch_size, limit - moved)
+            batch = await _receive(
+                conn,
+                src,
+                count=want,
+                mode="peek-lock",
+                wait=wait,
+                max_in_flight=max_in_flight,
+                auto_renew=True,
+                max_renewal=DEFAULT_MAX_RENEWAL,
+                session_id=None,
+            )
+            if not batch.messages:
+                await batch._close()
+                break
+            wait = 0.5
+            keep: list[int] = []
+            todo: list[int] = []
+            copies: list[Any] = []
+            for i, m in enumerate(batch.messages):
+                seq = int(m.sequence_number or 0)
+                if wanted is not None and seq not in wanted and seq not in copied:
+                    keep.append(i)
+                    final.setdefault(seq, Outcome(_mid(m), seq, "skipped", "not selected"))
+                    continue
+                if wanted is not None:
+                    wanted.discard(seq)
+                if seq in copied or dst is None:
+                    todo.append(i)
+                    copies.append(None)
+                    continue
+                copy = _copy_for(m, str(src), edit, keep_message_id)
+                if copy is None:
+                    keep.append(i)  # the edit said: leave it where it is
+                    final[seq] = Outcome(_mid(m), seq, "skipped", "the edit returned None")
+                    continue
+                todo.append(i)
+                copies.append(copy)
+            to_send = [(i, c) for i, c in zip(todo, copies, strict=True) if c is not None]
+            if to_send and dst is not None:
+                sent = await _send(
+                    conn,
+                    dst,
+                    [c for _, c in to_send],
+                    max_in_flight=max_in_flight,
+                    batch=True,
+                    retry=RetryPolicy(),
+                    progress=None,
+                    schedule_at=None,
+                )
+                for pos, (i, _) in enumerate(to_send):
+                    outcome = sent.of(index=pos)
+                    m = batch.messages[i]
+                    seq = int(m.sequence_number or 0)
+                    if outcome is not None and outcome.outcome == "sent":
+                        copied.add(seq)
+                    else:  # the original stays where it was; not retried in this run
+                        todo.remove(i)
+                        keep.append(i)
+                        error = outcome.error if outcome is not None else "the copy was not confirmed"
+                        final[seq] = Outcome(
+                            _mid(m), seq, "failed", error, None, tracking_id=getattr(outcome, "tracking_id", None)
+                        )
+            done = "resubmitted" if dst is not None else "discarded"
+            settled = await batch.settle_async("complete", todo)
+            for o in settled:
+                seq = int(o.sequence_number or 0)
+                if o.outcome == "completed":
+                    final[seq] = Outcome(o.message_id, seq, done)
+                    moved += 1
+                else:
+                    why = "the copy was sent but the original could not be completed: it will come back"
+                    final[seq] = Outcome(
+                        o.message_id, seq, "duplicated" if dst is not None else "failed", o.error or why
+                    )
+            report.notes.extend(n for n in settled.notes if n not in report.notes)
+            held.append((batch, keep))
+    finally:
+        for batch, keep in held:
+            await batch.release_async(keep)
+            await batch._close()
+    report.extend(final.values())
+    report.elapsed = time.perf_counter() - started
+    return report
+
+
+def _mid(msg: Any) -> str | None:
+    return str(msg.message_id) if msg.message_id is not None else None
+
+
+def _copy_for(
+    msg: Any, entity: str, edit: Callable[[Record], Record | None] | None, keep_message_id: bool
+) -> Any | None:
+    copy = copy_message(msg, keep_message_id=keep_message_id)
+    if edit is None:
+        return copy
+    record = to_record(msg, entity)
+    edited = edit(dict(record))
+    return None if edited is None else _apply_edit(copy, record, edited)
+
+
+async def _selected(conn: LiveConnection, src: EntityPath, where: Callable[[Record], bool]) -> set[int]:
+    """Sequence numbers the filter selects, found by peeking (no locks, no delivery counts)."""
+    chosen: set[int] = set()
+    async for page in ascan(src, connection=conn):
+        for m in page:
+            if where(to_record(m, str(src))):
+                chosen.add(int(m.sequence_number or 0))
+    return chosen
+
+
+_NOT_SENT = set(RECORD_FIELDS) - set(SENDABLE_FIELDS)  # broker-set fields an edit cannot change
+
+
+def _apply_edit(copy: Any, original: Record, edited: Record) -> Any:
+    """Rebuild the copy from an edited record, keeping the resubmission bookkeeping.
+    An edited ``body`` wins; otherwise an edited ``body_text`` becomes the body."""
+    record = {k: v for k, v in edited.items() if k not in _NOT_SENT}
+    for timing in ("time_to_live", "scheduled_enqueue_time"):  # like copy_message: only if the edit set them
+        if record.get(timing) == original.get(timing):
+            record.pop(timing, None)
+    if edited.get("body") == original.get("body") and edited.get("body_text") is not None:
+        record["body"] = edited["body_text"]
+    props = dict(copy.application_properties or {})
+    props.update(edited.get("application_properties") or {})
+    record["application_properties"] = {k: v for k, v in props.items() if k.lower() not in _DEAD_LETTER_PROPS}
+    record["message_id"] = copy.message_id
+    return to_message(record)
+
+
+def _check_limit(limit: int | None, max_in_flight: int, batch_size: int) -> None:
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise InvalidInputError("limit must be a positive whole number.")
+    for name, value in (("max_in_flight", max_in_flight), ("batch_size", batch_size)):
+        if not isinstance(value, int) or value < 1:
+            raise InvalidInputError(f"{name} must be a positive whole number, not {value!r}.")
+
+
+def _target(src: EntityPath, target: str | EntityPath | None, allow_fan_out: bool) -> EntityPath:
+    dst = EntityPath.parse(target) if target is not None else default_target(src)
+    if src.is_subscription and dst.name.lower() == src.name.lower() and not allow_fan_out:
+        raise _fan_out_refused(src)
+    return dst
+
+
+def resubmit(
+    source: str | EntityPath,
+    *,
+    target: str | EntityPath | None = None,
+    where: Callable[[Record], bool] | None = None,
+    edit: Callable[[Record], Record | None] | None = None,
+    limit: int | None = None,
+    keep_message_id: bool = False,
+    allow_fan_out: bool = False,
+    max_in_flight: int = 10,
+    batch_size: int = 50,
+    connection: ConnectionLike = None,
+) -> Report:
+    """Move messages from ``source`` to ``target``: copy first, complete second.
+
+    ``where(record)`` selects messages (others are released untouched); ``edit(record)`` returns the
+    record to send (its ``body``/``body_text``/properties changed) or None to leave the message where
+    it is. One outcome per message: resubmitted, skipped, duplicated or failed."""
+    src = EntityPath.parse(source)
+    dst = _target(src, target, allow_fan_out)
+    _check_limit(limit, max_in_flight, batch_size)
+    conn = live(connection)
+    return conn.run(
+        _resubmit(
+            conn,
+            src,
+            dst,
+            where=where,
+            edit=edit,
+            limit=limit,
+            keep_message_id=keep_message_id,
+            max_in_flight=max_in_flight,
+            batch_size=batch_size,
+        )
+    )
+
+
 async def aresubmit(
     source: str | EntityPath,
     *,
@@ -118,172 +304,26 @@ async def aresubmit(
     allow_fan_out: bool = False,
     max_in_flight: int = 10,
     batch_size: int = 50,
-    connection: str | Connection | None = None,
-    _discard: bool = False,
-) -> ResubmitReport:
-    """Move messages from ``source`` to ``target``: copy first, complete second.
-
-    ``where(record)`` selects messages (others are released untouched); ``edit(record)`` returns the
-    record to send (its ``body``/``body_text``/properties changed) or None to leave the message where it is.
-    """
+    connection: ConnectionLike = None,
+) -> Report:
+    """The async form of :func:`resubmit`."""
     src = EntityPath.parse(source)
-    named = EntityPath.parse(target) if target is not None else None
-    dst = src if _discard else named or default_target(src)
-    if not _discard and src.is_subscription and dst.name.lower() == src.name.lower() and not allow_fan_out:
-        raise _fan_out_refused(src)
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise InvalidInputError("limit must be a positive whole number.")
-    conn = resolve(connection)
-    report = ResubmitReport(str(src), "(discarded)" if _discard else str(dst))
-    slots = asyncio.Semaphore(max_in_flight)
-    held: list[Any] = []  # received but not moved (unselected, or its copy failed): given back at the end
-    copied: set[int] = set()  # originals whose copy is confirmed
-    try:
-        async with (
-            conn.async_client() as client,
-            open_receiver(client, src, prefetch_count=0) as rcv,
-            _maybe_sender(client, dst, not _discard) as snd,
-        ):
-            wanted = await _selected(rcv, src, where) if where is not None else None
-            try:
-                while limit is None or report.moved < limit:
-                    if wanted is not None and not wanted:
-                        break  # every selected message has been handled: stop locking others
-                    want = batch_size if limit is None else min(batch_size, limit - report.moved)
-                    got = await rcv.receive_messages(max_message_count=want, max_wait_time=2)
-                    if not got:
-                        break
-                    todo = []
-                    for m in got:
-                        seq = int(m.sequence_number or 0)
-                        if wanted is not None and seq not in wanted and seq not in copied:
-                            held.append(m)
-                            continue
-                        if wanted is not None:
-                            wanted.discard(seq)
-                        todo.append(m)
-                    await asyncio.gather(
-                        *(
-                            _move_one(m, rcv, snd, slots, report, edit, keep_message_id, str(src), held, copied)
-                            for m in todo
-                        )
-                    )
-            finally:
-                for m in held:
-                    await _release(rcv, m)
-                report.skipped += len(held) - len(report.failed)
-    except SbError:
-        raise
-    except Exception as exc:
-        raise from_sdk(exc, entity=str(src)) from None
-    return report
-
-
-async def _selected(rcv: Any, src: EntityPath, where: Callable[[Record], bool]) -> set[int]:
-    """Sequence numbers the filter selects, found by peeking (no locks, no delivery counts)."""
-    chosen: set[int] = set()
-    start = 1
-    while page := await rcv.peek_messages(max_message_count=250, sequence_number=start):
-        for m in page:
-            if where(to_record(m, str(src))):
-                chosen.add(int(m.sequence_number or 0))
-        start = int(page[-1].sequence_number or 0) + 1
-    return chosen
-
-
-async def _move_one(
-    msg: Any,
-    rcv: Any,
-    snd: Any,
-    slots: asyncio.Semaphore,
-    report: ResubmitReport,
-    edit: Callable[[Record], Record | None] | None,
-    keep_message_id: bool,
-    entity: str,
-    held: list[Any],
-    copied: set[int],
-) -> None:
-    seq = int(msg.sequence_number or 0)
-    async with slots:
-        copy = copy_message(msg, keep_message_id=keep_message_id)
-        if edit is not None:
-            record = to_record(msg, entity)
-            edited = edit(dict(record))
-            if edited is None:
-                held.append(msg)  # left where it is
-                return
-            copy = _apply_edit(copy, record, edited)
-        if snd is not None and seq not in copied:
-            try:
-                await snd.send_messages(copy)
-            except Exception as exc:
-                held.append(msg)  # the original stays where it was; not retried in this run
-                report.failed.append((seq, from_sdk(exc).message, tracking_id_of(exc)))
-                return
-            copied.add(seq)
-        try:
-            await rcv.complete_message(msg)
-        except Exception:
-            if seq not in report.duplicated:
-                report.duplicated.append(seq)  # the copy exists; when the original returns it is completed
-            return
-        if seq in report.duplicated:
-            report.duplicated.remove(seq)
-        report.moved += 1
-
-
-_NOT_SENT = {
-    "sequence_number",
-    "enqueued_time",
-    "state",
-    "delivery_count",
-    "locked_until",
-    "lock_token",
-    "time_to_live",
-    "scheduled_enqueue_time",
-    "dead_letter_reason",
-    "dead_letter_error_description",
-    "dead_letter_source",
-    "entity",
-}
-
-
-def _apply_edit(copy: Any, original: Record, edited: Record) -> Any:
-    """Rebuild the copy from an edited record, keeping the resubmission bookkeeping.
-    An edited ``body`` wins; otherwise an edited ``body_text`` becomes the body."""
-    record = {k: v for k, v in edited.items() if k not in _NOT_SENT}
-    if edited.get("body") == original.get("body") and edited.get("body_text") is not None:
-        record["body"] = edited["body_text"]
-    props = dict(copy.application_properties or {})
-    props.update(edited.get("application_properties") or {})
-    record["application_properties"] = {k: v for k, v in props.items() if k.lower() not in _DEAD_LETTER_PROPS}
-    record["message_id"] = copy.message_id
-    return to_message(record)
-
-
-async def _release(rcv: Any, msg: Any) -> None:
-    """Give a lock back without counting a delivery (AMQP 'released'); the SDK has no public call."""
-    try:
-        await rcv._handler.settle_messages_async(msg._delivery_id, msg._delivery_tag, "released")
-        msg._settled = True
-    except Exception:
-        await rcv.abandon_message(msg)
-
-
-def resubmit(source: str | EntityPath, **kwargs: Any) -> ResubmitReport:
-    return run_sync(aresubmit(source, **kwargs))
-
-
-class _NoSender:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
-def _maybe_sender(client: Any, path: EntityPath, wanted: bool) -> Any:
-    return open_sender(client, path) if wanted else _NoSender()
+    dst = _target(src, target, allow_fan_out)
+    _check_limit(limit, max_in_flight, batch_size)
+    conn = live(connection)
+    return await conn.call(
+        _resubmit(
+            conn,
+            src,
+            dst,
+            where=where,
+            edit=edit,
+            limit=limit,
+            keep_message_id=keep_message_id,
+            max_in_flight=max_in_flight,
+            batch_size=batch_size,
+        )
+    )
 
 
 def discard(
@@ -291,8 +331,15 @@ def discard(
     *,
     where: Callable[[Record], bool] | None = None,
     limit: int | None = None,
-    connection: str | Connection | None = None,
-) -> ResubmitReport:
+    connection: ConnectionLike = None,
+) -> Report:
     """Remove the selected messages for good (complete them). Others are released untouched,
     with no delivery counted, as in ``resubmit``. Destructive: the notebook layers ask first."""
-    return run_sync(aresubmit(source, where=where, limit=limit, connection=connection, _discard=True))
+    src = EntityPath.parse(source)
+    _check_limit(limit, 10, 50)
+    conn = live(connection)
+    return conn.run(
+        _resubmit(
+            conn, src, None, where=where, edit=None, limit=limit, keep_message_id=False, max_in_flight=10, batch_size=50
+        )
+    )

@@ -18,18 +18,19 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .clients import sender as open_sender
-from .connection import Connection, resolve
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, condition_of, from_sdk, is_retryable, tracking_id_of
-from .sync import run_sync
+from .live import ConnectionLike, LiveConnection, is_connection_lost, live
+from .outcome import Outcome, Report
+from .records import RECORD_KIND, SENDABLE_FIELDS
 
 log = logging.getLogger("sbnotebook.send")
 DEFAULT_MAX_IN_FLIGHT = 10
 MAX_BATCH_MESSAGES = 500  # keeps progress fine-grained and a slow input from holding a batch open
+CANCEL_CHUNK = 100  # sequence numbers per cancel-scheduled request
 
 
 @dataclass(frozen=True)
@@ -44,91 +45,6 @@ class RetryPolicy:
     def delay(self, attempt: int) -> float:
         core = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
         return max(0.0, core * (1 + random.uniform(-self.jitter, self.jitter)))
-
-
-@dataclass(frozen=True)
-class SendFailure:
-    index: int  # position in the input
-    message_id: str | None
-    error: str
-    condition: str | None
-    tracking_id: str | None
-    retryable: bool
-    attempts: int
-
-
-@dataclass
-class SendReport:
-    """What happened to every message. Successes are counted; failures are kept in full."""
-
-    entity: str
-    total: int = 0
-    sent: int = 0
-    operations: int = 0
-    retries: int = 0
-    elapsed: float = 0.0
-    peak_in_flight: int = 0
-    failures: list[SendFailure] = field(default_factory=list)
-    latencies: list[float] = field(default_factory=list)  # seconds per successful operation
-
-    @property
-    def failed(self) -> int:
-        return len(self.failures)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures and self.sent == self.total
-
-    @property
-    def rate(self) -> float:
-        return self.sent / self.elapsed if self.elapsed > 0 else 0.0
-
-    def outcome(self, index: int) -> str | SendFailure:
-        """'sent', or the SendFailure for the message at this input position."""
-        if not 0 <= index < self.total:
-            raise IndexError(f"no message at position {index} (the input had {self.total})")
-        for failure in self.failures:
-            if failure.index == index:
-                return failure
-        return "sent"
-
-    def to_pandas(self) -> Any:
-        """One row per message: position, status and, for failures, why."""
-        import pandas as pd
-
-        by_index = {f.index: f for f in self.failures}
-        rows = []
-        for i in range(self.total):
-            f = by_index.get(i)
-            rows.append(
-                {
-                    "index": i,
-                    "status": "failed" if f else "sent",
-                    "message_id": f.message_id if f else None,
-                    "condition": f.condition if f else None,
-                    "tracking_id": f.tracking_id if f else None,
-                    "retryable": f.retryable if f else None,
-                    "attempts": f.attempts if f else None,
-                    "error": f.error if f else None,
-                }
-            )
-        return pd.DataFrame(rows)
-
-    def raise_for_failures(self) -> None:
-        if self.failures:
-            first = self.failures[0]
-            raise SbError(
-                f"{self.failed} of {self.total} messages to {self.entity} failed; first: {first.error}",
-                tracking_id=first.tracking_id,
-                condition=first.condition,
-                retryable=first.retryable,
-            )
-
-    def __repr__(self) -> str:
-        return (
-            f"SendReport({self.entity}: {self.sent} sent, {self.failed} failed of {self.total} "
-            f"in {self.elapsed:.2f} s, {self.rate:.0f} msg/s, {self.operations} operations, {self.retries} retries)"
-        )
 
 
 # ------------------------------------------------------------------ input
@@ -163,16 +79,8 @@ def _json(value: Any) -> str:
         raise InvalidInputError(f"Cannot encode {type(value).__name__} as JSON: {exc}") from None
 
 
-_RECORD_KEYS = {
-    "message_id",
-    "content_type",
-    "subject",
-    "correlation_id",
-    "session_id",
-    "partition_key",
-    "to",
-    "reply_to",
-}
+# The record's sendable string fields (the rest are applied one by one below).
+_RECORD_KEYS = tuple(f for f in SENDABLE_FIELDS if RECORD_KIND[f] == "string")
 
 
 def _from_record(record: dict[str, Any]) -> Any:
@@ -239,19 +147,22 @@ class _Unit:
     payload: Any  # a ServiceBusMessageBatch or one message
 
 
+def _failure(index: int, msg: Any, error: str, condition: str | None = None, **kw: Any) -> Outcome:
+    return Outcome(_message_id(msg), None, "failed", error, index, condition, **kw)
+
+
 async def _units(
-    sender: Any, messages: Any, batch: bool, report: SendReport, schedule_at: dt.datetime | None
+    sender: Any, messages: Any, batch: bool, report: Report, schedule_at: dt.datetime | None
 ) -> AsyncIterator[_Unit]:
     from azure.servicebus.exceptions import MessageSizeExceededError
 
     current: Any = None
     items: list[tuple[int, Any]] = []
     for index, raw in enumerate(iter_input(messages)):
-        report.total += 1
         try:
             msg = to_message(raw)
         except InvalidInputError as exc:
-            report.failures.append(SendFailure(index, None, exc.message, None, None, False, 0))
+            report.add(Outcome(None, None, "failed", exc.message, index, retryable=False, attempts=0))
             continue
         if schedule_at is not None:
             msg.scheduled_enqueue_time_utc = schedule_at
@@ -272,15 +183,14 @@ async def _units(
                 items.append((index, msg))
             except (MessageSizeExceededError, ValueError):
                 limit = current.max_size_in_bytes
-                report.failures.append(
-                    SendFailure(
+                report.add(
+                    _failure(
                         index,
-                        _message_id(msg),
+                        msg,
                         f"The message is larger than the entity allows ({limit} bytes).",
                         "amqp:link:message-size-exceeded",
-                        None,
-                        False,
-                        0,
+                        retryable=False,
+                        attempts=0,
                     )
                 )
                 continue
@@ -296,54 +206,55 @@ def _message_id(msg: Any) -> str | None:
     return str(mid) if mid is not None else None
 
 
-async def asend(
-    entity: str | EntityPath,
-    messages: Any,
-    *,
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-    batch: bool = True,
-    retry: RetryPolicy | None = None,
-    progress: Callable[[SendReport], None] | None = None,
-    schedule_at: dt.datetime | None = None,
-    connection: str | Connection | None = None,
-) -> SendReport:
-    """Send and await every outcome. See the module docstring for the guarantees."""
-    path = EntityPath.parse(entity)
+def _check_in_flight(max_in_flight: int) -> None:
     if not isinstance(max_in_flight, int) or max_in_flight < 1:
         raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
-    retry = retry or RetryPolicy()
-    conn = resolve(connection)
-    report = SendReport(str(path))
+
+
+async def _send(
+    conn: LiveConnection,
+    path: EntityPath,
+    messages: Any,
+    *,
+    max_in_flight: int,
+    batch: bool,
+    retry: RetryPolicy,
+    progress: Callable[[Report], None] | None,
+    schedule_at: dt.datetime | None,
+) -> Report:
+    report = Report("send", str(path))
+    latencies: list[float] = report.stats.setdefault("latencies", [])
+    report.stats.update(operations=0, peak_in_flight=0)
     started = time.perf_counter()
     tasks: set[asyncio.Task[None]] = set()
     # One sender (AMQP link) per operation in flight, each with a single operation outstanding:
     # the SDK's async sender can emit transfers out of delivery-id order under concurrent sends,
-    # which AMQP forbids. A pool of at most max_in_flight senders is also the in-flight limit.
+    # which AMQP forbids. Senders come from the live connection's pool and go back to it, so the
+    # next send to this entity starts warm; at most max_in_flight are held, which is the limit.
+    pool = conn._pool("sender", path)
     idle: asyncio.Queue[Any] = asyncio.Queue()
-    opened: list[Any] = []
-
+    held: list[Any] = []
     opening = 0
 
-    async def open_one(client: Any) -> None:
+    async def open_one() -> None:
         nonlocal opening
-        new = open_sender(client, path)
-        opened.append(new)
         try:
-            await new.__aenter__()
+            new, _ = await pool.acquire()
+            held.append(new)
             idle.put_nowait(new)
-        except Exception:
-            opened.remove(new)
-            log.debug("could not open an extra sender for %s", path, exc_info=True)
+        except Exception as exc:
+            conn.info_once(f"send-pool:{path}", "could not open another sender for %s (%s): fewer in flight", path, exc)
+            report.note("fewer senders than max_in_flight: opening one failed")
         finally:
             opening -= 1
 
-    async def acquire(client: Any) -> Any:
+    async def acquire() -> Any:
         # Grow the pool in the background while work continues on the senders already open:
         # opening one takes several round trips, and opening them one after another is slow.
         nonlocal opening
-        if idle.empty() and len(opened) + opening < max_in_flight:
+        if idle.empty() and len(held) + opening < max_in_flight:
             opening += 1
-            opener = asyncio.create_task(open_one(client))
+            opener = asyncio.create_task(open_one())
             tasks.add(opener)
             opener.add_done_callback(tasks.discard)
         return await idle.get()
@@ -358,24 +269,30 @@ async def asend(
                     log.debug("send to %s failed (try %d): %r", path, attempt, exc)
                     if is_retryable(exc) and attempt < retry.attempts:
                         report.retries += 1
+                        if is_connection_lost(exc):
+                            conn.reconnects += 1  # the SDK reopens the sender's link on the next try
+                            conn.info_once(
+                                f"send-reconnect:{path}", "connection to %s lost while sending; reconnecting", path
+                            )
                         await asyncio.sleep(retry.delay(attempt))
                         continue
                     error = from_sdk(exc, entity=str(path))
                     for index, msg in unit.items:
-                        report.failures.append(
-                            SendFailure(
+                        report.add(
+                            _failure(
                                 index,
-                                _message_id(msg),
+                                msg,
                                 error.message,
                                 condition_of(exc) or error.condition,
-                                tracking_id_of(exc),
-                                is_retryable(exc),
-                                attempt,
+                                tracking_id=tracking_id_of(exc),
+                                retryable=is_retryable(exc),
+                                attempts=attempt,
                             )
                         )
                     return
-                report.latencies.append(time.perf_counter() - t0)
-                report.sent += len(unit.items)
+                latencies.append(time.perf_counter() - t0)
+                for index, msg in unit.items:
+                    report.add(Outcome(_message_id(msg), None, "sent", None, index, attempts=attempt))
                 return
         finally:
             idle.put_nowait(sender)
@@ -383,24 +300,23 @@ async def asend(
                 progress(report)
 
     try:
-        async with conn.async_client(retry_total=0) as client:
-            batcher = open_sender(client, path)  # sizes batches from the link; never sends
-            opened.append(batcher)
-            await batcher.__aenter__()
+        try:
+            batcher, _ = await pool.acquire()  # sizes batches from the link; also sends
+            held.append(batcher)
             idle.put_nowait(batcher)
-            try:
-                async for unit in _units(batcher, messages, batch, report, schedule_at):
-                    sender = await acquire(client)
-                    report.operations += 1
-                    in_flight = len(opened) - opening - idle.qsize()
-                    report.peak_in_flight = max(report.peak_in_flight, in_flight)
-                    task = asyncio.create_task(run(sender, unit))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
-                if tasks:
-                    await asyncio.gather(*list(tasks))
-            finally:
-                await asyncio.gather(*(s.close() for s in opened), return_exceptions=True)
+            async for unit in _units(batcher, messages, batch, report, schedule_at):
+                sender = await acquire()
+                report.stats["operations"] += 1
+                in_flight = len(held) - idle.qsize()
+                report.stats["peak_in_flight"] = max(report.stats["peak_in_flight"], in_flight)
+                task = asyncio.create_task(run(sender, unit))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            while tasks:
+                await asyncio.gather(*list(tasks))
+        finally:
+            for s in held:
+                pool.release(s)
     except SbError:
         raise
     except Exception as exc:
@@ -410,48 +326,149 @@ async def asend(
     return report
 
 
-def send(entity: str | EntityPath, messages: Any, **kwargs: Any) -> SendReport:
-    """Blocking form of :func:`asend`, safe to call from a notebook cell."""
-    return run_sync(asend(entity, messages, **kwargs))
+async def asend(
+    entity: str | EntityPath,
+    messages: Any,
+    *,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    batch: bool = True,
+    retry: RetryPolicy | None = None,
+    progress: Callable[[Report], None] | None = None,
+    schedule_at: dt.datetime | None = None,
+    connection: ConnectionLike = None,
+) -> Report:
+    """Send and await every outcome (see the module docstring). Returns one outcome per message."""
+    path = EntityPath.parse(entity)
+    _check_in_flight(max_in_flight)
+    conn = live(connection)
+    coro = _send(
+        conn,
+        path,
+        messages,
+        max_in_flight=max_in_flight,
+        batch=batch,
+        retry=retry or RetryPolicy(),
+        progress=progress,
+        schedule_at=schedule_at,
+    )
+    return await conn.call(coro)
 
 
-async def aschedule(
-    entity: str | EntityPath, messages: Any, at: dt.datetime, *, connection: str | Connection | None = None
-) -> list[int]:
-    """Schedule messages for ``at``; returns their sequence numbers (for cancellation)."""
+def send(
+    entity: str | EntityPath,
+    messages: Any,
+    *,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    batch: bool = True,
+    retry: RetryPolicy | None = None,
+    progress: Callable[[Report], None] | None = None,
+    schedule_at: dt.datetime | None = None,
+    connection: ConnectionLike = None,
+) -> Report:
+    """Send ``messages`` (str, bytes, dicts, records, a DataFrame, any iterable) to a queue or topic
+    and wait for every outcome. At most ``max_in_flight`` operations at once; batches packed under
+    the entity's size limit; retryable failures retried by ``retry``. ``progress(report)`` is called
+    after each operation (from the connection's thread)."""
+    path = EntityPath.parse(entity)
+    _check_in_flight(max_in_flight)
+    conn = live(connection)
+    return conn.run(
+        _send(
+            conn,
+            path,
+            messages,
+            max_in_flight=max_in_flight,
+            batch=batch,
+            retry=retry or RetryPolicy(),
+            progress=progress,
+            schedule_at=schedule_at,
+        )
+    )
+
+
+async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], when: dt.datetime) -> Report:
+    report = Report("schedule", str(path))
+    started = time.perf_counter()
+
+    async def op(sender: Any) -> list[int]:
+        return list(await sender.schedule_messages(items, when))
+
+    try:
+        seqs = await conn.with_link("sender", path, op)
+    except SbError:
+        raise
+    except Exception as exc:
+        raise from_sdk(exc, entity=str(path)) from None
+    for i, (msg, seq) in enumerate(zip(items, seqs, strict=True)):
+        report.add(Outcome(_message_id(msg), int(seq), "scheduled", None, i))
+    report.elapsed = time.perf_counter() - started
+    return report
+
+
+def schedule(entity: str | EntityPath, messages: Any, at: dt.datetime, *, connection: ConnectionLike = None) -> Report:
+    """Schedule messages to become active at ``at``. The report holds each message's sequence
+    number (``[o.sequence_number for o in report]``), which ``cancel_scheduled`` takes."""
     path = EntityPath.parse(entity)
     when = _as_datetime(at)
     items = [to_message(m) for m in iter_input(messages)]
-    conn = resolve(connection)
-    try:
-        async with conn.async_client() as client, open_sender(client, path) as sender:
-            return list(await sender.schedule_messages(items, when))
-    except SbError:
-        raise
-    except Exception as exc:
-        raise from_sdk(exc, entity=str(path)) from None
+    conn = live(connection)
+    return conn.run(_schedule(conn, path, items, when))
 
 
-def schedule(entity: str | EntityPath, messages: Any, at: dt.datetime, **kwargs: Any) -> list[int]:
-    return run_sync(aschedule(entity, messages, at, **kwargs))
-
-
-async def acancel_scheduled(
-    entity: str | EntityPath, sequence_numbers: Iterable[int], *, connection: str | Connection | None = None
-) -> None:
+async def aschedule(
+    entity: str | EntityPath, messages: Any, at: dt.datetime, *, connection: ConnectionLike = None
+) -> Report:
     path = EntityPath.parse(entity)
+    when = _as_datetime(at)
+    items = [to_message(m) for m in iter_input(messages)]
+    conn = live(connection)
+    return await conn.call(_schedule(conn, path, items, when))
+
+
+async def _cancel(conn: LiveConnection, path: EntityPath, seqs: list[int]) -> Report:
+    report = Report("cancel-scheduled", str(path))
+    started = time.perf_counter()
+    for start in range(0, len(seqs), CANCEL_CHUNK):
+        chunk = seqs[start : start + CANCEL_CHUNK]
+
+        async def op(sender: Any, chunk: list[int] = chunk) -> None:
+            await sender.cancel_scheduled_messages(chunk)
+
+        try:
+            await conn.with_link("sender", path, op)
+        except Exception as exc:
+            error = from_sdk(exc, entity=str(path))
+            report.extend(
+                Outcome(None, s, "failed", error.message, condition=error.condition, tracking_id=error.tracking_id)
+                for s in chunk
+            )
+            continue
+        report.extend(Outcome(None, s, "cancelled") for s in chunk)
+    report.elapsed = time.perf_counter() - started
+    return report
+
+
+def _seqs(sequence_numbers: Iterable[int]) -> list[int]:
     seqs = list(sequence_numbers)
     if not all(isinstance(s, int) and s > 0 for s in seqs):
         raise InvalidInputError("Sequence numbers are positive whole numbers.")
-    conn = resolve(connection)
-    try:
-        async with conn.async_client() as client, open_sender(client, path) as sender:
-            await sender.cancel_scheduled_messages(seqs)
-    except SbError:
-        raise
-    except Exception as exc:
-        raise from_sdk(exc, entity=str(path)) from None
+    return seqs
 
 
-def cancel_scheduled(entity: str | EntityPath, sequence_numbers: Iterable[int], **kwargs: Any) -> None:
-    run_sync(acancel_scheduled(entity, sequence_numbers, **kwargs))
+def cancel_scheduled(
+    entity: str | EntityPath, sequence_numbers: Iterable[int], *, connection: ConnectionLike = None
+) -> Report:
+    """Cancel scheduled messages by sequence number (as ``schedule`` reported them)."""
+    path = EntityPath.parse(entity)
+    seqs = _seqs(sequence_numbers)
+    conn = live(connection)
+    return conn.run(_cancel(conn, path, seqs))
+
+
+async def acancel_scheduled(
+    entity: str | EntityPath, sequence_numbers: Iterable[int], *, connection: ConnectionLike = None
+) -> Report:
+    path = EntityPath.parse(entity)
+    seqs = _seqs(sequence_numbers)
+    conn = live(connection)
+    return await conn.call(_cancel(conn, path, seqs))

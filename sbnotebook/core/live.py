@@ -1,0 +1,432 @@
+"""A live connection: one SDK client, one event-loop thread, and links kept open between calls.
+
+Opening an SDK sender or receiver costs several round trips (TCP, SASL, AMQP open, CBS token,
+link attach) and closing one waits for its keep-alive; doing that per call made every click in a
+notebook cost a second. A :class:`LiveConnection` keeps them instead:
+
+- one ``azure.servicebus.aio.ServiceBusClient``;
+- one event loop on its own thread: the single way the synchronous API runs async work
+  (``run``), safe to call from any thread (cells, widget callbacks, Spark tasks), also while
+  Jupyter's own loop is running;
+- pools of senders and receivers per entity, reused across calls; a link is used by one
+  operation at a time, so concurrency is the number of links taken from a pool; links idle for
+  ``idle_timeout`` seconds are closed, and everything is closed by ``close()`` and at exit;
+- a dropped connection is re-established on the next call, once: ``reconnects`` counts it, the log
+  says why, and if the second attempt fails too the error says so.
+
+``connect()`` returns the live connection for a connection's settings; every core function takes
+``connection=`` as a string, settings or a live connection and ends up here, so calls with the same
+settings share one live connection per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .connection import Connection, credential, resolve
+from .entities import EntityPath
+from .errors import EntityNameError, ServiceError, from_sdk
+
+T = TypeVar("T")
+log = logging.getLogger("sbnotebook.live")
+
+IDLE_TIMEOUT = 300.0  # seconds a link may sit unused before it is closed
+MAX_LIVE_CONNECTIONS = 16  # per process; the least recently used beyond this is closed
+_REAPER_INTERVAL = 15.0
+
+
+def is_connection_lost(exc: BaseException) -> bool:
+    """Did the transport go away (restart, network), as opposed to the broker refusing something?"""
+    from azure.servicebus.exceptions import ServiceBusCommunicationError, ServiceBusConnectionError
+
+    if isinstance(exc, (ServiceBusConnectionError, ServiceBusCommunicationError, ConnectionError)):
+        return True
+    if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
+        return True
+    name = type(exc).__name__
+    text = str(exc).lower()
+    return name in {"AMQPConnectionError", "AMQPLinkError"} or (
+        name == "ServiceBusError" and ("detached" in text or "connection" in text or "socket" in text)
+    )
+
+
+@dataclass
+class _Pool:
+    """Idle links of one kind for one entity."""
+
+    opener: Callable[[], Awaitable[Any]]
+    idle: list[tuple[Any, float]] = field(default_factory=list)  # (link, last used, monotonic)
+    busy: set[int] = field(default_factory=set)  # id() of links handed out
+
+    async def acquire(self) -> tuple[Any, bool]:
+        """A link for one operation: an idle one, else a newly opened one. (link, was it new)."""
+        if self.idle:
+            link, _ = self.idle.pop()
+            self.busy.add(id(link))
+            return link, False
+        link = await self.opener()
+        self.busy.add(id(link))
+        return link, True
+
+    def release(self, link: Any) -> None:
+        self.busy.discard(id(link))
+        self.idle.append((link, time.monotonic()))
+
+    def forget(self, link: Any) -> None:
+        self.busy.discard(id(link))
+
+    def take_idle(self, older_than: float | None = None) -> list[Any]:
+        now = time.monotonic()
+        keep, out = [], []
+        for link, used in self.idle:
+            (out if older_than is None or now - used >= older_than else keep).append((link, used))
+        self.idle = keep
+        return [link for link, _ in out]
+
+
+class LiveConnection:
+    """One live connection to a namespace (see the module docstring). Create with ``connect()``."""
+
+    def __init__(self, settings: Connection, *, idle_timeout: float = IDLE_TIMEOUT) -> None:
+        self.settings = settings
+        self.idle_timeout = idle_timeout
+        self.links_opened = 0
+        self.reconnects = 0
+        self._start_lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: Any = None
+        self._pools: dict[tuple[str, str], _Pool] = {}
+        self._admin: Any = None
+        self._admin_lock = threading.Lock()
+        self._reaper: asyncio.Task[None] | None = None
+        self._logged: set[str] = set()
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def namespace(self) -> str:
+        return self.settings.namespace
+
+    @property
+    def is_emulator(self) -> bool:
+        return self.settings.is_emulator
+
+    @property
+    def open_links(self) -> int:
+        return sum(len(p.idle) + len(p.busy) for p in self._pools.values())
+
+    def __repr__(self) -> str:
+        return f"<LiveConnection {self.settings}: {self.open_links} links open, {self.reconnects} reconnects>"
+
+    def info_once(self, key: str, message: str, *args: Any) -> None:
+        """Log a degraded path once per live connection (no silent fallback, no log flood)."""
+        if key not in self._logged:
+            self._logged.add(key)
+            log.info(message, *args)
+
+    # ------------------------------------------------------------------- loop
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._start_lock:
+            if self._loop is None or self._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="sbnotebook-live", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _on_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run a coroutine on this connection's loop and wait for it (from any other thread)."""
+        if self._on_loop():
+            coro.close()
+            raise RuntimeError(
+                "A synchronous sbnotebook call was made from the connection's own event loop; use the a* form."
+            )
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except (KeyboardInterrupt, concurrent.futures.TimeoutError):
+            future.cancel()  # an interrupted cell stops the work instead of leaving it running
+            raise
+
+    async def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await a coroutine on this connection's loop from any event loop (the async API)."""
+        if self._on_loop():
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    def spawn(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start a coroutine on the loop without waiting."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
+        """A synchronous iterator over an async generator that runs on the loop."""
+        try:
+            while True:
+                try:
+                    item = self.run(agen.__anext__())  # type: ignore[arg-type]
+                except StopAsyncIteration:
+                    return
+                yield item
+        finally:
+            aclose = getattr(agen, "aclose", None)
+            if aclose is not None and not self._loop_closed():
+                self.run(aclose())
+
+    def _loop_closed(self) -> bool:
+        return self._loop is None or self._loop.is_closed()
+
+    # ------------------------------------------------------------------ links
+
+    def _sdk_client(self) -> Any:
+        if self._client is None:
+            from azure.servicebus.aio import ServiceBusClient
+
+            # retry_total=0: the kit retries itself (sends by policy, everything else once after a
+            # reconnect), so a failure is reported in seconds, not after the SDK's own backoff.
+            options: dict[str, Any] = {"retry_total": 0}
+            if self.settings.connection_string is not None:
+                self._client = ServiceBusClient.from_connection_string(self.settings.connection_string, **options)
+            else:
+                self._client = ServiceBusClient(self.namespace, credential(aio=True), **options)
+            if self._reaper is None:
+                self._reaper = asyncio.get_running_loop().create_task(self._reap())
+        return self._client
+
+    def _pool(self, kind: str, path: EntityPath) -> _Pool:
+        key = (kind, str(path).lower())
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = _Pool(lambda: self._open(kind, path))
+        return pool
+
+    async def _open(self, kind: str, path: EntityPath) -> Any:
+        client = self._sdk_client()
+        if kind == "sender":
+            if path.subscription is not None or path.sub_queue is not None:
+                raise EntityNameError(
+                    f"Cannot send to '{path}': send to a queue or a topic. To put a message back from a "
+                    "subscription's dead-letter queue without fanning out, use resubmit(..., target=...)."
+                )
+            link = client.get_queue_sender(path.name)
+        else:
+            link = receiver_for(client, path, prefetch_count=0)
+        try:
+            await link.__aenter__()
+        except BaseException:
+            await _quietly(link.close())
+            raise
+        self.links_opened += 1
+        return link
+
+    @asynccontextmanager
+    async def link(self, kind: str, path: EntityPath) -> AsyncIterator[Any]:
+        """Borrow a link ("sender" or "receiver", peek-lock) for one operation. A link whose
+        connection broke is closed instead of going back to the pool."""
+        pool = self._pool(kind, path)
+        link, _ = await pool.acquire()
+        try:
+            yield link
+        except BaseException as exc:
+            if is_connection_lost(exc):
+                pool.forget(link)
+                await _quietly(link.close())
+            else:
+                pool.release(link)
+            raise
+        else:
+            pool.release(link)
+
+    async def with_link(self, kind: str, path: EntityPath, operation: Callable[[Any], Awaitable[T]]) -> T:
+        """Run ``operation(link)``; if the connection was lost, reconnect and try once more."""
+        try:
+            async with self.link(kind, path) as link:
+                return await operation(link)
+        except Exception as first:
+            if not is_connection_lost(first):
+                raise
+            await self.reconnect(why=first)
+        try:
+            async with self.link(kind, path) as link:
+                return await operation(link)
+        except Exception as second:
+            if not is_connection_lost(second):
+                raise
+            raise ServiceError(
+                f"Lost the connection to {self.settings} and could not reconnect: {from_sdk(second).message}",
+                retryable=True,
+            ) from None
+
+    async def reconnect(self, *, why: BaseException | None = None) -> None:
+        """Close every cached link and the client; the next operation opens new ones."""
+        self.reconnects += 1
+        log.info("reconnecting to %s (%s)", self.settings, from_sdk(why).message if why else "asked")
+        await self._close_links()
+
+    async def _close_links(self, older_than: float | None = None) -> None:
+        links = [link for pool in self._pools.values() for link in pool.take_idle(older_than)]
+        if older_than is None:
+            self._pools.clear()  # busy links are closed by whoever holds them
+            client, self._client = self._client, None
+        else:
+            client = None
+        await asyncio.gather(*(_quietly(link.close()) for link in links))
+        if client is not None:
+            await _quietly(client.close())
+
+    async def _reap(self) -> None:
+        while True:
+            await asyncio.sleep(min(_REAPER_INTERVAL, self.idle_timeout))
+            await self._close_links(older_than=self.idle_timeout)
+
+    # ------------------------------------------------------------------ admin
+
+    def admin(self) -> Any:
+        """The administration client (HTTP), created once and shared."""
+        from .admin import admin_client
+
+        with self._admin_lock:
+            if self._admin is None:
+                self._admin = admin_client(
+                    connection_string=self.settings.connection_string,
+                    namespace=self.namespace,
+                    emulator=self.is_emulator,
+                    credential=None if self.settings.connection_string else credential(),
+                )
+            return self._admin
+
+    # ------------------------------------------------------------------ close
+
+    def close(self) -> None:
+        """Close every link, the client and the loop thread. A later call opens them again."""
+        with self._admin_lock:
+            if self._admin is not None:
+                _close_quietly(self._admin)
+                self._admin = None
+        if self._loop is None or self._loop.is_closed():
+            return
+        loop = self._loop
+        if self._on_loop():
+            raise RuntimeError("close() from the connection's own event loop")
+
+        async def shutdown() -> None:
+            if self._reaper is not None:
+                self._reaper.cancel()
+                self._reaper = None
+            await self._close_links()
+
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=15)
+        except Exception as exc:  # closing must not raise over a broken connection; it is logged
+            log.info("closing %s: %s", self.settings, from_sdk(exc).message)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        loop.close()
+        self._pools.clear()
+
+    def __enter__(self) -> LiveConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def receiver_for(client: Any, path: EntityPath, **kwargs: Any) -> Any:
+    """An SDK receiver for a queue, subscription or dead-letter queue."""
+    from azure.servicebus import ServiceBusSubQueue
+
+    if path.sub_queue == "dead_letter":
+        kwargs["sub_queue"] = ServiceBusSubQueue.DEAD_LETTER
+    elif path.sub_queue == "transfer_dead_letter":
+        kwargs["sub_queue"] = ServiceBusSubQueue.TRANSFER_DEAD_LETTER
+    if path.subscription is not None:
+        return client.get_subscription_receiver(path.name, path.subscription, **kwargs)
+    return client.get_queue_receiver(path.name, **kwargs)
+
+
+async def _quietly(awaitable: Awaitable[Any]) -> None:
+    """Closing a link over a dead connection fails; that is expected, and logged at debug."""
+    try:
+        await awaitable
+    except Exception as exc:
+        log.debug("while closing: %r", exc)
+
+
+def _close_quietly(closable: Any) -> None:
+    try:
+        closable.close()
+    except Exception as exc:
+        log.debug("while closing: %r", exc)
+
+
+# ---------------------------------------------------------------- registry
+
+
+class _Registry:
+    """One live connection per connection settings per process (least recently used closed first)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: OrderedDict[tuple[str, str, str], LiveConnection] = OrderedDict()
+        atexit.register(self.close_all)
+
+    def get(self, settings: Connection) -> LiveConnection:
+        key = (settings.kind, settings.namespace, settings.connection_string or "")
+        evicted: list[LiveConnection] = []
+        with self._lock:
+            live = self._live.get(key)
+            if live is None:
+                live = self._live[key] = LiveConnection(settings)
+            self._live.move_to_end(key)
+            while len(self._live) > MAX_LIVE_CONNECTIONS:
+                evicted.append(self._live.popitem(last=False)[1])
+        for old in evicted:
+            old.close()
+        return live
+
+    def close_all(self) -> None:
+        with self._lock:
+            lives, self._live = list(self._live.values()), OrderedDict()
+        for live in lives:
+            live.close()
+
+
+registry = _Registry()
+ConnectionLike = str | Connection | LiveConnection | None
+
+
+def connect(connection: str | Connection | None = None, *, namespace: str | None = None) -> LiveConnection:
+    """The live connection for these settings (resolved in the documented order: argument,
+    ``SERVICEBUS_CONNECTION_STRING``, ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE``, embedded emulator)."""
+    return registry.get(resolve(connection, namespace=namespace))
+
+
+def live(connection: ConnectionLike) -> LiveConnection:
+    """Whatever a caller passed as ``connection=``, as a live connection."""
+    if isinstance(connection, LiveConnection):
+        return connection
+    return connect(connection)
+
+
+def close_all() -> None:
+    """Close every live connection of this process (kernel shutdown does this too)."""
+    registry.close_all()

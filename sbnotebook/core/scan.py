@@ -1,0 +1,233 @@
+"""The one way to page through an entity: peeks (no locks, no delivery counts), in sequence order.
+
+Everything that reads an entity without settling it goes through :func:`scan`: ``peek``, searches
+(``--where``), purge and resubmit (to find what to act on), export, the Spark reader and the
+message browser. ``PAGE_SIZE`` is the one page-size setting.
+
+How it stays fast far from the namespace: one peek returns at most ``PAGE_SIZE`` messages, so a
+large entity takes many round trips. After the first page, the scan splits the sequence numbers
+ahead into windows of about one page each and peeks up to ``concurrency`` windows at once, each
+on its own link, then hands the pages back in order. A window that finds nothing in its range but
+a message further on moves the next windows past the gap; a window that finds nothing at all ends
+the scan. At most ``concurrency`` windows are held at once, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .entities import EntityPath
+from .errors import InvalidInputError, SbError, from_sdk
+from .live import ConnectionLike, LiveConnection, live, receiver_for
+from .records import to_record
+
+PAGE_SIZE = 250  # the most the SDK returns per peek call in practice
+DEFAULT_CONCURRENCY = 4
+STATES = ("active", "deferred", "scheduled")
+
+
+@dataclass
+class _Window:
+    first: int  # inclusive
+    stop: int  # exclusive
+    messages: list[Any] = field(default_factory=list)
+    next_present: int | None = None  # the first sequence number found at or after `stop`
+    empty_beyond: bool = False  # nothing at all at or after the window's last peek
+
+
+def _state(message: Any) -> str:
+    state = getattr(message, "state", None)
+    return state.name.lower() if state is not None else "active"
+
+
+def _check(start: int, stop: int | None, limit: int | None, concurrency: int, page_size: int) -> None:
+    if not isinstance(start, int) or start < 0:
+        raise InvalidInputError(f"The first sequence number must be 0 or more, not {start!r}.")
+    if stop is not None and (not isinstance(stop, int) or stop < start):
+        raise InvalidInputError(f"The last sequence number must be at least the first, not {stop!r}.")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise InvalidInputError(f"count must be a positive whole number, not {limit!r}.")
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise InvalidInputError(f"concurrency must be a positive whole number, not {concurrency!r}.")
+    if not isinstance(page_size, int) or not 1 <= page_size <= PAGE_SIZE:
+        raise InvalidInputError(f"page_size must be between 1 and {PAGE_SIZE}, not {page_size!r}.")
+
+
+async def ascan(
+    entity: str | EntityPath,
+    *,
+    start: int = 1,
+    stop: int | None = None,
+    limit: int | None = None,
+    states: Iterable[str] | None = None,
+    session_id: str | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    page_size: int = PAGE_SIZE,
+    connection: ConnectionLike = None,
+) -> AsyncIterator[list[Any]]:
+    """Yield pages of peeked SDK messages with ``start <= sequence number < stop``, in order, at
+    most ``limit`` messages (after the ``states`` filter). Runs on the live connection's loop."""
+    path = EntityPath.parse(entity)
+    _check(start, stop, limit, concurrency, page_size)
+    wanted = {s.lower() for s in states} if states is not None else None
+    if wanted is not None and not wanted <= set(STATES):
+        raise InvalidInputError(f"states must be among {', '.join(STATES)}, not {sorted(wanted)}.")
+    conn = live(connection)
+    pager = _Pager(conn, path, session_id, page_size)
+    remaining = limit
+    try:
+        async for page in pager.pages(max(start, 1), stop, concurrency if session_id is None else 1, limit):
+            if wanted is not None:
+                page = [m for m in page if _state(m) in wanted]
+            if remaining is not None:
+                page = page[:remaining]
+                remaining -= len(page)
+            if page:
+                yield page
+            if remaining == 0:
+                return
+    except (SbError, asyncio.CancelledError, GeneratorExit):
+        raise
+    except Exception as exc:
+        raise from_sdk(exc, entity=str(path)) from None
+    finally:
+        await pager.close()
+
+
+class _Pager:
+    """Peeks on pooled links (or one session receiver, which must hold the session)."""
+
+    def __init__(self, conn: LiveConnection, path: EntityPath, session_id: str | None, page_size: int) -> None:
+        self.conn, self.path, self.session_id, self.page_size = conn, path, session_id, page_size
+        self._session_receiver: Any = None
+
+    async def peek(self, first: int, count: int) -> list[Any]:
+        if self.session_id is None:
+
+            async def op(link: Any) -> list[Any]:
+                return list(await link.peek_messages(max_message_count=count, sequence_number=first))
+
+            return await self.conn.with_link("receiver", self.path, op)
+        if self._session_receiver is None:
+            rcv = receiver_for(self.conn._sdk_client(), self.path, session_id=self.session_id)
+            await rcv.__aenter__()
+            self._session_receiver = rcv
+        return list(await self._session_receiver.peek_messages(max_message_count=count, sequence_number=first))
+
+    async def close(self) -> None:
+        if self._session_receiver is not None:
+            rcv, self._session_receiver = self._session_receiver, None
+            await rcv.close()  # lets the session go
+
+    async def window(self, w: _Window) -> _Window:
+        at = w.first
+        while at < w.stop:
+            got = await self.peek(at, self.page_size)
+            if not got:
+                w.empty_beyond = True
+                return w
+            inside = [m for m in got if int(m.sequence_number) < w.stop]
+            w.messages.extend(inside)
+            if len(inside) < len(got):
+                w.next_present = int(got[len(inside)].sequence_number)
+                return w
+            at = int(got[-1].sequence_number) + 1
+        return w
+
+    async def pages(
+        self, start: int, stop: int | None, concurrency: int, limit: int | None
+    ) -> AsyncIterator[list[Any]]:
+        first_count = min(self.page_size, limit) if limit is not None else self.page_size
+        raw = await self.peek(start, first_count)
+        head = [m for m in raw if stop is None or int(m.sequence_number) < stop]
+        if head:
+            yield head
+        if not head or len(head) < len(raw) or (limit is not None and len(head) >= limit):
+            return
+        low, high = int(head[0].sequence_number), int(head[-1].sequence_number)
+        # Windows sized to hold about one page, from how densely the first page was numbered.
+        density = len(head) / max(1, high - low + 1)
+        width = max(self.page_size, math.floor(self.page_size / density))
+        seen = len(head)
+        at = high + 1
+        running: deque[tuple[_Window, asyncio.Task[_Window]]] = deque()
+
+        def launch() -> None:
+            nonlocal at
+            if stop is not None and at >= stop:
+                return
+            end = at + width if stop is None else min(at + width, stop)
+            w = _Window(at, end)
+            running.append((w, asyncio.ensure_future(self.window(w))))
+            at = end
+
+        # A short first page is most likely the end: confirm with one window, not `concurrency`.
+        target = 1 if len(raw) < first_count else concurrency
+        try:
+            while len(running) < target and (stop is None or at < stop):
+                launch()
+            while running:
+                w, task = running.popleft()
+                await task
+                if w.messages:
+                    seen += len(w.messages)
+                    yield w.messages
+                if w.empty_beyond or (limit is not None and seen >= limit):
+                    return
+                if w.next_present is not None and w.next_present > at:
+                    at = w.next_present  # skip a gap in the numbering
+                if w.messages:
+                    target = concurrency
+                while len(running) < target and (stop is None or at < stop):
+                    launch()
+        finally:
+            for _, task in running:
+                task.cancel()
+            await asyncio.gather(*(t for _, t in running), return_exceptions=True)
+
+
+def scan(
+    entity: str | EntityPath,
+    *,
+    start: int = 1,
+    stop: int | None = None,
+    limit: int | None = None,
+    states: Iterable[str] | None = None,
+    session_id: str | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    page_size: int = PAGE_SIZE,
+    progress: Callable[[int], None] | None = None,
+    connection: ConnectionLike = None,
+) -> Iterator[list[dict[str, Any]]]:
+    """Pages of records (the one record schema), in sequence order; see :func:`ascan`.
+    ``progress(n)`` is called with the number of records so far after each page."""
+    path = EntityPath.parse(entity)
+    conn = live(connection)
+    pages = ascan(
+        path,
+        start=start,
+        stop=stop,
+        limit=limit,
+        states=states,
+        session_id=session_id,
+        concurrency=concurrency,
+        page_size=page_size,
+        connection=conn,
+    )
+    done = 0
+    for page in conn.iterate(pages):
+        records = [to_record(m, str(path)) for m in page]
+        done += len(records)
+        if progress is not None:
+            progress(done)
+        yield records
+
+
+def scan_records(entity: str | EntityPath, **kwargs: Any) -> list[dict[str, Any]]:
+    """Every record :func:`scan` yields, as one list (mind the size of what you ask for)."""
+    return [r for page in scan(entity, **kwargs) for r in page]

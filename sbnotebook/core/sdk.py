@@ -1,0 +1,93 @@
+"""The SDK boundary: every use of a private ``azure-servicebus`` name lives in this module.
+
+The public SDK has no call for a few things Service Bus itself offers, and the kit needs them:
+
+- settling many locks in one management request (``update-disposition``), instead of one round
+  trip per message;
+- renewing many locks in one request (``renew-lock`` takes an array of tokens);
+- giving a lock back without counting a delivery (AMQP ``released``);
+- abandoning with properties to modify (AMQP ``modified`` with message annotations).
+
+``PRIVATE_NAMES`` lists what is used; ``tests/test_sdk_boundary.py`` fails when an installed SDK
+renames any of them, so an upgrade breaks one test instead of silently slowing every settlement.
+The range of SDK versions this is tested with is pinned in ``pyproject.toml``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+# (owner, attribute) pairs; the owner is a dotted path inside the SDK.
+PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
+    ("azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver", "_settle_message_via_mgmt_link"),
+    ("azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver", "_renew_locks"),
+    ("azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver", "_handler"),
+    ("azure.servicebus._common.constants", "MESSAGE_MGMT_SETTLEMENT_TERM_MAP"),
+    ("azure.servicebus._common.constants", "MGMT_RESPONSE_MESSAGE_EXPIRATION"),
+    ("azure.servicebus._common.message.ServiceBusReceivedMessage", "_delivery_id"),
+    ("azure.servicebus._common.message.ServiceBusReceivedMessage", "_delivery_tag"),
+    ("azure.servicebus._common.message.ServiceBusReceivedMessage", "_settled"),
+    ("azure.servicebus._common.message.ServiceBusReceivedMessage", "_expiry"),
+    ("azure.servicebus._common.message.ServiceBusReceivedMessage", "_is_peeked_message"),
+    ("azure.servicebus._pyamqp.aio._client_async.ReceiveClientAsync", "settle_messages_async"),
+)
+
+_TERMS = {"complete": "complete", "abandon": "abandon", "dead_letter": "dead-letter", "defer": "defer"}
+
+
+async def settle_by_tokens(
+    receiver: Any, action: str, messages: Sequence[Any], *, reason: str | None = None, description: str | None = None
+) -> None:
+    """Settle every message in one ``update-disposition`` request on the receiver's management link.
+    All or nothing: on an exception none of them is marked settled."""
+    from azure.servicebus._common.constants import MESSAGE_MGMT_SETTLEMENT_TERM_MAP
+
+    details = None
+    if action == "dead_letter":
+        details = {"deadletter-reason": reason or "", "deadletter-description": description or ""}
+    await receiver._settle_message_via_mgmt_link(
+        MESSAGE_MGMT_SETTLEMENT_TERM_MAP[_TERMS[action]],
+        [m.lock_token for m in messages],
+        dead_letter_details=details,
+    )
+    for m in messages:
+        m._settled = True
+
+
+async def renew_by_tokens(receiver: Any, messages: Sequence[Any]) -> list[dt.datetime]:
+    """Renew every lock in one ``renew-lock`` request; returns (and records) the new expiries."""
+    from azure.servicebus._common.constants import MGMT_RESPONSE_MESSAGE_EXPIRATION
+
+    reply = await receiver._renew_locks(*[m.lock_token for m in messages])
+    expiries = [dt.datetime.fromtimestamp(ms / 1000.0, dt.UTC) for ms in reply[MGMT_RESPONSE_MESSAGE_EXPIRATION]]
+    for m, until in zip(messages, expiries, strict=False):
+        m._expiry = until
+    return expiries
+
+
+async def release(receiver: Any, message: Any) -> None:
+    """Give the lock back without counting a delivery (AMQP ``released``)."""
+    await receiver._handler.settle_messages_async(message._delivery_id, message._delivery_tag, "released")
+    message._settled = True
+
+
+async def abandon_with_properties(receiver: Any, message: Any, properties: dict[str, Any]) -> None:
+    """Abandon with properties to modify: the wire form Service Bus defines (``modified`` with
+    message annotations). The SDK has no public parameter for it."""
+    await receiver._handler.settle_messages_async(
+        message._delivery_id,
+        message._delivery_tag,
+        "modified",
+        delivery_failed=True,
+        undeliverable_here=False,
+        message_annotations=dict(properties),
+        await_outcome=True,
+    )
+    message._settled = True
+
+
+def is_peeked(message: Any) -> bool:
+    """Peeked messages carry no lock (their lock fields may raise)."""
+    return bool(getattr(message, "_is_peeked_message", False))

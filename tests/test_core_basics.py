@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
 from sbnotebook.core import ConfigurationError, EntityNameError, EntityPath, resolve
@@ -60,7 +61,11 @@ def test_no_configuration_starts_the_embedded_emulator_once() -> None:
     second = resolve(env={})
     assert first.kind == "emulator" and first == second
     assert embedded.running is not None
-    with first.client() as client, client.get_queue_sender("orders") as sender:
+    assert first.connection_string is not None
+    with (
+        ServiceBusClient.from_connection_string(first.connection_string) as client,
+        client.get_queue_sender("orders") as sender,
+    ):
         from azure.servicebus import ServiceBusMessage
 
         sender.send_messages(ServiceBusMessage("via the default"))

@@ -18,20 +18,20 @@ def test_receive_settle_each_way_and_see_outcomes(emulator: Emulator) -> None:
         assert len(batch) == 5 and "5 unsettled" in repr(batch)
         assert all(s is not None and 25 < s <= 30 for s in batch.seconds_left())  # LockDuration PT30S
         done = batch.complete([0, 1])
-        assert [o.status for o in done] == ["done", "done"]
-        assert batch.abandon(2, properties={"attempt": 2})[0].status == "done"
-        assert batch.dead_letter(3, reason="Invalid", description="no id")[0].status == "done"
+        assert [o.outcome for o in done] == ["completed", "completed"]
+        assert batch.abandon(2, properties={"attempt": 2}).outcomes[0].outcome == "abandoned"
+        assert batch.dead_letter(3, reason="Invalid", description="no id").outcomes[0].outcome == "dead_lettered"
         (deferred,) = batch.defer(4)
-        assert batch.complete(0)[0].status == "already_settled"
+        assert batch.complete(0).outcomes[0].outcome == "already_settled"
         assert batch.unsettled == []
-        assert list(batch.to_pandas()["settlement"]) == ["complete", "complete", "abandon", "dead_letter", "defer"]
+        assert list(batch.to_pandas()["settlement"]) == ["completed", "completed", "abandoned", "dead_lettered", "deferred"]
     counts = emulator.broker.counts("q")
     assert counts == {"active": 1, "deferred": 1, "scheduled": 0, "dead_letter": 1}
     (again,) = core.peek("q", connection=cs).records[:1]
     assert again["application_properties"]["attempt"] == "2" and again["delivery_count"] == 1
     with core.receive_deferred("q", [deferred.sequence_number], connection=cs) as later:
         assert later.records[0]["body_text"] == "m4"
-        assert later.complete()[0].status == "done"
+        assert later.complete().outcomes[0].outcome == "completed"
     assert emulator.broker.counts("q")["deferred"] == 0
 
 
@@ -41,7 +41,7 @@ def test_locks_are_renewed_while_the_batch_is_held(emulator: Emulator) -> None:
     with core.receive("short", count=1, connection=cs) as batch:
         time.sleep(2.5)  # far past the 1 s lock
         (outcome,) = batch.complete()
-        assert outcome.status == "done"
+        assert outcome.outcome == "completed"
     assert emulator.broker.counts("short")["active"] == 0
 
 
@@ -51,7 +51,7 @@ def test_a_lost_lock_is_an_outcome_not_a_crash(emulator: Emulator) -> None:
     with core.receive("short", count=2, auto_renew=False, connection=cs) as batch:
         time.sleep(1.5)
         outcomes = batch.complete()
-        assert {o.status for o in outcomes} == {"lock_lost"}
+        assert {o.outcome for o in outcomes} == {"lock_lost"} and not outcomes.ok
         assert "lock_lost" in set(batch.to_pandas()["settlement"])
 
 
@@ -61,7 +61,7 @@ def test_lost_locks_from_the_service_side(emulator: Emulator) -> None:
     with core.receive("q", count=2, connection=cs) as batch:
         emulator.lose_locks("q")
         outcomes = batch.complete()
-        assert [o.status for o in outcomes] == ["lock_lost", "lock_lost"]
+        assert [o.outcome for o in outcomes] == ["lock_lost", "lock_lost"]
     assert emulator.broker.counts("q")["active"] == 2
 
 
@@ -78,7 +78,7 @@ def test_receive_and_delete_is_already_settled(emulator: Emulator) -> None:
 def test_empty_receive_and_bad_arguments(emulator: Emulator) -> None:
     cs = emulator.connection_string
     with core.receive("q", count=3, wait=0.5, connection=cs) as batch:
-        assert len(batch) == 0 and batch.complete() == []
+        assert len(batch) == 0 and batch.complete().total == 0
     with pytest.raises(InvalidInputError):
         core.receive("q", count=0, connection=cs)
     with pytest.raises(InvalidInputError):

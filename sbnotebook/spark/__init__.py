@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import Connection, resolve, to_dataframe
+from ..core import Connection, Report, resolve, to_dataframe
 from .options import OptionError
 from .schema import RECORD_DDL, record_schema
-from .settle import SettleReport, release, settle
+from .settle import release, settle
 from .source import SendFailedError, ServiceBusDataSource, WriteSummary
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "OptionError",
     "SendFailedError",
     "ServiceBusDataSource",
-    "SettleReport",
     "WriteSummary",
     "from_spark",
     "local_session",
@@ -116,9 +115,9 @@ def from_spark(df: Any, limit: int | None = 10_000) -> Any:
     return to_dataframe(r.asDict(recursive=True) for r in rows)
 
 
-def write(df: Any, entity: str, **options: Any) -> WriteSummary:
-    """`df.write.format("servicebus")` that returns what the commit counted (rows sent, tasks,
-    operations, retries). Options as for the data source, e.g. maxInFlight=32."""
+def write(df: Any, entity: str, **options: Any) -> Report:
+    """`df.write.format("servicebus")` that returns what the commit counted as a Report (rows sent;
+    tasks and operations in ``stats``). Options as for the data source, e.g. maxInFlight=32."""
     import json
     import os
     import tempfile
@@ -131,6 +130,6 @@ def write(df: Any, entity: str, **options: Any) -> WriteSummary:
             writer = writer.option(key, str(value))
         writer.save()
         with open(report, encoding="utf-8") as f:
-            return WriteSummary(**json.load(f))
+            return WriteSummary(**json.load(f)).to_report()
     finally:
         os.unlink(report)

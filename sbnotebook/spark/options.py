@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import Connection, EntityNotFoundError, EntityPath, SbError, resolve
+from ..core import RECORD_FIELDS, Connection, EntityNotFoundError, EntityPath, SbError, resolve
 from ..core.connection import ENV_CONNECTION_STRING, ENV_NAMESPACE
 from ..core.errors import redact
+from ..core.live import live
 
+log = logging.getLogger("sbnotebook.spark")
 MODES = ("peek", "receive-and-delete", "defer")
 
 
@@ -83,23 +86,25 @@ def check_exists(conn: Connection, path: EntityPath, *, for_send: bool) -> None:
     """Fail early on an entity that does not exist. Without management rights the check is skipped:
     a send-only or listen-only key must still work."""
     try:
-        with conn.admin_client() as admin:
-            if path.is_subscription:
-                admin.get_subscription(path.name, path.subscription)
-            elif for_send:
-                try:
-                    admin.get_queue(path.name)
-                except Exception as exc:
-                    if type(exc).__name__ != "ResourceNotFoundError":
-                        raise
-                    admin.get_topic(path.name)
-            else:
+        admin = live(conn).admin()
+        if path.is_subscription:
+            admin.get_subscription(path.name, path.subscription)
+        elif for_send:
+            try:
                 admin.get_queue(path.name)
+            except Exception as exc:
+                if type(exc).__name__ != "ResourceNotFoundError":
+                    raise
+                admin.get_topic(path.name)
+        else:
+            admin.get_queue(path.name)
     except Exception as exc:
         if type(exc).__name__ == "ResourceNotFoundError":
             raise OptionError(f"servicebus: entity not found: {path}") from None
         if isinstance(exc, EntityNotFoundError):
             raise OptionError(f"servicebus: {exc}") from None
+        # No management rights (or no admin endpoint): the read or write itself will report a missing entity.
+        log.info("servicebus: could not check that %s exists (%s); going on", path, redact(str(exc)).splitlines()[0])
 
 
 @dataclass(frozen=True)
@@ -150,12 +155,12 @@ class WriteOptions:
     def parse(
         cls, options: Mapping[str, str], schema: Any, default_connection: Connection | None = None
     ) -> WriteOptions:
-        from .schema import RECORD_DDL, WRITE_COLUMNS
+        from .schema import WRITE_COLUMNS
 
         path = entity(options)
         if path.is_subscription or path.is_dead_letter:
             raise OptionError(f"servicebus: write to a queue or a topic, not {path}.")
-        readable = {f.split(" ")[0].strip("`") for f in RECORD_DDL.split(", ")}
+        readable = set(RECORD_FIELDS)
         names = {f.name: f.dataType.simpleString() for f in schema.fields}
         if "body" not in names:
             raise OptionError(

@@ -7,11 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import Connection, EntityPath, receive, to_record
-from ..core.clients import receiver
+from ..core import PAGE_SIZE, Connection, EntityPath, receive, scan, scan_records
 from .schema import to_arrow
-
-PAGE = 250  # the SDK's peek page
 
 
 @dataclass(frozen=True)
@@ -32,30 +29,29 @@ class Share:
     count: int
 
 
-def _first_at_or_after(rcv: Any, sequence_number: int) -> int | None:
-    got = rcv.peek_messages(max_message_count=1, sequence_number=sequence_number)
-    return int(got[0].sequence_number) if got else None
-
-
 def bounds(conn: Connection, path: EntityPath, start: int) -> tuple[int, int] | None:
     """The lowest and highest sequence numbers present from `start` on, in O(log n) one-message
-    peeks (galloping, then bisection): no message is read in bulk on the driver."""
-    with conn.client(retry_total=2) as client, receiver(client, path) as rcv:
-        first = _first_at_or_after(rcv, max(start, 1))
-        if first is None:
-            return None
-        known, step = first, 1024
-        while (found := _first_at_or_after(rcv, known + step)) is not None:
-            known, step = found, step * 2
-        low, high = known, known + step  # a message at `low`, none at or after `high`
-        while high - low > 1:
-            mid = (low + high) // 2
-            found = _first_at_or_after(rcv, mid)
-            if found is None:
-                high = mid
-            else:
-                low = found
-        return first, low
+    peeks (galloping, then bisection) on the driver's live connection: no message is read in bulk."""
+
+    def first_at_or_after(seq: int) -> int | None:
+        got = scan_records(path, start=seq, limit=1, page_size=1, connection=conn)
+        return int(got[0]["sequence_number"]) if got else None
+
+    first = first_at_or_after(max(start, 1))
+    if first is None:
+        return None
+    known, step = first, 1024
+    while (found := first_at_or_after(known + step)) is not None:
+        known, step = found, step * 2
+    low, high = known, known + step  # a message at `low`, none at or after `high`
+    while high - low > 1:
+        mid = (low + high) // 2
+        found = first_at_or_after(mid)
+        if found is None:
+            high = mid
+        else:
+            low = found
+    return first, low
 
 
 def peek_ranges(first: int, last: int, partitions: int, max_messages: int | None) -> list[PeekRange]:
@@ -79,42 +75,24 @@ def shares(total: int, partitions: int) -> list[Share]:
 
 
 def read_peek(conn: Connection, path: EntityPath, part: PeekRange, schema: Any) -> Iterator[Any]:
-    entity = str(path)
-    taken = 0
-    with conn.client(retry_total=3) as client, receiver(client, path) as rcv:
-        start = part.first
-        while start <= part.last and (part.limit is None or taken < part.limit):
-            want = PAGE if part.limit is None else min(PAGE, part.limit - taken)
-            page = rcv.peek_messages(max_message_count=want, sequence_number=start)
-            records = [to_record(m, entity) for m in page if m.sequence_number <= part.last]
-            if records:
-                taken += len(records)
-                yield to_arrow(records, schema)
-            if len(records) < len(page) or not page:
-                return
-            start = int(page[-1].sequence_number) + 1
+    for records in scan(path, start=part.first, stop=part.last + 1, limit=part.limit, concurrency=2, connection=conn):
+        yield to_arrow(records, schema)
 
 
 def read_and_delete(conn: Connection, path: EntityPath, part: Share, wait: float, schema: Any) -> Iterator[Any]:
-    """At-most-once: each message is removed from Service Bus as it is delivered."""
-    from azure.servicebus import ServiceBusReceiveMode
-
-    entity = str(path)
+    """At-most-once: each message is removed from Service Bus as it is delivered. No prefetch: a
+    receiver never takes more than this partition returns."""
     left = part.count
-    with (
-        conn.client(retry_total=3) as client,
-        receiver(
-            client, path, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, prefetch_count=min(PAGE, left)
-        ) as rcv,
-    ):
-        waited = False
-        while left > 0:
-            got = rcv.receive_messages(max_message_count=min(PAGE, left), max_wait_time=1.0 if waited else wait)
-            waited = True
-            if not got:
-                return
-            left -= len(got)
-            yield to_arrow([to_record(m, entity) for m in got], schema)
+    first = True
+    while left > 0:
+        batch = receive(
+            path, count=min(PAGE_SIZE, left), mode="receive-and-delete", wait=wait if first else 1.0, connection=conn
+        )
+        first = False
+        if not len(batch):
+            return
+        left -= len(batch)
+        yield to_arrow(batch.records, schema)
 
 
 def read_and_defer(
@@ -131,12 +109,12 @@ def read_and_defer(
             if not len(batch):
                 return
             records = batch.records
-            outcomes = batch.defer()
+            deferred = {o.index for o in batch.defer() if o.outcome == "deferred"}
         first = False
         left -= len(records)
         kept = []
-        for record, outcome in zip(records, outcomes, strict=True):
-            if outcome.status == "done":
+        for i, record in enumerate(records):
+            if i in deferred:
                 record.update(state="deferred", lock_token=None, locked_until=None)
                 kept.append(record)
         if kept:

@@ -17,7 +17,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..core import Connection, send
+from ..core import Connection, Report, send
 from ..core.errors import redact
 from . import reading
 from .options import ReadOptions, WriteOptions, summary
@@ -104,6 +104,8 @@ class SentCounts(WriterCommitMessage):
 
 @dataclass
 class WriteSummary:
+    """What a write's commit() counted over its tasks (plain data: it crosses process boundaries)."""
+
     entity: str
     tasks: int = 0
     sent: int = 0
@@ -118,6 +120,13 @@ class WriteSummary:
             f"({self.operations} send operations, {self.retries} retries)"
         )
 
+    def to_report(self) -> Report:
+        """As the kit's one outcome type (sends counted, not listed: they happened on executors)."""
+        report = Report("send", self.entity, retries=self.retries)
+        report.add_counted("sent", self.sent)
+        report.stats.update(tasks=self.tasks, operations=self.operations, batches=list(self.batches))
+        return report
+
 
 def _write_rows(options: WriteOptions, rows: Iterator[Any]) -> SentCounts:
     def records() -> Iterator[dict[str, Any]]:
@@ -131,7 +140,7 @@ def _write_rows(options: WriteOptions, rows: Iterator[Any]) -> SentCounts:
         batch=options.batch,
         connection=options.connection,
     )
-    if report.failures:
+    if not report.ok:
         shown = "; ".join(
             f"row {f.index}: {f.condition or 'error'} (tracking id {f.tracking_id or '-'}): {f.error}"
             for f in report.failures[:5]
@@ -140,7 +149,9 @@ def _write_rows(options: WriteOptions, rows: Iterator[Any]) -> SentCounts:
         raise SendFailedError(
             redact(f"servicebus: {report.failed} of {report.total} messages to {options.entity} failed: {shown}{more}")
         )
-    return SentCounts(report.sent, report.total, report.operations, report.retries, report.elapsed)
+    return SentCounts(
+        report.count("sent"), report.total, report.stats.get("operations", 0), report.retries, report.elapsed
+    )
 
 
 def _commit(options: WriteOptions, messages: list[Any], batch_id: int | None = None) -> WriteSummary:

@@ -1,0 +1,133 @@
+"""The live connection: links kept open and reused, reconnect after a restart, concurrent callers."""
+
+from __future__ import annotations
+
+import threading
+
+import psutil
+import pytest
+from azure.servicebus import ServiceBusClient
+
+from sbnotebook import core
+from sbnotebook.core.live import LiveConnection
+from sbnotebook.emulator import Emulator
+
+from .conftest import TEST_TOPOLOGY
+from .helpers import free_port
+
+
+def _server_sockets(port: int) -> set[tuple[str, int]]:
+    """Client ends of the TCP connections accepted by the emulator listening on ``port``."""
+    out = set()
+    for c in psutil.Process().net_connections(kind="tcp"):
+        if c.laddr and c.laddr.port == port and c.status == psutil.CONN_ESTABLISHED and c.raddr:
+            out.add((c.raddr.ip, c.raddr.port))
+    return out
+
+
+def test_calls_reuse_the_same_connections(emulator: Emulator) -> None:
+    assert emulator.port is not None
+    with core.connect(emulator.connection_string) as conn:
+        core.send("q", [f"m{i}" for i in range(20)], connection=conn)
+        core.peek("q", count=10, connection=conn)
+        with core.receive("q", count=2, connection=conn) as batch:
+            batch.complete()
+        opened = conn.links_opened
+        sockets = _server_sockets(emulator.port)
+        assert sockets, "the live connection keeps its connections open between calls"
+        for _ in range(10):
+            core.send("q", ["again"], connection=conn)
+            assert len(core.peek("q", count=10, connection=conn)) == 10
+            with core.receive("q", count=1, connection=conn) as batch:
+                assert batch.complete().count("completed") == 1
+        assert conn.links_opened == opened  # warm calls open nothing
+        assert _server_sockets(emulator.port) == sockets  # the very same TCP connections at the broker
+
+
+def test_the_same_settings_share_one_live_connection(emulator: Emulator) -> None:
+    first = core.connect(emulator.connection_string)
+    assert core.connect(emulator.connection_string) is first
+    core.peek("q", connection=emulator.connection_string)  # a plain string finds it too
+    assert first.links_opened >= 1
+    assert "SAS_KEY_VALUE" not in repr(first)
+
+
+def test_reconnects_once_after_the_emulator_restarts() -> None:
+    port = free_port()
+    first = Emulator(TEST_TOPOLOGY, port=port).start()
+    conn = core.connect(first.connection_string)
+    try:
+        core.send("q", ["before"], connection=conn)
+        assert len(core.peek("q", connection=conn)) == 1
+        first.stop()
+        with Emulator(TEST_TOPOLOGY, port=port) as second:
+            assert second.connection_string == first.connection_string
+            core.send("q", ["after"], connection=conn)
+            assert [r["body_text"] for r in core.peek("q", connection=conn)] == ["after"]
+            with core.receive("q", count=1, connection=conn) as batch:
+                assert batch.complete().count("completed") == 1
+            assert conn.reconnects >= 1
+    finally:
+        conn.close()
+        first.stop()
+
+
+def test_unreachable_namespace_fails_with_one_clear_error() -> None:
+    conn_str = (
+        f"Endpoint=sb://127.0.0.1:{free_port()};SharedAccessKeyName=RootManageSharedAccessKey;"
+        "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
+    )
+    with core.connect(conn_str) as conn, pytest.raises(core.SbError) as info:
+        core.peek("q", connection=conn)
+    assert "SAS_KEY_VALUE" not in str(info.value)
+
+
+def test_concurrent_callers_from_threads(emulator: Emulator) -> None:
+    conn = core.connect(emulator.connection_string)
+    core.send("q", [f"m{i}" for i in range(50)], connection=conn)
+    errors: list[BaseException] = []
+    peeks: list[int] = []
+
+    def worker(n: int) -> None:
+        try:
+            for _ in range(5):
+                peeks.append(len(core.peek("q", count=50, connection=conn)))
+                assert core.send("once", [f"w{n}"], connection=conn).ok
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert peeks == [50] * 40
+    assert len(core.peek("once", count=100, connection=conn)) == 40
+
+
+def test_close_then_use_again_reopens(emulator: Emulator) -> None:
+    conn = LiveConnection(core.resolve(emulator.connection_string))
+    core.send("q", ["x"], connection=conn)
+    conn.close()
+    assert conn.open_links == 0
+    assert len(core.peek("q", connection=conn)) == 1
+    conn.close()
+
+
+def test_async_api_runs_on_the_connection_loop(emulator: Emulator) -> None:
+    import asyncio
+
+    async def main() -> int:
+        report = await core.asend("q", ["a", "b"], connection=emulator.connection_string)
+        pages = [p async for p in core.ascan("q", connection=emulator.connection_string)]
+        return report.count("sent") + sum(len(p) for p in pages)
+
+    assert asyncio.run(main()) == 4
+
+
+def test_the_sdk_client_kept_open_is_what_we_compare_with(emulator: Emulator) -> None:
+    """Sanity check for the benchmark's baseline: a plain SDK client also peeks warm."""
+    with ServiceBusClient.from_connection_string(emulator.connection_string) as client:
+        with client.get_queue_receiver("q") as r:
+            assert r.peek_messages(5) == []

@@ -43,6 +43,7 @@ log = logging.getLogger("sbnotebook.live")
 IDLE_TIMEOUT = 300.0  # seconds a link may sit unused before it is closed
 MAX_LIVE_CONNECTIONS = 16  # per process; the least recently used beyond this is closed
 _REAPER_INTERVAL = 15.0
+WARM_LIMIT = 8  # entities connect() opens a receiver on, in parallel
 
 
 def is_connection_lost(exc: BaseException) -> bool:
@@ -87,7 +88,8 @@ class _Pool:
 
     def take_idle(self, older_than: float | None = None) -> list[Any]:
         now = time.monotonic()
-        keep, out = [], []
+        keep: list[tuple[Any, float]] = []
+        out: list[tuple[Any, float]] = []
         for link, used in self.idle:
             (out if older_than is None or now - used >= older_than else keep).append((link, used))
         self.idle = keep
@@ -111,6 +113,7 @@ class LiveConnection:
         self._admin_lock = threading.Lock()
         self._reaper: asyncio.Task[None] | None = None
         self._logged: set[str] = set()
+        self.warmed = False
 
     # ------------------------------------------------------------------ views
 
@@ -182,7 +185,7 @@ class LiveConnection:
         try:
             while True:
                 try:
-                    item = self.run(agen.__anext__())  # type: ignore[arg-type]
+                    item: T = self.run(agen.__anext__())  # type: ignore[arg-type]
                 except StopAsyncIteration:
                     return
                 yield item
@@ -296,6 +299,55 @@ class LiveConnection:
         while True:
             await asyncio.sleep(min(_REAPER_INTERVAL, self.idle_timeout))
             await self._close_links(older_than=self.idle_timeout)
+
+    # ------------------------------------------------------------------ warm
+
+    def warm(self, entities: list[str] | None = None, *, limit: int = WARM_LIMIT, timeout: float = 30.0) -> list[str]:
+        """Open a receiver (and its management link) on up to ``limit`` entities at once, so the
+        first peek or receive on them costs one round trip. ``entities=None`` takes the namespace's
+        queues and subscriptions from the administration API (session-enabled ones are skipped: a
+        session receiver would hold a session). Returns the entities warmed; raises when the
+        connection itself is refused (wrong key, unreachable namespace)."""
+        paths = [EntityPath.parse(e) for e in entities] if entities is not None else self._warmable(limit)
+        results = self.run(self._warm(paths[:limit]), timeout=timeout)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if paths and len(errors) == len(paths):
+            raise from_sdk(errors[0]) from None
+        for path, r in zip(paths, results, strict=False):
+            if isinstance(r, BaseException):
+                log.info("could not warm %s: %s", path, from_sdk(r).message)
+        self.warmed = True
+        return [str(p) for p, r in zip(paths, results, strict=False) if not isinstance(r, BaseException)]
+
+    def _warmable(self, limit: int) -> list[EntityPath]:
+        admin = self.admin()
+        out: list[EntityPath] = []
+        try:
+            for q in admin.list_queues():
+                if len(out) >= limit:
+                    return out
+                if not q.requires_session:
+                    out.append(EntityPath(q.name))
+            for t in admin.list_topics():
+                for sub in admin.list_subscriptions(t.name):
+                    if len(out) >= limit:
+                        return out
+                    if not sub.requires_session:
+                        out.append(EntityPath(t.name, sub.name))
+        except Exception as exc:  # e.g. a key without Manage rights: calls just start cold
+            self.info_once(
+                "warm", "not warming links for %s: cannot list entities (%s)", self.settings, type(exc).__name__
+            )
+        return out
+
+    async def _warm(self, paths: list[EntityPath]) -> list[Any]:
+        async def one(path: EntityPath) -> None:
+            async def op(link: Any) -> None:
+                await link.peek_messages(max_message_count=1)  # attaches the management link too
+
+            await self.with_link("receiver", path, op)
+
+        return list(await asyncio.gather(*(one(p) for p in paths), return_exceptions=True))
 
     # ------------------------------------------------------------------ admin
 
@@ -414,17 +466,26 @@ registry = _Registry()
 ConnectionLike = str | Connection | LiveConnection | None
 
 
-def connect(connection: str | Connection | None = None, *, namespace: str | None = None) -> LiveConnection:
+def connect(
+    connection: str | Connection | None = None, *, namespace: str | None = None, warm: bool = True
+) -> LiveConnection:
     """The live connection for these settings (resolved in the documented order: argument,
-    ``SERVICEBUS_CONNECTION_STRING``, ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE``, embedded emulator)."""
-    return registry.get(resolve(connection, namespace=namespace))
+    ``SERVICEBUS_CONNECTION_STRING``, ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE``, embedded emulator).
+
+    With ``warm`` (the default) the first connect also opens receivers on up to ``WARM_LIMIT``
+    entities in parallel (see ``LiveConnection.warm``): it checks that the namespace is reachable
+    and the key accepted, and the first peek afterwards costs one round trip."""
+    conn = registry.get(resolve(connection, namespace=namespace))
+    if warm and not conn.warmed:
+        conn.warm()
+    return conn
 
 
 def live(connection: ConnectionLike) -> LiveConnection:
     """Whatever a caller passed as ``connection=``, as a live connection."""
     if isinstance(connection, LiveConnection):
         return connection
-    return connect(connection)
+    return registry.get(resolve(connection))
 
 
 def close_all() -> None:

@@ -82,6 +82,12 @@ class Report:
             self._outcomes.append(outcome)
         return outcome
 
+    def add_counted(self, outcome: str, n: int) -> None:
+        """Count ``n`` successes whose details are not known here (e.g. summed from Spark tasks)."""
+        if outcome in PROBLEMS:
+            raise ValueError("problems are always kept in detail: add() them")
+        self._counts[outcome] += n
+
     def extend(self, outcomes: Any) -> None:
         for o in outcomes:
             self.add(o)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -61,6 +62,7 @@ SHOWN_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS if f.shown)
 RECORD_KIND: dict[str, str] = {f.name: f.kind for f in FIELDS}
 TIMESTAMP_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS if f.kind == "timestamp")
 
+_CONTROL = re.compile(rb"[\x00-\x08]")
 _BINARY_TYPES = ("application/octet-stream", "application/x-protobuf", "application/avro", "image/", "audio/")
 
 
@@ -125,15 +127,14 @@ def _jsonable(value: Any) -> Any:
 
 def body_text(body: bytes, content_type: str | None) -> str | None:
     """Decoded text when the body is text; None for binary content."""
-    if content_type and any(content_type.lower().startswith(t) for t in _BINARY_TYPES):
+    if content_type and content_type.lower().startswith(_BINARY_TYPES):
+        return None
+    if _CONTROL.search(body, 0, 512):  # control bytes: not text
         return None
     try:
-        text = body.decode("utf-8")
+        return body.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if any(ord(c) < 9 for c in text[:512]):  # control bytes: not text
-        return None
-    return text
 
 
 def _utc(value: Any) -> dt.datetime | None:
@@ -150,14 +151,15 @@ def to_record(message: Any, entity: str) -> dict[str, Any]:
     content_type = message.content_type
     state = getattr(message, "state", None)
     ttl = message.time_to_live
-    lock_token = None if is_peeked(message) else _safe(lambda: message.lock_token)
+    peeked = is_peeked(message)
+    lock_token = None if peeked else _safe(lambda: message.lock_token)
     record = {
         "message_id": _text(message.message_id),
         "sequence_number": message.sequence_number,
         "enqueued_time": _utc(message.enqueued_time_utc),
         "state": state.name.lower() if state is not None else "active",
         "delivery_count": message.delivery_count,
-        "locked_until": _utc(_safe(lambda: message.locked_until_utc)),
+        "locked_until": None if peeked else _utc(_safe(lambda: message.locked_until_utc)),
         "lock_token": str(lock_token) if lock_token else None,
         "session_id": message.session_id,
         "partition_key": message.partition_key,

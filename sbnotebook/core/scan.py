@@ -27,7 +27,7 @@ from .live import ConnectionLike, LiveConnection, live, receiver_for
 from .records import to_record
 
 PAGE_SIZE = 250  # the most the SDK returns per peek call in practice
-DEFAULT_CONCURRENCY = 4
+DEFAULT_CONCURRENCY = 8
 STATES = ("active", "deferred", "scheduled")
 
 

@@ -1,0 +1,191 @@
+"""Interactive latency: the kit's live connection beside the SDK kept open, at 0 and 80 ms.
+
+An analyst clicking through a queue pays each call's latency. The emulator's ``--latency-ms 80``
+is what a notebook in one region sees from a namespace in another. In one run, for each latency,
+against ``sbnotebook emulator --port 0`` in its own process:
+
+  kit: core.connect(), then the first peek, then warm peek 10 / send 1 / counts / receive 1 +
+       complete (medians of --repeat calls), on one live connection
+  SDK: a ServiceBusClient with a receiver, a sender and an admin client kept open (the baseline)
+  scan: peeking --scan-messages messages through core.scan, and the ratio t(80 ms) / t(0 ms),
+        with the peak memory the scan allocated (pages are consumed, not kept)
+
+Targets (issue 13): warm peek, send, counts <= 1.5 round trips; receive + complete <= 2.5; first
+call after connect <= 6; scan t(80)/t(0) <= 1.5.
+
+    python benchmarks/interactive_latency.py [--repeat 15] [--scan-messages 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from sbnotebook import core
+from sbnotebook.core.admin import admin_client
+
+QUEUE = "orders"
+SCAN_QUEUE = "results"
+
+
+def start_emulator(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbnotebook.emulator", "--port", "0", "--latency-ms", str(latency_ms)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for _ in range(8):
+        line = proc.stdout.readline().strip()
+        if re.match(r"^Endpoint=sb://", line):
+            return proc, line
+    proc.kill()
+    raise SystemExit("the emulator did not start")
+
+
+def ms(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+def median_ms(fn: Callable[[], Any], repeat: int) -> float:
+    return statistics.median(ms(fn) for _ in range(repeat))
+
+
+def receive_and_complete(conn: core.LiveConnection) -> None:
+    with core.receive(QUEUE, count=1, connection=conn) as batch:
+        assert batch.complete().count("completed") == 1
+
+
+def kit(cs: str, repeat: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    t0 = time.perf_counter()
+    conn = core.connect(cs)
+    out["connect"] = (time.perf_counter() - t0) * 1000
+    out["first peek 10 after connect"] = ms(lambda: core.peek(QUEUE, count=10, connection=conn))
+    out["peek 10"] = median_ms(lambda: core.peek(QUEUE, count=10, connection=conn), repeat)
+    core.send(QUEUE, ["warm"], connection=conn)  # opens the sender once
+    out["send 1"] = median_ms(lambda: core.send(QUEUE, ["one"], connection=conn), repeat)
+    core.counts(QUEUE, connection=conn)
+    out["counts"] = median_ms(lambda: core.counts(QUEUE, connection=conn), repeat)
+    receive_and_complete(conn)
+    out["receive 1 + complete"] = median_ms(lambda: receive_and_complete(conn), repeat)
+    conn.close()
+    return out
+
+
+def sdk(cs: str, repeat: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    settings = core.resolve(cs)
+    with (
+        ServiceBusClient.from_connection_string(cs) as client,
+        client.get_queue_receiver(QUEUE) as receiver,
+        client.get_queue_sender(QUEUE) as sender,
+        admin_client(connection_string=cs, namespace=settings.namespace, emulator=True) as admin,
+    ):
+        receiver.peek_messages(max_message_count=1)
+        out["peek 10"] = median_ms(lambda: receiver.peek_messages(max_message_count=10), repeat)
+        sender.send_messages(ServiceBusMessage("warm"))
+        out["send 1"] = median_ms(lambda: sender.send_messages(ServiceBusMessage("one")), repeat)
+        admin.get_queue_runtime_properties(QUEUE)
+        out["counts"] = median_ms(lambda: admin.get_queue_runtime_properties(QUEUE), repeat)
+
+        def one() -> None:
+            (m,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            receiver.complete_message(m)
+
+        one()
+        out["receive 1 + complete"] = median_ms(one, repeat)
+    return out
+
+
+def scan(cs: str, n: int) -> tuple[float, int, float]:
+    """Seconds to peek n messages through core.scan, how many, and the peak MiB allocated."""
+    conn = core.connect(cs, warm=False)
+    core.send(SCAN_QUEUE, ({"i": i, "pad": "x" * 200} for i in range(n)), connection=conn)
+    list(core.scan(SCAN_QUEUE, limit=10, connection=conn))  # links open, as in a session
+    t0 = time.perf_counter()
+    seen = sum(len(page) for page in core.scan(SCAN_QUEUE, connection=conn))
+    elapsed = time.perf_counter() - t0
+    tracemalloc.start()  # a second pass for memory: tracing slows Python too much to time it
+    sum(len(page) for page in core.scan(SCAN_QUEUE, connection=conn))
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    conn.close()
+    return elapsed, seen, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--scan-messages", type=int, default=20_000)
+    parser.add_argument("--latency-ms", type=float, default=80.0, help="the far case (the near one is 0)")
+    args = parser.parse_args()
+    results: dict[float, dict[str, Any]] = {}
+    for latency in (0.0, args.latency_ms):
+        proc, cs = start_emulator(latency)
+        try:
+            core.send(QUEUE, [f"m{i}" for i in range(200)], connection=cs)  # something to peek and receive
+            core.close_all()
+            results[latency] = {
+                "kit": kit(cs, args.repeat),
+                "sdk": sdk(cs, args.repeat),
+                "scan": scan(cs, args.scan_messages),
+            }
+        finally:
+            core.close_all()
+            proc.terminate()
+            proc.wait(10)
+
+    far = args.latency_ms
+    targets = {
+        "first peek 10 after connect": 6.0,
+        "peek 10": 1.5,
+        "send 1": 1.5,
+        "counts": 1.5,
+        "receive 1 + complete": 2.5,
+    }
+    print(f"\nInteractive calls (medians of {args.repeat}); round trips = ms at {far:.0f} ms / {far:.0f}\n")
+    print(f"| call | kit 0 ms | SDK kept open 0 ms | kit {far:.0f} ms | SDK kept open {far:.0f} ms | target |")
+    print("|---|---|---|---|---|---|")
+    failed = []
+    for call, target in targets.items():
+        k0 = results[0.0]["kit"][call]
+        kf = results[far]["kit"][call]
+        s0 = results[0.0]["sdk"].get(call)
+        sf = results[far]["sdk"].get(call)
+        trips = kf / far if far else float("nan")
+        ok = trips <= target
+        failed += [] if ok else [call]
+        sdk0 = f"{s0:,.0f} ms" if s0 is not None else "-"
+        sdkf = f"{sf:,.0f} ms ({sf / far:.1f} RT)" if sf is not None else "-"
+        mark = "met" if ok else "MISSED"
+        print(f"| {call} | {k0:,.0f} ms | {sdk0} | {kf:,.0f} ms ({trips:.1f} RT) | {sdkf} | <= {target} RT: {mark} |")
+    print(f"| (connect, once) | {results[0.0]['kit']['connect']:,.0f} ms | - | {results[far]['kit']['connect']:,.0f} ms | - | - |")
+    t0, n0, m0 = results[0.0]["scan"]
+    tf, nf, mf = results[far]["scan"]
+    ratio = tf / t0
+    ok = ratio <= 1.5 and n0 == nf == args.scan_messages
+    failed += [] if ok else ["scan"]
+    print(
+        f"\nScan of {args.scan_messages:,} messages: {t0:.2f} s at 0 ms, {tf:.2f} s at {far:.0f} ms "
+        f"-> ratio {ratio:.2f} (target <= 1.5: {'met' if ok else 'MISSED'}); "
+        f"peak allocation {max(m0, mf):.1f} MiB; messages seen {n0:,} / {nf:,}"
+    )
+    if failed:
+        print("\nmissed:", ", ".join(failed))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -114,11 +114,11 @@ def test_defer_then_settle_after_success(sp: Any, client: ServiceBusClient, emul
     states = [r["state"] for r in core.peek("q", count=500, connection=emulator.connection_string)]
     assert states.count("deferred") == 80 and states.count("active") == 40
     report = sbspark.settle(df, "complete")
-    assert (report.done, report.failed, report.not_found) == (80, 0, 0)
+    assert (report.count("completed"), report.failed, report.count("not_found")) == (80, 0, 0)
     left = core.peek("q", count=500, connection=emulator.connection_string)
     assert len(left) == 40 and {r["state"] for r in left} == {"active"}
     again = sbspark.settle(df, "complete")  # settling twice finds nothing left: reported, not an error
-    assert (again.done, again.not_found) == (0, 80)
+    assert (again.count("completed"), again.count("not_found")) == (0, 80)
 
 
 def test_a_failed_job_between_read_and_settle_loses_nothing(
@@ -139,7 +139,7 @@ def test_a_failed_job_between_read_and_settle_loses_nothing(
     peeked = core.peek("q", count=100, connection=emulator.connection_string)
     assert len(peeked) == 30 and {r["state"] for r in peeked} == {"deferred"}
     report = sbspark.release(df)
-    assert report.done == 30
+    assert report.count("completed") == 30
     back = drain(client, "q")
     assert sorted(str(m) for m in back) == sorted(f"m{i}" for i in range(30))
 
@@ -151,8 +151,8 @@ def test_settle_dead_letters_with_reason_and_resubmits_elsewhere(
     df = read(sp, "q", mode="defer", maxMessages=10, numPartitions=1, waitSeconds=2).cache()
     bad = df.where("body_text in ('m1', 'm2')")
     good = df.where("body_text not in ('m1', 'm2')")
-    assert sbspark.settle(bad, "dead_letter", reason="bad-row", description="failed validation").done == 2
-    assert sbspark.settle(good, "resubmit", target="once").done == 8
+    assert sbspark.settle(bad, "dead_letter", reason="bad-row", description="failed validation").count("dead_lettered") == 2
+    assert sbspark.settle(good, "resubmit", target="once").count("completed") == 8
     dlq = drain(client, "q", sub_queue="deadletter")
     assert sorted((str(m), m.dead_letter_reason) for m in dlq) == [("m1", "bad-row"), ("m2", "bad-row")]
     moved = drain(client, "once")
@@ -175,7 +175,7 @@ def test_write_delivers_every_row_with_its_properties(sp: Any, client: ServiceBu
         F.create_map(F.lit("part"), (F.col("id") % 3).cast("string")).alias("application_properties"),
     )
     summary = sbspark.write(df.repartition(3), "q", maxInFlight=8)
-    assert (summary.sent, summary.total, summary.tasks) == (2000, 2000, 3)
+    assert (summary.count("sent"), summary.total, summary.stats["tasks"]) == (2000, 2000, 3)
     got = drain(client, "q")
     assert sorted(str(m) for m in got) == sorted(f"row-{i}" for i in range(2000))
     first = next(m for m in got if str(m) == "row-4")

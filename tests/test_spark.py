@@ -300,3 +300,19 @@ def test_to_spark_and_back(sp: Any, client: ServiceBusClient, emulator: Emulator
     assert back["body_text"].tolist() == ["a", "b", "c"]
     core.send("q", back, connection=emulator.connection_string)  # re-sendable as it is
     assert sorted(str(m) for m in drain(client, "q")) == ["a", "b", "c"]
+
+
+def test_settle_without_a_known_connection_is_an_error_not_a_new_emulator(
+    sp: Any, emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sbnotebook.core.connection import embedded
+    from sbnotebook.spark.source import ServiceBusDataSource
+
+    df = sp.createDataFrame([("q", 1)], "entity string, sequence_number long")
+    monkeypatch.setattr(ServiceBusDataSource, "default_connection", None)
+    monkeypatch.delenv("SERVICEBUS_CONNECTION_STRING", raising=False)
+    monkeypatch.delenv("SERVICEBUS_FULLY_QUALIFIED_NAMESPACE", raising=False)
+    running = embedded.running
+    with pytest.raises(core.ConfigurationError, match="register"):
+        sbspark.settle(df, "complete")
+    assert embedded.running is running  # no emulator started behind the user's back

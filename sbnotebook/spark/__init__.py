@@ -34,6 +34,9 @@ __all__ = [
 ]
 
 
+DEFAULT_PARTITIONS = 4  # read partitions when neither register() nor numPartitions says
+
+
 def register(spark: Any, connection: str | Connection | None = None, *, default_partitions: int | None = None) -> Any:
     """Register the `servicebus` format with this session.
 
@@ -41,7 +44,8 @@ def register(spark: Any, connection: str | Connection | None = None, *, default_
     emulator), and becomes the default for reads and writes without a connection option: Spark runs
     the data source in its own Python workers, which could not find the notebook's emulator."""
     conn = resolve(connection)
-    partitions = default_partitions or max(2, spark.sparkContext.defaultParallelism)
+    # No sparkContext: Spark Connect (Databricks serverless and shared clusters) has none.
+    partitions = default_partitions or DEFAULT_PARTITIONS
     source = _registered(conn, partitions)
     ServiceBusDataSource.default_connection = conn
     spark.dataSource.register(source)
@@ -78,10 +82,10 @@ def local_session(app_name: str = "sbnotebook", cores: int = 2) -> Any:
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.python.worker.faulthandler.enabled", "true")
         .config("spark.sql.execution.pyspark.udf.faulthandler.enabled", "true")
+        .config("spark.log.level", "ERROR")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    return register(spark)
+    return register(spark, default_partitions=cores)
 
 
 def to_spark(source: Any, spark: Any) -> Any:

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from ..core import (
+    ConfigurationError,
     Connection,
     EntityPath,
     LiveConnection,
@@ -145,6 +146,18 @@ def release(df: Any, **kwargs: Any) -> Report:
 
 
 def _registered_connection() -> Connection:
+    """What register() resolved in this process, else the environment. Never a new embedded emulator:
+    settling against a broker that never saw these messages would report "not found" for all of them."""
+    import os
+
+    from ..core.connection import ENV_CONNECTION_STRING, ENV_NAMESPACE
     from .source import ServiceBusDataSource
 
-    return ServiceBusDataSource.default_connection or resolve()
+    if ServiceBusDataSource.default_connection is not None:
+        return ServiceBusDataSource.default_connection
+    if os.environ.get(ENV_CONNECTION_STRING) or os.environ.get(ENV_NAMESPACE):
+        return resolve()
+    raise ConfigurationError(
+        "settle() does not know where these messages are: pass connection=..., or call "
+        "sbnotebook.spark.register(spark, connection) in this notebook first."
+    )

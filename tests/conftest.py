@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from azure.servicebus import ServiceBusClient
 
+from sbnotebook.core import close_all
 from sbnotebook.emulator import Emulator
 
 TEST_TOPOLOGY: dict[str, Any] = {
@@ -96,6 +97,7 @@ TEST_TOPOLOGY: dict[str, Any] = {
 def emulator() -> Iterator[Emulator]:
     with Emulator(TEST_TOPOLOGY) as emu:
         yield emu
+        close_all()  # the live connections this test opened, before their broker goes away
 
 
 @pytest.fixture

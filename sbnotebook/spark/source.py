@@ -17,10 +17,10 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..core import Connection, Report, send
+from ..core import Connection, EntityNotFoundError, Report, SbError, send
 from ..core.errors import redact
 from . import reading
-from .options import ReadOptions, WriteOptions, summary
+from .options import OptionError, ReadOptions, WriteOptions, summary
 from .schema import arrow_schema, record_schema
 
 log = logging.getLogger("sbnotebook.spark")
@@ -68,7 +68,12 @@ class _Reader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:  # must be a list (spark-notes.md)
         o = self.options
         if o.mode == "peek":
-            found = reading.bounds(o.connection, o.entity, o.from_sequence_number)
+            try:
+                found = reading.bounds(o.connection, o.entity, o.from_sequence_number)
+            except EntityNotFoundError:
+                raise OptionError(f"servicebus: entity not found: {o.entity}") from None
+            except SbError as exc:
+                raise OptionError(f"servicebus: cannot read {o.entity}: {exc}") from None
             if found is None:
                 return []
             ranges = reading.peek_ranges(found[0], found[1], o.num_partitions, o.max_messages)

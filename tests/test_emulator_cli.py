@@ -68,7 +68,7 @@ def test_bad_config_exits_2_with_a_reason(tmp_path: Path) -> None:
     assert "unknown property 'Nope'" in result.stderr
 
 
-def test_admin_port_defaults_to_amqp_port_plus_one() -> None:
+def test_admin_api_on_the_amqp_port_and_on_amqp_port_plus_one() -> None:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "sbnotebook.emulator", "--port", str(port)], stdout=subprocess.PIPE, text=True
@@ -76,7 +76,10 @@ def test_admin_port_defaults_to_amqp_port_plus_one() -> None:
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline() for _ in range(3)]
-        assert any(f"Administration API on http://127.0.0.1:{port + 1}" in line for line in lines), lines
+        assert any(
+            f"Administration API on http://127.0.0.1:{port} (the AMQP port) and http://127.0.0.1:{port + 1}" in line
+            for line in lines
+        ), lines
     finally:
         proc.terminate()
         proc.wait(15)

@@ -12,13 +12,16 @@ Routes (case-insensitive, ``api-version`` ignored):
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+import socket
 import threading
 import urllib.parse
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 from xml.sax.saxutils import escape
 
 from .broker import Broker, Queue, Subscription, Topic
@@ -348,13 +351,22 @@ class _HttpError(Exception):
 
 
 class AdminServer:
-    def __init__(self, broker: Broker, keys: dict[str, str], host: str, port: int = 0) -> None:
+    """The API's handlers. Listens on a port of its own if given one; the AMQP listener also hands
+    it the HTTP connections that arrive on the AMQP port (``serve_connection``)."""
+
+    def __init__(self, broker: Broker, keys: dict[str, str], host: str | None = None, port: int = 0) -> None:
         self.broker = broker
         self.keys = keys
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                prefix = getattr(self.server, "prefixes", {}).pop(self.client_address, b"")
+                if prefix:  # bytes the AMQP port read while telling HTTP from AMQP
+                    self.rfile = io.BufferedReader(_Prefixed(prefix, self.rfile))
 
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug("admin: " + format, *args)
@@ -368,20 +380,48 @@ class AdminServer:
             def do_DELETE(self) -> None:
                 server._serve(self, "DELETE")
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
-        self.port: int = self.httpd.server_address[1]
+        self._handler = Handler
+        self._shared = _HandoffServer()
+        self.httpd: ThreadingHTTPServer | None = None
+        self.port: int | None = None
+        if host is not None:
+            self.httpd = ThreadingHTTPServer((host, port), Handler)
+            self.httpd.daemon_threads = True
+            self.port = self.httpd.server_address[1]
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="sbnotebook-admin", daemon=True)
-        self._thread.start()
+        if self.httpd is not None:
+            self._thread = threading.Thread(target=self.httpd.serve_forever, name="sbnotebook-admin", daemon=True)
+            self._thread.start()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
         if self._thread is not None:
             self._thread.join(5)
+
+    def serve_connection(self, sock: socket.socket, prefix: bytes) -> None:
+        """Serve one HTTP connection (keep-alive included) on a thread of its own."""
+        threading.Thread(
+            target=self._run_connection, args=(sock, prefix), name="sbnotebook-admin-conn", daemon=True
+        ).start()
+
+    def _run_connection(self, sock: socket.socket, prefix: bytes) -> None:
+        key = ("amqp-port", id(sock))  # stands in for the client address
+        self._shared.prefixes[key] = prefix
+        try:
+            sock.settimeout(300)
+            self._handler(sock, key, cast(Any, self._shared))
+        except OSError:
+            pass
+        except Exception:
+            log.exception("admin request failed")
+        finally:
+            self._shared.prefixes.pop(key, None)
+            with contextlib.suppress(OSError):
+                sock.close()
 
     # ----------------------------------------------------------- dispatch
 
@@ -574,3 +614,31 @@ def _namespace_xml(name: str) -> str:
 
 def _error_xml(status: int, message: str) -> str:
     return f"<Error><Code>{status}</Code><Detail>{escape(message)}</Detail></Error>"
+
+
+class _HandoffServer:
+    """What a request handler needs of its server when the AMQP listener accepted the socket."""
+
+    def __init__(self) -> None:
+        self.prefixes: dict[object, bytes] = {}
+
+
+class _Prefixed(io.RawIOBase):
+    """A socket's reader with bytes already taken from it put back in front."""
+
+    def __init__(self, prefix: bytes, rest: Any) -> None:
+        self._prefix = prefix
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._prefix:
+            n = min(len(buffer), len(self._prefix))
+            buffer[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._rest.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)

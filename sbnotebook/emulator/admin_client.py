@@ -2,11 +2,12 @@
 
 The SDK's admin client always speaks HTTPS to the namespace host (the AMQP
 endpoint), even with ``UseDevelopmentEmulator=true``. The emulator serves its
-administration API over plain HTTP on a port of its own, so the client gets a
-transport that rewrites ``https://host:amqp-port/...`` to ``http://host:admin-port/...``::
+administration API over plain HTTP on the AMQP port itself (and optionally on a
+port of its own), so the client gets a transport that rewrites
+``https://host:amqp-port/...`` to ``http://host:port/...``::
 
     from sbnotebook.emulator.admin_client import emulator_admin_client
-    admin = emulator_admin_client(connection_string, admin_port=5673)
+    admin = emulator_admin_client(connection_string)          # the AMQP port
     admin.get_queue_runtime_properties("orders").active_message_count
 """
 
@@ -31,14 +32,18 @@ class EmulatorAdminTransport(RequestsTransport):
         return super().send(request, **kwargs)
 
 
-def emulator_admin_client(connection_string: str, *, admin_port: int, host: str | None = None, **kwargs: Any) -> Any:
-    """A ``ServiceBusAdministrationClient`` for an emulator's connection string and admin port."""
+def emulator_admin_client(
+    connection_string: str, *, admin_port: int | None = None, host: str | None = None, **kwargs: Any
+) -> Any:
+    """A ``ServiceBusAdministrationClient`` for an emulator's connection string (its AMQP port serves
+    the API; ``admin_port`` picks another)."""
     from azure.servicebus.management import ServiceBusAdministrationClient
 
+    endpoint = next((p.split("=", 1)[1] for p in connection_string.split(";") if p.lower().startswith("endpoint=")), "")
+    parts = urllib.parse.urlsplit(endpoint)
     if host is None:
-        endpoint = next(
-            (p.split("=", 1)[1] for p in connection_string.split(";") if p.lower().startswith("endpoint=")), ""
-        )
-        host = urllib.parse.urlsplit(endpoint).hostname or "127.0.0.1"
+        host = parts.hostname or "127.0.0.1"
+    if admin_port is None:
+        admin_port = parts.port or 5672
     transport = EmulatorAdminTransport(host, admin_port)
     return ServiceBusAdministrationClient.from_connection_string(connection_string, transport=transport, **kwargs)

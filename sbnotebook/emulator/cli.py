@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--admin-port",
         type=int,
         default=None,
-        help="HTTP port of the administration API (default: the AMQP port + 1, or a free one with --port 0)",
+        help="an extra HTTP port for the administration API, which the AMQP port always serves too "
+        "(default: the AMQP port + 1, or a free one with --port 0)",
     )
     parser.add_argument("--data-dir", help="keep accepted messages on disk here (SQLite), so a restart loses nothing")
     parser.add_argument("--config", help="topology file in the format of Microsoft's Service Bus emulator")
@@ -88,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"Service Bus emulator listening on {emulator.host}:{emulator.port} (entities: {entities})")
     if args.data_dir:
         print(f"Durable store in {args.data_dir}: restored {emulator.broker.restored} message(s)")
-    print(f"Administration API on {emulator.admin_url} (see docs/emulator.md to point the SDK's admin client at it)")
+    also = f" and http://{emulator.host}:{emulator.admin_port}" if emulator.admin_port else ""
+    print(f"Administration API on {emulator.admin_url} (the AMQP port){also} (see docs/emulator.md)")
     print(emulator.connection_string, flush=True)
     while not stop.wait(0.5):
         if emulator._stopped.is_set():

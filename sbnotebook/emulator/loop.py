@@ -22,13 +22,41 @@ from typing import Any
 from cproton import isnull, pn_collector_peek, pn_collector_pop, pn_event_delivery, pn_event_type
 from proton import Collector, Connection, Delivery, Event, EventType, Transport
 
+from .frontdoor import AMQP, MORE, classify, parse_head
+from .websocket import WebSocketError, WebSocketReader, frame, handshake_response, is_upgrade
+
 log = logging.getLogger("sbnotebook.emulator")
 
 READ_SIZE = 256 * 1024
 
 
+# Hands a plain HTTP connection (socket, bytes already read) to the administration API.
+HttpHandoff = Callable[[socket.socket, bytes], None]
+
+
+class _Sniffing:
+    """A new connection whose protocol (AMQP, WebSocket or HTTP) is not known yet."""
+
+    __slots__ = ("buf", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+
 class _Peer:
-    __slots__ = ("aborted", "collector", "connection", "delay", "outbox", "sock", "transport", "want_write")
+    __slots__ = (
+        "aborted",
+        "collector",
+        "connection",
+        "delay",
+        "outbox",
+        "sock",
+        "transport",
+        "want_write",
+        "ws",
+        "ws_out",
+    )
 
     def __init__(self, sock: socket.socket, max_frame_size: int) -> None:
         self.sock = sock
@@ -44,6 +72,8 @@ class _Peer:
         self.delay = 0.0  # extra seconds on every reply (a slow entity)
         self.outbox: deque[tuple[float, bytes]] = deque()  # replies held back by simulated latency
         self.aborted = False
+        self.ws: WebSocketReader | None = None  # set for AMQP over WebSockets
+        self.ws_out = bytearray()  # framed bytes not yet sent (WebSocket peers only)
 
 
 class EventLoop:
@@ -56,8 +86,11 @@ class EventLoop:
         backlog: int = 512,
         tick: float = 0.05,
         max_frame_size: int = 256 * 1024,
+        http: HttpHandoff | None = None,
     ) -> None:
         self.handler = handler
+        self.http = http
+        self._sniffing: dict[socket.socket, _Sniffing] = {}
         self.tick_interval = tick
         self.max_frame_size = max_frame_size
         self.selector = selectors.DefaultSelector()
@@ -105,12 +138,15 @@ class EventLoop:
             while not self._stopping:
                 timeout = max(0.0, min(next_tick, self._next_outbox_due()) - time.monotonic())
                 for key, _ in self.selector.select(timeout):
-                    if key.data is None:
+                    data = key.data
+                    if type(data) is _Peer:
+                        self._on_socket(data, key.events)
+                    elif data is None:
                         self._accept()
-                    elif key.data == "wake":
+                    elif data == "wake":
                         self._drain_wake()
                     else:
-                        self._on_socket(key.data, key.events)
+                        self._sniff(data)
                 self._process_all()
                 now = time.monotonic()
                 if now >= next_tick:
@@ -147,10 +183,77 @@ class EventLoop:
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            peer = _Peer(sock, self.max_frame_size)
-            self._peers[sock] = peer
-            self._by_connection[peer.connection] = peer
-            self.selector.register(sock, selectors.EVENT_READ, peer)
+            sniffing = _Sniffing(sock)
+            self._sniffing[sock] = sniffing
+            self.selector.register(sock, selectors.EVENT_READ, sniffing)
+
+    def _sniff(self, s: _Sniffing) -> None:
+        """Read a new connection's first bytes and route it: AMQP, AMQP over WebSockets, or HTTP."""
+        try:
+            data = s.sock.recv(READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._forget_sniffing(s, close=True)
+            return
+        s.buf += data
+        kind = classify(s.buf)
+        if kind == MORE:
+            return
+        if kind == AMQP:
+            self._forget_sniffing(s, close=False)
+            peer = self._add_peer(s.sock)
+            self._push(peer, s.buf)
+            return
+        try:
+            head = parse_head(s.buf)
+        except ValueError:
+            self._forget_sniffing(s, close=True)
+            return
+        if head is None:
+            return  # the rest of the request head is on its way
+        _, path, headers, length = head
+        self._forget_sniffing(s, close=False)
+        if is_upgrade(path, headers):
+            reply = handshake_response(headers)
+            if not reply.startswith(b"HTTP/1.1 101"):
+                self._refuse_http(s.sock, reply)
+                return
+            peer = self._add_peer(s.sock)
+            peer.ws = WebSocketReader()
+            peer.ws_out += reply
+            self._push(peer, s.buf[length:])
+            self._want_write(peer, True)
+            return
+        if self.http is None:
+            self._refuse_http(s.sock, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            return
+        s.sock.setblocking(True)
+        self.http(s.sock, s.buf)
+
+    def _forget_sniffing(self, s: _Sniffing, *, close: bool) -> None:
+        self._sniffing.pop(s.sock, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(s.sock)
+        if close:
+            s.sock.close()
+
+    @staticmethod
+    def _refuse_http(sock: socket.socket, reply: bytes) -> None:
+        with contextlib.suppress(OSError):
+            sock.setblocking(True)
+            sock.settimeout(2)
+            sock.sendall(reply)
+        sock.close()
+
+    def _add_peer(self, sock: socket.socket) -> _Peer:
+        peer = _Peer(sock, self.max_frame_size)
+        self._peers[sock] = peer
+        self._by_connection[peer.connection] = peer
+        self.selector.register(sock, selectors.EVENT_READ, peer)
+        return peer
 
     def _on_socket(self, peer: _Peer, events: int) -> None:
         if events & selectors.EVENT_READ:
@@ -172,12 +275,46 @@ class EventLoop:
         if not data:
             transport.close_tail()
             return
+        if peer.ws is not None:
+            self._push(peer, data)
+            return
         try:
-            transport.push(data)
+            transport.push(data)  # at most ``capacity`` bytes were read
+        except Exception:  # malformed input: proton closes the transport with an error
+            transport.close_tail()
+
+    def _push(self, peer: _Peer, data: bytes) -> None:
+        transport = peer.transport
+        ws = peer.ws
+        if ws is not None:
+            try:
+                data = ws.feed(data)
+            except WebSocketError:
+                transport.close_tail()
+                return
+            if ws.replies:
+                for reply in ws.replies:
+                    peer.ws_out += reply
+                ws.replies.clear()
+                self._want_write(peer, True)
+            if ws.closed:
+                transport.close_tail()
+        try:
+            # One read may hold more decoded bytes than proton takes at once (a WebSocket
+            # message completes); proton consumes as it goes, so feed it in capacity-sized parts.
+            while data:
+                capacity = transport.capacity()
+                if capacity <= 0:
+                    break
+                transport.push(data[:capacity])
+                data = data[capacity:]
         except Exception:  # malformed input: proton closes the transport with an error
             transport.close_tail()
 
     def _write(self, peer: _Peer) -> None:
+        if peer.ws is not None:
+            self._write_ws(peer)
+            return
         transport = peer.transport
         delay = self.latency + peer.delay
         if delay > 0 or peer.outbox:
@@ -203,6 +340,37 @@ class EventLoop:
             if sent < pending:
                 break
         self._want_write(peer, transport.pending() > 0)
+
+    def _write_ws(self, peer: _Peer) -> None:
+        """WebSocket peers: proton's output goes out in binary frames, after any control replies."""
+        transport = peer.transport
+        pending = transport.pending()
+        if pending > 0:
+            framed = frame(transport.peek(pending) or b"")
+            transport.pop(pending)
+            delay = self.latency + peer.delay
+            if delay > 0 or peer.outbox:
+                peer.outbox.append((time.monotonic() + delay, framed))
+            else:
+                peer.ws_out += framed
+        if peer.outbox:
+            now = time.monotonic()
+            while peer.outbox and peer.outbox[0][0] <= now:
+                peer.ws_out += peer.outbox.popleft()[1]
+        out = peer.ws_out
+        while out:
+            try:
+                sent = peer.sock.send(out)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                out.clear()
+                peer.outbox.clear()
+                transport.close_head()
+                transport.close_tail()
+                break
+            del out[:sent]
+        self._want_write(peer, bool(out))
 
     def _send_due(self, peer: _Peer) -> None:
         now = time.monotonic()
@@ -261,7 +429,7 @@ class EventLoop:
                 self._discard(peer)
                 continue
             self._write(peer)
-            if peer.transport.closed and not peer.outbox:
+            if peer.transport.closed and not peer.outbox and not peer.ws_out:
                 self._discard(peer)
 
     def _drain_events(self, peer: _Peer) -> bool:
@@ -326,6 +494,8 @@ class EventLoop:
     def _close_all(self) -> None:
         for peer in list(self._peers.values()):
             self._discard(peer)
+        for s in list(self._sniffing.values()):
+            self._forget_sniffing(s, close=True)
         for sock in (self.listener, self._wake_r, self._wake_w):
             with contextlib.suppress(KeyError, ValueError):
                 self.selector.unregister(sock)
@@ -334,4 +504,4 @@ class EventLoop:
 
     @property
     def connection_count(self) -> int:
-        return len(self._peers)
+        return len(self._peers) + len(self._sniffing)

@@ -84,7 +84,8 @@ class Emulator:
         self._stopped = threading.Event()
         self._latency = latency
         self._admin_requested = admin_port
-        self._admin: AdminServer | None = None
+        self._admin: AdminServer | None = None  # the API on a port of its own (optional)
+        self._api = AdminServer(self.broker, {key_name: key})  # the API on the AMQP port (always)
         self.admin_port: int | None = None
 
     def __repr__(self) -> str:
@@ -107,6 +108,7 @@ class Emulator:
             backlog=LISTEN_BACKLOG,
             tick=TICK_SECONDS,
             max_frame_size=MAX_FRAME_SIZE,
+            http=self._api.serve_connection,
         )
         self._loop.latency = self._latency
         self.port = self._loop.port
@@ -148,17 +150,18 @@ class Emulator:
 
     @property
     def admin_url(self) -> str:
-        if self.admin_port is None:
-            raise RuntimeError("the administration API is not running")
-        return f"http://{self.host}:{self.admin_port}"
+        """The administration API, served on the AMQP port itself (as Service Bus serves it on 443)."""
+        if self.port is None:
+            raise RuntimeError("the emulator is not running; call start() or use it as a context manager")
+        return f"http://{self.host}:{self.port}"
 
     def admin_client(self, **kwargs: Any) -> Any:
-        """A ``ServiceBusAdministrationClient`` wired to this emulator (see ``admin_client.py``)."""
+        """A ``ServiceBusAdministrationClient`` wired to this emulator's AMQP port (see ``admin_client.py``)."""
         from .admin_client import emulator_admin_client
 
-        if self.admin_port is None:
-            raise RuntimeError("the administration API is not running")
-        return emulator_admin_client(self.connection_string, admin_port=self.admin_port, host=self.host, **kwargs)
+        if self.port is None:
+            raise RuntimeError("the emulator is not running; call start() or use it as a context manager")
+        return emulator_admin_client(self.connection_string, admin_port=self.port, host=self.host, **kwargs)
 
     # ------------------------------------------------------- fault injection
 

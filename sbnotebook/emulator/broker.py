@@ -94,6 +94,19 @@ class _Duplicates:
         return False
 
 
+class SequenceCounter:
+    """Service Bus numbers each queue and topic from 1 (a topic's subscriptions share its numbers)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self, last: int = 0) -> None:
+        self.last = last
+
+    def take(self) -> int:
+        self.last += 1
+        return self.last
+
+
 @dataclass(eq=False)
 class Queue:
     name: str
@@ -102,6 +115,7 @@ class Queue:
     dead_letter: MessageStore
     duplicates: _Duplicates | None = None
     kind: str = "queue"
+    sequence: SequenceCounter = field(default_factory=SequenceCounter)
 
 
 @dataclass(eq=False)
@@ -126,6 +140,7 @@ class Topic:
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
     duplicates: _Duplicates | None = None
     kind: str = "topic"
+    sequence: SequenceCounter = field(default_factory=SequenceCounter)
 
 
 Receivable = Queue | Subscription
@@ -166,7 +181,6 @@ class Broker:
         self.lock = threading.RLock()
         self.namespace = topology.namespace
         self._entities: dict[str, Entity] = {}
-        self._sequence = itertools.count(1)
         self._locks: dict[uuid.UUID, Lock] = {}
         self._owned: dict[object, set[uuid.UUID]] = {}
         self._timers: list[tuple[float, int, str, Any]] = []
@@ -219,14 +233,18 @@ class Broker:
     def _restore(self, journal: Journal) -> None:
         """Reload what was accepted before a restart; locks held then are gone (released)."""
         by_path = {st.path.lower(): st for st in self._all_stores()}
-        highest = journal.max_sequence()
+        for name, last in journal.sequences().items():
+            found = self._entities.get(name)
+            if found is not None:
+                found.sequence.last = max(found.sequence.last, last)
         restored = skipped = 0
         for path, msg in journal.messages():
             store = by_path.get(path)
             if store is None:
                 skipped += 1  # its entity is no longer in the topology
                 continue
-            highest = max(highest, msg.sequence_number)
+            numbered = self.entity(path.split("/")[0])
+            numbered.sequence.last = max(numbered.sequence.last, msg.sequence_number)
             store.add(msg)
             restored += 1
             owner = self._owner_of(store)
@@ -238,7 +256,6 @@ class Broker:
             store = by_path.get(path)
             if store is not None and store.sessions is not None:
                 store.session(session).state = state
-        self._sequence = itertools.count(highest + 1)
         self.restored = restored
         self.restore_skipped = skipped
 
@@ -406,6 +423,12 @@ class Broker:
         now = self.clock.now()
         return [self._accept(target, data, now) for data in messages]
 
+    def _number(self, target: Entity) -> int:
+        seq = target.sequence.take()
+        if self.journal is not None:
+            self.journal.note_sequence(target.name, seq)
+        return seq
+
     def _check_ids(self, data: MessageData, entity: str) -> None:
         for name, value in (("MessageId", data.message_id), ("SessionId", data.session_id)):
             if value is not None and len(value) > 128:
@@ -418,7 +441,7 @@ class Broker:
             and target.duplicates.seen(data.message_id, now)
         ):
             return 0
-        seq = next(self._sequence)
+        seq = self._number(target)
         msg = StoredMessage(
             data=data,
             sequence_number=seq,
@@ -447,7 +470,7 @@ class Broker:
         forward = entity.props.forward_to
         if forward and hops < MAX_FORWARD_HOPS:
             dest = self.entity(forward)
-            self._enqueue(dest, msg.copy_for(next(self._sequence), now), now, hops + 1)
+            self._enqueue(dest, msg.copy_for(self._number(dest), now), now, hops + 1)
             return
         ttl = entity.props.default_message_ttl
         if msg.data.ttl is not None:
@@ -772,10 +795,11 @@ class Broker:
         forward = entity.props.forward_dead_lettered_messages_to
         now = self.clock.now()
         if forward:
-            copy = msg.copy_for(next(self._sequence), now)
+            dest = self.entity(forward)
+            copy = msg.copy_for(self._number(dest), now)
             copy.dead_letter_source = entity.store.path
             copy.application_properties = dict(msg.application_properties)
-            self._enqueue(self.entity(forward), copy, now, hops=1)
+            self._enqueue(dest, copy, now, hops=1)
             return
         msg.expires_at = None
         entity.dead_letter.add(msg)

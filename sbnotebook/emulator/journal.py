@@ -49,7 +49,7 @@ class Journal:
         self._upserts: dict[tuple[str, int], StoredMessage] = {}
         self._deletes: set[tuple[str, int]] = set()
         self._states: dict[tuple[str, str], bytes | None] = {}
-        self._max_seq = 0
+        self._sequences: dict[str, int] = {}  # entity -> last sequence number handed out
 
     # ---------------------------------------------------------------- writes
 
@@ -57,7 +57,6 @@ class Journal:
         key = (store.lower(), msg.sequence_number)
         self._deletes.discard(key)
         self._upserts[key] = msg
-        self._max_seq = max(self._max_seq, msg.sequence_number)
 
     def delete(self, store: str, seq: int) -> None:
         key = (store.lower(), seq)
@@ -67,12 +66,12 @@ class Journal:
     def session_state(self, store: str, session: str, state: bytes | None) -> None:
         self._states[(store.lower(), session)] = state
 
-    def note_sequence(self, seq: int) -> None:
-        self._max_seq = max(self._max_seq, seq)
+    def note_sequence(self, entity: str, seq: int) -> None:
+        self._sequences[entity.lower()] = seq
 
     @property
     def dirty(self) -> bool:
-        return bool(self._upserts or self._deletes or self._states)
+        return bool(self._upserts or self._deletes or self._states or self._sequences)
 
     def flush(self) -> None:
         if not self.dirty:
@@ -92,7 +91,11 @@ class Journal:
                     "INSERT OR REPLACE INTO session_state (store, session, state) VALUES (?, ?, ?)",
                     [(store, session, state) for (store, session), state in self._states.items()],
                 )
-            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('max_seq', ?)", (self._max_seq,))
+            if self._sequences:
+                db.executemany(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                    [(f"seq:{entity}", seq) for entity, seq in self._sequences.items()],
+                )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -100,13 +103,14 @@ class Journal:
         self._upserts.clear()
         self._deletes.clear()
         self._states.clear()
+        self._sequences.clear()
 
     # ----------------------------------------------------------------- reads
 
-    def max_sequence(self) -> int:
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'max_seq'").fetchone()
-        self._max_seq = int(row[0]) if row else 0
-        return self._max_seq
+    def sequences(self) -> dict[str, int]:
+        """entity (lower case) -> the last sequence number it handed out."""
+        rows = self._db.execute("SELECT key, value FROM meta WHERE key LIKE 'seq:%'")
+        return {key[4:]: int(value) for key, value in rows}
 
     def messages(self) -> Iterator[tuple[str, StoredMessage]]:
         for store, _, row in self._db.execute("SELECT store, seq, row FROM messages ORDER BY store, seq"):

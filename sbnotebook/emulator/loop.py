@@ -23,6 +23,7 @@ from cproton import isnull, pn_collector_peek, pn_collector_pop, pn_event_delive
 from proton import Collector, Connection, Delivery, Event, EventType, Transport
 
 from .frontdoor import AMQP, MORE, classify, parse_head
+from .sequencing import TransferOrder
 from .websocket import WebSocketError, WebSocketReader, frame, handshake_response, is_upgrade
 
 log = logging.getLogger("sbnotebook.emulator")
@@ -47,9 +48,11 @@ class _Sniffing:
 class _Peer:
     __slots__ = (
         "aborted",
+        "backlog",
         "collector",
         "connection",
         "delay",
+        "order",
         "outbox",
         "sock",
         "transport",
@@ -74,6 +77,8 @@ class _Peer:
         self.aborted = False
         self.ws: WebSocketReader | None = None  # set for AMQP over WebSockets
         self.ws_out = bytearray()  # framed bytes not yet sent (WebSocket peers only)
+        self.order = TransferOrder()  # client transfers back in delivery-id order
+        self.backlog = b""  # input proton had no room for yet
 
 
 class EventLoop:
@@ -275,13 +280,7 @@ class EventLoop:
         if not data:
             transport.close_tail()
             return
-        if peer.ws is not None:
-            self._push(peer, data)
-            return
-        try:
-            transport.push(data)  # at most ``capacity`` bytes were read
-        except Exception:  # malformed input: proton closes the transport with an error
-            transport.close_tail()
+        self._push(peer, data)
 
     def _push(self, peer: _Peer, data: bytes) -> None:
         transport = peer.transport
@@ -299,12 +298,26 @@ class EventLoop:
                 self._want_write(peer, True)
             if ws.closed:
                 transport.close_tail()
+        data = peer.order.feed(data)
+        self._feed_proton(peer, data)
+
+    @staticmethod
+    def _feed_proton(peer: _Peer, data: bytes) -> None:
+        transport = peer.transport
+        if peer.backlog:
+            data = peer.backlog + data
+            peer.backlog = b""
         try:
-            # One read may hold more decoded bytes than proton takes at once (a WebSocket
-            # message completes); proton consumes as it goes, so feed it in capacity-sized parts.
+            # Held transfers or a completed WebSocket message can be more than proton takes at
+            # once; it consumes as it goes, so feed it in capacity-sized parts.
             while data:
                 capacity = transport.capacity()
                 if capacity <= 0:
+                    if capacity == 0:
+                        peer.backlog = data
+                    break
+                if len(data) <= capacity:
+                    transport.push(data)
                     break
                 transport.push(data[:capacity])
                 data = data[capacity:]
@@ -468,7 +481,10 @@ class EventLoop:
 
     def _tick(self) -> None:
         now = time.time()
+        mono = time.monotonic()
         for peer in self._peers.values():
+            if peer.order.holding or peer.backlog:
+                self._feed_proton(peer, peer.order.overdue(mono))
             try:
                 peer.transport.tick(now)
             except Exception:

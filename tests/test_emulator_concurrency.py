@@ -1,0 +1,86 @@
+"""Several management requests in flight on one receiver (threads, asyncio.gather, AutoLockRenewer)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from azure.servicebus import AutoLockRenewer, ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
+
+from sbnotebook.emulator import Emulator
+
+pytestmark = pytest.mark.timeout(120)
+ROUNDS = 60
+
+
+def _fill(client: ServiceBusClient, n: int = 20) -> None:
+    with client.get_queue_sender("q") as s:
+        s.send_messages([ServiceBusMessage(f"m{i}") for i in range(n)])
+
+
+def test_concurrent_peeks_and_renewals_from_threads(client: ServiceBusClient, emulator: Emulator) -> None:
+    """Rule: Service Bus answers every request even when the SDK's threads race on delivery ids;
+    the connection (and every lock on it) survives."""
+    _fill(client)
+    with client.get_queue_receiver("q", max_wait_time=5) as r:
+        got = r.receive_messages(max_message_count=10, max_wait_time=5)
+        assert len(got) == 10
+        with ThreadPoolExecutor(8) as pool:
+            sizes = list(
+                pool.map(lambda _: len(r.peek_messages(max_message_count=5, sequence_number=1)), range(ROUNDS))
+            )
+            renewed = list(pool.map(r.renew_message_lock, got * 3))
+        assert sizes == [5] * ROUNDS
+        assert len(renewed) == 30
+        for m in got:
+            r.complete_message(m)  # the locks survived: no MessageLockLostError
+    assert emulator.broker.counts("q")["active"] == 10
+
+
+def test_concurrent_peeks_with_asyncio_gather(emulator: Emulator) -> None:
+    from azure.servicebus.aio import ServiceBusClient as AsyncClient
+
+    async def run() -> list[int]:
+        async with AsyncClient.from_connection_string(emulator.connection_string) as c:
+            async with c.get_queue_sender("q") as s:
+                await s.send_messages([ServiceBusMessage(f"m{i}") for i in range(20)])
+            async with c.get_queue_receiver("q", max_wait_time=5) as r:
+                got = await r.receive_messages(max_message_count=10, max_wait_time=5)
+                sizes = await asyncio.gather(
+                    *(r.peek_messages(max_message_count=5, sequence_number=1) for _ in range(ROUNDS))
+                )
+                await asyncio.gather(*(r.renew_message_lock(m) for m in got))
+                for m in got:
+                    await r.complete_message(m)
+                return [len(x) for x in sizes]
+
+    assert asyncio.run(run()) == [5] * ROUNDS
+    assert emulator.broker.counts("q")["active"] == 10
+
+
+def test_auto_lock_renewer_with_eight_workers() -> None:
+    """AutoLockRenewer(max_workers=8) renews many locks at once on one connection."""
+    topology = {
+        "UserConfig": {"Namespaces": [{"Name": "n", "Queues": [{"Name": "r", "Properties": {"LockDuration": "PT3S"}}]}]}
+    }
+    failures: list[Exception] = []
+    with Emulator(topology) as emu, ServiceBusClient.from_connection_string(emu.connection_string) as client:
+        with client.get_queue_sender("r") as s:
+            s.send_messages([ServiceBusMessage(f"r{i}") for i in range(16)])
+        renewer = AutoLockRenewer(max_lock_renewal_duration=60, max_workers=8)
+        with client.get_queue_receiver("r", max_wait_time=5) as r:
+            got: list[ServiceBusReceivedMessage] = []
+            while len(got) < 16:
+                batch = r.receive_messages(max_message_count=16, max_wait_time=5)
+                assert batch
+                got += batch
+            for m in got:
+                renewer.register(r, m, on_lock_renew_failure=lambda _m, e: failures.append(e))  # type: ignore[arg-type,misc]
+            time.sleep(7)  # beyond two lock durations: only renewals keep the locks
+            for m in got:
+                r.complete_message(m)
+        renewer.close()
+        assert not failures
+        assert emu.broker.counts("r") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}

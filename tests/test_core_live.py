@@ -131,3 +131,20 @@ def test_the_sdk_client_kept_open_is_what_we_compare_with(emulator: Emulator) ->
     with ServiceBusClient.from_connection_string(emulator.connection_string) as client:
         with client.get_queue_receiver("q") as r:
             assert r.peek_messages(5) == []
+
+
+def test_idle_links_are_closed_and_reopened_on_demand(emulator: Emulator) -> None:
+    import time
+
+    conn = LiveConnection(core.resolve(emulator.connection_string), idle_timeout=0.3)
+    try:
+        core.send("q", ["x"], connection=conn)
+        assert len(core.peek("q", connection=conn)) == 1
+        assert conn.open_links >= 2
+        deadline = time.monotonic() + 5
+        while conn.open_links and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert conn.open_links == 0
+        assert len(core.peek("q", connection=conn)) == 1  # opened again when needed
+    finally:
+        conn.close()

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from sbnotebook.core import RECORD_FIELDS, LockedBatch, SendReport, counts
+from sbnotebook.core import RECORD_FIELDS, LiveConnection, LockedBatch, Report, counts
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics
@@ -164,6 +164,21 @@ def test_connect_without_arguments_uses_the_environment_then_the_embedded_emulat
         unload_ipython_extension(ip)
 
 
+def test_connect_holds_one_live_connection_and_warm_peeks_open_no_links(
+    ip: Any, sb: SbMagics, emulator: Emulator, client: ServiceBusClient
+) -> None:
+    conn = sb.connection
+    assert isinstance(conn, LiveConnection) and conn.settings.namespace == f"{emulator.host}:{emulator.port}"
+    send(client, "q", "a", "b")
+    assert len(line(ip, "sb_peek q")) == 2
+    opened = conn.links_opened
+    assert len(line(ip, "sb_peek q")) == 2  # a warm call: the pooled receiver link is reused
+    assert len(line(ip, "sb_peek q --where 'text == \"b\"'")) == 1
+    assert conn.links_opened == opened and sb.connection is conn
+    line(ip, f"sb_connect {emulator.connection_string}")  # the same settings: the same live connection
+    assert sb.connection is conn
+
+
 def test_entities_lists_queues_topics_and_subscriptions_with_counts(
     ip: Any, sb: SbMagics, client: ServiceBusClient
 ) -> None:
@@ -220,6 +235,23 @@ def test_peek_searches_bodies_and_properties(ip: Any, sb: SbMagics, client: Serv
     assert wide["body.total"].tolist()[:2] == [120, 5]
 
 
+def test_peek_search_stops_once_enough_matched_and_says_how_many_it_scanned(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
+) -> None:
+    send(client, "q", *[f"m{i}" for i in range(40)])
+    hits = line(ip, "sb_peek q -n 2 --where 'text.endswith(\"5\")'")
+    assert hits["body_text"].tolist() == ["m5", "m15"]
+    out = capsys.readouterr().out
+    assert "2 of 16 scanned messages matched" in out and "next page: --from-seq 17" in out
+    nxt = line(ip, "sb_peek q -n 2 --from-seq 17 --where 'text.endswith(\"5\")'")
+    assert nxt["body_text"].tolist() == ["m25", "m35"]
+    capsys.readouterr()
+    none = line(ip, "sb_peek q --scan 10 --where 'text == \"nothing\"'")
+    assert len(none) == 0 and list(none.columns) == list(RECORD_FIELDS)
+    out = capsys.readouterr().out
+    assert "0 of 10 scanned messages matched" in out and "--scan limit of 10" in out and "--from-seq 11" in out
+
+
 def test_peek_dead_letter_queue_and_sessions(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
     send(client, "q", "bad")
     with client.get_queue_receiver("q") as r:
@@ -257,12 +289,13 @@ def test_receive_then_settle_rows_by_number(ip: Any, sb: SbMagics, client: Servi
     assert "5 messages locked from q" in capsys.readouterr().out
     assert "<table" in batch._repr_html_()
     done = line(ip, "sb_settle complete 0,1")
-    assert done["status"].tolist() == ["done", "done"]
+    assert done["outcome"].tolist() == ["completed", "completed"] and done["index"].tolist() == [0, 1]
+    assert "complete q: 2 completed of 2" in capsys.readouterr().out
     line(ip, "sb_settle dead-letter 2 --reason bad-total --description 'total < 0'")
     line(ip, "sb_settle defer 3")
     line(ip, "sb_settle abandon 4")
     again = line(ip, "sb_settle complete 0")
-    assert again["status"].tolist() == ["already_settled"]
+    assert again["outcome"].tolist() == ["already_settled"]
     line(ip, "sb_settle complete 9")
     assert "Row 9 is not in this batch" in capsys.readouterr().err
     dlq = line(ip, "sb_peek q --dlq")
@@ -291,7 +324,7 @@ def test_settle_all_asks_first_and_says_which_rows(
     assert line(ip, "sb_settle complete all") is None
     assert asked and "Cancelled" in capsys.readouterr().err
     answer(monkeypatch, "yes")
-    assert line(ip, "sb_settle complete all")["status"].tolist() == ["done"] * 3
+    assert line(ip, "sb_settle complete all")["outcome"].tolist() == ["completed"] * 3
     assert drain(client, "q", wait=0.5) == []
 
 
@@ -301,8 +334,8 @@ def test_a_lost_lock_shows_as_lost(ip: Any, sb: SbMagics, client: ServiceBusClie
     line(ip, "sb_receive short -n 1")
     time.sleep(1.6)
     result = line(ip, "sb_settle complete 0")
-    assert result["status"].tolist() == ["lock_lost"]
-    assert "1 lock(s) lost" in capsys.readouterr().out
+    assert result["outcome"].tolist() == ["lock_lost"] and result["error"].notna().all()
+    assert "1 lock-lost of 1" in capsys.readouterr().out
 
 
 def test_receive_and_delete_asks_unless_yes(
@@ -330,7 +363,7 @@ def test_receive_from_an_empty_queue_says_so(ip: Any, sb: SbMagics, capsys: Any)
 
 def test_send_json_lines_array_and_python_expression(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
     report = ip.run_cell_magic("sb_send", "q", '{"n": 1}\n\n{"n": 2}\n')
-    assert isinstance(report, SendReport) and report.ok and report.sent == 2
+    assert isinstance(report, Report) and report.ok and report.count("sent") == 2
     ip.run_cell_magic("sb_send", "q --max-in-flight 2", '[{"n": 3}, {"n": 4}, {"n": 5}]')
     ip.user_ns["frame"] = pd.DataFrame({"body": ['{"n": 6}', '{"n": 7}'], "subject": ["s", "s"]})
     ip.run_cell_magic("sb_send", "q", "frame")
@@ -362,7 +395,9 @@ def test_send_schedules_and_reports_failures(ip: Any, sb: SbMagics, emulator: Em
     assert "is not a time" in capsys.readouterr().err
     report = ip.run_cell_magic("sb_send", "tiny", '{"big": "' + "x" * 6000 + '"}\n{"small": 1}')
     out = capsys.readouterr().out
-    assert report.sent == 1 and report.failed == 1 and "1 FAILED" in out
+    assert report.count("sent") == 1 and report.failed == 1 and "1 FAILED" in out
+    (failure,) = report.failures
+    assert failure.index == 0 and failure.condition and "send tiny:" in out and "1 sent" in out
 
 
 # ------------------------------------------------------------------ dlq and stats
@@ -400,9 +435,13 @@ def test_panels_open_from_the_magics(ip: Any, sb: SbMagics, client: ServiceBusCl
             r.dead_letter_message(m, reason="broken")
     triage = line(ip, "sb_dlq q")
     assert isinstance(triage, TriagePanel) and triage.reasons == {"broken": 1}
-    assert isinstance(line(ip, "sb_browse q --dlq"), MessageBrowser)
-    assert isinstance(line(ip, "sb_compose q"), SendPanel)
+    browser = line(ip, "sb_browse q --dlq")
+    assert isinstance(browser, MessageBrowser)
+    compose = line(ip, "sb_compose q")
+    assert isinstance(compose, SendPanel)
     panel = line(ip, "sb_receive q --panel")
     assert isinstance(panel, SettlementPanel) and len(panel.batch) == 1
+    # Every panel a magic opens works on the magics' one live connection.
+    assert triage.connection is browser.connection is compose.connection is panel.batch.connection is sb.connection
     panel.act("complete", [0])
     assert drain(client, "q", wait=0.3) == []

@@ -22,10 +22,12 @@ from IPython.display import display
 from traitlets import Bool, Float, Int
 
 from .. import core
-from ..core import Connection, EntityPath, InvalidInputError, LockedBatch, SbError, redact
+from ..core import EntityPath, InvalidInputError, LiveConnection, LockedBatch, Report, SbError, redact
+from ..core.outcome import PROBLEMS
 from . import plots
 from .cells import parse_cell, parse_rows, parse_when
 from .config import project_settings
+from .pages import Found, find
 
 
 class _HelpShown(Exception):
@@ -97,7 +99,7 @@ PEEK.add_argument("--from-seq", type=int, default=1, dest="from_seq", help="firs
 PEEK.add_argument("--dlq", action="store_true", help="peek the entity's dead-letter queue")
 PEEK.add_argument("--session", help="peek one session")
 PEEK.add_argument("--where", help="search expression over properties and body fields ($.a.b, body.a, props.p)")
-PEEK.add_argument("--scan", type=int, default=10_000, help="with --where: how many messages to look through")
+PEEK.add_argument("--scan", type=int, default=10_000, help="with --where: look through at most this many messages")
 PEEK.add_argument("--json", action="store_true", help="decode JSON bodies into body.* columns")
 
 RECEIVE = _parser(
@@ -246,7 +248,7 @@ class SbMagics(Magics):
         for name, value in project_settings(self.trait_names(config=True)).items():
             if name not in explicit:
                 setattr(self, name, value)
-        self.connection: Connection | None = None
+        self.connection: LiveConnection | None = None  # from %sb_connect; every command and panel uses it
         self.batches: list[LockedBatch] = []
         self.samples: dict[str, list[tuple[dt.datetime, core.EntityCounts]]] = {}
 
@@ -257,9 +259,10 @@ class SbMagics(Magics):
         message = str(exc) or "input is not available here; repeat the command with --yes"
         print(f"{kind}: {redact(message)}", file=sys.stderr)
 
-    def conn(self) -> Connection:
+    def conn(self) -> LiveConnection:
+        """The live connection every command passes on (the first command connects if needed)."""
         if self.connection is None:
-            self.connection = core.resolve()
+            self.connection = core.connect()
             if self.connection.is_emulator:
                 print(
                     f"Using the embedded Service Bus emulator at {self.connection.namespace} (%sb_connect to change)."
@@ -293,14 +296,14 @@ class SbMagics(Magics):
         if len(chosen) > 1:
             raise UsageError("%sb_connect: give one of CONNECTION, --namespace, --secret or --emulator.")
         if args.emulator:
-            self.connection = core.connection.embedded.connection()
+            self.connection = core.connect(core.connection.embedded.connection())
         elif args.secret:
-            self.connection = core.resolve(self._databricks_secret(args.secret))
+            self.connection = core.connect(self._databricks_secret(args.secret))
         elif args.connection or args.namespace:
-            self.connection = core.resolve(args.connection, namespace=args.namespace)
+            self.connection = core.connect(args.connection, namespace=args.namespace)
         elif self.connection is None:
-            self.connection = core.resolve()
-        print(f"Connected to {self.connection}.")
+            self.connection = core.connect()
+        print(f"Connected to {self.connection.settings}.")
 
     def _databricks_secret(self, spec: str) -> str:
         scope, _, key = spec.partition("/")
@@ -329,32 +332,19 @@ class SbMagics(Magics):
     def sb_peek(self, args: argparse.Namespace) -> Any:
         entity = _with_dlq(args.entity, args.dlq)
         count = args.count if args.count is not None else self.peek_count
-        if args.where is None:
-            page = core.peek(
-                entity, count=count, from_sequence_number=args.from_seq, session_id=args.session, connection=self.conn()
-            )
-            records = page.records
-            scanned = len(records)
-        else:
-            matches = core.compile_where(args.where)
-            records, scanned = [], 0
-            start = args.from_seq
-            while len(records) < count and scanned < args.scan:
-                page = core.peek(
-                    entity,
-                    count=min(250, args.scan - scanned),
-                    from_sequence_number=start,
-                    session_id=args.session,
-                    connection=self.conn(),
-                )
-                if not page.records:
-                    break
-                scanned += len(page.records)
-                records.extend(r for r in page.records if matches(r))
-                start = page.next_sequence_number
-            records = records[:count]
-        frame = core.to_dataframe(records)
-        _summarise_page(entity, records, scanned, args.where is not None)
+        if count < 1 or args.scan < 1:
+            raise UsageError("-n and --scan must be 1 or more.")
+        found = find(
+            entity,
+            start=args.from_seq,
+            count=count,
+            where=args.where,
+            scan_limit=args.scan,
+            session_id=args.session,
+            connection=self.conn(),
+        )
+        _summarise_page(entity, found, args.where is not None, args.scan)
+        frame = core.to_dataframe(found.records)
         return core.json_columns(frame) if args.json else frame
 
     @line_magic
@@ -415,8 +405,6 @@ class SbMagics(Magics):
     @line_magic
     @_command(SETTLE)
     def sb_settle(self, args: argparse.Namespace) -> Any:
-        import pandas as pd
-
         batch = self._batch(args.batch)
         if args.action == "close":
             held = len(batch.unsettled)
@@ -424,7 +412,7 @@ class SbMagics(Magics):
             print(f"Closed: {held} unsettled locks given back." if held else "Closed.")
             return None
         if args.action == "renew":
-            outcomes = batch.renew()
+            report = batch.renew()
         else:
             if args.rows is None:
                 raise UsageError(f"Say which rows to {args.action}: row numbers (0,2,5-7) or 'all'.")
@@ -432,13 +420,11 @@ class SbMagics(Magics):
             if rows is None and len(batch.unsettled) > 1 and not args.yes and args.action != "abandon":
                 self.ask(f"{args.action} all {len(batch.unsettled)} unsettled messages of {batch.entity}?", "yes")
             if args.action == "dead-letter":
-                outcomes = batch.dead_letter(rows, reason=args.reason, description=args.description)
+                report = batch.dead_letter(rows, reason=args.reason, description=args.description)
             else:
-                outcomes = getattr(batch, args.action)(rows)
-        frame = pd.DataFrame([vars(o) for o in outcomes], columns=["sequence_number", "action", "status", "error"])
-        done = sum(o.status == "done" for o in outcomes)
-        print(f"{args.action}: {done} of {len(outcomes)} done." + _problems(outcomes))
-        return frame
+                report = getattr(batch, args.action)(rows)
+        print(report.summary())
+        return report.to_pandas()
 
     @line_cell_magic
     @_command(SEND, cell=True)
@@ -508,23 +494,17 @@ def _sequence_numbers(text: str) -> list[int]:
         raise UsageError(f"--deferred takes sequence numbers such as 41,42, not {text!r}.") from None
 
 
-def _summarise_page(entity: str, records: list[dict[str, Any]], scanned: int, searched: bool) -> None:
-    found = f"{len(records)} of {scanned} scanned messages matched" if searched else f"{len(records)} messages"
+def _summarise_page(entity: str, found: Found, searched: bool, scan_limit: int) -> None:
+    records = found.records
+    text = f"{len(records)} of {found.scanned} scanned messages matched" if searched else f"{len(records)} messages"
+    text += f" from {entity}"
     if records:
-        first, last = records[0]["sequence_number"], records[-1]["sequence_number"]
-        print(f"{found} from {entity} (sequence numbers {first}..{last}; next page: --from-seq {last + 1}).")
-    else:
-        print(f"{found} from {entity}.")
-
-
-def _problems(outcomes: list[core.SettleOutcome]) -> str:
-    lost = sum(o.status == "lock_lost" for o in outcomes)
-    failed = sum(o.status == "failed" for o in outcomes)
-    already = sum(o.status == "already_settled" for o in outcomes)
-    parts = [f"{lost} lock(s) lost" if lost else "", f"{failed} failed" if failed else ""]
-    parts.append(f"{already} already settled" if already else "")
-    text = ", ".join(p for p in parts if p)
-    return f" {text}." if text else ""
+        text += f" (sequence numbers {records[0]['sequence_number']}..{records[-1]['sequence_number']})"
+    if searched and found.scanned >= scan_limit:
+        text += f"; stopped at the --scan limit of {scan_limit}"
+    if found.scanned:
+        text += f"; next page: --from-seq {found.next_start}"
+    print(text + ".")
 
 
 class _Progress:
@@ -535,30 +515,29 @@ class _Progress:
         self.handle: Any = None
         self.last = 0.0
 
-    def update(self, report: core.SendReport) -> None:
+    def update(self, report: Report) -> None:
         now = time.monotonic()
         if now - self.last < 0.3:
             return
         self.last = now
-        text = f"Sending to {self.entity}: {report.sent} sent, {report.failed} failed"
+        text = f"Sending to {self.entity}: {report.count('sent')} sent, {report.failed} failed"
         bundle = {"text/plain": text, "text/html": f"<progress></progress> {html.escape(text)}"}
         if self.handle is None:
             self.handle = display(bundle, raw=True, display_id=True)
         else:
             self.handle.update(bundle, raw=True)
 
-    def finish(self, report: core.SendReport) -> None:
+    def finish(self, report: Report) -> None:
         verdict = "all sent" if report.ok else f"{report.failed} FAILED"
-        text = (
-            f"{report.sent} of {report.total} messages sent to {self.entity} ({verdict}) in {report.elapsed:.2f} s, "
-            f"{report.rate:.0f} msg/s, {report.operations} operations, {report.retries} retries."
-        )
+        operations = report.stats.get("operations", 0)
+        text = f"{report.summary()} ({verdict}), {report.rate:.0f} msg/s, {operations} operations."
         if self.handle is not None:
             self.handle.update({"text/plain": text, "text/html": html.escape(text)}, raw=True)
         else:
             print(text)
         if report.failures:
-            display(report.to_pandas().query("status == 'failed'"))
+            frame = report.to_pandas()
+            display(frame[frame["outcome"].isin(PROBLEMS)])
 
 
 def _stats_figure(entity: str, history: list[tuple[dt.datetime, core.EntityCounts]], records: list[Any]) -> Any:
@@ -578,7 +557,7 @@ def _stats_figure(entity: str, history: list[tuple[dt.datetime, core.EntityCount
     return fig
 
 
-def _triage_panel(entity: str, connection: Connection) -> Any:
+def _triage_panel(entity: str, connection: LiveConnection) -> Any:
     """The dead-letter triage panel when ipywidgets is there; None otherwise (the summary is shown)."""
     try:
         from .widgets import TriagePanel

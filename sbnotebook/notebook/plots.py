@@ -1,7 +1,7 @@
 """Charts as plain functions returning plotly figures: usable with or without widgets.
 
 Each takes what the settlement library produces (records, a peeked page, a locked batch, a
-DataFrame in the record schema, count samples or a send report).
+DataFrame in the record schema, count samples or a send Report).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..core import EntityCounts, SendReport, to_dataframe
+from ..core import EntityCounts, Report, to_dataframe
 
 DEPTH_SERIES = (("active", "#1f77b4"), ("dead_letter", "#d62728"), ("scheduled", "#2ca02c"))
 
@@ -104,22 +104,20 @@ def dead_letter_reasons(source: Any) -> go.Figure:
     return _layout(fig, "Dead-letter reasons", "messages", "reason")
 
 
-def send_latency(report: SendReport) -> go.Figure:
-    """Latency per send operation (ms) with the throughput in the title."""
-    ms = [s * 1000 for s in report.latencies]
+def send_latency(report: Report) -> go.Figure:
+    """Latency per send operation (ms) from a send Report, with its summary in the title."""
+    ms = [s * 1000 for s in report.stats.get("latencies", [])]
     fig = go.Figure(go.Histogram(x=ms, nbinsx=30, marker_color="#9467bd", name="latency"))
-    title = (
-        f"Sends to {report.entity}: {report.sent} sent, {report.failed} failed, "
-        f"{report.rate:.0f} msg/s over {report.operations} operations"
-    )
+    operations = report.stats.get("operations", len(ms))
+    title = f"{report.summary()}, {report.rate:.0f} msg/s over {operations} operations"
     return _layout(fig, title, "latency per operation (ms)", "operations")
 
 
-def send_throughput(reports: Mapping[str, SendReport | float]) -> go.Figure:
+def send_throughput(reports: Mapping[str, Report | float]) -> go.Figure:
     """Messages per second for several ways of sending the same data, side by side
-    (a SendReport, or a plain rate for a baseline measured some other way)."""
+    (a send Report, or a plain rate for a baseline measured some other way)."""
     names = list(reports)
-    rates = [r.rate if isinstance(r, SendReport) else float(r) for r in reports.values()]
+    rates = [r.rate if isinstance(r, Report) else float(r) for r in reports.values()]
     fig = go.Figure(
         go.Bar(
             x=names,

@@ -10,6 +10,9 @@ import ipywidgets as W
 
 from ... import core
 from ...core import EntityPath
+from ...core.live import ConnectionLike, live
+from ..export import to_json_record, write_jsonl
+from ..pages import find
 from .render import detail_html, guard, row_label
 
 
@@ -22,10 +25,10 @@ class MessageBrowser(W.VBox):
         *,
         dead_letter: bool = False,
         page_size: int = 50,
-        connection: Any = None,
+        connection: ConnectionLike = None,
         scan_limit: int = 10_000,
     ) -> None:
-        self.connection = core.resolve(connection)
+        self.connection = live(connection)
         self.page_size = page_size
         self.scan_limit = scan_limit
         self.records: list[dict[str, Any]] = []
@@ -74,32 +77,25 @@ class MessageBrowser(W.VBox):
     # ---------------------------------------------------------- paging
 
     def _load(self, start: int) -> None:
-        matches = core.compile_where(self.where) if self.where else None
-        found: list[dict[str, Any]] = []
-        scanned, cursor = 0, start
-        while len(found) < self.page_size and scanned < self.scan_limit:
-            want = 250 if matches is not None else self.page_size - len(found)
-            page = core.peek(self.entity, count=want, from_sequence_number=cursor, connection=self.connection)
-            if not page.records:
-                break
-            scanned += len(page.records)
-            for r in page.records:
-                cursor = int(r["sequence_number"]) + 1
-                if matches is None or matches(r):
-                    found.append(r)
-                    if len(found) == self.page_size:
-                        break
-        self.start, self.next_start, self.records = start, cursor, found
-        self.rows.options = [(row_label(r), i) for i, r in enumerate(found)]
+        found = find(
+            self.entity,
+            start=start,
+            count=self.page_size,
+            where=self.where,
+            scan_limit=self.scan_limit,
+            connection=self.connection,
+        )
+        self.start, self.next_start, self.records = start, found.next_start, found.records
+        self.rows.options = [(row_label(r), i) for i, r in enumerate(found.records)]
         self.rows.value = ()
         self.detail.value = ""
-        searched = f", {scanned} scanned for the search" if matches is not None else ""
+        searched = f", {found.scanned} scanned for the search" if self.where else ""
         span = (
-            f"sequence numbers {found[0]['sequence_number']}..{found[-1]['sequence_number']}"
-            if found
+            f"sequence numbers {found.records[0]['sequence_number']}..{found.records[-1]['sequence_number']}"
+            if found.records
             else "no messages"
         )
-        self.status.value = f"{self.entity}: {len(found)} messages, {span}{searched}"
+        self.status.value = f"{self.entity}: {len(found.records)} messages, {span}{searched}"
 
     def jump(self, sequence_number: int) -> None:
         self.history.clear()
@@ -144,35 +140,18 @@ class MessageBrowser(W.VBox):
         return core.to_dataframe(self.selected)
 
     def export_json(self, path: str | Path) -> Path:
-        """JSON lines with every property; `%%sb_send` / core.send send them back as they were."""
+        """JSON lines with every property (binary bodies base64); `%%sb_send` / core.send send them
+        back as they were. See sbnotebook.notebook.export."""
         out = Path(path)
-        with out.open("w", encoding="utf-8") as f:
-            for r in self.selected:
-                f.write(json.dumps(exportable(r), ensure_ascii=False) + "\n")
-        self.status.value = f"Exported {len(self.selected)} messages to {out}"
+        n = write_jsonl(self.selected, out)
+        self.status.value = f"Exported {n} messages to {out}"
         return out
 
     def export_csv(self, path: str | Path) -> Path:
+        """The selection as CSV in the record schema's columns (application properties as JSON)."""
         out = Path(path)
-        frame = core.to_dataframe([exportable(r) for r in self.selected])
+        frame = core.to_dataframe([to_json_record(r) for r in self.selected])
         frame["application_properties"] = [json.dumps(p) for p in frame["application_properties"]]
         frame.to_csv(out, index=False)
         self.status.value = f"Exported {len(self.selected)} messages to {out}"
         return out
-
-
-def exportable(record: dict[str, Any]) -> dict[str, Any]:
-    """A record as JSON: text bodies as text, binary ones base64 (body_base64), times as ISO strings."""
-    import base64
-
-    out: dict[str, Any] = {}
-    for key, value in record.items():
-        if key == "body":
-            if record.get("body_text") is None:
-                out["body_base64"] = base64.b64encode(bytes(value or b"")).decode()
-            out["body"] = record.get("body_text")
-        elif hasattr(value, "isoformat"):
-            out[key] = value.isoformat()
-        else:
-            out[key] = value
-    return out

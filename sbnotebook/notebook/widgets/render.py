@@ -4,28 +4,14 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
 from typing import Any
 
-SYSTEM_FIELDS = (
-    "message_id",
-    "sequence_number",
-    "enqueued_time",
-    "state",
-    "delivery_count",
-    "locked_until",
-    "session_id",
-    "partition_key",
-    "correlation_id",
-    "subject",
-    "content_type",
-    "to",
-    "reply_to",
-    "time_to_live",
-    "scheduled_enqueue_time",
-    "dead_letter_reason",
-    "dead_letter_error_description",
-    "dead_letter_source",
+from ...core.records import FIELDS
+
+# The detail view's property table: every schema field except the body and application properties
+# (shown on their own above and below it).
+SYSTEM_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in FIELDS if f.kind not in ("binary", "map") and f.name != "body_text"
 )
 
 
@@ -76,14 +62,6 @@ def row_label(record: dict[str, Any], extra: str = "") -> str:
     preview = (body if body is not None else f"<{len(record.get('body') or b'')} binary bytes>").replace("\n", " ")
     subject = f" [{record['subject']}]" if record.get("subject") else ""
     return f"#{record.get('sequence_number')}{subject} {preview[:80]}{extra}"
-
-
-def table_html(records: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    head = "".join(f"<th>{c}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in columns) + "</tr>" for r in records
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def guard(status: Any, action: Any) -> Any:

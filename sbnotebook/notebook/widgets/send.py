@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
 import ipywidgets as W
 
 from ... import core
-from ...core import InvalidInputError, SendReport
+from ...core import InvalidInputError, Report
+from ...core.live import ConnectionLike, live
 from ..cells import parse_when
 
 
 class SendPanel(W.VBox):
-    def __init__(self, entity: str, *, connection: Any = None, max_in_flight: int = 10) -> None:
-        self.connection = core.resolve(connection)
+    def __init__(self, entity: str, *, connection: ConnectionLike = None, max_in_flight: int = 10) -> None:
+        self.connection = live(connection)
         self.max_in_flight = max_in_flight
         self.entity_box = W.Text(value=entity, description="Entity")
         self.body = W.Textarea(placeholder='{"order": 1}', description="Body", rows=5, layout=W.Layout(width="100%"))
@@ -25,7 +27,7 @@ class SendPanel(W.VBox):
         self.send_button = W.Button(description="Send", button_style="primary")
         self.progress = W.IntProgress(value=0, min=0, max=1, description="Sent")
         self.status = W.HTML()
-        self.reports: list[SendReport] = []
+        self.reports: list[Report] = []
         self.send_button.on_click(lambda _: self.send())
         super().__init__(
             [
@@ -57,19 +59,19 @@ class SendPanel(W.VBox):
                 record[key] = box.value.strip()
         return record
 
-    def send(self, messages: Any = None) -> SendReport | None:
+    def send(self, messages: Any = None) -> Report | None:
         """Send the composed message, or `messages` (a DataFrame, records, ...) when given."""
         try:
             items = [self.compose()] if messages is None else messages
             when = parse_when(self.schedule.value) if self.schedule.value.strip() else None
         except InvalidInputError as exc:
-            self.status.value = f"<span style='color:#b00'>{exc}</span>"
+            self.status.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
             return None
         total = len(items) if hasattr(items, "__len__") else 0
         self.progress.max, self.progress.value = max(total, 1), 0
 
-        def progress(report: SendReport) -> None:
-            self.progress.value = report.sent + report.failed
+        def progress(report: Report) -> None:
+            self.progress.value = report.total
 
         report = core.send(
             self.entity_box.value,
@@ -80,16 +82,10 @@ class SendPanel(W.VBox):
             connection=self.connection,
         )
         self.reports.append(report)
-        self.progress.max, self.progress.value = max(report.total, 1), report.sent + report.failed
-        verdict = "all sent" if report.ok else f"<b style='color:#b00'>{report.failed} failed</b>"
-        failures = "".join(
-            f"<li>{f.condition}: {f.error} (tracking id {f.tracking_id})</li>" for f in report.failures[:20]
-        )
-        self.status.value = (
-            f"{report.sent} of {report.total} sent to {report.entity} ({verdict}), {report.rate:.0f} msg/s"
-            + (f"<ul>{failures}</ul>" if failures else "")
-        )
+        self.progress.max, self.progress.value = max(report.total, 1), report.total
+        # The report's own view: its summary line, then each failure with condition and tracking id.
+        self.status.value = report._repr_html_() + f"<p>{report.rate:.0f} msg/s</p>"
         return report
 
-    def send_dataframe(self, frame: Any) -> SendReport | None:
+    def send_dataframe(self, frame: Any) -> Report | None:
         return self.send(frame)

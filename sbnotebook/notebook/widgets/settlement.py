@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import html
 import threading
 from typing import Any
 
 import ipywidgets as W
 
-from ...core import LockedBatch, SettleOutcome
+from ...core import LockedBatch, Outcome, Report
 from .render import detail_html, guard, row_label
 
 
 class SettlementPanel(W.VBox):
     def __init__(self, batch: LockedBatch, *, tick: float = 1.0) -> None:
         self.batch = batch
-        self.outcomes: dict[int, SettleOutcome] = {}
+        self.problems: dict[int, tuple[str, Outcome]] = {}  # row -> (operation, what went wrong)
         self.rows = W.SelectMultiple(options=[], rows=min(max(len(batch), 3), 15), layout=W.Layout(width="100%"))
         self.auto_renew = W.Checkbox(value=batch.auto_renew, description="Renew locks automatically")
         self.reason = W.Text(description="Reason", placeholder="dead-letter reason")
@@ -52,7 +53,7 @@ class SettlementPanel(W.VBox):
 
     def _tick(self, every: float) -> None:
         while not self._stop.wait(every):
-            if self.batch._closed or not self.batch.unsettled:
+            if self.batch.closed or not self.batch.unsettled:
                 return
             self.refresh()
 
@@ -64,12 +65,12 @@ class SettlementPanel(W.VBox):
 
     def row_state(self, i: int) -> str:
         """What a row shows after its label: the lock countdown, or the outcome of its settlement."""
-        outcome = self.outcomes.get(i)
-        status = self.batch._status(i)
-        if outcome is not None and outcome.status != "done":
-            return f"{outcome.action}: {outcome.status.replace('_', ' ')}" + (
-                f" ({outcome.error})" if outcome.error else ""
-            )
+        problem = self.problems.get(i)
+        if problem is not None:
+            operation, outcome = problem
+            why = f" ({outcome.error})" if outcome.error else ""
+            return f"{operation}: {outcome.outcome.replace('_', ' ')}{why}"
+        status = self.batch.status(i)
         if status == "locked":
             left = self.batch.seconds_left()[i]
             return f"locked, {left:.0f} s left" if left else "lock expired"
@@ -94,28 +95,29 @@ class SettlementPanel(W.VBox):
     def select(self, rows: list[int]) -> None:
         self.rows.value = tuple(rows)
 
-    def act(self, action: str, rows: list[int] | None = None) -> list[SettleOutcome]:
+    def act(self, action: str, rows: list[int] | None = None) -> Report | None:
         """Settle the given rows (default: the selected ones) and show each outcome."""
         chosen = list(self.rows.value) if rows is None else rows
         if action != "renew" and not chosen:
             self.status.value = "Select one or more rows first."
-            return []
+            return None
         if action == "renew":
-            outcomes = self.batch.renew()
+            report = self.batch.renew()
         elif action == "dead_letter":
-            outcomes = self.batch.dead_letter(
+            report = self.batch.dead_letter(
                 chosen, reason=self.reason.value or None, description=self.description_box.value or None
             )
         else:
-            outcomes = getattr(self.batch, action)(chosen)
-        by_seq = {int(self.batch.messages[i].sequence_number): i for i in range(len(self.batch))}
-        for o in outcomes:
-            if o.action != "renew" or o.status != "done":
-                self.outcomes[by_seq[o.sequence_number]] = o
+            report = getattr(self.batch, action)(chosen)
+        # What went well shows through the batch's own status; a problem stays shown until a later
+        # settlement of that row succeeds.
+        for o in report.outcomes:
+            if o.index is None or o.outcome == "already_settled":
+                continue
+            if o.ok:
+                self.problems.pop(o.index, None)
+            else:
+                self.problems[o.index] = (report.operation, o)
         self.refresh()
-        done = sum(o.status == "done" for o in outcomes)
-        lost = sum(o.status == "lock_lost" for o in outcomes)
-        self.status.value += f"<br>{action}: {done} of {len(outcomes)} done" + (
-            f", {lost} lock(s) lost" if lost else ""
-        )
-        return outcomes
+        self.status.value += f"<br>{html.escape(report.summary())}"
+        return report

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Callable
 from typing import Any
@@ -10,7 +9,8 @@ from typing import Any
 import ipywidgets as W
 
 from ... import core
-from ...core import EntityPath, InvalidInputError, ResubmitReport
+from ...core import EntityPath, InvalidInputError, Report
+from ...core.live import ConnectionLike, live
 from .. import plots
 from .render import detail_html, guard, row_label
 
@@ -47,16 +47,16 @@ def patch_edit(patch: dict[str, Any]) -> Edit:
 class TriagePanel(W.VBox):
     """Everything destructive (resubmit moves, discard removes) waits for an explicit confirmation."""
 
-    def __init__(self, entity: str, *, connection: Any = None, limit: int = 1000) -> None:
-        self.connection = core.resolve(connection)
+    def __init__(self, entity: str, *, connection: ConnectionLike = None, limit: int = 1000) -> None:
+        self.connection = live(connection)
         self.source = EntityPath.parse(entity).parent
         self.dlq = str(EntityPath(self.source.name, self.source.subscription, "dead_letter"))
         self.limit = limit
         self.records: list[dict[str, Any]] = []
         self.visible: list[dict[str, Any]] = []
         self.edit: Edit | None = None
-        self.reports: list[ResubmitReport] = []
-        self.pending: tuple[str, Callable[[], ResubmitReport]] | None = None
+        self.reports: list[Report] = []
+        self.pending: tuple[str, Callable[[], Report]] | None = None
         self.chart = W.Output()
         self.groups = W.Select(options=[], description="Reason", rows=6)
         self.rows = W.SelectMultiple(options=[], rows=10, layout=W.Layout(width="100%"))
@@ -161,7 +161,7 @@ class TriagePanel(W.VBox):
             return self._say("Name a target queue: resubmitting to the topic would reach every subscription.")
         edit = self._editor()
 
-        def run() -> ResubmitReport:
+        def run() -> Report:
             return core.resubmit(
                 self.dlq,
                 target=goal,
@@ -175,14 +175,14 @@ class TriagePanel(W.VBox):
     def ask_discard(self) -> str:
         chosen = {int(r["sequence_number"]) for r in self.selected}
 
-        def run() -> ResubmitReport:
+        def run() -> Report:
             return core.discard(
                 self.dlq, where=lambda r: int(r["sequence_number"]) in chosen, connection=self.connection
             )
 
         return self._prepare("discard", f"Remove {len(chosen)} messages from {self.dlq} for good", run)
 
-    def _prepare(self, word: str, what: str, run: Callable[[], ResubmitReport]) -> str:
+    def _prepare(self, word: str, what: str, run: Callable[[], Report]) -> str:
         self.pending = (word, run)
         self.confirmation.layout.display = "flex"
         self.confirm_box.value = ""
@@ -193,7 +193,7 @@ class TriagePanel(W.VBox):
         self.confirmation.layout.display = "none"
         self._say("Cancelled: nothing was changed.")
 
-    def confirm(self, typed: str) -> ResubmitReport | None:
+    def confirm(self, typed: str) -> Report | None:
         if self.pending is None:
             self._say("Nothing to confirm.")
             return None
@@ -210,15 +210,8 @@ class TriagePanel(W.VBox):
         return report
 
     def final_report(self) -> str:
-        rows = "".join(
-            f"<tr><td>{html.escape(r.source)}</td><td>{html.escape(r.target)}</td><td>{r.moved}</td>"
-            f"<td>{len(r.duplicated)}</td><td>{len(r.failed)}</td></tr>"
-            for r in self.reports
-        )
-        return (
-            "<b>What moved where</b><table><tr><th>from</th><th>to</th><th>moved</th>"
-            f"<th>duplicated</th><th>failed</th></tr>{rows}</table>"
-        )
+        """Every confirmed action's report: its summary line (what moved where) and any failures."""
+        return "<b>What moved where</b>" + "".join(r._repr_html_() for r in self.reports)
 
     def _say(self, text: str) -> str:
         self.status.value = text

@@ -13,6 +13,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import plots
+from sbnotebook.notebook.export import read_jsonl
 from sbnotebook.notebook.widgets import MessageBrowser, SendPanel, SettlementPanel, TriagePanel, merge_patch
 from tests.helpers import drain, send
 
@@ -55,6 +56,7 @@ def test_browser_searches_bodies_and_shows_details(emulator: Emulator, client: S
     b = MessageBrowser("q", page_size=4, connection=emulator.connection_string)
     b.search('$.customer.id == "c-1"')
     assert [json.loads(r["body_text"])["n"] for r in b.records] == [1, 4, 7, 10]
+    assert "4 messages" in b.status.value and "11 scanned for the search" in b.status.value  # stopped at 4
     b.next_page()
     assert [json.loads(r["body_text"])["n"] for r in b.records] == [13, 16, 19, 22]
     b.search('props.kind == "raw"')
@@ -84,11 +86,17 @@ def test_browser_exports_are_resendable_with_all_properties(
     assert list(frame.columns) == list(core.RECORD_FIELDS) and len(frame) == 2
     drain(client, "q")
     lines = [json.loads(x) for x in exported.read_text().splitlines()]
-    core.send("q", lines, connection=emulator.connection_string)
-    back = drain(client, "q")
-    assert [b"".join(m.body) for m in back] == [b"text", b"\xff\x00"]
-    assert back[0].subject == "s1" and back[0].correlation_id == "c" and back[0].application_properties == {b"a": b"1"}
-    assert back[1].content_type == "application/octet-stream"
+    assert list(lines[0]) == [f.name for f in core.FIELDS]  # the schema's fields, in its order
+    assert "body_base64" in lines[1] and lines[1]["body"] is None  # binary: no text, base64 bytes
+    for loaded in (lines, read_jsonl(exported)):  # the raw JSON, and records read back
+        core.send("q", loaded, connection=emulator.connection_string)
+        back = drain(client, "q")
+        assert [b"".join(m.body) for m in back] == [b"text", b"\xff\x00"]
+        assert back[0].subject == "s1" and back[0].correlation_id == "c"
+        assert back[0].application_properties == {b"a": b"1"}
+        assert back[1].content_type == "application/octet-stream"
+    records = read_jsonl(exported)
+    assert records[0]["enqueued_time"] == frame["enqueued_time"][0].to_pydatetime()
 
 
 def test_browser_reads_the_dead_letter_queue(emulator: Emulator, client: ServiceBusClient) -> None:
@@ -97,6 +105,18 @@ def test_browser_reads_the_dead_letter_queue(emulator: Emulator, client: Service
     assert b.entity == "q/$deadletterqueue" and len(b.records) == 1
     b.dlq_box.value = False  # the checkbox is a synced trait: flipping it reloads
     assert b.records == [] and b.entity == "q"
+
+
+def test_panels_take_a_live_connection_or_settings_and_share_one(emulator: Emulator) -> None:
+    conn = core.connect(emulator.connection_string)
+    by_live = MessageBrowser("q", connection=conn)
+    by_string = SendPanel("q", connection=emulator.connection_string)
+    by_settings = TriagePanel("q", connection=conn.settings)
+    assert by_live.connection is by_string.connection is by_settings.connection is conn
+    opened = conn.links_opened
+    by_live.jump(1)
+    by_settings.reload()
+    assert conn.links_opened == opened  # warm: the pooled receiver link is reused
 
 
 # ------------------------------------------------------------------ settlement panel
@@ -115,10 +135,11 @@ def test_settlement_panel_settles_selected_rows_and_shows_each_outcome(
     panel.act("dead_letter", [2])
     panel.act("defer", [3])
     labels = [label for label, _ in panel.rows.options]
-    assert labels[0].endswith("complete") and labels[2].endswith("dead letter") and labels[3].endswith("defer")
-    assert "0 unsettled" in panel.status.value
+    assert labels[0].endswith("completed") and labels[2].endswith("dead lettered") and labels[3].endswith("deferred")
+    assert "0 unsettled" in panel.status.value and "defer q: 1 deferred of 1" in panel.status.value
     again = panel.act("complete", [0])
-    assert again[0].status == "already_settled"
+    assert again is not None and [o.outcome for o in again] == ["already_settled"]
+    assert panel.act("complete", []) is None and "Select one or more rows" in panel.status.value
     dlq = drain(client, "q", sub_queue="deadletter")
     assert [(str(m), m.dead_letter_reason, m.dead_letter_error_description) for m in dlq] == [
         ("c", "bad-total", "total < 0")
@@ -138,9 +159,9 @@ def test_settlement_panel_shows_a_lost_lock_and_the_renewal_switch(
     assert batch.auto_renew is False
     time.sleep(1.5)
     assert "lock expired" in panel.rows.options[0][0]
-    outcome = panel.act("complete", [0])
-    assert outcome[0].status == "lock_lost"
-    assert "lock lost" in panel.rows.options[0][0] and "1 lock(s) lost" in panel.status.value
+    report = panel.act("complete", [0])
+    assert report is not None and [o.outcome for o in report] == ["lock_lost"] and report.failed == 1
+    assert "complete: lock lost" in panel.rows.options[0][0] and "1 lock-lost of 1" in panel.status.value
     panel.close()
     batch.close()
 
@@ -150,7 +171,8 @@ def test_settlement_panel_renewal_keeps_locks_alive(emulator: Emulator, client: 
     batch = core.receive("short", count=1, connection=emulator.connection_string)
     panel = SettlementPanel(batch, tick=0)
     time.sleep(2.0)  # twice the 1 s lock: only renewal keeps it
-    assert panel.act("complete", [0])[0].status == "done"
+    report = panel.act("complete", [0])
+    assert report is not None and report.count("completed") == 1 and report.ok
     assert drain(client, "short", wait=0.5) == []
     batch.close()
 
@@ -169,13 +191,13 @@ def test_triage_groups_repairs_in_bulk_and_resubmits_copy_first(emulator: Emulat
     assert len(drain(client, "q", wait=0.3)) == 0  # nothing moved before the confirmation
     assert panel.confirm("nope") is None
     report = panel.confirm("resubmit")
-    assert report is not None and report.moved == 3 and report.ok
+    assert report is not None and report.count("resubmitted") == 3 and report.ok and report.target == "q"
     moved = drain(client, "q")
     assert sorted(json.loads(str(m)) == {"currency": "EUR"} for m in moved) == [True] * 3
     assert all(m.application_properties[b"sbnotebook-resubmit-count"] == 1 for m in moved)
     assert all(b"DeadLetterReason" not in m.application_properties for m in moved)
     assert panel.reasons == {"timeout": 1}  # reloaded after the move
-    assert "<td>q/$deadletterqueue</td><td>q</td><td>3</td>" in panel.final_report()
+    assert "resubmit q/$deadletterqueue -&gt; q: 3 resubmitted" in panel.final_report()
 
 
 def test_triage_python_edit_other_target_and_unselected_untouched(emulator: Emulator, client: ServiceBusClient) -> None:
@@ -186,7 +208,7 @@ def test_triage_python_edit_other_target_and_unselected_untouched(emulator: Emul
     panel.select([1])
     panel.edit = lambda r: {**r, "body_text": r["body_text"].upper()}
     panel.ask_resubmit(target="once")
-    assert panel.confirm("resubmit").moved == 1  # type: ignore[union-attr]
+    assert panel.confirm("resubmit").count("resubmitted") == 1  # type: ignore[union-attr]
     assert [str(m) for m in drain(client, "once")] == ['{"N": 1, "CURRENCY": "USD"}']
     left = core.peek("q/$deadletterqueue", connection=emulator.connection_string).records
     assert sorted(r["body_text"] for r in left) == ['{"n": 0, "currency": "usd"}', '{"n": 2, "currency": "usd"}']
@@ -203,7 +225,8 @@ def test_triage_discard_asks_then_removes_only_the_selection(emulator: Emulator,
     panel.ask_discard()
     assert panel.confirmation.layout.display == "flex"
     report = panel.confirm("discard")
-    assert report is not None and report.moved == 2 and report.target == "(discarded)"
+    assert report is not None and report.count("discarded") == 2 and report.operation == "discard"
+    assert report.target is None and report.ok
     assert panel.reasons == {"keep": 1}
     assert drain(client, "q", wait=0.3) == []
 
@@ -236,11 +259,11 @@ def test_send_panel_composes_validates_and_reports(emulator: Emulator, client: S
     panel.properties.value = '{"priority": "high"}'
     panel.send_button.click()
     report = panel.reports[-1]
-    assert report.ok and panel.progress.value == 1 and "1 of 1 sent" in panel.status.value
+    assert report.ok and panel.progress.value == 1 and "send q: 1 sent of 1" in panel.status.value
     got = drain(client, "q")
     assert got[0].subject == "greeting" and got[0].application_properties == {b"priority": b"high"}
     frame = pd.DataFrame({"body": [f"r{i}" for i in range(20)]})
-    assert panel.send_dataframe(frame).sent == 20  # type: ignore[union-attr]
+    assert panel.send_dataframe(frame).count("sent") == 20  # type: ignore[union-attr]
     assert panel.progress.value == 20 and len(drain(client, "q")) == 20
     panel.schedule.value = "+1h"
     panel.send()

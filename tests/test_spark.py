@@ -174,8 +174,9 @@ def test_write_delivers_every_row_with_its_properties(sp: Any, client: ServiceBu
         F.lit("result").alias("subject"),
         F.create_map(F.lit("part"), (F.col("id") % 3).cast("string")).alias("application_properties"),
     )
-    summary = sbspark.write(df.repartition(3), "q", maxInFlight=8)
+    summary = sbspark.write(df.repartition(3), "q", max_in_flight=8)
     assert (summary.count("sent"), summary.total, summary.stats["tasks"]) == (2000, 2000, 3)
+    assert summary.ok and "2000 sent" in str(summary)
     got = drain(client, "q")
     assert sorted(str(m) for m in got) == sorted(f"row-{i}" for i in range(2000))
     first = next(m for m in got if str(m) == "row-4")
@@ -316,3 +317,13 @@ def test_settle_without_a_known_connection_is_an_error_not_a_new_emulator(
     with pytest.raises(core.ConfigurationError, match="register"):
         sbspark.settle(df, "complete")
     assert embedded.running is running  # no emulator started behind the user's back
+
+
+def test_write_returns_each_failure_in_the_report(sp: Any, emulator: Emulator, client: ServiceBusClient) -> None:
+    emulator.reject_sends("q", 1, "quota-exceeded")
+    df = sp.createDataFrame([("a",), ("b",), ("c",)], "body string").coalesce(1)
+    report = sbspark.write(df, "q", batch=False, max_in_flight=1)
+    assert report.count("sent") == 2 and report.failed == 1 and not report.ok
+    (failure,) = report.failures
+    assert failure.condition == "amqp:resource-limit-exceeded" and failure.tracking_id and failure.index == 0
+    assert sorted(str(m) for m in drain(client, "q")) == ["b", "c"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import Connection, Report, resolve, to_dataframe
+from ..core import Connection, Outcome, Report, resolve, to_dataframe
 from .options import OptionError
 from .schema import RECORD_DDL, record_schema
 from .settle import release, settle
@@ -119,21 +119,120 @@ def from_spark(df: Any, limit: int | None = 10_000) -> Any:
     return to_dataframe(r.asDict(recursive=True) for r in rows)
 
 
-def write(df: Any, entity: str, **options: Any) -> Report:
-    """`df.write.format("servicebus")` that returns what the commit counted as a Report (rows sent;
-    tasks and operations in ``stats``). Options as for the data source, e.g. maxInFlight=32."""
-    import json
-    import os
-    import tempfile
+# One row per (task, outcome) with its count, plus one row per failed message.
+_RESULT_DDL = (
+    "task int, outcome string, n long, `index` long, message_id string, error string, "
+    "condition string, tracking_id string, retries long, operations long"
+)
 
-    fd, report = tempfile.mkstemp(prefix="sbnotebook-write-", suffix=".json")
-    os.close(fd)
-    try:
-        writer = df.write.format("servicebus").mode("append").option("entity", entity).option("reportPath", report)
-        for key, value in options.items():
-            writer = writer.option(key, str(value))
-        writer.save()
-        with open(report, encoding="utf-8") as f:
-            return WriteSummary(**json.load(f)).to_report()
-    finally:
-        os.unlink(report)
+
+def write(
+    df: Any,
+    entity: str,
+    *,
+    connection: str | Connection | None = None,
+    max_in_flight: int = 10,
+    batch: bool = True,
+) -> Report:
+    """Send a DataFrame's rows (the columns a `servicebus` write takes) and return the one Report:
+    every row's outcome is counted, every failure listed with its condition and tracking id. The
+    outcomes come back through Spark as a small result DataFrame, so this works on classic clusters
+    and on Spark Connect alike (no files, no driver-local state)."""
+    import time
+
+    from pyspark.sql.types import StructType
+
+    from .options import WriteOptions
+
+    if not isinstance(df.schema, StructType):
+        raise TypeError("write() takes a DataFrame")
+    registered = None if connection is None else resolve(connection)
+    opts = WriteOptions.parse(
+        {"entity": entity, "maxInFlight": str(max_in_flight), "batch": str(batch).lower()},
+        df.schema,
+        registered or ServiceBusDataSource.default_connection,
+    )
+    started = time.perf_counter()
+    rows = df.mapInArrow(_sender(opts), _RESULT_DDL).collect()
+    report = Report("send", str(opts.entity))
+    tasks = set()
+    for r in rows:
+        tasks.add(r.task)
+        if r.outcome == "failed":
+            report.add(
+                Outcome(r.message_id, None, "failed", r.error, r["index"], r.condition, r.tracking_id, attempts=None)
+            )
+        else:
+            report.add_counted(r.outcome, r.n)
+            report.retries += r.retries or 0
+            report.stats["operations"] = report.stats.get("operations", 0) + (r.operations or 0)
+    report.stats["tasks"] = len(tasks)
+    report.elapsed = time.perf_counter() - started
+    return report
+
+
+def _sender(opts: Any) -> Any:
+    """The function each task runs: send its rows through core.send, yield its outcomes."""
+
+    def send_partition(batches: Any) -> Any:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from ..core import send
+
+        context = TaskContext.get()
+        task = context.partitionId() if context is not None else 0
+        rows = (_plain_row(row) for b in batches for row in b.to_pylist())
+        sent = send(opts.entity, rows, max_in_flight=opts.max_in_flight, batch=opts.batch, connection=opts.connection)
+        out: list[dict[str, Any]] = [
+            {
+                "task": task,
+                "outcome": "sent",
+                "n": sent.count("sent"),
+                "retries": sent.retries,
+                "operations": sent.stats.get("operations", 0),
+            }
+        ]
+        for f in sent.failures:
+            out.append(
+                {
+                    "task": task,
+                    "outcome": "failed",
+                    "n": 1,
+                    "index": f.index,
+                    "message_id": f.message_id,
+                    "error": f.error,
+                    "condition": f.condition,
+                    "tracking_id": f.tracking_id,
+                }
+            )
+        yield pa.RecordBatch.from_pylist(out, schema=_RESULT_SCHEMA())
+
+    return send_partition
+
+
+def _plain_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Arrow hands a map column over as a list of pairs; a record wants a dict."""
+    props = row.get("application_properties")
+    if isinstance(props, list):
+        row["application_properties"] = dict(props)
+    return row
+
+
+def _RESULT_SCHEMA() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("task", pa.int32()),
+            ("outcome", pa.string()),
+            ("n", pa.int64()),
+            ("index", pa.int64()),
+            ("message_id", pa.string()),
+            ("error", pa.string()),
+            ("condition", pa.string()),
+            ("tracking_id", pa.string()),
+            ("retries", pa.int64()),
+            ("operations", pa.int64()),
+        ]
+    )

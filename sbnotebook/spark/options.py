@@ -149,7 +149,6 @@ class WriteOptions:
     entity: EntityPath
     max_in_flight: int
     batch: bool
-    report_path: str | None = None  # where commit() leaves its summary (the notebook cannot see workers)
 
     @classmethod
     def parse(
@@ -183,7 +182,6 @@ class WriteOptions:
             entity=path,
             max_in_flight=_int(options, "maxInFlight", 10, 1) or 10,
             batch=str(options.get("batch", "true")).lower() != "false",
-            report_path=options.get("reportPath") or None,
         )
         check_exists(parsed.connection, path, for_send=True)
         return parsed

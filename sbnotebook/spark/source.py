@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pyspark.sql.datasource import (
@@ -17,7 +16,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..core import Connection, EntityNotFoundError, Report, SbError, send
+from ..core import Connection, EntityNotFoundError, SbError, send
 from ..core.errors import redact
 from . import reading
 from .options import OptionError, ReadOptions, WriteOptions, summary
@@ -109,7 +108,7 @@ class SentCounts(WriterCommitMessage):
 
 @dataclass
 class WriteSummary:
-    """What a write's commit() counted over its tasks (plain data: it crosses process boundaries)."""
+    """What a write's commit() counted over its tasks (logged on the driver)."""
 
     entity: str
     tasks: int = 0
@@ -124,13 +123,6 @@ class WriteSummary:
             f"{self.sent} of {self.total} rows sent to {self.entity} by {self.tasks} tasks "
             f"({self.operations} send operations, {self.retries} retries)"
         )
-
-    def to_report(self) -> Report:
-        """As the kit's one outcome type (sends counted, not listed: they happened on executors)."""
-        report = Report("send", self.entity, retries=self.retries)
-        report.add_counted("sent", self.sent)
-        report.stats.update(tasks=self.tasks, operations=self.operations, batches=list(self.batches))
-        return report
 
 
 def _write_rows(options: WriteOptions, rows: Iterator[Any]) -> SentCounts:
@@ -172,9 +164,6 @@ def _commit(options: WriteOptions, messages: list[Any], batch_id: int | None = N
     if batch_id is not None:
         summary_.batches.append(batch_id)
     log.info("servicebus write committed: %s", summary_)
-    if options.report_path:  # commit() runs in a Spark Python worker: hand the summary to the notebook
-        with open(options.report_path, "w", encoding="utf-8") as out:
-            json.dump(asdict(summary_), out)
     return summary_
 
 

@@ -24,7 +24,13 @@ def test_receive_settle_each_way_and_see_outcomes(emulator: Emulator) -> None:
         (deferred,) = batch.defer(4)
         assert batch.complete(0).outcomes[0].outcome == "already_settled"
         assert batch.unsettled == []
-        assert list(batch.to_pandas()["settlement"]) == ["completed", "completed", "abandoned", "dead_lettered", "deferred"]
+        assert list(batch.to_pandas()["settlement"]) == [
+            "completed",
+            "completed",
+            "abandoned",
+            "dead_lettered",
+            "deferred",
+        ]
     counts = emulator.broker.counts("q")
     assert counts == {"active": 1, "deferred": 1, "scheduled": 0, "dead_letter": 1}
     (again,) = core.peek("q", connection=cs).records[:1]

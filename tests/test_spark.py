@@ -151,7 +151,8 @@ def test_settle_dead_letters_with_reason_and_resubmits_elsewhere(
     df = read(sp, "q", mode="defer", maxMessages=10, numPartitions=1, waitSeconds=2).cache()
     bad = df.where("body_text in ('m1', 'm2')")
     good = df.where("body_text not in ('m1', 'm2')")
-    assert sbspark.settle(bad, "dead_letter", reason="bad-row", description="failed validation").count("dead_lettered") == 2
+    dead = sbspark.settle(bad, "dead_letter", reason="bad-row", description="failed validation")
+    assert dead.count("dead_lettered") == 2
     assert sbspark.settle(good, "resubmit", target="once").count("completed") == 8
     dlq = drain(client, "q", sub_queue="deadletter")
     assert sorted((str(m), m.dead_letter_reason) for m in dlq) == [("m1", "bad-row"), ("m2", "bad-row")]

@@ -33,8 +33,8 @@ SETUP = """
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 
-conn = core.resolve()
-with ServiceBusClient.from_connection_string(conn._connection_string) as c:
+conn = core.connect()  # the live connection %sb_dlq and %sb_browse will use below
+with ServiceBusClient.from_connection_string(conn.settings.connection_string) as c:
     with c.get_queue_sender("orders") as s:
         s.send_messages([ServiceBusMessage(f'{{"order": {i}}}') for i in range(3)])
     with c.get_queue_receiver("orders") as r:

@@ -350,10 +350,10 @@ per_customer = orders.groupBy("customer").agg(F.count("*").alias("orders"), F.su
 per_customer.orderBy("customer").show()
 """),
         md(
-            "Write results back: each task sends through the settlement library (at most `maxInFlight` in flight, retries, a report)."
+            "Write results back: each task sends through the settlement library (at most `max_in_flight` in flight, retries, one Report)."
         ),
         code("""
-summary = sbspark.write(per_customer.select(F.to_json(F.struct("*")).alias("body")), "results", maxInFlight=8)
+summary = sbspark.write(per_customer.select(F.to_json(F.struct("*")).alias("body")), "results", max_in_flight=8)
 print(summary)
 assert summary.count("sent") == 5
 """),

@@ -21,7 +21,7 @@ from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk, tracking_id_of
 from .live import ConnectionLike, LiveConnection, is_connection_lost, live, receiver_for
 from .outcome import Outcome, Report
-from .records import to_dataframe, to_record
+from .records import SHOWN_FIELDS, to_dataframe, to_record
 from .sdk import abandon_with_properties, release, renew_by_tokens, settle_by_tokens
 
 log = logging.getLogger("sbnotebook.receive")
@@ -91,8 +91,9 @@ class LockedBatch:
         return f"<LockedBatch {self.entity}: {len(self.messages)} messages ({self.mode}), {state}>"
 
     def _repr_html_(self) -> str:
-        columns = ["body_text", "settlement", "seconds_left", "sequence_number", "delivery_count", "message_id"]
-        table = self.to_pandas()[columns].to_html(max_rows=50, notebook=True)
+        frame = self.to_pandas()
+        columns = [c for c in frame.columns if c in SHOWN_FIELDS or c in ("settlement", "seconds_left")]
+        table = frame[columns].to_html(max_rows=50, notebook=True)
         return f"<p>{html.escape(repr(self))}</p>{table}"
 
     @property

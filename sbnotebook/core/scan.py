@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,9 +203,10 @@ def scan(
     page_size: int = PAGE_SIZE,
     progress: Callable[[int], None] | None = None,
     connection: ConnectionLike = None,
-) -> Iterator[list[dict[str, Any]]]:
+) -> Generator[list[dict[str, Any]], None, None]:
     """Pages of records (the one record schema), in sequence order; see :func:`ascan`.
-    ``progress(n)`` is called with the number of records so far after each page."""
+    ``progress(n)`` is called with the number of records so far after each page. ``close()`` the
+    generator (or leave its ``for`` loop) to stop reading ahead."""
     path = EntityPath.parse(entity)
     conn = live(connection)
     pages = ascan(

@@ -48,9 +48,5 @@ def find(
                     if len(found.records) >= count:
                         return found
     finally:
-        # Closing the generator stops the scan's read-ahead when enough matched. (core.scan is
-        # typed as an Iterator, though it is a generator: hence getattr.)
-        close = getattr(pages, "close", None)
-        if close is not None:
-            close()
+        pages.close()  # stops the scan's read-ahead once enough matched
     return found

@@ -422,6 +422,12 @@ class EventLoop:
         if peer is not None:
             peer.delay = max(peer.delay, seconds)
 
+    def sent_as_batch(self, connection: Any, tag: bytes) -> bool | None:
+        """True if the client sent the transfer with this delivery tag as a batch (its message-format
+        said so); None if not known (then the envelope's shape decides)."""
+        peer = self._by_connection.get(connection)
+        return True if peer is not None and peer.order.take_batch(tag) else None
+
     def abort(self, connection: Any) -> None:
         """Drop a connection as a network failure would: no AMQP close, the socket just goes."""
         peer = self._by_connection.get(connection)

@@ -14,7 +14,9 @@ not; Service Bus answers them all. So this filter:
 Renumbering only changes which id the broker's disposition names; both requests
 are still answered (management replies are matched by message id, not delivery id).
 Only complete frames are inspected, and only ``begin``, ``end`` and ``transfer``
-are decoded (a few bytes each); everything else passes through untouched.
+are decoded (a few bytes each); everything else passes through untouched. While
+reading a transfer it also notes whether its message-format says "batch", which
+proton does not expose.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ BEGIN = 0x11
 TRANSFER = 0x14
 END = 0x17
 MAX_WAIT = 1.0
+BATCH_FORMAT = 0x80013700  # Service Bus batch envelope: one encoded message per data section
 _HEADER = b"AMQP"
 
 
@@ -89,6 +92,19 @@ class TransferOrder:
         self._channels: dict[int, _Channel] = {}
         self.holding = False  # any channel holding frames (checked by the loop's timer)
         self._replacement: bytes | None = None  # a renumbered frame to pass on instead of the original
+        self.batch_tags: dict[bytes, int] = {}  # delivery tags of transfers whose message-format is batch
+
+    def take_batch(self, tag: bytes) -> bool:
+        """Was the transfer with this delivery tag sent as a batch (message-format 0x80013700)?
+        (proton does not expose a transfer's message-format; this filter reads it.)"""
+        count = self.batch_tags.get(tag)
+        if not count:
+            return False
+        if count == 1:
+            del self.batch_tags[tag]
+        else:
+            self.batch_tags[tag] = count - 1
+        return True
 
     def feed(self, data: bytes) -> bytes:
         buf = self._buf + data if self._buf else data
@@ -152,10 +168,15 @@ class TransferOrder:
         handle, pos = _uint(frame, pos)
         delivery_id, pos = _uint(frame, pos)
         more = False
-        if count >= 6:
-            for _ in range(3):  # delivery-tag, message-format, settled
-                pos = _value_end(frame, pos)
-            more = frame[pos] == 0x41 or (frame[pos] == 0x56 and frame[pos + 1] == 1)
+        if count >= 4:
+            tag_end = _value_end(frame, pos)
+            message_format, after = _uint(frame, tag_end)
+            if message_format == BATCH_FORMAT and delivery_id is not None:
+                tag = frame[pos + (2 if frame[pos] == 0xA0 else 5) : tag_end]
+                self.batch_tags[tag] = self.batch_tags.get(tag, 0) + 1
+            if count >= 6:
+                pos = _value_end(frame, after)  # settled
+                more = frame[pos] == 0x41 or (frame[pos] == 0x56 and frame[pos + 1] == 1)
         if handle is None:
             return True  # malformed: proton refuses it
         if delivery_id is None or handle in state.partial or handle in state.continuing:

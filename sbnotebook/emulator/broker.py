@@ -681,20 +681,20 @@ class Broker:
 
     @_locked
     def release_owner(self, owner: object) -> int:
-        """A link or connection went away holding locks: each ends now and counts as a failed
-        delivery attempt (so a message that crashes its consumers still reaches the DLQ).
-        Deliveries the client gave back explicitly (AMQP ``released``) were already returned uncounted."""
+        """A link or connection went away. As on Service Bus, its message locks stay until they
+        expire (then count a delivery attempt) or are settled by lock token, e.g. through
+        ``update-disposition`` from another receiver. A session it held is released at once,
+        and with it the locks of that session's messages. Returns how many message locks it held."""
         tokens = self._owned.pop(owner, set())
         for store_sessions in self._owned_sessions.pop(owner, ()):
             self._release_session(store_sessions)
-        for token in list(tokens):
+        for token in tokens:
             lock = self._locks.get(token)
-            if lock is None:
-                continue
-            lock.owner = None
-            msg = self._unlock(lock)
-            if msg is not None:
-                self._count_failed_delivery(lock.entity, lock.store, msg)
+            if lock is not None:
+                lock.owner = None
+                msg = lock.store.messages.get(lock.seq)
+                if msg is not None:
+                    msg.lock_owner = None
         return len(tokens)
 
     @_locked

@@ -613,7 +613,13 @@ def _session_filter(link: Link) -> tuple[bool, str | None]:
     value = getattr(value, "value", value)  # a described filter
     if isinstance(value, (bytes, memoryview)):
         value = bytes(value).decode()
-    return True, (str(value) if value is not None else None)
+    if value is not None and not isinstance(value, str):
+        # Service Bus refuses the link: a session id is a string (an int is not turned into one).
+        raise BadRequest(
+            f"The session filter must be a string or null, not {type(value).__name__} {value!r}.",
+            entity=normalise_address(link.remote_source.address),
+        )
+    return True, value
 
 
 def _set_session_filter(link: Link, session_id: str) -> None:

@@ -131,6 +131,27 @@ class Subscription:
     def accepts(self, msg: StoredMessage) -> bool:
         return any(rule.matches(msg) for rule in self.rules)
 
+    def admit(self, msg: StoredMessage, number: Callable[[], int]) -> list[StoredMessage]:
+        """This subscription's copies of a topic message: one for all matching rules without an
+        action, plus one per matching rule with an action (that action applied, ``RuleName`` set).
+        The first copy keeps the topic's sequence number; further copies take new ones."""
+        plain = False
+        acting: list[Rule] = []
+        for rule in self.rules:
+            if rule.matches(msg):
+                if rule.has_action:
+                    acting.append(rule)
+                else:
+                    plain = True
+        out: list[StoredMessage] = []
+        if plain:
+            out.append(msg.copy_for(msg.sequence_number, msg.enqueued_time))
+        for rule in acting:
+            copy = msg.copy_for(number() if out else msg.sequence_number, msg.enqueued_time)
+            rule.apply(copy)
+            out.append(copy)
+        return out
+
 
 @dataclass(eq=False)
 class Topic:
@@ -461,8 +482,8 @@ class Broker:
     def _enqueue(self, target: Entity, msg: StoredMessage, now: float, hops: int) -> None:
         if isinstance(target, Topic):
             for sub in target.subscriptions.values():
-                if sub.accepts(msg):
-                    self._arrive(sub, msg.copy_for(msg.sequence_number, msg.enqueued_time), now, hops)
+                for copy in sub.admit(msg, lambda: self._number(target)):
+                    self._arrive(sub, copy, now, hops)
         else:
             self._arrive(target, msg, now, hops)
 

@@ -44,8 +44,17 @@ from .faults import FaultError, Faults, InjectedFailure
 from .filters import DEFAULT_RULE, Rule
 from .journal import Journal
 from .model import MessageData, MessageState, StoredMessage
+from .rows import entity_doc
 from .store import MessageStore, SessionState
-from .topology import EntityProperties, QueueConfig, SubscriptionConfig, TopicConfig, Topology, TopologyError
+from .topology import (
+    EntityProperties,
+    QueueConfig,
+    RuleConfig,
+    SubscriptionConfig,
+    TopicConfig,
+    Topology,
+    TopologyError,
+)
 
 DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
@@ -81,6 +90,11 @@ class _Duplicates:
     @classmethod
     def for_entity(cls, props: EntityProperties) -> _Duplicates | None:
         return cls(props.duplicate_detection_window) if props.requires_duplicate_detection else None
+
+    def remember(self, message_id: str, when: float) -> None:
+        """A message id seen before a restart (in time order)."""
+        self._seen[message_id] = when
+        self._order.append((when, message_id))
 
     def seen(self, message_id: str, now: float) -> bool:
         while self._order and self._order[0][0] + self.window <= now:
@@ -239,44 +253,125 @@ class Broker:
                     out += [sub.store, sub.dead_letter]
         return out
 
-    def _owner_of(self, store: MessageStore) -> Entity | Receivable:
-        for e in self._entities.values():
-            if isinstance(e, Queue) and store in (e.store, e.dead_letter):
-                return e
-            if isinstance(e, Topic):
-                if store is e.scheduled:
-                    return e
-                for sub in e.subscriptions.values():
-                    if store in (sub.store, sub.dead_letter):
-                        return sub
-        raise KeyError(store.path)
+    def _restore_entities(self, journal: Journal) -> None:
+        """Entities as the administration API left them: created, changed or deleted."""
+        for path, doc in journal.entities():
+            parts = path.split("/")
+            if doc is None:
+                try:
+                    if len(parts) == 1:
+                        self.delete_entity(parts[0])
+                    else:
+                        self.delete_subscription(parts[0], parts[2])
+                except EntityNotFound:
+                    pass
+                continue
+            props: EntityProperties = doc["properties"]
+            if doc["kind"] == "subscription":
+                rules: list[RuleConfig] = doc.get("rules") or []
+                try:
+                    sub = self.subscription(doc["topic"], doc["name"])
+                except EntityNotFound:
+                    self.add_subscription(doc["topic"], SubscriptionConfig(doc["name"], props, rules))
+                    continue
+                sub.props.__dict__.update(props.__dict__)
+                sub.rules[:] = [Rule(r) for r in rules]
+                continue
+            existing = self._entities.get(parts[0])
+            if existing is not None and existing.kind == doc["kind"]:
+                existing.props.__dict__.update(props.__dict__)
+                continue
+            if existing is not None:
+                self.delete_entity(parts[0])
+            if doc["kind"] == "queue":
+                self.add_queue(QueueConfig(doc["name"], props))
+            else:
+                self.add_topic(TopicConfig(doc["name"], props))
+
+    def _record(self, entity: Entity | Subscription) -> None:
+        """Note an entity's definition for --data-dir (after an administration API change)."""
+        if self.journal is None:
+            return
+        if isinstance(entity, Subscription):
+            path = f"{entity.topic.name}/subscriptions/{entity.name}"
+            doc = entity_doc(
+                "subscription",
+                entity.name,
+                entity.props,
+                topic=entity.topic.name,
+                rules=[r.config for r in entity.rules],
+            )
+        else:
+            path, doc = entity.name, entity_doc(entity.kind, entity.name, entity.props)
+        self.journal.entity(path, doc)
+
+    @_locked
+    def update_properties(self, entity: Entity | Subscription, props: EntityProperties) -> None:
+        entity.props.__dict__.update(props.__dict__)
+        self._record(entity)
+
+    @_locked
+    def put_rule(self, sub: Subscription, rule: Rule) -> bool:
+        """Add or replace a subscription rule; True if it replaced one."""
+        for i, existing in enumerate(sub.rules):
+            if existing.name.lower() == rule.name.lower():
+                sub.rules[i] = rule
+                self._record(sub)
+                return True
+        sub.rules.append(rule)
+        self._record(sub)
+        return False
+
+    @_locked
+    def delete_rule(self, sub: Subscription, name: str) -> None:
+        existing = next((r for r in sub.rules if r.name.lower() == name.lower()), None)
+        if existing is None:
+            raise EntityNotFound(f"The rule '{name}' could not be found.", entity=sub.store.path)
+        sub.rules.remove(existing)
+        self._record(sub)
 
     def _restore(self, journal: Journal) -> None:
-        """Reload what was accepted before a restart; locks held then are gone (released)."""
-        by_path = {st.path.lower(): st for st in self._all_stores()}
+        """Reload what a restart keeps; locks held then are gone (released)."""
+        self._restore_entities(journal)
+        owners: dict[str, tuple[MessageStore, Entity | Receivable]] = {}
+        for e in self._entities.values():
+            if isinstance(e, Queue):
+                owners.update({st.path.lower(): (st, e) for st in (e.store, e.dead_letter)})
+            else:
+                owners[e.scheduled.path.lower()] = (e.scheduled, e)
+                for sub in e.subscriptions.values():
+                    owners.update({st.path.lower(): (st, sub) for st in (sub.store, sub.dead_letter)})
+        by_path = {path: store for path, (store, _) in owners.items()}
         for name, last in journal.sequences().items():
             found = self._entities.get(name)
             if found is not None:
                 found.sequence.last = max(found.sequence.last, last)
         restored = skipped = 0
         for path, msg in journal.messages():
-            store = by_path.get(path)
-            if store is None:
-                skipped += 1  # its entity is no longer in the topology
+            if path not in owners:
+                skipped += 1  # its entity is gone
                 continue
+            store, owner = owners[path]
             numbered = self.entity(path.split("/")[0])
             numbered.sequence.last = max(numbered.sequence.last, msg.sequence_number)
             store.add(msg)
             restored += 1
-            owner = self._owner_of(store)
             if msg.state is MessageState.SCHEDULED:
                 self._timer(msg.enqueued_time, "scheduled", (owner, msg.sequence_number))
             elif msg.expires_at is not None and not store.is_dead_letter and not isinstance(owner, Topic):
                 self._timer(msg.expires_at, "ttl", (owner, msg.sequence_number))
+        now = self.clock.now()
+        for entity_name, message_id, when in journal.duplicates():
+            target = self._entities.get(entity_name)
+            if target is not None and target.duplicates is not None and when + target.duplicates.window > now:
+                target.duplicates.remember(message_id, when)
+        for target in self._entities.values():
+            if target.duplicates is not None:
+                journal.prune_duplicates(target.name, now - target.duplicates.window)
         for path, session, state in journal.session_states():
-            store = by_path.get(path)
-            if store is not None and store.sessions is not None:
-                store.session(session).state = state
+            logged = by_path.get(path)
+            if logged is not None and logged.sessions is not None:
+                logged.session(session).state = state
         self.restored = restored
         self.restore_skipped = skipped
 
@@ -301,6 +396,7 @@ class Broker:
         )
         self._entities[key] = queue
         queue.store.journal = queue.dead_letter.journal = self.journal
+        self._record(queue)
         return queue
 
     @_locked
@@ -314,6 +410,7 @@ class Broker:
         )
         self._entities[key] = topic
         topic.scheduled.journal = self.journal
+        self._record(topic)
         for sub in config.subscriptions:
             self.add_subscription(config.name, sub)
         return topic
@@ -337,6 +434,7 @@ class Broker:
         )
         topic.subscriptions[config.name.lower()] = sub
         sub.store.journal = sub.dead_letter.journal = self.journal
+        self._record(sub)
         return sub
 
     @_locked
@@ -350,6 +448,11 @@ class Broker:
         )
         self._drop_locks_in(stores)
         del self._entities[entity.name.lower()]
+        if self.journal is not None:
+            if isinstance(entity, Topic):
+                for sub in entity.subscriptions.values():
+                    self.journal.entity_deleted(f"{entity.name}/subscriptions/{sub.name}")
+            self.journal.entity_deleted(entity.name)
 
     @_locked
     def delete_subscription(self, topic_name: str, name: str) -> None:
@@ -357,6 +460,8 @@ class Broker:
         assert isinstance(sub, Subscription)
         self._drop_locks_in([sub.store, sub.dead_letter])
         del sub.topic.subscriptions[sub.name.lower()]
+        if self.journal is not None:
+            self.journal.entity_deleted(f"{sub.topic.name}/subscriptions/{sub.name}")
 
     def _drop_locks_in(self, stores: list[MessageStore]) -> None:
         for lock in [lk for lk in self._locks.values() if lk.store in stores]:
@@ -456,12 +561,11 @@ class Broker:
                 raise BadRequest(f"The {name} exceeds the maximum length of 128 characters.", entity=entity)
 
     def _accept(self, target: Entity, data: MessageData, now: float) -> int:
-        if (
-            target.duplicates is not None
-            and data.message_id is not None
-            and target.duplicates.seen(data.message_id, now)
-        ):
-            return 0
+        if target.duplicates is not None and data.message_id is not None:
+            if target.duplicates.seen(data.message_id, now):
+                return 0
+            if self.journal is not None:
+                self.journal.duplicate_seen(target.name, data.message_id, now)
         seq = self._number(target)
         msg = StoredMessage(
             data=data,

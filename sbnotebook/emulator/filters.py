@@ -112,3 +112,25 @@ def _correlation_matcher(spec: dict[str, Any]) -> Callable[[StoredMessage], bool
 
 
 DEFAULT_RULE = RuleConfig(name="$Default", filter_type="Sql", sql_expression="1=1")
+
+
+def admit(rules: list[Rule], msg: StoredMessage, number: Callable[[], int]) -> list[StoredMessage]:
+    """A subscription's copies of a topic message, as Service Bus makes them: one for all matching
+    rules without an action, plus one per matching rule with an action (applied, ``RuleName`` set).
+    The first copy keeps the topic's sequence number; further copies take new ones (``number``)."""
+    plain = False
+    acting: list[Rule] = []
+    for rule in rules:
+        if rule.matches(msg):
+            if rule.has_action:
+                acting.append(rule)
+            else:
+                plain = True
+    out: list[StoredMessage] = []
+    if plain:
+        out.append(msg.copy_for(msg.sequence_number, msg.enqueued_time))
+    for rule in acting:
+        copy = msg.copy_for(number() if out else msg.sequence_number, msg.enqueued_time)
+        rule.apply(copy)
+        out.append(copy)
+    return out

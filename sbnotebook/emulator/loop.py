@@ -280,6 +280,16 @@ class EventLoop:
         if not data:
             transport.close_tail()
             return
+        if peer.ws is None and not peer.backlog:
+            data = peer.order.feed(data)
+            if len(data) <= capacity:  # the common case: straight into proton
+                try:
+                    transport.push(data)
+                except Exception:  # malformed input: proton closes the transport with an error
+                    transport.close_tail()
+                return
+            self._feed_proton(peer, data)
+            return
         self._push(peer, data)
 
     def _push(self, peer: _Peer, data: bytes) -> None:

@@ -30,6 +30,8 @@ BEGIN = 0x11
 TRANSFER = 0x14
 END = 0x17
 MAX_WAIT = 1.0
+_WATCHED = frozenset((0x11, 0x14, 0x17))  # begin, transfer, end
+MAX_FRAME = 64 * 1024 * 1024  # beyond any frame size the broker allows
 BATCH_FORMAT = 0x80013700  # Service Bus batch envelope: one encoded message per data section
 _HEADER = b"AMQP"
 
@@ -89,6 +91,7 @@ class TransferOrder:
 
     def __init__(self) -> None:
         self._buf = b""
+        self._off = False  # the stream is not AMQP framing: pass it through untouched
         self._channels: dict[int, _Channel] = {}
         self.holding = False  # any channel holding frames (checked by the loop's timer)
         self._replacement: bytes | None = None  # a renumbered frame to pass on instead of the original
@@ -107,27 +110,41 @@ class TransferOrder:
         return True
 
     def feed(self, data: bytes) -> bytes:
+        if self._off:
+            return data
         buf = self._buf + data if self._buf else data
         out: list[bytes] = []
         pos = 0
         start = 0  # start of the run of frames passed through untouched
         n = len(buf)
+        unpack = struct.unpack_from
         while pos + 8 <= n:
-            if buf[pos : pos + 4] == _HEADER:
+            if buf[pos] == 0x41:  # "AMQP" protocol header (a frame size never starts with 0x41)
                 pos += 8
                 continue
-            size = struct.unpack_from(">I", buf, pos)[0]
-            if size < 8:
-                break  # malformed: let proton see it and refuse the connection
+            size = unpack(">I", buf, pos)[0]
             end = pos + size
+            if size < 8 or size > MAX_FRAME:
+                self._off = True  # not AMQP framing: let proton see it all and refuse it
+                out.append(buf[start:])
+                self._buf = b""
+                return b"".join(out)
             if end > n:
                 break
-            info = _performative(buf[pos:end]) if size > 8 else None
-            if info is not None and info[0] in (TRANSFER, BEGIN, END):
+            body = pos + buf[pos + 4] * 4
+            # Only begin, end and transfer (small-ulong descriptors on AMQP frames) are looked at.
+            if (
+                size > 8
+                and buf[pos + 5] == 0
+                and body + 3 <= end
+                and buf[body] == 0
+                and buf[body + 1] == 0x53
+                and buf[body + 2] in _WATCHED
+            ):
                 frame = buf[pos:end]
-                channel = struct.unpack_from(">H", buf, pos + 6)[0]
+                channel = unpack(">H", buf, pos + 6)[0]
                 try:
-                    keep = self._route(channel, info[0], frame, info[1])
+                    keep = self._route(channel, buf[body + 2], frame, body + 3 - pos)
                 except (SectionError, IndexError, struct.error):
                     keep = True  # not ours to judge: proton will
                 if not keep:
@@ -142,9 +159,11 @@ class TransferOrder:
                     start = end
                     out.extend(self._release_ready(channel))
             pos = end
+        self._buf = buf[pos:] if pos < n else b""
+        if start == 0 and pos == n:
+            return buf  # the common case: everything passes, untouched
         out.append(buf[start:pos])
-        self._buf = buf[pos:]
-        return b"".join(out) if len(out) != 1 else out[0]
+        return b"".join(out)
 
     def _route(self, channel: int, code: int, frame: bytes, fields: int) -> bool:
         """True: pass the frame on now. False: it is held."""

@@ -141,3 +141,23 @@ def test_rows_are_json_and_amqp_not_pickle(tmp_path: Path) -> None:
         with ServiceBusClient.from_connection_string(emu.connection_string) as c:
             (m,) = drain(c, "q")
             assert m.application_properties == {b"k": b"\x00\x01"}
+
+
+def test_stored_duplicate_history_is_pruned_after_its_window(tmp_path: Path) -> None:
+    from sbnotebook.emulator import Broker, ManualClock, Topology
+    from sbnotebook.emulator.codec import decode_message
+    from sbnotebook.emulator.journal import Journal
+
+    clock = ManualClock()
+    journal = Journal(tmp_path)
+    broker = Broker(Topology.from_dict(TEST_TOPOLOGY), clock, journal)
+    from proton import Message
+
+    m = Message(id="m1", body="x")
+    broker.send("dedup", [decode_message(bytes(m.encode()))])
+    db = sqlite3.connect(tmp_path / "broker.sqlite3")
+    assert db.execute("SELECT COUNT(*) FROM duplicates").fetchone()[0] == 1
+    clock.advance(601)  # past the 10-minute window
+    broker.tick()
+    assert db.execute("SELECT COUNT(*) FROM duplicates").fetchone()[0] == 0
+    journal.close()

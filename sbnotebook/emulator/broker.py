@@ -54,6 +54,7 @@ DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
 MAX_FORWARD_HOPS = 4  # Service Bus allows chains of at most four hops
 NEVER = 10 * 365 * 86400  # no TTL timer for messages that effectively never expire
+PRUNE_INTERVAL = 60.0  # seconds between sweeps of the stored duplicate-detection history
 _NOTHING_DIRTY: frozenset[MessageStore] = frozenset()
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -88,6 +89,7 @@ class Broker:
         self.faults = Faults()
         self.restored = 0
         self.restore_skipped = 0
+        self._next_prune = 0.0
         for q in topology.queues:
             self.add_queue(q)
         for t in topology.topics:
@@ -573,6 +575,12 @@ class Broker:
                 if session is not None:
                     self._release_session(session, lapsed=True)
         self.locks.forget_lapsed(now)
+        if self.journal is not None and now >= self._next_prune:
+            # Forget stored message ids that left the duplicate-detection window.
+            self._next_prune = now + PRUNE_INTERVAL
+            for target in self.registry:
+                if target.duplicates is not None:
+                    self.journal.prune_duplicates(target.name, now - target.duplicates.window)
 
     def _fire_lock(self, token: uuid.UUID, due: float) -> None:
         lock = self.locks.get(token)

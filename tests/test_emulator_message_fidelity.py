@@ -184,3 +184,21 @@ def test_a_batch_whose_section_is_not_a_message_is_refused_not_merged() -> None:
     with pytest.raises(DecodeError):
         decode_transfer(d.encode() * 2, batch=True)
     assert len(decode_transfer(d.encode() * 2)) == 1  # not marked as a batch: one plain message
+
+
+def test_resent_message_keeps_its_partition_key_async(emulator: Emulator) -> None:
+    from azure.servicebus.aio import ServiceBusClient as AsyncClient
+
+    async def run() -> str | None:
+        async with AsyncClient.from_connection_string(emulator.connection_string) as c:
+            async with c.get_queue_sender("q") as s:
+                await s.send_messages(ServiceBusMessage("a", partition_key="pk"))
+                async with c.get_queue_receiver("q", max_wait_time=5) as r:
+                    (m,) = await r.receive_messages(max_wait_time=5)
+                    await s.send_messages(m)  # binary partition key on the wire
+                    await r.complete_message(m)
+                    (again,) = await r.receive_messages(max_wait_time=5)
+                    await r.complete_message(again)
+                    return again.partition_key
+
+    assert asyncio.run(run()) == "pk"

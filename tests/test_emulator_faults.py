@@ -74,16 +74,17 @@ def test_lost_locks_fail_settlement_without_raising_delivery_count(
 
 
 def test_connection_dropped_after_n_deliveries(emulator: Emulator) -> None:
-    """The network fails mid-batch: the connection goes without an AMQP close; its locks end."""
-    emulator.drop_connections_after("q", 2)
+    """The network fails mid-batch: the connection goes without an AMQP close; its locks end when
+    they expire (1 s here), as on Service Bus, each counting a delivery attempt."""
+    emulator.drop_connections_after("short", 2)
     with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
-        send(c, "q", *[f"m{i}" for i in range(5)])
-        with c.get_queue_receiver("q", max_wait_time=2, prefetch_count=0) as r:
+        send(c, "short", *[f"m{i}" for i in range(5)])
+        with c.get_queue_receiver("short", max_wait_time=2, prefetch_count=0) as r:
             with contextlib.suppress(Exception):  # the SDK may or may not notice before returning
                 r.receive_messages(max_message_count=5, max_wait_time=2)
-    wait_until(lambda: emulator.broker.counts("q")["active"] == 5 and not emulator.broker._locks)
+    wait_until(lambda: emulator.broker.counts("short")["active"] == 5 and not emulator.broker._locks)
     with emulator.broker.lock:
-        counts = sorted(m.delivery_count for m in emulator.broker.entity("q").store.messages.values())
+        counts = sorted(m.delivery_count for m in emulator.broker.entity("short").store.messages.values())
     assert counts == [0, 0, 0, 1, 1]  # the two delivered on the dropped connection count an attempt
 
 

@@ -156,21 +156,6 @@ def test_renew_lock_extends_locked_until(client: ServiceBusClient) -> None:
         assert r.peek_messages(max_message_count=5, sequence_number=1) == []
 
 
-def test_closing_a_receiver_releases_its_locks(client: ServiceBusClient) -> None:
-    """Rule: when a receiver's link or connection goes away, its locks end and the message is
-    available again (here long before the 30 s LockDuration)."""
-    send(client, "q", "orphan")
-    with client.get_queue_receiver("q", max_wait_time=3) as r:
-        assert len(r.receive_messages(max_wait_time=3)) == 1  # ... and never settled
-    start = time.monotonic()
-    with client.get_queue_receiver("q", max_wait_time=5) as r:
-        (again,) = r.receive_messages(max_wait_time=5)
-        assert str(again) == "orphan"
-        assert again.delivery_count == 1  # the unsettled delivery counts as an attempt
-        r.complete_message(again)
-    assert time.monotonic() - start < 10
-
-
 def test_peek_does_not_lock_or_count(client: ServiceBusClient) -> None:
     """Rule: peek is non-destructive: no lock, no delivery count change."""
     send(client, "q", "a", "b", "c")

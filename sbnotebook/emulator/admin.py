@@ -521,7 +521,7 @@ class AdminServer:
             kind = _local(desc.tag)
             if update:
                 entity = b.entity(name)
-                entity.props.__dict__.update(_properties(fields, entity.props).__dict__)
+                b.update_properties(entity, _properties(fields, entity.props))
                 created, status = entity, 200
             elif kind == "QueueDescription":
                 created, status = b.add_queue(QueueConfig(name, _properties(fields))), 201
@@ -550,7 +550,7 @@ class AdminServer:
             fields = _fields(_description(body))
             if headers.get("If-Match") == "*":
                 sub = b.subscription(topic, name)
-                sub.props.__dict__.update(_properties(fields, sub.props).__dict__)
+                b.update_properties(sub, _properties(fields, sub.props))
                 return 200, _entry(base, path, sub.name, subscription_xml(sub))
             sub = b.add_subscription(topic, SubscriptionConfig(name, _properties(fields)))
             return 201, _entry(base, path, sub.name, subscription_xml(sub))
@@ -570,16 +570,16 @@ class AdminServer:
             if method == "DELETE":
                 if existing is None:
                     raise EntityNotFound(f"The rule '{name}' could not be found.", entity=path)
-                sub.rules.remove(existing)
+                b.delete_rule(sub, name)
                 return 200, ""
             config = _rule_config(name, _description(body))
             rule = Rule(config)
             if existing is not None:
                 if headers.get("If-Match") != "*":
                     raise Conflict(f"The rule '{name}' already exists.", entity=path)
-                sub.rules[sub.rules.index(existing)] = rule
+                b.put_rule(sub, rule)
                 return 200, _entry(base, path, name, rule_xml(config))
-            sub.rules.append(rule)
+            b.put_rule(sub, rule)
             return 201, _entry(base, path, name, rule_xml(config))
 
 

@@ -357,7 +357,7 @@ class BrokerHandler(Handler):
                 # Peek-lock tags are the 16-byte lock token; receive-and-delete tags are 8 bytes.
                 tag = lock_tag(token) if token is not None else next(self._plain_tags).to_bytes(8, "big")
                 delivery = pn_delivery(impl, tag)
-                pn_link_send(impl, encode_stored(msg, locked_until=msg.locked_until))
+                pn_link_send(impl, encode_stored(msg, locked_until=msg.locked_until, lock_token=token))
                 lib.pn_link_advance(impl)
                 if not out.peek_lock:
                     lib.pn_delivery_settle(delivery)
@@ -447,7 +447,9 @@ class BrokerHandler(Handler):
                 self._manage(link, data)
                 self._accept(delivery)
             elif target is not None:
-                self._publish(link, target, data)
+                tag = _raw_tag(delivery._impl)
+                batch = None if self.loop is None else self.loop.sent_as_batch(link.connection, tag)
+                self._publish(link, target, data, batch)
                 self._accept(delivery)
         except BrokerError as exc:
             if not delivery.settled:
@@ -461,7 +463,7 @@ class BrokerHandler(Handler):
             delivery.update(Delivery.ACCEPTED)
             delivery.settle()
 
-    def _publish(self, link: Link, target: str, data: bytes) -> None:
+    def _publish(self, link: Link, target: str, data: bytes, batch: bool | None) -> None:
         limit = link.max_message_size or 0
         if limit and len(data) > limit:
             raise MessageSizeExceeded(
@@ -470,7 +472,7 @@ class BrokerHandler(Handler):
                 entity=target,
             )
         try:
-            messages = decode_transfer(data)
+            messages = decode_transfer(data, batch)
         except DecodeError as exc:
             raise BadRequest(str(exc), entity=target) from None
         self.broker.send(target, messages)
@@ -611,7 +613,13 @@ def _session_filter(link: Link) -> tuple[bool, str | None]:
     value = getattr(value, "value", value)  # a described filter
     if isinstance(value, (bytes, memoryview)):
         value = bytes(value).decode()
-    return True, (str(value) if value is not None else None)
+    if value is not None and not isinstance(value, str):
+        # Service Bus refuses the link: a session id is a string (an int is not turned into one).
+        raise BadRequest(
+            f"The session filter must be a string or null, not {type(value).__name__} {value!r}.",
+            entity=normalise_address(link.remote_source.address),
+        )
+    return True, value
 
 
 def _set_session_filter(link: Link, session_id: str) -> None:
@@ -632,6 +640,11 @@ def _link_timeout(link: Link) -> float:
 
 def _dotnet_ticks(epoch_seconds: float) -> int:
     return int(epoch_seconds * 1000) * 10000 + DOTNET_EPOCH_TICKS
+
+
+def _raw_tag(impl: Any) -> bytes:
+    tag = lib.pn_delivery_tag(impl)
+    return bytes(ffi.unpack(tag.start, tag.size)) if tag.size else b""
 
 
 def _raw_token(impl: Any) -> uuid.UUID | None:

@@ -1,56 +1,61 @@
-"""The broker as a pure state machine: entities, messages, locks and timers.
+"""The broker as a pure state machine: the facade that wires entities, locks, sessions, timers,
+scheduling, rules and durability together, and moves messages between them.
 
 No sockets, no threads of its own, no wall clock: every operation reads the
 injected clock, and ``tick()`` fires what has fallen due (lock expiry, scheduled
-messages, TTL). The AMQP layer maps frames onto these methods; tests can drive
-them directly with a ``ManualClock``.
+messages, TTL, session locks). The AMQP layer maps frames onto these methods;
+tests can drive them directly with a ``ManualClock``.
+
+Pieces (each readable and testable alone):
+``entities.py`` queues/topics/subscriptions and their stores; ``locks.py`` peek
+locks; ``sessions.py`` session locks and state; ``timers.py`` due times;
+``scheduling.py`` scheduled and deferred messages; ``filters.py`` subscription
+rules and actions; ``durability.py`` + ``journal.py`` ``--data-dir``.
 
 Rules followed (Azure Service Bus):
 - peek-lock locks for the entity's LockDuration; abandon and lock expiry raise
   the delivery count; release (a client giving back an unwanted prefetch) does not;
+  a receiver going away leaves its locks to expire or be settled by token;
 - a delivery count reaching MaxDeliveryCount moves the message to the dead-letter
   queue with reason ``MaxDeliveryCountExceeded``;
 - deferred messages leave the receive path and come back only by sequence number;
 - expired messages are dropped, or dead-lettered with ``TTLExpiredException``
   when DeadLetteringOnMessageExpiration is set; dead-letter queues never expire;
 - duplicate detection drops a message whose id was seen within the window;
-- ForwardTo / ForwardDeadLetteredMessagesTo move messages on arrival.
+- ForwardTo / ForwardDeadLetteredMessagesTo move messages on arrival;
+- each queue and topic numbers its messages from 1.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import threading
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from . import scheduling
 from .clock import Clock, SystemClock
-from .errors import (
-    BadRequest,
-    Conflict,
-    EntityNotFound,
-    LockLost,
-    MessageNotFound,
-    MessageSizeExceeded,
-    NotAllowed,
-    SessionCannotBeLocked,
-    SessionLockLost,
-)
+from .durability import record, record_deleted, restore
+from .entities import Entity, Queue, Receivable, Registry, Source, Subscription, Topic, scheduled_store, stores_of
+from .errors import BadRequest, EntityNotFound, MessageSizeExceeded, NotAllowed
 from .faults import FaultError, Faults, InjectedFailure
-from .filters import DEFAULT_RULE, Rule
+from .filters import Rule
 from .journal import Journal
+from .locks import Lock, LockTable
 from .model import MessageData, MessageState, StoredMessage
+from .sessions import Sessions, session_store
 from .store import MessageStore, SessionState
+from .timers import LOCK, SCHEDULED, SESSION, TTL, Timers
 from .topology import EntityProperties, QueueConfig, SubscriptionConfig, TopicConfig, Topology, TopologyError
+
+__all__ = ["Broker", "Entity", "Lock", "Queue", "Receivable", "Source", "Subscription", "Topic"]
 
 DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
-MAX_FORWARD_HOPS = 4
-_NOTHING_DIRTY: frozenset[MessageStore] = frozenset()  # Service Bus allows chains of at most four hops
+MAX_FORWARD_HOPS = 4  # Service Bus allows chains of at most four hops
+NEVER = 10 * 365 * 86400  # no TTL timer for messages that effectively never expire
+PRUNE_INTERVAL = 60.0  # seconds between sweeps of the stored duplicate-detection history
+_NOTHING_DIRTY: frozenset[MessageStore] = frozenset()
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,127 +75,21 @@ def _locked(method: F) -> F:
     return cast(F, wrapper)
 
 
-class _Duplicates:
-    """Message ids seen within the duplicate-detection window."""
-
-    def __init__(self, window: float) -> None:
-        self.window = window
-        self._seen: dict[str, float] = {}
-        self._order: deque[tuple[float, str]] = deque()
-
-    @classmethod
-    def for_entity(cls, props: EntityProperties) -> _Duplicates | None:
-        return cls(props.duplicate_detection_window) if props.requires_duplicate_detection else None
-
-    def seen(self, message_id: str, now: float) -> bool:
-        while self._order and self._order[0][0] + self.window <= now:
-            t, mid = self._order.popleft()
-            if self._seen.get(mid) == t:
-                del self._seen[mid]
-        if message_id in self._seen:
-            return True
-        self._seen[message_id] = now
-        self._order.append((now, message_id))
-        return False
-
-
-class SequenceCounter:
-    """Service Bus numbers each queue and topic from 1 (a topic's subscriptions share its numbers)."""
-
-    __slots__ = ("last",)
-
-    def __init__(self, last: int = 0) -> None:
-        self.last = last
-
-    def take(self) -> int:
-        self.last += 1
-        return self.last
-
-
-@dataclass(eq=False)
-class Queue:
-    name: str
-    props: EntityProperties
-    store: MessageStore
-    dead_letter: MessageStore
-    duplicates: _Duplicates | None = None
-    kind: str = "queue"
-    sequence: SequenceCounter = field(default_factory=SequenceCounter)
-
-
-@dataclass(eq=False)
-class Subscription:
-    topic: Topic
-    name: str
-    props: EntityProperties
-    store: MessageStore
-    dead_letter: MessageStore
-    rules: list[Rule] = field(default_factory=list)
-    kind: str = "subscription"
-
-    def accepts(self, msg: StoredMessage) -> bool:
-        return any(rule.matches(msg) for rule in self.rules)
-
-
-@dataclass(eq=False)
-class Topic:
-    name: str
-    props: EntityProperties
-    scheduled: MessageStore
-    subscriptions: dict[str, Subscription] = field(default_factory=dict)
-    duplicates: _Duplicates | None = None
-    kind: str = "topic"
-    sequence: SequenceCounter = field(default_factory=SequenceCounter)
-
-
-Receivable = Queue | Subscription
-Entity = Queue | Topic
-
-
-@dataclass(frozen=True)
-class Source:
-    """A receivable address: an entity's active log or its dead-letter sub-queue."""
-
-    entity: Receivable
-    store: MessageStore
-
-    @property
-    def is_dead_letter(self) -> bool:
-        return self.store.is_dead_letter
-
-
-@dataclass
-class Lock:
-    token: uuid.UUID
-    store: MessageStore
-    entity: Receivable
-    seq: int
-    owner: object | None
-    session: SessionState | None = None
-
-
-def _scheduled_store(target: Entity) -> MessageStore:
-    """Where an entity keeps scheduled messages: a queue in its own log, a topic before fan-out."""
-    return target.store if isinstance(target, Queue) else target.scheduled
-
-
 class Broker:
     def __init__(self, topology: Topology, clock: Clock | None = None, journal: Journal | None = None) -> None:
         self.journal: Journal | None = None  # attached after the topology is built and restored
         self.clock: Clock = clock or SystemClock()
         self.lock = threading.RLock()
         self.namespace = topology.namespace
-        self._entities: dict[str, Entity] = {}
-        self._locks: dict[uuid.UUID, Lock] = {}
-        self._owned: dict[object, set[uuid.UUID]] = {}
-        self._timers: list[tuple[float, int, str, Any]] = []
-        self._timer_ids = itertools.count()
+        self.registry = Registry()
+        self.locks = LockTable()
+        self.sessions = Sessions()
+        self.timers = Timers()
         self._dirty: set[MessageStore] = set()
         self.faults = Faults()
         self.restored = 0
         self.restore_skipped = 0
-        self._session_lost: dict[uuid.UUID, float] = {}
-        self._owned_sessions: dict[object, list[SessionState]] = {}  # tokens whose session lock lapsed, and when
+        self._next_prune = 0.0
         for q in topology.queues:
             self.add_queue(q)
         for t in topology.topics:
@@ -200,201 +99,110 @@ class Broker:
         except FaultError as exc:
             raise TopologyError(str(exc)) from None
         if journal is not None:
-            self._restore(journal)
+            self.restored, self.restore_skipped = restore(self, journal)
             self.journal = journal
-            for store in self._all_stores():
-                store.journal = journal
+            for entity in self.registry:
+                for store in stores_of(entity):
+                    store.journal = journal
 
-    # ------------------------------------------------------------- durability
-
-    def _all_stores(self) -> list[MessageStore]:
-        out: list[MessageStore] = []
-        for e in self._entities.values():
-            if isinstance(e, Queue):
-                out += [e.store, e.dead_letter]
-            else:
-                out.append(e.scheduled)
-                for sub in e.subscriptions.values():
-                    out += [sub.store, sub.dead_letter]
-        return out
-
-    def _owner_of(self, store: MessageStore) -> Entity | Receivable:
-        for e in self._entities.values():
-            if isinstance(e, Queue) and store in (e.store, e.dead_letter):
-                return e
-            if isinstance(e, Topic):
-                if store is e.scheduled:
-                    return e
-                for sub in e.subscriptions.values():
-                    if store in (sub.store, sub.dead_letter):
-                        return sub
-        raise KeyError(store.path)
-
-    def _restore(self, journal: Journal) -> None:
-        """Reload what was accepted before a restart; locks held then are gone (released)."""
-        by_path = {st.path.lower(): st for st in self._all_stores()}
-        for name, last in journal.sequences().items():
-            found = self._entities.get(name)
-            if found is not None:
-                found.sequence.last = max(found.sequence.last, last)
-        restored = skipped = 0
-        for path, msg in journal.messages():
-            store = by_path.get(path)
-            if store is None:
-                skipped += 1  # its entity is no longer in the topology
-                continue
-            numbered = self.entity(path.split("/")[0])
-            numbered.sequence.last = max(numbered.sequence.last, msg.sequence_number)
-            store.add(msg)
-            restored += 1
-            owner = self._owner_of(store)
-            if msg.state is MessageState.SCHEDULED:
-                self._timer(msg.enqueued_time, "scheduled", (owner, msg.sequence_number))
-            elif msg.expires_at is not None and not store.is_dead_letter and not isinstance(owner, Topic):
-                self._timer(msg.expires_at, "ttl", (owner, msg.sequence_number))
-        for path, session, state in journal.session_states():
-            store = by_path.get(path)
-            if store is not None and store.sessions is not None:
-                store.session(session).state = state
-        self.restored = restored
-        self.restore_skipped = skipped
+    @property
+    def _locks(self) -> dict[uuid.UUID, Lock]:
+        """Live locks by token (tests read it)."""
+        return self.locks.locks
 
     # ------------------------------------------------------ entity lifecycle
 
-    def _free_name(self, name: str) -> str:
-        key = name.lower()
-        if key in self._entities:
-            raise Conflict(f"The messaging entity '{name}' already exists.", entity=name)
-        return key
+    def _attach(self, entity: Entity | Subscription) -> None:
+        for store in stores_of(entity):
+            store.journal = self.journal
+        record(self.journal, entity)
 
     @_locked
     def add_queue(self, config: QueueConfig) -> Queue:
-        key = self._free_name(config.name)
-        props = config.properties
-        queue = Queue(
-            config.name,
-            props,
-            MessageStore(config.name, sessions=props.requires_session),
-            MessageStore(f"{config.name}/$DeadLetterQueue", is_dead_letter=True),
-            _Duplicates.for_entity(props),
-        )
-        self._entities[key] = queue
-        queue.store.journal = queue.dead_letter.journal = self.journal
+        queue = self.registry.add_queue(config)
+        self._attach(queue)
         return queue
 
     @_locked
     def add_topic(self, config: TopicConfig) -> Topic:
-        key = self._free_name(config.name)
-        topic = Topic(
-            config.name,
-            config.properties,
-            MessageStore(config.name),
-            duplicates=_Duplicates.for_entity(config.properties),
-        )
-        self._entities[key] = topic
-        topic.scheduled.journal = self.journal
+        topic = self.registry.add_topic(config)
+        self._attach(topic)
         for sub in config.subscriptions:
             self.add_subscription(config.name, sub)
         return topic
 
     @_locked
     def add_subscription(self, topic_name: str, config: SubscriptionConfig) -> Subscription:
-        topic = self.entity(topic_name)
-        if not isinstance(topic, Topic):
-            raise EntityNotFound(f"The topic '{topic_name}' could not be found.", entity=topic_name)
-        if config.name.lower() in topic.subscriptions:
-            raise Conflict(f"The subscription '{config.name}' already exists.", entity=topic_name)
-        path = f"{topic.name}/Subscriptions/{config.name}"
-        props = config.properties
-        sub = Subscription(
-            topic,
-            config.name,
-            props,
-            MessageStore(path, sessions=props.requires_session),
-            MessageStore(f"{path}/$DeadLetterQueue", is_dead_letter=True),
-            [Rule(r) for r in (config.rules or [DEFAULT_RULE])],
-        )
-        topic.subscriptions[config.name.lower()] = sub
-        sub.store.journal = sub.dead_letter.journal = self.journal
+        sub = self.registry.add_subscription(topic_name, config)
+        self._attach(sub)
         return sub
 
     @_locked
     def delete_entity(self, name: str) -> None:
         """Delete a queue or topic (with its subscriptions) and every message in it."""
         entity = self.entity(name)
-        stores = (
-            [entity.store, entity.dead_letter]
-            if isinstance(entity, Queue)
-            else [entity.scheduled] + [st for s in entity.subscriptions.values() for st in (s.store, s.dead_letter)]
-        )
-        self._drop_locks_in(stores)
-        del self._entities[entity.name.lower()]
+        self._drop_locks_in(stores_of(entity))
+        self.registry.remove(entity)
+        record_deleted(self.journal, entity)
 
     @_locked
     def delete_subscription(self, topic_name: str, name: str) -> None:
-        sub = self.resolve_source(f"{topic_name}/Subscriptions/{name}").entity
-        assert isinstance(sub, Subscription)
-        self._drop_locks_in([sub.store, sub.dead_letter])
+        sub = self.registry.subscription(topic_name, name)
+        self._drop_locks_in(stores_of(sub))
         del sub.topic.subscriptions[sub.name.lower()]
+        record_deleted(self.journal, sub)
 
     def _drop_locks_in(self, stores: list[MessageStore]) -> None:
-        for lock in [lk for lk in self._locks.values() if lk.store in stores]:
-            self._unlock(lock)
+        for lock in self.locks.in_stores(stores):
+            self.locks.end(lock)
         for store in stores:  # removed one by one so that a journal forgets them too
             for seq in list(store.messages):
                 store.remove(seq)
 
     @_locked
-    def subscription(self, topic_name: str, name: str) -> Subscription:
-        sub = self.resolve_source(f"{topic_name}/Subscriptions/{name}").entity
-        assert isinstance(sub, Subscription)
-        return sub
+    def update_properties(self, entity: Entity | Subscription, props: EntityProperties) -> None:
+        entity.props.__dict__.update(props.__dict__)
+        record(self.journal, entity)
+
+    @_locked
+    def put_rule(self, sub: Subscription, rule: Rule) -> bool:
+        """Add or replace a subscription rule; True if it replaced one."""
+        for i, existing in enumerate(sub.rules):
+            if existing.name.lower() == rule.name.lower():
+                sub.rules[i] = rule
+                record(self.journal, sub)
+                return True
+        sub.rules.append(rule)
+        record(self.journal, sub)
+        return False
+
+    @_locked
+    def delete_rule(self, sub: Subscription, name: str) -> None:
+        existing = next((r for r in sub.rules if r.name.lower() == name.lower()), None)
+        if existing is None:
+            raise EntityNotFound(f"The rule '{name}' could not be found.", entity=sub.store.path)
+        sub.rules.remove(existing)
+        record(self.journal, sub)
 
     # ----------------------------------------------------------------- lookup
 
     @property
     def entities(self) -> list[Entity]:
-        return list(self._entities.values())
+        return list(self.registry)
 
     def entity(self, name: str) -> Entity:
-        found = self._entities.get(name.strip("/").lower())
-        if found is None:
-            raise EntityNotFound(f"The messaging entity '{name}' could not be found.", entity=name)
-        return found
+        return self.registry.entity(name)
+
+    @_locked
+    def subscription(self, topic_name: str, name: str) -> Subscription:
+        return self.registry.subscription(topic_name, name)
 
     def resolve_source(self, path: str) -> Source:
         """``q``, ``q/$DeadLetterQueue``, ``t/Subscriptions/s`` or its DLQ -> a Source."""
-        parts = [p for p in path.strip("/").split("/") if p]
-        dead_letter = False
-        if parts and parts[-1].lower() == "$deadletterqueue":
-            dead_letter = True
-            parts = parts[:-1]
-            if parts and parts[-1].lower() == "$transfer":
-                parts = parts[:-1]  # no transfers happen in one namespace: an empty log
-        entity: Receivable
-        if len(parts) == 1:
-            found = self.entity(parts[0])
-            if not isinstance(found, Queue):
-                raise EntityNotFound(
-                    f"Cannot receive from topic '{found.name}'; receive from one of its subscriptions.",
-                    entity=path,
-                )
-            entity = found
-        elif len(parts) == 3 and parts[1].lower() == "subscriptions":
-            topic = self.entity(parts[0])
-            sub = topic.subscriptions.get(parts[2].lower()) if isinstance(topic, Topic) else None
-            if sub is None:
-                raise EntityNotFound(f"The messaging entity '{path}' could not be found.", entity=path)
-            entity = sub
-        else:
-            raise EntityNotFound(f"The messaging entity '{path}' could not be found.", entity=path)
-        return Source(entity, entity.dead_letter if dead_letter else entity.store)
+        return self.registry.resolve_source(path)
 
     def resolve_target(self, path: str) -> Entity:
-        parts = [p for p in path.strip("/").split("/") if p]
-        if len(parts) != 1:
-            raise EntityNotFound(f"Cannot send to '{path}': send to a queue or a topic.", entity=path)
-        return self.entity(parts[0])
+        return self.registry.resolve_target(path)
 
     # ------------------------------------------------------------------- send
 
@@ -423,24 +231,24 @@ class Broker:
         now = self.clock.now()
         return [self._accept(target, data, now) for data in messages]
 
+    @staticmethod
+    def _check_ids(data: MessageData, entity: str) -> None:
+        for name, value in (("MessageId", data.message_id), ("SessionId", data.session_id)):
+            if value is not None and len(value) > 128:
+                raise BadRequest(f"The {name} exceeds the maximum length of 128 characters.", entity=entity)
+
     def _number(self, target: Entity) -> int:
         seq = target.sequence.take()
         if self.journal is not None:
             self.journal.note_sequence(target.name, seq)
         return seq
 
-    def _check_ids(self, data: MessageData, entity: str) -> None:
-        for name, value in (("MessageId", data.message_id), ("SessionId", data.session_id)):
-            if value is not None and len(value) > 128:
-                raise BadRequest(f"The {name} exceeds the maximum length of 128 characters.", entity=entity)
-
     def _accept(self, target: Entity, data: MessageData, now: float) -> int:
-        if (
-            target.duplicates is not None
-            and data.message_id is not None
-            and target.duplicates.seen(data.message_id, now)
-        ):
-            return 0
+        if target.duplicates is not None and data.message_id is not None:
+            if target.duplicates.seen(data.message_id, now):
+                return 0
+            if self.journal is not None:
+                self.journal.duplicate_seen(target.name, data.message_id, now)
         seq = self._number(target)
         msg = StoredMessage(
             data=data,
@@ -452,8 +260,8 @@ class Broker:
         if data.scheduled_enqueue_time is not None and data.scheduled_enqueue_time > now:
             msg.state = MessageState.SCHEDULED
             msg.enqueued_time = data.scheduled_enqueue_time
-            _scheduled_store(target).add(msg)
-            self._timer(data.scheduled_enqueue_time, "scheduled", (target, seq))
+            scheduled_store(target).add(msg)
+            self.timers.add(data.scheduled_enqueue_time, SCHEDULED, (target, seq))
             return seq
         self._enqueue(target, msg, now, hops=0)
         return seq
@@ -461,8 +269,8 @@ class Broker:
     def _enqueue(self, target: Entity, msg: StoredMessage, now: float, hops: int) -> None:
         if isinstance(target, Topic):
             for sub in target.subscriptions.values():
-                if sub.accepts(msg):
-                    self._arrive(sub, msg.copy_for(msg.sequence_number, msg.enqueued_time), now, hops)
+                for copy in sub.admit(msg, lambda: self._number(target)):
+                    self._arrive(sub, copy, now, hops)
         else:
             self._arrive(target, msg, now, hops)
 
@@ -478,33 +286,33 @@ class Broker:
         msg.expires_at = msg.enqueued_time + ttl
         entity.store.add(msg)
         self._dirty.add(entity.store)
-        if msg.expires_at < now + 10 * 365 * 86400:
-            self._timer(msg.expires_at, "ttl", (entity, msg.sequence_number))
+        if msg.expires_at < now + NEVER:
+            self.timers.add(msg.expires_at, TTL, (entity, msg.sequence_number))
 
-    # --------------------------------------------------------------- schedule
+    # -------------------------------------------------- schedule and deferral
 
     @_locked
     def schedule(self, path: str, messages: list[MessageData]) -> list[int]:
         """The ``schedule-message`` management operation."""
-        target = self.resolve_target(path)
-        for data in messages:
-            if data.scheduled_enqueue_time is None:
-                raise BadRequest("Scheduled messages need a scheduled enqueue time.", entity=target.name)
+        scheduling.check_schedulable(self.resolve_target(path), messages)
         return self.send(path, messages)
 
     @_locked
     def cancel_scheduled(self, path: str, sequence_numbers: Iterable[int]) -> None:
-        target = self.resolve_target(path)
-        store = _scheduled_store(target)
-        seqs = list(sequence_numbers)
-        for seq in seqs:
-            msg = store.messages.get(seq)
-            if msg is None or msg.state is not MessageState.SCHEDULED:
-                raise MessageNotFound(
-                    f"The scheduled message with sequence number {seq} was not found.", entity=target.name
-                )
-        for seq in seqs:
-            store.remove(seq)
+        scheduling.cancel(self.resolve_target(path), sequence_numbers)
+
+    @_locked
+    def receive_deferred(
+        self, source: Source, sequence_numbers: Iterable[int], *, peek_lock: bool, owner: object | None = None
+    ) -> list[StoredMessage]:
+        found = scheduling.deferred(source, sequence_numbers)
+        now = self.clock.now()
+        for msg in found:
+            if peek_lock:
+                self._lock(source, msg, now, owner)
+            else:
+                source.store.remove(msg.sequence_number)
+        return found
 
     # ---------------------------------------------------------------- receive
 
@@ -524,7 +332,7 @@ class Broker:
         now = self.clock.now()
         out: list[StoredMessage] = []
         store = source.store
-        session = self._held_session(source, session_id, owner) if session_id is not None else None
+        session = self.sessions.held(source, session_id, owner) if session_id is not None else None
         if session is None and store.sessions is not None:
             raise NotAllowed(
                 "It is not possible for an entity that requires sessions to create a non-sessionful message receiver.",
@@ -554,45 +362,15 @@ class Broker:
     def _lock(
         self, source: Source, msg: StoredMessage, now: float, owner: object | None, session: SessionState | None = None
     ) -> None:
-        token = uuid.uuid4()
-        msg.lock_token = token
-        msg.lock_owner = owner
-        self._locks[token] = Lock(token, source.store, source.entity, msg.sequence_number, owner, session)
-        if owner is not None:
-            self._owned.setdefault(owner, set()).add(token)
+        token = self.locks.take(source, msg, owner, session)
         if session is not None:
             msg.locked_until = session.locked_until  # a session message is locked by its session's lock
             return
         msg.locked_until = now + source.entity.props.lock_duration
-        self._timer(msg.locked_until, "lock", token)
-
-    def _unlock(self, lock: Lock) -> StoredMessage | None:
-        del self._locks[lock.token]
-        if lock.owner is not None:
-            owned = self._owned.get(lock.owner)
-            if owned is not None:
-                owned.discard(lock.token)
-        msg = lock.store.messages.get(lock.seq)
-        if msg is not None:
-            msg.lock_token = None
-            msg.locked_until = None
-            msg.lock_owner = None
-        return msg
+        self.timers.add(msg.locked_until, LOCK, token)
 
     def _held(self, token: uuid.UUID, store: MessageStore | None = None) -> Lock:
-        lock = self._locks.get(token)
-        if lock is None and token in self._session_lost:
-            raise SessionLockLost(
-                "The session lock has expired on the MessageSession. Accept a new MessageSession.",
-                entity=store.path if store else None,
-            )
-        if lock is None or (store is not None and lock.store is not store):
-            raise LockLost(
-                "The lock supplied is invalid. Either the lock expired, or the message has "
-                "already been removed from the queue.",
-                entity=store.path if store else None,
-            )
-        return lock
+        return self.locks.held(token, store)
 
     @_locked
     def peek(
@@ -616,16 +394,16 @@ class Broker:
         self, token: uuid.UUID, properties: dict[str, Any] | None, store: MessageStore | None
     ) -> tuple[Lock, StoredMessage | None]:
         """End a lock for abandon/defer, applying the properties to modify."""
-        lock = self._held(token, store)
-        msg = self._unlock(lock)
+        lock = self.locks.held(token, store)
+        msg = self.locks.end(lock)
         if msg is not None and properties:
             msg.application_properties.update(properties)
         return lock, msg
 
     @_locked
     def complete(self, token: uuid.UUID, store: MessageStore | None = None) -> None:
-        lock = self._held(token, store)
-        self._unlock(lock)
+        lock = self.locks.held(token, store)
+        self.locks.end(lock)
         lock.store.remove(lock.seq)
 
     @_locked
@@ -654,14 +432,14 @@ class Broker:
         properties: dict[str, Any] | None = None,
         store: MessageStore | None = None,
     ) -> None:
-        lock = self._held(token, store)
+        lock = self.locks.held(token, store)
         if lock.store.is_dead_letter:
             # Service Bus: "you can't dead-letter a message from a DLQ". The lock stays held.
             raise BadRequest(
                 "Cannot dead-letter a message that is already in a dead-letter queue; complete or abandon it.",
                 entity=lock.store.path,
             )
-        msg = self._unlock(lock)
+        msg = self.locks.end(lock)
         if msg is None:
             return
         if properties:
@@ -671,38 +449,30 @@ class Broker:
     @_locked
     def release(self, token: uuid.UUID) -> None:
         """Give a lock back without counting a delivery (AMQP ``released``)."""
-        lock = self._locks.get(token)
+        lock = self.locks.get(token)
         if lock is None:
             return
-        msg = self._unlock(lock)
+        msg = self.locks.end(lock)
         if msg is not None and msg.state is MessageState.ACTIVE:
             lock.store.mark_available(msg)
             self._dirty.add(lock.store)
 
     @_locked
     def release_owner(self, owner: object) -> int:
-        """A link or connection went away holding locks: each ends now and counts as a failed
-        delivery attempt (so a message that crashes its consumers still reaches the DLQ).
-        Deliveries the client gave back explicitly (AMQP ``released``) were already returned uncounted."""
-        tokens = self._owned.pop(owner, set())
-        for store_sessions in self._owned_sessions.pop(owner, ()):
-            self._release_session(store_sessions)
-        for token in list(tokens):
-            lock = self._locks.get(token)
-            if lock is None:
-                continue
-            lock.owner = None
-            msg = self._unlock(lock)
-            if msg is not None:
-                self._count_failed_delivery(lock.entity, lock.store, msg)
-        return len(tokens)
+        """A link or connection went away. As on Service Bus, its message locks stay until they
+        expire (then count a delivery attempt) or are settled by lock token, e.g. through
+        ``update-disposition`` from another receiver. A session it held is released at once,
+        and with it the locks of that session's messages. Returns how many message locks it held."""
+        for session in self.sessions.owner_gone(owner):
+            self._release_session(session)
+        return self.locks.forget_owner(owner)
 
     @_locked
     def renew(self, tokens: Iterable[uuid.UUID], store: MessageStore | None = None) -> list[float]:
         now = self.clock.now()
         out = []
         for token in tokens:
-            lock = self._held(token, store)
+            lock = self.locks.held(token, store)
             if lock.session is not None:
                 raise NotAllowed(
                     "Messages of a session are locked by the session: renew the session lock instead.",
@@ -710,7 +480,7 @@ class Broker:
                 )
             msg = lock.store.messages[lock.seq]
             msg.locked_until = now + lock.entity.props.lock_duration
-            self._timer(msg.locked_until, "lock", token)
+            self.timers.add(msg.locked_until, LOCK, token)
             out.append(msg.locked_until)
         return out
 
@@ -720,38 +490,13 @@ class Broker:
         the messages are available again, delivery counts unchanged, and settling with the old
         lock fails with MessageLockLostError. Returns how many locks were lost."""
         source = self.resolve_source(path)
-        stores = {source.entity.store, source.entity.dead_letter}
-        lost = [lock for lock in self._locks.values() if lock.store in stores]
+        lost = self.locks.in_stores([source.entity.store, source.entity.dead_letter])
         for lock in lost:
-            msg = self._unlock(lock)
+            msg = self.locks.end(lock)
             if msg is not None and msg.state is MessageState.ACTIVE:
                 lock.store.mark_available(msg)
                 self._dirty.add(lock.store)
         return len(lost)
-
-    # ------------------------------------------------------ deferred messages
-
-    @_locked
-    def receive_deferred(
-        self, source: Source, sequence_numbers: Iterable[int], *, peek_lock: bool, owner: object | None = None
-    ) -> list[StoredMessage]:
-        now = self.clock.now()
-        seqs = list(sequence_numbers)
-        found = []
-        for seq in seqs:
-            msg = source.store.messages.get(seq)
-            if msg is None or msg.state is not MessageState.DEFERRED or msg.locked:
-                raise MessageNotFound(
-                    f"Failed to retrieve the deferred message with sequence number {seq}.",
-                    entity=source.store.path,
-                )
-            found.append(msg)
-        for msg in found:
-            if peek_lock:
-                self._lock(source, msg, now, owner)
-            else:
-                source.store.remove(msg.sequence_number)
-        return found
 
     # ---------------------------------------------------------- dead-lettering
 
@@ -774,13 +519,6 @@ class Broker:
             store.mark_available(msg)
             self._dirty.add(store)
 
-    @staticmethod
-    def _set_dead_letter_reason(msg: StoredMessage, reason: str | None, description: str | None) -> None:
-        if reason is not None:
-            msg.application_properties[DEAD_LETTER_REASON] = reason
-        if description is not None:
-            msg.application_properties[DEAD_LETTER_DESCRIPTION] = description
-
     def _move_to_dead_letter(
         self,
         entity: Receivable,
@@ -791,7 +529,10 @@ class Broker:
     ) -> None:
         store.remove(msg.sequence_number)
         msg.state = MessageState.ACTIVE
-        self._set_dead_letter_reason(msg, reason, description)
+        if reason is not None:
+            msg.application_properties[DEAD_LETTER_REASON] = reason
+        if description is not None:
+            msg.application_properties[DEAD_LETTER_DESCRIPTION] = description
         forward = entity.props.forward_dead_lettered_messages_to
         now = self.clock.now()
         if forward:
@@ -815,44 +556,44 @@ class Broker:
 
     # ------------------------------------------------------------------ timers
 
-    def _timer(self, due: float, kind: str, key: Any) -> None:
-        heapq.heappush(self._timers, (due, next(self._timer_ids), kind, key))
-
     def next_due(self) -> float | None:
-        return self._timers[0][0] if self._timers else None
+        return self.timers.next_due()
 
     @_locked
     def tick(self) -> None:
-        """Fire every timer that has fallen due: lock expiry, schedules, TTL."""
+        """Fire every timer that has fallen due: lock expiry, schedules, TTL, session locks."""
         now = self.clock.now()
-        timers = self._timers
-        while timers and timers[0][0] <= now:
-            due, _, kind, key = heapq.heappop(timers)
-            if kind == "lock":
+        for due, kind, key in self.timers.due(now):
+            if kind == LOCK:
                 self._fire_lock(key, due)
-            elif kind == "scheduled":
+            elif kind == SCHEDULED:
                 self._fire_scheduled(key[0], key[1], now)
-            elif kind == "ttl":
+            elif kind == TTL:
                 self._fire_ttl(key[0], key[1], now)
-            elif kind == "session":
-                self._fire_session_lock(key[0], key[1], key[2], due)
-        if self._session_lost:
-            for token, when in list(self._session_lost.items()):
-                if when + 600 < now:
-                    del self._session_lost[token]
+            elif kind == SESSION:
+                session = self.sessions.lapsed(key[1], key[2], due)
+                if session is not None:
+                    self._release_session(session, lapsed=True)
+        self.locks.forget_lapsed(now)
+        if self.journal is not None and now >= self._next_prune:
+            # Forget stored message ids that left the duplicate-detection window.
+            self._next_prune = now + PRUNE_INTERVAL
+            for target in self.registry:
+                if target.duplicates is not None:
+                    self.journal.prune_duplicates(target.name, now - target.duplicates.window)
 
     def _fire_lock(self, token: uuid.UUID, due: float) -> None:
-        lock = self._locks.get(token)
+        lock = self.locks.get(token)
         if lock is None:
             return
         msg = lock.store.messages.get(lock.seq)
         if msg is None or msg.locked_until != due:
             return  # renewed since, or gone
-        self._unlock(lock)
+        self.locks.end(lock)
         self._count_failed_delivery(lock.entity, lock.store, msg)
 
     def _fire_scheduled(self, target: Entity, seq: int, now: float) -> None:
-        store = _scheduled_store(target)
+        store = scheduled_store(target)
         msg = store.messages.get(seq)
         if msg is None or msg.state is not MessageState.SCHEDULED:
             return  # cancelled
@@ -871,115 +612,52 @@ class Broker:
 
     # --------------------------------------------------------------- sessions
 
-    def _session_store(self, source: Source) -> MessageStore:
-        if source.store.sessions is None:
-            raise NotAllowed(
-                f"'{source.store.path}' is not session-enabled: use a plain receiver.", entity=source.store.path
-            )
-        return source.store
-
     @_locked
     def accept_session(self, source: Source, session_id: str | None, owner: object) -> SessionState | None:
         """Lock a session for ``owner``: the named one, or the next with available messages.
         Returns None when ``session_id`` is None and no session is free (the caller may wait)."""
-        store = self._session_store(source)
-        assert store.sessions is not None
-        now = self.clock.now()
-        if session_id is None:
-            best: tuple[int, SessionState] | None = None
-            for sess in store.sessions.values():
-                if sess.owner is None and store.has_available(sess.id):
-                    first = sess.available[0]
-                    if best is None or first < best[0]:
-                        best = (first, sess)
-            if best is None:
-                return None
-            session = best[1]
-        else:
-            session = store.session(session_id)
-            if session.owner is not None:
-                raise SessionCannotBeLocked(
-                    f"The requested session '{session_id}' cannot be accepted. It may be locked by another receiver.",
-                    entity=store.path,
-                )
-        session.owner = owner
-        session.locked_until = now + source.entity.props.lock_duration
-        self._owned_sessions.setdefault(owner, []).append(session)
-        self._timer(session.locked_until, "session", (source.entity, store, session.id))
-        return session
-
-    def _held_session(self, source: Source, session_id: str, owner: object | None) -> SessionState:
-        store = self._session_store(source)
-        session = store.session(session_id)
-        if session.owner is None or (owner is not None and session.owner is not owner):
-            raise SessionLockLost(
-                f"The session lock for '{session_id}' has expired or is held elsewhere.", entity=store.path
-            )
+        session = self.sessions.accept(source, session_id, owner, self.clock.now())
+        if session is not None:
+            assert session.locked_until is not None
+            self.timers.add(session.locked_until, SESSION, (source.entity, source.store, session.id))
         return session
 
     @_locked
     def renew_session_lock(self, source: Source, session_id: str) -> float:
-        store = self._session_store(source)
-        session = store.session(session_id)
-        if session.owner is None:
-            raise SessionLockLost(f"The session lock for '{session_id}' has expired.", entity=store.path)
-        session.locked_until = self.clock.now() + source.entity.props.lock_duration
-        for lock in self._locks.values():
-            if lock.session is session:
-                msg = lock.store.messages.get(lock.seq)
-                if msg is not None:
-                    msg.locked_until = session.locked_until
-        self._timer(session.locked_until, "session", (source.entity, store, session.id))
+        session = self.sessions.renew(source, session_id, self.clock.now())
+        assert session.locked_until is not None
+        for lock in self.locks.of_session(session):
+            msg = lock.store.messages.get(lock.seq)
+            if msg is not None:
+                msg.locked_until = session.locked_until
+        self.timers.add(session.locked_until, SESSION, (source.entity, source.store, session.id))
         return session.locked_until
-
-    def _fire_session_lock(self, entity: Receivable, store: MessageStore, session_id: str, due: float) -> None:
-        session = store.session(session_id)
-        if session.owner is None or session.locked_until != due:
-            return  # renewed or released since
-        owned = self._owned_sessions.get(session.owner)
-        if owned is not None and session in owned:
-            owned.remove(session)
-        self._release_session(session, lapsed=True)
 
     def _release_session(self, session: SessionState, *, lapsed: bool = False) -> None:
         """The session's lock ends: its message locks end with it, each counting a delivery attempt."""
         now = self.clock.now()
-        for lock in [lk for lk in self._locks.values() if lk.session is session]:
-            msg = self._unlock(lock)
+        for lock in self.locks.of_session(session):
+            msg = self.locks.end(lock)
             if lapsed:
-                self._session_lost[lock.token] = now
+                self.locks.session_lapsed(lock.token, now)
             if msg is not None:
                 self._count_failed_delivery(lock.entity, lock.store, msg)
-        session.owner = None
-        session.locked_until = None
+        self.sessions.released(session)
 
     @_locked
     def session_state(self, source: Source, session_id: str) -> bytes | None:
-        return self._session_store(source).session(session_id).state
+        return session_store(source).session(session_id).state
 
     @_locked
     def set_session_state(self, source: Source, session_id: str, state: bytes | None) -> None:
-        store = self._session_store(source)
-        session = store.session(session_id)
-        session.state = state
-        session.state_updated = self.clock.now()
+        store = self.sessions.set_state(source, session_id, state, self.clock.now())
         if self.journal is not None:
             self.journal.session_state(store.path, session_id, state)
 
     @_locked
     def list_sessions(self, source: Source, updated_after: float | None = None) -> list[str]:
         """Sessions with active messages or stored state (or state updated after a time)."""
-        store = self._session_store(source)
-        assert store.sessions is not None
-        active = {m.data.session_id for m in store.messages.values() if m.state is MessageState.ACTIVE}
-        out = []
-        for sess in store.sessions.values():
-            if updated_after is not None:
-                if sess.state is not None and sess.state_updated > updated_after:
-                    out.append(sess.id)
-            elif sess.id in active or sess.state is not None:
-                out.append(sess.id)
-        return out
+        return self.sessions.listing(source, updated_after)
 
     def pop_dirty(self) -> set[MessageStore] | frozenset[MessageStore]:
         """Stores that gained available messages since the last call."""

@@ -18,6 +18,7 @@ from .model import MessageData, StoredMessage
 from .sections import (
     APPLICATION_PROPERTIES,
     BODY_SECTIONS,
+    DELIVERY_ANNOTATIONS,
     FOOTER,
     HEADER,
     MESSAGE_ANNOTATIONS,
@@ -60,6 +61,13 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
+def _key_text(value: Any) -> str | None:
+    """The partition key as filters read it (the annotation itself is forwarded with its own type)."""
+    if isinstance(value, (bytes, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    return None if value is None else str(value)
+
+
 def _seconds(ts: Any) -> float | None:
     if ts is None:
         return None
@@ -79,13 +87,20 @@ def _copy(value: Any) -> Any:
     return value
 
 
-def decode_transfer(encoded: bytes) -> list[MessageData]:
-    """A transfer's payload -> one message, or the messages of a batch envelope."""
+def decode_transfer(encoded: bytes, batch: bool | None = None) -> list[MessageData]:
+    """A transfer's payload -> one message, or the messages of a batch envelope.
+    ``batch``: the transfer's message-format said batch (True) or not (False); None = unknown,
+    then the envelope's shape decides."""
     try:
         sections = split_sections(encoded)
     except SectionError as exc:
         raise DecodeError(f"malformed AMQP message: {exc}") from None
-    inner = batch_messages(encoded, sections)
+    if batch is False:
+        return [decode_message(encoded, sections)]
+    try:
+        inner = batch_messages(encoded, sections, strict=batch is True)
+    except SectionError as exc:
+        raise DecodeError(f"malformed batch: {exc}") from None
     if inner is not None:
         return [decode_message(m, parts) for m, parts in inner]
     return [decode_message(encoded, sections)]
@@ -103,8 +118,7 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
     try:
         if sections is None:
             sections = split_sections(encoded)
-        if not any(c in BODY_SECTIONS for c, _, _ in sections):
-            raise SectionError("no body section")
+        # No body section is allowed: ServiceBusMessage(body=None) sends none, and gets none back.
         values = {c: (s, e) for c, s, e in sections if c not in BODY_SECTIONS and c != FOOTER}
         header = _section_value(encoded, *values[HEADER]) if HEADER in values else None
         ann = _section_value(encoded, *values[MESSAGE_ANNOTATIONS]) if MESSAGE_ANNOTATIONS in values else None
@@ -120,7 +134,14 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
     scheduled = annotations.get(SCHEDULED_ENQUEUE_TIME)
     partition_key = annotations.get(PARTITION_KEY)
     ttl_ms = header[2]
+    raw_da = b""
+    if DELIVERY_ANNOTATIONS in values:  # kept encoded, so every value keeps its AMQP type
+        start, end = values[DELIVERY_ANNOTATIONS]
+        raw_da = encoded[start + 3 : end]  # after the 0x00 0x53 0x71 descriptor
+        if raw_da[:1] not in (b"\xc1", b"\xd1"):
+            raw_da = b""  # null or an empty section: nothing to forward
     return MessageData(
+        raw_delivery_annotations=raw_da,
         raw_properties=encoded[values[PROPERTIES][0] : values[PROPERTIES][1]] if PROPERTIES in values else b"",
         raw_body=b"".join(encoded[s:e] for c, s, e in sections if c in BODY_SECTIONS or c == FOOTER),
         raw_application_properties=(
@@ -131,7 +152,7 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
         size=len(encoded),
         durable=bool(header[0]),
         priority=4 if header[1] is None else int(header[1]),
-        annotations={k: v for k, v in annotations.items() if k not in _BROKER_OWNED},
+        annotations={k: v for k, v in annotations.items() if k not in _BROKER_OWNED},  # types kept
         message_id=_text(fields[0]),
         to=_text(fields[2]),
         subject=_text(fields[3]),
@@ -140,7 +161,7 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
         content_type=_text(fields[6]),
         session_id=_text(fields[10]),
         reply_to_session_id=_text(fields[12]),
-        partition_key=_text(partition_key),
+        partition_key=_key_text(partition_key),
         ttl=int(ttl_ms) / 1000.0 if ttl_ms else None,
         scheduled_enqueue_time=_seconds(scheduled),
         application_properties=_copy(dict(app or {})),
@@ -202,10 +223,10 @@ _K_ENQ = _sym(ENQUEUED_TIME)
 _K_ESEQ = _sym(ENQUEUE_SEQUENCE_NUMBER)
 _K_STATE = _sym(MESSAGE_STATE)
 _K_LOCKED = _sym(LOCKED_UNTIL)
-_K_PKEY = _sym(PARTITION_KEY)
 _K_SCHED = _sym(SCHEDULED_ENQUEUE_TIME)
 _K_DLSRC = _sym(DEAD_LETTER_SOURCE)
-_OWN_KEYS = {PARTITION_KEY, SCHEDULED_ENQUEUE_TIME}
+_OWN_KEYS = {SCHEDULED_ENQUEUE_TIME}
+_K_LOCK_TOKEN = _sym(LOCK_TOKEN)
 
 
 def _annotations(msg: StoredMessage, locked_until: float | None) -> bytes:
@@ -219,8 +240,6 @@ def _annotations(msg: StoredMessage, locked_until: float | None) -> bytes:
     ]
     if locked_until is not None:
         items.append(_K_LOCKED + _ts(locked_until))
-    if data.partition_key is not None:
-        items.append(_K_PKEY + _str(data.partition_key))
     if data.scheduled_enqueue_time is not None:
         items.append(_K_SCHED + _ts(data.scheduled_enqueue_time))
     if msg.dead_letter_source is not None:
@@ -235,10 +254,34 @@ def _annotations(msg: StoredMessage, locked_until: float | None) -> bytes:
     return b"\x00\x53\x72\xd1" + struct.pack(">II", len(body) + 4, count) + body
 
 
-def encode_stored(msg: StoredMessage, *, locked_until: float | None = None) -> bytes:
-    """The message as a receiver (or a peek) sees it."""
+def _delivery_annotations(sent: bytes, lock_token: uuid.UUID | None) -> bytes:
+    """The sender's delivery annotations (as encoded), plus ``x-opt-lock-token`` on peek-lock deliveries."""
+    if sent[:1] == b"\xc1":
+        count, items = sent[2], sent[3:]
+    elif sent[:1] == b"\xd1":
+        count, items = struct.unpack_from(">I", sent, 5)[0], sent[9:]
+    else:
+        count, items = 0, b""
+    if lock_token is not None:
+        items += _K_LOCK_TOKEN + b"\x98" + lock_token.bytes
+        count += 2
+    if not count:
+        return b""
+    if len(items) + 1 < 256 and count < 256:
+        return b"\x00\x53\x71\xc1" + bytes([len(items) + 1, count]) + items
+    return b"\x00\x53\x71\xd1" + struct.pack(">II", len(items) + 4, count) + items
+
+
+def encode_stored(
+    msg: StoredMessage, *, locked_until: float | None = None, lock_token: uuid.UUID | None = None
+) -> bytes:
+    """The message as a receiver (or a peek) sees it. ``lock_token``: a peek-lock delivery's token,
+    which Service Bus also puts in the delivery annotations."""
     data = msg.data
-    parts = [_header(data, msg.delivery_count), _annotations(msg, locked_until), data.raw_properties]
+    header = _header(data, msg.delivery_count)
+    if lock_token is not None or data.raw_delivery_annotations:
+        header += _delivery_annotations(data.raw_delivery_annotations, lock_token)
+    parts = [header, _annotations(msg, locked_until), data.raw_properties]
     if msg.application_properties == data.application_properties:
         parts.append(data.raw_application_properties)
     elif msg.application_properties:

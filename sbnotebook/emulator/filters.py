@@ -6,8 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 from .model import StoredMessage
+from .sqlaction import compile_action
 from .sqlfilter import MISSING, compile_filter
 from .topology import RuleConfig
+
+RULE_NAME = "RuleName"
 
 _SYSTEM = {
     "messageid": lambda m: m.data.message_id,
@@ -69,9 +72,21 @@ class Rule:
         else:
             sql = compile_filter(config.sql_expression)
             self._match = lambda msg: sql(lookup_for(msg))
+        self._action = compile_action(config.action) if config.action and config.action.strip() else None
+
+    @property
+    def has_action(self) -> bool:
+        return self._action is not None
 
     def matches(self, msg: StoredMessage) -> bool:
         return self._match(msg)
+
+    def apply(self, msg: StoredMessage) -> None:
+        """Run the rule's action on ``msg`` (a subscription's own copy) and name the rule on it,
+        as Service Bus does with the ``RuleName`` property."""
+        if self._action is not None:
+            self._action(lookup_for(msg), msg.application_properties)
+            msg.application_properties[RULE_NAME] = self.name
 
 
 def _correlation_matcher(spec: dict[str, Any]) -> Callable[[StoredMessage], bool]:
@@ -97,3 +112,25 @@ def _correlation_matcher(spec: dict[str, Any]) -> Callable[[StoredMessage], bool
 
 
 DEFAULT_RULE = RuleConfig(name="$Default", filter_type="Sql", sql_expression="1=1")
+
+
+def admit(rules: list[Rule], msg: StoredMessage, number: Callable[[], int]) -> list[StoredMessage]:
+    """A subscription's copies of a topic message, as Service Bus makes them: one for all matching
+    rules without an action, plus one per matching rule with an action (applied, ``RuleName`` set).
+    The first copy keeps the topic's sequence number; further copies take new ones (``number``)."""
+    plain = False
+    acting: list[Rule] = []
+    for rule in rules:
+        if rule.matches(msg):
+            if rule.has_action:
+                acting.append(rule)
+            else:
+                plain = True
+    out: list[StoredMessage] = []
+    if plain:
+        out.append(msg.copy_for(msg.sequence_number, msg.enqueued_time))
+    for rule in acting:
+        copy = msg.copy_for(number() if out else msg.sequence_number, msg.enqueued_time)
+        rule.apply(copy)
+        out.append(copy)
+    return out

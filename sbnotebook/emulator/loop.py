@@ -280,6 +280,16 @@ class EventLoop:
         if not data:
             transport.close_tail()
             return
+        if peer.ws is None and not peer.backlog:
+            data = peer.order.feed(data)
+            if len(data) <= capacity:  # the common case: straight into proton
+                try:
+                    transport.push(data)
+                except Exception:  # malformed input: proton closes the transport with an error
+                    transport.close_tail()
+                return
+            self._feed_proton(peer, data)
+            return
         self._push(peer, data)
 
     def _push(self, peer: _Peer, data: bytes) -> None:
@@ -421,6 +431,12 @@ class EventLoop:
         peer = self._by_connection.get(connection)
         if peer is not None:
             peer.delay = max(peer.delay, seconds)
+
+    def sent_as_batch(self, connection: Any, tag: bytes) -> bool | None:
+        """True if the client sent the transfer with this delivery tag as a batch (its message-format
+        said so); None if not known (then the envelope's shape decides)."""
+        peer = self._by_connection.get(connection)
+        return True if peer is not None and peer.order.take_batch(tag) else None
 
     def abort(self, connection: Any) -> None:
         """Drop a connection as a network failure would: no AMQP close, the socket just goes."""

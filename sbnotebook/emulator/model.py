@@ -24,6 +24,7 @@ class MessageData:
     raw_body: bytes  # the encoded body section(s) and footer, forwarded byte for byte
     size: int
     raw_application_properties: bytes = b""  # as sent; re-encoded only if settlement changed them
+    raw_delivery_annotations: bytes = b""  # the sender's delivery-annotations map, encoded as sent
     durable: bool = False
     priority: int = 4
     annotations: dict[Any, Any] = field(default_factory=dict)  # sender's, minus broker-owned keys

@@ -83,32 +83,43 @@ def _data_payload(buf: bytes | memoryview, start: int, end: int) -> bytes:
 Sections = list[tuple[int, int, int]]
 
 
-def _message_sections(buf: bytes) -> Sections | None:
-    """The sections of ``buf`` if it is one complete, well-ordered AMQP message, else None."""
+def _message_sections(buf: bytes, *, need_body: bool) -> Sections | None:
+    """The sections of ``buf`` if it is one complete, well-ordered AMQP message, else None.
+    Delivery annotations may come anywhere: the SDK's encoder writes them after the body."""
     try:
         sections = split_sections(buf)
     except SectionError:
         return None
     codes = [c for c, _, _ in sections]
-    if not codes or not any(c in BODY_SECTIONS for c in codes):
+    if not codes or (need_body and not any(c in BODY_SECTIONS for c in codes)):
         return None
-    heads = [c for c in codes if c not in BODY_SECTIONS and c != FOOTER]
-    if heads == sorted(heads) and all(c in _SECTION_ORDER for c in heads):
+    heads = [c for c in codes if c not in BODY_SECTIONS and c != FOOTER and c != DELIVERY_ANNOTATIONS]
+    if heads == sorted(heads) and all(c in _SECTION_ORDER for c in heads) and codes.count(DELIVERY_ANNOTATIONS) <= 1:
         return sections
     return None
 
 
-def batch_messages(buf: bytes | memoryview, sections: Sections) -> list[tuple[bytes, Sections]] | None:
+def batch_messages(
+    buf: bytes | memoryview, sections: Sections, *, strict: bool = False
+) -> list[tuple[bytes, Sections]] | None:
     """The encoded messages (with their sections) inside a batch envelope whose own sections are
-    given, or None if ``buf`` is a plain message."""
+    given, or None if ``buf`` is a plain message.
+
+    ``strict``: the transfer's message-format says this is a batch, so each data section must be a
+    message (SectionError otherwise). Without it the shape decides: all data sections must be
+    complete messages with a body, else it is one plain message."""
     data = [(s, e) for c, s, e in sections if c == DATA]
     if not data or any(c in (AMQP_VALUE, AMQP_SEQUENCE) for c, _, _ in sections):
+        if strict:
+            raise SectionError("a batch envelope must hold its messages in data sections")
         return None
     inner = []
     for s, e in data:
         payload = _data_payload(buf, s, e)
-        parts = _message_sections(payload)
+        parts = _message_sections(payload, need_body=not strict)
         if parts is None:
+            if strict:
+                raise SectionError("a data section of the batch is not an AMQP message")
             return None
         inner.append((payload, parts))
     return inner

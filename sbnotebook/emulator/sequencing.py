@@ -14,7 +14,9 @@ not; Service Bus answers them all. So this filter:
 Renumbering only changes which id the broker's disposition names; both requests
 are still answered (management replies are matched by message id, not delivery id).
 Only complete frames are inspected, and only ``begin``, ``end`` and ``transfer``
-are decoded (a few bytes each); everything else passes through untouched.
+are decoded (a few bytes each); everything else passes through untouched. While
+reading a transfer it also notes whether its message-format says "batch", which
+proton does not expose.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ BEGIN = 0x11
 TRANSFER = 0x14
 END = 0x17
 MAX_WAIT = 1.0
+_WATCHED = frozenset((0x11, 0x14, 0x17))  # begin, transfer, end
+MAX_FRAME = 64 * 1024 * 1024  # beyond any frame size the broker allows
+BATCH_FORMAT = 0x80013700  # Service Bus batch envelope: one encoded message per data section
 _HEADER = b"AMQP"
 
 
@@ -86,32 +91,60 @@ class TransferOrder:
 
     def __init__(self) -> None:
         self._buf = b""
+        self._off = False  # the stream is not AMQP framing: pass it through untouched
         self._channels: dict[int, _Channel] = {}
         self.holding = False  # any channel holding frames (checked by the loop's timer)
         self._replacement: bytes | None = None  # a renumbered frame to pass on instead of the original
+        self.batch_tags: dict[bytes, int] = {}  # delivery tags of transfers whose message-format is batch
+
+    def take_batch(self, tag: bytes) -> bool:
+        """Was the transfer with this delivery tag sent as a batch (message-format 0x80013700)?
+        (proton does not expose a transfer's message-format; this filter reads it.)"""
+        count = self.batch_tags.get(tag)
+        if not count:
+            return False
+        if count == 1:
+            del self.batch_tags[tag]
+        else:
+            self.batch_tags[tag] = count - 1
+        return True
 
     def feed(self, data: bytes) -> bytes:
+        if self._off:
+            return data
         buf = self._buf + data if self._buf else data
         out: list[bytes] = []
         pos = 0
         start = 0  # start of the run of frames passed through untouched
         n = len(buf)
+        unpack = struct.unpack_from
         while pos + 8 <= n:
-            if buf[pos : pos + 4] == _HEADER:
+            if buf[pos] == 0x41:  # "AMQP" protocol header (a frame size never starts with 0x41)
                 pos += 8
                 continue
-            size = struct.unpack_from(">I", buf, pos)[0]
-            if size < 8:
-                break  # malformed: let proton see it and refuse the connection
+            size = unpack(">I", buf, pos)[0]
             end = pos + size
+            if size < 8 or size > MAX_FRAME:
+                self._off = True  # not AMQP framing: let proton see it all and refuse it
+                out.append(buf[start:])
+                self._buf = b""
+                return b"".join(out)
             if end > n:
                 break
-            info = _performative(buf[pos:end]) if size > 8 else None
-            if info is not None and info[0] in (TRANSFER, BEGIN, END):
+            body = pos + buf[pos + 4] * 4
+            # Only begin, end and transfer (small-ulong descriptors on AMQP frames) are looked at.
+            if (
+                size > 8
+                and buf[pos + 5] == 0
+                and body + 3 <= end
+                and buf[body] == 0
+                and buf[body + 1] == 0x53
+                and buf[body + 2] in _WATCHED
+            ):
                 frame = buf[pos:end]
-                channel = struct.unpack_from(">H", buf, pos + 6)[0]
+                channel = unpack(">H", buf, pos + 6)[0]
                 try:
-                    keep = self._route(channel, info[0], frame, info[1])
+                    keep = self._route(channel, buf[body + 2], frame, body + 3 - pos)
                 except (SectionError, IndexError, struct.error):
                     keep = True  # not ours to judge: proton will
                 if not keep:
@@ -126,9 +159,11 @@ class TransferOrder:
                     start = end
                     out.extend(self._release_ready(channel))
             pos = end
+        self._buf = buf[pos:] if pos < n else b""
+        if start == 0 and pos == n:
+            return buf  # the common case: everything passes, untouched
         out.append(buf[start:pos])
-        self._buf = buf[pos:]
-        return b"".join(out) if len(out) != 1 else out[0]
+        return b"".join(out)
 
     def _route(self, channel: int, code: int, frame: bytes, fields: int) -> bool:
         """True: pass the frame on now. False: it is held."""
@@ -152,10 +187,15 @@ class TransferOrder:
         handle, pos = _uint(frame, pos)
         delivery_id, pos = _uint(frame, pos)
         more = False
-        if count >= 6:
-            for _ in range(3):  # delivery-tag, message-format, settled
-                pos = _value_end(frame, pos)
-            more = frame[pos] == 0x41 or (frame[pos] == 0x56 and frame[pos + 1] == 1)
+        if count >= 4:
+            tag_end = _value_end(frame, pos)
+            message_format, after = _uint(frame, tag_end)
+            if message_format == BATCH_FORMAT and delivery_id is not None:
+                tag = frame[pos + (2 if frame[pos] == 0xA0 else 5) : tag_end]
+                self.batch_tags[tag] = self.batch_tags.get(tag, 0) + 1
+            if count >= 6:
+                pos = _value_end(frame, after)  # settled
+                more = frame[pos] == 0x41 or (frame[pos] == 0x56 and frame[pos + 1] == 1)
         if handle is None:
             return True  # malformed: proton refuses it
         if delivery_id is None or handle in state.partial or handle in state.continuing:

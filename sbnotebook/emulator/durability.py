@@ -1,0 +1,122 @@
+"""What ``--data-dir`` brings back into a broker, and what it notes about entities.
+
+The journal (``journal.py``) stores; this module maps its rows onto the broker's
+entities at start-up and turns entity changes into rows.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .entities import Entity, Subscription, Topic
+from .errors import EntityNotFound
+from .filters import Rule
+from .journal import Journal
+from .model import MessageState
+from .rows import entity_doc
+from .timers import SCHEDULED, TTL
+from .topology import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+
+def record(journal: Journal | None, entity: Entity | Subscription) -> None:
+    """Note an entity's definition (after a change through the administration API)."""
+    if journal is None:
+        return
+    if isinstance(entity, Subscription):
+        doc = entity_doc(
+            "subscription",
+            entity.name,
+            entity.props,
+            topic=entity.topic.name,
+            rules=[r.config for r in entity.rules],
+        )
+        journal.entity(entity.path, doc)
+    else:
+        journal.entity(entity.name, entity_doc(entity.kind, entity.name, entity.props))
+
+
+def record_deleted(journal: Journal | None, entity: Entity | Subscription) -> None:
+    if journal is None:
+        return
+    if isinstance(entity, Topic):
+        for sub in entity.subscriptions.values():
+            journal.entity_deleted(sub.path)
+    journal.entity_deleted(entity.path if isinstance(entity, Subscription) else entity.name)
+
+
+def restore(broker: Broker, journal: Journal) -> tuple[int, int]:
+    """Reload what a restart keeps; locks held then are gone (released).
+    Returns (messages restored, messages skipped because their entity is gone)."""
+    _restore_entities(broker, journal)
+    registry = broker.registry
+    owners = registry.owners()
+    for name, last in journal.sequences().items():
+        found = registry.get(name)
+        if found is not None:
+            found.sequence.last = max(found.sequence.last, last)
+    restored = skipped = 0
+    for path, msg in journal.messages():
+        if path not in owners:
+            skipped += 1
+            continue
+        store, owner = owners[path]
+        numbered = registry.entity(path.split("/")[0])
+        numbered.sequence.last = max(numbered.sequence.last, msg.sequence_number)
+        store.add(msg)
+        restored += 1
+        if msg.state is MessageState.SCHEDULED:
+            broker.timers.add(msg.enqueued_time, SCHEDULED, (owner, msg.sequence_number))
+        elif msg.expires_at is not None and not store.is_dead_letter and not isinstance(owner, Topic):
+            broker.timers.add(msg.expires_at, TTL, (owner, msg.sequence_number))
+    now = broker.clock.now()
+    for entity_name, message_id, when in journal.duplicates():
+        target = registry.get(entity_name)
+        if target is not None and target.duplicates is not None and when + target.duplicates.window > now:
+            target.duplicates.remember(message_id, when)
+    for target in registry:
+        if target.duplicates is not None:
+            journal.prune_duplicates(target.name, now - target.duplicates.window)
+    for path, session, state in journal.session_states():
+        logged = owners.get(path)
+        if logged is not None and logged[0].sessions is not None:
+            logged[0].session(session).state = state
+    return restored, skipped
+
+
+def _restore_entities(broker: Broker, journal: Journal) -> None:
+    """Entities as the administration API left them: created, changed or deleted."""
+    for path, doc in journal.entities():
+        parts = path.split("/")
+        if doc is None:
+            try:
+                if len(parts) == 1:
+                    broker.delete_entity(parts[0])
+                else:
+                    broker.delete_subscription(parts[0], parts[2])
+            except EntityNotFound:
+                pass
+            continue
+        props: EntityProperties = doc["properties"]
+        if doc["kind"] == "subscription":
+            rules: list[RuleConfig] = doc.get("rules") or []
+            try:
+                sub = broker.subscription(doc["topic"], doc["name"])
+            except EntityNotFound:
+                broker.add_subscription(doc["topic"], SubscriptionConfig(doc["name"], props, rules))
+                continue
+            sub.props.__dict__.update(props.__dict__)
+            sub.rules[:] = [Rule(r) for r in rules]
+            continue
+        existing = broker.registry.get(parts[0])
+        if existing is not None and existing.kind == doc["kind"]:
+            existing.props.__dict__.update(props.__dict__)
+            continue
+        if existing is not None:
+            broker.delete_entity(parts[0])
+        if doc["kind"] == "queue":
+            broker.add_queue(QueueConfig(doc["name"], props))
+        else:
+            broker.add_topic(TopicConfig(doc["name"], props))

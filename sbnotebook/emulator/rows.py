@@ -1,0 +1,151 @@
+"""Stored messages and entity definitions <-> database rows, with nothing that can run code.
+
+Scalars go to JSON; maps whose values carry AMQP types (annotations, application
+properties) go to AMQP-encoded bytes, decoded by proton's type-system decoder, so
+every value keeps its AMQP type across a restart. No pickle: a data directory from
+someone else can hold wrong data, never code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from proton import Data
+
+from .model import MessageData, MessageState, StoredMessage
+from .topology import EntityProperties, RuleConfig
+
+MessageRow = tuple[str, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
+
+
+class RowError(ValueError):
+    """A stored row does not decode: the data directory is damaged or not ours."""
+
+
+def _encode_map(value: dict[Any, Any]) -> bytes:
+    if not value:
+        return b""
+    d = Data()
+    d.put_object(value)
+    return bytes(d.encode())
+
+
+def _decode_map(raw: bytes) -> dict[Any, Any]:
+    if not raw:
+        return {}
+    d = Data()
+    d.decode(raw)
+    value = d.get_object()
+    if not isinstance(value, dict):
+        raise RowError("a stored map is not an AMQP map")
+    return {_copy(k): _copy(v) for k, v in value.items()}
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, dict):
+        return {_copy(k): _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+_DATA_SCALARS = (
+    "size",
+    "durable",
+    "priority",
+    "message_id",
+    "correlation_id",
+    "subject",
+    "content_type",
+    "to",
+    "reply_to",
+    "reply_to_session_id",
+    "session_id",
+    "partition_key",
+    "ttl",
+    "scheduled_enqueue_time",
+)
+
+
+def message_row(msg: StoredMessage) -> MessageRow:
+    """(meta JSON, raw properties, raw application properties, raw body, raw delivery annotations,
+    annotations, sender's application properties, current application properties)."""
+    data = msg.data
+    meta = {name: getattr(data, name) for name in _DATA_SCALARS}
+    meta.update(
+        enqueued=msg.enqueued_time,
+        state=int(msg.state),
+        count=msg.delivery_count,
+        expires=msg.expires_at,
+        dl_source=msg.dead_letter_source,
+        eseq=msg.enqueue_sequence_number,
+    )
+    return (
+        json.dumps(meta),
+        data.raw_properties,
+        data.raw_application_properties,
+        data.raw_body,
+        data.raw_delivery_annotations,
+        _encode_map(data.annotations),
+        _encode_map(data.application_properties),
+        _encode_map(msg.application_properties),
+    )
+
+
+def message_from_row(seq: int, row: tuple[Any, ...]) -> StoredMessage:
+    meta_text, raw_props, raw_app, raw_body, raw_da, annotations, data_app, app = row
+    try:
+        meta = json.loads(meta_text)
+        data = MessageData(
+            raw_properties=bytes(raw_props),
+            raw_body=bytes(raw_body),
+            raw_application_properties=bytes(raw_app),
+            raw_delivery_annotations=bytes(raw_da),
+            annotations=_decode_map(bytes(annotations)),
+            application_properties=_decode_map(bytes(data_app)),
+            **{name: meta[name] for name in _DATA_SCALARS},
+        )
+        return StoredMessage(
+            data=data,
+            sequence_number=seq,
+            enqueued_time=float(meta["enqueued"]),
+            state=MessageState(int(meta["state"])),
+            delivery_count=int(meta["count"]),
+            application_properties=_decode_map(bytes(app)),
+            expires_at=meta["expires"],
+            dead_letter_source=meta["dl_source"],
+            enqueue_sequence_number=int(meta["eseq"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RowError(f"stored message {seq} does not decode: {exc}") from None
+
+
+# ------------------------------------------------------------------ entities
+
+
+def entity_doc(kind: str, name: str, props: EntityProperties, *, topic: str | None = None, rules: Any = None) -> str:
+    """An entity's definition as JSON: kind, name, properties (and a subscription's topic and rules)."""
+    doc: dict[str, Any] = {"kind": kind, "name": name, "properties": dataclasses.asdict(props)}
+    if topic is not None:
+        doc["topic"] = topic
+    if rules is not None:
+        doc["rules"] = [dataclasses.asdict(r) for r in rules]
+    return json.dumps(doc)
+
+
+def parse_entity_doc(text: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+        fields = {f.name for f in dataclasses.fields(EntityProperties)}
+        doc["properties"] = EntityProperties(**{k: v for k, v in doc["properties"].items() if k in fields})
+        if "rules" in doc:
+            doc["rules"] = [RuleConfig(**r) for r in doc["rules"]]
+        if doc["kind"] not in ("queue", "topic", "subscription") or not isinstance(doc["name"], str):
+            raise ValueError("unknown entity kind")
+        return dict(doc)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RowError(f"a stored entity does not decode: {exc}") from None

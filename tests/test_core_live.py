@@ -148,3 +148,15 @@ def test_idle_links_are_closed_and_reopened_on_demand(emulator: Emulator) -> Non
         assert len(core.peek("q", connection=conn)) == 1  # opened again when needed
     finally:
         conn.close()
+
+
+def test_connect_checks_the_key_and_the_namespace(emulator: Emulator) -> None:
+    wrong = emulator.connection_string.replace("SAS_KEY_VALUE", "not-the-key")
+    with pytest.raises(core.ConfigurationError) as info:
+        core.connect(wrong)
+    assert "not-the-key" not in str(info.value)
+    nowhere = emulator.connection_string.replace(f":{emulator.port}", f":{free_port()}")
+    with pytest.raises(core.SbError, match="Cannot reach"):
+        core.connect(nowhere)
+    conn = core.connect(emulator.connection_string)
+    assert conn.warmed and conn.links_opened >= 1  # receivers opened on the topology's entities

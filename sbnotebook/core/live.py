@@ -334,11 +334,33 @@ class LiveConnection:
                         return out
                     if not sub.requires_session:
                         out.append(EntityPath(t.name, sub.name))
-        except Exception as exc:  # e.g. a key without Manage rights: calls just start cold
+        except Exception as exc:
+            if type(exc).__name__ in ("ServiceRequestError", "ServiceResponseError"):
+                raise ServiceError(
+                    f"Cannot reach {self.settings}: check the namespace name and the network.", retryable=True
+                ) from None
+            # A key without Manage rights (or Entra ID with data roles only) cannot list entities;
+            # say whether the key works at all, over AMQP, and start calls cold.
             self.info_once(
                 "warm", "not warming links for %s: cannot list entities (%s)", self.settings, type(exc).__name__
             )
+            self.run(self._probe())
         return out
+
+    async def _probe(self) -> None:
+        """Authenticate against an entity that does not exist: "not found" proves the namespace is
+        reachable and the key or credential accepted; anything else is what is wrong."""
+        from azure.servicebus.exceptions import MessagingEntityNotFoundError
+
+        link = receiver_for(self._sdk_client(), EntityPath("sbnotebook-connection-check"), prefetch_count=0)
+        try:
+            await link.__aenter__()
+        except MessagingEntityNotFoundError:
+            return
+        except Exception as exc:
+            raise from_sdk(exc) from None
+        finally:
+            await _quietly(link.close())
 
     async def _warm(self, paths: list[EntityPath]) -> list[Any]:
         async def one(path: EntityPath) -> None:

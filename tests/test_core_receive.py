@@ -102,3 +102,23 @@ def test_closing_gives_locks_back(emulator: Emulator) -> None:
         batch.complete()
     time.sleep(0.3)
     assert emulator.broker.counts("q")["active"] == 1
+
+
+def test_a_refused_one_request_settlement_falls_back_loudly(
+    emulator: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No silent fallback: when settling many locks in one request fails, each message is settled on
+    its own, the log says why once, and the report notes the slower path."""
+    import logging
+
+    cs = emulator.connection_string
+    core.send("q", [f"m{i}" for i in range(4)], connection=cs)
+    with core.receive("q", count=4, connection=cs) as batch:
+        assert len(batch) == 4
+        emulator.lose_locks("q")  # the broker forgets the locks; the client still thinks they are held
+        with caplog.at_level(logging.INFO, logger="sbnotebook"):
+            report = batch.complete()
+    assert report.count("lock_lost") == 4 and not report.ok
+    assert report.notes and "one by one" in report.notes[0]
+    assert "one by one" in report.summary()
+    assert sum("one by one" in r.getMessage() for r in caplog.records) == 1

@@ -1,0 +1,177 @@
+"""The `servicebus` data source from a Spark Connect client (what Databricks serverless and shared
+clusters run), against a separate Connect server process started with Spark's own
+SparkConnectServer. Nothing here may touch sparkContext or read files another process wrote."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusClient
+
+from sbnotebook import core
+from sbnotebook.emulator import Emulator
+from tests.conftest import TEST_TOPOLOGY
+from tests.helpers import drain, free_port, send
+
+pyspark = pytest.importorskip("pyspark")
+pytest.importorskip("grpc")  # the pyspark[connect] extra
+from sbnotebook import spark as sbspark  # noqa: E402
+
+pytestmark = pytest.mark.slow
+SECRET = "connect-test-key-4c1b9e"  # a key that must never reach the server's logs or event log
+
+
+@contextlib.contextmanager
+def connect_server(workdir: Path) -> Iterator[tuple[str, Path, Path]]:
+    """A Spark Connect server in its own JVM: (remote url, event log dir, server log file). Its event
+    log is complete once the block ends (the server flushes it when it stops)."""
+    home = Path(pyspark.__file__).parent
+    port = free_port()
+    events = workdir / "events"
+    events.mkdir()
+    log = workdir / "server.log"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(home))
+    cmd = [
+        str(home / "bin" / "spark-submit"),
+        "--master",
+        "local[2]",
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        "--conf",
+        "spark.eventLog.enabled=true",
+        "--conf",
+        f"spark.eventLog.dir={events}",
+        "--conf",
+        "spark.eventLog.compress=false",  # greppable
+        "--conf",
+        "spark.python.worker.faulthandler.enabled=true",
+        "--name",
+        "sbnotebook-connect-tests",
+        "spark-internal",
+    ]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the Connect server did not start: {log.read_text()[-2000:]}") from None
+                time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}", events, log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
+    with connect_server(tmp_path_factory.mktemp("connect")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def remote(server: tuple[str, Path, Path]) -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.builder.remote(server[0]).getOrCreate()
+    assert type(session).__module__.startswith("pyspark.sql.connect")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def keyed() -> Iterator[Emulator]:
+    """An emulator with a key of its own, so a leak is findable by grep."""
+    with Emulator(TEST_TOPOLOGY, key=SECRET) as emu:
+        yield emu
+        core.close_all()
+
+
+@pytest.fixture
+def sp(remote: Any, keyed: Emulator) -> Any:
+    return sbspark.register(remote, keyed.connection_string)
+
+
+def test_read_peek_write_and_settle_over_connect(sp: Any, keyed: Emulator) -> None:
+    cs = keyed.connection_string
+    with ServiceBusClient.from_connection_string(cs) as client:
+        send(client, "q", *[f"m{i}" for i in range(120)])
+        df = sp.read.format("servicebus").option("entity", "q").load()
+        assert df.count() == 120
+        assert len(core.peek("q", count=500, connection=cs)) == 120  # peeking took nothing
+
+        deferred = (
+            sp.read.format("servicebus").option("entity", "q").option("mode", "defer").option("maxMessages", 30).load()
+        ).cache()
+        assert deferred.count() == 30
+        report = sbspark.settle(deferred, "complete")
+        assert report.count("completed") == 30 and report.ok
+
+        written = sbspark.write(sp.createDataFrame([("a",), ("b",)], "body string"), "once")
+        assert written.count("sent") == 2 and written.ok
+        assert sorted(str(m) for m in drain(client, "once")) == ["a", "b"]
+        assert len(drain(client, "q")) == 90
+
+
+def test_receive_and_delete_takes_exactly_what_it_returns(sp: Any, keyed: Emulator) -> None:
+    with ServiceBusClient.from_connection_string(keyed.connection_string) as client:
+        send(client, "q", *[f"m{i}" for i in range(300)])
+        df = (
+            sp.read.format("servicebus")
+            .option("entity", "q")
+            .option("mode", "receive-and-delete")
+            .option("maxMessages", 100)
+            .option("numPartitions", 2)
+            .load()
+        )
+        rows = df.select("body_text").collect()
+        assert len(rows) == 100
+        assert len(drain(client, "q", wait=0.5)) == 200  # nothing taken beyond the rows returned
+
+
+def test_the_key_never_reaches_the_server_or_its_logs(tmp_path: Path) -> None:
+    """register() keeps the key out of options, plans, the server log and the event log. As a control,
+    a key given the way the docs advise against (the connectionString option) is found by the same grep."""
+    from pyspark.sql import SparkSession
+
+    control = "control-key-7d02aa"
+    with (
+        Emulator(TEST_TOPOLOGY, key=SECRET) as kept,
+        Emulator(TEST_TOPOLOGY, key=control) as leaked,
+        connect_server(tmp_path) as (url, events, log),
+    ):
+        spark = SparkSession.builder.remote(url).getOrCreate()
+        try:
+            with ServiceBusClient.from_connection_string(kept.connection_string) as client:
+                send(client, "q", "x")
+            sbspark.register(spark, kept.connection_string)
+            df = spark.read.format("servicebus").option("entity", "q").load()
+            assert df.count() == 1
+            plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
+            assert sbspark.write(spark.createDataFrame([("a",)], "body string"), "once").ok
+            by_option = spark.read.format("servicebus").option("entity", "q")
+            assert by_option.option("connectionString", leaked.connection_string).load().count() == 0
+        finally:
+            spark.stop()
+            core.close_all()
+    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
+    assert any(control.encode() in t for t in texts), "the grep would not see a leak"
+    assert all(SECRET.encode() not in t for t in texts + [p.encode() for p in plans])

@@ -328,3 +328,15 @@ def test_write_returns_each_failure_in_the_report(sp: Any, emulator: Emulator, c
     (failure,) = report.failures
     assert failure.condition == "amqp:resource-limit-exceeded" and failure.tracking_id and failure.index == 0
     assert sorted(str(m) for m in drain(client, "q")) == ["b", "c"]
+
+
+def test_register_refuses_a_loopback_emulator_for_a_cluster(emulator: Emulator) -> None:
+    class ClusterConf:  # the one thing register() reads before registering: where executors run
+        def get(self, key: str, default: str | None = None) -> str | None:
+            return "spark://cluster-head:7077" if key == "spark.master" else default
+
+    class ClusterSession:
+        conf = ClusterConf()
+
+    with pytest.raises(core.ConfigurationError, match="executors on other hosts"):
+        sbspark.register(ClusterSession(), emulator.connection_string)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import Connection, Outcome, Report, resolve, to_dataframe
+from ..core import ConfigurationError, Connection, Outcome, Report, resolve, to_dataframe
 from .options import OptionError
 from .schema import RECORD_DDL, record_schema
 from .settle import release, settle
@@ -44,12 +44,28 @@ def register(spark: Any, connection: str | Connection | None = None, *, default_
     emulator), and becomes the default for reads and writes without a connection option: Spark runs
     the data source in its own Python workers, which could not find the notebook's emulator."""
     conn = resolve(connection)
+    _check_reachable(spark, conn)
     # No sparkContext: Spark Connect (Databricks serverless and shared clusters) has none.
     partitions = default_partitions or DEFAULT_PARTITIONS
     source = _registered(conn, partitions)
     ServiceBusDataSource.default_connection = conn
     spark.dataSource.register(source)
     return spark
+
+
+def _check_reachable(spark: Any, conn: Connection) -> None:
+    """An emulator on this machine's loopback is unreachable from executors on other hosts: say so
+    now, instead of letting every task fail to connect."""
+    host = conn.namespace.rsplit(":", 1)[0]
+    if not conn.is_emulator or host not in ("127.0.0.1", "localhost", "::1"):
+        return
+    master = str(spark.conf.get("spark.master", "local") or "local")
+    if not master.startswith("local"):
+        raise ConfigurationError(
+            f"The emulator at {conn.namespace} listens on this machine's loopback, which executors on "
+            f"other hosts ({master}) cannot reach: run `sbnotebook emulator --host 0.0.0.0` on a host "
+            "they can reach and pass its connection string (with that host name) to register()."
+        )
 
 
 def _registered(conn: Connection, partitions: int) -> type[ServiceBusDataSource]:

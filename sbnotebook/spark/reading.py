@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import PAGE_SIZE, Connection, EntityPath, receive, scan, scan_records
+from ..core import PAGE_SIZE, Connection, EntityPath, SbError, counts, receive, scan, scan_records
 from .schema import to_arrow
 
 
@@ -29,9 +29,11 @@ class Share:
     count: int
 
 
-def bounds(conn: Connection, path: EntityPath, start: int) -> tuple[int, int] | None:
-    """The lowest and highest sequence numbers present from `start` on, in O(log n) one-message
-    peeks (galloping, then bisection) on the driver's live connection: no message is read in bulk."""
+def bounds(conn: Connection, path: EntityPath, start: int, count: int | None = None) -> tuple[int, int] | None:
+    """The lowest and highest sequence numbers present from `start` on, in one-message peeks on the
+    driver's live connection: no message is read in bulk. With the entity's message ``count`` (from
+    the administration API) the last number is guessed as first + count - 1 and confirmed in two
+    more peeks when the numbering is dense; otherwise galloping, then bisection, in O(log n)."""
 
     def first_at_or_after(seq: int) -> int | None:
         got = scan_records(path, start=seq, limit=1, page_size=1, connection=conn)
@@ -41,6 +43,12 @@ def bounds(conn: Connection, path: EntityPath, start: int) -> tuple[int, int] | 
     if first is None:
         return None
     known, step = first, 1024
+    if count and count > 1:
+        guess = first_at_or_after(first + count - 1)
+        if guess is not None:
+            known, step = guess, 1  # most likely the last one: confirm with the next number
+        else:
+            step = count - 1  # the last is below the guess: bisect between first and it
     while (found := first_at_or_after(known + step)) is not None:
         known, step = found, step * 2
     low, high = known, known + step  # a message at `low`, none at or after `high`
@@ -52,6 +60,17 @@ def bounds(conn: Connection, path: EntityPath, start: int) -> tuple[int, int] | 
         else:
             low = found
     return first, low
+
+
+def message_count(conn: Connection, path: EntityPath) -> int | None:
+    """How many messages the entity (or its dead-letter queue) holds, or None without admin rights."""
+    try:
+        c = counts(path, connection=conn)
+    except SbError:
+        return None
+    if path.is_dead_letter:
+        return c.dead_letter if path.sub_queue == "dead_letter" else c.transfer_dead_letter
+    return c.total - c.dead_letter - c.transfer_dead_letter
 
 
 def peek_ranges(first: int, last: int, partitions: int, max_messages: int | None) -> list[PeekRange]:

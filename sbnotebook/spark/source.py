@@ -68,7 +68,8 @@ class _Reader(DataSourceReader):
         o = self.options
         if o.mode == "peek":
             try:
-                found = reading.bounds(o.connection, o.entity, o.from_sequence_number)
+                count = reading.message_count(o.connection, o.entity)
+                found = reading.bounds(o.connection, o.entity, o.from_sequence_number, count)
             except EntityNotFoundError:
                 raise OptionError(f"servicebus: entity not found: {o.entity}") from None
             except SbError as exc:

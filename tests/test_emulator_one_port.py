@@ -132,3 +132,14 @@ def test_cli_with_data_dir_serves_admin_on_its_amqp_port(tmp_path: Path) -> None
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(15)
+
+
+def test_async_admin_client_on_the_amqp_port(emulator: Emulator) -> None:
+    from sbnotebook.emulator.admin_client import emulator_admin_client_async
+
+    async def run() -> list[str]:
+        async with emulator_admin_client_async(emulator.connection_string) as admin:
+            await admin.create_queue("made-async")
+            return [q.name async for q in admin.list_queues()]
+
+    assert "made-async" in asyncio.run(run())

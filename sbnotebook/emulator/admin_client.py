@@ -47,3 +47,32 @@ def emulator_admin_client(
         admin_port = parts.port or 5672
     transport = EmulatorAdminTransport(host, admin_port)
     return ServiceBusAdministrationClient.from_connection_string(connection_string, transport=transport, **kwargs)
+
+
+class EmulatorAdminTransportAsync:
+    """The async twin of ``EmulatorAdminTransport`` (for ``azure.servicebus.aio.management``), built on aiohttp."""
+
+    def __new__(cls, host: str, port: int, **kwargs: Any) -> Any:
+        from azure.core.pipeline.transport import AioHttpTransport
+
+        netloc = f"{host}:{port}"
+
+        class _Rewriting(AioHttpTransport):
+            async def send(self, request: Any, **kw: Any) -> Any:
+                parts = urllib.parse.urlsplit(request.url)
+                request.url = urllib.parse.urlunsplit(("http", netloc, parts.path, parts.query, parts.fragment))
+                return await super().send(request, **kw)
+
+        return _Rewriting(**kwargs)
+
+
+def emulator_admin_client_async(
+    connection_string: str, *, admin_port: int | None = None, host: str | None = None, **kwargs: Any
+) -> Any:
+    """An async ``ServiceBusAdministrationClient`` (``azure.servicebus.aio.management``) for an emulator."""
+    from azure.servicebus.aio.management import ServiceBusAdministrationClient
+
+    endpoint = next((p.split("=", 1)[1] for p in connection_string.split(";") if p.lower().startswith("endpoint=")), "")
+    parts = urllib.parse.urlsplit(endpoint)
+    transport = EmulatorAdminTransportAsync(host or parts.hostname or "127.0.0.1", admin_port or parts.port or 5672)
+    return ServiceBusAdministrationClient.from_connection_string(connection_string, transport=transport, **kwargs)

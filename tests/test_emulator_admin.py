@@ -12,15 +12,15 @@ from azure.core.exceptions import ClientAuthenticationError, ResourceExistsError
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.management import CorrelationRuleFilter, ServiceBusAdministrationClient, SqlRuleFilter
 
+from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
-from sbnotebook.emulator.admin_client import emulator_admin_client
 
 from .helpers import drain, send
 
 
 @pytest.fixture
 def admin(emulator: Emulator) -> Iterator[ServiceBusAdministrationClient]:
-    with emulator.admin_client() as a:
+    with emulator_admin_client(emulator.connection_string) as a:
         yield a
 
 
@@ -124,6 +124,6 @@ def test_requests_without_a_valid_token_are_refused(emulator: Emulator) -> None:
     assert err.value.code == 401
     bad = emulator.connection_string.replace("SAS_KEY_VALUE", "wrong")
     assert emulator.admin_port is not None
-    with emulator_admin_client(bad, admin_port=emulator.admin_port) as admin:
+    with emulator_admin_client(bad, port=emulator.admin_port) as admin:
         with pytest.raises(ClientAuthenticationError):
             admin.get_queue("q")

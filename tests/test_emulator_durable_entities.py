@@ -17,8 +17,8 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.management import SqlRuleAction, SqlRuleFilter
 
+from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
-from sbnotebook.emulator.admin_client import emulator_admin_client
 
 from .conftest import TEST_TOPOLOGY
 from .helpers import drain, free_port, start_cli_emulator
@@ -98,10 +98,10 @@ def test_sigkill_and_restart_keep_admin_entities_rules_and_duplicate_detection(t
 
 
 def test_in_process_restart_keeps_deleted_subscriptions_deleted(tmp_path: Path) -> None:
-    with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, emu.admin_client() as admin:
+    with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, emulator_admin_client(emu.connection_string) as admin:
         admin.delete_subscription("t", "sql")
         admin.create_subscription("t", "extra")
-    with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, emu.admin_client() as admin:
+    with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, emulator_admin_client(emu.connection_string) as admin:
         assert sorted(s.name for s in admin.list_subscriptions("t")) == ["all", "corr", "extra"]
 
 

@@ -13,9 +13,9 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus import ServiceBusReceiveMode as Mode
 
+from sbnotebook.core.admin import emulator_admin_client
+from sbnotebook.core.websockets import websocket_options
 from sbnotebook.emulator import Emulator
-from sbnotebook.emulator.admin_client import emulator_admin_client
-from sbnotebook.emulator.client_options import websocket_options
 
 from .helpers import drain, send, start_cli_emulator
 
@@ -89,7 +89,7 @@ def test_admin_client_on_the_amqp_port(emulator: Emulator) -> None:
 def test_admin_on_the_amqp_port_without_an_admin_port() -> None:
     with Emulator(admin_port=None) as emu:
         assert emu.admin_port is None
-        with emu.admin_client() as admin:
+        with emulator_admin_client(emu.connection_string) as admin:
             assert "orders" in [q.name for q in admin.list_queues()]
 
 
@@ -135,10 +135,10 @@ def test_cli_with_data_dir_serves_admin_on_its_amqp_port(tmp_path: Path) -> None
 
 
 def test_async_admin_client_on_the_amqp_port(emulator: Emulator) -> None:
-    from sbnotebook.emulator.admin_client import emulator_admin_client_async
+    from sbnotebook.core.admin import emulator_admin_client
 
     async def run() -> list[str]:
-        async with emulator_admin_client_async(emulator.connection_string) as admin:
+        async with emulator_admin_client(emulator.connection_string, aio=True) as admin:
             await admin.create_queue("made-async")
             return [q.name async for q in admin.list_queues()]
 

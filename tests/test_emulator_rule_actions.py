@@ -10,6 +10,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus import ServiceBusReceiveMode as Mode
 from azure.servicebus.management import ServiceBusAdministrationClient, SqlRuleAction, SqlRuleFilter, TrueRuleFilter
 
+from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 
 pytestmark = pytest.mark.timeout(120)
@@ -29,7 +30,7 @@ def _receive_all(client: ServiceBusClient, topic: str, sub: str) -> list[Any]:
 
 @pytest.fixture
 def admin(emulator: Emulator) -> Any:
-    with emulator.admin_client() as a:
+    with emulator_admin_client(emulator.connection_string) as a:
         yield a
 
 

@@ -155,14 +155,6 @@ class Emulator:
             raise RuntimeError("the emulator is not running; call start() or use it as a context manager")
         return f"http://{self.host}:{self.port}"
 
-    def admin_client(self, **kwargs: Any) -> Any:
-        """A ``ServiceBusAdministrationClient`` wired to this emulator's AMQP port (see ``admin_client.py``)."""
-        from .admin_client import emulator_admin_client
-
-        if self.port is None:
-            raise RuntimeError("the emulator is not running; call start() or use it as a context manager")
-        return emulator_admin_client(self.connection_string, admin_port=self.port, host=self.host, **kwargs)
-
     # ------------------------------------------------------- fault injection
 
     @property

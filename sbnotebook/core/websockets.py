@@ -1,9 +1,9 @@
-"""Client-side settings the SDK needs to reach the emulator over WebSockets.
+"""AMQP over WebSockets: what the SDK needs to reach a namespace (or the emulator) on one port.
 
-SDK 7.15 drops the connection string's port when it builds the WebSocket URL
-(sync clients dial ``ws://host/$servicebus/websocket`` on port 80, async ones port
-443). Passing the endpoint again as ``custom_endpoint_address`` keeps the port, so
-the upgrade reaches the emulator's AMQP port, which serves it::
+Corporate networks and some Databricks workspaces allow only 443. SDK 7.15 drops the connection
+string's port when it builds the WebSocket URL (sync clients dial ``ws://host/$servicebus/websocket``
+on port 80, async ones port 443); passing the endpoint again as ``custom_endpoint_address`` keeps it,
+which an emulator on a port of its own needs::
 
     ServiceBusClient.from_connection_string(conn, **websocket_options(conn))
 """
@@ -19,8 +19,7 @@ def endpoint_of(connection_string: str) -> str:
     for part in connection_string.split(";"):
         key, _, value = part.partition("=")
         if key.strip().lower() == "endpoint":
-            parts = urllib.parse.urlsplit(value.strip())
-            return f"sb://{parts.netloc}"
+            return f"sb://{urllib.parse.urlsplit(value.strip()).netloc}"
     raise ValueError("the connection string has no Endpoint")
 
 

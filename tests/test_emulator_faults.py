@@ -151,3 +151,18 @@ def test_cli_fault_flags_are_checked() -> None:
     )
     assert result.returncode == 2
     assert "nosuch" in result.stderr
+
+
+def test_latency_delays_the_administration_api_too() -> None:
+    """Simulated distance applies to every reply on the AMQP port, HTTP (admin) ones included."""
+    from sbnotebook.core.admin import emulator_admin_client
+
+    with Emulator(latency=0.3) as emu, emulator_admin_client(emu.connection_string) as admin:
+        admin.get_queue_runtime_properties("orders")
+        t0 = time.monotonic()
+        admin.get_queue_runtime_properties("orders")
+        assert time.monotonic() - t0 >= 0.3
+        emu.latency = 0.0
+        t0 = time.monotonic()
+        admin.get_queue_runtime_properties("orders")
+        assert time.monotonic() - t0 < 0.3

@@ -17,6 +17,7 @@ import io
 import logging
 import socket
 import threading
+import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
@@ -357,6 +358,7 @@ class AdminServer:
     def __init__(self, broker: Broker, keys: dict[str, str], host: str | None = None, port: int = 0) -> None:
         self.broker = broker
         self.keys = keys
+        self.latency = 0.0  # seconds added to every reply, as the AMQP side does (simulated distance)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -444,6 +446,8 @@ class AdminServer:
         except (BrokerError, ValueError, TopologyError) as exc:
             status, payload = 400, _error_xml(400, getattr(exc, "description", str(exc)))
         data = payload.encode()
+        if self.latency:
+            time.sleep(self.latency)  # this connection's own thread: other requests are not held up
         req.send_response(status)
         req.send_header("Content-Type", "application/atom+xml;type=entry;charset=utf-8")
         req.send_header("Content-Length", str(len(data)))

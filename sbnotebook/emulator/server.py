@@ -111,6 +111,7 @@ class Emulator:
             http=self._api.serve_connection,
         )
         self._loop.latency = self._latency
+        self._api.latency = self._latency
         self.port = self._loop.port
         if self._admin_requested is not None:
             self._admin = self._start_admin(self._admin_requested)
@@ -167,6 +168,7 @@ class Emulator:
         if seconds < 0:
             raise ValueError("latency cannot be negative")
         self._latency = seconds
+        self._api.latency = seconds
         loop = self._loop
         if loop is not None:
             self.call_soon(lambda: setattr(loop, "latency", seconds))

@@ -158,7 +158,9 @@ def test_the_key_never_reaches_the_server_or_its_logs(tmp_path: Path) -> None:
         Emulator(TEST_TOPOLOGY, key=control) as leaked,
         connect_server(tmp_path) as (url, events, log),
     ):
-        spark = SparkSession.builder.remote(url).getOrCreate()
+        spark = SparkSession.builder.remote(
+            url
+        ).create()  # not getOrCreate: that may hand back another server's session
         try:
             with ServiceBusClient.from_connection_string(kept.connection_string) as client:
                 send(client, "q", "x")

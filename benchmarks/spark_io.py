@@ -75,7 +75,7 @@ def main() -> None:
         assert report.ok
         frame = spark.createDataFrame([(r["body"],) for r in records], "body string").repartition(2).cache()
         frame.count()
-        summary, spark_write = timed(lambda: sbspark.write(frame, "results", maxInFlight=16))
+        summary, spark_write = timed(lambda: sbspark.write(frame, "results", max_in_flight=16))
         assert summary.count("sent") == n
         spark.stop()
     finally:

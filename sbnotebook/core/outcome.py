@@ -21,7 +21,7 @@ from .errors import SbError
 
 # Outcomes that mean the message did not end up where it was asked to go.
 PROBLEMS = frozenset({"failed", "lock_lost", "duplicated", "not_found"})
-DETAIL_LIMIT = 100_000
+DETAIL_LIMIT = 10_000
 OUTCOME_COLUMNS = (
     "index",
     "message_id",

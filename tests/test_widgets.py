@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
@@ -285,3 +286,32 @@ def test_charts_are_plain_figures(emulator: Emulator, client: ServiceBusClient) 
 
     depth = plots.depth_over_time([(dt.datetime.now(dt.UTC), counts)], "q")
     assert [t.name for t in depth.data] == ["active", "dead-letter", "scheduled"]
+
+
+# ------------------------------------------------------------------ issue 16
+
+
+def 
+
+def test_triage_shows_the_patch_before_confirm_and_clears_it_after_use(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    dead_letter(client, "q", ["a", "b"])
+    panel = TriagePanel("q", connection=emulator.connection_string)
+    panel.select_group("a")
+    panel.patch.value = '{"currency": "EUR"}'
+    asked = panel.ask_resubmit()
+    assert "merge patch" in asked and "EUR" in asked  # what will be applied, before the confirmation
+    assert panel.confirm("resubmit").count("resubmitted") == 1  # type: ignore[union-attr]
+    assert panel.patch.value == "" and panel.edit is None  # used once, then cleared
+    assert [json.loads(str(m))["currency"] for m in drain(client, "q")] == ["EUR"]
+    panel.select_group("b")
+    assert "unchanged (no patch)" in panel.ask_resubmit()
+    assert panel.confirm("resubmit").count("resubmitted") == 1  # type: ignore[union-attr]
+    assert [json.loads(str(m))["currency"] for m in drain(client, "q")] == ["usd"]  # not patched again
+    dead_letter(client, "q", ["c"])
+    panel.reload()
+    panel.edit = lambda r: {**r, "body_text": "edited"}
+    assert "Python edit" in panel.ask_resubmit()
+    panel.confirm("resubmit")
+    assert panel.edit is None and [str(m) for m in drain(client, "q")] == ["edited"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Callable
 from typing import Any
@@ -160,6 +161,7 @@ class TriagePanel(W.VBox):
         if not goal:
             return self._say("Name a target queue: resubmitting to the topic would reach every subscription.")
         edit = self._editor()
+        applied = self._describe_edit()
 
         def run() -> Report:
             return core.resubmit(
@@ -170,7 +172,16 @@ class TriagePanel(W.VBox):
                 connection=self.connection,
             )
 
-        return self._prepare("resubmit", f"Resubmit {len(chosen)} messages to {goal}", run)
+        return self._prepare("resubmit", f"Resubmit {len(chosen)} messages to {goal} {applied}", run)
+
+    def _describe_edit(self) -> str:
+        """What a resubmit will change, shown before the confirmation (html)."""
+        if self.edit is not None:
+            return "with the Python edit in <code>panel.edit</code> applied to each body"
+        text = self.patch.value.strip()
+        if not text:
+            return "unchanged (no patch)"
+        return f"with this merge patch applied to each JSON body: <code>{html.escape(text)}</code>"
 
     def ask_discard(self) -> str:
         chosen = {int(r["sequence_number"]) for r in self.selected}
@@ -203,6 +214,9 @@ class TriagePanel(W.VBox):
             return None
         self.pending = None
         self.confirmation.layout.display = "none"
+        if word == "resubmit":  # a patch or edit is used once: the next resubmit starts clean
+            self.edit = None
+            self.patch.value = ""
         report = run()
         self.reports.append(report)
         self.report.value = self.final_report()

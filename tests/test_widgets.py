@@ -315,3 +315,17 @@ def test_triage_shows_the_patch_before_confirm_and_clears_it_after_use(
     assert "Python edit" in panel.ask_resubmit()
     panel.confirm("resubmit")
     assert panel.edit is None and [str(m) for m in drain(client, "q")] == ["edited"]
+
+
+def test_send_panel_refuses_invalid_json_with_a_json_content_type(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    panel = SendPanel("q", connection=emulator.connection_string)
+    panel.body.value = '{"order": 1,'
+    panel.send_button.click()
+    assert "not valid JSON" in panel.status.value and "nothing was sent" in panel.status.value
+    assert "\n" not in panel.status.value and panel.reports == []
+    assert drain(client, "q", wait=0.3) == []
+    panel.content_type.value = "text/plain"  # not JSON on purpose: sent as it is
+    panel.send_button.click()
+    assert [str(m) for m in drain(client, "q")] == ['{"order": 1,']

@@ -53,6 +53,15 @@ class SendPanel(W.VBox):
                 raise InvalidInputError(f"Properties are not valid JSON: {exc}") from None
             if not isinstance(props, dict):
                 raise InvalidInputError("Properties must be a JSON object.")
+        content_type = self.content_type.value.strip().lower().split(";")[0].strip()
+        if content_type == "application/json" or content_type.endswith("+json"):
+            try:
+                json.loads(self.body.value)
+            except ValueError as exc:
+                raise InvalidInputError(
+                    f"The body is not valid JSON ({exc}) but the content type is {content_type}: "
+                    "fix the body or change the content type; nothing was sent."
+                ) from None
         record: dict[str, Any] = {"body": self.body.value, "application_properties": props}
         for key, box in (("content_type", self.content_type), ("subject", self.subject)):
             if box.value.strip():

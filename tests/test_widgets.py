@@ -291,8 +291,6 @@ def test_charts_are_plain_figures(emulator: Emulator, client: ServiceBusClient) 
 # ------------------------------------------------------------------ issue 16
 
 
-def 
-
 def test_triage_shows_the_patch_before_confirm_and_clears_it_after_use(
     emulator: Emulator, client: ServiceBusClient
 ) -> None:
@@ -329,3 +327,33 @@ def test_send_panel_refuses_invalid_json_with_a_json_content_type(
     panel.content_type.value = "text/plain"  # not JSON on purpose: sent as it is
     panel.send_button.click()
     assert [str(m) for m in drain(client, "q")] == ['{"order": 1,']
+
+
+def test_browser_go_with_an_empty_search_drops_the_filter(emulator: Emulator, client: ServiceBusClient) -> None:
+    send(client, "q", *[f"m{i}" for i in range(6)])
+    b = MessageBrowser("q", page_size=10, connection=emulator.connection_string)
+    b.search_box.value = 'text == "m3"'
+    b.jump_button.click()
+    assert [r["body_text"] for r in b.records] == ["m3"]
+    b.search_box.value = ""
+    b.jump_button.click()
+    assert len(b.records) == 6 and b.where is None
+
+
+def test_browser_exports_the_whole_entity_or_search_with_one_suffix(
+    emulator: Emulator, client: ServiceBusClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    send(client, "q", *[json.dumps({"n": i}) for i in range(600)])
+    b = MessageBrowser("q", page_size=20, connection=emulator.connection_string)
+    b.export_path.value = "all.jsonl"
+    b.export_json_button.click()
+    assert not (tmp_path / "all.jsonl.jsonl").exists()
+    assert len(read_jsonl(tmp_path / "all.jsonl")) == 600  # every message, not the 20 on the page
+    assert b.export_progress.value == 600 and "Exported 600 messages" in b.status.value
+    b.search("body.n % 100 == 0")
+    b.export_path.value = "hundreds.csv"
+    b.export_csv_button.click()
+    assert pd.read_csv(tmp_path / "hundreds.csv")["sequence_number"].tolist() == [1, 101, 201, 301, 401, 501]
+    b.select([0])
+    assert len(read_jsonl(b.export_json(tmp_path / "one.jsonl", selection=True))) == 1

@@ -49,21 +49,23 @@ class MessageBrowser(W.VBox):
         self.export_csv_button = W.Button(description="Export CSV")
         self.export_json_button = W.Button(description="Export JSON")
         self.export_path = W.Text(value="messages", description="File")
+        self.export_progress = W.IntProgress(value=0, min=0, max=1, description="Export")
+        self.export_progress.layout.display = "none"
         self.prev_button.on_click(guard(self.status, self.previous_page))
         self.next_button.on_click(guard(self.status, self.next_page))
-        self.jump_button.on_click(guard(self.status, lambda: self.jump(self.jump_box.value)))
+        self.jump_button.on_click(guard(self.status, self.go))
         self.search_box.on_submit(guard(self.status, lambda: self.search(self.search_box.value)))
         self.dlq_box.observe(guard(self.status, lambda: self.jump(1)), names="value")
         self.rows.observe(self._on_select, names="value")
-        self.export_csv_button.on_click(lambda _: self.export_csv(f"{self.export_path.value}.csv"))
-        self.export_json_button.on_click(lambda _: self.export_json(f"{self.export_path.value}.jsonl"))
+        self.export_csv_button.on_click(guard(self.status, lambda: self.export_csv(self.export_file(".csv"))))
+        self.export_json_button.on_click(guard(self.status, lambda: self.export_json(self.export_file(".jsonl"))))
         super().__init__(
             [
                 W.HBox([self.entity_box, self.dlq_box]),
                 W.HBox([self.search_box, self.jump_box, self.jump_button]),
                 W.HBox([self.prev_button, self.next_button, self.status]),
                 self.rows,
-                W.HBox([self.export_path, self.export_csv_button, self.export_json_button]),
+                W.HBox([self.export_path, self.export_csv_button, self.export_json_button, self.export_progress]),
                 self.detail,
             ]
         )
@@ -96,6 +98,14 @@ class MessageBrowser(W.VBox):
             else "no messages"
         )
         self.status.value = f"{self.entity}: {len(found.records)} messages, {span}{searched}"
+
+    def go(self) -> None:
+        """The Go button: the search box as it is now (empty: no filter), from the sequence number box."""
+        expression = self.search_box.value.strip() or None
+        if expression is not None:
+            core.compile_where(expression)
+        self.where = expression
+        self.jump(self.jump_box.value)
 
     def jump(self, sequence_number: int) -> None:
         self.history.clear()
@@ -139,19 +149,57 @@ class MessageBrowser(W.VBox):
         """The selection (or the whole page) as a DataFrame in the record schema."""
         return core.to_dataframe(self.selected)
 
-    def export_json(self, path: str | Path) -> Path:
-        """JSON lines with every property (binary bodies base64); `%%sb_send` / core.send send them
-        back as they were. See sbnotebook.notebook.export."""
+    def export_file(self, suffix: str) -> Path:
+        """The file name in the box with ``suffix`` added once (``out.jsonl`` stays ``out.jsonl``)."""
+        name = self.export_path.value.strip() or "messages"
+        for known in (".jsonl", ".json", ".csv"):
+            if name.lower().endswith(known):
+                name = name[: -len(known)]
+                break
+        return Path(name + suffix)
+
+    def export_records(self, *, selection: bool = False) -> list[dict[str, Any]]:
+        """What an export writes: the selected rows with ``selection=True``; otherwise the whole
+        entity (or, with a search, every match in it), read through ``core.scan`` with progress."""
+        if selection and self.rows.value:
+            return [self.records[i] for i in self.rows.value]
+        matches = core.compile_where(self.where) if self.where else None
+        total = 0
+        try:
+            counts = core.counts(str(EntityPath.parse(self.entity).parent), connection=self.connection)
+            total = counts.dead_letter if self.dlq_box.value else counts.active + counts.scheduled
+        except core.SbError:
+            total = 0  # no counts (no Manage right): the bar shows what was read so far
+        bar = self.export_progress
+        bar.max, bar.value, bar.layout.display = max(total, 1), 0, "flex"
+
+        def progress(done: int) -> None:
+            bar.max = max(bar.max, done)
+            bar.value = done
+            self.status.value = f"Exporting {self.entity}: {done} messages read" + (f" of {total}" if total else "")
+
+        out: list[dict[str, Any]] = []
+        for page in core.scan(self.entity, progress=progress, connection=self.connection):
+            out.extend(r for r in page if matches is None or matches(r))
+        bar.max = max(bar.value, 1)
+        bar.value = bar.max
+        return out
+
+    def export_json(self, path: str | Path, *, selection: bool = False) -> Path:
+        """JSON lines with every property (binary bodies base64) of the whole entity or search result
+        (``selection=True``: the selected rows); `%%sb_send` / core.send send them back as they were.
+        See sbnotebook.notebook.export."""
         out = Path(path)
-        n = write_jsonl(self.selected, out)
+        n = write_jsonl(self.export_records(selection=selection), out)
         self.status.value = f"Exported {n} messages to {out}"
         return out
 
-    def export_csv(self, path: str | Path) -> Path:
-        """The selection as CSV in the record schema's columns (application properties as JSON)."""
+    def export_csv(self, path: str | Path, *, selection: bool = False) -> Path:
+        """The same messages as CSV in the record schema's columns (application properties as JSON)."""
         out = Path(path)
-        frame = core.to_dataframe([to_json_record(r) for r in self.selected])
+        records = self.export_records(selection=selection)
+        frame = core.to_dataframe([to_json_record(r) for r in records])
         frame["application_properties"] = [json.dumps(p) for p in frame["application_properties"]]
         frame.to_csv(out, index=False)
-        self.status.value = f"Exported {len(self.selected)} messages to {out}"
+        self.status.value = f"Exported {len(records)} messages to {out}"
         return out

@@ -445,3 +445,102 @@ def test_panels_open_from_the_magics(ip: Any, sb: SbMagics, client: ServiceBusCl
     assert triage.connection is browser.connection is compose.connection is panel.batch.connection is sb.connection
     panel.act("complete", [0])
     assert drain(client, "q", wait=0.3) == []
+
+
+# ------------------------------------------------------------------ issue 16
+
+
+def test_session_receive_shows_the_session_lock_and_close_lets_it_go(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
+) -> None:
+    with client.get_queue_sender("sq") as s:
+        s.send_messages([ServiceBusMessage(f"m{i}", session_id="s-1") for i in range(2)])
+    batch = line(ip, "sb_receive sq --session s-1 -n 2 --wait 2")
+    out, err = capsys.readouterr()
+    assert isinstance(batch, LockedBatch) and len(batch) == 2 and not err
+    assert "2 messages locked from sq (locks" in out and "Traceback" not in out
+    assert all(s is not None and 0 < s <= 2 for s in batch.seconds_left())  # the session lock (2 s)
+    line(ip, "sb_settle close")
+    again = line(ip, "sb_receive sq --session s-1 -n 2 --wait 2")  # the session was let go: it can be taken
+    assert len(again) == 2
+    line(ip, "sb_settle complete all --yes")
+    line(ip, "sb_settle close")
+    assert len(line(ip, "sb_peek sq --session s-1")) == 0
+
+
+def test_peek_and_browse_of_a_session_entity_without_a_session_say_what_to_do(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
+) -> None:
+    with client.get_queue_sender("sq") as s:
+        s.send_messages([ServiceBusMessage("one", session_id="s-1")])
+    for command in ("sb_peek sq", "sb_browse sq", "sb_receive sq --wait 0.5"):
+        assert line(ip, command) is None
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "requires sessions" in err and "--session" in err, err
+        assert "TrackingId" not in err
+    assert line(ip, "sb_peek sq --session s-1")["body_text"].tolist() == ["one"]
+
+
+def test_settle_all_after_lock_expiry_reports_the_lost_locks_and_summarises_sdk_logs(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
+) -> None:
+    import logging
+
+    send(client, "short", "a", "b", "c")
+    ip.run_line_magic("config", "SbMagics.max_renewal = 0")
+    line(ip, "sb_receive short -n 3")
+    time.sleep(1.6)
+    assert line(ip, "sb_settle complete 0")["outcome"].tolist() == ["lock_lost"]
+    capsys.readouterr()
+    # What the SDK's own loggers write when a link fails (an error with its traceback), from its thread.
+    try:
+        raise RuntimeError("link detached")
+    except RuntimeError:
+        logging.getLogger("azure.servicebus._pyamqp.aio._link_async").error("Link failed", exc_info=True)
+    done = line(ip, "sb_settle complete all --yes")
+    assert done["outcome"].tolist() == ["lock_lost"] * 3 and done["index"].tolist() == [0, 1, 2]
+    out, err = capsys.readouterr()
+    assert "3 lock-lost of 3" in out and "of 0" not in out
+    assert "Traceback" not in out + err and "the Azure SDK logged 1 warning(s) (last: Link failed)" in err
+    assert err.count("\n") == 1
+    again = line(ip, "sb_settle complete all --yes")
+    assert again["outcome"].tolist() == ["lock_lost"] * 3  # still said, never "0 of 0"
+    assert "of 0" not in capsys.readouterr().out
+
+
+def test_where_type_mismatch_hint_missing_entities_and_forward_next_page(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
+) -> None:
+    send(client, "q", '{"n": 5, "id": "7"}', '{"n": 6, "id": "8"}')
+    assert len(line(ip, "sb_peek q --where 'body.n == \"5\"'")) == 0
+    out = capsys.readouterr().out
+    assert 'body.n is a number in the messages, but \'5\' is a string' in out and "body.n == 5" in out
+    assert len(line(ip, "sb_peek q --where '$.id == 7'")) == 0
+    assert "body.id is a string in the messages, but 7 is a number" in capsys.readouterr().out
+    assert len(line(ip, "sb_peek q --where 'body.n == 5'")) == 1
+    assert "hint" not in capsys.readouterr().out
+    for command in ("sb_peek qq", "sb_peek qq --where 'text == \"a\"'", "sb_browse qq", "sb_compose qq"):
+        assert line(ip, command) is None, command
+        err = capsys.readouterr().err
+        assert err.startswith("EntityNotFoundError:") and err.count("\n") == 1 and "qq" in err, command
+    # Dead-lettered in reverse order: the next page still points past every message shown.
+    send(client, "once", "x", "y", "z")
+    with client.get_queue_receiver("once") as r:
+        got = r.receive_messages(max_message_count=3, max_wait_time=5)
+        for m in reversed(got):
+            r.dead_letter_message(m, reason="r")
+    capsys.readouterr()
+    first = line(ip, "sb_peek once --dlq -n 2")
+    out = capsys.readouterr().out
+    shown = first["sequence_number"].tolist()
+    nxt = int(out.split("--from-seq ")[1].split(".")[0])
+    assert nxt > max(shown)
+
+
+def test_receive_deferred_unknown_number_is_one_quick_line(ip: Any, sb: SbMagics, capsys: Any) -> None:
+    started = time.monotonic()
+    assert line(ip, "sb_receive q --deferred 999") is None
+    assert time.monotonic() - started < 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No deferred message with sequence number 999 in q" in err
+    assert "b'" not in err and 'b"' not in err and "Traceback" not in err

@@ -25,5 +25,6 @@ def unload_ipython_extension(ipython: Any) -> None:
         if isinstance(existing, SbMagics):
             for batch in existing.batches:
                 batch.close()
+            existing.sdk_logs.uninstall()
             while existing in ipython.configurables:
                 ipython.configurables.remove(existing)

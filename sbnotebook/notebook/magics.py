@@ -10,6 +10,8 @@ import argparse
 import datetime as dt
 import functools
 import html
+import logging
+import re
 import shlex
 import sys
 import time
@@ -193,6 +195,7 @@ def _command(parser: _Parser, *, cell: bool = False) -> Callable[[Callable[..., 
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         def run(self: SbMagics, line: str, cell_text: str | None) -> Any:
+            args = None
             try:
                 args = parser.parse_line(line)
                 return fn(self, args, cell_text) if cell else fn(self, args)
@@ -201,8 +204,10 @@ def _command(parser: _Parser, *, cell: bool = False) -> Callable[[Callable[..., 
             except (SbError, UsageError, Declined, StdinNotImplementedError) as exc:
                 if self.full_tracebacks:
                     raise
-                self.fail(exc)
+                self.fail(_explain(exc, args))
                 return None
+            finally:
+                self.sdk_logs.summarise()
 
         wrapper: Callable[..., Any]
         if cell:
@@ -251,12 +256,16 @@ class SbMagics(Magics):
         self.connection: LiveConnection | None = None  # from %sb_connect; every command and panel uses it
         self.batches: list[LockedBatch] = []
         self.samples: dict[str, list[tuple[dt.datetime, core.EntityCounts]]] = {}
+        self.sdk_logs = SdkLogSummary()
+        self.sdk_logs.install(show=self.full_tracebacks)
+        self.observe(lambda change: self.sdk_logs.install(show=change["new"]), names="full_tracebacks")
 
     # ------------------------------------------------------------ helpers
 
     def fail(self, exc: BaseException) -> None:
         kind = "sbnotebook" if isinstance(exc, UsageError | Declined) else type(exc).__name__
         message = str(exc) or "input is not available here; repeat the command with --yes"
+        message = _BYTES_REPR.sub(lambda m: m.group(2), " ".join(message.split()))
         print(f"{kind}: {redact(message)}", file=sys.stderr)
 
     def conn(self) -> LiveConnection:
@@ -343,7 +352,7 @@ class SbMagics(Magics):
             session_id=args.session,
             connection=self.conn(),
         )
-        _summarise_page(entity, found, args.where is not None, args.scan)
+        _summarise_page(entity, found, args.where is not None, args.scan, args.where)
         frame = core.to_dataframe(found.records)
         return core.json_columns(frame) if args.json else frame
 
@@ -400,6 +409,7 @@ class SbMagics(Magics):
     def sb_compose(self, args: argparse.Namespace) -> Any:
         from .widgets import SendPanel
 
+        _check_exists(args.entity, self.conn())
         return SendPanel(args.entity, connection=self.conn(), max_in_flight=self.max_in_flight)
 
     @line_magic
@@ -419,6 +429,11 @@ class SbMagics(Magics):
             rows = parse_rows(args.rows, len(batch))
             if rows is None and len(batch.unsettled) > 1 and not args.yes and args.action != "abandon":
                 self.ask(f"{args.action} all {len(batch.unsettled)} unsettled messages of {batch.entity}?", "yes")
+            if rows is None:  # 'all': every row not settled yet, lost locks included (they report as lost)
+                rows = [i for i in range(len(batch)) if batch.status(i) in ("locked", "lock_lost")]
+                if not rows:
+                    print(f"Every row of this batch of {batch.entity} is settled already; nothing to {args.action}.")
+                    return batch.to_pandas()
             if args.action == "dead-letter":
                 report = batch.dead_letter(rows, reason=args.reason, description=args.description)
             else:
@@ -482,6 +497,83 @@ class SbMagics(Magics):
 # ------------------------------------------------------------------ pieces
 
 
+_BYTES_REPR = re.compile(r"""\bb(['"])(.*?)\1""")
+
+
+def _explain(exc: BaseException, args: argparse.Namespace | None) -> BaseException:
+    """A service error a user can act on, said in their terms (what to type next)."""
+    if not isinstance(exc, SbError) or args is None or not getattr(args, "entity", None):
+        return exc
+    entity, text = args.entity, str(exc)
+    if "requires session" in text or "non-sessionful" in text:
+        command = "%sb_receive" if getattr(args, "mode", None) else "%sb_peek"
+        return UsageError(
+            f"{entity} requires sessions: name one with --session ID (for example {command} {entity} --session s-1)."
+        )
+    if getattr(args, "deferred", None) and ("MessageNotFound" in text or "deferred message" in text):
+        return UsageError(
+            f"No deferred message with sequence number {args.deferred} in {entity}: "
+            f"%sb_peek {entity} shows the sequence numbers whose state is 'deferred'."
+        )
+    return exc
+
+
+def _check_exists(entity: str, connection: LiveConnection) -> None:
+    """A misspelled entity fails now, in one line (not at the first send). Other admin errors (no
+    Manage right) are left to the send itself."""
+    try:
+        core.counts(str(EntityPath.parse(entity).parent), connection=connection)
+    except core.EntityNotFoundError:
+        raise
+    except SbError:
+        return
+
+
+class SdkLogSummary(logging.Handler):
+    """Azure SDK log records (warnings and errors, often with tracebacks) are counted while the
+    extension is loaded, and each command ends with one line saying how many and the last one.
+    ``%config SbMagics.full_tracebacks = True`` lets them through as they are."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+        self.last = ""
+        self._propagate: bool | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+        try:
+            self.last = " ".join(record.getMessage().split())[:160]
+        except Exception:  # a record that cannot format itself is still counted
+            self.last = record.msg if isinstance(record.msg, str) else ""
+
+    def install(self, *, show: bool = False) -> None:
+        self.uninstall()
+        if show:
+            return
+        azure = logging.getLogger("azure")
+        azure.addHandler(self)
+        self._propagate, azure.propagate = azure.propagate, False
+
+    def uninstall(self) -> None:
+        azure = logging.getLogger("azure")
+        if self in azure.handlers:
+            azure.removeHandler(self)
+        if self._propagate is not None:
+            azure.propagate, self._propagate = self._propagate, None
+
+    def summarise(self) -> None:
+        count, last = self.count, self.last
+        if not count:
+            return
+        self.count, self.last = 0, ""
+        print(
+            f"sbnotebook: the Azure SDK logged {count} warning(s) (last: {redact(last)}); "
+            "%config SbMagics.full_tracebacks = True shows them in full.",
+            file=sys.stderr,
+        )
+
+
 def _with_dlq(entity: str, dlq: bool) -> str:
     path = EntityPath.parse(entity)
     return str(EntityPath(path.name, path.subscription, "dead_letter")) if dlq else str(path)
@@ -494,7 +586,7 @@ def _sequence_numbers(text: str) -> list[int]:
         raise UsageError(f"--deferred takes sequence numbers such as 41,42, not {text!r}.") from None
 
 
-def _summarise_page(entity: str, found: Found, searched: bool, scan_limit: int) -> None:
+def _summarise_page(entity: str, found: Found, searched: bool, scan_limit: int, where: str | None = None) -> None:
     records = found.records
     text = f"{len(records)} of {found.scanned} scanned messages matched" if searched else f"{len(records)} messages"
     text += f" from {entity}"
@@ -502,9 +594,12 @@ def _summarise_page(entity: str, found: Found, searched: bool, scan_limit: int) 
         text += f" (sequence numbers {records[0]['sequence_number']}..{records[-1]['sequence_number']})"
     if searched and found.scanned >= scan_limit:
         text += f"; stopped at the --scan limit of {scan_limit}"
-    if found.scanned:
+    if found.scanned and found.next_start > found.start:
         text += f"; next page: --from-seq {found.next_start}"
     print(text + ".")
+    hint = found.hint(where) if searched else None
+    if hint:
+        print(hint)
 
 
 class _Progress:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,9 @@ class MessageBrowser(W.VBox):
             if found.records
             else "no messages"
         )
-        self.status.value = f"{self.entity}: {len(found.records)} messages, {span}{searched}"
+        hint = found.hint(self.where)
+        hint_html = f"<br>{html.escape(hint)}" if hint else ""
+        self.status.value = f"{html.escape(self.entity)}: {len(found.records)} messages, {span}{searched}{hint_html}"
 
     def go(self) -> None:
         """The Go button: the search box as it is now (empty: no filter), from the sequence number box."""

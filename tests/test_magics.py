@@ -514,7 +514,7 @@ def test_where_type_mismatch_hint_missing_entities_and_forward_next_page(
     send(client, "q", '{"n": 5, "id": "7"}', '{"n": 6, "id": "8"}')
     assert len(line(ip, "sb_peek q --where 'body.n == \"5\"'")) == 0
     out = capsys.readouterr().out
-    assert 'body.n is a number in the messages, but \'5\' is a string' in out and "body.n == 5" in out
+    assert "body.n is a number in the messages, but '5' is a string" in out and "body.n == 5" in out
     assert len(line(ip, "sb_peek q --where '$.id == 7'")) == 0
     assert "body.id is a string in the messages, but 7 is a number" in capsys.readouterr().out
     assert len(line(ip, "sb_peek q --where 'body.n == 5'")) == 1

@@ -315,9 +315,7 @@ def test_triage_shows_the_patch_before_confirm_and_clears_it_after_use(
     assert panel.edit is None and [str(m) for m in drain(client, "q")] == ["edited"]
 
 
-def test_send_panel_refuses_invalid_json_with_a_json_content_type(
-    emulator: Emulator, client: ServiceBusClient
-) -> None:
+def test_send_panel_refuses_invalid_json_with_a_json_content_type(emulator: Emulator, client: ServiceBusClient) -> None:
     panel = SendPanel("q", connection=emulator.connection_string)
     panel.body.value = '{"order": 1,'
     panel.send_button.click()

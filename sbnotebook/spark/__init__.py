@@ -81,7 +81,7 @@ def _registered(conn: Connection, partitions: int) -> type[ServiceBusDataSource]
 
 def local_session(app_name: str = "sbnotebook", cores: int = 2) -> Any:
     """A local SparkSession for notebooks and tests, with the `servicebus` format registered.
-    Sets what a local run needs (spark-notes.md): workers on this Python, loopback networking."""
+    Sets what a local run needs (docs/spark.md): workers on this Python, loopback networking."""
     import os
     import sys
 

@@ -1,4 +1,4 @@
-"""The record schema (design.md) as Spark and Arrow types, and records -> Arrow batches."""
+"""The record schema (sbnotebook/core/records.py) as Spark and Arrow types, and records -> Arrow batches."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ class _Reader(DataSourceReader):
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
 
-    def partitions(self) -> list[InputPartition]:  # must be a list (spark-notes.md)
+    def partitions(self) -> list[InputPartition]:  # must be a list (Spark calls len() and indexes it)
         o = self.options
         if o.mode == "peek":
             try:
@@ -179,7 +179,7 @@ class _Writer(DataSourceWriter):
         _commit(self.options, list(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        # Spark cannot say what the failed tasks sent before failing (spark-notes.md, pitfall 4):
+        # Spark cannot say what the failed tasks sent before failing (docs/spark.md, "Writing"):
         # writes are at-least-once; a message_id column with duplicate detection makes a rerun safe.
         log.warning("servicebus write to %s aborted: %s", self.options.entity, summary(self.options))
 

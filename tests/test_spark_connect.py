@@ -87,14 +87,30 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         yield running
 
 
+@contextlib.contextmanager
+def connect_mode_env() -> Iterator[None]:
+    """A remote session marks the process as Connect-only (SPARK_CONNECT_MODE_ENABLED, SPARK_REMOTE);
+    undo that afterwards, or every later classic session (and notebook kernel) becomes Connect."""
+    saved = {k: os.environ.get(k) for k in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 @pytest.fixture(scope="module")
 def remote(server: tuple[str, Path, Path]) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
-    session = SparkSession.builder.remote(server[0]).getOrCreate()
-    assert type(session).__module__.startswith("pyspark.sql.connect")
-    yield session
-    session.stop()
+    with connect_mode_env():
+        session = SparkSession.builder.remote(server[0]).getOrCreate()
+        assert type(session).__module__.startswith("pyspark.sql.connect")
+        yield session
+        session.stop()
 
 
 @pytest.fixture
@@ -157,6 +173,7 @@ def test_the_key_never_reaches_the_server_or_its_logs(tmp_path: Path) -> None:
         Emulator(TEST_TOPOLOGY, key=SECRET) as kept,
         Emulator(TEST_TOPOLOGY, key=control) as leaked,
         connect_server(tmp_path) as (url, events, log),
+        connect_mode_env(),
     ):
         spark = SparkSession.builder.remote(
             url

@@ -19,9 +19,7 @@ call after connect <= 6; scan t(80)/t(0) <= 1.5.
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -29,27 +27,13 @@ from collections.abc import Callable
 from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from send_pipelining import start_emulator  # the one way the benchmarks start `sbnotebook emulator`
 
 from sbnotebook import core
 from sbnotebook.core.admin import admin_client
 
 QUEUE = "orders"
 SCAN_QUEUE = "results"
-
-
-def start_emulator(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbnotebook.emulator", "--port", "0", "--latency-ms", str(latency_ms)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for _ in range(8):
-        line = proc.stdout.readline().strip()
-        if re.match(r"^Endpoint=sb://", line):
-            return proc, line
-    proc.kill()
-    raise SystemExit("the emulator did not start")
 
 
 def ms(fn: Callable[[], Any]) -> float:

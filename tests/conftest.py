@@ -1,4 +1,7 @@
-"""Shared fixtures: a fresh embedded emulator per test, with second-scale durations."""
+"""Shared fixtures: a fresh embedded emulator per test, with second-scale durations.
+
+(Timeouts and hang diagnostics for the whole suite, tutorials included, are in the repository's
+root ``conftest.py``.)"""
 
 from __future__ import annotations
 
@@ -103,4 +106,12 @@ def emulator() -> Iterator[Emulator]:
 @pytest.fixture
 def client(emulator: Emulator) -> Iterator[ServiceBusClient]:
     with ServiceBusClient.from_connection_string(emulator.connection_string) as c:
+        yield c
+
+
+@pytest.fixture
+def quick_client(emulator: Emulator) -> Iterator[ServiceBusClient]:
+    """A client that does not retry (``retry_total=0``), for tests that expect an error: it arrives
+    at once instead of after the SDK's own backoff (about 10 s for a not-found)."""
+    with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
         yield c

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
@@ -11,6 +12,9 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.core import EntityNameError
 from sbnotebook.emulator import Emulator
+
+from .conftest import TEST_TOPOLOGY
+from .helpers import free_port
 
 
 def _dead_letter_all(client: ServiceBusClient, queue: str, n: int, reason: str = "Bad") -> None:
@@ -137,3 +141,25 @@ def test_counts_through_the_admin_api(emulator: Emulator, client: ServiceBusClie
     assert (c.entity, c.active, c.dead_letter, c.total) == ("q", 1, 1, 2)
     with pytest.raises(core.EntityNotFoundError):
         core.counts("missing", connection=cs)
+
+
+def test_resubmit_after_a_broker_restart_reconnects_by_itself(tmp_path: Path) -> None:
+    # Found by benchmarks/chaos_soak.py: the first resubmit after a restart raised the SDK's raw
+    # ServiceBusConnectionError (its pooled link was dead) instead of reconnecting like every other call.
+    port = free_port()
+    first = Emulator(TEST_TOPOLOGY, port=port, data_dir=tmp_path).start()
+    conn = core.connect(first.connection_string, warm=False)
+    try:
+        core.send("q", ["a", "b"], connection=conn)
+        with core.receive("q", count=2, connection=conn) as batch:
+            batch.dead_letter(reason="bad")
+        assert len(core.peek("q/$deadletterqueue", connection=conn)) == 2  # a warm link, soon dead
+        first.stop()
+        with Emulator(TEST_TOPOLOGY, port=port, data_dir=tmp_path):
+            report = core.resubmit("q/$deadletterqueue", target="q", connection=conn)
+            assert report.count("resubmitted") == 2, report
+            assert conn.reconnects >= 1 and any("reconnected" in n for n in report.notes)
+            assert sorted(r["body_text"] for r in core.peek("q", connection=conn)) == ["a", "b"]
+    finally:
+        conn.close()
+        first.stop()

@@ -11,7 +11,7 @@ import pytest
 from sbnotebook.notebook import magics
 
 ROOT = Path(__file__).resolve().parent.parent
-PARSERS = [value for value in vars(magics).values() if isinstance(value, magics._Parser)]
+PARSERS = magics.PARSERS
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -22,7 +22,7 @@ def test_every_magic_is_found() -> None:
 
 
 @pytest.mark.parametrize("parser", PARSERS, ids=lambda p: p.prog)
-def test_every_magic_and_option_is_documented(parser: magics._Parser) -> None:
+def test_every_magic_and_option_is_documented(parser: magics.Parser) -> None:
     text = (ROOT / "docs" / "magics.md").read_text(encoding="utf-8")
     name = parser.prog.lstrip("%")
     assert re.search(rf"%{name}\b", text), f"{parser.prog} is not in docs/magics.md"

@@ -54,11 +54,13 @@ def test_queue_properties_come_from_the_topology(admin: ServiceBusAdministration
     assert admin.get_queue("sq").requires_session is True
 
 
-def test_create_use_update_delete_a_queue(admin: ServiceBusAdministrationClient, client: ServiceBusClient) -> None:
+def test_create_use_update_delete_a_queue(
+    admin: ServiceBusAdministrationClient, quick_client: ServiceBusClient
+) -> None:
     admin.create_queue("made", lock_duration=dt.timedelta(seconds=20), max_delivery_count=4)
     with pytest.raises(ResourceExistsError):
         admin.create_queue("made")
-    send(client, "made", "hello")
+    send(quick_client, "made", "hello")
     assert admin.get_queue_runtime_properties("made").active_message_count == 1
     q = admin.get_queue("made")
     q.max_delivery_count = 7

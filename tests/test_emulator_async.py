@@ -23,7 +23,7 @@ from sbnotebook.emulator import Emulator
 async def test_batch_send_peek_lock_and_every_settlement(emulator: Emulator) -> None:
     """Rule: complete deletes, abandon counts a delivery, defer needs the sequence number,
     dead-letter moves to the DLQ with reason and description."""
-    async with ServiceBusClient.from_connection_string(emulator.connection_string) as c:
+    async with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
         async with c.get_queue_sender("q") as s:
             batch = await s.create_message_batch()
             for name in ("complete", "abandon", "defer", "dead"):
@@ -53,7 +53,7 @@ async def test_batch_send_peek_lock_and_every_settlement(emulator: Emulator) -> 
 
 async def test_lock_expiry_renewal_and_lock_lost(emulator: Emulator) -> None:
     """Rule: renewal keeps a lock; an expired lock cannot settle (MessageLockLostError)."""
-    async with ServiceBusClient.from_connection_string(emulator.connection_string) as c:
+    async with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
         async with c.get_queue_sender("short") as s:
             await s.send_messages([ServiceBusMessage("kept"), ServiceBusMessage("lapsed")])
         async with c.get_queue_receiver("short", max_wait_time=3) as r:

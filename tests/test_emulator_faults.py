@@ -56,12 +56,12 @@ def test_other_conditions_map_to_their_sdk_errors(emulator: Emulator, condition:
 
 
 def test_lost_locks_fail_settlement_without_raising_delivery_count(
-    client: ServiceBusClient, emulator: Emulator
+    quick_client: ServiceBusClient, emulator: Emulator
 ) -> None:
     """Rule: after a service-side lock loss, settling fails with MessageLockLostError and the message is
     delivered again with the same delivery count."""
-    send(client, "q", "a", "b")
-    with client.get_queue_receiver("q", max_wait_time=3) as r:
+    send(quick_client, "q", "a", "b")
+    with quick_client.get_queue_receiver("q", max_wait_time=3) as r:
         got = r.receive_messages(max_message_count=2, max_wait_time=3)
         assert emulator.lose_locks("q") == 2
         with pytest.raises(MessageLockLostError):

@@ -87,30 +87,30 @@ def test_binary_and_value_bodies_survive_byte_for_byte(client: ServiceBusClient)
     assert second.body == {b"k": [1, 2, 3]}
 
 
-def test_oversize_message_is_refused_with_a_tracking_id(client: ServiceBusClient) -> None:
+def test_oversize_message_is_refused_with_a_tracking_id(quick_client: ServiceBusClient) -> None:
     """Rule: messages over the entity's size limit get amqp:link:message-size-exceeded."""
-    with client.get_queue_sender("tiny") as sender, pytest.raises(MessageSizeExceededError) as err:
+    with quick_client.get_queue_sender("tiny") as sender, pytest.raises(MessageSizeExceededError) as err:
         sender.send_messages(ServiceBusMessage(b"x" * 8000))
     assert "TrackingId:" in str(err.value)
-    assert drain(client, "tiny") == []
+    assert drain(quick_client, "tiny") == []
 
 
-def test_standard_tier_limit_is_256_kb(client: ServiceBusClient) -> None:
+def test_standard_tier_limit_is_256_kb(quick_client: ServiceBusClient) -> None:
     """Rule: Standard tier caps a message at 256 KB; just under it is accepted."""
-    with client.get_queue_sender("q") as sender:
+    with quick_client.get_queue_sender("q") as sender:
         sender.send_messages(ServiceBusMessage(b"y" * 200_000))
         with pytest.raises(MessageSizeExceededError):
             sender.send_messages(ServiceBusMessage(b"y" * 300_000))
-    (msg,) = drain(client, "q")
+    (msg,) = drain(quick_client, "q")
     assert len(b"".join(msg.body)) == 200_000
 
 
-def test_unknown_entity_is_reported_as_not_found(client: ServiceBusClient) -> None:
+def test_unknown_entity_is_reported_as_not_found(quick_client: ServiceBusClient) -> None:
     """Rule: attaching to a missing entity fails with amqp:not-found."""
-    with pytest.raises(MessagingEntityNotFoundError), client.get_queue_sender("no-such-queue") as sender:
+    with pytest.raises(MessagingEntityNotFoundError), quick_client.get_queue_sender("no-such-queue") as sender:
         sender.send_messages(ServiceBusMessage("x"))
     with pytest.raises(MessagingEntityNotFoundError):
-        with client.get_queue_receiver("no-such-queue", max_wait_time=1) as receiver:
+        with quick_client.get_queue_receiver("no-such-queue", max_wait_time=1) as receiver:
             receiver.receive_messages(max_wait_time=1)
 
 
@@ -169,10 +169,10 @@ async def test_async_client_sends_receives_and_completes(emulator) -> None:  # t
             assert await r.peek_messages(max_message_count=5, sequence_number=1) == []
 
 
-def test_batch_limit_is_advertised_to_the_sdk(client: ServiceBusClient) -> None:
+def test_batch_limit_is_advertised_to_the_sdk(quick_client: ServiceBusClient) -> None:
     """Rule: the broker advertises the entity's limit (max-message-size and
     com.microsoft:max-message-batch-size); the SDK sizes batches from it."""
-    with client.get_queue_sender("tiny") as sender:
+    with quick_client.get_queue_sender("tiny") as sender:
         batch = sender.create_message_batch()
         assert batch.max_size_in_bytes == 4096
         with pytest.raises(MessageSizeExceededError):

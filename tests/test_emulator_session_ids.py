@@ -13,9 +13,9 @@ from sbnotebook.emulator import Emulator
 pytestmark = pytest.mark.timeout(120)
 
 
-def test_a_non_string_session_id_is_refused(client: ServiceBusClient) -> None:
+def test_a_non_string_session_id_is_refused(quick_client: ServiceBusClient) -> None:
     with pytest.raises(ServiceBusError) as err:
-        with client.get_queue_receiver("sq", session_id=1, max_wait_time=2) as r:  # type: ignore[arg-type]
+        with quick_client.get_queue_receiver("sq", session_id=1, max_wait_time=2) as r:  # type: ignore[arg-type]
             r.receive_messages(max_wait_time=1)
     assert "session" in str(err.value).lower()
 

@@ -73,10 +73,10 @@ def test_session_state_and_listing(client: ServiceBusClient) -> None:
     assert sorted(client.list_queue_sessions("sq")) == ["s1", "s2"]
 
 
-def test_session_lock_renewal_and_loss(client: ServiceBusClient) -> None:
+def test_session_lock_renewal_and_loss(quick_client: ServiceBusClient) -> None:
     """Rule: renewing keeps the session; once its lock lapses, settling fails with SessionLockLostError."""
-    _send(client, "sq", ("r", "r1"), ("r", "r2"))
-    with client.get_queue_receiver("sq", session_id="r", max_wait_time=2) as r:
+    _send(quick_client, "sq", ("r", "r1"), ("r", "r2"))
+    with quick_client.get_queue_receiver("sq", session_id="r", max_wait_time=2) as r:
         first, second = r.receive_messages(max_message_count=2, max_wait_time=2)
         time.sleep(1.2)
         r.session.renew_lock()
@@ -87,9 +87,9 @@ def test_session_lock_renewal_and_loss(client: ServiceBusClient) -> None:
             r.complete_message(second)
 
 
-def test_sending_without_session_id_is_refused(client: ServiceBusClient) -> None:
+def test_sending_without_session_id_is_refused(quick_client: ServiceBusClient) -> None:
     """Rule: a session-enabled entity only accepts messages with a session id."""
-    with client.get_queue_sender("sq") as s, pytest.raises(ServiceBusError, match="SessionId"):
+    with quick_client.get_queue_sender("sq") as s, pytest.raises(ServiceBusError, match="SessionId"):
         s.send_messages(ServiceBusMessage("no-session"))
 
 

@@ -81,11 +81,11 @@ def test_dead_letter_with_reason_and_description(client: ServiceBusClient) -> No
         assert dlq.peek_messages(max_message_count=5, sequence_number=1) == []
 
 
-def test_defer_then_fetch_by_sequence_number_and_complete(client: ServiceBusClient) -> None:
+def test_defer_then_fetch_by_sequence_number_and_complete(quick_client: ServiceBusClient) -> None:
     """Rule: a deferred message leaves the receive path; only receive-by-sequence-number returns it,
     and it is settled through the management link."""
-    send(client, "q", "later", "now")
-    with client.get_queue_receiver("q", max_wait_time=2) as r:
+    send(quick_client, "q", "later", "now")
+    with quick_client.get_queue_receiver("q", max_wait_time=2) as r:
         first, second = r.receive_messages(max_message_count=2, max_wait_time=3)
         seq = first.sequence_number
         r.defer_message(first)
@@ -115,11 +115,11 @@ def test_deferred_message_can_be_dead_lettered_through_management(client: Servic
     assert dead.dead_letter_reason == "GaveUp"
 
 
-def test_lock_expiry_redelivers_with_higher_count_and_old_lock_is_lost(client: ServiceBusClient) -> None:
+def test_lock_expiry_redelivers_with_higher_count_and_old_lock_is_lost(quick_client: ServiceBusClient) -> None:
     """Rule: when a lock expires the message becomes available again with its delivery count raised;
     settling with the expired lock fails with MessageLockLostError."""
-    send(client, "short", "slow")  # LockDuration PT1S
-    with client.get_queue_receiver("short", max_wait_time=3) as r:
+    send(quick_client, "short", "slow")  # LockDuration PT1S
+    with quick_client.get_queue_receiver("short", max_wait_time=3) as r:
         (m,) = r.receive_messages(max_wait_time=3)
         time.sleep(1.5)
         (again,) = r.receive_messages(max_wait_time=3)
@@ -130,10 +130,10 @@ def test_lock_expiry_redelivers_with_higher_count_and_old_lock_is_lost(client: S
         r.complete_message(again)
 
 
-def test_settling_an_unknown_lock_is_lock_lost(client: ServiceBusClient) -> None:
+def test_settling_an_unknown_lock_is_lock_lost(quick_client: ServiceBusClient) -> None:
     """Rule: a lock the broker does not hold (here: already completed twice) is lost."""
-    send(client, "q", "twice")
-    with client.get_queue_receiver("q", max_wait_time=3) as r:
+    send(quick_client, "q", "twice")
+    with quick_client.get_queue_receiver("q", max_wait_time=3) as r:
         (m,) = r.receive_messages(max_wait_time=3)
         r.complete_message(m)
         m._settled = False  # force the SDK to send a second disposition for the same lock
@@ -188,16 +188,16 @@ def test_scheduled_message_is_peekable_then_delivered_on_time(client: ServiceBus
         r.complete_message(m)
 
 
-def test_cancel_scheduled_message(client: ServiceBusClient) -> None:
+def test_cancel_scheduled_message(quick_client: ServiceBusClient) -> None:
     """Rule: cancel-scheduled-message removes a scheduled message; unknown numbers are not found."""
     when = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
-    with client.get_queue_sender("q") as s:
+    with quick_client.get_queue_sender("q") as s:
         seqs = s.schedule_messages([ServiceBusMessage("x"), ServiceBusMessage("y")], when)
         s.cancel_scheduled_messages(seqs)
         with pytest.raises(MessageNotFoundError):
             s.cancel_scheduled_messages(seqs[0])
     time.sleep(1.5)
-    assert drain(client, "q", wait=0.5) == []
+    assert drain(quick_client, "q", wait=0.5) == []
 
 
 def test_scheduled_via_message_property_on_plain_send(client: ServiceBusClient) -> None:

@@ -33,9 +33,10 @@ COMMANDS = [
 
 @pytest.fixture(scope="module")
 def ip() -> Any:
-    from IPython.testing.globalipapp import start_ipython
+    from IPython.testing import globalipapp
 
-    return start_ipython()
+    # One shell per process: start_ipython() returns None once another module has started it.
+    return globalipapp.start_ipython() or globalipapp.get_ipython()
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ def test_browser_pages_by_sequence_number_and_never_locks(emulator: Emulator, cl
     send(client, "q", *[f"m{i}" for i in range(25)])
     b = MessageBrowser("q", page_size=10, connection=emulator.connection_string)
     assert [r["body_text"] for r in b.records] == [f"m{i}" for i in range(10)]
-    assert len(b.rows.options) == 10 and "sequence numbers 1..10" in b.status.value
+    assert len(b.rows.labels) == 10 and "sequence numbers 1..10" in b.status.value
     b.next_page()
     b.next_page()
     assert [r["sequence_number"] for r in b.records] == [21, 22, 23, 24, 25]
@@ -186,9 +186,11 @@ def test_triage_groups_repairs_in_bulk_and_resubmits_copy_first(emulator: Emulat
     panel = TriagePanel("q", connection=emulator.connection_string)
     assert panel.reasons == {"schema": 3, "timeout": 1}
     panel.select_group("schema")
-    assert len(panel.rows.options) == 3
+    assert len(panel.rows.records) == 3
     panel.patch.value = '{"currency": "EUR", "n": null}'
-    assert "Type <b>resubmit</b>" in panel.ask_resubmit()
+    asked = panel.ask_resubmit()
+    assert "Type resubmit and press Confirm" in asked and "<" not in asked  # plain text for a notebook cell
+    assert "<b>resubmit</b>" in panel.status.value
     assert len(drain(client, "q", wait=0.3)) == 0  # nothing moved before the confirmation
     assert panel.confirm("nope") is None
     report = panel.confirm("resubmit")
@@ -355,3 +357,69 @@ def test_browser_exports_the_whole_entity_or_search_with_one_suffix(
     assert pd.read_csv(tmp_path / "hundreds.csv")["sequence_number"].tolist() == [1, 101, 201, 301, 401, 501]
     b.select([0])
     assert len(read_jsonl(b.export_json(tmp_path / "one.jsonl", selection=True))) == 1
+
+
+# ------------------------------------------------------------------ grids and the triage layout
+
+
+def test_message_lists_are_grids_with_the_body_and_dead_letter_reason(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    from itables.widget import ITable
+
+    dead_letter(client, "q", ["schema", "timeout"])
+    panel = TriagePanel("q", connection=emulator.connection_string)
+    assert isinstance(panel.rows.widget, ITable) and panel.rows.is_grid
+    frame = panel.rows.widget.df
+    assert {"seq", "reason", "description", "body", "deliveries"} <= set(frame.columns)
+    assert sorted(frame["reason"]) == ["schema", "timeout"] and frame["body"][0].startswith('{"n": 0')
+    assert panel.rows.widget._dt_args.get("select")  # rows are selectable in the browser
+    panel.rows.widget.selected_rows = [1]  # what a click in the grid syncs back
+    assert panel.selected == [panel.visible[1]] and "timeout happened" in panel.detail.value
+    b = MessageBrowser("q", dead_letter=True, connection=emulator.connection_string)
+    assert "reason" in b.rows.widget.df.columns
+    b.dlq_box.value = False
+    assert "reason" not in b.rows.widget.df.columns and list(b.rows.widget.df.columns)[-1] == "body"
+
+
+def test_without_itables_the_lists_are_plain_and_say_so(
+    emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sys
+
+    import ipywidgets as W
+
+    from sbnotebook.notebook.widgets import grid
+
+    monkeypatch.setitem(sys.modules, "itables.widget", None)  # as if not installed
+    monkeypatch.setattr(grid, "_warned", False)
+    dead_letter(client, "q", ["schema", "timeout"])
+    with caplog.at_level("WARNING"):
+        panel = TriagePanel("q", connection=emulator.connection_string)
+        TriagePanel("q", connection=emulator.connection_string)
+    assert isinstance(panel.rows.widget, W.SelectMultiple) and "plain list" in panel.rows.note
+    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1  # logged once
+    assert "itables" in caplog.records[0].message
+    panel.select([1])
+    assert panel.rows.widget.value == (1,) and "timeout happened" in panel.detail.value
+
+
+def test_triage_layout_prompt_under_its_buttons_reload_and_full_labels(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    dead_letter(client, "q", ["schema"])
+    panel = TriagePanel("q", connection=emulator.connection_string)
+    children = list(panel.children)
+    actions = next(c for c in children if panel.resubmit_button in getattr(c, "children", ()))
+    assert children.index(panel.status) == children.index(actions) + 1  # the prompt right under its button
+    assert children.index(panel.confirmation) == children.index(panel.status) + 1
+    panel.ask_discard()
+    assert "Type <b>discard</b>" in panel.status.value and panel.confirmation.layout.display == "flex"
+    assert "1 dead-lettered messages" in panel.title.value
+    dead_letter(client, "q", ["late"])
+    panel.reload_button.click()
+    assert panel.reasons == {"schema": 1, "late": 1} and "2 dead-lettered messages" in panel.title.value
+    assert panel.pending is None and panel.confirmation.layout.display == "none"  # asked about other rows
+    for text in (panel.target, panel.confirm_box, panel.groups):
+        assert text.style.description_width == "initial"  # labels never cut
+    assert panel.layout.overflow == "hidden" and panel.patch.layout.width == "100%"

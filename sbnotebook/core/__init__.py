@@ -24,9 +24,21 @@ from .errors import (
     MessageTooLargeError,
     SbError,
     ServiceError,
+    SessionLockedError,
     redact,
 )
+from .jsonl import export_jsonl, import_jsonl
 from .live import LiveConnection, close_all, connect
+from .manage import (
+    RuleInfo,
+    create_entity,
+    create_rule,
+    delete_entity,
+    delete_rule,
+    entity_properties,
+    list_rules,
+    update_entity,
+)
 from .outcome import Outcome, Report
 from .peek import PeekPage, peek
 from .process import DeadLetter, Done, Policy, Retry, Skip, Stop, process
@@ -34,9 +46,10 @@ from .purge import apurge, purge
 from .receive import LockedBatch, receive, receive_deferred
 from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record
 from .resubmit import aresubmit, copy_message, discard, resubmit
-from .scan import PAGE_SIZE, ascan, scan, scan_records
+from .scan import PAGE_SIZE, ascan, scan, scan_records, sequence_numbers
 from .search import compile_where, filter_records, json_columns
 from .send import RetryPolicy, acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
+from .sessions import SessionInfo, get_session_state, list_sessions, set_session_state
 
 __all__ = [
     "FIELDS",
@@ -62,8 +75,11 @@ __all__ = [
     "Report",
     "Retry",
     "RetryPolicy",
+    "RuleInfo",
     "SbError",
     "ServiceError",
+    "SessionInfo",
+    "SessionLockedError",
     "Skip",
     "Stop",
     "acancel_scheduled",
@@ -78,11 +94,21 @@ __all__ = [
     "connect",
     "copy_message",
     "counts",
+    "create_entity",
+    "create_rule",
     "deferral",
+    "delete_entity",
+    "delete_rule",
     "discard",
+    "entity_properties",
+    "export_jsonl",
     "filter_records",
+    "get_session_state",
+    "import_jsonl",
     "json_columns",
     "list_entities",
+    "list_rules",
+    "list_sessions",
     "parse_connection_string",
     "peek",
     "process",
@@ -96,6 +122,9 @@ __all__ = [
     "scan_records",
     "schedule",
     "send",
+    "sequence_numbers",
+    "set_session_state",
     "to_dataframe",
     "to_record",
+    "update_entity",
 ]

@@ -3,14 +3,16 @@
 1. an explicit argument (a connection string, or ``namespace=`` for Entra ID);
 2. ``SERVICEBUS_CONNECTION_STRING``;
 3. ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE`` with ``DefaultAzureCredential``;
-4. otherwise an embedded emulator, started on first use and shared by the process.
+4. otherwise the shared embedded emulator: one detached, durable emulator process per user and
+   machine, started by the first kernel that needs it and found by every later one, so notebooks
+   see each other's messages and keep them across kernel restarts (``sbnotebook.emulator.shared``:
+   data and key in ``~/.sbnotebook/emulator/``, or ``$SBNOTEBOOK_HOME/emulator/``).
 
 The key never appears in a repr, a log line or an error message.
 """
 
 from __future__ import annotations
 
-import atexit
 import os
 import threading
 import urllib.parse
@@ -60,11 +62,17 @@ class Connection:
     namespace: str  # host[:port]
     entity_path: str | None = None
     _connection_string: str | None = field(default=None, repr=False, compare=False)
+    home: str | None = None  # the shared emulator's directory (see sbnotebook.emulator.shared)
 
     def __repr__(self) -> str:
         return f"Connection(kind={self.kind!r}, namespace={self.namespace!r})"
 
     def __str__(self) -> str:
+        if self.home is not None:
+            return (
+                f"{self.namespace} (the embedded emulator shared by your notebooks; messages kept in {self.home}; "
+                "stop or empty it: sbnotebook emulator --stop / --reset)"
+            )
         where = "embedded emulator" if self.kind == "emulator" else self.kind
         return f"{self.namespace} ({where})"
 
@@ -114,31 +122,26 @@ def from_namespace(namespace: str) -> Connection:
 
 
 class _EmbeddedEmulator:
-    """One emulator per process, started on first use and stopped at exit."""
+    """The shared emulator as this process found it: checked on each use and started if it is gone
+    (it outlives the process on purpose; ``sbnotebook emulator --stop`` stops it)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._emulator: Any = None
+        self._running: Any = None
 
     def connection(self) -> Connection:
-        with self._lock:
-            if self._emulator is None:
-                from ..emulator import Emulator
+        from ..emulator import DEFAULT_KEY_NAME, connection_string, shared
 
-                self._emulator = Emulator().start()
-                atexit.register(self.stop)
-            emu = self._emulator
-        return Connection("emulator", f"{emu.host}:{emu.port}", None, emu.connection_string)
+        with self._lock:
+            self._running = shared.ensure()
+            run = self._running
+        text = connection_string(run.host, run.port, DEFAULT_KEY_NAME, run.key)
+        return Connection("emulator", f"{run.host}:{run.port}", None, text, home=str(run.directory))
 
     @property
     def running(self) -> Any:
-        return self._emulator
-
-    def stop(self) -> None:
-        with self._lock:
-            if self._emulator is not None:
-                self._emulator.stop()
-                self._emulator = None
+        """The shared emulator this process has used (host, port, pid), or None."""
+        return self._running
 
 
 embedded = _EmbeddedEmulator()

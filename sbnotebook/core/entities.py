@@ -34,7 +34,7 @@ class EntityPath:
             raise EntityNameError("An entity name is required, for example 'orders' or 'events/subscriptions/audit'.")
         parts = [p for p in text.strip().strip("/").split("/")]
         if any(p == "" for p in parts):
-            raise EntityNameError(f"'{text}' has an empty path segment.")
+            raise EntityNameError(f"{text!r} has an empty path segment.")
         sub_queue: SubQueue = None
         lowered = [p.lower() for p in parts]
         if lowered[-1] in ("$deadletterqueue", "$dlq"):
@@ -50,13 +50,13 @@ class EntityPath:
             path = cls(parts[0], parts[2], sub_queue)
         else:
             raise EntityNameError(
-                f"'{text}' is not an entity address. Use 'queue', 'topic/subscriptions/name', "
+                f"{text!r} is not an entity address. Use 'queue', 'topic/subscriptions/name', "
                 "optionally followed by '/$deadletterqueue'."
             )
         for name in (path.name, path.subscription):
             if name is not None and not _NAME.match(name):
                 raise EntityNameError(
-                    f"'{name}' is not a valid entity name (letters, digits, '.', '-', '_'; at most 260)."
+                    f"{name!r} is not a valid entity name (letters, digits, '.', '-', '_'; at most 260)."
                 )
         return path
 

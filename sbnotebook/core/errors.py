@@ -9,6 +9,7 @@ and carries the broker's tracking id and whether a retry could help, where known
     ├── MessageTooLargeError        a message over the entity's size limit
     ├── LockLostError               a lock expired or was lost before settlement
     └── ServiceError                any other failure reported by Service Bus
+        └── SessionLockedError      the session is held by another receiver right now
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ _SECRETS = [
     re.compile(r"(sig=)[^&\s;]+", re.IGNORECASE),
 ]
 _TRACKING = re.compile(r"TrackingId:([0-9a-fA-F-]{8,})")
+_SESSION = re.compile(r"session '([^']*)'")
 _CONDITION = re.compile(r"Error condition:\s*([\w.:-]+?)\.?(?:\s|$)")
 
 
@@ -79,6 +81,10 @@ class ServiceError(SbError):
     pass
 
 
+class SessionLockedError(ServiceError):
+    """The session is held by another receiver right now."""
+
+
 def tracking_id_of(exc: BaseException) -> str | None:
     match = _TRACKING.search(str(exc))
     return match.group(1) if match else None
@@ -127,6 +133,14 @@ def from_sdk(exc: BaseException, *, entity: str | None = None) -> SbError:
         return MessageTooLargeError(f"Message too large{where}: {text}", **kwargs)
     if isinstance(exc, (sb.MessageLockLostError, sb.SessionLockLostError)):
         return LockLostError(f"Lock lost{where}: {text}", **kwargs)
+    if isinstance(exc, sb.SessionCannotBeLockedError):
+        match = _SESSION.search(text)
+        which = f"Session {match.group(1)!r}" if match else "The session"
+        return SessionLockedError(
+            f"{which}{where} is held by another receiver right now: try again once it lets the session go "
+            "(or its session lock expires).",
+            **kwargs,
+        )
     if isinstance(exc, (sb.ServiceBusAuthenticationError, sb.ServiceBusAuthorizationError)):
         return ConfigurationError(f"Access refused{where}: check the key or credential. {text}", **kwargs)
     return ServiceError(f"{type(exc).__name__}{where}: {text}", **kwargs)

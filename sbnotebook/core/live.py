@@ -25,6 +25,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import logging
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -67,24 +68,28 @@ class _Pool:
 
     opener: Callable[[], Awaitable[Any]]
     idle: list[tuple[Any, float]] = field(default_factory=list)  # (link, last used, monotonic)
-    busy: set[int] = field(default_factory=set)  # id() of links handed out
+    busy: dict[int, Any] = field(default_factory=dict)  # id() -> link handed out
 
     async def acquire(self) -> tuple[Any, bool]:
         """A link for one operation: an idle one, else a newly opened one. (link, was it new)."""
         if self.idle:
             link, _ = self.idle.pop()
-            self.busy.add(id(link))
+            self.busy[id(link)] = link
             return link, False
         link = await self.opener()
-        self.busy.add(id(link))
+        self.busy[id(link)] = link
         return link, True
 
-    def release(self, link: Any) -> None:
-        self.busy.discard(id(link))
+    def release(self, link: Any) -> bool:
+        """Take a link back for reuse. False for a link this pool did not hand out (one borrowed
+        before a reconnect or close replaced the pools): the caller closes it instead."""
+        if self.busy.pop(id(link), None) is None:
+            return False
         self.idle.append((link, time.monotonic()))
+        return True
 
     def forget(self, link: Any) -> None:
-        self.busy.discard(id(link))
+        self.busy.pop(id(link), None)
 
     def take_idle(self, older_than: float | None = None) -> list[Any]:
         now = time.monotonic()
@@ -180,6 +185,17 @@ class LiveConnection:
         """Start a coroutine on the loop without waiting."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
+    def spawn_if_running(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T] | None:
+        """Start a coroutine on the loop if it is running now, else drop it (None): for clean-up
+        from ``__del__``, which must never start a loop thread (at interpreter exit a new thread
+        never starts, and waiting for it hangs the exit)."""
+        with self._start_lock:
+            loop = self._loop
+            if loop is None or loop.is_closed() or not loop.is_running() or sys.is_finalizing():
+                coro.close()
+                return None
+            return asyncio.run_coroutine_threadsafe(coro, loop)
+
     def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
         """A synchronous iterator over an async generator that runs on the loop."""
         try:
@@ -235,7 +251,7 @@ class LiveConnection:
         try:
             await link.__aenter__()
         except BaseException:
-            await _quietly(link.close())
+            await quietly(link.close())
             raise
         self.links_opened += 1
         return link
@@ -251,7 +267,7 @@ class LiveConnection:
         except BaseException as exc:
             if is_connection_lost(exc):
                 pool.forget(link)
-                await _quietly(link.close())
+                await quietly(link.close())
             else:
                 pool.release(link)
             raise
@@ -291,9 +307,9 @@ class LiveConnection:
             client, self._client = self._client, None
         else:
             client = None
-        await asyncio.gather(*(_quietly(link.close()) for link in links))
+        await asyncio.gather(*(quietly(link.close()) for link in links))
         if client is not None:
-            await _quietly(client.close())
+            await quietly(client.close())
 
     async def _reap(self) -> None:
         while True:
@@ -360,7 +376,7 @@ class LiveConnection:
         except Exception as exc:
             raise from_sdk(exc) from None
         finally:
-            await _quietly(link.close())
+            await quietly(link.close())
 
     async def _warm(self, paths: list[EntityPath]) -> list[Any]:
         async def one(path: EntityPath) -> None:
@@ -405,7 +421,12 @@ class LiveConnection:
             if self._reaper is not None:
                 self._reaper.cancel()
                 self._reaper = None
+            # Links still borrowed (an open batch, a paused scan) are closed too: left open, their
+            # keep-alive tasks die with the loop ("Task was destroyed but it is pending").
+            borrowed = [link for pool in self._pools.values() for link in pool.busy.values()]
             await self._close_links()
+            await asyncio.gather(*(quietly(link.close()) for link in borrowed))
+            await _cancel_leftovers()
 
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=15)
@@ -437,7 +458,18 @@ def receiver_for(client: Any, path: EntityPath, **kwargs: Any) -> Any:
     return client.get_queue_receiver(path.name, **kwargs)
 
 
-async def _quietly(awaitable: Awaitable[Any]) -> None:
+async def _cancel_leftovers(grace: float = 5.0) -> None:
+    """Cancel what still runs on the loop (lock renewers, scheduled abandons) and let it finish."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=grace)
+        if pending:
+            log.info("closing: %d tasks did not stop within %.0f s", len(pending), grace)
+
+
+async def quietly(awaitable: Awaitable[Any]) -> None:
     """Closing a link over a dead connection fails; that is expected, and logged at debug."""
     try:
         await awaitable

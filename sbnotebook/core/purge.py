@@ -29,6 +29,7 @@ async def _purge(
     conn: LiveConnection,
     path: EntityPath,
     *,
+    include_active: bool,
     include_deferred: bool,
     include_scheduled: bool,
     progress: Callable[[Report], None] | None,
@@ -54,7 +55,8 @@ async def _purge(
                 report.extend(_removed(m) for m in batch)
                 tick()
 
-    await asyncio.gather(*(drain() for _ in range(PARALLEL_RECEIVERS)))
+    if include_active:
+        await asyncio.gather(*(drain() for _ in range(PARALLEL_RECEIVERS)))
     if include_deferred or include_scheduled:
         deferred: list[int] = []
         scheduled: list[int] = []
@@ -85,18 +87,25 @@ async def _purge(
 def purge(
     entity: str | EntityPath,
     *,
+    include_active: bool = True,
     include_deferred: bool = True,
     include_scheduled: bool = True,
     progress: Callable[[Report], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
-    """Remove every message from an entity (or its DLQ). One outcome per removed message."""
+    """Remove every message from an entity (or its DLQ). One outcome per removed message.
+    ``include_active=False`` leaves active messages (purge only deferred and/or scheduled ones)."""
     path = EntityPath.parse(entity)
     conn = live(connection)
     try:
         return conn.run(
             _purge(
-                conn, path, include_deferred=include_deferred, include_scheduled=include_scheduled, progress=progress
+                conn,
+                path,
+                include_active=include_active,
+                include_deferred=include_deferred,
+                include_scheduled=include_scheduled,
+                progress=progress,
             )
         )
     except SbError:
@@ -108,6 +117,7 @@ def purge(
 async def apurge(
     entity: str | EntityPath,
     *,
+    include_active: bool = True,
     include_deferred: bool = True,
     include_scheduled: bool = True,
     progress: Callable[[Report], None] | None = None,
@@ -119,7 +129,12 @@ async def apurge(
     try:
         return await conn.call(
             _purge(
-                conn, path, include_deferred=include_deferred, include_scheduled=include_scheduled, progress=progress
+                conn,
+                path,
+                include_active=include_active,
+                include_deferred=include_deferred,
+                include_scheduled=include_scheduled,
+                progress=progress,
             )
         )
     except SbError:

@@ -399,10 +399,11 @@ class LockedBatch:
         rcv, self._receiver = self._receiver, None
         if rcv is None:
             return
-        if self._pooled:
-            self.connection._pool("receiver", EntityPath.parse(self.entity)).release(rcv)
-        else:
-            await rcv.close()  # a session receiver: closing lets the session go
+        pool = self.connection._pool("receiver", EntityPath.parse(self.entity)) if self._pooled else None
+        # A session receiver is closed (that lets the session go), and so is a receiver borrowed
+        # before a reconnect or close replaced the pool: it belongs to a closed client.
+        if pool is None or not pool.release(rcv):
+            await rcv.close()
 
     def __enter__(self) -> LockedBatch:
         return self
@@ -413,9 +414,8 @@ class LockedBatch:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             self._closed = True
-            try:
-                self.connection.spawn(self._close())
-            except RuntimeError:  # the connection's loop is already gone (interpreter exit)
+            # Never revive a closed connection from here; closing it already released the locks.
+            if self.connection.spawn_if_running(self._close()) is None:
                 log.debug("batch on %s dropped after its connection closed", self.entity)
 
 

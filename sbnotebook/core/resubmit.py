@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from .entities import EntityPath
-from .errors import EntityNameError, InvalidInputError
-from .live import ConnectionLike, LiveConnection, live
+from .errors import EntityNameError, InvalidInputError, SbError, from_sdk
+from .live import ConnectionLike, LiveConnection, is_connection_lost, live
 from .outcome import Outcome, Report
 from .receive import DEFAULT_MAX_RENEWAL, LockedBatch, _receive
 from .records import RECORD_FIELDS, SENDABLE_FIELDS, property_value, to_record
@@ -28,7 +28,7 @@ from .send import RetryPolicy, _send, to_message
 
 RESUBMIT_COUNT = "sbnotebook-resubmit-count"
 ORIGINAL_ID = "sbnotebook-original-message-id"
-_DEAD_LETTER_PROPS = {"deadletterreason", "deadlettererrordescription"}
+DEAD_LETTER_PROPERTIES = {"deadletterreason", "deadlettererrordescription"}
 
 Record = dict[str, Any]
 
@@ -57,7 +57,7 @@ def copy_message(msg: Any, *, keep_message_id: bool = False) -> Any:
     props: dict[str, Any] = {}
     for key, value in (msg.application_properties or {}).items():
         name = key.decode() if isinstance(key, bytes) else str(key)
-        if name.lower() in _DEAD_LETTER_PROPS:
+        if name.lower() in DEAD_LETTER_PROPERTIES:
             continue
         props[name] = value.decode() if isinstance(value, bytes) else value
     previous = props.get(RESUBMIT_COUNT, 0)
@@ -105,6 +105,7 @@ async def _resubmit(
     copied: set[int] = set()  # originals whose copy is confirmed
     wanted = await _selected(conn, src, where) if where is not None else None
     held: list[tuple[LockedBatch, list[int]]] = []  # looked at, not moved: given back at the end
+    stopped: Outcome | None = None  # why the run ended early, after some messages moved
     moved = 0
     wait = 2.0  # for the first messages; later receives take what is there now
     try:
@@ -188,13 +189,43 @@ async def _resubmit(
                     )
             report.notes.extend(n for n in settled.notes if n not in report.notes)
             held.append((batch, keep))
+    except Exception as exc:
+        if not copied and not moved:
+            raise  # nothing moved: the caller may reconnect and start again
+        # Some messages moved: what happened to each is the answer, and the failure says where it stopped.
+        why = from_sdk(exc, entity=str(src)).message
+        stopped = Outcome(None, None, "failed", f"stopped after {moved} messages: {why}; the rest were not touched")
+        report.notes.append(f"stopped early: {why}")
     finally:
         for batch, keep in held:
             await batch.release_async(keep)
             await batch._close()
     report.extend(final.values())
+    if stopped is not None:
+        report.add(stopped)
     report.elapsed = time.perf_counter() - started
     return report
+
+
+async def _resubmit_reconnecting(
+    conn: LiveConnection, src: EntityPath, dst: EntityPath | None, **kwargs: Any
+) -> Report:
+    """``_resubmit``, with what every call does on a dropped connection (reconnect, try once more,
+    else one of the kit's errors), safe here because a failure with nothing moved changed nothing."""
+    try:
+        try:
+            return await _resubmit(conn, src, dst, **kwargs)
+        except Exception as first:
+            if not is_connection_lost(first):
+                raise
+            await conn.reconnect(why=first)  # logged there, with why
+        report = await _resubmit(conn, src, dst, **kwargs)
+        report.note("reconnected: the connection had dropped (nothing had moved yet)")
+        return report
+    except SbError:
+        raise
+    except Exception as exc:
+        raise from_sdk(exc, entity=str(src)) from None
 
 
 def _mid(msg: Any) -> str | None:
@@ -208,7 +239,9 @@ def _copy_for(
     if edit is None:
         return copy
     record = to_record(msg, entity)
-    edited = edit(dict(record))
+    # The edit gets its own copy of the properties map: editing it in place must not change `record`,
+    # which _apply_edit compares against.
+    edited = edit({**record, "application_properties": dict(record.get("application_properties") or {})})
     return None if edited is None else _apply_edit(copy, record, edited)
 
 
@@ -234,11 +267,19 @@ def _apply_edit(copy: Any, original: Record, edited: Record) -> Any:
             record.pop(timing, None)
     if edited.get("body") == original.get("body") and edited.get("body_text") is not None:
         record["body"] = edited["body_text"]
-    props = dict(copy.application_properties or {})
-    props.update(edited.get("application_properties") or {})
-    record["application_properties"] = {k: v for k, v in props.items() if k.lower() not in _DEAD_LETTER_PROPS}
+    # Properties the edit changed or added are set; ones it removed are dropped; the others keep the
+    # copy's typed values (the record holds them as text, so writing them back would change types).
+    before = original.get("application_properties") or {}
+    after = edited.get("application_properties") or {}
+    props = {k: v for k, v in (copy.application_properties or {}).items() if _name(k) not in set(before) - set(after)}
+    props.update({k: v for k, v in after.items() if k not in before or before[k] != v})
+    record["application_properties"] = {k: v for k, v in props.items() if k.lower() not in DEAD_LETTER_PROPERTIES}
     record["message_id"] = copy.message_id
     return to_message(record)
+
+
+def _name(key: Any) -> str:
+    return key.decode() if isinstance(key, bytes) else str(key)
 
 
 def _check_limit(limit: int | None, max_in_flight: int, batch_size: int) -> None:
@@ -279,7 +320,7 @@ def resubmit(
     _check_limit(limit, max_in_flight, batch_size)
     conn = live(connection)
     return conn.run(
-        _resubmit(
+        _resubmit_reconnecting(
             conn,
             src,
             dst,
@@ -312,7 +353,7 @@ async def aresubmit(
     _check_limit(limit, max_in_flight, batch_size)
     conn = live(connection)
     return await conn.call(
-        _resubmit(
+        _resubmit_reconnecting(
             conn,
             src,
             dst,
@@ -339,7 +380,7 @@ def discard(
     _check_limit(limit, 10, 50)
     conn = live(connection)
     return conn.run(
-        _resubmit(
+        _resubmit_reconnecting(
             conn, src, None, where=where, edit=None, limit=limit, keep_message_id=False, max_in_flight=10, batch_size=50
         )
     )

@@ -229,6 +229,25 @@ def scan(
         yield records
 
 
+def sequence_numbers(
+    entity: str | EntityPath,
+    *,
+    states: Iterable[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+    connection: ConnectionLike = None,
+) -> list[int]:
+    """The sequence numbers of every message (in ``states``), read with the scanner: what to count,
+    cancel or fetch by number, without building records."""
+    path = EntityPath.parse(entity)
+    conn = live(connection)
+    out: list[int] = []
+    for page in conn.iterate(ascan(path, states=states, connection=conn)):
+        out.extend(int(m.sequence_number) for m in page)
+        if progress is not None:
+            progress(len(out))
+    return out
+
+
 def scan_records(entity: str | EntityPath, **kwargs: Any) -> list[dict[str, Any]]:
     """Every record :func:`scan` yields, as one list (mind the size of what you ask for)."""
     return [r for page in scan(entity, **kwargs) for r in page]

@@ -17,7 +17,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,12 +152,19 @@ def _failure(index: int, msg: Any, error: str, condition: str | None = None, **k
 
 
 async def _units(
-    sender: Any, messages: Any, batch: bool, report: Report, schedule_at: dt.datetime | None
-) -> AsyncIterator[_Unit]:
+    sender: Any,
+    messages: Any,
+    batch: bool,
+    report: Report,
+    schedule_at: dt.datetime | None,
+    taken: list[tuple[int, Any]],
+) -> AsyncGenerator[_Unit, None]:
+    """The input packed into sends. ``taken`` holds what was taken from the input and not yet handed
+    out as a unit: if packing fails for good, the caller reports those messages failed."""
     from azure.servicebus.exceptions import MessageSizeExceededError
 
     current: Any = None
-    items: list[tuple[int, Any]] = []
+    items = taken
     for index, raw in enumerate(iter_input(messages)):
         try:
             msg = to_message(raw)
@@ -170,14 +177,20 @@ async def _units(
             yield _Unit([(index, msg)], msg)
             continue
         if current is None:
+            items.append((index, msg))  # taken before the batch exists: reported if it cannot be made
             current = await sender.create_message_batch()
+            items.pop()
         try:
             current.add_message(msg)
             items.append((index, msg))
         except (MessageSizeExceededError, ValueError):
             if items:
-                yield _Unit(items, current)
-            current, items = await sender.create_message_batch(), []
+                unit = _Unit(list(items), current)
+                items.clear()
+                yield unit
+            items.append((index, msg))
+            current = await sender.create_message_batch()
+            items.pop()
             try:
                 current.add_message(msg)
                 items.append((index, msg))
@@ -195,10 +208,14 @@ async def _units(
                 )
                 continue
         if len(items) >= MAX_BATCH_MESSAGES:
-            yield _Unit(items, current)
-            current, items = None, []
+            unit = _Unit(list(items), current)
+            current = None
+            items.clear()
+            yield unit
     if items:
-        yield _Unit(items, current)
+        unit = _Unit(list(items), current)
+        items.clear()
+        yield unit
 
 
 def _message_id(msg: Any) -> str | None:
@@ -235,6 +252,7 @@ async def _send(
     idle: asyncio.Queue[Any] = asyncio.Queue()
     held: list[Any] = []
     opening = 0
+    broken: SbError | None = None  # a send failed after every retry: stop, do not make the rest wait it out
 
     async def open_one() -> None:
         nonlocal opening
@@ -247,6 +265,28 @@ async def _send(
             report.note("fewer senders than max_in_flight: opening one failed")
         finally:
             opening -= 1
+
+    async def first_link() -> Any:
+        # Nothing is taken from the input yet, so trying again is safe: a connection lost (broker
+        # restarted, network gone) means reconnect once, then retry with backoff like a send.
+        nonlocal pool
+        attempt = 1
+        while True:
+            try:
+                link, _ = await pool.acquire()
+                return link
+            except Exception as exc:
+                if not is_retryable(exc) or attempt >= retry.attempts:
+                    raise
+                if attempt == 1 and is_connection_lost(exc):
+                    await conn.reconnect(why=exc)  # logged there, with why
+                    report.note("reconnected: the connection had dropped")
+                    pool = conn._pool("sender", path)
+                else:
+                    log.info("opening a sender for %s failed (try %d): %s", path, attempt, from_sdk(exc).message)
+                report.retries += 1
+                await asyncio.sleep(retry.delay(attempt))
+                attempt += 1
 
     async def acquire() -> Any:
         # Grow the pool in the background while work continues on the senders already open:
@@ -289,6 +329,9 @@ async def _send(
                                 attempts=attempt,
                             )
                         )
+                    if is_retryable(exc):  # retries exhausted: the rest would wait out the same backoff
+                        nonlocal broken
+                        broken = broken or error
                     return
                 latencies.append(time.perf_counter() - t0)
                 for index, msg in unit.items:
@@ -299,13 +342,21 @@ async def _send(
             if progress is not None:
                 progress(report)
 
+    taken: list[tuple[int, Any]] = []  # taken from the input, not yet handed to a send
     try:
         try:
-            batcher, _ = await pool.acquire()  # sizes batches from the link; also sends
+            batcher = await first_link()  # sizes batches from the link; also sends
             held.append(batcher)
             idle.put_nowait(batcher)
-            async for unit in _units(batcher, messages, batch, report, schedule_at):
-                sender = await acquire()
+            units = _units(batcher, messages, batch, report, schedule_at, taken)
+            async for unit in units:
+                sender = await acquire() if broken is None else None
+                if broken is not None:
+                    if sender is not None:
+                        idle.put_nowait(sender)
+                    taken.extend(unit.items)
+                    await units.aclose()
+                    raise broken
                 report.stats["operations"] += 1
                 in_flight = len(held) - idle.qsize()
                 report.stats["peak_in_flight"] = max(report.stats["peak_in_flight"], in_flight)
@@ -314,6 +365,24 @@ async def _send(
                 task.add_done_callback(tasks.discard)
             while tasks:
                 await asyncio.gather(*list(tasks))
+            if broken is not None and taken:
+                raise broken
+        except Exception as exc:
+            # Stopped part-way (the link is gone for good): sends in flight still end with their
+            # own outcomes, and what was taken but not sent is reported failed, so the report says
+            # per message what happened. With nothing sent or reported yet, the error goes up.
+            while tasks:
+                await asyncio.gather(*list(tasks), return_exceptions=True)
+            if report.total == 0:
+                raise
+            error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=str(path))
+            for index, msg in taken:
+                report.add(
+                    _failure(index, msg, f"not sent: {error.message}", error.condition, retryable=True, attempts=0)
+                )
+            report.add(Outcome(None, None, "failed", f"stopped: {error.message}; later input was not sent"))
+            report.note("stopped part-way: the connection could not be restored")
+            log.info("send to %s stopped part-way: %s", path, error.message)
         finally:
             for s in held:
                 pool.release(s)
@@ -425,7 +494,9 @@ async def aschedule(
     return await conn.call(_schedule(conn, path, items, when))
 
 
-async def _cancel(conn: LiveConnection, path: EntityPath, seqs: list[int]) -> Report:
+async def _cancel(
+    conn: LiveConnection, path: EntityPath, seqs: list[int], progress: Callable[[Report], None] | None = None
+) -> Report:
     report = Report("cancel-scheduled", str(path))
     started = time.perf_counter()
     for start in range(0, len(seqs), CANCEL_CHUNK):
@@ -442,8 +513,10 @@ async def _cancel(conn: LiveConnection, path: EntityPath, seqs: list[int]) -> Re
                 Outcome(None, s, "failed", error.message, condition=error.condition, tracking_id=error.tracking_id)
                 for s in chunk
             )
-            continue
-        report.extend(Outcome(None, s, "cancelled") for s in chunk)
+        else:
+            report.extend(Outcome(None, s, "cancelled") for s in chunk)
+        if progress is not None:
+            progress(report)
     report.elapsed = time.perf_counter() - started
     return report
 
@@ -456,19 +529,28 @@ def _seqs(sequence_numbers: Iterable[int]) -> list[int]:
 
 
 def cancel_scheduled(
-    entity: str | EntityPath, sequence_numbers: Iterable[int], *, connection: ConnectionLike = None
+    entity: str | EntityPath,
+    sequence_numbers: Iterable[int],
+    *,
+    progress: Callable[[Report], None] | None = None,
+    connection: ConnectionLike = None,
 ) -> Report:
-    """Cancel scheduled messages by sequence number (as ``schedule`` reported them)."""
+    """Cancel scheduled messages by sequence number (as ``schedule`` reported them), in requests
+    of ``CANCEL_CHUNK``; ``progress(report)`` after each. One outcome per number."""
     path = EntityPath.parse(entity)
     seqs = _seqs(sequence_numbers)
     conn = live(connection)
-    return conn.run(_cancel(conn, path, seqs))
+    return conn.run(_cancel(conn, path, seqs, progress))
 
 
 async def acancel_scheduled(
-    entity: str | EntityPath, sequence_numbers: Iterable[int], *, connection: ConnectionLike = None
+    entity: str | EntityPath,
+    sequence_numbers: Iterable[int],
+    *,
+    progress: Callable[[Report], None] | None = None,
+    connection: ConnectionLike = None,
 ) -> Report:
     path = EntityPath.parse(entity)
     seqs = _seqs(sequence_numbers)
     conn = live(connection)
-    return await conn.call(_cancel(conn, path, seqs))
+    return await conn.call(_cancel(conn, path, seqs, progress))

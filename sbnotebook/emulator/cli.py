@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
 
+from . import shared
 from .faults import FaultError
 from .sas import DEFAULT_KEY
 from .server import Emulator
@@ -29,6 +32,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="keep accepted messages on disk here (SQLite), so a restart loses nothing")
     parser.add_argument("--config", help="topology file in the format of Microsoft's Service Bus emulator")
     parser.add_argument("--key", default=DEFAULT_KEY, help="shared access key clients must sign with")
+    parser.add_argument(
+        "--key-file", help="read the shared access key from this file (kept off the command line, which others see)"
+    )
+    parser.add_argument(
+        "--state-file", help="once listening, write host, port and pid here as JSON (no key); removed on stop"
+    )
+    parser.add_argument("--quiet", action="store_true", help="print nothing (in particular not the connection string)")
+    shared = parser.add_argument_group(
+        "the shared emulator (the notebooks' default, in $SBNOTEBOOK_HOME/emulator, default ~/.sbnotebook/emulator)"
+    )
+    manage = shared.add_mutually_exclusive_group()
+    manage.add_argument("--status", action="store_true", help="say whether it runs, where, and where its data is")
+    manage.add_argument("--start", action="store_true", help="start it in the background if it is not running")
+    manage.add_argument("--stop", action="store_true", help="stop it (its messages stay on disk)")
+    manage.add_argument("--reset", action="store_true", help="stop it and delete its messages and key")
     parser.add_argument(
         "--latency-ms", type=float, default=0.0, help="add this many milliseconds to every broker reply"
     )
@@ -52,7 +70,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="log connections and refused tokens")
 
 
+def manage_shared(args: argparse.Namespace) -> int:
+    """--status / --start / --stop / --reset on the shared emulator (see sbnotebook.emulator.shared)."""
+    where = shared.home()
+    if args.start:
+        running = shared.ensure(where)
+        print(f"Shared emulator running on {running.host}:{running.port} (pid {running.pid}); data in {where}")
+    elif args.stop:
+        pid = shared.stop(where)
+        print(f"Shared emulator stopped (pid {pid}); its messages stay in {where}" if pid else "None was running.")
+    elif args.reset:
+        shared.reset(where)
+        print(f"Shared emulator stopped and its messages and key deleted from {where}.")
+    else:
+        found = shared.status(where)
+        print(
+            f"Shared emulator running on {found.host}:{found.port} (pid {found.pid}); data in {where}"
+            if found
+            else f"No shared emulator running (its data, if any, is in {where})."
+        )
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.status or args.start or args.stop or args.reset:
+        try:
+            return manage_shared(args)
+        except RuntimeError as exc:
+            print(f"sbnotebook emulator: {exc}", file=sys.stderr)
+            return 1
+    if args.key_file:
+        try:
+            with open(args.key_file, encoding="ascii") as f:
+                args.key = f.read().strip()
+        except OSError as exc:
+            print(f"sbnotebook emulator: cannot read the key file: {exc.strerror}", file=sys.stderr)
+            return 2
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -85,19 +138,28 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    entities = ", ".join(e.name for e in emulator.broker.entities)
-    print(f"Service Bus emulator listening on {emulator.host}:{emulator.port} (entities: {entities})")
-    if args.data_dir:
-        print(f"Durable store in {args.data_dir}: restored {emulator.broker.restored} message(s)")
-    also = f" and http://{emulator.host}:{emulator.admin_port}" if emulator.admin_port else ""
-    print(f"Administration API on {emulator.admin_url} (the AMQP port){also} (see docs/emulator.md)")
-    print(emulator.connection_string, flush=True)
-    while not stop.wait(0.5):
-        if emulator._stopped.is_set():
-            print("sbnotebook emulator: stopped unexpectedly", file=sys.stderr)
-            return 1
-    emulator.stop()
-    print("Service Bus emulator stopped", flush=True)
+    assert emulator.port is not None
+    if args.state_file:
+        shared.write_state(Path(args.state_file), emulator.host, emulator.port, os.getpid())
+    if not args.quiet:
+        entities = ", ".join(e.name for e in emulator.broker.entities)
+        print(f"Service Bus emulator listening on {emulator.host}:{emulator.port} (entities: {entities})")
+        if args.data_dir:
+            print(f"Durable store in {args.data_dir}: restored {emulator.broker.restored} message(s)")
+        also = f" and http://{emulator.host}:{emulator.admin_port}" if emulator.admin_port else ""
+        print(f"Administration API on {emulator.admin_url} (the AMQP port){also} (see docs/emulator.md)")
+        print(emulator.connection_string, flush=True)
+    try:
+        while not stop.wait(0.5):
+            if emulator._stopped.is_set():
+                print("sbnotebook emulator: stopped unexpectedly", file=sys.stderr)
+                return 1
+        emulator.stop()
+    finally:
+        if args.state_file:
+            shared.clear_state(Path(args.state_file), os.getpid())
+    if not args.quiet:
+        print("Service Bus emulator stopped", flush=True)
     return 0
 
 

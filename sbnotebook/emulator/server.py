@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 from collections.abc import Callable
@@ -120,6 +121,10 @@ class Emulator:
         self._stopped.clear()
         self._thread = threading.Thread(target=self._run, name="sbnotebook-emulator", daemon=True)
         self._thread.start()
+        # Stop before proton's own exit handler frees the handles of every proton object: a broker
+        # thread still running after that aborts the interpreter ("ffi.from_handle() ... garbage").
+        # Exit handlers run last-registered first, and proton registers its handler on import.
+        atexit.register(self.stop)
         return self
 
     def _start_admin(self, requested: int | Literal["auto"]) -> AdminServer:
@@ -199,6 +204,7 @@ class Emulator:
     def stop(self, timeout: float = 10.0) -> None:
         if self._thread is None or self._loop is None:
             return
+        atexit.unregister(self.stop)
         self._loop.stop()
         if self._admin is not None:
             self._admin.stop()

@@ -74,22 +74,34 @@ def parse_cell(cell: str, user_ns: dict[str, Any], fmt: CellFormat = "auto") -> 
     )
 
 
-def parse_rows(text: str | None, size: int) -> list[int] | None:
-    """'all' (or nothing) -> None; '0,2,5-7' -> [0, 2, 5, 6, 7], checked against the batch size."""
-    if text is None or text.strip().lower() in ("", "all"):
-        return None
-    rows: list[int] = []
+def parse_numbers(text: str, what: str, example: str) -> list[int]:
+    """'0,2,5-7' -> [0, 2, 5, 6, 7]; anything else is refused in one line naming ``what``."""
+    numbers: list[int] = []
     for part in text.replace(" ", "").split(","):
         if not part:
             continue
         try:
             if "-" in part:
                 lo, hi = (int(x) for x in part.split("-", 1))
-                rows.extend(range(lo, hi + 1))
+                if hi < lo:
+                    raise InvalidInputError(f"The range {part!r} runs backwards: write it low-high, such as {example}.")
+                if hi - lo > 1_000_000:
+                    raise InvalidInputError(f"The range {part!r} spans more than a million numbers.")
+                numbers.extend(range(lo, hi + 1))
             else:
-                rows.append(int(part))
+                numbers.append(int(part))
         except ValueError:
-            raise InvalidInputError(f"{part!r} is not a row number or range such as 0,2,5-7.") from None
+            raise InvalidInputError(f"{part!r} is not a {what} or range such as {example}.") from None
+    if not numbers:
+        raise InvalidInputError(f"{text!r} selects nothing: give {what}s or ranges such as {example}.")
+    return numbers
+
+
+def parse_rows(text: str | None, size: int) -> list[int] | None:
+    """'all' (or nothing) -> None; '0,2,5-7' -> [0, 2, 5, 6, 7], checked against the batch size."""
+    if text is None or text.strip().lower() in ("", "all"):
+        return None
+    rows = parse_numbers(text, "row number", "0,2,5-7")
     for r in rows:
         if not 0 <= r < size:
             raise InvalidInputError(f"Row {r} is not in this batch (rows 0..{size - 1}).")

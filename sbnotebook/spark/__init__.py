@@ -14,6 +14,7 @@ from typing import Any
 from ..core import ConfigurationError, Connection, Outcome, Report, resolve, to_dataframe
 from .options import OptionError
 from .schema import RECORD_DDL, record_schema
+from .secrets import SecretRef, is_ref, parse_ref
 from .settle import release, settle
 from .source import SendFailedError, ServiceBusDataSource, WriteSummary
 
@@ -40,11 +41,17 @@ DEFAULT_PARTITIONS = 4  # read partitions when neither register() nor numPartiti
 def register(spark: Any, connection: str | Connection | None = None, *, default_partitions: int | None = None) -> Any:
     """Register the `servicebus` format with this session.
 
-    The connection is resolved here, in the notebook (argument, environment, else the embedded
-    emulator), and becomes the default for reads and writes without a connection option: Spark runs
-    the data source in its own Python workers, which could not find the notebook's emulator."""
-    conn = resolve(connection)
-    _check_reachable(spark, conn)
+    `connection` becomes the default for reads and writes without a connection option. A secret
+    reference (``"env:NAME"``, ``"databricks:scope/key"``) stays a reference: each Spark process
+    resolves it where it needs the connection, so the key never passes through the notebook. Anything
+    else is resolved here, in the notebook (argument, environment, else the embedded emulator): Spark
+    runs the data source in its own Python workers, which could not find the notebook's emulator."""
+    conn: Connection | SecretRef
+    if isinstance(connection, str) and is_ref(connection):
+        conn = parse_ref(connection)
+    else:
+        conn = resolve(connection)
+        _check_reachable(spark, conn)
     # No sparkContext: Spark Connect (Databricks serverless and shared clusters) has none.
     partitions = default_partitions or DEFAULT_PARTITIONS
     source = _registered(conn, partitions)
@@ -68,12 +75,12 @@ def _check_reachable(spark: Any, conn: Connection) -> None:
         )
 
 
-def _registered(conn: Connection, partitions: int) -> type[ServiceBusDataSource]:
+def _registered(conn: Connection | SecretRef, partitions: int) -> type[ServiceBusDataSource]:
     """A subclass defined in a function is pickled by value, methods and closure included: the
     resolved connection travels with it to Spark's Python workers, never through options or plans."""
 
     class RegisteredServiceBus(ServiceBusDataSource):
-        def defaults(self) -> tuple[Connection | None, int]:
+        def defaults(self) -> tuple[Connection | SecretRef | None, int]:
             return conn, partitions
 
     return RegisteredServiceBus
@@ -162,7 +169,11 @@ def write(
 
     if not isinstance(df.schema, StructType):
         raise TypeError("write() takes a DataFrame")
-    registered = None if connection is None else resolve(connection)
+    registered: Connection | SecretRef | None = None
+    if isinstance(connection, str) and is_ref(connection):
+        registered = parse_ref(connection)
+    elif connection is not None:
+        registered = resolve(connection)
     opts = WriteOptions.parse(
         {"entity": entity, "maxInFlight": str(max_in_flight), "batch": str(batch).lower()},
         df.schema,
@@ -199,7 +210,7 @@ def _sender(opts: Any) -> Any:
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
         rows = (_plain_row(row) for b in batches for row in b.to_pylist())
-        sent = send(opts.entity, rows, max_in_flight=opts.max_in_flight, batch=opts.batch, connection=opts.connection)
+        sent = send(opts.entity, rows, max_in_flight=opts.max_in_flight, batch=opts.batch, connection=opts.conn())
         out: list[dict[str, Any]] = [
             {
                 "task": task,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core import RECORD_FIELDS, Connection, EntityNotFoundError, EntityPath, SbError, resolve
 from ..core.connection import ENV_CONNECTION_STRING, ENV_NAMESPACE
 from ..core.errors import redact
 from ..core.live import live
+from .secrets import SecretRef, connection_of, parse_ref
 
 log = logging.getLogger("sbnotebook.spark")
 MODES = ("peek", "receive-and-delete", "defer")
@@ -47,13 +48,19 @@ def _float(options: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def connection(options: Mapping[str, str], default: Connection | None) -> Connection:
-    """connectionString, else namespace (Entra ID), else what register() resolved in the notebook
-    (its settings or its embedded emulator), else the environment. The data source runs in Spark's
+def connection(options: Mapping[str, str], default: Connection | SecretRef | None) -> Connection | SecretRef:
+    """secretRef (resolved later, where the connection is used), else fullyQualifiedNamespace (Entra
+    ID), else connectionString, else what register() resolved in the notebook (its settings, its
+    secret reference or its embedded emulator), else the environment. The data source runs in Spark's
     Python workers, never in the notebook's process, so it cannot start an emulator of its own."""
+    ref = options.get("secretRef")
     text = options.get("connectionString")
-    namespace = options.get("namespace")
+    namespace = options.get("fullyQualifiedNamespace") or options.get("namespace")
     try:
+        if sum(1 for given in (ref, text, namespace) if given) > 1:
+            raise OptionError("servicebus: give one of secretRef, fullyQualifiedNamespace or connectionString.")
+        if ref:
+            return parse_ref(ref)
         if text or namespace:
             return resolve(text or None, namespace=namespace or None)
         if default is not None:
@@ -61,11 +68,12 @@ def connection(options: Mapping[str, str], default: Connection | None) -> Connec
         if os.environ.get(ENV_CONNECTION_STRING) or os.environ.get(ENV_NAMESPACE):
             return resolve()
     except SbError as exc:
-        raise OptionError(f"servicebus: {redact(str(exc))}") from None
+        text = redact(str(exc))
+        raise OptionError(text if text.startswith("servicebus:") else f"servicebus: {text}") from None
     raise OptionError(
-        "servicebus: no connection: set the connectionString or namespace option, set "
-        f"{ENV_CONNECTION_STRING}, or call sbnotebook.spark.register(spark) in the notebook "
-        "(it passes the notebook's connection, the embedded emulator by default)."
+        "servicebus: no connection: set the secretRef option (env:VARIABLE or databricks:scope/key), "
+        f"fullyQualifiedNamespace, or {ENV_CONNECTION_STRING}, or call sbnotebook.spark.register(spark, ...) "
+        "in the notebook (it passes the notebook's connection, the embedded emulator by default)."
     )
 
 
@@ -82,22 +90,30 @@ def entity(options: Mapping[str, str]) -> EntityPath:
         raise OptionError(f"servicebus: {exc}") from None
 
 
-def check_exists(conn: Connection, path: EntityPath, *, for_send: bool) -> None:
-    """Fail early on an entity that does not exist. Without management rights the check is skipped:
-    a send-only or listen-only key must still work."""
+def check_exists(source: Connection | SecretRef, path: EntityPath, *, for_send: bool) -> bool | None:
+    """Fail early on an entity that does not exist; says whether a queue or subscription requires
+    sessions (None when unknown). Without management rights the check is skipped: a send-only or
+    listen-only key must still work. A secret reference this process cannot resolve (a Spark Connect
+    client: the server and its executors hold the secret) is checked where it is used instead."""
+    if isinstance(source, SecretRef):
+        try:
+            conn = connection_of(source)
+        except SbError as exc:
+            log.info("servicebus: not checking %s here: %s", path, exc)
+            return None
+    else:
+        conn = source
     try:
         admin = live(conn).admin()
         if path.is_subscription:
-            admin.get_subscription(path.name, path.subscription)
-        elif for_send:
-            try:
-                admin.get_queue(path.name)
-            except Exception as exc:
-                if type(exc).__name__ != "ResourceNotFoundError":
-                    raise
-                admin.get_topic(path.name)
-        else:
-            admin.get_queue(path.name)
+            return bool(admin.get_subscription(path.name, path.subscription).requires_session)
+        try:
+            return bool(admin.get_queue(path.name).requires_session)
+        except Exception as exc:
+            if not for_send or type(exc).__name__ != "ResourceNotFoundError":
+                raise
+            admin.get_topic(path.name)
+            return False
     except Exception as exc:
         if type(exc).__name__ == "ResourceNotFoundError":
             raise OptionError(f"servicebus: entity not found: {path}") from None
@@ -105,11 +121,19 @@ def check_exists(conn: Connection, path: EntityPath, *, for_send: bool) -> None:
             raise OptionError(f"servicebus: {exc}") from None
         # No management rights (or no admin endpoint): the read or write itself will report a missing entity.
         log.info("servicebus: could not check that %s exists (%s); going on", path, redact(str(exc)).splitlines()[0])
+        return None
+
+
+def _sessions(options: Mapping[str, str]) -> tuple[str, ...] | None:
+    raw = options.get("sessionIds")
+    if raw is None or not str(raw).strip():
+        return None
+    return tuple(dict.fromkeys(s.strip() for s in str(raw).split(",") if s.strip()))
 
 
 @dataclass(frozen=True)
 class ReadOptions:
-    connection: Connection
+    connection: Connection | SecretRef
     entity: EntityPath
     mode: str
     max_messages: int | None
@@ -117,10 +141,19 @@ class ReadOptions:
     from_sequence_number: int
     max_in_flight: int
     wait_seconds: float
+    sessions: tuple[str, ...] | None = None  # the sessionIds option: these sessions only
+    session_enabled: bool = False  # the entity requires sessions: read session by session
+
+    def conn(self) -> Connection:
+        """The connection, a secret reference resolved in this process (planner or executor)."""
+        return connection_of(self.connection)
 
     @classmethod
     def parse(
-        cls, options: Mapping[str, str], default_partitions: int, default_connection: Connection | None = None
+        cls,
+        options: Mapping[str, str],
+        default_partitions: int,
+        default_connection: Connection | SecretRef | None = None,
     ) -> ReadOptions:
         mode = (options.get("mode") or "peek").strip().lower()
         if mode not in MODES:
@@ -138,21 +171,37 @@ class ReadOptions:
             from_sequence_number=_int(options, "fromSequenceNumber", 1, 0) or 1,
             max_in_flight=_int(options, "maxInFlight", 10, 1) or 10,
             wait_seconds=_float(options, "waitSeconds", 5.0),
+            sessions=_sessions(options),
         )
-        check_exists(parsed.connection, path.parent, for_send=False)
-        return parsed
+        requires_session = check_exists(parsed.connection, path.parent, for_send=False)
+        session_enabled = bool(requires_session) and path.sub_queue is None  # dead-letter queues have none
+        if parsed.sessions and requires_session is False:
+            raise OptionError(f"servicebus: option sessionIds: {path} does not require sessions.")
+        if parsed.sessions and path.sub_queue is not None:
+            raise OptionError(f"servicebus: option sessionIds: {path} is a dead-letter queue, which has no sessions.")
+        session_enabled = session_enabled or bool(parsed.sessions)
+        if session_enabled and mode == "defer":
+            raise OptionError(
+                f"servicebus: {path} requires sessions, and mode=defer does not support them (a deferred session "
+                "message can be settled only by a receiver holding its session): use peek or receive-and-delete."
+            )
+        return replace(parsed, session_enabled=session_enabled)
 
 
 @dataclass(frozen=True)
 class WriteOptions:
-    connection: Connection
+    connection: Connection | SecretRef
     entity: EntityPath
     max_in_flight: int
     batch: bool
 
+    def conn(self) -> Connection:
+        """The connection, a secret reference resolved in this process (planner or executor)."""
+        return connection_of(self.connection)
+
     @classmethod
     def parse(
-        cls, options: Mapping[str, str], schema: Any, default_connection: Connection | None = None
+        cls, options: Mapping[str, str], schema: Any, default_connection: Connection | SecretRef | None = None
     ) -> WriteOptions:
         from .schema import WRITE_COLUMNS
 

@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core import PAGE_SIZE, Connection, EntityPath, SbError, counts, receive, scan, scan_records
+from ..core.live import live
 from .schema import to_arrow
 
 
 @dataclass(frozen=True)
 class PeekRange:
-    """Sequence numbers first..last (inclusive) of a snapshot, at most `limit` of them."""
+    """Sequence numbers first..last (inclusive; `last=None`: to the end of the entity), at most
+    `limit` of them."""
 
     index: int
     first: int
-    last: int
+    last: int | None
+    limit: int | None
+
+
+@dataclass(frozen=True)
+class SessionGroup:
+    """A partition's sessions, read one after another; in `peek` at most `limit` messages in all,
+    in `receive-and-delete` at most `count`."""
+
+    index: int
+    sessions: tuple[str, ...]
     limit: int | None
 
 
@@ -29,15 +41,19 @@ class Share:
     count: int
 
 
+def first_present(conn: Connection, path: EntityPath, start: int) -> int | None:
+    """The lowest sequence number present from `start` on: one peek of one message."""
+    got = scan_records(path, start=max(start, 1), limit=1, page_size=1, connection=conn)
+    return int(got[0]["sequence_number"]) if got else None
+
+
 def bounds(conn: Connection, path: EntityPath, start: int, count: int | None = None) -> tuple[int, int] | None:
-    """The lowest and highest sequence numbers present from `start` on, in one-message peeks on the
-    driver's live connection: no message is read in bulk. With the entity's message ``count`` (from
-    the administration API) the last number is guessed as first + count - 1 and confirmed in two
-    more peeks when the numbering is dense; otherwise galloping, then bisection, in O(log n)."""
+    """The lowest and highest sequence numbers present from `start` on, by one-message peeks. With
+    the entity's message ``count`` the last number is guessed as first + count - 1 and confirmed in
+    two more peeks when the numbering is dense; otherwise galloping, then bisection, O(log n)."""
 
     def first_at_or_after(seq: int) -> int | None:
-        got = scan_records(path, start=seq, limit=1, page_size=1, connection=conn)
-        return int(got[0]["sequence_number"]) if got else None
+        return first_present(conn, path, seq)
 
     first = first_at_or_after(max(start, 1))
     if first is None:
@@ -60,6 +76,29 @@ def bounds(conn: Connection, path: EntityPath, start: int, count: int | None = N
         else:
             low = found
     return first, low
+
+
+def plan_peek(
+    conn: Connection, path: EntityPath, start: int, partitions: int, max_messages: int | None
+) -> list[PeekRange]:
+    """Sequence-number ranges for a snapshot read. With the message count (one administration call)
+    and the first number present (one peek), the ranges split first..first+count-1 and the last one
+    runs on to the end of the entity, so holes in the numbering never lose a message (they only make
+    the last range longer). Without the count (no Manage rights) the bounds are searched, logged once."""
+    count = message_count(conn, path)
+    if count is None:
+        live(conn).info_once(
+            "spark-bounds",
+            "servicebus: no message count for %s (no Manage rights?): finding the bounds by peeks",
+            path,
+        )
+        found = bounds(conn, path, start)
+        return [] if found is None else peek_ranges(found[0], found[1], partitions, max_messages)
+    first = first_present(conn, path, start)
+    if first is None:
+        return []
+    ranges = peek_ranges(first, first + max(count, 1) - 1, partitions, max_messages)
+    return [*ranges[:-1], replace(ranges[-1], last=None)]
 
 
 def message_count(conn: Connection, path: EntityPath) -> int | None:
@@ -93,25 +132,86 @@ def shares(total: int, partitions: int) -> list[Share]:
     return [Share(i, base + (1 if i < extra else 0)) for i in range(n)]
 
 
+def session_groups(sessions: list[str], partitions: int, limit: int | None) -> list[SessionGroup]:
+    """Sessions dealt round-robin to at most `partitions` partitions, each with its share of `limit`."""
+    n = max(1, min(partitions, len(sessions)))
+    share = math.ceil(limit / n) if limit else None
+    return [SessionGroup(i, tuple(sessions[i::n]), share) for i in range(n) if sessions[i::n]]
+
+
 def read_peek(conn: Connection, path: EntityPath, part: PeekRange, schema: Any) -> Iterator[Any]:
-    for records in scan(path, start=part.first, stop=part.last + 1, limit=part.limit, concurrency=2, connection=conn):
+    stop = None if part.last is None else part.last + 1
+    for records in scan(path, start=part.first, stop=stop, limit=part.limit, concurrency=2, connection=conn):
         yield to_arrow(records, schema)
 
 
-def read_and_delete(conn: Connection, path: EntityPath, part: Share, wait: float, schema: Any) -> Iterator[Any]:
+def read_session_peek(conn: Connection, path: EntityPath, part: SessionGroup, start: int, schema: Any) -> Iterator[Any]:
+    """Peek each session in turn. Peeking a session needs its lock (Service Bus peeks a session only
+    through a receiver that holds it): the lock is taken for that session's peeks and given back as
+    soon as they are done, before the next session is taken. Nothing is received or counted."""
+    left = part.limit
+    for session in part.sessions:
+        pages = scan(path, start=start, limit=left, session_id=session, concurrency=1, connection=conn)
+        try:
+            for records in pages:
+                if left is not None:
+                    left -= len(records)
+                yield to_arrow(records, schema)
+        except SbError as exc:
+            raise _session_error(exc, path, session) from None
+        finally:
+            pages.close()  # closes the session receiver: the lock goes back now, not at the lock's expiry
+        if left is not None and left <= 0:
+            return
+
+
+def _session_error(exc: SbError, path: EntityPath, session: str) -> SbError:
+    if "sessioncannotbelocked" in f"{type(exc).__name__} {exc} {exc.condition}".lower().replace("-", ""):
+        return type(exc)(
+            f"servicebus: session {session!r} of {path} is locked by another receiver, and reading a session "
+            "needs its lock for a moment: retry when it is free, or leave it out with the sessionIds option."
+        )
+    return exc
+
+
+def read_and_delete(
+    conn: Connection, path: EntityPath, part: Share, wait: float, schema: Any, session: str | None = None
+) -> Iterator[Any]:
     """At-most-once: each message is removed from Service Bus as it is delivered. No prefetch: a
     receiver never takes more than this partition returns."""
     left = part.count
     first = True
     while left > 0:
-        batch = receive(
-            path, count=min(PAGE_SIZE, left), mode="receive-and-delete", wait=wait if first else 1.0, connection=conn
-        )
+        try:
+            batch = receive(
+                path,
+                count=min(PAGE_SIZE, left),
+                mode="receive-and-delete",
+                wait=wait if first else 1.0,
+                session_id=session,
+                connection=conn,
+            )
+        except SbError as exc:
+            raise exc if session is None else _session_error(exc, path, session) from None
         first = False
         if not len(batch):
             return
         left -= len(batch)
         yield to_arrow(batch.records, schema)
+
+
+def read_sessions_and_delete(
+    conn: Connection, path: EntityPath, part: SessionGroup, wait: float, schema: Any
+) -> Iterator[Any]:
+    """Receive-and-delete session by session, at most `part.limit` messages in all: each receive holds
+    its session only while it takes messages."""
+    left = part.limit or 0
+    for session in part.sessions:
+        for batch in read_and_delete(conn, path, Share(part.index, left), wait, schema, session):
+            left -= batch.num_rows
+            yield batch
+        if left <= 0:
+            return
 
 
 def read_and_defer(

@@ -26,6 +26,7 @@ from ..core import (
 )
 from ..core.live import live
 from ..core.resubmit import default_target
+from .secrets import SecretRef, connection_of, is_ref, parse_ref
 
 Action = Literal["complete", "dead_letter", "resubmit", "release"]
 ACTIONS = ("complete", "dead_letter", "resubmit", "release")
@@ -36,21 +37,23 @@ def _gone(seq: int) -> Outcome:
     return Outcome(None, seq, "not_found", "no deferred message with this sequence number")
 
 
-def _still_deferred(entity: str, seqs: list[int], conn: LiveConnection) -> list[int]:
+def _still_deferred(entity: str, seqs: list[int], conn: LiveConnection, session_id: str | None = None) -> list[int]:
     """Which of the (sorted) numbers are deferred now, found by peeking: no lock, no delivery counted,
     and far cheaper than a fetch that fails for one missing number."""
     wanted = set(seqs)
     found: list[int] = []
-    for page in scan(entity, start=seqs[0], stop=seqs[-1] + 1, states=("deferred",), connection=conn):
+    pages = scan(entity, start=seqs[0], stop=seqs[-1] + 1, states=("deferred",), session_id=session_id, connection=conn)
+    for page in pages:
         found += [int(r["sequence_number"]) for r in page if int(r["sequence_number"]) in wanted]
     return found
 
 
-def _fetch(entity: str, seqs: list[int], conn: LiveConnection) -> tuple[Any, list[int]]:
+def _fetch(entity: str, seqs: list[int], conn: LiveConnection, session_id: str | None = None) -> tuple[Any, list[int]]:
     """A locked batch of the deferred messages that are still there, and the numbers that are not.
-    One missing number fails a whole request, so halves are tried until the missing ones are found."""
+    One missing number fails a whole request, so halves are tried until the missing ones are found.
+    On a session-enabled entity the numbers belong to one session, named by `session_id`."""
     try:
-        batch = receive_deferred(entity, seqs, connection=conn)
+        batch = receive_deferred(entity, seqs, session_id=session_id, connection=conn)
     except SbError:
         if len(seqs) == 1:
             return None, seqs
@@ -58,22 +61,29 @@ def _fetch(entity: str, seqs: list[int], conn: LiveConnection) -> tuple[Any, lis
         missing: list[int] = []
         middle = len(seqs) // 2
         for half in (seqs[:middle], seqs[middle:]):
-            part, gone = _fetch(entity, half, conn)
+            part, gone = _fetch(entity, half, conn, session_id)
             missing += gone
             if part is not None:
                 found += [int(m.sequence_number) for m in part.messages]
                 part.close()  # give the locks back; refetched together below
         if not found:
             return None, missing
-        return receive_deferred(entity, found, connection=conn), missing
+        return receive_deferred(entity, found, session_id=session_id, connection=conn), missing
     got = {int(m.sequence_number) for m in batch.messages}
     return batch, [s for s in seqs if s not in got]
 
 
-def _settle_chunk(entity: str, seqs: list[int], action: Action, conn: LiveConnection, opts: dict[str, Any]) -> Report:
-    present = _still_deferred(entity, seqs, conn)
+def _settle_chunk(
+    entity: str,
+    seqs: list[int],
+    action: Action,
+    conn: LiveConnection,
+    opts: dict[str, Any],
+    session_id: str | None = None,
+) -> Report:
+    present = _still_deferred(entity, seqs, conn, session_id)
     gone = sorted(set(seqs) - set(present))
-    batch, missing = _fetch(entity, present, conn) if present else (None, [])
+    batch, missing = _fetch(entity, present, conn, session_id) if present else (None, [])
     out = Report(action, entity)
     out.extend(_gone(s) for s in sorted(missing + gone))
     if batch is None:
@@ -120,7 +130,9 @@ def settle(
         raise ValueError(
             f"settle() needs the entity and sequence_number columns of a mode=defer read; missing: {missing}"
         )
-    conn = live(connection if connection is not None else _registered_connection())
+    if isinstance(connection, str) and is_ref(connection):
+        connection = connection_of(parse_ref(connection))
+    conn = live(connection if connection is not None else connection_of(_registered_connection()))
     wanted: dict[str, set[int]] = {}
     for row in df.select("entity", "sequence_number").collect():  # two columns: small
         wanted.setdefault(str(row.entity), set()).add(int(row.sequence_number))
@@ -145,7 +157,7 @@ def release(df: Any, **kwargs: Any) -> Report:
     return settle(df, "release", **kwargs)
 
 
-def _registered_connection() -> Connection:
+def _registered_connection() -> Connection | SecretRef:
     """What register() resolved in this process, else the environment. Never a new embedded emulator:
     settling against a broker that never saw these messages would report "not found" for all of them."""
     import os

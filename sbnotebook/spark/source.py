@@ -10,19 +10,28 @@ from typing import Any, ClassVar
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
     WriterCommitMessage,
 )
 
-from ..core import Connection, EntityNotFoundError, SbError, send
+from ..core import Connection, EntityNotFoundError, EntityPath, SbError, list_sessions, send
 from ..core.errors import redact
 from . import reading
 from .options import OptionError, ReadOptions, WriteOptions, summary
 from .schema import arrow_schema, record_schema
+from .secrets import SecretRef
 
 log = logging.getLogger("sbnotebook.spark")
+
+MAX_SESSIONS = 100_000  # listed per read; Service Bus pages the listing, so this only bounds memory
+
+
+def _session_ids(entity: EntityPath, conn: Connection) -> list[str]:
+    """Every session of the entity with messages or state: ids only (no session is accepted)."""
+    return [s.session_id for s in list_sessions(entity, details=False, limit=MAX_SESSIONS, connection=conn)]
 
 
 class SendFailedError(RuntimeError):
@@ -33,9 +42,9 @@ class ServiceBusDataSource(DataSource):
     """Options: see docs/spark.md. `register(spark)` bakes the notebook's resolved connection in as
     the default (so executors reach the same namespace or embedded emulator)."""
 
-    default_connection: ClassVar[Connection | None] = None  # set by register() for settle() on the driver
+    default_connection: ClassVar[Connection | SecretRef | None] = None  # set by register() for settle()
 
-    def defaults(self) -> tuple[Connection | None, int]:
+    def defaults(self) -> tuple[Connection | SecretRef | None, int]:
         """The connection and partition count register() resolved (a registered subclass overrides)."""
         return None, 2
 
@@ -53,6 +62,12 @@ class ServiceBusDataSource(DataSource):
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         return _Writer(WriteOptions.parse(self.options, schema, self.defaults()[0]))
 
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        from .streaming import stream_reader  # docs/spark.md, "Structured Streaming"
+
+        conn, partitions = self.defaults()
+        return stream_reader(self.options, partitions, conn)
+
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         return _StreamWriter(WriteOptions.parse(self.options, schema, self.defaults()[0]))
 
@@ -66,20 +81,31 @@ class _Reader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:  # must be a list (Spark calls len() and indexes it)
         o = self.options
-        if o.mode == "peek":
-            try:
-                count = reading.message_count(o.connection, o.entity)
-                found = reading.bounds(o.connection, o.entity, o.from_sequence_number, count)
-            except EntityNotFoundError:
-                raise OptionError(f"servicebus: entity not found: {o.entity}") from None
-            except SbError as exc:
-                raise OptionError(f"servicebus: cannot read {o.entity}: {exc}") from None
-            if found is None:
-                return []
-            ranges = reading.peek_ranges(found[0], found[1], o.num_partitions, o.max_messages)
-            log.info("servicebus peek of %s: sequence numbers %d..%d in %d partitions", o.entity, *found, len(ranges))
-            return [InputPartition(r) for r in ranges]
+        try:
+            conn = o.conn()
+            if o.session_enabled:
+                return self._session_partitions(conn)
+            if o.mode == "peek":
+                ranges = reading.plan_peek(conn, o.entity, o.from_sequence_number, o.num_partitions, o.max_messages)
+                log.info("servicebus peek of %s in %d partitions", o.entity, len(ranges))
+                return [InputPartition(r) for r in ranges]
+        except EntityNotFoundError:
+            raise OptionError(f"servicebus: entity not found: {o.entity}") from None
+        except SbError as exc:
+            text = str(exc)
+            raise OptionError(
+                text if text.startswith("servicebus:") else f"servicebus: cannot read {o.entity}: {text}"
+            ) from None
         return [InputPartition(s) for s in reading.shares(o.max_messages or 1000, o.num_partitions)]
+
+    def _session_partitions(self, conn: Connection) -> list[InputPartition]:
+        """Sessions as they are now (the sessionIds option, else every session with messages or state),
+        dealt to the partitions; each partition holds one session's lock at a time."""
+        o = self.options
+        sessions = list(o.sessions) if o.sessions else _session_ids(o.entity, conn)
+        groups = reading.session_groups(sessions, o.num_partitions, o.max_messages)
+        log.info("servicebus %s of %s: %d sessions in %d partitions", o.mode, o.entity, len(sessions), len(groups))
+        return [InputPartition(g) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         o = self.options
@@ -87,12 +113,18 @@ class _Reader(DataSourceReader):
         work = partition.value
         if work is None:  # Spark reads one empty partition when partitions() found nothing
             return
-        if o.mode == "peek":
-            yield from reading.read_peek(o.connection, o.entity, work, schema)
+        conn = o.conn()  # a secret reference is resolved here, on the executor
+        if isinstance(work, reading.SessionGroup):
+            if o.mode == "peek":
+                yield from reading.read_session_peek(conn, o.entity, work, o.from_sequence_number, schema)
+            else:
+                yield from reading.read_sessions_and_delete(conn, o.entity, work, o.wait_seconds, schema)
+        elif o.mode == "peek":
+            yield from reading.read_peek(conn, o.entity, work, schema)
         elif o.mode == "receive-and-delete":
-            yield from reading.read_and_delete(o.connection, o.entity, work, o.wait_seconds, schema)
+            yield from reading.read_and_delete(conn, o.entity, work, o.wait_seconds, schema)
         else:
-            yield from reading.read_and_defer(o.connection, o.entity, work, o.wait_seconds, o.max_in_flight, schema)
+            yield from reading.read_and_defer(conn, o.entity, work, o.wait_seconds, o.max_in_flight, schema)
 
 
 # ------------------------------------------------------------------ writing
@@ -136,7 +168,7 @@ def _write_rows(options: WriteOptions, rows: Iterator[Any]) -> SentCounts:
         records(),
         max_in_flight=options.max_in_flight,
         batch=options.batch,
-        connection=options.connection,
+        connection=options.conn(),  # a secret reference is resolved here, on the executor
     )
     if not report.ok:
         shown = "; ".join(

@@ -14,7 +14,8 @@ from ...core import EntityPath
 from ...core.live import ConnectionLike, live
 from ..export import to_json_record, write_jsonl
 from ..pages import find
-from .render import detail_html, guard, row_label
+from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, Column, MessageGrid
+from .render import detail_html, guard
 
 
 class MessageBrowser(W.VBox):
@@ -44,7 +45,7 @@ class MessageBrowser(W.VBox):
         self.prev_button = W.Button(description="◀ Previous")
         self.next_button = W.Button(description="Next ▶")
         self.jump_button = W.Button(description="Go")
-        self.rows = W.SelectMultiple(options=[], rows=12, layout=W.Layout(width="100%"))
+        self.rows = MessageGrid(columns=self._columns(dead_letter))
         self.detail = W.HTML()
         self.status = W.HTML()
         self.export_csv_button = W.Button(description="Export CSV")
@@ -57,7 +58,7 @@ class MessageBrowser(W.VBox):
         self.jump_button.on_click(guard(self.status, self.go))
         self.search_box.on_submit(guard(self.status, lambda: self.search(self.search_box.value)))
         self.dlq_box.observe(guard(self.status, lambda: self.jump(1)), names="value")
-        self.rows.observe(self._on_select, names="value")
+        self.rows.on_select(self._on_select)
         self.export_csv_button.on_click(guard(self.status, lambda: self.export_csv(self.export_file(".csv"))))
         self.export_json_button.on_click(guard(self.status, lambda: self.export_json(self.export_file(".jsonl"))))
         super().__init__(
@@ -65,7 +66,8 @@ class MessageBrowser(W.VBox):
                 W.HBox([self.entity_box, self.dlq_box]),
                 W.HBox([self.search_box, self.jump_box, self.jump_button]),
                 W.HBox([self.prev_button, self.next_button, self.status]),
-                self.rows,
+                self.rows.widget,
+                W.HTML(self.rows.note),
                 W.HBox([self.export_path, self.export_csv_button, self.export_json_button, self.export_progress]),
                 self.detail,
             ]
@@ -89,8 +91,8 @@ class MessageBrowser(W.VBox):
             connection=self.connection,
         )
         self.start, self.next_start, self.records = start, found.next_start, found.records
-        self.rows.options = [(row_label(r), i) for i, r in enumerate(found.records)]
-        self.rows.value = ()
+        self.rows.columns = self._columns(self.dlq_box.value)
+        self.rows.show(found.records)
         self.detail.value = ""
         searched = f", {found.scanned} scanned for the search" if self.where else ""
         span = (
@@ -101,6 +103,10 @@ class MessageBrowser(W.VBox):
         hint = found.hint(self.where)
         hint_html = f"<br>{html.escape(hint)}" if hint else ""
         self.status.value = f"{html.escape(self.entity)}: {len(found.records)} messages, {span}{searched}{hint_html}"
+
+    @staticmethod
+    def _columns(dead_letter: bool) -> list[Column]:
+        return [*BASE_COLUMNS, *(DEAD_LETTER_COLUMNS if dead_letter else []), BODY_COLUMN]
 
     def go(self) -> None:
         """The Go button: the search box as it is now (empty: no filter), from the sequence number box."""
@@ -142,7 +148,7 @@ class MessageBrowser(W.VBox):
     def selected(self) -> list[dict[str, Any]]:
         return [self.records[i] for i in self.rows.value] or list(self.records)
 
-    def _on_select(self, _: Any) -> None:
+    def _on_select(self) -> None:
         chosen = list(self.rows.value)
         self.detail.value = detail_html(self.records[chosen[-1]]) if chosen else ""
 

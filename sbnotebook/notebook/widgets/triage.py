@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -13,8 +14,10 @@ from ... import core
 from ...core import EntityPath, InvalidInputError, Report
 from ...core.live import ConnectionLike, live
 from .. import plots
-from .render import detail_html, guard, row_label
+from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, MessageGrid
+from .render import detail_html, guard
 
+_TAGS = re.compile(r"<[^>]+>")
 Edit = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
@@ -58,46 +61,75 @@ class TriagePanel(W.VBox):
         self.edit: Edit | None = None
         self.reports: list[Report] = []
         self.pending: tuple[str, Callable[[], Report]] | None = None
-        self.chart = W.Output()
-        self.groups = W.Select(options=[], description="Reason", rows=6)
-        self.rows = W.SelectMultiple(options=[], rows=10, layout=W.Layout(width="100%"))
-        self.detail = W.HTML()
+        wide = W.Layout(width="100%", max_width="100%")
+        label = {"description_width": "initial"}  # labels at their full width, never cut
+        self.title = W.HTML()
+        self.reload_button = W.Button(description="Reload", icon="refresh", tooltip="peek the dead-letter queue again")
+        self.chart = W.Output(layout=wide)
+        self.groups = W.Dropdown(options=[], description="Reason", style=label, layout=W.Layout(width="auto"))
+        self.rows = MessageGrid(columns=[*BASE_COLUMNS, *DEAD_LETTER_COLUMNS, BODY_COLUMN], height="280px")
+        self.detail = W.HTML(layout=wide)
         default_target = "" if self.source.is_subscription else str(self.source)
-        self.target = W.Text(value=default_target, description="Target", placeholder="queue to resubmit to")
-        self.patch = W.Textarea(placeholder='JSON merge patch for the bodies, e.g. {"currency": "EUR"}', rows=3)
-        self.resubmit_button = W.Button(description="Resubmit selected…", button_style="warning")
-        self.discard_button = W.Button(description="Discard selected…", button_style="danger")
-        self.confirm_box = W.Text(description="Confirm", placeholder="type the word shown")
-        self.confirm_button = W.Button(description="Confirm")
+        self.target = W.Text(
+            value=default_target,
+            description="Resubmit to",
+            placeholder="queue to resubmit to",
+            style=label,
+            layout=W.Layout(width="auto", min_width="320px"),
+        )
+        self.patch = W.Textarea(
+            placeholder='JSON merge patch for the bodies, e.g. {"currency": "EUR"}', rows=3, layout=wide
+        )
+        self.resubmit_button = W.Button(
+            description="Resubmit selected…", button_style="warning", layout=W.Layout(width="auto")
+        )
+        self.discard_button = W.Button(
+            description="Discard selected…", button_style="danger", layout=W.Layout(width="auto")
+        )
+        self.confirm_box = W.Text(description="Confirm", placeholder="type the word shown", style=label)
+        self.confirm_button = W.Button(description="Confirm", button_style="primary")
         self.cancel_button = W.Button(description="Cancel")
-        self.status = W.HTML()
-        self.report = W.HTML()
+        self.status = W.HTML(layout=wide)  # right under the action buttons: prompts, outcomes, mistakes
+        self.report = W.HTML(layout=wide)
+        self.reload_button.on_click(guard(self.status, self.reload))
         self.groups.observe(lambda _: self._show_group(), names="value")
-        self.rows.observe(self._on_select, names="value")
+        self.rows.on_select(self._on_select)
         self.resubmit_button.on_click(guard(self.status, self.ask_resubmit))
         self.discard_button.on_click(guard(self.status, self.ask_discard))
         self.confirm_button.on_click(guard(self.status, lambda: self.confirm(self.confirm_box.value)))
         self.cancel_button.on_click(guard(self.status, self.cancel))
-        self.confirmation = W.HBox([self.confirm_box, self.confirm_button, self.cancel_button])
+        self.confirmation = W.HBox(
+            [self.confirm_box, self.confirm_button, self.cancel_button], layout=W.Layout(flex_flow="row wrap")
+        )
         self.confirmation.layout.display = "none"
+        actions = W.HBox(
+            [self.target, self.resubmit_button, self.discard_button],
+            layout=W.Layout(flex_flow="row wrap", align_items="center", width="100%"),
+        )
         super().__init__(
             [
-                self.status,
+                W.HBox([self.title, self.reload_button], layout=W.Layout(align_items="center", flex_flow="row wrap")),
                 self.chart,
                 self.groups,
-                self.rows,
+                self.rows.widget,
+                W.HTML(self.rows.note),
                 self.detail,
-                W.HBox([self.target, self.resubmit_button, self.discard_button]),
+                W.HTML("<b>Repair</b> (optional): a JSON merge patch applied to each body on resubmit"),
                 self.patch,
+                actions,
+                self.status,
                 self.confirmation,
                 self.report,
-            ]
+            ],
+            layout=W.Layout(width="100%", max_width="100%", overflow="hidden"),
         )
         self.reload()
 
     # ---------------------------------------------------------- loading
 
     def reload(self) -> None:
+        self.pending = None  # what was asked was about the rows as they were
+        self.confirmation.layout.display = "none"
         self.records = core.peek(self.dlq, count=self.limit, connection=self.connection).records
         table = plots.reason_counts(self.records)
         options = [(f"{r.dead_letter_reason} ({r.messages})", r.dead_letter_reason) for r in table.itertuples()]
@@ -108,7 +140,9 @@ class TriagePanel(W.VBox):
             from IPython.display import display
 
             display(plots.dead_letter_reasons(self.records))
-        self.status.value = f"<b>{self.dlq}</b>: {len(self.records)} dead-lettered messages, {len(options)} reasons"
+        self.title.value = (
+            f"<b>{html.escape(self.dlq)}</b>: {len(self.records)} dead-lettered messages, {len(options)} reasons"
+        )
         self._show_group()
 
     @property
@@ -123,8 +157,7 @@ class TriagePanel(W.VBox):
         self.visible = [
             r for r in self.records if reason is None or (r.get("dead_letter_reason") or "(none)") == reason
         ]
-        self.rows.options = [(row_label(r), i) for i, r in enumerate(self.visible)]
-        self.rows.value = ()
+        self.rows.show(self.visible)
 
     def select(self, rows: list[int]) -> None:
         self.rows.value = tuple(rows)
@@ -134,7 +167,7 @@ class TriagePanel(W.VBox):
         """The selected rows, or the whole group when none is selected."""
         return [self.visible[i] for i in self.rows.value] or list(self.visible)
 
-    def _on_select(self, _: Any) -> None:
+    def _on_select(self) -> None:
         chosen = list(self.rows.value)
         self.detail.value = detail_html(self.visible[chosen[-1]]) if chosen else ""
 
@@ -197,7 +230,7 @@ class TriagePanel(W.VBox):
         self.pending = (word, run)
         self.confirmation.layout.display = "flex"
         self.confirm_box.value = ""
-        return self._say(f"{what}? Type <b>{word}</b> and press Confirm.")
+        return self._say(f"{what}? Type <b>{word}</b> and press Confirm.", prompt=True)
 
     def cancel(self) -> None:
         self.pending = None
@@ -227,6 +260,8 @@ class TriagePanel(W.VBox):
         """Every confirmed action's report: its summary line (what moved where) and any failures."""
         return "<b>What moved where</b>" + "".join(r._repr_html_() for r in self.reports)
 
-    def _say(self, text: str) -> str:
-        self.status.value = text
-        return text
+    def _say(self, text: str, *, prompt: bool = False) -> str:
+        """Show ``text`` (html) under the action buttons; return it as plain text (for a notebook cell)."""
+        style = "background:#fff3cd;padding:4px 8px;border-radius:4px" if prompt else ""
+        self.status.value = f"<div style='{style}'>{text}</div>" if style else text
+        return html.unescape(_TAGS.sub("", text))

@@ -1,0 +1,191 @@
+"""Suite-wide timeouts that explain themselves (tests and tutorials alike).
+
+- Every test has a timeout (pytest-timeout, ``timeout`` in pyproject.toml, signal method): on
+  expiry it prints every thread's stack and fails that one test; the run goes on.
+- A test that cannot even be interrupted (a thread wedged in C, the signal blocked): the
+  interpreter's C-level watchdog prints every thread's stack ``_WEDGED_GRACE`` seconds later and
+  ends the process, so the run fails instead of hanging.
+- A tutorial has ``NOTEBOOK_TIMEOUT`` as a whole and nbmake's per-cell timeout
+  (``--nbmake-timeout`` in pyproject.toml, shorter). ``_KERNEL_DUMP_LEAD`` seconds before a cell's
+  timeout, the kernel (SIGUSR1, installed by an IPython startup file) and this process dump all
+  their threads into the test's report: a stalled cell shows where both sides were waiting.
+
+Isolation: for every pytest run (tests and the tutorials under nbmake): never touch the user's real
+shared emulator. ``SBNOTEBOOK_HOME`` points at a temporary directory for the whole run (kernels,
+JupyterLab and other subprocesses inherit it), each tutorial gets one of its own, so it runs on an
+empty emulator as on a fresh machine, and every shared emulator started here is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbnotebook.emulator import shared
+
+NOTEBOOK_TIMEOUT = 240  # seconds for a whole tutorial; its cells have nbmake's (shorter) timeout
+_WEDGED_GRACE = 30  # after a test's timeout, if pytest-timeout could not stop it: dump and exit
+_KERNEL_DUMP_LEAD = 10  # seconds before a cell's timeout at which the kernel's threads are dumped
+
+# Run by every kernel nbmake starts (IPython startup file): SIGUSR1 dumps all its threads to a file.
+_KERNEL_STARTUP = """
+def _sbnotebook_test_dumps():
+    import faulthandler, os, signal
+    folder = os.environ.get("SBNOTEBOOK_KERNEL_DUMPS")
+    if folder:
+        fd = os.open(os.path.join(folder, f"kernel-{os.getpid()}.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        faulthandler.register(signal.SIGUSR1, file=fd, all_threads=True)
+_sbnotebook_test_dumps()
+del _sbnotebook_test_dumps
+"""
+
+_dump_dir: Path | None = None
+_real_stderr: int | None = None  # a copy of fd 2 taken before output capture: where a dying process writes
+_notebook_dumps: list[tuple[str, str]] = []  # (title, text) for the notebook test running now
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _dump_dir, _real_stderr
+    if _real_stderr is None:
+        _real_stderr = os.dup(2)  # capture is suspended while plugins configure
+    if hasattr(config, "workerinput") or _dump_dir is not None:
+        return  # xdist workers inherit the controller's folders through the environment
+    _dump_dir = Path(tempfile.mkdtemp(prefix="sbnotebook-test-dumps-"))
+    startup = _dump_dir / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-sbnotebook-thread-dumps.py").write_text(_KERNEL_STARTUP)
+    (_dump_dir / "kernels").mkdir()
+    os.environ["IPYTHONDIR"] = str(_dump_dir / "ipython")
+    os.environ["SBNOTEBOOK_KERNEL_DUMPS"] = str(_dump_dir / "kernels")
+    _watch_notebook_cells()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _dump_dir is not None and not hasattr(config, "workerinput"):
+        shutil.rmtree(_dump_dir, ignore_errors=True)
+    _stop_all()
+    shutil.rmtree(_BASE, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_notebook(item) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(NOTEBOOK_TIMEOUT))
+
+
+def _is_notebook(item: pytest.Item) -> bool:
+    return type(item).__name__ == "NotebookItem"
+
+
+def _item_timeout(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        return float(marker.args[0])
+    return float(item.config.getini("timeout") or 0)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Backstop under pytest-timeout: if a test outlives its timeout by ``_WEDGED_GRACE`` (the
+    interpreter could not run pytest-timeout's handler), the C-level watchdog prints every
+    thread's stack and ends the process: a failed run, never a hung one."""
+    timeout = _item_timeout(item)
+    if timeout > 0 and _real_stderr is not None:
+        faulthandler.dump_traceback_later(timeout + _WEDGED_GRACE, exit=True, file=_real_stderr)
+    _notebook_dumps.clear()
+    try:
+        yield
+    finally:
+        if timeout > 0 and _real_stderr is not None:
+            faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    if call.when == "call" and _notebook_dumps:
+        report = outcome.get_result()
+        for title, text in _notebook_dumps:
+            report.sections.append((title, text))
+
+
+def _watch_notebook_cells() -> None:
+    """Arm a timer around every notebook cell nbmake runs: ``_KERNEL_DUMP_LEAD`` seconds before
+    the cell's timeout, the kernel (SIGUSR1, see ``_KERNEL_STARTUP``) and this process dump all
+    their threads, so a cell that times out shows where the kernel and the client were waiting."""
+    try:
+        from nbclient import NotebookClient
+    except ImportError:
+        return
+    original = NotebookClient.async_execute_cell
+    if getattr(original, "_sbnotebook_watch", False):
+        return
+
+    async def execute_cell(self: Any, cell: Any, cell_index: int, *args: Any, **kwargs: Any) -> Any:
+        timeout = self._get_timeout(cell) if cell.get("cell_type") == "code" else None
+        timer = None
+        if timeout:
+            timer = threading.Timer(
+                max(1.0, timeout - _KERNEL_DUMP_LEAD), _dump_notebook_threads, args=(self, cell_index, timeout)
+            )
+            timer.daemon = True
+            timer.start()
+        try:
+            return await original(self, cell, cell_index, *args, **kwargs)
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    execute_cell._sbnotebook_watch = True  # type: ignore[attr-defined]
+    NotebookClient.async_execute_cell = execute_cell  # type: ignore[method-assign]
+
+
+def _dump_notebook_threads(client: Any, cell_index: int, timeout: float) -> None:
+    header = f"cell {cell_index} still running {timeout - _KERNEL_DUMP_LEAD:.0f} s in (timeout {timeout} s)"
+    pid = getattr(getattr(getattr(client, "km", None), "provisioner", None), "pid", None)
+    folder = os.environ.get("SBNOTEBOOK_KERNEL_DUMPS")
+    kernel_text = "kernel pid unknown"
+    if pid and folder:
+        path = Path(folder) / f"kernel-{pid}.txt"
+        try:
+            os.kill(pid, signal.SIGUSR1)
+            threading.Event().wait(2.0)  # the kernel writes from its signal handler
+            kernel_text = path.read_text() or "the kernel wrote nothing (signal handler not installed?)"
+        except OSError as exc:
+            kernel_text = f"could not dump the kernel's threads: {exc}"
+    with tempfile.TemporaryFile("w+") as own:
+        faulthandler.dump_traceback(file=own, all_threads=True)
+        own.seek(0)
+        client_text = own.read()
+    _notebook_dumps.append((f"kernel threads ({header})", kernel_text))
+    _notebook_dumps.append((f"test process threads ({header})", client_text))
+
+
+# Isolation from the user's shared emulator (see the module docstring).
+_BASE = Path(tempfile.mkdtemp(prefix="sbnotebook-home-"))
+os.environ[shared.ENV_HOME] = str(_BASE / "run")
+
+
+def _stop_all() -> None:
+    for state in _BASE.glob("**/emulator/state.json"):
+        shared.stop(state.parent)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.path.suffix == ".ipynb":  # a tutorial under nbmake: an emulator home of its own
+        os.environ[shared.ENV_HOME] = tempfile.mkdtemp(prefix=f"{item.path.stem}-", dir=_BASE)
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: Any) -> None:
+    if item.path.suffix == ".ipynb":
+        shared.stop(shared.home())
+        os.environ[shared.ENV_HOME] = str(_BASE / "run")

@@ -1,0 +1,214 @@
+"""Sessions of a session-enabled queue or subscription: list them, read and write a session's state.
+
+What the protocol gives, and how it is used:
+
+- ``get-message-sessions`` (the SDK's public ``list_queue_sessions`` / ``list_subscription_sessions``)
+  lists the ids of sessions with messages or stored state, or those whose state was updated after a
+  time. It gives no per-session lock status, state or time.
+- A session's state is read and written on a receiver that holds the session
+  (``receiver.session.get_state()`` / ``set_state()``). So the details of a session come from
+  accepting it for a moment (no message is received, no delivery count changes) and closing the
+  receiver, which gives the session back. A session another receiver holds cannot be accepted:
+  that is how "locked" is known; its state and messages are then unknown (None).
+- The message count is a peek of at most ``count_limit`` messages on that receiver (``more`` says
+  the session holds more), and ``last_enqueued`` the newest enqueued time among them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .entities import EntityPath
+from .errors import InvalidInputError, SbError, SessionLockedError, from_sdk
+from .live import ConnectionLike, LiveConnection, live, quietly, receiver_for
+from .scan import PAGE_SIZE
+
+T = TypeVar("T")
+DETAIL_CONCURRENCY = 8  # sessions accepted at once while listing details
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """One session as :func:`list_sessions` found it."""
+
+    session_id: str
+    locked: bool  # another receiver holds it (so state and messages are unknown)
+    state: bytes | None = None
+    messages: int | None = None  # counted by peeking, at most the count limit
+    more: bool = False  # the session holds more messages than were counted
+    last_enqueued: dt.datetime | None = None  # newest enqueued time among the counted messages
+
+    @property
+    def state_text(self) -> str | None:
+        """The state as text (UTF-8), or a note for binary state."""
+        return state_text(self.state)
+
+
+def state_text(state: bytes | None) -> str | None:
+    """Session state as text (UTF-8), or a note for binary state; None for no state."""
+    if state is None:
+        return None
+    try:
+        return state.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"<{len(state)} binary bytes>"
+
+
+def pretty_state(state: bytes | None) -> str:
+    """Session state for people: JSON indented, text as it is, "(no state)" for none."""
+    text = state_text(state)
+    if text is None:
+        return "(no state)"
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+def _session_path(entity: str | EntityPath) -> EntityPath:
+    path = EntityPath.parse(entity)
+    if path.sub_queue is not None:
+        raise InvalidInputError(f"{path} is a dead-letter queue: sessions are listed on {path.parent}.")
+    return path
+
+
+async def _list_ids(conn: LiveConnection, path: EntityPath, updated_after: dt.datetime | None, limit: int) -> list[str]:
+    client = conn._sdk_client()
+    if path.subscription is not None:
+        pages = client.list_subscription_sessions(path.name, path.subscription, state_updated_after=updated_after)
+    else:
+        pages = client.list_queue_sessions(path.name, state_updated_after=updated_after)
+    ids: list[str] = []
+    async for sid in pages:
+        if sid not in ids:  # the listing pages by skip over a snapshot: it may repeat an id
+            ids.append(sid)
+        if len(ids) >= limit:
+            break
+    return ids
+
+
+async def _holding(conn: LiveConnection, path: EntityPath, session_id: str, work: Callable[[Any], Awaitable[T]]) -> T:
+    """Accept the session on a receiver of its own, run ``work(receiver)``, and give it back."""
+    from azure.servicebus.exceptions import SessionCannotBeLockedError
+
+    rcv = receiver_for(conn._sdk_client(), path, session_id=session_id, prefetch_count=0)
+    try:
+        await rcv.__aenter__()
+    except SessionCannotBeLockedError as exc:
+        await quietly(rcv.close())
+        raise from_sdk(exc, entity=str(path)) from None
+    except BaseException:
+        await quietly(rcv.close())
+        raise
+    try:
+        return await work(rcv)
+    finally:
+        await quietly(rcv.close())  # gives the session back
+
+
+async def _details(conn: LiveConnection, path: EntityPath, session_id: str, count_limit: int) -> SessionInfo:
+    async def look(rcv: Any) -> SessionInfo:
+        state = await rcv.session.get_state()
+        peeked = await rcv.peek_messages(max_message_count=count_limit, sequence_number=1) if count_limit else []
+        times = [m.enqueued_time_utc for m in peeked if m.enqueued_time_utc is not None]
+        return SessionInfo(
+            session_id,
+            locked=False,
+            state=bytes(state) if state else None,
+            messages=len(peeked),
+            more=len(peeked) >= count_limit > 0,
+            last_enqueued=max(times) if times else None,
+        )
+
+    try:
+        return await _holding(conn, path, session_id, look)
+    except SessionLockedError:
+        return SessionInfo(session_id, locked=True)
+
+
+async def _list_sessions(
+    conn: LiveConnection,
+    path: EntityPath,
+    updated_after: dt.datetime | None,
+    limit: int,
+    details: bool,
+    count_limit: int,
+) -> list[SessionInfo]:
+    ids = await _list_ids(conn, path, updated_after, limit)
+    if not details:
+        return [SessionInfo(sid, locked=False) for sid in ids]
+    gate = asyncio.Semaphore(DETAIL_CONCURRENCY)
+
+    async def one(sid: str) -> SessionInfo:
+        async with gate:
+            return await _details(conn, path, sid, count_limit)
+
+    return list(await asyncio.gather(*(one(sid) for sid in ids)))
+
+
+def _run(conn: LiveConnection, path: EntityPath, coro: Any) -> Any:
+    try:
+        return conn.run(coro)
+    except SbError:
+        raise
+    except Exception as exc:
+        raise from_sdk(exc, entity=str(path)) from None
+
+
+def list_sessions(
+    entity: str | EntityPath,
+    *,
+    updated_after: dt.datetime | None = None,
+    limit: int = 100,
+    details: bool = True,
+    count_limit: int = PAGE_SIZE,
+    connection: ConnectionLike = None,
+) -> list[SessionInfo]:
+    """The sessions of a session-enabled queue or subscription that have messages or state (or,
+    with ``updated_after``, whose state was set after that time), at most ``limit`` of them.
+
+    With ``details`` each session is accepted for a moment to read its state and count its
+    messages (up to ``count_limit``, by peeking); a session another receiver holds shows as
+    ``locked``. Without, only the ids (``locked`` False: not looked at)."""
+    if limit < 1 or count_limit < 0:
+        raise InvalidInputError("limit must be 1 or more and count_limit 0 or more.")
+    path = _session_path(entity)
+    conn = live(connection)
+    return list(_run(conn, path, _list_sessions(conn, path, updated_after, limit, details, count_limit)))
+
+
+def get_session_state(entity: str | EntityPath, session_id: str, *, connection: ConnectionLike = None) -> bytes | None:
+    """A session's state (None when it has none). Raises :class:`SessionLockedError` when another
+    receiver holds the session."""
+    path = _session_path(entity)
+    conn = live(connection)
+
+    async def read(rcv: Any) -> bytes | None:
+        state = await rcv.session.get_state()
+        return bytes(state) if state else None
+
+    result: bytes | None = _run(conn, path, _holding(conn, path, session_id, read))
+    return result
+
+
+def set_session_state(
+    entity: str | EntityPath, session_id: str, state: bytes | str | None, *, connection: ConnectionLike = None
+) -> bytes | None:
+    """Replace a session's state (None or empty clears it); returns the state it had before.
+    Raises :class:`SessionLockedError` when another receiver holds the session."""
+    path = _session_path(entity)
+    conn = live(connection)
+    new = state.encode("utf-8") if isinstance(state, str) else state
+
+    async def write(rcv: Any) -> bytes | None:
+        old = await rcv.session.get_state()
+        await rcv.session.set_state(new or None)
+        return bytes(old) if old else None
+
+    result: bytes | None = _run(conn, path, _holding(conn, path, session_id, write))
+    return result

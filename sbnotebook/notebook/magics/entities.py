@@ -1,0 +1,191 @@
+"""%sb_entities: list the namespace's entities with their counts, and create, update or delete queues,
+topics, subscriptions and rules (the administration API, through sbnotebook.core.manage)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from ... import core
+from ...core import LiveConnection
+from .command import command, parser
+
+if TYPE_CHECKING:
+    from .sbmagics import SbMagics
+
+ENTITIES = parser(
+    "sb_entities",
+    "Queues, topics and subscriptions with their message counts; show, create, update or delete them\n"
+    "and their rules. Deleting shows what would go and asks (type 'delete') unless --yes.",
+    "  %sb_entities\n  df = %sb_entities\n  %sb_entities --panel\n"
+    "  %sb_entities show orders\n"
+    "  %sb_entities create queue orders --lock-duration 1m --max-delivery-count 5 --requires-session\n"
+    "  %sb_entities create topic events --ttl 7d\n"
+    "  %sb_entities create subscription events/subscriptions/audit --forward-dlq-to audit-dlq\n"
+    "  %sb_entities update orders --max-delivery-count 10 --set user_metadata=team-a\n"
+    "  %sb_entities delete orders\n"
+    "  %sb_entities rules events/subscriptions/audit\n"
+    "  %sb_entities rule add events/subscriptions/audit eu --sql \"region = 'eu'\" --action \"SET tier = 'eu'\"\n"
+    '  %sb_entities rule add events/subscriptions/audit orders --correlation \'{"subject": "order"}\'\n'
+    "  %sb_entities rule delete events/subscriptions/audit $Default --yes",
+)
+ENTITIES.add_argument("words", nargs="*", help="show / create KIND NAME / update / delete / rules / rule add|delete")
+ENTITIES.add_argument("--lock-duration", metavar="D", help="30s, 5m, PT1M: how long a receive locks a message")
+ENTITIES.add_argument("--max-delivery-count", metavar="N", help="deliveries before a message is dead-lettered")
+ENTITIES.add_argument("--requires-session", action="store_true", help="create a session-enabled queue/subscription")
+ENTITIES.add_argument("--ttl", metavar="D", help="default message time to live (30m, 7d)")
+ENTITIES.add_argument("--dead-letter-on-expiration", metavar="BOOL", help="dead-letter expired messages: true/false")
+ENTITIES.add_argument("--duplicate-detection", metavar="D", help="duplicate detection window (create: turns it on)")
+ENTITIES.add_argument("--forward-to", metavar="ENTITY", help="forward every message to this queue or topic")
+ENTITIES.add_argument("--forward-dlq-to", metavar="ENTITY", help="forward dead-lettered messages to this entity")
+ENTITIES.add_argument("--max-size-mb", metavar="N", help="maximum size in megabytes (queues, topics)")
+ENTITIES.add_argument("--set", metavar="NAME=VALUE", action="append", default=[], help="any property by SDK name")
+ENTITIES.add_argument("--sql", metavar="EXPR", help="rule add: a SQL filter")
+ENTITIES.add_argument("--correlation", metavar="JSON", help="rule add: a correlation filter (fields, properties)")
+ENTITIES.add_argument("--action", metavar="SQL", help="rule add: a SQL action (SET / REMOVE)")
+ENTITIES.add_argument("--yes", action="store_true", help="delete without asking")
+ENTITIES.add_argument("--panel", action="store_true", help="the entity panel: list, create, update, delete, rules")
+
+# Option -> the SDK property it sets.
+_OPTIONS = {
+    "lock_duration": "lock_duration",
+    "max_delivery_count": "max_delivery_count",
+    "ttl": "default_message_time_to_live",
+    "dead_letter_on_expiration": "dead_lettering_on_message_expiration",
+    "duplicate_detection": "duplicate_detection_history_time_window",
+    "forward_to": "forward_to",
+    "forward_dlq_to": "forward_dead_lettered_messages_to",
+    "max_size_mb": "max_size_in_megabytes",
+}
+
+
+def _properties(args: argparse.Namespace, creating: bool) -> dict[str, Any]:
+    props: dict[str, Any] = {sdk: getattr(args, opt) for opt, sdk in _OPTIONS.items() if getattr(args, opt)}
+    if args.requires_session:
+        if not creating:
+            raise UsageError("--requires-session is set when an entity is created; it cannot change later.")
+        props["requires_session"] = True
+    if creating and args.duplicate_detection:
+        props["requires_duplicate_detection"] = True
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--set takes NAME=VALUE (an SDK property name), not {item!r}.")
+        props[name.strip()] = value
+    return props
+
+
+def _listing(conn: LiveConnection) -> Any:
+    import pandas as pd
+
+    rows = core.list_entities(connection=conn)
+    columns = ["entity", "kind", "active", "dead_letter", "scheduled", "transfer_dead_letter", "total"]
+    return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in rows], columns=columns)
+
+
+def _need(words: list[str], count: int, usage: str) -> list[str]:
+    if len(words) != count:
+        raise UsageError(f"%sb_entities {usage}")
+    return words
+
+
+@command(ENTITIES)
+def sb_entities(self: SbMagics, args: argparse.Namespace) -> Any:
+    words = list(args.words)
+    if args.panel:
+        from ..widgets.entities import EntityPanel
+
+        return EntityPanel(connection=self.conn())
+    if not words:
+        return _listing(self.conn())
+    verb, rest = words[0].lower(), words[1:]
+    conn = self.conn()
+    if verb == "show":
+        (entity,) = _need(rest, 1, "show ENTITY")
+        return _show(core.entity_properties(entity, connection=conn))
+    if verb == "create":
+        kind, entity = _need(rest, 2, "create queue|topic|subscription NAME [options]")
+        if kind not in ("queue", "topic", "subscription"):
+            raise UsageError(f"%sb_entities create takes queue, topic or subscription, not {kind!r}.")
+        made = core.create_entity(entity, kind=kind, properties=_properties(args, True), connection=conn)
+        print(f"Created {made['kind']} {entity}.")
+        return _show(made)
+    if verb == "update":
+        (entity,) = _need(rest, 1, "update ENTITY --option VALUE ...")
+        props = _properties(args, False)
+        if not props:
+            raise UsageError("Say what to change, e.g. %sb_entities update orders --max-delivery-count 10.")
+        change = core.update_entity(entity, props, connection=conn)
+        for name, after in change["after"].items():
+            print(f"{entity}: {name} {change['before'][name]} -> {after}")
+        return None
+    if verb == "delete":
+        (entity,) = _need(rest, 1, "delete ENTITY [--yes]")
+        return _delete(self, entity, args.yes, conn)
+    if verb == "rules":
+        (entity,) = _need(rest, 1, "rules TOPIC/subscriptions/NAME")
+        return _rules(core.list_rules(entity, connection=conn))
+    if verb == "rule":
+        return _rule(self, rest, args, conn)
+    raise UsageError(f"%sb_entities: {verb!r} is not show, create, update, delete, rules or rule (see -h).")
+
+
+def _show(props: dict[str, Any]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame({"property": list(props), "value": [str(v) for v in props.values()]})
+
+
+def _delete(self: SbMagics, entity: str, yes: bool, conn: LiveConnection) -> None:
+    kind = core.entity_properties(entity, connection=conn)["kind"]
+    held = ""
+    if kind != "topic":
+        counts = core.counts(entity, connection=conn)
+        held = f" holding {counts.active} active, {counts.dead_letter} dead-lettered, {counts.scheduled} scheduled"
+    print(f"Delete {kind} {entity}{held}: its messages go with it.")
+    if not yes:
+        self.ask(f"This deletes {kind} {entity} for good.", "delete")
+    core.delete_entity(entity, connection=conn)
+    print(f"Deleted {kind} {entity}.")
+
+
+def _rules(rules: list[core.RuleInfo]) -> Any:
+    import pandas as pd
+
+    columns = ["name", "filter_kind", "filter", "action"]
+    return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in rules], columns=columns)
+
+
+def _rule(self: SbMagics, rest: list[str], args: argparse.Namespace, conn: LiveConnection) -> Any:
+    what = rest[0].lower() if rest else ""
+    if what == "add":
+        _, entity, name = _need(rest, 3, "rule add TOPIC/subscriptions/NAME RULE (--sql EXPR | --correlation JSON)")
+        correlation = None
+        if args.correlation is not None:
+            try:
+                correlation = json.loads(args.correlation)
+            except ValueError as exc:
+                raise UsageError(f"--correlation takes a JSON object ({exc}).") from None
+            if not isinstance(correlation, dict):
+                raise UsageError('--correlation takes a JSON object such as {"subject": "order"}.')
+        rule = core.create_rule(
+            entity, name, sql=args.sql, correlation=correlation, action=args.action, connection=conn
+        )
+        print(f"Added rule {name} to {entity}: {rule.filter_kind} filter {rule.filter}.")
+        return None
+    if what == "delete":
+        _, entity, name = _need(rest, 3, "rule delete TOPIC/subscriptions/NAME RULE [--yes]")
+        remaining = [r.name for r in core.list_rules(entity, connection=conn)]
+        if name not in remaining:
+            raise UsageError(f"{entity} has no rule {name!r}; its rules: {', '.join(remaining) or 'none'}.")
+        if len(remaining) == 1:
+            print(f"{name} is the last rule of {entity}: without a rule it receives nothing.")
+        if not args.yes:
+            self.ask(f"Delete rule {name} of {entity}?", "delete")
+        core.delete_rule(entity, name, connection=conn)
+        print(f"Deleted rule {name} of {entity}.")
+        return None
+    raise UsageError("%sb_entities rule add|delete TOPIC/subscriptions/NAME RULE ...")

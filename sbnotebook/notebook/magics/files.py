@@ -1,0 +1,94 @@
+"""%sb_export and %sb_import: an entity (or a search) to a JSON lines file, and a file back."""
+
+from __future__ import annotations
+
+import argparse
+import html
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from IPython.display import display
+
+from ... import core
+from ...core.jsonl import count_jsonl
+from .command import command, parser
+from .progress import Progress
+from .targets import with_dlq
+
+if TYPE_CHECKING:
+    from .sbmagics import SbMagics
+
+EXPORT = parser(
+    "sb_export",
+    "Write every message of an entity (or every match of a search) to a JSON lines file with every\n"
+    "property (binary bodies base64), read with the scanner; nothing is locked or counted.",
+    "  %sb_export orders orders.jsonl\n"
+    "  %sb_export orders parked.jsonl --dlq\n"
+    "  %sb_export orders big.jsonl --where 'body.total > 100'",
+)
+EXPORT.add_argument("entity")
+EXPORT.add_argument("file", help="the JSON lines file to write (replaced if it exists)")
+EXPORT.add_argument("--dlq", action="store_true", help="export the dead-letter queue")
+EXPORT.add_argument("--where", help="only messages matching this search expression")
+
+IMPORT = parser(
+    "sb_import",
+    "Send every message of a JSON lines export to a queue or topic, with its properties (body bytes,\n"
+    "content type, subject, correlation id, session id, application properties, TTL). Message ids\n"
+    "are fresh unless --keep-ids. The file is checked first: a bad line sends nothing.",
+    "  %sb_import orders-copy orders.jsonl\n  %sb_import orders parked.jsonl --keep-ids --decode-properties",
+)
+IMPORT.add_argument("entity", help="queue or topic")
+IMPORT.add_argument("file", help="a JSON lines export (%%sb_export, the browser's Export JSON)")
+IMPORT.add_argument("--keep-ids", action="store_true", help="keep the exported message ids")
+IMPORT.add_argument(
+    "--decode-properties", action="store_true", help="send JSON-encoded property values as numbers and booleans"
+)
+IMPORT.add_argument("--max-in-flight", type=int, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+
+
+class _ReadProgress:
+    """The export's live line: messages read and written so far."""
+
+    def __init__(self, entity: str) -> None:
+        self.entity = entity
+        self.handle: Any = None
+
+    def update(self, read: int, written: int) -> None:
+        text = f"Exporting {self.entity}: {read} read, {written} written"
+        bundle = {"text/plain": text, "text/html": f"<progress></progress> {html.escape(text)}"}
+        if self.handle is None:
+            self.handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.handle.update(bundle, raw=True)
+
+
+@command(EXPORT)
+def sb_export(self: SbMagics, args: argparse.Namespace) -> Any:
+    entity = with_dlq(args.entity, args.dlq)
+    progress = _ReadProgress(entity)
+    written = core.export_jsonl(entity, args.file, where=args.where, progress=progress.update, connection=self.conn())
+    what = "matching messages" if args.where else "messages"
+    print(f"Exported {written} {what} of {entity} to {Path(args.file)}.")
+    return None
+
+
+@command(IMPORT)
+def sb_import(self: SbMagics, args: argparse.Namespace) -> Any:
+    if not Path(args.file).is_file():
+        raise core.InvalidInputError(f"No file {args.file}: give the path of a JSON lines export.")
+    total = count_jsonl(args.file)
+    ids = "their exported message ids" if args.keep_ids else "fresh message ids"
+    print(f"Importing {total} messages from {args.file} into {args.entity} with {ids}.")
+    progress = Progress(args.entity, "Importing into", "sent", total=total)
+    report = core.import_jsonl(
+        args.entity,
+        args.file,
+        keep_ids=args.keep_ids,
+        decode_properties=args.decode_properties,
+        max_in_flight=args.max_in_flight or self.max_in_flight,
+        progress=progress.update,
+        connection=self.conn(),
+    )
+    progress.finish(report)
+    return report

@@ -1,0 +1,87 @@
+"""%sb_peek and %sb_browse: look at messages without locking them."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from ... import core
+from ..pages import Found, find
+from .command import command, parser
+from .targets import with_dlq
+
+if TYPE_CHECKING:
+    from .sbmagics import SbMagics
+
+PEEK = parser(
+    "sb_peek",
+    "Look at messages without locking them or raising delivery counts. Returns a DataFrame.",
+    "  %sb_peek orders\n"
+    "  df = %sb_peek orders -n 500 --json\n"
+    "  %sb_peek orders --from-seq 101                 # the next page\n"
+    "  %sb_peek orders --dlq --where 'dead_letter_reason == \"MaxDeliveryCountExceeded\"'\n"
+    '  %sb_peek orders --where \'$.customer.id == "c-7" and props.priority == "high"\'\n'
+    "  %sb_peek sessions --session s-1",
+)
+PEEK.add_argument("entity", help="queue, topic/subscriptions/name, or either with /$deadletterqueue")
+PEEK.add_argument("-n", type=int, dest="count", help="how many messages (default: SbMagics.peek_count)")
+PEEK.add_argument("--from-seq", type=int, default=1, dest="from_seq", help="first sequence number")
+PEEK.add_argument("--dlq", action="store_true", help="peek the entity's dead-letter queue")
+PEEK.add_argument("--session", help="peek one session")
+PEEK.add_argument("--where", help="search expression over properties and body fields ($.a.b, body.a, props.p)")
+PEEK.add_argument("--scan", type=int, default=10_000, help="with --where: look through at most this many messages")
+PEEK.add_argument("--json", action="store_true", help="decode JSON bodies into body.* columns")
+
+BROWSE = parser(
+    "sb_browse",
+    "The message browser: page by sequence number, search bodies and properties, inspect, export.",
+    "  %sb_browse orders\n  %sb_browse orders --dlq -n 100",
+)
+BROWSE.add_argument("entity")
+BROWSE.add_argument("--dlq", action="store_true", help="browse the dead-letter queue")
+BROWSE.add_argument("-n", type=int, dest="count", default=50, help="messages per page")
+
+
+@command(PEEK)
+def sb_peek(self: SbMagics, args: argparse.Namespace) -> Any:
+    entity = with_dlq(args.entity, args.dlq)
+    count = args.count if args.count is not None else self.peek_count
+    if count < 1 or args.scan < 1:
+        raise UsageError("-n and --scan must be 1 or more.")
+    found = find(
+        entity,
+        start=args.from_seq,
+        count=count,
+        where=args.where,
+        scan_limit=args.scan,
+        session_id=args.session,
+        connection=self.conn(),
+    )
+    summarise_page(entity, found, args.where is not None, args.scan, args.where)
+    frame = core.to_dataframe(found.records)
+    return core.json_columns(frame) if args.json else frame
+
+
+@command(BROWSE)
+def sb_browse(self: SbMagics, args: argparse.Namespace) -> Any:
+    from ..widgets import MessageBrowser
+
+    return MessageBrowser(args.entity, dead_letter=args.dlq, page_size=args.count, connection=self.conn())
+
+
+def summarise_page(entity: str, found: Found, searched: bool, scan_limit: int, where: str | None = None) -> None:
+    records = found.records
+    text = f"{len(records)} of {found.scanned} scanned messages matched" if searched else f"{len(records)} messages"
+    text += f" from {entity}"
+    if records:
+        text += f" (sequence numbers {records[0]['sequence_number']}..{records[-1]['sequence_number']})"
+    if searched and found.scanned >= scan_limit:
+        text += f"; stopped at the --scan limit of {scan_limit}"
+    if found.scanned and found.next_start > found.start:
+        text += f"; next page: --from-seq {found.next_start}"
+    print(text + ".")
+    hint = found.hint(where) if searched else None
+    if hint:
+        print(hint)

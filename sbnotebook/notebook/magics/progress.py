@@ -1,0 +1,51 @@
+"""A live progress line in the notebook for long operations (sends, purges, imports)."""
+
+from __future__ import annotations
+
+import html
+import time
+from typing import Any
+
+from IPython.display import display
+
+from ...core import Report
+from ...core.outcome import PROBLEMS
+
+
+class Progress:
+    """A live line in the notebook (a progress bar where HTML renders, plain text elsewhere)."""
+
+    def __init__(self, entity: str, verb: str = "Sending to", counted: str = "sent", total: int | None = None) -> None:
+        self.entity = entity
+        self.verb = verb
+        self.counted = counted
+        self.total = total
+        self.handle: Any = None
+        self.last = 0.0
+
+    def update(self, report: Report) -> None:
+        now = time.monotonic()
+        if now - self.last < 0.3:
+            return
+        self.last = now
+        done = report.count(self.counted)
+        text = f"{self.verb} {self.entity}: {done} {self.counted}, {report.failed} failed"
+        bar = f"<progress value='{done}' max='{self.total}'></progress>" if self.total else "<progress></progress>"
+        bundle = {"text/plain": text, "text/html": f"{bar} {html.escape(text)}"}
+        if self.handle is None:
+            self.handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.handle.update(bundle, raw=True)
+
+    def finish(self, report: Report, verdict: str | None = None) -> None:
+        if verdict is None:
+            verdict = f"all {self.counted}" if report.ok else f"{report.failed} FAILED"
+        operations = report.stats.get("operations", 0)
+        text = f"{report.summary()} ({verdict}), {report.rate:.0f} msg/s, {operations} operations."
+        if self.handle is not None:
+            self.handle.update({"text/plain": text, "text/html": html.escape(text)}, raw=True)
+        else:
+            print(text)
+        if report.failures:
+            frame = report.to_pandas()
+            display(frame[frame["outcome"].isin(PROBLEMS)])

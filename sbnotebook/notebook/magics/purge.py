@@ -1,0 +1,82 @@
+"""%sb_purge and %sb_cancel_scheduled: count first, confirm, then remove with a progress bar."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from ... import core
+from ..purging import plan_purge, scheduled_to_cancel
+from .command import command, parser
+from .progress import Progress
+
+if TYPE_CHECKING:
+    from .sbmagics import SbMagics
+
+PURGE = parser(
+    "sb_purge",
+    "Remove messages for good: active ones (the default), deferred, scheduled, dead-lettered, or all.\n"
+    "Counts them first and asks (type 'purge'), unless --yes. One Report per entity purged.",
+    "  %sb_purge orders                        # active messages\n"
+    "  %sb_purge orders --dlq                  # the dead-letter queue\n"
+    "  %sb_purge orders --deferred --scheduled # deferred and scheduled ones only\n"
+    "  %sb_purge orders --all --yes            # everything, DLQ included, without asking\n"
+    "  %sb_purge orders --panel                # buttons, with the same counted confirmation",
+)
+PURGE.add_argument("entity", help="queue or topic/subscriptions/name")
+PURGE.add_argument("--active", action="store_true", help="active messages (the default when nothing is named)")
+PURGE.add_argument("--dlq", action="store_true", help="the dead-letter queue")
+PURGE.add_argument("--deferred", action="store_true", help="deferred messages")
+PURGE.add_argument("--scheduled", action="store_true", help="scheduled messages (queues)")
+PURGE.add_argument("--all", action="store_true", help="active, deferred, scheduled and dead-lettered")
+PURGE.add_argument("--yes", action="store_true", help="do not ask first")
+PURGE.add_argument("--panel", action="store_true", help="the purge panel (purge and cancel-scheduled buttons)")
+
+CANCEL = parser(
+    "sb_cancel_scheduled",
+    "Cancel scheduled messages of a queue or topic by sequence number, or all of a queue's.\n"
+    "Counts them first and asks (type 'cancel'), unless --yes.",
+    "  %sb_cancel_scheduled orders 41,42,50-60\n  %sb_cancel_scheduled orders all --yes",
+)
+CANCEL.add_argument("entity", help="queue or topic")
+CANCEL.add_argument("which", help="'all' (queues: found by peeking) or sequence numbers and ranges: 41,42,50-60")
+CANCEL.add_argument("--yes", action="store_true", help="do not ask first")
+
+
+@command(PURGE)
+def sb_purge(self: SbMagics, args: argparse.Namespace) -> Any:
+    if args.panel:
+        from ..widgets.purge import PurgePanel
+
+        return PurgePanel(args.entity, connection=self.conn())
+    named = [k for k in ("active", "deferred", "scheduled", "dlq") if getattr(args, k)]
+    kinds = ("active", "deferred", "scheduled", "dlq") if args.all else tuple(named) or ("active",)
+    plan = plan_purge(args.entity, kinds, connection=self.conn())
+    if plan.total == 0:
+        print(f"Nothing to purge: {plan.describe()}")
+        return None
+    print(plan.describe())
+    if not args.yes:
+        self.ask(f"This removes {plan.total} messages from {plan.entity} for good.", "purge")
+    progress = Progress(plan.entity, "Purging", "purged", total=plan.total)
+    reports = plan.run(progress.update, connection=self.conn())
+    for report in reports:
+        progress.finish(report)
+        progress.handle = None  # the next report gets its own line
+    return reports[0] if len(reports) == 1 else reports
+
+
+@command(CANCEL)
+def sb_cancel_scheduled(self: SbMagics, args: argparse.Namespace) -> Any:
+    numbers = scheduled_to_cancel(args.entity, args.which, connection=self.conn())
+    if not numbers:
+        print(f"No scheduled messages in {args.entity}.")
+        return None
+    shown = ", ".join(map(str, numbers[:10])) + (", ..." if len(numbers) > 10 else "")
+    print(f"Cancel {len(numbers)} scheduled message(s) of {args.entity}: {shown}.")
+    if not args.yes:
+        self.ask("Cancelled messages are removed for good.", "cancel")
+    progress = Progress(args.entity, "Cancelling in", "cancelled", total=len(numbers))
+    report = core.cancel_scheduled(args.entity, numbers, progress=progress.update, connection=self.conn())
+    progress.finish(report)
+    return report

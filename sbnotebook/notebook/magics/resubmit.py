@@ -1,0 +1,104 @@
+"""%sb_resubmit: move dead-lettered messages back (copy first, complete second), optionally edited:
+a body merge patch and property edits, previewed as a diff before anything moves."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from ... import core
+from ...core import EntityPath
+from ...core.manage import duration
+from ...core.resubmit import default_target
+from ..edits import MessageEdit, diff, parse_property
+from .command import command, parser
+from .targets import with_dlq
+
+if TYPE_CHECKING:
+    from .sbmagics import SbMagics
+
+RESUBMIT = parser(
+    "sb_resubmit",
+    "Resubmit dead-lettered messages of ENTITY (copy first, complete second), all or those --where\n"
+    "selects, optionally edited. Shows how many and a diff of the first ones, then asks (type\n"
+    "'resubmit') unless --yes. The edit is used for this command only.",
+    "  %sb_resubmit orders\n"
+    "  %sb_resubmit orders --where 'dead_letter_reason == \"bad-total\"' --patch '{\"total\": 0}'\n"
+    "  %sb_resubmit orders --prop retried=yes --prop priority:=3 --remove-prop debug --subject order\n"
+    "  %sb_resubmit orders --ttl 1h --session-id s-1 --limit 10 --yes\n"
+    "  %sb_resubmit events/subscriptions/audit --target audit-retry",
+)
+RESUBMIT.add_argument("entity", help="the entity whose dead-letter queue to resubmit from (or the DLQ's path)")
+RESUBMIT.add_argument("--where", help="only messages matching this search expression")
+RESUBMIT.add_argument("--target", help="where the copies go (default: the queue itself; required for subscriptions)")
+RESUBMIT.add_argument("--patch", metavar="JSON", help="a JSON merge patch for JSON bodies")
+RESUBMIT.add_argument(
+    "--prop", metavar="NAME=VALUE", action="append", default=[], help="set a property (NAME:=JSON for a typed value)"
+)
+RESUBMIT.add_argument("--remove-prop", metavar="NAME", action="append", default=[], help="remove a property")
+RESUBMIT.add_argument("--subject", help="set the subject")
+RESUBMIT.add_argument("--ttl", metavar="D", help="set the time to live (30m, 1d)")
+RESUBMIT.add_argument("--session-id", dest="session_id", help="set the session id")
+RESUBMIT.add_argument("--limit", type=int, help="at most this many messages")
+RESUBMIT.add_argument("--keep-ids", action="store_true", help="keep the message ids (duplicate detection may drop)")
+RESUBMIT.add_argument("--allow-fan-out", action="store_true", help="allow the topic as target (every subscription)")
+RESUBMIT.add_argument("--preview", type=int, default=3, help="how many messages the diff shows")
+RESUBMIT.add_argument("--yes", action="store_true", help="do not ask first")
+
+
+def message_edit(args: argparse.Namespace) -> MessageEdit:
+    edit = MessageEdit(subject=args.subject, session_id=args.session_id, remove_properties=list(args.remove_prop))
+    if args.patch is not None:
+        try:
+            edit.patch = json.loads(args.patch)
+        except ValueError as exc:
+            raise UsageError(f"--patch takes a JSON merge patch such as '{{\"total\": 0}}' ({exc}).") from None
+    edit.set_properties = dict(parse_property(item) for item in args.prop)
+    if args.ttl is not None:
+        edit.time_to_live = duration(args.ttl, "--ttl").total_seconds()
+    return edit
+
+
+@command(RESUBMIT)
+def sb_resubmit(self: SbMagics, args: argparse.Namespace) -> Any:
+    path = EntityPath.parse(args.entity)
+    source = str(path) if path.is_dead_letter else with_dlq(args.entity, True)
+    if args.limit is not None and args.limit < 1:
+        raise UsageError("--limit must be 1 or more.")
+    edit = message_edit(args)
+    where = core.compile_where(args.where) if args.where else None
+    conn = self.conn()
+    selected: list[dict[str, Any]] = []
+    for page in core.scan(source, connection=conn):
+        selected.extend(r for r in page if where is None or where(r))
+        if args.limit is not None and len(selected) >= args.limit:
+            selected = selected[: args.limit]
+            break
+    if not selected:
+        print(f"Nothing to resubmit in {source}" + (" matching --where." if where else "."))
+        return None
+    target = args.target or str(default_target(EntityPath.parse(source)))
+    print(f"Resubmit {len(selected)} message(s) from {source} to {target}; edit: {edit.describe()}.")
+    if not edit.empty:
+        for record in selected[: max(args.preview, 0)]:
+            print(diff(record, edit))
+        if len(selected) > args.preview > 0:
+            print(f"... and {len(selected) - args.preview} more, edited the same way.")
+    if not args.yes:
+        self.ask("The copies are sent first, the originals completed after.", "resubmit")
+    wanted = {r["sequence_number"] for r in selected}
+    report = core.resubmit(
+        source,
+        target=target,
+        where=lambda record: record["sequence_number"] in wanted,
+        edit=None if edit.empty else edit,
+        keep_message_id=args.keep_ids,
+        allow_fan_out=args.allow_fan_out,
+        max_in_flight=self.max_in_flight,
+        connection=conn,
+    )
+    print(report.summary())
+    return report

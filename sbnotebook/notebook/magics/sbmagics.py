@@ -1,0 +1,97 @@
+"""The SbMagics class: settings, the state commands share (live connection, batches, samples),
+and the registration of every command family's magics."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from traitlets import Bool, Float, Int
+
+from ... import core
+from ...core import LiveConnection, LockedBatch
+from ..config import project_settings
+from . import connect, dlq, entities, files, peek, purge, receive, resubmit, send, sessions, stats
+from .command import Declined, fail
+from .sdklogs import SdkLogSummary
+
+
+@magics_class
+class SbMagics(Magics):
+    """Service Bus in the notebook. Settings: ``%config SbMagics`` (or [tool.sbnotebook] in pyproject.toml)."""
+
+    peek_count = Int(100, help="How many messages %sb_peek shows by default.").tag(config=True)
+    receive_count = Int(10, help="How many messages %sb_receive takes by default.").tag(config=True)
+    max_in_flight = Int(10, help="Send and settlement operations in flight at once.").tag(config=True)
+    wait_seconds = Float(5.0, help="How long %sb_receive waits for the first message.").tag(config=True)
+    max_renewal = Float(300.0, help="Seconds a received batch's locks are renewed for while open.").tag(config=True)
+    full_tracebacks = Bool(False, help="Show full tracebacks instead of one-line errors.").tag(config=True)
+    confirm = Bool(True, help="Ask before destructive actions (receive-and-delete, settling every row).").tag(
+        config=True
+    )
+
+    # Each family module holds its parsers and commands; they are registered here, once.
+    sb_connect = line_magic(connect.sb_connect)
+    sb_entities = line_magic(entities.sb_entities)
+    sb_peek = line_magic(peek.sb_peek)
+    sb_browse = line_magic(peek.sb_browse)
+    sb_receive = line_magic(receive.sb_receive)
+    sb_settle = line_magic(receive.sb_settle)
+    sb_send = line_cell_magic(send.sb_send)
+    sb_compose = line_magic(send.sb_compose)
+    sb_dlq = line_magic(dlq.sb_dlq)
+    sb_stats = line_magic(stats.sb_stats)
+    sb_sessions = line_magic(sessions.sb_sessions)
+    sb_session_state = line_magic(sessions.sb_session_state)
+    sb_purge = line_magic(purge.sb_purge)
+    sb_cancel_scheduled = line_magic(purge.sb_cancel_scheduled)
+    sb_export = line_magic(files.sb_export)
+    sb_import = line_magic(files.sb_import)
+    sb_resubmit = line_magic(resubmit.sb_resubmit)
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        explicit = set(self.config.get("SbMagics", {}))
+        for name, value in project_settings(self.trait_names(config=True)).items():
+            if name not in explicit:
+                setattr(self, name, value)
+        self.connection: LiveConnection | None = None  # from %sb_connect; every command and panel uses it
+        self.batches: list[LockedBatch] = []
+        self.samples: dict[str, list[tuple[dt.datetime, core.EntityCounts]]] = {}
+        self.sdk_logs = SdkLogSummary()
+        self.sdk_logs.install(show=self.full_tracebacks)
+        self.observe(lambda change: self.sdk_logs.install(show=change["new"]), names="full_tracebacks")
+
+    def fail(self, exc: BaseException) -> None:
+        fail(exc)
+
+    def conn(self) -> LiveConnection:
+        """The live connection every command passes on (the first command connects if needed)."""
+        if self.connection is None:
+            self.connection = core.connect()
+            if self.connection.is_emulator:
+                print(
+                    f"Using the embedded Service Bus emulator at {self.connection.namespace} (%sb_connect to change)."
+                )
+        return self.connection
+
+    def ask(self, question: str, expected: str) -> None:
+        """Destructive actions need the expected word typed back (or --yes, or confirm=False)."""
+        if not self.confirm:
+            return
+        answer = input(f"{question} Type '{expected}' to go on: ")
+        if answer.strip().lower() != expected:
+            raise Declined("Cancelled: nothing was changed.")
+
+    def batch(self, name: str | None) -> LockedBatch:
+        """The locked batch a command settles: the variable NAME holds, else the last one received."""
+        if name is not None:
+            value = self.shell.user_ns.get(name) if self.shell is not None else None
+            if not isinstance(value, LockedBatch):
+                raise UsageError(f"{name!r} is not a variable holding a locked batch from %sb_receive.")
+            return value
+        if not self.batches:
+            raise UsageError("No locked batch yet: receive one with %sb_receive ENTITY.")
+        return self.batches[-1]

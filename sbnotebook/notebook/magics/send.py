@@ -1,0 +1,68 @@
+"""%%sb_send and %sb_compose: send a cell's messages, or compose one in the send panel."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from ... import core
+from ...core import InvalidInputError, SbError
+from ..cells import parse_cell, parse_when
+from .command import command, parser
+from .progress import Progress
+from .targets import check_exists
+
+if TYPE_CHECKING:
+    from .sbmagics import SbMagics
+
+SEND = parser(
+    "sb_send",
+    "Send the cell's messages: JSON lines, a JSON array, or a Python expression (a list or DataFrame).\n"
+    "Every send is awaited; at most --max-in-flight operations are outstanding. Invalid JSON sends nothing.",
+    '  %%sb_send orders\n  {"order": 1, "total": 9.5}\n  {"order": 2, "total": 12}\n\n'
+    "  %%sb_send results --max-in-flight 32\n  results_df\n\n"
+    '  %%sb_send orders --schedule +10m\n  [{"body": {"order": 3}, "subject": "reminder"}]',
+)
+SEND.add_argument("entity", help="queue or topic")
+SEND.add_argument("--max-in-flight", type=int, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+SEND.add_argument("--schedule", metavar="WHEN", help="+30s, 10m, 2h, or an ISO time")
+SEND.add_argument("--format", choices=["auto", "json", "jsonl", "python"], default="auto")
+SEND.add_argument("--no-batch", action="store_true", help="one message per send operation")
+
+COMPOSE = parser(
+    "sb_compose",
+    "The send panel: compose a message (body, content type, subject, properties, schedule) and send it.",
+    "  %sb_compose orders",
+)
+COMPOSE.add_argument("entity")
+
+
+@command(SEND, cell=True)
+def sb_send(self: SbMagics, args: argparse.Namespace, cell: str) -> Any:
+    user_ns = self.shell.user_ns if self.shell is not None else {}
+    try:
+        messages = parse_cell(cell, user_ns, args.format)
+    except SbError:
+        raise
+    except Exception as exc:  # the cell's Python expression failed
+        raise InvalidInputError(f"The cell's expression failed: {type(exc).__name__}: {exc}") from None
+    progress = Progress(args.entity)
+    kwargs: dict[str, Any] = {
+        "max_in_flight": args.max_in_flight or self.max_in_flight,
+        "batch": not args.no_batch,
+        "progress": progress.update,
+        "connection": self.conn(),
+    }
+    if args.schedule:
+        kwargs["schedule_at"] = parse_when(args.schedule)
+    report = core.send(args.entity, messages, **kwargs)
+    progress.finish(report)
+    return report
+
+
+@command(COMPOSE)
+def sb_compose(self: SbMagics, args: argparse.Namespace) -> Any:
+    from ..widgets import SendPanel
+
+    check_exists(args.entity, self.conn())
+    return SendPanel(args.entity, connection=self.conn(), max_in_flight=self.max_in_flight)

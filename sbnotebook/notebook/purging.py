@@ -1,0 +1,86 @@
+"""What a purge or a cancel-scheduled will remove, counted first (for the confirmation), then done
+with the core (``core.purge``, ``core.cancel_scheduled``). Shared by %sb_purge, %sb_cancel_scheduled
+and the purge panel; nothing here imports IPython or ipywidgets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .. import core
+from ..core import EntityPath, InvalidInputError, LiveConnection, Report
+from .cells import parse_numbers
+
+KINDS = ("active", "deferred", "scheduled", "dlq")
+
+
+@dataclass
+class PurgePlan:
+    """The kinds of messages to remove from one queue or subscription, and how many there are."""
+
+    entity: str  # the queue or subscription (never its DLQ: "dlq" is a kind)
+    kinds: tuple[str, ...]
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def describe(self) -> str:
+        parts = [f"{self.counts[k]} {'dead-lettered' if k == 'dlq' else k}" for k in self.kinds]
+        text = f"Purge {self.entity}: {', '.join(parts)} message(s), {self.total} in all"
+        if "active" in self.kinds and "deferred" not in self.kinds:
+            text += " (deferred messages stay: add --deferred)"
+        return text + "."
+
+    def run(self, progress: Callable[[Report], None] | None = None, *, connection: LiveConnection) -> list[Report]:
+        """One Report per entity purged: the entity itself, then its dead-letter queue (each only
+        when the count found something to remove there)."""
+        reports = []
+        own = {k for k in ("active", "deferred", "scheduled") if k in self.kinds and self.counts.get(k, 1)}
+        if own:
+            reports.append(
+                core.purge(
+                    self.entity,
+                    include_active="active" in own,
+                    include_deferred="deferred" in own,
+                    include_scheduled="scheduled" in own,
+                    progress=progress,
+                    connection=connection,
+                )
+            )
+        if "dlq" in self.kinds and self.counts.get("dlq", 1):
+            path = EntityPath.parse(self.entity)
+            dlq = str(EntityPath(path.name, path.subscription, "dead_letter"))
+            reports.append(core.purge(dlq, progress=progress, connection=connection))
+        return reports
+
+
+def plan_purge(entity: str, kinds: tuple[str, ...], *, connection: LiveConnection) -> PurgePlan:
+    """Count what a purge of these kinds would remove: counts from the administration API, deferred
+    messages by scanning (Service Bus counts them as active)."""
+    unknown = set(kinds) - set(KINDS)
+    if unknown or not kinds:
+        raise InvalidInputError(f"Purge kinds are {', '.join(KINDS)}; not {sorted(unknown) or 'none'}.")
+    path = EntityPath.parse(entity)
+    if path.sub_queue is not None:
+        path, kinds = path.parent, ("dlq",)
+    counts = core.counts(str(path), connection=connection)
+    deferred = 0
+    if "active" in kinds or "deferred" in kinds:
+        deferred = len(core.sequence_numbers(str(path), states=["deferred"], connection=connection))
+    found = {"active": counts.active - deferred, "deferred": deferred, "scheduled": counts.scheduled}
+    found["dlq"] = counts.dead_letter
+    ordered = tuple(k for k in KINDS if k in kinds)
+    return PurgePlan(str(path), ordered, {k: found[k] for k in ordered})
+
+
+def scheduled_to_cancel(entity: str, which: str, *, connection: LiveConnection) -> list[int]:
+    """'all' (every scheduled message, found with the scanner) or sequence numbers and ranges
+    such as 12,15-20."""
+    if which.strip().lower() == "all":
+        return core.sequence_numbers(entity, states=["scheduled"], connection=connection)
+    numbers = parse_numbers(which, "sequence number", "'all' or 12,15-20")
+    if not numbers:
+        raise InvalidInputError("Say which scheduled messages: 'all' or sequence numbers such as 12,15-20.")
+    return numbers

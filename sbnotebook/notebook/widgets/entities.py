@@ -1,0 +1,209 @@
+"""Entity panel: the namespace's queues, topics and subscriptions; create, update or delete them and
+a subscription's rules. Deleting waits for the entity's name typed back, in a row next to the button.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+import ipywidgets as W
+
+from ... import core
+from ...core import InvalidInputError
+from ...core.live import ConnectionLike, live
+from .render import guard
+
+
+def _properties(text: str) -> dict[str, Any]:
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInputError(f"Properties are not valid JSON ({exc}); nothing was changed.") from None
+    if not isinstance(value, dict):
+        raise InvalidInputError('Properties are a JSON object such as {"max_delivery_count": 5}.')
+    return value
+
+
+class EntityPanel(W.VBox):
+    def __init__(self, *, connection: ConnectionLike = None) -> None:
+        self.connection = live(connection)
+        self.pending_delete: str | None = None
+        self.status = W.HTML()
+        self.list = W.Select(options=[], rows=10, layout=W.Layout(width="100%"))
+        self.refresh_button = W.Button(description="Refresh", icon="refresh")
+        self.detail = W.HTML(layout=W.Layout(max_width="100%", overflow="auto"))
+        self.kind = W.Dropdown(options=["queue", "topic", "subscription"], value="queue", description="Kind")
+        self.name = W.Text(description="Name", placeholder="orders, or topic/subscriptions/name")
+        self.props = W.Textarea(
+            placeholder='{"lock_duration": "1m", "max_delivery_count": 5}', rows=3, layout=W.Layout(width="100%")
+        )
+        self.create_button = W.Button(description="Create", button_style="primary")
+        self.update_button = W.Button(description="Update selected", button_style="warning")
+        self.delete_button = W.Button(description="Delete selected…", button_style="danger")
+        self.confirm_text = W.HTML()
+        self.confirm_box = W.Text(placeholder="type the entity's name", layout=W.Layout(width="16em"))
+        self.confirm_button = W.Button(description="Confirm", button_style="danger")
+        self.cancel_button = W.Button(description="Cancel")
+        self.confirm_row = W.HBox([self.confirm_text, self.confirm_box, self.confirm_button, self.cancel_button])
+        self.confirm_row.layout.display = "none"
+        self.rule_name = W.Text(description="Rule", placeholder="name")
+        self.rule_sql = W.Text(description="SQL filter", placeholder="region = 'eu'")
+        self.rule_action = W.Text(description="Action", placeholder="SET tier = 'gold' (optional)")
+        self.add_rule_button = W.Button(description="Add rule")
+        self.delete_rule_button = W.Button(description="Delete rule")
+        self.rules_box = W.VBox(
+            [
+                W.HBox([self.rule_name, self.rule_sql, self.rule_action]),
+                W.HBox([self.add_rule_button, self.delete_rule_button]),
+            ]
+        )
+        self.rules_box.layout.display = "none"
+        self.refresh_button.on_click(guard(self.status, self.refresh))
+        self.create_button.on_click(guard(self.status, self.create))
+        self.update_button.on_click(guard(self.status, self.update))
+        self.delete_button.on_click(guard(self.status, self.ask_delete))
+        self.confirm_button.on_click(guard(self.status, lambda: self.confirm_delete(self.confirm_box.value)))
+        self.cancel_button.on_click(guard(self.status, self.cancel))
+        self.add_rule_button.on_click(guard(self.status, self.add_rule))
+        self.delete_rule_button.on_click(guard(self.status, self.delete_rule))
+        self.list.observe(lambda _: guard(self.status, self.show)(), names="value")
+        super().__init__(
+            [
+                W.HBox([W.HTML("<b>Entities</b>"), self.refresh_button]),
+                self.status,
+                self.list,
+                self.detail,
+                self.rules_box,
+                W.HBox([self.kind, self.name]),
+                self.props,
+                W.HBox([self.create_button, self.update_button, self.delete_button]),
+                self.confirm_row,
+            ],
+            layout=W.Layout(max_width="100%"),
+        )
+        guard(self.status, self.refresh)()
+
+    @property
+    def selected(self) -> str | None:
+        return str(self.list.value) if self.list.value is not None else None
+
+    def _need(self) -> str:
+        if self.selected is None:
+            raise InvalidInputError("Select an entity first.")
+        return self.selected
+
+    def refresh(self) -> None:
+        self.cancel()
+        rows = core.list_entities(connection=self.connection)
+        keep = self.selected
+        self.list.options = [
+            (f"{r.entity} · {r.kind} · {r.active} active, {r.dead_letter} dead-lettered", r.entity) for r in rows
+        ]
+        names = [r.entity for r in rows]
+        self.list.value = keep if keep in names else None
+        self.show()
+
+    def show(self) -> None:
+        """The selected entity's properties, and for a subscription its rules."""
+        entity = self.selected
+        if entity is None:
+            self.detail.value, self.rules_box.layout.display = "", "none"
+            return
+        props = core.entity_properties(entity, connection=self.connection)
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+            for k, v in props.items()
+        )
+        text = f"<table>{rows}</table>"
+        if props["kind"] == "subscription":
+            rules = core.list_rules(entity, connection=self.connection)
+            text += (
+                "<b>Rules</b><table>"
+                + "".join(
+                    f"<tr><th style='text-align:left'>{html.escape(r.name)}</th><td>{html.escape(r.filter_kind)}: "
+                    f"{html.escape(r.filter)}</td><td>{html.escape(r.action or '')}</td></tr>"
+                    for r in rules
+                )
+                + "</table>"
+            )
+        self.rules_box.layout.display = "flex" if props["kind"] == "subscription" else "none"
+        self.detail.value = text
+
+    def create(self) -> dict[str, Any]:
+        name = self.name.value.strip()
+        if not name:
+            raise InvalidInputError("Give the new entity a name.")
+        made = core.create_entity(
+            name, kind=self.kind.value, properties=_properties(self.props.value), connection=self.connection
+        )
+        self.refresh()
+        self.list.value = name
+        self.status.value = html.escape(f"Created {made['kind']} {name}.")
+        return made
+
+    def update(self) -> dict[str, Any]:
+        entity = self._need()
+        props = _properties(self.props.value)
+        if not props:
+            raise InvalidInputError('Put the properties to change in the box, e.g. {"max_delivery_count": 10}.')
+        change = core.update_entity(entity, props, connection=self.connection)
+        self.show()
+        self.status.value = html.escape(
+            "; ".join(f"{entity}: {k} {change['before'][k]} -> {v}" for k, v in change["after"].items())
+        )
+        return change
+
+    def ask_delete(self) -> None:
+        entity = self._need()
+        kind = core.entity_properties(entity, connection=self.connection)["kind"]
+        held = ""
+        if kind != "topic":
+            c = core.counts(entity, connection=self.connection)
+            held = f" with {c.active} active and {c.dead_letter} dead-lettered messages"
+        self.pending_delete = entity
+        self.confirm_text.value = html.escape(f"Delete {kind} {entity}{held}? Type its name:")
+        self.confirm_box.value = ""
+        self.confirm_row.layout.display = "flex"
+
+    def confirm_delete(self, typed: str) -> str:
+        if self.pending_delete is None:
+            raise InvalidInputError("Nothing to confirm: press Delete selected… first.")
+        entity = self.pending_delete
+        if typed.strip() != entity:
+            raise InvalidInputError(f"Type {entity!r} to delete it; nothing was deleted.")
+        kind = core.delete_entity(entity, connection=self.connection)
+        self.refresh()
+        self.status.value = html.escape(f"Deleted {kind} {entity}.")
+        return kind
+
+    def cancel(self) -> None:
+        self.pending_delete = None
+        self.confirm_text.value = ""
+        self.confirm_row.layout.display = "none"
+
+    def add_rule(self) -> core.RuleInfo:
+        entity = self._need()
+        if not self.rule_name.value.strip() or not self.rule_sql.value.strip():
+            raise InvalidInputError("A rule needs a name and a SQL filter.")
+        rule = core.create_rule(
+            entity,
+            self.rule_name.value.strip(),
+            sql=self.rule_sql.value.strip(),
+            action=self.rule_action.value.strip() or None,
+            connection=self.connection,
+        )
+        self.show()
+        self.status.value = html.escape(f"Added rule {rule.name} to {entity}.")
+        return rule
+
+    def delete_rule(self) -> None:
+        entity, name = self._need(), self.rule_name.value.strip()
+        if not name:
+            raise InvalidInputError("Give the name of the rule to delete.")
+        core.delete_rule(entity, name, connection=self.connection)
+        self.show()
+        self.status.value = html.escape(f"Deleted rule {name} of {entity}.")

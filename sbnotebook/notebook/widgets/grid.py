@@ -1,0 +1,147 @@
+"""The message list of the browser and triage panels: a real grid (itables' ``ITable`` widget:
+sortable columns, selectable rows, the body in its own column), or a plain multi-select list where
+itables is not installed (said once in the log and on the panel).
+
+Selection is by position in the records shown (``value``), whatever order the reader sorted the
+grid into, so a panel maps a selected row back to its record the same way in both forms.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ipywidgets as W
+import pandas as pd
+
+from .render import row_label
+
+log = logging.getLogger(__name__)
+Record = dict[str, Any]
+BODY_PREVIEW = 120  # characters of the body in the grid; the detail view below shows all of it
+
+# (column title, how a record fills it); the panels add their own columns (reason, lock state).
+Column = tuple[str, Callable[[Record], Any]]
+
+
+def body_preview(record: Record) -> str:
+    body = record.get("body_text")
+    text = body if body is not None else f"<{len(record.get('body') or b'')} binary bytes>"
+    text = " ".join(text.split())
+    return text if len(text) <= BODY_PREVIEW else text[: BODY_PREVIEW - 1] + "…"
+
+
+def _time(record: Record, name: str) -> str:
+    value = record.get(name)
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else ""
+
+
+BASE_COLUMNS: list[Column] = [
+    ("seq", lambda r: int(r.get("sequence_number") or 0)),
+    ("enqueued (UTC)", lambda r: _time(r, "enqueued_time")),
+    ("subject", lambda r: r.get("subject") or ""),
+    ("message id", lambda r: r.get("message_id") or ""),
+    ("deliveries", lambda r: int(r.get("delivery_count") or 0)),
+]
+BODY_COLUMN: Column = ("body", body_preview)
+DEAD_LETTER_COLUMNS: list[Column] = [
+    ("reason", lambda r: r.get("dead_letter_reason") or "(none)"),
+    ("description", lambda r: r.get("dead_letter_error_description") or ""),
+]
+
+_warned = False
+
+
+def grid_available() -> bool:
+    """Whether itables' widget can be used here; the first time it cannot, say why in the log."""
+    global _warned
+    try:
+        import itables.widget  # noqa: F401
+    except ImportError as exc:
+        if not _warned:
+            _warned = True
+            log.warning(
+                "sbnotebook panels show plain lists instead of sortable grids: %s "
+                "(pip install 'sbnotebook[notebook]' installs itables)",
+                exc,
+            )
+        return False
+    return True
+
+
+class MessageGrid:
+    """One message list. ``show(records)`` fills it; ``value`` is the selected positions;
+    ``labels`` one text line per row (what the plain list shows, and handy in tests)."""
+
+    def __init__(self, *, columns: Sequence[Column], height: str = "320px", rows: int = 12) -> None:
+        self.columns = list(columns)
+        self.records: list[Record] = []
+        self.extra: list[str] = []
+        self.is_grid = grid_available()
+        self.widget: Any
+        if self.is_grid:
+            from itables.widget import ITable
+
+            self._options: dict[str, Any] = {
+                "select": {"style": "os", "info": False},
+                "paging": False,
+                "scrollY": height,
+                "scrollCollapse": True,
+                "showIndex": False,
+                "maxBytes": 0,  # never downsample: every record has its row, so positions map back
+                "order": [],  # the records' order until the reader sorts
+                "classes": "display compact cell-border",
+                "style": "width:100%;margin:0;table-layout:auto",
+                "autoWidth": False,
+            }
+            self.widget = ITable(self._frame(), **self._options)
+        else:
+            self.widget = W.SelectMultiple(options=[], rows=rows, layout=W.Layout(width="100%"))
+        self.note = (
+            ""
+            if self.is_grid
+            else "<i>plain list (itables is not installed): pip install 'sbnotebook[notebook]' for sortable grids</i>"
+        )
+
+    # ------------------------------------------------------------ content
+
+    def _frame(self) -> pd.DataFrame:
+        data: dict[str, list[Any]] = {title: [fill(r) for r in self.records] for title, fill in self.columns}
+        if self.extra:
+            data["state"] = list(self.extra)
+        return pd.DataFrame(data, columns=[*(t for t, _ in self.columns), *(["state"] if self.extra else [])])
+
+    def show(self, records: list[Record], extra: Sequence[str] | None = None) -> None:
+        """Show these records (and, per row, an extra state column), selecting none."""
+        self.records = list(records)
+        self.extra = list(extra or [])
+        if self.is_grid:
+            self.widget.update(self._frame(), selected_rows=[])
+        else:
+            self.widget.options = [(label, i) for i, label in enumerate(self.labels)]
+            self.widget.value = ()
+
+    @property
+    def labels(self) -> list[str]:
+        return [
+            row_label(r, f"  — {self.extra[i]}" if i < len(self.extra) and self.extra[i] else "")
+            for i, r in enumerate(self.records)
+        ]
+
+    # ------------------------------------------------------------ selection
+
+    @property
+    def value(self) -> tuple[int, ...]:
+        chosen = self.widget.selected_rows if self.is_grid else self.widget.value
+        return tuple(int(i) for i in chosen if 0 <= int(i) < len(self.records))
+
+    @value.setter
+    def value(self, rows: Sequence[int]) -> None:
+        if self.is_grid:
+            self.widget.selected_rows = list(rows)
+        else:
+            self.widget.value = tuple(rows)
+
+    def on_select(self, callback: Callable[[], None]) -> None:
+        self.widget.observe(lambda _: callback(), names="selected_rows" if self.is_grid else "value")

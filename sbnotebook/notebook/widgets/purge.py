@@ -1,0 +1,106 @@
+"""Purge panel: purge chosen kinds of messages, or cancel scheduled ones, after a counted confirmation.
+
+Nothing is removed until the count was shown next to the button and the word typed back.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import ipywidgets as W
+
+from ... import core
+from ...core import InvalidInputError, Report
+from ...core.live import ConnectionLike, live
+from ..purging import KINDS, plan_purge, scheduled_to_cancel
+from .render import guard
+
+
+class PurgePanel(W.VBox):
+    def __init__(self, entity: str, *, connection: ConnectionLike = None) -> None:
+        self.connection = live(connection)
+        self.entity = entity
+        self.reports: list[Report] = []
+        self.pending: tuple[str, Callable[[], list[Report]]] | None = None  # (word to type, action)
+        labels = {"active": "Active", "deferred": "Deferred", "scheduled": "Scheduled", "dlq": "Dead-letter queue"}
+        self.kinds = {k: W.Checkbox(value=k == "active", description=labels[k], indent=False) for k in KINDS}
+        self.purge_button = W.Button(description="Purge…", button_style="danger")
+        self.which = W.Text(description="Scheduled", placeholder="all, or 41,42,50-60")
+        self.cancel_scheduled_button = W.Button(description="Cancel scheduled…", button_style="warning")
+        self.question = W.HTML()
+        self.confirm_box = W.Text(placeholder="type the word shown", layout=W.Layout(width="12em"))
+        self.confirm_button = W.Button(description="Confirm", button_style="danger")
+        self.cancel_button = W.Button(description="Cancel")
+        self.confirm_row = W.HBox([self.question, self.confirm_box, self.confirm_button, self.cancel_button])
+        self.confirm_row.layout.display = "none"
+        self.progress = W.IntProgress(value=0, min=0, max=1, description="Removed")
+        self.status = W.HTML()
+        self.purge_button.on_click(guard(self.status, self.ask_purge))
+        self.cancel_scheduled_button.on_click(guard(self.status, self.ask_cancel_scheduled))
+        self.confirm_button.on_click(guard(self.status, lambda: self.confirm(self.confirm_box.value)))
+        self.cancel_button.on_click(guard(self.status, self.cancel))
+        super().__init__(
+            [
+                W.HTML(f"<b>Purge {html.escape(entity)}</b>"),
+                W.HBox([*self.kinds.values(), self.purge_button]),
+                W.HBox([self.which, self.cancel_scheduled_button]),
+                self.confirm_row,
+                self.progress,
+                self.status,
+            ],
+            layout=W.Layout(max_width="100%"),
+        )
+
+    def _ask(self, text: str, word: str, action: Callable[[], list[Report]]) -> None:
+        self.pending = (word, action)
+        self.question.value = f"{html.escape(text)} Type <b>{word}</b>:"
+        self.confirm_box.value = ""
+        self.confirm_row.layout.display = "flex"
+
+    def ask_purge(self) -> None:
+        """Count what the ticked kinds hold and ask; an empty entity says so and asks nothing."""
+        kinds = tuple(k for k, box in self.kinds.items() if box.value)
+        if not kinds:
+            raise InvalidInputError("Tick what to purge: active, deferred, scheduled or the dead-letter queue.")
+        plan = plan_purge(self.entity, kinds, connection=self.connection)
+        if plan.total == 0:
+            self.cancel()
+            self.status.value = html.escape(f"Nothing to purge: {plan.describe()}")
+            return
+        self.progress.max, self.progress.value = plan.total, 0
+        self._ask(plan.describe(), "purge", lambda: plan.run(self._progress, connection=self.connection))
+
+    def ask_cancel_scheduled(self) -> None:
+        numbers = scheduled_to_cancel(self.entity, self.which.value or "", connection=self.connection)
+        if not numbers:
+            self.cancel()
+            self.status.value = html.escape(f"No scheduled messages in {self.entity}.")
+            return
+        self.progress.max, self.progress.value = len(numbers), 0
+        self._ask(
+            f"Cancel {len(numbers)} scheduled message(s) of {self.entity}.",
+            "cancel",
+            lambda: [core.cancel_scheduled(self.entity, numbers, progress=self._progress, connection=self.connection)],
+        )
+
+    def _progress(self, report: Report) -> None:
+        self.progress.value = min(report.total, self.progress.max)
+
+    def confirm(self, typed: str) -> list[Report]:
+        if self.pending is None:
+            raise InvalidInputError("Nothing to confirm: press Purge… or Cancel scheduled… first.")
+        word, action = self.pending
+        if typed.strip().lower() != word:
+            raise InvalidInputError(f"Type {word!r} to confirm; nothing was removed.")
+        self.cancel()
+        reports = action()
+        self.reports.extend(reports)
+        self.progress.value = self.progress.max
+        self.status.value = "".join(r._repr_html_() for r in reports)
+        return reports
+
+    def cancel(self) -> None:
+        self.pending = None
+        self.question.value = ""
+        self.confirm_row.layout.display = "none"

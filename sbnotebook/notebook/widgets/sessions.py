@@ -1,0 +1,157 @@
+"""Sessions panel: the sessions of a session-enabled entity; peek one, view and edit its state.
+
+Replacing or clearing a state shows the old and new state next to the button and waits for Confirm.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+
+import ipywidgets as W
+
+from ... import core
+from ...core import InvalidInputError, SessionInfo
+from ...core.live import ConnectionLike, live
+from ...core.sessions import pretty_state
+from .render import guard
+
+
+def _label(s: SessionInfo) -> str:
+    if s.locked:
+        return f"{s.session_id} · held by another receiver"
+    count = "?" if s.messages is None else f"{s.messages}{'+' if s.more else ''}"
+    state = "no state" if s.state_text is None else f"state: {s.state_text[:60]}"
+    return f"{s.session_id} · {count} messages · {state}"
+
+
+class SessionsPanel(W.VBox):
+    def __init__(
+        self,
+        entity: str,
+        *,
+        connection: ConnectionLike = None,
+        limit: int = 100,
+        updated_after: dt.datetime | None = None,
+        peek_count: int = 50,
+    ) -> None:
+        self.connection = live(connection)
+        self.entity = entity
+        self.limit = limit
+        self.updated_after = updated_after
+        self.peek_count = peek_count
+        self.sessions: list[SessionInfo] = []
+        self.pending: str | None = None  # the new state awaiting Confirm ("" clears)
+        self.status = W.HTML()
+        self.refresh_button = W.Button(description="Refresh", icon="refresh")
+        self.list = W.Select(options=[], rows=8, layout=W.Layout(width="100%"))
+        self.state = W.Textarea(placeholder="session state (JSON or text)", rows=5, layout=W.Layout(width="100%"))
+        self.save_button = W.Button(description="Save state…", button_style="warning")
+        self.clear_button = W.Button(description="Clear state…", button_style="danger")
+        self.peek_button = W.Button(description="Peek messages")
+        self.confirm_text = W.HTML()
+        self.confirm_button = W.Button(description="Confirm", button_style="warning")
+        self.cancel_button = W.Button(description="Cancel")
+        self.confirm_row = W.HBox([self.confirm_text, self.confirm_button, self.cancel_button])
+        self.confirm_row.layout.display = "none"
+        self.messages = W.HTML(layout=W.Layout(max_width="100%", overflow="auto"))
+        self.refresh_button.on_click(guard(self.status, self.refresh))
+        self.save_button.on_click(guard(self.status, self.ask_save))
+        self.clear_button.on_click(guard(self.status, self.ask_clear))
+        self.peek_button.on_click(guard(self.status, self.peek))
+        self.confirm_button.on_click(guard(self.status, self.confirm))
+        self.cancel_button.on_click(guard(self.status, self.cancel))
+        self.list.observe(lambda _: guard(self.status, self.show)(), names="value")
+        super().__init__(
+            [
+                W.HBox([W.HTML(f"<b>Sessions of {html.escape(entity)}</b>"), self.refresh_button]),
+                self.status,
+                self.list,
+                self.state,
+                W.HBox([self.save_button, self.clear_button, self.peek_button]),
+                self.confirm_row,
+                self.messages,
+            ],
+            layout=W.Layout(max_width="100%"),
+        )
+        guard(self.status, self.refresh)()
+
+    @property
+    def selected(self) -> str | None:
+        value = self.list.value
+        return str(value) if value is not None else None
+
+    def refresh(self) -> None:
+        self.cancel()
+        self.sessions = core.list_sessions(
+            self.entity, updated_after=self.updated_after, limit=self.limit, connection=self.connection
+        )
+        keep = self.selected
+        self.list.options = [(_label(s), s.session_id) for s in self.sessions]
+        ids = [s.session_id for s in self.sessions]
+        self.list.value = keep if keep in ids else (ids[0] if ids else None)
+        held = sum(s.locked for s in self.sessions)
+        self.status.value = f"{len(self.sessions)} sessions" + (f", {held} held by another receiver" if held else "")
+        self.show()
+
+    def show(self) -> None:
+        """The selected session's state in the editor (as the listing found it)."""
+        self.cancel()
+        self.messages.value = ""
+        session = next((s for s in self.sessions if s.session_id == self.selected), None)
+        self.state.value = pretty_state(session.state) if session is not None and session.state else ""
+        self.state.disabled = session is None or session.locked
+
+    def _need_session(self) -> str:
+        if self.selected is None:
+            raise InvalidInputError("Select a session first.")
+        return self.selected
+
+    def ask_save(self) -> None:
+        session_id = self._need_session()
+        new = self.state.value.strip()
+        if not new:
+            raise InvalidInputError("The state is empty: use Clear state… to remove it.")
+        if new[:1] in "{[":
+            try:
+                json.loads(new)
+            except ValueError as exc:
+                raise InvalidInputError(f"The state looks like JSON but is not valid ({exc}); nothing saved.") from None
+        self._ask(session_id, new)
+
+    def ask_clear(self) -> None:
+        self._ask(self._need_session(), "")
+
+    def _ask(self, session_id: str, new: str) -> None:
+        current = core.get_session_state(self.entity, session_id, connection=self.connection)
+        self.pending = new
+        after = html.escape(new) if new else "(no state)"
+        self.confirm_text.value = (
+            f"Session <b>{html.escape(session_id)}</b>: now <code>{html.escape(pretty_state(current))}"
+            f"</code> → after <code>{after}</code>"
+        )
+        self.confirm_row.layout.display = "flex"
+
+    def confirm(self) -> None:
+        if self.pending is None:
+            raise InvalidInputError("Nothing to confirm.")
+        session_id, new = self._need_session(), self.pending
+        core.set_session_state(self.entity, session_id, new or None, connection=self.connection)
+        self.refresh()
+        self.status.value = f"Session {html.escape(session_id)}: state {'replaced' if new else 'cleared'}."
+
+    def cancel(self) -> None:
+        self.pending = None
+        self.confirm_text.value = ""
+        self.confirm_row.layout.display = "none"
+
+    def peek(self) -> None:
+        """The selected session's messages (peeked: nothing is locked or counted)."""
+        session_id = self._need_session()
+        page = core.peek(self.entity, count=self.peek_count, session_id=session_id, connection=self.connection)
+        frame = page.to_pandas()
+        shown = frame[["sequence_number", "state", "subject", "enqueued_time", "body_text"]].copy()
+        shown["body_text"] = shown["body_text"].map(lambda text: None if text is None else str(text)[:120])
+        title = f"<b>{len(frame)} messages in session {html.escape(session_id)}</b>"
+        self.messages.value = title + shown.to_html(index=False)

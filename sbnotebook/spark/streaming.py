@@ -1,0 +1,380 @@
+"""`spark.readStream.format("servicebus")`: a micro-batch source that settles after commit.
+
+How a micro-batch moves through Service Bus (docs/spark.md, "Structured Streaming"):
+
+1. ``latestOffset`` (driver): first complete the messages of the batch that ends at ``start``:
+   Spark calls it only after that batch has committed. Then receive up to the trigger's limit in
+   peek-lock and hold them, locks renewed; the new offset lists their sequence numbers.
+2. Spark writes that offset to its checkpoint, then calls ``partitions`` (driver): now the
+   messages are recorded, so they are **deferred**. A driver that dies before this point held
+   only locks: they lapse and the messages come back, nothing is stranded in deferral.
+3. ``read`` (executors): fetch the deferred messages by sequence number and abandon at once: the
+   message stays deferred, and each read counts one delivery attempt, so a batch that keeps
+   failing takes its messages to the dead-letter queue by the entity's max delivery count.
+4. ``commit``: complete them too (idempotent: what ``latestOffset`` completed is skipped).
+
+A query stopped or killed before its batch committed restarts from its checkpoint and reads the
+same deferred messages again: at-least-once, nothing lost, no lock that could expire mid-batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from ..core import Connection, EntityPath, LockedBatch, Report, SbError, receive, receive_deferred
+from ..core.errors import redact
+from ..core.live import live
+from .options import OptionError, _float, _int, check_exists, connection, entity
+from .schema import arrow_schema, to_arrow
+from .secrets import SecretRef, connection_of
+from .settle import CHUNK, _fetch, _settle_chunk, _still_deferred
+
+log = logging.getLogger("sbnotebook.spark.streaming")
+
+DEFAULT_PER_TRIGGER = 1000  # messages per micro-batch when maxMessagesPerTrigger is not given
+ALL_AVAILABLE_CAP = 10_000  # what one trigger takes when Spark asks for "all available"
+Runs = list[list[int]]  # [[first, last], ...]: a batch's sequence numbers, compactly
+
+
+Groups = dict[str | None, list[int]]  # session id (None: no sessions) -> sequence numbers
+ALL_SESSIONS = "*"
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    connection: Connection | SecretRef
+    entity: EntityPath
+    max_per_trigger: int
+    num_partitions: int
+    wait_seconds: float
+    max_in_flight: int
+    session: str | None  # None: the entity has no sessions; a session id; or "*": every session
+
+    def conn(self) -> Connection:
+        """The connection, a secret reference resolved in this process (driver or executor)."""
+        return connection_of(self.connection)
+
+    @classmethod
+    def parse(
+        cls,
+        options: Mapping[str, str],
+        default_partitions: int,
+        default_connection: Connection | SecretRef | None,
+    ) -> StreamOptions:
+        path = entity(options)
+        if options.get("mode"):
+            raise OptionError("servicebus: a stream always reads in peek-lock and settles after commit; drop 'mode'.")
+        parsed = cls(
+            connection=connection(options, default_connection),
+            entity=path,
+            max_per_trigger=_int(options, "maxMessagesPerTrigger", DEFAULT_PER_TRIGGER, 1) or DEFAULT_PER_TRIGGER,
+            num_partitions=_int(options, "numPartitions", default_partitions, 1) or 1,
+            wait_seconds=_float(options, "waitSeconds", 1.0),
+            max_in_flight=_int(options, "maxInFlight", 10, 1) or 10,
+            session=(options.get("sessionId") or "").strip() or None,
+        )
+        check_exists(parsed.connection, path.parent, for_send=False)
+        return parsed
+
+
+# ------------------------------------------------------------------ offsets
+
+
+def to_runs(seqs: list[int]) -> Runs:
+    """Sorted sequence numbers as [first, last] runs: a queue's batch is mostly one run."""
+    runs: Runs = []
+    for s in sorted(set(seqs)):
+        if runs and runs[-1][1] == s - 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    return runs
+
+
+def from_runs(runs: Runs) -> list[int]:
+    return [s for first, last in runs for s in range(first, last + 1)]
+
+
+def make_offset(batch: int, groups: Groups) -> dict[str, Any]:
+    """{"batch": n, "runs": [...]} or, on a session-enabled entity, {"batch": n, "sessions": {id: runs}}."""
+    if set(groups) <= {None}:
+        return {"batch": batch, "runs": to_runs(groups.get(None, []))}
+    return {
+        "batch": batch,
+        "sessions": {str(k): to_runs(v) for k, v in sorted(groups.items(), key=lambda kv: str(kv[0]))},
+    }
+
+
+def groups_of(offset: dict[str, Any]) -> Groups:
+    if "sessions" in offset:
+        return {k: from_runs(v) for k, v in offset["sessions"].items()}
+    seqs = from_runs(offset.get("runs", []))
+    return {None: seqs} if seqs else {}
+
+
+@dataclass(frozen=True)
+class SequenceChunk:
+    """One read task: deferred messages to fetch by sequence number (of one session, if any)."""
+
+    index: int
+    seqs: list[int]
+    session_id: str | None = None
+
+
+def chunks(groups: Groups, partitions: int) -> list[SequenceChunk]:
+    """Without sessions: `partitions` even slices. With sessions: one task per session (a session
+    is fetched through its session lock, which one receiver holds at a time)."""
+    out: list[SequenceChunk] = []
+    for session_id, seqs in groups.items():
+        if not seqs:
+            continue
+        n = 1 if session_id is not None else max(1, min(partitions, len(seqs)))
+        size = -(-len(seqs) // n)
+        out += [
+            SequenceChunk(len(out) + i, seqs[k : k + size], session_id) for i, k in enumerate(range(0, len(seqs), size))
+        ]
+    return out
+
+
+# ------------------------------------------------------------------ the reader
+
+
+class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """One instance lives in a Python process on the driver for the whole query (Spark's streaming
+    source runner), so it can hold the received batches between ``latestOffset`` and ``partitions``.
+    ``read`` runs on executors from a pickled copy and uses none of that state."""
+
+    def __init__(self, options: StreamOptions) -> None:
+        self.options = options
+        self._pending: tuple[dict[str, Any], list[LockedBatch]] | None = None  # received, not yet planned
+        self._completed_batches: set[int] = set()  # batch numbers completed by this process
+        self._retry: Groups = {}  # sequence numbers whose completion failed, retried at the next trigger
+        self._target: int | None = None  # Trigger.AvailableNow: the last sequence number to take
+
+    def __getstate__(self) -> dict[str, Any]:  # executors get the options only
+        return {"options": self.options, "_pending": None, "_completed_batches": set(), "_retry": {}, "_target": None}
+
+    # -------------------------------------------------------- driver side
+
+    def initialOffset(self) -> dict[str, Any]:
+        return make_offset(0, {})
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.options.max_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Take what is there now: up to the highest sequence number present at this moment."""
+        from .reading import bounds, message_count
+
+        o = self.options
+        if o.session is not None:
+            # Peeking a session-enabled entity needs each session's lock: no snapshot bound here.
+            log.info("servicebus stream %s: available now = until no session has messages", o.entity)
+            return
+        try:
+            conn = o.conn()
+            found = bounds(conn, o.entity, 1, message_count(conn, o.entity))
+        except SbError as exc:
+            raise _cannot_read(o, exc) from None
+        self._target = found[1] if found else 0
+        log.info("servicebus stream %s: available now up to sequence number %d", o.entity, self._target)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        self._settle(start)  # Spark asks for the next batch only after the one ending at `start` committed
+        self._release_unplanned()
+        # ReadAllAvailable (or any other limit): everything there is, up to a cap per trigger.
+        wanted = limit.max_rows if isinstance(limit, ReadMaxRows) else ALL_AVAILABLE_CAP
+        if self._target == 0:
+            return start
+        batches = self._receive(wanted)
+        if not batches:
+            return start
+        groups: Groups = {}
+        for b in batches:
+            for i in b.unsettled:
+                groups.setdefault(self._session_of(b.messages[i]), []).append(int(b.messages[i].sequence_number))
+        end = make_offset(int(start.get("batch", 0)) + 1, groups)
+        self._pending = (end, batches)
+        return end
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        groups = groups_of(end)
+        if self._pending is not None and self._pending[0] == end:
+            groups = self._defer_pending()
+        return [InputPartition(c) for c in chunks(groups, self.options.num_partitions)]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._settle(end)
+
+    def stop(self) -> None:
+        self._release_unplanned()
+
+    def _session_of(self, message: Any) -> str | None:
+        return str(message.session_id) if self.options.session is not None else None
+
+    def _receive(self, wanted: int) -> list[LockedBatch]:
+        """Up to `wanted` messages in peek-lock, held (and renewed) until `partitions` defers them.
+        With sessionId=*, one session after another (each stays locked) until `wanted` or none is left."""
+        o = self.options
+        out: list[LockedBatch] = []
+        while wanted > 0:
+            batch = self._receive_one(wanted)
+            if batch is None:
+                break
+            out.append(batch)
+            wanted -= len(batch.unsettled)
+            if o.session != ALL_SESSIONS:
+                break
+        return out
+
+    def _receive_one(self, wanted: int) -> LockedBatch | None:
+        from azure.servicebus import NEXT_AVAILABLE_SESSION
+
+        o = self.options
+        session: Any = NEXT_AVAILABLE_SESSION if o.session == ALL_SESSIONS else o.session
+        try:
+            batch = receive(
+                o.entity,
+                count=wanted,
+                wait=o.wait_seconds,
+                max_in_flight=o.max_in_flight,
+                session_id=session,
+                connection=o.conn(),
+            )
+        except SbError as exc:
+            text = redact(str(exc))
+            if o.session == ALL_SESSIONS and "No session is available" in text:
+                return None  # every session with messages is held (or there is none): the trigger is full
+            raise _cannot_read(o, exc) from None
+        if self._target is not None:
+            beyond = [i for i, m in enumerate(batch.messages) if int(m.sequence_number) > self._target]
+            if beyond:  # arrived after the AvailableNow snapshot: give back without counting a delivery
+                batch.connection.run(batch.release_async(beyond))
+        if not batch.unsettled:
+            batch.close()
+            return None
+        return batch
+
+    def _defer_pending(self) -> Groups:
+        """The offset is in the checkpoint now: defer, and keep what was deferred. Closing a session
+        batch lets its session go, so that the executors can take it."""
+        assert self._pending is not None
+        end, batches = self._pending
+        self._pending = None
+        groups: Groups = {}
+        for batch in batches:
+            with batch:
+                held = batch.unsettled
+                report = batch.defer(held)
+                for i in held:
+                    if batch.status(i) == "deferred":
+                        m = batch.messages[i]
+                        groups.setdefault(self._session_of(m), []).append(int(m.sequence_number))
+            if report.failed:
+                log.warning(
+                    "servicebus stream %s batch %s: %d messages could not be deferred (%s); they return "
+                    "to the entity and come in a later batch",
+                    self.options.entity,
+                    end.get("batch"),
+                    report.failed,
+                    report,
+                )
+        return groups
+
+    def _release_unplanned(self) -> None:
+        """Received batches whose offset Spark never planned (query stopped in between): give the
+        locks back without counting a delivery."""
+        if self._pending is None:
+            return
+        _, batches = self._pending
+        self._pending = None
+        for batch in batches:
+            batch.connection.run(batch.release_async(batch.unsettled))
+            batch.close()
+
+    def _settle(self, end: dict[str, Any]) -> Report:
+        """Complete the deferred messages of a committed batch (those still deferred), and retry
+        earlier completions that failed (a transient error must not strand a message in deferral)."""
+        number = int(end.get("batch", 0))
+        groups: Groups = {} if number in self._completed_batches else groups_of(end)
+        for session_id, seqs in self._retry.items():
+            groups[session_id] = sorted(set(groups.get(session_id, [])) | set(seqs))
+        report = Report("complete", str(self.options.entity))
+        if not any(groups.values()):
+            return report
+        conn = live(self.options.conn())
+        retry: Groups = {}
+        for session_id, seqs in groups.items():
+            for k in range(0, len(seqs), CHUNK):
+                part = _settle_chunk(str(self.options.entity), seqs[k : k + CHUNK], "complete", conn, {}, session_id)
+                report.merge(part)
+                failed = [int(o.sequence_number or 0) for o in part.failures if o.outcome in ("failed", "lock_lost")]
+                if failed:
+                    retry.setdefault(session_id, []).extend(failed)
+        self._completed_batches.add(number)
+        self._retry = retry
+        # not_found: already completed (by commit() before a restart) or dead-lettered meanwhile.
+        log.info("servicebus stream %s batch %d committed: %s", self.options.entity, number, report)
+        if retry:
+            log.warning(
+                "servicebus stream %s batch %d: %d completions failed; retried at the next trigger (%s)",
+                self.options.entity,
+                number,
+                sum(len(v) for v in retry.values()),
+                report,
+            )
+        return report
+
+    # -------------------------------------------------------- executor side
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        chunk: SequenceChunk = partition.value
+        yield from read_deferred(self.options, chunk.seqs, chunk.session_id)
+
+
+def _fetch_present(entity_name: str, wanted: list[int], conn: Any, session_id: str | None) -> Any:
+    """One request for the deferred messages; if one is missing (a request is all or nothing), find
+    the present ones by peeking (no lock, nothing counted) and fetch those."""
+    try:
+        return receive_deferred(entity_name, wanted, session_id=session_id, connection=conn)
+    except SbError:
+        present = _still_deferred(entity_name, wanted, conn, session_id)
+    # Dead-lettered (max delivery count) or settled elsewhere since the batch was planned.
+    log.info("servicebus stream %s: %d deferred messages no longer there", entity_name, len(wanted) - len(present))
+    return _fetch(entity_name, present, conn, session_id)[0] if present else None
+
+
+def _cannot_read(o: StreamOptions, exc: SbError) -> OptionError:
+    text = redact(str(exc)).splitlines()[0]
+    hint = " Set the sessionId option (a session id, or * for all sessions)." if "requires sessions" in text else ""
+    return OptionError(f"servicebus: cannot read {o.entity}: {text}{hint}")
+
+
+def read_deferred(o: StreamOptions, seqs: list[int], session_id: str | None = None) -> Iterator[Any]:
+    """Fetch deferred messages by sequence number, abandon at once (they stay deferred; the
+    delivery count rises by one per read), and yield them as Arrow batches."""
+    conn = live(o.conn())
+    schema = arrow_schema()
+    entity_name = str(o.entity)
+    for k in range(0, len(seqs), CHUNK):
+        batch = _fetch_present(entity_name, seqs[k : k + CHUNK], conn, session_id)
+        if batch is None:
+            continue
+        with batch:
+            records = batch.records
+            batch.abandon()
+        for record in records:
+            record.update(state="deferred", lock_token=None, locked_until=None)
+        yield to_arrow(records, schema)
+
+
+def stream_reader(
+    options: Mapping[str, str], default_partitions: int, conn: Connection | SecretRef | None
+) -> ServiceBusStreamReader:
+    return ServiceBusStreamReader(StreamOptions.parse(options, default_partitions, conn))

@@ -1,0 +1,121 @@
+"""%sb_purge, %sb_cancel_scheduled and the purge panel: counted, confirmed, reported per outcome."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from sbnotebook import core
+from sbnotebook.core import Report
+from sbnotebook.notebook.magics import SbMagics
+from tests import test_magics
+from tests.helpers import send
+from tests.test_magics import answer, line
+
+ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
+
+
+def _fill(client: ServiceBusClient) -> list[int]:
+    """q: 3 active, 2 deferred, 2 scheduled, 1 dead-lettered. Returns the scheduled numbers."""
+    send(client, "q", *[f"m{i}" for i in range(6)])
+    with client.get_queue_receiver("q") as r:
+        got = r.receive_messages(max_message_count=3, max_wait_time=5)
+        r.defer_message(got[0])
+        r.defer_message(got[1])
+        r.dead_letter_message(got[2], reason="bad")
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    with client.get_queue_sender("q") as s:
+        return list(s.schedule_messages([ServiceBusMessage("s1"), ServiceBusMessage("s2")], later))
+
+
+def _left(sb: SbMagics) -> dict[str, int]:
+    states = [r["state"] for r in core.scan_records("q", connection=sb.conn())]
+    dlq = len(core.scan_records("q/$deadletterqueue", connection=sb.conn()))
+    return {s: states.count(s) for s in ("active", "deferred", "scheduled")} | {"dlq": dlq}
+
+
+def test_purge_counts_first_asks_and_removes_only_what_was_named(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    _fill(client)
+    asked = answer(monkeypatch, "no")
+    assert line(ip, "sb_purge q") is None
+    out, err = capsys.readouterr()
+    assert "Purge q: 3 active message(s), 3 in all (deferred messages stay: add --deferred)." in out
+    assert asked and "Type 'purge'" in asked[0] and "Cancelled: nothing was changed" in err
+    assert _left(sb) == {"active": 3, "deferred": 2, "scheduled": 2, "dlq": 1}
+    answer(monkeypatch, "purge")
+    report = line(ip, "sb_purge q")
+    assert isinstance(report, Report) and report.count("purged") == 3
+    assert "purge q: 3 purged of 3" in capsys.readouterr().out
+    assert _left(sb) == {"active": 0, "deferred": 2, "scheduled": 2, "dlq": 1}
+    report = line(ip, "sb_purge q --deferred --yes")
+    assert report.count("purged") == 2 and _left(sb) == {"active": 0, "deferred": 0, "scheduled": 2, "dlq": 1}
+    reports = line(ip, "sb_purge q --scheduled --dlq --yes")
+    assert [r.entity for r in reports] == ["q", "q/$deadletterqueue"] and [r.count("purged") for r in reports] == [2, 1]
+    assert _left(sb) == {"active": 0, "deferred": 0, "scheduled": 0, "dlq": 0}
+    capsys.readouterr()
+    assert line(ip, "sb_purge q --all") is None  # nothing there: nothing asked
+    assert "Nothing to purge" in capsys.readouterr().out
+
+
+def test_purge_all_and_a_dlq_path(ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any) -> None:
+    _fill(client)
+    line(ip, "sb_purge q/$deadletterqueue --yes")
+    assert "Purge q: 1 dead-lettered message(s)" in capsys.readouterr().out
+    report = line(ip, "sb_purge q --all --yes")  # the DLQ is empty now: one report, for q
+    assert isinstance(report, Report) and report.count("purged") == 7
+    assert _left(sb) == {"active": 0, "deferred": 0, "scheduled": 0, "dlq": 0}
+    line(ip, "sb_purge nosuch --yes")
+    err = capsys.readouterr().err
+    assert err.startswith("EntityNotFoundError") and err.count("\n") == 1
+
+
+def test_cancel_scheduled_by_numbers_and_all(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    first, second = _fill(client)
+    answer(monkeypatch, "nope")
+    line(ip, f"sb_cancel_scheduled q {first}")
+    out, err = capsys.readouterr()
+    assert f"Cancel 1 scheduled message(s) of q: {first}." in out and "Cancelled" in err
+    assert _left(sb)["scheduled"] == 2
+    answer(monkeypatch, "cancel")
+    report = line(ip, f"sb_cancel_scheduled q {first}")
+    assert report.count("cancelled") == 1 and _left(sb)["scheduled"] == 1
+    assert "cancel-scheduled q: 1 cancelled of 1" in capsys.readouterr().out
+    report = line(ip, "sb_cancel_scheduled q all --yes")
+    assert [o.sequence_number for o in report.outcomes] == [second] and _left(sb)["scheduled"] == 0
+    line(ip, "sb_cancel_scheduled q all")
+    assert "No scheduled messages in q" in capsys.readouterr().out
+    line(ip, "sb_cancel_scheduled q 5-x")
+    assert "is not a sequence number or range" in capsys.readouterr().err
+
+
+def test_purge_panel_counts_then_waits_for_the_typed_word(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
+    from sbnotebook.core import InvalidInputError
+    from sbnotebook.notebook.widgets.purge import PurgePanel
+
+    first, _ = _fill(client)
+    panel = line(ip, "sb_purge q --panel")
+    assert isinstance(panel, PurgePanel) and panel.connection is sb.connection
+    panel.kinds["dlq"].value = True
+    panel.ask_purge()
+    assert panel.confirm_row.layout.display == "flex" and "3 active" in panel.question.value
+    assert "1 dead-lettered" in panel.question.value
+    with pytest.raises(InvalidInputError):
+        panel.confirm("yes")
+    assert _left(sb)["active"] == 3  # a wrong word removes nothing
+    reports = panel.confirm("purge")
+    assert [r.count("purged") for r in reports] == [3, 1] and panel.progress.value == panel.progress.max
+    assert "3 purged" in panel.status.value and panel.confirm_row.layout.display == "none"
+    panel.which.value = str(first)
+    panel.cancel_scheduled_button.click()
+    panel.confirm_box.value = "cancel"
+    panel.confirm_button.click()
+    assert _left(sb) == {"active": 0, "deferred": 2, "scheduled": 1, "dlq": 0}
+    panel.ask_purge()  # only active ticked, none left: says so and asks nothing
+    assert "Nothing to purge" in panel.status.value and panel.pending is None

@@ -1,0 +1,172 @@
+"""The `servicebus` data source on `local-cluster[2,1,1024]`: two executors, each its own JVM with its
+own Python workers, as on a real cluster. The connection reaches them only as a secret reference
+(`env:NAME`, resolved in each executor's environment), and Spark's event log is grepped for the key.
+
+local-cluster runs with pip-installed PySpark once SPARK_HOME points at the package (its bin/ and
+jars/ are what the workers launch executors from)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from sbnotebook import core
+from sbnotebook.emulator import Emulator
+from tests.conftest import TEST_TOPOLOGY
+from tests.helpers import drain, send
+
+pyspark = pytest.importorskip("pyspark")
+from sbnotebook import spark as sbspark  # noqa: E402
+
+pytestmark = pytest.mark.slow
+SECRET = "cluster-test-key-5e0c71"  # must never reach an option, a plan or the event log
+CONTROL = "cluster-control-text-93ab"  # put in a logged plan on purpose: proves the grep finds it
+ENV = "SBNOTEBOOK_TEST_SERVICEBUS"  # the executors' environment variable holding the connection string
+
+
+@pytest.fixture(scope="module")
+def keyed() -> Iterator[Emulator]:
+    with Emulator(TEST_TOPOLOGY, key=SECRET) as emu:
+        yield emu
+        core.close_all()
+
+
+@pytest.fixture(scope="module")
+def cluster(keyed: Emulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    """One local-cluster session for the module, registered with the secret reference only."""
+    from pyspark.sql import SparkSession
+
+    events = tmp_path_factory.mktemp("events")
+    saved = {k: os.environ.get(k) for k in (ENV, "SPARK_HOME", "PYSPARK_PYTHON", "SPARK_LOCAL_IP")}
+    # Executors inherit the driver's environment here; on a cluster it is the cluster's configuration.
+    os.environ.update(
+        {
+            ENV: keyed.connection_string,
+            "SPARK_HOME": str(Path(pyspark.__file__).parent),
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+    )
+    _fresh_jvm()  # the JVM (and every process it starts) must be launched with ENV in its environment
+    spark = (
+        SparkSession.builder.master("local-cluster[2,1,1024]")
+        .appName("sbnotebook-cluster-tests")
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", str(events))
+        .config("spark.eventLog.compress", "false")  # greppable
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.log.level", "ERROR")
+        .getOrCreate()
+    )
+    try:
+        sbspark.register(spark, f"env:{ENV}")
+        yield spark, events
+    finally:
+        spark.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _fresh_jvm() -> None:
+    """An earlier test's stopped session leaves PySpark's JVM running, started with the environment of
+    that moment; its planner workers and executors would not see ENV (on a cluster, the cluster's
+    configuration sets it for every process). Shut that JVM down so the next session launches one."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None or SparkContext._active_spark_context is not None:
+        return
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if proc is not None:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the JVM ends when its stdin pipe closes (pyspark/java_gateway.py)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+
+
+@pytest.fixture
+def client(keyed: Emulator) -> Iterator[ServiceBusClient]:
+    with ServiceBusClient.from_connection_string(keyed.connection_string) as c:
+        yield c
+
+
+def read(spark: Any, entity: str, **options: Any) -> Any:
+    reader = spark.read.format("servicebus").option("entity", entity)
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return reader.load()
+
+
+def test_peek_reads_every_message_once_on_two_executors(cluster: tuple[Any, Path], client: ServiceBusClient) -> None:
+    spark, _ = cluster
+    send(client, "q", *[f"m{i}" for i in range(400)])
+    df = read(spark, "q", numPartitions=4)
+    rows = df.select("sequence_number", "body_text").collect()
+    assert len(rows) == len({r.sequence_number for r in rows}) == 400
+    pids = df.rdd.mapPartitions(lambda it: [os.getppid()]).distinct().collect()  # the executors' daemons
+    assert len(pids) == 2, pids
+    assert len(drain(client, "q", wait=0.5)) == 400  # peeking took nothing
+
+
+def test_receive_and_delete_takes_exactly_what_it_returns(cluster: tuple[Any, Path], client: ServiceBusClient) -> None:
+    spark, _ = cluster
+    send(client, "q", *[f"m{i}" for i in range(300)])
+    rows = read(spark, "q", mode="receive-and-delete", maxMessages=100, numPartitions=2, waitSeconds=2).collect()
+    assert len(rows) == 100
+    assert len(drain(client, "q", wait=0.5)) == 200
+
+
+def test_defer_then_settle_and_write_report(cluster: tuple[Any, Path], client: ServiceBusClient) -> None:
+    spark, _ = cluster
+    send(client, "q", *[f"m{i}" for i in range(60)])
+    deferred = read(spark, "q", mode="defer", maxMessages=40, numPartitions=2, waitSeconds=2).cache()
+    assert deferred.count() == 40
+    report = sbspark.settle(deferred, "complete")  # the driver resolves the same reference
+    assert (report.count("completed"), report.failed) == (40, 0)
+    assert len(drain(client, "q", wait=0.5)) == 20
+    written = sbspark.write(spark.range(500).selectExpr("concat('w', id) as body").repartition(2), "once")
+    assert (written.count("sent"), written.failed, written.stats["tasks"]) == (500, 0, 2)
+    assert len(drain(client, "once")) == 500
+
+
+def test_session_read_on_two_executors(cluster: tuple[Any, Path], client: ServiceBusClient) -> None:
+    spark, _ = cluster
+    with client.get_queue_sender("sq") as sender:
+        sender.send_messages([ServiceBusMessage(f"{s}-{i}", session_id=s) for s in "abcd" for i in range(10)])
+    rows = read(spark, "sq", numPartitions=2).select("session_id", "body_text").collect()
+    assert sorted((r.session_id, r.body_text) for r in rows) == sorted(
+        (s, f"{s}-{i}") for s in "abcd" for i in range(10)
+    )
+    for s in "abcd":  # every session is free again, and still holds all its messages
+        with core.receive("sq", count=10, session_id=s, wait=2, connection=os.environ[ENV]) as batch:
+            assert len(batch) == 10
+            batch.complete()
+
+
+def test_the_key_is_in_no_event_log_and_the_grep_would_see_it(cluster: tuple[Any, Path]) -> None:
+    """Runs last: stops the session, so that the event log is complete. The control is a literal in a
+    query, which Spark writes into the plan it logs: the grep reads what the event log holds."""
+    spark, events = cluster
+    assert read(spark, "q").count() == 0
+    plan = read(spark, "q", secretRef=f"env:{ENV}")._jdf.queryExecution().toString()
+    assert spark.range(1).selectExpr(f"'{CONTROL}' as c").collect()[0].c == CONTROL
+    spark.stop()
+    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()]
+    assert any(CONTROL.encode() in t for t in texts), "the grep would not see a leak"
+    assert all(SECRET.encode() not in t for t in texts) and SECRET not in plan

@@ -58,7 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if _real_stderr is None:
         _real_stderr = os.dup(2)  # capture is suspended while plugins configure
     if hasattr(config, "workerinput") or _dump_dir is not None:
-        return  # xdist workers inherit the controller's folders through the environment
+        _watch_notebook_cells()  # xdist workers run the tutorials; the folders come through the environment
+        return
     _dump_dir = Path(tempfile.mkdtemp(prefix="sbnotebook-test-dumps-"))
     startup = _dump_dir / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True)
@@ -76,10 +77,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_BASE, ignore_errors=True)
 
 
+# Test files and tutorials that start a JVM (Spark, a Spark Connect server): under pytest-xdist
+# (``--dist loadgroup``) they share one worker, so one JVM runs at a time on a 2-core machine.
+_SPARK = ("test_spark", "06_spark", "08_streaming")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _is_notebook(item) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(NOTEBOOK_TIMEOUT))
+        if item.path.stem.startswith(_SPARK):
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 def _is_notebook(item: pytest.Item) -> bool:

@@ -7,6 +7,7 @@ screenshots of both states (under the pytest tmp dir) for a look.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -49,7 +50,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     nb = nbformat.v4.new_notebook()
     # One cell: a single Shift+Enter runs it all (keys sent while the page settles can be lost,
     # and one cell can simply be run again).
-    panels = "triage = %sb_dlq orders\nbrowser = %sb_browse orders --dlq\ndisplay(triage, browser)"
+    panels = "triage = %sb_dlq orders\nbrowser = %sb_browse orders --dlq -n 2\ndisplay(triage, browser)"
     nb.cells = [nbformat.v4.new_code_cell("%load_ext sbnotebook\n" + SETUP.strip() + "\n" + panels)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, root / "triage.ipynb")
@@ -118,6 +119,7 @@ def test_panels_render_in_jupyterlab_and_respond_to_a_click(lab: tuple[str, Path
             )
             before = root / "panels.png"
             page.screenshot(path=str(before), full_page=True)
+            shot(page, root, "triage-panel.png", "dead-lettered messages")
 
             page.locator("button", has_text="Discard selected").first.click()
             prompt = page.get_by_text("and press Confirm").first
@@ -125,6 +127,11 @@ def test_panels_render_in_jupyterlab_and_respond_to_a_click(lab: tuple[str, Path
             page.get_by_placeholder("type the word shown").first.wait_for(state="visible", timeout=30_000)
             after = root / "panels-after-click.png"
             page.screenshot(path=str(after), full_page=True)
+            page.get_by_role("button", name="Cancel", exact=True).first.click()
+            page.get_by_text("Cancelled: nothing was changed").first.wait_for(state="visible", timeout=30_000)
+
+            browse_search_then_clear_it_and_export_the_whole_entity(page, root)
+            resubmit_with_a_patch_shown_before_confirm_and_cleared_after(page, root)
         except Exception:
             page.screenshot(path=str(root / "failure.png"), full_page=True)  # what the page showed
             raise
@@ -132,3 +139,66 @@ def test_panels_render_in_jupyterlab_and_respond_to_a_click(lab: tuple[str, Path
             browser.close()
     assert before.stat().st_size > 20_000 and after.stat().st_size > 20_000  # rendered, not blank
     assert before.read_bytes() != after.read_bytes()
+
+
+def wait_text(page: Any, pattern: str, timeout: float = 60_000) -> None:
+    page.get_by_text(re.compile(pattern)).first.wait_for(state="visible", timeout=timeout)
+
+
+def widget_input(page: Any, label: str) -> Any:
+    """The input of the ipywidgets Text whose description is ``label``."""
+    return page.locator(".widget-text", has=page.locator("label", has_text=re.compile(rf"^{label}$"))).locator("input")
+
+
+def browse_search_then_clear_it_and_export_the_whole_entity(page: Any, root: Path) -> None:
+    """Issue 16 #8: Go with an empty search box drops the filter; export writes the whole entity
+    (3 messages, pages of 2) to the named file, with one suffix."""
+    search = page.get_by_placeholder(re.compile(r"customer\.id")).first
+    go = page.get_by_role("button", name="Go", exact=True).first
+    search.fill("$.order == 1")
+    go.click()
+    wait_text(page, r"\$deadletterqueue: 1 messages, .* scanned for the search")
+    search.fill("")
+    go.click()
+    wait_text(page, r"\$deadletterqueue: 2 messages, sequence numbers \d+\.\.\d+$")
+    widget_input(page, "File").first.fill("dlq-export.jsonl")
+    page.get_by_role("button", name="Export JSON", exact=True).first.click()
+    wait_text(page, r"Exported 3 messages to dlq-export\.jsonl$")
+    exported = root / "dlq-export.jsonl"  # the kernel runs in the notebook's folder
+    assert len(exported.read_text().splitlines()) == 3
+    shot(page, root, "browser-panel.png", "Export JSON")
+
+
+def resubmit_with_a_patch_shown_before_confirm_and_cleared_after(page: Any, root: Path) -> None:
+    """Issue 16 #1 and #9: rows show the dead-letter reason; the patch is shown in the prompt before
+    anything moves; the confirmation sits right under its button; the patch is cleared after use."""
+    wait_text(page, r"^bad-currency$")  # the reason column of the grid
+    patch = page.get_by_placeholder(re.compile(r"JSON merge patch")).first
+    patch.fill('{"currency": "EUR"}')
+    resubmit = page.locator("button", has_text="Resubmit selected").first
+    resubmit.click()
+    wait_text(page, r"with this merge patch applied to each JSON body")
+    confirm_box = page.get_by_placeholder("type the word shown").first
+    confirm_box.wait_for(state="visible", timeout=30_000)
+    button, box = resubmit.bounding_box(), confirm_box.bounding_box()
+    assert button is not None and box is not None
+    assert 0 <= box["y"] - (button["y"] + button["height"]) < 120, (button, box)  # right under its button
+    shot(page, root, "triage-confirm-resubmit.png", "dead-lettered messages")
+    confirm_box.fill("resubmit")
+    page.get_by_role("button", name="Confirm", exact=True).first.click()
+    wait_text(page, r"What moved where")
+    wait_text(page, r"0 dead-lettered messages")
+    assert patch.input_value() == ""  # used once: the next resubmit starts clean
+    shot(page, root, "triage-after-resubmit.png", "dead-lettered messages")
+
+
+def shot(page: Any, root: Path, name: str, panel_text: str) -> None:
+    """A screenshot of the cell output holding ``panel_text`` (one panel), under the test's folder;
+    with SBNOTEBOOK_SCREENSHOTS=DIR also there (the docs' ones are made that way:
+    SBNOTEBOOK_SCREENSHOTS=docs/images pytest tests/test_browser.py)."""
+    path = root / name
+    page.locator(".jp-OutputArea-child", has_text=panel_text).first.screenshot(path=str(path))
+    folder = os.environ.get("SBNOTEBOOK_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, Path(folder) / name)

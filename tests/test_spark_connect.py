@@ -31,15 +31,17 @@ SECRET = "connect-test-key-4c1b9e"  # a key that must never reach the server's l
 
 
 @contextlib.contextmanager
-def connect_server(workdir: Path) -> Iterator[tuple[str, Path, Path]]:
+def connect_server(workdir: Path, extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, Path, Path]]:
     """A Spark Connect server in its own JVM: (remote url, event log dir, server log file). Its event
-    log is complete once the block ends (the server flushes it when it stops)."""
+    log is complete once the block ends (the server flushes it when it stops). ``extra_env`` is the
+    server's own environment (on Databricks: the cluster's), which this process does not get."""
     home = Path(pyspark.__file__).parent
     port = free_port()
     events = workdir / "events"
     events.mkdir()
     log = workdir / "server.log"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(home))
+    env.update(extra_env or {})
     cmd = [
         str(home / "bin" / "spark-submit"),
         "--master",
@@ -194,3 +196,49 @@ def test_the_key_never_reaches_the_server_or_its_logs(tmp_path: Path) -> None:
     texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
     assert any(control.encode() in t for t in texts), "the grep would not see a leak"
     assert all(SECRET.encode() not in t for t in texts + [p.encode() for p in plans])
+
+
+def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(tmp_path: Path) -> None:
+    """The documented way on serverless: the connection string lives in the server's environment and
+    the notebook names it (env:NAME). A stream from a queue to Parquet runs on the server, completes
+    every message after its batch committed, and the key reaches no log."""
+    from pyspark.sql import SparkSession
+
+    name = "SBNOTEBOOK_TEST_CONNECT_SB"
+    assert name not in os.environ  # only the server has it
+    with (
+        Emulator(TEST_TOPOLOGY, key=SECRET) as emu,
+        connect_server(tmp_path, {name: emu.connection_string}) as (url, events, log),
+        connect_mode_env(),
+    ):
+        spark = SparkSession.builder.remote(url).create()
+        try:
+            with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+                send(client, "q", *[f"m{i}" for i in range(25)])
+                sbspark.register(spark, f"env:{name}")  # the stream's connection
+                rows = spark.read.format("servicebus").option("entity", "q").option("secretRef", f"env:{name}").load()
+                assert rows.count() == 25  # planned and read on the server, resolved there
+                query = (
+                    spark.readStream.format("servicebus")
+                    .option("entity", "q")
+                    .option("maxMessagesPerTrigger", 10)
+                    .load()
+                    .select("sequence_number", "body_text")
+                    .writeStream.format("parquet")
+                    .option("path", str(tmp_path / "sink"))
+                    .option("checkpointLocation", str(tmp_path / "ckpt"))
+                    .trigger(availableNow=True)
+                    .start()
+                )
+                query.awaitTermination(120)
+                assert query.exception() is None
+                written = sorted(r.body_text for r in spark.read.parquet(str(tmp_path / "sink")).collect())
+                assert written == sorted(f"m{i}" for i in range(25))
+                # Every batch completed after its commit (AvailableNow asks once more at the end).
+                assert len(core.peek("q", count=100, connection=emu.connection_string)) == 0
+        finally:
+            spark.stop()
+            core.close_all()
+    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
+    assert any(name.encode() in t for t in texts)  # the secretRef option is logged: the grep reads these files
+    assert all(SECRET.encode() not in t for t in texts)

@@ -185,6 +185,7 @@ def test_triage_groups_repairs_in_bulk_and_resubmits_copy_first(emulator: Emulat
     dead_letter(client, "q", ["schema", "schema", "timeout", "schema"])
     panel = TriagePanel("q", connection=emulator.connection_string)
     assert panel.reasons == {"schema": 3, "timeout": 1}
+    assert panel.groups.label == "all (4)"  # the dropdown names what it shows, never blank
     panel.select_group("schema")
     assert len(panel.rows.records) == 3
     panel.patch.value = '{"currency": "EUR", "n": null}'
@@ -201,6 +202,9 @@ def test_triage_groups_repairs_in_bulk_and_resubmits_copy_first(emulator: Emulat
     assert all(b"DeadLetterReason" not in m.application_properties for m in moved)
     assert panel.reasons == {"timeout": 1}  # reloaded after the move
     assert "resubmit q/$deadletterqueue -&gt; q: 3 resubmitted" in panel.final_report()
+    assert "Type" not in panel.status.value and "3 resubmitted" in panel.status.value  # the prompt is answered
+    panel.select_group(None)
+    assert panel.groups.label == "all (1)" and len(panel.rows.records) == 1
 
 
 def test_triage_python_edit_other_target_and_unselected_untouched(emulator: Emulator, client: ServiceBusClient) -> None:

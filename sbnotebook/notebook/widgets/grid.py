@@ -74,7 +74,7 @@ class MessageGrid:
     """One message list. ``show(records)`` fills it; ``value`` is the selected positions;
     ``labels`` one text line per row (what the plain list shows, and handy in tests)."""
 
-    def __init__(self, *, columns: Sequence[Column], height: str = "320px", rows: int = 12) -> None:
+    def __init__(self, *, columns: Sequence[Column], rows: int = 12) -> None:
         self.columns = list(columns)
         self.records: list[Record] = []
         self.extra: list[str] = []
@@ -85,9 +85,11 @@ class MessageGrid:
 
             self._options: dict[str, Any] = {
                 "select": {"style": "os", "info": False},
-                "paging": False,
-                "scrollY": height,
-                "scrollCollapse": True,
+                # Pages, not a scrolling body: DataTables' scrollY draws the header as a separate table
+                # that loses its column widths when the panel is laid out again (seen in JupyterLab).
+                "paging": True,
+                "pageLength": rows,
+                "lengthMenu": [rows, 25, 50, 100],
                 "showIndex": False,
                 "maxBytes": 0,  # never downsample: every record has its row, so positions map back
                 "order": [],  # the records' order until the reader sorts

@@ -18,6 +18,7 @@ from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, MessageGrid
 from .render import detail_html, guard
 
 _TAGS = re.compile(r"<[^>]+>")
+_ALL = "\x00all"  # the Reason dropdown's "all" entry (a None value would show an empty dropdown)
 Edit = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
@@ -67,7 +68,7 @@ class TriagePanel(W.VBox):
         self.reload_button = W.Button(description="Reload", icon="refresh", tooltip="peek the dead-letter queue again")
         self.chart = W.Output(layout=wide)
         self.groups = W.Dropdown(options=[], description="Reason", style=label, layout=W.Layout(width="auto"))
-        self.rows = MessageGrid(columns=[*BASE_COLUMNS, *DEAD_LETTER_COLUMNS, BODY_COLUMN], height="280px")
+        self.rows = MessageGrid(columns=[*BASE_COLUMNS, *DEAD_LETTER_COLUMNS, BODY_COLUMN], rows=10)
         self.detail = W.HTML(layout=wide)
         default_target = "" if self.source.is_subscription else str(self.source)
         self.target = W.Text(
@@ -133,13 +134,16 @@ class TriagePanel(W.VBox):
         self.records = core.peek(self.dlq, count=self.limit, connection=self.connection).records
         table = plots.reason_counts(self.records)
         options = [(f"{r.dead_letter_reason} ({r.messages})", r.dead_letter_reason) for r in table.itertuples()]
-        self.groups.options = [(f"all ({len(self.records)})", None), *options]
-        self.groups.value = None
+        self.groups.options = [(f"all ({len(self.records)})", _ALL), *options]
+        self.groups.value = _ALL
         self.chart.clear_output()
         with self.chart:
-            from IPython.display import display
+            from IPython.display import HTML, display
 
-            display(plots.dead_letter_reasons(self.records))
+            if self.records:
+                display(plots.dead_letter_reasons(self.records))
+            else:  # an empty chart would show made-up axes
+                display(HTML(f"<i>No dead-lettered messages in {html.escape(self.dlq)}.</i>"))
         self.title.value = (
             f"<b>{html.escape(self.dlq)}</b>: {len(self.records)} dead-lettered messages, {len(options)} reasons"
         )
@@ -150,10 +154,11 @@ class TriagePanel(W.VBox):
         return {str(r.dead_letter_reason): int(r.messages) for r in plots.reason_counts(self.records).itertuples()}
 
     def select_group(self, reason: str | None) -> None:
-        self.groups.value = reason
+        """Show one dead-letter reason's messages (None: all of them)."""
+        self.groups.value = _ALL if reason is None else reason
 
     def _show_group(self) -> None:
-        reason = self.groups.value
+        reason = None if self.groups.value == _ALL else self.groups.value
         self.visible = [
             r for r in self.records if reason is None or (r.get("dead_letter_reason") or "(none)") == reason
         ]
@@ -254,6 +259,7 @@ class TriagePanel(W.VBox):
         self.reports.append(report)
         self.report.value = self.final_report()
         self.reload()
+        self._say(f"Done: {html.escape(report.summary())}")  # the prompt is answered: it goes
         return report
 
     def final_report(self) -> str:

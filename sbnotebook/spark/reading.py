@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -85,7 +86,12 @@ def plan_peek(
     and the first number present (one peek), the ranges split first..first+count-1 and the last one
     runs on to the end of the entity, so holes in the numbering never lose a message (they only make
     the last range longer). Without the count (no Manage rights) the bounds are searched, logged once."""
-    count = message_count(conn, path)
+    # The count (administration API) and the first number (a peek on the AMQP connection, which the
+    # planning process opens now) are independent: ask both at once, the round trips overlap.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counting = pool.submit(message_count, conn, path)
+        first_found = pool.submit(first_present, conn, path, start)
+        count, first = counting.result(), first_found.result()
     if count is None:
         live(conn).info_once(
             "spark-bounds",
@@ -94,7 +100,6 @@ def plan_peek(
         )
         found = bounds(conn, path, start)
         return [] if found is None else peek_ranges(found[0], found[1], partitions, max_messages)
-    first = first_present(conn, path, start)
     if first is None:
         return []
     ranges = peek_ranges(first, first + max(count, 1) - 1, partitions, max_messages)

@@ -27,7 +27,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from ..core import Connection, EntityPath, LockedBatch, Report, SbError, receive, receive_deferred
+from ..core import Connection, EntityPath, LockedBatch, Report, SbError, receive, receive_deferred, scan_records
 from ..core.errors import redact
 from ..core.live import live
 from .options import OptionError, _float, _int, check_exists, connection, entity
@@ -39,6 +39,7 @@ log = logging.getLogger("sbnotebook.spark.streaming")
 
 DEFAULT_PER_TRIGGER = 1000  # messages per micro-batch when maxMessagesPerTrigger is not given
 ALL_AVAILABLE_CAP = 10_000  # what one trigger takes when Spark asks for "all available"
+AVAILABLE_NOW_RETRIES = 5  # empty receives tolerated while messages below the AvailableNow bound remain
 Runs = list[list[int]]  # [[first, last], ...]: a batch's sequence numbers, compactly
 
 
@@ -193,6 +194,8 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if self._target == 0:
             return start
         batches = self._receive(wanted)
+        if not batches and self._target is not None:
+            batches = self._receive_until_target(wanted)
         if not batches:
             return start
         groups: Groups = {}
@@ -232,6 +235,36 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             if o.session != ALL_SESSIONS:
                 break
         return out
+
+    def _receive_until_target(self, wanted: int) -> list[LockedBatch]:
+        """Trigger.AvailableNow ends the query at the first empty batch, so an empty receive is not
+        taken for "nothing left" while a peek still shows active messages up to the snapshot's bound
+        (a receive on a starved machine can come back empty before the first transfer arrives)."""
+        o = self.options
+        assert self._target is not None
+        for attempt in range(1, AVAILABLE_NOW_RETRIES + 1):
+            left = scan_records(
+                o.entity, start=1, stop=self._target + 1, limit=1, states=("active",), connection=o.conn()
+            )
+            if not left:
+                return []
+            log.info(
+                "servicebus stream %s: empty receive with messages up to %d still active; again (%d of %d)",
+                o.entity,
+                self._target,
+                attempt,
+                AVAILABLE_NOW_RETRIES,
+            )
+            batches = self._receive(wanted)
+            if batches:
+                return batches
+        log.warning(
+            "servicebus stream %s: stopping with active messages up to sequence number %d left "
+            "(held by another receiver?); the next run takes them",
+            o.entity,
+            self._target,
+        )
+        return []
 
     def _receive_one(self, wanted: int) -> LockedBatch | None:
         from azure.servicebus import NEXT_AVAILABLE_SESSION

@@ -14,25 +14,13 @@ from ... import core
 from ...core import EntityPath, InvalidInputError, Report
 from ...core.live import ConnectionLike, live
 from .. import plots
+from ..edits import merge_patch
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, MessageGrid
 from .render import detail_html, guard
 
 _TAGS = re.compile(r"<[^>]+>")
 _ALL = "\x00all"  # the Reason dropdown's "all" entry (a None value would show an empty dropdown)
 Edit = Callable[[dict[str, Any]], dict[str, Any] | None]
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: objects merge, null deletes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def patch_edit(patch: dict[str, Any]) -> Edit:

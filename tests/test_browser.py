@@ -27,6 +27,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
     pytest.mark.slow,
+    # JupyterLab's first start on a fresh machine, a kernel, Chromium and a dozen clicks: past the
+    # suite's 120 s in CI (the fixture's setup counts), so this one file has its own limit.
+    pytest.mark.timeout(420),
     pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)"),
 ]
 

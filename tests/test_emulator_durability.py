@@ -49,7 +49,7 @@ def test_sigkill_loses_nothing_acknowledged_and_releases_locks(tmp_path: Path) -
                                 for k in range(10_000):
                                     s2.send_messages(ServiceBusMessage(f"r{k}"))
                                     acked_results.append(k)
-                    except Exception:
+                    except Exception:  # the broker is SIGKILLed under it: what was acknowledged is what counts
                         pass
 
                 acked_results: list[int] = []

@@ -15,6 +15,8 @@ from sbnotebook.emulator import Emulator
 from tests.helpers import drain, send
 
 pyspark = pytest.importorskip("pyspark")
+from pyspark.errors import StreamingQueryException  # noqa: E402
+
 from sbnotebook import spark as sbspark  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -87,7 +89,7 @@ def run(df: Any, checkpoint: Path, sink: Callable[[Any, int], None], timeout: fl
     )
     try:
         query.awaitTermination(timeout)
-    except Exception:  # the sink's failure: the caller looks at query.exception()
+    except StreamingQueryException:  # the sink's failure: the caller looks at query.exception()
         pass
     finally:
         if query.isActive:

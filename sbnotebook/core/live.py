@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from .connection import Connection, credential, resolve
 from .entities import EntityPath
-from .errors import EntityNameError, ServiceError, from_sdk
+from .errors import EntityNameError, SbError, ServiceError, from_sdk
 
 T = TypeVar("T")
 log = logging.getLogger("sbnotebook.live")
@@ -180,6 +180,24 @@ class LiveConnection:
         if self._on_loop():
             return await coro
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    def run_on(self, path: EntityPath, coro: Coroutine[Any, Any, T]) -> T:
+        """``run``, with an SDK error turned into the kit's error for that entity (ours pass as they are)."""
+        try:
+            return self.run(coro)
+        except SbError:
+            raise
+        except Exception as exc:
+            raise from_sdk(exc, entity=str(path)) from None
+
+    async def call_on(self, path: EntityPath, coro: Coroutine[Any, Any, T]) -> T:
+        """``call``, with an SDK error turned into the kit's error for that entity (the async twin of ``run_on``)."""
+        try:
+            return await self.call(coro)
+        except SbError:
+            raise
+        except Exception as exc:
+            raise from_sdk(exc, entity=str(path)) from None
 
     def spawn(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Start a coroutine on the loop without waiting."""

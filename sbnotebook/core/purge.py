@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 from .entities import EntityPath
-from .errors import SbError, from_sdk
 from .live import ConnectionLike, LiveConnection, live, receiver_for
 from .outcome import Outcome, Report
 from .scan import ascan
@@ -97,21 +96,17 @@ def purge(
     ``include_active=False`` leaves active messages (purge only deferred and/or scheduled ones)."""
     path = EntityPath.parse(entity)
     conn = live(connection)
-    try:
-        return conn.run(
-            _purge(
-                conn,
-                path,
-                include_active=include_active,
-                include_deferred=include_deferred,
-                include_scheduled=include_scheduled,
-                progress=progress,
-            )
-        )
-    except SbError:
-        raise
-    except Exception as exc:
-        raise from_sdk(exc, entity=str(path)) from None
+    return conn.run_on(
+        path,
+        _purge(
+            conn,
+            path,
+            include_active=include_active,
+            include_deferred=include_deferred,
+            include_scheduled=include_scheduled,
+            progress=progress,
+        ),
+    )
 
 
 async def apurge(
@@ -126,18 +121,14 @@ async def apurge(
     """The async form of :func:`purge`."""
     path = EntityPath.parse(entity)
     conn = live(connection)
-    try:
-        return await conn.call(
-            _purge(
-                conn,
-                path,
-                include_active=include_active,
-                include_deferred=include_deferred,
-                include_scheduled=include_scheduled,
-                progress=progress,
-            )
-        )
-    except SbError:
-        raise
-    except Exception as exc:
-        raise from_sdk(exc, entity=str(path)) from None
+    return await conn.call_on(
+        path,
+        _purge(
+            conn,
+            path,
+            include_active=include_active,
+            include_deferred=include_deferred,
+            include_scheduled=include_scheduled,
+            progress=progress,
+        ),
+    )

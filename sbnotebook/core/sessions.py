@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .entities import EntityPath
-from .errors import InvalidInputError, SbError, SessionLockedError, from_sdk
+from .errors import InvalidInputError, SessionLockedError, from_sdk
 from .live import ConnectionLike, LiveConnection, live, quietly, receiver_for
 from .scan import PAGE_SIZE
 
@@ -151,15 +151,6 @@ async def _list_sessions(
     return list(await asyncio.gather(*(one(sid) for sid in ids)))
 
 
-def _run(conn: LiveConnection, path: EntityPath, coro: Any) -> Any:
-    try:
-        return conn.run(coro)
-    except SbError:
-        raise
-    except Exception as exc:
-        raise from_sdk(exc, entity=str(path)) from None
-
-
 def list_sessions(
     entity: str | EntityPath,
     *,
@@ -179,7 +170,7 @@ def list_sessions(
         raise InvalidInputError("limit must be 1 or more and count_limit 0 or more.")
     path = _session_path(entity)
     conn = live(connection)
-    return list(_run(conn, path, _list_sessions(conn, path, updated_after, limit, details, count_limit)))
+    return list(conn.run_on(path, _list_sessions(conn, path, updated_after, limit, details, count_limit)))
 
 
 def get_session_state(entity: str | EntityPath, session_id: str, *, connection: ConnectionLike = None) -> bytes | None:
@@ -192,7 +183,7 @@ def get_session_state(entity: str | EntityPath, session_id: str, *, connection: 
         state = await rcv.session.get_state()
         return bytes(state) if state else None
 
-    result: bytes | None = _run(conn, path, _holding(conn, path, session_id, read))
+    result: bytes | None = conn.run_on(path, _holding(conn, path, session_id, read))
     return result
 
 
@@ -210,5 +201,5 @@ def set_session_state(
         await rcv.session.set_state(new or None)
         return bytes(old) if old else None
 
-    result: bytes | None = _run(conn, path, _holding(conn, path, session_id, write))
+    result: bytes | None = conn.run_on(path, _holding(conn, path, session_id, write))
     return result

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from .entities import EntityPath
-from .errors import InvalidInputError, SbError, from_sdk, tracking_id_of
+from .errors import InvalidInputError, from_sdk, tracking_id_of
 from .live import ConnectionLike, LiveConnection, is_connection_lost, live, receiver_for
 from .outcome import Outcome, Report
 from .records import SHOWN_FIELDS, to_dataframe, to_record
@@ -517,12 +517,7 @@ def _run_receive(conn: LiveConnection, path: EntityPath, **kwargs: Any) -> Locke
             await conn.reconnect(why=exc)
         return await _receive(conn, path, **kwargs)
 
-    try:
-        return conn.run(attempt())
-    except SbError:
-        raise
-    except Exception as exc:
-        raise from_sdk(exc, entity=str(path)) from None
+    return conn.run_on(path, attempt())
 
 
 def receive(

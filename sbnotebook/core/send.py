@@ -462,12 +462,7 @@ async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], wh
     async def op(sender: Any) -> list[int]:
         return list(await sender.schedule_messages(items, when))
 
-    try:
-        seqs = await conn.with_link("sender", path, op)
-    except SbError:
-        raise
-    except Exception as exc:
-        raise from_sdk(exc, entity=str(path)) from None
+    seqs = await conn.call_on(path, conn.with_link("sender", path, op))
     for i, (msg, seq) in enumerate(zip(items, seqs, strict=True)):
         report.add(Outcome(_message_id(msg), int(seq), "scheduled", None, i))
     report.elapsed = time.perf_counter() - started

@@ -13,10 +13,13 @@ with a reason, or still there; no acknowledged send is lost; no message is compl
 operation either succeeded or reported its failure (per message, or as one of the kit's errors);
 and the kit reconnected by itself after each restart (the soak never calls reconnect).
 
-    python benchmarks/chaos_soak.py [--messages 20000] [--restarts 12] [--latency-ms 0] [--seed 1]
+    python benchmarks/chaos_soak.py [--messages 20000] [--restarts 12] [--latency-ms 0] [--seed 1] [--spark]
 
-The Spark read/settle/write path is not part of this soak (see docs/benchmarks.md).
-``tests/test_kit_soak.py`` runs a short version in the suite.
+With ``--spark``, rounds also go through the Spark data source on a local Spark: a ``mode=defer``
+read on two partitions then ``sbnotebook.spark.settle`` (complete), and ``sbnotebook.spark.write``
+of new messages; a restart can land in the middle of a Spark job, which then fails and says so
+(its deferred messages stay on the broker, still there). ``tests/test_kit_soak.py`` runs short
+versions in the suite (the Spark one with the other Spark tests).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +88,9 @@ class Figures:
     deferred_fetched: int = 0
     resubmitted: int = 0
     purged: int = 0
+    spark_read: int = 0  # deferred by Spark reads
+    spark_settled: int = 0  # of those, completed by spark.settle
+    spark_written: int = 0  # acknowledged sends by spark.write
     settle_failures: int = 0  # per-message settlement outcomes that reported a failure (lock lost, ...)
     operation_errors: int = 0  # whole operations that raised one of the kit's errors
     faults_injected: int = 0
@@ -99,10 +105,15 @@ class Figures:
     problems: list[str] = field(default_factory=list)
 
     def line(self) -> str:
+        spark = (
+            f"spark_read={self.spark_read} spark_settled={self.spark_settled} spark_written={self.spark_written} "
+            if self.spark_read or self.spark_written
+            else ""
+        )
         return (
             f"messages={self.messages} acknowledged={self.acknowledged} completed={self.completed} "
             f"dead_lettered={self.dead_lettered} still_there={self.still_there} "
-            f"deferred_fetched={self.deferred_fetched} resubmitted={self.resubmitted} purged={self.purged} "
+            f"deferred_fetched={self.deferred_fetched} resubmitted={self.resubmitted} purged={self.purged} {spark}"
             f"settle_failures={self.settle_failures} operation_errors={self.operation_errors} "
             f"faults_injected={self.faults_injected} restarts={self.restarts} reconnects={self.reconnects} "
             f"lost={self.lost} duplicates={self.duplicates} completed_twice={self.completed_twice} "
@@ -253,6 +264,7 @@ class Soak:
         self.ledger = Ledger(self.f)
         self.broker = Broker(workdir, self.rng, latency_ms)
         self.conn: core.LiveConnection | None = None
+        self.spark: Any = None  # a local SparkSession when the soak includes the Spark paths
 
     # ------------------------------------------------------------ safety net
 
@@ -268,6 +280,12 @@ class Soak:
                 self.f.unreported.append(f"{what}: a multi-line error: {exc!r}"[:300])
             return None
         except Exception as exc:
+            if self.spark is not None and _is_spark_error(exc):
+                # A Spark job that failed (an executor's receive met the restart): Spark reports it as
+                # its own exception holding the kit's one-line error. A failure reported, not hidden.
+                self.f.operation_errors += 1
+                self.f.errors[f"{what}: {_first_line(exc)[:90]}"] += 1
+                return None
             self.f.unreported.append(f"{what}: {type(exc).__name__}: {exc}"[:300])
             return None
         finally:
@@ -295,6 +313,8 @@ class Soak:
             self.resubmit()
         if self.rng.random() < 0.15:
             self.purge_round()
+        if self.spark is not None and self.rng.random() < 0.4:
+            self.spark_round()
 
     def receive_and_settle(self, count: int) -> None:
         batch = self.attempt("receive", lambda: core.receive(QUEUE, count=count, wait=0.5, connection=self.conn))
@@ -376,6 +396,44 @@ class Soak:
                 if left is not None and len(left.records):
                     self.f.problems.append(f"purge reported ok but left {len(left.records)} messages")
 
+    def spark_round(self) -> None:
+        """A ``mode=defer`` read on two partitions, settled (completed) by sequence number from the
+        driver; and new messages written by ``spark.write`` from a DataFrame."""
+        from sbnotebook import spark as sbspark
+
+        spark = self.spark
+        reader = (spark.read.format("servicebus").option("entity", QUEUE).option("mode", "defer")
+                  .option("maxMessages", self.rng.randint(10, 60)).option("numPartitions", 2))  # fmt: skip
+        df = self.attempt("spark read (defer)", lambda: reader.load().cache())
+        columns = ("sequence_number", "application_properties")
+        rows = self.attempt("spark read (defer)", lambda: df.select(*columns).collect()) if df is not None else None
+        if rows is not None:
+            self.f.spark_read += len(rows)
+            sid_by_seq = {int(r.sequence_number): int(r.application_properties["sid"]) for r in rows}
+            report = self.attempt("spark settle", lambda: sbspark.settle(df, "complete"))
+            if report is not None:
+                by_row = {i: sid_by_seq[o.sequence_number] for i, o in enumerate(report.outcomes)
+                          if o.sequence_number in sid_by_seq}  # fmt: skip
+                self.ledger.settled("complete", by_row, _indexed(report))
+                self.f.spark_settled += sum(1 for o in report.outcomes if o.outcome == "completed")
+        if df is not None:
+            df.unpersist()
+        items = self.ledger.new_messages(self.rng.randint(5, 40))
+        frame = spark.createDataFrame(
+            [(i["body"], i["message_id"], i["application_properties"]) for i in items],
+            "body_text string, message_id string, application_properties map<string,string>",
+        )
+        sent = self.attempt("spark write", lambda: sbspark.write(frame, QUEUE))
+        self.f.messages += len(items)
+        sids = [int(i["application_properties"]["sid"]) for i in items]
+        if sent is not None and sent.ok and sent.count("sent") == len(items):
+            self.ledger.acknowledged.update(sids)
+            self.f.acknowledged += len(items)
+            self.f.spark_written += len(items)
+        else:  # failed or part-way: each may or may not have arrived
+            self.ledger.unacknowledged.update(sids)
+            self.f.send_failures += len(items)
+
     # ------------------------------------------------------------ the run
 
     def restart_during(self, fn: Callable[[], None]) -> None:
@@ -405,6 +463,10 @@ class Soak:
     def run(self) -> Figures:
         self.broker.start()
         self.conn = core.connect(self.broker.connection_string, warm=False)
+        if self.spark is not None:
+            from sbnotebook import spark as sbspark
+
+            sbspark.register(self.spark, self.broker.connection_string)  # the port stays across restarts
         rounds = max(1, self.total // 100)
         restart_at = (
             set(self.rng.sample(range(1, rounds), min(self.restarts_planned, rounds - 1))) if rounds > 1 else set()
@@ -468,12 +530,31 @@ class Soak:
             self.f.problems.append("the broker restarted but the kit never reconnected")
 
 
+def _is_spark_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith(("pyspark", "py4j"))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _indexed(report: core.Report) -> core.Report:
+    """spark.settle's outcomes name messages by sequence number; the ledger reads them by row."""
+    out = core.Report(report.operation, report.entity)
+    for i, o in enumerate(report.outcomes):
+        out.add(replace(o, index=i))
+    return out
+
+
 def run(*, messages: int = 2000, restarts: int = 3, seed: int = 1, latency_ms: float = 0.0,
-        workdir: Path | None = None, log: Callable[[str], None] = print) -> Figures:  # fmt: skip
-    """Run the soak; returns its figures (``figures.ok`` says whether everything was accounted for)."""
+        workdir: Path | None = None, log: Callable[[str], None] = print, spark: Any = None) -> Figures:  # fmt: skip
+    """Run the soak; returns its figures (``figures.ok`` says whether everything was accounted for).
+    ``spark``: a SparkSession to include the Spark paths (``spark_round``)."""
     with tempfile.TemporaryDirectory(prefix="sbnotebook-soak-") as tmp:
         soak = Soak(messages=messages, restarts=restarts, seed=seed, workdir=Path(workdir or tmp),
                     latency_ms=latency_ms, log=log)  # fmt: skip
+        soak.spark = spark
         return soak.run()
 
 
@@ -483,9 +564,16 @@ def main() -> int:
     parser.add_argument("--restarts", type=int, default=12)
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=int(os.environ.get("SOAK_SEED", "1")))
+    parser.add_argument("--spark", action="store_true", help="also read/settle/write through Spark (local[2])")
     args = parser.parse_args()
+    spark = None
+    if args.spark:
+        from sbnotebook import spark as sbspark
+
+        spark = sbspark.local_session("chaos-soak")
     started = time.monotonic()
-    figures = run(messages=args.messages, restarts=args.restarts, seed=args.seed, latency_ms=args.latency_ms)
+    figures = run(messages=args.messages, restarts=args.restarts, seed=args.seed, latency_ms=args.latency_ms,
+                  spark=spark)  # fmt: skip
     print(f"chaos soak ({time.monotonic() - started:.0f} s, seed {args.seed}, latency {args.latency_ms:g} ms)")
     print(figures.line())
     for problem in figures.problems[:20] + figures.unreported[:20]:

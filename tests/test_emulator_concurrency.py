@@ -63,7 +63,7 @@ def test_concurrent_peeks_with_asyncio_gather(emulator: Emulator) -> None:
 def test_auto_lock_renewer_with_eight_workers() -> None:
     """AutoLockRenewer(max_workers=8) renews many locks at once on one connection."""
     topology = {
-        "UserConfig": {"Namespaces": [{"Name": "n", "Queues": [{"Name": "r", "Properties": {"LockDuration": "PT3S"}}]}]}
+        "UserConfig": {"Namespaces": [{"Name": "n", "Queues": [{"Name": "r", "Properties": {"LockDuration": "PT4S"}}]}]}
     }
     failures: list[Exception] = []
     with Emulator(topology) as emu, ServiceBusClient.from_connection_string(emu.connection_string) as client:
@@ -76,9 +76,11 @@ def test_auto_lock_renewer_with_eight_workers() -> None:
                 batch = r.receive_messages(max_message_count=16, max_wait_time=5)
                 assert batch
                 got += batch
-            for m in got:
-                renewer.register(r, m, on_lock_renew_failure=lambda _m, e: failures.append(e))  # type: ignore[arg-type,misc]
-            time.sleep(7)  # beyond two lock durations: only renewals keep the locks
+                # Registered as soon as received: on a busy host (the suite under xdist) a 3 s lock
+                # registered after a second receive could expire before the renewer's first pass.
+                for m in batch:
+                    renewer.register(r, m, on_lock_renew_failure=lambda _m, e: failures.append(e))  # type: ignore[arg-type,misc]
+            time.sleep(9)  # beyond two lock durations: only renewals keep the locks
             for m in got:
                 r.complete_message(m)
         renewer.close()

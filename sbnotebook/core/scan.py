@@ -15,6 +15,8 @@ the scan. At most ``concurrency`` windows are held at once, so memory stays boun
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import logging
 import math
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Generator, Iterable
@@ -30,6 +32,8 @@ PAGE_SIZE = 250  # the most the SDK returns per peek call in practice
 DEFAULT_CONCURRENCY = 8
 STATES = ("active", "deferred", "scheduled")
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class _Window:
@@ -38,6 +42,11 @@ class _Window:
     messages: list[Any] = field(default_factory=list)
     next_present: int | None = None  # the first sequence number found at or after `stop`
     empty_beyond: bool = False  # nothing at all at or after the window's last peek
+
+
+def _left(until: dt.datetime | None) -> float:
+    """Seconds until ``until`` (a lock's expiry, UTC), 0 when unknown."""
+    return 0.0 if until is None else (until - dt.datetime.now(dt.UTC)).total_seconds()
 
 
 def _state(message: Any) -> str:
@@ -105,6 +114,7 @@ class _Pager:
     def __init__(self, conn: LiveConnection, path: EntityPath, session_id: str | None, page_size: int) -> None:
         self.conn, self.path, self.session_id, self.page_size = conn, path, session_id, page_size
         self._session_receiver: Any = None
+        self._lock_span: float | None = None  # seconds the session lock lasted when accepted
 
     async def peek(self, first: int, count: int) -> list[Any]:
         if self.session_id is None:
@@ -113,11 +123,31 @@ class _Pager:
                 return list(await link.peek_messages(max_message_count=count, sequence_number=first))
 
             return await self.conn.with_link("receiver", self.path, op)
-        if self._session_receiver is None:
+        from azure.servicebus.exceptions import SessionLockLostError
+
+        try:
+            rcv = await self._session()
+            return list(await rcv.peek_messages(max_message_count=count, sequence_number=first))
+        except SessionLockLostError:
+            # Peeking a session needs its lock. A slow host or a short LockDuration can lose it between
+            # two pages; a peek changes nothing, so the session is accepted again and the page peeked
+            # again, once.
+            log.info("session %r of %s: its lock expired during a scan; accepted it again", self.session_id, self.path)
+            await self.close()
+            rcv = await self._session()
+            return list(await rcv.peek_messages(max_message_count=count, sequence_number=first))
+
+    async def _session(self) -> Any:
+        """The session receiver, its lock renewed once less than half its duration is left."""
+        rcv = self._session_receiver
+        if rcv is None:
             rcv = receiver_for(self.conn._sdk_client(), self.path, session_id=self.session_id)
             await rcv.__aenter__()
             self._session_receiver = rcv
-        return list(await self._session_receiver.peek_messages(max_message_count=count, sequence_number=first))
+            self._lock_span = _left(rcv.session.locked_until_utc)
+        elif self._lock_span is not None and _left(rcv.session.locked_until_utc) < self._lock_span / 2:
+            await rcv.session.renew_lock()
+        return rcv
 
     async def close(self) -> None:
         if self._session_receiver is not None:

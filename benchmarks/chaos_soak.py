@@ -421,7 +421,7 @@ class Soak:
         items = self.ledger.new_messages(self.rng.randint(5, 40))
         frame = spark.createDataFrame(
             [(i["body"], i["message_id"], i["application_properties"]) for i in items],
-            "body_text string, message_id string, application_properties map<string,string>",
+            "body string, message_id string, application_properties map<string,string>",
         )
         sent = self.attempt("spark write", lambda: sbspark.write(frame, QUEUE))
         self.f.messages += len(items)

@@ -84,3 +84,4 @@ def test_every_tutorial_is_in_the_docs_site() -> None:
     listed = re.findall(r"tutorials/(\S+\.ipynb)", text)
     assert listed == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert (ROOT / "docs" / "tutorials").resolve() == (ROOT / "notebooks").resolve()
+    assert re.search(r"^\s+execute: true\b", text, re.M) and re.search(r"^\s+cache: false\b", text, re.M)

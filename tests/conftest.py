@@ -115,3 +115,14 @@ def quick_client(emulator: Emulator) -> Iterator[ServiceBusClient]:
     at once instead of after the SDK's own backoff (about 10 s for a not-found)."""
     with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A local Spark session for one test module, stopped after it (the cluster and Connect modules
+    change PySpark's process-wide state in between). Imported here only when a test asks for it."""
+    from sbnotebook import spark as sbspark
+
+    session = sbspark.local_session(f"sbnotebook-{request.module.__name__.rsplit('.', 1)[-1]}")
+    yield session
+    session.stop()

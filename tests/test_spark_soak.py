@@ -6,20 +6,9 @@ Every message must be accounted for exactly once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from benchmarks.chaos_soak import run
-from sbnotebook import spark as sbspark
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = sbspark.local_session("sbnotebook-spark-soak")
-    yield session
-    session.stop()
 
 
 def test_spark_reads_settles_and_writes_account_for_every_message_through_restarts(spark: Any) -> None:

@@ -39,13 +39,6 @@ STREAM_TOPOLOGY: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = sbspark.local_session("sbnotebook-streaming-tests")
-    yield session
-    session.stop()
-
-
 @pytest.fixture
 def emu() -> Iterator[Emulator]:
     with Emulator(STREAM_TOPOLOGY) as emulator:

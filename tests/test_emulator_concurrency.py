@@ -61,10 +61,14 @@ def test_concurrent_peeks_with_asyncio_gather(emulator: Emulator) -> None:
 
 
 def test_auto_lock_renewer_with_eight_workers() -> None:
-    """AutoLockRenewer(max_workers=8) renews many locks at once on one connection."""
-    topology = {
-        "UserConfig": {"Namespaces": [{"Name": "n", "Queues": [{"Name": "r", "Properties": {"LockDuration": "PT4S"}}]}]}
-    }
+    """AutoLockRenewer(max_workers=8) renews many locks at once on one connection.
+
+    A 10 s lock: the SDK renews once 75% of it is left (7.5 s), so a renewal that takes a few
+    seconds on a busy host still lands; with a 4 s lock the margin was 3 s and the suite under
+    CPU contention sometimes missed it (a real lock loss, not an emulator fault).
+    """
+    queue = {"Name": "r", "Properties": {"LockDuration": "PT10S"}}
+    topology = {"UserConfig": {"Namespaces": [{"Name": "n", "Queues": [queue]}]}}
     failures: list[Exception] = []
     with Emulator(topology) as emu, ServiceBusClient.from_connection_string(emu.connection_string) as client:
         with client.get_queue_sender("r") as s:
@@ -72,17 +76,20 @@ def test_auto_lock_renewer_with_eight_workers() -> None:
         renewer = AutoLockRenewer(max_lock_renewal_duration=60, max_workers=8)
         with client.get_queue_receiver("r", max_wait_time=5) as r:
             got: list[ServiceBusReceivedMessage] = []
-            while len(got) < 16:
-                batch = r.receive_messages(max_message_count=16, max_wait_time=5)
-                assert batch
-                got += batch
-                # Registered as soon as received: on a busy host (the suite under xdist) a 3 s lock
-                # registered after a second receive could expire before the renewer's first pass.
-                for m in batch:
-                    renewer.register(r, m, on_lock_renew_failure=lambda _m, e: failures.append(e))  # type: ignore[arg-type,misc]
-            time.sleep(9)  # beyond two lock durations: only renewals keep the locks
+            try:
+                while len(got) < 16:
+                    batch = r.receive_messages(max_message_count=16, max_wait_time=5)
+                    assert batch
+                    got += batch
+                    for m in batch:  # registered as received, before the next receive
+                        renewer.register(r, m, on_lock_renew_failure=lambda _m, e: failures.append(e))  # type: ignore[arg-type,misc]
+                time.sleep(12)  # beyond the lock duration: only renewals keep the locks
+            finally:
+                # The renewer stops (and waits for renewals in flight) before the messages are
+                # settled and the receiver closes: a renewal racing the receiver's close fails
+                # with the SDK's "Management Operation error" (its $management link detached).
+                renewer.close()
             for m in got:
                 r.complete_message(m)
-        renewer.close()
         assert not failures
         assert emu.broker.counts("r") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}

@@ -22,22 +22,22 @@ def _send(client: ServiceBusClient, entity: str, *pairs: tuple[str, str]) -> Non
 
 def test_list_sessions_with_state_counts_and_lock_status(emulator: Emulator, client: ServiceBusClient) -> None:
     conn = core.connect(emulator.connection_string)
-    _send(client, "sq", ("a", "1"), ("a", "2"), ("b", "3"), ("c", "4"))
-    core.set_session_state("sq", "b", '{"step": 2}', connection=conn)
-    with client.get_queue_receiver("sq", session_id="c", max_wait_time=1):  # another receiver holds c
-        found = {s.session_id: s for s in core.list_sessions("sq", connection=conn)}
+    _send(client, "sq60", ("a", "1"), ("a", "2"), ("b", "3"), ("c", "4"))
+    core.set_session_state("sq60", "b", '{"step": 2}', connection=conn)
+    with client.get_queue_receiver("sq60", session_id="c", max_wait_time=1):  # another receiver holds c
+        found = {s.session_id: s for s in core.list_sessions("sq60", connection=conn)}
     assert set(found) == {"a", "b", "c"}
     assert (found["a"].messages, found["a"].state, found["a"].locked) == (2, None, False)
     assert found["a"].last_enqueued is not None
     assert (found["b"].messages, found["b"].state_text) == (1, '{"step": 2}')
     assert found["c"].locked and found["c"].messages is None and found["c"].state is None
     # Looking at a session gives it back: it can be received at once, with no delivery counted.
-    with client.get_queue_receiver("sq", session_id="a", max_wait_time=1) as r:
+    with client.get_queue_receiver("sq60", session_id="a", max_wait_time=1) as r:
         got = r.receive_messages(max_message_count=2, max_wait_time=1)
         assert [m.delivery_count for m in got] == [0, 0]
-    ids = core.list_sessions("sq", details=False, connection=conn)
+    ids = core.list_sessions("sq60", details=False, connection=conn)
     assert sorted(s.session_id for s in ids) == ["a", "b", "c"]
-    capped = core.list_sessions("sq", limit=2, count_limit=1, connection=conn)
+    capped = core.list_sessions("sq60", limit=2, count_limit=1, connection=conn)
     assert len(capped) == 2 and all(s.messages == 1 for s in capped) and capped[0].more is (capped[0].session_id == "a")
 
 
@@ -56,19 +56,19 @@ def test_sessions_of_a_subscription_and_state_updated_after(emulator: Emulator, 
 
 def test_session_state_get_set_clear_and_a_held_session(emulator: Emulator, client: ServiceBusClient) -> None:
     conn = core.connect(emulator.connection_string)
-    assert core.get_session_state("sq", "s-1", connection=conn) is None
-    assert core.set_session_state("sq", "s-1", "one", connection=conn) is None
-    assert core.set_session_state("sq", "s-1", "two", connection=conn) == b"one"
-    assert core.get_session_state("sq", "s-1", connection=conn) == b"two"
-    with client.get_queue_receiver("sq", session_id="s-1", max_wait_time=1) as r:
+    assert core.get_session_state("sq60", "s-1", connection=conn) is None
+    assert core.set_session_state("sq60", "s-1", "one", connection=conn) is None
+    assert core.set_session_state("sq60", "s-1", "two", connection=conn) == b"one"
+    assert core.get_session_state("sq60", "s-1", connection=conn) == b"two"
+    with client.get_queue_receiver("sq60", session_id="s-1", max_wait_time=1) as r:
         assert r.session.get_state() == b"two"  # what the SDK sees
         with pytest.raises(SessionLockedError, match="held by another receiver"):
-            core.set_session_state("sq", "s-1", "three", connection=conn)
-    assert core.set_session_state("sq", "s-1", None, connection=conn) == b"two"
-    assert core.get_session_state("sq", "s-1", connection=conn) is None
-    assert [s.session_id for s in core.list_sessions("sq", connection=conn)] == []
+            core.set_session_state("sq60", "s-1", "three", connection=conn)
+    assert core.set_session_state("sq60", "s-1", None, connection=conn) == b"two"
+    assert core.get_session_state("sq60", "s-1", connection=conn) is None
+    assert [s.session_id for s in core.list_sessions("sq60", connection=conn)] == []
     with pytest.raises(InvalidInputError, match="dead-letter"):
-        core.list_sessions("sq/$deadletterqueue", connection=conn)
+        core.list_sessions("sq60/$deadletterqueue", connection=conn)
 
 
 @pytest.mark.parametrize("pause", [1.3, 2.6], ids=["renewed-in-time", "lost-between-pages"])

@@ -84,12 +84,12 @@ async def test_schedule_cancel_and_peek_states(emulator: Emulator) -> None:
 async def test_sessions_async(emulator: Emulator) -> None:
     """Rule: one holder per session; next-available picks a session with messages."""
     async with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
-        async with c.get_queue_sender("sq") as s:
+        async with c.get_queue_sender("sq60") as s:
             await s.send_messages([ServiceBusMessage(f"m{i}", session_id="z") for i in range(3)])
-        async with c.get_queue_receiver("sq", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as r:
+        async with c.get_queue_receiver("sq60", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as r:
             assert r.session.session_id == "z"
             with pytest.raises(SessionCannotBeLockedError):
-                async with c.get_queue_receiver("sq", session_id="z", max_wait_time=1) as other:
+                async with c.get_queue_receiver("sq60", session_id="z", max_wait_time=1) as other:
                     await other.receive_messages(max_wait_time=1)
             got = await r.receive_messages(max_message_count=5, max_wait_time=2)
             assert [str(m) for m in got] == ["m0", "m1", "m2"]

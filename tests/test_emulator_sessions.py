@@ -37,14 +37,14 @@ def test_session_receiver_gets_only_its_session_in_order(client: ServiceBusClien
 
 def test_next_available_session_and_exclusive_lock(emulator) -> None:  # type: ignore[no-untyped-def]
     """Rule: next-available locks a session with messages; a locked session cannot be accepted again.
-    (No SDK retries here: they would outlast the 2 s session lock, which then rightly frees the session.)"""
+    (On sq60, with a 1-minute lock: a 2 s lock could lapse on a busy host before the second accept.)"""
     client = ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0)
-    _send(client, "sq", ("x", "x1"))
-    with client.get_queue_receiver("sq", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as r:
+    _send(client, "sq60", ("x", "x1"))
+    with client.get_queue_receiver("sq60", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as r:
         assert r.session.session_id == "x"
         assert r.session.locked_until_utc is not None
         with pytest.raises(SessionCannotBeLockedError):
-            with client.get_queue_receiver("sq", session_id="x", max_wait_time=2) as other:
+            with client.get_queue_receiver("sq60", session_id="x", max_wait_time=2) as other:
                 other.receive_messages(max_wait_time=1)
         (m,) = r.receive_messages(max_wait_time=2)
         r.complete_message(m)

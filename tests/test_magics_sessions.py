@@ -16,62 +16,62 @@ ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython sh
 
 
 def _sessions(client: ServiceBusClient, *pairs: tuple[str, str]) -> None:
-    with client.get_queue_sender("sq") as s:
+    with client.get_queue_sender("sq60") as s:
         s.send_messages([ServiceBusMessage(body, session_id=sid) for sid, body in pairs])
 
 
 def test_sessions_lists_count_state_and_lock(ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any) -> None:
     _sessions(client, ("a", "1"), ("a", "2"), ("b", "3"))
-    core.set_session_state("sq", "a", '{"step": 1}', connection=sb.conn())
-    with client.get_queue_receiver("sq", session_id="b", max_wait_time=1):
-        frame = line(ip, "sb_sessions sq")
+    core.set_session_state("sq60", "a", '{"step": 1}', connection=sb.conn())
+    with client.get_queue_receiver("sq60", session_id="b", max_wait_time=1):
+        frame = line(ip, "sb_sessions sq60")
     out = capsys.readouterr().out
-    assert "2 sessions in sq, 1 held by another receiver" in out
+    assert "2 sessions in sq60, 1 held by another receiver" in out
     rows = frame.set_index("session_id")
     assert rows.loc["a", "messages"] == 2 and rows.loc["a", "state"] == '{"step": 1}' and not rows.loc["a", "locked"]
     assert bool(rows.loc["b", "locked"])
-    ids = line(ip, "sb_sessions sq --ids-only -n 1")
+    ids = line(ip, "sb_sessions sq60 --ids-only -n 1")
     assert list(ids.columns) == ["session_id"] and len(ids) == 1
     assert "stopped at -n 1" in capsys.readouterr().out
     line(ip, "sb_sessions q")  # not session-enabled: one line
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
-    line(ip, "sb_sessions sq --updated-after yesterday")
+    line(ip, "sb_sessions sq60 --updated-after yesterday")
     assert "is not a time" in capsys.readouterr().err
 
 
 def test_session_state_show_set_and_clear_ask_first(
     ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    line(ip, "sb_session_state sq s-1")
-    assert "Session s-1 of sq has no state." in capsys.readouterr().out
+    line(ip, "sb_session_state sq60 s-1")
+    assert "Session s-1 of sq60 has no state." in capsys.readouterr().out
     answer(monkeypatch, "no")
-    line(ip, "sb_session_state sq s-1 --set '{\"step\": 3}'")
+    line(ip, "sb_session_state sq60 s-1 --set '{\"step\": 3}'")
     out, err = capsys.readouterr()
     assert "- now:   (no state)" in out and '"step": 3' in out and "Cancelled" in err
-    assert core.get_session_state("sq", "s-1", connection=sb.conn()) is None
+    assert core.get_session_state("sq60", "s-1", connection=sb.conn()) is None
     answer(monkeypatch, "yes")
-    line(ip, "sb_session_state sq s-1 --set '{\"step\": 3}'")
+    line(ip, "sb_session_state sq60 s-1 --set '{\"step\": 3}'")
     assert "state replaced" in capsys.readouterr().out
-    assert core.get_session_state("sq", "s-1", connection=sb.conn()) == b'{"step": 3}'
-    line(ip, "sb_session_state sq s-1")
+    assert core.get_session_state("sq60", "s-1", connection=sb.conn()) == b'{"step": 3}'
+    line(ip, "sb_session_state sq60 s-1")
     assert '"step": 3' in capsys.readouterr().out
-    line(ip, "sb_session_state sq s-1 --set 'not json'")
+    line(ip, "sb_session_state sq60 s-1 --set 'not json'")
     assert "--set takes JSON" in capsys.readouterr().err
-    line(ip, "sb_session_state sq s-1 --text plain --clear")
+    line(ip, "sb_session_state sq60 s-1 --text plain --clear")
     assert "give one of" in capsys.readouterr().err
-    line(ip, "sb_session_state sq s-1 --text checkpoint-9 --yes")
-    assert core.get_session_state("sq", "s-1", connection=sb.conn()) == b"checkpoint-9"
-    with client.get_queue_receiver("sq", session_id="s-1", max_wait_time=1):
-        line(ip, "sb_session_state sq s-1 --clear --yes")
+    line(ip, "sb_session_state sq60 s-1 --text checkpoint-9 --yes")
+    assert core.get_session_state("sq60", "s-1", connection=sb.conn()) == b"checkpoint-9"
+    with client.get_queue_receiver("sq60", session_id="s-1", max_wait_time=1):
+        line(ip, "sb_session_state sq60 s-1 --clear --yes")
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "held by another receiver" in err
-        line(ip, "sb_peek sq --session s-1")  # peeking a held session: one line, says why
+        line(ip, "sb_peek sq60 --session s-1")  # peeking a held session: one line, says why
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "held by another receiver" in err, err
-    line(ip, "sb_session_state sq s-1 --clear --yes")
+    line(ip, "sb_session_state sq60 s-1 --clear --yes")
     assert "state cleared" in capsys.readouterr().out
-    assert core.get_session_state("sq", "s-1", connection=sb.conn()) is None
+    assert core.get_session_state("sq60", "s-1", connection=sb.conn()) is None
 
 
 def test_sessions_panel_lists_peeks_and_edits_state_after_confirm(
@@ -80,7 +80,7 @@ def test_sessions_panel_lists_peeks_and_edits_state_after_confirm(
     from sbnotebook.notebook.widgets.sessions import SessionsPanel
 
     _sessions(client, ("a", "one"), ("b", "two"))
-    panel = line(ip, "sb_sessions sq --panel")
+    panel = line(ip, "sb_sessions sq60 --panel")
     assert isinstance(panel, SessionsPanel) and panel.connection is sb.connection
     assert [value for _, value in panel.list.options] == ["a", "b"] and panel.selected == "a"
     panel.peek()
@@ -88,9 +88,9 @@ def test_sessions_panel_lists_peeks_and_edits_state_after_confirm(
     panel.state.value = '{"step": 2}'
     panel.ask_save()
     assert panel.confirm_row.layout.display == "flex" and "(no state)" in panel.confirm_text.value
-    assert core.get_session_state("sq", "a", connection=sb.conn()) is None  # nothing before Confirm
+    assert core.get_session_state("sq60", "a", connection=sb.conn()) is None  # nothing before Confirm
     panel.confirm()
-    assert core.get_session_state("sq", "a", connection=sb.conn()) == b'{"step": 2}'
+    assert core.get_session_state("sq60", "a", connection=sb.conn()) == b'{"step": 2}'
     assert panel.confirm_row.layout.display == "none" and "replaced" in panel.status.value
     assert '"step": 2' in panel.state.value  # the listing was refreshed
     panel.state.value = "{broken"
@@ -101,7 +101,7 @@ def test_sessions_panel_lists_peeks_and_edits_state_after_confirm(
     panel.cancel()
     panel.clear_button.click()
     panel.confirm_button.click()
-    assert core.get_session_state("sq", "b", connection=sb.conn()) is None
+    assert core.get_session_state("sq60", "b", connection=sb.conn()) is None
     # Reading a session's messages in the panel locked nothing: both can be received, none counted.
-    with client.get_queue_receiver("sq", session_id="a", max_wait_time=1) as r:
+    with client.get_queue_receiver("sq60", session_id="a", max_wait_time=1) as r:
         assert [m.delivery_count for m in r.receive_messages(max_wait_time=1)] == [0]

@@ -160,3 +160,27 @@ def test_connect_checks_the_key_and_the_namespace(emulator: Emulator) -> None:
         core.connect(nowhere)
     conn = core.connect(emulator.connection_string)
     assert conn.warmed and conn.links_opened >= 1  # receivers opened on the topology's entities
+
+
+def test_a_reply_later_than_the_attempt_bound_is_a_retryable_error_not_a_wait(emulator: Emulator) -> None:
+    """The SDK waits for a management reply with no bound unless given one, and can drop a reply
+    that arrives before it has registered the request (tests/test_emulator_concurrency.py): the
+    kit's client bounds every attempt (``try_timeout``), so a call ends in a reply or an error."""
+    import time
+
+    from sbnotebook.core import ServiceError
+
+    core.send("q", ["x"], connection=emulator.connection_string)
+    emulator.slow_down("q", 2.0)  # every reply on q's connections 2 s late
+    bounded = LiveConnection(core.resolve(emulator.connection_string), try_timeout=0.8)
+    patient = LiveConnection(core.resolve(emulator.connection_string), try_timeout=30)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ServiceError) as err:
+            core.peek("q", connection=bounded)
+        assert err.value.retryable and "Timeout" in str(err.value)
+        assert time.monotonic() - started < 1.9  # ended at the bound, before the late reply
+        assert len(core.peek("q", connection=patient)) == 1  # within the bound: the reply is waited for
+    finally:
+        bounded.close()
+        patient.close()

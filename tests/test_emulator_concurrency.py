@@ -20,22 +20,29 @@ def _fill(client: ServiceBusClient, n: int = 20) -> None:
         s.send_messages([ServiceBusMessage(f"m{i}") for i in range(n)])
 
 
-def test_concurrent_peeks_and_renewals_from_threads(client: ServiceBusClient, emulator: Emulator) -> None:
+def test_concurrent_peeks_and_renewals_from_threads(emulator: Emulator) -> None:
     """Rule: Service Bus answers every request even when the SDK's threads race on delivery ids;
-    the connection (and every lock on it) survives."""
-    _fill(client)
-    with client.get_queue_receiver("q", max_wait_time=5) as r:
-        got = r.receive_messages(max_message_count=10, max_wait_time=5)
-        assert len(got) == 10
-        with ThreadPoolExecutor(8) as pool:
-            sizes = list(
-                pool.map(lambda _: len(r.peek_messages(max_message_count=5, sequence_number=1)), range(ROUNDS))
-            )
-            renewed = list(pool.map(r.renew_message_lock, got * 3))
-        assert sizes == [5] * ROUNDS
-        assert len(renewed) == 30
-        for m in got:
-            r.complete_message(m)  # the locks survived: no MessageLockLostError
+    the connection (and every lock on it) survives.
+
+    The sync SDK registers a management request as pending only after sending it (its
+    management_link.execute_operation): when another thread reads the reply in between, the reply
+    is dropped and, with no bound, that call waits forever (seen once in a contended suite run). So
+    this client bounds each attempt (``try_timeout``) and the SDK's retry asks again: an emulator
+    that did not answer would still fail the test, after the retries."""
+    with ServiceBusClient.from_connection_string(emulator.connection_string, try_timeout=5) as client:
+        _fill(client)
+        with client.get_queue_receiver("q", max_wait_time=5) as r:
+            got = r.receive_messages(max_message_count=10, max_wait_time=5)
+            assert len(got) == 10
+            with ThreadPoolExecutor(8) as pool:
+                sizes = list(
+                    pool.map(lambda _: len(r.peek_messages(max_message_count=5, sequence_number=1)), range(ROUNDS))
+                )
+                renewed = list(pool.map(r.renew_message_lock, got * 3))
+            assert sizes == [5] * ROUNDS
+            assert len(renewed) == 30
+            for m in got:
+                r.complete_message(m)  # the locks survived: no MessageLockLostError
     assert emulator.broker.counts("q")["active"] == 10
 
 
@@ -70,7 +77,11 @@ def test_auto_lock_renewer_with_eight_workers() -> None:
     queue = {"Name": "r", "Properties": {"LockDuration": "PT10S"}}
     topology = {"UserConfig": {"Namespaces": [{"Name": "n", "Queues": [queue]}]}}
     failures: list[Exception] = []
-    with Emulator(topology) as emu, ServiceBusClient.from_connection_string(emu.connection_string) as client:
+    # try_timeout: a renewal whose reply the SDK dropped (see the test above) is asked again in time.
+    with (
+        Emulator(topology) as emu,
+        ServiceBusClient.from_connection_string(emu.connection_string, try_timeout=4) as client,
+    ):
         with client.get_queue_sender("r") as s:
             s.send_messages([ServiceBusMessage(f"r{i}") for i in range(16)])
         renewer = AutoLockRenewer(max_lock_renewal_duration=60, max_workers=8)

@@ -42,6 +42,11 @@ T = TypeVar("T")
 log = logging.getLogger("sbnotebook.live")
 
 IDLE_TIMEOUT = 300.0  # seconds a link may sit unused before it is closed
+# Seconds one attempt of an SDK operation may take (the SDK's ``try_timeout``; .NET's default
+# TryTimeout). Without it the SDK waits for a management reply (peek, renew, deferred receive,
+# session state, schedule) forever, and its reply matching registers a request only after sending
+# it, so a reply that comes back first is dropped: the call would hang for good instead of failing.
+TRY_TIMEOUT = 60.0
 MAX_LIVE_CONNECTIONS = 16  # per process; the least recently used beyond this is closed
 _REAPER_INTERVAL = 15.0
 WARM_LIMIT = 8  # entities connect() opens a receiver on, in parallel
@@ -104,9 +109,12 @@ class _Pool:
 class LiveConnection:
     """One live connection to a namespace (see the module docstring). Create with ``connect()``."""
 
-    def __init__(self, settings: Connection, *, idle_timeout: float = IDLE_TIMEOUT) -> None:
+    def __init__(
+        self, settings: Connection, *, idle_timeout: float = IDLE_TIMEOUT, try_timeout: float = TRY_TIMEOUT
+    ) -> None:
         self.settings = settings
         self.idle_timeout = idle_timeout
+        self.try_timeout = try_timeout
         self.links_opened = 0
         self.reconnects = 0
         self._start_lock = threading.Lock()
@@ -239,7 +247,8 @@ class LiveConnection:
 
             # retry_total=0: the kit retries itself (sends by policy, everything else once after a
             # reconnect), so a failure is reported in seconds, not after the SDK's own backoff.
-            options: dict[str, Any] = {"retry_total": 0}
+            # try_timeout: every attempt ends, in a reply or a retryable timeout (TRY_TIMEOUT).
+            options: dict[str, Any] = {"retry_total": 0, "try_timeout": self.try_timeout}
             if self.settings.connection_string is not None:
                 self._client = ServiceBusClient.from_connection_string(self.settings.connection_string, **options)
             else:

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from sbnotebook.emulator import shared
+from tests.xdist_groups import make_scheduler, spark_group
 
 NOTEBOOK_TIMEOUT = 240  # seconds for a whole tutorial; its cells have nbmake's (shorter) timeout
 _WEDGED_GRACE = 30  # after a test's timeout, if pytest-timeout could not stop it: dump and exit
@@ -77,38 +78,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_BASE, ignore_errors=True)
 
 
-# Test files and tutorials that start a JVM (Spark, a Spark Connect server), in two groups: under
-# pytest-xdist (``-n 4``, pyproject.toml) each group runs on one worker, one file after another, so
-# at most two JVMs start at a time on a 2-core machine while the other workers run the rest, one
-# test at a time. A JVM started under that contention is slow to start: these have a longer timeout.
-_SPARK_GROUPS = {
-    "test_spark": "spark",
-    "test_spark_streaming": "spark",
-    "06_spark": "spark",
-    "test_spark_cluster": "spark-jvm",  # restarts PySpark's JVM in its process
-    "test_spark_connect": "spark-jvm",  # a Connect server, and Connect mode in its process
-    "test_spark_soak": "spark-jvm",
-    "08_streaming": "spark-jvm",
-}
-SPARK_TIMEOUT = 300
-
-
-def spark_group(nodeid: str) -> str | None:
-    """The JVM group of a test or tutorial (by its file), None for the rest."""
-    return _SPARK_GROUPS.get(Path(nodeid.split("::", 1)[0]).stem)
+SPARK_TIMEOUT = 300  # a JVM started under the suite's contention is slow to start
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's ``loadgroup`` tags node ids with ``item._nodeid``, which pytest 9.2 no longer reads
-    (its groups silently became one test each: four JVMs at once, minutes lost). This scheduler
-    groups by file name instead: a Spark group is one unit of work, every other test its own."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class SparkGroups(LoadScopeScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            return spark_group(nodeid) or nodeid
-
-    return SparkGroups(config, log)
+    return make_scheduler(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,0 +1,50 @@
+"""The suite's own xdist scheduler (tests/xdist_groups.py), run on a throwaway project: Spark files
+stay together, and a worker that dies neither hangs the run nor gets its test run twice."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.xdist_groups import spark_group
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_spark_files_are_grouped_and_the_rest_is_not() -> None:
+    assert spark_group("tests/test_spark.py::test_x") == spark_group("notebooks/06_spark.ipynb") == "spark"
+    assert spark_group("tests/test_spark_connect.py::test_y[a]") == "spark-jvm"
+    assert spark_group("notebooks/08_streaming.ipynb::08_streaming.ipynb") == "spark-stream"
+    assert spark_group("tests/test_core_live.py::test_z") is None
+
+
+@pytest.mark.timeout(180)
+def test_a_worker_that_dies_is_reported_once_and_the_run_ends(tmp_path: Path) -> None:
+    hook = "from tests.xdist_groups import make_scheduler as pytest_xdist_make_scheduler\n"
+    (tmp_path / "conftest.py").write_text(hook)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_dies.py").write_text("import os\n\ndef test_dies():\n    os._exit(3)\n")
+    (tmp_path / "test_spark.py").write_text(  # a group whose third test kills its worker
+        "import os, pytest\n\n@pytest.mark.parametrize('i', range(5))\ndef test_in_group(i):\n"
+        "    if i == 2:\n        os._exit(3)\n"
+    )
+    (tmp_path / "test_rest.py").write_text(
+        "import pytest\n\n@pytest.mark.parametrize('i', range(8))\ndef test_other(i):\n    pass\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", "-q", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,  # with xdist's own loadscope handling of a crash this run never ends
+    )
+    out = done.stdout
+    assert "2 failed, 12 passed" in out, out[-2000:]
+    assert out.count("crashed while running 'test_dies.py::test_dies'") == 1, out[-2000:]
+    assert out.count("crashed while running 'test_spark.py::test_in_group[2]'") == 1, out[-2000:]

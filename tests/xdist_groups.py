@@ -1,0 +1,61 @@
+"""How the suite is spread over pytest-xdist workers (``-n 4``, pyproject.toml): Spark files in
+groups, every other test on its own, and a crashed worker's tests not lost or run twice.
+
+Test files and tutorials that start a JVM (Spark, a Spark Connect server) are in three groups;
+each group runs on one worker, one file after another, so at most three JVMs run at a time on a
+2-core machine while the fourth worker runs the rest. The groups are about equally long (with two,
+the second group alone was most of the suite's time).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+_SPARK_GROUPS = {
+    "test_spark": "spark",
+    "test_spark_streaming": "spark",
+    "06_spark": "spark",
+    "test_spark_cluster": "spark-jvm",  # restarts PySpark's JVM in its process
+    "test_spark_connect": "spark-jvm",  # a Connect server, and Connect mode in its process
+    "test_spark_soak": "spark-stream",
+    "08_streaming": "spark-stream",
+}
+
+
+def spark_group(nodeid: str) -> str | None:
+    """The JVM group of a test or tutorial (by its file), None for the rest."""
+    return _SPARK_GROUPS.get(Path(nodeid.split("::", 1)[0]).stem)
+
+
+def make_scheduler(config: Any, log: Any) -> Any:
+    """xdist's ``loadgroup`` tags node ids with ``item._nodeid``, which pytest 9.2 no longer reads
+    (its groups silently became one test each), so this groups by file name instead, on xdist's
+    ``loadscope`` scheduler: a Spark group is one unit of work, every other test its own.
+
+    And it mends how ``loadscope`` treats a worker that died (the conftest watchdog ends a worker
+    whose test cannot be interrupted): xdist 3.8 puts the test that crashed back in the queue, so
+    another worker runs it again (and dies again, if it wedges again), and after that the run waits
+    forever with every worker idle (reproduced with a test that calls ``os._exit``). Here the
+    crashed test is reported failed once (xdist does that) and the rest of its group is queued again."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return spark_group(nodeid) or nodeid
+
+        def remove_node(self, node: Any) -> str | None:
+            workload: dict[str, dict[str, bool]] = self.assigned_work.pop(node)
+            pending = [nodeid for unit in workload.values() for nodeid, done in unit.items() if not done]
+            if not pending:
+                return None  # a node that finished its work
+            crashed = pending[0]  # a worker runs its tests in order: the first one not done
+            workload[self._split_scope(crashed)][crashed] = True
+            for scope, unit in workload.items():
+                if not all(unit.values()):
+                    self.workqueue[scope] = unit
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
+    return SparkGroups(config, log)

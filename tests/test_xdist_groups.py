@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_spark_files_are_grouped_and_the_rest_is_not() -> None:
     assert spark_group("tests/test_spark.py::test_x") == spark_group("notebooks/06_spark.ipynb") == "spark"
     assert spark_group("tests/test_spark_connect.py::test_y[a]") == "spark-jvm"
-    assert spark_group("notebooks/08_streaming.ipynb::08_streaming.ipynb") == "spark-stream"
+    assert spark_group("notebooks/08_streaming.ipynb::08_streaming.ipynb") == "spark-jvm"
     assert spark_group("tests/test_core_live.py::test_z") is None
 
 

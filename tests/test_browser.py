@@ -106,17 +106,8 @@ def test_panels_render_in_jupyterlab_and_respond_to_a_click(lab: tuple[str, Path
             page.goto(url, timeout=120_000)
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
-            resubmit = page.locator("button", has_text="Resubmit selected").first
-            for attempt in range(3):
-                try:
-                    accept_the_kernel_dialog(page)
-                    page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
-                    page.keyboard.press("Shift+Enter")
-                    resubmit.wait_for(state="visible", timeout=90_000)
-                    break
-                except playwright_api.TimeoutError:
-                    if attempt == 2:
-                        raise
+            run_the_cell(page)
+            page.locator("button", has_text="Resubmit selected").first.wait_for(state="visible", timeout=120_000)
             page.locator("button", has_text="Next").first.wait_for(state="visible", timeout=60_000)
             page.get_by_text(re.compile(r"\d+ dead-lettered messages, 1 reasons")).first.wait_for(
                 state="visible", timeout=60_000
@@ -145,14 +136,35 @@ def test_panels_render_in_jupyterlab_and_respond_to_a_click(lab: tuple[str, Path
     assert before.read_bytes() != after.read_bytes()
 
 
+def run_the_cell(page: Any) -> None:
+    """Shift+Enter on the notebook's one cell until JupyterLab has taken it: it runs (a number or *
+    in its prompt) or JupyterLab asks for a kernel first (then it runs the cell itself once one is
+    chosen: pressing again would run it twice). A key sent while the page settles can be lost."""
+    taken = page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt", has_text=re.compile(r"\[[*\d]+\]"))
+    asked = page.locator(".jp-Dialog", has_text="Select Kernel")
+    for attempt in range(3):
+        page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
+        page.keyboard.press("Shift+Enter")
+        try:
+            taken.or_(asked).first.wait_for(state="visible", timeout=30_000)
+        except playwright_api.TimeoutError:
+            if attempt == 2:
+                raise
+            continue
+        accept_the_kernel_dialog(page)
+        return
+
+
 def accept_the_kernel_dialog(page: Any) -> None:
     """On a busy host JupyterLab can open the notebook before its kernel session is known and ask
     which kernel to start (seen in a contended suite run: the dialog took every click). The
     notebook's own kernelspec is preselected: accept it."""
     dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
     if dialog.count() and dialog.first.is_visible():
-        dialog.first.get_by_role("button", name="Select", exact=True).click()
+        # Its accept button reads "Select" but is named "Select Kernel" (aria-label): find it by class.
+        dialog.first.locator("button.jp-mod-accept").click()
         dialog.first.wait_for(state="hidden", timeout=30_000)
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
 
 
 def wait_text(page: Any, pattern: str, timeout: float = 60_000) -> None:

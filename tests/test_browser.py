@@ -33,6 +33,8 @@ pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)"),
 ]
 
+KERNEL_IDLE = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
+
 SETUP = """
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
@@ -105,7 +107,7 @@ def test_panels_render_in_jupyterlab_and_respond_to_a_click(lab: tuple[str, Path
         try:
             page.goto(url, timeout=120_000)
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+            page.wait_for_selector(KERNEL_IDLE, timeout=120_000)
             run_the_cell(page)
             page.locator("button", has_text="Resubmit selected").first.wait_for(state="visible", timeout=120_000)
             page.locator("button", has_text="Next").first.wait_for(state="visible", timeout=60_000)
@@ -141,7 +143,7 @@ def run_the_cell(page: Any) -> None:
     in its prompt) or JupyterLab asks for a kernel first (then it runs the cell itself once one is
     chosen: pressing again would run it twice). A key sent while the page settles can be lost."""
     taken = page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt", has_text=re.compile(r"\[[*\d]+\]"))
-    asked = page.locator(".jp-Dialog", has_text="Select Kernel")
+    asked = kernel_dialog(page)
     for attempt in range(3):
         page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
         page.keyboard.press("Shift+Enter")
@@ -159,12 +161,17 @@ def accept_the_kernel_dialog(page: Any) -> None:
     """On a busy host JupyterLab can open the notebook before its kernel session is known and ask
     which kernel to start (seen in a contended suite run: the dialog took every click). The
     notebook's own kernelspec is preselected: accept it."""
-    dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
+    dialog = kernel_dialog(page)
     if dialog.count() and dialog.first.is_visible():
         # Its accept button reads "Select" but is named "Select Kernel" (aria-label): find it by class.
         dialog.first.locator("button.jp-mod-accept").click()
         dialog.first.wait_for(state="hidden", timeout=30_000)
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+        page.wait_for_selector(KERNEL_IDLE, timeout=120_000)
+
+
+def kernel_dialog(page: Any) -> Any:
+    """JupyterLab's "Select Kernel" dialog, open or not."""
+    return page.locator(".jp-Dialog", has_text="Select Kernel")
 
 
 def wait_text(page: Any, pattern: str, timeout: float = 60_000) -> None:

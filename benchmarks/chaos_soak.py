@@ -29,7 +29,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from sbnotebook import core
+from sbnotebook.emulator.ports import restartable_port
 
 QUEUE = "soak"
 PURGED = "soak-purge"
@@ -69,12 +69,6 @@ TOPOLOGY: dict[str, Any] = {
     }
 }
 SETTLED_OK = {"completed", "abandoned", "dead_lettered", "deferred"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -129,7 +123,8 @@ class Broker:
     """The emulator as a process: started with this epoch's faults, killed with SIGKILL."""
 
     def __init__(self, workdir: Path, rng: random.Random, latency_ms: float) -> None:
-        self.port = free_port()
+        self.port = restartable_port()  # the same port across kills (the kit reconnects to it)
+        self.stderr_path = workdir / "emulator.stderr"
         self.data_dir = workdir / "data"
         self.config = workdir / "topology.json"
         self.config.write_text(json.dumps(TOPOLOGY))
@@ -155,12 +150,14 @@ class Broker:
         else:
             args += ["--latency-ms", str(self.latency_ms)]
         for _ in range(50):  # the port of a killed broker can take a moment to free
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sbnotebook.emulator", *args],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            # stderr to a file: a pipe nobody reads fills up and then blocks the broker's logging.
+            with self.stderr_path.open("a") as stderr:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "sbnotebook.emulator", *args],
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    text=True,
+                )
             assert self.proc.stdout is not None
             for _ in range(6):
                 line = self.proc.stdout.readline().strip()
@@ -172,7 +169,8 @@ class Broker:
             self.proc.kill()
             self.proc.wait()
             time.sleep(0.2)
-        raise RuntimeError("the emulator did not restart")
+        said = self.stderr_path.read_text().strip().splitlines()[-3:]
+        raise RuntimeError(f"the emulator did not start on port {self.port}: {' / '.join(said) or 'it said nothing'}")
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

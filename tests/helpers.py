@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -11,6 +10,8 @@ from collections.abc import Callable
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 from azure.servicebus import ServiceBusReceiveMode as Mode
+
+from sbnotebook.emulator.ports import restartable_port
 
 
 def send(client: ServiceBusClient, queue: str, *bodies: str, **kwargs: object) -> None:
@@ -65,6 +66,5 @@ def start_cli_emulator(
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port an emulator can be killed and restarted on (and its +1 admin port free too)."""
+    return restartable_port()

@@ -133,3 +133,18 @@ def test_batch_message_format_is_noted_by_delivery_tag() -> None:
     order = TransferOrder()
     order.feed(_transfer(0, 0, b"t1", BATCH_FORMAT) + _transfer(0, 1, b"t2"))
     assert order.take_batch(b"t1") and not order.take_batch(b"t1") and not order.take_batch(b"t2")
+
+
+def test_a_restartable_port_is_below_the_ephemeral_range_and_free_with_its_neighbour() -> None:
+    # A port from the ephemeral range can go to any outgoing connection while a killed emulator is
+    # down, and its restart then fails with "address in use" (a CI run failed on that).
+    import socket
+
+    from sbnotebook.emulator.ports import _ephemeral_start, restartable_port
+
+    for _ in range(20):
+        port = restartable_port()
+        assert 10_000 <= port < _ephemeral_start() - 1
+        for p in (port, port + 1):  # the CLI's extra admin port is --port + 1
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import psutil
 import pytest
@@ -42,6 +43,32 @@ def test_calls_reuse_the_same_connections(emulator: Emulator) -> None:
                 assert batch.complete().count("completed") == 1
         assert conn.links_opened == opened  # warm calls open nothing
         assert _server_sockets(emulator.port) == sockets  # the very same TCP connections at the broker
+
+
+def test_one_tls_context_serves_every_link(emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SDK opens a TCP connection per link and, unless handed a context, builds a TLS context and
+    # loads CA certificates for each (~65 ms of CPU per entity first touched, measured).
+    import ssl
+
+    loads: list[str] = []
+    for name in ("load_default_certs", "load_verify_locations"):
+        original = getattr(ssl.SSLContext, name)
+
+        def counted(self: ssl.SSLContext, *args: object, _name: str = name, _f: Any = original, **kw: object) -> Any:
+            loads.append(_name)
+            return _f(self, *args, **kw)
+
+        monkeypatch.setattr(ssl.SSLContext, name, counted)
+    core.live.tls_context.cache_clear()
+    try:
+        with core.connect(emulator.connection_string, warm=False) as conn:
+            core.send("q", ["one"], connection=conn)
+            for entity in ("q", "short", "once"):
+                core.peek(entity, connection=conn)
+            assert conn.links_opened >= 4
+        assert len(loads) <= 1, f"CA certificates loaded {len(loads)} times: {loads}"
+    finally:
+        core.live.tls_context.cache_clear()
 
 
 def test_the_same_settings_share_one_live_connection(emulator: Emulator) -> None:

@@ -60,6 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _real_stderr = os.dup(2)  # capture is suspended while plugins configure
     if hasattr(config, "workerinput") or _dump_dir is not None:
         _watch_notebook_cells()  # xdist workers run the tutorials; the folders come through the environment
+        _no_output_widget_echo()
         return
     _dump_dir = Path(tempfile.mkdtemp(prefix="sbnotebook-test-dumps-"))
     startup = _dump_dir / "ipython" / "profile_default" / "startup"
@@ -69,6 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["IPYTHONDIR"] = str(_dump_dir / "ipython")
     os.environ["SBNOTEBOOK_KERNEL_DUMPS"] = str(_dump_dir / "kernels")
     _watch_notebook_cells()
+    _no_output_widget_echo()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -158,6 +160,24 @@ def _watch_notebook_cells() -> None:
 
     execute_cell._sbnotebook_watch = True  # type: ignore[attr-defined]
     NotebookClient.async_execute_cell = execute_cell  # type: ignore[method-assign]
+
+
+def _no_output_widget_echo() -> None:
+    """The tutorials' cells stalled until their timeout under load (notebooks/04 took 131 s instead
+    of 14 in a contended full run; before the per-cell timeout was cut to 120 s, it "hung past 300 s").
+    Not the kit: nbclient, which nbmake runs, plays the front end of ipywidgets' ``Output`` widget and
+    echoes every output it captures back to the kernel as a ``comm_msg`` on the shell socket. It sends
+    from the task that reads IOPub while another task awaits the cell's ``execute_reply`` on that same
+    socket; when the send lands as the reply arrives, it takes the socket's (edge-triggered) readiness
+    wake-up, and the reply sits unread until the poll's timeout (jupyter/nbclient#312, open). Seen
+    with py-spy: kernel idle, client idle in its poll. The echo only mirrors outputs into the
+    kernel's copy of the widget, which no test reads; nbclient still captures them (``widget_state``).
+    ``tests/test_notebook_harness.py`` checks that a tutorial run sends nothing but requests on shell."""
+    try:
+        from nbclient.output_widget import OutputWidget
+    except ImportError:
+        return
+    OutputWidget.sync_state = lambda self: None  # type: ignore[method-assign]
 
 
 def _dump_notebook_threads(client: Any, cell_index: int, timeout: float) -> None:

@@ -15,7 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from azure.servicebus.amqp import AmqpMessageBodyType
+
 from .sdk import is_peeked
+
+_DATA = AmqpMessageBodyType.DATA
 
 
 @dataclass(frozen=True)
@@ -99,14 +103,14 @@ def application_properties(raw: dict[Any, Any] | None) -> dict[str, str]:
 
 def body_bytes(message: Any) -> bytes:
     """The body as bytes whatever its AMQP body type (data, value or sequence)."""
-    from azure.servicebus.amqp import AmqpMessageBodyType
-
     body = message.body
-    kind = getattr(message, "body_type", AmqpMessageBodyType.DATA)
-    if kind == AmqpMessageBodyType.DATA:
+    kind = getattr(message, "body_type", _DATA)
+    if kind == _DATA:
         if isinstance(body, (bytes, bytearray)):
             return bytes(body)
         return b"".join(bytes(part) for part in body)
+    if kind == AmqpMessageBodyType.SEQUENCE:
+        body = list(body)  # the SDK hands the sequence sections back as a generator
     return json.dumps(_jsonable(body)).encode()
 
 
@@ -145,45 +149,68 @@ def _utc(value: Any) -> dt.datetime | None:
     return value.astimezone(dt.UTC)
 
 
+# Service Bus's message annotations and the dead-letter application properties, by their wire names.
+_SEQUENCE = b"x-opt-sequence-number"
+_ENQUEUED = b"x-opt-enqueued-time"
+_STATE = b"x-opt-message-state"
+_PARTITION_KEY = b"x-opt-partition-key"
+_SCHEDULED = b"x-opt-scheduled-enqueue-time"
+_DEAD_LETTER_SOURCE = b"x-opt-deadletter-source"
+_DEAD_LETTER_REASON = b"DeadLetterReason"
+_DEAD_LETTER_DESCRIPTION = b"DeadLetterErrorDescription"
+_STATES = {None: "active", 0: "active", 1: "deferred", 2: "scheduled"}
+
+
+def _from_ms(value: Any) -> dt.datetime | None:
+    """An AMQP timestamp (milliseconds since the epoch) in UTC; None when unset or 0, as the SDK."""
+    return dt.datetime.fromtimestamp(value / 1000.0, dt.UTC) if value else None
+
+
 def to_record(message: Any, entity: str) -> dict[str, Any]:
-    """A received or peeked ``ServiceBusReceivedMessage`` as a record."""
+    """A received or peeked ``ServiceBusReceivedMessage`` as a record.
+
+    Read straight from the message's AMQP sections, each once: the SDK's accessors (sequence_number,
+    state, dead_letter_reason, ...) each walk them again, which made this function the largest part
+    of a peek's client CPU after the SDK's own decoding (a Spark read is CPU-bound on its workers).
+    Same values as the accessors: bytes decoded as UTF-8, unset fields None, timestamps in UTC;
+    ``tests/test_records.py`` compares the two on every kind of message. Lock fields still come from
+    the SDK, which updates them when a lock is renewed."""
     raw = body_bytes(message)
-    # The AMQP properties and header are read once: each of the SDK's accessors (subject, to, ...)
-    # walks them again (about 9 walks a message: most of a peek's client CPU, measured in
-    # benchmarks/spark_io.py). Same values: bytes decoded as UTF-8, unset fields None.
     amqp = message.raw_amqp_message
     props, header = amqp.properties, amqp.header
+    annotations = amqp.annotations or {}
+    app = amqp.application_properties or {}
     content_type = _prop(props, "content_type")
-    state = getattr(message, "state", None)
-    ttl_ms = getattr(header, "time_to_live", None) if header is not None else None
+    state = annotations.get(_STATE)
+    ttl_ms = header.time_to_live if header is not None else None
     peeked = is_peeked(message)
     lock_token = None if peeked else _safe(lambda: message.lock_token)
     record = {
+        "body_text": body_text(raw, content_type),
+        "application_properties": application_properties(app),
+        "subject": _prop(props, "subject"),
         "message_id": _prop(props, "message_id"),
-        "sequence_number": message.sequence_number,
-        "enqueued_time": _utc(message.enqueued_time_utc),
-        "state": state.name.lower() if state is not None else "active",
-        "delivery_count": message.delivery_count,
+        "sequence_number": annotations.get(_SEQUENCE),
+        "enqueued_time": _from_ms(annotations.get(_ENQUEUED)),
+        "state": _STATES.get(state) or str(state),
+        "delivery_count": header.delivery_count if header is not None else None,
+        "dead_letter_reason": _text(app.get(_DEAD_LETTER_REASON)),
+        "dead_letter_error_description": _text(app.get(_DEAD_LETTER_DESCRIPTION)),
+        "dead_letter_source": _text(annotations.get(_DEAD_LETTER_SOURCE)),
         "locked_until": None if peeked else _utc(_safe(lambda: message.locked_until_utc)),
         "lock_token": str(lock_token) if lock_token else None,
         "session_id": _prop(props, "group_id"),
-        "partition_key": message.partition_key,
+        "partition_key": _text(annotations.get(_PARTITION_KEY)),
         "correlation_id": _prop(props, "correlation_id"),
-        "subject": _prop(props, "subject"),
         "content_type": content_type,
         "to": _prop(props, "to"),
         "reply_to": _prop(props, "reply_to"),
         "time_to_live": ttl_ms / 1000 if ttl_ms else None,
-        "scheduled_enqueue_time": _utc(message.scheduled_enqueue_time_utc),
-        "dead_letter_reason": message.dead_letter_reason,
-        "dead_letter_error_description": message.dead_letter_error_description,
-        "dead_letter_source": message.dead_letter_source,
-        "application_properties": application_properties(message.application_properties),
+        "scheduled_enqueue_time": _from_ms(annotations.get(_SCHEDULED)),
         "body": raw,
-        "body_text": body_text(raw, content_type),
         "entity": entity,
     }
-    return {name: record[name] for name in RECORD_FIELDS}
+    return record  # built in RECORD_FIELDS order (tests/test_records.py)
 
 
 def _prop(props: Any, name: str) -> str | None:

@@ -9,10 +9,12 @@ import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from tests.xdist_groups import spark_group
+from tests.xdist_groups import make_scheduler, spark_group
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,3 +70,48 @@ def test_a_worker_that_dies_is_reported_once_and_the_run_ends(tmp_path: Path) ->
     assert failed == ["test_dies", "test_in_group[2]"], out
     assert runs["test_dies"] == 1 and runs["test_in_group[2]"] == 1, (runs, out)
     assert sum(runs.values()) == 14, (runs, out)
+
+
+class _Config:
+    option = SimpleNamespace(loadscopereorder=True)
+
+    def getvalue(self, name: str) -> Any:
+        return ["2*popen"] if name == "tx" else None
+
+
+class _Worker:
+    """What the scheduler uses of xdist's WorkerController."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = SimpleNamespace(id=name)
+        self.shutting_down, self.sent = False, list[list[int]]()
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent.append(indexes)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def test_two_workers_that_die_together_are_replaced_without_an_internal_error() -> None:
+    """Both workers crash; of their two replacements, the first to finish collecting has the scheduler
+    reschedule every node, the second one too while it is still collecting (xdist's loadscope raised
+    KeyError there in a contended full run). It gets its share once its own collection arrives."""
+    collection = [f"test_x.py::test_{i}" for i in range(12)]
+    sched = make_scheduler(_Config(), None)
+    first = [_Worker("gw0"), _Worker("gw1")]
+    for worker in first:
+        sched.add_node(worker)
+        sched.add_node_collection(worker, collection)
+    sched.schedule()
+    for worker in first:
+        assert sched.remove_node(worker) is not None  # each died in its first test
+    early, late = _Worker("gw2"), _Worker("gw3")
+    sched.add_node(early)
+    sched.add_node(late)
+    sched.add_node_collection(early, collection)
+    sched.schedule()  # what xdist calls when a collection arrives
+    assert early.sent and not late.sent
+    sched.add_node_collection(late, collection)
+    sched.schedule()
+    assert late.sent

@@ -58,4 +58,12 @@ def make_scheduler(config: Any, log: Any) -> Any:
                 self._reschedule(other)
             return crashed
 
+        def _reschedule(self, node: Any) -> None:
+            # When two workers die together, xdist starts two replacements, and the first to finish
+            # collecting reschedules every node, the other one too, whose collection xdist does not
+            # have yet: loadscope then raised KeyError (INTERNALERROR, the run's results lost; seen
+            # once under contention). That node gets its work when its own collection arrives.
+            if node in self.registered_collections:
+                super()._reschedule(node)
+
     return SparkGroups(config, log)

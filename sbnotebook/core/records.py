@@ -19,8 +19,6 @@ from azure.servicebus.amqp import AmqpMessageBodyType
 
 from .sdk import is_peeked
 
-_DATA = AmqpMessageBodyType.DATA
-
 
 @dataclass(frozen=True)
 class Field:
@@ -104,8 +102,8 @@ def application_properties(raw: dict[Any, Any] | None) -> dict[str, str]:
 def body_bytes(message: Any) -> bytes:
     """The body as bytes whatever its AMQP body type (data, value or sequence)."""
     body = message.body
-    kind = getattr(message, "body_type", _DATA)
-    if kind == _DATA:
+    kind = getattr(message, "body_type", AmqpMessageBodyType.DATA)
+    if kind == AmqpMessageBodyType.DATA:
         if isinstance(body, (bytes, bytearray)):
             return bytes(body)
         return b"".join(bytes(part) for part in body)

@@ -133,6 +133,23 @@ def test_purge_removes_active_deferred_and_scheduled(emulator: Emulator, client:
     assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
 
 
+def test_purge_finds_messages_that_are_only_scheduled_or_only_deferred(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    # purge first peeks once and stops if there is nothing: that peek must see these too
+    cs = emulator.connection_string
+    assert core.purge("q", connection=cs).outcomes == []
+    core.schedule("q", ["later"], dt.datetime.now(dt.UTC) + dt.timedelta(hours=1), connection=cs)
+    assert core.purge("q", connection=cs).count("purged") == 1
+    core.send("q", ["not now"], connection=cs)
+    with client.get_queue_receiver("q", max_wait_time=3) as r:
+        (m,) = r.receive_messages(max_wait_time=3)
+        r.defer_message(m)
+    report = core.purge("q", include_scheduled=False, connection=cs)
+    assert report.count("purged") == 1 and report.ok
+    assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+
+
 def test_counts_through_the_admin_api(emulator: Emulator, client: ServiceBusClient) -> None:
     cs = emulator.connection_string
     core.send("q", ["a", "b"], connection=cs)

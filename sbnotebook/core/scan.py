@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Generator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +78,7 @@ async def ascan(
     concurrency: int = DEFAULT_CONCURRENCY,
     page_size: int = PAGE_SIZE,
     connection: ConnectionLike = None,
-) -> AsyncIterator[list[Any]]:
+) -> AsyncGenerator[list[Any], None]:
     """Yield pages of peeked SDK messages with ``start <= sequence number < stop``, in order, at
     most ``limit`` messages (after the ``states`` filter). Runs on the live connection's loop."""
     path = EntityPath.parse(entity)

@@ -49,6 +49,7 @@ SB_COUNTS = "http://schemas.microsoft.com/netservices/2011/06/servicebus"
 ATOM = "http://www.w3.org/2005/Atom"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 STARTED = datetime.now(UTC)
+SHUTDOWN_POLL = 0.05  # seconds between the admin server's checks for stop()
 
 
 def _stamp(dt: datetime = STARTED) -> str:
@@ -394,7 +395,14 @@ class AdminServer:
 
     def start(self) -> None:
         if self.httpd is not None:
-            self._thread = threading.Thread(target=self.httpd.serve_forever, name="sbnotebook-admin", daemon=True)
+            # shutdown() waits for serve_forever's next poll: at the default 0.5 s every stop of an
+            # emulator took up to half a second (the suite starts one per test)
+            self._thread = threading.Thread(
+                target=self.httpd.serve_forever,
+                kwargs={"poll_interval": SHUTDOWN_POLL},
+                name="sbnotebook-admin",
+                daemon=True,
+            )
             self._thread.start()
 
     def stop(self) -> None:

@@ -14,6 +14,8 @@ from azure.servicebus import ServiceBusClient
 from sbnotebook.core import close_all
 from sbnotebook.emulator import Emulator
 
+from .helpers import QuickCloseClient
+
 TEST_TOPOLOGY: dict[str, Any] = {
     "UserConfig": {
         "Namespaces": [
@@ -108,7 +110,7 @@ def emulator() -> Iterator[Emulator]:
 
 @pytest.fixture
 def client(emulator: Emulator) -> Iterator[ServiceBusClient]:
-    with ServiceBusClient.from_connection_string(emulator.connection_string) as c:
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as c:
         yield c
 
 
@@ -116,7 +118,7 @@ def client(emulator: Emulator) -> Iterator[ServiceBusClient]:
 def quick_client(emulator: Emulator) -> Iterator[ServiceBusClient]:
     """A client that does not retry (``retry_total=0``), for tests that expect an error: it arrives
     at once instead of after the SDK's own backoff (about 10 s for a not-found)."""
-    with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
+    with QuickCloseClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
         yield c
 
 

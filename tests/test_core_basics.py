@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
 from sbnotebook.core import ConfigurationError, EntityNameError, EntityPath, resolve
 from sbnotebook.core.connection import embedded
+from tests.helpers import QuickCloseClient
 
 CONN = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=SuperSecret123="
 
@@ -63,7 +63,7 @@ def test_no_configuration_starts_the_embedded_emulator_once() -> None:
     assert embedded.running is not None
     assert first.connection_string is not None
     with (
-        ServiceBusClient.from_connection_string(first.connection_string) as client,
+        QuickCloseClient.from_connection_string(first.connection_string) as client,
         client.get_queue_sender("orders") as sender,
     ):
         from azure.servicebus import ServiceBusMessage

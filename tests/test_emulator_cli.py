@@ -9,9 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from azure.servicebus import ServiceBusClient
-
-from .helpers import drain, free_port, send, start_cli_emulator
+from .helpers import QuickCloseClient, drain, free_port, send, start_cli_emulator
 
 CONN = re.compile(
     r"^Endpoint=sb://127\.0\.0\.1:(\d+);SharedAccessKeyName=RootManageSharedAccessKey;"
@@ -26,7 +24,7 @@ def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
 def test_prints_connection_string_serves_and_stops_on_sigterm() -> None:
     proc, conn = _start()
     try:
-        with ServiceBusClient.from_connection_string(conn) as c:
+        with QuickCloseClient.from_connection_string(conn) as c:
             send(c, "orders", "via-cli")
             assert [str(m) for m in drain(c, "orders")] == ["via-cli"]
         proc.send_signal(signal.SIGTERM)
@@ -43,7 +41,7 @@ def test_sigint_stops_cleanly_and_custom_key_and_config(tmp_path: Path) -> None:
     proc, conn = _start("--config", str(config), "--key", "k3y", "--admin-port", "0")
     try:
         assert CONN.match(conn) and CONN.match(conn).group(2) == "k3y"  # type: ignore[union-attr]
-        with ServiceBusClient.from_connection_string(conn) as c:
+        with QuickCloseClient.from_connection_string(conn) as c:
             send(c, "mine", "custom")
             assert [str(m) for m in drain(c, "mine")] == ["custom"]
         proc.send_signal(signal.SIGINT)

@@ -10,6 +10,7 @@ import pytest
 from azure.servicebus import AutoLockRenewer, ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 
 from sbnotebook.emulator import Emulator
+from tests.helpers import QuickCloseClient
 
 pytestmark = pytest.mark.timeout(120)
 ROUNDS = 60
@@ -29,7 +30,7 @@ def test_concurrent_peeks_and_renewals_from_threads(emulator: Emulator) -> None:
     is dropped and, with no bound, that call waits forever (seen once in a contended suite run). So
     this client bounds each attempt (``try_timeout``) and the SDK's retry asks again: an emulator
     that did not answer would still fail the test, after the retries."""
-    with ServiceBusClient.from_connection_string(emulator.connection_string, try_timeout=5) as client:
+    with QuickCloseClient.from_connection_string(emulator.connection_string, try_timeout=5) as client:
         _fill(client)
         with client.get_queue_receiver("q", max_wait_time=5) as r:
             got = r.receive_messages(max_message_count=10, max_wait_time=5)
@@ -80,7 +81,7 @@ def test_auto_lock_renewer_with_eight_workers() -> None:
     # try_timeout: a renewal whose reply the SDK dropped (see the test above) is asked again in time.
     with (
         Emulator(topology) as emu,
-        ServiceBusClient.from_connection_string(emu.connection_string, try_timeout=4) as client,
+        QuickCloseClient.from_connection_string(emu.connection_string, try_timeout=4) as client,
     ):
         with client.get_queue_sender("r") as s:
             s.send_messages([ServiceBusMessage(f"r{i}") for i in range(16)])

@@ -9,12 +9,12 @@ import subprocess
 import threading
 from pathlib import Path
 
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
 
 from sbnotebook.emulator import Emulator
 
 from .conftest import TEST_TOPOLOGY
-from .helpers import drain, free_port, start_cli_emulator
+from .helpers import QuickCloseClient, drain, free_port, start_cli_emulator
 
 
 def _start(data_dir: Path, port: int) -> tuple[subprocess.Popen[str], str]:
@@ -26,7 +26,7 @@ def test_sigkill_loses_nothing_acknowledged_and_releases_locks(tmp_path: Path) -
     proc, conn = _start(tmp_path, port)
     acknowledged: list[str] = []
     try:
-        with ServiceBusClient.from_connection_string(conn, retry_total=0) as c:
+        with QuickCloseClient.from_connection_string(conn, retry_total=0) as c:
             with c.get_queue_sender("orders") as s:
                 for i in range(50):
                     s.send_messages([ServiceBusMessage(f"m{i}-{j}") for j in range(10)])
@@ -44,7 +44,7 @@ def test_sigkill_loses_nothing_acknowledged_and_releases_locks(tmp_path: Path) -
                 # Keep sending from another thread while the broker is killed mid-stream.
                 def hammer() -> None:
                     try:
-                        with ServiceBusClient.from_connection_string(conn, retry_total=0) as c2:
+                        with QuickCloseClient.from_connection_string(conn, retry_total=0) as c2:
                             with c2.get_queue_sender("results") as s2:
                                 for k in range(10_000):
                                     s2.send_messages(ServiceBusMessage(f"r{k}"))
@@ -64,7 +64,7 @@ def test_sigkill_loses_nothing_acknowledged_and_releases_locks(tmp_path: Path) -
         proc.kill()
     proc, conn = _start(tmp_path, port)
     try:
-        with ServiceBusClient.from_connection_string(conn) as c:
+        with QuickCloseClient.from_connection_string(conn) as c:
             left = {str(m) for m in drain(c, "orders")}
             assert left == set(acknowledged) - completed - {str(got[10]), str(got[11])}
             with c.get_queue_receiver("orders", max_wait_time=3) as r:
@@ -82,7 +82,7 @@ def test_sigkill_loses_nothing_acknowledged_and_releases_locks(tmp_path: Path) -
 def test_restart_keeps_sequence_numbers_schedules_and_session_state(tmp_path: Path) -> None:
     when = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
     with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu:
-        with ServiceBusClient.from_connection_string(emu.connection_string) as c:
+        with QuickCloseClient.from_connection_string(emu.connection_string) as c:
             with c.get_queue_sender("q") as s:
                 s.send_messages(ServiceBusMessage("one"))
                 (scheduled_seq,) = s.schedule_messages(ServiceBusMessage("later"), when)
@@ -92,7 +92,7 @@ def test_restart_keeps_sequence_numbers_schedules_and_session_state(tmp_path: Pa
                 r.session.set_state(b"state-1")
     with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu:
         assert emu.broker.restored == 3
-        with ServiceBusClient.from_connection_string(emu.connection_string) as c:
+        with QuickCloseClient.from_connection_string(emu.connection_string) as c:
             with c.get_queue_sender("q") as s:
                 s.send_messages(ServiceBusMessage("two"))
             with c.get_queue_receiver("q", max_wait_time=6) as r:

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 from azure.core.exceptions import ResourceNotFoundError
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusMessage
 from azure.servicebus.management import SqlRuleAction, SqlRuleFilter
 
 from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 
 from .conftest import TEST_TOPOLOGY
-from .helpers import drain, free_port, start_cli_emulator
+from .helpers import QuickCloseClient, drain, free_port, start_cli_emulator
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,7 +51,7 @@ def test_sigkill_and_restart_keep_admin_entities_rules_and_duplicate_detection(t
             orders.max_delivery_count = 7
             admin.update_queue(orders)
             admin.delete_queue("results")
-        with ServiceBusClient.from_connection_string(conn) as c:
+        with QuickCloseClient.from_connection_string(conn) as c:
             with c.get_queue_sender("made") as s:
                 s.send_messages(ServiceBusMessage("kept"))
             with c.get_queue_sender("dd") as s:
@@ -77,7 +77,7 @@ def test_sigkill_and_restart_keep_admin_entities_rules_and_duplicate_detection(t
                 "kind = 'sport'",
                 "SET seen = 1",
             )
-        with ServiceBusClient.from_connection_string(conn) as c:
+        with QuickCloseClient.from_connection_string(conn) as c:
             with c.get_queue_sender("dd") as s:
                 s.send_messages(ServiceBusMessage("again", message_id="m1"))  # a duplicate: dropped
             assert [str(m) for m in drain(c, "dd")] == ["first"]
@@ -132,13 +132,13 @@ def test_a_data_dir_holding_pickles_is_refused_and_never_unpickled(tmp_path: Pat
 
 def test_rows_are_json_and_amqp_not_pickle(tmp_path: Path) -> None:
     with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu:
-        with ServiceBusClient.from_connection_string(emu.connection_string) as c, c.get_queue_sender("q") as s:
+        with QuickCloseClient.from_connection_string(emu.connection_string) as c, c.get_queue_sender("q") as s:
             s.send_messages(ServiceBusMessage("x", application_properties={"k": b"\x00\x01"}))
     db = sqlite3.connect(tmp_path / "broker.sqlite3")
     blobs = [v for row in db.execute("SELECT * FROM messages") for v in row if isinstance(v, bytes)]
     assert blobs and not any(b.startswith(b"\x80") for b in blobs)  # pickle streams start with PROTO 0x80
     with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu:
-        with ServiceBusClient.from_connection_string(emu.connection_string) as c:
+        with QuickCloseClient.from_connection_string(emu.connection_string) as c:
             (m,) = drain(c, "q")
             assert m.application_properties == {b"k": b"\x00\x01"}
 

@@ -12,7 +12,7 @@ from azure.servicebus.exceptions import ServiceBusAuthenticationError
 from sbnotebook.emulator import Emulator
 
 from .conftest import TEST_TOPOLOGY
-from .helpers import drain, send
+from .helpers import QuickCloseClient, drain, send
 
 
 def test_expired_message_is_dead_lettered_when_configured(client: ServiceBusClient) -> None:
@@ -123,7 +123,7 @@ def test_wrong_key_is_refused_and_gets_no_access(emulator: Emulator) -> None:
     """Rule: CBS put-token with a signature from another key -> ServiceBusAuthenticationError,
     and nothing reaches the entity."""
     bad = emulator.connection_string.replace("SAS_KEY_VALUE", "not-the-key")
-    with ServiceBusClient.from_connection_string(bad, retry_total=0) as c:
+    with QuickCloseClient.from_connection_string(bad, retry_total=0) as c:
         with pytest.raises(ServiceBusAuthenticationError), c.get_queue_sender("q") as s:
             s.send_messages(ServiceBusMessage("intruder"))
     assert emulator.broker.counts("q")["active"] == 0
@@ -132,7 +132,7 @@ def test_wrong_key_is_refused_and_gets_no_access(emulator: Emulator) -> None:
 def test_wrong_key_name_is_refused(emulator: Emulator) -> None:
     """Rule: tokens name their key (skn); an unknown key name is refused."""
     bad = emulator.connection_string.replace("RootManageSharedAccessKey", "SomeoneElse")
-    with ServiceBusClient.from_connection_string(bad, retry_total=0) as c:
+    with QuickCloseClient.from_connection_string(bad, retry_total=0) as c:
         with pytest.raises(ServiceBusAuthenticationError), c.get_queue_receiver("q") as r:
             r.receive_messages(max_wait_time=1)
 
@@ -141,7 +141,7 @@ def test_custom_key() -> None:
     """The emulator can require a key of the user's choosing (--key)."""
     with Emulator(TEST_TOPOLOGY, key="my-own-key") as emu:
         assert "SharedAccessKey=my-own-key" in emu.connection_string
-        with ServiceBusClient.from_connection_string(emu.connection_string) as c:
+        with QuickCloseClient.from_connection_string(emu.connection_string) as c:
             send(c, "q", "ok")
             assert [str(m) for m in drain(c, "q")] == ["ok"]
         assert "my-own-key" not in repr(emu)

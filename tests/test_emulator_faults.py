@@ -21,13 +21,13 @@ from azure.servicebus.exceptions import (
 from sbnotebook.emulator import Emulator, TopologyError
 
 from .conftest import TEST_TOPOLOGY
-from .helpers import drain, send, wait_until
+from .helpers import QuickCloseClient, drain, send, wait_until
 
 
 def test_rejected_sends_carry_condition_and_tracking_id(emulator: Emulator) -> None:
     """Rule: a busy server refuses with com.microsoft:server-busy and a tracking id; later sends succeed."""
     emulator.reject_sends("q", 2, "server-busy")
-    with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
+    with QuickCloseClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
         with c.get_queue_sender("q") as s:
             for _ in range(2):
                 with pytest.raises(ServiceBusServerBusyError) as err:
@@ -50,7 +50,7 @@ def test_sdk_retries_server_busy_on_its_own(client: ServiceBusClient, emulator: 
 )
 def test_other_conditions_map_to_their_sdk_errors(emulator: Emulator, condition: str, error: type) -> None:
     emulator.reject_sends("q", 5, condition)
-    with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
+    with QuickCloseClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
         with c.get_queue_sender("q") as s, pytest.raises(error):
             s.send_messages(ServiceBusMessage("x"))
 
@@ -77,7 +77,7 @@ def test_connection_dropped_after_n_deliveries(emulator: Emulator) -> None:
     """The network fails mid-batch: the connection goes without an AMQP close; its locks end when
     they expire (1 s here), as on Service Bus, each counting a delivery attempt."""
     emulator.drop_connections_after("short", 2)
-    with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
+    with QuickCloseClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
         send(c, "short", *[f"m{i}" for i in range(5)])
         with c.get_queue_receiver("short", max_wait_time=2, prefetch_count=0) as r:
             with contextlib.suppress(Exception):  # the SDK may or may not notice before returning
@@ -97,7 +97,7 @@ def test_latency_delays_every_reply_but_pipelining_overlaps_it() -> None:
     # sequential (a contended suite run failed so); at 300 ms the overlap still shows plainly.
     latency = 0.3
     with Emulator(TEST_TOPOLOGY, latency=latency) as emu:
-        with ServiceBusClient.from_connection_string(emu.connection_string) as c, c.get_queue_sender("q") as s:
+        with QuickCloseClient.from_connection_string(emu.connection_string) as c, c.get_queue_sender("q") as s:
             start = time.perf_counter()
             for i in range(5):
                 s.send_messages(ServiceBusMessage(f"seq-{i}"))
@@ -119,7 +119,7 @@ def test_latency_delays_every_reply_but_pipelining_overlaps_it() -> None:
 
 def test_slow_entity_is_slow_and_others_are_not(emulator: Emulator) -> None:
     emulator.slow_down("q", 0.3)
-    with ServiceBusClient.from_connection_string(emulator.connection_string) as c:
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as c:
         with c.get_queue_sender("q") as slow, c.get_queue_sender("dedup") as fast:
             t0 = time.perf_counter()
             slow.send_messages(ServiceBusMessage("x"))
@@ -136,7 +136,7 @@ def test_faults_from_the_topology_file() -> None:
         {"Entity": "q", "RejectSends": {"Count": 1, "Condition": "QuotaExceeded"}}
     ]
     with Emulator(topo) as emu:
-        with ServiceBusClient.from_connection_string(emu.connection_string, retry_total=0) as c:
+        with QuickCloseClient.from_connection_string(emu.connection_string, retry_total=0) as c:
             with c.get_queue_sender("q") as s:
                 with pytest.raises(ServiceBusQuotaExceededError):
                     s.send_messages(ServiceBusMessage("x"))

@@ -9,12 +9,12 @@ import socket
 import threading
 import time
 
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusMessage
 from proton import Connection, Transport
 
 from sbnotebook.emulator import Emulator
 
-from .helpers import drain
+from .helpers import QuickCloseClient, drain
 
 CONNECTIONS = 200
 
@@ -101,7 +101,7 @@ def test_fuzzed_frames_never_disturb_well_behaved_clients(emulator: Emulator) ->
     for t in fuzzers:
         t.start()
     try:
-        with ServiceBusClient.from_connection_string(emulator.connection_string) as c:
+        with QuickCloseClient.from_connection_string(emulator.connection_string) as c:
             deadline = time.monotonic() + 60
             rounds = 0
             while time.monotonic() < deadline and rounds < 5:

@@ -11,7 +11,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook.emulator import Emulator, ManualClock
 
 from .conftest import TEST_TOPOLOGY
-from .helpers import drain, wait_until
+from .helpers import QuickCloseClient, drain, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,7 +38,7 @@ def test_locks_of_a_closed_receiver_expire_with_a_delivery_attempt() -> None:
     clock = ManualClock(time.time())
     with (
         Emulator(TEST_TOPOLOGY, clock=clock) as emu,
-        ServiceBusClient.from_connection_string(emu.connection_string) as c,
+        QuickCloseClient.from_connection_string(emu.connection_string) as c,
     ):
         with c.get_queue_sender("q") as s:  # 30 s locks
             s.send_messages(ServiceBusMessage("x"))

@@ -10,21 +10,21 @@ from pathlib import Path
 from urllib.error import HTTPError
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusMessage
 from azure.servicebus import ServiceBusReceiveMode as Mode
 
 from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.core.websockets import websocket_options
 from sbnotebook.emulator import Emulator
 
-from .helpers import drain, send, start_cli_emulator
+from .helpers import QuickCloseClient, drain, send, start_cli_emulator
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def test_websocket_send_receive_peek(emulator: Emulator) -> None:
     """Rule: TransportType.AmqpOverWebsocket reaches the emulator at ws://host:port/$servicebus/websocket."""
-    with ServiceBusClient.from_connection_string(
+    with QuickCloseClient.from_connection_string(
         emulator.connection_string, **websocket_options(emulator.connection_string)
     ) as c:
         with c.get_queue_sender("q") as s:
@@ -63,9 +63,9 @@ def test_websocket_async(emulator: Emulator) -> None:
 
 
 def test_plain_and_websocket_clients_share_a_queue(emulator: Emulator) -> None:
-    with ServiceBusClient.from_connection_string(emulator.connection_string) as plain:
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as plain:
         send(plain, "q", "from-tcp")
-    with ServiceBusClient.from_connection_string(
+    with QuickCloseClient.from_connection_string(
         emulator.connection_string, **websocket_options(emulator.connection_string)
     ) as ws:
         with ws.get_queue_receiver("q", receive_mode=Mode.RECEIVE_AND_DELETE, max_wait_time=5) as r:
@@ -77,7 +77,7 @@ def test_admin_client_on_the_amqp_port(emulator: Emulator) -> None:
     assert emulator.port is not None
     with emulator_admin_client(emulator.connection_string) as admin:  # no admin port: the AMQP port
         admin.create_queue("made-on-amqp-port")
-        with ServiceBusClient.from_connection_string(emulator.connection_string) as c:
+        with QuickCloseClient.from_connection_string(emulator.connection_string) as c:
             send(c, "made-on-amqp-port", "hello")
             assert admin.get_queue_runtime_properties("made-on-amqp-port").active_message_count == 1
             assert [str(m) for m in drain(c, "made-on-amqp-port")] == ["hello"]
@@ -105,7 +105,7 @@ def test_unknown_http_upgrade_and_garbage_do_not_disturb_amqp(emulator: Emulator
     with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as s:
         s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s.recv(100).startswith(b"HTTP/1.1 401")
-    with ServiceBusClient.from_connection_string(emulator.connection_string) as c:
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as c:
         send(c, "q", "still fine")
         assert [str(m) for m in drain(c, "q")] == ["still fine"]
 
@@ -116,7 +116,7 @@ def test_cli_emulator_serves_admin_and_websockets_on_its_amqp_port() -> None:
         with emulator_admin_client(conn) as admin:
             admin.create_queue("cli-made")
             assert admin.get_queue("cli-made").name == "cli-made"
-        with ServiceBusClient.from_connection_string(conn, **websocket_options(conn)) as c:
+        with QuickCloseClient.from_connection_string(conn, **websocket_options(conn)) as c:
             send(c, "cli-made", "over ws")
             assert [str(m) for m in drain(c, "cli-made")] == ["over ws"]
     finally:

@@ -11,7 +11,7 @@ from azure.servicebus.exceptions import ServiceBusError
 
 from sbnotebook.emulator import Emulator
 
-from .helpers import drain, send
+from .helpers import QuickCloseClient, drain, send
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 
@@ -64,7 +64,7 @@ def test_unknown_management_operation_is_an_error_reply(client: ServiceBusClient
 
 
 def test_many_abrupt_disconnects_leave_no_locks_behind(emulator: Emulator) -> None:
-    with ServiceBusClient.from_connection_string(emulator.connection_string) as c:
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as c:
         send(c, "short", *[f"m{i}" for i in range(5)])
         r = c.get_queue_receiver("short", max_wait_time=2)
         r.__enter__()
@@ -74,5 +74,5 @@ def test_many_abrupt_disconnects_leave_no_locks_behind(emulator: Emulator) -> No
         r._handler = None
     # As on Service Bus the locks outlive the connection until they expire (1 s here); then the
     # messages are available again, none lost.
-    with ServiceBusClient.from_connection_string(emulator.connection_string) as c:
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as c:
         assert len(drain(c, "short", wait=3)) == 5

@@ -11,7 +11,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook.emulator import Emulator
 
 from .conftest import TEST_TOPOLOGY
-from .helpers import send
+from .helpers import QuickCloseClient, send
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -70,14 +70,14 @@ def test_async_sequence_numbers(emulator: Emulator) -> None:
 
 def test_numbering_per_entity_survives_a_restart(tmp_path: Path) -> None:
     with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu:
-        with ServiceBusClient.from_connection_string(emu.connection_string) as c:
+        with QuickCloseClient.from_connection_string(emu.connection_string) as c:
             send(c, "q", "a", "b")
             send(c, "fwd-dst", "x")
             with c.get_queue_receiver("q", max_wait_time=5) as r:
                 for m in r.receive_messages(max_message_count=2, max_wait_time=5):
                     r.complete_message(m)  # q is empty now; its numbering must still continue at 3
     with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu:
-        with ServiceBusClient.from_connection_string(emu.connection_string) as c:
+        with QuickCloseClient.from_connection_string(emu.connection_string) as c:
             send(c, "q", "c")
             send(c, "fwd-dst", "y")
             assert _peek_seqs(c, "q") == [3]

@@ -13,6 +13,8 @@ from azure.servicebus.exceptions import (
     SessionLockLostError,
 )
 
+from tests.helpers import QuickCloseClient
+
 
 def _send(client: ServiceBusClient, queue: str, *pairs: tuple[str, str]) -> None:
     with client.get_queue_sender(queue) as s:
@@ -38,7 +40,7 @@ def test_session_receiver_gets_only_its_session_in_order(client: ServiceBusClien
 def test_next_available_session_and_exclusive_lock(emulator) -> None:  # type: ignore[no-untyped-def]
     """Rule: next-available locks a session with messages; a locked session cannot be accepted again.
     (On sq60, with a 1-minute lock: a 2 s lock could lapse on a busy host before the second accept.)"""
-    client = ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0)
+    client = QuickCloseClient.from_connection_string(emulator.connection_string, retry_total=0)
     _send(client, "sq60", ("x", "x1"))
     with client.get_queue_receiver("sq60", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as r:
         assert r.session.session_id == "x"
@@ -53,7 +55,7 @@ def test_next_available_session_and_exclusive_lock(emulator) -> None:  # type: i
 
 def test_next_available_times_out_when_nothing_is_free(emulator) -> None:  # type: ignore[no-untyped-def]
     """Rule: with no free session, accepting the next one ends in OperationTimeoutError."""
-    with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
+    with QuickCloseClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
         start = time.monotonic()
         with pytest.raises(OperationTimeoutError):
             with c.get_queue_receiver("sq", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1) as r:
@@ -94,7 +96,7 @@ def test_sending_without_session_id_is_refused(quick_client: ServiceBusClient) -
 
 
 def test_plain_receiver_on_session_entity_is_refused(emulator) -> None:  # type: ignore[no-untyped-def]
-    with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
+    with QuickCloseClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
         with pytest.raises(ServiceBusError, match="sessionful"):
             with c.get_queue_receiver("sq", max_wait_time=1) as r:
                 r.receive_messages(max_wait_time=1)

@@ -8,11 +8,12 @@ import threading
 import time
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusMessage
 from azure.servicebus.exceptions import MessageLockLostError
 
 from sbnotebook.emulator import Emulator
 from sbnotebook.emulator.model import MessageState
+from tests.helpers import QuickCloseClient
 
 SOAK_TOPOLOGY = {
     "UserConfig": {
@@ -42,7 +43,7 @@ def test_soak_accounts_for_every_message_exactly_once() -> None:
 
         def sender(k: int) -> None:
             try:
-                with ServiceBusClient.from_connection_string(conn) as c, c.get_queue_sender("work") as s:
+                with QuickCloseClient.from_connection_string(conn) as c, c.get_queue_sender("work") as s:
                     ids = [f"m{i}" for i in range(k, MESSAGES, SENDERS)]
                     for start in range(0, len(ids), 25):
                         s.send_messages([ServiceBusMessage(i, message_id=i) for i in ids[start : start + 25]])
@@ -52,7 +53,7 @@ def test_soak_accounts_for_every_message_exactly_once() -> None:
         def receiver(seed: int) -> None:
             local = random.Random(seed)
             try:
-                with ServiceBusClient.from_connection_string(conn) as c:
+                with QuickCloseClient.from_connection_string(conn) as c:
                     with c.get_queue_receiver("work", max_wait_time=1) as r:
                         while not stop.is_set():
                             for m in r.receive_messages(max_message_count=20, max_wait_time=1):

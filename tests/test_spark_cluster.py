@@ -20,7 +20,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import drain, send
+from tests.helpers import QuickCloseClient, drain, send
 
 pyspark = pytest.importorskip("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
@@ -102,7 +102,7 @@ def _fresh_jvm() -> None:
 
 @pytest.fixture
 def client(keyed: Emulator) -> Iterator[ServiceBusClient]:
-    with ServiceBusClient.from_connection_string(keyed.connection_string) as c:
+    with QuickCloseClient.from_connection_string(keyed.connection_string) as c:
         yield c
 
 

@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import drain, free_port, send
+from tests.helpers import QuickCloseClient, drain, free_port, send
 
 pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("grpc")  # the pyspark[connect] extra
@@ -130,7 +129,7 @@ def sp(remote: Any, keyed: Emulator) -> Any:
 
 def test_read_peek_write_and_settle_over_connect(sp: Any, keyed: Emulator) -> None:
     cs = keyed.connection_string
-    with ServiceBusClient.from_connection_string(cs) as client:
+    with QuickCloseClient.from_connection_string(cs) as client:
         send(client, "q", *[f"m{i}" for i in range(120)])
         df = sp.read.format("servicebus").option("entity", "q").load()
         assert df.count() == 120
@@ -150,7 +149,7 @@ def test_read_peek_write_and_settle_over_connect(sp: Any, keyed: Emulator) -> No
 
 
 def test_receive_and_delete_takes_exactly_what_it_returns(sp: Any, keyed: Emulator) -> None:
-    with ServiceBusClient.from_connection_string(keyed.connection_string) as client:
+    with QuickCloseClient.from_connection_string(keyed.connection_string) as client:
         send(client, "q", *[f"m{i}" for i in range(300)])
         df = (
             sp.read.format("servicebus")
@@ -181,7 +180,7 @@ def test_the_key_never_reaches_the_server_or_its_logs(tmp_path: Path) -> None:
             url
         ).create()  # not getOrCreate: that may hand back another server's session
         try:
-            with ServiceBusClient.from_connection_string(kept.connection_string) as client:
+            with QuickCloseClient.from_connection_string(kept.connection_string) as client:
                 send(client, "q", "x")
             sbspark.register(spark, kept.connection_string)
             df = spark.read.format("servicebus").option("entity", "q").load()
@@ -213,7 +212,7 @@ def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(tmp_path:
     ):
         spark = SparkSession.builder.remote(url).create()
         try:
-            with ServiceBusClient.from_connection_string(emu.connection_string) as client:
+            with QuickCloseClient.from_connection_string(emu.connection_string) as client:
                 send(client, "q", *[f"m{i}" for i in range(25)])
                 sbspark.register(spark, f"env:{name}")  # the stream's connection
                 rows = spark.read.format("servicebus").option("entity", "q").option("secretRef", f"env:{name}").load()

@@ -12,7 +12,7 @@ from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
-from tests.helpers import drain, send
+from tests.helpers import QuickCloseClient, drain, send
 
 pyspark = pytest.importorskip("pyspark")
 from pyspark.errors import StreamingQueryException  # noqa: E402
@@ -48,7 +48,7 @@ def emu() -> Iterator[Emulator]:
 
 @pytest.fixture
 def client(emu: Emulator) -> Iterator[ServiceBusClient]:
-    with ServiceBusClient.from_connection_string(emu.connection_string) as c:
+    with QuickCloseClient.from_connection_string(emu.connection_string) as c:
         yield c
 
 

@@ -86,7 +86,11 @@ class _Worker:
         self.gateway = SimpleNamespace(id=name)
         self.shutting_down, self.sent = False, list[list[int]]()
 
+        self.dead = False  # its channel is closed, and xdist has not read its end yet
+
     def send_runtest_some(self, indexes: list[int]) -> None:
+        if self.dead:
+            raise OSError("cannot send (already closed?)")
         self.sent.append(indexes)
 
     def shutdown(self) -> None:
@@ -115,3 +119,31 @@ def test_two_workers_that_die_together_are_replaced_without_an_internal_error() 
     sched.add_node_collection(late, collection)
     sched.schedule()
     assert late.sent
+
+
+def test_a_worker_dead_before_its_end_is_read_gets_no_work_and_loses_none() -> None:
+    """Both workers crash; when xdist handles the first crash, the scheduler gives the second more
+    work, but its channel is already closed (OSError, an INTERNALERROR in a contended full run). That
+    unit goes back to the queue: the second worker's crash names the test it really ran, and a
+    replacement runs everything else."""
+    collection = [f"test_x.py::test_{i}" for i in range(12)]
+    sched = make_scheduler(_Config(), None)
+    gw0, gw1 = _Worker("gw0"), _Worker("gw1")
+    for worker in (gw0, gw1):
+        sched.add_node(worker)
+        sched.add_node_collection(worker, collection)
+    sched.schedule()
+    running = {w: collection[w.sent[0][0]] for w in (gw0, gw1)}
+    gw1.dead = True
+    assert sched.remove_node(gw0) == running[gw0]
+    assert sched.remove_node(gw1) == running[gw1]
+    spare = _Worker("gw2")
+    sched.add_node(spare)
+    sched.add_node_collection(spare, collection)
+    sched.schedule()
+    ran: list[str] = []
+    while spare.sent:
+        for index in spare.sent.pop(0):
+            ran.append(collection[index])
+            sched.mark_test_complete(spare, index)
+    assert sorted(ran) == sorted(set(collection) - set(running.values()))

@@ -66,4 +66,17 @@ def make_scheduler(config: Any, log: Any) -> Any:
             if node in self.registered_collections:
                 super()._reschedule(node)
 
+        def _assign_work_unit(self, node: Any) -> None:
+            # When two workers die together, rescheduling the survivors after the first one's crash
+            # can reach the other dead worker before xdist has read its end: sending to it raised
+            # OSError("cannot send (already closed?)") (INTERNALERROR, seen once under contention).
+            # The unit goes back to the front of the queue; that worker's own crash report follows.
+            try:
+                super()._assign_work_unit(node)
+            except OSError:
+                assigned = self.assigned_work[node]
+                scope = next(reversed(assigned))
+                self.workqueue[scope] = assigned.pop(scope)
+                self.workqueue.move_to_end(scope, last=False)
+
     return SparkGroups(config, log)

@@ -24,6 +24,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or _dump_dir is not None:
         _watch_notebook_cells()  # xdist workers run the tutorials; the folders come through the environment
         _no_output_widget_echo()
+        _kernels_over_ipc()
         return
     _dump_dir = Path(tempfile.mkdtemp(prefix="sbnotebook-test-dumps-"))
     startup = _dump_dir / "ipython" / "profile_default" / "startup"
@@ -71,6 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["SBNOTEBOOK_KERNEL_DUMPS"] = str(_dump_dir / "kernels")
     _watch_notebook_cells()
     _no_output_widget_echo()
+    _kernels_over_ipc()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -160,6 +163,33 @@ def _watch_notebook_cells() -> None:
 
     execute_cell._sbnotebook_watch = True  # type: ignore[attr-defined]
     NotebookClient.async_execute_cell = execute_cell  # type: ignore[method-assign]
+
+
+def _kernels_over_ipc() -> None:
+    """Tutorial kernels talk to nbmake over Unix sockets, not TCP ports. jupyter_client picks a
+    kernel's five ports by binding port 0 and letting go; the kernel binds them a moment later, and
+    in a full run another process can take one in between (a contended run failed with "Kernel died
+    before replying to kernel_info": ZMQError Address already in use, 127.0.0.1:49257). A Unix socket
+    path is the kernel's own, unique name: nothing else can take it. Checked by
+    tests/test_notebook_harness.py."""
+    from jupyter_client.manager import AsyncKernelManager, KernelManager
+    from nbclient import NotebookClient
+    from nbmake import nb_run
+    from traitlets import CaselessStrEnum, Type, default
+
+    class IpcKernelManager(AsyncKernelManager):  # type: ignore[misc]
+        transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+        @default("ip")
+        def _ip_default(self) -> str:
+            # Absolute and unique: the kernel runs in the notebook's folder, nbmake in the repository's,
+            # and four workers start kernels at once (the default "kernel-ipc" is relative and shared).
+            return os.path.join(tempfile.gettempdir(), f"sbnb-kernel-{uuid.uuid4().hex[:12]}")
+
+    class IpcNotebookClient(NotebookClient):  # type: ignore[misc]
+        kernel_manager_class = Type(default_value=IpcKernelManager, klass=KernelManager, config=True)
+
+    nb_run.NotebookClient = IpcNotebookClient  # type: ignore[misc]
 
 
 def _no_output_widget_echo() -> None:

@@ -22,7 +22,7 @@ from .errors import InvalidInputError, from_sdk, tracking_id_of
 from .live import ConnectionLike, LiveConnection, is_connection_lost, live, receiver_for
 from .outcome import Outcome, Report
 from .records import SHOWN_FIELDS, to_dataframe, to_record
-from .sdk import abandon_with_properties, release, renew_by_tokens, settle_by_tokens
+from .sdk import abandon_with_properties, release, renew_by_tokens, revoke_credit, settle_by_tokens
 
 log = logging.getLogger("sbnotebook.receive")
 Mode = Literal["peek-lock", "receive-and-delete"]
@@ -442,6 +442,7 @@ async def _fetch_batch(rcv: Any, count: int, wait: float) -> list[Any]:
         if not got:
             break
         out.extend(got)
+    await revoke_credit(rcv)  # the link may stay open (pooled, or held with a session or a batch)
     return out
 
 

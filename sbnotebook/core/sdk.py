@@ -6,7 +6,8 @@ The public SDK has no call for a few things Service Bus itself offers, and the k
   trip per message;
 - renewing many locks in one request (``renew-lock`` takes an array of tokens);
 - giving a lock back without counting a delivery (AMQP ``released``);
-- abandoning with properties to modify (AMQP ``modified`` with message annotations).
+- abandoning with properties to modify (AMQP ``modified`` with message annotations);
+- taking back the link credit a receive left unused (an AMQP ``flow`` with credit 0).
 
 ``PRIVATE_NAMES`` lists what is used; ``tests/test_sdk_boundary.py`` fails when an installed SDK
 renames any of them, so an upgrade breaks one test instead of silently slowing every settlement.
@@ -32,6 +33,9 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("azure.servicebus._common.message.ServiceBusReceivedMessage", "_expiry"),
     ("azure.servicebus._common.message.ServiceBusReceivedMessage", "_is_peeked_message"),
     ("azure.servicebus._pyamqp.aio._client_async.ReceiveClientAsync", "settle_messages_async"),
+    ("azure.servicebus._pyamqp.aio._client_async.ReceiveClientAsync", "_link"),
+    ("azure.servicebus._pyamqp.aio._link_async.Link", "current_link_credit"),
+    ("azure.servicebus._pyamqp.aio._link_async.Link", "flow"),
 )
 
 _TERMS = {"complete": "complete", "abandon": "abandon", "dead_letter": "dead-letter", "defer": "defer"}
@@ -86,6 +90,17 @@ async def abandon_with_properties(receiver: Any, message: Any, properties: dict[
         await_outcome=True,
     )
     message._settled = True
+
+
+async def revoke_credit(receiver: Any) -> None:
+    """Take back the link credit a receive left unused. ``receive_messages`` grants credit for as
+    many messages as it asks for and leaves what it did not get. On a link that stays open between
+    calls, the broker then delivers whatever arrives next to this link, locked, with nobody
+    receiving: every other consumer of the entity sees nothing until the SDK's keep-alive gives the
+    messages back, up to 5 s later. Messages already on their way are given back the same way."""
+    link = receiver._handler._link
+    if link is not None and link.current_link_credit > 0:
+        await link.flow(link_credit=0)
 
 
 def is_peeked(message: Any) -> bool:

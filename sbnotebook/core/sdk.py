@@ -9,7 +9,7 @@ The public SDK has no call for a few things Service Bus itself offers, and the k
 - abandoning with properties to modify (AMQP ``modified`` with message annotations);
 - taking back the link credit a receive left unused (an AMQP ``flow`` with credit 0).
 
-``PRIVATE_NAMES`` lists what is used; ``tests/test_sdk_boundary.py`` fails when an installed SDK
+``PRIVATE_NAMES`` lists what is used; ``tests/test_core_boundary.py`` fails when an installed SDK
 renames any of them, so an upgrade breaks one test instead of silently slowing every settlement.
 The range of SDK versions this is tested with is pinned in ``pyproject.toml``.
 """

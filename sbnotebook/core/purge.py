@@ -1,20 +1,30 @@
 """Purging: explicit, fast, and complete (active, deferred and scheduled messages, or a DLQ).
 
 Destructive by name: the notebook layer asks for confirmation before calling it.
+
+A session-enabled queue or subscription refuses a receiver without a session (Service Bus says so
+when the link attaches, peeks included), so it is purged session by session: each session with
+messages is accepted, scanned, drained and given back. A session another receiver holds cannot be
+accepted: it is left as it is and reported as a failure, never waited for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
 
 from .entities import EntityPath
+from .errors import SbError, SessionLockedError, requires_sessions
 from .live import ConnectionLike, LiveConnection, live, receiver_for
 from .outcome import Outcome, Report
 from .scan import ascan
+from .sessions import list_session_ids
+
+log = logging.getLogger("sbnotebook.core.purge")
 
 PURGE_BATCH = 500
 PARALLEL_RECEIVERS = 4
@@ -50,14 +60,24 @@ async def _purge(
 
     started = time.perf_counter()
     report = Report("purge", str(path))
-    if await _is_empty(conn, path):
-        report.elapsed = time.perf_counter() - started
-        return report
-    client = conn._sdk_client()
 
     def tick() -> None:
         if progress is not None:
             progress(report)
+
+    try:
+        empty = await _is_empty(conn, path)
+    except SbError as exc:
+        if not requires_sessions(exc):
+            raise
+        log.info("%s requires sessions: purging it session by session", path)
+        await _purge_sessions(conn, path, report, tick, include_active, include_deferred, include_scheduled)
+        report.elapsed = time.perf_counter() - started
+        return report
+    if empty:
+        report.elapsed = time.perf_counter() - started
+        return report
+    client = conn._sdk_client()
 
     async def drain() -> None:
         rcv = receiver_for(
@@ -83,18 +103,77 @@ async def _purge(
                     got = await rcv.receive_deferred_messages(deferred[k : k + BY_SEQUENCE])
                     report.extend(_removed(m) for m in got)
                     tick()
-        if include_scheduled and scheduled and not path.is_subscription and not path.is_dead_letter:
-            for k in range(0, len(scheduled), BY_SEQUENCE):
-                chunk = scheduled[k : k + BY_SEQUENCE]
-
-                async def cancel(sender: Any, chunk: list[int] = chunk) -> None:
-                    await sender.cancel_scheduled_messages(chunk)
-
-                await conn.with_link("sender", path, cancel)
-                report.extend(Outcome(None, s, "purged", "scheduled: cancelled") for s in chunk)
-                tick()
+        if include_scheduled:
+            await _cancel_scheduled(conn, path, scheduled, report, tick)
     report.elapsed = time.perf_counter() - started
     return report
+
+
+async def _cancel_scheduled(
+    conn: LiveConnection, path: EntityPath, scheduled: list[int], report: Report, tick: Callable[[], None]
+) -> None:
+    """Scheduled messages are cancelled on the queue or topic (a subscription or DLQ has none)."""
+    if not scheduled or path.is_subscription or path.is_dead_letter:
+        return
+    for k in range(0, len(scheduled), BY_SEQUENCE):
+        chunk = scheduled[k : k + BY_SEQUENCE]
+
+        async def cancel(sender: Any, chunk: list[int] = chunk) -> None:
+            await sender.cancel_scheduled_messages(chunk)
+
+        await conn.with_link("sender", path, cancel)
+        report.extend(Outcome(None, s, "purged", "scheduled: cancelled") for s in chunk)
+        tick()
+
+
+async def _purge_sessions(
+    conn: LiveConnection,
+    path: EntityPath,
+    report: Report,
+    tick: Callable[[], None],
+    include_active: bool,
+    include_deferred: bool,
+    include_scheduled: bool,
+) -> None:
+    """Session by session: scan what the session holds, then take its active and deferred messages
+    in receive-and-delete on a receiver that holds the session, and cancel its scheduled ones."""
+    from azure.servicebus import ServiceBusReceiveMode
+
+    for session_id in await list_session_ids(conn, path):
+        found: dict[str, list[int]] = {"active": [], "deferred": [], "scheduled": []}
+        try:
+            async with aclosing(ascan(path, session_id=session_id, connection=conn)) as pages:
+                async for page in pages:
+                    for m in page:
+                        found[m.state.name.lower()].append(int(m.sequence_number))
+            active = len(found["active"]) if include_active else 0
+            deferred = found["deferred"] if include_deferred else []
+            if active or deferred:
+                rcv = receiver_for(
+                    conn._sdk_client(),
+                    path,
+                    session_id=session_id,
+                    receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+                    prefetch_count=min(max(active, 1), PURGE_BATCH),
+                )
+                async with rcv:  # closing it gives the session back
+                    while active > 0:
+                        batch = await rcv.receive_messages(max_message_count=min(active, PURGE_BATCH), max_wait_time=1)
+                        if not batch:
+                            break  # taken meanwhile by someone else: nothing more here to remove
+                        active -= len(batch)
+                        report.extend(_removed(m) for m in batch)
+                        tick()
+                    for k in range(0, len(deferred), BY_SEQUENCE):
+                        got = await rcv.receive_deferred_messages(deferred[k : k + BY_SEQUENCE])
+                        report.extend(_removed(m) for m in got)
+                        tick()
+        except SessionLockedError as exc:
+            report.add(Outcome(None, None, "failed", f"session {session_id!r} not purged: {exc}"))
+            tick()
+            continue
+        if include_scheduled:
+            await _cancel_scheduled(conn, path, found["scheduled"], report, tick)
 
 
 def purge(

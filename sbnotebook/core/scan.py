@@ -263,15 +263,16 @@ def sequence_numbers(
     entity: str | EntityPath,
     *,
     states: Iterable[str] | None = None,
+    session_id: str | None = None,
     progress: Callable[[int], None] | None = None,
     connection: ConnectionLike = None,
 ) -> list[int]:
-    """The sequence numbers of every message (in ``states``), read with the scanner: what to count,
-    cancel or fetch by number, without building records."""
+    """The sequence numbers of every message (in ``states``; of one session, if given), read with the
+    scanner: what to count, cancel or fetch by number, without building records."""
     path = EntityPath.parse(entity)
     conn = live(connection)
     out: list[int] = []
-    for page in conn.iterate(ascan(path, states=states, connection=conn)):
+    for page in conn.iterate(ascan(path, states=states, session_id=session_id, connection=conn)):
         out.extend(int(m.sequence_number) for m in page)
         if progress is not None:
             progress(len(out))

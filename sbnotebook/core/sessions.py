@@ -77,7 +77,10 @@ def _session_path(entity: str | EntityPath) -> EntityPath:
     return path
 
 
-async def _list_ids(conn: LiveConnection, path: EntityPath, updated_after: dt.datetime | None, limit: int) -> list[str]:
+async def list_session_ids(
+    conn: LiveConnection, path: EntityPath, updated_after: dt.datetime | None = None, limit: int = 1_000_000
+) -> list[str]:
+    """The ids of the sessions with messages or state (or whose state was set after a time)."""
     client = conn._sdk_client()
     if path.subscription is not None:
         pages = client.list_subscription_sessions(path.name, path.subscription, state_updated_after=updated_after)
@@ -139,7 +142,7 @@ async def _list_sessions(
     details: bool,
     count_limit: int,
 ) -> list[SessionInfo]:
-    ids = await _list_ids(conn, path, updated_after, limit)
+    ids = await list_session_ids(conn, path, updated_after, limit)
     if not details:
         return [SessionInfo(sid, locked=False) for sid in ids]
     gate = asyncio.Semaphore(DETAIL_CONCURRENCY)

@@ -3,9 +3,10 @@
 Destructive by name: the notebook layer asks for confirmation before calling it.
 
 A session-enabled queue or subscription refuses a receiver without a session (Service Bus says so
-when the link attaches, peeks included), so it is purged session by session: each session with
-messages is accepted, scanned, drained and given back. A session another receiver holds cannot be
-accepted: it is left as it is and reported as a failure, never waited for.
+when the link attaches, peeks included), so it is purged session by session: each listed session is
+accepted on one peek-lock receiver, scanned, emptied (received or fetched, then completed) and
+given back. A session another receiver holds cannot be accepted: it is left as it is and reported
+as a failure, never waited for.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from contextlib import aclosing
 from typing import Any
 
 from .entities import EntityPath
-from .errors import SbError, SessionLockedError, requires_sessions
+from .errors import SbError, from_sdk, requires_sessions
 from .live import ConnectionLike, LiveConnection, live, receiver_for
 from .outcome import Outcome, Report
-from .scan import ascan
-from .sessions import list_session_ids
+from .receive import fetch_batch
+from .scan import STATES, SessionHold, ascan, message_state
+from .sdk import settle_by_tokens
+from .sessions import hold_session, list_session_ids
 
 log = logging.getLogger("sbnotebook.core.purge")
 
@@ -135,45 +138,69 @@ async def _purge_sessions(
     include_deferred: bool,
     include_scheduled: bool,
 ) -> None:
-    """Session by session: scan what the session holds, then take its active and deferred messages
-    in receive-and-delete on a receiver that holds the session, and cancel its scheduled ones."""
-    from azure.servicebus import ServiceBusReceiveMode
+    """Session by session, each on one peek-lock receiver that holds it: scan what the session
+    holds, receive its active messages and fetch its deferred ones, complete what was received (a
+    message delivered and not returned stays, never removed unreported), and cancel its scheduled
+    ones. A session that fails (held by another receiver, lock lost, ...) gets one `failed` outcome
+    with the reason; the others go on."""
+    from azure.servicebus.exceptions import ServiceBusError
 
     for session_id in await list_session_ids(conn, path):
-        found: dict[str, list[int]] = {"active": [], "deferred": [], "scheduled": []}
+
+        async def work(rcv: Any) -> list[int]:
+            return await _purge_session(SessionHold(rcv), conn, path, report, tick, include_active, include_deferred)
+
         try:
-            async with aclosing(ascan(path, session_id=session_id, connection=conn)) as pages:
-                async for page in pages:
-                    for m in page:
-                        found[m.state.name.lower()].append(int(m.sequence_number))
-            active = len(found["active"]) if include_active else 0
-            deferred = found["deferred"] if include_deferred else []
-            if active or deferred:
-                rcv = receiver_for(
-                    conn._sdk_client(),
-                    path,
-                    session_id=session_id,
-                    receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
-                    prefetch_count=min(max(active, 1), PURGE_BATCH),
+            scheduled = await hold_session(conn, path, session_id, work)
+            if include_scheduled:
+                await _cancel_scheduled(conn, path, scheduled, report, tick)
+        except (SbError, ServiceBusError) as exc:  # reported per session, with the reason; the purge goes on
+            error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=str(path))
+            report.add(
+                Outcome(
+                    None,
+                    None,
+                    "failed",
+                    f"session {session_id!r} not purged (or not all of it): {error}",
+                    condition=error.condition,
+                    tracking_id=error.tracking_id,
+                    retryable=error.retryable,
                 )
-                async with rcv:  # closing it gives the session back
-                    while active > 0:
-                        batch = await rcv.receive_messages(max_message_count=min(active, PURGE_BATCH), max_wait_time=1)
-                        if not batch:
-                            break  # taken meanwhile by someone else: nothing more here to remove
-                        active -= len(batch)
-                        report.extend(_removed(m) for m in batch)
-                        tick()
-                    for k in range(0, len(deferred), BY_SEQUENCE):
-                        got = await rcv.receive_deferred_messages(deferred[k : k + BY_SEQUENCE])
-                        report.extend(_removed(m) for m in got)
-                        tick()
-        except SessionLockedError as exc:
-            report.add(Outcome(None, None, "failed", f"session {session_id!r} not purged: {exc}"))
+            )
             tick()
-            continue
-        if include_scheduled:
-            await _cancel_scheduled(conn, path, found["scheduled"], report, tick)
+
+
+async def _purge_session(
+    hold: SessionHold,
+    conn: LiveConnection,
+    path: EntityPath,
+    report: Report,
+    tick: Callable[[], None],
+    include_active: bool,
+    include_deferred: bool,
+) -> list[int]:
+    """Empty the session ``hold`` holds; returns the sequence numbers of its scheduled messages."""
+    found: dict[str, list[int]] = {state: [] for state in STATES}
+    async with aclosing(ascan(path, held=hold, connection=conn)) as pages:
+        async for page in pages:
+            for m in page:
+                found[message_state(m)].append(int(m.sequence_number))
+    left = len(found["active"]) if include_active else 0
+    while left > 0:
+        got = await fetch_batch(await hold.renewed(), min(left, PURGE_BATCH), 1.0)
+        if not got:
+            break  # fewer than the scan saw: expired or dead-lettered meanwhile
+        await settle_by_tokens(hold.receiver, "complete", got)
+        report.extend(_removed(m) for m in got)
+        left -= len(got)
+        tick()
+    deferred = found["deferred"] if include_deferred else []
+    for k in range(0, len(deferred), BY_SEQUENCE):
+        got = list(await (await hold.renewed()).receive_deferred_messages(deferred[k : k + BY_SEQUENCE]))
+        await settle_by_tokens(hold.receiver, "complete", got)
+        report.extend(_removed(m) for m in got)
+        tick()
+    return found["scheduled"]
 
 
 def purge(

@@ -95,7 +95,9 @@ async def list_session_ids(
     return ids
 
 
-async def _holding(conn: LiveConnection, path: EntityPath, session_id: str, work: Callable[[Any], Awaitable[T]]) -> T:
+async def hold_session(
+    conn: LiveConnection, path: EntityPath, session_id: str, work: Callable[[Any], Awaitable[T]]
+) -> T:
     """Accept the session on a receiver of its own, run ``work(receiver)``, and give it back."""
     from azure.servicebus.exceptions import SessionCannotBeLockedError
 
@@ -129,7 +131,7 @@ async def _details(conn: LiveConnection, path: EntityPath, session_id: str, coun
         )
 
     try:
-        return await _holding(conn, path, session_id, look)
+        return await hold_session(conn, path, session_id, look)
     except SessionLockedError:
         return SessionInfo(session_id, locked=True)
 
@@ -186,7 +188,7 @@ def get_session_state(entity: str | EntityPath, session_id: str, *, connection: 
         state = await rcv.session.get_state()
         return bytes(state) if state else None
 
-    result: bytes | None = conn.run_on(path, _holding(conn, path, session_id, read))
+    result: bytes | None = conn.run_on(path, hold_session(conn, path, session_id, read))
     return result
 
 
@@ -204,5 +206,5 @@ def set_session_state(
         await rcv.session.set_state(new or None)
         return bytes(old) if old else None
 
-    result: bytes | None = conn.run_on(path, _holding(conn, path, session_id, write))
+    result: bytes | None = conn.run_on(path, hold_session(conn, path, session_id, write))
     return result

@@ -13,6 +13,7 @@ from ..core.errors import requires_sessions
 from .cells import parse_numbers
 
 KINDS = ("active", "deferred", "scheduled", "dlq")
+SESSIONS_LIMIT = 1_000_000  # every session: a purge goes through all of them
 
 
 @dataclass
@@ -76,7 +77,7 @@ def plan_purge(entity: str, kinds: tuple[str, ...], *, connection: LiveConnectio
     counts = core.counts(str(path), connection=connection)
     deferred = 0
     held: list[str] = []
-    if "active" in kinds or "deferred" in kinds:
+    if {"active", "deferred", "scheduled"} & set(kinds):  # on a session entity this also finds held sessions
         deferred, held = _deferred(path, connection)
     found = {"active": counts.active - deferred, "deferred": deferred, "scheduled": counts.scheduled}
     found["dlq"] = counts.dead_letter
@@ -94,7 +95,7 @@ def _deferred(path: EntityPath, connection: LiveConnection) -> tuple[int, list[s
             raise
     total = 0
     held: list[str] = []
-    for session in core.list_sessions(str(path), details=False, connection=connection):
+    for session in core.list_sessions(str(path), details=False, limit=SESSIONS_LIMIT, connection=connection):
         try:
             found = core.sequence_numbers(
                 str(path), states=["deferred"], session_id=session.session_id, connection=connection

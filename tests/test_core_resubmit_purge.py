@@ -150,6 +150,28 @@ def test_purge_finds_messages_that_are_only_scheduled_or_only_deferred(
     assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
 
 
+def test_a_session_enabled_queue_is_purged_session_by_session(emulator: Emulator, client: ServiceBusClient) -> None:
+    """Service Bus refuses a receiver without a session on a session-enabled entity (peeks
+    included), so the purge takes each session in turn; one another receiver holds is left as it
+    is and reported, not waited for."""
+    conn = core.connect(emulator.connection_string)
+    in_an_hour = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    with client.get_queue_sender("sq60") as sender:
+        sender.send_messages([ServiceBusMessage(b, session_id=s) for s, b in [("a", "a1"), ("a", "a2"), ("b", "b1")]])
+        sender.send_messages([ServiceBusMessage("held", session_id="c")])
+        sender.schedule_messages(ServiceBusMessage("b-later", session_id="b"), in_an_hour)
+    with client.get_queue_receiver("sq60", session_id="a", max_wait_time=3) as r:
+        (first,) = r.receive_messages(max_message_count=1, max_wait_time=3)
+        r.defer_message(first)
+    with client.get_queue_receiver("sq60", session_id="c", max_wait_time=1):  # another receiver holds c
+        report = core.purge("sq60", connection=conn)
+    assert report.count("purged") == 4  # a1 (deferred), a2, b1, b-later (cancelled); nothing of c
+    (failure,) = report.failures
+    assert "'c'" in str(failure.error) and "held by another receiver" in str(failure.error)
+    assert emulator.broker.counts("sq60") == {"active": 1, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+    assert core.purge("sq60", connection=conn).count("purged") == 1  # c, now that it is free
+
+
 def test_counts_through_the_admin_api(emulator: Emulator, client: ServiceBusClient) -> None:
     cs = emulator.connection_string
     core.send("q", ["a", "b"], connection=cs)

@@ -119,3 +119,25 @@ def test_purge_panel_counts_then_waits_for_the_typed_word(ip: Any, sb: SbMagics,
     assert _left(sb) == {"active": 0, "deferred": 2, "scheduled": 1, "dlq": 0}
     panel.ask_purge()  # only active ticked, none left: says so and asks nothing
     assert "Nothing to purge" in panel.status.value and panel.pending is None
+
+
+def test_purge_of_a_session_enabled_queue_goes_session_by_session_and_names_held_sessions(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    with client.get_queue_sender("sq60") as s:
+        s.send_messages([ServiceBusMessage(b, session_id=sid) for sid, b in [("a", "a1"), ("a", "a2"), ("c", "c1")]])
+    with client.get_queue_receiver("sq60", session_id="a", max_wait_time=3) as r:
+        (first,) = r.receive_messages(max_message_count=1, max_wait_time=3)
+        r.defer_message(first)
+    with client.get_queue_receiver("sq60", session_id="c", max_wait_time=1):  # another receiver holds c
+        answer(monkeypatch, "no")
+        assert line(ip, "sb_purge sq60 --active --deferred") is None
+        out = capsys.readouterr().out
+        assert "Purge sq60: 2 active, 1 deferred message(s), 3 in all." in out
+        assert "1 session(s) held by another receiver ('c'): the purge leaves them as they are" in out
+        report = line(ip, "sb_purge sq60 --active --deferred --yes")
+    assert report.count("purged") == 2 and report.failed == 1
+    assert "2 purged, 1 failed of 3" in capsys.readouterr().out
+    assert "session 'c' not purged" in str(report.failures[0].error)
+    states = [m["state"] for m in core.scan_records("sq60", session_id="c", connection=sb.conn())]
+    assert states == ["active"]

@@ -116,6 +116,12 @@ def is_retryable(exc: BaseException) -> bool:
     return False
 
 
+def requires_sessions(exc: BaseException) -> bool:
+    """Service Bus refused a receiver without a session on a session-enabled entity (at attach)."""
+    text = str(exc)
+    return "requires session" in text or "non-sessionful" in text
+
+
 def from_sdk(exc: BaseException, *, entity: str | None = None) -> SbError:
     """Translate an SDK exception into the kit's family (message redacted, tracking id kept)."""
     from azure.servicebus import exceptions as sb

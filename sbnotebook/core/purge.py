@@ -1,20 +1,33 @@
 """Purging: explicit, fast, and complete (active, deferred and scheduled messages, or a DLQ).
 
 Destructive by name: the notebook layer asks for confirmation before calling it.
+
+A session-enabled queue or subscription refuses a receiver without a session (Service Bus says so
+when the link attaches, peeks included), so it is purged session by session: each listed session is
+accepted on one peek-lock receiver, scanned, emptied (received or fetched, then completed) and
+given back. A session another receiver holds cannot be accepted: it is left as it is and reported
+as a failure, never waited for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
 
 from .entities import EntityPath
+from .errors import SbError, from_sdk, requires_sessions
 from .live import ConnectionLike, LiveConnection, live, receiver_for
 from .outcome import Outcome, Report
-from .scan import ascan
+from .receive import fetch_batch
+from .scan import STATES, SessionHold, ascan, message_state
+from .sdk import settle_by_tokens
+from .sessions import hold_session, list_session_ids
+
+log = logging.getLogger("sbnotebook.core.purge")
 
 PURGE_BATCH = 500
 PARALLEL_RECEIVERS = 4
@@ -50,14 +63,24 @@ async def _purge(
 
     started = time.perf_counter()
     report = Report("purge", str(path))
-    if await _is_empty(conn, path):
-        report.elapsed = time.perf_counter() - started
-        return report
-    client = conn._sdk_client()
 
     def tick() -> None:
         if progress is not None:
             progress(report)
+
+    try:
+        empty = await _is_empty(conn, path)
+    except SbError as exc:
+        if not requires_sessions(exc):
+            raise
+        log.info("%s requires sessions: purging it session by session", path)
+        await _purge_sessions(conn, path, report, tick, include_active, include_deferred, include_scheduled)
+        report.elapsed = time.perf_counter() - started
+        return report
+    if empty:
+        report.elapsed = time.perf_counter() - started
+        return report
+    client = conn._sdk_client()
 
     async def drain() -> None:
         rcv = receiver_for(
@@ -83,18 +106,101 @@ async def _purge(
                     got = await rcv.receive_deferred_messages(deferred[k : k + BY_SEQUENCE])
                     report.extend(_removed(m) for m in got)
                     tick()
-        if include_scheduled and scheduled and not path.is_subscription and not path.is_dead_letter:
-            for k in range(0, len(scheduled), BY_SEQUENCE):
-                chunk = scheduled[k : k + BY_SEQUENCE]
-
-                async def cancel(sender: Any, chunk: list[int] = chunk) -> None:
-                    await sender.cancel_scheduled_messages(chunk)
-
-                await conn.with_link("sender", path, cancel)
-                report.extend(Outcome(None, s, "purged", "scheduled: cancelled") for s in chunk)
-                tick()
+        if include_scheduled:
+            await _cancel_scheduled(conn, path, scheduled, report, tick)
     report.elapsed = time.perf_counter() - started
     return report
+
+
+async def _cancel_scheduled(
+    conn: LiveConnection, path: EntityPath, scheduled: list[int], report: Report, tick: Callable[[], None]
+) -> None:
+    """Scheduled messages are cancelled on the queue or topic (a subscription or DLQ has none)."""
+    if not scheduled or path.is_subscription or path.is_dead_letter:
+        return
+    for k in range(0, len(scheduled), BY_SEQUENCE):
+        chunk = scheduled[k : k + BY_SEQUENCE]
+
+        async def cancel(sender: Any, chunk: list[int] = chunk) -> None:
+            await sender.cancel_scheduled_messages(chunk)
+
+        await conn.with_link("sender", path, cancel)
+        report.extend(Outcome(None, s, "purged", "scheduled: cancelled") for s in chunk)
+        tick()
+
+
+async def _purge_sessions(
+    conn: LiveConnection,
+    path: EntityPath,
+    report: Report,
+    tick: Callable[[], None],
+    include_active: bool,
+    include_deferred: bool,
+    include_scheduled: bool,
+) -> None:
+    """Session by session, each on one peek-lock receiver that holds it: scan what the session
+    holds, receive its active messages and fetch its deferred ones, complete what was received (a
+    message delivered and not returned stays, never removed unreported), and cancel its scheduled
+    ones. A session that fails (held by another receiver, lock lost, ...) gets one `failed` outcome
+    with the reason; the others go on."""
+    from azure.servicebus.exceptions import ServiceBusError
+
+    for session_id in await list_session_ids(conn, path):
+
+        async def work(rcv: Any) -> list[int]:
+            return await _purge_session(SessionHold(rcv), conn, path, report, tick, include_active, include_deferred)
+
+        try:
+            scheduled = await hold_session(conn, path, session_id, work)
+            if include_scheduled:
+                await _cancel_scheduled(conn, path, scheduled, report, tick)
+        except (SbError, ServiceBusError) as exc:  # reported per session, with the reason; the purge goes on
+            error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=str(path))
+            report.add(
+                Outcome(
+                    None,
+                    None,
+                    "failed",
+                    f"session {session_id!r} not purged (or not all of it): {error}",
+                    condition=error.condition,
+                    tracking_id=error.tracking_id,
+                    retryable=error.retryable,
+                )
+            )
+            tick()
+
+
+async def _purge_session(
+    hold: SessionHold,
+    conn: LiveConnection,
+    path: EntityPath,
+    report: Report,
+    tick: Callable[[], None],
+    include_active: bool,
+    include_deferred: bool,
+) -> list[int]:
+    """Empty the session ``hold`` holds; returns the sequence numbers of its scheduled messages."""
+    found: dict[str, list[int]] = {state: [] for state in STATES}
+    async with aclosing(ascan(path, held=hold, connection=conn)) as pages:
+        async for page in pages:
+            for m in page:
+                found[message_state(m)].append(int(m.sequence_number))
+    left = len(found["active"]) if include_active else 0
+    while left > 0:
+        got = await fetch_batch(await hold.renewed(), min(left, PURGE_BATCH), 1.0)
+        if not got:
+            break  # fewer than the scan saw: expired or dead-lettered meanwhile
+        await settle_by_tokens(hold.receiver, "complete", got)
+        report.extend(_removed(m) for m in got)
+        left -= len(got)
+        tick()
+    deferred = found["deferred"] if include_deferred else []
+    for k in range(0, len(deferred), BY_SEQUENCE):
+        got = list(await (await hold.renewed()).receive_deferred_messages(deferred[k : k + BY_SEQUENCE]))
+        await settle_by_tokens(hold.receiver, "complete", got)
+        report.extend(_removed(m) for m in got)
+        tick()
+    return found["scheduled"]
 
 
 def purge(

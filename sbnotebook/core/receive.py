@@ -431,7 +431,7 @@ def _check(count: int, wait: float, max_in_flight: int) -> None:
         raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
 
 
-async def _fetch_batch(rcv: Any, count: int, wait: float) -> list[Any]:
+async def fetch_batch(rcv: Any, count: int, wait: float) -> list[Any]:
     out: list[Any] = []
     deadline = time.monotonic() + wait
     while len(out) < count:
@@ -482,7 +482,7 @@ async def _receive(
         if sequence_numbers is not None:
             messages = list(await rcv.receive_deferred_messages(sequence_numbers))
         else:
-            messages = await _fetch_batch(rcv, count, wait)
+            messages = await fetch_batch(rcv, count, wait)
     except BaseException as exc:
         if pooled and not is_connection_lost(exc):
             pool.release(rcv)

@@ -49,7 +49,8 @@ def _left(until: dt.datetime | None) -> float:
     return 0.0 if until is None else (until - dt.datetime.now(dt.UTC)).total_seconds()
 
 
-def _state(message: Any) -> str:
+def message_state(message: Any) -> str:
+    """A peeked message's state: active, deferred or scheduled."""
     state = getattr(message, "state", None)
     return state.name.lower() if state is not None else "active"
 
@@ -75,24 +76,27 @@ async def ascan(
     limit: int | None = None,
     states: Iterable[str] | None = None,
     session_id: str | None = None,
+    held: SessionHold | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     page_size: int = PAGE_SIZE,
     connection: ConnectionLike = None,
 ) -> AsyncGenerator[list[Any], None]:
     """Yield pages of peeked SDK messages with ``start <= sequence number < stop``, in order, at
-    most ``limit`` messages (after the ``states`` filter). Runs on the live connection's loop."""
+    most ``limit`` messages (after the ``states`` filter). Runs on the live connection's loop.
+    ``held``: peek the session that receiver holds (it stays open) instead of accepting one."""
     path = EntityPath.parse(entity)
     _check(start, stop, limit, concurrency, page_size)
     wanted = {s.lower() for s in states} if states is not None else None
     if wanted is not None and not wanted <= set(STATES):
         raise InvalidInputError(f"states must be among {', '.join(STATES)}, not {sorted(wanted)}.")
     conn = live(connection)
-    pager = _Pager(conn, path, session_id, page_size)
+    pager = _Pager(conn, path, session_id, page_size, held)
     remaining = limit
+    one_link = session_id is not None or held is not None  # a session is peeked through its one receiver
     try:
-        async for page in pager.pages(max(start, 1), stop, concurrency if session_id is None else 1, limit):
+        async for page in pager.pages(max(start, 1), stop, 1 if one_link else concurrency, limit):
             if wanted is not None:
-                page = [m for m in page if _state(m) in wanted]
+                page = [m for m in page if message_state(m) in wanted]
             if remaining is not None:
                 page = page[:remaining]
                 remaining -= len(page)
@@ -108,16 +112,32 @@ async def ascan(
         await pager.close()
 
 
-class _Pager:
-    """Peeks on pooled links (or one session receiver, which must hold the session)."""
+class SessionHold:
+    """A receiver that holds one session, its lock renewed once less than half its duration is left
+    (a session's messages can be peeked, received and settled only through its lock)."""
 
-    def __init__(self, conn: LiveConnection, path: EntityPath, session_id: str | None, page_size: int) -> None:
+    def __init__(self, receiver: Any) -> None:
+        self.receiver = receiver
+        self._span = _left(receiver.session.locked_until_utc)  # seconds the lock lasted when accepted
+
+    async def renewed(self) -> Any:
+        if _left(self.receiver.session.locked_until_utc) < self._span / 2:
+            await self.receiver.session.renew_lock()
+        return self.receiver
+
+
+class _Pager:
+    """Peeks on pooled links, or on one session receiver: its own, or one the caller holds."""
+
+    def __init__(
+        self, conn: LiveConnection, path: EntityPath, session_id: str | None, page_size: int, held: SessionHold | None
+    ) -> None:
         self.conn, self.path, self.session_id, self.page_size = conn, path, session_id, page_size
-        self._session_receiver: Any = None
-        self._lock_span: float | None = None  # seconds the session lock lasted when accepted
+        self._hold = held
+        self._owned = held is None  # a receiver the pager opened (and closes); not the caller's
 
     async def peek(self, first: int, count: int) -> list[Any]:
-        if self.session_id is None:
+        if self.session_id is None and self._hold is None:
 
             async def op(link: Any) -> list[Any]:
                 return list(await link.peek_messages(max_message_count=count, sequence_number=first))
@@ -129,6 +149,8 @@ class _Pager:
             rcv = await self._session()
             return list(await rcv.peek_messages(max_message_count=count, sequence_number=first))
         except SessionLockLostError:
+            if not self._owned:
+                raise  # the caller's hold: the caller decides
             # Peeking a session needs its lock. A slow host or a short LockDuration can lose it between
             # two pages; a peek changes nothing, so the session is accepted again and the page peeked
             # again, once.
@@ -138,20 +160,16 @@ class _Pager:
             return list(await rcv.peek_messages(max_message_count=count, sequence_number=first))
 
     async def _session(self) -> Any:
-        """The session receiver, its lock renewed once less than half its duration is left."""
-        rcv = self._session_receiver
-        if rcv is None:
+        if self._hold is None:
             rcv = receiver_for(self.conn._sdk_client(), self.path, session_id=self.session_id)
             await rcv.__aenter__()
-            self._session_receiver = rcv
-            self._lock_span = _left(rcv.session.locked_until_utc)
-        elif self._lock_span is not None and _left(rcv.session.locked_until_utc) < self._lock_span / 2:
-            await rcv.session.renew_lock()
-        return rcv
+            self._hold = SessionHold(rcv)
+            return rcv
+        return await self._hold.renewed()
 
     async def close(self) -> None:
-        if self._session_receiver is not None:
-            rcv, self._session_receiver = self._session_receiver, None
+        if self._owned and self._hold is not None:
+            rcv, self._hold = self._hold.receiver, None
             await rcv.close()  # lets the session go
 
     async def window(self, w: _Window) -> _Window:
@@ -263,15 +281,16 @@ def sequence_numbers(
     entity: str | EntityPath,
     *,
     states: Iterable[str] | None = None,
+    session_id: str | None = None,
     progress: Callable[[int], None] | None = None,
     connection: ConnectionLike = None,
 ) -> list[int]:
-    """The sequence numbers of every message (in ``states``), read with the scanner: what to count,
-    cancel or fetch by number, without building records."""
+    """The sequence numbers of every message (in ``states``; of one session, if given), read with the
+    scanner: what to count, cancel or fetch by number, without building records."""
     path = EntityPath.parse(entity)
     conn = live(connection)
     out: list[int] = []
-    for page in conn.iterate(ascan(path, states=states, connection=conn)):
+    for page in conn.iterate(ascan(path, states=states, session_id=session_id, connection=conn)):
         out.extend(int(m.sequence_number) for m in page)
         if progress is not None:
             progress(len(out))

@@ -77,7 +77,10 @@ def _session_path(entity: str | EntityPath) -> EntityPath:
     return path
 
 
-async def _list_ids(conn: LiveConnection, path: EntityPath, updated_after: dt.datetime | None, limit: int) -> list[str]:
+async def list_session_ids(
+    conn: LiveConnection, path: EntityPath, updated_after: dt.datetime | None = None, limit: int = 1_000_000
+) -> list[str]:
+    """The ids of the sessions with messages or state (or whose state was set after a time)."""
     client = conn._sdk_client()
     if path.subscription is not None:
         pages = client.list_subscription_sessions(path.name, path.subscription, state_updated_after=updated_after)
@@ -92,7 +95,9 @@ async def _list_ids(conn: LiveConnection, path: EntityPath, updated_after: dt.da
     return ids
 
 
-async def _holding(conn: LiveConnection, path: EntityPath, session_id: str, work: Callable[[Any], Awaitable[T]]) -> T:
+async def hold_session(
+    conn: LiveConnection, path: EntityPath, session_id: str, work: Callable[[Any], Awaitable[T]]
+) -> T:
     """Accept the session on a receiver of its own, run ``work(receiver)``, and give it back."""
     from azure.servicebus.exceptions import SessionCannotBeLockedError
 
@@ -126,7 +131,7 @@ async def _details(conn: LiveConnection, path: EntityPath, session_id: str, coun
         )
 
     try:
-        return await _holding(conn, path, session_id, look)
+        return await hold_session(conn, path, session_id, look)
     except SessionLockedError:
         return SessionInfo(session_id, locked=True)
 
@@ -139,7 +144,7 @@ async def _list_sessions(
     details: bool,
     count_limit: int,
 ) -> list[SessionInfo]:
-    ids = await _list_ids(conn, path, updated_after, limit)
+    ids = await list_session_ids(conn, path, updated_after, limit)
     if not details:
         return [SessionInfo(sid, locked=False) for sid in ids]
     gate = asyncio.Semaphore(DETAIL_CONCURRENCY)
@@ -183,7 +188,7 @@ def get_session_state(entity: str | EntityPath, session_id: str, *, connection: 
         state = await rcv.session.get_state()
         return bytes(state) if state else None
 
-    result: bytes | None = conn.run_on(path, _holding(conn, path, session_id, read))
+    result: bytes | None = conn.run_on(path, hold_session(conn, path, session_id, read))
     return result
 
 
@@ -201,5 +206,5 @@ def set_session_state(
         await rcv.session.set_state(new or None)
         return bytes(old) if old else None
 
-    result: bytes | None = conn.run_on(path, _holding(conn, path, session_id, write))
+    result: bytes | None = conn.run_on(path, hold_session(conn, path, session_id, write))
     return result

@@ -8,10 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import core
-from ..core import EntityPath, InvalidInputError, LiveConnection, Report
+from ..core import EntityPath, InvalidInputError, LiveConnection, Report, SbError, SessionLockedError
+from ..core.errors import requires_sessions
 from .cells import parse_numbers
 
 KINDS = ("active", "deferred", "scheduled", "dlq")
+SESSIONS_LIMIT = 1_000_000  # every session: a purge goes through all of them
 
 
 @dataclass
@@ -21,6 +23,7 @@ class PurgePlan:
     entity: str  # the queue or subscription (never its DLQ: "dlq" is a kind)
     kinds: tuple[str, ...]
     counts: dict[str, int] = field(default_factory=dict)
+    held: list[str] = field(default_factory=list)  # sessions another receiver holds: not counted, not purged
 
     @property
     def total(self) -> int:
@@ -31,6 +34,12 @@ class PurgePlan:
         text = f"Purge {self.entity}: {', '.join(parts)} message(s), {self.total} in all"
         if "active" in self.kinds and "deferred" not in self.kinds:
             text += " (deferred messages stay: add --deferred)"
+        if self.held:
+            names = ", ".join(repr(h) for h in self.held[:5]) + (", ..." if len(self.held) > 5 else "")
+            text += (
+                f". {len(self.held)} session(s) held by another receiver ({names}): the purge leaves them as"
+                " they are, and their deferred messages are not counted"
+            )
         return text + "."
 
     def run(self, progress: Callable[[Report], None] | None = None, *, connection: LiveConnection) -> list[Report]:
@@ -67,12 +76,35 @@ def plan_purge(entity: str, kinds: tuple[str, ...], *, connection: LiveConnectio
         path, kinds = path.parent, ("dlq",)
     counts = core.counts(str(path), connection=connection)
     deferred = 0
-    if "active" in kinds or "deferred" in kinds:
-        deferred = len(core.sequence_numbers(str(path), states=["deferred"], connection=connection))
+    held: list[str] = []
+    if {"active", "deferred", "scheduled"} & set(kinds):  # on a session entity this also finds held sessions
+        deferred, held = _deferred(path, connection)
     found = {"active": counts.active - deferred, "deferred": deferred, "scheduled": counts.scheduled}
     found["dlq"] = counts.dead_letter
     ordered = tuple(k for k in KINDS if k in kinds)
-    return PurgePlan(str(path), ordered, {k: found[k] for k in ordered})
+    return PurgePlan(str(path), ordered, {k: found[k] for k in ordered}, held)
+
+
+def _deferred(path: EntityPath, connection: LiveConnection) -> tuple[int, list[str]]:
+    """How many messages are deferred (Service Bus counts them as active), and which sessions could
+    not be looked at. A session-enabled entity is scanned session by session."""
+    try:
+        return len(core.sequence_numbers(str(path), states=["deferred"], connection=connection)), []
+    except SbError as exc:
+        if not requires_sessions(exc):
+            raise
+    total = 0
+    held: list[str] = []
+    for session in core.list_sessions(str(path), details=False, limit=SESSIONS_LIMIT, connection=connection):
+        try:
+            found = core.sequence_numbers(
+                str(path), states=["deferred"], session_id=session.session_id, connection=connection
+            )
+        except SessionLockedError:
+            held.append(session.session_id)
+            continue
+        total += len(found)
+    return total, held
 
 
 def scheduled_to_cancel(entity: str, which: str, *, connection: LiveConnection) -> list[int]:

@@ -28,7 +28,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from ..core import Connection, EntityPath, LockedBatch, Report, SbError, receive, receive_deferred, scan_records
-from ..core.errors import redact
+from ..core.errors import redact, requires_sessions
 from ..core.live import live
 from .options import OptionError, _float, _int, check_exists, connection, entity
 from .schema import arrow_schema, to_arrow
@@ -385,7 +385,7 @@ def _fetch_present(entity_name: str, wanted: list[int], conn: Any, session_id: s
 
 def _cannot_read(o: StreamOptions, exc: SbError) -> OptionError:
     text = redact(str(exc)).splitlines()[0]
-    hint = " Set the sessionId option (a session id, or * for all sessions)." if "requires sessions" in text else ""
+    hint = " Set the sessionId option (a session id, or * for all sessions)." if requires_sessions(exc) else ""
     return OptionError(f"servicebus: cannot read {o.entity}: {text}{hint}")
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import StdinNotImplementedError, UsageError
 
 from ...core import SbError, redact
+from ...core.errors import requires_sessions
 
 if TYPE_CHECKING:
     from .sbmagics import SbMagics
@@ -116,7 +117,7 @@ def explain(exc: BaseException, args: argparse.Namespace | None) -> BaseExceptio
     if not isinstance(exc, SbError) or args is None or not getattr(args, "entity", None):
         return exc
     entity, text = args.entity, str(exc)
-    if "requires session" in text or "non-sessionful" in text:
+    if requires_sessions(exc):
         command = "%sb_receive" if getattr(args, "mode", None) else "%sb_peek"
         return UsageError(
             f"{entity} requires sessions: name one with --session ID (for example {command} {entity} --session s-1)."

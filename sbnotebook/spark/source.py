@@ -120,7 +120,7 @@ class _Reader(DataSourceReader):
             else:
                 yield from reading.read_sessions_and_delete(conn, o.entity, work, o.wait_seconds, schema)
         elif o.mode == "peek":
-            yield from reading.read_peek(conn, o.entity, work, schema)
+            yield from reading.read_peek(conn, o.entity, work, schema, o.max_in_flight)
         elif o.mode == "receive-and-delete":
             yield from reading.read_and_delete(conn, o.entity, work, o.wait_seconds, schema)
         else:

@@ -7,6 +7,10 @@ against ``sbnotebook emulator --port 0`` in its own process:
   kit: core.connect(), then the first peek, then warm peek 10 / send 1 / counts / receive 1 +
        complete (medians of --repeat calls), on one live connection
   SDK: a ServiceBusClient with a receiver, a sender and an admin client kept open (the baseline)
+  new receiver per call: receive-and-delete 1, and receive 1 + complete from a session, which
+       open a receiver of their own each time (a session receiver holds its session; a
+       receive-and-delete link must not keep credit), in the kit and with the SDK's own
+       ``with client.get_queue_receiver(...)``
   scan: peeking --scan-messages messages through core.scan, and the ratio t(80 ms) / t(0 ms),
         with the peak memory the scan allocated (pages are consumed, not kept)
 
@@ -34,6 +38,7 @@ from sbnotebook.core.admin import admin_client
 
 QUEUE = "orders"
 SCAN_QUEUE = "results"
+SESSIONS = "sessions"
 
 
 def ms(fn: Callable[[], Any]) -> float:
@@ -64,8 +69,48 @@ def kit(cs: str, repeat: int) -> dict[str, float]:
     out["counts"] = median_ms(lambda: core.counts(QUEUE, connection=conn), repeat)
     receive_and_complete(conn)
     out["receive 1 + complete"] = median_ms(lambda: receive_and_complete(conn), repeat)
+    out.update(own_receivers(conn, repeat))
     conn.close()
     return out
+
+
+def own_receivers(conn: core.LiveConnection, repeat: int) -> dict[str, float]:
+    """Calls that open and close a receiver of their own every time."""
+
+    def delete_one() -> None:
+        with core.receive(QUEUE, count=1, mode="receive-and-delete", connection=conn) as batch:
+            assert len(batch) == 1
+
+    def session_one() -> None:
+        core.send(SESSIONS, [{"body": "s", "session_id": "s1"}], connection=conn)
+        with core.receive(SESSIONS, count=1, session_id="s1", connection=conn) as batch:
+            assert batch.complete().count("completed") == 1
+
+    return {
+        "receive-and-delete 1": median_ms(delete_one, repeat),
+        "session receive 1 + complete": median_ms(session_one, repeat),
+    }
+
+
+def sdk_own_receivers(client: ServiceBusClient, repeat: int) -> dict[str, float]:
+    """The same with the SDK: a ``with`` block per call (what a notebook cell does)."""
+    from azure.servicebus import ServiceBusReceiveMode
+
+    def delete_one() -> None:
+        with client.get_queue_receiver(QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as r:
+            assert len(r.receive_messages(max_message_count=1, max_wait_time=5)) == 1
+
+    def session_one() -> None:
+        with client.get_queue_sender(SESSIONS) as s:
+            s.send_messages(ServiceBusMessage("s", session_id="s1"))
+        with client.get_queue_receiver(SESSIONS, session_id="s1") as r:
+            (m,) = r.receive_messages(max_message_count=1, max_wait_time=5)
+            r.complete_message(m)
+
+    return {
+        "receive-and-delete 1": median_ms(delete_one, repeat),
+        "session receive 1 + complete": median_ms(session_one, repeat),
+    }
 
 
 def sdk(cs: str, repeat: int) -> dict[str, float]:
@@ -90,6 +135,7 @@ def sdk(cs: str, repeat: int) -> dict[str, float]:
 
         one()
         out["receive 1 + complete"] = median_ms(one, repeat)
+        out.update(sdk_own_receivers(client, repeat))
     return out
 
 
@@ -167,6 +213,16 @@ def main() -> None:
         f"-> ratio {ratio:.2f} (target <= 1.5: {'met' if ok else 'MISSED'}); "
         f"peak allocation {max(m0, mf):.1f} MiB; messages seen {n0:,} / {nf:,}"
     )
+    print(f"\nCalls that open a receiver of their own (medians of {args.repeat}; no target):\n")
+    print(f"| call | kit 0 ms | SDK `with` block 0 ms | kit {far:.0f} ms | SDK `with` block {far:.0f} ms |")
+    print("|---|---|---|---|---|")
+    for call in ("receive-and-delete 1", "session receive 1 + complete"):
+        k0, kf = results[0.0]["kit"][call], results[far]["kit"][call]
+        s0, sf = results[0.0]["sdk"][call], results[far]["sdk"][call]
+        print(
+            f"| {call} | {k0:,.0f} ms | {s0:,.0f} ms | {kf:,.0f} ms ({kf / far:.1f} RT) "
+            f"| {sf:,.0f} ms ({sf / far:.1f} RT) |"
+        )
     if failed:
         print("\nmissed:", ", ".join(failed))
         sys.exit(1)

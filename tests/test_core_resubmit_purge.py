@@ -202,3 +202,31 @@ def test_resubmit_after_a_broker_restart_reconnects_by_itself(tmp_path: Path) ->
     finally:
         conn.close()
         first.stop()
+
+
+def test_a_session_holding_only_deferred_messages_is_reported_left_and_purged_by_name(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    """Service Bus lists sessions with available messages or state: one holding nothing but
+    deferred messages is not listed, so a purge cannot find it. The report says messages are left
+    (it must not look complete), and naming the session purges it."""
+    conn = core.connect(emulator.connection_string)
+    with client.get_queue_sender("sq60") as sender:
+        sender.send_messages([ServiceBusMessage(b, session_id=s) for s, b in [("a", "a1"), ("d", "d1"), ("d", "d2")]])
+    with client.get_queue_receiver("sq60", session_id="d", max_wait_time=3) as r:
+        for m in r.receive_messages(max_message_count=2, max_wait_time=3):
+            r.defer_message(m)
+    assert [s.session_id for s in core.list_sessions("sq60", connection=conn)] == ["a"]
+
+    report = core.purge("sq60", connection=conn)
+    assert report.count("purged") == 1 and report.ok
+    assert any("2 message(s) still in sq60" in n and "session_ids" in n for n in report.notes), report.notes
+    assert "session_ids" in str(report)  # the one-line summary a notebook shows
+
+    named = core.purge("sq60", session_ids=["d"], connection=conn)
+    assert named.count("purged") == 2 and named.ok and not named.notes
+    assert emulator.broker.counts("sq60") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+    with pytest.raises(core.InvalidInputError, match="does not require sessions"):
+        core.purge("q", session_ids=["d"], connection=conn)
+    with pytest.raises(core.InvalidInputError, match="session_ids"):
+        core.purge("sq60", session_ids=[""], connection=conn)

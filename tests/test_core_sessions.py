@@ -91,3 +91,27 @@ def test_a_session_scan_slower_than_the_lock_reads_every_page(
     assert accepted_again is (pause > 2), caplog.text
     with client.get_queue_receiver("sq", session_id="a", max_wait_time=1) as r:  # given back, nothing counted
         assert [m.delivery_count for m in r.receive_messages(max_message_count=6, max_wait_time=1)] == [0] * 6
+
+
+def test_a_session_receiver_is_closed_at_once_and_its_session_is_free_when_the_call_returns(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    """The kit closes the receivers it opens per call (session receivers, receive-and-delete) without
+    waiting out the SDK's keep-alive sleep (``sdk.close_now``). The session must still be given back
+    before the call returns, and no keep-alive task may be left running on the live connection."""
+    import asyncio
+
+    async def keep_alives() -> int:  # one per open SDK sender or receiver
+        return sum("keep_alive" in repr(t.get_coro()) for t in asyncio.all_tasks())
+
+    conn = core.connect(emulator.connection_string)
+    _send(client, "sq60", ("s", "1"), ("s", "2"), ("s", "3"))
+    pooled = conn.run(keep_alives())  # the live connection's own links stay open
+    for expected in ("1", "2", "3"):
+        with core.receive("sq60", count=1, session_id="s", connection=conn) as batch:
+            assert [r["body_text"] for r in batch.records] == [expected]
+            batch.complete()
+        assert conn.run(keep_alives()) == pooled  # nothing of the closed receiver still runs
+        # Free the moment the batch is closed: another receiver accepts it without waiting.
+        with client.get_queue_receiver("sq60", session_id="s", max_wait_time=1) as other:
+            assert other.session.session_id == "s"

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 from .connection import Connection, credential, resolve
 from .entities import EntityPath
 from .errors import EntityNameError, SbError, ServiceError, from_sdk
+from .sdk import close_now
 
 T = TypeVar("T")
 log = logging.getLogger("sbnotebook.live")
@@ -295,7 +296,7 @@ class LiveConnection:
         try:
             await link.__aenter__()
         except BaseException:
-            await quietly(link.close())
+            await quietly(close_now(link))
             raise
         self.links_opened += 1
         return link
@@ -311,7 +312,7 @@ class LiveConnection:
         except BaseException as exc:
             if is_connection_lost(exc):
                 pool.forget(link)
-                await quietly(link.close())
+                await quietly(close_now(link))
             else:
                 pool.release(link)
             raise
@@ -351,7 +352,7 @@ class LiveConnection:
             client, self._client = self._client, None
         else:
             client = None
-        await asyncio.gather(*(quietly(link.close()) for link in links))
+        await asyncio.gather(*(quietly(close_now(link)) for link in links))
         if client is not None:
             await quietly(client.close())
 
@@ -420,7 +421,7 @@ class LiveConnection:
         except Exception as exc:
             raise from_sdk(exc) from None
         finally:
-            await quietly(link.close())
+            await quietly(close_now(link))
 
     async def _warm(self, paths: list[EntityPath]) -> list[Any]:
         async def one(path: EntityPath) -> None:
@@ -469,7 +470,7 @@ class LiveConnection:
             # keep-alive tasks die with the loop ("Task was destroyed but it is pending").
             borrowed = [link for pool in self._pools.values() for link in pool.busy.values()]
             await self._close_links()
-            await asyncio.gather(*(quietly(link.close()) for link in borrowed))
+            await asyncio.gather(*(quietly(close_now(link)) for link in borrowed))
             await _cancel_leftovers()
 
         try:
@@ -511,6 +512,16 @@ async def _cancel_leftovers(grace: float = 5.0) -> None:
         _, pending = await asyncio.wait(tasks, timeout=grace)
         if pending:
             log.info("closing: %d tasks did not stop within %.0f s", len(pending), grace)
+
+
+@asynccontextmanager
+async def opened(handler: Any) -> AsyncIterator[Any]:
+    """An SDK sender or receiver, open for the block and closed at once after it (``close_now``)."""
+    await handler.__aenter__()
+    try:
+        yield handler
+    finally:
+        await close_now(handler)
 
 
 async def quietly(awaitable: Awaitable[Any]) -> None:

@@ -22,7 +22,7 @@ from .errors import InvalidInputError, from_sdk, tracking_id_of
 from .live import ConnectionLike, LiveConnection, is_connection_lost, live, receiver_for
 from .outcome import Outcome, Report
 from .records import SHOWN_FIELDS, to_dataframe, to_record
-from .sdk import abandon_with_properties, release, renew_by_tokens, revoke_credit, settle_by_tokens
+from .sdk import abandon_with_properties, close_now, release, renew_by_tokens, revoke_credit, settle_by_tokens
 
 log = logging.getLogger("sbnotebook.receive")
 Mode = Literal["peek-lock", "receive-and-delete"]
@@ -403,7 +403,7 @@ class LockedBatch:
         # A session receiver is closed (that lets the session go), and so is a receiver borrowed
         # before a reconnect or close replaced the pool: it belongs to a closed client.
         if pool is None or not pool.release(rcv):
-            await rcv.close()
+            await close_now(rcv)
 
     def __enter__(self) -> LockedBatch:
         return self
@@ -489,10 +489,10 @@ async def _receive(
         else:
             if pooled:
                 pool.forget(rcv)
-            await rcv.close()
+            await close_now(rcv)
         raise
     if mode == "receive-and-delete":
-        await rcv.close()
+        await close_now(rcv)
         rcv = None
     return LockedBatch(
         conn,

@@ -27,6 +27,7 @@ from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk
 from .live import ConnectionLike, LiveConnection, live, receiver_for
 from .records import to_record
+from .sdk import close_now
 
 PAGE_SIZE = 250  # the most the SDK returns per peek call in practice
 DEFAULT_CONCURRENCY = 8
@@ -170,7 +171,7 @@ class _Pager:
     async def close(self) -> None:
         if self._owned and self._hold is not None:
             rcv, self._hold = self._hold.receiver, None
-            await rcv.close()  # lets the session go
+            await close_now(rcv)  # lets the session go
 
     async def window(self, w: _Window) -> _Window:
         at = w.first

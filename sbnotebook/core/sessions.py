@@ -27,6 +27,7 @@ from .entities import EntityPath
 from .errors import InvalidInputError, SessionLockedError, from_sdk
 from .live import ConnectionLike, LiveConnection, live, quietly, receiver_for
 from .scan import PAGE_SIZE
+from .sdk import close_now
 
 T = TypeVar("T")
 DETAIL_CONCURRENCY = 8  # sessions accepted at once while listing details
@@ -105,15 +106,15 @@ async def hold_session(
     try:
         await rcv.__aenter__()
     except SessionCannotBeLockedError as exc:
-        await quietly(rcv.close())
+        await quietly(close_now(rcv))
         raise from_sdk(exc, entity=str(path)) from None
     except BaseException:
-        await quietly(rcv.close())
+        await quietly(close_now(rcv))
         raise
     try:
         return await work(rcv)
     finally:
-        await quietly(rcv.close())  # gives the session back
+        await quietly(close_now(rcv))  # gives the session back
 
 
 async def _details(conn: LiveConnection, path: EntityPath, session_id: str, count_limit: int) -> SessionInfo:

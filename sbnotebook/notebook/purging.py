@@ -24,6 +24,7 @@ class PurgePlan:
     kinds: tuple[str, ...]
     counts: dict[str, int] = field(default_factory=dict)
     held: list[str] = field(default_factory=list)  # sessions another receiver holds: not counted, not purged
+    sessions: tuple[str, ...] | None = None  # only these sessions (session-enabled entities)
 
     @property
     def total(self) -> int:
@@ -31,7 +32,8 @@ class PurgePlan:
 
     def describe(self) -> str:
         parts = [f"{self.counts[k]} {'dead-lettered' if k == 'dlq' else k}" for k in self.kinds]
-        text = f"Purge {self.entity}: {', '.join(parts)} message(s), {self.total} in all"
+        where = self.entity + (f" (session {', '.join(map(repr, self.sessions))})" if self.sessions else "")
+        text = f"Purge {where}: {', '.join(parts)} message(s), {self.total} in all"
         if "active" in self.kinds and "deferred" not in self.kinds:
             text += " (deferred messages stay: add --deferred)"
         if self.held:
@@ -54,6 +56,7 @@ class PurgePlan:
                     include_active="active" in own,
                     include_deferred="deferred" in own,
                     include_scheduled="scheduled" in own,
+                    session_ids=self.sessions,
                     progress=progress,
                     connection=connection,
                 )
@@ -65,13 +68,20 @@ class PurgePlan:
         return reports
 
 
-def plan_purge(entity: str, kinds: tuple[str, ...], *, connection: LiveConnection) -> PurgePlan:
+def plan_purge(
+    entity: str, kinds: tuple[str, ...], *, sessions: tuple[str, ...] | None = None, connection: LiveConnection
+) -> PurgePlan:
     """Count what a purge of these kinds would remove: counts from the administration API, deferred
-    messages by scanning (Service Bus counts them as active)."""
+    messages by scanning (Service Bus counts them as active). With ``sessions``, only those sessions
+    of a session-enabled entity, counted by scanning each."""
     unknown = set(kinds) - set(KINDS)
     if unknown or not kinds:
         raise InvalidInputError(f"Purge kinds are {', '.join(KINDS)}; not {sorted(unknown) or 'none'}.")
     path = EntityPath.parse(entity)
+    if sessions is not None:
+        if path.sub_queue is not None or "dlq" in kinds:
+            raise InvalidInputError("A dead-letter queue has no sessions: purge it without naming sessions.")
+        return _plan_sessions(path, kinds, sessions, connection)
     if path.sub_queue is not None:
         path, kinds = path.parent, ("dlq",)
     counts = core.counts(str(path), connection=connection)
@@ -83,6 +93,27 @@ def plan_purge(entity: str, kinds: tuple[str, ...], *, connection: LiveConnectio
     found["dlq"] = counts.dead_letter
     ordered = tuple(k for k in KINDS if k in kinds)
     return PurgePlan(str(path), ordered, {k: found[k] for k in ordered}, held)
+
+
+def _plan_sessions(
+    path: EntityPath, kinds: tuple[str, ...], sessions: tuple[str, ...], connection: LiveConnection
+) -> PurgePlan:
+    """Named sessions, each scanned through its lock: Service Bus counts per entity, not per session."""
+    if not sessions or not all(sessions):
+        raise InvalidInputError("Name one or more sessions, such as --session a,b.")
+    if not core.entity_properties(str(path), connection=connection).get("requires_session"):
+        raise InvalidInputError(f"{path} does not require sessions: purge it without naming sessions.")
+    found = dict.fromkeys(("active", "deferred", "scheduled"), 0)
+    held: list[str] = []
+    for session in sessions:
+        try:
+            for page in core.scan(str(path), session_id=session, connection=connection):
+                for record in page:
+                    found[record["state"]] += 1
+        except SessionLockedError:
+            held.append(session)
+    ordered = tuple(k for k in KINDS if k in kinds)
+    return PurgePlan(str(path), ordered, {k: found[k] for k in ordered}, held, tuple(sessions))
 
 
 def _deferred(path: EntityPath, connection: LiveConnection) -> tuple[int, list[str]]:

@@ -21,6 +21,7 @@ PURGE = parser(
     "  %sb_purge orders --dlq                  # the dead-letter queue\n"
     "  %sb_purge orders --deferred --scheduled # deferred and scheduled ones only\n"
     "  %sb_purge orders --all --yes            # everything, DLQ included, without asking\n"
+    "  %sb_purge carts --deferred --session c-7 # one session of a session-enabled queue\n"
     "  %sb_purge orders --panel                # buttons, with the same counted confirmation",
 )
 PURGE.add_argument("entity", help="queue or topic/subscriptions/name")
@@ -29,6 +30,12 @@ PURGE.add_argument("--dlq", action="store_true", help="the dead-letter queue")
 PURGE.add_argument("--deferred", action="store_true", help="deferred messages")
 PURGE.add_argument("--scheduled", action="store_true", help="scheduled messages (queues)")
 PURGE.add_argument("--all", action="store_true", help="active, deferred, scheduled and dead-lettered")
+PURGE.add_argument(
+    "--session",
+    metavar="ID[,ID...]",
+    help="session-enabled entities: only these sessions (needed for a session holding nothing but deferred"
+    " or scheduled messages, which Service Bus does not list)",
+)
 PURGE.add_argument("--yes", action="store_true", help="do not ask first")
 PURGE.add_argument("--panel", action="store_true", help="the purge panel (purge and cancel-scheduled buttons)")
 
@@ -51,7 +58,10 @@ def sb_purge(self: SbMagics, args: argparse.Namespace) -> Any:
         return PurgePanel(args.entity, connection=self.conn())
     named = [k for k in ("active", "deferred", "scheduled", "dlq") if getattr(args, k)]
     kinds = ("active", "deferred", "scheduled", "dlq") if args.all else tuple(named) or ("active",)
-    plan = plan_purge(args.entity, kinds, connection=self.conn())
+    sessions = tuple(s.strip() for s in args.session.split(",")) if args.session is not None else None
+    if sessions is not None and args.all:
+        kinds = ("active", "deferred", "scheduled")  # a session has no dead-letter queue of its own
+    plan = plan_purge(args.entity, kinds, sessions=sessions, connection=self.conn())
     if plan.total == 0:
         print(f"Nothing to purge: {plan.describe()}")
         return None

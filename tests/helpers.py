@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psutil
 from azure.servicebus import (
     ServiceBusClient,
     ServiceBusMessage,
@@ -95,3 +96,12 @@ def start_cli_emulator(
 def free_port() -> int:
     """A port an emulator can be killed and restarted on (and its +1 admin port free too)."""
     return restartable_port()
+
+
+def server_sockets(port: int) -> set[tuple[str, int]]:
+    """Client ends of the TCP connections accepted by the emulator listening on ``port``."""
+    out = set()
+    for c in psutil.Process().net_connections(kind="tcp"):
+        if c.laddr and c.laddr.port == port and c.status == psutil.CONN_ESTABLISHED and c.raddr:
+            out.add((c.raddr.ip, c.raddr.port))
+    return out

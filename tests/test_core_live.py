@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import psutil
 import pytest
 from azure.servicebus import ServiceBusClient
 
@@ -14,16 +13,7 @@ from sbnotebook.core.live import LiveConnection
 from sbnotebook.emulator import Emulator
 
 from .conftest import TEST_TOPOLOGY
-from .helpers import free_port
-
-
-def _server_sockets(port: int) -> set[tuple[str, int]]:
-    """Client ends of the TCP connections accepted by the emulator listening on ``port``."""
-    out = set()
-    for c in psutil.Process().net_connections(kind="tcp"):
-        if c.laddr and c.laddr.port == port and c.status == psutil.CONN_ESTABLISHED and c.raddr:
-            out.add((c.raddr.ip, c.raddr.port))
-    return out
+from .helpers import free_port, server_sockets
 
 
 def test_calls_reuse_the_same_connections(emulator: Emulator) -> None:
@@ -34,7 +24,7 @@ def test_calls_reuse_the_same_connections(emulator: Emulator) -> None:
         with core.receive("q", count=2, connection=conn) as batch:
             batch.complete()
         opened = conn.links_opened
-        sockets = _server_sockets(emulator.port)
+        sockets = server_sockets(emulator.port)
         assert sockets, "the live connection keeps its connections open between calls"
         for _ in range(10):
             core.send("q", ["again"], connection=conn)
@@ -42,7 +32,7 @@ def test_calls_reuse_the_same_connections(emulator: Emulator) -> None:
             with core.receive("q", count=1, connection=conn) as batch:
                 assert batch.complete().count("completed") == 1
         assert conn.links_opened == opened  # warm calls open nothing
-        assert _server_sockets(emulator.port) == sockets  # the very same TCP connections at the broker
+        assert server_sockets(emulator.port) == sockets  # the very same TCP connections at the broker
 
 
 def test_one_tls_context_serves_every_link(emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:

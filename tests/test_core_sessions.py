@@ -13,6 +13,8 @@ from sbnotebook import core
 from sbnotebook.core import InvalidInputError, SessionLockedError
 from sbnotebook.emulator import Emulator
 
+from .helpers import server_sockets
+
 
 def _send(client: ServiceBusClient, entity: str, *pairs: tuple[str, str]) -> None:
     sender = client.get_topic_sender(entity) if entity == "st" else client.get_queue_sender(entity)
@@ -115,3 +117,20 @@ def test_a_session_receiver_is_closed_at_once_and_its_session_is_free_when_the_c
         # Free the moment the batch is closed: another receiver accepts it without waiting.
         with client.get_queue_receiver("sq60", session_id="s", max_wait_time=1) as other:
             assert other.session.session_id == "s"
+
+
+def test_listing_sessions_pages_past_one_page_on_a_handler_that_stays_open(emulator: Emulator) -> None:
+    """get-message-sessions returns 100 ids a page. The kit asks on a management handler that the
+    live connection keeps (the SDK's own listing opens and closes one per call: about 1 s)."""
+    assert emulator.port is not None
+    conn = core.connect(emulator.connection_string)
+    core.send("sq60", [{"body": "m", "session_id": f"s{i:03}"} for i in range(250)], connection=conn)
+    before = server_sockets(emulator.port)
+    first = core.list_sessions("sq60", details=False, limit=1000, connection=conn)
+    kept = server_sockets(emulator.port)
+    assert len(kept - before) == 1  # the listing's own connection, still open
+    again = core.list_sessions("sq60", details=False, limit=1000, connection=conn)
+    expected = [f"s{i:03}" for i in range(250)]
+    assert sorted(s.session_id for s in first) == expected == sorted(s.session_id for s in again)
+    assert server_sockets(emulator.port) == kept  # the second listing used the same connection
+    assert len(core.list_sessions("sq60", details=False, limit=120, connection=conn)) == 120

@@ -155,7 +155,8 @@ def test_purge_of_named_sessions_counts_them_by_scanning_and_removes_only_them(
             r.defer_message(m)
     answer(monkeypatch, "no")
     assert line(ip, "sb_purge sq60 --all --session d") is None
-    assert "Purge sq60 (session 'd'): 0 active, 2 deferred, 0 scheduled message(s), 2 in all." in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Purge sq60 (session 'd'): 0 active, 2 deferred, 0 scheduled message(s), 2 in all." in out
     report = line(ip, "sb_purge sq60 --deferred --session d --yes")
     assert report.count("purged") == 2 and report.ok
     assert [m["body_text"] for m in core.scan_records("sq60", session_id="a", connection=sb.conn())] == ["a1"]

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 from .connection import Connection, credential, resolve
 from .entities import EntityPath
 from .errors import EntityNameError, SbError, ServiceError, from_sdk
-from .sdk import close_now
+from .sdk import close_now, session_browser
 
 T = TypeVar("T")
 log = logging.getLogger("sbnotebook.live")
@@ -291,6 +291,9 @@ class LiveConnection:
                     "subscription's dead-letter queue without fanning out, use resubmit(..., target=...)."
                 )
             link = client.get_queue_sender(path.name)
+        elif kind == "sessions":
+            self.links_opened += 1
+            return session_browser(client, path.name, path.subscription)  # opens on its first request
         else:
             link = receiver_for(client, path, prefetch_count=0)
         try:

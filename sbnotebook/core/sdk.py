@@ -8,7 +8,8 @@ The public SDK has no call for a few things Service Bus itself offers, and the k
 - giving a lock back without counting a delivery (AMQP ``released``);
 - abandoning with properties to modify (AMQP ``modified`` with message annotations);
 - taking back the link credit a receive left unused (an AMQP ``flow`` with credit 0);
-- closing a sender or receiver without waiting out its keep-alive's one-second sleep.
+- closing a sender or receiver without waiting out its keep-alive's one-second sleep;
+- listing sessions on a handler the kit keeps open (the SDK's listing opens and closes one per call).
 
 ``PRIVATE_NAMES`` lists what is used; ``tests/test_core_boundary.py`` fails when an installed SDK
 renames any of them, so an upgrade breaks one test instead of silently slowing every settlement.
@@ -40,6 +41,14 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("azure.servicebus._pyamqp.aio._link_async.Link", "flow"),
     ("azure.servicebus.aio._servicebus_sender_async.ServiceBusSender", "_handler"),
     ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_keep_alive_thread"),
+    ("azure.servicebus.aio._servicebus_client_async.ServiceBusClient", "_create_session_browser"),
+    ("azure.servicebus.aio._session_browser_async._SessionBrowserAsync", "_mgmt_request_response_with_retry"),
+    ("azure.servicebus.aio._session_browser_async._SessionBrowserAsync", "_amqp_transport"),
+    ("azure.servicebus._session_browser", "_page_request_body"),
+    ("azure.servicebus._session_browser", "_to_last_updated_ms"),
+    ("azure.servicebus._session_browser", "_PAGE_SIZE"),
+    ("azure.servicebus._common.mgmt_handlers", "list_sessions_op"),
+    ("azure.servicebus._common.constants", "REQUEST_RESPONSE_GET_MESSAGE_SESSIONS_OPERATION"),
 )
 
 _TERMS = {"complete": "complete", "abandon": "abandon", "dead_letter": "dead-letter", "defer": "defer"}
@@ -123,6 +132,31 @@ async def close_now(handler: Any) -> None:
         if keep_alive is not None:
             keep_alive.cancel()
             await asyncio.gather(keep_alive, return_exceptions=True)
+
+
+def session_browser(client: Any, topic_or_queue: str, subscription: str | None) -> Any:
+    """The SDK's management-only handler for an entity (no sender or receiver link: Service Bus
+    refuses a receiver without a session on a session-enabled entity, but not this). It opens on
+    its first request; the kit keeps it in a pool like a link."""
+    return client._create_session_browser(topic_or_queue, subscription_name=subscription)
+
+
+async def session_id_page(browser: Any, updated_after: dt.datetime | None, skip: int) -> tuple[list[str], bool]:
+    """One page of ``get-message-sessions`` (what ``list_queue_sessions`` sends), on a browser that
+    stays open: the session ids, and whether more pages may follow."""
+    from azure.servicebus._common import mgmt_handlers
+    from azure.servicebus._common.constants import REQUEST_RESPONSE_GET_MESSAGE_SESSIONS_OPERATION
+    from azure.servicebus._session_browser import _PAGE_SIZE, _page_request_body, _to_last_updated_ms
+
+    body = _page_request_body(browser._amqp_transport, _to_last_updated_ms(updated_after), skip)
+    page = await browser._mgmt_request_response_with_retry(
+        REQUEST_RESPONSE_GET_MESSAGE_SESSIONS_OPERATION,
+        body,
+        mgmt_handlers.list_sessions_op,
+        keep_alive_associated_link=False,
+    )
+    ids = [str(sid) for sid in page or []]
+    return ids, len(ids) >= _PAGE_SIZE
 
 
 def is_peeked(message: Any) -> bool:

@@ -27,7 +27,7 @@ from .entities import EntityPath
 from .errors import InvalidInputError, SessionLockedError, from_sdk
 from .live import ConnectionLike, LiveConnection, live, quietly, receiver_for
 from .scan import PAGE_SIZE
-from .sdk import close_now
+from .sdk import close_now, session_id_page
 
 T = TypeVar("T")
 DETAIL_CONCURRENCY = 8  # sessions accepted at once while listing details
@@ -81,19 +81,21 @@ def _session_path(entity: str | EntityPath) -> EntityPath:
 async def list_session_ids(
     conn: LiveConnection, path: EntityPath, updated_after: dt.datetime | None = None, limit: int = 1_000_000
 ) -> list[str]:
-    """The ids of the sessions with messages or state (or whose state was set after a time)."""
-    client = conn._sdk_client()
-    if path.subscription is not None:
-        pages = client.list_subscription_sessions(path.name, path.subscription, state_updated_after=updated_after)
-    else:
-        pages = client.list_queue_sessions(path.name, state_updated_after=updated_after)
-    ids: list[str] = []
-    async for sid in pages:
-        if sid not in ids:  # the listing pages by skip over a snapshot: it may repeat an id
-            ids.append(sid)
-        if len(ids) >= limit:
-            break
-    return ids
+    """The ids of the sessions with messages or state (or whose state was set after a time), asked
+    on a management handler the live connection keeps open (one round trip a page of 100)."""
+
+    async def pages(browser: Any) -> list[str]:
+        ids: list[str] = []
+        more, skip = True, 0
+        while more and len(ids) < limit:
+            page, more = await session_id_page(browser, updated_after, skip)
+            skip += len(page)
+            for sid in page:
+                if sid not in ids:  # the listing pages by skip over a snapshot: it may repeat an id
+                    ids.append(sid)
+        return ids[:limit]
+
+    return list(await conn.with_link("sessions", path, pages))
 
 
 async def hold_session(

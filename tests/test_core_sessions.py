@@ -134,3 +134,13 @@ def test_listing_sessions_pages_past_one_page_on_a_handler_that_stays_open(emula
     assert sorted(s.session_id for s in first) == expected == sorted(s.session_id for s in again)
     assert server_sockets(emulator.port) == kept  # the second listing used the same connection
     assert len(core.list_sessions("sq60", details=False, limit=120, connection=conn)) == 120
+
+
+def test_listing_sessions_of_an_entity_without_sessions_says_why_in_plain_text(emulator: Emulator) -> None:
+    """The SDK words a management reply's description as a bytes repr (b"..."); the kit's error
+    shows the text itself."""
+    conn = core.connect(emulator.connection_string)
+    with pytest.raises(core.SbError) as caught:
+        core.list_sessions("q", connection=conn)
+    text = str(caught.value)
+    assert "'q' is not session-enabled" in text and 'b"' not in text and "b'" not in text, text

@@ -122,12 +122,21 @@ def requires_sessions(exc: BaseException) -> bool:
     return "requires session" in text or "non-sessionful" in text
 
 
+_BYTES_REPR = re.compile(r"""\bb(["'])(.*?)\1(?=\.?$|\s)""")
+
+
+def _unwrap_bytes(text: str) -> str:
+    """The SDK puts a management reply's description in its message as a bytes repr
+    (``List sessions failed. b"'q' is not session-enabled ..."``): show the text, not the repr."""
+    return _BYTES_REPR.sub(lambda m: m.group(2), text)
+
+
 def from_sdk(exc: BaseException, *, entity: str | None = None) -> SbError:
     """Translate an SDK exception into the kit's family (message redacted, tracking id kept)."""
     from azure.servicebus import exceptions as sb
 
     where = f" ({entity})" if entity else ""
-    text = str(exc).split(" Error condition:")[0]
+    text = _unwrap_bytes(str(exc).split(" Error condition:")[0])
     kwargs: dict[str, Any] = {
         "tracking_id": tracking_id_of(exc),
         "condition": condition_of(exc),

@@ -28,14 +28,13 @@ from .outcome import Outcome, Report
 from .receive import fetch_batch
 from .scan import STATES, SessionHold, ascan, message_state
 from .sdk import settle_by_tokens
-from .sessions import DETAIL_CONCURRENCY, hold_session, list_session_ids
+from .sessions import each_session, hold_session, list_session_ids
 
 log = logging.getLogger("sbnotebook.core.purge")
 
 PURGE_BATCH = 500
 PARALLEL_RECEIVERS = 4
 BY_SEQUENCE = 100  # sequence numbers per receive-deferred / cancel-scheduled request
-SESSIONS_AT_ONCE = DETAIL_CONCURRENCY  # sessions held at once, as when listing their details
 
 
 def _removed(m: Any) -> Outcome:
@@ -167,48 +166,37 @@ async def _purge_sessions(
     include_deferred: bool,
     include_scheduled: bool,
 ) -> None:
-    """Session by session (``session_ids``, up to ``SESSIONS_AT_ONCE`` at a time), each on one
+    """Session by session (``session_ids``, several at a time: ``each_session``), each on one
     peek-lock receiver that holds it: scan what the session holds, receive its active messages and
     fetch its deferred ones, complete what was received (a message delivered and not returned stays,
     never removed unreported), and cancel its scheduled ones. A session that fails (held by another
     receiver, lock lost, ...) gets one `failed` outcome with the reason; the others go on."""
     from azure.servicebus.exceptions import ServiceBusError
 
-    gate = asyncio.Semaphore(SESSIONS_AT_ONCE)
-
     async def one(session_id: str) -> None:
         async def work(rcv: Any) -> list[int]:
             return await _purge_session(SessionHold(rcv), conn, path, report, tick, include_active, include_deferred)
 
-        async with gate:
-            try:
-                scheduled = await hold_session(conn, path, session_id, work)
-                if include_scheduled:
-                    await _cancel_scheduled(conn, path, scheduled, report, tick)
-            except (SbError, ServiceBusError) as exc:  # reported per session, with the reason; the purge goes on
-                error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=str(path))
-                report.add(
-                    Outcome(
-                        None,
-                        None,
-                        "failed",
-                        f"session {session_id!r} not purged (or not all of it): {error}",
-                        condition=error.condition,
-                        tracking_id=error.tracking_id,
-                        retryable=error.retryable,
-                    )
+        try:
+            scheduled = await hold_session(conn, path, session_id, work)
+            if include_scheduled:
+                await _cancel_scheduled(conn, path, scheduled, report, tick)
+        except (SbError, ServiceBusError) as exc:  # reported per session, with the reason; the purge goes on
+            error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=str(path))
+            report.add(
+                Outcome(
+                    None,
+                    None,
+                    "failed",
+                    f"session {session_id!r} not purged (or not all of it): {error}",
+                    condition=error.condition,
+                    tracking_id=error.tracking_id,
+                    retryable=error.retryable,
                 )
-                tick()
+            )
+            tick()
 
-    # Several sessions at once: accepting one costs the SDK's open (about 0.5 s) whatever it holds.
-    # Anything else that goes wrong stops the purge, and the sessions still running with it.
-    tasks = [asyncio.ensure_future(one(sid)) for sid in session_ids]
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    await each_session(session_ids, one)
 
 
 async def _purge_session(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,7 +30,7 @@ from .scan import PAGE_SIZE
 from .sdk import close_now, session_id_page
 
 T = TypeVar("T")
-DETAIL_CONCURRENCY = 8  # sessions accepted at once while listing details
+SESSIONS_AT_ONCE = 8  # sessions held at once (listing details, purging, counting for a purge)
 
 
 @dataclass(frozen=True)
@@ -85,15 +85,13 @@ async def list_session_ids(
     on a management handler the live connection keeps open (one round trip a page of 100)."""
 
     async def pages(browser: Any) -> list[str]:
-        ids: list[str] = []
+        ids: dict[str, None] = {}  # in order, once each: paging by skip over a snapshot may repeat an id
         more, skip = True, 0
         while more and len(ids) < limit:
             page, more = await session_id_page(browser, updated_after, skip)
             skip += len(page)
-            for sid in page:
-                if sid not in ids:  # the listing pages by skip over a snapshot: it may repeat an id
-                    ids.append(sid)
-        return ids[:limit]
+            ids.update(dict.fromkeys(page))
+        return list(ids)[:limit]
 
     return list(await conn.with_link("sessions", path, pages))
 
@@ -150,13 +148,26 @@ async def _list_sessions(
     ids = await list_session_ids(conn, path, updated_after, limit)
     if not details:
         return [SessionInfo(sid, locked=False) for sid in ids]
-    gate = asyncio.Semaphore(DETAIL_CONCURRENCY)
+    return await each_session(ids, lambda sid: _details(conn, path, sid, count_limit))
 
-    async def one(sid: str) -> SessionInfo:
+
+async def each_session(session_ids: Sequence[str], work: Callable[[str], Awaitable[T]]) -> list[T]:
+    """``work(session_id)`` for each session, ``SESSIONS_AT_ONCE`` at a time: accepting a session
+    costs the SDK's open (about 0.5 s) whatever it holds. If one raises, the others still running
+    are cancelled and the error goes on."""
+    gate = asyncio.Semaphore(SESSIONS_AT_ONCE)
+
+    async def one(session_id: str) -> T:
         async with gate:
-            return await _details(conn, path, sid, count_limit)
+            return await work(session_id)
 
-    return list(await asyncio.gather(*(one(sid) for sid in ids)))
+    tasks = [asyncio.ensure_future(one(sid)) for sid in session_ids]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def list_sessions(

@@ -12,7 +12,7 @@ from typing import TypeVar
 from .. import core
 from ..core import EntityPath, InvalidInputError, LiveConnection, Report, SbError, SessionLockedError
 from ..core.errors import requires_sessions
-from ..core.purge import SESSIONS_AT_ONCE
+from ..core.sessions import SESSIONS_AT_ONCE
 from .cells import parse_numbers
 
 KINDS = ("active", "deferred", "scheduled", "dlq")

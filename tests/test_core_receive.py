@@ -152,3 +152,21 @@ def test_a_refused_one_request_settlement_falls_back_loudly(
     assert report.notes and "one by one" in report.notes[0]
     assert "one by one" in report.summary()
     assert sum("one by one" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("count", [5, 1], ids=["credit-left", "all-credit-sent"])
+def test_receive_and_delete_returns_what_was_on_its_way_when_the_wait_ran_out(emulator: Emulator, count: int) -> None:
+    """Receive-and-delete removes a message when the broker sends it. A wait that ends while a
+    message is on its way (far from the namespace, the message was sent but has not arrived)
+    must still hand it over: closing the link then would lose it with nobody having seen it.
+    With count 1 the broker has used all the credit, so nothing more can come: the kit must not
+    wait for a drain answer beyond that one message."""
+    cs = emulator.connection_string
+    core.send("q", ["on its way"], connection=cs)
+    core.peek("q", connection=cs)  # the live connection is open before the latency starts
+    emulator.latency = 1.0  # every frame from the broker arrives 1 s after it was sent
+    with core.receive("q", count=count, mode="receive-and-delete", wait=0.2, connection=cs) as batch:
+        got = [r["body_text"] for r in batch.records]
+    emulator.latency = 0
+    assert emulator.broker.counts("q")["active"] == 0  # the broker sent it: it is gone from there
+    assert got == ["on its way"]

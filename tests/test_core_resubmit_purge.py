@@ -150,6 +150,19 @@ def test_purge_finds_messages_that_are_only_scheduled_or_only_deferred(
     assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
 
 
+def test_purge_counts_the_messages_still_on_their_way_when_it_stops(emulator: Emulator) -> None:
+    """A purge's receivers keep credit out (prefetch). One that stops while the broker is still
+    sending removes those messages too; the report must count every message removed."""
+    cs = emulator.connection_string
+    core.send("q", ["first"], connection=cs)
+    core.peek("q", connection=cs)  # connected before the latency starts
+    emulator.latency = 1.5  # longer than the purge's 1 s wait for a batch
+    report = core.purge("q", include_deferred=False, include_scheduled=False, connection=cs)
+    emulator.latency = 0
+    assert emulator.broker.counts("q")["active"] == 0
+    assert report.count("purged") == 1 and report.ok
+
+
 def test_a_session_enabled_queue_is_purged_session_by_session(emulator: Emulator, client: ServiceBusClient) -> None:
     """Service Bus refuses a receiver without a session on a session-enabled entity (peeks
     included), so the purge takes each session in turn; one another receiver holds is left as it

@@ -6,7 +6,7 @@ import asyncio
 import datetime as dt
 
 import pytest
-from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusSubQueue
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue
 from azure.servicebus.aio import ServiceBusClient
 from azure.servicebus.exceptions import (
     MessageLockLostError,
@@ -111,3 +111,25 @@ async def test_errors_async(emulator: Emulator) -> None:
         with pytest.raises(ServiceBusAuthenticationError):
             async with c.get_queue_sender("q") as s:
                 await s.send_messages(ServiceBusMessage("x"))
+
+
+async def test_a_drain_uses_up_the_credit_and_is_answered(emulator: Emulator) -> None:
+    """Rule (AMQP drain, Azure/azure-amqp AmqpLink.ProcessFlow): on a flow with drain set, the
+    broker advances its delivery count over the credit it has not used and answers with a flow;
+    what it sent before that answer has arrived. The kit's receive-and-delete waits for that
+    answer (core/sdk.py drain_credit)."""
+    from sbnotebook.core.sdk import drain_credit
+
+    async with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
+        # Receive-and-delete: the SDK buffers what arrives between receive calls (in peek-lock it
+        # gives such messages back at once, released).
+        async with c.get_queue_receiver(
+            "q", prefetch_count=0, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
+        ) as r:
+            assert await r.receive_messages(max_message_count=5, max_wait_time=0.3) == []  # leaves credit 5
+            async with c.get_queue_sender("q") as s:
+                await s.send_messages(ServiceBusMessage("sent to the idle credit"))
+            late, answered = await drain_credit(r, timeout=5)
+            assert answered  # the broker's answer: 4 units of credit left unused
+            assert [str(m) for m in late] == ["sent to the idle credit"]
+            assert r._handler._link.current_link_credit == 0

@@ -27,7 +27,7 @@ from .live import ConnectionLike, LiveConnection, live, opened, receiver_for
 from .outcome import Outcome, Report
 from .receive import fetch_batch
 from .scan import STATES, SessionHold, ascan, message_state
-from .sdk import settle_by_tokens
+from .sdk import drain_credit, settle_by_tokens
 from .sessions import each_session, hold_session, list_session_ids
 
 log = logging.getLogger("sbnotebook.core.purge")
@@ -99,6 +99,11 @@ async def _purge(
             while batch := await rcv.receive_messages(max_message_count=PURGE_BATCH, max_wait_time=1):
                 report.extend(_removed(m) for m in batch)
                 tick()
+            # The prefetch credit is still out: what the broker sent meanwhile is removed too.
+            late, confirmed = await drain_credit(rcv)
+            report.extend(_removed(m) for m in late)
+            if not confirmed:
+                report.note("the broker did not confirm the last receive: messages removed at the end may be uncounted")
 
     if include_active:
         await asyncio.gather(*(drain() for _ in range(PARALLEL_RECEIVERS)))

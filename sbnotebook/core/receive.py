@@ -22,7 +22,16 @@ from .errors import InvalidInputError, from_sdk, tracking_id_of
 from .live import ConnectionLike, LiveConnection, is_connection_lost, live, receiver_for
 from .outcome import Outcome, Report
 from .records import SHOWN_FIELDS, to_dataframe, to_record
-from .sdk import abandon_with_properties, close_now, release, renew_by_tokens, revoke_credit, settle_by_tokens
+from .sdk import (
+    DRAIN_TIMEOUT,
+    abandon_with_properties,
+    close_now,
+    drain_credit,
+    release,
+    renew_by_tokens,
+    revoke_credit,
+    settle_by_tokens,
+)
 
 log = logging.getLogger("sbnotebook.receive")
 Mode = Literal["peek-lock", "receive-and-delete"]
@@ -431,7 +440,10 @@ def _check(count: int, wait: float, max_in_flight: int) -> None:
         raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
 
 
-async def fetch_batch(rcv: Any, count: int, wait: float) -> list[Any]:
+async def fetch_batch(rcv: Any, count: int, wait: float, *, deletes: bool = False) -> list[Any]:
+    """Up to ``count`` messages; the receiver is left with no credit. ``deletes``: a
+    receive-and-delete receiver, whose messages are gone from Service Bus once sent, so the
+    receive also waits for those already on their way (see ``sdk.drain_credit``)."""
     out: list[Any] = []
     deadline = time.monotonic() + wait
     while len(out) < count:
@@ -442,8 +454,19 @@ async def fetch_batch(rcv: Any, count: int, wait: float) -> list[Any]:
         if not got:
             break
         out.extend(got)
-    await revoke_credit(rcv)  # the link may stay open (pooled, or held with a session or a batch)
-    return out
+    if not deletes:
+        await revoke_credit(rcv)  # the link may stay open (pooled, or held with a session or a batch)
+        return out
+    late, confirmed = await drain_credit(rcv)
+    if late:
+        log.info("%d receive-and-delete message(s) arrived after the wait ended; returned with the rest", len(late))
+    if not confirmed:
+        log.warning(
+            "Service Bus did not confirm within %.0f s that no more receive-and-delete messages were on their "
+            "way; any that arrive after this are lost. Check the connection.",
+            DRAIN_TIMEOUT,
+        )
+    return out + late
 
 
 async def _receive(
@@ -482,7 +505,7 @@ async def _receive(
         if sequence_numbers is not None:
             messages = list(await rcv.receive_deferred_messages(sequence_numbers))
         else:
-            messages = await fetch_batch(rcv, count, wait)
+            messages = await fetch_batch(rcv, count, wait, deletes=mode == "receive-and-delete")
     except BaseException as exc:
         if pooled and not is_connection_lost(exc):
             pool.release(rcv)

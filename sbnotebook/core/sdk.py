@@ -7,7 +7,8 @@ The public SDK has no call for a few things Service Bus itself offers, and the k
 - renewing many locks in one request (``renew-lock`` takes an array of tokens);
 - giving a lock back without counting a delivery (AMQP ``released``);
 - abandoning with properties to modify (AMQP ``modified`` with message annotations);
-- taking back the link credit a receive left unused (an AMQP ``flow`` with credit 0);
+- taking back the link credit a receive left unused (an AMQP ``flow`` with credit 0), and in
+  receive-and-delete waiting until what the broker sent on it has arrived (AMQP drain);
 - closing a sender or receiver without waiting out its keep-alive's one-second sleep;
 - listing sessions on a handler the kit keeps open (the SDK's listing opens and closes one per call).
 
@@ -39,6 +40,10 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("azure.servicebus._pyamqp.aio._client_async.ReceiveClientAsync", "_link"),
     ("azure.servicebus._pyamqp.aio._link_async.Link", "current_link_credit"),
     ("azure.servicebus._pyamqp.aio._link_async.Link", "flow"),
+    ("azure.servicebus._pyamqp.aio._link_async.Link", "_incoming_flow"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_connection"),
+    ("azure.servicebus._pyamqp.aio._client_async.ReceiveClientAsync", "_received_messages"),
+    ("azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver", "_build_received_message"),
     ("azure.servicebus.aio._servicebus_sender_async.ServiceBusSender", "_handler"),
     ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_keep_alive_thread"),
     ("azure.servicebus.aio._servicebus_client_async.ServiceBusClient", "_create_session_browser"),
@@ -114,6 +119,57 @@ async def revoke_credit(receiver: Any) -> None:
     link = receiver._handler._link
     if link is not None and link.current_link_credit > 0:
         await link.flow(link_credit=0)
+
+
+DRAIN_TIMEOUT = 10.0  # seconds to wait for the broker's answer to a drain (one round trip, normally)
+
+
+async def drain_credit(receiver: Any, timeout: float = DRAIN_TIMEOUT) -> tuple[list[Any], bool]:
+    """Take back the credit a receive left unused and wait until everything the broker sent on it
+    has arrived (AMQP ``drain``). Returns the messages that arrived meanwhile, and whether the
+    broker confirmed that nothing more is on its way.
+
+    In receive-and-delete a message is gone from Service Bus once the broker sends it. When a
+    receive's wait ends with credit left, a message may be on the wire; closing the link then
+    drops it, and nobody ever sees it (azure-sdk-for-go #24078, azure-sdk-for-java #30958). On a
+    drain the broker sends what it still has credit for, uses up the rest and answers with a
+    ``flow`` on the link (Azure/azure-amqp ``AmqpLink.ProcessFlow``); frames on a link arrive in
+    order, so every transfer sent before that answer is in. pyamqp drops flows on a receiver link
+    (azure-sdk-for-python #35104), so the answer is caught here. The wait also ends when every
+    unit of credit has brought a message: the broker can send no more than that."""
+    amqp: Any = receiver._handler
+    link: Any = amqp._link
+    if link is None or link.current_link_credit <= 0:
+        return [], True
+    expected = link.delivery_count + link.current_link_credit  # the broker's count once drained
+    answered = asyncio.Event()
+
+    async def on_flow(frame: Any) -> None:
+        count = frame[5]  # delivery_count (FlowFrame field order)
+        if count is not None and count >= expected:
+            answered.set()
+
+    link._incoming_flow = on_flow  # the class's own does nothing (see above)
+    try:
+        await link.flow(link_credit=link.current_link_credit, drain=True)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not answered.is_set() and link.delivery_count < expected:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            # listen() itself, not the client's do_work, which grants new credit when none is left.
+            await amqp._connection.listen(wait=min(left, 0.1), batch=max(expected - link.delivery_count, 1))
+    finally:
+        del link._incoming_flow
+    done = answered.is_set() or link.delivery_count >= expected
+    if done:
+        link.delivery_count = expected
+        link.current_link_credit = 0
+    late = []
+    while not amqp._received_messages.empty():
+        late.append(receiver._build_received_message(amqp._received_messages.get_nowait()))
+        amqp._received_messages.task_done()
+    return late, done
 
 
 async def close_now(handler: Any) -> None:

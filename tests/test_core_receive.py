@@ -170,3 +170,21 @@ def test_receive_and_delete_returns_what_was_on_its_way_when_the_wait_ran_out(em
     emulator.latency = 0
     assert emulator.broker.counts("q")["active"] == 0  # the broker sent it: it is gone from there
     assert got == ["on its way"]
+
+
+def test_receive_and_delete_keeps_its_drained_link_which_takes_nothing_while_idle(emulator: Emulator) -> None:
+    """A drained receive-and-delete link has no credit and nothing on its way, so the live
+    connection keeps it for the next call (opening one costs about 0.5 s). Idle, it must take
+    nothing: a message it took then would be deleted with nobody to hand it to."""
+    with core.connect(emulator.connection_string) as conn:
+        core.send("q", ["a"], connection=conn)
+        with core.receive("q", count=5, mode="receive-and-delete", wait=0.3, connection=conn) as batch:
+            assert [r["body_text"] for r in batch.records] == ["a"]  # 1 of 5: the wait ended with credit left
+        opened = conn.links_opened
+        core.send("q", ["b", "c"], connection=conn)
+        time.sleep(0.3)  # a delivery to a link with credit happens at once
+        assert emulator.broker.counts("q")["active"] == 2  # still there: the idle link took nothing
+        with core.receive("q", count=5, mode="receive-and-delete", wait=0.3, connection=conn) as batch:
+            assert sorted(r["body_text"] for r in batch.records) == ["b", "c"]
+        assert conn.links_opened == opened  # the same link
+    assert emulator.broker.counts("q")["active"] == 0

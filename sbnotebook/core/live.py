@@ -294,6 +294,8 @@ class LiveConnection:
         elif kind == "sessions":
             self.links_opened += 1
             return session_browser(client, path.name, path.subscription)  # opens on its first request
+        elif kind == "deleting-receiver":
+            link = receiver_for(client, path, prefetch_count=0, receive_mode=_receive_and_delete())
         else:
             link = receiver_for(client, path, prefetch_count=0)
         try:
@@ -306,7 +308,8 @@ class LiveConnection:
 
     @asynccontextmanager
     async def link(self, kind: str, path: EntityPath) -> AsyncIterator[Any]:
-        """Borrow a link ("sender" or "receiver", peek-lock) for one operation. A link whose
+        """Borrow a link ("sender", "receiver" in peek-lock, "deleting-receiver" in
+        receive-and-delete, "sessions") for one operation. A link whose
         connection broke is closed instead of going back to the pool."""
         pool = self._pool(kind, path)
         link, _ = await pool.acquire()
@@ -491,6 +494,12 @@ class LiveConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _receive_and_delete() -> Any:
+    from azure.servicebus import ServiceBusReceiveMode
+
+    return ServiceBusReceiveMode.RECEIVE_AND_DELETE
 
 
 def receiver_for(client: Any, path: EntityPath, **kwargs: Any) -> Any:

@@ -27,6 +27,7 @@ from .sdk import (
     abandon_with_properties,
     close_now,
     drain_credit,
+    has_credit,
     release,
     renew_by_tokens,
     revoke_credit,
@@ -484,19 +485,16 @@ async def _receive(
 ) -> LockedBatch:
     from azure.servicebus import ServiceBusReceiveMode
 
-    pooled = mode == "peek-lock" and session_id is None
+    deletes = mode == "receive-and-delete"
+    pooled = session_id is None
     if pooled:
-        pool = conn._pool("receiver", path)
+        pool = conn._pool("deleting-receiver" if deletes else "receiver", path)
         rcv, _ = await pool.acquire()
     else:
-        # Not pooled: a receive-and-delete link must not keep credit between calls (what arrived
-        # later would be deleted with nobody to hand it to), and a session receiver holds its session.
-        kwargs: dict[str, Any] = {"prefetch_count": 0}
-        if mode == "receive-and-delete":
+        # A session receiver holds its session: it is closed with the batch.
+        kwargs: dict[str, Any] = {"prefetch_count": 0, "session_id": session_id, "max_wait_time": max(wait, 0.5)}
+        if deletes:
             kwargs["receive_mode"] = ServiceBusReceiveMode.RECEIVE_AND_DELETE
-        if session_id is not None:
-            kwargs["session_id"] = session_id
-            kwargs["max_wait_time"] = max(wait, 0.5)
         rcv = receiver_for(conn._sdk_client(), path, **kwargs)
     try:
         if not pooled:
@@ -505,17 +503,24 @@ async def _receive(
         if sequence_numbers is not None:
             messages = list(await rcv.receive_deferred_messages(sequence_numbers))
         else:
-            messages = await fetch_batch(rcv, count, wait, deletes=mode == "receive-and-delete")
+            messages = await fetch_batch(rcv, count, wait, deletes=deletes)
     except BaseException as exc:
-        if pooled and not is_connection_lost(exc):
+        # A receive-and-delete link that may still have credit out goes: idle, it would take
+        # messages with nobody to hand them to.
+        if pooled and not is_connection_lost(exc) and not (deletes and has_credit(rcv)):
             pool.release(rcv)
         else:
             if pooled:
                 pool.forget(rcv)
             await close_now(rcv)
         raise
-    if mode == "receive-and-delete":
-        await close_now(rcv)
+    if deletes:
+        # The batch holds no lock, so no receiver. Drained (no credit, nothing on its way), the
+        # link is safe to keep for the next call: opening one costs about 0.5 s.
+        if not (pooled and not has_credit(rcv) and pool.release(rcv)):
+            if pooled:
+                pool.forget(rcv)
+            await close_now(rcv)
         rcv = None
     return LockedBatch(
         conn,

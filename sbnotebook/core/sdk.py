@@ -121,6 +121,13 @@ async def revoke_credit(receiver: Any) -> None:
         await link.flow(link_credit=0)
 
 
+def has_credit(receiver: Any) -> bool:
+    """Whether the broker may still send on this receiver's link: credit it granted and no message
+    has used yet (pyamqp counts each arrival against it)."""
+    link = receiver._handler._link
+    return link is not None and link.current_link_credit > 0
+
+
 DRAIN_TIMEOUT = 10.0  # seconds to wait for the broker's answer to a drain (one round trip, normally)
 
 

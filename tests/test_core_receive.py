@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 
 import pytest
@@ -188,3 +190,33 @@ def test_receive_and_delete_keeps_its_drained_link_which_takes_nothing_while_idl
             assert sorted(r["body_text"] for r in batch.records) == ["b", "c"]
         assert conn.links_opened == opened  # the same link
     assert emulator.broker.counts("q")["active"] == 0
+
+
+def test_a_receive_and_delete_whose_connection_drops_while_draining_returns_what_it_had(
+    emulator: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The messages a receive-and-delete has in hand are gone from Service Bus: when the
+    connection fails after they arrived (here while the link drains), the receive returns them and
+    says what happened, instead of raising and losing them."""
+    cs = emulator.connection_string
+    core.send("q", ["in hand"], connection=cs)
+    core.peek("q", connection=cs)
+    emulator.latency = 1.0  # the drain's answer takes a second: the connection drops before it
+
+    def drop_while_draining() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            draining = [o.link for o in list(emulator._handler._out.values()) if o.source and o.link.drain_mode]
+            if draining:
+                emulator.call_soon(functools.partial(emulator._loop.abort, draining[0].connection))
+                return
+            time.sleep(0.01)
+
+    dropper = threading.Thread(target=drop_while_draining)
+    dropper.start()
+    with core.receive("q", count=5, mode="receive-and-delete", wait=3, connection=cs) as batch:
+        got = [r["body_text"] for r in batch.records]
+    dropper.join()
+    emulator.latency = 0
+    assert got == ["in hand"]
+    assert "failed after 1 message(s) had been received" in caplog.text

@@ -6,7 +6,13 @@ import asyncio
 import datetime as dt
 
 import pytest
-from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue
+from azure.servicebus import (
+    NEXT_AVAILABLE_SESSION,
+    ServiceBusMessage,
+    ServiceBusReceivedMessage,
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
+)
 from azure.servicebus.aio import ServiceBusClient
 from azure.servicebus.exceptions import (
     MessageLockLostError,
@@ -129,7 +135,8 @@ async def test_a_drain_uses_up_the_credit_and_is_answered(emulator: Emulator) ->
             assert await r.receive_messages(max_message_count=5, max_wait_time=0.3) == []  # leaves credit 5
             async with c.get_queue_sender("q") as s:
                 await s.send_messages(ServiceBusMessage("sent to the idle credit"))
-            late, answered = await drain_credit(r, timeout=5)
+            late: list[ServiceBusReceivedMessage] = []
+            answered = await drain_credit(r, late, timeout=5)
             assert answered  # the broker's answer: 4 units of credit left unused
             assert [str(m) for m in late] == ["sent to the idle credit"]
             assert r._handler._link.current_link_credit == 0

@@ -100,7 +100,8 @@ async def _purge(
                 report.extend(_removed(m) for m in batch)
                 tick()
             # The prefetch credit is still out: what the broker sent meanwhile is removed too.
-            late, confirmed = await drain_credit(rcv)
+            late: list[Any] = []
+            confirmed = await drain_credit(rcv, late)
             report.extend(_removed(m) for m in late)
             if not confirmed:
                 report.note("the broker did not confirm the last receive: messages removed at the end may be uncounted")

@@ -444,30 +444,43 @@ def _check(count: int, wait: float, max_in_flight: int) -> None:
 async def fetch_batch(rcv: Any, count: int, wait: float, *, deletes: bool = False) -> list[Any]:
     """Up to ``count`` messages; the receiver is left with no credit. ``deletes``: a
     receive-and-delete receiver, whose messages are gone from Service Bus once sent, so the
-    receive also waits for those already on their way (see ``sdk.drain_credit``)."""
+    receive also waits for those already on their way (see ``sdk.drain_credit``), and a failure
+    after some arrived returns them (logged) instead of raising: nobody could receive them again."""
     out: list[Any] = []
     deadline = time.monotonic() + wait
-    while len(out) < count:
-        # Wait up to `wait` for the first messages; after that take only what is there now,
-        # so that no lock ticks away before the batch (and its renewal) exists.
-        left = max(deadline - time.monotonic(), 0.5) if not out else 0.2
-        got = await rcv.receive_messages(max_message_count=count - len(out), max_wait_time=left)
-        if not got:
-            break
-        out.extend(got)
-    if not deletes:
-        await revoke_credit(rcv)  # the link may stay open (pooled, or held with a session or a batch)
+    try:
+        while len(out) < count:
+            # Wait up to `wait` for the first messages; after that take only what is there now,
+            # so that no lock ticks away before the batch (and its renewal) exists.
+            left = max(deadline - time.monotonic(), 0.5) if not out else 0.2
+            got = await rcv.receive_messages(max_message_count=count - len(out), max_wait_time=left)
+            if not got:
+                break
+            out.extend(got)
+        if not deletes:
+            await revoke_credit(rcv)  # the link may stay open (pooled, or held with a session or a batch)
+            return out
+        before = len(out)
+        confirmed = await drain_credit(rcv, out)
+    except Exception as exc:
+        if not (deletes and out):
+            raise
+        log.warning(
+            "A receive-and-delete failed after %d message(s) had been received and removed (%s): they are "
+            "returned; any still on their way are lost.",
+            len(out),
+            from_sdk(exc).message,
+        )
         return out
-    late, confirmed = await drain_credit(rcv)
-    if late:
-        log.info("%d receive-and-delete message(s) arrived after the wait ended; returned with the rest", len(late))
+    if len(out) > before:
+        log.info("%d receive-and-delete message(s) arrived after the wait ended: returned too", len(out) - before)
     if not confirmed:
         log.warning(
             "Service Bus did not confirm within %.0f s that no more receive-and-delete messages were on their "
             "way; any that arrive after this are lost. Check the connection.",
             DRAIN_TIMEOUT,
         )
-    return out + late
+    return out
 
 
 async def _receive(

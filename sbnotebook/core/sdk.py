@@ -131,10 +131,10 @@ def has_credit(receiver: Any) -> bool:
 DRAIN_TIMEOUT = 10.0  # seconds to wait for the broker's answer to a drain (one round trip, normally)
 
 
-async def drain_credit(receiver: Any, timeout: float = DRAIN_TIMEOUT) -> tuple[list[Any], bool]:
+async def drain_credit(receiver: Any, into: list[Any], timeout: float = DRAIN_TIMEOUT) -> bool:
     """Take back the credit a receive left unused and wait until everything the broker sent on it
-    has arrived (AMQP ``drain``). Returns the messages that arrived meanwhile, and whether the
-    broker confirmed that nothing more is on its way.
+    has arrived (AMQP ``drain``). The messages that arrived meanwhile are appended to ``into``,
+    also when the wait fails; returns whether the broker confirmed that nothing more is on its way.
 
     In receive-and-delete a message is gone from Service Bus once the broker sends it. When a
     receive's wait ends with credit left, a message may be on the wire; closing the link then
@@ -147,7 +147,7 @@ async def drain_credit(receiver: Any, timeout: float = DRAIN_TIMEOUT) -> tuple[l
     amqp: Any = receiver._handler
     link: Any = amqp._link
     if link is None or link.current_link_credit <= 0:
-        return [], True
+        return True
     expected = link.delivery_count + link.current_link_credit  # the broker's count once drained
     answered = asyncio.Event()
 
@@ -168,15 +168,14 @@ async def drain_credit(receiver: Any, timeout: float = DRAIN_TIMEOUT) -> tuple[l
             await amqp._connection.listen(wait=min(left, 0.1), batch=max(expected - link.delivery_count, 1))
     finally:
         del link._incoming_flow
-    done = answered.is_set() or link.delivery_count >= expected
-    if done:
-        link.delivery_count = expected
-        link.current_link_credit = 0
-    late = []
-    while not amqp._received_messages.empty():
-        late.append(receiver._build_received_message(amqp._received_messages.get_nowait()))
-        amqp._received_messages.task_done()
-    return late, done
+        while not amqp._received_messages.empty():
+            into.append(receiver._build_received_message(amqp._received_messages.get_nowait()))
+            amqp._received_messages.task_done()
+    if not (answered.is_set() or link.delivery_count >= expected):
+        return False
+    link.delivery_count = expected
+    link.current_link_credit = 0
+    return True
 
 
 async def close_now(handler: Any) -> None:

@@ -101,8 +101,10 @@ async def _purge(
                 tick()
             # The prefetch credit is still out: what the broker sent meanwhile is removed too.
             late: list[Any] = []
-            confirmed = await drain_credit(rcv, late)
-            report.extend(_removed(m) for m in late)
+            try:
+                confirmed = await drain_credit(rcv, late)
+            finally:
+                report.extend(_removed(m) for m in late)  # removed, even if the connection then fails
             if not confirmed:
                 report.note("the broker did not confirm the last receive: messages removed at the end may be uncounted")
 

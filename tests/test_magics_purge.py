@@ -137,8 +137,10 @@ def test_purge_of_a_session_enabled_queue_goes_session_by_session_and_names_held
         assert "1 session(s) held by another receiver ('c'): the purge leaves them as they are" in out
         report = line(ip, "sb_purge sq60 --active --deferred --yes")
     assert report.count("purged") == 2 and report.failed == 1
-    assert "2 purged, 1 failed of 3" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 purged, 1 failed of 3" in out
     assert "session 'c' not purged" in str(report.failures[0].error)
+    assert str(report.failures[0].error) in out  # the whole reason, also in a plain terminal
     states = [m["state"] for m in core.scan_records("sq60", session_id="c", connection=sb.conn())]
     assert states == ["active"]
 

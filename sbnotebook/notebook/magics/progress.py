@@ -9,7 +9,7 @@ from typing import Any
 from IPython.display import display
 
 from ...core import Report
-from ...core.outcome import PROBLEMS
+from ...core.outcome import PROBLEMS, Outcome
 
 
 class Progress:
@@ -48,4 +48,14 @@ class Progress:
             print(text)
         if report.failures:
             frame = report.to_pandas()
-            display(frame[frame["outcome"].isin(PROBLEMS)])
+            problems = frame[frame["outcome"].isin(PROBLEMS)]
+            # A plain terminal gets one line per failure: pandas' text form cuts the error column.
+            plain = "\n".join(_failure_line(o) for o in report.failures)
+            display({"text/plain": plain, "text/html": problems.to_html(index=False, notebook=True)}, raw=True)
+
+
+def _failure_line(o: Outcome) -> str:
+    which = f"sequence number {o.sequence_number}: " if o.sequence_number is not None else ""
+    which = which or (f"message id {o.message_id}: " if o.message_id else "")
+    tracking = f" (tracking id {o.tracking_id})" if o.tracking_id else ""
+    return f"{which}{o.outcome}: {o.error or ''}{tracking}"

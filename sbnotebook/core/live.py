@@ -110,6 +110,14 @@ class _Pool:
     def forget(self, link: Any) -> None:
         self.busy.pop(id(link), None)
 
+    async def give_back(self, link: Any, *, keep: bool = True) -> None:
+        """The end of a borrow: back for reuse when ``keep``, else closed; so is a link this pool
+        did not hand out (see ``release``)."""
+        if keep and self.release(link):
+            return
+        self.forget(link)
+        await close_now(link)
+
     def take_idle(self, older_than: float | None = None) -> list[Any]:
         now = time.monotonic()
         keep: list[tuple[Any, float]] = []
@@ -295,7 +303,9 @@ class LiveConnection:
             self.links_opened += 1
             return session_browser(client, path.name, path.subscription)  # opens on its first request
         elif kind == "deleting-receiver":
-            link = receiver_for(client, path, prefetch_count=0, receive_mode=_receive_and_delete())
+            from azure.servicebus import ServiceBusReceiveMode
+
+            link = receiver_for(client, path, prefetch_count=0, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
         else:
             link = receiver_for(client, path, prefetch_count=0)
         try:
@@ -316,14 +326,10 @@ class LiveConnection:
         try:
             yield link
         except BaseException as exc:
-            if is_connection_lost(exc):
-                pool.forget(link)
-                await quietly(close_now(link))
-            else:
-                pool.release(link)
+            await quietly(pool.give_back(link, keep=not is_connection_lost(exc)))
             raise
         else:
-            pool.release(link)
+            await quietly(pool.give_back(link))
 
     async def with_link(self, kind: str, path: EntityPath, operation: Callable[[Any], Awaitable[T]]) -> T:
         """Run ``operation(link)``; if the connection was lost, reconnect and try once more."""
@@ -494,12 +500,6 @@ class LiveConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _receive_and_delete() -> Any:
-    from azure.servicebus import ServiceBusReceiveMode
-
-    return ServiceBusReceiveMode.RECEIVE_AND_DELETE
 
 
 def receiver_for(client: Any, path: EntityPath, **kwargs: Any) -> Any:

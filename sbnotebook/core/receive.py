@@ -409,10 +409,10 @@ class LockedBatch:
         rcv, self._receiver = self._receiver, None
         if rcv is None:
             return
-        pool = self.connection._pool("receiver", EntityPath.parse(self.entity)) if self._pooled else None
-        # A session receiver is closed (that lets the session go), and so is a receiver borrowed
-        # before a reconnect or close replaced the pool: it belongs to a closed client.
-        if pool is None or not pool.release(rcv):
+        # A session receiver is closed (that lets the session go); a pooled one goes back.
+        if self._pooled:
+            await self.connection._pool("receiver", EntityPath.parse(self.entity)).give_back(rcv)
+        else:
             await close_now(rcv)
 
     def __enter__(self) -> LockedBatch:
@@ -520,19 +520,17 @@ async def _receive(
     except BaseException as exc:
         # A receive-and-delete link that may still have credit out goes: idle, it would take
         # messages with nobody to hand them to.
-        if pooled and not is_connection_lost(exc) and not (deletes and has_credit(rcv)):
-            pool.release(rcv)
+        if pooled:
+            await pool.give_back(rcv, keep=not is_connection_lost(exc) and not (deletes and has_credit(rcv)))
         else:
-            if pooled:
-                pool.forget(rcv)
             await close_now(rcv)
         raise
     if deletes:
         # The batch holds no lock, so no receiver. Drained (no credit, nothing on its way), the
         # link is safe to keep for the next call: opening one costs about 0.5 s.
-        if not (pooled and not has_credit(rcv) and pool.release(rcv)):
-            if pooled:
-                pool.forget(rcv)
+        if pooled:
+            await pool.give_back(rcv, keep=not has_credit(rcv))
+        else:
             await close_now(rcv)
         rcv = None
     return LockedBatch(

@@ -144,10 +144,10 @@ async def drain_credit(receiver: Any, into: list[Any], timeout: float = DRAIN_TI
     order, so every transfer sent before that answer is in. pyamqp drops flows on a receiver link
     (azure-sdk-for-python #35104), so the answer is caught here. The wait also ends when every
     unit of credit has brought a message: the broker can send no more than that."""
+    if not has_credit(receiver):
+        return True
     amqp: Any = receiver._handler
     link: Any = amqp._link
-    if link is None or link.current_link_credit <= 0:
-        return True
     expected = link.delivery_count + link.current_link_credit  # the broker's count once drained
     answered = asyncio.Event()
 

@@ -55,7 +55,11 @@ class Progress:
 
 
 def _failure_line(o: Outcome) -> str:
-    which = f"sequence number {o.sequence_number}: " if o.sequence_number is not None else ""
-    which = which or (f"message id {o.message_id}: " if o.message_id else "")
+    if o.sequence_number is not None:
+        which = f"sequence number {o.sequence_number}: "
+    elif o.message_id:
+        which = f"message id {o.message_id}: "
+    else:
+        which = ""
     tracking = f" (tracking id {o.tracking_id})" if o.tracking_id else ""
     return f"{which}{o.outcome}: {o.error or ''}{tracking}"

@@ -126,6 +126,9 @@ def queue_xml(q: Queue) -> str:
 def topic_xml(t: Topic) -> str:
     p = t.props
     scheduled = len(t.scheduled)
+    # Across all subscriptions, as Service Bus counts them: true/false filters are SQL filters.
+    rules = [r.config for s in t.subscriptions.values() for r in s.rules]
+    sql_filters = sum(1 for r in rules if r.filter_type != "Correlation")
     return (
         f'<TopicDescription xmlns="{SB}" xmlns:i="{XSI}">'
         f"<DefaultMessageTimeToLive>{_ttl(p.default_message_ttl)}</DefaultMessageTimeToLive>"
@@ -141,6 +144,8 @@ def topic_xml(t: Topic) -> str:
         "<SupportOrdering>true</SupportOrdering>"
         f"{_count_details(0, 0, scheduled)}"
         f"<SubscriptionCount>{len(t.subscriptions)}</SubscriptionCount>"
+        f"<SqlFilterCount>{sql_filters}</SqlFilterCount>"
+        f"<CorrelationFilterCount>{len(rules) - sql_filters}</CorrelationFilterCount>"
         "<AutoDeleteOnIdle>P10675199DT2H48M5.4775807S</AutoDeleteOnIdle>"
         "<EnablePartitioning>false</EnablePartitioning>"
         "<EntityAvailabilityStatus>Available</EntityAvailabilityStatus><EnableExpress>false</EnableExpress>"
@@ -178,21 +183,15 @@ def rule_xml(r: RuleConfig) -> str:
         c = dict(r.correlation)
         props = c.pop("Properties", None) or {}
         fields = "".join(_el(k if k != "Subject" else "Label", v) for k, v in c.items())
-        kv = "".join(
-            f"<KeyValueOfstringanyType><Key>{escape(str(k))}</Key>"
-            f'<Value i:type="d6p1:{_xsd_type(v)}" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">'
-            f"{escape(_xsd_value(v))}</Value></KeyValueOfstringanyType>"
-            for k, v in props.items()
-        )
-        flt = f'<Filter i:type="CorrelationFilter">{fields}<Properties>{kv}</Properties></Filter>'
+        flt = f'<Filter i:type="CorrelationFilter">{fields}<Properties>{_key_values(props)}</Properties></Filter>'
     else:
         flt = (
             f'<Filter i:type="SqlFilter"><SqlExpression>{escape(r.sql_expression)}</SqlExpression>'
-            "<CompatibilityLevel>20</CompatibilityLevel></Filter>"
+            f"<CompatibilityLevel>20</CompatibilityLevel>{_parameters(r.parameters)}</Filter>"
         )
     action = (
         f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(r.action)}</SqlExpression>'
-        "<CompatibilityLevel>20</CompatibilityLevel></Action>"
+        f"<CompatibilityLevel>20</CompatibilityLevel>{_parameters(r.action_parameters)}</Action>"
         if r.action
         else '<Action i:type="EmptyRuleAction"/>'
     )
@@ -200,6 +199,19 @@ def rule_xml(r: RuleConfig) -> str:
         f'<RuleDescription xmlns="{SB}" xmlns:i="{XSI}">{flt}{action}'
         f"<CreatedAt>{_stamp()}</CreatedAt><Name>{escape(r.name)}</Name></RuleDescription>"
     )
+
+
+def _key_values(values: dict[str, Any]) -> str:
+    return "".join(
+        f"<KeyValueOfstringanyType><Key>{escape(str(k))}</Key>"
+        f'<Value i:type="d6p1:{_xsd_type(v)}" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">'
+        f"{escape(_xsd_value(v))}</Value></KeyValueOfstringanyType>"
+        for k, v in values.items()
+    )
+
+
+def _parameters(values: dict[str, Any]) -> str:
+    return f"<Parameters>{_key_values(values)}</Parameters>" if values else ""
 
 
 def _xsd_type(v: Any) -> str:
@@ -303,31 +315,48 @@ def _rule_config(name: str, desc: ET.Element) -> RuleConfig:
     flt = fields.get("Filter")
     action = fields.get("Action")
     action_sql = None
+    action_parameters: dict[str, Any] = {}
     if action is not None:
-        expr = _fields(action).get("SqlExpression")
+        afields = _fields(action)
+        expr = afields.get("SqlExpression")
         action_sql = expr.text if expr is not None else None
+        action_parameters = _read_key_values(afields.get("Parameters"))
     if flt is None:
-        return RuleConfig(name, "Sql", "1=1", action=action_sql)
+        return RuleConfig(name, "Sql", "1=1", action=action_sql, action_parameters=action_parameters)
     kind = flt.get(f"{{{XSI}}}type", "SqlFilter")
     ffields = _fields(flt)
     if kind == "CorrelationFilter":
         corr: dict[str, Any] = {}
         for key, el in ffields.items():
             if key == "Properties":
-                props = {}
-                for kv in el:
-                    kvf = _fields(kv)
-                    props[kvf["Key"].text or ""] = _typed(kvf["Value"])
-                corr["Properties"] = props
+                corr["Properties"] = _read_key_values(el)
             elif el.text:
                 corr[key] = el.text
-        return RuleConfig(name, "Correlation", correlation=corr, action=action_sql)
+        return RuleConfig(name, "Correlation", correlation=corr, action=action_sql, action_parameters=action_parameters)
     if kind == "TrueFilter":
-        return RuleConfig(name, "Sql", "1=1", action=action_sql)
+        return RuleConfig(name, "Sql", "1=1", action=action_sql, action_parameters=action_parameters)
     if kind == "FalseFilter":
-        return RuleConfig(name, "Sql", "1=0", action=action_sql)
+        return RuleConfig(name, "Sql", "1=0", action=action_sql, action_parameters=action_parameters)
     expr = ffields.get("SqlExpression")
-    return RuleConfig(name, "Sql", (expr.text if expr is not None else None) or "1=1", action=action_sql)
+    return RuleConfig(
+        name,
+        "Sql",
+        (expr.text if expr is not None else None) or "1=1",
+        action=action_sql,
+        parameters=_read_key_values(ffields.get("Parameters")),
+        action_parameters=action_parameters,
+    )
+
+
+def _read_key_values(el: ET.Element | None) -> dict[str, Any]:
+    """``<KeyValueOfstringanyType><Key/><Value i:type=.../>`` items -> a dict of typed values."""
+    out: dict[str, Any] = {}
+    for kv in el if el is not None else ():
+        kvf = _fields(kv)
+        if "Key" not in kvf or "Value" not in kvf:
+            raise ValueError("a key-value item needs a Key and a Value")
+        out[kvf["Key"].text or ""] = _typed(kvf["Value"])
+    return out
 
 
 def _typed(el: ET.Element) -> Any:
@@ -497,21 +526,22 @@ class AdminServer:
             with b.lock:
                 topic = _topic(b, parts[0])
                 subs = _page(list(topic.subscriptions.values()), query)
-                entries = [
-                    _entry(base, f"{parts[0]}/subscriptions/{s.name}", s.name, subscription_xml(s)) for s in subs
-                ]
-            return 200, _feed(base, f"{parts[0]}/subscriptions", entries, subs.next_skip, subs.top)
+                # Ids echo the request's path as written: the JS admin client finds the names in
+                # them by the case-sensitive '/Subscriptions/' and '/Rules/'.
+                path = "/".join(parts)
+                entries = [_entry(base, f"{path}/{s.name}", s.name, subscription_xml(s)) for s in subs]
+            return 200, _feed(base, path, entries, subs.next_skip, subs.top)
         if len(parts) == 3 and lowered[1] == "subscriptions":
-            return self._subscription(method, parts[0], parts[2], body, base, headers)
+            return self._subscription(method, parts[0], parts[2], body, base, headers, "/".join(parts))
         if len(parts) == 4 and lowered[1] == "subscriptions" and lowered[3] == "rules" and method == "GET":
             with b.lock:
                 sub = b.subscription(parts[0], parts[2])
                 rules = _page(list(sub.rules), query)
-                path = f"{parts[0]}/subscriptions/{parts[2]}/rules"
+                path = "/".join(parts)
                 entries = [_entry(base, f"{path}/{r.name}", r.name, rule_xml(r.config)) for r in rules]
             return 200, _feed(base, path, entries, rules.next_skip, rules.top)
         if len(parts) == 5 and lowered[1] == "subscriptions" and lowered[3] == "rules":
-            return self._rule(method, parts[0], parts[2], parts[4], body, base, headers)
+            return self._rule(method, parts[0], parts[2], parts[4], body, base, headers, "/".join(parts))
         raise _HttpError(404, f"No such resource: /{'/'.join(parts)}")
 
     def _entity(self, method: str, name: str, body: bytes, base: str, headers: Any) -> tuple[int, str]:
@@ -545,10 +575,9 @@ class AdminServer:
             return status, _entry(base, created.name, created.name, content)
 
     def _subscription(
-        self, method: str, topic: str, name: str, body: bytes, base: str, headers: Any
+        self, method: str, topic: str, name: str, body: bytes, base: str, headers: Any, path: str
     ) -> tuple[int, str]:
         b = self.broker
-        path = f"{topic}/subscriptions/{name}"
         with b.lock:
             if method == "GET":
                 try:
@@ -568,10 +597,9 @@ class AdminServer:
             return 201, _entry(base, path, sub.name, subscription_xml(sub))
 
     def _rule(
-        self, method: str, topic: str, sub_name: str, name: str, body: bytes, base: str, headers: Any
+        self, method: str, topic: str, sub_name: str, name: str, body: bytes, base: str, headers: Any, path: str
     ) -> tuple[int, str]:
         b = self.broker
-        path = f"{topic}/subscriptions/{sub_name}/rules/{name}"
         with b.lock:
             sub = b.subscription(topic, sub_name)
             existing = next((r for r in sub.rules if r.name.lower() == name.lower()), None)

@@ -509,30 +509,40 @@ class BrokerHandler(Handler):
         request = Message()
         request.decode(data)
         handler = self._management[link]
-        reply = handler.handle(request, owner=self._owner_for_management(link))
         out = self._reply_link(link, request.reply_to)
+        # Locks taken through management (deferred messages) belong to the reply link.
+        reply = handler.handle(request, owner=out if out is not None else link)
         if out is not None:
             out.pending_replies.append(reply)
             self._send_replies(out)
 
-    def _owner_for_management(self, link: Link) -> object:
-        # Locks taken through management (deferred messages) belong to the reply link.
-        out = self._reply_link(link, None)
-        return out if out is not None else link
-
     def _reply_link(self, link: Link, reply_to: str | None) -> OutLink | None:
-        want = normalise_address(reply_to) if reply_to else normalise_address(link.remote_target.address)
-        fallback = None
+        """The client's receiving link that the reply goes to.
+
+        Microsoft's request-response spec: the request's ``reply-to`` names the address of the
+        client's receiving node, i.e. the *target* of its receiving link (the JS SDK uses a unique
+        address per link; the Python SDK uses the entity's ``$management`` path for both ends).
+        Without a reply-to, or when no link targets it, the link reading from this node's address
+        is used (older clients). A link on the request link's own session wins a tie."""
         conn = self._conns.get(link.connection)
-        for other in conn.links if conn else ():
-            if other.is_sender and normalise_address(other.remote_source.address).lower() == want.lower():
-                out = self._out.get(other)
-                if out is None:
-                    continue
-                if other.session == link.session:
-                    return out
-                fallback = out
-        return fallback
+        senders = [other for other in (conn.links if conn else ()) if other.is_sender and other in self._out]
+        if reply_to:
+            want = normalise_address(reply_to).lower()
+            found = self._same_session_first(
+                link, [o for o in senders if normalise_address(o.remote_target.address).lower() == want]
+            )
+            if found is not None:
+                return found
+        want = normalise_address(reply_to) if reply_to else normalise_address(link.remote_target.address)
+        return self._same_session_first(
+            link, [o for o in senders if normalise_address(o.remote_source.address).lower() == want.lower()]
+        )
+
+    def _same_session_first(self, link: Link, candidates: list[Link]) -> OutLink | None:
+        for other in candidates:
+            if other.session == link.session:
+                return self._out[other]
+        return self._out[candidates[-1]] if candidates else None
 
     def _send_replies(self, out: OutLink) -> None:
         link = out.link

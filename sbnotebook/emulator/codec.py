@@ -140,9 +140,16 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
         raw_da = encoded[start + 3 : end]  # after the 0x00 0x53 0x71 descriptor
         if raw_da[:1] not in (b"\xc1", b"\xd1"):
             raw_da = b""  # null or an empty section: nothing to forward
+    raw_properties = encoded[values[PROPERTIES][0] : values[PROPERTIES][1]] if PROPERTIES in values else b""
+    message_id = _text(fields[0])
+    if message_id is None:
+        # Service Bus gives every message an id: one sent without gets a fresh GUID (32 hex
+        # digits, .NET's "N" form) that it keeps for life (receive, peek, dead-letter, forward).
+        message_id = uuid.uuid4().hex
+        raw_properties = with_message_id(raw_properties, message_id)
     return MessageData(
         raw_delivery_annotations=raw_da,
-        raw_properties=encoded[values[PROPERTIES][0] : values[PROPERTIES][1]] if PROPERTIES in values else b"",
+        raw_properties=raw_properties,
         raw_body=b"".join(encoded[s:e] for c, s, e in sections if c in BODY_SECTIONS or c == FOOTER),
         raw_application_properties=(
             encoded[values[APPLICATION_PROPERTIES][0] : values[APPLICATION_PROPERTIES][1]]
@@ -153,7 +160,7 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
         durable=bool(header[0]),
         priority=4 if header[1] is None else int(header[1]),
         annotations={k: v for k, v in annotations.items() if k not in _BROKER_OWNED},  # types kept
-        message_id=_text(fields[0]),
+        message_id=message_id,
         to=_text(fields[2]),
         subject=_text(fields[3]),
         reply_to=_text(fields[4]),
@@ -166,6 +173,32 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
         scheduled_enqueue_time=_seconds(scheduled),
         application_properties=_copy(dict(app or {})),
     )
+
+
+def with_message_id(raw_properties: bytes, message_id: str) -> bytes:
+    """The encoded properties section with ``message_id`` in its empty (null) first field; a
+    properties section holding only that field if there was none."""
+    value = _str(message_id)
+    if not raw_properties:
+        return b"\x00\x53\x73\xc0" + bytes([len(value) + 1, 1]) + value
+    ctor = raw_properties[3]
+    if ctor == 0x45:  # list0: no fields at all
+        count, rest = 0, b""
+    elif ctor == 0xC0:
+        count, rest = raw_properties[5], raw_properties[6:]
+    elif ctor == 0xD0:
+        count, rest = struct.unpack_from(">I", raw_properties, 8)[0], raw_properties[12:]
+    else:
+        raise DecodeError(f"malformed AMQP message: properties encoded with constructor 0x{ctor:02x}")
+    if count:
+        if rest[:1] != b"\x40":
+            raise DecodeError("malformed AMQP message: a message-id that is neither null nor readable")
+        rest = rest[1:]
+    items = value + rest
+    count = max(count, 1)
+    if len(items) + 1 < 256 and count < 256:
+        return b"\x00\x53\x73\xc0" + bytes([len(items) + 1, count]) + items
+    return b"\x00\x53\x73\xd0" + struct.pack(">II", len(items) + 4, count) + items
 
 
 def _header(data: MessageData, delivery_count: int) -> bytes:

@@ -70,9 +70,10 @@ class Rule:
         if config.filter_type == "Correlation":
             self._match = _correlation_matcher(config.correlation)
         else:
-            sql = compile_filter(config.sql_expression)
+            sql = compile_filter(config.sql_expression, config.parameters)
             self._match = lambda msg: sql(lookup_for(msg))
-        self._action = compile_action(config.action) if config.action and config.action.strip() else None
+        action = config.action
+        self._action = compile_action(action, config.action_parameters) if action and action.strip() else None
 
     @property
     def has_action(self) -> bool:

@@ -13,9 +13,11 @@ from typing import Any, cast
 
 from proton import UNDESCRIBED, Array, Data, Message, int32, symbol, timestamp
 
-from .broker import Broker, Source
+from .amqprules import rule_from_amqp, rule_to_amqp
+from .broker import Broker, Source, Subscription
 from .codec import DecodeError, decode_message, encode_stored
-from .errors import BadRequest, BrokerError, NotImplementedOperation
+from .errors import BadRequest, BrokerError, Conflict, EntityNotFound, NotImplementedOperation
+from .filters import Rule
 
 OK = 200
 _YEAR_10000_MS = 253402300800000
@@ -77,6 +79,9 @@ class ManagementHandler:
             "com.microsoft:get-session-state": self._get_session_state,
             "com.microsoft:set-session-state": self._set_session_state,
             "com.microsoft:get-message-sessions": self._get_message_sessions,
+            "com.microsoft:add-rule": self._add_rule,
+            "com.microsoft:remove-rule": self._remove_rule,
+            "com.microsoft:enumerate-rules": self._enumerate_rules,
         }
 
     def source(self) -> Source:
@@ -214,6 +219,49 @@ class ManagementHandler:
         if not sessions:
             return NO_CONTENT, None
         return OK, {"skip": int32(skip + len(sessions)), "sessions-ids": sessions}
+
+    def _subscription(self) -> Subscription:
+        source = self.source()
+        if not isinstance(source.entity, Subscription) or source.is_dead_letter:
+            raise BadRequest(
+                f"Rules belong to subscriptions; '{self.entity_path}' is not one.", entity=self.entity_path
+            )
+        return source.entity
+
+    def _add_rule(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        name = str(_get(body, "rule-name"))
+        config = rule_from_amqp(name, _get(body, "rule-description"))
+        try:
+            rule = Rule(config)
+        except ValueError as exc:  # a filter or action that does not parse
+            raise BadRequest(f"The rule '{name}' is not valid: {exc}", entity=self.entity_path) from None
+        sub = self._subscription()
+        with self.broker.lock:
+            if any(r.name.lower() == name.lower() for r in sub.rules):
+                raise Conflict(f"The rule '{name}' already exists.", entity=self.entity_path)
+            self.broker.put_rule(sub, rule)
+        return OK, None
+
+    def _remove_rule(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        name = str(_get(body, "rule-name"))
+        try:
+            self.broker.delete_rule(self._subscription(), name)
+        except EntityNotFound:
+            # Service Bus words it so; the JS SDK maps that wording to MessagingEntityNotFound.
+            raise EntityNotFound(
+                f"The messaging entity '{self.entity_path}/Rules/{name}' could not be found.",
+                entity=self.entity_path,
+            ) from None
+        return OK, None
+
+    def _enumerate_rules(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        skip = int(_get(body, "skip", 0))
+        top = int(_get(body, "top", 100))
+        with self.broker.lock:
+            rules = [r.config for r in self._subscription().rules][skip : skip + top]
+        if not rules:
+            return NO_CONTENT, None
+        return OK, {"rules": [{"rule-description": rule_to_amqp(r)} for r in rules]}
 
     def _cancel_scheduled(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
         seqs = [int(s) for s in _values(_get(body, "sequence-numbers"))]

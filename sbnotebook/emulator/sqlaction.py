@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .sqlfilter import MISSING, Lookup, SqlFilterError, _Parser
+from .sqlfilter import MISSING, Lookup, Parameters, SqlFilterError, _Parser
 
 Properties = dict[str, Any]
 Action = Callable[[Lookup, Properties], None]
@@ -46,12 +46,12 @@ def _target(parser: _Parser) -> str:
     return str(name)
 
 
-def _compile_statement(text: str) -> Action:
+def _compile_statement(text: str, parameters: Parameters | None) -> Action:
     match = _STATEMENT.match(text)
     if not match:
         raise SqlFilterError(f"expected SET or REMOVE, found {text.strip()[:20]!r}")
     verb, rest = match.group(1).upper(), match.group(2)
-    parser = _Parser(rest)
+    parser = _Parser(rest, parameters)
     name = _target(parser)
     if verb == "REMOVE":
         parser.expect("end")
@@ -74,10 +74,10 @@ def _compile_statement(text: str) -> Action:
     return assign
 
 
-def compile_action(text: str) -> Callable[[Lookup, Properties], None]:
-    """Compile a rule action; calling it applies every statement in order to ``props`` (the
-    message's application properties, which ``ctx`` reads)."""
-    statements = [_compile_statement(s) for s in _statements(text)]
+def compile_action(text: str, parameters: Parameters | None = None) -> Callable[[Lookup, Properties], None]:
+    """Compile a rule action with the values of its ``@parameters``; calling it applies every
+    statement in order to ``props`` (the message's application properties, which ``ctx`` reads)."""
+    statements = [_compile_statement(s, parameters) for s in _statements(text)]
     if not statements:
         raise SqlFilterError("empty rule action")
 

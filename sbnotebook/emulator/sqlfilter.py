@@ -3,7 +3,8 @@
 Supported: comparisons (= <> != < > <= >=), AND / OR / NOT with SQL three-valued
 logic, [NOT] IN (...), [NOT] LIKE 'pattern' [ESCAPE 'c'], IS [NOT] NULL,
 EXISTS(prop), arithmetic (+ - * / %), string/number/TRUE/FALSE/NULL literals,
-and identifiers ``name``, ``user.name``, ``sys.Name`` or ``[odd name]``.
+identifiers ``name``, ``user.name``, ``sys.Name`` or ``[odd name]``, and parameters ``@name``
+(their values given with the rule: the SDK's ``SqlRuleFilter(..., parameters={"@name": value})``).
 A missing property is NULL; a filter matches only when it evaluates to TRUE.
 """
 
@@ -34,6 +35,7 @@ _TOKEN = re.compile(
     r"\s*(?:(?P<num>\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)"
     r"|(?P<str>'(?:[^']|'')*')"
     r"|(?P<bracket>\[[^\]]+\])"
+    r"|(?P<param>@[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z_][A-Za-z0-9_\-]*)?)"
     r"|(?P<op><>|!=|<=|>=|[=<>+\-*/%(),]))"
 )
@@ -63,6 +65,8 @@ def _tokenize(text: str) -> list[_Tok]:
             out.append(_Tok("lit", float(raw) if any(c in raw for c in ".eE") else int(raw), start))
         elif kind == "str":
             out.append(_Tok("lit", raw[1:-1].replace("''", "'"), start))
+        elif kind == "param":
+            out.append(_Tok("param", raw, start))
         elif kind == "bracket":
             out.append(_Tok("ident", ("user", raw[1:-1]), start))
         elif kind == "name":
@@ -137,11 +141,24 @@ def _like_regex(pattern: str, escape: str | None) -> re.Pattern[str]:
     return re.compile("^" + "".join(out) + "$", re.DOTALL)
 
 
+Parameters = dict[str, Any]
+
+
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, parameters: Parameters | None = None) -> None:
         self.text = text
         self.toks = _tokenize(text)
         self.i = 0
+        self.parameters = parameters or {}
+
+    def parameter(self, tok: _Tok) -> Any:
+        """A parameter's value, found by its name with the '@' (as the SDKs send it) or without,
+        ignoring case as Service Bus does for names in filters."""
+        wanted = {tok.value.lower(), tok.value[1:].lower()}
+        for key, value in self.parameters.items():
+            if str(key).lower() in wanted:
+                return value
+        raise SqlFilterError(f"the parameter {tok.value} at position {tok.pos} has no value in the rule's parameters")
 
     def peek(self) -> _Tok:
         return self.toks[self.i]
@@ -296,6 +313,9 @@ class _Parser:
         if tok.kind == "ident":
             scope, name = tok.value
             return lambda ctx: ctx(scope, name)
+        if tok.kind == "param":
+            param = self.parameter(tok)
+            return lambda ctx: param
         if tok.kind == "op" and tok.value == "(":
             inner = self.or_expr()
             self.expect("op", ")")
@@ -328,9 +348,10 @@ def _arith(op: str, left: Expr, right: Expr) -> Expr:
     return apply
 
 
-def compile_filter(expression: str) -> Callable[[Lookup], bool]:
-    """Compile a SQL filter; the result returns True only when the filter matches."""
+def compile_filter(expression: str, parameters: Parameters | None = None) -> Callable[[Lookup], bool]:
+    """Compile a SQL filter with the values of its ``@parameters``; the result returns True only
+    when the filter matches."""
     if not expression or not expression.strip():
         raise SqlFilterError("empty filter expression")
-    expr = _Parser(expression).parse()
+    expr = _Parser(expression, parameters).parse()
     return lambda ctx: expr(ctx) is True

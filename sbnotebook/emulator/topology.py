@@ -71,6 +71,8 @@ class RuleConfig:
     sql_expression: str = "1=1"
     correlation: dict[str, Any] = field(default_factory=dict)
     action: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)  # the SQL filter's @parameters
+    action_parameters: dict[str, Any] = field(default_factory=dict)  # the action's @parameters
 
 
 @dataclass

@@ -82,3 +82,24 @@ def test_system_properties() -> None:
 def test_errors_say_what_and_where(expr: str, fragment: str) -> None:
     with pytest.raises(SqlFilterError, match=re.escape(fragment)):
         compile_filter(expr)
+
+
+@pytest.mark.parametrize(
+    ("expr", "params", "props", "expected"),
+    [
+        ("color = @color", {"@color": "red"}, {"color": "red"}, True),
+        ("color = @color", {"@color": "red"}, {"color": "blue"}, False),
+        ("size > @min AND size < @max", {"@min": 3, "@max": 10}, {"size": 5}, True),
+        ("size > @Min", {"@min": 3}, {"size": 5}, True),  # names ignore case
+        ("size > @min", {"min": 3}, {"size": 5}, True),  # a key without the '@'
+        ("color IN (@a, @b)", {"@a": "red", "@b": "green"}, {"color": "green"}, True),
+        ("flag = @on", {"@on": True}, {"flag": True}, True),
+    ],
+)
+def test_parameters(expr: str, params: dict[str, Any], props: dict[str, Any], expected: bool) -> None:
+    assert compile_filter(expr, params)(ctx(props)) is expected
+
+
+def test_a_parameter_without_a_value_is_an_error_naming_it() -> None:
+    with pytest.raises(SqlFilterError, match="@color at position 8"):
+        compile_filter("color = @color", {"@other": 1})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from azure.core.exceptions import HttpResponseError
@@ -21,6 +22,7 @@ from azure.servicebus.management import (
 from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 
+from .conftest import TEST_TOPOLOGY
 from .helpers import drain
 
 RECEIVE_AND_DELETE = ServiceBusReceiveMode.RECEIVE_AND_DELETE
@@ -106,3 +108,11 @@ def test_topic_runtime_properties_count_filters(admin: ServiceBusAdministrationC
     admin.create_rule("t", "all", "more", filter=CorrelationRuleFilter(label="x"))
     after = admin.get_topic_runtime_properties("t")
     assert (after.sql_filter_count, after.correlation_filter_count) == (2, 2)
+
+
+def test_rule_parameters_survive_a_restart(tmp_path: Path) -> None:
+    rule_filter = SqlRuleFilter("color = @color", parameters={"@color": "red"})
+    with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, emulator_admin_client(emu.connection_string) as admin:
+        admin.create_rule("t", "all", "by-color", filter=rule_filter)
+    with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, emulator_admin_client(emu.connection_string) as admin:
+        assert admin.get_rule("t", "all", "by-color").filter.parameters == {"@color": "red"}

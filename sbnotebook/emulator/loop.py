@@ -77,7 +77,7 @@ class _Peer:
         self.aborted = False
         self.ws: WebSocketReader | None = None  # set for AMQP over WebSockets
         self.ws_out = bytearray()  # framed bytes not yet sent (WebSocket peers only)
-        self.order = TransferOrder()  # client transfers back in delivery-id order
+        self.order = TransferOrder(max_frame_size)  # client transfers back in delivery-id order
         self.backlog = b""  # input proton had no room for yet
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import atexit
+import ipaddress
 import logging
+import secrets
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +48,33 @@ def load_topology(config: str | Path | dict[str, Any] | Topology | None) -> Topo
     return Topology.from_file(config)
 
 
+def is_loopback(host: str) -> bool:
+    """Only this machine can reach an interface named so (a host name other than localhost may be any)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def advertised_host(host: str) -> str:
+    """An address clients can dial: a wildcard bind (0.0.0.0, ::) is this machine's name."""
+    return socket.gethostname() if host in ("", "0.0.0.0", "::") else host
+
+
+def choose_key(host: str, key: str | None) -> str:
+    """The published default key on loopback only; a random one elsewhere unless a key is given."""
+    if key is None:
+        return DEFAULT_KEY if is_loopback(host) else secrets.token_urlsafe(32)
+    if key == DEFAULT_KEY and not is_loopback(host):
+        raise ValueError(
+            f"the published default key is refused on {host}, which other machines reach: "
+            "give a key of your own (--key-file) or omit it for a random one"
+        )
+    return key
+
+
 def connection_string(host: str, port: int, key_name: str, key: str) -> str:
     return (
         f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};SharedAccessKey={key};UseDevelopmentEmulator=true"
@@ -64,7 +94,7 @@ class Emulator:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        key: str = DEFAULT_KEY,
+        key: str | None = None,
         key_name: str = DEFAULT_KEY_NAME,
         clock: Clock | None = None,
         latency: float = 0.0,
@@ -75,6 +105,8 @@ class Emulator:
         self.host = host
         self._requested_port = port
         self.port: int | None = None
+        # On loopback the published default key; on any other interface never (a random one)
+        key = choose_key(host, key)
         self._key = key
         self._key_name = key_name
         self._journal = Journal(data_dir) if data_dir is not None else None
@@ -97,7 +129,7 @@ class Emulator:
     def connection_string(self) -> str:
         if self.port is None:
             raise RuntimeError("the emulator is not running; call start() or use it as a context manager")
-        return connection_string(self.host, self.port, self._key_name, self._key)
+        return connection_string(advertised_host(self.host), self.port, self._key_name, self._key)
 
     def start(self, timeout: float = 10.0) -> Emulator:
         if self._thread is not None:
@@ -159,7 +191,7 @@ class Emulator:
         """The administration API, served on the AMQP port itself (as Service Bus serves it on 443)."""
         if self.port is None:
             raise RuntimeError("the emulator is not running; call start() or use it as a context manager")
-        return f"http://{self.host}:{self.port}"
+        return f"http://{advertised_host(self.host)}:{self.port}"
 
     # ------------------------------------------------------- fault injection
 

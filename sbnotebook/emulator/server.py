@@ -7,6 +7,7 @@ import ipaddress
 import logging
 import secrets
 import socket
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,8 @@ from .clock import Clock
 from .journal import Journal
 from .loop import EventLoop
 from .sas import DEFAULT_KEY, DEFAULT_KEY_NAME
+from .tls import ServerCertificate, local_ca
+from .tlsrelay import TlsRelay
 from .topology import Topology, default_topology
 
 log = logging.getLogger("sbnotebook.emulator")
@@ -36,6 +39,18 @@ class _QuietDisconnects(logging.Filter):
 _proton_log = logging.getLogger("proton")
 if not any(isinstance(f, _QuietDisconnects) for f in _proton_log.filters):
     _proton_log.addFilter(_QuietDisconnects())
+
+
+def _server_certificate(
+    cert: str | Path | None, key: str | Path | None, tls_dir: str | Path | None, data_dir: str | Path | None
+) -> ServerCertificate:
+    if (cert is None) != (key is None):
+        raise ValueError("give both a TLS certificate and its key, or neither (a local CA is made)")
+    if cert is not None and key is not None:
+        return ServerCertificate(Path(cert), Path(key), None)
+    if tls_dir is None:
+        tls_dir = Path(data_dir) / "tls" if data_dir is not None else tempfile.mkdtemp(prefix="sbnotebook-tls-")
+    return local_ca(Path(tls_dir))
 
 
 def load_topology(config: str | Path | dict[str, Any] | Topology | None) -> Topology:
@@ -75,10 +90,10 @@ def choose_key(host: str, key: str | None) -> str:
     return key
 
 
-def connection_string(host: str, port: int, key_name: str, key: str) -> str:
-    return (
-        f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};SharedAccessKey={key};UseDevelopmentEmulator=true"
-    )
+def connection_string(host: str, port: int, key_name: str, key: str, *, tls: bool = False) -> str:
+    """Over TLS the SDK's production path (no ``UseDevelopmentEmulator``, which means plain AMQP)."""
+    base = f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};SharedAccessKey={key}"
+    return base if tls else f"{base};UseDevelopmentEmulator=true"
 
 
 class Emulator:
@@ -100,7 +115,14 @@ class Emulator:
         latency: float = 0.0,
         admin_port: int | Literal["auto"] | None = "auto",
         data_dir: str | Path | None = None,
+        tls: bool = False,
+        tls_cert: str | Path | None = None,
+        tls_key: str | Path | None = None,
+        tls_dir: str | Path | None = None,
     ) -> None:
+        """``tls=True``: AMQP, WebSockets and the admin API over TLS on the one port (nothing in the
+        clear), with a certificate from a local CA made under ``tls_dir`` (default: ``data_dir``/tls,
+        else a temporary folder), or ``tls_cert``/``tls_key`` given."""
         self.topology = load_topology(config)
         self.host = host
         self._requested_port = port
@@ -116,6 +138,10 @@ class Emulator:
         self._loop: EventLoop | None = None
         self._stopped = threading.Event()
         self._latency = latency
+        self._tls: ServerCertificate | None = None
+        if tls:
+            self._tls = _server_certificate(tls_cert, tls_key, tls_dir, data_dir)
+            admin_port = None  # the one port serves HTTPS; a second plain-HTTP port would undo that
         self._admin_requested = admin_port
         self._admin: AdminServer | None = None  # the API on a port of its own (optional)
         self._api = AdminServer(self.broker, {key_name: key})  # the API on the AMQP port (always)
@@ -129,7 +155,24 @@ class Emulator:
     def connection_string(self) -> str:
         if self.port is None:
             raise RuntimeError("the emulator is not running; call start() or use it as a context manager")
-        return connection_string(advertised_host(self.host), self.port, self._key_name, self._key)
+        return connection_string(self.address, self.port, self._key_name, self._key, tls=self._tls is not None)
+
+    @property
+    def address(self) -> str:
+        """The host name clients dial (``localhost`` on loopback under TLS: the certificate's name)."""
+        if self._tls is not None and is_loopback(self.host):
+            return "localhost"
+        return advertised_host(self.host)
+
+    @property
+    def tls(self) -> bool:
+        return self._tls is not None
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The CA certificate clients trust (``connection_verify=emu.ca_file``); None without TLS
+        or with a certificate of one's own."""
+        return self._tls.ca_file if self._tls is not None else None
 
     def start(self, timeout: float = 10.0) -> Emulator:
         if self._thread is not None:
@@ -143,6 +186,8 @@ class Emulator:
             max_frame_size=MAX_FRAME_SIZE,
             http=self._api.serve_connection,
         )
+        if self._tls is not None:
+            self._loop.tls = TlsRelay(self._tls.context(), self._loop.adopt)
         self._loop.latency = self._latency
         self._api.latency = self._latency
         self.port = self._loop.port
@@ -191,7 +236,8 @@ class Emulator:
         """The administration API, served on the AMQP port itself (as Service Bus serves it on 443)."""
         if self.port is None:
             raise RuntimeError("the emulator is not running; call start() or use it as a context manager")
-        return f"http://{advertised_host(self.host)}:{self.port}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://{self.address}:{self.port}"
 
     # ------------------------------------------------------- fault injection
 

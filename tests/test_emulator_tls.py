@@ -3,6 +3,7 @@ the admin client over HTTPS with no custom transport), a wrong CA refused, nothi
 
 from __future__ import annotations
 
+import re
 import socket
 import urllib.request
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ from azure.servicebus.exceptions import ServiceBusConnectionError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.emulator import Emulator
+
+from .helpers import start_cli_emulator
 
 ENDPOINTS = {
     # custom_endpoint_address alone would switch the SDK to WebSockets: the transport is named
@@ -140,3 +143,29 @@ def test_plain_amqp_and_http_to_the_tls_port_never_succeed(tls_emulator: Emulato
         except ConnectionResetError:
             reply = b""
         assert not reply.startswith(b"AMQP")
+
+
+def test_the_command_line_with_tls_prints_the_ca_and_a_production_connection_string(tmp_path: Path) -> None:
+    proc, ca_line = start_cli_emulator(
+        "--tls", "--port", "0", "--data-dir", str(tmp_path), pattern=re.compile(r"^CA certificate: ")
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()  # the connection string follows the CA line
+        assert "UseDevelopmentEmulator" not in line and line.startswith("Endpoint=sb://localhost:")
+        ca = tmp_path / "tls" / "ca.pem"
+        assert ca.exists() and ca_line == f"CA certificate: {ca}"
+        port = int(line.split(";")[0].rsplit(":", 1)[1])
+        with (
+            ServiceBusClient.from_connection_string(
+                line,
+                custom_endpoint_address=f"sb://localhost:{port}",
+                transport_type=TransportType.Amqp,
+                connection_verify=str(ca),
+            ) as c,
+            c.get_queue_sender("orders") as s,
+        ):
+            s.send_messages(ServiceBusMessage("via the command line"))
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)

@@ -45,6 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--key-file", help="read the shared access key from this file (kept off the command line, which others see)"
     )
     parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve AMQP, WebSockets and the admin API over TLS only, with a certificate from a local CA "
+        "(made once under --data-dir/tls, else $SBNOTEBOOK_HOME/tls); clients trust the printed CA file",
+    )
+    parser.add_argument("--tls-cert", help="with --tls: a PEM server certificate (chain) of your own instead")
+    parser.add_argument("--tls-key", help="with --tls: the PEM private key of --tls-cert")
+    parser.add_argument(
         "--state-file", help="once listening, write host, port and pid here as JSON (no key); removed on stop"
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing (in particular not the connection string)")
@@ -115,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"sbnotebook emulator: cannot read the key file: {exc.strerror}", file=sys.stderr)
             return 2
+    if (args.tls_cert or args.tls_key) and not args.tls:
+        print("sbnotebook emulator: --tls-cert and --tls-key go with --tls", file=sys.stderr)
+        return 2
     random_key = args.key is None and not is_loopback(args.host)
     if random_key and args.quiet:
         print(
@@ -136,6 +147,10 @@ def run(args: argparse.Namespace) -> int:
             latency=args.latency_ms / 1000.0,
             data_dir=args.data_dir,
             admin_port=args.admin_port if args.admin_port is not None else (args.port + 1 if args.port else 0),
+            tls=args.tls,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            tls_dir=None if args.data_dir else shared.home().parent / "tls",
         )
         _apply_fault_flags(emulator, args)
         emulator.start()
@@ -165,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"Durable store in {args.data_dir}: restored {emulator.broker.restored} message(s)")
         also = f" and http://{advertised_host(emulator.host)}:{emulator.admin_port}" if emulator.admin_port else ""
         print(f"Administration API on {emulator.admin_url} (the AMQP port){also} (see docs/emulator.md)")
+        if emulator.ca_file is not None:
+            print(f"CA certificate: {emulator.ca_file}")
         if random_key:
             print("Listening beyond loopback: a random key for this run (shown once, in the connection string)")
         print(emulator.connection_string, flush=True)

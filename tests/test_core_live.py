@@ -49,7 +49,7 @@ def test_one_tls_context_serves_every_link(emulator: Emulator, monkeypatch: pyte
             return _f(self, *args, **kw)
 
         monkeypatch.setattr(ssl.SSLContext, name, counted)
-    core.live.tls_context.cache_clear()
+    core.trust._context.cache_clear()
     try:
         with core.connect(emulator.connection_string, warm=False) as conn:
             core.send("q", ["one"], connection=conn)
@@ -58,7 +58,7 @@ def test_one_tls_context_serves_every_link(emulator: Emulator, monkeypatch: pyte
             assert conn.links_opened >= 4
         assert len(loads) <= 1, f"CA certificates loaded {len(loads)} times: {loads}"
     finally:
-        core.live.tls_context.cache_clear()
+        core.trust._context.cache_clear()
 
 
 def test_the_same_settings_share_one_live_connection(emulator: Emulator) -> None:

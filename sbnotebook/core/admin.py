@@ -15,6 +15,8 @@ from typing import Any
 
 from azure.core.pipeline.transport import RequestsTransport
 
+from . import trust
+
 
 def _plain_http(url: str, netloc: str | None) -> str:
     parts = urllib.parse.urlsplit(url)
@@ -54,6 +56,9 @@ def admin_client(
 
     # azure-core's default retries a refused connection for ~5 s: an interactive call should fail fast.
     kwargs: dict[str, Any] = {"retry_total": 1, "retry_backoff_factor": 0.2}
+    bundle = trust.ca_bundle()
+    if bundle is not None and not emulator:
+        kwargs["connection_verify"] = bundle  # the configured CAs, as for AMQP (trust.py)
     if connection_string is None:
         return ServiceBusAdministrationClient(namespace, credential, **kwargs)
     if emulator:

@@ -63,6 +63,7 @@ class Connection:
     entity_path: str | None = None
     _connection_string: str | None = field(default=None, repr=False, compare=False)
     home: str | None = None  # the shared emulator's directory (see sbnotebook.emulator.shared)
+    credential: Any = field(default=None, repr=False, compare=False)  # Entra ID; None: DefaultAzureCredential
 
     def __repr__(self) -> str:
         return f"Connection(kind={self.kind!r}, namespace={self.namespace!r})"
@@ -109,7 +110,53 @@ def from_connection_string(text: str) -> Connection:
     return Connection(kind, host, fields.get("entitypath"), text.strip())
 
 
-def from_namespace(namespace: str) -> Connection:
+def explicit_port(namespace: str, *, tls: bool) -> dict[str, Any]:
+    """SDK options that make it dial the port in ``host:port``: with TLS and no custom endpoint the SDK
+    dials 5671 whatever port it is given. Empty for a bare host name (Azure's own ports)."""
+    if tls and urllib.parse.urlsplit(f"//{namespace}").port is not None:
+        from azure.servicebus import TransportType
+
+        return {"custom_endpoint_address": f"sb://{namespace}", "transport_type": TransportType.Amqp}
+    return {}
+
+
+def async_credential(given: Any = None) -> Any:
+    """An async token credential for the async SDK client: ``given`` as it is if async, wrapped if
+    sync (its get_token runs on a worker thread), else DefaultAzureCredential."""
+    if given is None:
+        return credential(aio=True)
+    import inspect
+
+    if inspect.iscoroutinefunction(getattr(given, "get_token", None)):
+        return given
+    return _AsyncFromSync(given)
+
+
+class _AsyncFromSync:
+    """A sync ``TokenCredential`` seen as an ``AsyncTokenCredential``."""
+
+    def __init__(self, sync: Any) -> None:
+        self._sync = sync
+
+    def __repr__(self) -> str:
+        return f"<async {type(self._sync).__name__}>"
+
+    async def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        import asyncio
+
+        return await asyncio.to_thread(self._sync.get_token, *scopes, **kwargs)
+
+    async def close(self) -> None:
+        return None
+
+    async def __aenter__(self) -> _AsyncFromSync:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+def from_namespace(namespace: str, credential: Any = None) -> Connection:
     host = namespace.strip()
     if "://" in host:
         host = urllib.parse.urlsplit(host).netloc
@@ -118,7 +165,7 @@ def from_namespace(namespace: str) -> Connection:
         raise ConfigurationError(
             f"{namespace!r} is not a namespace host name such as 'contoso.servicebus.windows.net'."
         )
-    return Connection("entra-id", host)
+    return Connection("entra-id", host, credential=credential)
 
 
 class _EmbeddedEmulator:
@@ -151,9 +198,12 @@ def resolve(
     connection: str | Connection | None = None,
     *,
     namespace: str | None = None,
+    credential: Any = None,
     env: Mapping[str, str] | None = None,
 ) -> Connection:
     """Resolve where Service Bus is, in the documented order."""
+    if credential is not None and namespace is None:
+        raise ConfigurationError("A credential goes with namespace= (a connection string carries its own key).")
     if isinstance(connection, Connection):
         return connection
     if connection is not None and namespace is not None:
@@ -161,7 +211,7 @@ def resolve(
     if connection is not None:
         return from_connection_string(connection)
     if namespace is not None:
-        return from_namespace(namespace)
+        return from_namespace(namespace, credential)
     env = os.environ if env is None else env
     if env.get(ENV_CONNECTION_STRING):
         return from_connection_string(env[ENV_CONNECTION_STRING])

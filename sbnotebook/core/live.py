@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
-import functools
 import logging
 import ssl
 import sys
@@ -36,7 +35,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .connection import Connection, credential, resolve
+from . import trust
+from .connection import Connection, async_credential, credential, explicit_port, resolve
 from .entities import EntityPath
 from .errors import EntityNameError, SbError, ServiceError, from_sdk
 from .sdk import close_now, session_browser
@@ -55,15 +55,12 @@ _REAPER_INTERVAL = 15.0
 WARM_LIMIT = 8  # entities connect() opens a receiver on, in parallel
 
 
-@functools.cache
 def tls_context() -> ssl.SSLContext:
-    """One TLS context for every connection of the process, trusting what the SDK trusts by default
-    (certifi's CA bundle). Without it the SDK builds a context and loads that bundle again for each
-    TCP connection, and it opens one per link: about 65 ms of CPU each time an entity is first
-    touched (measured; tests/test_core_live.py)."""
-    import certifi  # the SDK's own dependency
-
-    return ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=certifi.where())  # verifies cert and host
+    """One TLS context for every connection of the process, trusting the configured CA bundle
+    (``trust.py``: SBNOTEBOOK_CA_BUNDLE, SSL_CERT_FILE, REQUESTS_CA_BUNDLE, else certifi's). Without
+    it the SDK builds a context and loads a bundle again for each TCP connection, and it opens one
+    per link: about 65 ms of CPU each time an entity is first touched (measured; tests/test_core_live.py)."""
+    return trust.tls_context()
 
 
 def is_connection_lost(exc: BaseException) -> bool:
@@ -274,11 +271,13 @@ class LiveConnection:
                 "retry_total": 0,
                 "try_timeout": self.try_timeout,
                 "ssl_context": tls_context(),
+                **explicit_port(self.namespace, tls=not self.is_emulator),
             }
             if self.settings.connection_string is not None:
                 self._client = ServiceBusClient.from_connection_string(self.settings.connection_string, **options)
             else:
-                self._client = ServiceBusClient(self.namespace, credential(aio=True), **options)
+                host = self.namespace.rsplit(":", 1)[0] if ":" in self.namespace else self.namespace
+                self._client = ServiceBusClient(host, async_credential(self.settings.credential), **options)
             if self._reaper is None:
                 self._reaper = asyncio.get_running_loop().create_task(self._reap())
         return self._client
@@ -456,7 +455,7 @@ class LiveConnection:
                     connection_string=self.settings.connection_string,
                     namespace=self.namespace,
                     emulator=self.is_emulator,
-                    credential=None if self.settings.connection_string else credential(),
+                    credential=None if self.settings.connection_string else (self.settings.credential or credential()),
                 )
             return self._admin
 
@@ -559,11 +558,11 @@ class _Registry:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._live: OrderedDict[tuple[str, str, str], LiveConnection] = OrderedDict()
+        self._live: OrderedDict[tuple[str, str, str, int], LiveConnection] = OrderedDict()
         atexit.register(self.close_all)
 
     def get(self, settings: Connection) -> LiveConnection:
-        key = (settings.kind, settings.namespace, settings.connection_string or "")
+        key = (settings.kind, settings.namespace, settings.connection_string or "", id(settings.credential))
         evicted: list[LiveConnection] = []
         with self._lock:
             live = self._live.get(key)
@@ -588,15 +587,23 @@ ConnectionLike = str | Connection | LiveConnection | None
 
 
 def connect(
-    connection: str | Connection | None = None, *, namespace: str | None = None, warm: bool = True
+    connection: str | Connection | None = None,
+    *,
+    namespace: str | None = None,
+    credential: Any = None,
+    warm: bool = True,
 ) -> LiveConnection:
     """The live connection for these settings (resolved in the documented order: argument,
     ``SERVICEBUS_CONNECTION_STRING``, ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE``, embedded emulator).
 
+    ``namespace`` is ``FQDN`` or ``FQDN:PORT`` (a port is dialled as given, never replaced by 5671);
+    ``credential`` (with ``namespace``) is an azure-core token credential, sync or async; without it
+    ``DefaultAzureCredential`` signs in.
+
     With ``warm`` (the default) the first connect also opens receivers on up to ``WARM_LIMIT``
     entities in parallel (see ``LiveConnection.warm``): it checks that the namespace is reachable
     and the key accepted, and the first peek afterwards costs one round trip."""
-    conn = registry.get(resolve(connection, namespace=namespace))
+    conn = registry.get(resolve(connection, namespace=namespace, credential=credential))
     if warm and not conn.warmed:
         conn.warm()
     return conn

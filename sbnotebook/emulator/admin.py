@@ -29,7 +29,7 @@ from .broker import Broker, Queue, Subscription, Topic
 from .errors import BrokerError, Conflict, EntityNotFound
 from .filters import Rule
 from .model import MessageState
-from .sas import TokenError, validate
+from .sas import TokenError, covers, validate
 from .topology import (
     INFINITE_TTL,
     EntityProperties,
@@ -50,6 +50,8 @@ ATOM = "http://www.w3.org/2005/Atom"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 STARTED = datetime.now(UTC)
 SHUTDOWN_POLL = 0.05  # seconds between the admin server's checks for stop()
+# Entity and rule descriptions are a few KiB; a larger body is refused (413) before it is read.
+MAX_BODY = 256 * 1024
 
 
 def _stamp(dt: datetime = STARTED) -> str:
@@ -465,17 +467,25 @@ class AdminServer:
     # ----------------------------------------------------------- dispatch
 
     def _serve(self, req: BaseHTTPRequestHandler, method: str) -> None:
-        length = int(req.headers.get("Content-Length") or 0)
-        body = req.rfile.read(length) if length else b""
         url = urllib.parse.urlsplit(req.path)
         query = urllib.parse.parse_qs(url.query)
         parts = [urllib.parse.unquote(p) for p in url.path.split("/") if p]
         base = f"https://{req.headers.get('Host', 'localhost')}"
+        body_read = False
         try:
+            # The caller is checked before a byte of the body is read: an unauthenticated client
+            # must not make the emulator hold (or even wait for) what it declares.
+            length = _body_length(req.headers)
             self._authorize(req.headers.get("Authorization"), "/".join(parts))
+            if length > MAX_BODY:
+                raise _HttpError(413, f"The request body is larger than the {MAX_BODY // 1024} KiB allowed.")
+            body = req.rfile.read(length) if length else b""
+            body_read = True
             status, payload = self._route(method, parts, query, body, base, req.headers)
         except _HttpError as exc:
             status, payload = exc.status, _error_xml(exc.status, exc.message)
+            if not body_read and not _discard_small_body(req):
+                req.close_connection = True  # the body was left unread: this connection ends here
         except Conflict as exc:
             status, payload = 409, _error_xml(409, exc.description)
         except EntityNotFound as exc:
@@ -488,19 +498,23 @@ class AdminServer:
         req.send_response(status)
         req.send_header("Content-Type", "application/atom+xml;type=entry;charset=utf-8")
         req.send_header("Content-Length", str(len(data)))
+        if req.close_connection:
+            req.send_header("Connection", "close")
         req.end_headers()
         req.wfile.write(data)
 
     def _authorize(self, header: str | None, path: str) -> None:
+        """A valid SAS token whose audience covers the requested path (Service Bus's prefix rule:
+        a token for ``sb://ns/orders`` reaches ``orders`` and below; one for the namespace reaches all)."""
         if not header:
             raise _HttpError(401, "Missing Authorization header: a SharedAccessSignature token is required.")
         token = header.strip()
-        sr = dict(p.partition("=")[::2] for p in token.removeprefix("SharedAccessSignature ").split("&")).get("sr", "")
-        audience = urllib.parse.unquote_plus(sr).rstrip("/")
         try:
-            validate(token, keys=self.keys, resource=f"{audience}/{path}")
+            grant = validate(token, keys=self.keys, resource=_token_audience(token))
         except TokenError as exc:
             raise _HttpError(401, f"Unauthorized: {exc}") from None
+        if not covers(grant, path, time.time()):
+            raise _HttpError(401, "Unauthorized: the token's audience does not cover the requested resource.")
 
     def _route(
         self, method: str, parts: list[str], query: dict[str, list[str]], body: bytes, base: str, headers: Any
@@ -642,6 +656,36 @@ def _page(items: list[Any], query: dict[str, list[str]]) -> _Page:
     page.top = top
     page.next_skip = skip + top if skip + top < len(items) else None
     return page
+
+
+def _body_length(headers: Any) -> int:
+    """The declared body length: a chunked or malformed one is refused (the SDK always sends a length)."""
+    if "chunked" in (headers.get("Transfer-Encoding") or "").lower():
+        raise _HttpError(411, "A Content-Length is required.")
+    text = headers.get("Content-Length") or "0"
+    if not text.isdigit():
+        raise _HttpError(400, "The Content-Length header is not a number.")
+    return int(text)
+
+
+def _discard_small_body(req: BaseHTTPRequestHandler) -> bool:
+    """Read and drop the body of a refused request if it is small (the connection can then be kept,
+    and the client sees the answer rather than a reset). False: it was left unread."""
+    try:
+        length = _body_length(req.headers)
+    except _HttpError:
+        return False
+    if length > MAX_BODY:
+        return False
+    if length:
+        req.rfile.read(length)
+    return True
+
+
+def _token_audience(token: str) -> str:
+    """The ``sr`` a SAS token names (its signature is checked against exactly this)."""
+    fields = dict(p.partition("=")[::2] for p in token.removeprefix("SharedAccessSignature ").split("&"))
+    return urllib.parse.unquote_plus(fields.get("sr", ""))
 
 
 def _namespace_xml(name: str) -> str:

@@ -15,12 +15,17 @@ from types import FrameType
 from . import shared
 from .faults import FaultError
 from .sas import DEFAULT_KEY
-from .server import Emulator
+from .server import Emulator, advertised_host, is_loopback
 from .topology import TopologyError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to listen on (default 127.0.0.1); any other than loopback refuses the published "
+        "default key and makes a random one unless --key/--key-file is given",
+    )
     parser.add_argument("--port", type=int, default=5672, help="AMQP port; 0 picks a free one (default 5672)")
     parser.add_argument(
         "--admin-port",
@@ -31,10 +36,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--data-dir", help="keep accepted messages on disk here (SQLite), so a restart loses nothing")
     parser.add_argument("--config", help="topology file in the format of Microsoft's Service Bus emulator")
-    parser.add_argument("--key", default=DEFAULT_KEY, help="shared access key clients must sign with")
+    parser.add_argument(
+        "--key",
+        default=None,
+        help=f"shared access key clients must sign with (default on loopback: {DEFAULT_KEY}; elsewhere random)",
+    )
     parser.add_argument(
         "--key-file", help="read the shared access key from this file (kept off the command line, which others see)"
     )
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve AMQP, WebSockets and the admin API over TLS only, with a certificate from a local CA "
+        "(made once under --data-dir/tls, else $SBNOTEBOOK_HOME/tls); clients trust the printed CA file",
+    )
+    parser.add_argument("--tls-cert", help="with --tls: a PEM server certificate (chain) of your own instead")
+    parser.add_argument("--tls-key", help="with --tls: the PEM private key of --tls-cert")
     parser.add_argument(
         "--state-file", help="once listening, write host, port and pid here as JSON (no key); removed on stop"
     )
@@ -106,6 +123,17 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"sbnotebook emulator: cannot read the key file: {exc.strerror}", file=sys.stderr)
             return 2
+    if (args.tls_cert or args.tls_key) and not args.tls:
+        print("sbnotebook emulator: --tls-cert and --tls-key go with --tls", file=sys.stderr)
+        return 2
+    random_key = args.key is None and not is_loopback(args.host)
+    if random_key and args.quiet:
+        print(
+            f"sbnotebook emulator: on {args.host} the key is random and printed once; with --quiet give "
+            "--key-file (a file only you can read)",
+            file=sys.stderr,
+        )
+        return 2
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -119,10 +147,14 @@ def run(args: argparse.Namespace) -> int:
             latency=args.latency_ms / 1000.0,
             data_dir=args.data_dir,
             admin_port=args.admin_port if args.admin_port is not None else (args.port + 1 if args.port else 0),
+            tls=args.tls,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            tls_dir=None if args.data_dir else shared.home().parent / "tls",
         )
         _apply_fault_flags(emulator, args)
         emulator.start()
-    except (TopologyError, FaultError) as exc:
+    except (TopologyError, FaultError, ValueError) as exc:
         print(f"sbnotebook emulator: {exc}", file=sys.stderr)
         return 2
     except (OSError, RuntimeError) as exc:
@@ -140,14 +172,18 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     assert emulator.port is not None
     if args.state_file:
-        shared.write_state(Path(args.state_file), emulator.host, emulator.port, os.getpid())
+        shared.write_state(Path(args.state_file), advertised_host(emulator.host), emulator.port, os.getpid())
     if not args.quiet:
         entities = ", ".join(e.name for e in emulator.broker.entities)
         print(f"Service Bus emulator listening on {emulator.host}:{emulator.port} (entities: {entities})")
         if args.data_dir:
             print(f"Durable store in {args.data_dir}: restored {emulator.broker.restored} message(s)")
-        also = f" and http://{emulator.host}:{emulator.admin_port}" if emulator.admin_port else ""
+        also = f" and http://{advertised_host(emulator.host)}:{emulator.admin_port}" if emulator.admin_port else ""
         print(f"Administration API on {emulator.admin_url} (the AMQP port){also} (see docs/emulator.md)")
+        if emulator.ca_file is not None:
+            print(f"CA certificate: {emulator.ca_file}")
+        if random_key:
+            print("Listening beyond loopback: a random key for this run (shown once, in the connection string)")
         print(emulator.connection_string, flush=True)
     try:
         while not stop.wait(0.5):

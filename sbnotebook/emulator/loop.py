@@ -33,6 +33,9 @@ READ_SIZE = 256 * 1024
 
 # Hands a plain HTTP connection (socket, bytes already read) to the administration API.
 HttpHandoff = Callable[[socket.socket, bytes], None]
+# Takes a just-accepted socket whose TLS is ended elsewhere (tlsrelay.py); the plain side comes back
+# through ``EventLoop.adopt``.
+TlsHandoff = Callable[[socket.socket], None]
 
 
 class _Sniffing:
@@ -77,7 +80,7 @@ class _Peer:
         self.aborted = False
         self.ws: WebSocketReader | None = None  # set for AMQP over WebSockets
         self.ws_out = bytearray()  # framed bytes not yet sent (WebSocket peers only)
-        self.order = TransferOrder()  # client transfers back in delivery-id order
+        self.order = TransferOrder(max_frame_size)  # client transfers back in delivery-id order
         self.backlog = b""  # input proton had no room for yet
 
 
@@ -92,9 +95,11 @@ class EventLoop:
         tick: float = 0.05,
         max_frame_size: int = 256 * 1024,
         http: HttpHandoff | None = None,
+        tls: TlsHandoff | None = None,
     ) -> None:
         self.handler = handler
         self.http = http
+        self.tls = tls
         self._sniffing: dict[socket.socket, _Sniffing] = {}
         self.tick_interval = tick
         self.max_frame_size = max_frame_size
@@ -186,11 +191,21 @@ class EventLoop:
             except OSError:
                 log.exception("accept failed")
                 return
-            sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sniffing = _Sniffing(sock)
-            self._sniffing[sock] = sniffing
-            self.selector.register(sock, selectors.EVENT_READ, sniffing)
+            if self.tls is not None:
+                self.tls(sock)  # nothing on a TLS port is read in the clear
+                continue
+            self._start_sniffing(sock)
+
+    def adopt(self, sock: socket.socket) -> None:
+        """Serve a connection accepted elsewhere (the plain side of a TLS one). Thread-safe."""
+        self.call_soon(lambda: self._start_sniffing(sock))
+
+    def _start_sniffing(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        sniffing = _Sniffing(sock)
+        self._sniffing[sock] = sniffing
+        self.selector.register(sock, selectors.EVENT_READ, sniffing)
 
     def _sniff(self, s: _Sniffing) -> None:
         """Read a new connection's first bytes and route it: AMQP, AMQP over WebSockets, or HTTP."""

@@ -31,7 +31,7 @@ TRANSFER = 0x14
 END = 0x17
 MAX_WAIT = 1.0
 _WATCHED = frozenset((0x11, 0x14, 0x17))  # begin, transfer, end
-MAX_FRAME = 64 * 1024 * 1024  # beyond any frame size the broker allows
+MAX_FRAME = 256 * 1024  # the broker's max-frame-size, unless the connection says otherwise
 BATCH_FORMAT = 0x80013700  # Service Bus batch envelope: one encoded message per data section
 _HEADER = b"AMQP"
 
@@ -89,7 +89,10 @@ def _performative(frame: bytes) -> tuple[int, int] | None:
 class TransferOrder:
     """Per connection: feed the bytes a client sent, get them back with transfers in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_frame_size: int = MAX_FRAME) -> None:
+        # A frame declaring more than this is passed straight to proton, which refuses it at once:
+        # waiting for its bytes would let one header make the broker hold megabytes per connection.
+        self.max_frame_size = max_frame_size
         self._buf = b""
         self._off = False  # the stream is not AMQP framing: pass it through untouched
         self._channels: dict[int, _Channel] = {}
@@ -124,8 +127,8 @@ class TransferOrder:
                 continue
             size = unpack(">I", buf, pos)[0]
             end = pos + size
-            if size < 8 or size > MAX_FRAME:
-                self._off = True  # not AMQP framing: let proton see it all and refuse it
+            if size < 8 or size > self.max_frame_size:
+                self._off = True  # not AMQP framing, or too large: proton sees it all and refuses it
                 out.append(buf[start:])
                 self._buf = b""
                 return b"".join(out)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import atexit
+import ipaddress
 import logging
+import secrets
+import socket
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +20,8 @@ from .clock import Clock
 from .journal import Journal
 from .loop import EventLoop
 from .sas import DEFAULT_KEY, DEFAULT_KEY_NAME
+from .tls import ServerCertificate, local_ca
+from .tlsrelay import TlsRelay
 from .topology import Topology, default_topology
 
 log = logging.getLogger("sbnotebook.emulator")
@@ -35,6 +41,18 @@ if not any(isinstance(f, _QuietDisconnects) for f in _proton_log.filters):
     _proton_log.addFilter(_QuietDisconnects())
 
 
+def _server_certificate(
+    cert: str | Path | None, key: str | Path | None, tls_dir: str | Path | None, data_dir: str | Path | None
+) -> ServerCertificate:
+    if (cert is None) != (key is None):
+        raise ValueError("give both a TLS certificate and its key, or neither (a local CA is made)")
+    if cert is not None and key is not None:
+        return ServerCertificate(Path(cert), Path(key), None)
+    if tls_dir is None:
+        tls_dir = Path(data_dir) / "tls" if data_dir is not None else tempfile.mkdtemp(prefix="sbnotebook-tls-")
+    return local_ca(Path(tls_dir))
+
+
 def load_topology(config: str | Path | dict[str, Any] | Topology | None) -> Topology:
     if config is None:
         return default_topology()
@@ -45,10 +63,37 @@ def load_topology(config: str | Path | dict[str, Any] | Topology | None) -> Topo
     return Topology.from_file(config)
 
 
-def connection_string(host: str, port: int, key_name: str, key: str) -> str:
-    return (
-        f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};SharedAccessKey={key};UseDevelopmentEmulator=true"
-    )
+def is_loopback(host: str) -> bool:
+    """Only this machine can reach an interface named so (a host name other than localhost may be any)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def advertised_host(host: str) -> str:
+    """An address clients can dial: a wildcard bind (0.0.0.0, ::) is this machine's name."""
+    return socket.gethostname() if host in ("", "0.0.0.0", "::") else host
+
+
+def choose_key(host: str, key: str | None) -> str:
+    """The published default key on loopback only; a random one elsewhere unless a key is given."""
+    if key is None:
+        return DEFAULT_KEY if is_loopback(host) else secrets.token_urlsafe(32)
+    if key == DEFAULT_KEY and not is_loopback(host):
+        raise ValueError(
+            f"the published default key is refused on {host}, which other machines reach: "
+            "give a key of your own (--key-file) or omit it for a random one"
+        )
+    return key
+
+
+def connection_string(host: str, port: int, key_name: str, key: str, *, tls: bool = False) -> str:
+    """Over TLS the SDK's production path (no ``UseDevelopmentEmulator``, which means plain AMQP)."""
+    base = f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};SharedAccessKey={key}"
+    return base if tls else f"{base};UseDevelopmentEmulator=true"
 
 
 class Emulator:
@@ -64,17 +109,26 @@ class Emulator:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        key: str = DEFAULT_KEY,
+        key: str | None = None,
         key_name: str = DEFAULT_KEY_NAME,
         clock: Clock | None = None,
         latency: float = 0.0,
         admin_port: int | Literal["auto"] | None = "auto",
         data_dir: str | Path | None = None,
+        tls: bool = False,
+        tls_cert: str | Path | None = None,
+        tls_key: str | Path | None = None,
+        tls_dir: str | Path | None = None,
     ) -> None:
+        """``tls=True``: AMQP, WebSockets and the admin API over TLS on the one port (nothing in the
+        clear), with a certificate from a local CA made under ``tls_dir`` (default: ``data_dir``/tls,
+        else a temporary folder), or ``tls_cert``/``tls_key`` given."""
         self.topology = load_topology(config)
         self.host = host
         self._requested_port = port
         self.port: int | None = None
+        # On loopback the published default key; on any other interface never (a random one)
+        key = choose_key(host, key)
         self._key = key
         self._key_name = key_name
         self._journal = Journal(data_dir) if data_dir is not None else None
@@ -84,6 +138,10 @@ class Emulator:
         self._loop: EventLoop | None = None
         self._stopped = threading.Event()
         self._latency = latency
+        self._tls: ServerCertificate | None = None
+        if tls:
+            self._tls = _server_certificate(tls_cert, tls_key, tls_dir, data_dir)
+            admin_port = None  # the one port serves HTTPS; a second plain-HTTP port would undo that
         self._admin_requested = admin_port
         self._admin: AdminServer | None = None  # the API on a port of its own (optional)
         self._api = AdminServer(self.broker, {key_name: key})  # the API on the AMQP port (always)
@@ -97,7 +155,24 @@ class Emulator:
     def connection_string(self) -> str:
         if self.port is None:
             raise RuntimeError("the emulator is not running; call start() or use it as a context manager")
-        return connection_string(self.host, self.port, self._key_name, self._key)
+        return connection_string(self.address, self.port, self._key_name, self._key, tls=self._tls is not None)
+
+    @property
+    def address(self) -> str:
+        """The host name clients dial (``localhost`` on loopback under TLS: the certificate's name)."""
+        if self._tls is not None and is_loopback(self.host):
+            return "localhost"
+        return advertised_host(self.host)
+
+    @property
+    def tls(self) -> bool:
+        return self._tls is not None
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The CA certificate clients trust (``connection_verify=emu.ca_file``); None without TLS
+        or with a certificate of one's own."""
+        return self._tls.ca_file if self._tls is not None else None
 
     def start(self, timeout: float = 10.0) -> Emulator:
         if self._thread is not None:
@@ -111,6 +186,8 @@ class Emulator:
             max_frame_size=MAX_FRAME_SIZE,
             http=self._api.serve_connection,
         )
+        if self._tls is not None:
+            self._loop.tls = TlsRelay(self._tls.context(), self._loop.adopt)
         self._loop.latency = self._latency
         self._api.latency = self._latency
         self.port = self._loop.port
@@ -159,7 +236,8 @@ class Emulator:
         """The administration API, served on the AMQP port itself (as Service Bus serves it on 443)."""
         if self.port is None:
             raise RuntimeError("the emulator is not running; call start() or use it as a context manager")
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://{self.address}:{self.port}"
 
     # ------------------------------------------------------- fault injection
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from proton import Data, symbol
 
-from .model import MessageData, StoredMessage
+from .model import NO_ENTRIES, MessageData, StoredMessage
 from .sections import (
     APPLICATION_PROPERTIES,
     BODY_SECTIONS,
@@ -152,7 +152,7 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
         size=len(encoded),
         durable=bool(header[0]),
         priority=4 if header[1] is None else int(header[1]),
-        annotations={k: v for k, v in annotations.items() if k not in _BROKER_OWNED},  # types kept
+        annotations={k: v for k, v in annotations.items() if k not in _BROKER_OWNED} or NO_ENTRIES,  # types kept
         message_id=_text(fields[0]),
         to=_text(fields[2]),
         subject=_text(fields[3]),
@@ -164,7 +164,7 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
         partition_key=_key_text(partition_key),
         ttl=int(ttl_ms) / 1000.0 if ttl_ms else None,
         scheduled_enqueue_time=_seconds(scheduled),
-        application_properties=_copy(dict(app or {})),
+        application_properties=_copy(dict(app)) if app else NO_ENTRIES,
     )
 
 
@@ -282,7 +282,8 @@ def encode_stored(
     if lock_token is not None or data.raw_delivery_annotations:
         header += _delivery_annotations(data.raw_delivery_annotations, lock_token)
     parts = [header, _annotations(msg, locked_until), data.raw_properties]
-    if msg.application_properties == data.application_properties:
+    props = msg.application_properties
+    if props is data.application_properties or props == data.application_properties:
         parts.append(data.raw_application_properties)
     elif msg.application_properties:
         parts.append(_described(APPLICATION_PROPERTIES, msg.application_properties))

@@ -14,7 +14,7 @@ from typing import Any
 
 from proton import Data
 
-from .model import MessageData, MessageState, StoredMessage
+from .model import NO_ENTRIES, MessageData, MessageState, StoredMessage
 from .topology import EntityProperties, RuleConfig
 
 MessageRow = tuple[str, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
@@ -34,7 +34,7 @@ def _encode_map(value: dict[Any, Any]) -> bytes:
 
 def _decode_map(raw: bytes) -> dict[Any, Any]:
     if not raw:
-        return {}
+        return NO_ENTRIES
     d = Data()
     d.decode(raw)
     value = d.get_object()
@@ -100,13 +100,14 @@ def message_from_row(seq: int, row: tuple[Any, ...]) -> StoredMessage:
     meta_text, raw_props, raw_app, raw_body, raw_da, annotations, data_app, app = row
     try:
         meta = json.loads(meta_text)
+        sent = _decode_map(bytes(data_app))
         data = MessageData(
             raw_properties=bytes(raw_props),
             raw_body=bytes(raw_body),
             raw_application_properties=bytes(raw_app),
             raw_delivery_annotations=bytes(raw_da),
             annotations=_decode_map(bytes(annotations)),
-            application_properties=_decode_map(bytes(data_app)),
+            application_properties=sent,
             **{name: meta[name] for name in _DATA_SCALARS},
         )
         return StoredMessage(
@@ -115,7 +116,7 @@ def message_from_row(seq: int, row: tuple[Any, ...]) -> StoredMessage:
             enqueued_time=float(meta["enqueued"]),
             state=MessageState(int(meta["state"])),
             delivery_count=int(meta["count"]),
-            application_properties=_decode_map(bytes(app)),
+            application_properties=sent if app == data_app else _decode_map(bytes(app)),  # shared until changed
             expires_at=meta["expires"],
             dead_letter_source=meta["dl_source"],
             enqueue_sequence_number=int(meta["eseq"]),

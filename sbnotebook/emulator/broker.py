@@ -255,7 +255,6 @@ class Broker:
             data=data,
             sequence_number=seq,
             enqueued_time=now,
-            application_properties=data.application_properties,  # copied on first write
             enqueue_sequence_number=seq,
         )
         if data.scheduled_enqueue_time is not None and data.scheduled_enqueue_time > now:
@@ -569,7 +568,7 @@ class Broker:
             dest = self.entity(forward)
             copy = msg.copy_for(self._number(dest), now)
             copy.dead_letter_source = entity.store.path
-            copy.application_properties = dict(msg.application_properties)
+            copy.changed_properties = dict(msg.application_properties)
             self._enqueue(dest, copy, now, hops=1)
             return
         msg.expires_at = None

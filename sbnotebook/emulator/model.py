@@ -42,20 +42,33 @@ class MessageData:
     partition_key: str | None = None
     ttl: float | None = None  # seconds, from the header
     scheduled_enqueue_time: float | None = None  # epoch seconds
-    application_properties: dict[str, Any] = field(default_factory=dict)
+    # The sender's map, decoded: None until something reads it (``sent_properties``). A queue
+    # message that is only stored and delivered keeps just the encoded section.
+    application_properties: dict[str, Any] | None = None
+
+    def sent_properties(self) -> dict[str, Any]:
+        """The sender's application properties (decoded on first use, then kept; never written)."""
+        if self.application_properties is None:
+            from .codec import decode_application_properties
+
+            object.__setattr__(
+                self, "application_properties", decode_application_properties(self.raw_application_properties)
+            )
+        assert self.application_properties is not None
+        return self.application_properties
 
 
 @dataclass(eq=False, slots=True)
 class StoredMessage:
-    """A message in a store. ``application_properties`` is the sender's map itself until something
-    changes it (``writable_properties``): a million unchanged messages keep one map each, not two."""
+    """A message in a store. Its application properties are the sender's until something changes
+    them (``writable_properties``): then ``changed_properties`` holds the message's own map."""
 
     data: MessageData
     sequence_number: int
     enqueued_time: float
     state: MessageState = MessageState.ACTIVE
     delivery_count: int = 0
-    application_properties: dict[str, Any] = field(default_factory=dict)
+    changed_properties: dict[str, Any] | None = None  # None: as the sender sent them
     lock_token: uuid.UUID | None = None
     locked_until: float | None = None
     lock_owner: object | None = None
@@ -67,17 +80,16 @@ class StoredMessage:
     def locked(self) -> bool:
         return self.lock_token is not None
 
+    @property
+    def application_properties(self) -> dict[str, Any]:
+        """The current application properties (read only: change them through ``writable_properties``)."""
+        return self.changed_properties if self.changed_properties is not None else self.data.sent_properties()
+
     def writable_properties(self) -> dict[str, Any]:
         """The application properties to change in place: the message's own copy from now on."""
-        props = self.application_properties
-        if props is self.data.application_properties or props is NO_ENTRIES:
-            self.application_properties = dict(props)
-        return self.application_properties
-
-    def _shared_properties(self) -> dict[str, Any]:
-        """For a copy: the sender's map while unchanged (never written in place), else a copy."""
-        props = self.application_properties
-        return props if props is self.data.application_properties or props is NO_ENTRIES else dict(props)
+        if self.changed_properties is None:
+            self.changed_properties = dict(self.data.sent_properties())
+        return self.changed_properties
 
     def copy_for(self, sequence_number: int, enqueued_time: float) -> StoredMessage:
         """A fresh copy for another entity (fan-out, forwarding)."""
@@ -85,7 +97,7 @@ class StoredMessage:
             data=self.data,
             sequence_number=sequence_number,
             enqueued_time=enqueued_time,
-            application_properties=self._shared_properties(),
+            changed_properties=None if self.changed_properties is None else dict(self.changed_properties),
             dead_letter_source=self.dead_letter_source,
             enqueue_sequence_number=self.enqueue_sequence_number,
         )

@@ -83,6 +83,7 @@ def message_row(msg: StoredMessage) -> MessageRow:
         expires=msg.expires_at,
         dl_source=msg.dead_letter_source,
         eseq=msg.enqueue_sequence_number,
+        changed=msg.changed_properties is not None,
     )
     return (
         json.dumps(meta),
@@ -91,8 +92,8 @@ def message_row(msg: StoredMessage) -> MessageRow:
         data.raw_body,
         data.raw_delivery_annotations,
         _encode_map(data.annotations),
-        _encode_map(data.application_properties),
-        _encode_map(msg.application_properties),
+        b"",  # the sender's map: kept encoded in the raw application-properties column
+        _encode_map(msg.changed_properties) if msg.changed_properties is not None else b"",
     )
 
 
@@ -100,7 +101,12 @@ def message_from_row(seq: int, row: tuple[Any, ...]) -> StoredMessage:
     meta_text, raw_props, raw_app, raw_body, raw_da, annotations, data_app, app = row
     try:
         meta = json.loads(meta_text)
-        sent = _decode_map(bytes(data_app))
+        if "changed" in meta:  # this version: the sender's map is the raw section, decoded when read
+            changed = _decode_map(bytes(app)) if meta["changed"] else None
+            sent = None
+        else:  # older rows: both maps encoded; equal ones mean unchanged
+            sent = _decode_map(bytes(data_app))
+            changed = None if app == data_app else _decode_map(bytes(app))
         data = MessageData(
             raw_properties=bytes(raw_props),
             raw_body=bytes(raw_body),
@@ -116,7 +122,7 @@ def message_from_row(seq: int, row: tuple[Any, ...]) -> StoredMessage:
             enqueued_time=float(meta["enqueued"]),
             state=MessageState(int(meta["state"])),
             delivery_count=int(meta["count"]),
-            application_properties=sent if app == data_app else _decode_map(bytes(app)),  # shared until changed
+            changed_properties=None if changed is None else dict(changed),
             expires_at=meta["expires"],
             dead_letter_source=meta["dl_source"],
             enqueue_sequence_number=int(meta["eseq"]),

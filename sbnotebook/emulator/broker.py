@@ -412,7 +412,7 @@ class Broker:
             raise BadRequest(
                 f"A session id was given, but '{store.path}' does not require sessions.", entity=store.path
             )
-        cutoff = self.clock.now() if before is None else before
+        cutoff = float("inf") if before is None else before  # none given: now, i.e. every message there is
         doomed = store.take_for_deletion(count, cutoff, session_id, skip_session=lambda s: s.owner is not None)
         for msg in doomed:
             store.remove(msg.sequence_number)

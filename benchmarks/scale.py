@@ -10,6 +10,8 @@ emulator sampled while it runs:
   scan            core.scan of the whole queue (pages of peeked messages, nothing kept)
   export          core.export_jsonl of the whole queue to a file
   spark read      spark.read.format("servicebus"), 4 partitions, every row read (``--spark``)
+  restart         stop the emulator, start it on its data directory, until the queue answers
+                  (``--data-dir``: then every step runs against a durable emulator)
   purge (batch)   core.purge: batch-delete-messages on the server
   purge (receive) core.purge of a partitioned queue, where Service Bus refuses batch delete, so
                   the kit receives (the fallback path); filled first, the fill not timed
@@ -18,13 +20,14 @@ Targets (issue 31): time per message at 10^6 within 1.2x of 10^5; purge of 10^6 
 at 80 ms under 20 s. Adding a measurement is adding a ``Step`` to ``STEPS`` (a name, a function of
 the ``Run``, what it needs first).
 
-    python benchmarks/scale.py [--sizes 10000 100000] [--million] [--latency-ms 0 80] [--spark]
+    python benchmarks/scale.py [--sizes 10000 100000] [--million] [--latency-ms 0 80] [--spark] [--data-dir]
                                [--steps fill counts scan export "purge (batch)"]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -33,8 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,10 +72,10 @@ class Run:
     n: int
     latency_ms: float
     conn: str
-    emulator: psutil.Process
     workdir: Path
     spark: Any = None
     rows: list[dict[str, Any]] = field(default_factory=list)
+    emulator_process: EmulatorProcess | None = None
 
 
 @dataclass
@@ -82,6 +84,7 @@ class Step:
     work: Callable[[Run], int]  # returns how many messages it handled (per-message time = time / that)
     per_call: bool = False  # a fixed-cost call: report time per call, not per message
     needs_spark: bool = False
+    needs_data_dir: bool = False
 
 
 def fill(run: Run, queue: str = QUEUE) -> int:
@@ -129,12 +132,24 @@ def purge_receive(run: Run) -> int:
     return run.n
 
 
+def restart(run: Run) -> int:
+    """Stop the emulator (SIGTERM) and start it again on its data directory, until the restored
+    queue answers its counts (``--data-dir`` only)."""
+    assert run.emulator_process is not None
+    run.emulator_process.stop()
+    run.emulator_process.start()
+    run.conn = run.emulator_process.conn
+    assert core.counts(QUEUE, connection=run.conn).active == run.n
+    return run.n
+
+
 STEPS: list[Step] = [
     Step("fill", fill),
     Step("counts", counts, per_call=True),
     Step("scan", scan),
     Step("export", export),
     Step("spark read (4 partitions)", spark_read, needs_spark=True),
+    Step("restart", restart, needs_data_dir=True),
     Step("purge (batch delete)", purge_batch),
     Step("purge (receive path)", purge_receive),
 ]
@@ -142,82 +157,107 @@ SETUP: dict[str, Callable[[Run], int]] = {"purge (receive path)": lambda run: fi
 
 
 class Peak:
-    """Samples a process's RSS every 50 ms while a step runs."""
+    """Samples a process's RSS every 50 ms while a step runs (``which``: the process now; the
+    emulator's changes when a step restarts it)."""
 
-    def __init__(self, proc: psutil.Process) -> None:
-        self.proc = proc
-        self.peak = proc.memory_info().rss
+    def __init__(self, which: Callable[[], psutil.Process]) -> None:
+        self.which = which
+        self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
+    def _take(self) -> None:
+        with contextlib.suppress(psutil.NoSuchProcess, AssertionError):  # between a stop and a start
+            self.peak = max(self.peak, self.which().memory_info().rss)
+
     def _sample(self) -> None:
         while not self._stop.wait(0.05):
-            self.peak = max(self.peak, self.proc.memory_info().rss)
+            self._take()
 
     def __enter__(self) -> Peak:
+        self._take()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, self.proc.memory_info().rss)
+        self._take()
 
 
-@contextmanager
-def emulator(latency_ms: float, workdir: Path) -> Iterator[tuple[psutil.Process, str]]:
-    config = workdir / "topology.json"
-    config.write_text(json.dumps(TOPOLOGY))
-    args = ["--port", "0", "--config", str(config), "--admin-port", "0", "--latency-ms", str(latency_ms)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbnotebook.emulator", *args],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
+class EmulatorProcess:
+    """``sbnotebook emulator`` in its own process (its RSS apart from ours), restartable on the same
+    data directory when durable."""
+
+    def __init__(self, latency_ms: float, workdir: Path, durable: bool) -> None:
+        config = workdir / "topology.json"
+        config.write_text(json.dumps(TOPOLOGY))
+        self.args = ["--port", "0", "--config", str(config), "--admin-port", "0", "--latency-ms", str(latency_ms)]
+        if durable:
+            self.args += ["--data-dir", str(workdir / "data")]
+        self.proc: subprocess.Popen[str] | None = None
+        self.conn = ""
+
+    @property
+    def process(self) -> psutil.Process:
+        assert self.proc is not None
+        return psutil.Process(self.proc.pid)
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sbnotebook.emulator", *self.args], stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
         for _ in range(8):
-            line = proc.stdout.readline().strip()
+            line = self.proc.stdout.readline().strip()
             if re.match(r"^Endpoint=sb://", line):
-                yield psutil.Process(proc.pid), line
-                break
-        else:
-            raise SystemExit("the emulator did not start")
-    finally:
+                self.conn = line
+                return
+        self.stop()
+        raise SystemExit("the emulator did not start")
+
+    def stop(self) -> None:
         core.close_all()
-        proc.terminate()
-        proc.wait(timeout=30)
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=120)
+            self.proc = None
 
 
-def measure(n: int, latency_ms: float, steps: list[Step], spark: Any) -> list[dict[str, Any]]:
+def measure(n: int, latency_ms: float, steps: list[Step], spark: Any, durable: bool) -> list[dict[str, Any]]:
     me = psutil.Process(os.getpid())
-    with tempfile.TemporaryDirectory() as tmp, emulator(latency_ms, Path(tmp)) as (emu, conn):
-        run = Run(n, latency_ms, conn, emu, Path(tmp), spark)
-        base = emu.memory_info().rss
-        core.counts(QUEUE, connection=conn)  # connected (and warm) before the first timed step
-        for step in steps:
-            if step.name in SETUP:
-                SETUP[step.name](run)
-            with Peak(me) as kernel, Peak(emu) as broker:
-                t0 = time.perf_counter()
-                handled = step.work(run)
-                elapsed = time.perf_counter() - t0
-            row = {
-                "size": n,
-                "latency_ms": latency_ms,
-                "step": step.name,
-                "seconds": round(elapsed, 3),
-                ("ms per call" if step.per_call else "us per message"): round(
-                    elapsed / handled * (1e3 if step.per_call else 1e6), 2
-                ),
-                "kernel peak MiB": round(kernel.peak / MiB, 1),
-                "emulator peak MiB": round(broker.peak / MiB, 1),
-            }
-            if step.name == "fill":
-                row["emulator bytes per message"] = round((emu.memory_info().rss - base) / n)
-            print(json.dumps(row), flush=True)
-            run.rows.append(row)
-        return run.rows
+    with tempfile.TemporaryDirectory() as tmp:
+        emu = EmulatorProcess(latency_ms, Path(tmp), durable)
+        emu.start()
+        try:
+            run = Run(n, latency_ms, emu.conn, Path(tmp), spark, emulator_process=emu)
+            base = emu.process.memory_info().rss
+            core.counts(QUEUE, connection=run.conn)  # connected (and warm) before the first timed step
+            for step in steps:
+                if step.name in SETUP:
+                    SETUP[step.name](run)
+                with Peak(lambda: me) as kernel, Peak(lambda: emu.process) as broker:
+                    t0 = time.perf_counter()
+                    handled = step.work(run)
+                    elapsed = time.perf_counter() - t0
+                row = {
+                    "size": n,
+                    "latency_ms": latency_ms,
+                    "step": step.name,
+                    "seconds": round(elapsed, 3),
+                    ("ms per call" if step.per_call else "us per message"): round(
+                        elapsed / handled * (1e3 if step.per_call else 1e6), 2
+                    ),
+                    "kernel peak MiB": round(kernel.peak / MiB, 1),
+                    "emulator peak MiB": round(broker.peak / MiB, 1),
+                }
+                if step.name == "fill":
+                    row["emulator bytes per message"] = round((emu.process.memory_info().rss - base) / n)
+                print(json.dumps(row), flush=True)
+                run.rows.append(row)
+            return run.rows
+        finally:
+            emu.stop()
 
 
 def verdicts(rows: list[dict[str, Any]]) -> list[str]:
@@ -243,9 +283,16 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 80.0])
     parser.add_argument("--spark", action="store_true", help="include the Spark read (starts a local session)")
     parser.add_argument("--steps", nargs="+", help="only these steps (names as in STEPS)")
+    parser.add_argument("--data-dir", action="store_true", help="a durable emulator (--data-dir), and the restart step")
     args = parser.parse_args()
     sizes = args.sizes + ([1_000_000] if args.million else [])
-    steps = [s for s in STEPS if (args.steps is None or s.name in args.steps) and (args.spark or not s.needs_spark)]
+    steps = [
+        s
+        for s in STEPS
+        if (args.steps is None or s.name in args.steps)
+        and (args.spark or not s.needs_spark)
+        and (args.data_dir or not s.needs_data_dir)
+    ]
     unknown = set(args.steps or []) - {s.name for s in STEPS}
     if unknown:
         parser.error(f"unknown steps {sorted(unknown)}; known: {[s.name for s in STEPS]}")
@@ -258,7 +305,7 @@ def main() -> int:
     try:
         for latency in args.latency_ms:
             for n in sizes:
-                rows += measure(n, latency, steps, spark)
+                rows += measure(n, latency, steps, spark, args.data_dir)
     finally:
         if spark is not None:
             spark.stop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import json.scanner
 from typing import Any
 
 from proton import Data
@@ -97,10 +98,24 @@ def message_row(msg: StoredMessage) -> MessageRow:
     )
 
 
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # loads minus 2 frames
+_STATES = tuple(MessageState)
+
+
+def _meta(text: str) -> dict[str, Any]:
+    try:
+        value, end = _scan_json(text, 0)
+    except StopIteration:
+        raise ValueError("the metadata is not JSON") from None
+    if end != len(text) or not isinstance(value, dict):
+        raise ValueError("the metadata is not one JSON object")
+    return value
+
+
 def message_from_row(seq: int, row: tuple[Any, ...]) -> StoredMessage:
     meta_text, raw_props, raw_app, raw_body, raw_da, annotations, data_app, app = row
     try:
-        meta = json.loads(meta_text)
+        meta = _meta(meta_text)
         if "changed" in meta:  # this version: the sender's map is the raw section, decoded when read
             changed = _decode_map(bytes(app)) if meta["changed"] else None
             sent = None
@@ -120,14 +135,14 @@ def message_from_row(seq: int, row: tuple[Any, ...]) -> StoredMessage:
             data=data,
             sequence_number=seq,
             enqueued_time=float(meta["enqueued"]),
-            state=MessageState(int(meta["state"])),
+            state=_STATES[meta["state"]],
             delivery_count=int(meta["count"]),
             changed_properties=None if changed is None else dict(changed),
             expires_at=meta["expires"],
             dead_letter_source=meta["dl_source"],
             enqueue_sequence_number=int(meta["eseq"]),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise RowError(f"stored message {seq} does not decode: {exc}") from None
 
 

@@ -44,6 +44,7 @@ PURGE_BATCH = 500
 PARALLEL_RECEIVERS = 4
 BY_SEQUENCE = 100  # sequence numbers per receive-deferred / cancel-scheduled request
 DELETES_IN_FLIGHT = 4  # batch-delete requests at once (each up to BATCH_DELETE_MAX messages)
+BATCH_DELETE_STANDARD = 500  # the Standard tier's limit per request
 CLOCK_SKEW = dt.timedelta(minutes=5)  # the cut-off is ours + this: a server clock ahead still deletes all
 
 
@@ -76,8 +77,16 @@ async def _delete_on_server(conn: LiveConnection, path: EntityPath, report: Repo
     cutoff = dt.datetime.now(dt.UTC) + CLOCK_SKEW
     handler = management_handler(conn._sdk_client(), path)
     try:
+        size = BATCH_DELETE_MAX
         try:
-            first = await batch_delete(handler, BATCH_DELETE_MAX, before=cutoff)
+            try:
+                first = await batch_delete(handler, size, before=cutoff)
+            except ServiceBusError as exc:
+                if is_connection_lost(exc):
+                    raise
+                # Standard namespaces take at most 500 a request (Premium 4,000): ask for that once.
+                size = BATCH_DELETE_STANDARD
+                first = await batch_delete(handler, size, before=cutoff)
         except ServiceBusError as exc:
             if is_connection_lost(exc):
                 raise
@@ -88,8 +97,8 @@ async def _delete_on_server(conn: LiveConnection, path: EntityPath, report: Repo
         report.stats["batch_delete_requests"] = 1
         _deleted(report, first, tick)
         last = first
-        while 0 < last < BATCH_DELETE_MAX:  # fewer than asked: most likely the end, one request to be sure
-            last = await batch_delete(handler, BATCH_DELETE_MAX, before=cutoff)
+        while 0 < last < size:  # fewer than asked: most likely the end, one request to be sure
+            last = await batch_delete(handler, size, before=cutoff)
             report.stats["batch_delete_requests"] += 1
             _deleted(report, last, tick)
         if last == 0:
@@ -99,7 +108,7 @@ async def _delete_on_server(conn: LiveConnection, path: EntityPath, report: Repo
         async def deleter() -> None:
             nonlocal done
             while not done:
-                n = await batch_delete(handler, BATCH_DELETE_MAX, before=cutoff)
+                n = await batch_delete(handler, size, before=cutoff)
                 report.stats["batch_delete_requests"] += 1
                 if n == 0:
                     done = True  # 204: nothing eligible is left

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def _msg(seq: int, **props: object) -> StoredMessage:
-    return StoredMessage(MessageData(b"", b"", 0), seq, 0.0, application_properties=dict(props))
+    return StoredMessage(MessageData(b"", b"", 0), seq, 0.0, changed_properties=dict(props))
 
 
 def test_registry_resolves_addresses_case_insensitively() -> None:

@@ -2,6 +2,13 @@
 
 Destructive by name: the notebook layer asks for confirmation before calling it.
 
+Active messages are deleted on the server first (``batch-delete-messages``, what the portal's purge
+and the .NET and JS SDKs' ``PurgeMessages`` use: up to 4,000 per request, a few requests in flight,
+no body crossing the network). What that leaves is then taken the slower way, logged once and noted
+in the Report: deferred messages (fetched by sequence number), scheduled ones (cancelled), messages
+locked by a receiver at the time, sessions the server did not empty, and everything when the
+service refuses batch delete (partitioned entities, an older emulator).
+
 A session-enabled queue or subscription refuses a receiver without a session (Service Bus says so
 when the link attaches, peeks included), so it is purged session by session: each listed session is
 accepted on one peek-lock receiver, scanned, emptied (received or fetched, then completed) and
@@ -14,6 +21,7 @@ state, so a session holding nothing but deferred or scheduled messages is purged
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -23,11 +31,11 @@ from typing import Any
 from .counts import counts
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk, requires_sessions
-from .live import ConnectionLike, LiveConnection, live, opened, receiver_for
+from .live import ConnectionLike, LiveConnection, is_connection_lost, live, opened, receiver_for
 from .outcome import Outcome, Report
 from .receive import fetch_batch
 from .scan import STATES, SessionHold, ascan, message_state
-from .sdk import drain_credit, settle_by_tokens
+from .sdk import BATCH_DELETE_MAX, batch_delete, close_now, drain_credit, management_handler, settle_by_tokens
 from .sessions import each_session, hold_session, list_session_ids
 
 log = logging.getLogger("sbnotebook.core.purge")
@@ -35,6 +43,9 @@ log = logging.getLogger("sbnotebook.core.purge")
 PURGE_BATCH = 500
 PARALLEL_RECEIVERS = 4
 BY_SEQUENCE = 100  # sequence numbers per receive-deferred / cancel-scheduled request
+DELETES_IN_FLIGHT = 4  # batch-delete requests at once (each up to BATCH_DELETE_MAX messages)
+BATCH_DELETE_STANDARD = 500  # the Standard tier's limit per request
+CLOCK_SKEW = dt.timedelta(minutes=5)  # the cut-off is ours + this: a server clock ahead still deletes all
 
 
 def _removed(m: Any) -> Outcome:
@@ -51,6 +62,65 @@ async def _is_empty(conn: LiveConnection, path: EntityPath) -> bool:
     return True
 
 
+def _deleted(report: Report, n: int, tick: Callable[[], None]) -> None:
+    if n:
+        report.add_counted("purged", n)  # the server says how many, not which
+        tick()
+
+
+async def _delete_on_server(conn: LiveConnection, path: EntityPath, report: Report, tick: Callable[[], None]) -> bool:
+    """Delete the active messages with ``batch-delete-messages`` until the server says none are left
+    (status 204), ``DELETES_IN_FLIGHT`` requests at a time. Returns False, with a note and a log
+    line, when the service refuses it (then nothing was deleted here and the caller receives)."""
+    from azure.servicebus.exceptions import ServiceBusError
+
+    cutoff = dt.datetime.now(dt.UTC) + CLOCK_SKEW
+    handler = management_handler(conn._sdk_client(), path)
+    try:
+        size = BATCH_DELETE_MAX
+        try:
+            try:
+                first = await batch_delete(handler, size, before=cutoff)
+            except ServiceBusError as exc:
+                if is_connection_lost(exc):
+                    raise
+                # Standard namespaces take at most 500 a request (Premium 4,000): ask for that once.
+                size = BATCH_DELETE_STANDARD
+                first = await batch_delete(handler, size, before=cutoff)
+        except ServiceBusError as exc:
+            if is_connection_lost(exc):
+                raise
+            why = from_sdk(exc, entity=str(path)).message
+            log.warning("purge of %s: batch delete refused (%s); receiving the messages instead", path, why)
+            report.note(f"batch delete refused ({why}): messages were received and deleted instead (slower)")
+            return False
+        report.stats["batch_delete_requests"] = 1
+        _deleted(report, first, tick)
+        last = first
+        while 0 < last < size:  # fewer than asked: most likely the end, one request to be sure
+            last = await batch_delete(handler, size, before=cutoff)
+            report.stats["batch_delete_requests"] += 1
+            _deleted(report, last, tick)
+        if last == 0:
+            return True
+        done = False
+
+        async def deleter() -> None:
+            nonlocal done
+            while not done:
+                n = await batch_delete(handler, size, before=cutoff)
+                report.stats["batch_delete_requests"] += 1
+                if n == 0:
+                    done = True  # 204: nothing eligible is left
+                    return
+                _deleted(report, n, tick)
+
+        await asyncio.gather(*(deleter() for _ in range(DELETES_IN_FLIGHT)))
+        return True
+    finally:
+        await close_now(handler)
+
+
 async def _purge(
     conn: LiveConnection,
     path: EntityPath,
@@ -61,8 +131,10 @@ async def _purge(
     session_ids: list[str] | None,
     progress: Callable[[Report], None] | None,
 ) -> Report:
-    """Receive-and-delete with several receivers at once, then deferred messages by sequence
-    number, then cancel scheduled ones (queues and topics only)."""
+    """Batch delete on the server (or, where refused, receive-and-delete with several receivers at
+    once), then deferred messages by sequence number, then cancel scheduled ones (queues and topics
+    only). A session-enabled entity: its sessions are listed, the server deletes what it can, then
+    each listed session is emptied in turn."""
     from azure.servicebus import ServiceBusReceiveMode
 
     started = time.perf_counter()
@@ -79,6 +151,9 @@ async def _purge(
             raise
         log.info("%s requires sessions: purging it session by session", path)
         ids = session_ids if session_ids is not None else await list_session_ids(conn, path)
+        if include_active and session_ids is None:
+            # Listed first: a session the server leaves holding only deferred messages is not listed.
+            await _delete_on_server(conn, path, report, tick)
         await _purge_sessions(conn, path, ids, report, tick, include_active, include_deferred, include_scheduled)
         if session_ids is None and include_active and include_deferred:
             await _note_what_is_left(conn, path, report, include_scheduled)
@@ -89,6 +164,7 @@ async def _purge(
     if empty:
         report.elapsed = time.perf_counter() - started
         return report
+    on_server = include_active and await _delete_on_server(conn, path, report, tick)
     client = conn._sdk_client()
 
     async def drain() -> None:
@@ -108,14 +184,23 @@ async def _purge(
             if not confirmed:
                 report.note("the broker did not confirm the last receive: messages removed at the end may be uncounted")
 
-    if include_active:
+    if include_active and not on_server:
         await asyncio.gather(*(drain() for _ in range(PARALLEL_RECEIVERS)))
-    if include_deferred or include_scheduled:
-        deferred: list[int] = []
-        scheduled: list[int] = []
-        async for page in ascan(path, states=("deferred", "scheduled"), connection=conn):
+    if include_deferred or include_scheduled or on_server:
+        found: dict[str, list[int]] = {state: [] for state in STATES}
+        wanted = STATES if on_server else ("deferred", "scheduled")
+        async for page in ascan(path, states=wanted, connection=conn):
             for m in page:
-                (deferred if m.state.name == "DEFERRED" else scheduled).append(int(m.sequence_number))
+                found[message_state(m)].append(int(m.sequence_number))
+        deferred, scheduled = found["deferred"], found["scheduled"]
+        if found["active"]:
+            # Locked by a receiver while the server deleted, or sent since: receive what can be.
+            _note_slow_path(
+                report, f"{len(found['active'])} active message(s) left after batch delete (locked, or new)"
+            )
+            await asyncio.gather(*(drain() for _ in range(PARALLEL_RECEIVERS)))
+        if on_server and ((include_deferred and deferred) or (include_scheduled and scheduled)):
+            _note_slow_path(report, "deferred and scheduled messages are not eligible for batch delete")
         if include_deferred and deferred:
             rcv = receiver_for(client, path, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
             async with opened(rcv):
@@ -127,6 +212,13 @@ async def _purge(
             await _cancel_scheduled(conn, path, scheduled, report, tick)
     report.elapsed = time.perf_counter() - started
     return report
+
+
+def _note_slow_path(report: Report, why: str) -> None:
+    text = f"{why}: removed by sequence number or received (slower)"
+    if text not in report.notes:
+        log.info("purge of %s: %s", report.entity, text)
+        report.note(text)
 
 
 async def _cancel_scheduled(

@@ -10,7 +10,9 @@ The public SDK has no call for a few things Service Bus itself offers, and the k
 - taking back the link credit a receive left unused (an AMQP ``flow`` with credit 0), and in
   receive-and-delete waiting until what the broker sent on it has arrived (AMQP drain);
 - closing a sender or receiver without waiting out its keep-alive's one-second sleep;
-- listing sessions on a handler the kit keeps open (the SDK's listing opens and closes one per call).
+- listing sessions on a handler the kit keeps open (the SDK's listing opens and closes one per call);
+- deleting messages on the server without receiving them (``batch-delete-messages``: Service Bus's
+  ``DeleteMessages``/``PurgeMessages`` in the .NET and JS SDKs; the Python SDK has no call for it).
 
 ``PRIVATE_NAMES`` lists what is used; ``tests/test_core_boundary.py`` fails when an installed SDK
 renames any of them, so an upgrade breaks one test instead of silently slowing every settlement.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,7 +57,17 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("azure.servicebus._session_browser", "_PAGE_SIZE"),
     ("azure.servicebus._common.mgmt_handlers", "list_sessions_op"),
     ("azure.servicebus._common.constants", "REQUEST_RESPONSE_GET_MESSAGE_SESSIONS_OPERATION"),
+    ("azure.servicebus._common.constants", "MGMT_RESPONSE_MESSAGE_ERROR_CONDITION"),
+    ("azure.servicebus._servicebus_receiver.ServiceBusReceiver", "_mgmt_request_response_with_retry"),
+    ("azure.servicebus._servicebus_receiver.ServiceBusReceiver", "_amqp_transport"),
+    ("azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver", "_amqp_transport"),
+    ("azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver", "_mgmt_request_response_with_retry"),
+    ("azure.servicebus._transport._pyamqp_transport.PyamqpTransport", "AMQP_INT_VALUE"),
+    ("azure.servicebus._transport._pyamqp_transport.PyamqpTransport", "AMQP_TIMESTAMP_VALUE"),
+    ("azure.servicebus._transport._pyamqp_transport.PyamqpTransport", "handle_amqp_mgmt_error"),
 )
+
+log = logging.getLogger("sbnotebook.core.sdk")
 
 _TERMS = {"complete": "complete", "abandon": "abandon", "dead_letter": "dead-letter", "defer": "defer"}
 
@@ -224,3 +237,63 @@ async def session_id_page(browser: Any, updated_after: dt.datetime | None, skip:
 def is_peeked(message: Any) -> bool:
     """Peeked messages carry no lock (their lock fields may raise)."""
     return bool(getattr(message, "_is_peeked_message", False))
+
+
+BATCH_DELETE_OPERATION = b"com.microsoft:batch-delete-messages"
+BATCH_DELETE_MAX = 4000  # per request on Premium (Standard: 500)
+
+
+def management_handler(client: Any, path: Any) -> Any:
+    """A management-only handler (no sender or receiver link, so it also works on a session-enabled
+    entity) for an entity path, its dead-letter queue included (``path``: a ``core.EntityPath``).
+    It opens on its first request; close it with :func:`close_now`."""
+    tail = {"dead_letter": "/$DeadLetterQueue", "transfer_dead_letter": "/$Transfer/$DeadLetterQueue"}
+    sub_queue = tail.get(path.sub_queue or "", "")
+    if path.subscription is None:
+        return client._create_session_browser(path.name + sub_queue)
+    subscription = path.subscription + sub_queue
+    return client._create_session_browser(path.name, subscription_name=subscription)
+
+
+def _batch_delete_request(
+    handler: Any, count: int, before: dt.datetime | None, session_id: str | None
+) -> tuple[bytes, dict[str, Any], Any]:
+    transport = handler._amqp_transport
+    body: dict[str, Any] = {"message-count": transport.AMQP_INT_VALUE(int(count))}
+    if before is not None:
+        body["enqueued-time-utc"] = transport.AMQP_TIMESTAMP_VALUE(int(before.timestamp() * 1000))
+    if session_id is not None:
+        body["session-id"] = session_id
+
+    def deleted(status_code: int, message: Any, description: str, **_: Any) -> int:  # + amqp_transport
+        if status_code == 200:
+            value = transport.get_message_value(message) or {}
+            return int(value.get(b"message-count", value.get("message-count", 0)))
+        if status_code == 204:
+            return 0  # nothing (left) to delete
+        from azure.servicebus._common.constants import MGMT_RESPONSE_MESSAGE_ERROR_CONDITION
+
+        condition = (message.application_properties or {}).get(MGMT_RESPONSE_MESSAGE_ERROR_CONDITION)
+        transport.handle_amqp_mgmt_error(log, "Batch delete failed.", condition, description, status_code)
+        raise AssertionError("unreachable: handle_amqp_mgmt_error raises")
+
+    return BATCH_DELETE_OPERATION, body, deleted
+
+
+async def batch_delete(
+    handler: Any, count: int, *, before: dt.datetime | None = None, session_id: str | None = None
+) -> int:
+    """Delete up to ``count`` (at most 4,000) of the oldest messages enqueued before ``before``
+    on the server, in one ``batch-delete-messages`` request on ``handler``'s management link (an
+    async receiver, or :func:`management_handler`). Returns how many were deleted (0: none left).
+    Service Bus skips locked messages."""
+    operation, body, callback = _batch_delete_request(handler, count, before, session_id)
+    return int(await handler._mgmt_request_response_with_retry(operation, body, callback))
+
+
+def batch_delete_sync(
+    receiver: Any, count: int, *, before: dt.datetime | None = None, session_id: str | None = None
+) -> int:
+    """:func:`batch_delete` on a synchronous receiver."""
+    operation, body, callback = _batch_delete_request(receiver, count, before, session_id)
+    return int(receiver._mgmt_request_response_with_retry(operation, body, callback))

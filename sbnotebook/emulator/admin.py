@@ -87,7 +87,7 @@ def _count_details(active: int, dead: int, scheduled: int) -> str:
 
 def _receivable_counts(entity: Queue | Subscription) -> tuple[int, int, int, int, int]:
     store = entity.store
-    active = sum(1 for m in store.messages.values() if m.state is not MessageState.SCHEDULED)
+    active = len(store) - store.count(MessageState.SCHEDULED)
     scheduled = store.count(MessageState.SCHEDULED)
     dead = len(entity.dead_letter)
     size = store.size_bytes + entity.dead_letter.size_bytes

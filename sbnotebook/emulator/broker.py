@@ -53,6 +53,7 @@ __all__ = ["Broker", "Entity", "Lock", "Queue", "Receivable", "Source", "Subscri
 DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
 MAX_FORWARD_HOPS = 4  # Service Bus allows chains of at most four hops
+MAX_BATCH_DELETE = 4000  # messages one batch-delete-messages request may ask for (Premium; Standard: 500)
 NEVER = 10 * 365 * 86400  # no TTL timer for messages that effectively never expire
 PRUNE_INTERVAL = 60.0  # seconds between sweeps of the stored duplicate-detection history
 _NOTHING_DIRTY: frozenset[MessageStore] = frozenset()
@@ -254,7 +255,6 @@ class Broker:
             data=data,
             sequence_number=seq,
             enqueued_time=now,
-            application_properties=dict(data.application_properties),
             enqueue_sequence_number=seq,
         )
         if data.scheduled_enqueue_time is not None and data.scheduled_enqueue_time > now:
@@ -388,6 +388,36 @@ class Broker:
                 break
         return out
 
+    @_locked
+    def batch_delete(
+        self, source: Source, count: int, before: float | None = None, session_id: str | None = None
+    ) -> int:
+        """The ``batch-delete-messages`` management operation: remove up to ``count`` of the oldest
+        active messages enqueued before ``before`` (default: now), without delivering them.
+        Locked messages are skipped, as are deferred and scheduled ones (they are not on the receive
+        path); on a session-enabled entity, the named session's messages, or without a session id
+        those of every session no receiver holds. Returns how many were removed."""
+        store = source.store
+        entity = source.entity
+        if entity.props.enable_partitioning or (
+            isinstance(entity, Subscription) and entity.topic.props.enable_partitioning
+        ):
+            raise NotAllowed("Batch delete is not supported on partitioned entities.", entity=store.path)
+        if not 0 < count <= MAX_BATCH_DELETE:
+            raise BadRequest(
+                f"The message count {count} is out of range: ask for 1 to {MAX_BATCH_DELETE} messages.",
+                entity=store.path,
+            )
+        if session_id is not None and store.sessions is None:
+            raise BadRequest(
+                f"A session id was given, but '{store.path}' does not require sessions.", entity=store.path
+            )
+        cutoff = float("inf") if before is None else before  # none given: now, i.e. every message there is
+        doomed = store.take_for_deletion(count, cutoff, session_id, skip_session=lambda s: s.owner is not None)
+        for msg in doomed:
+            store.remove(msg.sequence_number)
+        return len(doomed)
+
     # ------------------------------------------------------------- settlement
 
     def _let_go(
@@ -397,7 +427,7 @@ class Broker:
         lock = self.locks.held(token, store)
         msg = self.locks.end(lock)
         if msg is not None and properties:
-            msg.application_properties.update(properties)
+            msg.writable_properties().update(properties)
         return lock, msg
 
     @_locked
@@ -420,8 +450,7 @@ class Broker:
     ) -> None:
         lock, msg = self._let_go(token, properties, store)
         if msg is not None:
-            msg.state = MessageState.DEFERRED
-            lock.store.touch(msg)
+            lock.store.set_state(msg, MessageState.DEFERRED)
 
     @_locked
     def dead_letter(
@@ -443,7 +472,7 @@ class Broker:
         if msg is None:
             return
         if properties:
-            msg.application_properties.update(properties)
+            msg.writable_properties().update(properties)
         self._move_to_dead_letter(lock.entity, lock.store, msg, reason, description)
 
     @_locked
@@ -530,16 +559,16 @@ class Broker:
         store.remove(msg.sequence_number)
         msg.state = MessageState.ACTIVE
         if reason is not None:
-            msg.application_properties[DEAD_LETTER_REASON] = reason
+            msg.writable_properties()[DEAD_LETTER_REASON] = reason
         if description is not None:
-            msg.application_properties[DEAD_LETTER_DESCRIPTION] = description
+            msg.writable_properties()[DEAD_LETTER_DESCRIPTION] = description
         forward = entity.props.forward_dead_lettered_messages_to
         now = self.clock.now()
         if forward:
             dest = self.entity(forward)
             copy = msg.copy_for(self._number(dest), now)
             copy.dead_letter_source = entity.store.path
-            copy.application_properties = dict(msg.application_properties)
+            copy.changed_properties = dict(msg.application_properties)
             self._enqueue(dest, copy, now, hops=1)
             return
         msg.expires_at = None

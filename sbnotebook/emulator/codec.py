@@ -14,7 +14,7 @@ from typing import Any
 
 from proton import Data, symbol
 
-from .model import MessageData, StoredMessage
+from .model import NO_ENTRIES, MessageData, StoredMessage
 from .sections import (
     APPLICATION_PROPERTIES,
     BODY_SECTIONS,
@@ -113,6 +113,14 @@ def _section_value(encoded: bytes, start: int, end: int) -> Any:
     return getattr(described, "value", None)
 
 
+def decode_application_properties(raw: bytes) -> dict[str, Any]:
+    """An encoded application-properties section (as sent) -> its map."""
+    if not raw:
+        return NO_ENTRIES
+    value = _section_value(raw, 0, len(raw))
+    return _copy(dict(value)) if value else NO_ENTRIES
+
+
 def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageData:
     """Decode only the sections the broker reads; the body is never decoded."""
     try:
@@ -159,7 +167,7 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
         size=len(encoded),
         durable=bool(header[0]),
         priority=4 if header[1] is None else int(header[1]),
-        annotations={k: v for k, v in annotations.items() if k not in _BROKER_OWNED},  # types kept
+        annotations={k: v for k, v in annotations.items() if k not in _BROKER_OWNED} or NO_ENTRIES,  # types kept
         message_id=message_id,
         to=_text(fields[2]),
         subject=_text(fields[3]),
@@ -171,7 +179,8 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
         partition_key=_key_text(partition_key),
         ttl=int(ttl_ms) / 1000.0 if ttl_ms else None,
         scheduled_enqueue_time=_seconds(scheduled),
-        application_properties=_copy(dict(app or {})),
+        # Decoded again only if something reads them (filters, settlement): most never do.
+        application_properties=None,
     )
 
 
@@ -315,10 +324,11 @@ def encode_stored(
     if lock_token is not None or data.raw_delivery_annotations:
         header += _delivery_annotations(data.raw_delivery_annotations, lock_token)
     parts = [header, _annotations(msg, locked_until), data.raw_properties]
-    if msg.application_properties == data.application_properties:
+    changed = msg.changed_properties
+    if changed is None:
         parts.append(data.raw_application_properties)
-    elif msg.application_properties:
-        parts.append(_described(APPLICATION_PROPERTIES, msg.application_properties))
+    elif changed:
+        parts.append(_described(APPLICATION_PROPERTIES, changed))
     parts.append(data.raw_body)
     return b"".join(parts)
 

@@ -6,7 +6,7 @@ entities at start-up and turns entity changes into rows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .entities import Entity, Subscription, Topic
 from .errors import EntityNotFound
@@ -57,19 +57,32 @@ def restore(broker: Broker, journal: Journal) -> tuple[int, int]:
         found = registry.get(name)
         if found is not None:
             found.sequence.last = max(found.sequence.last, last)
+    from .broker import NEVER
+
     restored = skipped = 0
-    for path, msg in journal.messages():
-        if path not in owners:
+    horizon = broker.clock.now() + NEVER  # no timer for a message that effectively never expires
+    last_path: str | None = None
+    where: tuple[Any, Any, Any] | None = None
+    for path, msg in journal.messages():  # ordered by store: one lookup per store
+        if path != last_path:
+            last_path = path
+            where = (*owners[path], registry.entity(path.split("/")[0])) if path in owners else None
+        if where is None:
             skipped += 1
             continue
-        store, owner = owners[path]
-        numbered = registry.entity(path.split("/")[0])
-        numbered.sequence.last = max(numbered.sequence.last, msg.sequence_number)
+        store, owner, numbered = where
+        if msg.sequence_number > numbered.sequence.last:
+            numbered.sequence.last = msg.sequence_number
         store.add(msg)
         restored += 1
         if msg.state is MessageState.SCHEDULED:
             broker.timers.add(msg.enqueued_time, SCHEDULED, (owner, msg.sequence_number))
-        elif msg.expires_at is not None and not store.is_dead_letter and not isinstance(owner, Topic):
+        elif (
+            msg.expires_at is not None
+            and msg.expires_at < horizon
+            and not store.is_dead_letter
+            and not isinstance(owner, Topic)
+        ):
             broker.timers.add(msg.expires_at, TTL, (owner, msg.sequence_number))
     now = broker.clock.now()
     for entity_name, message_id, when in journal.duplicates():

@@ -86,8 +86,9 @@ class Rule:
         """Run the rule's action on ``msg`` (a subscription's own copy) and name the rule on it,
         as Service Bus does with the ``RuleName`` property."""
         if self._action is not None:
-            self._action(lookup_for(msg), msg.application_properties)
-            msg.application_properties[RULE_NAME] = self.name
+            props = msg.writable_properties()  # before the lookup, which must read what the action sets
+            self._action(lookup_for(msg), props)
+            props[RULE_NAME] = self.name
 
 
 def _correlation_matcher(spec: dict[str, Any]) -> Callable[[StoredMessage], bool]:

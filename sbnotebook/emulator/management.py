@@ -82,6 +82,7 @@ class ManagementHandler:
             "com.microsoft:add-rule": self._add_rule,
             "com.microsoft:remove-rule": self._remove_rule,
             "com.microsoft:enumerate-rules": self._enumerate_rules,
+            "com.microsoft:batch-delete-messages": self._batch_delete,
         }
 
     def source(self) -> Source:
@@ -262,6 +263,22 @@ class ManagementHandler:
         if not rules:
             return NO_CONTENT, None
         return OK, {"rules": [{"rule-description": rule_to_amqp(r)} for r in rules]}
+
+    def _batch_delete(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
+        count = _get(body, "message-count")
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise BadRequest("'message-count' must be an int.", entity=self.entity_path)
+        raw_before = _get(body, "enqueued-time-utc", None)
+        before = None
+        if raw_before is not None:
+            before = raw_before.timestamp() if hasattr(raw_before, "timestamp") else int(raw_before) / 1000.0
+        session_id = _get(body, "session-id", None)
+        deleted = self.broker.batch_delete(
+            self.source(), int(count), before, None if session_id is None else str(session_id)
+        )
+        if not deleted:
+            return NO_CONTENT, None
+        return OK, {"message-count": int32(deleted)}
 
     def _cancel_scheduled(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
         seqs = [int(s) for s in _values(_get(body, "sequence-numbers"))]

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import json.scanner
 from typing import Any
 
 from proton import Data
 
-from .model import MessageData, MessageState, StoredMessage
+from .model import NO_ENTRIES, MessageData, MessageState, StoredMessage
 from .topology import EntityProperties, RuleConfig
 
 MessageRow = tuple[str, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
@@ -34,7 +35,7 @@ def _encode_map(value: dict[Any, Any]) -> bytes:
 
 def _decode_map(raw: bytes) -> dict[Any, Any]:
     if not raw:
-        return {}
+        return NO_ENTRIES
     d = Data()
     d.decode(raw)
     value = d.get_object()
@@ -83,6 +84,7 @@ def message_row(msg: StoredMessage) -> MessageRow:
         expires=msg.expires_at,
         dl_source=msg.dead_letter_source,
         eseq=msg.enqueue_sequence_number,
+        changed=msg.changed_properties is not None,
     )
     return (
         json.dumps(meta),
@@ -91,36 +93,56 @@ def message_row(msg: StoredMessage) -> MessageRow:
         data.raw_body,
         data.raw_delivery_annotations,
         _encode_map(data.annotations),
-        _encode_map(data.application_properties),
-        _encode_map(msg.application_properties),
+        b"",  # the sender's map: kept encoded in the raw application-properties column
+        _encode_map(msg.changed_properties) if msg.changed_properties is not None else b"",
     )
+
+
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # loads minus 2 frames
+_STATES = tuple(MessageState)
+
+
+def _meta(text: str) -> dict[str, Any]:
+    try:
+        value, end = _scan_json(text, 0)
+    except StopIteration:
+        raise ValueError("the metadata is not JSON") from None
+    if end != len(text) or not isinstance(value, dict):
+        raise ValueError("the metadata is not one JSON object")
+    return value
 
 
 def message_from_row(seq: int, row: tuple[Any, ...]) -> StoredMessage:
     meta_text, raw_props, raw_app, raw_body, raw_da, annotations, data_app, app = row
     try:
-        meta = json.loads(meta_text)
+        meta = _meta(meta_text)
+        if "changed" in meta:  # this version: the sender's map is the raw section, decoded when read
+            changed = _decode_map(bytes(app)) if meta["changed"] else None
+            sent = None
+        else:  # older rows: both maps encoded; equal ones mean unchanged
+            sent = _decode_map(bytes(data_app))
+            changed = None if app == data_app else _decode_map(bytes(app))
         data = MessageData(
             raw_properties=bytes(raw_props),
             raw_body=bytes(raw_body),
             raw_application_properties=bytes(raw_app),
             raw_delivery_annotations=bytes(raw_da),
             annotations=_decode_map(bytes(annotations)),
-            application_properties=_decode_map(bytes(data_app)),
+            application_properties=sent,
             **{name: meta[name] for name in _DATA_SCALARS},
         )
         return StoredMessage(
             data=data,
             sequence_number=seq,
             enqueued_time=float(meta["enqueued"]),
-            state=MessageState(int(meta["state"])),
+            state=_STATES[meta["state"]],
             delivery_count=int(meta["count"]),
-            application_properties=_decode_map(bytes(app)),
+            changed_properties=None if changed is None else dict(changed),
             expires_at=meta["expires"],
             dead_letter_source=meta["dl_source"],
             enqueue_sequence_number=int(meta["eseq"]),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise RowError(f"stored message {seq} does not decode: {exc}") from None
 
 

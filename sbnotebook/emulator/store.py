@@ -1,7 +1,8 @@
 """One message log (a queue, a subscription, or a dead-letter sub-queue).
 
 Messages are kept by sequence number. Peek pages by sequence number in
-O(log n + page); taking the next available message is O(log n).
+O(log n + page); taking the next available message is O(log n); counts by
+state are kept as messages come, go and change state (O(1) to read).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class MessageStore:
         self._stale = 0
         self._available: list[int] = []  # heap of sequence numbers that may be available
         self.size_bytes = 0
+        self._counts = [0, 0, 0]  # by MessageState value: active, deferred, scheduled
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -49,6 +51,7 @@ class MessageStore:
             raise ValueError(f"{self.path}: sequence number {seq} already present")
         self.messages[seq] = msg
         self.size_bytes += msg.data.size
+        self._counts[msg.state] += 1
         if self.journal is not None:
             self.journal.put(self.path, msg)
         order = self._order
@@ -66,6 +69,7 @@ class MessageStore:
     def remove(self, seq: int) -> StoredMessage:
         msg = self.messages.pop(seq)
         self.size_bytes -= msg.data.size
+        self._counts[msg.state] -= 1
         if self.journal is not None:
             self.journal.delete(self.path, seq)
         self._stale += 1
@@ -73,6 +77,13 @@ class MessageStore:
             self._order = [s for s in self._order if s in self.messages]
             self._stale = 0
         return msg
+
+    def set_state(self, msg: StoredMessage, state: MessageState) -> None:
+        """Change the state of a message this store holds (kept in its counts) and persist it."""
+        self._counts[msg.state] -= 1
+        self._counts[state] += 1
+        msg.state = state
+        self.touch(msg)
 
     def touch(self, msg: StoredMessage) -> None:
         """A stored message changed (state, delivery count, properties): persist it."""
@@ -117,6 +128,14 @@ class MessageStore:
     def iter_from(self, from_seq: int) -> Iterator[StoredMessage]:
         order = self._order
         i = bisect.bisect_left(order, from_seq)
+        gone = i
+        while gone < len(order) and order[gone] not in self.messages:
+            gone += 1
+        if gone - i > 64:
+            # A run of removed entries (a purge or a drain takes the oldest first): drop it now,
+            # so that every later peek from here does not step over it again.
+            del order[i:gone]
+            self._stale -= gone - i
         while i < len(order):
             msg = self.messages.get(order[i])
             i += 1
@@ -124,4 +143,38 @@ class MessageStore:
                 yield msg
 
     def count(self, state: MessageState) -> int:
-        return sum(1 for m in self.messages.values() if m.state is state)
+        return self._counts[state]
+
+    def take_for_deletion(
+        self, count: int, before: float, session_id: str | None = None, *, skip_session: Any = None
+    ) -> list[StoredMessage]:
+        """Up to ``count`` of the oldest messages a batch delete may remove: active, not locked,
+        enqueued before ``before``; within one session if given. On a session-enabled store
+        without a session id: from every session ``skip_session(session)`` does not exclude.
+        The caller removes what it gets."""
+        if self.sessions is None:
+            return self._take_older(self._available, count, before)
+        if session_id is not None:
+            named = self.sessions.get(session_id)
+            return [] if named is None else self._take_older(named.available, count, before)
+        out: list[StoredMessage] = []
+        for session in list(self.sessions.values()):
+            if len(out) >= count:
+                break
+            if skip_session is not None and skip_session(session):
+                continue
+            out.extend(self._take_older(session.available, count - len(out), before))
+        return out
+
+    def _take_older(self, heap: list[int], count: int, before: float) -> list[StoredMessage]:
+        out: list[StoredMessage] = []
+        later: list[StoredMessage] = []  # available, but enqueued at or after the cut-off: put back
+        while heap and len(out) < count:
+            seq = heapq.heappop(heap)
+            msg = self.messages.get(seq)
+            if msg is None or msg.state is not MessageState.ACTIVE or msg.locked:
+                continue  # a stale heap entry (taken, settled or deferred since)
+            (out if msg.enqueued_time < before else later).append(msg)
+        for seq in (m.sequence_number for m in later):
+            heapq.heappush(heap, seq)
+        return out

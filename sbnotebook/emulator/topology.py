@@ -87,6 +87,7 @@ class EntityProperties:
     forward_to: str | None = None
     forward_dead_lettered_messages_to: str | None = None
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    enable_partitioning: bool = False  # only what Service Bus refuses on one (batch delete) differs
 
 
 @dataclass
@@ -180,9 +181,15 @@ _PROPERTY_NAMES = {
     "ForwardTo": "forward_to",
     "ForwardDeadLetteredMessagesTo": "forward_dead_lettered_messages_to",
     "MaxMessageSizeInKilobytes": "max_message_size",
+    "EnablePartitioning": "enable_partitioning",
 }
 _DURATIONS = {"lock_duration", "default_message_ttl", "duplicate_detection_window"}
-_BOOLS = {"dead_lettering_on_message_expiration", "requires_duplicate_detection", "requires_session"}
+_BOOLS = {
+    "dead_lettering_on_message_expiration",
+    "requires_duplicate_detection",
+    "requires_session",
+    "enable_partitioning",
+}
 
 
 def _properties(raw: dict[str, Any] | None, where: str) -> EntityProperties:

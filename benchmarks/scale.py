@@ -1,0 +1,318 @@
+"""How cost and memory grow with the number of messages: 10^4, 10^5 (and 10^6 with ``--million``).
+
+For each size and latency (``--latency-ms``, default 0 and 80), against a fresh emulator in its own
+process (so its memory is measured apart from this one's), the steps of ``STEPS`` run in order on
+1 KB messages, each timed, with the peak RSS of this process (the kernel's side) and of the
+emulator sampled while it runs:
+
+  fill            core.send of N messages
+  counts          core.counts, 20 times (time per call: must not grow with N)
+  scan            core.scan of the whole queue (pages of peeked messages, nothing kept)
+  export          core.export_jsonl of the whole queue to a file
+  spark read      spark.read.format("servicebus"), 4 partitions, every row read (``--spark``)
+  restart         stop the emulator, start it on its data directory, until the queue answers
+                  (``--data-dir``: then every step runs against a durable emulator)
+  purge (batch)   core.purge: batch-delete-messages on the server
+  purge (receive) core.purge of a partitioned queue, where Service Bus refuses batch delete, so
+                  the kit receives (the fallback path); filled first, the fill not timed
+
+Targets (issue 31): time per message at 10^6 within 1.2x of 10^5; purge of 10^6 active messages
+at 80 ms under 20 s. Adding a measurement is adding a ``Step`` to ``STEPS`` (a name, a function of
+the ``Run``, what it needs first).
+
+    python benchmarks/scale.py [--sizes 10000 100000] [--million] [--latency-ms 0 80] [--spark] [--data-dir]
+                               [--steps fill counts scan export "purge (batch)"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from sbnotebook import core
+
+QUEUE, PARTITIONED = "scale", "scale-partitioned"
+TOPOLOGY = {
+    "UserConfig": {
+        "Namespaces": [
+            {
+                "Name": "scale",
+                "Queues": [
+                    {"Name": QUEUE, "Properties": {}},
+                    {"Name": PARTITIONED, "Properties": {"EnablePartitioning": True}},
+                ],
+            }
+        ]
+    }
+}
+BODY = "x" * 1000  # with its properties, about 1 KB on the wire
+PURGE_TARGET_S = 20.0
+GROWTH_TARGET = 1.2
+MiB = 1024 * 1024
+
+
+@dataclass
+class Run:
+    """One emulator process, one size, one latency."""
+
+    n: int
+    latency_ms: float
+    conn: str
+    workdir: Path
+    spark: Any = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    emulator_process: EmulatorProcess | None = None
+
+
+@dataclass
+class Step:
+    name: str
+    work: Callable[[Run], int]  # returns how many messages it handled (per-message time = time / that)
+    per_call: bool = False  # a fixed-cost call: report time per call, not per message
+    needs_spark: bool = False
+    needs_data_dir: bool = False
+
+
+def fill(run: Run, queue: str = QUEUE) -> int:
+    report = core.send(queue, (BODY for _ in range(run.n)), max_in_flight=32, connection=run.conn)
+    report.raise_for_failures()
+    return run.n
+
+
+def counts(run: Run) -> int:
+    for _ in range(20):
+        c = core.counts(QUEUE, connection=run.conn)
+    assert c.active == run.n, c
+    return 20
+
+
+def scan(run: Run) -> int:
+    seen = sum(len(page) for page in core.scan(QUEUE, connection=run.conn))
+    assert seen == run.n, seen
+    return seen
+
+
+def export(run: Run) -> int:
+    core.export_jsonl(QUEUE, run.workdir / "export.jsonl", connection=run.conn)
+    return run.n
+
+
+def spark_read(run: Run) -> int:
+    from sbnotebook import spark as sbspark
+
+    sbspark.register(run.spark, run.conn)
+    df = run.spark.read.format("servicebus").option("entity", QUEUE).option("numPartitions", 4).load()
+    df.write.format("noop").mode("overwrite").save()
+    return run.n
+
+
+def purge_batch(run: Run) -> int:
+    report = core.purge(QUEUE, connection=run.conn)
+    assert report.count("purged") == run.n and report.stats.get("batch_delete_requests"), report
+    return run.n
+
+
+def purge_receive(run: Run) -> int:
+    report = core.purge(PARTITIONED, connection=run.conn)
+    assert report.count("purged") == run.n and any("refused" in n for n in report.notes), report
+    return run.n
+
+
+def restart(run: Run) -> int:
+    """Stop the emulator (SIGTERM) and start it again on its data directory, until the restored
+    queue answers its counts (``--data-dir`` only)."""
+    assert run.emulator_process is not None
+    run.emulator_process.stop()
+    run.emulator_process.start()
+    run.conn = run.emulator_process.conn
+    assert core.counts(QUEUE, connection=run.conn).active == run.n
+    return run.n
+
+
+STEPS: list[Step] = [
+    Step("fill", fill),
+    Step("counts", counts, per_call=True),
+    Step("scan", scan),
+    Step("export", export),
+    Step("spark read (4 partitions)", spark_read, needs_spark=True),
+    Step("restart", restart, needs_data_dir=True),
+    Step("purge (batch delete)", purge_batch),
+    Step("purge (receive path)", purge_receive),
+]
+SETUP: dict[str, Callable[[Run], int]] = {"purge (receive path)": lambda run: fill(run, PARTITIONED)}
+
+
+class Peak:
+    """Samples a process's RSS every 50 ms while a step runs (``which``: the process now; the
+    emulator's changes when a step restarts it)."""
+
+    def __init__(self, which: Callable[[], psutil.Process]) -> None:
+        self.which = which
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _take(self) -> None:
+        with contextlib.suppress(psutil.NoSuchProcess, AssertionError):  # between a stop and a start
+            self.peak = max(self.peak, self.which().memory_info().rss)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            self._take()
+
+    def __enter__(self) -> Peak:
+        self._take()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._take()
+
+
+class EmulatorProcess:
+    """``sbnotebook emulator`` in its own process (its RSS apart from ours), restartable on the same
+    data directory when durable."""
+
+    def __init__(self, latency_ms: float, workdir: Path, durable: bool) -> None:
+        config = workdir / "topology.json"
+        config.write_text(json.dumps(TOPOLOGY))
+        self.args = ["--port", "0", "--config", str(config), "--admin-port", "0", "--latency-ms", str(latency_ms)]
+        if durable:
+            self.args += ["--data-dir", str(workdir / "data")]
+        self.proc: subprocess.Popen[str] | None = None
+        self.conn = ""
+
+    @property
+    def process(self) -> psutil.Process:
+        assert self.proc is not None
+        return psutil.Process(self.proc.pid)
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sbnotebook.emulator", *self.args], stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
+        for _ in range(8):
+            line = self.proc.stdout.readline().strip()
+            if re.match(r"^Endpoint=sb://", line):
+                self.conn = line
+                return
+        self.stop()
+        raise SystemExit("the emulator did not start")
+
+    def stop(self) -> None:
+        core.close_all()
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=120)
+            self.proc = None
+
+
+def measure(n: int, latency_ms: float, steps: list[Step], spark: Any, durable: bool) -> list[dict[str, Any]]:
+    me = psutil.Process(os.getpid())
+    with tempfile.TemporaryDirectory() as tmp:
+        emu = EmulatorProcess(latency_ms, Path(tmp), durable)
+        emu.start()
+        try:
+            run = Run(n, latency_ms, emu.conn, Path(tmp), spark, emulator_process=emu)
+            base = emu.process.memory_info().rss
+            core.counts(QUEUE, connection=run.conn)  # connected (and warm) before the first timed step
+            for step in steps:
+                if step.name in SETUP:
+                    SETUP[step.name](run)
+                with Peak(lambda: me) as kernel, Peak(lambda: emu.process) as broker:
+                    t0 = time.perf_counter()
+                    handled = step.work(run)
+                    elapsed = time.perf_counter() - t0
+                row = {
+                    "size": n,
+                    "latency_ms": latency_ms,
+                    "step": step.name,
+                    "seconds": round(elapsed, 3),
+                    ("ms per call" if step.per_call else "us per message"): round(
+                        elapsed / handled * (1e3 if step.per_call else 1e6), 2
+                    ),
+                    "kernel peak MiB": round(kernel.peak / MiB, 1),
+                    "emulator peak MiB": round(broker.peak / MiB, 1),
+                }
+                if step.name == "fill":
+                    row["emulator bytes per message"] = round((emu.process.memory_info().rss - base) / n)
+                print(json.dumps(row), flush=True)
+                run.rows.append(row)
+            return run.rows
+        finally:
+            emu.stop()
+
+
+def verdicts(rows: list[dict[str, Any]]) -> list[str]:
+    out = []
+    by = {(r["size"], r["latency_ms"], r["step"]): r for r in rows}
+    for (size, latency, step), row in by.items():
+        if size >= 1_000_000 and (100_000, latency, step) in by and "us per message" in row:
+            ratio = row["us per message"] / by[(100_000, latency, step)]["us per message"]
+            ok = "ok" if ratio <= GROWTH_TARGET else "MISSED"
+            out.append(
+                f"{step} at {latency:g} ms: 10^6 vs 10^5 per message {ratio:.2f}x ({ok}, target {GROWTH_TARGET})"
+            )
+        if size >= 1_000_000 and step == "purge (batch delete)" and latency >= 80:
+            ok = "ok" if row["seconds"] < PURGE_TARGET_S else "MISSED"
+            out.append(f"purge of 10^6 at {latency:g} ms: {row['seconds']:.1f} s ({ok}, target < {PURGE_TARGET_S:g} s)")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--million", action="store_true", help="add 10^6 (minutes; not for CI)")
+    parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 80.0])
+    parser.add_argument("--spark", action="store_true", help="include the Spark read (starts a local session)")
+    parser.add_argument("--steps", nargs="+", help="only these steps (names as in STEPS)")
+    parser.add_argument("--data-dir", action="store_true", help="a durable emulator (--data-dir), and the restart step")
+    args = parser.parse_args()
+    sizes = args.sizes + ([1_000_000] if args.million else [])
+    steps = [
+        s
+        for s in STEPS
+        if (args.steps is None or s.name in args.steps)
+        and (args.spark or not s.needs_spark)
+        and (args.data_dir or not s.needs_data_dir)
+    ]
+    unknown = set(args.steps or []) - {s.name for s in STEPS}
+    if unknown:
+        parser.error(f"unknown steps {sorted(unknown)}; known: {[s.name for s in STEPS]}")
+    spark = None
+    if args.spark:
+        from sbnotebook import spark as sbspark
+
+        spark = sbspark.local_session("sbnotebook-scale")
+    rows: list[dict[str, Any]] = []
+    try:
+        for latency in args.latency_ms:
+            for n in sizes:
+                rows += measure(n, latency, steps, spark, args.data_dir)
+    finally:
+        if spark is not None:
+            spark.stop()
+    for line in verdicts(rows):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

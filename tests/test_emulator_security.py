@@ -75,6 +75,15 @@ def test_an_entity_token_reaches_only_its_entity_on_the_admin_api(emulator: Emul
     assert _call(emulator, "PUT", "made-by-owner", namespace_wide, QUEUE_BODY) == 201
 
 
+def test_a_token_signed_for_the_request_url_reaches_that_entity_only(emulator: Emulator) -> None:
+    """The JS admin client signs each request's whole URL, lower-cased, query included
+    (``http://host:port/short?api-version=2021-05``): its path is what the token covers."""
+    url = f"{emulator.admin_url}/short?api-version=2021-05".lower()
+    token = sign(url, KEY_NAME, DEFAULT_KEY, time.time() + 600)
+    assert _call(emulator, "GET", "short", token) == 200
+    assert _call(emulator, "GET", "q", token) == 401
+
+
 def test_a_topic_token_reaches_its_subscriptions_on_the_admin_api(emulator: Emulator) -> None:
     """Rule: the prefix rule covers what lies below an entity (``t/subscriptions/s``)."""
     scoped = _scoped_token(emulator, "t")

@@ -67,8 +67,9 @@ def validate(token: str, *, keys: dict[str, str], resource: str, now: float | No
 
 
 def _normalise(uri: str) -> str:
-    """Compare resources without scheme, case or trailing slash."""
-    lowered = uri.lower()
+    """Compare resources without scheme, query, case or trailing slash (the JS admin client signs
+    the whole request URL, ``https://ns/q?api-version=2021-05``, lower-cased)."""
+    lowered = uri.lower().partition("?")[0].partition("#")[0]
     for scheme in ("sb://", "amqps://", "amqp://", "https://", "http://"):
         if lowered.startswith(scheme):
             lowered = lowered[len(scheme) :]

@@ -66,7 +66,8 @@ SPARK40_TESTS = [
     "tests/test_spark.py",
     "tests/test_spark_streaming.py",
     "notebooks/06_spark.ipynb",
-    "notebooks/08_streaming.ipynb",
+    # Not notebooks/08_streaming.ipynb: it shows Trigger.AvailableNow reading everything in several
+    # batches, which pyspark 4.0 cannot do (docs/spark.md, "On pyspark 4.0").
 ]
 
 

@@ -2,7 +2,7 @@
 
     nox -s dbr15      core, magics, panels and the non-Spark tutorials on DBR 15.4 LTS's set
                       (pandas 1.5.3, numpy 1.23.5, pyarrow 14.0.1, ipywidgets 7.7.2, ipython 8.15, plotly 5.9)
-    nox -s spark40    the Spark batch and streaming sources and the Spark tutorials on pyspark 4.0.x
+    nox -s spark40    the Spark batch and streaming sources and tutorial 06 on pyspark 4.0.x
                       with DBR 17.3 LTS's set (Spark 4.0.0 there)
 
 Each session installs the runtime's set first and then the kit with that set as constraints, so

@@ -548,3 +548,29 @@ def test_receive_deferred_unknown_number_is_one_quick_line(ip: Any, sb: SbMagics
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No deferred message with sequence number 999 in q" in err
     assert "b'" not in err and 'b"' not in err and "Traceback" not in err
+
+
+def test_on_databricks_the_panels_lists_are_plain_unless_configured(
+    sb: SbMagics, ip: Any, emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """anywidget-based widgets are not known to load on Databricks: the grid is opt-in there."""
+    import ipywidgets as W
+
+    from sbnotebook.notebook.widgets import MessageBrowser, grid
+
+    monkeypatch.setattr(grid, "mode", grid.mode)  # restored after the test
+    monkeypatch.setattr(grid, "_warned", False)
+    monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "15.4")
+    send(client, "q", "one", "two")
+    plain = MessageBrowser("q", connection=emulator.connection_string)
+    assert isinstance(plain.rows.widget, W.SelectMultiple) and "on Databricks" in plain.rows.note
+    assert len(plain.rows.widget.options) == 2
+    ip.run_line_magic("config", "SbMagics.grid = 'itables'")
+    assert plain.rows.is_grid is False and MessageBrowser("q", connection=emulator.connection_string).rows.is_grid
+    ip.run_line_magic("config", "SbMagics.grid = 'plain'")
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION")
+    assert not MessageBrowser("q", connection=emulator.connection_string).rows.is_grid
+    ip.run_line_magic("config", "SbMagics.grid = 'auto'")
+    assert MessageBrowser("q", connection=emulator.connection_string).rows.is_grid
+    with pytest.raises(Exception, match="grid"):
+        sb.grid = "fancy"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -427,3 +428,47 @@ def test_triage_layout_prompt_under_its_buttons_reload_and_full_labels(
     for text in (panel.target, panel.confirm_box, panel.groups):
         assert text.style.description_width == "initial"  # labels never cut
     assert panel.layout.overflow == "hidden" and panel.patch.layout.width == "100%"
+
+
+# ------------------------------------------------------------------ widget message sizes
+
+
+def _widget_tree(root: Any) -> list[Any]:
+    import ipywidgets as W
+
+    out, todo = [], [root]
+    while todo:
+        w = todo.pop()
+        if isinstance(w, W.Widget) and w not in out:
+            out.append(w)
+            todo.extend(getattr(w, "children", ()))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["plain", "itables"])
+def test_no_panel_widget_message_is_over_5_mb_on_a_page_of_big_bodies(
+    emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """Databricks caps a widget message at 5 MB: a 1,000-message page of 200 KB bodies, every row
+    selected, sends no message (a widget's whole state, or an update) over it."""
+    import ipywidgets as W
+
+    from sbnotebook.notebook.widgets import grid
+
+    cap = 5 * 1024 * 1024
+    sent: list[tuple[str, int]] = []
+
+    def record(self: Any, msg: Any, buffers: Any = None) -> None:  # what Widget._send hands the comm
+        sent.append((type(self).__name__, len(json.dumps(msg, default=str)) + sum(len(b) for b in buffers or [])))
+
+    monkeypatch.setattr(W.Widget, "_send", record)
+    monkeypatch.setattr(grid, "mode", mode)
+    body = "x" * 200_000
+    assert core.send("q", [body] * 1000, connection=emulator.connection_string).count("sent") == 1000
+    panel = MessageBrowser("q", page_size=1000, connection=emulator.connection_string)
+    panel.select(list(range(1000)))
+    assert len(panel.records) == 1000 and panel.rows.is_grid == (mode == "itables")
+    states = [(type(w).__name__, len(json.dumps(w.get_state(), default=str))) for w in _widget_tree(panel)]
+    assert sent and states
+    assert [s for s in sent + states if s[1] > cap] == []

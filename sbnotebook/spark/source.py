@@ -110,8 +110,10 @@ class _Reader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         o = self.options
         schema = arrow_schema()
-        work = partition.value
-        if work is None:  # Spark reads one empty partition when partitions() found nothing
+        # Spark reads one empty partition when partitions() found nothing: pyspark 4.1+ passes
+        # InputPartition(None), 4.0 passes None itself.
+        work = partition.value if partition is not None else None
+        if work is None:
             return
         conn = o.conn()  # a secret reference is resolved here, on the executor
         if isinstance(work, reading.SessionGroup):

@@ -25,7 +25,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+try:  # admission control and Trigger.AvailableNow for Python sources: pyspark 4.1+
+    from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+    ADMISSION_CONTROL = True
+except ImportError:  # pyspark 4.0, and every Databricks LTS runtime today
+    ADMISSION_CONTROL = False
+    ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc]
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Absent before pyspark 4.1: Spark wraps the source and asks ``latestOffset()`` once."""
+
 
 from ..core import Connection, EntityPath, LockedBatch, Report, SbError, receive, receive_deferred, scan_records
 from ..core.errors import redact, requires_sessions
@@ -153,20 +164,28 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def __init__(self, options: StreamOptions) -> None:
         self.options = options
+        self._last: dict[str, Any] | None = None  # pyspark 4.0: the end of the last batch (no `start` given)
         self._pending: tuple[dict[str, Any], list[LockedBatch]] | None = None  # received, not yet planned
         self._completed_batches: set[int] = set()  # batch numbers completed by this process
         self._retry: Groups = {}  # sequence numbers whose completion failed, retried at the next trigger
         self._target: int | None = None  # Trigger.AvailableNow: the last sequence number to take
 
     def __getstate__(self) -> dict[str, Any]:  # executors get the options only
-        return {"options": self.options, "_pending": None, "_completed_batches": set(), "_retry": {}, "_target": None}
+        return {
+            "options": self.options,
+            "_last": None,
+            "_pending": None,
+            "_completed_batches": set(),
+            "_retry": {},
+            "_target": None,
+        }
 
     # -------------------------------------------------------- driver side
 
     def initialOffset(self) -> dict[str, Any]:
         return make_offset(0, {})
 
-    def getDefaultReadLimit(self) -> ReadLimit:
+    def getDefaultReadLimit(self) -> Any:  # pyspark 4.1+ only
         return ReadMaxRows(self.options.max_per_trigger)
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -186,11 +205,19 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._target = found[1] if found else 0
         log.info("servicebus stream %s: available now up to sequence number %d", o.entity, self._target)
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
+        """pyspark 4.1+ passes the batch's start and the read limit (admission control); 4.0 calls
+        ``latestOffset()`` with neither (no admission control): then the start is the end this
+        reader saw last and the limit is maxMessagesPerTrigger, which this source applies itself."""
+        if start is None:
+            _say_no_admission_control()
+            start = self._last or self.initialOffset()
+            wanted = self.options.max_per_trigger
+        else:
+            # ReadAllAvailable (or any other limit): everything there is, up to a cap per trigger.
+            wanted = limit.max_rows if ReadMaxRows is not None and isinstance(limit, ReadMaxRows) else ALL_AVAILABLE_CAP
         self._settle(start)  # Spark asks for the next batch only after the one ending at `start` committed
         self._release_unplanned()
-        # ReadAllAvailable (or any other limit): everything there is, up to a cap per trigger.
-        wanted = limit.max_rows if isinstance(limit, ReadMaxRows) else ALL_AVAILABLE_CAP
         if self._target == 0:
             return start
         batches = self._receive(wanted)
@@ -204,15 +231,18 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 groups.setdefault(self._session_of(b.messages[i]), []).append(int(b.messages[i].sequence_number))
         end = make_offset(int(start.get("batch", 0)) + 1, groups)
         self._pending = (end, batches)
+        self._last = end
         return end
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        self._last = end  # a batch replanned from the checkpoint after a restart
         groups = groups_of(end)
         if self._pending is not None and self._pending[0] == end:
             groups = self._defer_pending()
         return [InputPartition(c) for c in chunks(groups, self.options.num_partitions)]
 
     def commit(self, end: dict[str, Any]) -> None:
+        self._last = end
         self._settle(end)
 
     def stop(self) -> None:
@@ -369,6 +399,25 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def read(self, partition: InputPartition) -> Iterator[Any]:
         chunk: SequenceChunk = partition.value
         yield from read_deferred(self.options, chunk.seqs, chunk.session_id)
+
+
+_said = False
+
+
+def _say_no_admission_control() -> None:
+    """Once per process: what pyspark 4.0 (no streaming admission control) changes for the user."""
+    global _said
+    if _said:
+        return
+    _said = True
+    import pyspark
+
+    log.warning(
+        "servicebus stream: pyspark %s has no admission control for Python sources (4.1+): each trigger "
+        "still takes up to maxMessagesPerTrigger, but Trigger.AvailableNow takes one micro-batch of at most "
+        "maxMessagesPerTrigger messages and stops (on 4.1+ it takes everything present, batch after batch)",
+        pyspark.__version__,
+    )
 
 
 def _fetch_present(entity_name: str, wanted: list[int], conn: Any, session_id: str | None) -> Any:

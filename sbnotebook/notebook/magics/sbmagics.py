@@ -8,11 +8,12 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-from traitlets import Bool, Float, Int
+from traitlets import Bool, CaselessStrEnum, Float, Int
 
 from ... import core
 from ...core import LiveConnection, LockedBatch
 from ..config import project_settings
+from ..widgets import grid as grid_mod
 from . import connect, dlq, entities, files, peek, purge, receive, resubmit, send, sessions, stats
 from .command import Declined, fail
 from .sdklogs import SdkLogSummary
@@ -31,6 +32,12 @@ class SbMagics(Magics):
     confirm = Bool(True, help="Ask before destructive actions (receive-and-delete, settling every row).").tag(
         config=True
     )
+
+    grid = CaselessStrEnum(
+        grid_mod.GRID_MODES,
+        default_value="auto",
+        help="The panels' message lists: 'itables' grids, 'plain' lists, or 'auto' (plain on Databricks).",
+    ).tag(config=True)
 
     # Each family module holds its parsers and commands; they are registered here, once.
     sb_connect = line_magic(connect.sb_connect)
@@ -63,6 +70,8 @@ class SbMagics(Magics):
         self.sdk_logs = SdkLogSummary()
         self.sdk_logs.install(show=self.full_tracebacks)
         self.observe(lambda change: self.sdk_logs.install(show=change["new"]), names="full_tracebacks")
+        grid_mod.mode = self.grid
+        self.observe(lambda change: setattr(grid_mod, "mode", change["new"]), names="grid")
 
     def fail(self, exc: BaseException) -> None:
         fail(exc)

@@ -9,6 +9,7 @@ grid into, so a panel maps a selected row back to its record the same way in bot
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -52,10 +53,30 @@ DEAD_LETTER_COLUMNS: list[Column] = [
 
 _warned = False
 
+# "auto": itables' grid, except on Databricks (DATABRICKS_RUNTIME_VERSION set), where anywidget-based
+# widgets are not known to load: there the plain core-ipywidgets list. "itables" or "plain" force one.
+# Set with %config SbMagics.grid = "itables" (docs/widgets.md).
+GRID_MODES = ("auto", "itables", "plain")
+mode = "auto"
+
+
+def on_databricks() -> bool:
+    return bool(os.environ.get("DATABRICKS_RUNTIME_VERSION"))
+
 
 def grid_available() -> bool:
-    """Whether itables' widget can be used here; the first time it cannot, say why in the log."""
+    """Whether itables' widget is used here; the first time it is not, say why in the log."""
     global _warned
+    if mode == "plain" or (mode == "auto" and on_databricks()):
+        if not _warned:
+            _warned = True
+            log.info(
+                "sbnotebook panels show plain lists: %s",
+                "SbMagics.grid = 'plain'"
+                if mode == "plain"
+                else "on Databricks the grid is off by default (%config SbMagics.grid = 'itables' to try it)",
+            )
+        return False
     try:
         import itables.widget  # noqa: F401
     except ImportError as exc:
@@ -100,11 +121,7 @@ class MessageGrid:
             self.widget = ITable(self._frame(), **self._options)
         else:
             self.widget = W.SelectMultiple(options=[], rows=rows, layout=W.Layout(width="100%"))
-        self.note = (
-            ""
-            if self.is_grid
-            else "<i>plain list (itables is not installed): pip install 'sbnotebook[notebook]' for sortable grids</i>"
-        )
+        self.note = "" if self.is_grid else _plain_note()
 
     # ------------------------------------------------------------ content
 
@@ -147,3 +164,11 @@ class MessageGrid:
 
     def on_select(self, callback: Callable[[], None]) -> None:
         self.widget.observe(lambda _: callback(), names="selected_rows" if self.is_grid else "value")
+
+
+def _plain_note() -> str:
+    if mode == "plain":
+        return ""
+    if mode == "auto" and on_databricks():
+        return "<i>plain list on Databricks: %config SbMagics.grid = 'itables' for sortable grids</i>"
+    return "<i>plain list (itables is not installed): pip install 'sbnotebook[notebook]' for sortable grids</i>"

@@ -28,7 +28,7 @@ from .options import OptionError
 log = logging.getLogger("sbnotebook.spark")
 
 FORMATS = ("binary", "text", "json")
-DEFAULT_SAMPLE = 300  # bodies peeked to infer a schema: one round trip (a peek page holds this many)
+DEFAULT_SAMPLE = 250  # bodies peeked to infer a schema: one peek page, one round trip
 MAX_SAMPLE = 10_000
 BODY_JSON = "body_json"
 RESCUED = "_rescued_body"

@@ -19,6 +19,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
+from tests import spark_bodies_scenarios as bodies_scenarios
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import QuickCloseClient, drain, send
 
@@ -170,3 +171,17 @@ def test_the_key_is_in_no_event_log_and_the_grep_would_see_it(cluster: tuple[Any
     texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()]
     assert any(CONTROL.encode() in t for t in texts), "the grep would not see a leak"
     assert all(SECRET.encode() not in t for t in texts) and SECRET not in plan
+
+
+def test_json_bodies_inferred_pinned_rescued_and_written_on_two_executors(
+    cluster: tuple[Any, Path], client: ServiceBusClient
+) -> None:
+    spark, _ = cluster
+    bodies_scenarios.batch_read_infer_pin_rescue_and_write(spark, client)
+
+
+def test_a_json_stream_restarts_with_its_recorded_body_schema(
+    cluster: tuple[Any, Path], client: ServiceBusClient, tmp_path: Path
+) -> None:
+    spark, _ = cluster
+    bodies_scenarios.stream_restart_keeps_the_recorded_schema(spark, client, tmp_path)

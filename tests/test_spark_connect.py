@@ -18,6 +18,7 @@ import pytest
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
+from tests import spark_bodies_scenarios as bodies_scenarios
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import QuickCloseClient, drain, free_port, send
 
@@ -241,3 +242,15 @@ def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(tmp_path:
     texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
     assert any(name.encode() in t for t in texts)  # the secretRef option is logged: the grep reads these files
     assert all(SECRET.encode() not in t for t in texts)
+
+
+def test_json_bodies_inferred_pinned_rescued_and_written_over_connect(sp: Any, keyed: Emulator) -> None:
+    with QuickCloseClient.from_connection_string(keyed.connection_string) as client:
+        bodies_scenarios.batch_read_infer_pin_rescue_and_write(sp, client)
+
+
+def test_a_json_stream_restarts_with_its_recorded_body_schema_over_connect(
+    sp: Any, keyed: Emulator, tmp_path: Path
+) -> None:
+    with QuickCloseClient.from_connection_string(keyed.connection_string) as client:
+        bodies_scenarios.stream_restart_keeps_the_recorded_schema(sp, client, tmp_path)

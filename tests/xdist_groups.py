@@ -15,6 +15,7 @@ from typing import Any
 _SPARK_GROUPS = {
     "test_spark": "spark",
     "test_spark_streaming": "spark",
+    "test_spark_bodies": "spark",
     "06_spark": "spark",
     "test_spark_cluster": "spark-jvm",  # restarts PySpark's JVM in its process
     "test_spark_connect": "spark-jvm",  # a Connect server, and Connect mode in its process

@@ -25,6 +25,7 @@ __all__ = [
     "ServiceBusDataSource",
     "WriteSummary",
     "from_spark",
+    "infer_body_schema",
     "local_session",
     "record_schema",
     "register",
@@ -109,6 +110,26 @@ def local_session(app_name: str = "sbnotebook", cores: int = 2) -> Any:
         .getOrCreate()
     )
     return register(spark, default_partitions=cores)
+
+
+def infer_body_schema(
+    entity: str, sample: int | None = None, *, connection: str | Connection | None = None, start: int = 1
+) -> str:
+    """The body schema a ``bodyFormat=json`` read would infer for `entity`, as the DDL the bodySchema
+    option takes: pin it so that a later read (or a stream's restart) keeps these columns. Peeks at
+    most `sample` bodies (nothing locked); runs here, needs no Spark session."""
+    from .bodies import DEFAULT_SAMPLE, MAX_SAMPLE, ddl, inferred_struct
+    from .options import entity as entity_path
+
+    size = DEFAULT_SAMPLE if sample is None else sample
+    if not 1 <= size <= MAX_SAMPLE:
+        raise OptionError(f"servicebus: sample must be 1 to {MAX_SAMPLE}, not {size}.")
+    conn = resolve(connection) if connection is not None or ServiceBusDataSource.default_connection is None else None
+    if conn is None:
+        from .secrets import connection_of
+
+        conn = connection_of(ServiceBusDataSource.default_connection)  # type: ignore[arg-type]
+    return ddl(inferred_struct(conn, entity_path({"entity": entity}), start, size))
 
 
 def to_spark(source: Any, spark: Any) -> Any:
@@ -209,7 +230,7 @@ def _sender(opts: Any) -> Any:
 
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
-        rows = (_plain_row(row) for b in batches for row in b.to_pylist())
+        rows = (_plain_row(row, opts.struct_columns) for b in batches for row in b.to_pylist())
         sent = send(opts.entity, rows, max_in_flight=opts.max_in_flight, batch=opts.batch, connection=opts.conn())
         out: list[dict[str, Any]] = [
             {
@@ -238,11 +259,16 @@ def _sender(opts: Any) -> Any:
     return send_partition
 
 
-def _plain_row(row: dict[str, Any]) -> dict[str, Any]:
-    """Arrow hands a map column over as a list of pairs; a record wants a dict."""
+def _plain_row(row: dict[str, Any], struct_columns: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Arrow hands a map column over as a list of pairs; a record wants a dict. A struct body is sent
+    as JSON (spark/bodies.py)."""
     props = row.get("application_properties")
     if isinstance(props, list):
         row["application_properties"] = dict(props)
+    if struct_columns:
+        from .bodies import struct_body
+
+        return struct_body(row, struct_columns)
     return row
 
 

@@ -194,6 +194,7 @@ class WriteOptions:
     entity: EntityPath
     max_in_flight: int
     batch: bool
+    struct_columns: tuple[str, ...] = ()  # body / body_json given as a struct: sent as JSON (spark/bodies.py)
 
     def conn(self) -> Connection:
         """The connection, a secret reference resolved in this process (planner or executor)."""
@@ -210,13 +211,17 @@ class WriteOptions:
             raise OptionError(f"servicebus: write to a queue or a topic, not {path}.")
         readable = set(RECORD_FIELDS)
         names = {f.name: f.dataType.simpleString() for f in schema.fields}
-        if "body" not in names:
+        structs = tuple(n for n in ("body", "body_json") if names.get(n, "").startswith("struct<"))
+        if "body" not in names and "body_json" not in structs:
             raise OptionError(
-                "servicebus: a write needs a 'body' column (string or binary); optional columns: "
+                "servicebus: a write needs a 'body' column (string, binary, or a struct sent as JSON) or a "
+                "'body_json' struct column; optional columns: "
                 + ", ".join(c for c in WRITE_COLUMNS if c != "body")
                 + "."
             )
         for name, kind in names.items():
+            if name in structs or name == "_rescued_body":
+                continue  # a struct body is sent as JSON; _rescued_body is what a json read could not parse
             allowed = WRITE_COLUMNS.get(name)
             if allowed is None:
                 if name in readable:
@@ -231,6 +236,7 @@ class WriteOptions:
             entity=path,
             max_in_flight=_int(options, "maxInFlight", 10, 1) or 10,
             batch=str(options.get("batch", "true")).lower() != "false",
+            struct_columns=structs,
         )
         check_exists(parsed.connection, path, for_send=True)
         return parsed

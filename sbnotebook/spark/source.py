@@ -19,9 +19,9 @@ from pyspark.sql.datasource import (
 
 from ..core import Connection, EntityNotFoundError, EntityPath, SbError, list_sessions, send
 from ..core.errors import redact
-from . import reading
+from . import bodies, reading
 from .options import OptionError, ReadOptions, WriteOptions, summary
-from .schema import arrow_schema, record_schema
+from .schema import arrow_schema
 from .secrets import SecretRef
 
 log = logging.getLogger("sbnotebook.spark")
@@ -53,20 +53,22 @@ class ServiceBusDataSource(DataSource):
         return "servicebus"
 
     def schema(self) -> Any:
-        return record_schema()
+        return bodies.read_schema(self.options, self.defaults()[0])  # bodyFormat=json adds columns
 
     def reader(self, schema: Any) -> DataSourceReader:
         conn, partitions = self.defaults()
-        return _Reader(ReadOptions.parse(self.options, partitions, conn))
+        return _Reader(ReadOptions.parse(self.options, partitions, conn), bodies.body_columns(self.options, schema))
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         return _Writer(WriteOptions.parse(self.options, schema, self.defaults()[0]))
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        from . import body_stream
         from .streaming import stream_reader  # docs/spark.md, "Structured Streaming"
 
         conn, partitions = self.defaults()
-        return stream_reader(self.options, partitions, conn)
+        reader = stream_reader(self.options, partitions, conn)
+        return body_stream.attach(reader, bodies.body_columns(self.options, schema))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         return _StreamWriter(WriteOptions.parse(self.options, schema, self.defaults()[0]))
@@ -76,8 +78,9 @@ class ServiceBusDataSource(DataSource):
 
 
 class _Reader(DataSourceReader):
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, body: bodies.BodyColumns) -> None:
         self.options = options
+        self.body = body
 
     def partitions(self) -> list[InputPartition]:  # must be a list (Spark calls len() and indexes it)
         o = self.options
@@ -108,13 +111,17 @@ class _Reader(DataSourceReader):
         return [InputPartition(g) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        o = self.options
-        schema = arrow_schema()
         # Spark reads one empty partition when partitions() found nothing: pyspark 4.1+ passes
         # InputPartition(None), 4.0 passes None itself.
         work = partition.value if partition is not None else None
         if work is None:
             return
+        what = f"read of {self.options.entity} partition {getattr(work, 'index', 0)}"
+        yield from self.body.apply(self._records(work), what)
+
+    def _records(self, work: Any) -> Iterator[Any]:
+        o = self.options
+        schema = arrow_schema()
         conn = o.conn()  # a secret reference is resolved here, on the executor
         if isinstance(work, reading.SessionGroup):
             if o.mode == "peek":
@@ -163,7 +170,8 @@ class WriteSummary:
 def _write_rows(options: WriteOptions, rows: Iterator[Any]) -> SentCounts:
     def records() -> Iterator[dict[str, Any]]:
         for row in rows:
-            yield row.asDict(recursive=True)
+            record = row.asDict(recursive=True)
+            yield bodies.struct_body(record, options.struct_columns) if options.struct_columns else record
 
     report = send(
         options.entity,

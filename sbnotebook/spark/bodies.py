@@ -1,0 +1,547 @@
+"""Message bodies as columns: the ``bodyFormat`` / ``bodySchema`` / ``bodySampleSize`` read options.
+
+``bodyFormat=json`` adds a ``body_json`` struct column and a ``_rescued_body`` string column. The
+struct's schema is ``bodySchema`` (DDL) when given, else inferred on the planning side from a peeked
+sample with the rules of Spark's JSON reader (:func:`infer`). A body that is not a JSON object, or
+does not fit the schema (a value of another type, a field the schema lacks), keeps its raw text in
+``_rescued_body``; what fits is still in ``body_json``. Nothing is dropped.
+
+Parsing (:func:`add_body_columns`) runs per Arrow batch: pyarrow's JSON reader parses the whole batch
+in C++ when every body fits; only a batch with a misfit is parsed body by body in Python.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import io
+import json
+import logging
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .options import OptionError
+
+log = logging.getLogger("sbnotebook.spark")
+
+FORMATS = ("binary", "text", "json")
+DEFAULT_SAMPLE = 250  # bodies peeked to infer a schema: one peek page, one round trip
+MAX_SAMPLE = 10_000
+BODY_JSON = "body_json"
+RESCUED = "_rescued_body"
+
+
+@dataclass(frozen=True)
+class BodyOptions:
+    format: str = "binary"
+    schema: str | None = None  # bodySchema as given (DDL: "a bigint, b struct<c: string>")
+    sample: int = DEFAULT_SAMPLE
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> BodyOptions:
+        fmt = str(options.get("bodyFormat") or "binary").strip().lower()
+        if fmt not in FORMATS:
+            raise OptionError(f"servicebus: option bodyFormat must be one of {', '.join(FORMATS)}, not {fmt!r}.")
+        given = (options.get("bodySchema") or "").strip() or None
+        if given and fmt != "json":
+            raise OptionError("servicebus: option bodySchema needs bodyFormat=json.")
+        raw = options.get("bodySampleSize")
+        sample = DEFAULT_SAMPLE
+        if raw is not None and str(raw).strip():
+            try:
+                sample = int(str(raw).strip())
+            except ValueError:
+                raise OptionError(f"servicebus: option bodySampleSize must be a whole number, not {raw!r}.") from None
+            if not 1 <= sample <= MAX_SAMPLE:
+                raise OptionError(f"servicebus: option bodySampleSize must be 1 to {MAX_SAMPLE}, not {sample}.")
+        return cls(fmt, given, sample)
+
+
+# ------------------------------------------------------------------ inference (Spark's JSON rules)
+
+
+def infer(bodies: Iterable[bytes | str | None]) -> Any:
+    """The StructType Spark's JSON reader infers for these bodies (JsonInferSchema, default options):
+    integers bigint (decimal(p,0) beyond 64 bits), other numbers double, fields sorted by name,
+    conflicting types widened (bigint+double: double) or else string, nulls and empty arrays string,
+    empty objects dropped. Bodies that are not JSON objects are left out (they are rescued at read)."""
+    from pyspark.sql.types import NullType, StructType
+
+    merged: Any = NullType()
+    for body in bodies:
+        value = _loads(body)
+        if isinstance(value, dict):
+            merged = _compatible(merged, _infer_value(value))
+    out = _canonical(merged)
+    return out if isinstance(out, StructType) else StructType([])
+
+
+def _loads(body: bytes | str | None) -> Any:
+    if body is None:
+        return None
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _infer_value(value: Any) -> Any:
+    from pyspark.sql import types as T
+
+    if value is None:
+        return T.NullType()
+    if isinstance(value, bool):
+        return T.BooleanType()
+    if isinstance(value, int):
+        if -(2**63) <= value < 2**63:
+            return T.LongType()
+        digits = len(str(abs(value)))
+        return T.DecimalType(digits, 0) if digits <= 38 else T.DoubleType()
+    if isinstance(value, float):
+        return T.DoubleType()
+    if isinstance(value, str):
+        return T.StringType()
+    if isinstance(value, list):
+        element: Any = T.NullType()
+        for item in value:
+            element = _compatible(element, _infer_value(item))
+        return T.ArrayType(element, True)
+    fields = [T.StructField(k, _infer_value(v), True) for k, v in sorted(value.items())]
+    return T.StructType(fields)
+
+
+def _compatible(a: Any, b: Any) -> Any:
+    from pyspark.sql import types as T
+
+    if a == b:
+        return a
+    if isinstance(a, T.NullType):
+        return b
+    if isinstance(b, T.NullType):
+        return a
+    numeric = (T.LongType, T.DoubleType, T.DecimalType)
+    if isinstance(a, numeric) and isinstance(b, numeric):
+        if isinstance(a, T.DoubleType) or isinstance(b, T.DoubleType):
+            return T.DoubleType()
+        da = T.DecimalType(20, 0) if isinstance(a, T.LongType) else a
+        db = T.DecimalType(20, 0) if isinstance(b, T.LongType) else b
+        scale = max(da.scale, db.scale)
+        whole = max(da.precision - da.scale, db.precision - db.scale)
+        return T.DoubleType() if whole + scale > 38 else T.DecimalType(whole + scale, scale)
+    if isinstance(a, T.StructType) and isinstance(b, T.StructType):
+        types = {f.name: f.dataType for f in a.fields}
+        for f in b.fields:
+            types[f.name] = _compatible(types[f.name], f.dataType) if f.name in types else f.dataType
+        return T.StructType([T.StructField(n, types[n], True) for n in sorted(types)])
+    if isinstance(a, T.ArrayType) and isinstance(b, T.ArrayType):
+        return T.ArrayType(_compatible(a.elementType, b.elementType), True)
+    return T.StringType()
+
+
+def _canonical(t: Any) -> Any:
+    """None for what Spark drops (an empty struct); NullType becomes string."""
+    from pyspark.sql import types as T
+
+    if isinstance(t, T.NullType):
+        return T.StringType()
+    if isinstance(t, T.ArrayType):
+        element = _canonical(t.elementType)
+        return None if element is None else T.ArrayType(element, True)
+    if isinstance(t, T.StructType):
+        fields = [
+            T.StructField(f.name, c, True) for f in t.fields if f.name and (c := _canonical(f.dataType)) is not None
+        ]
+        return T.StructType(fields) if fields else None
+    return t
+
+
+def ddl(struct: Any) -> str:
+    """A StructType as the column list bodySchema takes: "`a` bigint, `b` struct<`c`: string>"."""
+    return ", ".join(f"{_quote(f.name)} {_type_ddl(f.dataType)}" for f in struct.fields)
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _type_ddl(t: Any) -> str:
+    from pyspark.sql import types as T
+
+    if isinstance(t, T.StructType):
+        return "struct<" + ", ".join(f"{_quote(f.name)}: {_type_ddl(f.dataType)}" for f in t.fields) + ">"
+    if isinstance(t, T.ArrayType):
+        return f"array<{_type_ddl(t.elementType)}>"
+    if isinstance(t, T.MapType):
+        return f"map<{_type_ddl(t.keyType)}, {_type_ddl(t.valueType)}>"
+    return str(t.simpleString())
+
+
+def struct_ddl(given: str) -> str:
+    """bodySchema as a struct type: a column list ("a bigint, b string") or a struct<...> as given."""
+    text = given.strip()
+    return text if text.lower().startswith("struct<") else f"struct<{text}>"
+
+
+def sample_bodies(conn: Any, path: Any, start: int, sample: int) -> list[bytes]:
+    """Up to `sample` bodies from `start` on, peeked (nothing locked, nothing counted): one round trip
+    for a sample of up to one peek page, a few for a bigger one."""
+    from ..core import scan_records
+
+    records = scan_records(path, start=max(start, 1), limit=sample, page_size=min(sample, 250), connection=conn)
+    return [r["body"] for r in records]
+
+
+def inferred_struct(conn: Any, path: Any, start: int, sample: int) -> Any:
+    """The body schema of `path` from a peeked sample; a clear error when the sample has no JSON object."""
+    from ..core import SbError
+
+    try:
+        bodies = sample_bodies(conn, path, start, sample)
+    except SbError as exc:
+        raise OptionError(
+            f"servicebus: cannot peek {path} to infer the body schema ({str(exc).splitlines()[0]}): "
+            "give it with the bodySchema option."
+        ) from None
+    struct = infer(bodies)
+    if not struct.fields:
+        raise OptionError(
+            f"servicebus: cannot infer a body schema: none of the {len(bodies)} bodies peeked from {path} is a "
+            "JSON object with fields; give it with the bodySchema option (for example .option('bodySchema', "
+            "'id bigint, kind string'))."
+        )
+    log.info("servicebus: body schema of %s inferred from %d bodies: %s", path, len(bodies), ddl(struct))
+    return struct
+
+
+# ------------------------------------------------------------------ parsing at read
+
+
+class BodyColumns:
+    """Adds the body columns to each record batch a read yields (runs on executors)."""
+
+    def __init__(self, body_format: str, struct: Any | None) -> None:
+        self.format = body_format
+        self.struct: Any = struct  # the body_json StructType (json only), as Spark planned it
+        self._arrow: Any = None
+
+    def arrow_type(self) -> Any:
+        if self._arrow is None:
+            self._arrow = arrow_type(self.struct)
+        return self._arrow
+
+    def apply(self, batches: Iterator[Any], what: str) -> Iterator[Any]:
+        """Each batch with its body columns; one log line for the whole read of this partition."""
+        if self.format == "binary":
+            yield from batches
+            return
+        rows = misfits = 0
+        for batch in batches:
+            out, bad = self.add(batch)
+            rows += batch.num_rows
+            misfits += bad
+            yield out
+        kind = "not JSON objects or not fitting the schema" if self.format == "json" else "not UTF-8 text"
+        (log.warning if misfits else log.info)(
+            "servicebus %s: %d bodies as %s, %d %s%s",
+            what,
+            rows,
+            self.format,
+            misfits,
+            kind,
+            " (raw text in _rescued_body)" if self.format == "json" and misfits else "",
+        )
+
+    def add(self, batch: Any) -> tuple[Any, int]:
+        import pyarrow as pa
+
+        bodies = batch.column(batch.schema.get_field_index("body")).to_pylist()
+        if self.format == "text":
+            texts = [_utf8(b) for b in bodies]
+            i = batch.schema.get_field_index("body_text")
+            column = pa.array(texts, pa.string())
+            return batch.set_column(i, batch.schema.field(i), column), sum(
+                1 for b, t in zip(bodies, texts, strict=True) if b is not None and t is None
+            )
+        parsed = self._fast(bodies)
+        if parsed is not None:
+            rescued = pa.nulls(len(bodies), pa.string())
+            bad = 0
+        else:
+            parsed, rescued, bad = self._slow(bodies)
+        columns = [*batch.columns, parsed, rescued]
+        names = [*batch.schema.names, BODY_JSON, RESCUED]
+        return pa.RecordBatch.from_arrays(columns, names=names), bad
+
+    def _fast(self, bodies: list[bytes | None]) -> Any:
+        """The whole batch through pyarrow's JSON reader, or None when a body does not fit (a body that
+        spans lines, is empty, is not an object, has a value of another type or a field the schema lacks)."""
+        import pyarrow as pa
+        import pyarrow.json as pj
+
+        if not bodies or any(not b for b in bodies):
+            return None
+        buffer = b"\n".join(b for b in bodies if b)
+        if buffer.count(b"\n") != len(bodies) - 1:
+            return None
+        struct = self.arrow_type()
+        schema = pa.schema(list(struct))
+        try:
+            table = pj.read_json(
+                io.BytesIO(buffer),
+                read_options=pj.ReadOptions(use_threads=False, block_size=max(len(buffer) + 1, 1 << 20)),
+                parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+        if table.num_rows != len(bodies):
+            return None
+        table = table.select(schema.names).cast(schema)
+        arrays = [c.combine_chunks() for c in table.columns]
+        return pa.StructArray.from_arrays(arrays, fields=list(struct))
+
+    def _slow(self, bodies: list[bytes | None]) -> tuple[Any, Any, int]:
+        """Body by body: what fits goes to body_json (a misfit field null), the raw text of a misfit body
+        to _rescued_body."""
+        import pyarrow as pa
+
+        values: list[Any] = []
+        rescued: list[str | None] = []
+        for body in bodies:
+            value = _loads(body) if body else None
+            if not isinstance(value, dict):
+                values.append(None)
+                rescued.append(None if body is None else _raw_text(body))
+                continue
+            fits = _Fit()
+            values.append(_convert(value, self.struct, fits))
+            rescued.append(None if fits.ok or body is None else _raw_text(body))
+        bad = sum(1 for r in rescued if r is not None)
+        return pa.array(values, self.arrow_type()), pa.array(rescued, pa.string()), bad
+
+
+def arrow_type(t: Any) -> Any:
+    """A Spark type as the Arrow type a Python data source yields for it (timestamps UTC, as the
+    record schema's; pyspark's own converter changed its signature between releases)."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    if isinstance(t, T.StructType):
+        return pa.struct([pa.field(f.name, arrow_type(f.dataType)) for f in t.fields])
+    if isinstance(t, T.ArrayType):
+        return pa.list_(arrow_type(t.elementType))
+    if isinstance(t, T.MapType):
+        return pa.map_(arrow_type(t.keyType), arrow_type(t.valueType))
+    if isinstance(t, T.DecimalType):
+        return pa.decimal128(t.precision, t.scale)
+    simple = {
+        T.BooleanType: pa.bool_(),
+        T.ByteType: pa.int8(),
+        T.ShortType: pa.int16(),
+        T.IntegerType: pa.int32(),
+        T.LongType: pa.int64(),
+        T.FloatType: pa.float32(),
+        T.DoubleType: pa.float64(),
+        T.StringType: pa.string(),
+        T.VarcharType: pa.string(),
+        T.CharType: pa.string(),
+        T.BinaryType: pa.binary(),
+        T.DateType: pa.date32(),
+        T.TimestampType: pa.timestamp("us", tz="UTC"),
+        T.TimestampNTZType: pa.timestamp("us"),
+        T.NullType: pa.null(),
+    }
+    for kind, arrow in simple.items():
+        if isinstance(t, kind):
+            return arrow
+    raise OptionError(f"servicebus: bodySchema: {t.simpleString()} is not a type a JSON body can be read into.")
+
+
+def _utf8(body: bytes | None) -> str | None:
+    if body is None:
+        return None
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _raw_text(body: bytes) -> str:
+    """The body as text; bytes that are not UTF-8 become U+FFFD (the exact bytes stay in `body`)."""
+    return body.decode("utf-8", errors="replace")
+
+
+class _Fit:
+    ok = True
+
+
+def _convert(value: Any, t: Any, fits: _Fit) -> Any:
+    """A parsed JSON value as Spark's JSON parser reads it into type `t`; a value that does not fit
+    becomes None and clears `fits`."""
+    from pyspark.sql import types as T
+
+    if value is None:
+        return None
+    try:
+        if isinstance(t, T.StructType):
+            if not isinstance(value, dict):
+                raise _Misfit
+            names = {f.name for f in t.fields}
+            if any(k not in names for k in value):
+                fits.ok = False  # a field the schema lacks: rescued, the known fields kept
+            return {f.name: _convert(value.get(f.name), f.dataType, fits) for f in t.fields}
+        if isinstance(t, T.ArrayType):
+            if not isinstance(value, list):
+                raise _Misfit
+            return [_convert(v, t.elementType, fits) for v in value]
+        if isinstance(t, T.MapType):
+            if not isinstance(value, dict):
+                raise _Misfit
+            return [(str(k), _convert(v, t.valueType, fits)) for k, v in value.items()]
+        if isinstance(t, (T.StringType, T.VarcharType, T.CharType)):
+            # Spark's parser reads any JSON value into a string field as its JSON text.
+            return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+        if isinstance(t, T.BooleanType):
+            if not isinstance(value, bool):
+                raise _Misfit
+            return value
+        if isinstance(t, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise _Misfit
+            bits = {T.LongType: 64, T.IntegerType: 32, T.ShortType: 16, T.ByteType: 8}[type(t)]
+            if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+                raise _Misfit
+            return value
+        if isinstance(t, (T.DoubleType, T.FloatType)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+                    return float(value)
+                raise _Misfit
+            return float(value)
+        if isinstance(t, T.DecimalType):
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise _Misfit
+            number = decimal.Decimal(str(value)).quantize(decimal.Decimal(1).scaleb(-t.scale))
+            if len(number.as_tuple().digits) > t.precision:
+                raise _Misfit
+            return number
+        if isinstance(t, (T.TimestampType, T.TimestampNTZType)):
+            if not isinstance(value, str):
+                raise _Misfit
+            stamp = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if isinstance(t, T.TimestampType):
+                return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
+            return stamp.replace(tzinfo=None)
+        if isinstance(t, T.DateType):
+            if not isinstance(value, str):
+                raise _Misfit
+            return dt.date.fromisoformat(value)
+        if isinstance(t, T.BinaryType):
+            if not isinstance(value, str):
+                raise _Misfit
+            return base64.b64decode(value, validate=True)
+    except (_Misfit, ValueError, decimal.InvalidOperation):
+        fits.ok = False
+        return None
+    fits.ok = False
+    return None
+
+
+class _Misfit(Exception):
+    """A JSON value of another type than the schema's."""
+
+
+# ------------------------------------------------------------------ the write side
+
+
+def json_text(value: Any) -> str:
+    """A struct value (a Row as dict, or Arrow's to_pylist form) as JSON, the way Spark's to_json
+    writes it: null fields left out, timestamps ISO 8601, binary base64, maps as objects."""
+    return json.dumps(_jsonable(value), separators=(",", ":"), allow_nan=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):  # an Arrow map
+            return {str(k): _jsonable(v) for k, v in value if v is not None}
+        return [_jsonable(v) for v in value]
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value) if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def struct_body(record: dict[str, Any], struct_columns: tuple[str, ...]) -> dict[str, Any]:
+    """A row to send: a struct `body` column, or else a `body_json` column, becomes the JSON body with
+    content type application/json (unless the row gives one). A row whose body_json is null (a body
+    rescued at read) sends its `body` as it is."""
+    body = record.get("body")
+    if "body" in struct_columns and isinstance(body, (dict, list)):
+        record["body"] = json_text(body)
+    elif "body_json" in struct_columns and record.get("body_json") is not None:
+        record["body"] = json_text(record["body_json"])
+    else:
+        return _without_body_columns(record)
+    if not record.get("content_type"):
+        record["content_type"] = "application/json"
+    record.pop("body_text", None)
+    return _without_body_columns(record)
+
+
+def _without_body_columns(record: dict[str, Any]) -> dict[str, Any]:
+    record.pop(BODY_JSON, None)
+    record.pop(RESCUED, None)
+    return record
+
+
+# ------------------------------------------------------------------ the data source's schema
+
+
+def read_schema(options: Mapping[str, str], default_connection: Any) -> Any:
+    """The DataFrame's schema: the record schema, and with bodyFormat=json the body columns. A given
+    bodySchema goes to Spark as DDL (Spark parses it, its errors name the bad part); else the body
+    schema is inferred here, at planning, from a peeked sample."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from .options import _int, connection, entity
+    from .schema import RECORD_DDL, record_schema
+    from .secrets import connection_of
+
+    body = BodyOptions.parse(options)
+    if body.format != "json":
+        return record_schema()
+    if body.schema:
+        return f"{RECORD_DDL}, `{BODY_JSON}` {struct_ddl(body.schema)}, `{RESCUED}` string"
+    path = entity(options)
+    conn = connection_of(connection(options, default_connection))
+    start = _int(options, "fromSequenceNumber", 1, 0) or 1
+    struct = inferred_struct(conn, path, start, body.sample)
+    fields = [*record_schema().fields, StructField(BODY_JSON, struct, True), StructField(RESCUED, StringType(), True)]
+    return StructType(fields)
+
+
+def body_columns(options: Mapping[str, str], schema: Any) -> BodyColumns:
+    """What read() adds, from the schema Spark planned (the one schema() gave, or the user's own)."""
+    body = BodyOptions.parse(options)
+    if body.format != "json":
+        return BodyColumns(body.format, None)
+    names = {f.name: f.dataType for f in schema.fields}
+    from pyspark.sql.types import StructType
+
+    if not isinstance(names.get(BODY_JSON), StructType) or RESCUED not in names:
+        raise OptionError(
+            f"servicebus: bodyFormat=json needs the columns {BODY_JSON} (a struct) and {RESCUED} (a string) in "
+            "the schema: leave .schema() out (the body schema goes in the bodySchema option)."
+        )
+    return BodyColumns("json", names[BODY_JSON])

@@ -17,7 +17,7 @@ from ...core import SbError, redact
 from ...core.errors import requires_sessions
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 
 class HelpShown(Exception):
@@ -62,7 +62,7 @@ def command(parser: Parser, *, cell: bool = False) -> Callable[[Callable[..., An
     """Parse the line, print help for -h, and turn user errors into one line."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def run(self: SbMagics, line: str, cell_text: str | None) -> Any:
+        def run(self: MagicsState, line: str, cell_text: str | None) -> Any:
             args = None
             try:
                 args = parser.parse_line(line)
@@ -81,7 +81,7 @@ def command(parser: Parser, *, cell: bool = False) -> Callable[[Callable[..., An
         if cell:
 
             @functools.wraps(fn)
-            def cell_wrapper(self: SbMagics, line: str, cell_text: str | None = None) -> Any:
+            def cell_wrapper(self: MagicsState, line: str, cell_text: str | None = None) -> Any:
                 if cell_text is None and not {"-h", "--help"} & set(line.split()):
                     fail(UsageError(f"{parser.prog} is a cell magic: %{parser.prog} ENTITY, messages below."))
                     return None
@@ -91,7 +91,7 @@ def command(parser: Parser, *, cell: bool = False) -> Callable[[Callable[..., An
         else:
 
             @functools.wraps(fn)
-            def line_wrapper(self: SbMagics, line: str) -> Any:
+            def line_wrapper(self: MagicsState, line: str) -> Any:
                 return run(self, line, None)
 
             wrapper = line_wrapper

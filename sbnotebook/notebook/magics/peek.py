@@ -13,7 +13,7 @@ from .command import command, parser
 from .targets import with_dlq
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 PEEK = parser(
     "sb_peek",
@@ -45,7 +45,7 @@ BROWSE.add_argument("-n", type=int, dest="count", default=50, help="messages per
 
 
 @command(PEEK)
-def sb_peek(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_peek(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
     count = args.count if args.count is not None else self.peek_count
     if count < 1 or args.scan < 1:
@@ -65,7 +65,7 @@ def sb_peek(self: SbMagics, args: argparse.Namespace) -> Any:
 
 
 @command(BROWSE)
-def sb_browse(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_browse(self: MagicsState, args: argparse.Namespace) -> Any:
     from ..widgets import MessageBrowser
 
     return MessageBrowser(args.entity, dead_letter=args.dlq, page_size=args.count, connection=self.conn())

@@ -18,7 +18,7 @@ from .command import command, parser
 from .targets import with_dlq
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 RESUBMIT = parser(
     "sb_resubmit",
@@ -63,7 +63,7 @@ def message_edit(args: argparse.Namespace) -> MessageEdit:
 
 
 @command(RESUBMIT)
-def sb_resubmit(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     path = EntityPath.parse(args.entity)
     source = str(path) if path.is_dead_letter else with_dlq(args.entity, True)
     if args.limit is not None and args.limit < 1:

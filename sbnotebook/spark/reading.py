@@ -8,8 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core import PAGE_SIZE, Connection, EntityPath, SbError, counts, receive, scan, scan_records
-from ..core.live import live
+from ..core import PAGE_SIZE, Connection, EntityPath, SbError, counts, live_connection, receive, scan, scan_records
 from .schema import to_arrow
 
 
@@ -93,7 +92,7 @@ def plan_peek(
         first_found = pool.submit(first_present, conn, path, start)
         count, first = counting.result(), first_found.result()
     if count is None:
-        live(conn).info_once(
+        live_connection(conn).info_once(
             "spark-bounds",
             "servicebus: no message count for %s (no Manage rights?): finding the bounds by peeks",
             path,

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import StdinNotImplementedError, UsageError
 
-from ...core import SbError, redact
-from ...core.errors import requires_sessions
+from ...core import SbError, redact, requires_sessions
 
 if TYPE_CHECKING:
     from .state import MagicsState

@@ -34,7 +34,7 @@ def sb_connect(self: MagicsState, args: argparse.Namespace) -> None:
     if len(chosen) > 1:
         raise UsageError("%sb_connect: give one of CONNECTION, --namespace, --secret or --emulator.")
     if args.emulator:
-        self.connection = core.connect(core.connection.embedded.connection())
+        self.connection = core.connect(core.resolve(env={}))  # nothing configured: the embedded emulator
     elif args.secret:
         self.connection = core.connect(databricks_secret(self, args.secret))
     elif args.connection or args.namespace:

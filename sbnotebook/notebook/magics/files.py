@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.display import display
 
 from ... import core
-from ...core.jsonl import count_jsonl
+from ...core import count_jsonl
 from .command import command, parser
 from .progress import Progress
 from .targets import with_dlq

@@ -10,9 +10,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from ... import core
-from ...core import EntityPath
-from ...core.manage import duration
-from ...core.resubmit import default_target
+from ...core import EntityPath, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
 from .command import command, parser
 from .targets import with_dlq

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from ... import core
-from ...core import SessionInfo
-from ...core.sessions import pretty_state
+from ...core import SessionInfo, pretty_state
 from ..cells import parse_when
 from .command import command, parser
 

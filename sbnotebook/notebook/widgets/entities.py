@@ -11,8 +11,7 @@ from typing import Any
 import ipywidgets as W
 
 from ... import core
-from ...core import InvalidInputError
-from ...core.live import ConnectionLike, live
+from ...core import ConnectionLike, InvalidInputError, live_connection
 from .render import guard
 
 
@@ -30,7 +29,7 @@ def _properties(text: str) -> dict[str, Any]:
 
 class EntityPanel(W.VBox):
     def __init__(self, *, connection: ConnectionLike = None) -> None:
-        self.connection = live(connection)
+        self.connection = live_connection(connection)
         self.pending_delete: str | None = None
         self.status = W.HTML()
         self.list = W.Select(options=[], rows=10, layout=W.Layout(width="100%"))

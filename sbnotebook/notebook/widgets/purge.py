@@ -11,15 +11,14 @@ from collections.abc import Callable
 import ipywidgets as W
 
 from ... import core
-from ...core import InvalidInputError, Report
-from ...core.live import ConnectionLike, live
+from ...core import ConnectionLike, InvalidInputError, Report, live_connection
 from ..purging import KINDS, plan_purge, scheduled_to_cancel
 from .render import guard
 
 
 class PurgePanel(W.VBox):
     def __init__(self, entity: str, *, connection: ConnectionLike = None) -> None:
-        self.connection = live(connection)
+        self.connection = live_connection(connection)
         self.entity = entity
         self.reports: list[Report] = []
         self.pending: tuple[str, Callable[[], list[Report]]] | None = None  # (word to type, action)

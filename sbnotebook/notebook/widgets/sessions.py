@@ -12,9 +12,7 @@ import json
 import ipywidgets as W
 
 from ... import core
-from ...core import InvalidInputError, SessionInfo
-from ...core.live import ConnectionLike, live
-from ...core.sessions import pretty_state
+from ...core import ConnectionLike, InvalidInputError, SessionInfo, live_connection, pretty_state
 from .render import guard
 
 
@@ -36,7 +34,7 @@ class SessionsPanel(W.VBox):
         updated_after: dt.datetime | None = None,
         peek_count: int = 50,
     ) -> None:
-        self.connection = live(connection)
+        self.connection = live_connection(connection)
         self.entity = entity
         self.limit = limit
         self.updated_after = updated_after

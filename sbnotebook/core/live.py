@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from . import trust
 from .connection import Connection, async_credential, credential, explicit_port, resolve
 from .entities import EntityPath
-from .errors import EntityNameError, SbError, ServiceError, from_sdk
+from .errors import EntityNameError, SbError, ServiceError, from_sdk, is_connection_lost
 from .sdk import close_now, session_browser
 
 T = TypeVar("T")
@@ -61,21 +61,6 @@ def tls_context() -> ssl.SSLContext:
     it the SDK builds a context and loads a bundle again for each TCP connection, and it opens one
     per link: about 65 ms of CPU each time an entity is first touched (measured; tests/test_core_live.py)."""
     return trust.tls_context()
-
-
-def is_connection_lost(exc: BaseException) -> bool:
-    """Did the transport go away (restart, network), as opposed to the broker refusing something?"""
-    from azure.servicebus.exceptions import ServiceBusCommunicationError, ServiceBusConnectionError
-
-    if isinstance(exc, (ServiceBusConnectionError, ServiceBusCommunicationError, ConnectionError)):
-        return True
-    if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
-        return True
-    name = type(exc).__name__
-    text = str(exc).lower()
-    return name in {"AMQPConnectionError", "AMQPLinkError"} or (
-        name == "ServiceBusError" and ("detached" in text or "connection" in text or "socket" in text)
-    )
 
 
 @dataclass

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from .entities import EntityPath
-from .errors import InvalidInputError, from_sdk, tracking_id_of
-from .live import ConnectionLike, LiveConnection, is_connection_lost, live, receiver_for
+from .errors import InvalidInputError, from_sdk, is_connection_lost, is_lock_lost, tracking_id_of
+from .live import ConnectionLike, LiveConnection, live, receiver_for
 from .outcome import Outcome, Report
 from .records import SHOWN_FIELDS, to_dataframe, to_record
 from .sdk import (
@@ -351,7 +351,6 @@ class LockedBatch:
         return report
 
     async def _renew_chunk(self, chunk: list[int]) -> list[Outcome]:
-        from azure.servicebus.exceptions import MessageLockLostError
 
         msgs = [self.messages[i] for i in chunk]
         try:
@@ -368,7 +367,7 @@ class LockedBatch:
                 parts = await asyncio.gather(*(self._renew_chunk([i]) for i in chunk))
                 return [o for part in parts for o in part]
             i, m = chunk[0], msgs[0]
-            if isinstance(exc, MessageLockLostError) or "lock" in str(exc).lower():
+            if is_lock_lost(exc):
                 self._lost.add(i)
                 return [Outcome(_mid(m), _seq(m), "lock_lost", from_sdk(exc).message, i)]
             return [Outcome(_mid(m), _seq(m), "failed", from_sdk(exc).message, i, tracking_id=tracking_id_of(exc))]

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entities import EntityPath
-from .errors import InvalidInputError, SbError, condition_of, from_sdk, is_retryable, tracking_id_of
-from .live import ConnectionLike, LiveConnection, is_connection_lost, live
+from .errors import InvalidInputError, SbError, condition_of, from_sdk, is_connection_lost, is_retryable, tracking_id_of
+from .live import ConnectionLike, LiveConnection, live
 from .outcome import Outcome, Report
 from .records import RECORD_KIND, SENDABLE_FIELDS
 

@@ -8,7 +8,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core import PAGE_SIZE, Connection, EntityPath, SbError, counts, live_connection, receive, scan, scan_records
+from ..core import (
+    PAGE_SIZE,
+    Connection,
+    EntityPath,
+    SbError,
+    counts,
+    is_session_locked,
+    live_connection,
+    receive,
+    scan,
+    scan_records,
+)
 from .schema import to_arrow
 
 
@@ -173,7 +184,7 @@ def read_session_peek(conn: Connection, path: EntityPath, part: SessionGroup, st
 
 
 def _session_error(exc: SbError, path: EntityPath, session: str) -> SbError:
-    if "sessioncannotbelocked" in f"{type(exc).__name__} {exc} {exc.condition}".lower().replace("-", ""):
+    if is_session_locked(exc):
         return type(exc)(
             f"servicebus: session {session!r} of {path} is locked by another receiver, and reading a session "
             "needs its lock for a moment: retry when it is free, or leave it out with the sessionIds option."

@@ -44,6 +44,7 @@ from ..core import (
     LockedBatch,
     Report,
     SbError,
+    is_no_session_available,
     live_connection,
     receive,
     receive_deferred,
@@ -321,8 +322,7 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 connection=o.conn(),
             )
         except SbError as exc:
-            text = redact(str(exc))
-            if o.session == ALL_SESSIONS and "No session is available" in text:
+            if o.session == ALL_SESSIONS and is_no_session_available(exc):
                 return None  # every session with messages is held (or there is none): the trigger is full
             raise _cannot_read(o, exc) from None
         if self._target is not None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import StdinNotImplementedError, UsageError
 
-from ...core import SbError, redact, requires_sessions
+from ...core import SbError, is_message_not_found, redact, requires_sessions
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -115,13 +115,13 @@ def explain(exc: BaseException, args: argparse.Namespace | None) -> BaseExceptio
     """A service error a user can act on, said in their terms (what to type next)."""
     if not isinstance(exc, SbError) or args is None or not getattr(args, "entity", None):
         return exc
-    entity, text = args.entity, str(exc)
+    entity = args.entity
     if requires_sessions(exc):
         command = "%sb_receive" if getattr(args, "mode", None) else "%sb_peek"
         return UsageError(
             f"{entity} requires sessions: name one with --session ID (for example {command} {entity} --session s-1)."
         )
-    if getattr(args, "deferred", None) and ("MessageNotFound" in text or "deferred message" in text):
+    if getattr(args, "deferred", None) and is_message_not_found(exc):
         return UsageError(
             f"No deferred message with sequence number {args.deferred} in {entity}: "
             f"%sb_peek {entity} shows the sequence numbers whose state is 'deferred'."

@@ -346,19 +346,17 @@ def purge(
     ``include_active=False`` leaves active messages (purge only deferred and/or scheduled ones).
     ``session_ids``: on a session-enabled entity, purge these sessions only (default: every session
     Service Bus lists, which leaves out sessions holding nothing but deferred or scheduled messages)."""
-    path = EntityPath.parse(entity)
     conn = live(connection)
-    return conn.run_on(
-        path,
-        _purge(
-            conn,
-            path,
+    return conn.run(
+        apurge(
+            entity,
             include_active=include_active,
             include_deferred=include_deferred,
             include_scheduled=include_scheduled,
-            session_ids=_session_ids(session_ids),
+            session_ids=session_ids,
             progress=progress,
-        ),
+            connection=conn,
+        )
     )
 
 

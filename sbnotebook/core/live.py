@@ -317,16 +317,25 @@ class LiveConnection:
 
     async def with_link(self, kind: str, path: EntityPath, operation: Callable[[Any], Awaitable[T]]) -> T:
         """Run ``operation(link)``; if the connection was lost, reconnect and try once more."""
-        try:
+
+        async def once() -> T:
             async with self.link(kind, path) as link:
                 return await operation(link)
+
+        return await self.reconnecting(once)
+
+    async def reconnecting(self, work: Callable[[], Awaitable[T]], *, after: Callable[[T], None] | None = None) -> T:
+        """The one "reconnect once, then retry": run ``work()``; if the connection was lost, reconnect
+        and run it once more (only for work that changed nothing when it failed), calling ``after``
+        with the second result. A second loss is one of the kit's errors."""
+        try:
+            return await work()
         except Exception as first:
             if not is_connection_lost(first):
                 raise
-            await self.reconnect(why=first)
+            await self.reconnect(why=first)  # logged there, with why
         try:
-            async with self.link(kind, path) as link:
-                return await operation(link)
+            result = await work()
         except Exception as second:
             if not is_connection_lost(second):
                 raise
@@ -334,6 +343,9 @@ class LiveConnection:
                 f"Lost the connection to {self.settings} and could not reconnect: {from_sdk(second).message}",
                 retryable=True,
             ) from None
+        if after is not None:
+            after(result)
+        return result
 
     async def reconnect(self, *, why: BaseException | None = None) -> None:
         """Close every cached link and the client; the next operation opens new ones."""

@@ -547,16 +547,7 @@ async def _receive(
 
 
 def _run_receive(conn: LiveConnection, path: EntityPath, **kwargs: Any) -> LockedBatch:
-    async def attempt() -> LockedBatch:
-        try:
-            return await _receive(conn, path, **kwargs)
-        except Exception as exc:
-            if not is_connection_lost(exc):
-                raise
-            await conn.reconnect(why=exc)
-        return await _receive(conn, path, **kwargs)
-
-    return conn.run_on(path, attempt())
+    return conn.run_on(path, conn.reconnecting(lambda: _receive(conn, path, **kwargs)))
 
 
 def receive(

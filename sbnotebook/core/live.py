@@ -64,7 +64,7 @@ def tls_context() -> ssl.SSLContext:
 
 
 @dataclass
-class _Pool:
+class LinkPool:
     """Idle links of one kind for one entity."""
 
     opener: Callable[[], Awaitable[Any]]
@@ -125,7 +125,7 @@ class LiveConnection:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._client: Any = None
-        self._pools: dict[tuple[str, str], _Pool] = {}
+        self._pools: dict[tuple[str, str], LinkPool] = {}
         self._admin: Any = None
         self._admin_lock = threading.Lock()
         self._reaper: asyncio.Task[None] | None = None
@@ -245,7 +245,8 @@ class LiveConnection:
 
     # ------------------------------------------------------------------ links
 
-    def _sdk_client(self) -> Any:
+    def sdk_client(self) -> Any:
+        """The SDK's async ``ServiceBusClient`` of this connection (made on first use; call on the loop)."""
         if self._client is None:
             from azure.servicebus.aio import ServiceBusClient
 
@@ -267,15 +268,17 @@ class LiveConnection:
                 self._reaper = asyncio.get_running_loop().create_task(self._reap())
         return self._client
 
-    def _pool(self, kind: str, path: EntityPath) -> _Pool:
+    def pool(self, kind: str, path: EntityPath) -> LinkPool:
+        """The idle links of one kind ("sender", "receiver", "deleting-receiver", "sessions") for one
+        entity: ``acquire`` and ``give_back`` for work that holds a link, else ``link``/``with_link``."""
         key = (kind, str(path).lower())
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools[key] = _Pool(lambda: self._open(kind, path))
+            pool = self._pools[key] = LinkPool(lambda: self._open(kind, path))
         return pool
 
     async def _open(self, kind: str, path: EntityPath) -> Any:
-        client = self._sdk_client()
+        client = self.sdk_client()
         if kind == "sender":
             if path.subscription is not None or path.sub_queue is not None:
                 raise EntityNameError(
@@ -305,7 +308,7 @@ class LiveConnection:
         """Borrow a link ("sender", "receiver" in peek-lock, "deleting-receiver" in
         receive-and-delete, "sessions") for one operation. A link whose
         connection broke is closed instead of going back to the pool."""
-        pool = self._pool(kind, path)
+        pool = self.pool(kind, path)
         link, _ = await pool.acquire()
         try:
             yield link
@@ -421,7 +424,7 @@ class LiveConnection:
         reachable and the key or credential accepted; anything else is what is wrong."""
         from azure.servicebus.exceptions import MessagingEntityNotFoundError
 
-        link = receiver_for(self._sdk_client(), EntityPath("sbnotebook-connection-check"), prefetch_count=0)
+        link = receiver_for(self.sdk_client(), EntityPath("sbnotebook-connection-check"), prefetch_count=0)
         try:
             await link.__aenter__()
         except MessagingEntityNotFoundError:

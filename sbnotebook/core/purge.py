@@ -75,7 +75,7 @@ async def _delete_on_server(conn: LiveConnection, path: EntityPath, report: Repo
     from azure.servicebus.exceptions import ServiceBusError
 
     cutoff = dt.datetime.now(dt.UTC) + CLOCK_SKEW
-    handler = management_handler(conn._sdk_client(), path)
+    handler = management_handler(conn.sdk_client(), path)
     try:
         size = BATCH_DELETE_MAX
         try:
@@ -165,7 +165,7 @@ async def _purge(
         report.elapsed = time.perf_counter() - started
         return report
     on_server = include_active and await _delete_on_server(conn, path, report, tick)
-    client = conn._sdk_client()
+    client = conn.sdk_client()
 
     async def drain() -> None:
         rcv = receiver_for(

@@ -410,7 +410,7 @@ class LockedBatch:
             return
         # A session receiver is closed (that lets the session go); a pooled one goes back.
         if self._pooled:
-            await self.connection._pool("receiver", EntityPath.parse(self.entity)).give_back(rcv)
+            await self.connection.pool("receiver", EntityPath.parse(self.entity)).give_back(rcv)
         else:
             await close_now(rcv)
 
@@ -500,14 +500,14 @@ async def _receive(
     deletes = mode == "receive-and-delete"
     pooled = session_id is None
     if pooled:
-        pool = conn._pool("deleting-receiver" if deletes else "receiver", path)
+        pool = conn.pool("deleting-receiver" if deletes else "receiver", path)
         rcv, _ = await pool.acquire()
     else:
         # A session receiver holds its session: it is closed with the batch.
         kwargs: dict[str, Any] = {"prefetch_count": 0, "session_id": session_id, "max_wait_time": max(wait, 0.5)}
         if deletes:
             kwargs["receive_mode"] = ServiceBusReceiveMode.RECEIVE_AND_DELETE
-        rcv = receiver_for(conn._sdk_client(), path, **kwargs)
+        rcv = receiver_for(conn.sdk_client(), path, **kwargs)
     try:
         if not pooled:
             await rcv.__aenter__()

@@ -248,7 +248,7 @@ async def _send(
     # the SDK's async sender can emit transfers out of delivery-id order under concurrent sends,
     # which AMQP forbids. Senders come from the live connection's pool and go back to it, so the
     # next send to this entity starts warm; at most max_in_flight are held, which is the limit.
-    pool = conn._pool("sender", path)
+    pool = conn.pool("sender", path)
     idle: asyncio.Queue[Any] = asyncio.Queue()
     held: list[Any] = []
     opening = 0
@@ -281,7 +281,7 @@ async def _send(
                 if attempt == 1 and is_connection_lost(exc):
                     await conn.reconnect(why=exc)  # logged there, with why
                     report.note("reconnected: the connection had dropped")
-                    pool = conn._pool("sender", path)
+                    pool = conn.pool("sender", path)
                 else:
                     log.info("opening a sender for %s failed (try %d): %s", path, attempt, from_sdk(exc).message)
                 report.retries += 1

@@ -162,7 +162,7 @@ class _Pager:
 
     async def _session(self) -> Any:
         if self._hold is None:
-            rcv = receiver_for(self.conn._sdk_client(), self.path, session_id=self.session_id)
+            rcv = receiver_for(self.conn.sdk_client(), self.path, session_id=self.session_id)
             await rcv.__aenter__()
             self._hold = SessionHold(rcv)
             return rcv

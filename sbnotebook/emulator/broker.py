@@ -369,7 +369,7 @@ class Broker:
         msg.locked_until = now + source.entity.props.lock_duration
         self.timers.add(msg.locked_until, LOCK, token)
 
-    def _held(self, token: uuid.UUID, store: MessageStore | None = None) -> Lock:
+    def held(self, token: uuid.UUID, store: MessageStore | None = None) -> Lock:
         return self.locks.held(token, store)
 
     @_locked

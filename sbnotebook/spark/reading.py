@@ -8,8 +8,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core import PAGE_SIZE, Connection, EntityPath, SbError, counts, receive, scan, scan_records
-from ..core.live import live
+from ..core import (
+    PAGE_SIZE,
+    Connection,
+    EntityPath,
+    SbError,
+    counts,
+    is_session_locked,
+    live_connection,
+    receive,
+    scan,
+    scan_records,
+)
 from .schema import to_arrow
 
 
@@ -93,7 +103,7 @@ def plan_peek(
         first_found = pool.submit(first_present, conn, path, start)
         count, first = counting.result(), first_found.result()
     if count is None:
-        live(conn).info_once(
+        live_connection(conn).info_once(
             "spark-bounds",
             "servicebus: no message count for %s (no Manage rights?): finding the bounds by peeks",
             path,
@@ -174,7 +184,7 @@ def read_session_peek(conn: Connection, path: EntityPath, part: SessionGroup, st
 
 
 def _session_error(exc: SbError, path: EntityPath, session: str) -> SbError:
-    if "sessioncannotbelocked" in f"{type(exc).__name__} {exc} {exc.condition}".lower().replace("-", ""):
+    if is_session_locked(exc):
         return type(exc)(
             f"servicebus: session {session!r} of {path} is locked by another receiver, and reading a session "
             "needs its lock for a moment: retry when it is free, or leave it out with the sessionIds option."

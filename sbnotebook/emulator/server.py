@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from .admin import AdminServer
 from .amqp import MAX_FRAME_SIZE, TICK_SECONDS, BrokerHandler
-from .broker import Broker
 from .clock import Clock
+from .durability import open_broker
 from .journal import Journal
 from .loop import EventLoop
 from .sas import DEFAULT_KEY, DEFAULT_KEY_NAME
@@ -132,7 +132,7 @@ class Emulator:
         self._key = key
         self._key_name = key_name
         self._journal = Journal(data_dir) if data_dir is not None else None
-        self.broker = Broker(self.topology, clock, self._journal)
+        self.broker = open_broker(self.topology, clock, self._journal)
         self._handler = BrokerHandler(self.broker, {key_name: key})
         self._thread: threading.Thread | None = None
         self._loop: EventLoop | None = None

@@ -178,19 +178,6 @@ def test_a_peek_read_takes_only_what_was_there_at_planning_while_a_producer_send
     )
 
 
-def test_the_key_is_in_no_event_log_and_the_grep_would_see_it(cluster: tuple[Any, Path]) -> None:
-    """Runs last: stops the session, so that the event log is complete. The control is a literal in a
-    query, which Spark writes into the plan it logs: the grep reads what the event log holds."""
-    spark, events = cluster
-    assert read(spark, "q").count() == 0
-    plan = read(spark, "q", secretRef=f"env:{ENV}")._jdf.queryExecution().toString()
-    assert spark.range(1).selectExpr(f"'{CONTROL}' as c").collect()[0].c == CONTROL
-    spark.stop()
-    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()]
-    assert any(CONTROL.encode() in t for t in texts), "the grep would not see a leak"
-    assert all(SECRET.encode() not in t for t in texts) and SECRET not in plan
-
-
 def test_json_bodies_inferred_pinned_rescued_and_written_on_two_executors(
     cluster: tuple[Any, Path], client: ServiceBusClient
 ) -> None:
@@ -203,3 +190,16 @@ def test_a_json_stream_restarts_with_its_recorded_body_schema(
 ) -> None:
     spark, _ = cluster
     bodies_scenarios.stream_restart_keeps_the_recorded_schema(spark, client, tmp_path)
+
+
+def test_the_key_is_in_no_event_log_and_the_grep_would_see_it(cluster: tuple[Any, Path]) -> None:
+    """Runs last: stops the session, so that the event log is complete. The control is a literal in a
+    query, which Spark writes into the plan it logs: the grep reads what the event log holds."""
+    spark, events = cluster
+    assert read(spark, "q").count() == 0
+    plan = read(spark, "q", secretRef=f"env:{ENV}")._jdf.queryExecution().toString()
+    assert spark.range(1).selectExpr(f"'{CONTROL}' as c").collect()[0].c == CONTROL
+    spark.stop()
+    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()]
+    assert any(CONTROL.encode() in t for t in texts), "the grep would not see a leak"
+    assert all(SECRET.encode() not in t for t in texts) and SECRET not in plan

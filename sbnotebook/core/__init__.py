@@ -61,7 +61,7 @@ from .purge import apurge, purge
 from .receive import LockedBatch, receive, receive_deferred
 from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record
 from .resubmit import aresubmit, copy_message, default_target, discard, resubmit
-from .scan import PAGE_SIZE, ascan, scan, scan_records, sequence_numbers
+from .scan import PAGE_SIZE, ascan, peek_numbers, scan, scan_records, sequence_numbers
 from .search import compile_where, filter_records, json_columns
 from .send import RetryPolicy, acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
 from .sessions import (
@@ -147,6 +147,7 @@ __all__ = [
     "live_connection",
     "parse_connection_string",
     "peek",
+    "peek_numbers",
     "pretty_state",
     "process",
     "purge",

@@ -201,7 +201,7 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Take what is there now: up to the highest sequence number present at this moment."""
-        from .reading import bounds, message_count
+        from .reading import snapshot
 
         o = self.options
         if o.session is not None:
@@ -210,7 +210,7 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return
         try:
             conn = o.conn()
-            found = bounds(conn, o.entity, 1, message_count(conn, o.entity))
+            found = snapshot(conn, o.entity, 1)
         except SbError as exc:
             raise _cannot_read(o, exc) from None
         self._target = found[1] if found else 0

@@ -374,7 +374,9 @@ def resubmit_with_a_patch_shown_before_confirm_and_cleared_after(page: Any, root
     if form == "grid":
         wait_text(page, r"^bad-currency$")  # the reason column of the grid
     else:
-        page.locator("select option", has_text="bad-currency").first.wait_for(state="attached", timeout=30_000)
+        # the plain list's lines carry the reason too (not only the Reason dropdown's entries)
+        rows = page.locator(".widget-select-multiple select option", has_text="reason: bad-currency")
+        rows.first.wait_for(state="attached", timeout=30_000)
     patch = page.get_by_placeholder(re.compile(r"JSON merge patch")).first
     patch.fill('{"currency": "EUR"}')
     resubmit = page.locator("button", has_text="Resubmit selected").first

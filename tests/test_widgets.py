@@ -407,6 +407,12 @@ def test_without_itables_the_lists_are_plain_and_say_so(
     assert "itables" in caplog.records[0].message
     panel.select([1])
     assert panel.rows.widget.value == (1,) and "timeout happened" in panel.detail.value
+    # Each line shows what the grid's own columns show: the dead-letter reason and description.
+    assert [label.split("  — ", 1)[1] for label in panel.rows.labels] == [
+        "reason: schema  — description: schema happened",
+        "reason: timeout  — description: timeout happened",
+    ]
+    assert [text for text, _ in panel.rows.widget.options] == panel.rows.labels
 
 
 def test_triage_layout_prompt_under_its_buttons_reload_and_full_labels(

@@ -261,7 +261,7 @@ def test_every_other_panel_renders_and_answers_a_click(lab: tuple[str, Path, str
             purge.get_by_text(re.compile(r"Type purge:")).wait_for(state="visible", timeout=60_000)
             purge.get_by_placeholder("type the word shown").fill("purge")
             purge.get_by_role("button", name="Confirm", exact=True).click()
-            purge.get_by_text(re.compile(r"1 (completed|deleted|removed)")).first.wait_for(
+            purge.get_by_text(re.compile(r"purge retries: 1 purged of 1")).first.wait_for(
                 state="visible", timeout=60_000
             )
 

@@ -72,7 +72,6 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("azure.servicebus.aio._session_browser_async._SessionBrowserAsync", "_create_handler"),
     ("azure.servicebus.aio._base_handler_async.BaseHandler", "_mgmt_target"),
     ("azure.servicebus.aio._base_handler_async.BaseHandler", "_config"),
-    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_session"),
     ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_mgmt_links"),
     ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "auth_complete_async"),
     ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "client_ready_async"),

@@ -35,7 +35,7 @@ from typing import Any, TypeVar, cast
 
 from . import scheduling
 from .clock import Clock, SystemClock
-from .durability import record, record_deleted, restore
+from .durability import compact_if_large, record, record_deleted, restore
 from .entities import Entity, Queue, Receivable, Registry, Source, Subscription, Topic, scheduled_store, stores_of
 from .errors import BadRequest, EntityNotFound, MessageSizeExceeded, NotAllowed
 from .faults import FaultError, Faults, InjectedFailure
@@ -89,6 +89,7 @@ class Broker:
         self._dirty: set[MessageStore] = set()
         self.faults = Faults()
         self.restored = 0
+        self.compacted_at_start = False
         self.restore_skipped = 0
         self._next_prune = 0.0
         for q in topology.queues:
@@ -105,6 +106,9 @@ class Broker:
             for entity in self.registry:
                 for store in stores_of(entity):
                     store.journal = journal
+            # A broker killed with a long tail: fold it in now (before serving), so the next
+            # start-up reads a snapshot instead of decoding the tail row by row again.
+            self.compacted_at_start = compact_if_large(self, journal)
 
     @property
     def _locks(self) -> dict[uuid.UUID, Lock]:

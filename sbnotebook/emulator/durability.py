@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .entities import Entity, Subscription, Topic
+from .entities import Entity, Subscription, Topic, stores_of
 from .errors import EntityNotFound
 from .filters import Rule
 from .journal import Journal
@@ -45,6 +45,25 @@ def record_deleted(journal: Journal | None, entity: Entity | Subscription) -> No
         for sub in entity.subscriptions.values():
             journal.entity_deleted(sub.path)
     journal.entity_deleted(entity.path if isinstance(entity, Subscription) else entity.name)
+
+
+def live_messages(broker: Broker) -> int:
+    return sum(len(store) for entity in broker.registry for store in stores_of(entity))
+
+
+def compact(broker: Broker, journal: Journal) -> int:
+    """Fold the journal's tail into a new snapshot of every live message (``journal.py``). Call
+    with the broker's lock held (or before it serves): the snapshot is the broker's state now."""
+    stores = [(store.path, store.messages.values()) for entity in broker.registry for store in stores_of(entity)]
+    return journal.compact(stores)
+
+
+def compact_if_large(broker: Broker, journal: Journal) -> bool:
+    """Compact when the tail is large against the live messages (``Journal.should_compact``)."""
+    if not journal.should_compact(live_messages(broker)):
+        return False
+    compact(broker, journal)
+    return True
 
 
 def restore(broker: Broker, journal: Journal) -> tuple[int, int]:

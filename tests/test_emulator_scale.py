@@ -91,7 +91,7 @@ def test_rows_written_before_lazy_properties_still_load(tmp_path: Path) -> None:
     source.store.touch(second)
     journal.close()
     db = sqlite3.connect(tmp_path / "broker.sqlite3")
-    from sbnotebook.emulator.rows import _encode_map
+    from sbnotebook.emulator.rows import encode_map
 
     for seq, sent, now in ((1, {"colour": "red"}, {"colour": "red"}), (2, {"colour": "blue"}, {"colour": "green"})):
         (meta_text,) = db.execute("SELECT meta FROM messages WHERE seq = ?", (seq,)).fetchone()
@@ -99,7 +99,7 @@ def test_rows_written_before_lazy_properties_still_load(tmp_path: Path) -> None:
         del meta["changed"]  # as the previous version wrote it
         db.execute(
             "UPDATE messages SET meta = ?, sent_application_properties = ?, application_properties = ? WHERE seq = ?",
-            (json.dumps(meta), _encode_map(sent), _encode_map(now), seq),
+            (json.dumps(meta), encode_map(sent), encode_map(now), seq),
         )
     db.commit()
     db.close()

@@ -39,7 +39,7 @@ from . import trust
 from .connection import Connection, async_credential, credential, explicit_port, resolve
 from .entities import EntityPath
 from .errors import EntityNameError, SbError, ServiceError, from_sdk, is_connection_lost
-from .sdk import close_now, session_browser
+from .sdk import close_now, open_without_sleeps, session_browser
 
 T = TypeVar("T")
 log = logging.getLogger("sbnotebook.live")
@@ -296,7 +296,7 @@ class LiveConnection:
         else:
             link = receiver_for(client, path, prefetch_count=0)
         try:
-            await link.__aenter__()
+            await open_without_sleeps(link, management=kind != "sender")
         except BaseException:
             await quietly(close_now(link))
             raise
@@ -426,7 +426,7 @@ class LiveConnection:
 
         link = receiver_for(self.sdk_client(), EntityPath("sbnotebook-connection-check"), prefetch_count=0)
         try:
-            await link.__aenter__()
+            await open_without_sleeps(link, management=False)
         except MessagingEntityNotFoundError:
             return
         except Exception as exc:
@@ -528,7 +528,7 @@ async def _cancel_leftovers(grace: float = 5.0) -> None:
 @asynccontextmanager
 async def opened(handler: Any) -> AsyncIterator[Any]:
     """An SDK sender or receiver, open for the block and closed at once after it (``close_now``)."""
-    await handler.__aenter__()
+    await open_without_sleeps(handler)
     try:
         yield handler
     finally:

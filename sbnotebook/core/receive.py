@@ -28,6 +28,7 @@ from .sdk import (
     close_now,
     drain_credit,
     has_credit,
+    open_without_sleeps,
     release,
     renew_by_tokens,
     revoke_credit,
@@ -510,7 +511,7 @@ async def _receive(
         rcv = receiver_for(conn.sdk_client(), path, **kwargs)
     try:
         if not pooled:
-            await rcv.__aenter__()
+            await open_without_sleeps(rcv)
             conn.links_opened += 1
         if sequence_numbers is not None:
             messages = list(await rcv.receive_deferred_messages(sequence_numbers))

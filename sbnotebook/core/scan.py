@@ -27,7 +27,7 @@ from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk
 from .live import ConnectionLike, LiveConnection, live, receiver_for
 from .records import to_record
-from .sdk import close_now
+from .sdk import close_now, open_without_sleeps
 
 PAGE_SIZE = 250  # the most the SDK returns per peek call in practice
 DEFAULT_CONCURRENCY = 16  # windows in flight: at 80 ms, 20,000 messages take 0.91 s warm (8: 1.25 s, 24: 0.85 s)
@@ -163,7 +163,7 @@ class _Pager:
     async def _session(self) -> Any:
         if self._hold is None:
             rcv = receiver_for(self.conn.sdk_client(), self.path, session_id=self.session_id)
-            await rcv.__aenter__()
+            await open_without_sleeps(rcv)
             self._hold = SessionHold(rcv)
             return rcv
         return await self._hold.renewed()

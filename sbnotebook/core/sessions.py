@@ -27,7 +27,7 @@ from .entities import EntityPath
 from .errors import InvalidInputError, SessionLockedError, from_sdk
 from .live import ConnectionLike, LiveConnection, live, quietly, receiver_for
 from .scan import PAGE_SIZE
-from .sdk import close_now, session_id_page
+from .sdk import close_now, open_without_sleeps, session_id_page
 
 T = TypeVar("T")
 SESSIONS_AT_ONCE = 8  # sessions held at once (listing details, purging, counting for a purge)
@@ -104,7 +104,7 @@ async def hold_session(
 
     rcv = receiver_for(conn.sdk_client(), path, session_id=session_id, prefetch_count=0)
     try:
-        await rcv.__aenter__()
+        await open_without_sleeps(rcv)
     except SessionCannotBeLockedError as exc:
         await quietly(close_now(rcv))
         raise from_sdk(exc, entity=str(path)) from None

@@ -88,6 +88,7 @@ class Broker:
         self._dirty: set[MessageStore] = set()
         self.faults = Faults()
         self.restored = 0
+        self.compacted_at_start = False
         self.restore_skipped = 0
         self._next_prune = 0.0
         for q in topology.queues:

@@ -10,7 +10,7 @@ from typing import Any
 
 from .broker import Broker
 from .clock import Clock
-from .entities import Topic
+from .entities import Topic, stores_of
 from .errors import EntityNotFound
 from .filters import Rule
 from .journal import Journal
@@ -26,7 +26,29 @@ def open_broker(topology: Topology, clock: Clock | None = None, journal: Journal
     if journal is not None:
         broker.restored, broker.restore_skipped = restore(broker, journal)
         broker.attach_journal(journal)
+        # A broker killed with a long tail: fold it in now (before serving), so the next
+        # start-up reads a snapshot instead of decoding the tail row by row again.
+        broker.compacted_at_start = compact_if_large(broker, journal)
     return broker
+
+
+def live_messages(broker: Broker) -> int:
+    return sum(len(store) for entity in broker.registry for store in stores_of(entity))
+
+
+def compact(broker: Broker, journal: Journal) -> int:
+    """Fold the journal's tail into a new snapshot of every live message (``journal.py``). Call
+    with the broker's lock held (or before it serves): the snapshot is the broker's state now."""
+    stores = [(store.path, store.messages.values()) for entity in broker.registry for store in stores_of(entity)]
+    return journal.compact(stores)
+
+
+def compact_if_large(broker: Broker, journal: Journal) -> bool:
+    """Compact when the tail is large against the live messages (``Journal.should_compact``)."""
+    if not journal.should_compact(live_messages(broker)):
+        return False
+    compact(broker, journal)
+    return True
 
 
 def restore(broker: Broker, journal: Journal) -> tuple[int, int]:

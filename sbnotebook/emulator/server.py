@@ -16,7 +16,7 @@ from typing import Any, Literal
 from .admin import AdminServer
 from .amqp import MAX_FRAME_SIZE, TICK_SECONDS, BrokerHandler
 from .clock import Clock
-from .durability import open_broker
+from .durability import compact, compact_if_large, open_broker
 from .journal import Journal
 from .loop import EventLoop
 from .sas import DEFAULT_KEY, DEFAULT_KEY_NAME
@@ -293,6 +293,15 @@ class Emulator:
         if self._journal is not None:
             with self.broker.lock:
                 self._journal.flush()
+                compact_if_large(self.broker, self._journal)  # the next start-up reads a snapshot
+
+    def compact(self) -> int:
+        """Fold the data directory's journal into a snapshot of every live message now (``--data-dir``
+        only); returns how many messages it holds. Stopping does it when the journal's tail is large."""
+        if self._journal is None:
+            raise ValueError("compact() needs a data directory (data_dir=...)")
+        with self.broker.lock:
+            return compact(self.broker, self._journal)
 
     def wait(self) -> None:
         """Block until the emulator stops."""

@@ -65,8 +65,9 @@ from .scan import PAGE_SIZE, ascan, peek_numbers, scan, scan_records, sequence_n
 from .search import compile_where, filter_records, json_columns
 from .send import RetryPolicy, acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
 from .sessions import (
-    SESSIONS_AT_ONCE,
     SessionInfo,
+    SessionStates,
+    count_session_states,
     get_session_state,
     list_sessions,
     pretty_state,
@@ -80,7 +81,6 @@ __all__ = [
     "PAGE_SIZE",
     "PROBLEMS",
     "RECORD_FIELDS",
-    "SESSIONS_AT_ONCE",
     "ConfigurationError",
     "Connection",
     "ConnectionLike",
@@ -107,6 +107,7 @@ __all__ = [
     "ServiceError",
     "SessionInfo",
     "SessionLockedError",
+    "SessionStates",
     "Skip",
     "Stop",
     "acancel_scheduled",
@@ -121,6 +122,7 @@ __all__ = [
     "connect",
     "copy_message",
     "count_jsonl",
+    "count_session_states",
     "counts",
     "create_entity",
     "create_rule",

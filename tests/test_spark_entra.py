@@ -97,3 +97,29 @@ def test_the_secret_and_the_token_stay_out_of_the_plan(
     plan = capsys.readouterr().out
     assert "servicebus" in plan.lower() or "BatchScan" in plan
     assert PRINCIPAL[1] not in plan and "eyJ" not in plan  # no client secret, no JWT
+
+
+def test_a_principal_without_the_role_gets_one_line_naming_it(spark: Any, entra: Emulator) -> None:
+    """Executors signed in as a Data Sender: the read is refused with the kit's one line naming the
+    role it needs (runs last: it replaces the module's session with one for that principal)."""
+    from pyspark.sql import SparkSession
+
+    from sbnotebook import spark as sbspark
+
+    spark.stop()
+    env = _environment(entra, "spark-sender", "sender-secret")
+    builder = SparkSession.builder.master("local[1]").appName("sbnotebook-test_spark_entra-sender")
+    for name, value in env.items():
+        builder = builder.config(f"spark.executorEnv.{name}", value)
+    session = builder.config("spark.log.level", "ERROR").getOrCreate()
+    try:
+        sbspark.register(session, from_namespace(f"localhost:{entra.port}"), default_partitions=1)
+        with pytest.raises(Exception) as refused:
+            _read(session, entra, "orders").collect()
+        text = str(refused.value)
+        lines = [line for line in text.splitlines() if "Access refused" in line]
+        assert lines, text[-2000:]
+        assert "Azure Service Bus Data Receiver" in lines[-1]
+        assert "sender-secret" not in text
+    finally:
+        session.stop()

@@ -22,6 +22,7 @@ import base64
 import hmac
 import json
 import secrets
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -114,14 +115,23 @@ class Issuer:
     """The tenant's token issuer: principals, a signing key, the three endpoints, validation."""
 
     def __init__(self, tenant: str | None = None, principals: list[Principal] | None = None) -> None:
-        from cryptography.hazmat.primitives.asymmetric import rsa
-
         self.tenant = tenant or str(uuid.uuid4())
-        self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self._rsa: Any = None  # made on first use: every TLS emulator has an issuer, few sign anything
+        self._rsa_lock = threading.Lock()
         self.kid = secrets.token_hex(8)
         self._principals: dict[str, Principal] = {}
         for p in principals or ():
             self.add(p)
+
+    @property
+    def _key(self) -> Any:
+        """The run's RSA signing key (2048 bits, about 50 ms to make)."""
+        with self._rsa_lock:
+            if self._rsa is None:
+                from cryptography.hazmat.primitives.asymmetric import rsa
+
+                self._rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            return self._rsa
 
     def __repr__(self) -> str:
         return f"<Issuer tenant={self.tenant} principals={len(self._principals)}>"  # never a secret

@@ -109,7 +109,7 @@ class BrokerHandler(Handler):
         """Called by the loop every TICK_SECONDS: fire due timers, feed waiting receivers."""
         self.broker.tick()
         self._try_sessions()
-        self._flush()
+        self.flush()
 
     def on_peer_closed(self, connection: Any) -> None:
         """The socket is gone: whatever the connection held is released."""
@@ -160,7 +160,7 @@ class BrokerHandler(Handler):
             return
         for link in list(state.links):
             self._forget_link(link)
-        self._flush()
+        self.flush()
 
     # ----------------------------------------------------------------- links
 
@@ -327,7 +327,7 @@ class BrokerHandler(Handler):
         self._forget_link(link)
         if link.state & Endpoint.LOCAL_ACTIVE:
             link.close()
-        self._flush()
+        self.flush()
 
     def _forget_link(self, link: Link) -> None:
         out = self._out.pop(link, None)
@@ -398,7 +398,7 @@ class BrokerHandler(Handler):
             log.info("fault injection: dropping a connection after %d deliveries", conn.deliveries)
             self.loop.abort(link.connection)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         dirty = self.broker.pop_dirty()
         if dirty and self._waiting:
             self._try_sessions()
@@ -442,7 +442,7 @@ class BrokerHandler(Handler):
                 self._settlement(delivery, _raw_token(delivery._impl), store)
         elif delivery.readable and not delivery.partial:
             self._incoming(link, delivery)
-        self._flush()
+        self.flush()
 
     def _incoming(self, link: Link, delivery: Delivery) -> None:
         data = link.recv(delivery.pending) or b""

@@ -13,6 +13,7 @@ The key never appears in a repr, a log line or an error message.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import urllib.parse
@@ -22,6 +23,7 @@ from typing import Any, Literal
 
 from .errors import ConfigurationError, redact
 
+_log = logging.getLogger("sbnotebook.connection")
 ENV_CONNECTION_STRING = "SERVICEBUS_CONNECTION_STRING"
 ENV_NAMESPACE = "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"
 Kind = Literal["connection-string", "entra-id", "emulator"]
@@ -87,16 +89,44 @@ class Connection:
         return self._connection_string
 
 
+# Entra ID's public clouds: azure-identity validates any other authority host by asking
+# login.microsoftonline.com ("instance discovery") unless told not to.
+MICROSOFT_AUTHORITY_HOSTS = frozenset(
+    {"login.microsoftonline.com", "login.chinacloudapi.cn", "login.microsoftonline.us", "login.microsoftonline.de"}
+)
+
+
+def credential_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What the kit gives DefaultAzureCredential: the CA bundle it trusts (trust.py) for the token
+    requests too, and, for an ``AZURE_AUTHORITY_HOST`` that is not a Microsoft cloud (a sovereign
+    or private authority, the TLS emulator), ``disable_instance_discovery`` (else azure-identity
+    asks login.microsoftonline.com about that host, which fails offline and for private hosts)."""
+    from .trust import ca_bundle
+
+    env = os.environ if env is None else env
+    options: dict[str, Any] = {}
+    bundle = ca_bundle(env)
+    if bundle is not None:
+        options["connection_verify"] = bundle
+    authority = env.get("AZURE_AUTHORITY_HOST", "")
+    if authority:
+        host = urllib.parse.urlsplit(authority if "://" in authority else f"https://{authority}").hostname or ""
+        if host.lower() not in MICROSOFT_AUTHORITY_HOSTS:
+            _log.info("AZURE_AUTHORITY_HOST %s is not a Microsoft cloud: instance discovery disabled", host)
+            options["disable_instance_discovery"] = True
+    return options
+
+
 def credential(*, aio: bool = False) -> Any:
-    """DefaultAzureCredential (Entra ID), sync or async."""
+    """DefaultAzureCredential (Entra ID), sync or async, with ``credential_options()``."""
     try:
         if aio:
             from azure.identity.aio import DefaultAzureCredential as AsyncCredential
 
-            return AsyncCredential()
+            return AsyncCredential(**credential_options())
         from azure.identity import DefaultAzureCredential
 
-        return DefaultAzureCredential()
+        return DefaultAzureCredential(**credential_options())
     except ImportError:
         raise ConfigurationError(
             "Connecting with Entra ID needs azure-identity: pip install 'sbnotebook[notebook]'."

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entities import EntityPath
-from .errors import ConfigurationError, EntityNotFoundError, SbError, ServiceError, from_sdk
+from .errors import ConfigurationError, EntityNotFoundError, SbError, ServiceError, from_sdk, role_needed
 from .live import ConnectionLike, LiveConnection, live
 
 
@@ -30,6 +30,9 @@ def admin_error(exc: BaseException, conn: LiveConnection, entity: str | None = N
     if name == "ResourceNotFoundError":
         return EntityNotFoundError(f"Entity not found{where}: check the name with core.list_entities().")
     if name == "ClientAuthenticationError" or getattr(exc, "status_code", None) in (401, 403):
+        needed = role_needed(str(exc), where)
+        if needed is not None:
+            return ConfigurationError(needed)
         return ConfigurationError(f"The administration API of {conn.settings} refused the key or credential{where}.")
     if name in ("ServiceRequestError", "ServiceResponseError"):
         return ServiceError(f"Cannot reach the administration API of {conn.settings}{where}.", retryable=True)

@@ -27,6 +27,29 @@ _SESSION = re.compile(r"session '([^']*)'")
 _CONDITION = re.compile(r"Error condition:\s*([\w.:-]+?)\.?(?:\s|$)")
 
 
+# Service Bus names the claim an operation needed ("'Listen' claim(s) are required", "Manage,EntityRead
+# claims required"); with Entra ID a claim comes from a role, which is what a user can ask for.
+_CLAIM = re.compile(r"'(Send|Listen|Manage)' claim\(s\) are required|\b(Manage),EntityRead claims required")
+ROLE_FOR_CLAIM = {
+    "Send": "Azure Service Bus Data Sender (or Data Owner)",
+    "Listen": "Azure Service Bus Data Receiver (or Data Owner)",
+    "Manage": "Azure Service Bus Data Owner",
+}
+_DOING = {"Send": "sending", "Listen": "receiving, peeking and settling", "Manage": "the administration API"}
+
+
+def role_needed(text: str, where: str = "") -> str | None:
+    """One line naming the role a refused operation needs, or None if ``text`` names no claim."""
+    match = _CLAIM.search(text)
+    if match is None:
+        return None
+    claim = match.group(1) or match.group(2)
+    return (
+        f"Access refused{where}: {_DOING[claim]} needs the '{claim}' right: with Entra ID the role "
+        f"{ROLE_FOR_CLAIM[claim]}; with a connection string a policy with {claim}."
+    )
+
+
 def redact(text: str) -> str:
     """Remove keys and signatures from any text before it is shown or logged."""
     for pattern in _SECRETS:
@@ -157,6 +180,9 @@ def from_sdk(exc: BaseException, *, entity: str | None = None) -> SbError:
             **kwargs,
         )
     if isinstance(exc, (sb.ServiceBusAuthenticationError, sb.ServiceBusAuthorizationError)):
+        needed = role_needed(text, where)
+        if needed is not None:
+            return ConfigurationError(needed, **kwargs)
         return ConfigurationError(f"Access refused{where}: check the key or credential. {text}", **kwargs)
     return ServiceError(f"{type(exc).__name__}{where}: {text}", **kwargs)
 

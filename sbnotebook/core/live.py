@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from . import trust
 from .connection import Connection, async_credential, credential, explicit_port, resolve
 from .entities import EntityPath
-from .errors import EntityNameError, SbError, ServiceError, from_sdk, is_connection_lost
+from .errors import EntityNameError, SbError, ServiceError, from_sdk, is_connection_lost, role_needed
 from .sdk import close_now, open_without_sleeps, session_browser
 
 T = TypeVar("T")
@@ -125,6 +125,7 @@ class LiveConnection:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._client: Any = None
+        self._own_credential: Any = None  # a DefaultAzureCredential this connection made
         self._pools: dict[tuple[str, str], LinkPool] = {}
         self._admin: Any = None
         self._admin_lock = threading.Lock()
@@ -263,7 +264,10 @@ class LiveConnection:
                 self._client = ServiceBusClient.from_connection_string(self.settings.connection_string, **options)
             else:
                 host = self.namespace.rsplit(":", 1)[0] if ":" in self.namespace else self.namespace
-                self._client = ServiceBusClient(host, async_credential(self.settings.credential), **options)
+                token_credential = async_credential(self.settings.credential)
+                self._client = ServiceBusClient(host, token_credential, **options)
+                if self.settings.credential is None:  # made here (DefaultAzureCredential): closed here
+                    self._own_credential = token_credential
             if self._reaper is None:
                 self._reaper = asyncio.get_running_loop().create_task(self._reap())
         return self._client
@@ -366,6 +370,9 @@ class LiveConnection:
         await asyncio.gather(*(quietly(close_now(link)) for link in links))
         if client is not None:
             await quietly(client.close())
+            own, self._own_credential = self._own_credential, None
+            if own is not None:
+                await quietly(own.close())  # its HTTP session (aiohttp) with it
 
     async def _reap(self) -> None:
         while True:
@@ -430,6 +437,11 @@ class LiveConnection:
         except MessagingEntityNotFoundError:
             return
         except Exception as exc:
+            if role_needed(str(exc)) is not None:
+                # Refused for a missing right (Listen: a sender-only role), so the credential itself
+                # was accepted: connecting succeeds; an operation needing the right says which role.
+                self.info_once("probe", "connected to %s without the Listen right (a sender-only role)", self.settings)
+                return
             raise from_sdk(exc) from None
         finally:
             await quietly(close_now(link))

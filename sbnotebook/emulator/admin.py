@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import socket
 import threading
@@ -26,10 +27,11 @@ from typing import Any, cast
 from xml.sax.saxutils import escape
 
 from .broker import Broker, Queue, Subscription, Topic
+from .entra import MAX_FORM, EntraError, Issuer
 from .errors import BrokerError, Conflict, EntityNotFound
 from .filters import Rule
 from .model import MessageState
-from .sas import TokenError, covers, validate
+from .sas import MANAGE, TokenError, covers, validate
 from .topology import (
     INFINITE_TTL,
     EntityProperties,
@@ -387,9 +389,17 @@ class AdminServer:
     """The API's handlers. Listens on a port of its own if given one; the AMQP listener also hands
     it the HTTP connections that arrive on the AMQP port (``serve_connection``)."""
 
-    def __init__(self, broker: Broker, keys: dict[str, str], host: str | None = None, port: int = 0) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        keys: dict[str, str],
+        host: str | None = None,
+        port: int = 0,
+        issuer: Issuer | None = None,
+    ) -> None:
         self.broker = broker
         self.keys = keys
+        self.issuer = issuer  # Entra ID: its authority's endpoints, and Bearer tokens (with --tls)
         self.latency = 0.0  # seconds added to every reply, as the AMQP side does (simulated distance)
         server = self
 
@@ -413,6 +423,9 @@ class AdminServer:
 
             def do_DELETE(self) -> None:
                 server._serve(self, "DELETE")
+
+            def do_POST(self) -> None:
+                server._serve(self, "POST")
 
         self._handler = Handler
         self._shared = _HandoffServer()
@@ -471,6 +484,9 @@ class AdminServer:
         query = urllib.parse.parse_qs(url.query)
         parts = [urllib.parse.unquote(p) for p in url.path.split("/") if p]
         base = f"https://{req.headers.get('Host', 'localhost')}"
+        if self.issuer is not None and self.issuer.handles(parts):
+            self._serve_authority(req, method, parts, base)
+            return
         body_read = False
         try:
             # The caller is checked before a byte of the body is read: an unauthenticated client
@@ -503,11 +519,42 @@ class AdminServer:
         req.end_headers()
         req.wfile.write(data)
 
+    def _serve_authority(self, req: BaseHTTPRequestHandler, method: str, parts: list[str], base: str) -> None:
+        """Entra ID's endpoints (OpenID discovery, token, keys): JSON, no caller to authorize (the
+        form carries the client's credentials), a form over MAX_FORM refused unread."""
+        assert self.issuer is not None
+        try:
+            length = _body_length(req.headers)
+        except _HttpError as exc:
+            status, payload = exc.status, {"error": "invalid_request", "error_description": exc.message}
+            length = -1
+        else:
+            if length > MAX_FORM:
+                status, payload = 413, {"error": "invalid_request", "error_description": "The request is too large."}
+            else:
+                form = req.rfile.read(length) if length else b""
+                status, payload = self.issuer.serve(method, parts, form, base)
+        if length < 0 or length > MAX_FORM:
+            req.close_connection = True  # the body was left unread
+        data = json.dumps(payload).encode()
+        req.send_response(status)
+        req.send_header("Content-Type", "application/json; charset=utf-8")
+        req.send_header("Content-Length", str(len(data)))
+        req.send_header("Cache-Control", "no-store")
+        if req.close_connection:
+            req.send_header("Connection", "close")
+        req.end_headers()
+        req.wfile.write(data)
+
     def _authorize(self, header: str | None, path: str) -> None:
         """A valid SAS token whose audience covers the requested path (Service Bus's prefix rule:
-        a token for ``sb://ns/orders`` reaches ``orders`` and below; one for the namespace reaches all)."""
+        a token for ``sb://ns/orders`` reaches ``orders`` and below; one for the namespace reaches all),
+        or an Entra ID token (``Bearer``) whose principal has the Manage claim (Data Owner)."""
         if not header:
             raise _HttpError(401, "Missing Authorization header: a SharedAccessSignature token is required.")
+        if header.strip().lower().startswith("bearer "):
+            self._authorize_bearer(header.strip()[len("bearer ") :])
+            return
         token = header.strip()
         try:
             grant = validate(token, keys=self.keys, resource=_token_audience(token))
@@ -516,11 +563,28 @@ class AdminServer:
         if not covers(grant, path, time.time()):
             raise _HttpError(401, "Unauthorized: the token's audience does not cover the requested resource.")
 
+    def _authorize_bearer(self, token: str) -> None:
+        if self.issuer is None:
+            raise _HttpError(401, "Unauthorized: this emulator accepts Entra ID tokens with --tls only.")
+        try:
+            identity = self.issuer.validate(token)
+        except EntraError as exc:
+            raise _HttpError(401, f"Unauthorized: {exc}.") from None
+        if MANAGE not in identity.principal.rights:
+            # Service Bus answers 401 (SubCode 40100) when the claims are missing, not 403
+            raise _HttpError(
+                401,
+                "SubCode=40100: Unauthorized: Manage,EntityRead claims required for this operation "
+                "(the role Azure Service Bus Data Owner).",
+            )
+
     def _route(
         self, method: str, parts: list[str], query: dict[str, list[str]], body: bytes, base: str, headers: Any
     ) -> tuple[int, str]:
         lowered = [p.lower() for p in parts]
         b = self.broker
+        if method == "POST":
+            raise _HttpError(405, "The administration API takes GET, PUT and DELETE.")
         if lowered == ["$namespaceinfo"] and method == "GET":
             return 200, _entry(base, "$namespaceinfo", b.namespace, _namespace_xml(b.namespace))
         if len(lowered) == 2 and lowered[0] == "$resources" and method == "GET":

@@ -22,10 +22,11 @@ from proton import Condition, Delivery, Endpoint, Event, Handler, Link, Message,
 
 from .broker import Broker, Source
 from .codec import DecodeError, decode_transfer, encode_stored, lock_tag
+from .entra import EntraError, Issuer
 from .errors import BadRequest, BrokerError, EntityNotFound, MessageSizeExceeded, OperationTimeout, Unauthorized
 from .faults import EntityFaults
-from .management import ManagementHandler
-from .sas import Grant, TokenError, covers, validate
+from .management import OPERATION_RIGHTS, ManagementHandler
+from .sas import LISTEN, SEND, Grant, TokenError, covers, resource_key, validate
 from .store import MessageStore
 
 log = logging.getLogger("sbnotebook.emulator")
@@ -71,9 +72,9 @@ class ConnectionState:
     cbs_sender: Link | None = None
     links: set[Link] = field(default_factory=set)
 
-    def authorized(self, path: str) -> bool:
+    def authorized(self, path: str, right: str | None = None) -> bool:
         now = time.time()
-        return any(covers(g, path, now) for g in self.grants)
+        return any(covers(g, path, now, right) for g in self.grants)
 
 
 @dataclass(eq=False)
@@ -88,10 +89,11 @@ class OutLink:
 
 
 class BrokerHandler(Handler):
-    def __init__(self, broker: Broker, keys: dict[str, str]) -> None:
+    def __init__(self, broker: Broker, keys: dict[str, str], issuer: Issuer | None = None) -> None:
         super().__init__()
         self.broker = broker
         self.keys = keys
+        self.issuer = issuer  # Entra ID tokens (with --tls); None: SAS tokens only
         self._conns: dict[Any, ConnectionState] = {}
         self._out: dict[Link, OutLink] = {}
         self._by_store: dict[MessageStore, set[OutLink]] = defaultdict(set)
@@ -192,7 +194,7 @@ class BrokerHandler(Handler):
             self._out[link] = OutLink(link, peek_lock=False)
             link.open()
             return
-        self._authorize(conn, address)
+        self._authorize(conn, address, LISTEN)
         source = self.broker.resolve_source(address)
         self.broker._reject_forwarding(source)
         peek_lock = link.remote_snd_settle_mode != Link.SND_SETTLED
@@ -263,7 +265,7 @@ class BrokerHandler(Handler):
             self._apply_entity_faults(link, entity)
             self._targets[link] = address
         else:
-            self._authorize(conn, address)
+            self._authorize(conn, address, SEND)
             target = self.broker.resolve_target(address)
             link.max_message_size = target.props.max_message_size
             # SDK 7.15 sizes ServiceBusMessageBatch from this vendor property when present.
@@ -296,9 +298,18 @@ class BrokerHandler(Handler):
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
 
-    def _authorize(self, conn: ConnectionState, address: str) -> None:
+    def _authorize(self, conn: ConnectionState, address: str, right: str | None = None) -> None:
+        """A token on $cbs covering ``address`` and, if named, giving ``right`` (Send, Listen, Manage)."""
         if not conn.authorized(address):
             raise Unauthorized(f"Unauthorized access to '{address}': put a valid token on $cbs first.")
+        if right is not None and not conn.authorized(address, right):
+            host = conn.grants[-1].audience.partition("/")[0] if conn.grants else ""
+            # Service Bus's words, for SAS rules and Entra roles alike
+            raise Unauthorized(
+                f"Unauthorized access. '{right}' claim(s) are required to perform this operation. "
+                f"Resource: 'sb://{host}/{address}'.",
+                entity=address,
+            )
 
     def _refuse(self, link: Link, exc: BrokerError) -> None:
         # attach with null termini, then detach with the error: the SDK maps the condition.
@@ -489,10 +500,15 @@ class BrokerHandler(Handler):
         try:
             if str(props.get("operation")) != "put-token":
                 raise TokenError("unsupported $cbs operation")
-            grant = validate(str(request.body or ""), keys=self.keys, resource=name)
+            token = request.body.decode() if isinstance(request.body, bytes) else str(request.body or "")
+            # By its shape, not the "type" property: the SDK puts SAS tokens with type "jwt" too.
+            if token.startswith("SharedAccessSignature "):
+                grant = validate(token, keys=self.keys, resource=name)
+            else:
+                grant = self._jwt_grant(token, name)
             self._conn(link.connection).grants.append(grant)
             reply.properties = cast(Any, {"status-code": int32(202), "status-description": "Accepted"})
-        except TokenError as exc:
+        except (TokenError, EntraError) as exc:
             log.info("refused a token for %s: %s", name, exc)
             reply.properties = cast(Any, {"status-code": int32(401), "status-description": f"Unauthorized: {exc}"})
         conn = self._conn(link.connection)
@@ -503,6 +519,14 @@ class BrokerHandler(Handler):
             out.pending_replies.append(reply)
             self._send_replies(out)
 
+    def _jwt_grant(self, token: str, name: str) -> Grant:
+        """An Entra ID token for the resource ``name`` (the SDK names ``sb://host/entity``, no port):
+        its principal's roles, namespace-wide, decide what it may do there."""
+        if self.issuer is None:
+            raise EntraError("this emulator accepts Entra ID tokens with --tls only")
+        identity = self.issuer.validate(token)
+        return Grant(resource_key(name), identity.expires, identity.principal.rights)
+
     # ------------------------------------------------------------- management
 
     def _manage(self, link: Link, data: bytes) -> None:
@@ -510,8 +534,16 @@ class BrokerHandler(Handler):
         request.decode(data)
         handler = self._management[link]
         out = self._reply_link(link, request.reply_to)
+        conn = self._conn(link.connection)
+        address = handler.entity_path + MANAGEMENT_SUFFIX
+
+        def check(operation: str) -> None:
+            right = OPERATION_RIGHTS.get(operation)
+            if right is not None:
+                self._authorize(conn, address, right)
+
         # Locks taken through management (deferred messages) belong to the reply link.
-        reply = handler.handle(request, owner=out if out is not None else link)
+        reply = handler.handle(request, owner=out if out is not None else link, check=check)
         if out is not None:
             out.pending_replies.append(reply)
             self._send_replies(out)

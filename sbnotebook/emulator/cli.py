@@ -53,6 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-cert", help="with --tls: a PEM server certificate (chain) of your own instead")
     parser.add_argument("--tls-key", help="with --tls: the PEM private key of --tls-cert")
     parser.add_argument(
+        "--principal",
+        action="append",
+        default=[],
+        metavar="CLIENT_ID:SECRET:ROLE[,ROLE]",
+        help="with --tls: an Entra ID service principal the emulator issues tokens for, with its roles "
+        "(Azure Service Bus Data Owner/Sender/Receiver, or Owner/Sender/Receiver); repeatable",
+    )
+    parser.add_argument(
         "--state-file", help="once listening, write host, port and pid here as JSON (no key); removed on stop"
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing (in particular not the connection string)")
@@ -123,8 +131,8 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"sbnotebook emulator: cannot read the key file: {exc.strerror}", file=sys.stderr)
             return 2
-    if (args.tls_cert or args.tls_key) and not args.tls:
-        print("sbnotebook emulator: --tls-cert and --tls-key go with --tls", file=sys.stderr)
+    if (args.tls_cert or args.tls_key or args.principal) and not args.tls:
+        print("sbnotebook emulator: --tls-cert, --tls-key and --principal go with --tls", file=sys.stderr)
         return 2
     random_key = args.key is None and not is_loopback(args.host)
     if random_key and args.quiet:
@@ -151,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             tls_dir=None if args.data_dir else shared.home().parent / "tls",
+            principals=args.principal,
         )
         _apply_fault_flags(emulator, args)
         emulator.start()
@@ -180,6 +189,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"Durable store in {args.data_dir}: restored {emulator.broker.restored} message(s)")
         also = f" and http://{advertised_host(emulator.host)}:{emulator.admin_port}" if emulator.admin_port else ""
         print(f"Administration API on {emulator.admin_url} (the AMQP port){also} (see docs/emulator.md)")
+        if emulator.issuer is not None:
+            print(f"Entra authority: {emulator.entra_authority}")
+            print(f"Tenant: {emulator.tenant}")
         if emulator.ca_file is not None:
             print(f"CA certificate: {emulator.ca_file}")
         if random_key:

@@ -18,6 +18,7 @@ from .broker import Broker, Source, Subscription
 from .codec import DecodeError, decode_message, encode_stored
 from .errors import BadRequest, BrokerError, Conflict, EntityNotFound, NotImplementedOperation
 from .filters import Rule
+from .sas import LISTEN, SEND
 
 OK = 200
 _YEAR_10000_MS = 253402300800000
@@ -62,6 +63,27 @@ def _timestamps(values: list[float]) -> Array:
     return Array(cast(Any, UNDESCRIBED), Data.TIMESTAMP, *[timestamp(int(v * 1000)) for v in values])
 
 
+# The claim each operation needs (Service Bus's SAS rights; Entra roles give them): a sender
+# schedules and cancels, a receiver does the rest, rules included (Microsoft's SAS table: Listen
+# creates, deletes and enumerates a subscription's rules).
+OPERATION_RIGHTS = {
+    "com.microsoft:schedule-message": SEND,
+    "com.microsoft:cancel-scheduled-message": SEND,
+    "com.microsoft:peek-message": LISTEN,
+    "com.microsoft:renew-lock": LISTEN,
+    "com.microsoft:receive-by-sequence-number": LISTEN,
+    "com.microsoft:update-disposition": LISTEN,
+    "com.microsoft:renew-session-lock": LISTEN,
+    "com.microsoft:get-session-state": LISTEN,
+    "com.microsoft:set-session-state": LISTEN,
+    "com.microsoft:get-message-sessions": LISTEN,
+    "com.microsoft:add-rule": LISTEN,
+    "com.microsoft:remove-rule": LISTEN,
+    "com.microsoft:enumerate-rules": LISTEN,
+    "com.microsoft:batch-delete-messages": LISTEN,
+}
+
+
 class ManagementHandler:
     """Runs management operations for one entity path on behalf of one link."""
 
@@ -88,12 +110,15 @@ class ManagementHandler:
     def source(self) -> Source:
         return self.broker.resolve_source(self.entity_path)
 
-    def handle(self, request: Message, owner: object) -> Message:
+    def handle(self, request: Message, owner: object, check: Callable[[str], None] | None = None) -> Message:
+        """``check(operation)`` raises ``Unauthorized`` when the caller lacks the claim it needs."""
         props: dict[Any, Any] = dict(request.properties or {})
         operation = str(props.get("operation", ""))
         reply = Message()
         reply.correlation_id = request.id
         try:
+            if check is not None:
+                check(operation)
             op = self._ops.get(operation)
             if op is None:
                 raise NotImplementedOperation(

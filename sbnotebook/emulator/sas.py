@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
 DEFAULT_KEY = "SAS_KEY_VALUE"  # as in Microsoft's Service Bus emulator
+# Service Bus's claims (rights). The emulator's one key is a RootManageSharedAccessKey: all three.
+SEND, LISTEN, MANAGE = "Send", "Listen", "Manage"
+ALL_RIGHTS = frozenset({SEND, LISTEN, MANAGE})
 
 
 class TokenError(Exception):
@@ -21,6 +24,7 @@ class TokenError(Exception):
 class Grant:
     audience: str  # lower-cased resource prefix the token covers
     expires: float
+    rights: frozenset[str] = ALL_RIGHTS  # a SAS key's rights; an Entra principal's roles' rights
 
 
 def sign(audience: str, key_name: str, key: str, expiry: float) -> str:
@@ -66,6 +70,11 @@ def validate(token: str, *, keys: dict[str, str], resource: str, now: float | No
     return Grant(audience, expiry)
 
 
+def resource_key(uri: str) -> str:
+    """A resource as grants hold it: ``sb://Host:5671/Orders/`` -> ``host:5671/orders``."""
+    return _normalise(uri)
+
+
 def _normalise(uri: str) -> str:
     """Compare resources without scheme, query, case or trailing slash (the JS admin client signs
     the whole request URL, ``https://ns/q?api-version=2021-05``, lower-cased)."""
@@ -77,12 +86,13 @@ def _normalise(uri: str) -> str:
     return lowered.rstrip("/")
 
 
-def covers(grant: Grant, entity_path: str, now: float) -> bool:
-    """Does a grant cover an entity path (``q``, ``t/subscriptions/s/$management``)?
+def covers(grant: Grant, entity_path: str, now: float, right: str | None = None) -> bool:
+    """Does a grant cover an entity path (``q``, ``t/subscriptions/s/$management``), with ``right``
+    if one is named?
 
     Compared by path segments, ignoring the host: a namespace-wide token covers all.
     """
-    if grant.expires <= now:
+    if grant.expires <= now or (right is not None and right not in grant.rights):
         return False
     _, _, granted = grant.audience.partition("/")
     want = [p for p in entity_path.lower().split("/") if p]

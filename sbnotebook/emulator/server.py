@@ -9,6 +9,7 @@ import secrets
 import socket
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +18,7 @@ from .admin import AdminServer
 from .amqp import MAX_FRAME_SIZE, TICK_SECONDS, BrokerHandler
 from .clock import Clock
 from .durability import compact, compact_if_large, open_broker
+from .entra import AsyncEmulatorCredential, EmulatorCredential, Issuer, Principal, role_name
 from .journal import Journal
 from .loop import EventLoop
 from .sas import DEFAULT_KEY, DEFAULT_KEY_NAME
@@ -51,6 +53,21 @@ def _server_certificate(
     if tls_dir is None:
         tls_dir = Path(data_dir) / "tls" if data_dir is not None else tempfile.mkdtemp(prefix="sbnotebook-tls-")
     return local_ca(Path(tls_dir))
+
+
+def _tenant_id(certificate: ServerCertificate) -> str:
+    """The tenant id kept beside the local CA (stable across runs, as the CA is); a new one when
+    the certificate is the user's own."""
+    if certificate.ca_file is None:
+        return str(uuid.uuid4())
+    path = certificate.ca_file.parent / "tenant"
+    try:
+        text = path.read_text(encoding="ascii").strip()
+        return str(uuid.UUID(text))
+    except (OSError, ValueError):
+        tenant = str(uuid.uuid4())
+        path.write_text(tenant + "\n", encoding="ascii")
+        return tenant
 
 
 def load_topology(config: str | Path | dict[str, Any] | Topology | None) -> Topology:
@@ -119,10 +136,16 @@ class Emulator:
         tls_cert: str | Path | None = None,
         tls_key: str | Path | None = None,
         tls_dir: str | Path | None = None,
+        principals: list[Principal | str] | None = None,
+        tenant: str | None = None,
     ) -> None:
         """``tls=True``: AMQP, WebSockets and the admin API over TLS on the one port (nothing in the
         clear), with a certificate from a local CA made under ``tls_dir`` (default: ``data_dir``/tls,
-        else a temporary folder), or ``tls_cert``/``tls_key`` given."""
+        else a temporary folder), or ``tls_cert``/``tls_key`` given.
+
+        With TLS the emulator is also an Entra ID authority (``entra_authority``, ``tenant``) for
+        ``principals`` (``Principal`` or ``"CLIENT_ID:SECRET:ROLE[,ROLE]"``) and those of the topology
+        file; ``credential(roles=[...])`` gives tests a token credential directly."""
         self.topology = load_topology(config)
         self.host = host
         self._requested_port = port
@@ -133,18 +156,25 @@ class Emulator:
         self._key_name = key_name
         self._journal = Journal(data_dir) if data_dir is not None else None
         self.broker = open_broker(self.topology, clock, self._journal)
-        self._handler = BrokerHandler(self.broker, {key_name: key})
+        self._tls: ServerCertificate | None = None
+        self.issuer: Issuer | None = None
+        if tls:
+            self._tls = _server_certificate(tls_cert, tls_key, tls_dir, data_dir)
+            declared = [p if isinstance(p, Principal) else Principal.parse(p) for p in principals or ()]
+            self.issuer = Issuer(tenant or _tenant_id(self._tls), self.topology.principals + declared)
+        elif principals or tenant:
+            raise ValueError("Entra ID principals need TLS (tls=True, --tls): tokens are never sent in the clear")
+        self._handler = BrokerHandler(self.broker, {key_name: key}, self.issuer)
         self._thread: threading.Thread | None = None
         self._loop: EventLoop | None = None
         self.stopped = threading.Event()
         self._latency = latency
-        self._tls: ServerCertificate | None = None
         if tls:
-            self._tls = _server_certificate(tls_cert, tls_key, tls_dir, data_dir)
             admin_port = None  # the one port serves HTTPS; a second plain-HTTP port would undo that
         self._admin_requested = admin_port
         self._admin: AdminServer | None = None  # the API on a port of its own (optional)
-        self._api = AdminServer(self.broker, {key_name: key})  # the API on the AMQP port (always)
+        # the API (and the Entra authority) on the AMQP port (always)
+        self._api = AdminServer(self.broker, {key_name: key}, issuer=self.issuer)
         self.admin_port: int | None = None
 
     def __repr__(self) -> str:
@@ -173,6 +203,33 @@ class Emulator:
         """The CA certificate clients trust (``connection_verify=emu.ca_file``); None without TLS
         or with a certificate of one's own."""
         return self._tls.ca_file if self._tls is not None else None
+
+    @property
+    def tenant(self) -> str | None:
+        """The Entra ID tenant id (``AZURE_TENANT_ID``); None without TLS."""
+        return self.issuer.tenant if self.issuer is not None else None
+
+    @property
+    def entra_authority(self) -> str | None:
+        """The authority to give azure-identity (``authority=``, ``AZURE_AUTHORITY_HOST``), with
+        ``disable_instance_discovery=True``; None without TLS."""
+        return self.admin_url if self.issuer is not None else None
+
+    def add_principal(self, client_id: str, secret: str, roles: list[str]) -> Principal:
+        """Declare a service principal now (as ``--principal CLIENT_ID:SECRET:ROLE,...``)."""
+        if self.issuer is None:
+            raise RuntimeError("Entra ID needs an emulator with tls=True")
+        return self.issuer.add(Principal(client_id, secret, tuple(role_name(r) for r in roles)))
+
+    def credential(self, roles: list[str], *, aio: bool = False, lifetime: float = 3600.0) -> Any:
+        """An azure-core ``TokenCredential`` (``aio=True``: ``AsyncTokenCredential``) for a new
+        service principal holding ``roles`` (Owner, Sender, Receiver or the full role names).
+        ``lifetime`` (seconds; negative: already expired) is how long each token is valid."""
+        if self.issuer is None or self.port is None:
+            raise RuntimeError("Entra ID needs a running emulator with tls=True")
+        principal = self.add_principal(str(uuid.uuid4()), secrets.token_urlsafe(24), roles)
+        sync = EmulatorCredential(self.issuer, principal, self.admin_url, lifetime)
+        return AsyncEmulatorCredential(sync) if aio else sync
 
     def start(self, timeout: float = 10.0) -> Emulator:
         if self._thread is not None:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .entra import Principal
+
 # Service Bus defaults (Standard tier).
 DEFAULT_LOCK_DURATION = 60.0
 MAX_LOCK_DURATION = 300.0
@@ -116,6 +118,8 @@ class Topology:
     queues: list[QueueConfig] = field(default_factory=list)
     topics: list[TopicConfig] = field(default_factory=list)
     faults: list[dict[str, Any]] = field(default_factory=list)  # emulator extension, see faults.py
+    # Entra ID service principals (emulator extension, with --tls; see entra.py); secrets never in a repr
+    principals: list[Principal] = field(default_factory=list)
 
     @classmethod
     def from_file(cls, path: str | Path) -> Topology:
@@ -137,6 +141,13 @@ class Topology:
         if not isinstance(faults, list):
             raise TopologyError("Faults must be a list of rules")
         topo.faults = list(faults)
+        principals = ns.get("Principals") or []
+        if not isinstance(principals, list):
+            raise TopologyError("Principals must be a list of {ClientId, ClientSecret, Roles}")
+        try:
+            topo.principals = [Principal.from_config(p, f"Principals[{i}]") for i, p in enumerate(principals)]
+        except ValueError as exc:
+            raise TopologyError(str(exc)) from None
         for i, q in enumerate(ns.get("Queues") or []):
             where = f"Queues[{i}]"
             topo.queues.append(QueueConfig(_name(q, where), _properties(q.get("Properties"), where)))

@@ -1,0 +1,129 @@
+"""The kit's Azure path with Entra ID, end to end over the TLS emulator: core.connect(namespace=,
+credential=), %sb_connect --namespace with DefaultAzureCredential (a service principal in the
+environment, AZURE_AUTHORITY_HOST pointing at the emulator), and one clear line naming the role
+a refused operation needs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbnotebook import core
+from sbnotebook.core.connection import credential_options
+from sbnotebook.core.errors import ConfigurationError
+from sbnotebook.emulator import Emulator
+from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
+
+PRINCIPAL = ("kit-app", "kit-secret")
+ENV_NAMES = ("AZURE_TENANT_ID", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_AUTHORITY_HOST")
+
+
+@pytest.fixture(scope="module")
+def entra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    with Emulator(
+        tls=True, tls_dir=tmp_path_factory.mktemp("tls"), principals=[f"{PRINCIPAL[0]}:{PRINCIPAL[1]}:Owner"]
+    ) as emu:
+        yield emu
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch: pytest.MonkeyPatch, entra: Emulator) -> Iterator[None]:
+    for name in ("SBNOTEBOOK_CA_BUNDLE", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", *ENV_NAMES):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SBNOTEBOOK_CA_BUNDLE", str(entra.ca_file))
+    yield
+    core.close_all()
+
+
+def _ns(emu: Emulator) -> str:
+    return f"localhost:{emu.port}"
+
+
+def _service_principal_env(monkeypatch: pytest.MonkeyPatch, emu: Emulator) -> None:
+    assert emu.tenant is not None and emu.entra_authority is not None
+    monkeypatch.setenv("AZURE_TENANT_ID", emu.tenant)
+    monkeypatch.setenv("AZURE_CLIENT_ID", PRINCIPAL[0])
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", PRINCIPAL[1])
+    monkeypatch.setenv("AZURE_AUTHORITY_HOST", emu.entra_authority)
+
+
+def test_core_with_a_token_credential_sends_peeks_receives_and_counts(entra: Emulator) -> None:
+    with core.connect(namespace=_ns(entra), credential=entra.credential(["Owner"])) as conn:
+        core.send("orders", ["with a credential"], connection=conn)
+        assert "with a credential" in [r["body_text"] for r in core.peek("orders", connection=conn).records]
+        assert core.counts("orders", connection=conn).active >= 1  # the admin API with a Bearer token
+        with core.receive("orders", count=50, wait=3, connection=conn) as batch:
+            assert "with a credential" in [r["body_text"] for r in batch.records]
+            assert batch.complete().ok
+
+
+def test_core_with_default_azure_credential_from_the_environment(
+    entra: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DefaultAzureCredential's EnvironmentCredential signs in as the service principal at the
+    emulator's authority: no network to login.microsoftonline.com (instance discovery disabled)."""
+    _service_principal_env(monkeypatch, entra)
+    with core.connect(namespace=_ns(entra)) as conn:
+        core.send("orders", ["with DefaultAzureCredential"], connection=conn)
+        assert core.counts("orders", connection=conn).active >= 1
+        with core.receive("orders", count=50, wait=3, connection=conn) as batch:
+            assert "with DefaultAzureCredential" in [r["body_text"] for r in batch.records]
+            assert batch.complete().ok
+
+
+def test_sb_connect_namespace_with_default_azure_credential(
+    entra: Emulator, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from IPython.testing import globalipapp
+
+    _service_principal_env(monkeypatch, entra)
+    ip: Any = globalipapp.start_ipython() or globalipapp.get_ipython()
+    unload_ipython_extension(ip)
+    load_ipython_extension(ip)
+    try:
+        ip.run_line_magic("sb_connect", f"--namespace {_ns(entra)}")
+        out = capsys.readouterr().out
+        assert f"Connected to {_ns(entra)} (entra-id)" in out
+        ip.run_cell_magic("sb_send", "orders", '["from-the-magic"]')
+        peeked = ip.run_line_magic("sb_peek", "orders -n 50")
+        assert "from-the-magic" in list(peeked["body_text"])
+    finally:
+        unload_ipython_extension(ip)
+
+
+def test_the_kit_disables_instance_discovery_only_off_microsoft_clouds(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    local = credential_options({"AZURE_AUTHORITY_HOST": "https://localhost:5671", "SSL_CERT_FILE": str(ca)})
+    assert local == {"disable_instance_discovery": True, "connection_verify": str(ca)}
+    assert credential_options({"AZURE_AUTHORITY_HOST": "https://login.microsoftonline.us"}) == {}
+    assert credential_options({}) == {}
+
+
+@pytest.mark.parametrize(
+    ("roles", "operation", "role_named"),
+    [
+        (["Receiver"], "send", "Azure Service Bus Data Sender"),
+        (["Sender"], "peek", "Azure Service Bus Data Receiver"),
+        (["Sender"], "receive", "Azure Service Bus Data Receiver"),
+        (["Sender", "Receiver"], "counts", "Azure Service Bus Data Owner"),
+    ],
+)
+def test_a_missing_role_is_one_line_naming_the_role(
+    entra: Emulator, roles: list[str], operation: str, role_named: str
+) -> None:
+    calls = {
+        "send": lambda conn: core.send("orders", ["refused"], connection=conn).raise_for_failures(),
+        "peek": lambda conn: core.peek("orders", connection=conn),
+        "receive": lambda conn: core.receive("orders", count=1, wait=1, connection=conn).__enter__(),
+        "counts": lambda conn: core.counts("orders", connection=conn),
+    }
+    with core.connect(namespace=_ns(entra), credential=entra.credential(roles)) as conn:
+        with pytest.raises(ConfigurationError) as refused:
+            calls[operation](conn)
+    message = str(refused.value)
+    assert role_named in message and "\n" not in message
+    assert message.startswith("Access refused")

@@ -23,6 +23,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -200,6 +201,10 @@ async def _resubmit(
                     run.stop = True  # the others finish the batch they hold, then stop
         if failure is not None:
             raise failure
+        if selection is None and not run.held and (limit is None or run.moved < limit) and not await _empty(conn, src):
+            # Locked by another receiver (a run that was interrupted holds its locks until they
+            # expire), or new: not moved by this run, and the report must not look complete.
+            report.note(f"messages are still in {src} (locked by another receiver, or new): run it again to move them")
     except Exception as exc:
         if not run.moved and not run.copied:
             raise  # nothing moved: the caller may reconnect and start again
@@ -287,6 +292,14 @@ async def _give_back(batch: LockedBatch, indexes: list[int]) -> None:
         await batch.release_async(indexes)
     finally:
         await batch._close()
+
+
+async def _empty(conn: LiveConnection, src: EntityPath) -> bool:
+    """One peek from the first sequence number (a peek sees locked messages too)."""
+    async with aclosing(ascan(src, limit=1, page_size=1, concurrency=1, connection=conn)) as pages:
+        async for _ in pages:
+            return False
+    return True
 
 
 def _seq(msg: Any) -> int:

@@ -238,8 +238,9 @@ async def _send(
     retry: RetryPolicy,
     progress: Callable[[Report], None] | None,
     schedule_at: dt.datetime | None,
+    on_outcome: Callable[[Outcome], None] | None = None,
 ) -> Report:
-    report = Report("send", str(path))
+    report = Report("send", str(path), listener=on_outcome)
     latencies: list[float] = report.stats.setdefault("latencies", [])
     report.stats.update(operations=0, peak_in_flight=0)
     started = time.perf_counter()

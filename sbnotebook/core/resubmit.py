@@ -192,7 +192,8 @@ async def _resubmit(
         if selection is None or selection.count:
             start_worker(True)
         while workers:
-            done, _ = await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
+            # Workers start while others run: look again every half second to include them.
+            done, _ = await asyncio.wait(set(workers), timeout=0.5, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
                 workers.discard(task)
                 exc = task.exception()
@@ -240,8 +241,9 @@ async def _worker(
     first: bool,
 ) -> None:
     """Receive a batch, send its copies, complete its originals; again until the source is empty.
-    A full batch means more is waiting: another worker starts, up to ``max_workers``."""
+    The first worker's first batch full means more is waiting: the other workers start."""
     wait = 2.0 if first else 0.5  # the first messages may take a moment; later, what is there now
+    # (`first` stays true until this worker's first full batch has started the others)
     try:
         while not run.stop:
             if run.selection is not None and run.selection.done():
@@ -266,8 +268,12 @@ async def _worker(
             if not batch.messages:
                 await batch._close()
                 return
-            if len(batch.messages) == want and run.workers < max_workers and not run.stop:
-                start_worker(False)
+            if first and len(batch.messages) == want and not run.stop:
+                first = False
+                # A full first batch: more is waiting. The others start at once (each opens its
+                # links, about half a second, all in parallel rather than one after the other).
+                for _ in range(max_workers - run.workers):
+                    start_worker(False)
             try:
                 keep = await _move(conn, src, dst, run, batch, edit, keep_message_id)
             except BaseException:

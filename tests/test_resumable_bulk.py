@@ -125,6 +125,36 @@ def test_a_resubmit_killed_between_copy_and_complete_finishes_when_run_again_wit
     assert originals == {f"m-{i}" for i in range(n)}
 
 
+def test_a_resubmit_interrupted_in_the_kernel_gives_its_locks_back_and_finishes_when_run_again(
+    emulator: Emulator,
+) -> None:
+    """A kernel interrupt (KeyboardInterrupt in the thread that called) cancels the work: the batches
+    in hand are released at once (no waiting for locks to lapse), and the same call run again right
+    away moves exactly what is left, the copies sent twice dropped by duplicate detection."""
+    cs = emulator.connection_string
+    n = 2000
+    _dead_letters(cs, n, lambda: emulator.broker.counts("src"))
+    emulator.latency = 0.3
+
+    def interrupt_when_copies_land() -> None:
+        wait_until(lambda: emulator.broker.counts("dst")["active"] > 0, timeout=60, interval=0.01)
+        os.kill(os.getpid(), signal.SIGINT)  # what the kernel's interrupt button does
+
+    watcher = threading.Thread(target=interrupt_when_copies_land, daemon=True)
+    watcher.start()
+    with pytest.raises(KeyboardInterrupt):
+        core.resubmit(DLQ, target="dst", connection=cs)
+    watcher.join(timeout=10)
+    emulator.latency = 0
+    time.sleep(0.5)  # the cancelled work gives its batches back on the connection's thread
+    left = emulator.broker.counts("src")["dead_letter"]
+    assert left > 0 and emulator.broker.counts("dst")["active"] > n - left  # copies sent, originals there
+    report = core.resubmit(DLQ, target="dst", connection=cs)  # at once: well within the 2 s locks
+    assert report.ok and report.count("resubmitted") == left and not report.notes, report
+    assert emulator.broker.counts("src")["dead_letter"] == 0
+    assert emulator.broker.counts("dst")["active"] == n
+
+
 def test_a_resubmit_that_leaves_messages_locked_says_so(emulator: Emulator) -> None:
     """Messages another receiver holds (a killed run's, until their locks lapse) are not moved; the
     report says some are still there and that the same call again moves them."""

@@ -20,11 +20,13 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests import spark_bodies_scenarios as bodies_scenarios
+from tests import spark_snapshot_scenarios as snapshot_scenarios
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import QuickCloseClient, drain, send
 
 pyspark = pytest.importorskip("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
+from sbnotebook.spark.secrets import parse_ref  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SECRET = "cluster-test-key-5e0c71"  # must never reach an option, a plan or the event log
@@ -160,17 +162,20 @@ def test_session_read_on_two_executors(cluster: tuple[Any, Path], client: Servic
             batch.complete()
 
 
-def test_the_key_is_in_no_event_log_and_the_grep_would_see_it(cluster: tuple[Any, Path]) -> None:
-    """Runs last: stops the session, so that the event log is complete. The control is a literal in a
-    query, which Spark writes into the plan it logs: the grep reads what the event log holds."""
-    spark, events = cluster
-    assert read(spark, "q").count() == 0
-    plan = read(spark, "q", secretRef=f"env:{ENV}")._jdf.queryExecution().toString()
-    assert spark.range(1).selectExpr(f"'{CONTROL}' as c").collect()[0].c == CONTROL
-    spark.stop()
-    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()]
-    assert any(CONTROL.encode() in t for t in texts), "the grep would not see a leak"
-    assert all(SECRET.encode() not in t for t in texts) and SECRET not in plan
+def test_a_job_that_writes_back_to_the_entity_it_reads_does_not_read_its_own_writes(
+    cluster: tuple[Any, Path], client: ServiceBusClient
+) -> None:
+    spark, _ = cluster
+    snapshot_scenarios.read_then_write_back_to_the_same_entity(spark, client)
+
+
+def test_a_peek_read_takes_only_what_was_there_at_planning_while_a_producer_sends(
+    cluster: tuple[Any, Path], client: ServiceBusClient, keyed: Emulator
+) -> None:
+    spark, _ = cluster
+    snapshot_scenarios.read_takes_only_what_was_there_at_planning(
+        spark, client, parse_ref(f"env:{ENV}"), keyed.connection_string
+    )
 
 
 def test_json_bodies_inferred_pinned_rescued_and_written_on_two_executors(
@@ -185,3 +190,16 @@ def test_a_json_stream_restarts_with_its_recorded_body_schema(
 ) -> None:
     spark, _ = cluster
     bodies_scenarios.stream_restart_keeps_the_recorded_schema(spark, client, tmp_path)
+
+
+def test_the_key_is_in_no_event_log_and_the_grep_would_see_it(cluster: tuple[Any, Path]) -> None:
+    """Runs last: stops the session, so that the event log is complete. The control is a literal in a
+    query, which Spark writes into the plan it logs: the grep reads what the event log holds."""
+    spark, events = cluster
+    assert read(spark, "q").count() == 0
+    plan = read(spark, "q", secretRef=f"env:{ENV}")._jdf.queryExecution().toString()
+    assert spark.range(1).selectExpr(f"'{CONTROL}' as c").collect()[0].c == CONTROL
+    spark.stop()
+    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()]
+    assert any(CONTROL.encode() in t for t in texts), "the grep would not see a leak"
+    assert all(SECRET.encode() not in t for t in texts) and SECRET not in plan

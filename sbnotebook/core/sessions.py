@@ -102,7 +102,7 @@ async def hold_session(
     """Accept the session on a receiver of its own, run ``work(receiver)``, and give it back."""
     from azure.servicebus.exceptions import SessionCannotBeLockedError
 
-    rcv = receiver_for(conn._sdk_client(), path, session_id=session_id, prefetch_count=0)
+    rcv = receiver_for(conn.sdk_client(), path, session_id=session_id, prefetch_count=0)
     try:
         await rcv.__aenter__()
     except SessionCannotBeLockedError as exc:

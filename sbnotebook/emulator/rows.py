@@ -15,8 +15,9 @@ from typing import Any
 
 from proton import Data
 
-from .model import NO_ENTRIES, MessageData, MessageState, StoredMessage
+from .model import MessageData, MessageState, StoredMessage
 from .topology import EntityProperties, RuleConfig
+from .values import NO_ENTRIES, copy_value
 
 MessageRow = tuple[str, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
 
@@ -41,17 +42,7 @@ def _decode_map(raw: bytes) -> dict[Any, Any]:
     value = d.get_object()
     if not isinstance(value, dict):
         raise RowError("a stored map is not an AMQP map")
-    return {_copy(k): _copy(v) for k, v in value.items()}
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, memoryview):
-        return bytes(value)
-    if isinstance(value, dict):
-        return {_copy(k): _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+    return {copy_value(k): copy_value(v) for k, v in value.items()}
 
 
 _DATA_SCALARS = (

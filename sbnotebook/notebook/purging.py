@@ -10,9 +10,16 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from .. import core
-from ..core import EntityPath, InvalidInputError, LiveConnection, Report, SbError, SessionLockedError
-from ..core.errors import requires_sessions
-from ..core.sessions import SESSIONS_AT_ONCE
+from ..core import (
+    SESSIONS_AT_ONCE,
+    EntityPath,
+    InvalidInputError,
+    LiveConnection,
+    Report,
+    SbError,
+    SessionLockedError,
+    requires_sessions,
+)
 from .cells import parse_numbers
 
 KINDS = ("active", "deferred", "scheduled", "dlq")

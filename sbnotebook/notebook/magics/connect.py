@@ -11,7 +11,7 @@ from ... import core
 from .command import command, parser
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 CONNECT = parser(
     "sb_connect",
@@ -29,12 +29,12 @@ CONNECT.add_argument("--emulator", action="store_true", help="use the embedded e
 
 
 @command(CONNECT)
-def sb_connect(self: SbMagics, args: argparse.Namespace) -> None:
+def sb_connect(self: MagicsState, args: argparse.Namespace) -> None:
     chosen = [x for x in (args.connection, args.namespace, args.secret) if x] + ([True] if args.emulator else [])
     if len(chosen) > 1:
         raise UsageError("%sb_connect: give one of CONNECTION, --namespace, --secret or --emulator.")
     if args.emulator:
-        self.connection = core.connect(core.connection.embedded.connection())
+        self.connection = core.connect(core.resolve(env={}))  # nothing configured: the embedded emulator
     elif args.secret:
         self.connection = core.connect(databricks_secret(self, args.secret))
     elif args.connection or args.namespace:
@@ -44,7 +44,7 @@ def sb_connect(self: SbMagics, args: argparse.Namespace) -> None:
     print(f"Connected to {self.connection.settings}.")
 
 
-def databricks_secret(self: SbMagics, spec: str) -> str:
+def databricks_secret(self: MagicsState, spec: str) -> str:
     scope, _, key = spec.partition("/")
     if not scope or not key:
         raise UsageError("--secret takes SCOPE/KEY, for example --secret my-scope/servicebus.")

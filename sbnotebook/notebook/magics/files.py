@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 from IPython.display import display
 
 from ... import core
-from ...core.jsonl import count_jsonl, export_resume_point, import_resume_point
+from ...core import count_jsonl, export_resume_point, import_resume_point
 from .command import command, parser
 from .progress import Progress
 from .targets import with_dlq
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 EXPORT = parser(
     "sb_export",
@@ -72,7 +72,7 @@ class _ReadProgress:
 
 
 @command(EXPORT)
-def sb_export(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_export(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
     resume = export_resume_point(entity, args.file, args.where)
     if resume is not None:
@@ -85,7 +85,7 @@ def sb_export(self: SbMagics, args: argparse.Namespace) -> Any:
 
 
 @command(IMPORT)
-def sb_import(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_import(self: MagicsState, args: argparse.Namespace) -> Any:
     if not Path(args.file).is_file():
         raise core.InvalidInputError(f"No file {args.file}: give the path of a JSON lines export.")
     total = count_jsonl(args.file)

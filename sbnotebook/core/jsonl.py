@@ -307,6 +307,11 @@ class _LineTracker:
         self.base = 0
         self.finished: dict[int, bool] = {}  # position -> sent, for positions past `base`
         self.written = 0.0
+        self.exhausted = False  # every line of the file was handed to the send
+
+    @property
+    def complete(self) -> bool:
+        return self.exhausted and not self.lines and not self.state.failed
 
     def taken(self, line: int) -> None:
         self.lines.append(line)
@@ -388,24 +393,21 @@ def import_jsonl(
                     decode_properties=decode_properties,
                     message_id=str(uuid.uuid5(seed, str(number))),
                 )
+        tracker.exhausted = True
 
-    from .send import RetryPolicy, _check_in_flight, _send
+    from .send import asend
 
-    _check_in_flight(max_in_flight)
     conn = live(connection)
 
     async def run() -> Report:
         try:
-            return await _send(
-                conn,
-                EntityPath.parse(name),
+            return await asend(
+                name,
                 records(),
                 max_in_flight=max_in_flight,
-                batch=True,
-                retry=RetryPolicy(),
                 progress=progress,
-                schedule_at=None,
                 on_outcome=tracker.outcome,
+                connection=conn,
             )
         finally:
             tracker.save()  # also when interrupted: the next run starts from here
@@ -418,11 +420,11 @@ def import_jsonl(
         raise
     if retry or start:
         report.note(f"resumed: {start} lines done before, {len(retry)} of them failed and were tried again")
-    if state.done >= total and not state.failed:
+    if tracker.complete:
         marker.unlink()
     else:
-        left = total - state.done + len(state.failed)
-        report.note(f"{left} lines not sent: the same import again sends them ({marker.name} keeps track)")
+        left = sum(1 for o in report.failures if o.index is not None)
+        report.note(f"{left} messages not sent: the same import again sends them ({marker.name} keeps track)")
     return report
 
 

@@ -13,6 +13,10 @@ emulator sampled while it runs:
   stop            stop the emulator (SIGTERM) until it exits: it compacts its journal then
   restart         start it on its data directory, until the queue answers
                   (``--data-dir``: then every step runs against a durable emulator)
+  resubmit        core.resubmit of a dead-letter queue of N messages (they expired into it) to
+                  another queue; at a latency, its rate against the in-flight limit over round
+                  trips: max_in_flight batches of batch_size, three round trips each (receive,
+                  send the copies, complete the originals)
   purge (batch)   core.purge: batch-delete-messages on the server
   purge (receive) core.purge of a partitioned queue, where Service Bus refuses batch delete, so
                   the kit receives (the fallback path); filled first, the fill not timed
@@ -47,6 +51,7 @@ import psutil
 from sbnotebook import core
 
 QUEUE, PARTITIONED = "scale", "scale-partitioned"
+EXPIRING, RETRY = "scale-expiring", "scale-retry"  # messages expire into EXPIRING's DLQ; resubmitted to RETRY
 TOPOLOGY = {
     "UserConfig": {
         "Namespaces": [
@@ -55,6 +60,8 @@ TOPOLOGY = {
                 "Queues": [
                     {"Name": QUEUE, "Properties": {}},
                     {"Name": PARTITIONED, "Properties": {"EnablePartitioning": True}},
+                    {"Name": EXPIRING, "Properties": {"DeadLetteringOnMessageExpiration": True}},
+                    {"Name": RETRY, "Properties": {}},
                 ],
             }
         ]
@@ -63,6 +70,8 @@ TOPOLOGY = {
 BODY = "x" * 1000  # with its properties, about 1 KB on the wire
 PURGE_TARGET_S = 20.0
 GROWTH_TARGET = 1.2
+RESUBMIT_TARGET = 0.8  # of the in-flight limit over round trips
+RESUBMIT_IN_FLIGHT, RESUBMIT_BATCH = 10, 50  # core.resubmit's defaults
 MiB = 1024 * 1024
 
 
@@ -77,6 +86,7 @@ class Run:
     spark: Any = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     emulator_process: EmulatorProcess | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # a step's own figures, added to its row
 
 
 @dataclass
@@ -121,6 +131,33 @@ def spark_read(run: Run) -> int:
     return run.n
 
 
+def fill_dead_letters(run: Run) -> int:
+    """N messages that expire a second after they are sent, into EXPIRING's dead-letter queue."""
+    bodies = ({"body": BODY, "time_to_live": 1} for _ in range(run.n))
+    core.send(EXPIRING, bodies, max_in_flight=32, connection=run.conn).raise_for_failures()
+    deadline = time.monotonic() + 60 + run.n / 5_000
+    while core.counts(EXPIRING, connection=run.conn).dead_letter < run.n:
+        if time.monotonic() > deadline:
+            raise SystemExit("the messages did not expire into the dead-letter queue in time")
+        time.sleep(0.5)
+    return run.n
+
+
+def resubmit(run: Run) -> int:
+    report = core.resubmit(
+        f"{EXPIRING}/$deadletterqueue",
+        target=RETRY,
+        max_in_flight=RESUBMIT_IN_FLIGHT,
+        batch_size=RESUBMIT_BATCH,
+        connection=run.conn,
+    )
+    assert report.count("resubmitted") == run.n and report.ok, report
+    if run.latency_ms:
+        ceiling = RESUBMIT_IN_FLIGHT * RESUBMIT_BATCH / (3 * run.latency_ms / 1000)
+        run.extra["of in-flight limit"] = round(report.rate / ceiling, 2)
+    return run.n
+
+
 def purge_batch(run: Run) -> int:
     report = core.purge(QUEUE, connection=run.conn)
     assert report.count("purged") == run.n and report.stats.get("batch_delete_requests"), report
@@ -158,13 +195,17 @@ STEPS: list[Step] = [
     Step("counts", counts, per_call=True),
     Step("scan", scan),
     Step("export", export),
+    Step("resubmit", resubmit),
     Step("spark read (4 partitions)", spark_read, needs_spark=True),
     Step("stop", stop, needs_data_dir=True),
     Step("restart", restart, needs_data_dir=True),
     Step("purge (batch delete)", purge_batch),
     Step("purge (receive path)", purge_receive),
 ]
-SETUP: dict[str, Callable[[Run], int]] = {"purge (receive path)": lambda run: fill(run, PARTITIONED)}
+SETUP: dict[str, Callable[[Run], int]] = {
+    "purge (receive path)": lambda run: fill(run, PARTITIONED),
+    "resubmit": fill_dead_letters,
+}
 
 
 class Peak:
@@ -262,6 +303,8 @@ def measure(n: int, latency_ms: float, steps: list[Step], spark: Any, durable: b
                     "kernel peak MiB": round(kernel.peak / MiB, 1),
                     "emulator peak MiB": round(broker.peak / MiB, 1),
                 }
+                row.update(run.extra)
+                run.extra.clear()
                 if step.name == "fill":
                     row["emulator bytes per message"] = round((emu.process.memory_info().rss - base) / n)
                 print(json.dumps(row), flush=True)
@@ -280,6 +323,13 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
             ok = "ok" if ratio <= GROWTH_TARGET else "MISSED"
             out.append(
                 f"{step} at {latency:g} ms: 10^6 vs 10^5 per message {ratio:.2f}x ({ok}, target {GROWTH_TARGET})"
+            )
+        if step == "resubmit" and "of in-flight limit" in row:
+            ratio = row["of in-flight limit"]
+            ok = "ok" if ratio >= RESUBMIT_TARGET else "MISSED"
+            out.append(
+                f"resubmit of {size} at {latency:g} ms: {ratio:.2f} of the in-flight limit over round trips"
+                f" ({ok}, target >= {RESUBMIT_TARGET})"
             )
         if size >= 1_000_000 and step == "purge (batch delete)" and latency >= 80:
             ok = "ok" if row["seconds"] < PURGE_TARGET_S else "MISSED"

@@ -110,3 +110,35 @@ def test_export_and_import_magics(ip: Any, sb: SbMagics, client: ServiceBusClien
     assert err.count("\n") == 1 and "No file" in err
     line(ip, f"sb_export nosuch {tmp_path / 'x.jsonl'}")
     assert capsys.readouterr().err.startswith("EntityNotFoundError")
+
+
+def test_export_and_import_magics_say_when_they_resume(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, tmp_path: Path, capsys: Any
+) -> None:
+    """An export cut short (its marker still there) and an import with lines recorded as sent: the
+    same commands say they resume, and finish with every message once."""
+    core.send("q", [f"m{i}" for i in range(30)], connection=sb.conn())
+    out = tmp_path / "q.jsonl"
+    core.export_jsonl("q", out, connection=sb.conn())
+    lines = out.read_text().splitlines(keepends=True)
+    out.write_text("".join(lines[:12]) + lines[12][:7])  # as a kill leaves it: 12 lines and a half
+    Path(f"{out}.exporting").write_text(json.dumps({"entity": "q", "where": None}))
+    line(ip, f"sb_export q {out}")
+    printed = capsys.readouterr().out
+    assert "Resuming the export" in printed and "12 messages already written" in printed
+    assert "Exported 30 messages of q" in printed
+    assert [json.loads(x)["body_text"] for x in out.read_text().splitlines()] == [f"m{i}" for i in range(30)]
+    report = core.import_jsonl("dl-target", out, connection=sb.conn())
+    assert report.count("sent") == 30 and not list(tmp_path.glob("q.jsonl.importing-*"))
+    state = core.ImportProgress("dl-target", "6b1f3c52-3f0e-4a57-9a39-2b8f1d0c7e41", 0, 0, done=20)
+    stat = out.stat()
+    state.size, state.mtime_ns = stat.st_size, stat.st_mtime_ns
+    Path(f"{out}.importing-dl-target").write_text(json.dumps(state.to_json()))
+    line(ip, f"sb_import dl-target {out}")
+    printed = capsys.readouterr().out
+    assert "Resuming: lines up to 20 were sent before" in printed and "send dl-target: 10 sent" in printed
+    assert _records_in(sb, "dl-target") == 40
+
+
+def _records_in(sb: SbMagics, queue: str) -> int:
+    return len(core.scan_records(queue, connection=sb.conn()))

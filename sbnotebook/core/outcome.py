@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -71,6 +71,9 @@ class Report:
     notes: list[str] = field(default_factory=list)  # degraded paths taken, and why
     stats: dict[str, Any] = field(default_factory=dict)  # operation-specific figures (operations, peak in flight)
     detail_limit: int = DETAIL_LIMIT
+    # Told of every outcome as it is added, for work that must follow each message past the detail
+    # limit (a resumable import's progress marker); None: nobody listens.
+    listener: Callable[[Outcome], None] | None = field(default=None, repr=False, compare=False)
     _outcomes: list[Outcome] = field(default_factory=list, repr=False)
     _counts: Counter[str] = field(default_factory=Counter, repr=False)
 
@@ -80,6 +83,8 @@ class Report:
         self._counts[outcome.outcome] += 1
         if not outcome.ok or len(self._outcomes) < self.detail_limit:
             self._outcomes.append(outcome)
+        if self.listener is not None:
+            self.listener(outcome)
         return outcome
 
     def add_counted(self, outcome: str, n: int) -> None:

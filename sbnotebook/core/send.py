@@ -238,8 +238,9 @@ async def _send(
     retry: RetryPolicy,
     progress: Callable[[Report], None] | None,
     schedule_at: dt.datetime | None,
+    on_outcome: Callable[[Outcome], None] | None = None,
 ) -> Report:
-    report = Report("send", str(path))
+    report = Report("send", str(path), listener=on_outcome)
     latencies: list[float] = report.stats.setdefault("latencies", [])
     report.stats.update(operations=0, peak_in_flight=0)
     started = time.perf_counter()
@@ -404,9 +405,13 @@ async def asend(
     retry: RetryPolicy | None = None,
     progress: Callable[[Report], None] | None = None,
     schedule_at: dt.datetime | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
-    """Send and await every outcome (see the module docstring). Returns one outcome per message."""
+    """Send and await every outcome (see the module docstring). Returns one outcome per message.
+    ``on_outcome(outcome)`` is called with each outcome as it is known (from the connection's
+    thread), also past the Report's detail limit: for work that follows every message (a
+    resumable import's progress marker)."""
     path = EntityPath.parse(entity)
     _check_in_flight(max_in_flight)
     conn = live(connection)
@@ -419,6 +424,7 @@ async def asend(
         retry=retry or RetryPolicy(),
         progress=progress,
         schedule_at=schedule_at,
+        on_outcome=on_outcome,
     )
     return await conn.call(coro)
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import html
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from IPython.display import display
 
 from ... import core
-from ...core import count_jsonl
+from ...core import count_jsonl, export_resume_point, import_resume_point
 from .command import command, parser
 from .progress import Progress
 from .targets import with_dlq
@@ -21,13 +22,16 @@ if TYPE_CHECKING:
 EXPORT = parser(
     "sb_export",
     "Write every message of an entity (or every match of a search) to a JSON lines file with every\n"
-    "property (binary bodies base64), read with the scanner; nothing is locked or counted.",
+    "property (binary bodies base64), read with the scanner; nothing is locked or counted.\n"
+    "Interrupted, the same command again appends what is left (FILE.exporting marks it unfinished).",
     "  %sb_export orders orders.jsonl\n"
     "  %sb_export orders parked.jsonl --dlq\n"
     "  %sb_export orders big.jsonl --where 'body.total > 100'",
 )
 EXPORT.add_argument("entity")
-EXPORT.add_argument("file", help="the JSON lines file to write (replaced if it exists)")
+EXPORT.add_argument(
+    "file", help="the JSON lines file to write (replaced if it exists, unless an export of it was interrupted)"
+)
 EXPORT.add_argument("--dlq", action="store_true", help="export the dead-letter queue")
 EXPORT.add_argument("--where", help="only messages matching this search expression")
 
@@ -35,7 +39,8 @@ IMPORT = parser(
     "sb_import",
     "Send every message of a JSON lines export to a queue or topic, with its properties (body bytes,\n"
     "content type, subject, correlation id, session id, application properties, TTL). Message ids\n"
-    "are fresh unless --keep-ids. The file is checked first: a bad line sends nothing.",
+    "are fresh unless --keep-ids. The file is checked first: a bad line sends nothing. Interrupted, the\n"
+    "same command again sends only what is left (FILE.importing-ENTITY keeps track).",
     "  %sb_import orders-copy orders.jsonl\n  %sb_import orders parked.jsonl --keep-ids --decode-properties",
 )
 IMPORT.add_argument("entity", help="queue or topic")
@@ -53,9 +58,12 @@ class _ReadProgress:
     def __init__(self, entity: str) -> None:
         self.entity = entity
         self.handle: Any = None
+        self.started = time.monotonic()
 
     def update(self, read: int, written: int) -> None:
-        text = f"Exporting {self.entity}: {read} read, {written} written"
+        elapsed = time.monotonic() - self.started
+        rate = f", {read / elapsed:.0f} msg/s" if elapsed > 0 else ""
+        text = f"Exporting {self.entity}: {read} read, {written} written{rate}"
         bundle = {"text/plain": text, "text/html": f"<progress></progress> {html.escape(text)}"}
         if self.handle is None:
             self.handle = display(bundle, raw=True, display_id=True)
@@ -66,6 +74,9 @@ class _ReadProgress:
 @command(EXPORT)
 def sb_export(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
+    resume = export_resume_point(entity, args.file, args.where)
+    if resume is not None:
+        print(f"Resuming the export into {args.file}: {resume[0]} messages already written.")
     progress = _ReadProgress(entity)
     written = core.export_jsonl(entity, args.file, where=args.where, progress=progress.update, connection=self.conn())
     what = "matching messages" if args.where else "messages"
@@ -80,6 +91,9 @@ def sb_import(self: MagicsState, args: argparse.Namespace) -> Any:
     total = count_jsonl(args.file)
     ids = "their exported message ids" if args.keep_ids else "fresh message ids"
     print(f"Importing {total} messages from {args.file} into {args.entity} with {ids}.")
+    resume = import_resume_point(args.entity, args.file)
+    if resume is not None and resume.pending:
+        print(f"Resuming: lines up to {resume.done} were sent before ({len(resume.failed)} of them failed).")
     progress = Progress(args.entity, "Importing into", "sent", total=total)
     report = core.import_jsonl(
         args.entity,

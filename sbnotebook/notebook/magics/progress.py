@@ -21,6 +21,7 @@ class Progress:
         self.total = total
         self.handle: Any = None
         self.last = 0.0
+        self.started = time.monotonic()
 
     def update(self, report: Report) -> None:
         now = time.monotonic()
@@ -28,7 +29,9 @@ class Progress:
             return
         self.last = now
         done = report.count(self.counted)
-        text = f"{self.verb} {self.entity}: {done} {self.counted}, {report.failed} failed"
+        rate = done / (now - self.started) if now > self.started else 0.0
+        of = f" of {self.total}" if self.total else ""
+        text = f"{self.verb} {self.entity}: {done}{of} {self.counted}, {report.failed} failed, {rate:.0f} msg/s"
         bar = f"<progress value='{done}' max='{self.total}'></progress>" if self.total else "<progress></progress>"
         bundle = {"text/plain": text, "text/html": f"{bar} {html.escape(text)}"}
         if self.handle is None:

@@ -13,6 +13,7 @@ from ... import core
 from ...core import EntityPath, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
 from .command import command, parser
+from .progress import Progress
 from .targets import with_dlq
 
 if TYPE_CHECKING:
@@ -60,6 +61,33 @@ def message_edit(args: argparse.Namespace) -> MessageEdit:
     return edit
 
 
+def _selection(source: str, where: Any, limit: int | None, preview: int, conn: Any) -> tuple[int, list[dict[str, Any]]]:
+    """How many messages the command would move (at most ``limit``) and the first ``preview`` of
+    them, for the confirmation. Memory stays flat: nothing else is kept. Without a search the
+    count is the dead-letter count (one request to the administration API); where that is refused,
+    or with a search, the DLQ is scanned."""
+    first = list(next(iter(core.scan(source, limit=max(preview, 1), connection=conn)), []))
+    if where is None:
+        try:
+            total = core.counts(source, connection=conn).dead_letter
+        except core.SbError as exc:
+            print(f"(counting by scanning: the administration API said {exc.message})")
+        else:
+            total = total if EntityPath.parse(source).is_dead_letter else len(first)
+            return (total if limit is None else min(total, limit)), first[:preview]
+    count = 0
+    shown: list[dict[str, Any]] = []
+    for page in core.scan(source, connection=conn):
+        for record in page:
+            if where is None or where(record):
+                count += 1
+                if len(shown) < preview:
+                    shown.append(record)
+        if limit is not None and count >= limit:
+            return limit, shown
+    return count, shown
+
+
 @command(RESUBMIT)
 def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     path = EntityPath.parse(args.entity)
@@ -69,33 +97,30 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     edit = message_edit(args)
     where = core.compile_where(args.where) if args.where else None
     conn = self.conn()
-    selected: list[dict[str, Any]] = []
-    for page in core.scan(source, connection=conn):
-        selected.extend(r for r in page if where is None or where(r))
-        if args.limit is not None and len(selected) >= args.limit:
-            selected = selected[: args.limit]
-            break
-    if not selected:
+    count, shown = _selection(source, where, args.limit, max(args.preview, 0), conn)
+    if not count:
         print(f"Nothing to resubmit in {source}" + (" matching --where." if where else "."))
         return None
     target = args.target or str(default_target(EntityPath.parse(source)))
-    print(f"Resubmit {len(selected)} message(s) from {source} to {target}; edit: {edit.describe()}.")
+    print(f"Resubmit {count} message(s) from {source} to {target}; edit: {edit.describe()}.")
     if not edit.empty:
-        for record in selected[: max(args.preview, 0)]:
+        for record in shown:
             print(diff(record, edit))
-        if len(selected) > args.preview > 0:
-            print(f"... and {len(selected) - args.preview} more, edited the same way.")
+        if count > len(shown) > 0:
+            print(f"... and {count - len(shown)} more, edited the same way.")
     if not args.yes:
         self.ask("The copies are sent first, the originals completed after.", "resubmit")
-    wanted = {r["sequence_number"] for r in selected}
+    progress = Progress(source, "Resubmitting from", "resubmitted", total=count)
     report = core.resubmit(
         source,
         target=target,
-        where=lambda record: record["sequence_number"] in wanted,
+        where=where,
         edit=None if edit.empty else edit,
+        limit=count,
         keep_message_id=args.keep_ids,
         allow_fan_out=args.allow_fan_out,
         max_in_flight=self.max_in_flight,
+        progress=progress.update,
         connection=conn,
     )
     print(report.summary())

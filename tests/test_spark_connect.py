@@ -267,6 +267,9 @@ def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_
             spark = SparkSession.builder.remote(url).create()
             plans: list[str] = []
             try:
+                # The format needs registering on a Connect session; given only the same reference
+                # (the stream below uses it), while the batch write and read name it in their options.
+                sbspark.register(spark, namespace=by_ref["fullyQualifiedNamespace"], credential=stand_in.REF)
                 rows = spark.range(40).selectExpr("concat('c', id) as body").repartition(2)
                 rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
                 df = spark.read.format("servicebus").options(entity="q", **by_ref).load()
@@ -274,7 +277,7 @@ def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_
                 plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
                 query = (
                     spark.readStream.format("servicebus")
-                    .options(entity="q", maxMessagesPerTrigger=15, **by_ref)
+                    .options(entity="q", maxMessagesPerTrigger=15)
                     .load()
                     .select("sequence_number", "body_text")
                     .writeStream.format("parquet")

@@ -204,11 +204,30 @@ def test_a_credential_reference_alone_reads_writes_and_streams_on_two_executors(
     query.awaitTermination(120)
     assert query.exception() is None
     assert spark.read.parquet(str(tmp_path / "sink")).count() == 300
+    # sbspark.write takes the same reference (its Report comes back through Spark).
+    namespace = by_ref["fullyQualifiedNamespace"]
+    report = sbspark.write(rows, "once", namespace=namespace, credential=stand_in.REF)
+    assert (report.count("sent"), report.failed, report.stats["tasks"]) == (300, 0, 2)
     plan = df._jdf.queryExecution().toString()
     assert SIGNING_KEY not in plan and "SharedAccessSignature" not in plan
     # Every stream batch was completed after its commit: nothing left (peeked with the key, from here).
     with core.connect(signed.connection_string, warm=False) as conn:
         assert len(core.peek("q", count=500, connection=conn)) == 0
+        assert len(core.peek("once", count=500, connection=conn)) == 300
+
+
+def test_json_bodies_inferred_pinned_rescued_and_written_on_two_executors(
+    cluster: tuple[Any, Path], client: ServiceBusClient
+) -> None:
+    spark, _ = cluster
+    bodies_scenarios.batch_read_infer_pin_rescue_and_write(spark, client)
+
+
+def test_a_json_stream_restarts_with_its_recorded_body_schema(
+    cluster: tuple[Any, Path], client: ServiceBusClient, tmp_path: Path
+) -> None:
+    spark, _ = cluster
+    bodies_scenarios.stream_restart_keeps_the_recorded_schema(spark, client, tmp_path)
 
 
 def test_the_key_is_in_no_event_log_and_the_grep_would_see_it(cluster: tuple[Any, Path]) -> None:
@@ -224,17 +243,3 @@ def test_the_key_is_in_no_event_log_and_the_grep_would_see_it(cluster: tuple[Any
     assert all(SECRET.encode() not in t for t in texts) and SECRET not in plan
     # The credential reference's test ran before: its issuer's key and its tokens are in no log either.
     assert all(SIGNING_KEY.encode() not in t and b"SharedAccessSignature" not in t for t in texts)
-
-
-def test_json_bodies_inferred_pinned_rescued_and_written_on_two_executors(
-    cluster: tuple[Any, Path], client: ServiceBusClient
-) -> None:
-    spark, _ = cluster
-    bodies_scenarios.batch_read_infer_pin_rescue_and_write(spark, client)
-
-
-def test_a_json_stream_restarts_with_its_recorded_body_schema(
-    cluster: tuple[Any, Path], client: ServiceBusClient, tmp_path: Path
-) -> None:
-    spark, _ = cluster
-    bodies_scenarios.stream_restart_keeps_the_recorded_schema(spark, client, tmp_path)

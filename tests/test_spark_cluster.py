@@ -24,7 +24,7 @@ from sbnotebook.emulator import Emulator
 from tests import spark_bodies_scenarios as bodies_scenarios
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, drain, send
+from tests.helpers import QuickCloseClient, drain, send, stream_to_parquet
 
 pyspark = pytest.importorskip("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
@@ -190,20 +190,7 @@ def test_a_credential_reference_alone_reads_writes_and_streams_on_two_executors(
     assert sorted(r.body_text for r in df.select("body_text").collect()) == sorted(f"c{i}" for i in range(300))
     pids = df.rdd.mapPartitions(lambda it: [os.getppid()]).distinct().collect()
     assert len(pids) == 2, pids  # both executors signed in
-    query = (
-        spark.readStream.format("servicebus")
-        .options(entity="q", maxMessagesPerTrigger=100, **by_ref)
-        .load()
-        .select("sequence_number", "body_text")
-        .writeStream.format("parquet")
-        .option("path", str(tmp_path / "sink"))
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
-    assert query.exception() is None
-    assert spark.read.parquet(str(tmp_path / "sink")).count() == 300
+    assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=100, **by_ref).count() == 300
     # sbspark.write takes the same reference (its Report comes back through Spark).
     namespace = by_ref["fullyQualifiedNamespace"]
     report = sbspark.write(rows, "once", namespace=namespace, credential=stand_in.REF)

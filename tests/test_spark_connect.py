@@ -21,7 +21,7 @@ from sbnotebook.emulator import Emulator
 from tests import spark_bodies_scenarios as bodies_scenarios
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, drain, free_port, send
+from tests.helpers import QuickCloseClient, drain, free_port, send, stream_to_parquet
 
 pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("grpc")  # the pyspark[connect] extra
@@ -219,21 +219,8 @@ def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(tmp_path:
                 sbspark.register(spark, f"env:{name}")  # the stream's connection
                 rows = spark.read.format("servicebus").option("entity", "q").option("secretRef", f"env:{name}").load()
                 assert rows.count() == 25  # planned and read on the server, resolved there
-                query = (
-                    spark.readStream.format("servicebus")
-                    .option("entity", "q")
-                    .option("maxMessagesPerTrigger", 10)
-                    .load()
-                    .select("sequence_number", "body_text")
-                    .writeStream.format("parquet")
-                    .option("path", str(tmp_path / "sink"))
-                    .option("checkpointLocation", str(tmp_path / "ckpt"))
-                    .trigger(availableNow=True)
-                    .start()
-                )
-                query.awaitTermination(120)
-                assert query.exception() is None
-                written = sorted(r.body_text for r in spark.read.parquet(str(tmp_path / "sink")).collect())
+                sink = stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=10)
+                written = sorted(r.body_text for r in sink.collect())
                 assert written == sorted(f"m{i}" for i in range(25))
                 # Every batch completed after its commit (AvailableNow asks once more at the end).
                 assert len(core.peek("q", count=100, connection=emu.connection_string)) == 0
@@ -275,20 +262,7 @@ def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_
                 df = spark.read.format("servicebus").options(entity="q", **by_ref).load()
                 assert sorted(r.body_text for r in df.collect()) == sorted(f"c{i}" for i in range(40))
                 plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
-                query = (
-                    spark.readStream.format("servicebus")
-                    .options(entity="q", maxMessagesPerTrigger=15)
-                    .load()
-                    .select("sequence_number", "body_text")
-                    .writeStream.format("parquet")
-                    .option("path", str(tmp_path / "sink"))
-                    .option("checkpointLocation", str(tmp_path / "ckpt"))
-                    .trigger(availableNow=True)
-                    .start()
-                )
-                query.awaitTermination(120)
-                assert query.exception() is None
-                assert spark.read.parquet(str(tmp_path / "sink")).count() == 40
+                assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=15).count() == 40
             finally:
                 spark.stop()
         try:

@@ -1,7 +1,9 @@
 """Parts of the suite on the library sets of Databricks' LTS runtimes (ci/databricks/*.txt).
 
     nox -s dbr15      core, magics, panels and the non-Spark tutorials on DBR 15.4 LTS's set
-                      (pandas 1.5.3, numpy 1.23.5, pyarrow 14.0.1, ipywidgets 7.7.2, ipython 8.15, plotly 5.9)
+                      (pandas 1.5.3, numpy 1.23.5, pyarrow 14.0.1, ipywidgets 7.7.2, ipython 8.15, plotly 5.9),
+                      and every panel in a real browser: JupyterLab 3 with jupyterlab_widgets 1.x, the
+                      frontend ipywidgets 7 pairs with (tests/browser-widgets7.txt; Debian's chromium)
     nox -s spark40    the Spark batch and streaming sources and tutorial 06 on pyspark 4.0.x
                       with DBR 17.3 LTS's set (Spark 4.0.0 there)
 
@@ -22,6 +24,7 @@ nox.options.reuse_existing_virtualenvs = True
 
 ROOT = Path(__file__).parent
 SETS = ROOT / "ci" / "databricks"
+BROWSER_WIDGETS7 = ROOT / "tests" / "browser-widgets7.txt"
 TEST_TOOLS = [
     "pytest>=8",
     "pytest-asyncio>=0.23",
@@ -54,6 +57,9 @@ DBR15_TESTS = [
     "tests/test_magics_resubmit.py",
     "tests/test_magics_sessions.py",
     "tests/test_widgets.py",
+    "tests/test_core_tls.py",
+    "tests/test_core_purge_batch.py",
+    "tests/test_browser.py",  # every panel in JupyterLab 3 on ipywidgets 7.7.2
     "notebooks/00_emulator_tour.ipynb",
     "notebooks/01_quickstart.ipynb",
     "notebooks/02_settlement_in_depth.ipynb",
@@ -88,11 +94,16 @@ def _pytest(session: nox.Session, files: list[str]) -> None:
 @nox.session(python="3.11")
 def dbr15(session: nox.Session) -> None:
     """Core, magics, panels and the non-Spark tutorials on DBR 15.4 LTS's set (ipywidgets 7.7.2)."""
-    _install_runtime(session, "15.4", "-e", ".[notebook]")
+    # The browser test's lab is picked by ipywidgets' major version: 7 pairs with JupyterLab 3 and
+    # jupyterlab_widgets 1.x (tests/browser-widgets7.txt), both constrained by the runtime's set too.
+    _install_runtime(
+        session, "15.4", "-e", ".[notebook]", "-c", str(BROWSER_WIDGETS7), "jupyterlab<4", "playwright>=1.40"
+    )
     session.run(
         "python",
         "-c",
-        "import pandas, ipywidgets; print('pandas', pandas.__version__, 'ipywidgets', ipywidgets.__version__)",
+        "from importlib.metadata import version as v; "
+        "print(*(f'{p} {v(p)}' for p in ('pandas', 'ipywidgets', 'jupyterlab', 'jupyterlab_widgets')))",
     )
     _pytest(session, DBR15_TESTS)
 

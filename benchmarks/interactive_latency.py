@@ -12,6 +12,10 @@ against ``sbnotebook emulator --port 0`` in its own process:
        call opens one), in the kit and with the SDK's own ``with client.get_queue_receiver(...)``
   scan: peeking --scan-messages messages through core.scan, and the ratio t(80 ms) / t(0 ms),
         with the peak memory the scan allocated (pages are consumed, not kept)
+  cold paths (issue 31): core.connect() itself, the first peek and the first send on an entity
+        nothing has opened yet (a new live connection, warm=False, each time), a session receive
+        + complete; each against its target, reported but not failing the run (they are missed
+        while every SDK link has an AMQP connection of its own: see docs/benchmarks.md)
 
 Targets (issue 13): warm peek, send, counts <= 1.5 round trips; receive + complete <= 2.5; first
 call after connect <= 6; scan t(80)/t(0) <= 1.5.
@@ -113,6 +117,24 @@ def sdk_own_receivers(client: ServiceBusClient, repeat: int) -> dict[str, float]
     }
 
 
+def cold(cs: str, repeat: int) -> dict[str, float]:
+    """First calls on an entity nothing has opened: a new live connection each time (the kit opens
+    an SDK link, with its own AMQP connection, on an entity's first use)."""
+
+    def first(call: Callable[[core.LiveConnection], Any]) -> float:
+        times = []
+        for _ in range(repeat):
+            conn = core.connect(cs, warm=False)
+            times.append(ms(lambda: call(conn)))  # noqa: B023 (called at once)
+            core.close_all()
+        return statistics.median(times)
+
+    return {
+        "first peek on an entity": first(lambda c: core.peek(QUEUE, count=1, connection=c)),
+        "first send to an entity": first(lambda c: core.send(QUEUE, ["cold"], connection=c)),
+    }
+
+
 def sdk(cs: str, repeat: int) -> dict[str, float]:
     out: dict[str, float] = {}
     settings = core.resolve(cs)
@@ -157,6 +179,26 @@ def scan(cs: str, n: int) -> tuple[float, int, float]:
     return elapsed, seen, peak
 
 
+COLD_TARGETS = {  # issue 31: round trips (+ fixed ms) at the far latency
+    "first peek on an entity": (3.0, 50.0),
+    "first send to an entity": (3.0, 50.0),
+    "session receive 1 + complete": (4.0, 0.0),
+    "connect": (4.0, 0.0),
+}
+
+
+def print_cold(results: dict[float, dict[str, Any]], far: float) -> None:
+    print(f"\nCold paths (issue 31; reported, not failing the run): round trips at {far:.0f} ms\n")
+    print(f"| call | kit 0 ms | kit {far:.0f} ms | target |")
+    print("|---|---:|---:|---|")
+    for call, (trips, extra) in COLD_TARGETS.items():
+        where = "cold" if call in results[far]["cold"] else "kit"
+        k0, kf = results[0.0][where][call], results[far][where][call]
+        mark = "met" if kf <= trips * far + extra else "MISSED"
+        plus = f" + {extra:.0f} ms" if extra else ""
+        print(f"| {call} | {k0:,.0f} ms | {kf:,.0f} ms ({kf / far:.1f} RT) | <= {trips:.0f} RT{plus}: {mark} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=15)
@@ -171,6 +213,7 @@ def main() -> None:
             core.close_all()
             results[latency] = {
                 "kit": kit(cs, args.repeat),
+                "cold": cold(cs, max(3, args.repeat // 3)),
                 "sdk": sdk(cs, args.repeat),
                 "scan": scan(cs, args.scan_messages),
             }
@@ -225,6 +268,7 @@ def main() -> None:
             f"| {call} | {k0:,.0f} ms | {s0:,.0f} ms | {kf:,.0f} ms ({kf / far:.1f} RT) "
             f"| {sf:,.0f} ms ({sf / far:.1f} RT) |"
         )
+    print_cold(results, far)
     if failed:
         print("\nmissed:", ", ".join(failed))
         sys.exit(1)

@@ -10,7 +10,8 @@ emulator sampled while it runs:
   scan            core.scan of the whole queue (pages of peeked messages, nothing kept)
   export          core.export_jsonl of the whole queue to a file
   spark read      spark.read.format("servicebus"), 4 partitions, every row read (``--spark``)
-  restart         stop the emulator, start it on its data directory, until the queue answers
+  stop            stop the emulator (SIGTERM) until it exits: it compacts its journal then
+  restart         start it on its data directory, until the queue answers
                   (``--data-dir``: then every step runs against a durable emulator)
   purge (batch)   core.purge: batch-delete-messages on the server
   purge (receive) core.purge of a partitioned queue, where Service Bus refuses batch delete, so
@@ -132,11 +133,20 @@ def purge_receive(run: Run) -> int:
     return run.n
 
 
-def restart(run: Run) -> int:
-    """Stop the emulator (SIGTERM) and start it again on its data directory, until the restored
-    queue answers its counts (``--data-dir`` only)."""
+def stop(run: Run) -> int:
+    """Stop the emulator (SIGTERM) until it has exited: a durable one folds its journal into a
+    snapshot then, when the journal's tail is large (``--data-dir`` only)."""
     assert run.emulator_process is not None
     run.emulator_process.stop()
+    return run.n
+
+
+def restart(run: Run) -> int:
+    """Start the stopped emulator again on its data directory, until the restored queue answers
+    its counts (``--data-dir`` only; after ``stop``)."""
+    assert run.emulator_process is not None
+    if run.emulator_process.proc is not None:
+        run.emulator_process.stop()
     run.emulator_process.start()
     run.conn = run.emulator_process.conn
     assert core.counts(QUEUE, connection=run.conn).active == run.n
@@ -149,6 +159,7 @@ STEPS: list[Step] = [
     Step("scan", scan),
     Step("export", export),
     Step("spark read (4 partitions)", spark_read, needs_spark=True),
+    Step("stop", stop, needs_data_dir=True),
     Step("restart", restart, needs_data_dir=True),
     Step("purge (batch delete)", purge_batch),
     Step("purge (receive path)", purge_receive),

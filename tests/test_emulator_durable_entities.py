@@ -144,13 +144,14 @@ def test_rows_are_json_and_amqp_not_pickle(tmp_path: Path) -> None:
 
 
 def test_stored_duplicate_history_is_pruned_after_its_window(tmp_path: Path) -> None:
-    from sbnotebook.emulator import Broker, ManualClock, Topology
+    from sbnotebook.emulator import ManualClock, Topology
     from sbnotebook.emulator.codec import decode_message
+    from sbnotebook.emulator.durability import open_broker
     from sbnotebook.emulator.journal import Journal
 
     clock = ManualClock()
     journal = Journal(tmp_path)
-    broker = Broker(Topology.from_dict(TEST_TOPOLOGY), clock, journal)
+    broker = open_broker(Topology.from_dict(TEST_TOPOLOGY), clock, journal)
     from proton import Message
 
     m = Message(id="m1", body="x")

@@ -12,6 +12,7 @@ from proton import Message
 
 from sbnotebook.emulator import Broker, ManualClock, Topology
 from sbnotebook.emulator.codec import decode_message, encode_stored
+from sbnotebook.emulator.durability import open_broker
 from sbnotebook.emulator.journal import Journal
 from sbnotebook.emulator.model import MessageData, MessageState
 
@@ -70,10 +71,10 @@ def test_peek_after_the_oldest_were_removed_skips_them_once() -> None:
 
 def test_a_restart_sets_no_timer_for_messages_that_never_expire(tmp_path: Path) -> None:
     journal = Journal(tmp_path)
-    broker = Broker(TOPO, clock=ManualClock(1000.0), journal=journal)
+    broker = open_broker(TOPO, ManualClock(1000.0), journal)
     broker.send("q", [_data(i) for i in range(100)])
     journal.close()
-    again = Broker(TOPO, clock=ManualClock(1001.0), journal=Journal(tmp_path))
+    again = open_broker(TOPO, ManualClock(1001.0), Journal(tmp_path))
     assert again.counts("q")["active"] == 100
     assert again.timers.next_due() is None
 
@@ -82,7 +83,7 @@ def test_rows_written_before_lazy_properties_still_load(tmp_path: Path) -> None:
     """Rows of the previous format hold both property maps encoded and no 'changed' flag; equal
     maps mean unchanged, and a changed map is what a receiver gets."""
     journal = Journal(tmp_path)
-    broker = Broker(TOPO, clock=ManualClock(1000.0), journal=journal)
+    broker = open_broker(TOPO, ManualClock(1000.0), journal)
     broker.send("q", [_data(1, colour="red"), _data(2, colour="blue")])
     source = broker.resolve_source("q")
     (second,) = [m for m in source.store.messages.values() if m.sequence_number == 2]
@@ -90,7 +91,7 @@ def test_rows_written_before_lazy_properties_still_load(tmp_path: Path) -> None:
     source.store.touch(second)
     journal.close()
     db = sqlite3.connect(tmp_path / "broker.sqlite3")
-    from sbnotebook.emulator.rows import _encode_map
+    from sbnotebook.emulator.rows import encode_map
 
     for seq, sent, now in ((1, {"colour": "red"}, {"colour": "red"}), (2, {"colour": "blue"}, {"colour": "green"})):
         (meta_text,) = db.execute("SELECT meta FROM messages WHERE seq = ?", (seq,)).fetchone()
@@ -98,11 +99,11 @@ def test_rows_written_before_lazy_properties_still_load(tmp_path: Path) -> None:
         del meta["changed"]  # as the previous version wrote it
         db.execute(
             "UPDATE messages SET meta = ?, sent_application_properties = ?, application_properties = ? WHERE seq = ?",
-            (json.dumps(meta), _encode_map(sent), _encode_map(now), seq),
+            (json.dumps(meta), encode_map(sent), encode_map(now), seq),
         )
     db.commit()
     db.close()
-    again = Broker(TOPO, clock=ManualClock(1001.0), journal=Journal(tmp_path))
+    again = open_broker(TOPO, ManualClock(1001.0), Journal(tmp_path))
     msgs = sorted(again.resolve_source("q").store.messages.values(), key=lambda m: m.sequence_number)
     assert [m.application_properties for m in msgs] == [{"colour": "red"}, {"colour": "green"}]
     assert [m.changed_properties is None for m in msgs] == [True, False]

@@ -173,9 +173,12 @@ def test_entity_panel_creates_updates_adds_rules_and_deletes_after_the_name_is_t
     assert [r.name for r in core.list_rules("t/subscriptions/all", connection=sb.conn())] == ["$Default"]
     panel.list.value = "jobs"
     panel.ask_delete()
-    assert panel.confirm_row.layout.display == "flex" and "Delete queue jobs with 0 active" in panel.confirm_text.value
-    panel.confirm_box.value = "job"
-    panel.confirm_button.click()
+    assert (
+        panel.confirm_row.layout.display == "flex"
+        and "Delete queue jobs with 0 active" in panel.confirm_row.question.value
+    )
+    panel.confirm_row.box.value = "job"
+    panel.confirm_row.confirm_button.click()
     assert "nothing was deleted" in panel.status.value
     assert "jobs" in [e.entity for e in core.list_entities(connection=sb.conn())]
     assert panel.confirm_delete("jobs") == "queue"

@@ -104,8 +104,8 @@ def test_purge_panel_counts_then_waits_for_the_typed_word(ip: Any, sb: SbMagics,
     assert isinstance(panel, PurgePanel) and panel.connection is sb.connection
     panel.kinds["dlq"].value = True
     panel.ask_purge()
-    assert panel.confirm_row.layout.display == "flex" and "3 active" in panel.question.value
-    assert "1 dead-lettered" in panel.question.value
+    assert panel.confirm_row.layout.display == "flex" and "3 active" in panel.confirm_row.question.value
+    assert "1 dead-lettered" in panel.confirm_row.question.value
     with pytest.raises(InvalidInputError):
         panel.confirm("yes")
     assert _left(sb)["active"] == 3  # a wrong word removes nothing
@@ -114,8 +114,8 @@ def test_purge_panel_counts_then_waits_for_the_typed_word(ip: Any, sb: SbMagics,
     assert "3 purged" in panel.status.value and panel.confirm_row.layout.display == "none"
     panel.which.value = str(first)
     panel.cancel_scheduled_button.click()
-    panel.confirm_box.value = "cancel"
-    panel.confirm_button.click()
+    panel.confirm_row.box.value = "cancel"
+    panel.confirm_row.confirm_button.click()
     assert _left(sb) == {"active": 0, "deferred": 2, "scheduled": 1, "dlq": 0}
     panel.ask_purge()  # only active ticked, none left: says so and asks nothing
     assert "Nothing to purge" in panel.status.value and panel.pending is None

@@ -87,7 +87,7 @@ def test_sessions_panel_lists_peeks_and_edits_state_after_confirm(
     assert "one" in panel.messages.value and "1 messages in session a" in panel.messages.value
     panel.state.value = '{"step": 2}'
     panel.ask_save()
-    assert panel.confirm_row.layout.display == "flex" and "(no state)" in panel.confirm_text.value
+    assert panel.confirm_row.layout.display == "flex" and "(no state)" in panel.confirm_row.question.value
     assert core.get_session_state("sq60", "a", connection=sb.conn()) is None  # nothing before Confirm
     panel.confirm()
     assert core.get_session_state("sq60", "a", connection=sb.conn()) == b'{"step": 2}'
@@ -100,7 +100,7 @@ def test_sessions_panel_lists_peeks_and_edits_state_after_confirm(
     panel.ask_clear()
     panel.cancel()
     panel.clear_button.click()
-    panel.confirm_button.click()
+    panel.confirm_row.confirm_button.click()
     assert core.get_session_state("sq60", "b", connection=sb.conn()) is None
     # Reading a session's messages in the panel locked nothing: both can be received, none counted.
     with client.get_queue_receiver("sq60", session_id="a", max_wait_time=1) as r:

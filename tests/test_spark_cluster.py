@@ -22,12 +22,14 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests import spark_bodies_scenarios as bodies_scenarios
+from tests import spark_snapshot_scenarios as snapshot_scenarios
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import QuickCloseClient, drain, send, stream_to_parquet
 
 pyspark = pytest.importorskip("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
+from sbnotebook.spark.secrets import parse_ref  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SECRET = "cluster-test-key-5e0c71"  # must never reach an option, a plan or the event log
@@ -201,6 +203,22 @@ def test_a_credential_reference_alone_reads_writes_and_streams_on_two_executors(
     with core.connect(signed.connection_string, warm=False) as conn:
         assert len(core.peek("q", count=500, connection=conn)) == 0
         assert len(core.peek("once", count=500, connection=conn)) == 300
+
+
+def test_a_job_that_writes_back_to_the_entity_it_reads_does_not_read_its_own_writes(
+    cluster: tuple[Any, Path], client: ServiceBusClient
+) -> None:
+    spark, _ = cluster
+    snapshot_scenarios.read_then_write_back_to_the_same_entity(spark, client)
+
+
+def test_a_peek_read_takes_only_what_was_there_at_planning_while_a_producer_sends(
+    cluster: tuple[Any, Path], client: ServiceBusClient, keyed: Emulator
+) -> None:
+    spark, _ = cluster
+    snapshot_scenarios.read_takes_only_what_was_there_at_planning(
+        spark, client, parse_ref(f"env:{ENV}"), keyed.connection_string
+    )
 
 
 def test_json_bodies_inferred_pinned_rescued_and_written_on_two_executors(

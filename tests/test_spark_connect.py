@@ -19,6 +19,7 @@ import pytest
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests import spark_bodies_scenarios as bodies_scenarios
+from tests import spark_snapshot_scenarios as snapshot_scenarios
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import QuickCloseClient, drain, free_port, send, stream_to_parquet
@@ -287,3 +288,16 @@ def test_a_json_stream_restarts_with_its_recorded_body_schema_over_connect(
 ) -> None:
     with QuickCloseClient.from_connection_string(keyed.connection_string) as client:
         bodies_scenarios.stream_restart_keeps_the_recorded_schema(sp, client, tmp_path)
+
+
+def test_a_peek_read_takes_only_what_was_there_at_planning_over_connect(sp: Any, keyed: Emulator) -> None:
+    from sbnotebook.core import resolve
+
+    cs = keyed.connection_string
+    with QuickCloseClient.from_connection_string(cs) as client:
+        snapshot_scenarios.read_takes_only_what_was_there_at_planning(sp, client, resolve(cs), cs)
+
+
+def test_a_job_that_writes_back_to_the_entity_it_reads_over_connect(sp: Any, keyed: Emulator) -> None:
+    with QuickCloseClient.from_connection_string(keyed.connection_string) as client:
+        snapshot_scenarios.read_then_write_back_to_the_same_entity(sp, client)

@@ -12,8 +12,9 @@ nothing: the documented resolution order); calls with the same settings share on
 """
 
 from . import deferral
-from .connection import Connection, parse_connection_string, resolve
+from .connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_connection_string, resolve
 from .counts import EntityCounts, counts, list_entities
+from .credentials import CredentialRef, credential_of, is_credential_ref, parse_credential_ref
 from .entities import EntityPath
 from .errors import (
     ConfigurationError,
@@ -25,38 +26,66 @@ from .errors import (
     SbError,
     ServiceError,
     SessionLockedError,
+    is_message_not_found,
+    is_no_session_available,
+    is_session_locked,
     redact,
+    requires_sessions,
 )
-from .jsonl import export_jsonl, import_jsonl
-from .live import LiveConnection, close_all, connect
+from .jsonl import (
+    count_jsonl,
+    export_jsonl,
+    from_json_record,
+    import_jsonl,
+    iter_jsonl,
+    read_jsonl,
+    to_json_record,
+    write_jsonl,
+)
+from .live import ConnectionLike, LiveConnection, close_all, connect
+from .live import live as live_connection
 from .manage import (
     RuleInfo,
     create_entity,
     create_rule,
     delete_entity,
     delete_rule,
+    duration,
     entity_properties,
     list_rules,
     update_entity,
 )
-from .outcome import Outcome, Report
+from .outcome import PROBLEMS, Outcome, Report
 from .peek import PeekPage, peek
 from .process import DeadLetter, Done, Policy, Retry, Skip, Stop, process
 from .purge import apurge, purge
 from .receive import LockedBatch, receive, receive_deferred
 from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record
-from .resubmit import aresubmit, copy_message, discard, resubmit
-from .scan import PAGE_SIZE, ascan, scan, scan_records, sequence_numbers
+from .resubmit import aresubmit, copy_message, default_target, discard, resubmit
+from .scan import PAGE_SIZE, ascan, peek_numbers, scan, scan_records, sequence_numbers
 from .search import compile_where, filter_records, json_columns
 from .send import RetryPolicy, acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
-from .sessions import SessionInfo, get_session_state, list_sessions, set_session_state
+from .sessions import (
+    SessionInfo,
+    SessionStates,
+    count_session_states,
+    get_session_state,
+    list_sessions,
+    pretty_state,
+    set_session_state,
+)
 
 __all__ = [
+    "ENV_CONNECTION_STRING",
+    "ENV_NAMESPACE",
     "FIELDS",
     "PAGE_SIZE",
+    "PROBLEMS",
     "RECORD_FIELDS",
     "ConfigurationError",
     "Connection",
+    "ConnectionLike",
+    "CredentialRef",
     "DeadLetter",
     "Done",
     "EntityCounts",
@@ -80,6 +109,7 @@ __all__ = [
     "ServiceError",
     "SessionInfo",
     "SessionLockedError",
+    "SessionStates",
     "Skip",
     "Stop",
     "acancel_scheduled",
@@ -93,29 +123,46 @@ __all__ = [
     "compile_where",
     "connect",
     "copy_message",
+    "count_jsonl",
+    "count_session_states",
     "counts",
     "create_entity",
     "create_rule",
+    "credential_of",
+    "default_target",
     "deferral",
     "delete_entity",
     "delete_rule",
     "discard",
+    "duration",
     "entity_properties",
     "export_jsonl",
     "filter_records",
+    "from_json_record",
     "get_session_state",
     "import_jsonl",
+    "is_credential_ref",
+    "is_message_not_found",
+    "is_no_session_available",
+    "is_session_locked",
+    "iter_jsonl",
     "json_columns",
     "list_entities",
     "list_rules",
     "list_sessions",
+    "live_connection",
     "parse_connection_string",
+    "parse_credential_ref",
     "peek",
+    "peek_numbers",
+    "pretty_state",
     "process",
     "purge",
+    "read_jsonl",
     "receive",
     "receive_deferred",
     "redact",
+    "requires_sessions",
     "resolve",
     "resubmit",
     "scan",
@@ -125,6 +172,8 @@ __all__ = [
     "sequence_numbers",
     "set_session_state",
     "to_dataframe",
+    "to_json_record",
     "to_record",
     "update_entity",
+    "write_jsonl",
 ]

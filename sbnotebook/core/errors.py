@@ -159,3 +159,47 @@ def from_sdk(exc: BaseException, *, entity: str | None = None) -> SbError:
     if isinstance(exc, (sb.ServiceBusAuthenticationError, sb.ServiceBusAuthorizationError)):
         return ConfigurationError(f"Access refused{where}: check the key or credential. {text}", **kwargs)
     return ServiceError(f"{type(exc).__name__}{where}: {text}", **kwargs)
+
+
+# What an error means, decided here only: the callers ask, they do not read messages themselves.
+
+
+def is_connection_lost(exc: BaseException) -> bool:
+    """Did the transport go away (restart, network), as opposed to the broker refusing something?"""
+    from azure.servicebus.exceptions import ServiceBusCommunicationError, ServiceBusConnectionError
+
+    if isinstance(exc, (ServiceBusConnectionError, ServiceBusCommunicationError, ConnectionError)):
+        return True
+    if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
+        return True
+    name = type(exc).__name__
+    text = str(exc).lower()
+    return name in {"AMQPConnectionError", "AMQPLinkError"} or (
+        name == "ServiceBusError" and ("detached" in text or "connection" in text or "socket" in text)
+    )
+
+
+def is_lock_lost(exc: BaseException) -> bool:
+    """A settlement or renewal failed because the message's lock is gone (expired or lost)."""
+    from azure.servicebus.exceptions import MessageLockLostError
+
+    return isinstance(exc, (MessageLockLostError, LockLostError)) or "lock" in str(exc).lower()
+
+
+def is_message_not_found(exc: BaseException) -> bool:
+    """No message with that sequence number (a deferred receive of one that is not deferred)."""
+    text = str(exc)
+    return "MessageNotFound" in text or "message-not-found" in text or "deferred message" in text
+
+
+def is_session_locked(exc: BaseException) -> bool:
+    """Another receiver holds the session's lock."""
+    if isinstance(exc, SessionLockedError):
+        return True
+    condition = getattr(exc, "condition", None) or condition_of(exc) or ""
+    return "sessioncannotbelocked" in f"{type(exc).__name__} {exc} {condition}".lower().replace("-", "")
+
+
+def is_no_session_available(exc: BaseException) -> bool:
+    """A receive for the next available session found none free with messages (it timed out)."""
+    return "No session is available" in str(exc)

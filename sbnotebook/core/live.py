@@ -38,8 +38,8 @@ from typing import Any, TypeVar
 from . import trust
 from .connection import Connection, async_credential, credential, explicit_port, resolve
 from .entities import EntityPath
-from .errors import EntityNameError, SbError, ServiceError, from_sdk
-from .sdk import close_now, session_browser
+from .errors import EntityNameError, SbError, ServiceError, from_sdk, is_connection_lost
+from .sdk import close_now, open_without_sleeps, session_browser
 
 T = TypeVar("T")
 log = logging.getLogger("sbnotebook.live")
@@ -63,23 +63,8 @@ def tls_context() -> ssl.SSLContext:
     return trust.tls_context()
 
 
-def is_connection_lost(exc: BaseException) -> bool:
-    """Did the transport go away (restart, network), as opposed to the broker refusing something?"""
-    from azure.servicebus.exceptions import ServiceBusCommunicationError, ServiceBusConnectionError
-
-    if isinstance(exc, (ServiceBusConnectionError, ServiceBusCommunicationError, ConnectionError)):
-        return True
-    if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
-        return True
-    name = type(exc).__name__
-    text = str(exc).lower()
-    return name in {"AMQPConnectionError", "AMQPLinkError"} or (
-        name == "ServiceBusError" and ("detached" in text or "connection" in text or "socket" in text)
-    )
-
-
 @dataclass
-class _Pool:
+class LinkPool:
     """Idle links of one kind for one entity."""
 
     opener: Callable[[], Awaitable[Any]]
@@ -140,7 +125,7 @@ class LiveConnection:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._client: Any = None
-        self._pools: dict[tuple[str, str], _Pool] = {}
+        self._pools: dict[tuple[str, str], LinkPool] = {}
         self._admin: Any = None
         self._admin_lock = threading.Lock()
         self._reaper: asyncio.Task[None] | None = None
@@ -260,7 +245,8 @@ class LiveConnection:
 
     # ------------------------------------------------------------------ links
 
-    def _sdk_client(self) -> Any:
+    def sdk_client(self) -> Any:
+        """The SDK's async ``ServiceBusClient`` of this connection (made on first use; call on the loop)."""
         if self._client is None:
             from azure.servicebus.aio import ServiceBusClient
 
@@ -282,15 +268,17 @@ class LiveConnection:
                 self._reaper = asyncio.get_running_loop().create_task(self._reap())
         return self._client
 
-    def _pool(self, kind: str, path: EntityPath) -> _Pool:
+    def pool(self, kind: str, path: EntityPath) -> LinkPool:
+        """The idle links of one kind ("sender", "receiver", "deleting-receiver", "sessions") for one
+        entity: ``acquire`` and ``give_back`` for work that holds a link, else ``link``/``with_link``."""
         key = (kind, str(path).lower())
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools[key] = _Pool(lambda: self._open(kind, path))
+            pool = self._pools[key] = LinkPool(lambda: self._open(kind, path))
         return pool
 
     async def _open(self, kind: str, path: EntityPath) -> Any:
-        client = self._sdk_client()
+        client = self.sdk_client()
         if kind == "sender":
             if path.subscription is not None or path.sub_queue is not None:
                 raise EntityNameError(
@@ -308,7 +296,7 @@ class LiveConnection:
         else:
             link = receiver_for(client, path, prefetch_count=0)
         try:
-            await link.__aenter__()
+            await open_without_sleeps(link, management=kind != "sender")
         except BaseException:
             await quietly(close_now(link))
             raise
@@ -320,7 +308,7 @@ class LiveConnection:
         """Borrow a link ("sender", "receiver" in peek-lock, "deleting-receiver" in
         receive-and-delete, "sessions") for one operation. A link whose
         connection broke is closed instead of going back to the pool."""
-        pool = self._pool(kind, path)
+        pool = self.pool(kind, path)
         link, _ = await pool.acquire()
         try:
             yield link
@@ -332,16 +320,25 @@ class LiveConnection:
 
     async def with_link(self, kind: str, path: EntityPath, operation: Callable[[Any], Awaitable[T]]) -> T:
         """Run ``operation(link)``; if the connection was lost, reconnect and try once more."""
-        try:
+
+        async def once() -> T:
             async with self.link(kind, path) as link:
                 return await operation(link)
+
+        return await self.reconnecting(once)
+
+    async def reconnecting(self, work: Callable[[], Awaitable[T]], *, after: Callable[[T], None] | None = None) -> T:
+        """The one "reconnect once, then retry": run ``work()``; if the connection was lost, reconnect
+        and run it once more (only for work that changed nothing when it failed), calling ``after``
+        with the second result. A second loss is one of the kit's errors."""
+        try:
+            return await work()
         except Exception as first:
             if not is_connection_lost(first):
                 raise
-            await self.reconnect(why=first)
+            await self.reconnect(why=first)  # logged there, with why
         try:
-            async with self.link(kind, path) as link:
-                return await operation(link)
+            result = await work()
         except Exception as second:
             if not is_connection_lost(second):
                 raise
@@ -349,6 +346,9 @@ class LiveConnection:
                 f"Lost the connection to {self.settings} and could not reconnect: {from_sdk(second).message}",
                 retryable=True,
             ) from None
+        if after is not None:
+            after(result)
+        return result
 
     async def reconnect(self, *, why: BaseException | None = None) -> None:
         """Close every cached link and the client; the next operation opens new ones."""
@@ -424,9 +424,9 @@ class LiveConnection:
         reachable and the key or credential accepted; anything else is what is wrong."""
         from azure.servicebus.exceptions import MessagingEntityNotFoundError
 
-        link = receiver_for(self._sdk_client(), EntityPath("sbnotebook-connection-check"), prefetch_count=0)
+        link = receiver_for(self.sdk_client(), EntityPath("sbnotebook-connection-check"), prefetch_count=0)
         try:
-            await link.__aenter__()
+            await open_without_sleeps(link, management=False)
         except MessagingEntityNotFoundError:
             return
         except Exception as exc:
@@ -528,7 +528,7 @@ async def _cancel_leftovers(grace: float = 5.0) -> None:
 @asynccontextmanager
 async def opened(handler: Any) -> AsyncIterator[Any]:
     """An SDK sender or receiver, open for the block and closed at once after it (``close_now``)."""
-    await handler.__aenter__()
+    await open_without_sleeps(handler)
     try:
         yield handler
     finally:

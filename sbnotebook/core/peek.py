@@ -10,27 +10,39 @@ from typing import Any
 from .entities import EntityPath
 from .live import ConnectionLike
 from .records import to_dataframe
-from .scan import scan_records
+from .scan import scan
+from .search import compile_where, type_hint
+
+Record = dict[str, Any]
+SAMPLE = 200  # scanned records a page keeps to explain an empty search
 
 
 @dataclass
 class PeekPage:
-    """One page of peeked messages as records, with where the next page starts."""
+    """One page of peeked messages as records, with where the next page starts. With a search
+    (``where``), ``records`` are the matches and ``scanned`` how many messages were looked at."""
 
     entity: str
     from_sequence_number: int
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    scanned: int = 0
+    next_sequence_number: int = 0  # after every scanned message (0: from_sequence_number)
+    where: str | None = None
+    sample: list[Record] = field(default_factory=list, repr=False)  # the first scanned, for hint()
 
-    @property
-    def next_sequence_number(self) -> int:
-        if not self.records:
-            return self.from_sequence_number
-        return int(self.records[-1]["sequence_number"]) + 1
+    def __post_init__(self) -> None:
+        self.next_sequence_number = self.next_sequence_number or self.from_sequence_number
+
+    def hint(self) -> str | None:
+        """Why a search matched nothing, when the messages say (a number compared with a string, ...)."""
+        if not self.where or self.records or not self.sample:
+            return None
+        return type_hint(self.where, self.sample)
 
     def __len__(self) -> int:
         return len(self.records)
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Record]:
         return iter(self.records)
 
     def __repr__(self) -> str:
@@ -51,11 +63,33 @@ def peek(
     *,
     count: int = 100,
     from_sequence_number: int = 1,
+    where: str | None = None,
+    scan_limit: int = 10_000,
     session_id: str | None = None,
     connection: ConnectionLike = None,
 ) -> PeekPage:
     """Peek up to ``count`` messages from ``from_sequence_number`` on (active, deferred and,
-    on queues, scheduled ones, each with its state). Works on dead-letter queues and sessions."""
+    on queues, scheduled ones, each with its state). Works on dead-letter queues and sessions.
+
+    With ``where`` (a search, see ``compile_where``), only matching messages, looking through at
+    most ``scan_limit`` messages and stopping as soon as ``count`` matched (no further page is read)."""
     path = EntityPath.parse(entity)
-    records = scan_records(path, start=from_sequence_number, limit=count, session_id=session_id, connection=connection)
-    return PeekPage(str(path), from_sequence_number, records)
+    matches = compile_where(where) if where else None  # a bad expression fails before any peek
+    page = PeekPage(str(path), from_sequence_number, where=where)
+    limit = count if matches is None else scan_limit
+    pages = scan(path, start=from_sequence_number, limit=limit, session_id=session_id, connection=connection)
+    try:
+        for batch in pages:
+            for record in batch:
+                page.scanned += 1
+                # Forward only: a page in another order (a dead-letter queue) never sends the next one back.
+                page.next_sequence_number = max(page.next_sequence_number, int(record["sequence_number"]) + 1)
+                if len(page.sample) < SAMPLE:
+                    page.sample.append(record)
+                if matches is None or matches(record):
+                    page.records.append(record)
+                    if len(page.records) >= count:
+                        return page
+    finally:
+        pages.close()  # stops the scan's read-ahead once enough matched
+    return page

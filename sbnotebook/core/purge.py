@@ -30,8 +30,8 @@ from typing import Any
 
 from .counts import counts
 from .entities import EntityPath
-from .errors import InvalidInputError, SbError, from_sdk, requires_sessions
-from .live import ConnectionLike, LiveConnection, is_connection_lost, live, opened, receiver_for
+from .errors import InvalidInputError, SbError, from_sdk, is_connection_lost, requires_sessions
+from .live import ConnectionLike, LiveConnection, live, opened, receiver_for
 from .outcome import Outcome, Report
 from .receive import fetch_batch
 from .scan import STATES, SessionHold, ascan, message_state
@@ -75,7 +75,7 @@ async def _delete_on_server(conn: LiveConnection, path: EntityPath, report: Repo
     from azure.servicebus.exceptions import ServiceBusError
 
     cutoff = dt.datetime.now(dt.UTC) + CLOCK_SKEW
-    handler = management_handler(conn._sdk_client(), path)
+    handler = management_handler(conn.sdk_client(), path)
     try:
         size = BATCH_DELETE_MAX
         try:
@@ -165,7 +165,7 @@ async def _purge(
         report.elapsed = time.perf_counter() - started
         return report
     on_server = include_active and await _delete_on_server(conn, path, report, tick)
-    client = conn._sdk_client()
+    client = conn.sdk_client()
 
     async def drain() -> None:
         rcv = receiver_for(
@@ -346,19 +346,17 @@ def purge(
     ``include_active=False`` leaves active messages (purge only deferred and/or scheduled ones).
     ``session_ids``: on a session-enabled entity, purge these sessions only (default: every session
     Service Bus lists, which leaves out sessions holding nothing but deferred or scheduled messages)."""
-    path = EntityPath.parse(entity)
     conn = live(connection)
-    return conn.run_on(
-        path,
-        _purge(
-            conn,
-            path,
+    return conn.run(
+        apurge(
+            entity,
             include_active=include_active,
             include_deferred=include_deferred,
             include_scheduled=include_scheduled,
-            session_ids=_session_ids(session_ids),
+            session_ids=session_ids,
             progress=progress,
-        ),
+            connection=conn,
+        )
     )
 
 

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from .entities import EntityPath
-from .errors import InvalidInputError, from_sdk, tracking_id_of
-from .live import ConnectionLike, LiveConnection, is_connection_lost, live, receiver_for
+from .errors import InvalidInputError, from_sdk, is_connection_lost, is_lock_lost, tracking_id_of
+from .live import ConnectionLike, LiveConnection, live, receiver_for
 from .outcome import Outcome, Report
 from .records import SHOWN_FIELDS, to_dataframe, to_record
 from .sdk import (
@@ -28,6 +28,7 @@ from .sdk import (
     close_now,
     drain_credit,
     has_credit,
+    open_without_sleeps,
     release,
     renew_by_tokens,
     revoke_credit,
@@ -351,7 +352,6 @@ class LockedBatch:
         return report
 
     async def _renew_chunk(self, chunk: list[int]) -> list[Outcome]:
-        from azure.servicebus.exceptions import MessageLockLostError
 
         msgs = [self.messages[i] for i in chunk]
         try:
@@ -368,7 +368,7 @@ class LockedBatch:
                 parts = await asyncio.gather(*(self._renew_chunk([i]) for i in chunk))
                 return [o for part in parts for o in part]
             i, m = chunk[0], msgs[0]
-            if isinstance(exc, MessageLockLostError) or "lock" in str(exc).lower():
+            if is_lock_lost(exc):
                 self._lost.add(i)
                 return [Outcome(_mid(m), _seq(m), "lock_lost", from_sdk(exc).message, i)]
             return [Outcome(_mid(m), _seq(m), "failed", from_sdk(exc).message, i, tracking_id=tracking_id_of(exc))]
@@ -411,7 +411,7 @@ class LockedBatch:
             return
         # A session receiver is closed (that lets the session go); a pooled one goes back.
         if self._pooled:
-            await self.connection._pool("receiver", EntityPath.parse(self.entity)).give_back(rcv)
+            await self.connection.pool("receiver", EntityPath.parse(self.entity)).give_back(rcv)
         else:
             await close_now(rcv)
 
@@ -501,17 +501,17 @@ async def _receive(
     deletes = mode == "receive-and-delete"
     pooled = session_id is None
     if pooled:
-        pool = conn._pool("deleting-receiver" if deletes else "receiver", path)
+        pool = conn.pool("deleting-receiver" if deletes else "receiver", path)
         rcv, _ = await pool.acquire()
     else:
         # A session receiver holds its session: it is closed with the batch.
         kwargs: dict[str, Any] = {"prefetch_count": 0, "session_id": session_id, "max_wait_time": max(wait, 0.5)}
         if deletes:
             kwargs["receive_mode"] = ServiceBusReceiveMode.RECEIVE_AND_DELETE
-        rcv = receiver_for(conn._sdk_client(), path, **kwargs)
+        rcv = receiver_for(conn.sdk_client(), path, **kwargs)
     try:
         if not pooled:
-            await rcv.__aenter__()
+            await open_without_sleeps(rcv)
             conn.links_opened += 1
         if sequence_numbers is not None:
             messages = list(await rcv.receive_deferred_messages(sequence_numbers))
@@ -548,16 +548,7 @@ async def _receive(
 
 
 def _run_receive(conn: LiveConnection, path: EntityPath, **kwargs: Any) -> LockedBatch:
-    async def attempt() -> LockedBatch:
-        try:
-            return await _receive(conn, path, **kwargs)
-        except Exception as exc:
-            if not is_connection_lost(exc):
-                raise
-            await conn.reconnect(why=exc)
-        return await _receive(conn, path, **kwargs)
-
-    return conn.run_on(path, attempt())
+    return conn.run_on(path, conn.reconnecting(lambda: _receive(conn, path, **kwargs)))
 
 
 def receive(

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from .entities import EntityPath
-from .errors import EntityNameError, InvalidInputError, SbError, from_sdk
-from .live import ConnectionLike, LiveConnection, is_connection_lost, live
+from .errors import EntityNameError, InvalidInputError, SbError, from_sdk, is_connection_lost
+from .live import ConnectionLike, LiveConnection, live
 from .outcome import Outcome, Report
 from .receive import DEFAULT_MAX_RENEWAL, LockedBatch, _receive
 from .records import RECORD_FIELDS, SENDABLE_FIELDS, property_value, to_record

@@ -12,7 +12,9 @@ The public SDK has no call for a few things Service Bus itself offers, and the k
 - closing a sender or receiver without waiting out its keep-alive's one-second sleep;
 - listing sessions on a handler the kit keeps open (the SDK's listing opens and closes one per call);
 - deleting messages on the server without receiving them (``batch-delete-messages``: Service Bus's
-  ``DeleteMessages``/``PurgeMessages`` in the .NET and JS SDKs; the Python SDK has no call for it).
+  ``DeleteMessages``/``PurgeMessages`` in the .NET and JS SDKs; the Python SDK has no call for it);
+- opening a link without the SDK's 50 ms sleeps between handshake steps, with the entity's
+  management link attached in the same flight (``open_without_sleeps``).
 
 ``PRIVATE_NAMES`` lists what is used; ``tests/test_core_boundary.py`` fails when an installed SDK
 renames any of them, so an upgrade breaks one test instead of silently slowing every settlement.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 # (owner, attribute) pairs; the owner is a dotted path inside the SDK.
@@ -65,6 +67,27 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("azure.servicebus._transport._pyamqp_transport.PyamqpTransport", "AMQP_INT_VALUE"),
     ("azure.servicebus._transport._pyamqp_transport.PyamqpTransport", "AMQP_TIMESTAMP_VALUE"),
     ("azure.servicebus._transport._pyamqp_transport.PyamqpTransport", "handle_amqp_mgmt_error"),
+    ("azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver", "_create_handler"),
+    ("azure.servicebus.aio._servicebus_sender_async.ServiceBusSender", "_create_handler"),
+    ("azure.servicebus.aio._session_browser_async._SessionBrowserAsync", "_create_handler"),
+    ("azure.servicebus.aio._base_handler_async.BaseHandler", "_mgmt_target"),
+    ("azure.servicebus.aio._base_handler_async.BaseHandler", "_config"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_mgmt_links"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "auth_complete_async"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "client_ready_async"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_socket_timeout"),
+    ("azure.servicebus._pyamqp.aio._management_operation_async", "ManagementOperation"),
+    ("azure.servicebus._pyamqp.aio._management_operation_async.ManagementOperation", "ready"),
+    ("azure.servicebus._pyamqp.aio._connection_async.Connection", "listen"),
+)
+
+# SDK methods whose shape ``open_without_sleeps`` relies on: each creates its AMQP client with
+# ``self._create_handler`` and then polls ``client_ready_async()``, sleeping 50 ms while it says
+# False. tests/test_core_open.py reads their source and fails when that is no longer so.
+POLLING_OPENS: tuple[str, ...] = (
+    "azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver._open",
+    "azure.servicebus.aio._servicebus_sender_async.ServiceBusSender._open",
+    "azure.servicebus.aio._session_browser_async._SessionBrowserAsync._open",
 )
 
 log = logging.getLogger("sbnotebook.core.sdk")
@@ -212,8 +235,8 @@ async def close_now(handler: Any) -> None:
 def session_browser(client: Any, topic_or_queue: str, subscription: str | None) -> Any:
     """The SDK's management-only handler for an entity (no sender or receiver link: Service Bus
     refuses a receiver without a session on a session-enabled entity, but not this). It opens on
-    its first request; the kit keeps it in a pool like a link."""
-    return client._create_session_browser(topic_or_queue, subscription_name=subscription)
+    its first request (without the SDK's sleeps); the kit keeps it in a pool like a link."""
+    return without_sleeps(client._create_session_browser(topic_or_queue, subscription_name=subscription))
 
 
 async def session_id_page(browser: Any, updated_after: dt.datetime | None, skip: int) -> tuple[list[str], bool]:
@@ -250,9 +273,9 @@ def management_handler(client: Any, path: Any) -> Any:
     tail = {"dead_letter": "/$DeadLetterQueue", "transfer_dead_letter": "/$Transfer/$DeadLetterQueue"}
     sub_queue = tail.get(path.sub_queue or "", "")
     if path.subscription is None:
-        return client._create_session_browser(path.name + sub_queue)
+        return without_sleeps(client._create_session_browser(path.name + sub_queue))
     subscription = path.subscription + sub_queue
-    return client._create_session_browser(path.name, subscription_name=subscription)
+    return without_sleeps(client._create_session_browser(path.name, subscription_name=subscription))
 
 
 def _batch_delete_request(
@@ -297,3 +320,69 @@ def batch_delete_sync(
     """:func:`batch_delete` on a synchronous receiver."""
     operation, body, callback = _batch_delete_request(receiver, count, before, session_id)
     return int(receiver._mgmt_request_response_with_retry(operation, body, callback))
+
+
+def without_sleeps(handler: Any, *, management: bool = True) -> Any:
+    """Make ``handler`` (an async SDK receiver, sender or session browser) open without sleeping.
+
+    The SDK's ``_open`` creates its AMQP client and then polls ``client_ready_async()``; each poll
+    handles at most one incoming frame and a False answer costs ``asyncio.sleep(0.05)``. A handshake
+    is about nine frames (open, begin, two CBS attaches and a flow, the put-token reply, the link's
+    attach and flow), so every first use of an entity paid ~0.45 s whatever the latency. Here the
+    client this handler creates gets a ``client_ready_async`` of its own that keeps reading frames
+    until the client is ready (each read blocks on the socket until a frame comes: no spinning),
+    so the SDK's loop ends at its first poll and everything else in ``_open`` (deadlines, clean-up
+    on failure, session lock renewal, a sender's size limits) stays the SDK's.
+
+    With ``management``, the entity's ``$management`` link is attached as soon as the token is
+    accepted, in the same flight as the entity's own link: the first peek, renew or settlement by
+    lock token then costs its own round trip only (the SDK attaches it on the first request and
+    waits one round trip more). Applies to every later (re)open of this handler. Returns it."""
+    create = handler._create_handler
+    if getattr(create, "_sbnotebook_without_sleeps", False):
+        return handler
+
+    def create_handler(auth: Any) -> None:
+        create(auth)
+        amqp = handler._handler
+        node = handler._mgmt_target.encode(handler._config.encoding) if management else None
+        amqp.client_ready_async = _ready_without_sleeps(amqp, node)
+
+    create_handler._sbnotebook_without_sleeps = True  # type: ignore[attr-defined]
+    handler._create_handler = create_handler
+    return handler
+
+
+def _ready_without_sleeps(amqp: Any, node: bytes | None) -> Callable[[], Awaitable[bool]]:
+    polled = amqp.client_ready_async  # the class's own: one frame read per call while not ready
+    opened = False
+
+    async def ready() -> bool:
+        nonlocal opened
+        if opened:  # after the open (a receive's do_work, a token refresh): the SDK's own answer
+            return bool(await polled())
+        while not await amqp.auth_complete_async():  # reads a frame per False (CBS attach, put-token reply)
+            pass
+        operation = None
+        if node is not None and node not in amqp._mgmt_links:
+            from azure.servicebus._pyamqp.aio._management_operation_async import ManagementOperation
+
+            operation = ManagementOperation(amqp._session, endpoint=node)
+            await operation.open()  # attach sent now, beside the entity link's
+            amqp._mgmt_links[node] = operation  # where mgmt_request_async looks for it
+        while not await polled():  # the first call attaches the entity link (if any)
+            pass
+        if operation is not None:
+            while not await operation.ready():
+                await amqp._connection.listen(wait=amqp._socket_timeout)
+        opened = True
+        return True
+
+    return ready
+
+
+async def open_without_sleeps(handler: Any, *, management: bool = True) -> Any:
+    """Open an async SDK receiver or sender (``async with``'s open) without the SDK's sleeps
+    (see :func:`without_sleeps`). Returns the handler."""
+    await without_sleeps(handler, management=management).__aenter__()
+    return handler

@@ -15,6 +15,7 @@ shapes simply do not match instead of raising.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -24,6 +25,7 @@ from .errors import InvalidInputError
 
 Record = dict[str, Any]
 _DOLLAR = re.compile(r"\$(?=[.\[])|\$$|\$(?=\s)")
+_COMPARISONS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 
 class _Missing:
@@ -156,3 +158,62 @@ def json_columns(frame: Any, prefix: str = "body.") -> Any:
     fields = pd.json_normalize(objects).add_prefix(prefix)
     fields.index = frame.index
     return pd.concat([frame, fields], axis=1)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    return "object" if isinstance(value, dict) else "array" if isinstance(value, list) else type(value).__name__
+
+
+def _suggest(name: str, value: Any, kinds: set[str]) -> str:
+    if isinstance(value, str) and "number" in kinds:
+        try:
+            number = float(value)
+        except ValueError:
+            return ""
+        return f"; compare with a number: {name} == {int(number) if number.is_integer() else number}"
+    if isinstance(value, int | float) and "string" in kinds:
+        return f'; compare with a string: {name} == "{value}"'
+    return ""
+
+
+def type_hint(where: str, records: list[Record]) -> str | None:
+    """A one-line hint when a comparison in ``where`` sets a field against a value of another JSON
+    type than the messages hold (``body.total == "5"`` where total is the number 5)."""
+    try:
+        tree = ast.parse(_DOLLAR.sub("body", where.strip()), mode="eval")
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare) or len(node.ops) != 1 or not isinstance(node.ops[0], _COMPARISONS):
+            continue
+        for side, other in ((node.left, node.comparators[0]), (node.comparators[0], node.left)):
+            if isinstance(side, ast.Constant) or not isinstance(other, ast.Constant):
+                continue
+            value = other.value
+            if not isinstance(value, str | int | float) or isinstance(value, bool):
+                continue
+            code = compile(ast.Expression(side), "<hint>", "eval")
+            kinds: set[str] = set()
+            for record in records:
+                try:
+                    got = eval(code, {"__builtins__": {}}, namespace(record))
+                except Exception:
+                    continue
+                if got is not MISSING:
+                    kinds.add(_kind(got))
+            want = _kind(value)
+            if kinds and want not in kinds:
+                name = ast.unparse(side)
+                return (
+                    f"hint: {name} is a {' or '.join(sorted(kinds))} in the messages, but {ast.unparse(other)} "
+                    f"is a {want}, so they never compare equal{_suggest(name, value, kinds)}."
+                )
+    return None

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entities import EntityPath
-from .errors import InvalidInputError, SbError, condition_of, from_sdk, is_retryable, tracking_id_of
-from .live import ConnectionLike, LiveConnection, is_connection_lost, live
+from .errors import InvalidInputError, SbError, condition_of, from_sdk, is_connection_lost, is_retryable, tracking_id_of
+from .live import ConnectionLike, LiveConnection, live
 from .outcome import Outcome, Report
 from .records import RECORD_KIND, SENDABLE_FIELDS
 
@@ -248,7 +248,7 @@ async def _send(
     # the SDK's async sender can emit transfers out of delivery-id order under concurrent sends,
     # which AMQP forbids. Senders come from the live connection's pool and go back to it, so the
     # next send to this entity starts warm; at most max_in_flight are held, which is the limit.
-    pool = conn._pool("sender", path)
+    pool = conn.pool("sender", path)
     idle: asyncio.Queue[Any] = asyncio.Queue()
     held: list[Any] = []
     opening = 0
@@ -281,7 +281,7 @@ async def _send(
                 if attempt == 1 and is_connection_lost(exc):
                     await conn.reconnect(why=exc)  # logged there, with why
                     report.note("reconnected: the connection had dropped")
-                    pool = conn._pool("sender", path)
+                    pool = conn.pool("sender", path)
                 else:
                     log.info("opening a sender for %s failed (try %d): %s", path, attempt, from_sdk(exc).message)
                 report.retries += 1
@@ -438,19 +438,17 @@ def send(
     and wait for every outcome. At most ``max_in_flight`` operations at once; batches packed under
     the entity's size limit; retryable failures retried by ``retry``. ``progress(report)`` is called
     after each operation (from the connection's thread)."""
-    path = EntityPath.parse(entity)
-    _check_in_flight(max_in_flight)
     conn = live(connection)
     return conn.run(
-        _send(
-            conn,
-            path,
+        asend(
+            entity,
             messages,
             max_in_flight=max_in_flight,
             batch=batch,
-            retry=retry or RetryPolicy(),
+            retry=retry,
             progress=progress,
             schedule_at=schedule_at,
+            connection=conn,
         )
     )
 
@@ -472,11 +470,8 @@ async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], wh
 def schedule(entity: str | EntityPath, messages: Any, at: dt.datetime, *, connection: ConnectionLike = None) -> Report:
     """Schedule messages to become active at ``at``. The report holds each message's sequence
     number (``[o.sequence_number for o in report]``), which ``cancel_scheduled`` takes."""
-    path = EntityPath.parse(entity)
-    when = _as_datetime(at)
-    items = [to_message(m) for m in iter_input(messages)]
     conn = live(connection)
-    return conn.run(_schedule(conn, path, items, when))
+    return conn.run(aschedule(entity, messages, at, connection=conn))
 
 
 async def aschedule(
@@ -532,10 +527,8 @@ def cancel_scheduled(
 ) -> Report:
     """Cancel scheduled messages by sequence number (as ``schedule`` reported them), in requests
     of ``CANCEL_CHUNK``; ``progress(report)`` after each. One outcome per number."""
-    path = EntityPath.parse(entity)
-    seqs = _seqs(sequence_numbers)
     conn = live(connection)
-    return conn.run(_cancel(conn, path, seqs, progress))
+    return conn.run(acancel_scheduled(entity, sequence_numbers, progress=progress, connection=conn))
 
 
 async def acancel_scheduled(

@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 from .entities import EntityPath
 from .errors import InvalidInputError, SessionLockedError, from_sdk
 from .live import ConnectionLike, LiveConnection, live, quietly, receiver_for
-from .scan import PAGE_SIZE
-from .sdk import close_now, session_id_page
+from .scan import PAGE_SIZE, ascan, message_state
+from .sdk import close_now, open_without_sleeps, session_id_page
 
 T = TypeVar("T")
 SESSIONS_AT_ONCE = 8  # sessions held at once (listing details, purging, counting for a purge)
@@ -102,9 +102,9 @@ async def hold_session(
     """Accept the session on a receiver of its own, run ``work(receiver)``, and give it back."""
     from azure.servicebus.exceptions import SessionCannotBeLockedError
 
-    rcv = receiver_for(conn._sdk_client(), path, session_id=session_id, prefetch_count=0)
+    rcv = receiver_for(conn.sdk_client(), path, session_id=session_id, prefetch_count=0)
     try:
-        await rcv.__aenter__()
+        await open_without_sleeps(rcv)
     except SessionCannotBeLockedError as exc:
         await quietly(close_now(rcv))
         raise from_sdk(exc, entity=str(path)) from None
@@ -222,3 +222,44 @@ def set_session_state(
 
     result: bytes | None = conn.run_on(path, hold_session(conn, path, session_id, write))
     return result
+
+
+@dataclass(frozen=True)
+class SessionStates:
+    """How many messages each session holds, by state (``active``, ``deferred``, ``scheduled``), and
+    the sessions another receiver holds (not looked at)."""
+
+    found: dict[str, dict[str, int]]
+    held: list[str]
+
+    def total(self, state: str) -> int:
+        return sum(counted.get(state, 0) for counted in self.found.values())
+
+
+def count_session_states(
+    entity: str | EntityPath, session_ids: Sequence[str], *, connection: ConnectionLike = None
+) -> SessionStates:
+    """Count each named session's messages by state, scanned through the session's lock (nothing is
+    received or counted as a delivery), ``SESSIONS_AT_ONCE`` sessions at a time: Service Bus counts
+    per entity, not per session. A session another receiver holds is listed in ``held``."""
+    path = _session_path(entity)
+    conn = live(connection)
+
+    async def one(session_id: str) -> dict[str, int] | None:
+        counted: dict[str, int] = {}
+        try:
+            async for page in ascan(path, session_id=session_id, connection=conn):
+                for message in page:
+                    state = message_state(message)
+                    counted[state] = counted.get(state, 0) + 1
+        except SessionLockedError:
+            return None
+        return counted
+
+    async def every() -> list[dict[str, int] | None]:
+        return await each_session(list(session_ids), one)
+
+    results = conn.run(every())
+    found = {sid: got for sid, got in zip(session_ids, results, strict=True) if got is not None}
+    held = [sid for sid, got in zip(session_ids, results, strict=True) if got is None]
+    return SessionStates(found, held)

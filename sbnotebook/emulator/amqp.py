@@ -107,7 +107,7 @@ class BrokerHandler(Handler):
         """Called by the loop every TICK_SECONDS: fire due timers, feed waiting receivers."""
         self.broker.tick()
         self._try_sessions()
-        self._flush()
+        self.flush()
 
     def on_peer_closed(self, connection: Any) -> None:
         """The socket is gone: whatever the connection held is released."""
@@ -158,7 +158,7 @@ class BrokerHandler(Handler):
             return
         for link in list(state.links):
             self._forget_link(link)
-        self._flush()
+        self.flush()
 
     # ----------------------------------------------------------------- links
 
@@ -316,7 +316,7 @@ class BrokerHandler(Handler):
         self._forget_link(link)
         if link.state & Endpoint.LOCAL_ACTIVE:
             link.close()
-        self._flush()
+        self.flush()
 
     def _forget_link(self, link: Link) -> None:
         out = self._out.pop(link, None)
@@ -387,7 +387,7 @@ class BrokerHandler(Handler):
             log.info("fault injection: dropping a connection after %d deliveries", conn.deliveries)
             self.loop.abort(link.connection)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         dirty = self.broker.pop_dirty()
         if dirty and self._waiting:
             self._try_sessions()
@@ -431,7 +431,7 @@ class BrokerHandler(Handler):
                 self._settlement(delivery, _raw_token(delivery._impl), store)
         elif delivery.readable and not delivery.partial:
             self._incoming(link, delivery)
-        self._flush()
+        self.flush()
 
     def _incoming(self, link: Link, delivery: Delivery) -> None:
         data = link.recv(delivery.pending) or b""

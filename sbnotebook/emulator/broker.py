@@ -35,7 +35,6 @@ from typing import Any, TypeVar, cast
 
 from . import scheduling
 from .clock import Clock, SystemClock
-from .durability import record, record_deleted, restore
 from .entities import Entity, Queue, Receivable, Registry, Source, Subscription, Topic, scheduled_store, stores_of
 from .errors import BadRequest, EntityNotFound, MessageSizeExceeded, NotAllowed
 from .faults import FaultError, Faults, InjectedFailure
@@ -43,9 +42,10 @@ from .filters import Rule
 from .journal import Journal
 from .locks import Lock, LockTable
 from .model import MessageData, MessageState, StoredMessage
+from .recording import record, record_deleted
 from .sessions import Sessions, session_store
 from .store import MessageStore, SessionState
-from .timers import LOCK, SCHEDULED, SESSION, TTL, Timers
+from .timers import LOCK, NEVER, SCHEDULED, SESSION, TTL, Timers
 from .topology import EntityProperties, QueueConfig, SubscriptionConfig, TopicConfig, Topology, TopologyError
 
 __all__ = ["Broker", "Entity", "Lock", "Queue", "Receivable", "Source", "Subscription", "Topic"]
@@ -54,7 +54,6 @@ DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
 MAX_FORWARD_HOPS = 4  # Service Bus allows chains of at most four hops
 MAX_BATCH_DELETE = 4000  # messages one batch-delete-messages request may ask for (Premium; Standard: 500)
-NEVER = 10 * 365 * 86400  # no TTL timer for messages that effectively never expire
 PRUNE_INTERVAL = 60.0  # seconds between sweeps of the stored duplicate-detection history
 _NOTHING_DIRTY: frozenset[MessageStore] = frozenset()
 
@@ -77,8 +76,8 @@ def _locked(method: F) -> F:
 
 
 class Broker:
-    def __init__(self, topology: Topology, clock: Clock | None = None, journal: Journal | None = None) -> None:
-        self.journal: Journal | None = None  # attached after the topology is built and restored
+    def __init__(self, topology: Topology, clock: Clock | None = None) -> None:
+        self.journal: Journal | None = None  # attached after the topology is built and restored (durability.py)
         self.clock: Clock = clock or SystemClock()
         self.lock = threading.RLock()
         self.namespace = topology.namespace
@@ -89,6 +88,7 @@ class Broker:
         self._dirty: set[MessageStore] = set()
         self.faults = Faults()
         self.restored = 0
+        self.compacted_at_start = False
         self.restore_skipped = 0
         self._next_prune = 0.0
         for q in topology.queues:
@@ -99,12 +99,13 @@ class Broker:
             self.faults.load(topology.faults)
         except FaultError as exc:
             raise TopologyError(str(exc)) from None
-        if journal is not None:
-            self.restored, self.restore_skipped = restore(self, journal)
-            self.journal = journal
-            for entity in self.registry:
-                for store in stores_of(entity):
-                    store.journal = journal
+
+    def attach_journal(self, journal: Journal) -> None:
+        """Journal every change from now on (``durability.open_broker`` restores first)."""
+        self.journal = journal
+        for entity in self.registry:
+            for store in stores_of(entity):
+                store.journal = journal
 
     @property
     def _locks(self) -> dict[uuid.UUID, Lock]:
@@ -369,7 +370,7 @@ class Broker:
         msg.locked_until = now + source.entity.props.lock_duration
         self.timers.add(msg.locked_until, LOCK, token)
 
-    def _held(self, token: uuid.UUID, store: MessageStore | None = None) -> Lock:
+    def held(self, token: uuid.UUID, store: MessageStore | None = None) -> Lock:
         return self.locks.held(token, store)
 
     @_locked

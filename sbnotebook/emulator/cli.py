@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         print(emulator.connection_string, flush=True)
     try:
         while not stop.wait(0.5):
-            if emulator._stopped.is_set():
+            if emulator.stopped.is_set():
                 print("sbnotebook emulator: stopped unexpectedly", file=sys.stderr)
                 return 1
         emulator.stop()

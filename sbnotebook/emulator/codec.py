@@ -14,7 +14,7 @@ from typing import Any
 
 from proton import Data, symbol
 
-from .model import NO_ENTRIES, MessageData, StoredMessage
+from .model import MessageData, StoredMessage
 from .sections import (
     APPLICATION_PROPERTIES,
     BODY_SECTIONS,
@@ -28,6 +28,7 @@ from .sections import (
     batch_messages,
     split_sections,
 )
+from .values import NO_ENTRIES, copy_value, section_value
 
 SEQUENCE_NUMBER = symbol("x-opt-sequence-number")
 ENQUEUED_TIME = symbol("x-opt-enqueued-time")
@@ -76,17 +77,6 @@ def _seconds(ts: Any) -> float | None:
     return int(ts) / 1000.0
 
 
-def _copy(value: Any) -> Any:
-    """proton hands out memoryviews for binary values: copy before they go stale."""
-    if isinstance(value, memoryview):
-        return bytes(value)
-    if isinstance(value, dict):
-        return {_copy(k): _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
 def decode_transfer(encoded: bytes, batch: bool | None = None) -> list[MessageData]:
     """A transfer's payload -> one message, or the messages of a batch envelope.
     ``batch``: the transfer's message-format said batch (True) or not (False); None = unknown,
@@ -106,21 +96,6 @@ def decode_transfer(encoded: bytes, batch: bool | None = None) -> list[MessageDa
     return [decode_message(encoded, sections)]
 
 
-def _section_value(encoded: bytes, start: int, end: int) -> Any:
-    d = Data()
-    d.decode(encoded[start:end])
-    described = d.get_object()
-    return getattr(described, "value", None)
-
-
-def decode_application_properties(raw: bytes) -> dict[str, Any]:
-    """An encoded application-properties section (as sent) -> its map."""
-    if not raw:
-        return NO_ENTRIES
-    value = _section_value(raw, 0, len(raw))
-    return _copy(dict(value)) if value else NO_ENTRIES
-
-
 def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageData:
     """Decode only the sections the broker reads; the body is never decoded."""
     try:
@@ -128,15 +103,15 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
             sections = split_sections(encoded)
         # No body section is allowed: ServiceBusMessage(body=None) sends none, and gets none back.
         values = {c: (s, e) for c, s, e in sections if c not in BODY_SECTIONS and c != FOOTER}
-        header = _section_value(encoded, *values[HEADER]) if HEADER in values else None
-        ann = _section_value(encoded, *values[MESSAGE_ANNOTATIONS]) if MESSAGE_ANNOTATIONS in values else None
-        props = _section_value(encoded, *values[PROPERTIES]) if PROPERTIES in values else None
-        app = _section_value(encoded, *values[APPLICATION_PROPERTIES]) if APPLICATION_PROPERTIES in values else None
+        header = section_value(encoded, *values[HEADER]) if HEADER in values else None
+        ann = section_value(encoded, *values[MESSAGE_ANNOTATIONS]) if MESSAGE_ANNOTATIONS in values else None
+        props = section_value(encoded, *values[PROPERTIES]) if PROPERTIES in values else None
+        app = section_value(encoded, *values[APPLICATION_PROPERTIES]) if APPLICATION_PROPERTIES in values else None
     except Exception as exc:  # SectionError, or proton's DataException family
         raise DecodeError(f"malformed AMQP message: {exc}") from None
     header = list(header or []) + [None] * 5
     fields = list(props or []) + [None] * 13
-    annotations = _copy(dict(ann or {}))
+    annotations = copy_value(dict(ann or {}))
     if not isinstance(app, dict) and app is not None:
         raise DecodeError("malformed AMQP message: application-properties is not a map")
     scheduled = annotations.get(SCHEDULED_ENQUEUE_TIME)

@@ -1,50 +1,54 @@
-"""What ``--data-dir`` brings back into a broker, and what it notes about entities.
+"""What ``--data-dir`` brings back into a broker at start-up.
 
-The journal (``journal.py``) stores; this module maps its rows onto the broker's
-entities at start-up and turns entity changes into rows.
+The journal (``journal.py``) stores; ``recording.py`` turns entity changes into rows; this module
+maps the rows back onto a new broker's entities (``open_broker``), before the journal is attached.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .entities import Entity, Subscription, Topic
+from .broker import Broker
+from .clock import Clock
+from .entities import Topic, stores_of
 from .errors import EntityNotFound
 from .filters import Rule
 from .journal import Journal
 from .model import MessageState
-from .rows import entity_doc
-from .timers import SCHEDULED, TTL
-from .topology import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .timers import NEVER, SCHEDULED, TTL
+from .topology import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig, Topology
 
 
-def record(journal: Journal | None, entity: Entity | Subscription) -> None:
-    """Note an entity's definition (after a change through the administration API)."""
-    if journal is None:
-        return
-    if isinstance(entity, Subscription):
-        doc = entity_doc(
-            "subscription",
-            entity.name,
-            entity.props,
-            topic=entity.topic.name,
-            rules=[r.config for r in entity.rules],
-        )
-        journal.entity(entity.path, doc)
-    else:
-        journal.entity(entity.name, entity_doc(entity.kind, entity.name, entity.props))
+def open_broker(topology: Topology, clock: Clock | None = None, journal: Journal | None = None) -> Broker:
+    """A broker for ``topology``; with a journal, what it kept is restored first, then every change
+    from here on is journaled."""
+    broker = Broker(topology, clock)
+    if journal is not None:
+        broker.restored, broker.restore_skipped = restore(broker, journal)
+        broker.attach_journal(journal)
+        # A broker killed with a long tail: fold it in now (before serving), so the next
+        # start-up reads a snapshot instead of decoding the tail row by row again.
+        broker.compacted_at_start = compact_if_large(broker, journal)
+    return broker
 
 
-def record_deleted(journal: Journal | None, entity: Entity | Subscription) -> None:
-    if journal is None:
-        return
-    if isinstance(entity, Topic):
-        for sub in entity.subscriptions.values():
-            journal.entity_deleted(sub.path)
-    journal.entity_deleted(entity.path if isinstance(entity, Subscription) else entity.name)
+def live_messages(broker: Broker) -> int:
+    return sum(len(store) for entity in broker.registry for store in stores_of(entity))
+
+
+def compact(broker: Broker, journal: Journal) -> int:
+    """Fold the journal's tail into a new snapshot of every live message (``journal.py``). Call
+    with the broker's lock held (or before it serves): the snapshot is the broker's state now."""
+    stores = [(store.path, store.messages.values()) for entity in broker.registry for store in stores_of(entity)]
+    return journal.compact(stores)
+
+
+def compact_if_large(broker: Broker, journal: Journal) -> bool:
+    """Compact when the tail is large against the live messages (``Journal.should_compact``)."""
+    if not journal.should_compact(live_messages(broker)):
+        return False
+    compact(broker, journal)
+    return True
 
 
 def restore(broker: Broker, journal: Journal) -> tuple[int, int]:
@@ -57,8 +61,6 @@ def restore(broker: Broker, journal: Journal) -> tuple[int, int]:
         found = registry.get(name)
         if found is not None:
             found.sequence.last = max(found.sequence.last, last)
-    from .broker import NEVER
-
     restored = skipped = 0
     horizon = broker.clock.now() + NEVER  # no timer for a message that effectively never expires
     last_path: str | None = None

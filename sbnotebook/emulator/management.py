@@ -156,7 +156,7 @@ class ManagementHandler:
         with self.broker.lock:
             # All or nothing: a request naming one lost lock settles none of its messages.
             for token in tokens:
-                self.broker._held(token, store)
+                self.broker.held(token, store)
             self._apply_disposition(status, tokens, props, body, store)
         return OK, None
 

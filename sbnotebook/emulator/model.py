@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-NO_ENTRIES: dict[Any, Any] = {}  # the one empty map messages without annotations or properties share (never written)
+from .values import decode_application_properties
 
 
 class MessageState(IntEnum):
@@ -49,8 +49,6 @@ class MessageData:
     def sent_properties(self) -> dict[str, Any]:
         """The sender's application properties (decoded on first use, then kept; never written)."""
         if self.application_properties is None:
-            from .codec import decode_application_properties
-
             object.__setattr__(
                 self, "application_properties", decode_application_properties(self.raw_application_properties)
             )

@@ -15,8 +15,9 @@ from typing import Any
 
 from proton import Data
 
-from .model import NO_ENTRIES, MessageData, MessageState, StoredMessage
+from .model import MessageData, MessageState, StoredMessage
 from .topology import EntityProperties, RuleConfig
+from .values import NO_ENTRIES, copy_value
 
 MessageRow = tuple[str, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
 
@@ -25,7 +26,7 @@ class RowError(ValueError):
     """A stored row does not decode: the data directory is damaged or not ours."""
 
 
-def _encode_map(value: dict[Any, Any]) -> bytes:
+def encode_map(value: dict[Any, Any]) -> bytes:
     if not value:
         return b""
     d = Data()
@@ -33,7 +34,7 @@ def _encode_map(value: dict[Any, Any]) -> bytes:
     return bytes(d.encode())
 
 
-def _decode_map(raw: bytes) -> dict[Any, Any]:
+def decode_map(raw: bytes) -> dict[Any, Any]:
     if not raw:
         return NO_ENTRIES
     d = Data()
@@ -41,17 +42,7 @@ def _decode_map(raw: bytes) -> dict[Any, Any]:
     value = d.get_object()
     if not isinstance(value, dict):
         raise RowError("a stored map is not an AMQP map")
-    return {_copy(k): _copy(v) for k, v in value.items()}
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, memoryview):
-        return bytes(value)
-    if isinstance(value, dict):
-        return {_copy(k): _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+    return {copy_value(k): copy_value(v) for k, v in value.items()}
 
 
 _DATA_SCALARS = (
@@ -92,9 +83,9 @@ def message_row(msg: StoredMessage) -> MessageRow:
         data.raw_application_properties,
         data.raw_body,
         data.raw_delivery_annotations,
-        _encode_map(data.annotations),
+        encode_map(data.annotations),
         b"",  # the sender's map: kept encoded in the raw application-properties column
-        _encode_map(msg.changed_properties) if msg.changed_properties is not None else b"",
+        encode_map(msg.changed_properties) if msg.changed_properties is not None else b"",
     )
 
 
@@ -117,17 +108,17 @@ def message_from_row(seq: int, row: tuple[Any, ...]) -> StoredMessage:
     try:
         meta = _meta(meta_text)
         if "changed" in meta:  # this version: the sender's map is the raw section, decoded when read
-            changed = _decode_map(bytes(app)) if meta["changed"] else None
+            changed = decode_map(bytes(app)) if meta["changed"] else None
             sent = None
         else:  # older rows: both maps encoded; equal ones mean unchanged
-            sent = _decode_map(bytes(data_app))
-            changed = None if app == data_app else _decode_map(bytes(app))
+            sent = decode_map(bytes(data_app))
+            changed = None if app == data_app else decode_map(bytes(app))
         data = MessageData(
             raw_properties=bytes(raw_props),
             raw_body=bytes(raw_body),
             raw_application_properties=bytes(raw_app),
             raw_delivery_annotations=bytes(raw_da),
-            annotations=_decode_map(bytes(annotations)),
+            annotations=decode_map(bytes(annotations)),
             application_properties=sent,
             **{name: meta[name] for name in _DATA_SCALARS},
         )

@@ -29,13 +29,13 @@ class SectionError(ValueError):
     pass
 
 
-def _value_end(buf: bytes | memoryview, pos: int) -> int:
+def value_end(buf: bytes | memoryview, pos: int) -> int:
     if pos >= len(buf):
         raise SectionError("truncated value")
     code = buf[pos]
     pos += 1
     if code == 0x00:  # described: descriptor, then value
-        return _value_end(buf, _value_end(buf, pos))
+        return value_end(buf, value_end(buf, pos))
     high = code >> 4
     if high in _FIXED:
         end = pos + _FIXED[high]
@@ -67,7 +67,7 @@ def split_sections(buf: bytes | memoryview) -> list[tuple[int, int, int]]:
             raise SectionError("unexpected section descriptor")
         if code < HEADER or code > FOOTER:
             raise SectionError(f"unknown section 0x{code:x}")
-        end = _value_end(buf, pos)
+        end = value_end(buf, pos)
         out.append((code, pos, end))
         pos = end
     return out

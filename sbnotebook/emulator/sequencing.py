@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 import time
 
-from .sections import SectionError, _value_end
+from .sections import SectionError, value_end
 
 BEGIN = 0x11
 TRANSFER = 0x14
@@ -174,7 +174,7 @@ class TransferOrder:
             pos, count = _list_fields(frame, fields)
             next_id = None
             if count >= 2:
-                pos = _value_end(frame, pos)  # remote-channel
+                pos = value_end(frame, pos)  # remote-channel
                 next_id, _ = _uint(frame, pos)
             self._channels[channel] = _Channel(next_id)
             return True
@@ -191,13 +191,13 @@ class TransferOrder:
         delivery_id, pos = _uint(frame, pos)
         more = False
         if count >= 4:
-            tag_end = _value_end(frame, pos)
+            tag_end = value_end(frame, pos)
             message_format, after = _uint(frame, tag_end)
             if message_format == BATCH_FORMAT and delivery_id is not None:
                 tag = frame[pos + (2 if frame[pos] == 0xA0 else 5) : tag_end]
                 self.batch_tags[tag] = self.batch_tags.get(tag, 0) + 1
             if count >= 6:
-                pos = _value_end(frame, after)  # settled
+                pos = value_end(frame, after)  # settled
                 more = frame[pos] == 0x41 or (frame[pos] == 0x56 and frame[pos + 1] == 1)
         if handle is None:
             return True  # malformed: proton refuses it
@@ -275,9 +275,9 @@ def delivery_base(state: _Channel) -> int:
 def renumber(frame: bytes, fields: int, delivery_id: int) -> bytes:
     """The transfer ``frame`` with its delivery-id replaced (the list at ``fields`` is re-sized)."""
     first, count = _list_fields(frame, fields)
-    id_start = _value_end(frame, first)  # after the handle
-    id_end = _value_end(frame, id_start)
-    list_end = _value_end(frame, fields)
+    id_start = value_end(frame, first)  # after the handle
+    id_end = value_end(frame, id_start)
+    list_end = value_end(frame, fields)
     items = frame[first:id_start] + b"\x70" + struct.pack(">I", delivery_id) + frame[id_end:list_end]
     if len(items) + 1 <= 255:
         encoded = b"\xc0" + bytes([len(items) + 1, count]) + items

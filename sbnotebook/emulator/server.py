@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from .admin import AdminServer
 from .amqp import MAX_FRAME_SIZE, TICK_SECONDS, BrokerHandler
-from .broker import Broker
 from .clock import Clock
+from .durability import compact, compact_if_large, open_broker
 from .journal import Journal
 from .loop import EventLoop
 from .sas import DEFAULT_KEY, DEFAULT_KEY_NAME
@@ -132,11 +132,11 @@ class Emulator:
         self._key = key
         self._key_name = key_name
         self._journal = Journal(data_dir) if data_dir is not None else None
-        self.broker = Broker(self.topology, clock, self._journal)
+        self.broker = open_broker(self.topology, clock, self._journal)
         self._handler = BrokerHandler(self.broker, {key_name: key})
         self._thread: threading.Thread | None = None
         self._loop: EventLoop | None = None
-        self._stopped = threading.Event()
+        self.stopped = threading.Event()
         self._latency = latency
         self._tls: ServerCertificate | None = None
         if tls:
@@ -195,7 +195,7 @@ class Emulator:
             self._admin = self._start_admin(self._admin_requested)
             self._admin.start()
             self.admin_port = self._admin.port
-        self._stopped.clear()
+        self.stopped.clear()
         self._thread = threading.Thread(target=self._run, name="sbnotebook-emulator", daemon=True)
         self._thread.start()
         # Stop before proton's own exit handler frees the handles of every proton object: a broker
@@ -222,7 +222,7 @@ class Emulator:
         except BaseException:
             log.exception("emulator stopped with an error")
         finally:
-            self._stopped.set()
+            self.stopped.set()
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the broker's thread (for changes made while clients are connected)."""
@@ -266,7 +266,7 @@ class Emulator:
     def lose_locks(self, entity: str) -> int:
         """Drop every lock on a queue or subscription now, as a service update does."""
         lost = self.broker.lose_locks(entity)
-        self.call_soon(self._handler._flush)
+        self.call_soon(self._handler.flush)
         return lost
 
     def drop_connections_after(self, entity: str, deliveries: int) -> None:
@@ -293,10 +293,19 @@ class Emulator:
         if self._journal is not None:
             with self.broker.lock:
                 self._journal.flush()
+                compact_if_large(self.broker, self._journal)  # the next start-up reads a snapshot
+
+    def compact(self) -> int:
+        """Fold the data directory's journal into a snapshot of every live message now (``--data-dir``
+        only); returns how many messages it holds. Stopping does it when the journal's tail is large."""
+        if self._journal is None:
+            raise ValueError("compact() needs a data directory (data_dir=...)")
+        with self.broker.lock:
+            return compact(self.broker, self._journal)
 
     def wait(self) -> None:
         """Block until the emulator stops."""
-        self._stopped.wait()
+        self.stopped.wait()
 
     def __enter__(self) -> Emulator:
         return self.start()

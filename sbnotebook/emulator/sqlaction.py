@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .sqlfilter import MISSING, Lookup, Parameters, SqlFilterError, _Parser
+from .sqlfilter import MISSING, Lookup, Parameters, Parser, SqlFilterError
 
 Properties = dict[str, Any]
 Action = Callable[[Lookup, Properties], None]
@@ -38,7 +38,7 @@ def _statements(text: str) -> list[str]:
     return [s for s in out if s.strip()]
 
 
-def _target(parser: _Parser) -> str:
+def _target(parser: Parser) -> str:
     tok = parser.expect("ident")
     scope, name = tok.value
     if scope == "sys":
@@ -51,7 +51,7 @@ def _compile_statement(text: str, parameters: Parameters | None) -> Action:
     if not match:
         raise SqlFilterError(f"expected SET or REMOVE, found {text.strip()[:20]!r}")
     verb, rest = match.group(1).upper(), match.group(2)
-    parser = _Parser(rest, parameters)
+    parser = Parser(rest, parameters)
     name = _target(parser)
     if verb == "REMOVE":
         parser.expect("end")

@@ -144,7 +144,7 @@ def _like_regex(pattern: str, escape: str | None) -> re.Pattern[str]:
 Parameters = dict[str, Any]
 
 
-class _Parser:
+class Parser:
     def __init__(self, text: str, parameters: Parameters | None = None) -> None:
         self.text = text
         self.toks = _tokenize(text)
@@ -353,5 +353,5 @@ def compile_filter(expression: str, parameters: Parameters | None = None) -> Cal
     when the filter matches."""
     if not expression or not expression.strip():
         raise SqlFilterError("empty filter expression")
-    expr = _Parser(expression, parameters).parse()
+    expr = Parser(expression, parameters).parse()
     return lambda ctx: expr(ctx) is True

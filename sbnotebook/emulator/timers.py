@@ -11,6 +11,7 @@ LOCK = "lock"
 SCHEDULED = "scheduled"
 TTL = "ttl"
 SESSION = "session"
+NEVER = 10 * 365 * 86400  # seconds: no TTL timer for messages that effectively never expire
 
 
 class Timers:

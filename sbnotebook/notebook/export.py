@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ..core.jsonl import from_json_record, iter_jsonl, read_jsonl, to_json_record, write_jsonl
+from ..core import from_json_record, iter_jsonl, read_jsonl, to_json_record, write_jsonl
 
 __all__ = ["from_json_record", "iter_jsonl", "read_jsonl", "to_json_record", "write_jsonl"]

@@ -4,20 +4,22 @@ and the purge panel; nothing here imports IPython or ipywidgets."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from .. import core
-from ..core import EntityPath, InvalidInputError, LiveConnection, Report, SbError, SessionLockedError
-from ..core.errors import requires_sessions
-from ..core.sessions import SESSIONS_AT_ONCE
+from ..core import (
+    EntityPath,
+    InvalidInputError,
+    LiveConnection,
+    Report,
+    SbError,
+    requires_sessions,
+)
 from .cells import parse_numbers
 
 KINDS = ("active", "deferred", "scheduled", "dlq")
 SESSIONS_LIMIT = 1_000_000  # every session: a purge goes through all of them
-T = TypeVar("T")
 
 
 @dataclass
@@ -108,13 +110,10 @@ def _plan_sessions(
     if not core.entity_properties(str(path), connection=connection).get("requires_session"):
         raise InvalidInputError(f"{path} does not require sessions: purge it without naming sessions.")
 
-    def states(session: str) -> list[str]:
-        return [r["state"] for page in core.scan(str(path), session_id=session, connection=connection) for r in page]
-
-    seen, held = _each_session(sessions, states)
-    found = {kind: sum(got.count(kind) for got in seen.values()) for kind in ("active", "deferred", "scheduled")}
+    seen = core.count_session_states(str(path), sessions, connection=connection)
+    found = {kind: seen.total(kind) for kind in ("active", "deferred", "scheduled")}
     ordered = tuple(k for k in KINDS if k in kinds)
-    return PurgePlan(str(path), ordered, {k: found[k] for k in ordered}, held, tuple(sessions))
+    return PurgePlan(str(path), ordered, {k: found[k] for k in ordered}, seen.held, tuple(sessions))
 
 
 def _deferred(path: EntityPath, connection: LiveConnection) -> tuple[int, list[str]]:
@@ -126,27 +125,9 @@ def _deferred(path: EntityPath, connection: LiveConnection) -> tuple[int, list[s
         if not requires_sessions(exc):
             raise
 
-    def deferred(session: str) -> int:
-        return len(core.sequence_numbers(str(path), states=["deferred"], session_id=session, connection=connection))
-
     listed = core.list_sessions(str(path), details=False, limit=SESSIONS_LIMIT, connection=connection)
-    found, held = _each_session([s.session_id for s in listed], deferred)
-    return sum(found.values()), held
-
-
-def _each_session(sessions: Sequence[str], look: Callable[[str], T]) -> tuple[dict[str, T], list[str]]:
-    """``look(session)`` for each session, several at once (accepting a session costs the SDK's
-    open, about 0.5 s, whatever it holds); sessions another receiver holds are listed apart."""
-    with ThreadPoolExecutor(SESSIONS_AT_ONCE, thread_name_prefix="sbnotebook-session") as pool:
-        running = {session: pool.submit(look, session) for session in sessions}
-    found: dict[str, T] = {}
-    held: list[str] = []
-    for session, future in running.items():
-        try:
-            found[session] = future.result()
-        except SessionLockedError:
-            held.append(session)
-    return found, held
+    seen = core.count_session_states(str(path), [s.session_id for s in listed], connection=connection)
+    return seen.total("deferred"), seen.held
 
 
 def scheduled_to_cancel(entity: str, which: str, *, connection: LiveConnection) -> list[int]:

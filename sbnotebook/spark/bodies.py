@@ -23,12 +23,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import PAGE_SIZE
 from .options import OptionError
 
 log = logging.getLogger("sbnotebook.spark")
 
 FORMATS = ("binary", "text", "json")
-DEFAULT_SAMPLE = 250  # bodies peeked to infer a schema: one peek page, one round trip
+DEFAULT_SAMPLE = PAGE_SIZE  # bodies peeked to infer a schema: one peek page, one round trip
 MAX_SAMPLE = 10_000
 BODY_JSON = "body_json"
 RESCUED = "_rescued_body"
@@ -190,7 +191,7 @@ def sample_bodies(conn: Any, path: Any, start: int, sample: int) -> list[bytes]:
     for a sample of up to one peek page, a few for a bigger one."""
     from ..core import scan_records
 
-    records = scan_records(path, start=max(start, 1), limit=sample, page_size=min(sample, 250), connection=conn)
+    records = scan_records(path, start=max(start, 1), limit=sample, page_size=min(sample, PAGE_SIZE), connection=conn)
     return [r["body"] for r in records]
 
 

@@ -8,10 +8,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core import RECORD_FIELDS, Connection, EntityNotFoundError, EntityPath, SbError, resolve
-from ..core.connection import ENV_CONNECTION_STRING, ENV_NAMESPACE
-from ..core.errors import redact
-from ..core.live import live
+from ..core import (
+    ENV_CONNECTION_STRING,
+    ENV_NAMESPACE,
+    RECORD_FIELDS,
+    Connection,
+    EntityNotFoundError,
+    EntityPath,
+    SbError,
+    live_connection,
+    redact,
+    resolve,
+)
 from .secrets import EntraRef, SecretRef, Source, connection_of, entra_ref, parse_ref
 
 log = logging.getLogger("sbnotebook.spark")
@@ -115,7 +123,7 @@ def check_exists(source: Source, path: EntityPath, *, for_send: bool) -> bool | 
     else:
         conn = source
     try:
-        admin = live(conn).admin()
+        admin = live_connection(conn).admin()
         if path.is_subscription:
             return bool(admin.get_subscription(path.name, path.subscription).requires_session)
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.records import FIELDS
+from ..core import FIELDS
 
 # The record schema's portable kinds as Spark SQL types (the one field list lives in core.records).
 _SPARK_TYPES = {

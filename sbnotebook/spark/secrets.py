@@ -21,9 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import ConfigurationError, Connection, SbError, resolve
-from ..core.connection import from_namespace
-from ..core.credentials import CredentialRef, credential_of, parse_credential_ref
+from ..core import ConfigurationError, Connection, CredentialRef, SbError, credential_of, parse_credential_ref, resolve
 
 SCHEMES = ("env", "databricks")
 _resolved: dict[str, Connection] = {}  # per process: Python workers are reused across tasks
@@ -63,7 +61,7 @@ Source = Connection | SecretRef | EntraRef  # what options, register() and the r
 
 def entra_ref(namespace: str, credential_ref: str) -> EntraRef:
     """``fullyQualifiedNamespace`` + ``credentialRef``, checked for form (nothing resolved here)."""
-    return EntraRef(from_namespace(namespace).namespace, parse_credential_ref(credential_ref))
+    return EntraRef(resolve(namespace=namespace).namespace, parse_credential_ref(credential_ref))
 
 
 def source_of(
@@ -140,7 +138,7 @@ def _signed_in_connection(source: EntraRef) -> Connection:
         # databricks.service_credentials (core/credentials.py).
         made = credential_of(source.credential, dbutils=_dbutils())
         with _lock:
-            found = _signed_in.setdefault(key, from_namespace(source.namespace, made))
+            found = _signed_in.setdefault(key, resolve(namespace=source.namespace, credential=made))
     return found
 
 

@@ -19,13 +19,13 @@ from ..core import (
     Report,
     SbError,
     copy_message,
+    default_target,
+    live_connection,
     receive_deferred,
     resolve,
     scan,
     send,
 )
-from ..core.live import live
-from ..core.resubmit import default_target
 from .secrets import Source, connection_of, is_ref, parse_ref
 
 Action = Literal["complete", "dead_letter", "resubmit", "release"]
@@ -132,7 +132,7 @@ def settle(
         )
     if isinstance(connection, str) and is_ref(connection):
         connection = connection_of(parse_ref(connection))
-    conn = live(connection if connection is not None else connection_of(_registered_connection()))
+    conn = live_connection(connection if connection is not None else connection_of(_registered_connection()))
     wanted: dict[str, set[int]] = {}
     for row in df.select("entity", "sequence_number").collect():  # two columns: small
         wanted.setdefault(str(row.entity), set()).add(int(row.sequence_number))
@@ -162,7 +162,7 @@ def _registered_connection() -> Source:
     settling against a broker that never saw these messages would report "not found" for all of them."""
     import os
 
-    from ..core.connection import ENV_CONNECTION_STRING, ENV_NAMESPACE
+    from ..core import ENV_CONNECTION_STRING, ENV_NAMESPACE
     from .source import ServiceBusDataSource
 
     if ServiceBusDataSource.default_connection is not None:

@@ -17,8 +17,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..core import Connection, EntityNotFoundError, EntityPath, SbError, list_sessions, send
-from ..core.errors import redact
+from ..core import Connection, EntityNotFoundError, EntityPath, SbError, list_sessions, redact, send
 from . import bodies, reading
 from .options import OptionError, ReadOptions, WriteOptions, summary
 from .schema import arrow_schema

@@ -38,9 +38,20 @@ except ImportError:  # pyspark 4.0, and every Databricks LTS runtime today
         """Absent before pyspark 4.1: Spark wraps the source and asks ``latestOffset()`` once."""
 
 
-from ..core import Connection, EntityPath, LockedBatch, Report, SbError, receive, receive_deferred, scan_records
-from ..core.errors import redact, requires_sessions
-from ..core.live import live
+from ..core import (
+    Connection,
+    EntityPath,
+    LockedBatch,
+    Report,
+    SbError,
+    is_no_session_available,
+    live_connection,
+    receive,
+    receive_deferred,
+    redact,
+    requires_sessions,
+    scan_records,
+)
 from .options import OptionError, _float, _int, check_exists, connection, entity
 from .schema import arrow_schema, to_arrow
 from .secrets import Source, connection_of
@@ -190,7 +201,7 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Take what is there now: up to the highest sequence number present at this moment."""
-        from .reading import bounds, message_count
+        from .reading import snapshot
 
         o = self.options
         if o.session is not None:
@@ -199,7 +210,7 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return
         try:
             conn = o.conn()
-            found = bounds(conn, o.entity, 1, message_count(conn, o.entity))
+            found = snapshot(conn, o.entity, 1)
         except SbError as exc:
             raise _cannot_read(o, exc) from None
         self._target = found[1] if found else 0
@@ -311,8 +322,7 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 connection=o.conn(),
             )
         except SbError as exc:
-            text = redact(str(exc))
-            if o.session == ALL_SESSIONS and "No session is available" in text:
+            if o.session == ALL_SESSIONS and is_no_session_available(exc):
                 return None  # every session with messages is held (or there is none): the trigger is full
             raise _cannot_read(o, exc) from None
         if self._target is not None:
@@ -371,7 +381,7 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         report = Report("complete", str(self.options.entity))
         if not any(groups.values()):
             return report
-        conn = live(self.options.conn())
+        conn = live_connection(self.options.conn())
         retry: Groups = {}
         for session_id, seqs in groups.items():
             for k in range(0, len(seqs), CHUNK):
@@ -441,7 +451,7 @@ def _cannot_read(o: StreamOptions, exc: SbError) -> OptionError:
 def read_deferred(o: StreamOptions, seqs: list[int], session_id: str | None = None) -> Iterator[Any]:
     """Fetch deferred messages by sequence number, abandon at once (they stay deferred; the
     delivery count rises by one per read), and yield them as Arrow batches."""
-    conn = live(o.conn())
+    conn = live_connection(o.conn())
     schema = arrow_schema()
     entity_name = str(o.entity)
     for k in range(0, len(seqs), CHUNK):

@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import StdinNotImplementedError, UsageError
 
-from ...core import SbError, redact
-from ...core.errors import requires_sessions
+from ...core import SbError, is_message_not_found, redact, requires_sessions
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 
 class HelpShown(Exception):
@@ -62,7 +61,7 @@ def command(parser: Parser, *, cell: bool = False) -> Callable[[Callable[..., An
     """Parse the line, print help for -h, and turn user errors into one line."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def run(self: SbMagics, line: str, cell_text: str | None) -> Any:
+        def run(self: MagicsState, line: str, cell_text: str | None) -> Any:
             args = None
             try:
                 args = parser.parse_line(line)
@@ -81,7 +80,7 @@ def command(parser: Parser, *, cell: bool = False) -> Callable[[Callable[..., An
         if cell:
 
             @functools.wraps(fn)
-            def cell_wrapper(self: SbMagics, line: str, cell_text: str | None = None) -> Any:
+            def cell_wrapper(self: MagicsState, line: str, cell_text: str | None = None) -> Any:
                 if cell_text is None and not {"-h", "--help"} & set(line.split()):
                     fail(UsageError(f"{parser.prog} is a cell magic: %{parser.prog} ENTITY, messages below."))
                     return None
@@ -91,7 +90,7 @@ def command(parser: Parser, *, cell: bool = False) -> Callable[[Callable[..., An
         else:
 
             @functools.wraps(fn)
-            def line_wrapper(self: SbMagics, line: str) -> Any:
+            def line_wrapper(self: MagicsState, line: str) -> Any:
                 return run(self, line, None)
 
             wrapper = line_wrapper
@@ -116,13 +115,13 @@ def explain(exc: BaseException, args: argparse.Namespace | None) -> BaseExceptio
     """A service error a user can act on, said in their terms (what to type next)."""
     if not isinstance(exc, SbError) or args is None or not getattr(args, "entity", None):
         return exc
-    entity, text = args.entity, str(exc)
+    entity = args.entity
     if requires_sessions(exc):
         command = "%sb_receive" if getattr(args, "mode", None) else "%sb_peek"
         return UsageError(
             f"{entity} requires sessions: name one with --session ID (for example {command} {entity} --session s-1)."
         )
-    if getattr(args, "deferred", None) and ("MessageNotFound" in text or "deferred message" in text):
+    if getattr(args, "deferred", None) and is_message_not_found(exc):
         return UsageError(
             f"No deferred message with sequence number {args.deferred} in {entity}: "
             f"%sb_peek {entity} shows the sequence numbers whose state is 'deferred'."

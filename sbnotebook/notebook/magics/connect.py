@@ -11,7 +11,7 @@ from ... import core
 from .command import command, parser
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 CONNECT = parser(
     "sb_connect",
@@ -36,14 +36,14 @@ CONNECT.add_argument("--emulator", action="store_true", help="use the embedded e
 
 
 @command(CONNECT)
-def sb_connect(self: SbMagics, args: argparse.Namespace) -> None:
+def sb_connect(self: MagicsState, args: argparse.Namespace) -> None:
     chosen = [x for x in (args.connection, args.namespace, args.secret) if x] + ([True] if args.emulator else [])
     if len(chosen) > 1:
         raise UsageError("%sb_connect: give one of CONNECTION, --namespace, --secret or --emulator.")
     if args.credential and not args.namespace:
         raise UsageError("%sb_connect: --credential goes with --namespace (a connection string carries its own key).")
     if args.emulator:
-        self.connection = core.connect(core.connection.embedded.connection())
+        self.connection = core.connect(core.resolve(env={}))  # nothing configured: the embedded emulator
     elif args.secret:
         self.connection = core.connect(databricks_secret(self, args.secret))
     elif args.namespace and args.credential:
@@ -55,15 +55,13 @@ def sb_connect(self: SbMagics, args: argparse.Namespace) -> None:
     print(f"Connected to {self.connection.settings}.")
 
 
-def named_credential(self: SbMagics, ref: str) -> Any:
+def named_credential(self: MagicsState, ref: str) -> Any:
     """The token credential a reference names, made here; dbutils is the notebook's, where it has one."""
-    from ...core.credentials import credential_of, parse_credential_ref
-
     dbutils = self.shell.user_ns.get("dbutils") if self.shell is not None else None
-    return credential_of(parse_credential_ref(ref), dbutils=dbutils)
+    return core.credential_of(core.parse_credential_ref(ref), dbutils=dbutils)
 
 
-def databricks_secret(self: SbMagics, spec: str) -> str:
+def databricks_secret(self: MagicsState, spec: str) -> str:
     scope, _, key = spec.partition("/")
     if not scope or not key:
         raise UsageError("--secret takes SCOPE/KEY, for example --secret my-scope/servicebus.")

@@ -12,7 +12,7 @@ from .command import command, parser
 from .targets import with_dlq
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 DLQ = parser(
     "sb_dlq",
@@ -25,7 +25,7 @@ DLQ.add_argument("-n", type=int, dest="count", default=1000, help="how many dead
 
 
 @command(DLQ)
-def sb_dlq(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_dlq(self: MagicsState, args: argparse.Namespace) -> Any:
     path = EntityPath.parse(args.entity).parent
     if not args.summary:
         panel = triage_panel(str(path), self.conn())

@@ -14,7 +14,7 @@ from ...core import LiveConnection
 from .command import command, parser
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 ENTITIES = parser(
     "sb_entities",
@@ -93,7 +93,7 @@ def _need(words: list[str], count: int, usage: str) -> list[str]:
 
 
 @command(ENTITIES)
-def sb_entities(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_entities(self: MagicsState, args: argparse.Namespace) -> Any:
     words = list(args.words)
     if args.panel:
         from ..widgets.entities import EntityPanel
@@ -139,7 +139,7 @@ def _show(props: dict[str, Any]) -> Any:
     return pd.DataFrame({"property": list(props), "value": [str(v) for v in props.values()]})
 
 
-def _delete(self: SbMagics, entity: str, yes: bool, conn: LiveConnection) -> None:
+def _delete(self: MagicsState, entity: str, yes: bool, conn: LiveConnection) -> None:
     kind = core.entity_properties(entity, connection=conn)["kind"]
     held = ""
     if kind != "topic":
@@ -159,7 +159,7 @@ def _rules(rules: list[core.RuleInfo]) -> Any:
     return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in rules], columns=columns)
 
 
-def _rule(self: SbMagics, rest: list[str], args: argparse.Namespace, conn: LiveConnection) -> Any:
+def _rule(self: MagicsState, rest: list[str], args: argparse.Namespace, conn: LiveConnection) -> Any:
     what = rest[0].lower() if rest else ""
     if what == "add":
         _, entity, name = _need(rest, 3, "rule add TOPIC/subscriptions/NAME RULE (--sql EXPR | --correlation JSON)")

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 from IPython.display import display
 
 from ... import core
-from ...core.jsonl import count_jsonl
+from ...core import count_jsonl
 from .command import command, parser
 from .progress import Progress
 from .targets import with_dlq
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 EXPORT = parser(
     "sb_export",
@@ -64,7 +64,7 @@ class _ReadProgress:
 
 
 @command(EXPORT)
-def sb_export(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_export(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
     progress = _ReadProgress(entity)
     written = core.export_jsonl(entity, args.file, where=args.where, progress=progress.update, connection=self.conn())
@@ -74,7 +74,7 @@ def sb_export(self: SbMagics, args: argparse.Namespace) -> Any:
 
 
 @command(IMPORT)
-def sb_import(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_import(self: MagicsState, args: argparse.Namespace) -> Any:
     if not Path(args.file).is_file():
         raise core.InvalidInputError(f"No file {args.file}: give the path of a JSON lines export.")
     total = count_jsonl(args.file)

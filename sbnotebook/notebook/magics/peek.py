@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from ... import core
-from ..pages import Found, find
 from .command import command, parser
 from .targets import with_dlq
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 PEEK = parser(
     "sb_peek",
@@ -45,43 +44,43 @@ BROWSE.add_argument("-n", type=int, dest="count", default=50, help="messages per
 
 
 @command(PEEK)
-def sb_peek(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_peek(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
     count = args.count if args.count is not None else self.peek_count
     if count < 1 or args.scan < 1:
         raise UsageError("-n and --scan must be 1 or more.")
-    found = find(
+    found = core.peek(
         entity,
-        start=args.from_seq,
+        from_sequence_number=args.from_seq,
         count=count,
         where=args.where,
         scan_limit=args.scan,
         session_id=args.session,
         connection=self.conn(),
     )
-    summarise_page(entity, found, args.where is not None, args.scan, args.where)
+    summarise_page(entity, found, args.scan)
     frame = core.to_dataframe(found.records)
     return core.json_columns(frame) if args.json else frame
 
 
 @command(BROWSE)
-def sb_browse(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_browse(self: MagicsState, args: argparse.Namespace) -> Any:
     from ..widgets import MessageBrowser
 
     return MessageBrowser(args.entity, dead_letter=args.dlq, page_size=args.count, connection=self.conn())
 
 
-def summarise_page(entity: str, found: Found, searched: bool, scan_limit: int, where: str | None = None) -> None:
-    records = found.records
+def summarise_page(entity: str, found: core.PeekPage, scan_limit: int) -> None:
+    records, searched = found.records, found.where is not None
     text = f"{len(records)} of {found.scanned} scanned messages matched" if searched else f"{len(records)} messages"
     text += f" from {entity}"
     if records:
         text += f" (sequence numbers {records[0]['sequence_number']}..{records[-1]['sequence_number']})"
     if searched and found.scanned >= scan_limit:
         text += f"; stopped at the --scan limit of {scan_limit}"
-    if found.scanned and found.next_start > found.start:
-        text += f"; next page: --from-seq {found.next_start}"
+    if found.scanned and found.next_sequence_number > found.from_sequence_number:
+        text += f"; next page: --from-seq {found.next_sequence_number}"
     print(text + ".")
-    hint = found.hint(where) if searched else None
+    hint = found.hint()
     if hint:
         print(hint)

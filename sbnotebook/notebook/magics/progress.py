@@ -8,8 +8,7 @@ from typing import Any
 
 from IPython.display import display
 
-from ...core import Report
-from ...core.outcome import PROBLEMS, Outcome
+from ...core import PROBLEMS, Outcome, Report
 
 
 class Progress:

@@ -11,7 +11,7 @@ from .command import command, parser
 from .progress import Progress
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 PURGE = parser(
     "sb_purge",
@@ -51,7 +51,7 @@ CANCEL.add_argument("--yes", action="store_true", help="do not ask first")
 
 
 @command(PURGE)
-def sb_purge(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_purge(self: MagicsState, args: argparse.Namespace) -> Any:
     if args.panel:
         from ..widgets.purge import PurgePanel
 
@@ -77,7 +77,7 @@ def sb_purge(self: SbMagics, args: argparse.Namespace) -> Any:
 
 
 @command(CANCEL)
-def sb_cancel_scheduled(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_cancel_scheduled(self: MagicsState, args: argparse.Namespace) -> Any:
     numbers = scheduled_to_cancel(args.entity, args.which, connection=self.conn())
     if not numbers:
         print(f"No scheduled messages in {args.entity}.")

@@ -13,7 +13,7 @@ from .command import command, parser
 from .targets import sequence_numbers, with_dlq
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 RECEIVE = parser(
     "sb_receive",
@@ -52,7 +52,7 @@ SETTLE.add_argument("--yes", action="store_true", help="do not ask before settli
 
 
 @command(RECEIVE)
-def sb_receive(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
     count = args.count if args.count is not None else self.receive_count
     common: dict[str, Any] = {
@@ -93,7 +93,7 @@ def sb_receive(self: SbMagics, args: argparse.Namespace) -> Any:
 
 
 @command(SETTLE)
-def sb_settle(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_settle(self: MagicsState, args: argparse.Namespace) -> Any:
     batch = self.batch(args.batch)
     if args.action == "close":
         held = len(batch.unsettled)

@@ -10,15 +10,13 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from ... import core
-from ...core import EntityPath
-from ...core.manage import duration
-from ...core.resubmit import default_target
+from ...core import EntityPath, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
 from .command import command, parser
 from .targets import with_dlq
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 RESUBMIT = parser(
     "sb_resubmit",
@@ -63,7 +61,7 @@ def message_edit(args: argparse.Namespace) -> MessageEdit:
 
 
 @command(RESUBMIT)
-def sb_resubmit(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     path = EntityPath.parse(args.entity)
     source = str(path) if path.is_dead_letter else with_dlq(args.entity, True)
     if args.limit is not None and args.limit < 1:

@@ -13,7 +13,7 @@ from .progress import Progress
 from .targets import check_exists
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 SEND = parser(
     "sb_send",
@@ -38,7 +38,7 @@ COMPOSE.add_argument("entity")
 
 
 @command(SEND, cell=True)
-def sb_send(self: SbMagics, args: argparse.Namespace, cell: str) -> Any:
+def sb_send(self: MagicsState, args: argparse.Namespace, cell: str) -> Any:
     user_ns = self.shell.user_ns if self.shell is not None else {}
     try:
         messages = parse_cell(cell, user_ns, args.format)
@@ -61,7 +61,7 @@ def sb_send(self: SbMagics, args: argparse.Namespace, cell: str) -> Any:
 
 
 @command(COMPOSE)
-def sb_compose(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_compose(self: MagicsState, args: argparse.Namespace) -> Any:
     from ..widgets import SendPanel
 
     check_exists(args.entity, self.conn())

@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from ... import core
-from ...core import SessionInfo
-from ...core.sessions import pretty_state
+from ...core import SessionInfo, pretty_state
 from ..cells import parse_when
 from .command import command, parser
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 SESSIONS = parser(
     "sb_sessions",
@@ -75,7 +74,7 @@ def sessions_frame(found: list[SessionInfo], preview: int = 80) -> Any:
 
 
 @command(SESSIONS)
-def sb_sessions(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_sessions(self: MagicsState, args: argparse.Namespace) -> Any:
     if args.limit < 1 or args.count_limit < 0:
         raise UsageError("-n must be 1 or more and --count-limit 0 or more.")
     after = past(args.updated_after) if args.updated_after else None
@@ -127,7 +126,7 @@ def state_value(args: argparse.Namespace) -> tuple[bool, str | None]:
 
 
 @command(SESSION_STATE)
-def sb_session_state(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_session_state(self: MagicsState, args: argparse.Namespace) -> Any:
     change, new = state_value(args)
     current = core.get_session_state(args.entity, args.session, connection=self.conn())
     if not change:

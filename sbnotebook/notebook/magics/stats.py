@@ -15,7 +15,7 @@ from .. import plots
 from .command import command, parser
 
 if TYPE_CHECKING:
-    from .sbmagics import SbMagics
+    from .state import MagicsState
 
 STATS = parser(
     "sb_stats",
@@ -30,7 +30,7 @@ STATS.add_argument("--reset", action="store_true", help="forget earlier samples 
 
 
 @command(STATS)
-def sb_stats(self: SbMagics, args: argparse.Namespace) -> Any:
+def sb_stats(self: MagicsState, args: argparse.Namespace) -> Any:
     if args.samples < 1 or args.interval < 0:
         raise UsageError("--samples must be 1 or more and --interval 0 or more.")
     path = str(EntityPath.parse(args.entity))

@@ -10,10 +10,8 @@ from typing import Any
 import ipywidgets as W
 
 from ... import core
-from ...core import EntityPath
-from ...core.live import ConnectionLike, live
+from ...core import ConnectionLike, EntityPath, live_connection
 from ..export import to_json_record, write_jsonl
-from ..pages import find
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, Column, MessageGrid
 from .render import detail_html, guard
 
@@ -30,7 +28,7 @@ class MessageBrowser(W.VBox):
         connection: ConnectionLike = None,
         scan_limit: int = 10_000,
     ) -> None:
-        self.connection = live(connection)
+        self.connection = live_connection(connection)
         self.page_size = page_size
         self.scan_limit = scan_limit
         self.records: list[dict[str, Any]] = []
@@ -82,15 +80,15 @@ class MessageBrowser(W.VBox):
     # ---------------------------------------------------------- paging
 
     def _load(self, start: int) -> None:
-        found = find(
+        found = core.peek(
             self.entity,
-            start=start,
+            from_sequence_number=start,
             count=self.page_size,
             where=self.where,
             scan_limit=self.scan_limit,
             connection=self.connection,
         )
-        self.start, self.next_start, self.records = start, found.next_start, found.records
+        self.start, self.next_start, self.records = start, found.next_sequence_number, found.records
         self.rows.columns = self._columns(self.dlq_box.value)
         self.rows.show(found.records)
         self.detail.value = ""
@@ -100,7 +98,7 @@ class MessageBrowser(W.VBox):
             if found.records
             else "no messages"
         )
-        hint = found.hint(self.where)
+        hint = found.hint()
         hint_html = f"<br>{html.escape(hint)}" if hint else ""
         self.status.value = f"{html.escape(self.entity)}: {len(found.records)} messages, {span}{searched}{hint_html}"
 

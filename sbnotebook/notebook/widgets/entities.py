@@ -11,8 +11,8 @@ from typing import Any
 import ipywidgets as W
 
 from ... import core
-from ...core import InvalidInputError
-from ...core.live import ConnectionLike, live
+from ...core import ConnectionLike, InvalidInputError, live_connection
+from .confirm import ConfirmRow, Pending
 from .render import guard
 
 
@@ -30,8 +30,7 @@ def _properties(text: str) -> dict[str, Any]:
 
 class EntityPanel(W.VBox):
     def __init__(self, *, connection: ConnectionLike = None) -> None:
-        self.connection = live(connection)
-        self.pending_delete: str | None = None
+        self.connection = live_connection(connection)
         self.status = W.HTML()
         self.list = W.Select(options=[], rows=10, layout=W.Layout(width="100%"))
         self.refresh_button = W.Button(description="Refresh", icon="refresh")
@@ -44,12 +43,11 @@ class EntityPanel(W.VBox):
         self.create_button = W.Button(description="Create", button_style="primary")
         self.update_button = W.Button(description="Update selected", button_style="warning")
         self.delete_button = W.Button(description="Delete selected…", button_style="danger")
-        self.confirm_text = W.HTML()
-        self.confirm_box = W.Text(placeholder="type the entity's name", layout=W.Layout(width="16em"))
-        self.confirm_button = W.Button(description="Confirm", button_style="danger")
-        self.cancel_button = W.Button(description="Cancel")
-        self.confirm_row = W.HBox([self.confirm_text, self.confirm_box, self.confirm_button, self.cancel_button])
-        self.confirm_row.layout.display = "none"
+        self.confirm_row = ConfirmRow(
+            placeholder="type the entity's name",
+            width="16em",
+            nothing_pending="Nothing to confirm: press Delete selected… first.",
+        )
         self.rule_name = W.Text(description="Rule", placeholder="name")
         self.rule_sql = W.Text(description="SQL filter", placeholder="region = 'eu'")
         self.rule_action = W.Text(description="Action", placeholder="SET tier = 'gold' (optional)")
@@ -66,8 +64,10 @@ class EntityPanel(W.VBox):
         self.create_button.on_click(guard(self.status, self.create))
         self.update_button.on_click(guard(self.status, self.update))
         self.delete_button.on_click(guard(self.status, self.ask_delete))
-        self.confirm_button.on_click(guard(self.status, lambda: self.confirm_delete(self.confirm_box.value)))
-        self.cancel_button.on_click(guard(self.status, self.cancel))
+        self.confirm_row.confirm_button.on_click(
+            guard(self.status, lambda: self.confirm_delete(self.confirm_row.box.value))
+        )
+        self.confirm_row.cancel_button.on_click(guard(self.status, self.cancel))
         self.add_rule_button.on_click(guard(self.status, self.add_rule))
         self.delete_rule_button.on_click(guard(self.status, self.delete_rule))
         self.list.observe(lambda _: guard(self.status, self.show)(), names="value")
@@ -164,26 +164,23 @@ class EntityPanel(W.VBox):
         if kind != "topic":
             c = core.counts(entity, connection=self.connection)
             held = f" with {c.active} active and {c.dead_letter} dead-lettered messages"
-        self.pending_delete = entity
-        self.confirm_text.value = html.escape(f"Delete {kind} {entity}{held}? Type its name:")
-        self.confirm_box.value = ""
-        self.confirm_row.layout.display = "flex"
+        self.confirm_row.ask(
+            html.escape(f"Delete {kind} {entity}{held}? Type its name:"),
+            Pending(lambda: self._delete(entity), entity, exact=True, refused="nothing was deleted"),
+        )
 
     def confirm_delete(self, typed: str) -> str:
-        if self.pending_delete is None:
-            raise InvalidInputError("Nothing to confirm: press Delete selected… first.")
-        entity = self.pending_delete
-        if typed.strip() != entity:
-            raise InvalidInputError(f"Type {entity!r} to delete it; nothing was deleted.")
+        kind: str = self.confirm_row.take(typed)()
+        return kind
+
+    def _delete(self, entity: str) -> str:
         kind = core.delete_entity(entity, connection=self.connection)
         self.refresh()
         self.status.value = html.escape(f"Deleted {kind} {entity}.")
         return kind
 
     def cancel(self) -> None:
-        self.pending_delete = None
-        self.confirm_text.value = ""
-        self.confirm_row.layout.display = "none"
+        self.confirm_row.cancel()
 
     def add_rule(self) -> core.RuleInfo:
         entity = self._need()

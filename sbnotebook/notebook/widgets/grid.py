@@ -143,10 +143,16 @@ class MessageGrid:
 
     @property
     def labels(self) -> list[str]:
-        return [
-            row_label(r, f"  — {self.extra[i]}" if i < len(self.extra) and self.extra[i] else "")
-            for i, r in enumerate(self.records)
-        ]
+        """One line per row: the record, then the panel's own columns (the dead-letter reason and
+        description), then the extra state: the plain list shows what the grid's columns show."""
+        own = [(title, fill) for title, fill in self.columns if (title, fill) not in (*BASE_COLUMNS, BODY_COLUMN)]
+        lines = []
+        for i, r in enumerate(self.records):
+            parts = [f"{title}: {value}" for title, fill in own if (value := fill(r)) not in ("", None)]
+            if i < len(self.extra) and self.extra[i]:
+                parts.append(self.extra[i])
+            lines.append(row_label(r, "".join(f"  — {part}" for part in parts)))
+        return lines
 
     # ------------------------------------------------------------ selection
 

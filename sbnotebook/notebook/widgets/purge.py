@@ -11,35 +11,29 @@ from collections.abc import Callable
 import ipywidgets as W
 
 from ... import core
-from ...core import InvalidInputError, Report
-from ...core.live import ConnectionLike, live
+from ...core import ConnectionLike, InvalidInputError, Report, live_connection
 from ..purging import KINDS, plan_purge, scheduled_to_cancel
+from .confirm import ConfirmRow, Pending
 from .render import guard
 
 
 class PurgePanel(W.VBox):
     def __init__(self, entity: str, *, connection: ConnectionLike = None) -> None:
-        self.connection = live(connection)
+        self.connection = live_connection(connection)
         self.entity = entity
         self.reports: list[Report] = []
-        self.pending: tuple[str, Callable[[], list[Report]]] | None = None  # (word to type, action)
         labels = {"active": "Active", "deferred": "Deferred", "scheduled": "Scheduled", "dlq": "Dead-letter queue"}
         self.kinds = {k: W.Checkbox(value=k == "active", description=labels[k], indent=False) for k in KINDS}
         self.purge_button = W.Button(description="Purge…", button_style="danger")
         self.which = W.Text(description="Scheduled", placeholder="all, or 41,42,50-60")
         self.cancel_scheduled_button = W.Button(description="Cancel scheduled…", button_style="warning")
-        self.question = W.HTML()
-        self.confirm_box = W.Text(placeholder="type the word shown", layout=W.Layout(width="12em"))
-        self.confirm_button = W.Button(description="Confirm", button_style="danger")
-        self.cancel_button = W.Button(description="Cancel")
-        self.confirm_row = W.HBox([self.question, self.confirm_box, self.confirm_button, self.cancel_button])
-        self.confirm_row.layout.display = "none"
+        self.confirm_row = ConfirmRow(nothing_pending="Nothing to confirm: press Purge… or Cancel scheduled… first.")
         self.progress = W.IntProgress(value=0, min=0, max=1, description="Removed")
         self.status = W.HTML()
         self.purge_button.on_click(guard(self.status, self.ask_purge))
         self.cancel_scheduled_button.on_click(guard(self.status, self.ask_cancel_scheduled))
-        self.confirm_button.on_click(guard(self.status, lambda: self.confirm(self.confirm_box.value)))
-        self.cancel_button.on_click(guard(self.status, self.cancel))
+        self.confirm_row.confirm_button.on_click(guard(self.status, lambda: self.confirm(self.confirm_row.box.value)))
+        self.confirm_row.cancel_button.on_click(guard(self.status, self.cancel))
         super().__init__(
             [
                 W.HTML(f"<b>Purge {html.escape(entity)}</b>"),
@@ -52,11 +46,13 @@ class PurgePanel(W.VBox):
             layout=W.Layout(max_width="100%"),
         )
 
+    @property
+    def pending(self) -> Pending | None:
+        return self.confirm_row.pending
+
     def _ask(self, text: str, word: str, action: Callable[[], list[Report]]) -> None:
-        self.pending = (word, action)
-        self.question.value = f"{html.escape(text)} Type <b>{word}</b>:"
-        self.confirm_box.value = ""
-        self.confirm_row.layout.display = "flex"
+        pending = Pending(action, word, refused="nothing was removed")
+        self.confirm_row.ask(f"{html.escape(text)} Type <b>{word}</b>:", pending)
 
     def ask_purge(self) -> None:
         """Count what the ticked kinds hold and ask; an empty entity says so and asks nothing."""
@@ -88,19 +84,11 @@ class PurgePanel(W.VBox):
         self.progress.value = min(report.total, self.progress.max)
 
     def confirm(self, typed: str) -> list[Report]:
-        if self.pending is None:
-            raise InvalidInputError("Nothing to confirm: press Purge… or Cancel scheduled… first.")
-        word, action = self.pending
-        if typed.strip().lower() != word:
-            raise InvalidInputError(f"Type {word!r} to confirm; nothing was removed.")
-        self.cancel()
-        reports = action()
+        reports: list[Report] = self.confirm_row.take(typed)()
         self.reports.extend(reports)
         self.progress.value = self.progress.max
         self.status.value = "".join(r._repr_html_() for r in reports)
         return reports
 
     def cancel(self) -> None:
-        self.pending = None
-        self.question.value = ""
-        self.confirm_row.layout.display = "none"
+        self.confirm_row.cancel()

@@ -6,7 +6,7 @@ import html
 import json
 from typing import Any
 
-from ...core.records import FIELDS
+from ...core import FIELDS
 
 # The detail view's property table: every schema field except the body and application properties
 # (shown on their own above and below it).

@@ -9,14 +9,13 @@ from typing import Any
 import ipywidgets as W
 
 from ... import core
-from ...core import InvalidInputError, Report
-from ...core.live import ConnectionLike, live
+from ...core import ConnectionLike, InvalidInputError, Report, live_connection
 from ..cells import parse_when
 
 
 class SendPanel(W.VBox):
     def __init__(self, entity: str, *, connection: ConnectionLike = None, max_in_flight: int = 10) -> None:
-        self.connection = live(connection)
+        self.connection = live_connection(connection)
         self.max_in_flight = max_in_flight
         self.entity_box = W.Text(value=entity, description="Entity")
         self.body = W.Textarea(placeholder='{"order": 1}', description="Body", rows=5, layout=W.Layout(width="100%"))

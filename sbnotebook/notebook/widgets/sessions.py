@@ -12,9 +12,8 @@ import json
 import ipywidgets as W
 
 from ... import core
-from ...core import InvalidInputError, SessionInfo
-from ...core.live import ConnectionLike, live
-from ...core.sessions import pretty_state
+from ...core import ConnectionLike, InvalidInputError, SessionInfo, live_connection, pretty_state
+from .confirm import ConfirmRow, Pending
 from .render import guard
 
 
@@ -36,13 +35,12 @@ class SessionsPanel(W.VBox):
         updated_after: dt.datetime | None = None,
         peek_count: int = 50,
     ) -> None:
-        self.connection = live(connection)
+        self.connection = live_connection(connection)
         self.entity = entity
         self.limit = limit
         self.updated_after = updated_after
         self.peek_count = peek_count
         self.sessions: list[SessionInfo] = []
-        self.pending: str | None = None  # the new state awaiting Confirm ("" clears)
         self.status = W.HTML()
         self.refresh_button = W.Button(description="Refresh", icon="refresh")
         self.list = W.Select(options=[], rows=8, layout=W.Layout(width="100%"))
@@ -50,18 +48,14 @@ class SessionsPanel(W.VBox):
         self.save_button = W.Button(description="Save state…", button_style="warning")
         self.clear_button = W.Button(description="Clear state…", button_style="danger")
         self.peek_button = W.Button(description="Peek messages")
-        self.confirm_text = W.HTML()
-        self.confirm_button = W.Button(description="Confirm", button_style="warning")
-        self.cancel_button = W.Button(description="Cancel")
-        self.confirm_row = W.HBox([self.confirm_text, self.confirm_button, self.cancel_button])
-        self.confirm_row.layout.display = "none"
+        self.confirm_row = ConfirmRow(typed=False, button_style="warning")
         self.messages = W.HTML(layout=W.Layout(max_width="100%", overflow="auto"))
         self.refresh_button.on_click(guard(self.status, self.refresh))
         self.save_button.on_click(guard(self.status, self.ask_save))
         self.clear_button.on_click(guard(self.status, self.ask_clear))
         self.peek_button.on_click(guard(self.status, self.peek))
-        self.confirm_button.on_click(guard(self.status, self.confirm))
-        self.cancel_button.on_click(guard(self.status, self.cancel))
+        self.confirm_row.confirm_button.on_click(guard(self.status, self.confirm))
+        self.confirm_row.cancel_button.on_click(guard(self.status, self.cancel))
         self.list.observe(lambda _: guard(self.status, self.show)(), names="value")
         super().__init__(
             [
@@ -123,28 +117,30 @@ class SessionsPanel(W.VBox):
     def ask_clear(self) -> None:
         self._ask(self._need_session(), "")
 
+    @property
+    def pending(self) -> Pending | None:
+        return self.confirm_row.pending
+
     def _ask(self, session_id: str, new: str) -> None:
+        """Show the old and new state; the session asked about is the one Confirm changes."""
         current = core.get_session_state(self.entity, session_id, connection=self.connection)
-        self.pending = new
         after = html.escape(new) if new else "(no state)"
-        self.confirm_text.value = (
+        self.confirm_row.ask(
             f"Session <b>{html.escape(session_id)}</b>: now <code>{html.escape(pretty_state(current))}"
-            f"</code> → after <code>{after}</code>"
+            f"</code> → after <code>{after}</code>",
+            Pending(lambda: self._save(session_id, new)),
         )
-        self.confirm_row.layout.display = "flex"
 
     def confirm(self) -> None:
-        if self.pending is None:
-            raise InvalidInputError("Nothing to confirm.")
-        session_id, new = self._need_session(), self.pending
+        self.confirm_row.take()()
+
+    def _save(self, session_id: str, new: str) -> None:
         core.set_session_state(self.entity, session_id, new or None, connection=self.connection)
         self.refresh()
         self.status.value = f"Session {html.escape(session_id)}: state {'replaced' if new else 'cleared'}."
 
     def cancel(self) -> None:
-        self.pending = None
-        self.confirm_text.value = ""
-        self.confirm_row.layout.display = "none"
+        self.confirm_row.cancel()
 
     def peek(self) -> None:
         """The selected session's messages (peeked: nothing is locked or counted)."""

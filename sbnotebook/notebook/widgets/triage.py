@@ -11,8 +11,7 @@ from typing import Any
 import ipywidgets as W
 
 from ... import core
-from ...core import EntityPath, InvalidInputError, Report
-from ...core.live import ConnectionLike, live
+from ...core import ConnectionLike, EntityPath, InvalidInputError, Report, live_connection
 from .. import plots
 from ..edits import merge_patch
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, MessageGrid
@@ -41,7 +40,7 @@ class TriagePanel(W.VBox):
     """Everything destructive (resubmit moves, discard removes) waits for an explicit confirmation."""
 
     def __init__(self, entity: str, *, connection: ConnectionLike = None, limit: int = 1000) -> None:
-        self.connection = live(connection)
+        self.connection = live_connection(connection)
         self.source = EntityPath.parse(entity).parent
         self.dlq = str(EntityPath(self.source.name, self.source.subscription, "dead_letter"))
         self.limit = limit

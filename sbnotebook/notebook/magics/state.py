@@ -1,0 +1,37 @@
+"""What a command family needs from the magics object: a small protocol, so the family modules
+type ``self`` without importing the ``SbMagics`` class that registers them (no import circle)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Protocol
+
+from ... import core
+from ...core import LiveConnection, LockedBatch
+from .sdklogs import SdkLogSummary
+
+
+class MagicsState(Protocol):
+    """The settings and shared state of ``SbMagics`` (sbmagics.py) that commands read and change."""
+
+    peek_count: int
+    receive_count: int
+    max_in_flight: int
+    wait_seconds: float
+    max_renewal: float
+    full_tracebacks: bool
+    confirm: bool
+    grid: str
+    shell: Any
+    connection: LiveConnection | None
+    batches: list[LockedBatch]
+    samples: dict[str, list[tuple[dt.datetime, core.EntityCounts]]]
+    sdk_logs: SdkLogSummary
+
+    def conn(self) -> LiveConnection: ...
+
+    def ask(self, question: str, expected: str) -> None: ...
+
+    def batch(self, name: str | None) -> LockedBatch: ...
+
+    def fail(self, exc: BaseException) -> None: ...

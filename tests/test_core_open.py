@@ -1,0 +1,143 @@
+"""Opening links without the SDK's sleeps (``core/sdk.py`` ``open_without_sleeps``).
+
+The SDK's open loop handles one frame, then sleeps 50 ms, about nine times per link: ~0.45 s on
+every first use of an entity, whatever the latency. These tests time opens against the embedded
+emulator (the real SDK, no mocks) and fail on the SDK's own loop; the last one fails when the SDK
+changes the shape of the open that ``without_sleeps`` hooks into."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import time
+
+import pytest
+from azure.servicebus.aio import ServiceBusClient
+from azure.servicebus.exceptions import MessagingEntityNotFoundError
+
+from sbnotebook import core
+from sbnotebook.core.sdk import POLLING_OPENS, close_now, open_without_sleeps, without_sleeps
+from sbnotebook.emulator import Emulator
+
+
+def _client(emulator: Emulator) -> ServiceBusClient:
+    return ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0)
+
+
+async def _timed_open(emulator: Emulator, fast: bool, **kwargs: object) -> float:
+    async with _client(emulator) as client:
+        rcv = client.get_queue_receiver("q", prefetch_count=0, **kwargs)  # type: ignore[arg-type]
+        t0 = time.perf_counter()
+        if fast:
+            await open_without_sleeps(rcv)
+        else:
+            await rcv.__aenter__()
+        elapsed = time.perf_counter() - t0
+        await close_now(rcv)
+        return elapsed
+
+
+def test_a_receiver_opens_without_the_sdks_sleeps(emulator: Emulator) -> None:
+    # At no latency the handshake is CPU only (tens of ms); the SDK's loop sleeps ~0.45 s.
+    fast = min(asyncio.run(_timed_open(emulator, True)) for _ in range(3))
+    sdk = asyncio.run(_timed_open(emulator, False))
+    assert fast < 0.25, f"open took {fast:.3f} s"
+    assert sdk > fast + 0.2, (sdk, fast)
+
+
+async def _first_peek_after_open(emulator: Emulator, management: bool) -> float:
+    async with _client(emulator) as client:
+        rcv = client.get_queue_receiver("q", prefetch_count=0)
+        await open_without_sleeps(rcv, management=management)
+        t0 = time.perf_counter()
+        await rcv.peek_messages(max_message_count=1)
+        elapsed = time.perf_counter() - t0
+        await close_now(rcv)
+        return elapsed
+
+
+def test_the_management_link_is_attached_with_the_entity_link_so_the_first_peek_is_one_round_trip(
+    emulator: Emulator,
+) -> None:
+    rt = 0.2
+    core.send("q", ["one"], connection=emulator.connection_string)
+    emulator.latency = rt
+    try:
+        first = asyncio.run(_first_peek_after_open(emulator, True))
+        late = asyncio.run(_first_peek_after_open(emulator, False))  # the SDK attaches it on the peek
+    finally:
+        emulator.latency = 0
+    assert first < 1.5 * rt, f"first peek {first / rt:.1f} round trips"
+    assert late >= 2 * rt, f"without the early attach {late / rt:.1f} round trips"
+
+
+def test_kit_first_use_of_an_entity_and_a_session_receive_open_without_sleeps(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("sq60", [{"body": "s", "session_id": "a"}], connection=cs)
+    conn = core.connect(cs, warm=False)
+    t0 = time.perf_counter()
+    core.peek("q", count=1, connection=conn)
+    first_peek = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with core.receive("sq60", count=1, session_id="a", connection=conn) as batch:
+        assert batch.complete().count("completed") == 1
+    session = time.perf_counter() - t0
+    # The SDK's loop alone was ~0.45 s for each; both are CPU only here.
+    assert first_peek < 0.3, first_peek
+    assert session < 0.35, session
+
+
+def test_open_errors_are_the_sdks_own(emulator: Emulator) -> None:
+    async def go() -> None:
+        async with _client(emulator) as client:
+            rcv = client.get_queue_receiver("no-such-queue", prefetch_count=0)
+            try:
+                with pytest.raises(MessagingEntityNotFoundError):
+                    await open_without_sleeps(rcv)
+            finally:
+                await close_now(rcv)
+
+    asyncio.run(go())
+
+
+def test_a_sender_opens_without_sleeps_and_keeps_its_size_limits(emulator: Emulator) -> None:
+    async def go() -> tuple[float, int]:
+        async with _client(emulator) as client:
+            sender = client.get_queue_sender("q")
+            t0 = time.perf_counter()
+            await open_without_sleeps(sender, management=False)
+            elapsed = time.perf_counter() - t0
+            batch = await sender.create_message_batch()
+            await close_now(sender)
+            return elapsed, batch.max_size_in_bytes
+
+    elapsed, size = asyncio.run(go())
+    assert elapsed < 0.25 and size > 0
+
+
+def test_without_sleeps_is_applied_once() -> None:
+    class Handler:
+        _create_handler = staticmethod(lambda auth: None)
+
+    h = Handler()
+    without_sleeps(h)
+    hooked = h._create_handler
+    without_sleeps(h)
+    assert h._create_handler is hooked
+
+
+def test_the_sdk_open_still_has_the_shape_without_sleeps_relies_on() -> None:
+    """``without_sleeps`` replaces the client that ``_create_handler`` makes with one whose
+    ``client_ready_async`` returns once ready; the SDK's ``_open`` must still create the client
+    that way and poll that method. Fails on an SDK whose open changed: read it, update sdk.py."""
+    for dotted in POLLING_OPENS:
+        module, cls, method = dotted.rsplit(".", 2)
+        source = inspect.getsource(getattr(getattr(importlib.import_module(module), cls), method))
+        assert "self._create_handler(" in source, dotted
+        assert "self._handler.client_ready_async()" in source, dotted
+    from azure.servicebus._pyamqp.aio._client_async import AMQPClientAsync
+
+    ready = inspect.getsource(AMQPClientAsync.client_ready_async)
+    assert "self.auth_complete_async()" in ready and "self._client_ready_async()" in ready
+    assert "self._session" in inspect.getsource(AMQPClientAsync.open_async)  # the session links attach on

@@ -105,3 +105,22 @@ def server_sockets(port: int) -> set[tuple[str, int]]:
         if c.laddr and c.laddr.port == port and c.status == psutil.CONN_ESTABLISHED and c.raddr:
             out.add((c.raddr.ip, c.raddr.port))
     return out
+
+
+def stream_to_parquet(spark: Any, where: Any, **options: Any) -> Any:
+    """Run a `servicebus` stream with these options into Parquet under ``where`` (a pathlib.Path)
+    with Trigger.AvailableNow, to the end; the rows written (sequence_number, body_text)."""
+    query = (
+        spark.readStream.format("servicebus")
+        .options(**options)
+        .load()
+        .select("sequence_number", "body_text")
+        .writeStream.format("parquet")
+        .option("path", str(where / "sink"))
+        .option("checkpointLocation", str(where / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return spark.read.parquet(str(where / "sink"))

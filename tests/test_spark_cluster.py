@@ -1,6 +1,8 @@
 """The `servicebus` data source on `local-cluster[2,1,1024]`: two executors, each its own JVM with its
 own Python workers, as on a real cluster. The connection reaches them only as a secret reference
-(`env:NAME`, resolved in each executor's environment), and Spark's event log is grepped for the key.
+(`env:NAME`, resolved in each executor's environment), or as a credential reference
+(`fullyQualifiedNamespace` + `credentialRef callable:...`, a token credential each process makes
+itself, against the TLS emulator), and Spark's event log is grepped for the keys.
 
 local-cluster runs with pip-installed PySpark once SPARK_HOME points at the package (its bin/ and
 jars/ are what the workers launch executors from)."""
@@ -21,8 +23,9 @@ from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests import spark_bodies_scenarios as bodies_scenarios
 from tests import spark_snapshot_scenarios as snapshot_scenarios
+from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, drain, send
+from tests.helpers import QuickCloseClient, drain, send, stream_to_parquet
 
 pyspark = pytest.importorskip("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
@@ -32,6 +35,8 @@ pytestmark = pytest.mark.slow
 SECRET = "cluster-test-key-5e0c71"  # must never reach an option, a plan or the event log
 CONTROL = "cluster-control-text-93ab"  # put in a logged plan on purpose: proves the grep finds it
 ENV = "SBNOTEBOOK_TEST_SERVICEBUS"  # the executors' environment variable holding the connection string
+SIGNING_KEY = "cluster-credential-key-8a31d7"  # the stand-in token issuer's key: never in a plan or a log
+ROOT = Path(__file__).resolve().parent.parent  # on the executors' PYTHONPATH: the reference imports tests.*
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +47,21 @@ def keyed() -> Iterator[Emulator]:
 
 
 @pytest.fixture(scope="module")
-def cluster(keyed: Emulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+def signed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    """The TLS emulator that the credential reference signs in to (Entra ID's path: a namespace and a
+    token credential); its key is the stand-in issuer's, in each process's environment only."""
+    with Emulator(TEST_TOPOLOGY, key=SIGNING_KEY, tls=True, tls_dir=tmp_path_factory.mktemp("tls")) as emu:
+        yield emu
+
+
+@pytest.fixture(scope="module")
+def cluster(keyed: Emulator, signed: Emulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
     """One local-cluster session for the module, registered with the secret reference only."""
     from pyspark.sql import SparkSession
 
     events = tmp_path_factory.mktemp("events")
-    saved = {k: os.environ.get(k) for k in (ENV, "SPARK_HOME", "PYSPARK_PYTHON", "SPARK_LOCAL_IP")}
+    names = (ENV, "SPARK_HOME", "PYSPARK_PYTHON", "SPARK_LOCAL_IP", "SBNOTEBOOK_CA_BUNDLE", stand_in.KEY, "PYTHONPATH")
+    saved = {k: os.environ.get(k) for k in names}
     # Executors inherit the driver's environment here; on a cluster it is the cluster's configuration.
     os.environ.update(
         {
@@ -55,6 +69,9 @@ def cluster(keyed: Emulator, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             "SPARK_HOME": str(Path(pyspark.__file__).parent),
             "PYSPARK_PYTHON": sys.executable,
             "SPARK_LOCAL_IP": "127.0.0.1",
+            "SBNOTEBOOK_CA_BUNDLE": str(signed.ca_file),  # the kit trusts the emulator's CA on every process
+            stand_in.KEY: SIGNING_KEY,
+            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
         }
     )
     _fresh_jvm()  # the JVM (and every process it starts) must be launched with ENV in its environment
@@ -162,6 +179,32 @@ def test_session_read_on_two_executors(cluster: tuple[Any, Path], client: Servic
             batch.complete()
 
 
+def test_a_credential_reference_alone_reads_writes_and_streams_on_two_executors(
+    cluster: tuple[Any, Path], signed: Emulator, tmp_path: Path
+) -> None:
+    """Serverless' way in, generalised: only the namespace and `credentialRef callable:...` in the
+    options; the planner and each executor import the callable and make the credential themselves."""
+    spark, _ = cluster
+    by_ref = {"fullyQualifiedNamespace": f"localhost:{signed.port}", "credentialRef": stand_in.REF}
+    rows = spark.range(300).selectExpr("concat('c', id) as body").repartition(2)
+    rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
+    df = spark.read.format("servicebus").options(entity="q", numPartitions=2, **by_ref).load()
+    assert sorted(r.body_text for r in df.select("body_text").collect()) == sorted(f"c{i}" for i in range(300))
+    pids = df.rdd.mapPartitions(lambda it: [os.getppid()]).distinct().collect()
+    assert len(pids) == 2, pids  # both executors signed in
+    assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=100, **by_ref).count() == 300
+    # sbspark.write takes the same reference (its Report comes back through Spark).
+    namespace = by_ref["fullyQualifiedNamespace"]
+    report = sbspark.write(rows, "once", namespace=namespace, credential=stand_in.REF)
+    assert (report.count("sent"), report.failed, report.stats["tasks"]) == (300, 0, 2)
+    plan = df._jdf.queryExecution().toString()
+    assert SIGNING_KEY not in plan and "SharedAccessSignature" not in plan
+    # Every stream batch was completed after its commit: nothing left (peeked with the key, from here).
+    with core.connect(signed.connection_string, warm=False) as conn:
+        assert len(core.peek("q", count=500, connection=conn)) == 0
+        assert len(core.peek("once", count=500, connection=conn)) == 300
+
+
 def test_a_job_that_writes_back_to_the_entity_it_reads_does_not_read_its_own_writes(
     cluster: tuple[Any, Path], client: ServiceBusClient
 ) -> None:
@@ -203,3 +246,5 @@ def test_the_key_is_in_no_event_log_and_the_grep_would_see_it(cluster: tuple[Any
     texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()]
     assert any(CONTROL.encode() in t for t in texts), "the grep would not see a leak"
     assert all(SECRET.encode() not in t for t in texts) and SECRET not in plan
+    # The credential reference's test ran before: its issuer's key and its tokens are in no log either.
+    assert all(SIGNING_KEY.encode() not in t and b"SharedAccessSignature" not in t for t in texts)

@@ -20,8 +20,9 @@ from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests import spark_bodies_scenarios as bodies_scenarios
 from tests import spark_snapshot_scenarios as snapshot_scenarios
+from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, drain, free_port, send
+from tests.helpers import QuickCloseClient, drain, free_port, send, stream_to_parquet
 
 pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("grpc")  # the pyspark[connect] extra
@@ -219,21 +220,8 @@ def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(tmp_path:
                 sbspark.register(spark, f"env:{name}")  # the stream's connection
                 rows = spark.read.format("servicebus").option("entity", "q").option("secretRef", f"env:{name}").load()
                 assert rows.count() == 25  # planned and read on the server, resolved there
-                query = (
-                    spark.readStream.format("servicebus")
-                    .option("entity", "q")
-                    .option("maxMessagesPerTrigger", 10)
-                    .load()
-                    .select("sequence_number", "body_text")
-                    .writeStream.format("parquet")
-                    .option("path", str(tmp_path / "sink"))
-                    .option("checkpointLocation", str(tmp_path / "ckpt"))
-                    .trigger(availableNow=True)
-                    .start()
-                )
-                query.awaitTermination(120)
-                assert query.exception() is None
-                written = sorted(r.body_text for r in spark.read.parquet(str(tmp_path / "sink")).collect())
+                sink = stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=10)
+                written = sorted(r.body_text for r in sink.collect())
                 assert written == sorted(f"m{i}" for i in range(25))
                 # Every batch completed after its commit (AvailableNow asks once more at the end).
                 assert len(core.peek("q", count=100, connection=emu.connection_string)) == 0
@@ -243,6 +231,51 @@ def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(tmp_path:
     texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
     assert any(name.encode() in t for t in texts)  # the secretRef option is logged: the grep reads these files
     assert all(SECRET.encode() not in t for t in texts)
+
+
+def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_path: Path) -> None:
+    """Serverless' way in: no key anywhere near the notebook, only the namespace and a credential
+    reference (on Databricks `databricks:NAME`, a Unity Catalog service credential; here the plug
+    point `callable:...`). The Connect server and its executors make the credential themselves; the
+    client has neither the issuer's key nor the CA. A batch write, a batch read and a stream to
+    Parquet run, every message is completed after its batch's commit, and no log holds the key or a token."""
+    from pyspark.sql import SparkSession
+
+    key = "connect-credential-key-61e0b3"
+    assert stand_in.KEY not in os.environ and "SBNOTEBOOK_CA_BUNDLE" not in os.environ  # only the server has them
+    root = str(Path(__file__).resolve().parent.parent)  # the reference imports tests.stand_in_credential
+    with Emulator(TEST_TOPOLOGY, key=key, tls=True, tls_dir=tmp_path / "tls") as emu:
+        server_env = {
+            stand_in.KEY: key,
+            "SBNOTEBOOK_CA_BUNDLE": str(emu.ca_file),
+            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+        }
+        by_ref = {"fullyQualifiedNamespace": f"localhost:{emu.port}", "credentialRef": stand_in.REF}
+        with connect_server(tmp_path, server_env) as (url, events, log), connect_mode_env():
+            spark = SparkSession.builder.remote(url).create()
+            plans: list[str] = []
+            try:
+                # The format needs registering on a Connect session; given only the same reference
+                # (the stream below uses it), while the batch write and read name it in their options.
+                sbspark.register(spark, namespace=by_ref["fullyQualifiedNamespace"], credential=stand_in.REF)
+                rows = spark.range(40).selectExpr("concat('c', id) as body").repartition(2)
+                rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
+                df = spark.read.format("servicebus").options(entity="q", **by_ref).load()
+                assert sorted(r.body_text for r in df.collect()) == sorted(f"c{i}" for i in range(40))
+                plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
+                assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=15).count() == 40
+            finally:
+                spark.stop()
+        try:
+            os.environ["SBNOTEBOOK_CA_BUNDLE"] = str(emu.ca_file)
+            with core.connect(emu.connection_string, warm=False) as conn:  # with the key, from here
+                assert len(core.peek("q", count=100, connection=conn)) == 0
+        finally:
+            os.environ.pop("SBNOTEBOOK_CA_BUNDLE", None)
+            core.close_all()
+    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
+    assert any(stand_in.REF.encode() in t for t in texts)  # the options are logged: the grep reads these files
+    assert all(key.encode() not in t and b"SharedAccessSignature" not in t for t in texts + [p.encode() for p in plans])
 
 
 def test_json_bodies_inferred_pinned_rescued_and_written_over_connect(sp: Any, keyed: Emulator) -> None:

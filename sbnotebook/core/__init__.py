@@ -14,6 +14,7 @@ nothing: the documented resolution order); calls with the same settings share on
 from . import deferral
 from .connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_connection_string, resolve
 from .counts import EntityCounts, counts, list_entities
+from .credentials import CredentialRef, credential_of, is_credential_ref, parse_credential_ref
 from .entities import EntityPath
 from .errors import (
     ConfigurationError,
@@ -87,6 +88,7 @@ __all__ = [
     "ConfigurationError",
     "Connection",
     "ConnectionLike",
+    "CredentialRef",
     "DeadLetter",
     "Done",
     "EntityCounts",
@@ -130,6 +132,7 @@ __all__ = [
     "counts",
     "create_entity",
     "create_rule",
+    "credential_of",
     "default_target",
     "deferral",
     "delete_entity",
@@ -144,6 +147,7 @@ __all__ = [
     "get_session_state",
     "import_jsonl",
     "import_resume_point",
+    "is_credential_ref",
     "is_message_not_found",
     "is_no_session_available",
     "is_session_locked",
@@ -154,6 +158,7 @@ __all__ = [
     "list_sessions",
     "live_connection",
     "parse_connection_string",
+    "parse_credential_ref",
     "peek",
     "peek_numbers",
     "pretty_state",

@@ -234,6 +234,10 @@ def resolve(
     """Resolve where Service Bus is, in the documented order."""
     if credential is not None and namespace is None:
         raise ConfigurationError("A credential goes with namespace= (a connection string carries its own key).")
+    if isinstance(credential, str):  # a credential reference (core/credentials.py), made in this process
+        from .credentials import credential_of, parse_credential_ref
+
+        credential = credential_of(parse_credential_ref(credential))
     if isinstance(connection, Connection):
         return connection
     if connection is not None and namespace is not None:

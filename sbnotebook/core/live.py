@@ -609,8 +609,9 @@ def connect(
     ``SERVICEBUS_CONNECTION_STRING``, ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE``, embedded emulator).
 
     ``namespace`` is ``FQDN`` or ``FQDN:PORT`` (a port is dialled as given, never replaced by 5671);
-    ``credential`` (with ``namespace``) is an azure-core token credential, sync or async; without it
-    ``DefaultAzureCredential`` signs in.
+    ``credential`` (with ``namespace``) is an azure-core token credential, sync or async, or a
+    credential reference (``"callable:package.module:function"``, ``"databricks:NAME"``: see
+    core/credentials.py); without it ``DefaultAzureCredential`` signs in.
 
     With ``warm`` (the default) the first connect also opens receivers on up to ``WARM_LIMIT``
     entities in parallel (see ``LiveConnection.warm``): it checks that the namespace is reachable

@@ -14,7 +14,7 @@ from typing import Any
 from ..core import ConfigurationError, Connection, Outcome, Report, resolve, to_dataframe
 from .options import OptionError
 from .schema import RECORD_DDL, record_schema
-from .secrets import SecretRef, is_ref, parse_ref
+from .secrets import Source, source_of
 from .settle import release, settle
 from .source import SendFailedError, ServiceBusDataSource, WriteSummary
 
@@ -39,19 +39,29 @@ __all__ = [
 DEFAULT_PARTITIONS = 4  # read partitions when neither register() nor numPartitions says
 
 
-def register(spark: Any, connection: str | Connection | None = None, *, default_partitions: int | None = None) -> Any:
+def register(
+    spark: Any,
+    connection: str | Connection | None = None,
+    *,
+    namespace: str | None = None,
+    credential: str | None = None,
+    default_partitions: int | None = None,
+) -> Any:
     """Register the `servicebus` format with this session.
 
     `connection` becomes the default for reads and writes without a connection option. A secret
     reference (``"env:NAME"``, ``"databricks:scope/key"``) stays a reference: each Spark process
-    resolves it where it needs the connection, so the key never passes through the notebook. Anything
-    else is resolved here, in the notebook (argument, environment, else the embedded emulator): Spark
-    runs the data source in its own Python workers, which could not find the notebook's emulator."""
-    conn: Connection | SecretRef
-    if isinstance(connection, str) and is_ref(connection):
-        conn = parse_ref(connection)
-    else:
-        conn = resolve(connection)
+    resolves it where it needs the connection, so the key never passes through the notebook.
+    ``namespace=`` with ``credential=``, a credential reference (``"databricks:NAME"``, a Unity
+    Catalog service credential; ``"callable:package.module:function"``), signs in with Entra ID:
+    each Spark process makes that credential itself, and there is no key at all (serverless).
+    Anything else is resolved here, in the notebook (argument, ``namespace=`` alone with
+    DefaultAzureCredential, environment, else the embedded emulator): Spark runs the data source in
+    its own Python workers, which could not find the notebook's emulator."""
+    conn = source_of(connection, namespace=namespace, credential=credential)
+    if conn is None:
+        conn = resolve()
+    if isinstance(conn, Connection):
         _check_reachable(spark, conn)
     # No sparkContext: Spark Connect (Databricks serverless and shared clusters) has none.
     partitions = default_partitions or DEFAULT_PARTITIONS
@@ -76,12 +86,12 @@ def _check_reachable(spark: Any, conn: Connection) -> None:
         )
 
 
-def _registered(conn: Connection | SecretRef, partitions: int) -> type[ServiceBusDataSource]:
+def _registered(conn: Source, partitions: int) -> type[ServiceBusDataSource]:
     """A subclass defined in a function is pickled by value, methods and closure included: the
     resolved connection travels with it to Spark's Python workers, never through options or plans."""
 
     class RegisteredServiceBus(ServiceBusDataSource):
-        def defaults(self) -> tuple[Connection | SecretRef | None, int]:
+        def defaults(self) -> tuple[Source | None, int]:
             return conn, partitions
 
     return RegisteredServiceBus
@@ -175,6 +185,8 @@ def write(
     entity: str,
     *,
     connection: str | Connection | None = None,
+    namespace: str | None = None,
+    credential: str | None = None,
     max_in_flight: int = 10,
     batch: bool = True,
 ) -> Report:
@@ -190,11 +202,7 @@ def write(
 
     if not isinstance(df.schema, StructType):
         raise TypeError("write() takes a DataFrame")
-    registered: Connection | SecretRef | None = None
-    if isinstance(connection, str) and is_ref(connection):
-        registered = parse_ref(connection)
-    elif connection is not None:
-        registered = resolve(connection)
+    registered = source_of(connection, namespace=namespace, credential=credential)  # as register() takes them
     opts = WriteOptions.parse(
         {"entity": entity, "maxInFlight": str(max_in_flight), "batch": str(batch).lower()},
         df.schema,

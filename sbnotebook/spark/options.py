@@ -20,7 +20,7 @@ from ..core import (
     redact,
     resolve,
 )
-from .secrets import SecretRef, connection_of, parse_ref
+from .secrets import EntraRef, SecretRef, Source, connection_of, entra_ref, parse_ref
 
 log = logging.getLogger("sbnotebook.spark")
 MODES = ("peek", "receive-and-delete", "defer")
@@ -56,19 +56,28 @@ def _float(options: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def connection(options: Mapping[str, str], default: Connection | SecretRef | None) -> Connection | SecretRef:
+def connection(options: Mapping[str, str], default: Source | None) -> Source:
     """secretRef (resolved later, where the connection is used), else fullyQualifiedNamespace (Entra
-    ID), else connectionString, else what register() resolved in the notebook (its settings, its
-    secret reference or its embedded emulator), else the environment. The data source runs in Spark's
+    ID: with credentialRef, a credential each process makes itself; without, DefaultAzureCredential),
+    else connectionString, else what register() resolved in the notebook (its settings, its
+    reference or its embedded emulator), else the environment. The data source runs in Spark's
     Python workers, never in the notebook's process, so it cannot start an emulator of its own."""
     ref = options.get("secretRef")
     text = options.get("connectionString")
     namespace = options.get("fullyQualifiedNamespace") or options.get("namespace")
+    credential_ref = options.get("credentialRef")
     try:
         if sum(1 for given in (ref, text, namespace) if given) > 1:
             raise OptionError("servicebus: give one of secretRef, fullyQualifiedNamespace or connectionString.")
+        if credential_ref and not namespace:
+            raise OptionError(
+                "servicebus: credentialRef signs in to a namespace: give fullyQualifiedNamespace with it "
+                "(a secretRef or connectionString carries its own key)."
+            )
         if ref:
             return parse_ref(ref)
+        if credential_ref and namespace:
+            return entra_ref(namespace, credential_ref)
         if text or namespace:
             return resolve(text or None, namespace=namespace or None)
         if default is not None:
@@ -80,7 +89,8 @@ def connection(options: Mapping[str, str], default: Connection | SecretRef | Non
         raise OptionError(text if text.startswith("servicebus:") else f"servicebus: {text}") from None
     raise OptionError(
         "servicebus: no connection: set the secretRef option (env:VARIABLE or databricks:scope/key), "
-        f"fullyQualifiedNamespace, or {ENV_CONNECTION_STRING}, or call sbnotebook.spark.register(spark, ...) "
+        "fullyQualifiedNamespace (with credentialRef callable:module:function or databricks:NAME, else "
+        f"DefaultAzureCredential), or {ENV_CONNECTION_STRING}, or call sbnotebook.spark.register(spark, ...) "
         "in the notebook (it passes the notebook's connection, the embedded emulator by default)."
     )
 
@@ -98,12 +108,13 @@ def entity(options: Mapping[str, str]) -> EntityPath:
         raise OptionError(f"servicebus: {exc}") from None
 
 
-def check_exists(source: Connection | SecretRef, path: EntityPath, *, for_send: bool) -> bool | None:
+def check_exists(source: Source, path: EntityPath, *, for_send: bool) -> bool | None:
     """Fail early on an entity that does not exist; says whether a queue or subscription requires
     sessions (None when unknown). Without management rights the check is skipped: a send-only or
-    listen-only key must still work. A secret reference this process cannot resolve (a Spark Connect
-    client: the server and its executors hold the secret) is checked where it is used instead."""
-    if isinstance(source, SecretRef):
+    listen-only key must still work. A reference this process cannot resolve (a Spark Connect client:
+    the server and its executors hold the secret or the service credential) is checked where it is
+    used instead."""
+    if isinstance(source, (SecretRef, EntraRef)):
         try:
             conn = connection_of(source)
         except SbError as exc:
@@ -141,7 +152,7 @@ def _sessions(options: Mapping[str, str]) -> tuple[str, ...] | None:
 
 @dataclass(frozen=True)
 class ReadOptions:
-    connection: Connection | SecretRef
+    connection: Source
     entity: EntityPath
     mode: str
     max_messages: int | None
@@ -161,7 +172,7 @@ class ReadOptions:
         cls,
         options: Mapping[str, str],
         default_partitions: int,
-        default_connection: Connection | SecretRef | None = None,
+        default_connection: Source | None = None,
     ) -> ReadOptions:
         mode = (options.get("mode") or "peek").strip().lower()
         if mode not in MODES:
@@ -198,7 +209,7 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class WriteOptions:
-    connection: Connection | SecretRef
+    connection: Source
     entity: EntityPath
     max_in_flight: int
     batch: bool
@@ -209,9 +220,7 @@ class WriteOptions:
         return connection_of(self.connection)
 
     @classmethod
-    def parse(
-        cls, options: Mapping[str, str], schema: Any, default_connection: Connection | SecretRef | None = None
-    ) -> WriteOptions:
+    def parse(cls, options: Mapping[str, str], schema: Any, default_connection: Source | None = None) -> WriteOptions:
         from .schema import WRITE_COLUMNS
 
         path = entity(options)

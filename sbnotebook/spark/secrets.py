@@ -9,7 +9,9 @@ itself, from its own environment or Databricks secret scope, and keeps it in mem
 - ``databricks:SCOPE/KEY``   ``dbutils.secrets.get(SCOPE, KEY)`` where Databricks provides dbutils.
 
 Entra ID needs no secret at all: the ``fullyQualifiedNamespace`` option (DefaultAzureCredential on
-each process, see sbnotebook/core/connection.py).
+each process, see sbnotebook/core/connection.py), or with ``credentialRef`` a credential each process
+makes itself (sbnotebook/core/credentials.py): ``callable:package.module:function`` (the plug point)
+or ``databricks:NAME`` (a Unity Catalog service credential: serverless has no environment variables).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import ConfigurationError, Connection, SbError, resolve
+from ..core import ConfigurationError, Connection, CredentialRef, SbError, credential_of, parse_credential_ref, resolve
 
 SCHEMES = ("env", "databricks")
 _resolved: dict[str, Connection] = {}  # per process: Python workers are reused across tasks
+_signed_in: dict[tuple[str, str], Connection] = {}  # (namespace, credentialRef) -> its connection, per process
 _lock = threading.Lock()
 
 
@@ -39,6 +42,52 @@ class SecretRef:
     def namespace(self) -> str:
         """What logs and summaries show instead of the namespace (resolving it would read the secret)."""
         return f"secret {self.ref}"
+
+
+@dataclass(frozen=True)
+class EntraRef:
+    """A namespace and where its token credential comes from (Entra ID, no key); safe to print,
+    pickle and log. Each process makes the credential itself (``connection_of``)."""
+
+    namespace: str  # host[:port]
+    credential: CredentialRef
+
+    def __repr__(self) -> str:
+        return f"EntraRef({self.namespace!r}, {self.credential.ref!r})"
+
+
+Source = Connection | SecretRef | EntraRef  # what options, register() and the readers carry
+
+
+def entra_ref(namespace: str, credential_ref: str) -> EntraRef:
+    """``fullyQualifiedNamespace`` + ``credentialRef``, checked for form (nothing resolved here)."""
+    return EntraRef(resolve(namespace=namespace).namespace, parse_credential_ref(credential_ref))
+
+
+def source_of(
+    connection: str | Connection | None, *, namespace: str | None = None, credential: Any = None
+) -> Source | None:
+    """What register() and write() were given: a reference stays a reference (resolved by each Spark
+    process), anything else is resolved here; None when nothing was given."""
+    if credential is not None:
+        if not isinstance(credential, str):
+            raise ConfigurationError(
+                "credential= takes a credential reference (callable:package.module:function or databricks:NAME), "
+                "not a credential object: each Spark process makes its own (an object would travel pickled "
+                "inside the data source)."
+            )
+        if namespace is None or connection is not None:
+            raise ConfigurationError(
+                "credential= goes with namespace= (a connection string or secret reference carries its own key)."
+            )
+        return entra_ref(namespace, credential)
+    if isinstance(connection, str) and is_ref(connection):
+        if namespace is not None:
+            raise ConfigurationError("Give a connection string or a namespace, not both.")
+        return parse_ref(connection)
+    if connection is None and namespace is None:
+        return None
+    return resolve(connection, namespace=namespace)
 
 
 def is_ref(text: str) -> bool:
@@ -58,10 +107,12 @@ def parse_ref(text: str) -> SecretRef:
     return SecretRef(f"{scheme}:{rest}")
 
 
-def connection_of(source: Connection | SecretRef) -> Connection:
+def connection_of(source: Source) -> Connection:
     """The connection itself: resolved settings as they are, a reference read in this process (once)."""
     if isinstance(source, Connection):
         return source
+    if isinstance(source, EntraRef):
+        return _signed_in_connection(source)
     with _lock:
         found = _resolved.get(source.ref)
     if found is None:
@@ -75,6 +126,19 @@ def connection_of(source: Connection | SecretRef) -> Connection:
             ) from None
         with _lock:
             _resolved[source.ref] = found
+    return found
+
+
+def _signed_in_connection(source: EntraRef) -> Connection:
+    key = (source.namespace, source.credential.ref)
+    with _lock:
+        found = _signed_in.get(key)
+    if found is None:
+        # dbutils matters only in a notebook process (settle() runs there); workers use
+        # databricks.service_credentials (core/credentials.py).
+        made = credential_of(source.credential, dbutils=_dbutils())
+        with _lock:
+            found = _signed_in.setdefault(key, resolve(namespace=source.namespace, credential=made))
     return found
 
 

@@ -26,7 +26,7 @@ from ..core import (
     scan,
     send,
 )
-from .secrets import SecretRef, connection_of, is_ref, parse_ref
+from .secrets import Source, connection_of, is_ref, parse_ref
 
 Action = Literal["complete", "dead_letter", "resubmit", "release"]
 ACTIONS = ("complete", "dead_letter", "resubmit", "release")
@@ -157,7 +157,7 @@ def release(df: Any, **kwargs: Any) -> Report:
     return settle(df, "release", **kwargs)
 
 
-def _registered_connection() -> Connection | SecretRef:
+def _registered_connection() -> Source:
     """What register() resolved in this process, else the environment. Never a new embedded emulator:
     settling against a broker that never saw these messages would report "not found" for all of them."""
     import os

@@ -21,7 +21,7 @@ from ..core import Connection, EntityNotFoundError, EntityPath, SbError, list_se
 from . import bodies, reading
 from .options import OptionError, ReadOptions, WriteOptions, summary
 from .schema import arrow_schema
-from .secrets import SecretRef
+from .secrets import Source
 
 log = logging.getLogger("sbnotebook.spark")
 
@@ -41,9 +41,9 @@ class ServiceBusDataSource(DataSource):
     """Options: see docs/spark.md. `register(spark)` bakes the notebook's resolved connection in as
     the default (so executors reach the same namespace or embedded emulator)."""
 
-    default_connection: ClassVar[Connection | SecretRef | None] = None  # set by register() for settle()
+    default_connection: ClassVar[Source | None] = None  # set by register() for settle()
 
-    def defaults(self) -> tuple[Connection | SecretRef | None, int]:
+    def defaults(self) -> tuple[Source | None, int]:
         """The connection and partition count register() resolved (a registered subclass overrides)."""
         return None, 2
 

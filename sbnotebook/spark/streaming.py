@@ -54,7 +54,7 @@ from ..core import (
 )
 from .options import OptionError, _float, _int, check_exists, connection, entity
 from .schema import arrow_schema, to_arrow
-from .secrets import SecretRef, connection_of
+from .secrets import Source, connection_of
 from .settle import CHUNK, _fetch, _settle_chunk, _still_deferred
 
 log = logging.getLogger("sbnotebook.spark.streaming")
@@ -71,7 +71,7 @@ ALL_SESSIONS = "*"
 
 @dataclass(frozen=True)
 class StreamOptions:
-    connection: Connection | SecretRef
+    connection: Source
     entity: EntityPath
     max_per_trigger: int
     num_partitions: int
@@ -88,7 +88,7 @@ class StreamOptions:
         cls,
         options: Mapping[str, str],
         default_partitions: int,
-        default_connection: Connection | SecretRef | None,
+        default_connection: Source | None,
     ) -> StreamOptions:
         path = entity(options)
         if options.get("mode"):
@@ -467,6 +467,6 @@ def read_deferred(o: StreamOptions, seqs: list[int], session_id: str | None = No
 
 
 def stream_reader(
-    options: Mapping[str, str], default_partitions: int, conn: Connection | SecretRef | None
+    options: Mapping[str, str], default_partitions: int, conn: Source | None
 ) -> ServiceBusStreamReader:
     return ServiceBusStreamReader(StreamOptions.parse(options, default_partitions, conn))

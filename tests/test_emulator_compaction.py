@@ -69,9 +69,10 @@ def _fill(client: ServiceBusClient) -> tuple[int, int]:
 
 @pytest.mark.timeout(120)
 def test_a_restart_after_compaction_keeps_every_message_and_releases_locks(tmp_path: Path) -> None:
-    with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, QuickCloseClient.from_connection_string(
-        emu.connection_string
-    ) as c:
+    with (
+        Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu,
+        QuickCloseClient.from_connection_string(emu.connection_string) as c,
+    ):
         deferred, locked = _fill(c)
         written = emu.compact()
         assert written >= 33 and (tmp_path / "snapshot.bin").exists()
@@ -83,9 +84,10 @@ def test_a_restart_after_compaction_keeps_every_message_and_releases_locks(tmp_p
             r.complete_message(a)
             r.dead_letter_message(b, reason="tail")
         before = _everything(c)
-    with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, QuickCloseClient.from_connection_string(
-        emu.connection_string
-    ) as c:
+    with (
+        Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu,
+        QuickCloseClient.from_connection_string(emu.connection_string) as c,
+    ):
         after = _everything(c)
         assert after == before
         assert any(row[0] == locked for row in after["q"])  # still there, and (below) lock-free

@@ -146,7 +146,8 @@ def test_a_resubmit_interrupted_in_the_kernel_gives_its_locks_back_and_finishes_
         core.resubmit(DLQ, target="dst", connection=cs)
     watcher.join(timeout=10)
     emulator.latency = 0
-    time.sleep(0.5)  # the cancelled work gives its batches back on the connection's thread
+    # The cancelled work gives its batches back on the connection's thread: wait for that, not a time.
+    wait_until(lambda: not emulator.broker._locks, timeout=30, interval=0.05)
     left = emulator.broker.counts("src")["dead_letter"]
     assert left > 0 and emulator.broker.counts("dst")["active"] > n - left  # copies sent, originals there
     report = core.resubmit(DLQ, target="dst", connection=cs)  # at once: well within the 2 s locks

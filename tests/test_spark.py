@@ -300,10 +300,10 @@ def test_settle_without_a_known_connection_is_an_error_not_a_new_emulator(
     sp: Any, emulator: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sbnotebook.core.connection import embedded
-    from sbnotebook.spark.source import ServiceBusDataSource
+    from sbnotebook.spark import registered
 
     df = sp.createDataFrame([("q", 1)], "entity string, sequence_number long")
-    monkeypatch.setattr(ServiceBusDataSource, "default_connection", None)
+    monkeypatch.setattr(registered, "_default", None)
     monkeypatch.delenv("SERVICEBUS_CONNECTION_STRING", raising=False)
     monkeypatch.delenv("SERVICEBUS_FULLY_QUALIFIED_NAMESPACE", raising=False)
     running = embedded.running

@@ -393,9 +393,10 @@ class LockedBatch:
         if self._closed:
             return
         self._closed = True
-        self.connection.run(self._close())
+        self.connection.run(self.aclose())
 
-    async def _close(self) -> None:
+    async def aclose(self) -> None:
+        """``close()`` on the connection's loop: what is not settled goes back (abandoned)."""
         if self._renewer is not None:
             self._renewer.cancel()
         left = [i for i in self.unsettled if i not in self._lapsing]
@@ -425,7 +426,7 @@ class LockedBatch:
         if not getattr(self, "_closed", True):
             self._closed = True
             # Never revive a closed connection from here; closing it already released the locks.
-            if self.connection.spawn_if_running(self._close()) is None:
+            if self.connection.spawn_if_running(self.aclose()) is None:
                 log.debug("batch on %s dropped after its connection closed", self.entity)
 
 
@@ -483,7 +484,7 @@ async def fetch_batch(rcv: Any, count: int, wait: float, *, deletes: bool = Fals
     return out
 
 
-async def _receive(
+async def receive_batch(
     conn: LiveConnection,
     path: EntityPath,
     *,
@@ -548,7 +549,7 @@ async def _receive(
 
 
 def _run_receive(conn: LiveConnection, path: EntityPath, **kwargs: Any) -> LockedBatch:
-    return conn.run_on(path, conn.reconnecting(lambda: _receive(conn, path, **kwargs)))
+    return conn.run_on(path, conn.reconnecting(lambda: receive_batch(conn, path, **kwargs)))
 
 
 def receive(

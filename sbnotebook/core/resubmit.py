@@ -31,10 +31,10 @@ from .entities import EntityPath
 from .errors import EntityNameError, InvalidInputError, SbError, from_sdk, is_connection_lost
 from .live import ConnectionLike, LiveConnection, live
 from .outcome import Outcome, Report
-from .receive import DEFAULT_MAX_RENEWAL, LockedBatch, _receive
+from .receive import DEFAULT_MAX_RENEWAL, LockedBatch, receive_batch
 from .records import RECORD_FIELDS, SENDABLE_FIELDS, property_value, to_record
 from .scan import ascan
-from .send import RetryPolicy, _send, to_message
+from .send import RetryPolicy, send_all, to_message
 
 RESUBMIT_COUNT = "sbnotebook-resubmit-count"
 ORIGINAL_ID = "sbnotebook-original-message-id"
@@ -222,7 +222,7 @@ async def _resubmit(
             await asyncio.gather(*workers, return_exceptions=True)
         for batch, keep in run.held:
             await batch.release_async(keep)
-            await batch._close()
+            await batch.aclose()
         report.extend(run.copied.values())
         report.elapsed = time.perf_counter() - started
     return report
@@ -252,7 +252,7 @@ async def _worker(
             if want == 0:
                 return
             run.claimed += want
-            batch = await _receive(
+            batch = await receive_batch(
                 conn,
                 src,
                 count=want,
@@ -266,7 +266,7 @@ async def _worker(
             run.claimed -= want - len(batch.messages)
             wait = 0.5
             if not batch.messages:
-                await batch._close()
+                await batch.aclose()
                 return
             if first and len(batch.messages) == want and not run.stop:
                 first = False
@@ -285,7 +285,7 @@ async def _worker(
             if keep:
                 run.held.append((batch, keep))  # stays locked so the next receive moves past it
             else:
-                await batch._close()
+                await batch.aclose()
             run.tick()
             if run.selection is not None and min(_seq(m) for m in batch.messages) > run.selection.last:
                 run.stop = True  # past the last selected message: nothing more to find
@@ -297,7 +297,7 @@ async def _give_back(batch: LockedBatch, indexes: list[int]) -> None:
     try:
         await batch.release_async(indexes)
     finally:
-        await batch._close()
+        await batch.aclose()
 
 
 async def _empty(conn: LiveConnection, src: EntityPath) -> bool:
@@ -345,7 +345,7 @@ async def _move(
         todo.append(i)
         copies.append((i, copy))
     if copies and dst is not None:
-        sent = await _send(
+        sent = await send_all(
             conn,
             dst,
             [c for _, c in copies],

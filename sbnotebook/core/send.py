@@ -228,7 +228,7 @@ def _check_in_flight(max_in_flight: int) -> None:
         raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
 
 
-async def _send(
+async def send_all(
     conn: LiveConnection,
     path: EntityPath,
     messages: Any,
@@ -415,7 +415,7 @@ async def asend(
     path = EntityPath.parse(entity)
     _check_in_flight(max_in_flight)
     conn = live(connection)
-    coro = _send(
+    coro = send_all(
         conn,
         path,
         messages,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import ConfigurationError, Connection, Outcome, Report, resolve, to_dataframe
+from . import registered
 from .options import OptionError
 from .schema import RECORD_DDL, record_schema
 from .secrets import Source, source_of
@@ -66,7 +67,7 @@ def register(
     # No sparkContext: Spark Connect (Databricks serverless and shared clusters) has none.
     partitions = default_partitions or DEFAULT_PARTITIONS
     source = _registered(conn, partitions)
-    ServiceBusDataSource.default_connection = conn
+    registered.set_default(conn)
     spark.dataSource.register(source)
     return spark
 
@@ -134,11 +135,11 @@ def infer_body_schema(
     size = DEFAULT_SAMPLE if sample is None else sample
     if not 1 <= size <= MAX_SAMPLE:
         raise OptionError(f"servicebus: sample must be 1 to {MAX_SAMPLE}, not {size}.")
-    conn = resolve(connection) if connection is not None or ServiceBusDataSource.default_connection is None else None
+    conn = resolve(connection) if connection is not None or registered.default() is None else None
     if conn is None:
         from .secrets import connection_of
 
-        conn = connection_of(ServiceBusDataSource.default_connection)  # type: ignore[arg-type]
+        conn = connection_of(registered.default())  # type: ignore[arg-type]
     return ddl(inferred_struct(conn, entity_path({"entity": entity}), start, size))
 
 
@@ -202,11 +203,11 @@ def write(
 
     if not isinstance(df.schema, StructType):
         raise TypeError("write() takes a DataFrame")
-    registered = source_of(connection, namespace=namespace, credential=credential)  # as register() takes them
+    given = source_of(connection, namespace=namespace, credential=credential)  # as register() takes them
     opts = WriteOptions.parse(
         {"entity": entity, "maxInFlight": str(max_in_flight), "batch": str(batch).lower()},
         df.schema,
-        registered or ServiceBusDataSource.default_connection,
+        given or registered.default(),
     )
     started = time.perf_counter()
     rows = df.mapInArrow(_sender(opts), _RESULT_DDL).collect()

@@ -515,7 +515,7 @@ def read_schema(options: Mapping[str, str], default_connection: Any) -> Any:
     schema is inferred here, at planning, from a peeked sample."""
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from .options import _int, connection, entity
+    from .options import connection, entity, int_option
     from .schema import RECORD_DDL, record_schema
     from .secrets import connection_of
 
@@ -526,7 +526,7 @@ def read_schema(options: Mapping[str, str], default_connection: Any) -> Any:
         return f"{RECORD_DDL}, `{BODY_JSON}` {struct_ddl(body.schema)}, `{RESCUED}` string"
     path = entity(options)
     conn = connection_of(connection(options, default_connection))
-    start = _int(options, "fromSequenceNumber", 1, 0) or 1
+    start = int_option(options, "fromSequenceNumber", 1, 0) or 1
     struct = inferred_struct(conn, path, start, body.sample)
     fields = [*record_schema().fields, StructField(BODY_JSON, struct, True), StructField(RESCUED, StringType(), True)]
     return StructType(fields)

@@ -30,7 +30,7 @@ class OptionError(ValueError):
     """A missing or bad option (raised on the driver, before Spark starts a job)."""
 
 
-def _int(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
+def int_option(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
     raw = options.get(name)
     if raw is None or str(raw).strip() == "":
         return default
@@ -43,7 +43,7 @@ def _int(options: Mapping[str, str], name: str, default: int | None, minimum: in
     return value
 
 
-def _float(options: Mapping[str, str], name: str, default: float) -> float:
+def float_option(options: Mapping[str, str], name: str, default: float) -> float:
     raw = options.get(name)
     if raw is None:
         return default
@@ -178,7 +178,7 @@ class ReadOptions:
         if mode not in MODES:
             raise OptionError(f"servicebus: option mode must be one of {', '.join(MODES)}, not {mode!r}.")
         path = entity(options)
-        max_messages = _int(options, "maxMessages", None, 1)
+        max_messages = int_option(options, "maxMessages", None, 1)
         if mode != "peek" and max_messages is None:
             max_messages = 1000  # a destructive read always has a bound
         parsed = cls(
@@ -186,10 +186,10 @@ class ReadOptions:
             entity=path,
             mode=mode,
             max_messages=max_messages,
-            num_partitions=_int(options, "numPartitions", default_partitions, 1) or 1,
-            from_sequence_number=_int(options, "fromSequenceNumber", 1, 0) or 1,
-            max_in_flight=_int(options, "maxInFlight", 10, 1) or 10,
-            wait_seconds=_float(options, "waitSeconds", 5.0),
+            num_partitions=int_option(options, "numPartitions", default_partitions, 1) or 1,
+            from_sequence_number=int_option(options, "fromSequenceNumber", 1, 0) or 1,
+            max_in_flight=int_option(options, "maxInFlight", 10, 1) or 10,
+            wait_seconds=float_option(options, "waitSeconds", 5.0),
             sessions=_sessions(options),
         )
         requires_session = check_exists(parsed.connection, path.parent, for_send=False)
@@ -251,7 +251,7 @@ class WriteOptions:
         parsed = cls(
             connection=connection(options, default_connection),
             entity=path,
-            max_in_flight=_int(options, "maxInFlight", 10, 1) or 10,
+            max_in_flight=int_option(options, "maxInFlight", 10, 1) or 10,
             batch=str(options.get("batch", "true")).lower() != "false",
             struct_columns=structs,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -40,8 +40,6 @@ class SendFailedError(RuntimeError):
 class ServiceBusDataSource(DataSource):
     """Options: see docs/spark.md. `register(spark)` bakes the notebook's resolved connection in as
     the default (so executors reach the same namespace or embedded emulator)."""
-
-    default_connection: ClassVar[Source | None] = None  # set by register() for settle()
 
     def defaults(self) -> tuple[Source | None, int]:
         """The connection and partition count register() resolved (a registered subclass overrides)."""

@@ -52,10 +52,10 @@ from ..core import (
     requires_sessions,
     scan_records,
 )
-from .options import OptionError, _float, _int, check_exists, connection, entity
+from .deferred import CHUNK, fetch, settle_chunk, still_deferred
+from .options import OptionError, check_exists, connection, entity, float_option, int_option
 from .schema import arrow_schema, to_arrow
 from .secrets import Source, connection_of
-from .settle import CHUNK, _fetch, _settle_chunk, _still_deferred
 
 log = logging.getLogger("sbnotebook.spark.streaming")
 
@@ -96,10 +96,10 @@ class StreamOptions:
         parsed = cls(
             connection=connection(options, default_connection),
             entity=path,
-            max_per_trigger=_int(options, "maxMessagesPerTrigger", DEFAULT_PER_TRIGGER, 1) or DEFAULT_PER_TRIGGER,
-            num_partitions=_int(options, "numPartitions", default_partitions, 1) or 1,
-            wait_seconds=_float(options, "waitSeconds", 1.0),
-            max_in_flight=_int(options, "maxInFlight", 10, 1) or 10,
+            max_per_trigger=int_option(options, "maxMessagesPerTrigger", DEFAULT_PER_TRIGGER, 1) or DEFAULT_PER_TRIGGER,
+            num_partitions=int_option(options, "numPartitions", default_partitions, 1) or 1,
+            wait_seconds=float_option(options, "waitSeconds", 1.0),
+            max_in_flight=int_option(options, "maxInFlight", 10, 1) or 10,
             session=(options.get("sessionId") or "").strip() or None,
         )
         check_exists(parsed.connection, path.parent, for_send=False)
@@ -385,7 +385,7 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         retry: Groups = {}
         for session_id, seqs in groups.items():
             for k in range(0, len(seqs), CHUNK):
-                part = _settle_chunk(str(self.options.entity), seqs[k : k + CHUNK], "complete", conn, {}, session_id)
+                part = settle_chunk(str(self.options.entity), seqs[k : k + CHUNK], "complete", conn, {}, session_id)
                 report.merge(part)
                 failed = [int(o.sequence_number or 0) for o in part.failures if o.outcome in ("failed", "lock_lost")]
                 if failed:
@@ -436,10 +436,10 @@ def _fetch_present(entity_name: str, wanted: list[int], conn: Any, session_id: s
     try:
         return receive_deferred(entity_name, wanted, session_id=session_id, connection=conn)
     except SbError:
-        present = _still_deferred(entity_name, wanted, conn, session_id)
+        present = still_deferred(entity_name, wanted, conn, session_id)
     # Dead-lettered (max delivery count) or settled elsewhere since the batch was planned.
     log.info("servicebus stream %s: %d deferred messages no longer there", entity_name, len(wanted) - len(present))
-    return _fetch(entity_name, present, conn, session_id)[0] if present else None
+    return fetch(entity_name, present, conn, session_id)[0] if present else None
 
 
 def _cannot_read(o: StreamOptions, exc: SbError) -> OptionError:
@@ -466,7 +466,5 @@ def read_deferred(o: StreamOptions, seqs: list[int], session_id: str | None = No
         yield to_arrow(records, schema)
 
 
-def stream_reader(
-    options: Mapping[str, str], default_partitions: int, conn: Source | None
-) -> ServiceBusStreamReader:
+def stream_reader(options: Mapping[str, str], default_partitions: int, conn: Source | None) -> ServiceBusStreamReader:
     return ServiceBusStreamReader(StreamOptions.parse(options, default_partitions, conn))

@@ -50,9 +50,11 @@ from .scan import PAGE_SIZE, ascan, scan, scan_records, sequence_numbers
 from .search import compile_where, filter_records, json_columns
 from .send import RetryPolicy, acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
 from .sessions import SessionInfo, get_session_state, list_sessions, set_session_state
+from .triage import GROUP_FIELDS, GroupCounts, group_counts
 
 __all__ = [
     "FIELDS",
+    "GROUP_FIELDS",
     "PAGE_SIZE",
     "RECORD_FIELDS",
     "ConfigurationError",
@@ -64,6 +66,7 @@ __all__ = [
     "EntityNotFoundError",
     "EntityPath",
     "Field",
+    "GroupCounts",
     "InvalidInputError",
     "LiveConnection",
     "LockLostError",
@@ -104,6 +107,7 @@ __all__ = [
     "export_jsonl",
     "filter_records",
     "get_session_state",
+    "group_counts",
     "import_jsonl",
     "json_columns",
     "list_entities",

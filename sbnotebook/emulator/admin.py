@@ -471,6 +471,7 @@ class AdminServer:
         query = urllib.parse.parse_qs(url.query)
         parts = [urllib.parse.unquote(p) for p in url.path.split("/") if p]
         base = f"https://{req.headers.get('Host', 'localhost')}"
+        self.broker.requests[f"admin {method}"] += 1
         body_read = False
         try:
             # The caller is checked before a byte of the body is read: an unauthenticated client

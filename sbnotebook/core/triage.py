@@ -177,6 +177,7 @@ def group_counts(
     cancel: threading.Event | None = None,
     into: GroupCounts | None = None,
     max_groups: int = MAX_GROUPS,
+    limit: int | None = None,
     connection: ConnectionLike = None,
 ) -> GroupCounts:
     """Count the messages of ``entity`` (a dead-letter queue, or any queue or subscription) by each
@@ -185,13 +186,14 @@ def group_counts(
     ``total``: the message count to show progress against (default: read from the runtime
     properties, one round trip). ``progress(counts)`` is called after each page. Setting ``cancel``
     stops the scan after the page in flight; so does an interrupted cell (KeyboardInterrupt is
-    raised again, the partial counts are in ``into`` when one was given)."""
+    raised again, the partial counts are in ``into`` when one was given). ``limit``: count at most
+    that many messages (the first ones), and call that done."""
     path = EntityPath.parse(entity)
     conn = live(connection)
     out = into if into is not None else GroupCounts(str(path), by=tuple(by), max_groups=max_groups)
     if out.total is None:
         out.total = total if total is not None else _total(path, conn)
-    pages = scan(path, connection=conn)
+    pages = scan(path, limit=limit, connection=conn)
     stopped = True
     try:
         for page in pages:

@@ -29,7 +29,10 @@ class Progress:
             return
         self.last = now
         done = report.count(self.counted)
-        text = f"{self.verb} {self.entity}: {done} {self.counted}, {report.failed} failed"
+        self.show(done, f"{self.verb} {self.entity}: {done} {self.counted}, {report.failed} failed")
+
+    def show(self, done: int, text: str) -> None:
+        """Draw the line now: a bar at ``done`` of the total, and ``text``."""
         bar = f"<progress value='{done}' max='{self.total}'></progress>" if self.total else "<progress></progress>"
         bundle = {"text/plain": text, "text/html": f"{bar} {html.escape(text)}"}
         if self.handle is None:

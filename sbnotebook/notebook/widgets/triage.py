@@ -78,6 +78,7 @@ class TriagePanel(W.VBox):
         self.pending: tuple[str, Callable[[], Report]] | None = None
         self._drawn = 0.0
         self._updating = False  # the dropdown is being refilled: its value changes are not the reader's
+        self._found: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (field, value) -> a page found by scanning
         wide = W.Layout(width="100%", max_width="100%")
         label = {"description_width": "initial"}  # labels at their full width, never cut
         self.title = W.HTML()
@@ -179,6 +180,7 @@ class TriagePanel(W.VBox):
         self.total = core.counts(self.source, connection=self.connection).dead_letter
         self.first_page = core.peek(self.dlq, count=self.limit, connection=self.connection).records
         self.records = self.first_page
+        self._found.clear()
         whole = len(self.first_page) < self.limit  # the peek reached the end: nothing else to count
         self.grouping = GroupCounts.of(self.first_page, self.dlq) if whole else None
         self.progress.layout.display = "none"
@@ -196,6 +198,7 @@ class TriagePanel(W.VBox):
         filled in as the scan goes."""
         counting = GroupCounts(self.dlq, total=self.total)
         self.grouping = counting
+        self._found.clear()
         self.progress.max = max(1, self.total or 1)
         self.progress.layout.display = "flex"
 
@@ -215,10 +218,7 @@ class TriagePanel(W.VBox):
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for counting or loading to end (a kernel interrupt stops it). True when it has."""
-        done = self.work.wait(timeout)
-        if done:
-            self._show_groups()
-        return done
+        return self.work.wait(timeout)
 
     def _working(self, busy: bool) -> None:
         self.stop_button.disabled = not busy
@@ -298,6 +298,10 @@ class TriagePanel(W.VBox):
         keep = self._in_group(value)
         in_page = [r for r in self.first_page if keep(r)]
         wanted = self._group_size(value)
+        found = self._found.get((self.by.value, value or ""))
+        if found is not None:
+            self._show(found, wanted)
+            return
         if value is None or wanted is None or len(in_page) >= min(wanted, self.limit) or not find:
             self._show(in_page, wanted)
             return
@@ -314,7 +318,8 @@ class TriagePanel(W.VBox):
         return group.messages if group is not None else None
 
     def _find(self, value: str, keep: Callable[[dict[str, Any]], bool], stop: threading.Event) -> None:
-        group = (self.grouping.groups.get(self.by.value, {}) if self.grouping else {}).get(value)
+        by = self.by.value
+        group = (self.grouping.groups.get(by, {}) if self.grouping else {}).get(value)
         start = int(group.first_sequence_number or 1) if group is not None else 1
         found: list[dict[str, Any]] = []
         pages = core.scan(self.dlq, start=start, connection=self.connection)
@@ -325,15 +330,21 @@ class TriagePanel(W.VBox):
                     break
         finally:
             pages.close()
-        if self._chosen() == value:  # still the group the reader wants
-            self._show(found[: self.limit], self._group_size(value))
+        wanted = self._chosen() == value and self.by.value == by  # still the group the reader wants
+        if wanted and not stop.is_set():
+            self._found[(by, value)] = found[: self.limit]
+        if wanted:
+            self._show(found[: self.limit], self._group_size(value), stopped=stop.is_set())
 
-    def _show(self, records: list[dict[str, Any]], of: int | None, *, finding: bool = False) -> None:
+    def _show(
+        self, records: list[dict[str, Any]], of: int | None, *, finding: bool = False, stopped: bool = False
+    ) -> None:
         self.visible = records
         self.rows.show(records)
         self.detail.value = ""
         more = f" of {of:,}" if of is not None and of > len(records) else ""
-        self.rows_note.value = f"<i>{len(records):,}{more} messages shown{'; finding more…' if finding else ''}</i>"
+        state = "; finding more…" if finding else ("; stopped before a page was found" if stopped else "")
+        self.rows_note.value = f"<i>{len(records):,}{more} messages shown{state}</i>"
 
     # ---------------------------------------------------------- a DataFrame, when asked for
 

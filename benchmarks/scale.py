@@ -13,6 +13,11 @@ emulator sampled while it runs:
   restart         stop the emulator, start it on its data directory, until the queue answers
                   (``--data-dir``: then every step runs against a durable emulator)
   purge (batch)   core.purge: batch-delete-messages on the server
+  triage open     the dead-letter triage panel opening on a DLQ of N messages (per call: the
+                  runtime counts and one peeked page, whatever N); the DLQ is filled first, not
+                  timed (messages sent with a 1 s time to live to a queue that dead-letters them)
+  triage grouping core.group_counts of that DLQ: every message counted by reason, description and
+                  subject over the scanner, nothing kept but the counters
   purge (receive) core.purge of a partitioned queue, where Service Bus refuses batch delete, so
                   the kit receives (the fallback path); filled first, the fill not timed
 
@@ -45,7 +50,8 @@ import psutil
 
 from sbnotebook import core
 
-QUEUE, PARTITIONED = "scale", "scale-partitioned"
+QUEUE, PARTITIONED, EXPIRING = "scale", "scale-partitioned", "scale-expiring"
+DLQ = f"{EXPIRING}/$deadletterqueue"
 TOPOLOGY = {
     "UserConfig": {
         "Namespaces": [
@@ -54,6 +60,10 @@ TOPOLOGY = {
                 "Queues": [
                     {"Name": QUEUE, "Properties": {}},
                     {"Name": PARTITIONED, "Properties": {"EnablePartitioning": True}},
+                    {
+                        "Name": EXPIRING,
+                        "Properties": {"DefaultMessageTimeToLive": "PT1S", "DeadLetteringOnMessageExpiration": True},
+                    },
                 ],
             }
         ]
@@ -132,6 +142,33 @@ def purge_receive(run: Run) -> int:
     return run.n
 
 
+def fill_dlq(run: Run) -> int:
+    """N messages in a dead-letter queue, three subjects round-robin: sent with a 1 s time to live,
+    dead-lettered on expiry (seconds, where receiving and dead-lettering each would take minutes)."""
+    if core.counts(EXPIRING, connection=run.conn).dead_letter == run.n:
+        return run.n
+    records = ({"body": BODY, "subject": f"s{i % 3}"} for i in range(run.n))
+    core.send(EXPIRING, records, max_in_flight=32, connection=run.conn).raise_for_failures()
+    while core.counts(EXPIRING, connection=run.conn).dead_letter < run.n:
+        time.sleep(0.5)
+    return run.n
+
+
+def triage_open(run: Run) -> int:
+    from sbnotebook.notebook.widgets import TriagePanel
+
+    for _ in range(5):
+        panel = TriagePanel(EXPIRING, connection=run.conn)
+    assert panel.total == run.n and len(panel.records) == core.PAGE_SIZE, (panel.total, len(panel.records))
+    return 5
+
+
+def triage_grouping(run: Run) -> int:
+    counted = core.group_counts(DLQ, connection=run.conn)
+    assert counted.done and counted.scanned == run.n and len(counted.counts("subject")) == 3, counted
+    return run.n
+
+
 def restart(run: Run) -> int:
     """Stop the emulator (SIGTERM) and start it again on its data directory, until the restored
     queue answers its counts (``--data-dir`` only)."""
@@ -151,9 +188,15 @@ STEPS: list[Step] = [
     Step("spark read (4 partitions)", spark_read, needs_spark=True),
     Step("restart", restart, needs_data_dir=True),
     Step("purge (batch delete)", purge_batch),
+    Step("triage open", triage_open, per_call=True),
+    Step("triage grouping", triage_grouping),
     Step("purge (receive path)", purge_receive),
 ]
-SETUP: dict[str, Callable[[Run], int]] = {"purge (receive path)": lambda run: fill(run, PARTITIONED)}
+SETUP: dict[str, Callable[[Run], int]] = {
+    "purge (receive path)": lambda run: fill(run, PARTITIONED),
+    "triage open": fill_dlq,
+    "triage grouping": fill_dlq,
+}
 
 
 class Peak:

@@ -191,11 +191,11 @@ def group_counts(
     path = EntityPath.parse(entity)
     conn = live(connection)
     out = into if into is not None else GroupCounts(str(path), by=tuple(by), max_groups=max_groups)
-    if out.total is None:
-        out.total = total if total is not None else _total(path, conn)
     pages = scan(path, limit=limit, connection=conn)
     stopped = True
     try:
+        if out.total is None:
+            out.total = total if total is not None else _total(path, conn)
         for page in pages:
             out.add(page)
             if progress is not None:

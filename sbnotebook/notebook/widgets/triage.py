@@ -15,6 +15,7 @@ import json
 import re
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ipywidgets as W
@@ -177,8 +178,11 @@ class TriagePanel(W.VBox):
         self.work.wait()
         self.pending = None  # what was asked was about the rows as they were
         self.confirmation.layout.display = "none"
-        self.total = core.counts(self.source, connection=self.connection).dead_letter
-        self.first_page = core.peek(self.dlq, count=self.limit, connection=self.connection).records
+        # The runtime counts (administration API) and the first page (a peek) at once: one round trip.
+        with ThreadPoolExecutor(1, thread_name_prefix="sbnotebook-counts") as pool:
+            counted = pool.submit(core.counts, self.source, connection=self.connection)
+            self.first_page = core.peek(self.dlq, count=self.limit, connection=self.connection).records
+            self.total = counted.result().dead_letter
         self.records = self.first_page
         self._found.clear()
         whole = len(self.first_page) < self.limit  # the peek reached the end: nothing else to count

@@ -206,6 +206,7 @@ def test_counting_100_000_dead_lettered_messages_keeps_memory_flat(emulator: Emu
     finally:
         tracemalloc.stop()
     assert counted.done and counted.counts("subject") == {"s0": 33_334, "s1": 33_333, "s2": 33_333}
-    # The scanner's windows in flight (16 pages of 250) and the counters, not 10^5 records (~150 MiB):
-    # the emulator runs in this process, so its transient peek replies are traced too.
-    assert peak < 40 * 1024 * 1024, f"peak traced memory {peak / 2**20:.1f} MiB"
+    # The scanner's windows in flight (16 pages of 250) and the counters: 11.4 MiB at 10^4, 12.4 MiB at
+    # 10^5 measured; holding the records instead: 20.6 MiB at 10^4, so about 200 MiB at 10^5.
+    # (The emulator runs in this process, so its transient peek replies are traced too.)
+    assert peak < 30 * 1024 * 1024, f"peak traced memory {peak / 2**20:.1f} MiB"

@@ -144,6 +144,8 @@ def test_panel_opens_on_a_large_dlq_in_one_round_trip_plus_the_first_page(emulat
     panel.select_group("s1")  # in the first page already: no scan needed for a page of it
     assert len(panel.visible) == 83 and {r["subject"] for r in panel.visible} == {"s1"}
     assert "83 of 6,667 messages shown" in panel.rows_note.value
+    assert "Remove 83 messages (shown, of 6,667 in the group)" in panel.ask_discard()  # says what it acts on
+    panel.cancel()
 
 
 def test_panel_finds_a_page_of_a_group_beyond_the_first_page(

@@ -427,7 +427,7 @@ class TriagePanel(W.VBox):
                 connection=self.connection,
             )
 
-        return self._prepare("resubmit", f"Resubmit {len(chosen)} messages to {goal} {applied}", run)
+        return self._prepare("resubmit", f"Resubmit {len(chosen)} messages{self._of()} to {goal} {applied}", run)
 
     def _describe_edit(self) -> str:
         """What a resubmit will change, shown before the confirmation (html)."""
@@ -446,7 +446,14 @@ class TriagePanel(W.VBox):
                 self.dlq, where=lambda r: int(r["sequence_number"]) in chosen, connection=self.connection
             )
 
-        return self._prepare("discard", f"Remove {len(chosen)} messages from {self.dlq} for good", run)
+        return self._prepare("discard", f"Remove {len(chosen)} messages{self._of()} from {self.dlq} for good", run)
+
+    def _of(self) -> str:
+        """' (shown, of 6,667 in the group)' when the rows shown are not all of the group's messages."""
+        size = self._group_size(self._chosen())
+        if size is None or size <= len(self.visible):
+            return ""
+        return f" (shown, of {size:,} in {'the queue' if self._chosen() is None else 'the group'})"
 
     def _prepare(self, word: str, what: str, run: Callable[[], Report]) -> str:
         self.pending = (word, run)

@@ -106,7 +106,10 @@ class TriagePanel(W.VBox):
             value=FRAME_LIMIT, min=1, max=10_000_000, description="at most", style=label, layout=W.Layout(width="180px")
         )
         self.frame_button = W.Button(
-            description="Load as DataFrame", icon="table", tooltip="the group's messages into panel.frame (pandas)"
+            description="Load as DataFrame",
+            icon="table",
+            tooltip="the group's messages into panel.frame (pandas)",
+            layout=W.Layout(width="auto"),  # its full label, never cut
         )
         default_target = "" if self.source.is_subscription else str(self.source)
         self.target = W.Text(

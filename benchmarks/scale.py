@@ -18,6 +18,11 @@ emulator sampled while it runs:
                   trips: max_in_flight batches of batch_size, three round trips each (receive,
                   send the copies, complete the originals)
   purge (batch)   core.purge: batch-delete-messages on the server
+  triage open     the dead-letter triage panel opening on a DLQ of N messages (per call, warm: the
+                  runtime counts and one peeked page, whatever N); the DLQ is filled first, not
+                  timed (messages sent with a 1 s time to live to a queue that dead-letters them)
+  triage grouping core.group_counts of that DLQ: every message counted by reason, description and
+                  subject over the scanner, nothing kept but the counters
   purge (receive) core.purge of a partitioned queue, where Service Bus refuses batch delete, so
                   the kit receives (the fallback path); filled first, the fill not timed
 
@@ -52,6 +57,7 @@ from sbnotebook import core
 
 QUEUE, PARTITIONED = "scale", "scale-partitioned"
 EXPIRING, RETRY = "scale-expiring", "scale-retry"  # messages expire into EXPIRING's DLQ; resubmitted to RETRY
+DLQ = f"{EXPIRING}/$deadletterqueue"
 TOPOLOGY = {
     "UserConfig": {
         "Namespaces": [
@@ -60,7 +66,10 @@ TOPOLOGY = {
                 "Queues": [
                     {"Name": QUEUE, "Properties": {}},
                     {"Name": PARTITIONED, "Properties": {"EnablePartitioning": True}},
-                    {"Name": EXPIRING, "Properties": {"DeadLetteringOnMessageExpiration": True}},
+                    {
+                        "Name": EXPIRING,
+                        "Properties": {"DefaultMessageTimeToLive": "PT1S", "DeadLetteringOnMessageExpiration": True},
+                    },
                     {"Name": RETRY, "Properties": {}},
                 ],
             }
@@ -170,6 +179,43 @@ def purge_receive(run: Run) -> int:
     return run.n
 
 
+def fill_dlq(run: Run) -> int:
+    """N messages in a dead-letter queue, three subjects round-robin: sent with a 1 s time to live,
+    dead-lettered on expiry (seconds, where receiving and dead-lettering each would take minutes)."""
+    if core.counts(EXPIRING, connection=run.conn).dead_letter == run.n:
+        return run.n
+    records = ({"body": BODY, "subject": f"s{i % 3}"} for i in range(run.n))
+    core.send(EXPIRING, records, max_in_flight=32, connection=run.conn).raise_for_failures()
+    while core.counts(EXPIRING, connection=run.conn).dead_letter < run.n:
+        time.sleep(0.5)
+    return run.n
+
+
+def fill_dlq_and_open(run: Run) -> int:
+    """The DLQ filled, and the panel opened once: the links it uses are open (cold paths are measured
+    on their own, in benchmarks/interactive_latency.py)."""
+    from sbnotebook.notebook.widgets import TriagePanel
+
+    fill_dlq(run)
+    TriagePanel(EXPIRING, connection=run.conn)
+    return run.n
+
+
+def triage_open(run: Run) -> int:
+    from sbnotebook.notebook.widgets import TriagePanel
+
+    for _ in range(5):
+        panel = TriagePanel(EXPIRING, connection=run.conn)
+    assert panel.total == run.n and len(panel.records) == core.PAGE_SIZE, (panel.total, len(panel.records))
+    return 5
+
+
+def triage_grouping(run: Run) -> int:
+    counted = core.group_counts(DLQ, connection=run.conn)
+    assert counted.done and counted.scanned == run.n and len(counted.counts("subject")) == 3, counted
+    return run.n
+
+
 def stop(run: Run) -> int:
     """Stop the emulator (SIGTERM) until it has exited: a durable one folds its journal into a
     snapshot then, when the journal's tail is large (``--data-dir`` only)."""
@@ -200,11 +246,15 @@ STEPS: list[Step] = [
     Step("stop", stop, needs_data_dir=True),
     Step("restart", restart, needs_data_dir=True),
     Step("purge (batch delete)", purge_batch),
+    Step("triage open", triage_open, per_call=True),
+    Step("triage grouping", triage_grouping),
     Step("purge (receive path)", purge_receive),
 ]
 SETUP: dict[str, Callable[[Run], int]] = {
     "purge (receive path)": lambda run: fill(run, PARTITIONED),
     "resubmit": fill_dead_letters,
+    "triage open": fill_dlq_and_open,
+    "triage grouping": fill_dlq,
 }
 
 

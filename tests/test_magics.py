@@ -417,6 +417,61 @@ def test_dlq_summary_by_reason(ip: Any, sb: SbMagics, client: ServiceBusClient, 
     assert "5 dead-lettered messages in q by reason" in capsys.readouterr().out
 
 
+def test_dlq_summary_counts_every_message_by_subject_and_an_interrupt_shows_partial_counts(
+    ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any
+) -> None:
+    """The summary counts the whole DLQ over the scanner (not the first 1,000); a real SIGINT (a
+    kernel interrupt) while it counts stops the scan and shows the counts so far."""
+    import os
+    import signal
+    import threading
+
+    from tests.test_core_triage import fill_dlq
+
+    fill_dlq(emulator.connection_string, 3_000)
+    table = line(ip, "sb_dlq ttl-dl --summary --by subject")
+    assert table[["subject", "messages"]].values.tolist() == [["s0", 1000], ["s1", 1000], ["s2", 1000]]
+    assert "3000 dead-lettered messages in ttl-dl by subject" in capsys.readouterr().out
+    assert line(ip, "sb_dlq ttl-dl --summary -n 300")["messages"].tolist() == [300]
+
+    time.sleep(0.5)  # the windows the capped count left in flight are answered
+    emulator.latency = 0.05  # long enough to be interrupted half way
+    peeked = emulator.requests["peeked messages"]
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 30
+        while emulator.requests["peeked messages"] - peeked < 500 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=interrupt)
+    try:
+        sender.start()
+        table = line(ip, "sb_dlq ttl-dl --summary")
+    finally:
+        sender.join()
+        emulator.latency = 0
+    out = capsys.readouterr().out
+    assert "Interrupted: partial counts" in out and "stopped: partial counts" in out
+    assert 0 < table["messages"].sum() < 3_000
+    time.sleep(0.3)  # a peek sent just before the interrupt may reach the emulator a little later
+    asked = emulator.requests["com.microsoft:peek-message"]
+    time.sleep(0.5)
+    assert emulator.requests["com.microsoft:peek-message"] == asked  # the scan stopped with the cell
+
+
+def test_dlq_count_opens_the_panel_counting(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
+    from sbnotebook.notebook.widgets import TriagePanel
+
+    send(client, "q", "a", "b")
+    with client.get_queue_receiver("q") as r:
+        for m in r.receive_messages(max_message_count=2, max_wait_time=5):
+            r.dead_letter_message(m, reason="broken")
+    panel = line(ip, "sb_dlq q --count --by subject")
+    assert isinstance(panel, TriagePanel) and panel.by.value == "subject"
+    assert panel.wait(30) and panel.complete and panel.reasons == {"broken": 2}
+
+
 def test_stats_collects_samples_into_a_figure(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
     send(client, "q", "a", "b")
     fig = line(ip, "sb_stats q --samples 2 --interval 0.1")

@@ -77,11 +77,17 @@ from .sessions import (
     pretty_state,
     set_session_state,
 )
+from .triage import GROUP_FIELDS, GroupCounts, group_counts
+from .triage import NONE as GROUP_NONE
+from .triage import OTHER as GROUP_OTHER
 
 __all__ = [
     "ENV_CONNECTION_STRING",
     "ENV_NAMESPACE",
     "FIELDS",
+    "GROUP_FIELDS",
+    "GROUP_NONE",
+    "GROUP_OTHER",
     "PAGE_SIZE",
     "PROBLEMS",
     "RECORD_FIELDS",
@@ -96,6 +102,7 @@ __all__ = [
     "EntityNotFoundError",
     "EntityPath",
     "Field",
+    "GroupCounts",
     "ImportProgress",
     "InvalidInputError",
     "LiveConnection",
@@ -145,6 +152,7 @@ __all__ = [
     "filter_records",
     "from_json_record",
     "get_session_state",
+    "group_counts",
     "import_jsonl",
     "import_resume_point",
     "is_credential_ref",

@@ -110,6 +110,16 @@ class LinkPool:
         return [link for link, _ in out]
 
 
+async def _aclose(agen: Any, patience: float = 10.0) -> None:
+    """Close an async generator once its step in progress has ended: after an interrupted cell,
+    ``run`` cancels that step, but the cancellation unwinds on the loop a little later, and closing
+    a generator still running raises RuntimeError instead of closing it."""
+    deadline = time.monotonic() + patience
+    while getattr(agen, "ag_running", False) and time.monotonic() < deadline:
+        await asyncio.sleep(0.001)
+    await agen.aclose()
+
+
 class LiveConnection:
     """One live connection to a namespace (see the module docstring). Create with ``connect()``."""
 
@@ -237,9 +247,8 @@ class LiveConnection:
                     return
                 yield item
         finally:
-            aclose = getattr(agen, "aclose", None)
-            if aclose is not None and not self._loop_closed():
-                self.run(aclose())
+            if getattr(agen, "aclose", None) is not None and not self._loop_closed():
+                self.run(_aclose(agen))
 
     def _loop_closed(self) -> bool:
         return self._loop is None or self._loop.is_closed()

@@ -167,6 +167,7 @@ class AdminServer:
         if self.issuer is not None and self.issuer.handles(parts):
             self._serve_authority(req, method, parts, base)
             return
+        self.broker.requests[f"admin {method}"] += 1
         body_read = False
         try:
             # The caller is checked before a byte of the body is read: an unauthenticated client

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, cast
 
@@ -90,6 +91,9 @@ class Broker:
         self.restored = 0
         self.compacted_at_start = False
         self.restore_skipped = 0
+        # Requests served, by kind ("com.microsoft:peek-message", "admin GET", ...) and messages peeked:
+        # how a test tells how many round trips a client's action cost (Emulator.requests).
+        self.requests: Counter[str] = Counter()
         self._next_prune = 0.0
         for q in topology.queues:
             self.add_queue(q)

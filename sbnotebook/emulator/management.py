@@ -114,6 +114,7 @@ class ManagementHandler:
         """``check(operation)`` raises ``Unauthorized`` when the caller lacks the claim it needs."""
         props: dict[Any, Any] = dict(request.properties or {})
         operation = str(props.get("operation", ""))
+        self.broker.requests[operation] += 1
         reply = Message()
         reply.correlation_id = request.id
         try:
@@ -149,6 +150,7 @@ class ManagementHandler:
         count = int(_get(body, "message-count", 1))
         session_id = _get(body, "session-id", None)
         msgs = self.broker.peek(self.source(), from_seq, count, None if session_id is None else str(session_id))
+        self.broker.requests["peeked messages"] += len(msgs)
         if not msgs:
             return NO_CONTENT, None
         return OK, {"messages": [{"message": encode_stored(m, locked_until=m.locked_until)} for m in msgs]}

@@ -10,6 +10,7 @@ import socket
 import tempfile
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -297,6 +298,13 @@ class Emulator:
         return f"{scheme}://{self.address}:{self.port}"
 
     # ------------------------------------------------------- fault injection
+
+    @property
+    def requests(self) -> Counter[str]:
+        """Requests served so far: management operations by name (``com.microsoft:peek-message``),
+        ``admin GET``/``admin PUT``/... for the administration API, and ``peeked messages``. Tests read
+        it to count an action's round trips; ``requests.clear()`` starts again."""
+        return self.broker.requests
 
     @property
     def latency(self) -> float:

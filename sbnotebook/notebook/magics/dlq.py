@@ -1,27 +1,32 @@
-"""%sb_dlq: dead-letter triage (the panel, or a summary by reason)."""
+"""%sb_dlq: dead-letter triage (the panel, or counts per reason, description or subject)."""
 
 from __future__ import annotations
 
 import argparse
+import time
 from typing import TYPE_CHECKING, Any
 
 from ... import core
-from ...core import EntityPath, LiveConnection
-from .. import plots
+from ...core import EntityPath, GroupCounts, LiveConnection
 from .command import command, parser
-from .targets import with_dlq
+from .progress import Progress
 
 if TYPE_CHECKING:
     from .state import MagicsState
 
+BY = {"reason": "dead_letter_reason", "description": "dead_letter_error_description", "subject": "subject"}
 DLQ = parser(
     "sb_dlq",
-    "Triage a dead-letter queue: the triage panel with widgets, else a summary by dead-letter reason.",
-    "  %sb_dlq orders\n  %sb_dlq events/subscriptions/audit --summary",
+    "Triage a dead-letter queue: the triage panel with widgets (it opens on the counts and the first page), "
+    "else every dead-lettered message counted by reason (or --by description / subject), nothing kept but "
+    "the counts; a kernel interrupt stops counting and shows the counts so far.",
+    "  %sb_dlq orders\n  %sb_dlq orders --count\n  %sb_dlq events/subscriptions/audit --summary --by subject",
 )
 DLQ.add_argument("entity", help="the entity whose dead-letter queue to look at")
-DLQ.add_argument("--summary", action="store_true", help="the summary table, not the panel")
-DLQ.add_argument("-n", type=int, dest="count", default=1000, help="how many dead-lettered messages to read")
+DLQ.add_argument("--summary", action="store_true", help="the counts table, not the panel")
+DLQ.add_argument("--by", choices=list(BY), default="reason", help="what the summary groups by (default: reason)")
+DLQ.add_argument("--count", action="store_true", help="the panel starts counting every message at once")
+DLQ.add_argument("-n", type=int, dest="count_limit", default=None, help="count at most N messages (default: all)")
 
 
 @command(DLQ)
@@ -30,10 +35,35 @@ def sb_dlq(self: MagicsState, args: argparse.Namespace) -> Any:
     if not args.summary:
         panel = triage_panel(str(path), self.conn())
         if panel is not None:
+            panel.by.value = BY[args.by]
+            if args.count:
+                panel.count()
             return panel
-    page = core.peek(with_dlq(str(path), True), count=args.count, connection=self.conn())
-    table = plots.reason_counts(page.records)
-    print(f"{len(page)} dead-lettered messages in {path} by reason.")
+    return summary(path, self.conn(), args.by, args.count_limit)
+
+
+def summary(path: EntityPath, conn: LiveConnection, by: str, limit: int | None) -> Any:
+    """Count the dead-letter queue by ``by`` (reason, description, subject) with a live progress
+    line; an interrupt shows the partial counts."""
+    dlq = str(EntityPath(path.name, path.subscription, "dead_letter"))
+    counting = GroupCounts(dlq)
+    line = Progress(dlq, total=None)
+
+    def progress(c: GroupCounts) -> None:
+        if time.monotonic() - line.last < 0.3:
+            return
+        line.last, line.total = time.monotonic(), c.total
+        line.show(c.scanned, f"Counting {dlq}: {c.progress_text()}")
+
+    try:
+        core.group_counts(dlq, into=counting, progress=progress, limit=limit, connection=conn)
+    except KeyboardInterrupt:
+        print(f"Interrupted: partial counts of the first {counting.scanned:,} messages.")
+    line.show(counting.scanned, f"{dlq}: {counting.progress_text()}")
+    for note in counting.notes:
+        print(f"Note: {note}")
+    table = counting.to_pandas(BY[by])
+    print(f"{counting.scanned} dead-lettered messages in {path} by {by}.")
     return table
 
 

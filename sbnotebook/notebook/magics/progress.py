@@ -31,7 +31,12 @@ class Progress:
         done = report.count(self.counted)
         rate = done / (now - self.started) if now > self.started else 0.0
         of = f" of {self.total}" if self.total else ""
-        text = f"{self.verb} {self.entity}: {done}{of} {self.counted}, {report.failed} failed, {rate:.0f} msg/s"
+        self.show(
+            done, f"{self.verb} {self.entity}: {done}{of} {self.counted}, {report.failed} failed, {rate:.0f} msg/s"
+        )
+
+    def show(self, done: int, text: str) -> None:
+        """Draw the line now: a bar at ``done`` of the total, and ``text``."""
         bar = f"<progress value='{done}' max='{self.total}'></progress>" if self.total else "<progress></progress>"
         bundle = {"text/plain": text, "text/html": f"{bar} {html.escape(text)}"}
         if self.handle is None:

@@ -1,25 +1,48 @@
-"""Dead-letter triage: group by reason, inspect, repair in bulk, resubmit (copy first), or discard."""
+"""Dead-letter triage: group by reason, error description or subject, inspect, repair in bulk,
+resubmit (copy first), or discard.
+
+Opening costs the runtime counts (one round trip) and one peeked page, whatever the size of the
+dead-letter queue. When that page is the whole queue its groups are exact at once; otherwise
+**Count groups** counts every message by reason, description and subject over the scanner on a
+thread of its own (progress and rate shown, **Stop** or a kernel interrupt in ``wait()`` ends it),
+keeping counters only: a million dead-lettered messages never become a million rows in the kernel
+unless **Load as DataFrame** is asked for, with its limit."""
 
 from __future__ import annotations
 
 import html
 import json
 import re
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ipywidgets as W
 
 from ... import core
-from ...core import ConnectionLike, EntityPath, InvalidInputError, Report, live_connection
-from .. import plots
+from ...core import (
+    GROUP_NONE,
+    GROUP_OTHER,
+    ConnectionLike,
+    EntityPath,
+    GroupCounts,
+    InvalidInputError,
+    Report,
+    live_connection,
+)
 from ..edits import merge_patch
+from .background import Background, bars_html
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, MessageGrid
 from .render import detail_html, guard
 
 _TAGS = re.compile(r"<[^>]+>")
-_ALL = "\x00all"  # the Reason dropdown's "all" entry (a None value would show an empty dropdown)
+_ALL = "\x00all"  # the group dropdown's "all" entry (a None value would show an empty dropdown)
 Edit = Callable[[dict[str, Any]], dict[str, Any] | None]
+BY_LABELS = {"dead_letter_reason": "reason", "dead_letter_error_description": "error description", "subject": "subject"}
+PAGE = core.PAGE_SIZE  # one peek: what the panel loads when it opens
+FRAME_LIMIT = 10_000  # the default cap of "Load as DataFrame"
+PROGRESS_EVERY = 0.25  # seconds between two redraws while counting
 
 
 def patch_edit(patch: dict[str, Any]) -> Edit:
@@ -36,27 +59,65 @@ def patch_edit(patch: dict[str, Any]) -> Edit:
     return edit
 
 
+def group_key(record: dict[str, Any], by: str) -> str:
+    """The group a record falls in (as ``core.triage`` counts it)."""
+    value = record.get(by)
+    return GROUP_NONE if value is None or value == "" else str(value)
+
+
 class TriagePanel(W.VBox):
     """Everything destructive (resubmit moves, discard removes) waits for an explicit confirmation."""
 
-    def __init__(self, entity: str, *, connection: ConnectionLike = None, limit: int = 1000) -> None:
+    def __init__(self, entity: str, *, connection: ConnectionLike = None, limit: int = PAGE) -> None:
         self.connection = live_connection(connection)
         self.source = EntityPath.parse(entity).parent
         self.dlq = str(EntityPath(self.source.name, self.source.subscription, "dead_letter"))
+        if not isinstance(limit, int) or not 1 <= limit <= PAGE:
+            raise InvalidInputError(f"limit is the first page's size, 1 to {PAGE}, not {limit!r}.")
         self.limit = limit
-        self.records: list[dict[str, Any]] = []
+        self.total: int | None = None  # dead-lettered messages, from the runtime properties
+        self.first_page: list[dict[str, Any]] = []
+        self.records: list[dict[str, Any]] = []  # what is loaded: the first page, or a group's page
         self.visible: list[dict[str, Any]] = []
+        self.grouping: GroupCounts | None = None
+        self.frame: Any = None  # "Load as DataFrame" puts its DataFrame here
         self.edit: Edit | None = None
         self.reports: list[Report] = []
         self.pending: tuple[str, Callable[[], Report]] | None = None
+        self._drawn = 0.0
+        self._updating = False  # the dropdown is being refilled: its value changes are not the reader's
+        self._found: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (field, value) -> a page found by scanning
         wide = W.Layout(width="100%", max_width="100%")
         label = {"description_width": "initial"}  # labels at their full width, never cut
         self.title = W.HTML()
-        self.reload_button = W.Button(description="Reload", icon="refresh", tooltip="peek the dead-letter queue again")
-        self.chart = W.Output(layout=wide)
-        self.groups = W.Dropdown(options=[], description="Reason", style=label, layout=W.Layout(width="auto"))
+        self.reload_button = W.Button(description="Reload", icon="refresh", tooltip="counts and the first page again")
+        self.by = W.Dropdown(
+            options=[(v, k) for k, v in BY_LABELS.items()],
+            description="Group by",
+            style=label,
+            layout=W.Layout(width="auto"),
+        )
+        self.count_button = W.Button(
+            description="Count groups", icon="bar-chart", tooltip="count every dead-lettered message (peeks, no locks)"
+        )
+        self.stop_button = W.Button(description="Stop", icon="stop", disabled=True, tooltip="stop counting or loading")
+        self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="240px"))
+        self.progress.layout.display = "none"
+        self.progress_text = W.HTML()
+        self.chart = W.HTML(layout=wide)  # the groups as bars, redrawn while counting
+        self.groups = W.Dropdown(options=[], description="Group", style=label, layout=W.Layout(width="auto"))
         self.rows = MessageGrid(columns=[*BASE_COLUMNS, *DEAD_LETTER_COLUMNS, BODY_COLUMN], rows=10)
+        self.rows_note = W.HTML()
         self.detail = W.HTML(layout=wide)
+        self.frame_limit = W.BoundedIntText(
+            value=FRAME_LIMIT, min=1, max=10_000_000, description="at most", style=label, layout=W.Layout(width="180px")
+        )
+        self.frame_button = W.Button(
+            description="Load as DataFrame",
+            icon="table",
+            tooltip="the group's messages into panel.frame (pandas)",
+            layout=W.Layout(width="auto"),  # its full label, never cut
+        )
         default_target = "" if self.source.is_subscription else str(self.source)
         self.target = W.Text(
             value=default_target,
@@ -79,8 +140,13 @@ class TriagePanel(W.VBox):
         self.cancel_button = W.Button(description="Cancel")
         self.status = W.HTML(layout=wide)  # right under the action buttons: prompts, outcomes, mistakes
         self.report = W.HTML(layout=wide)
+        self.work = Background(self.status, self._working)
         self.reload_button.on_click(guard(self.status, self.reload))
-        self.groups.observe(lambda _: self._show_group(), names="value")
+        self.count_button.on_click(guard(self.status, self.count))
+        self.stop_button.on_click(guard(self.status, self.stop))
+        self.frame_button.on_click(guard(self.status, self._load_frame_in_background))
+        self.by.observe(lambda _: self._show_groups(), names="value")
+        self.groups.observe(lambda _: None if self._updating else self._show_group(), names="value")
         self.rows.on_select(self._on_select)
         self.resubmit_button.on_click(guard(self.status, self.ask_resubmit))
         self.discard_button.on_click(guard(self.status, self.ask_discard))
@@ -90,17 +156,18 @@ class TriagePanel(W.VBox):
             [self.confirm_box, self.confirm_button, self.cancel_button], layout=W.Layout(flex_flow="row wrap")
         )
         self.confirmation.layout.display = "none"
-        actions = W.HBox(
-            [self.target, self.resubmit_button, self.discard_button],
-            layout=W.Layout(flex_flow="row wrap", align_items="center", width="100%"),
-        )
+        row = W.Layout(flex_flow="row wrap", align_items="center", width="100%")
+        actions = W.HBox([self.target, self.resubmit_button, self.discard_button], layout=row)
         super().__init__(
             [
                 W.HBox([self.title, self.reload_button], layout=W.Layout(align_items="center", flex_flow="row wrap")),
+                W.HBox([self.by, self.count_button, self.stop_button, self.progress, self.progress_text], layout=row),
                 self.chart,
                 self.groups,
+                self.rows_note,
                 self.rows.widget,
                 W.HTML(self.rows.note),
+                W.HBox([self.frame_button, self.frame_limit], layout=row),
                 self.detail,
                 W.HTML("<b>Repair</b> (optional): a JSON merge patch applied to each body on resubmit"),
                 self.patch,
@@ -113,43 +180,216 @@ class TriagePanel(W.VBox):
         )
         self.reload()
 
-    # ---------------------------------------------------------- loading
+    # ---------------------------------------------------------- loading (one round trip + one page)
 
     def reload(self) -> None:
+        """The runtime counts and the first page; exact groups when that page is the whole queue."""
+        self.work.stop()
+        self.work.wait()
         self.pending = None  # what was asked was about the rows as they were
         self.confirmation.layout.display = "none"
-        self.records = core.peek(self.dlq, count=self.limit, connection=self.connection).records
-        table = plots.reason_counts(self.records)
-        options = [(f"{r.dead_letter_reason} ({r.messages})", r.dead_letter_reason) for r in table.itertuples()]
-        self.groups.options = [(f"all ({len(self.records)})", _ALL), *options]
-        self.groups.value = _ALL
-        self.chart.clear_output()
-        with self.chart:
-            from IPython.display import HTML, display
+        # The runtime counts (administration API) and the first page (a peek) at once: one round trip.
+        with ThreadPoolExecutor(1, thread_name_prefix="sbnotebook-counts") as pool:
+            counted = pool.submit(core.counts, self.source, connection=self.connection)
+            self.first_page = core.peek(self.dlq, count=self.limit, connection=self.connection).records
+            self.total = counted.result().dead_letter
+        self.records = self.first_page
+        self._found.clear()
+        whole = len(self.first_page) < self.limit  # the peek reached the end: nothing else to count
+        self.grouping = GroupCounts.of(self.first_page, self.dlq) if whole else None
+        self.progress.layout.display = "none"
+        self.progress_text.value = "" if whole else "<i>counts per group: press Count groups</i>"
+        self._show_groups()
 
-            if self.records:
-                display(plots.dead_letter_reasons(self.records))
-            else:  # an empty chart would show made-up axes
-                display(HTML(f"<i>No dead-lettered messages in {html.escape(self.dlq)}.</i>"))
+    @property
+    def complete(self) -> bool:
+        """The groups count every dead-lettered message (not only the first page)."""
+        return self.grouping is not None and self.grouping.done
+
+    def count(self, *, wait: bool = False) -> GroupCounts:
+        """Count every dead-lettered message by reason, description and subject (on a thread;
+        ``wait=True`` waits in the cell, where a kernel interrupt stops it). Returns the counts,
+        filled in as the scan goes."""
+        counting = GroupCounts(self.dlq, total=self.total)
+        self.grouping = counting
+        self._found.clear()
+        self.progress.max = max(1, self.total or 1)
+        self.progress.layout.display = "flex"
+
+        def job(stop: threading.Event) -> None:
+            core.group_counts(
+                self.dlq, into=counting, progress=self._drawn_progress, cancel=stop, connection=self.connection
+            )
+
+        self.work.start("count", job)
+        if wait:
+            self.wait()
+        return counting
+
+    def stop(self) -> None:
+        """Stop counting or loading after the page in flight (the counts so far stay, marked partial)."""
+        self.work.stop()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for counting or loading to end (a kernel interrupt stops it). True when it has."""
+        return self.work.wait(timeout)
+
+    def _working(self, busy: bool) -> None:
+        self.stop_button.disabled = not busy
+        self.count_button.disabled = busy
+        self.frame_button.disabled = busy
+        if not busy and self.grouping is not None:  # on the job's thread: redraw, start nothing
+            self._draw_progress(self.grouping)
+            self._show_groups(find=False)
+
+    def _drawn_progress(self, counting: GroupCounts) -> None:
+        import time
+
+        if time.monotonic() - self._drawn >= PROGRESS_EVERY:
+            self._drawn = time.monotonic()
+            self._draw_progress(counting)
+            self.chart.value = bars_html(self._rows())
+
+    def _draw_progress(self, counting: GroupCounts) -> None:
+        self.progress.max = max(1, counting.total or counting.scanned, counting.scanned)
+        self.progress.value = counting.scanned
+        self.progress_text.value = html.escape(counting.progress_text())
+
+    def _rows(self) -> list[tuple[str, int]]:
+        source = self.grouping
+        if source is None:
+            source = GroupCounts.of(self.first_page, self.dlq)
+        return [(g.value, g.messages) for g in source.table(self.by.value)]
+
+    def _show_groups(self, *, find: bool = True) -> None:
+        """The dropdown and bars for the chosen field: every message once counted, else the first page."""
+        rows = self._rows()
+        scope = "" if self.complete else (" (counting…)" if self.work.running else " (first page)")
+        if self.grouping is not None and self.grouping.cancelled:
+            scope = " (partial: stopped)"
+        options = [(f"{value} ({n:,})", value) for value, n in rows]
+        everything = self.total if self.total is not None else len(self.first_page)
+        keep = self.groups.value
+        self._updating = True
+        try:
+            self.groups.options = [(f"all ({everything:,})", _ALL), *options]
+            self.groups.value = keep if keep in {v for _, v in options} else _ALL
+        finally:
+            self._updating = False
+        self.groups.description = f"{BY_LABELS[self.by.value].capitalize()}{scope}"
+        self.chart.value = bars_html(rows)
+        shown = "" if everything <= len(self.first_page) else f"; the first {len(self.first_page):,} loaded"
         self.title.value = (
-            f"<b>{html.escape(self.dlq)}</b>: {len(self.records)} dead-lettered messages, {len(options)} reasons"
+            f"<b>{html.escape(self.dlq)}</b>: {everything:,} dead-lettered messages{shown}, "
+            f"{len(rows)} {BY_LABELS[self.by.value]}s{scope}"
         )
-        self._show_group()
+        self._show_group(find=find)
 
     @property
     def reasons(self) -> dict[str, int]:
-        return {str(r.dead_letter_reason): int(r.messages) for r in plots.reason_counts(self.records).itertuples()}
+        """Messages per dead-letter reason: every message once counted, else the first page."""
+        source = self.grouping if self.grouping is not None else GroupCounts.of(self.first_page, self.dlq)
+        return source.counts("dead_letter_reason")
 
-    def select_group(self, reason: str | None) -> None:
-        """Show one dead-letter reason's messages (None: all of them)."""
-        self.groups.value = _ALL if reason is None else reason
+    def select_group(self, value: str | None) -> None:
+        """Show one group's messages (None: the first page of all of them)."""
+        self.groups.value = _ALL if value is None else value
 
-    def _show_group(self) -> None:
-        reason = None if self.groups.value == _ALL else self.groups.value
-        self.visible = [
-            r for r in self.records if reason is None or (r.get("dead_letter_reason") or "(none)") == reason
-        ]
-        self.rows.show(self.visible)
+    def _chosen(self) -> str | None:
+        return None if self.groups.value in (_ALL, None) else str(self.groups.value)
+
+    def _in_group(self, value: str | None) -> Callable[[dict[str, Any]], bool]:
+        by = self.by.value
+        if value is None:
+            return lambda r: True
+        if value == GROUP_OTHER and self.grouping is not None:  # the values past the cap: not among those kept
+            kept = set(self.grouping.groups.get(by, {})) - {GROUP_OTHER}
+            return lambda r: group_key(r, by) not in kept
+        return lambda r: group_key(r, by) == value
+
+    def _show_group(self, *, find: bool = True) -> None:
+        value = self._chosen()
+        keep = self._in_group(value)
+        in_page = [r for r in self.first_page if keep(r)]
+        wanted = self._group_size(value)
+        found = self._found.get((self.by.value, value or ""))
+        if found is not None:
+            self._show(found, wanted)
+            return
+        if value is None or wanted is None or len(in_page) >= min(wanted, self.limit) or not find:
+            self._show(in_page, wanted)
+            return
+        # The group has messages past the first page: find a page of them with the scanner.
+        self._show(in_page, wanted, finding=True)
+        self.work.start("find", lambda stop: self._find(value, keep, stop))
+
+    def _group_size(self, value: str | None) -> int | None:
+        if value is None:
+            return self.total
+        if self.grouping is None:
+            return None
+        group = self.grouping.groups.get(self.by.value, {}).get(value)
+        return group.messages if group is not None else None
+
+    def _find(self, value: str, keep: Callable[[dict[str, Any]], bool], stop: threading.Event) -> None:
+        by = self.by.value
+        group = (self.grouping.groups.get(by, {}) if self.grouping else {}).get(value)
+        start = int(group.first_sequence_number or 1) if group is not None else 1
+        found: list[dict[str, Any]] = []
+        pages = core.scan(self.dlq, start=start, connection=self.connection)
+        try:
+            for page in pages:
+                found.extend(r for r in page if keep(r))
+                if len(found) >= self.limit or stop.is_set() or self._chosen() != value:
+                    break
+        finally:
+            pages.close()
+        wanted = self._chosen() == value and self.by.value == by  # still the group the reader wants
+        if wanted and not stop.is_set():
+            self._found[(by, value)] = found[: self.limit]
+        if wanted:
+            self._show(found[: self.limit], self._group_size(value), stopped=stop.is_set())
+
+    def _show(
+        self, records: list[dict[str, Any]], of: int | None, *, finding: bool = False, stopped: bool = False
+    ) -> None:
+        self.visible = records
+        self.rows.show(records)
+        self.detail.value = ""
+        more = f" of {of:,}" if of is not None and of > len(records) else ""
+        state = "; finding more…" if finding else ("; stopped before a page was found" if stopped else "")
+        self.rows_note.value = f"<i>{len(records):,}{more} messages shown{state}</i>"
+
+    # ---------------------------------------------------------- a DataFrame, when asked for
+
+    def to_pandas(self, limit: int = FRAME_LIMIT, *, stop: threading.Event | None = None) -> Any:
+        """Up to ``limit`` messages of the chosen group (or of the whole queue) as a DataFrame in the
+        record schema, read with the scanner; the explicit way to hold many rows in the kernel."""
+        if not isinstance(limit, int) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive whole number, not {limit!r}.")
+        value = self._chosen()
+        keep = self._in_group(value)
+        found: list[dict[str, Any]] = []
+        pages = core.scan(self.dlq, limit=limit if value is None else None, connection=self.connection)
+        try:
+            for page in pages:
+                found.extend(r for r in page if keep(r))
+                if len(found) >= limit or (stop is not None and stop.is_set()):
+                    break
+        finally:
+            pages.close()
+        return core.to_dataframe(found[:limit])
+
+    def _load_frame_in_background(self) -> None:
+        limit = int(self.frame_limit.value)
+
+        def job(stop: threading.Event) -> None:
+            self.frame = self.to_pandas(limit, stop=stop)
+            partial = " (stopped: partial)" if stop.is_set() else ""
+            self.status.value = f"<code>panel.frame</code>: a DataFrame of {len(self.frame):,} messages{partial}"
+
+        self.status.value = f"Loading up to {limit:,} messages into <code>panel.frame</code>…"
+        self.work.start("frame", job)
 
     def select(self, rows: list[int]) -> None:
         self.rows.value = tuple(rows)
@@ -197,7 +437,7 @@ class TriagePanel(W.VBox):
                 connection=self.connection,
             )
 
-        return self._prepare("resubmit", f"Resubmit {len(chosen)} messages to {goal} {applied}", run)
+        return self._prepare("resubmit", f"Resubmit {len(chosen)} messages{self._of()} to {goal} {applied}", run)
 
     def _describe_edit(self) -> str:
         """What a resubmit will change, shown before the confirmation (html)."""
@@ -216,7 +456,14 @@ class TriagePanel(W.VBox):
                 self.dlq, where=lambda r: int(r["sequence_number"]) in chosen, connection=self.connection
             )
 
-        return self._prepare("discard", f"Remove {len(chosen)} messages from {self.dlq} for good", run)
+        return self._prepare("discard", f"Remove {len(chosen)} messages{self._of()} from {self.dlq} for good", run)
+
+    def _of(self) -> str:
+        """' (shown, of 6,667 in the group)' when the rows shown are not all of the group's messages."""
+        size = self._group_size(self._chosen())
+        if size is None or size <= len(self.visible):
+            return ""
+        return f" (shown, of {size:,} in {'the queue' if self._chosen() is None else 'the group'})"
 
     def _prepare(self, word: str, what: str, run: Callable[[], Report]) -> str:
         self.pending = (word, run)

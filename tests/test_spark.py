@@ -16,6 +16,7 @@ from tests.helpers import drain, send
 
 pyspark = pytest.importorskip("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
+from sbnotebook.spark import registered  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -260,7 +261,7 @@ def test_the_key_never_appears_in_plans_or_errors(spark: Any) -> None:
         with pytest.raises(Exception) as info:
             spark.read.format("servicebus").option("connectionString", bad).option("entity", "q").load().count()
         assert key not in str(info.value)
-        assert key not in repr(sbspark.ServiceBusDataSource.default_connection)
+        assert key not in repr(registered.default())
 
 
 def test_streaming_sink_sends_each_micro_batch(sp: Any, client: ServiceBusClient, tmp_path: Path) -> None:

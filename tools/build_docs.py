@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PLACEHOLDER_KEYS = {"SAS_KEY_VALUE", "<key>", "KEY"}  # shown in docs as examples, not secrets
-KEY_VALUE = re.compile(r"SharedAccessKey=([^;\"'<\s&]+)")
+KEY_VALUE = re.compile(r"SharedAccessKey=([^;\"'<\s&\\]+)")  # a JSON escape (\\n) ends a value too
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -124,3 +125,24 @@ def stream_to_parquet(spark: Any, where: Any, **options: Any) -> Any:
     query.awaitTermination(120)
     assert query.exception() is None
     return spark.read.parquet(str(where / "sink"))
+
+
+def rss_growth_during(work: Callable[[], Any]) -> tuple[Any, int]:
+    """Run ``work`` while sampling this process's RSS every 20 ms: (its result, peak - start)."""
+    me = psutil.Process()
+    start = peak = me.memory_info().rss
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not stop.wait(0.02):
+            peak = max(peak, me.memory_info().rss)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = work()
+    finally:
+        stop.set()
+        sampler.join()
+    return result, max(peak, me.memory_info().rss) - start

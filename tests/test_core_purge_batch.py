@@ -11,20 +11,18 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 
-from .helpers import start_cli_emulator, wait_until
+from .helpers import rss_growth_during, start_cli_emulator, wait_until
 
 PARTITIONED: dict[str, Any] = {
     "UserConfig": {
@@ -156,27 +154,6 @@ def test_purge_of_sessions_deletes_unheld_sessions_on_the_server(emulator: Emula
     assert emulator.broker.counts("sq60")["active"] == 0
 
 
-def _rss_growth_during(work: Callable[[], Any]) -> tuple[Any, int]:
-    """Run ``work`` while sampling this process's RSS every 20 ms: (its result, peak - start)."""
-    me = psutil.Process()
-    start = peak = me.memory_info().rss
-    stop = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not stop.wait(0.02):
-            peak = max(peak, me.memory_info().rss)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        result = work()
-    finally:
-        stop.set()
-        sampler.join()
-    return result, max(peak, me.memory_info().rss) - start
-
-
 @pytest.mark.timeout(240)
 def test_purging_100_000_messages_by_receiving_keeps_the_kernel_flat(tmp_path: Path) -> None:
     """Memory of the process that purges (the kernel; the emulator runs in its own process) stays
@@ -189,7 +166,7 @@ def test_purging_100_000_messages_by_receiving_keeps_the_kernel_flat(tmp_path: P
         n = 100_000
         core.send("p", ("x" * 1000 for _ in range(n)), max_in_flight=32, connection=conn).raise_for_failures()
         core.purge("plain", connection=conn)  # connected, and the purge code paths loaded, before measuring
-        report, growth = _rss_growth_during(lambda: core.purge("p", connection=conn))
+        report, growth = rss_growth_during(lambda: core.purge("p", connection=conn))
         assert report.count("purged") == n and report.ok
         assert any("refused" in note for note in report.notes), report.notes  # the receive path was taken
         assert growth < 40 * 1024 * 1024, f"the kernel grew by {growth / 2**20:.0f} MiB purging {n} messages"

@@ -16,14 +16,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from sbnotebook import core
 from sbnotebook.core.jsonl import EXPORTING, IMPORTING, write_jsonl
 from sbnotebook.emulator import Emulator
 
-from .helpers import start_cli_emulator, wait_until
+from .helpers import rss_growth_during, start_cli_emulator, wait_until
 
 TOPOLOGY: dict[str, Any] = {
     "UserConfig": {
@@ -245,27 +244,6 @@ def test_an_import_killed_midway_sends_only_what_is_left_when_run_again(emulator
     assert not marker.exists()
 
 
-def _rss_growth_during(work: Callable[[], Any]) -> tuple[Any, int]:
-    """Run ``work`` while sampling this process's RSS every 20 ms: (its result, peak - start)."""
-    me = psutil.Process()
-    start = peak = me.memory_info().rss
-    stop = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not stop.wait(0.02):
-            peak = max(peak, me.memory_info().rss)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        result = work()
-    finally:
-        stop.set()
-        sampler.join()
-    return result, max(peak, me.memory_info().rss) - start
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_resubmit_export_and_import_of_100_000_messages_keep_the_kernel_flat(tmp_path: Path) -> None:
@@ -283,12 +261,12 @@ def test_resubmit_export_and_import_of_100_000_messages_keep_the_kernel_flat(tmp
         core.export_jsonl("plain", tmp_path / "warm.jsonl", connection=conn)
         core.resubmit("plain/$deadletterqueue", target="plain", connection=conn)
         out = tmp_path / "dlq.jsonl"
-        written, growth = _rss_growth_during(lambda: core.export_jsonl(DLQ, out, connection=conn))
+        written, growth = rss_growth_during(lambda: core.export_jsonl(DLQ, out, connection=conn))
         assert written == n and growth < limit, f"export grew the kernel by {growth / 2**20:.0f} MiB"
-        report, growth = _rss_growth_during(lambda: core.resubmit(DLQ, target="dst", connection=conn))
+        report, growth = rss_growth_during(lambda: core.resubmit(DLQ, target="dst", connection=conn))
         assert report.count("resubmitted") == n and report.ok, report
         assert growth < limit, f"resubmit grew the kernel by {growth / 2**20:.0f} MiB"
-        report, growth = _rss_growth_during(lambda: core.import_jsonl("plain", out, connection=conn))
+        report, growth = rss_growth_during(lambda: core.import_jsonl("plain", out, connection=conn))
         assert report.count("sent") == n and report.ok, report
         assert growth < limit, f"import grew the kernel by {growth / 2**20:.0f} MiB"
     finally:

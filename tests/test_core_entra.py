@@ -127,3 +127,22 @@ def test_a_missing_role_is_one_line_naming_the_role(
     message = str(refused.value)
     assert role_named in message and "\n" not in message
     assert message.startswith("Access refused")
+
+
+def test_panels_work_over_tls_with_entra_id(entra: Emulator) -> None:
+    """The panels take the same live connection: the browser peeks, the triage panel opens on the
+    dead-letter count (the admin API with a Bearer token) and its first page, over TLS + Entra ID."""
+    from sbnotebook.notebook.widgets import MessageBrowser, TriagePanel
+
+    with core.connect(namespace=_ns(entra), credential=entra.credential(["Owner"])) as conn:
+        core.purge("orders", connection=conn)
+        core.purge("orders/$deadletterqueue", connection=conn)
+        core.send("orders", ["for the browser", "for the triage panel"], connection=conn)
+        browser = MessageBrowser("orders", page_size=10, connection=conn)
+        assert [r["body_text"] for r in browser.records] == ["for the browser", "for the triage panel"]
+        with core.receive("orders", count=2, wait=3, connection=conn) as batch:
+            assert batch.dead_letter([1], reason="entra-test").ok
+            assert batch.complete([0]).ok
+        panel = TriagePanel("orders", connection=conn)
+        assert panel.total == 1
+        assert [r["dead_letter_reason"] for r in panel.records] == ["entra-test"]

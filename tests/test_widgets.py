@@ -130,7 +130,7 @@ def test_settlement_panel_settles_selected_rows_and_shows_each_outcome(
     send(client, "q", "a", "b", "c", "d")
     batch = core.receive("q", count=4, connection=emulator.connection_string)
     panel = SettlementPanel(batch, tick=0)
-    assert "s left" in panel.rows.options[0][0]
+    assert panel.rows.options[0][0].endswith("locked") and "4 locked, the soonest ends in" in panel.locks.value
     panel.select([0, 1])
     panel.buttons["complete"].click()
     panel.reason.value, panel.description_box.value = "bad-total", "total < 0"
@@ -160,12 +160,32 @@ def test_settlement_panel_shows_a_lost_lock_and_the_renewal_switch(
     panel.auto_renew.value = False  # synced trait -> the batch stops renewing
     assert batch.auto_renew is False
     time.sleep(1.5)
-    assert "lock expired" in panel.rows.options[0][0]
+    assert "lock expired" in panel.rows.options[0][0] and "1 lock expired" in panel.locks.value
     report = panel.act("complete", [0])
     assert report is not None and [o.outcome for o in report] == ["lock_lost"] and report.failed == 1
     assert "complete: lock lost" in panel.rows.options[0][0] and "1 lock-lost of 1" in panel.status.value
     panel.close()
     batch.close()
+
+
+def test_the_countdown_keeps_the_selection_and_the_last_outcome(emulator: Emulator, client: ServiceBusClient) -> None:
+    """The countdown ticks on its own thread: it must not clear a selection or erase the outcome
+    of the last click (a CI run of the browser test clicked Complete and never saw its result)."""
+    send(client, "q", "a", "b")
+    batch = core.receive("q", count=2, connection=emulator.connection_string)
+    panel = SettlementPanel(batch, tick=0.05)
+    try:
+        options = panel.rows.options
+        panel.select([0])
+        time.sleep(0.5)  # ten ticks
+        assert panel.rows.value == (0,) and panel.rows.options == options  # nothing redrawn
+        report = panel.act("complete")
+        assert report is not None and report.count("completed") == 1
+        time.sleep(0.5)
+        assert "complete q: 1 completed of 1" in panel.status.value and "1 locked" in panel.locks.value
+    finally:
+        panel.close()
+        batch.close()
 
 
 def test_settlement_panel_renewal_keeps_locks_alive(emulator: Emulator, client: ServiceBusClient) -> None:

@@ -1,4 +1,8 @@
-"""Settlement panel for a locked batch: lock countdowns, auto-renewal, and per-row outcomes."""
+"""Settlement panel for a locked batch: lock countdowns, auto-renewal, and per-row outcomes.
+
+The countdown ticks on a thread of its own, so it writes one widget nobody edits (the locks line)
+and the row list only when a row's state changes: rewriting a list's options every second resets
+a selection the browser has in flight, and rewriting the status line erased the last outcome."""
 
 from __future__ import annotations
 
@@ -31,7 +35,9 @@ class SettlementPanel(W.VBox):
             ]
         }
         self.status = W.HTML()
+        self.locks = W.HTML()
         self.detail = W.HTML()
+        self._view = threading.RLock()  # the countdown thread and a click never redraw at once
         self.auto_renew.observe(lambda change: setattr(self.batch, "auto_renew", change["new"]), names="value")
         for name, button in self.buttons.items():
             button.on_click(guard(self.status, lambda action=name: self.act(action)))
@@ -39,6 +45,7 @@ class SettlementPanel(W.VBox):
         super().__init__(
             [
                 self.status,
+                self.locks,
                 self.rows,
                 W.HBox([self.auto_renew]),
                 W.HBox(list(self.buttons.values())),
@@ -54,8 +61,11 @@ class SettlementPanel(W.VBox):
     def _tick(self, every: float) -> None:
         while not self._stop.wait(every):
             if self.batch.closed or not self.batch.unsettled:
+                self._show_locks()
                 return
-            self.refresh()
+            with self._view:
+                self._show_locks()
+                self._relabel()
 
     def close(self) -> None:
         self._stop.set()
@@ -63,8 +73,8 @@ class SettlementPanel(W.VBox):
 
     # ---------------------------------------------------------- view
 
-    def row_state(self, i: int) -> str:
-        """What a row shows after its label: the lock countdown, or the outcome of its settlement."""
+    def row_state(self, i: int, left: list[float | None] | None = None) -> str:
+        """What a row shows after its label: its lock, or the outcome of its settlement."""
         problem = self.problems.get(i)
         if problem is not None:
             operation, outcome = problem
@@ -72,19 +82,47 @@ class SettlementPanel(W.VBox):
             return f"{operation}: {outcome.outcome.replace('_', ' ')}{why}"
         status = self.batch.status(i)
         if status == "locked":
-            left = self.batch.seconds_left()[i]
-            return f"locked, {left:.0f} s left" if left else "lock expired"
+            return "locked" if (left or self.batch.seconds_left())[i] else "lock expired"
         return status.replace("_", " ")
 
+    def locks_line(self) -> str:
+        """The countdown: how many locks are held and when the soonest ends."""
+        left = [s for s in self.batch.seconds_left() if s is not None]
+        if not left:
+            return ""
+        held = [s for s in left if s > 0]
+        expired = len(left) - len(held)
+        parts = [f"{len(held)} locked, the soonest ends in {min(held):.0f} s"] if held else []
+        if expired:
+            parts.append(f"{expired} lock{'s' if expired > 1 else ''} expired")
+        renewing = " (renewed automatically)" if self.batch.auto_renew and held else ""
+        return "Locks: " + ", ".join(parts) + renewing
+
+    def _show_locks(self) -> None:
+        line = html.escape(self.locks_line())
+        if self.locks.value != line:
+            self.locks.value = line
+
+    def _relabel(self) -> None:
+        """Rewrite the row labels if a row's state changed, keeping what is selected (a new list of
+        options clears the selection)."""
+        left = self.batch.seconds_left()
+        options = [(row_label(r, f"  — {self.row_state(i, left)}"), i) for i, r in enumerate(self.batch.records)]
+        if list(self.rows.options) == options:
+            return
+        with self.rows.hold_sync():
+            selected = self.rows.value
+            self.rows.options = options
+            self.rows.value = tuple(i for i in selected if i < len(options))
+
     def refresh(self) -> None:
-        records = self.batch.records
-        selected = self.rows.value
-        self.rows.options = [(row_label(r, f"  — {self.row_state(i)}"), i) for i, r in enumerate(records)]
-        self.rows.value = tuple(i for i in selected if i < len(records))
-        open_ = len(self.batch.unsettled)
-        self.status.value = (
-            f"<b>{self.batch.entity}</b>: {len(records)} messages, {open_} unsettled ({self.batch.mode})"
-        )
+        with self._view:
+            self._relabel()
+            self._show_locks()
+            open_ = len(self.batch.unsettled)
+            self.status.value = (
+                f"<b>{self.batch.entity}</b>: {len(self.batch.records)} messages, {open_} unsettled ({self.batch.mode})"
+            )
 
     def _on_select(self, _: Any) -> None:
         chosen = list(self.rows.value)
@@ -118,6 +156,7 @@ class SettlementPanel(W.VBox):
                 self.problems.pop(o.index, None)
             else:
                 self.problems[o.index] = (report.operation, o)
-        self.refresh()
-        self.status.value += f"<br>{html.escape(report.summary())}"
+        with self._view:
+            self.refresh()
+            self.status.value += f"<br>{html.escape(report.summary())}"
         return report

@@ -248,11 +248,15 @@ def test_an_import_killed_midway_sends_only_what_is_left_when_run_again(emulator
 @pytest.mark.timeout(900)
 def test_resubmit_export_and_import_of_100_000_messages_keep_the_kernel_flat(tmp_path: Path) -> None:
     """The process doing the work (the kernel; the emulator runs in its own process) grows by less
-    than 40 MiB while 10^5 messages of 1 KB (100 MB of bodies) pass through it three times."""
+    than 64 MiB while 10^5 messages of 1 KB (100 MB of bodies) pass through it three times: holding
+    the bodies would take over 100 MiB. The working set is the batches in flight and the Report's
+    kept outcomes; a resubmit measured 17-23 MiB alone and 42 MiB in a CI run of the whole suite,
+    four workers on two cores (garbage collected later under load). A per-message leak too small for
+    this bound is guarded where it was found: tests/test_core_sdk_memory.py."""
     config = tmp_path / "topology.json"
     config.write_text(json.dumps(TOPOLOGY))
     proc, conn = start_cli_emulator("--port", "0", "--admin-port", "0", "--config", str(config))
-    limit = 40 * 1024 * 1024
+    limit = 64 * 1024 * 1024
     try:
         n = 100_000
         core.send("src", ("x" * 1000 for _ in range(n)), max_in_flight=32, connection=conn).raise_for_failures()

@@ -35,7 +35,15 @@ from .live import ConnectionLike, LiveConnection, live, opened, receiver_for
 from .outcome import Outcome, Report
 from .receive import fetch_batch
 from .scan import STATES, SessionHold, ascan, message_state
-from .sdk import BATCH_DELETE_MAX, batch_delete, close_now, drain_credit, management_handler, settle_by_tokens
+from .sdk import (
+    BATCH_DELETE_MAX,
+    batch_delete,
+    close_now,
+    drain_credit,
+    forget_deliveries,
+    management_handler,
+    settle_by_tokens,
+)
 from .sessions import each_session, hold_session, list_session_ids
 
 log = logging.getLogger("sbnotebook.core.purge")
@@ -174,6 +182,7 @@ async def _purge(
         async with opened(rcv):
             while batch := await rcv.receive_messages(max_message_count=PURGE_BATCH, max_wait_time=1):
                 report.extend(_removed(m) for m in batch)
+                forget_deliveries(rcv)  # pre-settled: the link would keep every tag to the end
                 tick()
             # The prefetch credit is still out: what the broker sent meanwhile is removed too.
             late: list[Any] = []

@@ -27,6 +27,7 @@ from .sdk import (
     abandon_with_properties,
     close_now,
     drain_credit,
+    forget_deliveries,
     has_credit,
     open_without_sleeps,
     release,
@@ -447,6 +448,14 @@ async def fetch_batch(rcv: Any, count: int, wait: float, *, deletes: bool = Fals
     receive-and-delete receiver, whose messages are gone from Service Bus once sent, so the
     receive also waits for those already on their way (see ``sdk.drain_credit``), and a failure
     after some arrived returns them (logged) instead of raising: nobody could receive them again."""
+    try:
+        return await _fetch(rcv, count, wait, deletes)
+    finally:
+        if deletes:
+            forget_deliveries(rcv)  # pre-settled: the link would keep every tag while pooled
+
+
+async def _fetch(rcv: Any, count: int, wait: float, deletes: bool) -> list[Any]:
     out: list[Any] = []
     deadline = time.monotonic() + wait
     try:

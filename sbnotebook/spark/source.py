@@ -18,7 +18,7 @@ from pyspark.sql.datasource import (
 
 from ..core import Connection, EntityNotFoundError, EntityPath, SbError, list_sessions
 from . import bodies, reading, writing
-from .options import OptionError, ReadOptions, WriteOptions, summary
+from .options import DESTRUCTIVE_BOUND, OptionError, ReadOptions, WriteOptions, summary
 from .schema import arrow_schema
 from .secrets import Source
 
@@ -91,7 +91,7 @@ class _Reader(DataSourceReader):
             raise OptionError(
                 text if text.startswith("servicebus:") else f"servicebus: cannot read {o.entity}: {text}"
             ) from None
-        return [InputPartition(s) for s in reading.shares(o.max_messages or 1000, o.num_partitions)]
+        return [InputPartition(s) for s in reading.shares(o.max_messages or DESTRUCTIVE_BOUND, o.num_partitions)]
 
     def _session_partitions(self, conn: Connection) -> list[InputPartition]:
         """Sessions as they are now (the sessionIds option, else every session with messages or state),

@@ -129,7 +129,8 @@ def infer_body_schema(
     """The body schema a ``bodyFormat=json`` read would infer for `entity`, as the DDL the bodySchema
     option takes: pin it so that a later read (or a stream's restart) keeps these columns. Peeks at
     most `sample` bodies (nothing locked); runs here, needs no Spark session."""
-    from .bodies import DEFAULT_SAMPLE, MAX_SAMPLE, ddl, inferred_struct
+    from .bodies import DEFAULT_SAMPLE, MAX_SAMPLE
+    from .body_schema import ddl, inferred_struct
     from .options import entity as entity_path
 
     size = DEFAULT_SAMPLE if sample is None else sample

@@ -6,11 +6,19 @@ Spark Connect alike, no files); ``df.write`` / ``df.writeStream.format("serviceb
 each task's commit message, and the writer's ``commit`` folds and logs them. A row is either one of
 the task's figures (``outcome`` null: retries, operations, seconds), a counted outcome (``n``
 messages sent), or one failed message with every field of a core ``Outcome``.
+
+A struct ``body`` or ``body_json`` column is sent as JSON the way Spark's ``to_json`` writes it
+(:func:`struct_body`).
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import datetime as dt
+import decimal
+import json
+import math
 import types
 import typing
 from collections.abc import Iterable, Iterator
@@ -20,6 +28,7 @@ from typing import Any
 from pyspark.sql.datasource import WriterCommitMessage
 
 from ..core import PROBLEMS, Outcome, Report, redact, send
+from .bodies import BODY_JSON, RESCUED
 from .options import WriteOptions
 from .schema import arrow_schema_of, columns_ddl
 
@@ -84,15 +93,65 @@ def send_rows(options: WriteOptions, rows: Iterable[Any]) -> Report:
 
 def plain_row(row: dict[str, Any], struct_columns: tuple[str, ...] = ()) -> dict[str, Any]:
     """Arrow hands a map column over as a list of pairs; a record wants a dict. A struct body is sent
-    as JSON (spark/bodies.py)."""
+    as JSON (:func:`struct_body`)."""
     props = row.get("application_properties")
     if isinstance(props, list):
         row["application_properties"] = dict(props)
     if struct_columns:
-        from .bodies import struct_body
-
         return struct_body(row, struct_columns)
     return row
+
+
+# ------------------------------------------------------------------ JSON bodies (struct columns) as sent
+
+
+def json_text(value: Any) -> str:
+    """A struct value (a Row as dict, or Arrow's to_pylist form) as JSON, the way Spark's to_json
+    writes it: null fields left out, timestamps ISO 8601, binary base64, maps as objects."""
+    return json.dumps(_jsonable(value), separators=(",", ":"), allow_nan=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):  # an Arrow map
+            return {str(k): _jsonable(v) for k, v in value if v is not None}
+        return [_jsonable(v) for v in value]
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value) if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def struct_body(record: dict[str, Any], struct_columns: tuple[str, ...]) -> dict[str, Any]:
+    """A row to send: a struct `body` column, or else a `body_json` column, becomes the JSON body with
+    content type application/json (unless the row gives one). A row whose body_json is null (a body
+    rescued at read) sends its `body` as it is."""
+    body = record.get("body")
+    if "body" in struct_columns and isinstance(body, (dict, list)):
+        record["body"] = json_text(body)
+    elif "body_json" in struct_columns and record.get("body_json") is not None:
+        record["body"] = json_text(record["body_json"])
+    else:
+        return _without_body_columns(record)
+    if not record.get("content_type"):
+        record["content_type"] = "application/json"
+    record.pop("body_text", None)
+    return _without_body_columns(record)
+
+
+def _without_body_columns(record: dict[str, Any]) -> dict[str, Any]:
+    record.pop(BODY_JSON, None)
+    record.pop(RESCUED, None)
+    return record
 
 
 def task_rows(report: Report, task: int) -> list[dict[str, Any]]:

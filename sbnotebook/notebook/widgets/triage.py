@@ -26,12 +26,9 @@ from ...core import (
     EntityPath,
     GroupCounts,
     InvalidInputError,
-    Report,
     live_connection,
 )
-from ..edits import Edit
 from .background import Background, bars_html
-from .confirm import ConfirmRow
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, MessageGrid
 from .render import detail_html, guard
 from .triage_actions import TriageActions
@@ -65,8 +62,6 @@ class TriagePanel(W.VBox, TriageActions):
         self.visible: list[dict[str, Any]] = []
         self.grouping: GroupCounts | None = None
         self.frame: Any = None  # "Load as DataFrame" puts its DataFrame here
-        self.edit: Edit | None = None
-        self.reports: list[Report] = []
         self._drawn = 0.0
         self._updating = False  # the dropdown is being refilled: its value changes are not the reader's
         self._found: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (field, value) -> a page found by scanning
@@ -101,28 +96,8 @@ class TriagePanel(W.VBox, TriageActions):
             tooltip="the group's messages into panel.frame (pandas)",
             layout=W.Layout(width="auto"),  # its full label, never cut
         )
-        default_target = "" if self.source.is_subscription else str(self.source)
-        self.target = W.Text(
-            value=default_target,
-            description="Resubmit to",
-            placeholder="queue to resubmit to",
-            style=label,
-            layout=W.Layout(width="auto", min_width="320px"),
-        )
-        self.patch = W.Textarea(
-            placeholder='JSON merge patch for the bodies, e.g. {"currency": "EUR"}', rows=3, layout=wide
-        )
-        self.resubmit_button = W.Button(
-            description="Resubmit selected…", button_style="warning", layout=W.Layout(width="auto")
-        )
-        self.discard_button = W.Button(
-            description="Discard selected…", button_style="danger", layout=W.Layout(width="auto")
-        )
-        # The question is the status line above it (highlighted), right under the action buttons.
-        self.confirm_row = ConfirmRow(button_style="primary", nothing_pending="Nothing to confirm.")
-        self.confirm_row.layout.flex_flow = "row wrap"
         self.status = W.HTML(layout=wide)  # right under the action buttons: prompts, outcomes, mistakes
-        self.report = W.HTML(layout=wide)
+        acting = self._action_widgets("" if self.source.is_subscription else str(self.source))
         self.work = Background(self.status, self._working)
         self.reload_button.on_click(guard(self.status, self.reload))
         self.count_button.on_click(guard(self.status, self.count))
@@ -131,12 +106,7 @@ class TriagePanel(W.VBox, TriageActions):
         self.by.observe(lambda _: self._show_groups(), names="value")
         self.groups.observe(lambda _: None if self._updating else self._show_group(), names="value")
         self.rows.on_select(self._on_select)
-        self.resubmit_button.on_click(guard(self.status, self.ask_resubmit))
-        self.discard_button.on_click(guard(self.status, self.ask_discard))
-        self.confirm_row.confirm_button.on_click(guard(self.status, lambda: self.confirm(self.confirm_row.box.value)))
-        self.confirm_row.cancel_button.on_click(guard(self.status, self.cancel))
         row = W.Layout(flex_flow="row wrap", align_items="center", width="100%")
-        actions = W.HBox([self.target, self.resubmit_button, self.discard_button], layout=row)
         super().__init__(
             [
                 W.HBox([self.title, self.reload_button], layout=W.Layout(align_items="center", flex_flow="row wrap")),
@@ -148,12 +118,7 @@ class TriagePanel(W.VBox, TriageActions):
                 W.HTML(self.rows.note),
                 W.HBox([self.frame_button, self.frame_limit], layout=row),
                 self.detail,
-                W.HTML("<b>Repair</b> (optional): a JSON merge patch applied to each body on resubmit"),
-                self.patch,
-                actions,
-                self.status,
-                self.confirm_row,
-                self.report,
+                *acting,
             ],
             layout=W.Layout(width="100%", max_width="100%", overflow="hidden"),
         )

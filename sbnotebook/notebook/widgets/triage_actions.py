@@ -15,6 +15,7 @@ from ... import core
 from ...core import InvalidInputError, LiveConnection, Report
 from ..edits import Edit, describe_patch, patch_from_text
 from .confirm import ConfirmRow, Pending
+from .render import guard
 
 _TAGS = re.compile(r"<[^>]+>")
 
@@ -27,6 +28,8 @@ class TriageActions:
     edit: Edit | None  # a Python edit for resubmit, used once (else the patch box's merge patch)
     patch: W.Textarea
     target: W.Text
+    resubmit_button: W.Button
+    discard_button: W.Button
     confirm_row: ConfirmRow
     reports: list[Report]
     report: W.HTML
@@ -41,6 +44,42 @@ class TriageActions:
 
     def reload(self) -> None:
         raise NotImplementedError
+
+    def _action_widgets(self, default_target: str) -> list[W.Widget]:
+        """The repair box, the two actions, the prompt line (``status``, which the panel made), the
+        confirm row right under it, and the report of what moved where; wired to the actions."""
+        wide = W.Layout(width="100%", max_width="100%")
+        self.edit = None
+        self.reports = []
+        self.target = W.Text(
+            value=default_target,
+            description="Resubmit to",
+            placeholder="queue to resubmit to",
+            style={"description_width": "initial"},  # its full label, never cut
+            layout=W.Layout(width="auto", min_width="320px"),
+        )
+        self.patch = W.Textarea(
+            placeholder='JSON merge patch for the bodies, e.g. {"currency": "EUR"}', rows=3, layout=wide
+        )
+        resubmit = W.Button(description="Resubmit selected…", button_style="warning", layout=W.Layout(width="auto"))
+        discard = W.Button(description="Discard selected…", button_style="danger", layout=W.Layout(width="auto"))
+        self.resubmit_button, self.discard_button = resubmit, discard
+        self.confirm_row = ConfirmRow(button_style="primary", nothing_pending="Nothing to confirm.")
+        self.confirm_row.layout.flex_flow = "row wrap"
+        self.report = W.HTML(layout=wide)
+        resubmit.on_click(guard(self.status, self.ask_resubmit))
+        discard.on_click(guard(self.status, self.ask_discard))
+        self.confirm_row.confirm_button.on_click(guard(self.status, lambda: self.confirm(self.confirm_row.box.value)))
+        self.confirm_row.cancel_button.on_click(guard(self.status, self.cancel))
+        row = W.Layout(flex_flow="row wrap", align_items="center", width="100%")
+        return [
+            W.HTML("<b>Repair</b> (optional): a JSON merge patch applied to each body on resubmit"),
+            self.patch,
+            W.HBox([self.target, resubmit, discard], layout=row),
+            self.status,
+            self.confirm_row,
+            self.report,
+        ]
 
     def _editor(self) -> Edit | None:
         return self.edit if self.edit is not None else patch_from_text(self.patch.value)

@@ -198,3 +198,15 @@ def test_spark_options_carry_only_the_reference() -> None:
     assert source_of(None, namespace="ns.example", credential="databricks:sb") == EntraRef(
         "ns.example", credentials.CredentialRef("databricks:sb")
     )
+
+
+def test_a_secret_reference_is_a_reference_of_the_same_shape_never_a_credential() -> None:
+    """spark's SecretRef is core's CredentialRef shape (one printable string), naming a secret."""
+    pytest.importorskip("pyspark")
+    from sbnotebook.spark.secrets import SecretRef, parse_ref
+
+    ref = parse_ref("env:SB_SECRET_NAME")
+    assert isinstance(ref, credentials.CredentialRef) and ref == SecretRef("env:SB_SECRET_NAME")
+    assert ref != credentials.CredentialRef("env:SB_SECRET_NAME")  # a secret is never taken for a credential
+    assert repr(ref) == "SecretRef('env:SB_SECRET_NAME')" and ref.namespace == "secret env:SB_SECRET_NAME"
+    assert pickle.loads(pickle.dumps(ref)) == ref

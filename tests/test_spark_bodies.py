@@ -1,4 +1,4 @@
-"""Message bodies as columns (bodyFormat / bodySchema / _rescued_body, spark/bodies.py) on a local[2]
+"""Message bodies as columns (bodyFormat / bodySchema / _rescued_body, spark/bodies.py, body_schema.py) on a local[2]
 session, the real SDK and the embedded emulator: inference agrees with Spark's own JSON reader, a
 given schema, rescued bodies, the write side, infer_body_schema vs %sb_peek --json, and a stream's
 body schema recorded in its checkpoint."""
@@ -21,7 +21,7 @@ pyspark = pytest.importorskip("pyspark")
 from pyspark.errors import StreamingQueryException  # noqa: E402
 
 from sbnotebook import spark as sbspark  # noqa: E402
-from sbnotebook.spark import bodies  # noqa: E402
+from sbnotebook.spark import bodies, body_schema  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -63,10 +63,10 @@ def spark_json_schema(sp: Any, texts: list[str], tmp_path: Path) -> Any:
 
 def test_inference_is_what_spark_read_json_infers(sp: Any, tmp_path: Path) -> None:
     expected = spark_json_schema(sp, WIDENING, tmp_path)
-    assert bodies.infer(t.encode() for t in WIDENING) == expected
+    assert body_schema.infer(t.encode() for t in WIDENING) == expected
     assert {f.name for f in expected.fields} >= {"big", "deep", "huge", "items", "n", "zs"}  # the cases are there
     # and the DDL it prints is one Spark parses back to the same type
-    assert sp.createDataFrame([], bodies.ddl(expected)).schema == expected
+    assert sp.createDataFrame([], body_schema.ddl(expected)).schema == expected
 
 
 def test_a_json_read_infers_groups_and_rescues_what_is_not_json(sp: Any, client: ServiceBusClient) -> None:

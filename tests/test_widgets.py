@@ -251,7 +251,7 @@ def test_triage_discard_asks_then_removes_only_the_selection(emulator: Emulator,
     panel.cancel()
     assert "Cancelled" in panel.status.value and panel.reasons == {"junk": 2, "keep": 1}
     panel.ask_discard()
-    assert panel.confirmation.layout.display == "flex"
+    assert panel.confirm_row.layout.display == "flex"
     report = panel.confirm("discard")
     assert report is not None and report.count("discarded") == 2 and report.operation == "discard"
     assert report.target is None and report.ok
@@ -443,15 +443,16 @@ def test_triage_layout_prompt_under_its_buttons_reload_and_full_labels(
     children = list(panel.children)
     actions = next(c for c in children if panel.resubmit_button in getattr(c, "children", ()))
     assert children.index(panel.status) == children.index(actions) + 1  # the prompt right under its button
-    assert children.index(panel.confirmation) == children.index(panel.status) + 1
+    assert children.index(panel.confirm_row) == children.index(panel.status) + 1  # the one ConfirmRow
     panel.ask_discard()
-    assert "Type <b>discard</b>" in panel.status.value and panel.confirmation.layout.display == "flex"
+    assert "Type <b>discard</b>" in panel.status.value and panel.confirm_row.layout.display == "flex"
     assert "1 dead-lettered messages" in panel.title.value
     dead_letter(client, "q", ["late"])
     panel.reload_button.click()
     assert panel.reasons == {"schema": 1, "late": 1} and "2 dead-lettered messages" in panel.title.value
-    assert panel.pending is None and panel.confirmation.layout.display == "none"  # asked about other rows
-    for text in (panel.target, panel.confirm_box, panel.groups):
+    assert panel.pending is None and panel.confirm_row.layout.display == "none"  # asked about other rows
+    assert not panel.confirm_row.box.description  # the word box has no label to cut (placeholder only)
+    for text in (panel.target, panel.groups):
         assert text.style.description_width == "initial"  # labels never cut
     assert panel.layout.overflow == "hidden" and panel.patch.layout.width == "100%"
 

@@ -13,6 +13,20 @@ CellFormat = Literal["auto", "json", "jsonl", "python"]
 _RELATIVE = re.compile(r"^\+?\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)$", re.I)
 
 
+def json_object(text: str, what: str, example: str) -> dict[str, Any] | None:
+    """A JSON object typed in a box or an option (None when nothing was typed); otherwise one clear
+    error naming ``what`` was wrong and showing the form (``example``)."""
+    if not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInputError(f"{what}: not valid JSON ({exc}).") from None
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"{what}: give a JSON object such as {example}.")
+    return value
+
+
 def _json_lines(cell: str) -> list[Any]:
     items = []
     for number, line in enumerate(cell.splitlines(), start=1):

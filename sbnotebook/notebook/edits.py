@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import InvalidInputError
+from .cells import json_object
 
 Record = dict[str, Any]
+Edit = Callable[[Record], Record | None]  # None: the message is left where it is
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -25,6 +28,37 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
+
+
+def patch_edit(patch: dict[str, Any]) -> Edit:
+    """An edit applying a JSON merge patch to JSON bodies (others are left where they are)."""
+
+    def edit(record: Record) -> Record | None:
+        try:
+            body = json.loads(record.get("body_text") or "")
+        except ValueError:
+            return None
+        record["body_text"] = json.dumps(merge_patch(body, patch))
+        return record
+
+    return edit
+
+
+def patch_from_text(text: str) -> Edit | None:
+    """The edit a merge patch typed as JSON makes (None: nothing typed); a clear error otherwise."""
+    patch = json_object(text, "The patch", '{"currency": "EUR"} (a merge patch)')
+    return None if patch is None else patch_edit(patch)
+
+
+def describe_patch(python_edit: bool, text: str) -> str:
+    """What a resubmit will change, shown before its confirmation (html)."""
+    import html
+
+    if python_edit:
+        return "with the Python edit in <code>panel.edit</code> applied to each body"
+    if not text.strip():
+        return "unchanged (no patch)"
+    return f"with this merge patch applied to each JSON body: <code>{html.escape(text.strip())}</code>"
 
 
 @dataclass

@@ -11,20 +11,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import ConfigurationError, Connection, Outcome, Report, resolve, to_dataframe
+from ..core import ConfigurationError, Connection, Report, resolve, to_dataframe
 from . import registered
 from .options import OptionError
 from .schema import RECORD_DDL, record_schema
 from .secrets import Source, source_of
 from .settle import release, settle
-from .source import SendFailedError, ServiceBusDataSource, WriteSummary
+from .source import ServiceBusDataSource
+from .writing import SendFailedError
 
 __all__ = [
     "RECORD_DDL",
     "OptionError",
     "SendFailedError",
     "ServiceBusDataSource",
-    "WriteSummary",
     "from_spark",
     "infer_body_schema",
     "local_session",
@@ -129,7 +129,8 @@ def infer_body_schema(
     """The body schema a ``bodyFormat=json`` read would infer for `entity`, as the DDL the bodySchema
     option takes: pin it so that a later read (or a stream's restart) keeps these columns. Peeks at
     most `sample` bodies (nothing locked); runs here, needs no Spark session."""
-    from .bodies import DEFAULT_SAMPLE, MAX_SAMPLE, ddl, inferred_struct
+    from .bodies import DEFAULT_SAMPLE, MAX_SAMPLE
+    from .body_schema import ddl, inferred_struct
     from .options import entity as entity_path
 
     size = DEFAULT_SAMPLE if sample is None else sample
@@ -174,13 +175,6 @@ def from_spark(df: Any, limit: int | None = 10_000) -> Any:
     return to_dataframe(r.asDict(recursive=True) for r in rows)
 
 
-# One row per (task, outcome) with its count, plus one row per failed message.
-_RESULT_DDL = (
-    "task int, outcome string, n long, `index` long, message_id string, error string, "
-    "condition string, tracking_id string, retries long, operations long"
-)
-
-
 def write(
     df: Any,
     entity: str,
@@ -199,6 +193,7 @@ def write(
 
     from pyspark.sql.types import StructType
 
+    from . import writing
     from .options import WriteOptions
 
     if not isinstance(df.schema, StructType):
@@ -210,91 +205,6 @@ def write(
         given or registered.default(),
     )
     started = time.perf_counter()
-    rows = df.mapInArrow(_sender(opts), _RESULT_DDL).collect()
-    report = Report("send", str(opts.entity))
-    tasks = set()
-    for r in rows:
-        tasks.add(r.task)
-        if r.outcome == "failed":
-            report.add(
-                Outcome(r.message_id, None, "failed", r.error, r["index"], r.condition, r.tracking_id, attempts=None)
-            )
-        else:
-            report.add_counted(r.outcome, r.n)
-            report.retries += r.retries or 0
-            report.stats["operations"] = report.stats.get("operations", 0) + (r.operations or 0)
-    report.stats["tasks"] = len(tasks)
-    report.elapsed = time.perf_counter() - started
+    report = writing.fold(df.mapInArrow(writing.arrow_task(opts), writing.RESULT_DDL).collect(), str(opts.entity))
+    report.elapsed = time.perf_counter() - started  # the wall time, not the longest task's
     return report
-
-
-def _sender(opts: Any) -> Any:
-    """The function each task runs: send its rows through core.send, yield its outcomes."""
-
-    def send_partition(batches: Any) -> Any:
-        import pyarrow as pa
-        from pyspark import TaskContext
-
-        from ..core import send
-
-        context = TaskContext.get()
-        task = context.partitionId() if context is not None else 0
-        rows = (_plain_row(row, opts.struct_columns) for b in batches for row in b.to_pylist())
-        sent = send(opts.entity, rows, max_in_flight=opts.max_in_flight, batch=opts.batch, connection=opts.conn())
-        out: list[dict[str, Any]] = [
-            {
-                "task": task,
-                "outcome": "sent",
-                "n": sent.count("sent"),
-                "retries": sent.retries,
-                "operations": sent.stats.get("operations", 0),
-            }
-        ]
-        for f in sent.failures:
-            out.append(
-                {
-                    "task": task,
-                    "outcome": "failed",
-                    "n": 1,
-                    "index": f.index,
-                    "message_id": f.message_id,
-                    "error": f.error,
-                    "condition": f.condition,
-                    "tracking_id": f.tracking_id,
-                }
-            )
-        yield pa.RecordBatch.from_pylist(out, schema=_RESULT_SCHEMA())
-
-    return send_partition
-
-
-def _plain_row(row: dict[str, Any], struct_columns: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Arrow hands a map column over as a list of pairs; a record wants a dict. A struct body is sent
-    as JSON (spark/bodies.py)."""
-    props = row.get("application_properties")
-    if isinstance(props, list):
-        row["application_properties"] = dict(props)
-    if struct_columns:
-        from .bodies import struct_body
-
-        return struct_body(row, struct_columns)
-    return row
-
-
-def _RESULT_SCHEMA() -> Any:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("task", pa.int32()),
-            ("outcome", pa.string()),
-            ("n", pa.int64()),
-            ("index", pa.int64()),
-            ("message_id", pa.string()),
-            ("error", pa.string()),
-            ("condition", pa.string()),
-            ("tracking_id", pa.string()),
-            ("retries", pa.int64()),
-            ("operations", pa.int64()),
-        ]
-    )

@@ -2,12 +2,13 @@
 
 ``bodyFormat=json`` adds a ``body_json`` struct column and a ``_rescued_body`` string column. The
 struct's schema is ``bodySchema`` (DDL) when given, else inferred on the planning side from a peeked
-sample with the rules of Spark's JSON reader (:func:`infer`). A body that is not a JSON object, or
+sample with the rules of Spark's JSON reader (``body_schema.py``). A body that is not a JSON object, or
 does not fit the schema (a value of another type, a field the schema lacks), keeps its raw text in
 ``_rescued_body``; what fits is still in ``body_json``. Nothing is dropped.
 
-Parsing (:func:`add_body_columns`) runs per Arrow batch: pyarrow's JSON reader parses the whole batch
-in C++ when every body fits; only a batch with a misfit is parsed body by body in Python.
+Parsing (:class:`BodyColumns`) runs per Arrow batch: pyarrow's JSON reader parses the whole batch
+in C++ when every body fits; only a batch with a misfit is parsed body by body in Python. A struct
+body written back is sent as JSON by the write path (``writing.py``).
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import decimal
 import io
 import json
 import logging
-import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..core import PAGE_SIZE
+from .body_schema import inferred_struct, json_value, struct_ddl
 from .options import OptionError
 
 log = logging.getLogger("sbnotebook.spark")
@@ -59,162 +60,6 @@ class BodyOptions:
             if not 1 <= sample <= MAX_SAMPLE:
                 raise OptionError(f"servicebus: option bodySampleSize must be 1 to {MAX_SAMPLE}, not {sample}.")
         return cls(fmt, given, sample)
-
-
-# ------------------------------------------------------------------ inference (Spark's JSON rules)
-
-
-def infer(bodies: Iterable[bytes | str | None]) -> Any:
-    """The StructType Spark's JSON reader infers for these bodies (JsonInferSchema, default options):
-    integers bigint (decimal(p,0) beyond 64 bits), other numbers double, fields sorted by name,
-    conflicting types widened (bigint+double: double) or else string, nulls and empty arrays string,
-    empty objects dropped. Bodies that are not JSON objects are left out (they are rescued at read)."""
-    from pyspark.sql.types import NullType, StructType
-
-    merged: Any = NullType()
-    for body in bodies:
-        value = _loads(body)
-        if isinstance(value, dict):
-            merged = _compatible(merged, _infer_value(value))
-    out = _canonical(merged)
-    return out if isinstance(out, StructType) else StructType([])
-
-
-def _loads(body: bytes | str | None) -> Any:
-    if body is None:
-        return None
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
-
-
-def _infer_value(value: Any) -> Any:
-    from pyspark.sql import types as T
-
-    if value is None:
-        return T.NullType()
-    if isinstance(value, bool):
-        return T.BooleanType()
-    if isinstance(value, int):
-        if -(2**63) <= value < 2**63:
-            return T.LongType()
-        digits = len(str(abs(value)))
-        return T.DecimalType(digits, 0) if digits <= 38 else T.DoubleType()
-    if isinstance(value, float):
-        return T.DoubleType()
-    if isinstance(value, str):
-        return T.StringType()
-    if isinstance(value, list):
-        element: Any = T.NullType()
-        for item in value:
-            element = _compatible(element, _infer_value(item))
-        return T.ArrayType(element, True)
-    fields = [T.StructField(k, _infer_value(v), True) for k, v in sorted(value.items())]
-    return T.StructType(fields)
-
-
-def _compatible(a: Any, b: Any) -> Any:
-    from pyspark.sql import types as T
-
-    if a == b:
-        return a
-    if isinstance(a, T.NullType):
-        return b
-    if isinstance(b, T.NullType):
-        return a
-    numeric = (T.LongType, T.DoubleType, T.DecimalType)
-    if isinstance(a, numeric) and isinstance(b, numeric):
-        if isinstance(a, T.DoubleType) or isinstance(b, T.DoubleType):
-            return T.DoubleType()
-        da = T.DecimalType(20, 0) if isinstance(a, T.LongType) else a
-        db = T.DecimalType(20, 0) if isinstance(b, T.LongType) else b
-        scale = max(da.scale, db.scale)
-        whole = max(da.precision - da.scale, db.precision - db.scale)
-        return T.DoubleType() if whole + scale > 38 else T.DecimalType(whole + scale, scale)
-    if isinstance(a, T.StructType) and isinstance(b, T.StructType):
-        types = {f.name: f.dataType for f in a.fields}
-        for f in b.fields:
-            types[f.name] = _compatible(types[f.name], f.dataType) if f.name in types else f.dataType
-        return T.StructType([T.StructField(n, types[n], True) for n in sorted(types)])
-    if isinstance(a, T.ArrayType) and isinstance(b, T.ArrayType):
-        return T.ArrayType(_compatible(a.elementType, b.elementType), True)
-    return T.StringType()
-
-
-def _canonical(t: Any) -> Any:
-    """None for what Spark drops (an empty struct); NullType becomes string."""
-    from pyspark.sql import types as T
-
-    if isinstance(t, T.NullType):
-        return T.StringType()
-    if isinstance(t, T.ArrayType):
-        element = _canonical(t.elementType)
-        return None if element is None else T.ArrayType(element, True)
-    if isinstance(t, T.StructType):
-        fields = [
-            T.StructField(f.name, c, True) for f in t.fields if f.name and (c := _canonical(f.dataType)) is not None
-        ]
-        return T.StructType(fields) if fields else None
-    return t
-
-
-def ddl(struct: Any) -> str:
-    """A StructType as the column list bodySchema takes: "`a` bigint, `b` struct<`c`: string>"."""
-    return ", ".join(f"{_quote(f.name)} {_type_ddl(f.dataType)}" for f in struct.fields)
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _type_ddl(t: Any) -> str:
-    from pyspark.sql import types as T
-
-    if isinstance(t, T.StructType):
-        return "struct<" + ", ".join(f"{_quote(f.name)}: {_type_ddl(f.dataType)}" for f in t.fields) + ">"
-    if isinstance(t, T.ArrayType):
-        return f"array<{_type_ddl(t.elementType)}>"
-    if isinstance(t, T.MapType):
-        return f"map<{_type_ddl(t.keyType)}, {_type_ddl(t.valueType)}>"
-    return str(t.simpleString())
-
-
-def struct_ddl(given: str) -> str:
-    """bodySchema as a struct type: a column list ("a bigint, b string") or a struct<...> as given."""
-    text = given.strip()
-    return text if text.lower().startswith("struct<") else f"struct<{text}>"
-
-
-def sample_bodies(conn: Any, path: Any, start: int, sample: int) -> list[bytes]:
-    """Up to `sample` bodies from `start` on, peeked (nothing locked, nothing counted): one round trip
-    for a sample of up to one peek page, a few for a bigger one."""
-    from ..core import scan_records
-
-    records = scan_records(path, start=max(start, 1), limit=sample, page_size=min(sample, PAGE_SIZE), connection=conn)
-    return [r["body"] for r in records]
-
-
-def inferred_struct(conn: Any, path: Any, start: int, sample: int) -> Any:
-    """The body schema of `path` from a peeked sample; a clear error when the sample has no JSON object."""
-    from ..core import SbError
-
-    try:
-        bodies = sample_bodies(conn, path, start, sample)
-    except SbError as exc:
-        raise OptionError(
-            f"servicebus: cannot peek {path} to infer the body schema ({str(exc).splitlines()[0]}): "
-            "give it with the bodySchema option."
-        ) from None
-    struct = infer(bodies)
-    if not struct.fields:
-        raise OptionError(
-            f"servicebus: cannot infer a body schema: none of the {len(bodies)} bodies peeked from {path} is a "
-            "JSON object with fields; give it with the bodySchema option (for example .option('bodySchema', "
-            "'id bigint, kind string'))."
-        )
-    log.info("servicebus: body schema of %s inferred from %d bodies: %s", path, len(bodies), ddl(struct))
-    return struct
 
 
 # ------------------------------------------------------------------ parsing at read
@@ -311,7 +156,7 @@ class BodyColumns:
         values: list[Any] = []
         rescued: list[str | None] = []
         for body in bodies:
-            value = _loads(body) if body else None
+            value = json_value(body) if body else None
             if not isinstance(value, dict):
                 values.append(None)
                 rescued.append(None if body is None else _raw_text(body))
@@ -452,58 +297,6 @@ def _convert(value: Any, t: Any, fits: _Fit) -> Any:
 
 class _Misfit(Exception):
     """A JSON value of another type than the schema's."""
-
-
-# ------------------------------------------------------------------ the write side
-
-
-def json_text(value: Any) -> str:
-    """A struct value (a Row as dict, or Arrow's to_pylist form) as JSON, the way Spark's to_json
-    writes it: null fields left out, timestamps ISO 8601, binary base64, maps as objects."""
-    return json.dumps(_jsonable(value), separators=(",", ":"), allow_nan=True)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):  # an Arrow map
-            return {str(k): _jsonable(v) for k, v in value if v is not None}
-        return [_jsonable(v) for v in value]
-    if isinstance(value, tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (dt.datetime, dt.date)):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode()
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value) if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
-
-
-def struct_body(record: dict[str, Any], struct_columns: tuple[str, ...]) -> dict[str, Any]:
-    """A row to send: a struct `body` column, or else a `body_json` column, becomes the JSON body with
-    content type application/json (unless the row gives one). A row whose body_json is null (a body
-    rescued at read) sends its `body` as it is."""
-    body = record.get("body")
-    if "body" in struct_columns and isinstance(body, (dict, list)):
-        record["body"] = json_text(body)
-    elif "body_json" in struct_columns and record.get("body_json") is not None:
-        record["body"] = json_text(record["body_json"])
-    else:
-        return _without_body_columns(record)
-    if not record.get("content_type"):
-        record["content_type"] = "application/json"
-    record.pop("body_text", None)
-    return _without_body_columns(record)
-
-
-def _without_body_columns(record: dict[str, Any]) -> dict[str, Any]:
-    record.pop(BODY_JSON, None)
-    record.pop(RESCUED, None)
-    return record
 
 
 # ------------------------------------------------------------------ the data source's schema

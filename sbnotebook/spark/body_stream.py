@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .bodies import BodyColumns, ddl
+from .bodies import BodyColumns
+from .body_schema import ddl
 from .options import OptionError
 from .streaming import ServiceBusStreamReader
 

@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Self
 
 from ..core import (
     ENV_CONNECTION_STRING,
@@ -24,6 +24,7 @@ from .secrets import EntraRef, SecretRef, Source, connection_of, entra_ref, pars
 
 log = logging.getLogger("sbnotebook.spark")
 MODES = ("peek", "receive-and-delete", "defer")
+DESTRUCTIVE_BOUND = 1000  # maxMessages of a receive-and-delete or defer read that gives none: always a bound
 
 
 class OptionError(ValueError):
@@ -150,22 +151,56 @@ def _sessions(options: Mapping[str, str]) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(s.strip() for s in str(raw).split(",") if s.strip()))
 
 
-@dataclass(frozen=True)
-class ReadOptions:
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """Where every read and write goes, and how many operations it keeps in flight."""
+
     connection: Source
     entity: EntityPath
-    mode: str
-    max_messages: int | None
-    num_partitions: int
-    from_sequence_number: int
     max_in_flight: int
-    wait_seconds: float
-    sessions: tuple[str, ...] | None = None  # the sessionIds option: these sessions only
-    session_enabled: bool = False  # the entity requires sessions: read session by session
 
     def conn(self) -> Connection:
-        """The connection, a secret reference resolved in this process (planner or executor)."""
+        """The connection, a secret reference resolved in this process (planner, driver or executor)."""
         return connection_of(self.connection)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadingOptions(Target):
+    """What a batch read and a stream both take; each adds its own options (``parse_read``)."""
+
+    num_partitions: int
+    wait_seconds: float
+
+    @classmethod
+    def parse_read(
+        cls,
+        options: Mapping[str, str],
+        default_partitions: int,
+        default_connection: Source | None,
+        *,
+        wait_seconds: float,
+        **own: Any,
+    ) -> tuple[Self, bool | None]:
+        """The options every read takes, parsed with this kind's `own`, and whether the entity
+        requires sessions (None when unknown), checked once, before any job runs."""
+        parsed = cls(
+            connection=connection(options, default_connection),
+            entity=entity(options),
+            max_in_flight=int_option(options, "maxInFlight", 10, 1) or 10,
+            num_partitions=int_option(options, "numPartitions", default_partitions, 1) or 1,
+            wait_seconds=float_option(options, "waitSeconds", wait_seconds),
+            **own,
+        )
+        return parsed, check_exists(parsed.connection, parsed.entity.parent, for_send=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadOptions(ReadingOptions):
+    mode: str
+    max_messages: int | None
+    from_sequence_number: int
+    sessions: tuple[str, ...] | None = None  # the sessionIds option: these sessions only
+    session_enabled: bool = False  # the entity requires sessions: read session by session
 
     @classmethod
     def parse(
@@ -177,22 +212,21 @@ class ReadOptions:
         mode = (options.get("mode") or "peek").strip().lower()
         if mode not in MODES:
             raise OptionError(f"servicebus: option mode must be one of {', '.join(MODES)}, not {mode!r}.")
-        path = entity(options)
+        entity(options)  # a missing entity is the first thing to say
         max_messages = int_option(options, "maxMessages", None, 1)
         if mode != "peek" and max_messages is None:
-            max_messages = 1000  # a destructive read always has a bound
-        parsed = cls(
-            connection=connection(options, default_connection),
-            entity=path,
+            max_messages = DESTRUCTIVE_BOUND
+        parsed, requires_session = cls.parse_read(
+            options,
+            default_partitions,
+            default_connection,
+            wait_seconds=5.0,
             mode=mode,
             max_messages=max_messages,
-            num_partitions=int_option(options, "numPartitions", default_partitions, 1) or 1,
             from_sequence_number=int_option(options, "fromSequenceNumber", 1, 0) or 1,
-            max_in_flight=int_option(options, "maxInFlight", 10, 1) or 10,
-            wait_seconds=float_option(options, "waitSeconds", 5.0),
             sessions=_sessions(options),
         )
-        requires_session = check_exists(parsed.connection, path.parent, for_send=False)
+        path = parsed.entity
         session_enabled = bool(requires_session) and path.sub_queue is None  # dead-letter queues have none
         if parsed.sessions and requires_session is False:
             raise OptionError(f"servicebus: option sessionIds: {path} does not require sessions.")
@@ -207,17 +241,40 @@ class ReadOptions:
         return replace(parsed, session_enabled=session_enabled)
 
 
-@dataclass(frozen=True)
-class WriteOptions:
-    connection: Source
-    entity: EntityPath
-    max_in_flight: int
+ALL_SESSIONS = "*"  # the sessionId option of a stream: every session, one after another
+DEFAULT_PER_TRIGGER = 1000  # messages per micro-batch when maxMessagesPerTrigger is not given
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamOptions(ReadingOptions):
+    max_per_trigger: int
+    session: str | None  # None: the entity has no sessions; a session id; or "*": every session
+
+    @classmethod
+    def parse(
+        cls,
+        options: Mapping[str, str],
+        default_partitions: int,
+        default_connection: Source | None,
+    ) -> StreamOptions:
+        entity(options)  # a missing entity is the first thing to say
+        if options.get("mode"):
+            raise OptionError("servicebus: a stream always reads in peek-lock and settles after commit; drop 'mode'.")
+        parsed, _ = cls.parse_read(
+            options,
+            default_partitions,
+            default_connection,
+            wait_seconds=1.0,
+            max_per_trigger=int_option(options, "maxMessagesPerTrigger", DEFAULT_PER_TRIGGER, 1) or DEFAULT_PER_TRIGGER,
+            session=(options.get("sessionId") or "").strip() or None,
+        )
+        return parsed
+
+
+@dataclass(frozen=True, kw_only=True)
+class WriteOptions(Target):
     batch: bool
     struct_columns: tuple[str, ...] = ()  # body / body_json given as a struct: sent as JSON (spark/bodies.py)
-
-    def conn(self) -> Connection:
-        """The connection, a secret reference resolved in this process (planner or executor)."""
-        return connection_of(self.connection)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: Any, default_connection: Source | None = None) -> WriteOptions:

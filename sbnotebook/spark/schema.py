@@ -1,22 +1,36 @@
-"""The record schema (sbnotebook/core/records.py) as Spark and Arrow types, and records -> Arrow batches."""
+"""The record schema (sbnotebook/core/records.py) as Spark and Arrow types, and records -> Arrow batches.
+
+Columns are described by portable kinds (string, long, ...): one table maps a kind to its Spark SQL
+type and one to its Arrow type, for the record schema and for the write results (spark/writing.py).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..core import FIELDS
 
-# The record schema's portable kinds as Spark SQL types (the one field list lives in core.records).
+# Portable kinds as Spark SQL types (the record schema's field list lives in core.records).
 _SPARK_TYPES = {
     "string": "string",
     "long": "bigint",
     "int": "int",
     "double": "double",
+    "bool": "boolean",
     "timestamp": "timestamp",
     "binary": "binary",
     "map": "map<string,string>",
 }
-RECORD_DDL = ", ".join(f"`{f.name}` {_SPARK_TYPES[f.kind]}" for f in FIELDS)
+Columns = Iterable[tuple[str, str]]  # (name, kind)
+
+
+def columns_ddl(columns: Columns) -> str:
+    """Columns as Spark DDL: "`name` string, `n` bigint"."""
+    return ", ".join(f"`{name}` {_SPARK_TYPES[kind]}" for name, kind in columns)
+
+
+RECORD_DDL = columns_ddl((f.name, f.kind) for f in FIELDS)
 
 # Spark types a write accepts for each kind of sendable field (a string body is sent as text).
 _WRITABLE = {
@@ -45,7 +59,8 @@ def record_schema() -> Any:
     return T.StructType([T.StructField(f.name, types[f.kind]) for f in FIELDS])
 
 
-def arrow_schema() -> Any:
+def arrow_schema_of(columns: Columns) -> Any:
+    """Columns as a pyarrow schema (timestamps in UTC, as Spark hands them to a Python source)."""
     import pyarrow as pa
 
     types = {
@@ -53,11 +68,16 @@ def arrow_schema() -> Any:
         "long": pa.int64(),
         "int": pa.int32(),
         "double": pa.float64(),
+        "bool": pa.bool_(),
         "timestamp": pa.timestamp("us", tz="UTC"),
         "binary": pa.binary(),
         "map": pa.map_(pa.string(), pa.string()),
     }
-    return pa.schema([(f.name, types[f.kind]) for f in FIELDS])
+    return pa.schema([(name, types[kind]) for name, kind in columns])
+
+
+def arrow_schema() -> Any:
+    return arrow_schema_of((f.name, f.kind) for f in FIELDS)
 
 
 def to_arrow(records: list[dict[str, Any]], schema: Any) -> Any:

@@ -29,11 +29,11 @@ _signed_in: dict[tuple[str, str], Connection] = {}  # (namespace, credentialRef)
 _lock = threading.Lock()
 
 
-@dataclass(frozen=True)
-class SecretRef:
-    """Where a connection string lives; safe to print, pickle and log."""
-
-    ref: str
+@dataclass(frozen=True, repr=False)
+class SecretRef(CredentialRef):
+    """Where a connection string lives (``env:NAME``, ``databricks:scope/key``): a reference of the
+    shape of core's CredentialRef (one printable string, safe to print, pickle and log), naming a
+    secret instead of a credential. Never equal to a CredentialRef (dataclasses compare the class)."""
 
     def __repr__(self) -> str:
         return f"SecretRef({self.ref!r})"

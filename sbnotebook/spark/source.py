@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -17,9 +16,9 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..core import Connection, EntityNotFoundError, EntityPath, SbError, list_sessions, redact, send
-from . import bodies, reading
-from .options import OptionError, ReadOptions, WriteOptions, summary
+from ..core import Connection, EntityNotFoundError, EntityPath, SbError, list_sessions
+from . import bodies, reading, writing
+from .options import DESTRUCTIVE_BOUND, OptionError, ReadOptions, WriteOptions, summary
 from .schema import arrow_schema
 from .secrets import Source
 
@@ -31,10 +30,6 @@ MAX_SESSIONS = 100_000  # listed per read; Service Bus pages the listing, so thi
 def _session_ids(entity: EntityPath, conn: Connection) -> list[str]:
     """Every session of the entity with messages or state: ids only (no session is accepted)."""
     return [s.session_id for s in list_sessions(entity, details=False, limit=MAX_SESSIONS, connection=conn)]
-
-
-class SendFailedError(RuntimeError):
-    """A write task could not send some of its messages (after retries)."""
 
 
 class ServiceBusDataSource(DataSource):
@@ -96,7 +91,7 @@ class _Reader(DataSourceReader):
             raise OptionError(
                 text if text.startswith("servicebus:") else f"servicebus: cannot read {o.entity}: {text}"
             ) from None
-        return [InputPartition(s) for s in reading.shares(o.max_messages or 1000, o.num_partitions)]
+        return [InputPartition(s) for s in reading.shares(o.max_messages or DESTRUCTIVE_BOUND, o.num_partitions)]
 
     def _session_partitions(self, conn: Connection) -> list[InputPartition]:
         """Sessions as they are now (the sessionIds option, else every session with messages or state),
@@ -133,78 +128,7 @@ class _Reader(DataSourceReader):
             yield from reading.read_and_defer(conn, o.entity, work, o.wait_seconds, o.max_in_flight, schema)
 
 
-# ------------------------------------------------------------------ writing
-
-
-@dataclass
-class SentCounts(WriterCommitMessage):
-    sent: int = 0
-    total: int = 0
-    operations: int = 0
-    retries: int = 0
-    elapsed: float = 0.0
-
-
-@dataclass
-class WriteSummary:
-    """What a write's commit() counted over its tasks (logged on the driver)."""
-
-    entity: str
-    tasks: int = 0
-    sent: int = 0
-    total: int = 0
-    operations: int = 0
-    retries: int = 0
-    batches: list[int] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return (
-            f"{self.sent} of {self.total} rows sent to {self.entity} by {self.tasks} tasks "
-            f"({self.operations} send operations, {self.retries} retries)"
-        )
-
-
-def _write_rows(options: WriteOptions, rows: Iterator[Any]) -> SentCounts:
-    def records() -> Iterator[dict[str, Any]]:
-        for row in rows:
-            record = row.asDict(recursive=True)
-            yield bodies.struct_body(record, options.struct_columns) if options.struct_columns else record
-
-    report = send(
-        options.entity,
-        records(),
-        max_in_flight=options.max_in_flight,
-        batch=options.batch,
-        connection=options.conn(),  # a secret reference is resolved here, on the executor
-    )
-    if not report.ok:
-        shown = "; ".join(
-            f"row {f.index}: {f.condition or 'error'} (tracking id {f.tracking_id or '-'}): {f.error}"
-            for f in report.failures[:5]
-        )
-        more = f"; and {report.failed - 5} more" if report.failed > 5 else ""
-        raise SendFailedError(
-            redact(f"servicebus: {report.failed} of {report.total} messages to {options.entity} failed: {shown}{more}")
-        )
-    return SentCounts(
-        report.count("sent"), report.total, report.stats.get("operations", 0), report.retries, report.elapsed
-    )
-
-
-def _commit(options: WriteOptions, messages: list[Any], batch_id: int | None = None) -> WriteSummary:
-    done = [m for m in messages if isinstance(m, SentCounts)]
-    summary_ = WriteSummary(
-        str(options.entity),
-        tasks=len(done),
-        sent=sum(m.sent for m in done),
-        total=sum(m.total for m in done),
-        operations=sum(m.operations for m in done),
-        retries=sum(m.retries for m in done),
-    )
-    if batch_id is not None:
-        summary_.batches.append(batch_id)
-    log.info("servicebus write committed: %s", summary_)
-    return summary_
+# ------------------------------------------------------------------ writing (one Report: spark/writing.py)
 
 
 class _Writer(DataSourceWriter):
@@ -212,15 +136,22 @@ class _Writer(DataSourceWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return _write_rows(self.options, iterator)
+        return writing.format_task(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        _commit(self.options, list(messages))
+        """The write's one Report, logged (commit runs in a Python worker beside the driver)."""
+        log.info("servicebus write committed: %s", writing.commit_report(messages, str(self.options.entity)))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         # Spark cannot say what the failed tasks sent before failing (docs/spark.md, "Writing"):
         # writes are at-least-once; a message_id column with duplicate detection makes a rerun safe.
-        log.warning("servicebus write to %s aborted: %s", self.options.entity, summary(self.options))
+        done = writing.commit_report(messages, str(self.options.entity))
+        log.warning(
+            "servicebus write to %s aborted; tasks that finished: %s; %s",
+            self.options.entity,
+            done,
+            summary(self.options),
+        )
 
 
 class _StreamWriter(DataSourceStreamWriter):
@@ -228,10 +159,15 @@ class _StreamWriter(DataSourceStreamWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return _write_rows(self.options, iterator)
+        return writing.format_task(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _commit(self.options, list(messages), batchId)
+        """Each micro-batch's one Report, logged."""
+        report = writing.commit_report(messages, str(self.options.entity))
+        log.info("servicebus stream batch %d committed: %s", batchId, report)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning("servicebus stream batch %d to %s aborted", batchId, self.options.entity)
+        done = writing.commit_report(messages, str(self.options.entity))
+        log.warning(
+            "servicebus stream batch %d to %s aborted; tasks that finished: %s", batchId, self.options.entity, done
+        )

@@ -39,8 +39,6 @@ except ImportError:  # pyspark 4.0, and every Databricks LTS runtime today
 
 
 from ..core import (
-    Connection,
-    EntityPath,
     LockedBatch,
     Report,
     SbError,
@@ -53,57 +51,18 @@ from ..core import (
     scan_records,
 )
 from .deferred import CHUNK, fetch, settle_chunk, still_deferred
-from .options import OptionError, check_exists, connection, entity, float_option, int_option
+from .options import ALL_SESSIONS, OptionError, StreamOptions
 from .schema import arrow_schema, to_arrow
-from .secrets import Source, connection_of
+from .secrets import Source
 
 log = logging.getLogger("sbnotebook.spark.streaming")
 
-DEFAULT_PER_TRIGGER = 1000  # messages per micro-batch when maxMessagesPerTrigger is not given
 ALL_AVAILABLE_CAP = 10_000  # what one trigger takes when Spark asks for "all available"
 AVAILABLE_NOW_RETRIES = 5  # empty receives tolerated while messages below the AvailableNow bound remain
 Runs = list[list[int]]  # [[first, last], ...]: a batch's sequence numbers, compactly
 
 
 Groups = dict[str | None, list[int]]  # session id (None: no sessions) -> sequence numbers
-ALL_SESSIONS = "*"
-
-
-@dataclass(frozen=True)
-class StreamOptions:
-    connection: Source
-    entity: EntityPath
-    max_per_trigger: int
-    num_partitions: int
-    wait_seconds: float
-    max_in_flight: int
-    session: str | None  # None: the entity has no sessions; a session id; or "*": every session
-
-    def conn(self) -> Connection:
-        """The connection, a secret reference resolved in this process (driver or executor)."""
-        return connection_of(self.connection)
-
-    @classmethod
-    def parse(
-        cls,
-        options: Mapping[str, str],
-        default_partitions: int,
-        default_connection: Source | None,
-    ) -> StreamOptions:
-        path = entity(options)
-        if options.get("mode"):
-            raise OptionError("servicebus: a stream always reads in peek-lock and settles after commit; drop 'mode'.")
-        parsed = cls(
-            connection=connection(options, default_connection),
-            entity=path,
-            max_per_trigger=int_option(options, "maxMessagesPerTrigger", DEFAULT_PER_TRIGGER, 1) or DEFAULT_PER_TRIGGER,
-            num_partitions=int_option(options, "numPartitions", default_partitions, 1) or 1,
-            wait_seconds=float_option(options, "waitSeconds", 1.0),
-            max_in_flight=int_option(options, "maxInFlight", 10, 1) or 10,
-            session=(options.get("sessionId") or "").strip() or None,
-        )
-        check_exists(parsed.connection, path.parent, for_send=False)
-        return parsed
 
 
 # ------------------------------------------------------------------ offsets

@@ -4,13 +4,13 @@ topics, subscriptions and rules (the administration API, through sbnotebook.core
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
 from ... import core
 from ...core import LiveConnection
+from ..cells import json_object
 from .command import command, parser
 
 if TYPE_CHECKING:
@@ -163,14 +163,9 @@ def _rule(self: MagicsState, rest: list[str], args: argparse.Namespace, conn: Li
     what = rest[0].lower() if rest else ""
     if what == "add":
         _, entity, name = _need(rest, 3, "rule add TOPIC/subscriptions/NAME RULE (--sql EXPR | --correlation JSON)")
-        correlation = None
-        if args.correlation is not None:
-            try:
-                correlation = json.loads(args.correlation)
-            except ValueError as exc:
-                raise UsageError(f"--correlation takes a JSON object ({exc}).") from None
-            if not isinstance(correlation, dict):
-                raise UsageError('--correlation takes a JSON object such as {"subject": "order"}.')
+        correlation = (
+            None if args.correlation is None else json_object(args.correlation, "--correlation", '{"subject": "order"}')
+        )
         rule = core.create_rule(
             entity, name, sql=args.sql, correlation=correlation, action=args.action, connection=conn
         )

@@ -17,6 +17,8 @@ from .command import command, parser
 if TYPE_CHECKING:
     from .state import MagicsState
 
+AGE_SAMPLE = 4 * core.PAGE_SIZE  # messages peeked for their age by default: four peeks (1000)
+
 STATS = parser(
     "sb_stats",
     "Counts over time (each call adds a sample; --samples takes several) and message age, as a plotly figure.",
@@ -25,7 +27,7 @@ STATS = parser(
 STATS.add_argument("entity")
 STATS.add_argument("--samples", type=int, default=1, help="how many count samples to take now")
 STATS.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
-STATS.add_argument("-n", type=int, dest="count", default=1000, help="how many messages to peek for their age")
+STATS.add_argument("-n", type=int, dest="count", default=AGE_SAMPLE, help="how many messages to peek for their age")
 STATS.add_argument("--reset", action="store_true", help="forget earlier samples of this entity")
 
 

@@ -5,27 +5,19 @@ a subscription's rules. Deleting waits for the entity's name typed back, in a ro
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
 
 import ipywidgets as W
 
 from ... import core
 from ...core import ConnectionLike, InvalidInputError, live_connection
+from ..cells import json_object
 from .confirm import ConfirmRow, Pending
 from .render import guard
 
 
 def _properties(text: str) -> dict[str, Any]:
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise InvalidInputError(f"Properties are not valid JSON ({exc}); nothing was changed.") from None
-    if not isinstance(value, dict):
-        raise InvalidInputError('Properties are a JSON object such as {"max_delivery_count": 5}.')
-    return value
+    return json_object(text, "Properties (nothing was changed)", '{"max_delivery_count": 5}') or {}
 
 
 class EntityPanel(W.VBox):

@@ -10,7 +10,7 @@ import ipywidgets as W
 
 from ... import core
 from ...core import ConnectionLike, InvalidInputError, Report, live_connection
-from ..cells import parse_when
+from ..cells import json_object, parse_when
 
 
 class SendPanel(W.VBox):
@@ -44,14 +44,7 @@ class SendPanel(W.VBox):
         """The message the form describes, as a record (checked before anything is sent)."""
         if not self.body.value.strip():
             raise InvalidInputError("The body is empty.")
-        props: dict[str, Any] = {}
-        if self.properties.value.strip():
-            try:
-                props = json.loads(self.properties.value)
-            except ValueError as exc:
-                raise InvalidInputError(f"Properties are not valid JSON: {exc}") from None
-            if not isinstance(props, dict):
-                raise InvalidInputError("Properties must be a JSON object.")
+        props = json_object(self.properties.value, "Properties", '{"priority": "high"}') or {}
         content_type = self.content_type.value.strip().lower().split(";")[0].strip()
         if content_type == "application/json" or content_type.endswith("+json"):
             try:

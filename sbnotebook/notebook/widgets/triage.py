@@ -11,8 +11,6 @@ unless **Load as DataFrame** is asked for, with its limit."""
 from __future__ import annotations
 
 import html
-import json
-import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,35 +26,18 @@ from ...core import (
     EntityPath,
     GroupCounts,
     InvalidInputError,
-    Report,
     live_connection,
 )
-from ..edits import merge_patch
 from .background import Background, bars_html
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, MessageGrid
 from .render import detail_html, guard
+from .triage_actions import TriageActions
 
-_TAGS = re.compile(r"<[^>]+>")
 _ALL = "\x00all"  # the group dropdown's "all" entry (a None value would show an empty dropdown)
-Edit = Callable[[dict[str, Any]], dict[str, Any] | None]
 BY_LABELS = {"dead_letter_reason": "reason", "dead_letter_error_description": "error description", "subject": "subject"}
 PAGE = core.PAGE_SIZE  # one peek: what the panel loads when it opens
 FRAME_LIMIT = 10_000  # the default cap of "Load as DataFrame"
 PROGRESS_EVERY = 0.25  # seconds between two redraws while counting
-
-
-def patch_edit(patch: dict[str, Any]) -> Edit:
-    """An edit applying a JSON merge patch to JSON bodies (others are left where they are)."""
-
-    def edit(record: dict[str, Any]) -> dict[str, Any] | None:
-        try:
-            body = json.loads(record.get("body_text") or "")
-        except ValueError:
-            return None
-        record["body_text"] = json.dumps(merge_patch(body, patch))
-        return record
-
-    return edit
 
 
 def group_key(record: dict[str, Any], by: str) -> str:
@@ -65,7 +46,7 @@ def group_key(record: dict[str, Any], by: str) -> str:
     return GROUP_NONE if value is None or value == "" else str(value)
 
 
-class TriagePanel(W.VBox):
+class TriagePanel(W.VBox, TriageActions):
     """Everything destructive (resubmit moves, discard removes) waits for an explicit confirmation."""
 
     def __init__(self, entity: str, *, connection: ConnectionLike = None, limit: int = PAGE) -> None:
@@ -81,9 +62,6 @@ class TriagePanel(W.VBox):
         self.visible: list[dict[str, Any]] = []
         self.grouping: GroupCounts | None = None
         self.frame: Any = None  # "Load as DataFrame" puts its DataFrame here
-        self.edit: Edit | None = None
-        self.reports: list[Report] = []
-        self.pending: tuple[str, Callable[[], Report]] | None = None
         self._drawn = 0.0
         self._updating = False  # the dropdown is being refilled: its value changes are not the reader's
         self._found: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (field, value) -> a page found by scanning
@@ -118,28 +96,8 @@ class TriagePanel(W.VBox):
             tooltip="the group's messages into panel.frame (pandas)",
             layout=W.Layout(width="auto"),  # its full label, never cut
         )
-        default_target = "" if self.source.is_subscription else str(self.source)
-        self.target = W.Text(
-            value=default_target,
-            description="Resubmit to",
-            placeholder="queue to resubmit to",
-            style=label,
-            layout=W.Layout(width="auto", min_width="320px"),
-        )
-        self.patch = W.Textarea(
-            placeholder='JSON merge patch for the bodies, e.g. {"currency": "EUR"}', rows=3, layout=wide
-        )
-        self.resubmit_button = W.Button(
-            description="Resubmit selected…", button_style="warning", layout=W.Layout(width="auto")
-        )
-        self.discard_button = W.Button(
-            description="Discard selected…", button_style="danger", layout=W.Layout(width="auto")
-        )
-        self.confirm_box = W.Text(description="Confirm", placeholder="type the word shown", style=label)
-        self.confirm_button = W.Button(description="Confirm", button_style="primary")
-        self.cancel_button = W.Button(description="Cancel")
         self.status = W.HTML(layout=wide)  # right under the action buttons: prompts, outcomes, mistakes
-        self.report = W.HTML(layout=wide)
+        acting = self._action_widgets("" if self.source.is_subscription else str(self.source))
         self.work = Background(self.status, self._working)
         self.reload_button.on_click(guard(self.status, self.reload))
         self.count_button.on_click(guard(self.status, self.count))
@@ -148,16 +106,7 @@ class TriagePanel(W.VBox):
         self.by.observe(lambda _: self._show_groups(), names="value")
         self.groups.observe(lambda _: None if self._updating else self._show_group(), names="value")
         self.rows.on_select(self._on_select)
-        self.resubmit_button.on_click(guard(self.status, self.ask_resubmit))
-        self.discard_button.on_click(guard(self.status, self.ask_discard))
-        self.confirm_button.on_click(guard(self.status, lambda: self.confirm(self.confirm_box.value)))
-        self.cancel_button.on_click(guard(self.status, self.cancel))
-        self.confirmation = W.HBox(
-            [self.confirm_box, self.confirm_button, self.cancel_button], layout=W.Layout(flex_flow="row wrap")
-        )
-        self.confirmation.layout.display = "none"
         row = W.Layout(flex_flow="row wrap", align_items="center", width="100%")
-        actions = W.HBox([self.target, self.resubmit_button, self.discard_button], layout=row)
         super().__init__(
             [
                 W.HBox([self.title, self.reload_button], layout=W.Layout(align_items="center", flex_flow="row wrap")),
@@ -169,12 +118,7 @@ class TriagePanel(W.VBox):
                 W.HTML(self.rows.note),
                 W.HBox([self.frame_button, self.frame_limit], layout=row),
                 self.detail,
-                W.HTML("<b>Repair</b> (optional): a JSON merge patch applied to each body on resubmit"),
-                self.patch,
-                actions,
-                self.status,
-                self.confirmation,
-                self.report,
+                *acting,
             ],
             layout=W.Layout(width="100%", max_width="100%", overflow="hidden"),
         )
@@ -186,8 +130,7 @@ class TriagePanel(W.VBox):
         """The runtime counts and the first page; exact groups when that page is the whole queue."""
         self.work.stop()
         self.work.wait()
-        self.pending = None  # what was asked was about the rows as they were
-        self.confirmation.layout.display = "none"
+        self.confirm_row.cancel()  # what was asked was about the rows as they were
         # The runtime counts (administration API) and the first page (a peek) at once: one round trip.
         with ThreadPoolExecutor(1, thread_name_prefix="sbnotebook-counts") as pool:
             counted = pool.submit(core.counts, self.source, connection=self.connection)
@@ -335,20 +278,35 @@ class TriagePanel(W.VBox):
         by = self.by.value
         group = (self.grouping.groups.get(by, {}) if self.grouping else {}).get(value)
         start = int(group.first_sequence_number or 1) if group is not None else 1
+        found = self._collect(keep, self.limit, stop, start=start, moved_on=lambda: self._chosen() != value)
+        wanted = self._chosen() == value and self.by.value == by  # still the group the reader wants
+        if wanted and not stop.is_set():
+            self._found[(by, value)] = found
+        if wanted:
+            self._show(found, self._group_size(value), stopped=stop.is_set())
+
+    def _collect(
+        self,
+        keep: Callable[[dict[str, Any]], bool],
+        limit: int,
+        stop: threading.Event | None,
+        *,
+        start: int = 1,
+        scan_limit: int | None = None,
+        moved_on: Callable[[], bool] = lambda: False,
+    ) -> list[dict[str, Any]]:
+        """Up to ``limit`` dead-lettered messages that ``keep`` takes, scanned from ``start`` (at most
+        ``scan_limit`` looked at); ends early on ``stop`` or when the reader has ``moved_on``."""
         found: list[dict[str, Any]] = []
-        pages = core.scan(self.dlq, start=start, connection=self.connection)
+        pages = core.scan(self.dlq, start=start, limit=scan_limit, connection=self.connection)
         try:
             for page in pages:
                 found.extend(r for r in page if keep(r))
-                if len(found) >= self.limit or stop.is_set() or self._chosen() != value:
+                if len(found) >= limit or (stop is not None and stop.is_set()) or moved_on():
                     break
         finally:
             pages.close()
-        wanted = self._chosen() == value and self.by.value == by  # still the group the reader wants
-        if wanted and not stop.is_set():
-            self._found[(by, value)] = found[: self.limit]
-        if wanted:
-            self._show(found[: self.limit], self._group_size(value), stopped=stop.is_set())
+        return found[:limit]
 
     def _show(
         self, records: list[dict[str, Any]], of: int | None, *, finding: bool = False, stopped: bool = False
@@ -368,17 +326,8 @@ class TriagePanel(W.VBox):
         if not isinstance(limit, int) or limit < 1:
             raise InvalidInputError(f"limit must be a positive whole number, not {limit!r}.")
         value = self._chosen()
-        keep = self._in_group(value)
-        found: list[dict[str, Any]] = []
-        pages = core.scan(self.dlq, limit=limit if value is None else None, connection=self.connection)
-        try:
-            for page in pages:
-                found.extend(r for r in page if keep(r))
-                if len(found) >= limit or (stop is not None and stop.is_set()):
-                    break
-        finally:
-            pages.close()
-        return core.to_dataframe(found[:limit])
+        found = self._collect(self._in_group(value), limit, stop, scan_limit=limit if value is None else None)
+        return core.to_dataframe(found)
 
     def _load_frame_in_background(self) -> None:
         limit = int(self.frame_limit.value)
@@ -403,105 +352,9 @@ class TriagePanel(W.VBox):
         chosen = list(self.rows.value)
         self.detail.value = detail_html(self.visible[chosen[-1]]) if chosen else ""
 
-    # ---------------------------------------------------------- actions (two steps)
-
-    def _editor(self) -> Edit | None:
-        if self.edit is not None:
-            return self.edit
-        text = self.patch.value.strip()
-        if not text:
-            return None
-        try:
-            patch = json.loads(text)
-        except ValueError as exc:
-            raise InvalidInputError(f"The patch is not valid JSON: {exc}") from None
-        if not isinstance(patch, dict):
-            raise InvalidInputError("The patch must be a JSON object (a merge patch).")
-        return patch_edit(patch)
-
-    def ask_resubmit(self, target: str | None = None) -> str:
-        """Prepare a resubmit of the selection; nothing moves until confirm('resubmit')."""
-        chosen = {int(r["sequence_number"]) for r in self.selected}
-        goal = (target or self.target.value).strip()
-        if not goal:
-            return self._say("Name a target queue: resubmitting to the topic would reach every subscription.")
-        edit = self._editor()
-        applied = self._describe_edit()
-
-        def run() -> Report:
-            return core.resubmit(
-                self.dlq,
-                target=goal,
-                where=lambda r: int(r["sequence_number"]) in chosen,
-                edit=edit,
-                connection=self.connection,
-            )
-
-        return self._prepare("resubmit", f"Resubmit {len(chosen)} messages{self._of()} to {goal} {applied}", run)
-
-    def _describe_edit(self) -> str:
-        """What a resubmit will change, shown before the confirmation (html)."""
-        if self.edit is not None:
-            return "with the Python edit in <code>panel.edit</code> applied to each body"
-        text = self.patch.value.strip()
-        if not text:
-            return "unchanged (no patch)"
-        return f"with this merge patch applied to each JSON body: <code>{html.escape(text)}</code>"
-
-    def ask_discard(self) -> str:
-        chosen = {int(r["sequence_number"]) for r in self.selected}
-
-        def run() -> Report:
-            return core.discard(
-                self.dlq, where=lambda r: int(r["sequence_number"]) in chosen, connection=self.connection
-            )
-
-        return self._prepare("discard", f"Remove {len(chosen)} messages{self._of()} from {self.dlq} for good", run)
-
     def _of(self) -> str:
         """' (shown, of 6,667 in the group)' when the rows shown are not all of the group's messages."""
         size = self._group_size(self._chosen())
         if size is None or size <= len(self.visible):
             return ""
         return f" (shown, of {size:,} in {'the queue' if self._chosen() is None else 'the group'})"
-
-    def _prepare(self, word: str, what: str, run: Callable[[], Report]) -> str:
-        self.pending = (word, run)
-        self.confirmation.layout.display = "flex"
-        self.confirm_box.value = ""
-        return self._say(f"{what}? Type <b>{word}</b> and press Confirm.", prompt=True)
-
-    def cancel(self) -> None:
-        self.pending = None
-        self.confirmation.layout.display = "none"
-        self._say("Cancelled: nothing was changed.")
-
-    def confirm(self, typed: str) -> Report | None:
-        if self.pending is None:
-            self._say("Nothing to confirm.")
-            return None
-        word, run = self.pending
-        if typed.strip().lower() != word:
-            self._say(f"Type <b>{word}</b> exactly to go on, or Cancel.")
-            return None
-        self.pending = None
-        self.confirmation.layout.display = "none"
-        if word == "resubmit":  # a patch or edit is used once: the next resubmit starts clean
-            self.edit = None
-            self.patch.value = ""
-        report = run()
-        self.reports.append(report)
-        self.report.value = self.final_report()
-        self.reload()
-        self._say(f"Done: {html.escape(report.summary())}")  # the prompt is answered: it goes
-        return report
-
-    def final_report(self) -> str:
-        """Every confirmed action's report: its summary line (what moved where) and any failures."""
-        return "<b>What moved where</b>" + "".join(r._repr_html_() for r in self.reports)
-
-    def _say(self, text: str, *, prompt: bool = False) -> str:
-        """Show ``text`` (html) under the action buttons; return it as plain text (for a notebook cell)."""
-        style = "background:#fff3cd;padding:4px 8px;border-radius:4px" if prompt else ""
-        self.status.value = f"<div style='{style}'>{text}</div>" if style else text
-        return html.unescape(_TAGS.sub("", text))

@@ -1,0 +1,43 @@
+"""One option parser for batch reads and streams (sbnotebook/spark/options.py): the options both take
+are parsed once, the same way, with one message each; each kind adds its own. Runs the parsers in
+this process (no JVM) against the emulator, which answers the entity check."""
+
+from __future__ import annotations
+
+import pytest
+
+from sbnotebook.emulator import Emulator
+
+pytest.importorskip("pyspark")
+from sbnotebook.spark.options import OptionError, ReadOptions, StreamOptions
+
+
+@pytest.mark.parametrize("kind", [ReadOptions, StreamOptions])
+def test_batch_and_stream_parse_the_shared_options_alike(emulator: Emulator, kind: type) -> None:
+    given = {"entity": "q", "connectionString": emulator.connection_string, "numPartitions": "3", "maxInFlight": "4"}
+    parsed = kind.parse(given, 2, None)
+    assert (str(parsed.entity), parsed.num_partitions, parsed.max_in_flight) == ("q", 3, 4)
+    assert parsed.conn().namespace == parsed.connection.namespace  # settings as they are, resolved once
+    assert parsed.wait_seconds == (5.0 if kind is ReadOptions else 1.0)  # each kind's own default
+    for bad, said in [
+        ({"numPartitions": "0"}, "option numPartitions must be 1 or more, not 0."),
+        ({"maxInFlight": "x"}, "option maxInFlight must be a whole number, not 'x'."),
+        ({"waitSeconds": "-1"}, "option waitSeconds must be 0 or more."),
+        ({"entity": "nope"}, "entity not found: nope"),
+    ]:
+        with pytest.raises(OptionError, match=said.replace(".", r"\.")):
+            kind.parse({**given, **bad}, 2, None)
+    with pytest.raises(OptionError, match="the 'entity' option is required"):
+        kind.parse({"maxInFlight": "x"}, 2, None)  # a missing entity is said first
+
+
+def test_each_kind_keeps_its_own_options(emulator: Emulator) -> None:
+    conn = {"connectionString": emulator.connection_string}
+    read = ReadOptions.parse({"entity": "q", "mode": "defer", **conn}, 2, None)
+    assert (read.mode, read.max_messages, read.session_enabled) == ("defer", 1000, False)  # a destructive bound
+    stream = StreamOptions.parse({"entity": "sq", "sessionId": "*", **conn}, 2, None)
+    assert (stream.max_per_trigger, stream.session) == (1000, "*")
+    with pytest.raises(OptionError, match="a stream always reads in peek-lock"):
+        StreamOptions.parse({"entity": "q", "mode": "peek", **conn}, 2, None)
+    with pytest.raises(OptionError, match="requires sessions, and mode=defer does not support them"):
+        ReadOptions.parse({"entity": "sq", "mode": "defer", **conn}, 2, None)

@@ -25,17 +25,16 @@ import atexit
 import logging
 import ssl
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from . import trust
 from .connection import Connection, async_credential, credential, explicit_port, resolve
 from .entities import EntityPath
 from .errors import EntityNameError, SbError, ServiceError, from_sdk, is_connection_lost, role_needed
+from .links import LinkPool, quietly, receiver_for
 from .loop import LoopThread
 from .sdk import close_now, open_without_sleeps, session_browser
 
@@ -59,53 +58,6 @@ def tls_context() -> ssl.SSLContext:
     it the SDK builds a context and loads a bundle again for each TCP connection, and it opens one
     per link: about 65 ms of CPU each time an entity is first touched (measured; tests/test_core_live.py)."""
     return trust.tls_context()
-
-
-@dataclass
-class LinkPool:
-    """Idle links of one kind for one entity."""
-
-    opener: Callable[[], Awaitable[Any]]
-    idle: list[tuple[Any, float]] = field(default_factory=list)  # (link, last used, monotonic)
-    busy: dict[int, Any] = field(default_factory=dict)  # id() -> link handed out
-
-    async def acquire(self) -> tuple[Any, bool]:
-        """A link for one operation: an idle one, else a newly opened one. (link, was it new)."""
-        if self.idle:
-            link, _ = self.idle.pop()
-            self.busy[id(link)] = link
-            return link, False
-        link = await self.opener()
-        self.busy[id(link)] = link
-        return link, True
-
-    def release(self, link: Any) -> bool:
-        """Take a link back for reuse. False for a link this pool did not hand out (one borrowed
-        before a reconnect or close replaced the pools): the caller closes it instead."""
-        if self.busy.pop(id(link), None) is None:
-            return False
-        self.idle.append((link, time.monotonic()))
-        return True
-
-    def forget(self, link: Any) -> None:
-        self.busy.pop(id(link), None)
-
-    async def give_back(self, link: Any, *, keep: bool = True) -> None:
-        """The end of a borrow: back for reuse when ``keep``, else closed; so is a link this pool
-        did not hand out (see ``release``)."""
-        if keep and self.release(link):
-            return
-        self.forget(link)
-        await close_now(link)
-
-    def take_idle(self, older_than: float | None = None) -> list[Any]:
-        now = time.monotonic()
-        keep: list[tuple[Any, float]] = []
-        out: list[tuple[Any, float]] = []
-        for link, used in self.idle:
-            (out if older_than is None or now - used >= older_than else keep).append((link, used))
-        self.idle = keep
-        return [link for link, _ in out]
 
 
 class LiveConnection(LoopThread):
@@ -427,37 +379,6 @@ class LiveConnection(LoopThread):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def receiver_for(client: Any, path: EntityPath, **kwargs: Any) -> Any:
-    """An SDK receiver for a queue, subscription or dead-letter queue."""
-    from azure.servicebus import ServiceBusSubQueue
-
-    if path.sub_queue == "dead_letter":
-        kwargs["sub_queue"] = ServiceBusSubQueue.DEAD_LETTER
-    elif path.sub_queue == "transfer_dead_letter":
-        kwargs["sub_queue"] = ServiceBusSubQueue.TRANSFER_DEAD_LETTER
-    if path.subscription is not None:
-        return client.get_subscription_receiver(path.name, path.subscription, **kwargs)
-    return client.get_queue_receiver(path.name, **kwargs)
-
-
-@asynccontextmanager
-async def opened(handler: Any) -> AsyncIterator[Any]:
-    """An SDK sender or receiver, open for the block and closed at once after it (``close_now``)."""
-    await open_without_sleeps(handler)
-    try:
-        yield handler
-    finally:
-        await close_now(handler)
-
-
-async def quietly(awaitable: Awaitable[Any]) -> None:
-    """Closing a link over a dead connection fails; that is expected, and logged at debug."""
-    try:
-        await awaitable
-    except Exception as exc:
-        log.debug("while closing: %r", exc)
 
 
 def _close_quietly(closable: Any) -> None:

@@ -31,7 +31,8 @@ from typing import Any
 from .counts import counts
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk, is_connection_lost, requires_sessions
-from .live import ConnectionLike, LiveConnection, live, opened, receiver_for
+from .links import opened, receiver_for
+from .live import ConnectionLike, LiveConnection, live
 from .outcome import Outcome, Report
 from .receive import fetch_batch
 from .scan import STATES, SessionHold, ascan, message_state

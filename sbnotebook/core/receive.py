@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from .entities import EntityPath
 from .errors import InvalidInputError, from_sdk, is_connection_lost, is_lock_lost, tracking_id_of
-from .live import ConnectionLike, LiveConnection, live, receiver_for
+from .links import receiver_for
+from .live import ConnectionLike, LiveConnection, live
 from .outcome import Outcome, Report
 from .records import SHOWN_FIELDS, to_dataframe, to_record
 from .sdk import (

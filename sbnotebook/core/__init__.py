@@ -61,6 +61,7 @@ from .manage import (
 )
 from .outcome import PROBLEMS, Outcome, Report
 from .peek import PeekPage, peek
+from .pipeline import RetryPolicy
 from .process import DeadLetter, Done, Policy, Retry, Skip, Stop, process
 from .purge import apurge, purge
 from .receive import LockedBatch, receive, receive_deferred
@@ -68,7 +69,7 @@ from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record
 from .resubmit import aresubmit, default_target, discard, resubmit
 from .scan import PAGE_SIZE, ascan, peek_numbers, scan, scan_records, sequence_numbers
 from .search import compile_where, filter_records, json_columns
-from .send import RetryPolicy, acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
+from .send import acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
 from .sessions import (
     SessionInfo,
     SessionStates,

@@ -19,10 +19,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from .entities import EntityPath
+from .messages import to_message
 from .outcome import Outcome, Report
+from .pipeline import RetryPolicy, send_all
 from .receive import LockedBatch
 from .records import RECORD_FIELDS, SENDABLE_FIELDS, property_value, to_record
-from .send import RetryPolicy, send_all, to_message
 
 Record = dict[str, Any]
 

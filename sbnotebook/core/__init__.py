@@ -12,6 +12,7 @@ nothing: the documented resolution order); calls with the same settings share on
 """
 
 from . import deferral
+from .batch import LockedBatch
 from .connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_connection_string, resolve
 from .copies import acopy_then_complete, copy_message, copy_then_complete
 from .counts import EntityCounts, counts, list_entities
@@ -64,7 +65,7 @@ from .peek import PeekPage, peek
 from .pipeline import RetryPolicy
 from .process import DeadLetter, Done, Policy, Retry, Skip, Stop, process
 from .purge import apurge, purge
-from .receive import LockedBatch, receive, receive_deferred
+from .receive import receive, receive_deferred
 from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record
 from .resubmit import aresubmit, default_target, discard, resubmit
 from .scan import PAGE_SIZE, ascan, peek_numbers, scan, scan_records, sequence_numbers

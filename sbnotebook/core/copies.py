@@ -18,11 +18,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from .batch import LockedBatch
 from .entities import EntityPath
 from .messages import to_message
 from .outcome import Outcome, Report
 from .pipeline import RetryPolicy, send_all
-from .receive import LockedBatch
 from .records import RECORD_FIELDS, SENDABLE_FIELDS, property_value, to_record
 
 Record = dict[str, Any]

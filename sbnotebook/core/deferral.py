@@ -15,12 +15,13 @@ import datetime as dt
 from concurrent.futures import Future
 from typing import Any
 
+from .batch import LockedBatch
 from .copies import RESUBMIT_COUNT, copy_message, copy_then_complete
 from .entities import EntityPath
 from .errors import InvalidInputError
 from .live import ConnectionLike
 from .outcome import Report
-from .receive import LockedBatch, receive_deferred
+from .receive import receive_deferred
 from .send import schedule
 
 REMINDER_FOR = "sbnotebook-reminder-for"  # sequence number of the deferred message

@@ -21,12 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from .batch import LockedBatch
 from .copies import copy_message, copy_then_complete
 from .entities import EntityPath
 from .errors import InvalidInputError
 from .live import ConnectionLike, live
 from .outcome import Report
-from .receive import LockedBatch, receive
+from .receive import receive
 
 
 class Done:

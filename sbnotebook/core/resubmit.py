@@ -22,12 +22,13 @@ from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .batch import DEFAULT_MAX_RENEWAL, LockedBatch
 from .copies import acopy_then_complete, copy_for
 from .entities import EntityPath
 from .errors import EntityNameError, InvalidInputError, from_sdk
 from .live import ConnectionLike, LiveConnection, live
 from .outcome import Outcome, Report
-from .receive import DEFAULT_MAX_RENEWAL, LockedBatch, receive_batch
+from .receive import receive_batch
 from .records import to_record
 from .scan import ascan
 

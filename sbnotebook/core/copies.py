@@ -190,12 +190,7 @@ async def acopy_then_complete(
 
 
 def copy_then_complete(
-    batch: LockedBatch,
-    copies: Sequence[tuple[int, Any]],
-    target: str | EntityPath,
-    *,
-    at: dt.datetime | None = None,
-    also_complete: Sequence[int] = (),
+    batch: LockedBatch, copies: Sequence[tuple[int, Any]], target: str | EntityPath, *, at: dt.datetime | None = None
 ) -> Report:
     """Copy first, then complete (see :func:`acopy_then_complete`), from outside the connection's loop."""
-    return batch.connection.run(acopy_then_complete(batch, copies, target, at=at, also_complete=also_complete))
+    return batch.connection.run(acopy_then_complete(batch, copies, target, at=at))

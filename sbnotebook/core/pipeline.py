@@ -67,6 +67,20 @@ async def _units(
 
     current: Any = None
     items = taken
+
+    async def new_batch(index: int, msg: Any) -> Any:
+        items.append((index, msg))  # taken before the batch exists: reported if it cannot be made
+        made = await sender.create_message_batch()
+        items.pop()
+        return made
+
+    def fits(msg: Any) -> bool:
+        try:
+            current.add_message(msg)
+        except (MessageSizeExceededError, ValueError):
+            return False
+        return True
+
     for index, raw in enumerate(iter_input(messages)):
         try:
             msg = to_message(raw)
@@ -79,24 +93,14 @@ async def _units(
             yield _Unit([(index, msg)], msg)
             continue
         if current is None:
-            items.append((index, msg))  # taken before the batch exists: reported if it cannot be made
-            current = await sender.create_message_batch()
-            items.pop()
-        try:
-            current.add_message(msg)
-            items.append((index, msg))
-        except (MessageSizeExceededError, ValueError):
+            current = await new_batch(index, msg)
+        if not fits(msg):
             if items:
                 unit = _Unit(list(items), current)
                 items.clear()
                 yield unit
-            items.append((index, msg))
-            current = await sender.create_message_batch()
-            items.pop()
-            try:
-                current.add_message(msg)
-                items.append((index, msg))
-            except (MessageSizeExceededError, ValueError):
+            current = await new_batch(index, msg)
+            if not fits(msg):
                 limit = current.max_size_in_bytes
                 report.add(
                     _failure(
@@ -109,6 +113,7 @@ async def _units(
                     )
                 )
                 continue
+        items.append((index, msg))
         if len(items) >= MAX_BATCH_MESSAGES:
             unit = _Unit(list(items), current)
             current = None

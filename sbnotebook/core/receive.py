@@ -96,14 +96,15 @@ async def receive_batch(
     path: EntityPath,
     *,
     count: int,
-    mode: Mode,
     wait: float,
-    max_in_flight: int,
-    auto_renew: bool,
-    max_renewal: float,
-    session_id: str | None,
+    mode: Mode = "peek-lock",
+    max_in_flight: int = 10,
+    auto_renew: bool = True,
+    max_renewal: float = DEFAULT_MAX_RENEWAL,
+    session_id: str | None = None,
     sequence_numbers: list[int] | None = None,
 ) -> LockedBatch:
+    """The body of ``receive`` and ``receive_deferred`` (their defaults), on the connection's loop."""
     from azure.servicebus import ServiceBusReceiveMode
 
     deletes = mode == "receive-and-delete"

@@ -22,7 +22,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .batch import DEFAULT_MAX_RENEWAL, LockedBatch
+from .batch import LockedBatch
 from .copies import acopy_then_complete, copy_for
 from .entities import EntityPath
 from .errors import EntityNameError, InvalidInputError, from_sdk
@@ -190,17 +190,8 @@ async def _worker(
             if want == 0:
                 return
             run.claimed += want
-            batch = await receive_batch(
-                conn,
-                src,
-                count=want,
-                mode="peek-lock",
-                wait=wait,
-                max_in_flight=1,
-                auto_renew=True,
-                max_renewal=DEFAULT_MAX_RENEWAL,
-                session_id=None,
-            )
+            # Peek-lock, locks renewed while the batch is held, settled one request at a time.
+            batch = await receive_batch(conn, src, count=want, wait=wait, max_in_flight=1)
             run.claimed -= want - len(batch.messages)
             wait = 0.5
             if not batch.messages:

@@ -12,7 +12,9 @@ nothing: the documented resolution order); calls with the same settings share on
 """
 
 from . import deferral
+from .batch import LockedBatch
 from .connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_connection_string, resolve
+from .copies import acopy_then_complete, copy_message, copy_then_complete
 from .counts import EntityCounts, counts, list_entities
 from .credentials import CredentialRef, credential_of, is_credential_ref, parse_credential_ref
 from .entities import EntityPath
@@ -60,14 +62,15 @@ from .manage import (
 )
 from .outcome import PROBLEMS, Outcome, Report
 from .peek import PeekPage, peek
+from .pipeline import RetryPolicy
 from .process import DeadLetter, Done, Policy, Retry, Skip, Stop, process
 from .purge import apurge, purge
-from .receive import LockedBatch, receive, receive_deferred
+from .receive import receive, receive_deferred
 from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record
-from .resubmit import aresubmit, copy_message, default_target, discard, resubmit
+from .resubmit import aresubmit, default_target, discard, resubmit
 from .scan import PAGE_SIZE, ascan, peek_numbers, scan, scan_records, sequence_numbers
 from .search import compile_where, filter_records, json_columns
-from .send import RetryPolicy, acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
+from .send import acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
 from .sessions import (
     SessionInfo,
     SessionStates,
@@ -124,6 +127,7 @@ __all__ = [
     "Skip",
     "Stop",
     "acancel_scheduled",
+    "acopy_then_complete",
     "apurge",
     "aresubmit",
     "ascan",
@@ -134,6 +138,7 @@ __all__ = [
     "compile_where",
     "connect",
     "copy_message",
+    "copy_then_complete",
     "count_jsonl",
     "count_session_states",
     "counts",

@@ -15,12 +15,13 @@ import datetime as dt
 from concurrent.futures import Future
 from typing import Any
 
+from .batch import LockedBatch
+from .copies import RESUBMIT_COUNT, copy_message, copy_then_complete
 from .entities import EntityPath
 from .errors import InvalidInputError
 from .live import ConnectionLike
 from .outcome import Report
-from .receive import LockedBatch, receive_deferred
-from .resubmit import RESUBMIT_COUNT, copy_message
+from .receive import receive_deferred
 from .send import schedule
 
 REMINDER_FOR = "sbnotebook-reminder-for"  # sequence number of the deferred message
@@ -95,7 +96,8 @@ def resubmit_scheduled(
     max_resubmits: int = 5,
     target: str | None = None,
 ) -> Report:
-    """Send a scheduled clone (resubmit count + 1) for ``now + delay``, then complete the original.
+    """Send a scheduled clone (resubmit count + 1) for ``now + delay``, then complete the original
+    (``copy_then_complete``: a clone not confirmed is reported failed and its original left locked).
     A message already resubmitted ``max_resubmits`` times is dead-lettered (``MaxResubmitsExceeded``)."""
     indexes = batch.indexes(which)
     destination = EntityPath.parse(target) if target else EntityPath.parse(batch.entity).parent
@@ -116,7 +118,6 @@ def resubmit_scheduled(
             batch.dead_letter(give_up, reason="MaxResubmitsExceeded", description=f"resubmitted {max_resubmits} times")
         )
     if retry:
-        copies = [copy_message(batch.messages[i]) for i in retry]
-        schedule(destination, copies, when, connection=batch.connection)  # the copy first (raises on failure) ...
-        report.merge(batch.complete(retry))  # ... the original second
+        copies = [(i, copy_message(batch.messages[i])) for i in retry]
+        report.merge(copy_then_complete(batch, copies, destination, at=when))
     return report

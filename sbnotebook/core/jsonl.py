@@ -226,7 +226,7 @@ def sendable(
     unless ``keep_ids``; a scheduled time
     only when it is still ahead (it is kept on messages that were scheduled once); the broker's
     dead-letter reason and description dropped (as a resubmit drops them)."""
-    from .resubmit import DEAD_LETTER_PROPERTIES
+    from .copies import DEAD_LETTER_PROPERTIES
 
     out = dict(record)
     props = out.get("application_properties") or {}

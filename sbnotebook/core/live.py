@@ -5,9 +5,8 @@ link attach) and closing one waits for its keep-alive; doing that per call made 
 notebook cost a second. A :class:`LiveConnection` keeps them instead:
 
 - one ``azure.servicebus.aio.ServiceBusClient``;
-- one event loop on its own thread: the single way the synchronous API runs async work
-  (``run``), safe to call from any thread (cells, widget callbacks, Spark tasks), also while
-  Jupyter's own loop is running;
+- one event loop on its own thread (``core/loop.py``'s ``LoopThread``, which this class extends):
+  the single way the synchronous API runs async work (``run``), safe to call from any thread;
 - pools of senders and receivers per entity, reused across calls; a link is used by one
   operation at a time, so concurrency is the number of links taken from a pool; links idle for
   ``idle_timeout`` seconds are closed, and everything is closed by ``close()`` and at exit;
@@ -23,22 +22,20 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import concurrent.futures
 import logging
 import ssl
-import sys
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from . import trust
 from .connection import Connection, async_credential, credential, explicit_port, resolve
 from .entities import EntityPath
 from .errors import EntityNameError, SbError, ServiceError, from_sdk, is_connection_lost, role_needed
+from .links import LinkPool, quietly, receiver_for
+from .loop import LoopThread
 from .sdk import close_now, open_without_sleeps, session_browser
 
 T = TypeVar("T")
@@ -63,77 +60,18 @@ def tls_context() -> ssl.SSLContext:
     return trust.tls_context()
 
 
-@dataclass
-class LinkPool:
-    """Idle links of one kind for one entity."""
-
-    opener: Callable[[], Awaitable[Any]]
-    idle: list[tuple[Any, float]] = field(default_factory=list)  # (link, last used, monotonic)
-    busy: dict[int, Any] = field(default_factory=dict)  # id() -> link handed out
-
-    async def acquire(self) -> tuple[Any, bool]:
-        """A link for one operation: an idle one, else a newly opened one. (link, was it new)."""
-        if self.idle:
-            link, _ = self.idle.pop()
-            self.busy[id(link)] = link
-            return link, False
-        link = await self.opener()
-        self.busy[id(link)] = link
-        return link, True
-
-    def release(self, link: Any) -> bool:
-        """Take a link back for reuse. False for a link this pool did not hand out (one borrowed
-        before a reconnect or close replaced the pools): the caller closes it instead."""
-        if self.busy.pop(id(link), None) is None:
-            return False
-        self.idle.append((link, time.monotonic()))
-        return True
-
-    def forget(self, link: Any) -> None:
-        self.busy.pop(id(link), None)
-
-    async def give_back(self, link: Any, *, keep: bool = True) -> None:
-        """The end of a borrow: back for reuse when ``keep``, else closed; so is a link this pool
-        did not hand out (see ``release``)."""
-        if keep and self.release(link):
-            return
-        self.forget(link)
-        await close_now(link)
-
-    def take_idle(self, older_than: float | None = None) -> list[Any]:
-        now = time.monotonic()
-        keep: list[tuple[Any, float]] = []
-        out: list[tuple[Any, float]] = []
-        for link, used in self.idle:
-            (out if older_than is None or now - used >= older_than else keep).append((link, used))
-        self.idle = keep
-        return [link for link, _ in out]
-
-
-async def _aclose(agen: Any, patience: float = 10.0) -> None:
-    """Close an async generator once its step in progress has ended: after an interrupted cell,
-    ``run`` cancels that step, but the cancellation unwinds on the loop a little later, and closing
-    a generator still running raises RuntimeError instead of closing it."""
-    deadline = time.monotonic() + patience
-    while getattr(agen, "ag_running", False) and time.monotonic() < deadline:
-        await asyncio.sleep(0.001)
-    await agen.aclose()
-
-
-class LiveConnection:
+class LiveConnection(LoopThread):
     """One live connection to a namespace (see the module docstring). Create with ``connect()``."""
 
     def __init__(
         self, settings: Connection, *, idle_timeout: float = IDLE_TIMEOUT, try_timeout: float = TRY_TIMEOUT
     ) -> None:
+        super().__init__("sbnotebook-live")
         self.settings = settings
         self.idle_timeout = idle_timeout
         self.try_timeout = try_timeout
         self.links_opened = 0
         self.reconnects = 0
-        self._start_lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._client: Any = None
         self._own_credential: Any = None  # a DefaultAzureCredential this connection made
         self._pools: dict[tuple[str, str], LinkPool] = {}
@@ -168,42 +106,6 @@ class LiveConnection:
 
     # ------------------------------------------------------------------- loop
 
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        with self._start_lock:
-            if self._loop is None or self._loop.is_closed():
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="sbnotebook-live", daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def _on_loop(self) -> bool:
-        try:
-            return asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            return False
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run a coroutine on this connection's loop and wait for it (from any other thread)."""
-        if self._on_loop():
-            coro.close()
-            raise RuntimeError(
-                "A synchronous sbnotebook call was made from the connection's own event loop; use the a* form."
-            )
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return future.result(timeout)
-        except (KeyboardInterrupt, concurrent.futures.TimeoutError):
-            future.cancel()  # an interrupted cell stops the work instead of leaving it running
-            raise
-
-    async def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await a coroutine on this connection's loop from any event loop (the async API)."""
-        if self._on_loop():
-            return await coro
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
-
     def run_on(self, path: EntityPath, coro: Coroutine[Any, Any, T]) -> T:
         """``run``, with an SDK error turned into the kit's error for that entity (ours pass as they are)."""
         try:
@@ -221,37 +123,6 @@ class LiveConnection:
             raise
         except Exception as exc:
             raise from_sdk(exc, entity=str(path)) from None
-
-    def spawn(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Start a coroutine on the loop without waiting."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def spawn_if_running(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T] | None:
-        """Start a coroutine on the loop if it is running now, else drop it (None): for clean-up
-        from ``__del__``, which must never start a loop thread (at interpreter exit a new thread
-        never starts, and waiting for it hangs the exit)."""
-        with self._start_lock:
-            loop = self._loop
-            if loop is None or loop.is_closed() or not loop.is_running() or sys.is_finalizing():
-                coro.close()
-                return None
-            return asyncio.run_coroutine_threadsafe(coro, loop)
-
-    def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
-        """A synchronous iterator over an async generator that runs on the loop."""
-        try:
-            while True:
-                try:
-                    item: T = self.run(agen.__anext__())  # type: ignore[arg-type]
-                except StopAsyncIteration:
-                    return
-                yield item
-        finally:
-            if getattr(agen, "aclose", None) is not None and not self._loop_closed():
-                self.run(_aclose(agen))
-
-    def _loop_closed(self) -> bool:
-        return self._loop is None or self._loop.is_closed()
 
     # ------------------------------------------------------------------ links
 
@@ -488,80 +359,26 @@ class LiveConnection:
             if self._admin is not None:
                 _close_quietly(self._admin)
                 self._admin = None
-        if self._loop is None or self._loop.is_closed():
-            return
-        loop = self._loop
-        if self._on_loop():
-            raise RuntimeError("close() from the connection's own event loop")
-
-        async def shutdown() -> None:
-            if self._reaper is not None:
-                self._reaper.cancel()
-                self._reaper = None
-            # Links still borrowed (an open batch, a paused scan) are closed too: left open, their
-            # keep-alive tasks die with the loop ("Task was destroyed but it is pending").
-            borrowed = [link for pool in self._pools.values() for link in pool.busy.values()]
-            await self._close_links()
-            await asyncio.gather(*(quietly(close_now(link)) for link in borrowed))
-            await _cancel_leftovers()
-
-        try:
-            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=15)
-        except Exception as exc:  # closing must not raise over a broken connection; it is logged
-            log.info("closing %s: %s", self.settings, from_sdk(exc).message)
-        loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        loop.close()
+        failed = self.stop(self._shutdown())
+        if failed is not None:  # closing must not raise over a broken connection; it is logged
+            log.info("closing %s: %s", self.settings, from_sdk(failed).message)
         self._pools.clear()
+
+    async def _shutdown(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+        # Links still borrowed (an open batch, a paused scan) are closed too: left open, their
+        # keep-alive tasks die with the loop ("Task was destroyed but it is pending").
+        borrowed = [link for pool in self._pools.values() for link in pool.busy.values()]
+        await self._close_links()
+        await asyncio.gather(*(quietly(close_now(link)) for link in borrowed))
 
     def __enter__(self) -> LiveConnection:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def receiver_for(client: Any, path: EntityPath, **kwargs: Any) -> Any:
-    """An SDK receiver for a queue, subscription or dead-letter queue."""
-    from azure.servicebus import ServiceBusSubQueue
-
-    if path.sub_queue == "dead_letter":
-        kwargs["sub_queue"] = ServiceBusSubQueue.DEAD_LETTER
-    elif path.sub_queue == "transfer_dead_letter":
-        kwargs["sub_queue"] = ServiceBusSubQueue.TRANSFER_DEAD_LETTER
-    if path.subscription is not None:
-        return client.get_subscription_receiver(path.name, path.subscription, **kwargs)
-    return client.get_queue_receiver(path.name, **kwargs)
-
-
-async def _cancel_leftovers(grace: float = 5.0) -> None:
-    """Cancel what still runs on the loop (lock renewers, scheduled abandons) and let it finish."""
-    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in tasks:
-        task.cancel()
-    if tasks:
-        _, pending = await asyncio.wait(tasks, timeout=grace)
-        if pending:
-            log.info("closing: %d tasks did not stop within %.0f s", len(pending), grace)
-
-
-@asynccontextmanager
-async def opened(handler: Any) -> AsyncIterator[Any]:
-    """An SDK sender or receiver, open for the block and closed at once after it (``close_now``)."""
-    await open_without_sleeps(handler)
-    try:
-        yield handler
-    finally:
-        await close_now(handler)
-
-
-async def quietly(awaitable: Awaitable[Any]) -> None:
-    """Closing a link over a dead connection fails; that is expected, and logged at debug."""
-    try:
-        await awaitable
-    except Exception as exc:
-        log.debug("while closing: %r", exc)
 
 
 def _close_quietly(closable: Any) -> None:

@@ -21,13 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from .batch import LockedBatch
+from .copies import copy_message, copy_then_complete
 from .entities import EntityPath
 from .errors import InvalidInputError
 from .live import ConnectionLike, live
-from .outcome import Outcome, Report
-from .receive import LockedBatch, receive
-from .resubmit import copy_message
-from .send import send
+from .outcome import Report
+from .receive import receive
 
 
 class Done:
@@ -165,11 +165,5 @@ def _dead_letter_elsewhere(batch: LockedBatch, i: int, verdict: DeadLetter, dest
         }
     )
     copy.application_properties = props
-    sent = send(target, [copy], connection=batch.connection)
-    if not sent.ok:
-        failed = sent.failures[0]
-        out = Report("dead-letter", batch.entity)
-        msg = batch.messages[i]
-        out.add(Outcome(str(msg.message_id), int(msg.sequence_number or 0), "failed", failed.error, i))
-        return out  # the original keeps its lock until it lapses: nothing lost
-    return batch.complete(i)
+    # A copy not confirmed is reported failed: the original keeps its lock until it lapses, nothing lost.
+    return copy_then_complete(batch, [(i, copy)], target)

@@ -31,7 +31,8 @@ from typing import Any
 from .counts import counts
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk, is_connection_lost, requires_sessions
-from .live import ConnectionLike, LiveConnection, live, opened, receiver_for
+from .links import opened, receiver_for
+from .live import ConnectionLike, LiveConnection, live
 from .outcome import Outcome, Report
 from .receive import fetch_batch
 from .scan import STATES, SessionHold, ascan, message_state
@@ -143,7 +144,6 @@ async def _purge(
     once), then deferred messages by sequence number, then cancel scheduled ones (queues and topics
     only). A session-enabled entity: its sessions are listed, the server deletes what it can, then
     each listed session is emptied in turn."""
-    from azure.servicebus import ServiceBusReceiveMode
 
     started = time.perf_counter()
     report = Report("purge", str(path))
@@ -174,53 +174,75 @@ async def _purge(
         return report
     on_server = include_active and await _delete_on_server(conn, path, report, tick)
     client = conn.sdk_client()
-
-    async def drain() -> None:
-        rcv = receiver_for(
-            client, path, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, prefetch_count=PURGE_BATCH
-        )
-        async with opened(rcv):
-            while batch := await rcv.receive_messages(max_message_count=PURGE_BATCH, max_wait_time=1):
-                report.extend(_removed(m) for m in batch)
-                forget_deliveries(rcv)  # pre-settled: the link would keep every tag to the end
-                tick()
-            # The prefetch credit is still out: what the broker sent meanwhile is removed too.
-            late: list[Any] = []
-            try:
-                confirmed = await drain_credit(rcv, late)
-            finally:
-                report.extend(_removed(m) for m in late)  # removed, even if the connection then fails
-            if not confirmed:
-                report.note("the broker did not confirm the last receive: messages removed at the end may be uncounted")
-
     if include_active and not on_server:
-        await asyncio.gather(*(drain() for _ in range(PARALLEL_RECEIVERS)))
+        await _drain_in_parallel(client, path, report, tick)
     if include_deferred or include_scheduled or on_server:
-        found: dict[str, list[int]] = {state: [] for state in STATES}
-        wanted = STATES if on_server else ("deferred", "scheduled")
-        async for page in ascan(path, states=wanted, connection=conn):
-            for m in page:
-                found[message_state(m)].append(int(m.sequence_number))
-        deferred, scheduled = found["deferred"], found["scheduled"]
-        if found["active"]:
-            # Locked by a receiver while the server deleted, or sent since: receive what can be.
-            _note_slow_path(
-                report, f"{len(found['active'])} active message(s) left after batch delete (locked, or new)"
-            )
-            await asyncio.gather(*(drain() for _ in range(PARALLEL_RECEIVERS)))
-        if on_server and ((include_deferred and deferred) or (include_scheduled and scheduled)):
-            _note_slow_path(report, "deferred and scheduled messages are not eligible for batch delete")
-        if include_deferred and deferred:
-            rcv = receiver_for(client, path, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
-            async with opened(rcv):
-                for k in range(0, len(deferred), BY_SEQUENCE):
-                    got = await rcv.receive_deferred_messages(deferred[k : k + BY_SEQUENCE])
-                    report.extend(_removed(m) for m in got)
-                    tick()
-        if include_scheduled:
-            await _cancel_scheduled(conn, path, scheduled, report, tick)
+        await _purge_by_number(
+            conn, path, report, tick, on_server=on_server, deferred=include_deferred, scheduled=include_scheduled
+        )
     report.elapsed = time.perf_counter() - started
     return report
+
+
+async def _drain(client: Any, path: EntityPath, report: Report, tick: Callable[[], None]) -> None:
+    """Receive-and-delete on one link until the entity is empty; what arrives late is removed too."""
+    from azure.servicebus import ServiceBusReceiveMode
+
+    rcv = receiver_for(client, path, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, prefetch_count=PURGE_BATCH)
+    async with opened(rcv):
+        while batch := await rcv.receive_messages(max_message_count=PURGE_BATCH, max_wait_time=1):
+            report.extend(_removed(m) for m in batch)
+            forget_deliveries(rcv)  # pre-settled: the link would keep every tag to the end
+            tick()
+        # The prefetch credit is still out: what the broker sent meanwhile is removed too.
+        late: list[Any] = []
+        try:
+            confirmed = await drain_credit(rcv, late)
+        finally:
+            report.extend(_removed(m) for m in late)  # removed, even if the connection then fails
+        if not confirmed:
+            report.note("the broker did not confirm the last receive: messages removed at the end may be uncounted")
+
+
+async def _drain_in_parallel(client: Any, path: EntityPath, report: Report, tick: Callable[[], None]) -> None:
+    await asyncio.gather(*(_drain(client, path, report, tick) for _ in range(PARALLEL_RECEIVERS)))
+
+
+async def _purge_by_number(
+    conn: LiveConnection,
+    path: EntityPath,
+    report: Report,
+    tick: Callable[[], None],
+    *,
+    on_server: bool,
+    deferred: bool,
+    scheduled: bool,
+) -> None:
+    """After the bulk removal: what a scan still finds. Active messages left (locked while the
+    server deleted, or new) are drained; deferred ones received by number; scheduled ones cancelled."""
+    from azure.servicebus import ServiceBusReceiveMode
+
+    client = conn.sdk_client()
+    found: dict[str, list[int]] = {state: [] for state in STATES}
+    wanted = STATES if on_server else ("deferred", "scheduled")
+    async for page in ascan(path, states=wanted, connection=conn):
+        for m in page:
+            found[message_state(m)].append(int(m.sequence_number))
+    if found["active"]:
+        _note_slow_path(report, f"{len(found['active'])} active message(s) left after batch delete (locked, or new)")
+        await _drain_in_parallel(client, path, report, tick)
+    if on_server and ((deferred and found["deferred"]) or (scheduled and found["scheduled"])):
+        _note_slow_path(report, "deferred and scheduled messages are not eligible for batch delete")
+    if deferred and found["deferred"]:
+        numbers = found["deferred"]
+        rcv = receiver_for(client, path, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
+        async with opened(rcv):
+            for k in range(0, len(numbers), BY_SEQUENCE):
+                got = await rcv.receive_deferred_messages(numbers[k : k + BY_SEQUENCE])
+                report.extend(_removed(m) for m in got)
+                tick()
+    if scheduled:
+        await _cancel_scheduled(conn, path, found["scheduled"], report, tick)
 
 
 def _note_slow_path(report: Report, why: str) -> None:

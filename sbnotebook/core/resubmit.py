@@ -1,13 +1,9 @@
 """Moving messages (typically out of a dead-letter queue) without ever losing one.
 
-For each message: the copy is sent and confirmed first, the original completed second.
-A crash in between leaves a duplicate, never a gap. Messages a filter does not select are
-released (given back without raising their delivery count), not abandoned.
-
-The copy keeps body bytes, content type, subject, correlation id, session id, partition key,
-reply-to, to and application properties; drops the dead-letter properties; records how often it
-was resubmitted (``sbnotebook-resubmit-count``) and the original id; and takes a new message id
-unless ``keep_message_id=True`` (duplicate detection on the target would drop it otherwise).
+For each message: the copy is sent and confirmed first, the original completed second
+(``copies.acopy_then_complete``, which also says what the copy keeps). A crash in between leaves a
+duplicate, never a gap. Messages a filter does not select are released (given back without raising
+their delivery count), not abandoned.
 
 Bulk work (10^6 messages) streams: up to ``max_in_flight`` batches are on their way at once (receive,
 send the copies, complete the originals), nothing is kept per moved message (the Report counts past
@@ -21,25 +17,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from .batch import LockedBatch
+from .copies import acopy_then_complete, copy_for
 from .entities import EntityPath
-from .errors import EntityNameError, InvalidInputError, SbError, from_sdk, is_connection_lost
+from .errors import EntityNameError, InvalidInputError, from_sdk
 from .live import ConnectionLike, LiveConnection, live
 from .outcome import Outcome, Report
-from .receive import DEFAULT_MAX_RENEWAL, LockedBatch, receive_batch
-from .records import RECORD_FIELDS, SENDABLE_FIELDS, property_value, to_record
+from .receive import receive_batch
+from .records import to_record
 from .scan import ascan
-from .send import RetryPolicy, send_all, to_message
-
-RESUBMIT_COUNT = "sbnotebook-resubmit-count"
-ORIGINAL_ID = "sbnotebook-original-message-id"
-DEAD_LETTER_PROPERTIES = {"deadletterreason", "deadlettererrordescription"}
-_COPY_IDS = uuid.UUID("6b1f3c52-3f0e-4a57-9a39-2b8f1d0c7e41")  # the namespace of copy_id's name-based ids
 
 Record = dict[str, Any]
 
@@ -58,59 +49,6 @@ def default_target(source: EntityPath) -> EntityPath:
     if source.is_subscription:
         raise _fan_out_refused(source)
     return source.parent
-
-
-def copy_id(msg: Any, source: str) -> str:
-    """The copy's message id: new (the original's may still be in the target's duplicate detection
-    history, which would drop the copy) but the same every time this message is resubmitted from
-    ``source``: a re-run after an interruption sends the copies already sent with the same ids, and
-    a target with duplicate detection drops them. The source's sequence number makes it unique;
-    the resubmit count makes the next resubmission of the same message (dead-lettered again) new."""
-    props = msg.application_properties or {}
-    count = props.get(RESUBMIT_COUNT.encode(), props.get(RESUBMIT_COUNT, 0))
-    key = f"{source.lower()}|{_seq(msg)}|{msg.message_id}|{count}"
-    return str(uuid.uuid5(_COPY_IDS, key))
-
-
-def copy_message(msg: Any, *, keep_message_id: bool = False, source: str | None = None) -> Any:
-    """A faithful copy for resubmission (see the module docstring). Its message id is the
-    original's with ``keep_message_id``, else :func:`copy_id` when the ``source`` is named, else a
-    random one."""
-    from azure.servicebus import ServiceBusMessage
-    from azure.servicebus.amqp import AmqpMessageBodyType
-
-    props: dict[str, Any] = {}
-    for key, value in (msg.application_properties or {}).items():
-        name = key.decode() if isinstance(key, bytes) else str(key)
-        if name.lower() in DEAD_LETTER_PROPERTIES:
-            continue
-        props[name] = value.decode() if isinstance(value, bytes) else value
-    previous = props.get(RESUBMIT_COUNT, 0)
-    try:
-        props[RESUBMIT_COUNT] = int(previous) + 1
-    except (TypeError, ValueError):
-        props[RESUBMIT_COUNT] = 1
-    props.setdefault(ORIGINAL_ID, str(msg.message_id))
-    if msg.body_type == AmqpMessageBodyType.DATA:
-        body: Any = b"".join(bytes(b) for b in msg.body)
-    else:
-        body = property_value(msg.body)
-    copy = ServiceBusMessage(
-        body,
-        content_type=msg.content_type,
-        subject=msg.subject,
-        correlation_id=msg.correlation_id,
-        session_id=msg.session_id,
-        partition_key=msg.partition_key,
-        to=msg.to,
-        reply_to=msg.reply_to,
-        reply_to_session_id=msg.reply_to_session_id,
-        application_properties=cast(Any, props),
-        message_id=str(msg.message_id)
-        if keep_message_id
-        else (copy_id(msg, source) if source is not None else str(uuid.uuid4())),
-    )
-    return copy
 
 
 @dataclass
@@ -252,17 +190,8 @@ async def _worker(
             if want == 0:
                 return
             run.claimed += want
-            batch = await receive_batch(
-                conn,
-                src,
-                count=want,
-                mode="peek-lock",
-                wait=wait,
-                max_in_flight=1,
-                auto_renew=True,
-                max_renewal=DEFAULT_MAX_RENEWAL,
-                session_id=None,
-            )
+            # Peek-lock, locks renewed while the batch is held, settled one request at a time.
+            batch = await receive_batch(conn, src, count=want, wait=wait, max_in_flight=1)
             run.claimed -= want - len(batch.messages)
             wait = 0.5
             if not batch.messages:
@@ -275,7 +204,7 @@ async def _worker(
                 for _ in range(max_workers - run.workers):
                     start_worker(False)
             try:
-                keep = await _move(conn, src, dst, run, batch, edit, keep_message_id)
+                keep = await _move(src, dst, run, batch, edit, keep_message_id)
             except BaseException:
                 # Stopped in the middle (cancelled, connection gone): the locks go back without a
                 # delivery counted; a copy already sent is kept in mind by run.copied.
@@ -313,7 +242,6 @@ def _seq(msg: Any) -> int:
 
 
 async def _move(
-    conn: LiveConnection,
     src: EntityPath,
     dst: EntityPath | None,
     run: _Run,
@@ -324,8 +252,8 @@ async def _move(
     """One batch: copies sent, then the originals completed. Returns the rows held back."""
     report = run.report
     keep: list[int] = []
-    todo: list[int] = []
-    copies: list[Any] = []
+    todo: list[int] = []  # completed without a copy: discarded, or copied earlier in this run
+    copies: list[tuple[int, Any]] = []
     for i, m in enumerate(batch.messages):
         seq = _seq(m)
         if run.selection is not None and seq not in run.copied:
@@ -337,45 +265,28 @@ async def _move(
         if seq in run.copied or dst is None:
             todo.append(i)
             continue
-        copy = _copy_for(m, str(src), edit, keep_message_id)
+        copy = copy_for(m, str(src), edit, keep_message_id)
         if copy is None:
             keep.append(i)  # the edit said: leave it where it is
             report.add(Outcome(_mid(m), seq, "skipped", "the edit returned None"))
             continue
-        todo.append(i)
         copies.append((i, copy))
-    if copies and dst is not None:
-        sent = await send_all(
-            conn,
-            dst,
-            [c for _, c in copies],
-            max_in_flight=1,
-            batch=True,
-            retry=RetryPolicy(),
-            progress=None,
-            schedule_at=None,
-        )
-        by_index = {o.index: o for o in sent}
-        for pos, (i, _) in enumerate(copies):
-            outcome = by_index.get(pos)
-            if outcome is None or outcome.outcome != "sent":  # the original stays; not retried in this run
-                m = batch.messages[i]
-                todo.remove(i)
-                keep.append(i)
-                error = outcome.error if outcome is not None else "the copy was not confirmed"
-                tracking = outcome.tracking_id if outcome is not None else None
-                report.add(Outcome(_mid(m), _seq(m), "failed", error, None, tracking_id=tracking))
+    if dst is None:
+        settled = await batch.settle_async("complete", todo)
+    else:
+        settled = await acopy_then_complete(batch, copies, dst, also_complete=todo)
     done = "resubmitted" if dst is not None else "discarded"
-    settled = await batch.settle_async("complete", todo)
     for o in settled:
         seq = int(o.sequence_number or 0)
         if o.outcome == "completed":
             run.copied.pop(seq, None)
             report.add(Outcome(o.message_id, seq, done))
             run.moved += 1
-        elif dst is not None:
-            why = o.error or "the copy was sent but the original could not be completed: it will come back"
-            run.copied[seq] = Outcome(o.message_id, seq, "duplicated", why)
+        elif o.outcome == "duplicated":
+            run.copied[seq] = replace(o, index=None)  # reported at the end unless completed later in this run
+        elif dst is not None and o.index is not None:  # the copy was not confirmed: the original stays
+            keep.append(o.index)  # held back, not retried in this run
+            report.add(replace(o, index=None))
         else:
             report.add(Outcome(o.message_id, seq, "failed", o.error))
     for n in settled.notes:
@@ -383,42 +294,18 @@ async def _move(
     return keep
 
 
-async def _resubmit_reconnecting(
-    conn: LiveConnection, src: EntityPath, dst: EntityPath | None, **kwargs: Any
-) -> Report:
-    """``_resubmit``, with what every call does on a dropped connection (reconnect, try once more,
-    else one of the kit's errors), safe here because a failure with nothing moved changed nothing."""
-    try:
-        try:
-            return await _resubmit(conn, src, dst, **kwargs)
-        except Exception as first:
-            if not is_connection_lost(first):
-                raise
-            await conn.reconnect(why=first)  # logged there, with why
-        report = await _resubmit(conn, src, dst, **kwargs)
+async def _moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, **kwargs: Any) -> Report:
+    """``_resubmit`` with the one "reconnect once, then retry" (safe: a failure with nothing moved
+    changed nothing) and SDK errors turned into the kit's."""
+
+    def noted(report: Report) -> None:
         report.note("reconnected: the connection had dropped (nothing had moved yet)")
-        return report
-    except SbError:
-        raise
-    except Exception as exc:
-        raise from_sdk(exc, entity=str(src)) from None
+
+    return await conn.call_on(src, conn.reconnecting(lambda: _resubmit(conn, src, dst, **kwargs), after=noted))
 
 
 def _mid(msg: Any) -> str | None:
     return str(msg.message_id) if msg.message_id is not None else None
-
-
-def _copy_for(
-    msg: Any, entity: str, edit: Callable[[Record], Record | None] | None, keep_message_id: bool
-) -> Any | None:
-    copy = copy_message(msg, keep_message_id=keep_message_id, source=entity)
-    if edit is None:
-        return copy
-    record = to_record(msg, entity)
-    # The edit gets its own copy of the properties map: editing it in place must not change `record`,
-    # which _apply_edit compares against.
-    edited = edit({**record, "application_properties": dict(record.get("application_properties") or {})})
-    return None if edited is None else _apply_edit(copy, record, edited)
 
 
 async def _selected(conn: LiveConnection, src: EntityPath, where: Callable[[Record], bool]) -> _Selection:
@@ -431,33 +318,6 @@ async def _selected(conn: LiveConnection, src: EntityPath, where: Callable[[Reco
                 count += 1
                 last = max(last, _seq(m))
     return _Selection(where, count, last)
-
-
-_NOT_SENT = set(RECORD_FIELDS) - set(SENDABLE_FIELDS)  # broker-set fields an edit cannot change
-
-
-def _apply_edit(copy: Any, original: Record, edited: Record) -> Any:
-    """Rebuild the copy from an edited record, keeping the resubmission bookkeeping.
-    An edited ``body`` wins; otherwise an edited ``body_text`` becomes the body."""
-    record = {k: v for k, v in edited.items() if k not in _NOT_SENT}
-    for timing in ("time_to_live", "scheduled_enqueue_time"):  # like copy_message: only if the edit set them
-        if record.get(timing) == original.get(timing):
-            record.pop(timing, None)
-    if edited.get("body") == original.get("body") and edited.get("body_text") is not None:
-        record["body"] = edited["body_text"]
-    # Properties the edit changed or added are set; ones it removed are dropped; the others keep the
-    # copy's typed values (the record holds them as text, so writing them back would change types).
-    before = original.get("application_properties") or {}
-    after = edited.get("application_properties") or {}
-    props = {k: v for k, v in (copy.application_properties or {}).items() if _name(k) not in set(before) - set(after)}
-    props.update({k: v for k, v in after.items() if k not in before or before[k] != v})
-    record["application_properties"] = {k: v for k, v in props.items() if k.lower() not in DEAD_LETTER_PROPERTIES}
-    record["message_id"] = copy.message_id
-    return to_message(record)
-
-
-def _name(key: Any) -> str:
-    return key.decode() if isinstance(key, bytes) else str(key)
 
 
 def _check_limit(limit: int | None, max_in_flight: int, batch_size: int) -> None:
@@ -496,22 +356,20 @@ def resubmit(
     it is. One outcome per message: resubmitted, skipped, duplicated or failed. ``progress(report)``
     after each batch (from the connection's thread). Run again after an interruption, it finishes
     what is left (see the module docstring)."""
-    src = EntityPath.parse(source)
-    dst = _target(src, target, allow_fan_out)
-    _check_limit(limit, max_in_flight, batch_size)
     conn = live(connection)
     return conn.run(
-        _resubmit_reconnecting(
-            conn,
-            src,
-            dst,
+        aresubmit(
+            source,
+            target=target,
             where=where,
             edit=edit,
             limit=limit,
             keep_message_id=keep_message_id,
+            allow_fan_out=allow_fan_out,
             max_in_flight=max_in_flight,
             batch_size=batch_size,
             progress=progress,
+            connection=conn,
         )
     )
 
@@ -535,19 +393,17 @@ async def aresubmit(
     dst = _target(src, target, allow_fan_out)
     _check_limit(limit, max_in_flight, batch_size)
     conn = live(connection)
-    return await conn.call(
-        _resubmit_reconnecting(
-            conn,
-            src,
-            dst,
-            where=where,
-            edit=edit,
-            limit=limit,
-            keep_message_id=keep_message_id,
-            max_in_flight=max_in_flight,
-            batch_size=batch_size,
-            progress=progress,
-        )
+    return await _moved(
+        conn,
+        src,
+        dst,
+        where=where,
+        edit=edit,
+        limit=limit,
+        keep_message_id=keep_message_id,
+        max_in_flight=max_in_flight,
+        batch_size=batch_size,
+        progress=progress,
     )
 
 
@@ -565,7 +421,7 @@ def discard(
     _check_limit(limit, 10, 50)
     conn = live(connection)
     return conn.run(
-        _resubmit_reconnecting(
+        _moved(
             conn,
             src,
             None,

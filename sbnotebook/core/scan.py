@@ -25,7 +25,8 @@ from typing import Any
 
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk
-from .live import ConnectionLike, LiveConnection, live, receiver_for
+from .links import receiver_for
+from .live import ConnectionLike, LiveConnection, live
 from .records import to_record
 from .sdk import close_now, open_without_sleeps
 

@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 from .entities import EntityPath
 from .errors import InvalidInputError, SessionLockedError, from_sdk
-from .live import ConnectionLike, LiveConnection, live, quietly, receiver_for
+from .links import quietly, receiver_for
+from .live import ConnectionLike, LiveConnection, live
 from .scan import PAGE_SIZE, ascan, message_state
 from .sdk import close_now, open_without_sleeps, session_id_page
 

@@ -4,7 +4,6 @@ them, and one chunk settled (a copy sent first, then the original completed, for
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Literal
 
 from ..core import (
@@ -14,10 +13,10 @@ from ..core import (
     Report,
     SbError,
     copy_message,
+    copy_then_complete,
     default_target,
     receive_deferred,
     scan,
-    send,
 )
 
 Action = Literal["complete", "dead_letter", "resubmit", "release"]
@@ -84,14 +83,8 @@ def settle_chunk(
         rows = list(range(len(batch)))
         if action in ("resubmit", "release"):
             target = opts.get("target") or str(default_target(EntityPath.parse(entity)))
-            sent = send(target, [copy_message(m) for m in batch.messages], connection=conn)  # copy first
-            failed = {f.index for f in sent.failures}
-            for f in sent.failures:
-                msg = batch.messages[int(f.index or 0)]
-                out.add(replace(f, sequence_number=int(msg.sequence_number), index=None))
-            rows = [i for i in rows if i not in failed]
-            if rows:
-                out.merge(batch.complete(rows))  # then complete the original
+            copies = [(i, copy_message(m)) for i, m in enumerate(batch.messages)]
+            out.merge(copy_then_complete(batch, copies, target))  # the copy first, the original second
         elif action == "dead_letter":
             out.merge(batch.dead_letter(rows, reason=opts.get("reason"), description=opts.get("description")))
         else:

@@ -1,0 +1,196 @@
+"""Copies for resubmission, and the one "copy first, then complete".
+
+The copy keeps body bytes, content type, subject, correlation id, session id, partition key,
+reply-to, to and application properties; drops the dead-letter properties; records how often it
+was resubmitted (``sbnotebook-resubmit-count``) and the original id; and takes a new message id
+unless ``keep_message_id=True`` (duplicate detection on the target would drop it otherwise).
+
+Whatever moves a locked message elsewhere (``resubmit``, ``deferral.resubmit_scheduled``, a
+``process`` policy's ``dead_letter_to``, the Spark layer's deferred resubmit) goes through
+:func:`acopy_then_complete`: the copy is sent and confirmed first, the original completed second,
+so a failure in between leaves a duplicate (reported ``duplicated``), never a gap.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+from .batch import LockedBatch
+from .entities import EntityPath
+from .messages import to_message
+from .outcome import Outcome, Report
+from .pipeline import RetryPolicy, send_all
+from .records import RECORD_FIELDS, SENDABLE_FIELDS, property_value, to_record
+
+Record = dict[str, Any]
+
+RESUBMIT_COUNT = "sbnotebook-resubmit-count"
+ORIGINAL_ID = "sbnotebook-original-message-id"
+DEAD_LETTER_PROPERTIES = {"deadletterreason", "deadlettererrordescription"}
+_COPY_IDS = uuid.UUID("6b1f3c52-3f0e-4a57-9a39-2b8f1d0c7e41")  # the namespace of copy_id's name-based ids
+
+
+def copy_id(msg: Any, source: str) -> str:
+    """The copy's message id: new (the original's may still be in the target's duplicate detection
+    history, which would drop the copy) but the same every time this message is resubmitted from
+    ``source``: a re-run after an interruption sends the copies already sent with the same ids, and
+    a target with duplicate detection drops them. The source's sequence number makes it unique;
+    the resubmit count makes the next resubmission of the same message (dead-lettered again) new."""
+    props = msg.application_properties or {}
+    count = props.get(RESUBMIT_COUNT.encode(), props.get(RESUBMIT_COUNT, 0))
+    key = f"{source.lower()}|{int(msg.sequence_number or 0)}|{msg.message_id}|{count}"
+    return str(uuid.uuid5(_COPY_IDS, key))
+
+
+def copy_message(msg: Any, *, keep_message_id: bool = False, source: str | None = None) -> Any:
+    """A faithful copy for resubmission (see the module docstring). Its message id is the
+    original's with ``keep_message_id``, else :func:`copy_id` when the ``source`` is named, else a
+    random one."""
+    from azure.servicebus import ServiceBusMessage
+    from azure.servicebus.amqp import AmqpMessageBodyType
+
+    props: dict[str, Any] = {}
+    for key, value in (msg.application_properties or {}).items():
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        if name.lower() in DEAD_LETTER_PROPERTIES:
+            continue
+        props[name] = value.decode() if isinstance(value, bytes) else value
+    previous = props.get(RESUBMIT_COUNT, 0)
+    try:
+        props[RESUBMIT_COUNT] = int(previous) + 1
+    except (TypeError, ValueError):
+        props[RESUBMIT_COUNT] = 1
+    props.setdefault(ORIGINAL_ID, str(msg.message_id))
+    if msg.body_type == AmqpMessageBodyType.DATA:
+        body: Any = b"".join(bytes(b) for b in msg.body)
+    else:
+        body = property_value(msg.body)
+    copy = ServiceBusMessage(
+        body,
+        content_type=msg.content_type,
+        subject=msg.subject,
+        correlation_id=msg.correlation_id,
+        session_id=msg.session_id,
+        partition_key=msg.partition_key,
+        to=msg.to,
+        reply_to=msg.reply_to,
+        reply_to_session_id=msg.reply_to_session_id,
+        application_properties=cast(Any, props),
+        message_id=str(msg.message_id)
+        if keep_message_id
+        else (copy_id(msg, source) if source is not None else str(uuid.uuid4())),
+    )
+    return copy
+
+
+def copy_for(
+    msg: Any, entity: str, edit: Callable[[Record], Record | None] | None, keep_message_id: bool
+) -> Any | None:
+    """The copy to send for ``msg``, passed through ``edit(record)`` when given (None: the edit
+    said to leave the message where it is)."""
+    copy = copy_message(msg, keep_message_id=keep_message_id, source=entity)
+    if edit is None:
+        return copy
+    record = to_record(msg, entity)
+    # The edit gets its own copy of the properties map: editing it in place must not change `record`,
+    # which apply_edit compares against.
+    edited = edit({**record, "application_properties": dict(record.get("application_properties") or {})})
+    return None if edited is None else apply_edit(copy, record, edited)
+
+
+_NOT_SENT = set(RECORD_FIELDS) - set(SENDABLE_FIELDS)  # broker-set fields an edit cannot change
+
+
+def apply_edit(copy: Any, original: Record, edited: Record) -> Any:
+    """Rebuild the copy from an edited record, keeping the resubmission bookkeeping.
+    An edited ``body`` wins; otherwise an edited ``body_text`` becomes the body."""
+    record = {k: v for k, v in edited.items() if k not in _NOT_SENT}
+    for timing in ("time_to_live", "scheduled_enqueue_time"):  # like copy_message: only if the edit set them
+        if record.get(timing) == original.get(timing):
+            record.pop(timing, None)
+    if edited.get("body") == original.get("body") and edited.get("body_text") is not None:
+        record["body"] = edited["body_text"]
+    # Properties the edit changed or added are set; ones it removed are dropped; the others keep the
+    # copy's typed values (the record holds them as text, so writing them back would change types).
+    before = original.get("application_properties") or {}
+    after = edited.get("application_properties") or {}
+    props = {k: v for k, v in (copy.application_properties or {}).items() if _text(k) not in set(before) - set(after)}
+    props.update({k: v for k, v in after.items() if k not in before or before[k] != v})
+    record["application_properties"] = {k: v for k, v in props.items() if k.lower() not in DEAD_LETTER_PROPERTIES}
+    record["message_id"] = copy.message_id
+    return to_message(record)
+
+
+def _text(key: Any) -> str:
+    return key.decode() if isinstance(key, bytes) else str(key)
+
+
+NOT_COMPLETED = "the copy was sent but the original could not be completed: it will come back"
+
+
+async def acopy_then_complete(
+    batch: LockedBatch,
+    copies: Sequence[tuple[int, Any]],
+    target: str | EntityPath,
+    *,
+    at: dt.datetime | None = None,
+    also_complete: Sequence[int] = (),
+) -> Report:
+    """Send ``copies`` (pairs of a row of ``batch`` and the message to send for it) to ``target``,
+    scheduled for ``at`` when given; then complete, in one settlement, the rows whose copy Service
+    Bus confirmed and the rows of ``also_complete`` (copied earlier). One outcome per row, with the
+    row as its index: ``completed``; ``failed`` (the copy was not confirmed: the original is left
+    locked, untouched); or ``duplicated`` (the copy was sent, the original not completed). When no
+    copy can be sent at all (a target that does not exist) the error is raised, no original touched."""
+    path = EntityPath.parse(target)
+    report = Report("copy-then-complete", batch.entity, str(path))
+    sent = Report("send", str(path))
+    if copies:
+        sent = await send_all(
+            batch.connection,
+            path,
+            [message for _, message in copies],
+            max_in_flight=1,
+            batch=True,
+            retry=RetryPolicy(),
+            progress=None,
+            schedule_at=at,
+        )
+    confirmed = {o.index: o for o in sent if o.outcome in ("sent", "scheduled")}
+    todo = list(also_complete)
+    for pos, (row, _) in enumerate(copies):
+        if pos in confirmed:
+            todo.append(row)
+            continue
+        failure = next((o for o in sent.failures if o.index == pos), None)
+        msg = batch.messages[row]
+        report.add(
+            Outcome(
+                str(msg.message_id) if msg.message_id is not None else None,
+                int(msg.sequence_number or 0),
+                "failed",
+                failure.error if failure is not None else "the copy was not confirmed",
+                row,
+                tracking_id=failure.tracking_id if failure is not None else None,
+            )
+        )
+    settled = await batch.settle_async("complete", todo) if todo else Report("complete", batch.entity)
+    for o in settled:
+        report.add(
+            o
+            if o.outcome == "completed"
+            else Outcome(o.message_id, o.sequence_number, "duplicated", o.error or NOT_COMPLETED, o.index)
+        )
+    for n in [*sent.notes, *settled.notes]:
+        report.note(n)
+    return report
+
+
+def copy_then_complete(
+    batch: LockedBatch, copies: Sequence[tuple[int, Any]], target: str | EntityPath, *, at: dt.datetime | None = None
+) -> Report:
+    """Copy first, then complete (see :func:`acopy_then_complete`), from outside the connection's loop."""
+    return batch.connection.run(acopy_then_complete(batch, copies, target, at=at))

@@ -38,6 +38,7 @@ MAGIC_V1 = b"SBNSNAP1"
 BLOCK = 4096  # messages per block: big enough that a block's json.loads is cheap per message
 _END = bytes(16)
 _STATES = tuple(MessageState)
+_FIELDS = 27  # an index entry: 8 of the stored message, 13 of its data, 6 section lengths
 
 _CHANGED_NONE = -1  # the length that says "application properties as the sender sent them"
 
@@ -195,35 +196,10 @@ def _messages(
     end = len(buffer)
     for entry in index:
         try:
-            (
-                seq,
-                enqueued,
-                state,
-                count,
-                expires,
-                dl_source,
-                eseq,
-                size,
-                durable,
-                priority,
-                message_id,
-                correlation_id,
-                subject,
-                content_type,
-                to,
-                reply_to,
-                reply_to_session_id,
-                session_id,
-                partition_key,
-                ttl,
-                scheduled,
-                n_props,
-                n_app,
-                n_body,
-                n_da,
-                n_ann,
-                n_changed,
-            ) = entry
+            if len(entry) != _FIELDS:
+                raise ValueError(f"{len(entry)} fields, not {_FIELDS}")
+            seq, enqueued, state, count, expires, dl_source, eseq, size = entry[:8]
+            n_props, n_app, n_body, n_da, n_ann, n_changed = entry[_FIELDS - 6 :]
             cut = at + n_props
             raw_props = buffer[at:cut]
             at, cut = cut, cut + n_app
@@ -241,27 +217,9 @@ def _messages(
                 at += n_changed
             if at > end:
                 raise ValueError("the sections end past the file")
-            data = MessageData(
-                raw_props,
-                raw_body,
-                size,
-                raw_app,
-                raw_da,
-                durable,
-                priority,
-                annotations,
-                message_id,
-                correlation_id,
-                subject,
-                content_type,
-                to,
-                reply_to,
-                reply_to_session_id,
-                session_id,
-                partition_key,
-                ttl,
-                scheduled,
-            )
+            # entry[8:21]: MessageData's scalars in its field order (``_entry``), the annotations after priority
+            scalars = (*entry[8:10], annotations, *entry[10:21])
+            data = MessageData(raw_props, raw_body, size, raw_app, raw_da, *scalars)
             msg = StoredMessage(
                 data, seq, enqueued, _STATES[state], count, changed, None, None, None, expires, dl_source, eseq
             )

@@ -4,6 +4,8 @@ A thin mapping: attaches become Sources or targets, transfers become
 ``Broker.send``, credit becomes ``Broker.receive``, dispositions become
 settlement. Everything runs on the event loop's thread; errors in one
 connection or link are answered on that connection or link only.
+``amqpcontrol.py`` answers the ``$cbs`` and ``$management`` links; ``amqpterms.py`` holds the
+per-connection and per-link records and the Service Bus link terms.
 """
 
 from __future__ import annotations
@@ -11,84 +13,49 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-import uuid
-from collections import defaultdict, deque
-from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from collections import defaultdict
+from typing import Any, cast
 
 from cproton import pn_delivery, pn_link_send
-from cproton_ffi import ffi, lib
-from proton import Condition, Delivery, Endpoint, Event, Handler, Link, Message, Terminus, int32, symbol, ulong
+from cproton_ffi import lib
+from proton import Delivery, Endpoint, Event, Handler, Link, Terminus, ulong
 
-from .broker import Broker, Source
+from .amqpcontrol import ControlLinks
+from .amqpsettle import settle
+from .amqpterms import (
+    CBS,
+    LOCKED_UNTIL_UTC,
+    MANAGEMENT_SUFFIX,
+    MAX_BATCH_SIZE,
+    PN_ACCEPTED,
+    SENDER_CREDIT,
+    SESSION_CAPACITY,
+    ConnectionState,
+    OutLink,
+    WaitingAttach,
+    dotnet_ticks,
+    error_condition,
+    link_timeout,
+    need,
+    normalise_address,
+    raw_tag,
+    raw_token,
+    session_filter,
+    set_session_filter,
+)
+from .broker import Broker
 from .codec import DecodeError, decode_transfer, encode_stored, lock_tag
-from .entra import EntraError, Issuer
-from .errors import BadRequest, BrokerError, EntityNotFound, MessageSizeExceeded, OperationTimeout, Unauthorized
+from .entra import Issuer
+from .errors import BadRequest, BrokerError, EntityNotFound, MessageSizeExceeded, OperationTimeout
 from .faults import EntityFaults
-from .management import OPERATION_RIGHTS, ManagementHandler
-from .sas import LISTEN, SEND, Grant, TokenError, covers, resource_key, validate
+from .management import ManagementHandler
+from .sas import LISTEN, SEND
 from .store import MessageStore
 
 log = logging.getLogger("sbnotebook.emulator")
 
-CBS = "$cbs"
-MANAGEMENT_SUFFIX = "/$management"
-DEAD_LETTER_CONDITION = "com.microsoft:dead-letter"
-TRACKING_ID = symbol("com.microsoft:tracking-id")
-SENDER_CREDIT = 500
-MAX_FRAME_SIZE = 256 * 1024
-SESSION_CAPACITY = 64 * 1024 * 1024
-T = TypeVar("T")
-TICK_SECONDS = 0.05
 
-
-def normalise_address(address: str | None) -> str:
-    """``amqps://host:port/Orders`` -> ``Orders`` (scheme, authority and leading '/' removed)."""
-    if not address:
-        return ""
-    text = address
-    if "://" in text:
-        text = text.split("://", 1)[1]
-        text = text.split("/", 1)[1] if "/" in text else ""
-    return text.strip("/")
-
-
-def _need(obj: T | None, what: str) -> T:
-    # proton types event fields as optional; on the events handled here they are always set.
-    if obj is None:
-        raise RuntimeError(f"proton event without a {what}")
-    return obj
-
-
-def _error_condition(exc: BrokerError) -> Condition:
-    # The SDK hangs on sends if an error carries no info map.
-    return Condition(exc.condition, exc.description, {TRACKING_ID: exc.tracking_id})
-
-
-@dataclass(eq=False)
-class ConnectionState:
-    grants: list[Grant] = field(default_factory=list)
-    deliveries: int = 0
-    cbs_sender: Link | None = None
-    links: set[Link] = field(default_factory=set)
-
-    def authorized(self, path: str, right: str | None = None) -> bool:
-        now = time.time()
-        return any(covers(g, path, now, right) for g in self.grants)
-
-
-@dataclass(eq=False)
-class OutLink:
-    """A link on which the broker sends: a receiver's source, or a reply channel."""
-
-    link: Link
-    source: Source | None = None
-    peek_lock: bool = True
-    session_id: str | None = None
-    pending_replies: deque[Message] = field(default_factory=deque)
-
-
-class BrokerHandler(Handler):
+class BrokerHandler(ControlLinks, Handler):
     def __init__(self, broker: Broker, keys: dict[str, str], issuer: Issuer | None = None) -> None:
         super().__init__()
         self.broker = broker
@@ -100,7 +67,7 @@ class BrokerHandler(Handler):
         self._management: dict[Link, ManagementHandler] = {}
         self._targets: dict[Link, str] = {}
         self.loop: Any = None  # set by the EventLoop: latency, slow entities, aborts
-        self._waiting: list[_WaitingAttach] = []
+        self._waiting: list[WaitingAttach] = []
         self._plain_tags = itertools.count(1)
 
     # ------------------------------------------------------------ lifecycle
@@ -115,33 +82,27 @@ class BrokerHandler(Handler):
         """The socket is gone: whatever the connection held is released."""
         self._drop_connection(connection)
 
-    def _conn(self, connection: Any) -> ConnectionState:
-        state = self._conns.get(connection)
-        if state is None:
-            state = self._conns[connection] = ConnectionState()
-        return state
-
     def on_connection_remote_open(self, event: Event) -> None:
-        conn = _need(event.connection, "connection")
+        conn = need(event.connection, "connection")
         self._conn(conn)
         if conn.state & Endpoint.LOCAL_UNINIT:
             conn.container = "sbnotebook-emulator"
             conn.open()
 
     def on_session_remote_open(self, event: Event) -> None:
-        ssn = _need(event.session, "session")
+        ssn = need(event.session, "session")
         if ssn.state & Endpoint.LOCAL_UNINIT:
             ssn.incoming_capacity = SESSION_CAPACITY
             ssn.open()
 
     def on_connection_remote_close(self, event: Event) -> None:
-        conn = _need(event.connection, "connection")
+        conn = need(event.connection, "connection")
         self._drop_connection(conn)
         if conn.state & Endpoint.LOCAL_ACTIVE:
             conn.close()
 
     def on_session_remote_close(self, event: Event) -> None:
-        ssn = _need(event.session, "session")
+        ssn = need(event.session, "session")
         if ssn.state & Endpoint.LOCAL_ACTIVE:
             ssn.close()
 
@@ -150,7 +111,7 @@ class BrokerHandler(Handler):
             self._drop_connection(event.connection)
 
     def on_transport_error(self, event: Event) -> None:
-        cond = _need(event.transport, "transport").condition
+        cond = need(event.transport, "transport").condition
         log.debug("transport error: %s %s", cond.name if cond else "?", cond.description if cond else "")
 
     def _drop_connection(self, connection: Any) -> None:
@@ -165,7 +126,7 @@ class BrokerHandler(Handler):
     # ----------------------------------------------------------------- links
 
     def on_link_remote_open(self, event: Event) -> None:
-        link = cast(Link, _need(event.link, "link"))
+        link = cast(Link, need(event.link, "link"))
         if not link.state & Endpoint.LOCAL_UNINIT:
             return
         conn = self._conn(link.connection)
@@ -200,10 +161,10 @@ class BrokerHandler(Handler):
         peek_lock = link.remote_snd_settle_mode != Link.SND_SETTLED
         out = OutLink(link, source=source, peek_lock=peek_lock)
         self._apply_entity_faults(link, address)
-        wants_session, session_id = _session_filter(link)
+        wants_session, session_id = session_filter(link)
         if wants_session:
-            timeout = _link_timeout(link)
-            self._waiting.append(_WaitingAttach(out, session_id, time.monotonic() + timeout))
+            timeout = link_timeout(link)
+            self._waiting.append(WaitingAttach(out, session_id, time.monotonic() + timeout))
             self._try_sessions()
             return
         if source.store.sessions is not None:
@@ -221,7 +182,7 @@ class BrokerHandler(Handler):
         if not self._waiting:
             return
         now = time.monotonic()
-        still: list[_WaitingAttach] = []
+        still: list[WaitingAttach] = []
         for wait in self._waiting:
             out, link = wait.out, wait.out.link
             if link.state & Endpoint.REMOTE_CLOSED:
@@ -244,8 +205,8 @@ class BrokerHandler(Handler):
                     still.append(wait)
                 continue
             out.session_id = session.id
-            _set_session_filter(link, session.id)
-            link.properties = {LOCKED_UNTIL_UTC: _dotnet_ticks(session.locked_until or 0.0)}
+            set_session_filter(link, session.id)
+            link.properties = {LOCKED_UNTIL_UTC: dotnet_ticks(session.locked_until or 0.0)}
             conn = self._conns.get(link.connection)
             if conn is not None:
                 conn.links.add(link)
@@ -298,29 +259,16 @@ class BrokerHandler(Handler):
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
 
-    def _authorize(self, conn: ConnectionState, address: str, right: str | None = None) -> None:
-        """A token on $cbs covering ``address`` and, if named, giving ``right`` (Send, Listen, Manage)."""
-        if not conn.authorized(address):
-            raise Unauthorized(f"Unauthorized access to '{address}': put a valid token on $cbs first.")
-        if right is not None and not conn.authorized(address, right):
-            host = conn.grants[-1].audience.partition("/")[0] if conn.grants else ""
-            # Service Bus's words, for SAS rules and Entra roles alike
-            raise Unauthorized(
-                f"Unauthorized access. '{right}' claim(s) are required to perform this operation. "
-                f"Resource: 'sb://{host}/{address}'.",
-                entity=address,
-            )
-
     def _refuse(self, link: Link, exc: BrokerError) -> None:
         # attach with null termini, then detach with the error: the SDK maps the condition.
         link.source.type = Terminus.UNSPECIFIED
         link.target.type = Terminus.UNSPECIFIED
         link.open()
-        link.condition = _error_condition(exc)
+        link.condition = error_condition(exc)
         link.close()
 
     def on_link_remote_close(self, event: Event) -> None:
-        link = cast(Link, _need(event.link, "link"))
+        link = cast(Link, need(event.link, "link"))
         conn = self._conns.get(link.connection)
         if conn is not None:
             conn.links.discard(link)
@@ -341,7 +289,7 @@ class BrokerHandler(Handler):
     # ---------------------------------------------------------------- credit
 
     def on_link_flow(self, event: Event) -> None:
-        out = self._out.get(cast(Link, _need(event.link, "link")))
+        out = self._out.get(cast(Link, need(event.link, "link")))
         if out is None:
             return
         self._send_replies(out)
@@ -359,7 +307,7 @@ class BrokerHandler(Handler):
                     out.source, credit, peek_lock=out.peek_lock, owner=out, session_id=out.session_id
                 )
             except BrokerError as exc:
-                link.condition = _error_condition(exc)
+                link.condition = error_condition(exc)
                 link.close()
                 return
             impl = link._impl
@@ -410,7 +358,7 @@ class BrokerHandler(Handler):
     # ------------------------------------------------------------ deliveries
 
     def on_delivery(self, event: Event) -> None:
-        self.on_delivery_object(_need(event.delivery, "delivery"))
+        self.on_delivery_object(need(event.delivery, "delivery"))
 
     def on_delivery_raw(self, impl: Any) -> bool:
         """The hottest path, at the C level: a receiver completing a peek-locked message.
@@ -421,7 +369,7 @@ class BrokerHandler(Handler):
             return True  # nothing new from the receiver
         if lib.pn_delivery_remote_state(impl) != PN_ACCEPTED or lib.pn_delivery_settled(impl):
             return False
-        token = _raw_token(impl)
+        token = raw_token(impl)
         if token is None:
             return False
         try:
@@ -439,7 +387,7 @@ class BrokerHandler(Handler):
             if delivery.updated:
                 out = self._out.get(link)
                 store = out.source.store if out is not None and out.source is not None else None
-                self._settlement(delivery, _raw_token(delivery._impl), store)
+                settle(self.broker, delivery, raw_token(delivery._impl), store)
         elif delivery.readable and not delivery.partial:
             self._incoming(link, delivery)
         self.flush()
@@ -458,13 +406,13 @@ class BrokerHandler(Handler):
                 self._manage(link, data)
                 self._accept(delivery)
             elif target is not None:
-                tag = _raw_tag(delivery._impl)
+                tag = raw_tag(delivery._impl)
                 batch = None if self.loop is None else self.loop.sent_as_batch(link.connection, tag)
                 self._publish(link, target, data, batch)
                 self._accept(delivery)
         except BrokerError as exc:
             if not delivery.settled:
-                delivery.local.condition = _error_condition(exc)
+                delivery.local.condition = error_condition(exc)
                 delivery.update(Delivery.REJECTED)
                 delivery.settle()
 
@@ -487,217 +435,3 @@ class BrokerHandler(Handler):
         except DecodeError as exc:
             raise BadRequest(str(exc), entity=target) from None
         self.broker.send(target, messages)
-
-    # -------------------------------------------------------------------- CBS
-
-    def _put_token(self, link: Link, data: bytes) -> None:
-        request = Message()
-        request.decode(data)
-        props: dict[Any, Any] = dict(request.properties or {})
-        reply = Message()
-        reply.correlation_id = request.id
-        name = str(props.get("name", ""))
-        try:
-            if str(props.get("operation")) != "put-token":
-                raise TokenError("unsupported $cbs operation")
-            token = request.body.decode() if isinstance(request.body, bytes) else str(request.body or "")
-            # By its shape, not the "type" property: the SDK puts SAS tokens with type "jwt" too.
-            if token.startswith("SharedAccessSignature "):
-                grant = validate(token, keys=self.keys, resource=name)
-            else:
-                grant = self._jwt_grant(token, name)
-            self._conn(link.connection).grants.append(grant)
-            reply.properties = cast(Any, {"status-code": int32(202), "status-description": "Accepted"})
-        except (TokenError, EntraError) as exc:
-            log.info("refused a token for %s: %s", name, exc)
-            reply.properties = cast(Any, {"status-code": int32(401), "status-description": f"Unauthorized: {exc}"})
-        conn = self._conn(link.connection)
-        if conn.cbs_sender is None:
-            return
-        out = self._out.get(conn.cbs_sender)
-        if out is not None:
-            out.pending_replies.append(reply)
-            self._send_replies(out)
-
-    def _jwt_grant(self, token: str, name: str) -> Grant:
-        """An Entra ID token for the resource ``name`` (the SDK names ``sb://host/entity``, no port):
-        its principal's roles, namespace-wide, decide what it may do there."""
-        if self.issuer is None:
-            raise EntraError("this emulator accepts Entra ID tokens with --tls only")
-        identity = self.issuer.validate(token)
-        return Grant(resource_key(name), identity.expires, identity.principal.rights)
-
-    # ------------------------------------------------------------- management
-
-    def _manage(self, link: Link, data: bytes) -> None:
-        request = Message()
-        request.decode(data)
-        handler = self._management[link]
-        out = self._reply_link(link, request.reply_to)
-        conn = self._conn(link.connection)
-        address = handler.entity_path + MANAGEMENT_SUFFIX
-
-        def check(operation: str) -> None:
-            right = OPERATION_RIGHTS.get(operation)
-            if right is not None:
-                self._authorize(conn, address, right)
-
-        # Locks taken through management (deferred messages) belong to the reply link.
-        reply = handler.handle(request, owner=out if out is not None else link, check=check)
-        if out is not None:
-            out.pending_replies.append(reply)
-            self._send_replies(out)
-
-    def _reply_link(self, link: Link, reply_to: str | None) -> OutLink | None:
-        """The client's receiving link that the reply goes to.
-
-        Microsoft's request-response spec: the request's ``reply-to`` names the address of the
-        client's receiving node, i.e. the *target* of its receiving link (the JS SDK uses a unique
-        address per link; the Python SDK uses the entity's ``$management`` path for both ends).
-        Without a reply-to, or when no link targets it, the link reading from this node's address
-        is used (older clients). A link on the request link's own session wins a tie."""
-        conn = self._conns.get(link.connection)
-        senders = [other for other in (conn.links if conn else ()) if other.is_sender and other in self._out]
-        if reply_to:
-            want = normalise_address(reply_to).lower()
-            found = self._same_session_first(
-                link, [o for o in senders if normalise_address(o.remote_target.address).lower() == want]
-            )
-            if found is not None:
-                return found
-        want = normalise_address(reply_to) if reply_to else normalise_address(link.remote_target.address)
-        return self._same_session_first(
-            link, [o for o in senders if normalise_address(o.remote_source.address).lower() == want.lower()]
-        )
-
-    def _same_session_first(self, link: Link, candidates: list[Link]) -> OutLink | None:
-        for other in candidates:
-            if other.session == link.session:
-                return self._out[other]
-        return self._out[candidates[-1]] if candidates else None
-
-    def _send_replies(self, out: OutLink) -> None:
-        link = out.link
-        while out.pending_replies and link.credit > 0:
-            reply = out.pending_replies.popleft()
-            delivery = link.delivery(cast(str, uuid.uuid4().bytes))
-            link.send(reply.encode())
-            link.advance()
-            delivery.settle()
-
-    # ------------------------------------------------------------- settlement
-
-    def _settlement(self, delivery: Delivery, token: uuid.UUID | None, store: MessageStore | None) -> None:
-        state = delivery.remote_state
-        if token is None or (delivery.settled and state == 0):
-            return
-        try:
-            if state == Delivery.ACCEPTED:
-                self.broker.complete(token, store=store)
-            elif state == Delivery.MODIFIED:
-                remote = delivery.remote
-                props = _string_keys(remote.annotations)
-                if remote.undeliverable:
-                    self.broker.defer(token, props, store=store)
-                else:
-                    self.broker.abandon(token, props, store=store)
-                delivery.local.failed = remote.failed
-                delivery.local.undeliverable = remote.undeliverable
-            elif state == Delivery.REJECTED:
-                cond = delivery.remote.condition
-                info = _string_keys(cond.info if cond else None) or {}
-                self.broker.dead_letter(
-                    token,
-                    info.get("DeadLetterReason"),
-                    info.get("DeadLetterErrorDescription"),
-                    store=store,
-                )
-            elif state == Delivery.RELEASED:
-                self.broker.release(token)
-            else:
-                return
-            if not delivery.settled:
-                delivery.update(state)
-        except BrokerError as exc:
-            if delivery.settled:
-                return
-            delivery.local.condition = _error_condition(exc)
-            delivery.update(Delivery.REJECTED)
-        delivery.settle()
-
-
-PN_ACCEPTED = int(Delivery.ACCEPTED)
-SESSION_FILTER = symbol("com.microsoft:session-filter")
-LOCKED_UNTIL_UTC = symbol("com.microsoft:locked-until-utc")
-MAX_BATCH_SIZE = symbol("com.microsoft:max-message-batch-size")
-OPERATION_TIMEOUT = symbol("com.microsoft:timeout")
-DEFAULT_SESSION_WAIT = 60.0
-DOTNET_EPOCH_TICKS = 621355968000000000
-
-
-@dataclass
-class _WaitingAttach:
-    out: OutLink
-    session_id: str | None
-    deadline: float
-
-
-def _session_filter(link: Link) -> tuple[bool, str | None]:
-    """(is this a session receiver?, the session it asks for or None for next-available)."""
-    data = link.remote_source.filter
-    data.rewind()
-    if not data.next():
-        return False, None
-    filters = data.get_object()
-    if not isinstance(filters, dict) or SESSION_FILTER not in filters:
-        return False, None
-    value = filters[SESSION_FILTER]
-    value = getattr(value, "value", value)  # a described filter
-    if isinstance(value, (bytes, memoryview)):
-        value = bytes(value).decode()
-    if value is not None and not isinstance(value, str):
-        # Service Bus refuses the link: a session id is a string (an int is not turned into one).
-        raise BadRequest(
-            f"The session filter must be a string or null, not {type(value).__name__} {value!r}.",
-            entity=normalise_address(link.remote_source.address),
-        )
-    return True, value
-
-
-def _set_session_filter(link: Link, session_id: str) -> None:
-    data = link.source.filter
-    data.clear()
-    data.put_map()
-    data.enter()
-    data.put_symbol(SESSION_FILTER)
-    data.put_string(session_id)
-    data.exit()
-
-
-def _link_timeout(link: Link) -> float:
-    props = link.remote_properties or {}
-    value = props.get(OPERATION_TIMEOUT)
-    return int(value) / 1000.0 if value else DEFAULT_SESSION_WAIT
-
-
-def _dotnet_ticks(epoch_seconds: float) -> int:
-    return int(epoch_seconds * 1000) * 10000 + DOTNET_EPOCH_TICKS
-
-
-def _raw_tag(impl: Any) -> bytes:
-    tag = lib.pn_delivery_tag(impl)
-    return bytes(ffi.unpack(tag.start, tag.size)) if tag.size else b""
-
-
-def _raw_token(impl: Any) -> uuid.UUID | None:
-    """The lock token of one of our peek-lock deliveries, read from its tag (None otherwise)."""
-    tag = lib.pn_delivery_tag(impl)
-    if tag.size != 16:
-        return None
-    return uuid.UUID(bytes_le=ffi.unpack(tag.start, 16))
-
-
-def _string_keys(value: Any) -> dict[str, Any] | None:
-    if not value:
-        return None
-    return {str(k): v for k, v in dict(value).items()}

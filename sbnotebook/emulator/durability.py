@@ -6,6 +6,9 @@ maps the rows back onto a new broker's entities (``open_broker``), before the jo
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from .broker import Broker
@@ -24,12 +27,27 @@ def open_broker(topology: Topology, clock: Clock | None = None, journal: Journal
     from here on is journaled."""
     broker = Broker(topology, clock)
     if journal is not None:
-        broker.restored, broker.restore_skipped = restore(broker, journal)
+        with _no_cyclic_gc():
+            broker.restored, broker.restore_skipped = restore(broker, journal)
         broker.attach_journal(journal)
         # A broker killed with a long tail: fold it in now (before serving), so the next
         # start-up reads a snapshot instead of decoding the tail row by row again.
         broker.compacted_at_start = compact_if_large(broker, journal)
     return broker
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """A start-up creates a few objects per message, all kept and none in a cycle; the cyclic
+    collector would walk every one of them again and again as they pile up (4.7 of 12.2 s for 10^6
+    messages). Off while loading, back on (if it was) after: nothing it could free is lost."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def live_messages(broker: Broker) -> int:

@@ -236,6 +236,9 @@ class Journal:
             return
         gone = set(self._db.execute("SELECT store, seq FROM tombstones"))
         gone.update(self._db.execute("SELECT store, seq FROM messages"))
+        if not gone:  # no tail (a compaction at stop cleared it): the snapshot alone, no merge
+            yield from snapshot.read(self.snapshot_path)
+            return
         kept = (item for item in snapshot.read(self.snapshot_path) if (item[0], item[1].sequence_number) not in gone)
         yield from heapq.merge(kept, tail, key=lambda item: (item[0], item[1].sequence_number))
 

@@ -4,7 +4,8 @@ proton's Python reactor raises about a dozen Python-level events per message
 (selectables, quiesce, IO bookkeeping) before the handler sees one. This loop
 drives the engine directly: bytes in -> ``Transport.push``, engine events ->
 handler, ``Transport.peek``/``pop`` -> bytes out. The handler sees only engine
-events (connection, session, link, delivery, transport).
+events (connection, session, link, delivery, transport). ``peerio.py`` holds a connection's
+state and moves its bytes between the socket and proton.
 """
 
 from __future__ import annotations
@@ -15,16 +16,15 @@ import queue
 import selectors
 import socket
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from cproton import isnull, pn_collector_peek, pn_collector_pop, pn_event_delivery, pn_event_type
-from proton import Collector, Connection, Delivery, Event, EventType, Transport
+from proton import Delivery, Event, EventType
 
 from .frontdoor import AMQP, MORE, classify, parse_head
-from .sequencing import TransferOrder
-from .websocket import WebSocketError, WebSocketReader, frame, handshake_response, is_upgrade
+from .peerio import Peer, PeerIO, Sniffing
+from .websocket import WebSocketReader, handshake_response, is_upgrade
 
 log = logging.getLogger("sbnotebook.emulator")
 
@@ -38,53 +38,7 @@ HttpHandoff = Callable[[socket.socket, bytes], None]
 TlsHandoff = Callable[[socket.socket], None]
 
 
-class _Sniffing:
-    """A new connection whose protocol (AMQP, WebSocket or HTTP) is not known yet."""
-
-    __slots__ = ("buf", "sock")
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buf = b""
-
-
-class _Peer:
-    __slots__ = (
-        "aborted",
-        "backlog",
-        "collector",
-        "connection",
-        "delay",
-        "order",
-        "outbox",
-        "sock",
-        "transport",
-        "want_write",
-        "ws",
-        "ws_out",
-    )
-
-    def __init__(self, sock: socket.socket, max_frame_size: int) -> None:
-        self.sock = sock
-        self.connection = Connection()
-        self.collector = Collector()
-        self.connection.collect(self.collector)
-        self.transport = Transport(Transport.SERVER)
-        self.transport.max_frame_size = max_frame_size
-        sasl = self.transport.sasl()
-        sasl.allowed_mechs("ANONYMOUS")
-        self.transport.bind(self.connection)
-        self.want_write = False
-        self.delay = 0.0  # extra seconds on every reply (a slow entity)
-        self.outbox: deque[tuple[float, bytes]] = deque()  # replies held back by simulated latency
-        self.aborted = False
-        self.ws: WebSocketReader | None = None  # set for AMQP over WebSockets
-        self.ws_out = bytearray()  # framed bytes not yet sent (WebSocket peers only)
-        self.order = TransferOrder(max_frame_size)  # client transfers back in delivery-id order
-        self.backlog = b""  # input proton had no room for yet
-
-
-class EventLoop:
+class EventLoop(PeerIO):
     def __init__(
         self,
         handler: Any,
@@ -100,7 +54,7 @@ class EventLoop:
         self.handler = handler
         self.http = http
         self.tls = tls
-        self._sniffing: dict[socket.socket, _Sniffing] = {}
+        self._sniffing: dict[socket.socket, Sniffing] = {}
         self.tick_interval = tick
         self.max_frame_size = max_frame_size
         self.selector = selectors.DefaultSelector()
@@ -115,10 +69,10 @@ class EventLoop:
         self._wake_r.setblocking(False)
         self.selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._peers: dict[socket.socket, _Peer] = {}
+        self._peers: dict[socket.socket, Peer] = {}
         self._stopping = False
         self.latency = 0.0  # seconds added to every reply on every connection
-        self._by_connection: dict[Any, _Peer] = {}
+        self._by_connection: dict[Any, Peer] = {}
         handler.loop = self
         # Only wrap events the handler has a method for: wrapping is the costly part.
         self._handled = {n for n, t in EventType.TYPES.items() if hasattr(handler, t.method)}
@@ -149,7 +103,7 @@ class EventLoop:
                 timeout = max(0.0, min(next_tick, self._next_outbox_due()) - time.monotonic())
                 for key, _ in self.selector.select(timeout):
                     data = key.data
-                    if type(data) is _Peer:
+                    if type(data) is Peer:
                         self._on_socket(data, key.events)
                     elif data is None:
                         self._accept()
@@ -203,11 +157,11 @@ class EventLoop:
 
     def _start_sniffing(self, sock: socket.socket) -> None:
         sock.setblocking(False)
-        sniffing = _Sniffing(sock)
+        sniffing = Sniffing(sock)
         self._sniffing[sock] = sniffing
         self.selector.register(sock, selectors.EVENT_READ, sniffing)
 
-    def _sniff(self, s: _Sniffing) -> None:
+    def _sniff(self, s: Sniffing) -> None:
         """Read a new connection's first bytes and route it: AMQP, AMQP over WebSockets, or HTTP."""
         try:
             data = s.sock.recv(READ_SIZE)
@@ -253,7 +207,7 @@ class EventLoop:
         s.sock.setblocking(True)
         self.http(s.sock, s.buf)
 
-    def _forget_sniffing(self, s: _Sniffing, *, close: bool) -> None:
+    def _forget_sniffing(self, s: Sniffing, *, close: bool) -> None:
         self._sniffing.pop(s.sock, None)
         with contextlib.suppress(KeyError, ValueError):
             self.selector.unregister(s.sock)
@@ -268,20 +222,20 @@ class EventLoop:
             sock.sendall(reply)
         sock.close()
 
-    def _add_peer(self, sock: socket.socket) -> _Peer:
-        peer = _Peer(sock, self.max_frame_size)
+    def _add_peer(self, sock: socket.socket) -> Peer:
+        peer = Peer(sock, self.max_frame_size)
         self._peers[sock] = peer
         self._by_connection[peer.connection] = peer
         self.selector.register(sock, selectors.EVENT_READ, peer)
         return peer
 
-    def _on_socket(self, peer: _Peer, events: int) -> None:
+    def _on_socket(self, peer: Peer, events: int) -> None:
         if events & selectors.EVENT_READ:
             self._read(peer)
         if events & selectors.EVENT_WRITE:
             self._write(peer)
 
-    def _read(self, peer: _Peer) -> None:
+    def _read(self, peer: Peer) -> None:
         transport = peer.transport
         capacity = transport.capacity()
         if capacity < 0:
@@ -306,139 +260,6 @@ class EventLoop:
             self._feed_proton(peer, data)
             return
         self._push(peer, data)
-
-    def _push(self, peer: _Peer, data: bytes) -> None:
-        transport = peer.transport
-        ws = peer.ws
-        if ws is not None:
-            try:
-                data = ws.feed(data)
-            except WebSocketError:
-                transport.close_tail()
-                return
-            if ws.replies:
-                for reply in ws.replies:
-                    peer.ws_out += reply
-                ws.replies.clear()
-                self._want_write(peer, True)
-            if ws.closed:
-                transport.close_tail()
-        data = peer.order.feed(data)
-        self._feed_proton(peer, data)
-
-    @staticmethod
-    def _feed_proton(peer: _Peer, data: bytes) -> None:
-        transport = peer.transport
-        if peer.backlog:
-            data = peer.backlog + data
-            peer.backlog = b""
-        try:
-            # Held transfers or a completed WebSocket message can be more than proton takes at
-            # once; it consumes as it goes, so feed it in capacity-sized parts.
-            while data:
-                capacity = transport.capacity()
-                if capacity <= 0:
-                    if capacity == 0:
-                        peer.backlog = data
-                    break
-                if len(data) <= capacity:
-                    transport.push(data)
-                    break
-                transport.push(data[:capacity])
-                data = data[capacity:]
-        except Exception:  # malformed input: proton closes the transport with an error
-            transport.close_tail()
-
-    def _write(self, peer: _Peer) -> None:
-        if peer.ws is not None:
-            self._write_ws(peer)
-            return
-        transport = peer.transport
-        delay = self.latency + peer.delay
-        if delay > 0 or peer.outbox:
-            pending = transport.pending()
-            if pending > 0:
-                peer.outbox.append((time.monotonic() + delay, transport.peek(pending) or b""))
-                transport.pop(pending)
-            self._send_due(peer)
-            return
-        while True:
-            pending = transport.pending()
-            if pending <= 0:
-                break
-            try:
-                sent = peer.sock.send(transport.peek(pending) or b"")
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                transport.close_head()
-                transport.close_tail()
-                break
-            transport.pop(sent)
-            if sent < pending:
-                break
-        self._want_write(peer, transport.pending() > 0)
-
-    def _write_ws(self, peer: _Peer) -> None:
-        """WebSocket peers: proton's output goes out in binary frames, after any control replies."""
-        transport = peer.transport
-        pending = transport.pending()
-        if pending > 0:
-            framed = frame(transport.peek(pending) or b"")
-            transport.pop(pending)
-            delay = self.latency + peer.delay
-            if delay > 0 or peer.outbox:
-                peer.outbox.append((time.monotonic() + delay, framed))
-            else:
-                peer.ws_out += framed
-        if peer.outbox:
-            now = time.monotonic()
-            while peer.outbox and peer.outbox[0][0] <= now:
-                peer.ws_out += peer.outbox.popleft()[1]
-        out = peer.ws_out
-        while out:
-            try:
-                sent = peer.sock.send(out)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                out.clear()
-                peer.outbox.clear()
-                transport.close_head()
-                transport.close_tail()
-                break
-            del out[:sent]
-        self._want_write(peer, bool(out))
-
-    def _send_due(self, peer: _Peer) -> None:
-        now = time.monotonic()
-        outbox = peer.outbox
-        while outbox and outbox[0][0] <= now:
-            due, data = outbox[0]
-            try:
-                sent = peer.sock.send(data)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                outbox.clear()
-                peer.transport.close_head()
-                peer.transport.close_tail()
-                return
-            if sent < len(data):
-                outbox[0] = (due, data[sent:])
-                break
-            outbox.popleft()
-        self._want_write(peer, bool(outbox) and outbox[0][0] <= now)
-
-    def _want_write(self, peer: _Peer, want: bool) -> None:
-        if want != peer.want_write:
-            peer.want_write = want
-            mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if want else 0)
-            self.selector.modify(peer.sock, mask, peer)
-
-    def _next_outbox_due(self) -> float:
-        due = [p.outbox[0][0] for p in self._peers.values() if p.outbox]
-        return min(due) if due else float("inf")
 
     # ------------------------------------------------- called by the handler
 
@@ -476,7 +297,7 @@ class EventLoop:
             if peer.transport.closed and not peer.outbox and not peer.ws_out:
                 self._discard(peer)
 
-    def _drain_events(self, peer: _Peer) -> bool:
+    def _drain_events(self, peer: Peer) -> bool:
         collector = peer.collector._impl
         handled = self._handled
         impl = pn_collector_peek(collector)
@@ -527,7 +348,7 @@ class EventLoop:
             except Exception:
                 log.exception("timer tick failed")
 
-    def _discard(self, peer: _Peer) -> None:
+    def _discard(self, peer: Peer) -> None:
         self._drain_events(peer)
         gone = getattr(self.handler, "on_peer_closed", None)
         if gone is not None:

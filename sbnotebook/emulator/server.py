@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .admin import AdminServer
-from .amqp import MAX_FRAME_SIZE, TICK_SECONDS, BrokerHandler
+from .amqp import BrokerHandler
+from .amqpterms import MAX_FRAME_SIZE, TICK_SECONDS
 from .clock import Clock
 from .durability import compact, compact_if_large, open_broker
 from .entra import AsyncEmulatorCredential, EmulatorCredential, Issuer, Principal, role_name

@@ -1,0 +1,202 @@
+"""The event loop's peers and their bytes: a connection's state (proton transport, WebSocket
+framing, transfer order, replies held back by simulated latency) and moving bytes between its
+socket and proton (``PeerIO``, a part of ``loop.EventLoop``)."""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import time
+from collections import deque
+
+from proton import Collector, Connection, Transport
+
+from .sequencing import TransferOrder
+from .websocket import WebSocketError, WebSocketReader, frame
+
+
+class Sniffing:
+    """A new connection whose protocol (AMQP, WebSocket or HTTP) is not known yet."""
+
+    __slots__ = ("buf", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+
+class Peer:
+    __slots__ = (
+        "aborted",
+        "backlog",
+        "collector",
+        "connection",
+        "delay",
+        "order",
+        "outbox",
+        "sock",
+        "transport",
+        "want_write",
+        "ws",
+        "ws_out",
+    )
+
+    def __init__(self, sock: socket.socket, max_frame_size: int) -> None:
+        self.sock = sock
+        self.connection = Connection()
+        self.collector = Collector()
+        self.connection.collect(self.collector)
+        self.transport = Transport(Transport.SERVER)
+        self.transport.max_frame_size = max_frame_size
+        sasl = self.transport.sasl()
+        sasl.allowed_mechs("ANONYMOUS")
+        self.transport.bind(self.connection)
+        self.want_write = False
+        self.delay = 0.0  # extra seconds on every reply (a slow entity)
+        self.outbox: deque[tuple[float, bytes]] = deque()  # replies held back by simulated latency
+        self.aborted = False
+        self.ws: WebSocketReader | None = None  # set for AMQP over WebSockets
+        self.ws_out = bytearray()  # framed bytes not yet sent (WebSocket peers only)
+        self.order = TransferOrder(max_frame_size)  # client transfers back in delivery-id order
+        self.backlog = b""  # input proton had no room for yet
+
+
+class PeerIO:
+    """Input into proton and output to the socket, for ``loop.EventLoop`` (its state, declared here)."""
+
+    latency: float
+    selector: selectors.BaseSelector
+    _peers: dict[socket.socket, Peer]
+
+    def _push(self, peer: Peer, data: bytes) -> None:
+        transport = peer.transport
+        ws = peer.ws
+        if ws is not None:
+            try:
+                data = ws.feed(data)
+            except WebSocketError:
+                transport.close_tail()
+                return
+            if ws.replies:
+                for reply in ws.replies:
+                    peer.ws_out += reply
+                ws.replies.clear()
+                self._want_write(peer, True)
+            if ws.closed:
+                transport.close_tail()
+        data = peer.order.feed(data)
+        self._feed_proton(peer, data)
+
+    @staticmethod
+    def _feed_proton(peer: Peer, data: bytes) -> None:
+        transport = peer.transport
+        if peer.backlog:
+            data = peer.backlog + data
+            peer.backlog = b""
+        try:
+            # Held transfers or a completed WebSocket message can be more than proton takes at
+            # once; it consumes as it goes, so feed it in capacity-sized parts.
+            while data:
+                capacity = transport.capacity()
+                if capacity <= 0:
+                    if capacity == 0:
+                        peer.backlog = data
+                    break
+                if len(data) <= capacity:
+                    transport.push(data)
+                    break
+                transport.push(data[:capacity])
+                data = data[capacity:]
+        except Exception:  # malformed input: proton closes the transport with an error
+            transport.close_tail()
+
+    def _write(self, peer: Peer) -> None:
+        if peer.ws is not None:
+            self._write_ws(peer)
+            return
+        transport = peer.transport
+        delay = self.latency + peer.delay
+        if delay > 0 or peer.outbox:
+            pending = transport.pending()
+            if pending > 0:
+                peer.outbox.append((time.monotonic() + delay, transport.peek(pending) or b""))
+                transport.pop(pending)
+            self._send_due(peer)
+            return
+        while True:
+            pending = transport.pending()
+            if pending <= 0:
+                break
+            try:
+                sent = peer.sock.send(transport.peek(pending) or b"")
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                transport.close_head()
+                transport.close_tail()
+                break
+            transport.pop(sent)
+            if sent < pending:
+                break
+        self._want_write(peer, transport.pending() > 0)
+
+    def _write_ws(self, peer: Peer) -> None:
+        """WebSocket peers: proton's output goes out in binary frames, after any control replies."""
+        transport = peer.transport
+        pending = transport.pending()
+        if pending > 0:
+            framed = frame(transport.peek(pending) or b"")
+            transport.pop(pending)
+            delay = self.latency + peer.delay
+            if delay > 0 or peer.outbox:
+                peer.outbox.append((time.monotonic() + delay, framed))
+            else:
+                peer.ws_out += framed
+        if peer.outbox:
+            now = time.monotonic()
+            while peer.outbox and peer.outbox[0][0] <= now:
+                peer.ws_out += peer.outbox.popleft()[1]
+        out = peer.ws_out
+        while out:
+            try:
+                sent = peer.sock.send(out)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                out.clear()
+                peer.outbox.clear()
+                transport.close_head()
+                transport.close_tail()
+                break
+            del out[:sent]
+        self._want_write(peer, bool(out))
+
+    def _send_due(self, peer: Peer) -> None:
+        now = time.monotonic()
+        outbox = peer.outbox
+        while outbox and outbox[0][0] <= now:
+            due, data = outbox[0]
+            try:
+                sent = peer.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                outbox.clear()
+                peer.transport.close_head()
+                peer.transport.close_tail()
+                return
+            if sent < len(data):
+                outbox[0] = (due, data[sent:])
+                break
+            outbox.popleft()
+        self._want_write(peer, bool(outbox) and outbox[0][0] <= now)
+
+    def _want_write(self, peer: Peer, want: bool) -> None:
+        if want != peer.want_write:
+            peer.want_write = want
+            mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if want else 0)
+            self.selector.modify(peer.sock, mask, peer)
+
+    def _next_outbox_due(self) -> float:
+        due = [p.outbox[0][0] for p in self._peers.values() if p.outbox]
+        return min(due) if due else float("inf")

@@ -63,6 +63,20 @@ def test_sync_api_has_explicit_keywords() -> None:
             assert inspect.Parameter.VAR_KEYWORD not in kinds or name == "scan_records", name
 
 
+def test_each_sync_form_is_its_async_operation_run_to_the_end() -> None:
+    """One body per operation: the sync form wraps the async one (same signature, for help() and
+    completion). scan yields records where ascan yields the SDK's pages; copy_then_complete's sync
+    form has no also_complete (the bulk resubmit's need, async only)."""
+    pairs = [n for n in core.__all__ if f"a{n}" in core.__all__]
+    assert {"send", "schedule", "cancel_scheduled", "purge", "resubmit"} <= set(pairs)
+    for name in pairs:
+        if name in ("scan", "copy_then_complete"):
+            continue
+        sync, async_ = getattr(core, name), getattr(core, f"a{name}")
+        assert getattr(sync, "__wrapped__", None) is async_, name
+        assert inspect.signature(sync) == inspect.signature(async_), name
+
+
 def test_one_field_list() -> None:
     assert records.RECORD_FIELDS[0] == "body_text"  # body first
     assert len(set(records.RECORD_FIELDS)) == len(records.FIELDS)

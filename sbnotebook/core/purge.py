@@ -46,6 +46,7 @@ from .sdk import (
     settle_by_tokens,
 )
 from .sessions import each_session, hold_session, list_session_ids
+from .syncforms import sync_form
 
 log = logging.getLogger("sbnotebook.core.purge")
 
@@ -363,34 +364,6 @@ async def _purge_session(
     return found["scheduled"]
 
 
-def purge(
-    entity: str | EntityPath,
-    *,
-    include_active: bool = True,
-    include_deferred: bool = True,
-    include_scheduled: bool = True,
-    session_ids: Iterable[str] | None = None,
-    progress: Callable[[Report], None] | None = None,
-    connection: ConnectionLike = None,
-) -> Report:
-    """Remove every message from an entity (or its DLQ). One outcome per removed message.
-    ``include_active=False`` leaves active messages (purge only deferred and/or scheduled ones).
-    ``session_ids``: on a session-enabled entity, purge these sessions only (default: every session
-    Service Bus lists, which leaves out sessions holding nothing but deferred or scheduled messages)."""
-    conn = live(connection)
-    return conn.run(
-        apurge(
-            entity,
-            include_active=include_active,
-            include_deferred=include_deferred,
-            include_scheduled=include_scheduled,
-            session_ids=session_ids,
-            progress=progress,
-            connection=conn,
-        )
-    )
-
-
 def _session_ids(given: Iterable[str] | None) -> list[str] | None:
     if given is None:
         return None
@@ -427,3 +400,12 @@ async def apurge(
             progress=progress,
         ),
     )
+
+
+purge = sync_form(
+    apurge,
+    """Remove every message from an entity (or its DLQ). One outcome per removed message.
+    ``include_active=False`` leaves active messages (purge only deferred and/or scheduled ones).
+    ``session_ids``: on a session-enabled entity, purge these sessions only (default: every session
+    Service Bus lists, which leaves out sessions holding nothing but deferred or scheduled messages).""",
+)

@@ -31,6 +31,7 @@ from .outcome import Outcome, Report
 from .receive import receive_batch
 from .records import to_record
 from .scan import ascan
+from .syncforms import sync_form
 
 Record = dict[str, Any]
 
@@ -335,45 +336,6 @@ def _target(src: EntityPath, target: str | EntityPath | None, allow_fan_out: boo
     return dst
 
 
-def resubmit(
-    source: str | EntityPath,
-    *,
-    target: str | EntityPath | None = None,
-    where: Callable[[Record], bool] | None = None,
-    edit: Callable[[Record], Record | None] | None = None,
-    limit: int | None = None,
-    keep_message_id: bool = False,
-    allow_fan_out: bool = False,
-    max_in_flight: int = 10,
-    batch_size: int = 50,
-    progress: Callable[[Report], None] | None = None,
-    connection: ConnectionLike = None,
-) -> Report:
-    """Move messages from ``source`` to ``target``: copy first, complete second.
-
-    ``where(record)`` selects messages (others are released untouched); ``edit(record)`` returns the
-    record to send (its ``body``/``body_text``/properties changed) or None to leave the message where
-    it is. One outcome per message: resubmitted, skipped, duplicated or failed. ``progress(report)``
-    after each batch (from the connection's thread). Run again after an interruption, it finishes
-    what is left (see the module docstring)."""
-    conn = live(connection)
-    return conn.run(
-        aresubmit(
-            source,
-            target=target,
-            where=where,
-            edit=edit,
-            limit=limit,
-            keep_message_id=keep_message_id,
-            allow_fan_out=allow_fan_out,
-            max_in_flight=max_in_flight,
-            batch_size=batch_size,
-            progress=progress,
-            connection=conn,
-        )
-    )
-
-
 async def aresubmit(
     source: str | EntityPath,
     *,
@@ -405,6 +367,18 @@ async def aresubmit(
         batch_size=batch_size,
         progress=progress,
     )
+
+
+resubmit = sync_form(
+    aresubmit,
+    """Move messages from ``source`` to ``target``: copy first, complete second.
+
+    ``where(record)`` selects messages (others are released untouched); ``edit(record)`` returns the
+    record to send (its ``body``/``body_text``/properties changed) or None to leave the message where
+    it is. One outcome per message: resubmitted, skipped, duplicated or failed. ``progress(report)``
+    after each batch (from the connection's thread). Run again after an interruption, it finishes
+    what is left (see the module docstring).""",
+)
 
 
 def discard(

@@ -19,6 +19,7 @@ from .live import ConnectionLike, LiveConnection, live
 from .messages import as_datetime, iter_input, message_id, to_message
 from .outcome import Outcome, Report
 from .pipeline import RetryPolicy, send_all
+from .syncforms import sync_form
 
 DEFAULT_MAX_IN_FLIGHT = 10
 CANCEL_CHUNK = 100  # sequence numbers per cancel-scheduled request
@@ -62,34 +63,13 @@ async def asend(
     return await conn.call(coro)
 
 
-def send(
-    entity: str | EntityPath,
-    messages: Any,
-    *,
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-    batch: bool = True,
-    retry: RetryPolicy | None = None,
-    progress: Callable[[Report], None] | None = None,
-    schedule_at: dt.datetime | None = None,
-    connection: ConnectionLike = None,
-) -> Report:
+send = sync_form(
+    asend,
     """Send ``messages`` (str, bytes, dicts, records, a DataFrame, any iterable) to a queue or topic
     and wait for every outcome. At most ``max_in_flight`` operations at once; batches packed under
     the entity's size limit; retryable failures retried by ``retry``. ``progress(report)`` is called
-    after each operation (from the connection's thread)."""
-    conn = live(connection)
-    return conn.run(
-        asend(
-            entity,
-            messages,
-            max_in_flight=max_in_flight,
-            batch=batch,
-            retry=retry,
-            progress=progress,
-            schedule_at=schedule_at,
-            connection=conn,
-        )
-    )
+    after each operation (from the connection's thread).""",
+)
 
 
 async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], when: dt.datetime) -> Report:
@@ -106,13 +86,6 @@ async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], wh
     return report
 
 
-def schedule(entity: str | EntityPath, messages: Any, at: dt.datetime, *, connection: ConnectionLike = None) -> Report:
-    """Schedule messages to become active at ``at``. The report holds each message's sequence
-    number (``[o.sequence_number for o in report]``), which ``cancel_scheduled`` takes."""
-    conn = live(connection)
-    return conn.run(aschedule(entity, messages, at, connection=conn))
-
-
 async def aschedule(
     entity: str | EntityPath, messages: Any, at: dt.datetime, *, connection: ConnectionLike = None
 ) -> Report:
@@ -121,6 +94,13 @@ async def aschedule(
     items = [to_message(m) for m in iter_input(messages)]
     conn = live(connection)
     return await conn.call(_schedule(conn, path, items, when))
+
+
+schedule = sync_form(
+    aschedule,
+    """Schedule messages to become active at ``at``. The report holds each message's sequence
+    number (``[o.sequence_number for o in report]``), which ``cancel_scheduled`` takes.""",
+)
 
 
 async def _cancel(
@@ -157,19 +137,6 @@ def _seqs(sequence_numbers: Iterable[int]) -> list[int]:
     return seqs
 
 
-def cancel_scheduled(
-    entity: str | EntityPath,
-    sequence_numbers: Iterable[int],
-    *,
-    progress: Callable[[Report], None] | None = None,
-    connection: ConnectionLike = None,
-) -> Report:
-    """Cancel scheduled messages by sequence number (as ``schedule`` reported them), in requests
-    of ``CANCEL_CHUNK``; ``progress(report)`` after each. One outcome per number."""
-    conn = live(connection)
-    return conn.run(acancel_scheduled(entity, sequence_numbers, progress=progress, connection=conn))
-
-
 async def acancel_scheduled(
     entity: str | EntityPath,
     sequence_numbers: Iterable[int],
@@ -181,3 +148,10 @@ async def acancel_scheduled(
     seqs = _seqs(sequence_numbers)
     conn = live(connection)
     return await conn.call(_cancel(conn, path, seqs, progress))
+
+
+cancel_scheduled = sync_form(
+    acancel_scheduled,
+    """Cancel scheduled messages by sequence number (as ``schedule`` reported them), in requests
+    of ``CANCEL_CHUNK``; ``progress(report)`` after each. One outcome per number.""",
+)

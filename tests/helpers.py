@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psutil
+import pytest
 from azure.servicebus import (
     ServiceBusClient,
     ServiceBusMessage,
@@ -146,3 +150,29 @@ def rss_growth_during(work: Callable[[], Any]) -> tuple[Any, int]:
         stop.set()
         sampler.join()
     return result, max(peak, me.memory_info().rss) - start
+
+
+class InterruptAtFirstProgress:
+    """A ``progress`` hook that interrupts the cell at its first call, as the kernel's interrupt
+    button does (SIGINT to the process), and holds the connection's thread there until the cell has
+    seen the KeyboardInterrupt: the interrupt lands at a known point, with work in flight, however
+    loaded the machine (a watcher thread polling the broker was once starved for seconds).
+    Use: ``with hook.interrupting(): core.op(..., progress=hook)``."""
+
+    def __init__(self) -> None:
+        self.seen = threading.Event()
+        self.calls = 0
+
+    def __call__(self, report: Any) -> None:
+        self.calls += 1
+        if not self.seen.is_set():
+            os.kill(os.getpid(), signal.SIGINT)
+            self.seen.wait(timeout=30)
+
+    @contextmanager
+    def interrupting(self) -> Iterator[None]:
+        with pytest.raises(KeyboardInterrupt):
+            try:
+                yield
+            finally:
+                self.seen.set()

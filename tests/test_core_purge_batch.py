@@ -22,7 +22,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 
-from .helpers import rss_growth_during, start_cli_emulator, wait_until
+from .helpers import InterruptAtFirstProgress, rss_growth_during, start_cli_emulator, wait_until
 
 PARTITIONED: dict[str, Any] = {
     "UserConfig": {
@@ -101,6 +101,48 @@ def test_where_the_service_refuses_batch_delete_the_purge_receives(partitioned: 
     assert any("batch delete refused" in n and "partitioned" in n for n in report.notes), report.notes
     assert "batch_delete_requests" not in report.stats
     assert partitioned.broker.counts("p") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+
+
+def _settled(count: Any) -> int:
+    """The count once it has stopped changing for half a second (work cancelled, nothing more removed)."""
+    last = count()
+    while True:
+        time.sleep(0.5)
+        now = count()
+        if now == last:
+            return int(now)
+        last = now
+
+
+def test_an_interrupted_purge_stops_deleting_on_the_server(emulator: Emulator, client: ServiceBusClient) -> None:
+    """An interrupted cell stops a purge: the deletes in flight end, no new one starts, and what is
+    left stays. (On Python 3.11 the SDK's wait_for could lose the cancellation and the purge ran on
+    to the end: a destructive action that ignored the interrupt.)"""
+    total = 30_000
+    _fill(client, "q", total, size=16)
+    emulator.latency = 0.2
+    hook = InterruptAtFirstProgress()
+    with hook.interrupting():
+        core.purge("q", connection=emulator.connection_string, progress=hook)
+    emulator.latency = 0
+    left = _settled(lambda: emulator.broker.counts("q")["active"])
+    # The first request (4,000) and at most the others in flight were deleted; the rest is there.
+    assert total - 4 * 4000 <= left < total, left
+
+
+def test_an_interrupted_purge_stops_receiving(partitioned: Emulator) -> None:
+    """The same where the purge receives (a partitioned entity refuses batch delete)."""
+    total = 6000
+    with ServiceBusClient.from_connection_string(partitioned.connection_string) as client:
+        _fill(client, "p", total, size=16)
+    partitioned.latency = 0.1
+    hook = InterruptAtFirstProgress()
+    with hook.interrupting():
+        core.purge("p", connection=partitioned.connection_string, progress=hook)
+    partitioned.latency = 0
+    left = _settled(lambda: partitioned.broker.counts("p")["active"])
+    # Four receivers, each with up to 500 prefetched on its way: at most 4 x 2 batches went.
+    assert total - 8 * 500 <= left < total, left
 
 
 async def test_apurge_deletes_on_the_server(emulator: Emulator, client: ServiceBusClient) -> None:

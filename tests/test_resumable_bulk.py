@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from sbnotebook import core
 from sbnotebook.core.jsonl import EXPORTING, IMPORTING, write_jsonl
 from sbnotebook.emulator import Emulator
 
-from .helpers import rss_growth_during, start_cli_emulator, wait_until
+from .helpers import InterruptAtFirstProgress, rss_growth_during, start_cli_emulator, wait_until
 
 TOPOLOGY: dict[str, Any] = {
     "UserConfig": {
@@ -129,7 +128,7 @@ def test_a_resubmit_interrupted_in_the_kernel_gives_its_locks_back_and_finishes_
 ) -> None:
     """A kernel interrupt (KeyboardInterrupt in the thread that called) cancels the work: the batches
     in hand are released at once (no waiting for locks to lapse), and the same call run again right
-    away moves exactly what is left, the copies sent twice dropped by duplicate detection."""
+    away moves exactly what is left, any copy sent twice dropped by duplicate detection."""
     cs = emulator.connection_string
     n = 2000
     _dead_letters(cs, n, lambda: emulator.broker.counts("src"))
@@ -138,21 +137,16 @@ def test_a_resubmit_interrupted_in_the_kernel_gives_its_locks_back_and_finishes_
     # counted as duplicated, honestly, but not what is tested here).
     core.update_entity("src", {"lock_duration": "60s"}, connection=cs)
     emulator.latency = 0.3
-
-    def interrupt_when_copies_land() -> None:
-        wait_until(lambda: emulator.broker.counts("dst")["active"] > 0, timeout=60, interval=0.01)
-        os.kill(os.getpid(), signal.SIGINT)  # what the kernel's interrupt button does
-
-    watcher = threading.Thread(target=interrupt_when_copies_land, daemon=True)
-    watcher.start()
-    with pytest.raises(KeyboardInterrupt):
-        core.resubmit(DLQ, target="dst", connection=cs)
-    watcher.join(timeout=10)
+    hook = InterruptAtFirstProgress()
+    with hook.interrupting():
+        core.resubmit(DLQ, target="dst", connection=cs, progress=hook)
     emulator.latency = 0
     # The cancelled work gives its batches back on the connection's thread: wait for that, not a time.
     wait_until(lambda: not emulator.broker._locks, timeout=30, interval=0.05)
     left = emulator.broker.counts("src")["dead_letter"]
-    assert left > 0 and emulator.broker.counts("dst")["active"] > n - left  # copies sent, originals there
+    copied = emulator.broker.counts("dst")["active"]
+    # At most the first batch and the ten in flight moved; each message is still there, copied, or both.
+    assert n - 11 * 50 <= left < n and copied >= n - left, (left, copied)
     report = core.resubmit(DLQ, target="dst", connection=cs)  # at once
     assert report.ok and report.count("resubmitted") == left and not report.notes, report
     assert emulator.broker.counts("src")["dead_letter"] == 0

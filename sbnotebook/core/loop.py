@@ -148,3 +148,16 @@ async def _cancel_leftovers(grace: float = 5.0) -> None:
         _, pending = await asyncio.wait(tasks, timeout=grace)
         if pending:
             log.info("closing: %d tasks did not stop within %.0f s", len(pending), grace)
+
+
+def stop_if_cancelled() -> None:
+    """Raise ``CancelledError`` in a task that was cancelled but goes on.
+
+    On Python 3.11 (Databricks 15.4 LTS), ``asyncio.wait_for``, which the SDK awaits in every receive
+    and frame read, returns the inner result when a cancellation lands as that result arrives: the
+    task is marked as cancelling, yet runs on. An interrupted cell would then keep moving or removing
+    messages to the end. The kit's long loops call this at the top of each round (3.12 does not lose
+    the cancellation; there this never raises for a task that was not cancelled)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

@@ -22,6 +22,7 @@ from typing import Any
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, condition_of, from_sdk, is_connection_lost, is_retryable, tracking_id_of
 from .live import LiveConnection
+from .loop import stop_if_cancelled
 from .messages import iter_input, message_id, to_message
 from .outcome import Outcome, Report
 
@@ -226,6 +227,7 @@ class _Sends:
         """Start a send for each unit, at most ``max_in_flight`` at once; stop at ``broken``."""
         report = self.report
         async for unit in units:
+            stop_if_cancelled()  # the unit was taken, not sent: as if cancelled in the acquire below
             sender = await self.senders.acquire() if self.broken is None else None
             if self.broken is not None:
                 if sender is not None:

@@ -33,6 +33,7 @@ from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk, is_connection_lost, requires_sessions
 from .links import opened, receiver_for
 from .live import ConnectionLike, LiveConnection, live
+from .loop import stop_if_cancelled
 from .outcome import Outcome, Report
 from .receive import fetch_batch
 from .scan import STATES, SessionHold, ascan, message_state
@@ -108,6 +109,7 @@ async def _delete_on_server(conn: LiveConnection, path: EntityPath, report: Repo
         _deleted(report, first, tick)
         last = first
         while 0 < last < size:  # fewer than asked: most likely the end, one request to be sure
+            stop_if_cancelled()
             last = await batch_delete(handler, size, before=cutoff)
             report.stats["batch_delete_requests"] += 1
             _deleted(report, last, tick)
@@ -118,6 +120,7 @@ async def _delete_on_server(conn: LiveConnection, path: EntityPath, report: Repo
         async def deleter() -> None:
             nonlocal done
             while not done:
+                stop_if_cancelled()
                 n = await batch_delete(handler, size, before=cutoff)
                 report.stats["batch_delete_requests"] += 1
                 if n == 0:
@@ -195,6 +198,7 @@ async def _drain(client: Any, path: EntityPath, report: Report, tick: Callable[[
             report.extend(_removed(m) for m in batch)
             forget_deliveries(rcv)  # pre-settled: the link would keep every tag to the end
             tick()
+            stop_if_cancelled()  # after the batch is counted: those messages are gone
         # The prefetch credit is still out: what the broker sent meanwhile is removed too.
         late: list[Any] = []
         try:
@@ -348,6 +352,7 @@ async def _purge_session(
                 found[message_state(m)].append(int(m.sequence_number))
     left = len(found["active"]) if include_active else 0
     while left > 0:
+        stop_if_cancelled()
         got = await fetch_batch(await hold.renewed(), min(left, PURGE_BATCH), 1.0)
         if not got:
             break  # fewer than the scan saw: expired or dead-lettered meanwhile

@@ -27,6 +27,7 @@ from .copies import acopy_then_complete, copy_for
 from .entities import EntityPath
 from .errors import EntityNameError, InvalidInputError, from_sdk
 from .live import ConnectionLike, LiveConnection, live
+from .loop import stop_if_cancelled
 from .outcome import Outcome, Report
 from .receive import receive_batch
 from .records import to_record
@@ -155,6 +156,7 @@ async def _resubmit(
         )
         report.note(f"stopped early: {why}")
     finally:
+        run.stop = True  # no worker starts others from here on
         for task in workers:  # cancelled (an interrupted cell): each gives back what it holds
             task.cancel()
         if workers:
@@ -185,6 +187,7 @@ async def _worker(
     # (`first` stays true until this worker's first full batch has started the others)
     try:
         while not run.stop:
+            stop_if_cancelled()
             if run.selection is not None and run.selection.done():
                 return  # every selected message has been handled: stop locking others
             want = run.want(batch_size)
@@ -205,6 +208,7 @@ async def _worker(
                 for _ in range(max_workers - run.workers):
                     start_worker(False)
             try:
+                stop_if_cancelled()  # cancelled during the receive: the batch goes back below
                 keep = await _move(src, dst, run, batch, edit, keep_message_id)
             except BaseException:
                 # Stopped in the middle (cancelled, connection gone): the locks go back without a

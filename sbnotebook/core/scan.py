@@ -27,6 +27,7 @@ from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk
 from .links import receiver_for
 from .live import ConnectionLike, LiveConnection, live
+from .loop import stop_if_cancelled
 from .records import to_record
 from .sdk import close_now, open_without_sleeps
 
@@ -177,6 +178,7 @@ class _Pager:
     async def window(self, w: _Window) -> _Window:
         at = w.first
         while at < w.stop:
+            stop_if_cancelled()
             got = await self.peek(at, self.page_size)
             if not got:
                 w.empty_beyond = True

@@ -27,6 +27,7 @@ from .entities import EntityPath
 from .errors import InvalidInputError, SessionLockedError, from_sdk
 from .links import quietly, receiver_for
 from .live import ConnectionLike, LiveConnection, live
+from .loop import stop_if_cancelled
 from .scan import PAGE_SIZE, ascan, message_state
 from .sdk import close_now, open_without_sleeps, session_id_page
 
@@ -89,6 +90,7 @@ async def list_session_ids(
         ids: dict[str, None] = {}  # in order, once each: paging by skip over a snapshot may repeat an id
         more, skip = True, 0
         while more and len(ids) < limit:
+            stop_if_cancelled()
             page, more = await session_id_page(browser, updated_after, skip)
             skip += len(page)
             ids.update(dict.fromkeys(page))

@@ -132,7 +132,7 @@ def test_an_interrupted_purge_stops_deleting_on_the_server(emulator: Emulator, c
 
 def test_an_interrupted_purge_stops_receiving(partitioned: Emulator) -> None:
     """The same where the purge receives (a partitioned entity refuses batch delete)."""
-    total = 6000
+    total = 10_000
     with ServiceBusClient.from_connection_string(partitioned.connection_string) as client:
         _fill(client, "p", total, size=16)
     partitioned.latency = 0.1
@@ -141,8 +141,9 @@ def test_an_interrupted_purge_stops_receiving(partitioned: Emulator) -> None:
         core.purge("p", connection=partitioned.connection_string, progress=hook)
     partitioned.latency = 0
     left = _settled(lambda: partitioned.broker.counts("p")["active"])
-    # Four receivers, each with up to 500 prefetched on its way: at most 4 x 2 batches went.
-    assert total - 8 * 500 <= left < total, left
+    # Gone: per receiver (4), the batch in hand, the prefetch on its way and at most one more
+    # receive (500 each) before the check; 2,505 here, 4,008 under CI's load. Not stopped: 0 left.
+    assert total - 6000 <= left < total, left
 
 
 async def test_apurge_deletes_on_the_server(emulator: Emulator, client: ServiceBusClient) -> None:

@@ -61,7 +61,7 @@ from .manage import (
     update_entity,
 )
 from .outcome import PROBLEMS, Outcome, Report
-from .peek import PeekPage, peek
+from .peek import SEARCH_SCAN_LIMIT, PeekPage, peek
 from .pipeline import RetryPolicy
 from .process import DeadLetter, Done, Policy, Retry, Skip, Stop, process
 from .purge import apurge, purge
@@ -94,6 +94,7 @@ __all__ = [
     "PAGE_SIZE",
     "PROBLEMS",
     "RECORD_FIELDS",
+    "SEARCH_SCAN_LIMIT",
     "ConfigurationError",
     "Connection",
     "ConnectionLike",

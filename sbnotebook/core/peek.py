@@ -15,6 +15,7 @@ from .search import compile_where, type_hint
 
 Record = dict[str, Any]
 SAMPLE = 200  # scanned records a page keeps to explain an empty search
+SEARCH_SCAN_LIMIT = 10_000  # messages a search looks through by default (%sb_peek --scan, the browser)
 
 
 @dataclass
@@ -64,7 +65,7 @@ def peek(
     count: int = 100,
     from_sequence_number: int = 1,
     where: str | None = None,
-    scan_limit: int = 10_000,
+    scan_limit: int = SEARCH_SCAN_LIMIT,
     session_id: str | None = None,
     connection: ConnectionLike = None,
 ) -> PeekPage:

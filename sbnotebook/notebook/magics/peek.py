@@ -30,7 +30,9 @@ PEEK.add_argument("--from-seq", type=int, default=1, dest="from_seq", help="firs
 PEEK.add_argument("--dlq", action="store_true", help="peek the entity's dead-letter queue")
 PEEK.add_argument("--session", help="peek one session")
 PEEK.add_argument("--where", help="search expression over properties and body fields ($.a.b, body.a, props.p)")
-PEEK.add_argument("--scan", type=int, default=10_000, help="with --where: look through at most this many messages")
+PEEK.add_argument(
+    "--scan", type=int, default=core.SEARCH_SCAN_LIMIT, help="with --where: look through at most this many messages"
+)
 PEEK.add_argument("--json", action="store_true", help="decode JSON bodies into body.* columns")
 
 BROWSE = parser(

@@ -26,7 +26,7 @@ class MessageBrowser(W.VBox):
         dead_letter: bool = False,
         page_size: int = 50,
         connection: ConnectionLike = None,
-        scan_limit: int = 10_000,
+        scan_limit: int = core.SEARCH_SCAN_LIMIT,
     ) -> None:
         self.connection = live_connection(connection)
         self.page_size = page_size

@@ -80,14 +80,16 @@ ANY_CONNECTION_STRING = re.compile(r"^Endpoint=sb://\S+$")
 
 
 def start_cli_emulator(
-    *args: str, pattern: re.Pattern[str] = ANY_CONNECTION_STRING
+    *args: str, pattern: re.Pattern[str] = ANY_CONNECTION_STRING, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], str]:
-    """Run ``python -m sbnotebook.emulator ARGS`` and wait for the line holding its connection string."""
+    """Run ``python -m sbnotebook.emulator ARGS`` (with ``env`` added to the environment) and wait
+    for the line holding its connection string."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "sbnotebook.emulator", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, **(env or {})},
     )
     assert proc.stdout is not None
     for _ in range(6):

@@ -32,6 +32,7 @@ from azure.servicebus.exceptions import (
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.emulator import Emulator
+from sbnotebook.emulator.entra import Principal
 
 from .helpers import start_cli_emulator
 
@@ -355,8 +356,9 @@ def test_the_command_line_declares_principals_and_prints_the_authority(tmp_path:
         "--data-dir",
         str(tmp_path),
         "--principal",
-        "cli-app:cli-secret:Sender,Receiver",
+        "cli-app:env:CLI_APP_SECRET:Sender,Receiver",  # the secret is not in the command line (ps)
         pattern=re.compile(r"^Entra authority: "),
+        env={"CLI_APP_SECRET": "cli-secret"},
     )
     try:
         assert proc.stdout is not None
@@ -390,6 +392,14 @@ def test_the_command_line_declares_principals_and_prints_the_authority(tmp_path:
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
+
+
+def test_a_principal_secret_named_by_an_environment_variable_must_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOT_SET_HERE", raising=False)
+    with pytest.raises(ValueError, match=r"NOT_SET_HERE.*not set"):
+        Principal.parse("a:env:NOT_SET_HERE:Owner")
+    monkeypatch.setenv("APP_SECRET", "s3cret:with:colons")
+    assert Principal.parse("a:env:APP_SECRET:Owner").secret == "s3cret:with:colons"
 
 
 def test_the_command_line_refuses_principals_without_tls() -> None:

@@ -58,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="CLIENT_ID:SECRET:ROLE[,ROLE]",
         help="with --tls: an Entra ID service principal the emulator issues tokens for, with its roles "
-        "(Azure Service Bus Data Owner/Sender/Receiver, or Owner/Sender/Receiver); repeatable",
+        "(Azure Service Bus Data Owner/Sender/Receiver, or Owner/Sender/Receiver); repeatable. "
+        "SECRET as env:NAME reads it from that environment variable (a command line shows in ps)",
     )
     parser.add_argument(
         "--state-file", help="once listening, write host, port and pid here as JSON (no key); removed on stop"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+import os
 import secrets
 import threading
 import time
@@ -76,11 +77,19 @@ class Principal:
 
     @classmethod
     def parse(cls, spec: str) -> Principal:
-        """``CLIENT_ID:SECRET:ROLE[,ROLE...]`` (the command line's ``--principal``)."""
+        """``CLIENT_ID:SECRET:ROLE[,ROLE...]`` (the command line's ``--principal``). A SECRET of
+        ``env:NAME`` is read from that environment variable, so that it is not in the command line
+        (which other users of the machine see in ``ps``)."""
         client_id, sep1, rest = spec.partition(":")
         secret, sep2, roles = rest.rpartition(":")
         if not (sep1 and sep2 and client_id and secret and roles):
-            raise ValueError("--principal expects CLIENT_ID:SECRET:ROLE[,ROLE...]")
+            raise ValueError("--principal expects CLIENT_ID:SECRET:ROLE[,ROLE...] (SECRET may be env:NAME)")
+        if secret.startswith("env:"):
+            name = secret.removeprefix("env:")
+            value = os.environ.get(name, "")
+            if not value:
+                raise ValueError(f"--principal {client_id}: the environment variable {name!r} is not set or empty")
+            secret = value
         return cls(client_id, secret, tuple(role_name(r) for r in roles.split(",") if r.strip()))
 
     @classmethod

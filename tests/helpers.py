@@ -163,10 +163,8 @@ class InterruptAtFirstProgress:
 
     def __init__(self) -> None:
         self.seen = threading.Event()
-        self.calls = 0
 
     def __call__(self, report: Any) -> None:
-        self.calls += 1
         if not self.seen.is_set():
             os.kill(os.getpid(), signal.SIGINT)
             self.seen.wait(timeout=30)

@@ -103,14 +103,20 @@ def test_where_the_service_refuses_batch_delete_the_purge_receives(partitioned: 
     assert partitioned.broker.counts("p") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
 
 
-def _settled(count: Any) -> int:
-    """The count once it has stopped changing for half a second (work cancelled, nothing more removed)."""
-    last = count()
+def _left_after_an_interrupted_purge(emulator: Emulator, queue: str, latency: float) -> int:
+    """Purge ``queue`` with replies ``latency`` s late, interrupted at its first progress call; the
+    active count once it has stopped changing for half a second (work cancelled, nothing more removed)."""
+    emulator.latency = latency
+    hook = InterruptAtFirstProgress()
+    with hook.interrupting():
+        core.purge(queue, connection=emulator.connection_string, progress=hook)
+    emulator.latency = 0
+    last = emulator.broker.counts(queue)["active"]
     while True:
         time.sleep(0.5)
-        now = count()
+        now = emulator.broker.counts(queue)["active"]
         if now == last:
-            return int(now)
+            return now
         last = now
 
 
@@ -120,12 +126,7 @@ def test_an_interrupted_purge_stops_deleting_on_the_server(emulator: Emulator, c
     to the end: a destructive action that ignored the interrupt.)"""
     total = 30_000
     _fill(client, "q", total, size=16)
-    emulator.latency = 0.2
-    hook = InterruptAtFirstProgress()
-    with hook.interrupting():
-        core.purge("q", connection=emulator.connection_string, progress=hook)
-    emulator.latency = 0
-    left = _settled(lambda: emulator.broker.counts("q")["active"])
+    left = _left_after_an_interrupted_purge(emulator, "q", latency=0.2)
     # The first request (4,000) and at most the others in flight were deleted; the rest is there.
     assert total - 4 * 4000 <= left < total, left
 
@@ -135,12 +136,7 @@ def test_an_interrupted_purge_stops_receiving(partitioned: Emulator) -> None:
     total = 10_000
     with ServiceBusClient.from_connection_string(partitioned.connection_string) as client:
         _fill(client, "p", total, size=16)
-    partitioned.latency = 0.1
-    hook = InterruptAtFirstProgress()
-    with hook.interrupting():
-        core.purge("p", connection=partitioned.connection_string, progress=hook)
-    partitioned.latency = 0
-    left = _settled(lambda: partitioned.broker.counts("p")["active"])
+    left = _left_after_an_interrupted_purge(partitioned, "p", latency=0.1)
     # Gone: per receiver (4), the batch in hand, the prefetch on its way and at most one more
     # receive (500 each) before the check; 2,505 here, 4,008 under CI's load. Not stopped: 0 left.
     assert total - 6000 <= left < total, left

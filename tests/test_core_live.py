@@ -23,6 +23,7 @@ def test_calls_reuse_the_same_connections(emulator: Emulator) -> None:
         core.peek("q", count=10, connection=conn)
         with core.receive("q", count=2, connection=conn) as batch:
             batch.complete()
+        conn.settle()  # the background warm-up and spare connections opened
         opened = conn.links_opened
         sockets = server_sockets(emulator.port)
         assert sockets, "the live connection keeps its connections open between calls"
@@ -176,7 +177,9 @@ def test_connect_checks_the_key_and_the_namespace(emulator: Emulator) -> None:
     with pytest.raises(core.SbError, match="Cannot reach"):
         core.connect(nowhere)
     conn = core.connect(emulator.connection_string)
-    assert conn.warmed and conn.links_opened >= 1  # receivers opened on the topology's entities
+    assert conn.warmed and conn.spares is not None and conn.spares.ready >= 1  # checked on a spare, kept
+    conn.settle()
+    assert conn.links_opened >= 1  # receivers opened on the topology's entities, in the background
 
 
 def test_a_reply_later_than_the_attempt_bound_is_a_retryable_error_not_a_wait(emulator: Emulator) -> None:
@@ -201,3 +204,17 @@ def test_a_reply_later_than_the_attempt_bound_is_a_retryable_error_not_a_wait(em
     finally:
         bounded.close()
         patient.close()
+
+
+def test_a_reconnect_leaves_links_other_calls_hold_working(emulator: Emulator) -> None:
+    """A reconnect replaces the SDK client. Closing the old one would shut down every handler it
+    made, so a batch still held (or a send being retried) failed with "the handler has already been
+    shutdown" because some other call had reconnected: seen when connect()'s background warm-up
+    met a broker restart. The old client is retired instead, and closed with the live connection."""
+    conn = core.connect(emulator.connection_string, warm=False)
+    core.send("q", ["held"], connection=conn)
+    with core.receive("q", count=1, connection=conn) as batch:
+        conn.run(conn.reconnect())  # another call's reconnect, while this batch holds its receiver
+        assert batch.complete().count("completed") == 1
+    assert conn.reconnects == 1
+    assert emulator.broker.counts("q")["active"] == 0

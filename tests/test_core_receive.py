@@ -182,6 +182,7 @@ def test_receive_and_delete_keeps_its_drained_link_which_takes_nothing_while_idl
         core.send("q", ["a"], connection=conn)
         with core.receive("q", count=5, mode="receive-and-delete", wait=0.3, connection=conn) as batch:
             assert [r["body_text"] for r in batch.records] == ["a"]  # 1 of 5: the wait ended with credit left
+        conn.settle()  # connect()'s warm-up opens links in the background
         opened = conn.links_opened
         core.send("q", ["b", "c"], connection=conn)
         time.sleep(0.3)  # a delivery to a link with credit happens at once

@@ -175,6 +175,7 @@ def test_connect_holds_one_live_connection_and_warm_peeks_open_no_links(
     assert isinstance(conn, LiveConnection) and conn.settings.namespace == f"{emulator.host}:{emulator.port}"
     send(client, "q", "a", "b")
     assert len(line(ip, "sb_peek q")) == 2
+    conn.settle()  # connect()'s warm-up opens links in the background
     opened = conn.links_opened
     assert len(line(ip, "sb_peek q")) == 2  # a warm call: the pooled receiver link is reused
     assert len(line(ip, "sb_peek q --where 'text == \"b\"'")) == 1

@@ -115,6 +115,8 @@ def test_panels_take_a_live_connection_or_settings_and_share_one(emulator: Emula
     by_string = SendPanel("q", connection=emulator.connection_string)
     by_settings = TriagePanel("q", connection=conn.settings)
     assert by_live.connection is by_string.connection is by_settings.connection is conn
+    by_live.jump(1)
+    conn.settle()  # connect()'s warm-up opens links in the background
     opened = conn.links_opened
     by_live.jump(1)
     by_settings.reload()

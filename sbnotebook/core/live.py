@@ -10,6 +10,8 @@ notebook cost a second. A :class:`LiveConnection` keeps them instead:
 - pools of senders and receivers per entity, reused across calls; a link is used by one
   operation at a time, so concurrency is the number of links taken from a pool; links idle for
   ``idle_timeout`` seconds are closed, and everything is closed by ``close()`` and at exit;
+- spare AMQP connections, opened ahead of need with their CBS links (``core/sdk_spares.py``
+  ``SpareConnections``): the first call on a new entity costs the token, the attach and the call;
 - a dropped connection is re-established on the next call, once: ``reconnects`` counts it, the log
   says why, and if the second attempt fails too the error says so.
 
@@ -37,6 +39,7 @@ from .errors import EntityNameError, SbError, ServiceError, from_sdk, is_connect
 from .links import LinkPool, quietly, receiver_for
 from .loop import LoopThread
 from .sdk import close_now, open_without_sleeps, session_browser
+from .sdk_spares import SpareConnections
 
 T = TypeVar("T")
 log = logging.getLogger("sbnotebook.live")
@@ -50,6 +53,10 @@ TRY_TIMEOUT = 60.0
 MAX_LIVE_CONNECTIONS = 16  # per process; the least recently used beyond this is closed
 _REAPER_INTERVAL = 15.0
 WARM_LIMIT = 8  # entities connect() opens a receiver on, in parallel
+CHECK_ENTITY = "sbnotebook-connection-check"  # the audience of check()'s token (needs not exist)
+# AMQP connections kept open ahead of need (core/sdk_spares.py SpareConnections): two, so that calls one
+# after another (a session received and completed, then the next) each find one ready.
+SPARE_CONNECTIONS = 2
 
 
 def tls_context() -> ssl.SSLContext:
@@ -74,6 +81,10 @@ class LiveConnection(LoopThread):
         self.reconnects = 0
         self._client: Any = None
         self._own_credential: Any = None  # a DefaultAzureCredential this connection made
+        self._spares: SpareConnections | None = None
+        self._generation = 0  # clients made so far (reconnect() starts the next)
+        self._retired: list[tuple[Any, Any]] = []  # (client, own credential) replaced by reconnect()
+        self._warming: asyncio.Task[None] | None = None
         self._pools: dict[tuple[str, str], LinkPool] = {}
         self._admin: Any = None
         self._admin_lock = threading.Lock()
@@ -148,9 +159,15 @@ class LiveConnection(LoopThread):
                 self._client = ServiceBusClient(host, token_credential, **options)
                 if self.settings.credential is None:  # made here (DefaultAzureCredential): closed here
                     self._own_credential = token_credential
+            self._spares = SpareConnections(SPARE_CONNECTIONS).use_on_this_loop()
             if self._reaper is None:
                 self._reaper = asyncio.get_running_loop().create_task(self._reap())
         return self._client
+
+    @property
+    def spares(self) -> SpareConnections | None:
+        """The spare AMQP connections of the current client (None before its first use)."""
+        return self._spares
 
     def pool(self, kind: str, path: EntityPath) -> LinkPool:
         """The idle links of one kind ("sender", "receiver", "deleting-receiver", "sessions") for one
@@ -214,13 +231,17 @@ class LiveConnection(LoopThread):
     async def reconnecting(self, work: Callable[[], Awaitable[T]], *, after: Callable[[T], None] | None = None) -> T:
         """The one "reconnect once, then retry": run ``work()``; if the connection was lost, reconnect
         and run it once more (only for work that changed nothing when it failed), calling ``after``
-        with the second result. A second loss is one of the kit's errors."""
+        with the second result. A second loss is one of the kit's errors. Work that failed on a
+        client another call has already replaced retries without reconnecting again: one outage,
+        one reconnect, however many calls saw it."""
+        generation = self._generation
         try:
             return await work()
         except Exception as first:
             if not is_connection_lost(first):
                 raise
-            await self.reconnect(why=first)  # logged there, with why
+            if self._generation == generation:
+                await self.reconnect(why=first)  # logged there, with why
         try:
             result = await work()
         except Exception as second:
@@ -235,7 +256,13 @@ class LiveConnection(LoopThread):
         return result
 
     async def reconnect(self, *, why: BaseException | None = None) -> None:
-        """Close every cached link and the client; the next operation opens new ones."""
+        """Close every idle link and the spare connections, and start a new client on the next call.
+
+        The old client is retired, not closed: closing an SDK client shuts down every handler it
+        made, and links borrowed from it (a send being retried, a scan's receivers, another call's
+        link) would fail mid-operation with "the handler has already been shutdown". Their holders
+        close them; ``close()`` closes the retired clients."""
+        self._generation += 1
         self.reconnects += 1
         log.info("reconnecting to %s (%s)", self.settings, from_sdk(why).message if why else "asked")
         await self._close_links()
@@ -244,13 +271,18 @@ class LiveConnection(LoopThread):
         links = [link for pool in self._pools.values() for link in pool.take_idle(older_than)]
         if older_than is None:
             self._pools.clear()  # busy links are closed by whoever holds them
-            client, self._client = self._client, None
-        else:
-            client = None
+            if self._client is not None:
+                self._retired.append((self._client, self._own_credential))
+            self._client, self._own_credential = None, None
+            spares, self._spares = self._spares, None
+            if spares is not None:
+                await spares.close()
         await asyncio.gather(*(quietly(close_now(link)) for link in links))
-        if client is not None:
+
+    async def _close_retired(self) -> None:
+        retired, self._retired = self._retired, []
+        for client, own in retired:
             await quietly(client.close())
-            own, self._own_credential = self._own_credential, None
             if own is not None:
                 await quietly(own.close())  # its HTTP session (aiohttp) with it
 
@@ -259,7 +291,63 @@ class LiveConnection(LoopThread):
             await asyncio.sleep(min(_REAPER_INTERVAL, self.idle_timeout))
             await self._close_links(older_than=self.idle_timeout)
 
+    # ------------------------------------------------------------------ check
+
+    def check(self, timeout: float = 30.0) -> None:
+        """Prove that the namespace answers and accepts the key or credential: a spare AMQP
+        connection is opened and a token put on it (SASL, the open, the token: about 4 round
+        trips, no link attached). The connection is kept for the next link. Raises the kit's error:
+        ``ConfigurationError`` for a refused key, ``ServiceError`` for a namespace out of reach."""
+        self.run(self._check(), timeout=timeout)
+
+    async def _check(self) -> None:
+        probe = receiver_for(self.sdk_client(), EntityPath(CHECK_ENTITY), prefetch_count=0)
+        assert self._spares is not None  # made with the client
+        try:
+            await self._spares.check(probe)
+        except Exception as exc:
+            if is_connection_lost(exc):
+                raise ServiceError(
+                    f"Cannot reach {self.settings}: check the namespace name and the network.", retryable=True
+                ) from None
+            raise from_sdk(exc) from None
+
     # ------------------------------------------------------------------ warm
+
+    def warm_in_background(self, limit: int = WARM_LIMIT) -> None:
+        """Start ``warm`` of up to ``limit`` listed entities on the loop and return at once; what
+        fails is logged (the key was checked by ``check``). ``close()`` stops it."""
+        self.warmed = True
+        self._warming = self.run(self._start(self._warm_listed(limit)))
+
+    @staticmethod
+    async def _start(work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        return asyncio.get_running_loop().create_task(work)
+
+    async def _warm_listed(self, limit: int) -> None:
+        try:
+            paths = await asyncio.to_thread(self._listed, limit)
+        except Exception as exc:
+            # A key without Manage rights (or Entra ID with data roles only) cannot list entities.
+            self.info_once(
+                "warm", "not warming links for %s: cannot list entities (%s)", self.settings, type(exc).__name__
+            )
+            return
+        for path, r in zip(paths, await self._warm(paths), strict=False):
+            if isinstance(r, BaseException):
+                log.info("could not warm %s: %s", path, from_sdk(r).message)
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Wait until the background work of this connection is done: ``warm_in_background``, and
+        the spare connections being opened (tests and benchmarks that count connections or time
+        calls)."""
+        self.run(self._settle(), timeout=timeout)
+
+    async def _settle(self) -> None:
+        if self._warming is not None:
+            await asyncio.gather(asyncio.shield(self._warming), return_exceptions=True)
+        if self._spares is not None:
+            await self._spares.settle()
 
     def warm(self, entities: list[str] | None = None, *, limit: int = WARM_LIMIT, timeout: float = 30.0) -> list[str]:
         """Open a receiver (and its management link) on up to ``limit`` entities at once, so the
@@ -278,21 +366,26 @@ class LiveConnection(LoopThread):
         self.warmed = True
         return [str(p) for p, r in zip(paths, results, strict=False) if not isinstance(r, BaseException)]
 
-    def _warmable(self, limit: int) -> list[EntityPath]:
+    def _listed(self, limit: int) -> list[EntityPath]:
+        """Up to ``limit`` queues and subscriptions without sessions, from the administration API."""
         admin = self.admin()
         out: list[EntityPath] = []
-        try:
-            for q in admin.list_queues():
+        for q in admin.list_queues():
+            if len(out) >= limit:
+                return out
+            if not q.requires_session:
+                out.append(EntityPath(q.name))
+        for t in admin.list_topics():
+            for sub in admin.list_subscriptions(t.name):
                 if len(out) >= limit:
                     return out
-                if not q.requires_session:
-                    out.append(EntityPath(q.name))
-            for t in admin.list_topics():
-                for sub in admin.list_subscriptions(t.name):
-                    if len(out) >= limit:
-                        return out
-                    if not sub.requires_session:
-                        out.append(EntityPath(t.name, sub.name))
+                if not sub.requires_session:
+                    out.append(EntityPath(t.name, sub.name))
+        return out
+
+    def _warmable(self, limit: int) -> list[EntityPath]:
+        try:
+            return self._listed(limit)
         except Exception as exc:
             if type(exc).__name__ in ("ServiceRequestError", "ServiceResponseError"):
                 raise ServiceError(
@@ -304,7 +397,7 @@ class LiveConnection(LoopThread):
                 "warm", "not warming links for %s: cannot list entities (%s)", self.settings, type(exc).__name__
             )
             self.run(self._probe())
-        return out
+        return []
 
     async def _probe(self) -> None:
         """Authenticate against an entity that does not exist: "not found" proves the namespace is
@@ -365,6 +458,13 @@ class LiveConnection(LoopThread):
         self._pools.clear()
 
     async def _shutdown(self) -> None:
+        warming, self._warming = self._warming, None
+        if warming is not None:
+            # Cancelled, and its cancellation waited for, before its links are closed under it: else
+            # an open in flight fails on a closed connection, unseen ("Task exception was never
+            # retrieved" at exit).
+            warming.cancel()
+            await asyncio.gather(warming, return_exceptions=True)
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
@@ -373,6 +473,7 @@ class LiveConnection(LoopThread):
         borrowed = [link for pool in self._pools.values() for link in pool.busy.values()]
         await self._close_links()
         await asyncio.gather(*(quietly(close_now(link)) for link in borrowed))
+        await self._close_retired()  # and with them every handler still open on them
 
     def __enter__(self) -> LiveConnection:
         return self
@@ -439,12 +540,14 @@ def connect(
     credential reference (``"callable:package.module:function"``, ``"databricks:NAME"``: see
     core/credentials.py); without it ``DefaultAzureCredential`` signs in.
 
-    With ``warm`` (the default) the first connect also opens receivers on up to ``WARM_LIMIT``
-    entities in parallel (see ``LiveConnection.warm``): it checks that the namespace is reachable
-    and the key accepted, and the first peek afterwards costs one round trip."""
+    With ``warm`` (the default) the first connect checks that the namespace is reachable and the
+    key or credential accepted (``LiveConnection.check``: about 4 round trips), then returns while
+    receivers open on up to ``WARM_LIMIT`` listed entities in the background, so a first peek on
+    them costs one round trip."""
     conn = registry.get(resolve(connection, namespace=namespace, credential=credential))
     if warm and not conn.warmed:
-        conn.warm()
+        conn.check()
+        conn.warm_in_background()
     return conn
 
 

@@ -17,10 +17,14 @@ The public SDK has no call for a few things Service Bus itself offers, and the k
   pre-settled: pyamqp's receiver link keeps every tag until the link itself settles it, so a
   long-lived receiver would grow by one entry per message (``forget_deliveries``);
 - opening a link without the SDK's 50 ms sleeps between handshake steps, with the entity's
-  management link attached in the same flight (``open_without_sleeps``).
+  management link attached in the same flight (``open_without_sleeps``);
+- opening a link on an AMQP connection opened ahead of need, its session begun and its CBS links
+  attached (``SpareConnections``, in ``sdk_spares.py``, the other half of this boundary): a new
+  entity then costs the token, the attach and the call.
 
-``PRIVATE_NAMES`` lists what is used; ``tests/test_core_boundary.py`` fails when an installed SDK
-renames any of them, so an upgrade breaks one test instead of silently slowing every settlement.
+``PRIVATE_NAMES`` lists what is used (here and in ``sdk_spares.py``); ``tests/test_core_boundary.py``
+fails when an installed SDK renames any of them, so an upgrade breaks one test instead of silently
+slowing every settlement.
 The range of SDK versions this is tested with is pinned in ``pyproject.toml``.
 """
 
@@ -31,6 +35,8 @@ import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+
+from .sdk_spares import spares_of_loop
 
 # (owner, attribute) pairs; the owner is a dotted path inside the SDK.
 PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
@@ -84,7 +90,41 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("azure.servicebus._pyamqp.aio._management_operation_async", "ManagementOperation"),
     ("azure.servicebus._pyamqp.aio._management_operation_async.ManagementOperation", "ready"),
     ("azure.servicebus._pyamqp.aio._connection_async.Connection", "listen"),
+    ("azure.servicebus._pyamqp.aio._connection_async.Connection", "create_session"),
+    ("azure.servicebus._pyamqp.aio._cbs_async", "CBSAuthenticator"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "open_async"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_keep_alive_async"),
+    ("azure.servicebus._pyamqp.constants", "CbsState"),
+    ("azure.servicebus._pyamqp.constants", "CbsAuthState"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_hostname"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_use_tls"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_transport_type"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_custom_endpoint_address"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_http_proxy"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_max_frame_size"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_channel_max"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_idle_timeout"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_incoming_window"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_outgoing_window"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_auth"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_auth_timeout"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_ssl_opts"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_properties"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_network_trace"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_network_trace_params"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_cbs_authenticator"),
+    ("azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync", "_keep_alive_interval"),
+    ("azure.servicebus._pyamqp.aio._connection_async.Connection", "_error"),
+    ("azure.servicebus._pyamqp.aio._connection_async.Connection", "_container_id"),
+    ("azure.servicebus._pyamqp.aio._cbs_async.CBSAuthenticator", "auth_state"),
+    ("azure.servicebus._pyamqp.error", "TokenAuthFailure"),
+    ("azure.servicebus._pyamqp.aio._cbs_async.CBSAuthenticator", "update_token"),
+    ("azure.servicebus._pyamqp.aio._cbs_async.CBSAuthenticator", "handle_token"),
+    ("azure.servicebus.aio._async_utils", "create_authentication"),
+    ("azure.servicebus._transport._pyamqp_transport.PyamqpTransport", "create_servicebus_exception"),
+    ("azure.servicebus._pyamqp.constants", "ConnectionState"),
 )
+
 
 # SDK methods whose shape ``open_without_sleeps`` relies on: each creates its AMQP client with
 # ``self._create_handler`` and then polls ``client_ready_async()``, sleeping 50 ms while it says
@@ -379,6 +419,9 @@ def without_sleeps(handler: Any, *, management: bool = True) -> Any:
         amqp = handler._handler
         node = handler._mgmt_target.encode(handler._config.encoding) if management else None
         amqp.client_ready_async = _ready_without_sleeps(amqp, node)
+        spares = spares_of_loop.get(asyncio.get_running_loop())
+        if spares is not None:
+            spares.lend(amqp)
 
     create_handler._sbnotebook_without_sleeps = True  # type: ignore[attr-defined]
     handler._create_handler = create_handler

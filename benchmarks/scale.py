@@ -54,6 +54,7 @@ from typing import Any
 import psutil
 
 from sbnotebook import core
+from sbnotebook.core.resubmit import BATCH_SIZE, MAX_IN_FLIGHT
 
 QUEUE, PARTITIONED = "scale", "scale-partitioned"
 EXPIRING, RETRY = "scale-expiring", "scale-retry"  # messages expire into EXPIRING's DLQ; resubmitted to RETRY
@@ -80,7 +81,7 @@ BODY = "x" * 1000  # with its properties, about 1 KB on the wire
 PURGE_TARGET_S = 20.0
 GROWTH_TARGET = 1.2
 RESUBMIT_TARGET = 0.8  # of the in-flight limit over round trips
-RESUBMIT_IN_FLIGHT, RESUBMIT_BATCH = 10, 50  # core.resubmit's defaults
+RESUBMIT_IN_FLIGHT, RESUBMIT_BATCH = MAX_IN_FLIGHT, BATCH_SIZE  # core.resubmit's defaults
 MiB = 1024 * 1024
 
 

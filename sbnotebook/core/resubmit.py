@@ -36,6 +36,9 @@ from .syncforms import sync_form
 
 Record = dict[str, Any]
 
+MAX_IN_FLIGHT = 10  # batches on their way at once (receive, send the copies, complete the originals)
+BATCH_SIZE = 50  # messages per batch
+
 
 def _fan_out_refused(source: EntityPath) -> EntityNameError:
     return EntityNameError(
@@ -349,8 +352,8 @@ async def aresubmit(
     limit: int | None = None,
     keep_message_id: bool = False,
     allow_fan_out: bool = False,
-    max_in_flight: int = 10,
-    batch_size: int = 50,
+    max_in_flight: int = MAX_IN_FLIGHT,
+    batch_size: int = BATCH_SIZE,
     progress: Callable[[Report], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
@@ -396,7 +399,7 @@ def discard(
     """Remove the selected messages for good (complete them). Others are released untouched,
     with no delivery counted, as in ``resubmit``. Destructive: the notebook layers ask first."""
     src = EntityPath.parse(source)
-    _check_limit(limit, 10, 50)
+    _check_limit(limit, MAX_IN_FLIGHT, BATCH_SIZE)
     conn = live(connection)
     return conn.run(
         _moved(
@@ -407,8 +410,8 @@ def discard(
             edit=None,
             limit=limit,
             keep_message_id=False,
-            max_in_flight=10,
-            batch_size=50,
+            max_in_flight=MAX_IN_FLIGHT,
+            batch_size=BATCH_SIZE,
             progress=progress,
         )
     )

@@ -3,7 +3,7 @@
 For each size and latency (``--latency-ms``, default 0 and 80), against a fresh emulator in its own
 process (so its memory is measured apart from this one's), the steps of ``STEPS`` run in order on
 1 KB messages, each timed, with the peak RSS of this process (the kernel's side) and of the
-emulator sampled while it runs:
+emulator sampled while it runs, and the CPU seconds each used:
 
   fill            core.send of N messages
   counts          core.counts, 20 times (time per call: must not grow with N)
@@ -327,6 +327,13 @@ class EmulatorProcess:
             self.proc = None
 
 
+def _cpu(process: psutil.Process) -> float:
+    """CPU seconds (user and system) the process has used so far (an emulator restarted within a
+    step started again from zero: that step's emulator CPU is not meaningful)."""
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
 def measure(n: int, latency_ms: float, steps: list[Step], spark: Any, durable: bool) -> list[dict[str, Any]]:
     me = psutil.Process(os.getpid())
     with tempfile.TemporaryDirectory() as tmp:
@@ -339,10 +346,12 @@ def measure(n: int, latency_ms: float, steps: list[Step], spark: Any, durable: b
             for step in steps:
                 if step.name in SETUP:
                     SETUP[step.name](run)
+                cpu_before = _cpu(me), _cpu(emu.process)
                 with Peak(lambda: me) as kernel, Peak(lambda: emu.process) as broker:
                     t0 = time.perf_counter()
                     handled = step.work(run)
                     elapsed = time.perf_counter() - t0
+                kernel_cpu, emulator_cpu = _cpu(me) - cpu_before[0], _cpu(emu.process) - cpu_before[1]
                 row = {
                     "size": n,
                     "latency_ms": latency_ms,
@@ -353,6 +362,10 @@ def measure(n: int, latency_ms: float, steps: list[Step], spark: Any, durable: b
                     ),
                     "kernel peak MiB": round(kernel.peak / MiB, 1),
                     "emulator peak MiB": round(broker.peak / MiB, 1),
+                    # Of the step's seconds, how many each process spent on a CPU: one near the
+                    # step's time is CPU-bound (each side runs its messages on one thread).
+                    "kernel CPU s": round(kernel_cpu, 1),
+                    "emulator CPU s": round(emulator_cpu, 1),
                 }
                 row.update(run.extra)
                 run.extra.clear()

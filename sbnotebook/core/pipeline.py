@@ -25,6 +25,7 @@ from .live import LiveConnection
 from .loop import stop_if_cancelled
 from .messages import iter_input, message_id, to_message
 from .outcome import Outcome, Report
+from .sdk import add_to_batch
 
 log = logging.getLogger("sbnotebook.send")
 MAX_BATCH_MESSAGES = 500  # keeps progress fine-grained and a slow input from holding a batch open
@@ -77,7 +78,7 @@ async def _units(
 
     def fits(msg: Any) -> bool:
         try:
-            current.add_message(msg)
+            add_to_batch(current, msg)
         except (MessageSizeExceededError, ValueError):
             return False
         return True

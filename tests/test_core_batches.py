@@ -1,0 +1,148 @@
+"""Packing messages into batches with one encoding each (``core/sdk.py`` ``add_to_batch``).
+
+The SDK's ``ServiceBusMessageBatch.add_message`` encodes every message twice (to measure it, then
+to add it). ``add_to_batch`` repeats its steps with one encoding; these tests check that the batch
+it builds is the SDK's, byte for byte, and fail when an installed SDK changes the steps repeated."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import inspect
+import textwrap
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusMessageBatch
+from azure.servicebus._pyamqp import _encode as pyamqp_encode
+from azure.servicebus._pyamqp import utils as pyamqp_utils
+from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
+from azure.servicebus.amqp import AmqpAnnotatedMessage
+from azure.servicebus.exceptions import MessageSizeExceededError
+
+from sbnotebook import core
+from sbnotebook.core import sdk
+from sbnotebook.core.sdk import BATCH_ADD_SOURCE, BATCH_ENCODE_SOURCE, add_to_batch
+from sbnotebook.emulator import Emulator
+
+
+def _statements(fn: Any) -> tuple[str, ...]:
+    """The function's lines, stripped, without blank lines, whole-line comments or its docstring."""
+    body = textwrap.dedent(inspect.getsource(fn))
+    doc = inspect.getdoc(fn)
+    lines = [line.strip() for line in body.splitlines()]
+    if doc:
+        start = next(i for i, line in enumerate(lines) if line.startswith(('"""', "'''")))
+        end = next(i for i in range(start, len(lines)) if lines[i].endswith(('"""', "'''")) and i > start)
+        del lines[start : end + 1]
+    return tuple(line for line in lines if line and not line.startswith("#"))
+
+
+def test_the_steps_add_to_batch_repeats_are_the_installed_sdks() -> None:
+    assert _statements(ServiceBusMessageBatch._add) == BATCH_ADD_SOURCE
+    for name, statements in BATCH_ENCODE_SOURCE.items():
+        assert _statements(getattr(pyamqp_utils, name))[1:] == statements, f"pyamqp utils.{name} changed"
+
+
+def _messages(received: Any) -> list[Any]:
+    big = ServiceBusMessage(
+        b"x" * 1024,
+        message_id="m-1",
+        session_id="s-1",
+        partition_key="s-1",
+        subject="order",
+        content_type="application/json",
+        correlation_id="c",
+        reply_to="r",
+        to="t",
+        application_properties={"n": 1, "f": 2.5, "b": True, "s": "text", "d": dt.datetime(2026, 1, 2, tzinfo=dt.UTC)},
+    )
+    return [
+        big,
+        ServiceBusMessage("small", message_id="s"),  # encodes under 256 bytes: the smaller overhead
+        AmqpAnnotatedMessage(value_body={"k": [1, 2]}, properties={"message_id": "v"}),
+        AmqpAnnotatedMessage(sequence_body=[[1, "a"]]),
+        {"body": "from a mapping", "message_id": "map"},
+        received,  # a received message sent again: the SDK strips what the broker set
+    ]
+
+
+def _received(emulator: Emulator) -> Any:
+    core.send(
+        "q",
+        [{"body": "was received", "message_id": "rx", "application_properties": {"a": 1}}],
+        connection=emulator.connection_string,
+    )
+    with ServiceBusClient.from_connection_string(emulator.connection_string) as client:
+        with client.get_queue_receiver("q") as receiver:
+            (msg,) = receiver.peek_messages(max_message_count=1)
+            return msg
+
+
+def _batch(size: int = 1024 * 1024) -> ServiceBusMessageBatch:
+    return ServiceBusMessageBatch(max_size_in_bytes=size, amqp_transport=PyamqpTransport)
+
+
+def test_a_batch_built_with_one_encoding_is_the_sdks_byte_for_byte(emulator: Emulator) -> None:
+    received = _received(emulator)
+    theirs, ours = _batch(), _batch()
+    for msg in _messages(received):
+        theirs.add_message(msg)
+    for msg in _messages(received):
+        add_to_batch(ours, msg)
+    assert len(ours) == len(theirs) == 6
+    assert ours.size_in_bytes == theirs.size_in_bytes
+    assert [bytes(b) for b in ours._message[5]] == [bytes(b) for b in theirs._message[5]]
+    assert ours._message[:5] == theirs._message[:5]  # the envelope: the first message's id and session
+    assert [m.message_id for m in ours._messages] == [m.message_id for m in theirs._messages]
+
+
+def _fill(batch: ServiceBusMessageBatch, add: Any) -> int:
+    for n in range(100):
+        try:
+            add(batch, ServiceBusMessage(b"y" * 700, message_id=f"m-{n}"))
+        except MessageSizeExceededError:
+            return n
+    raise AssertionError("a batch of 3,000 bytes took 100 messages of 700")
+
+
+def test_the_batches_core_send_makes_are_packed_with_one_encoding(emulator: Emulator) -> None:
+    """The async sender's batches use the async transport: the same packing steps, so
+    ``add_to_batch`` must take its own path for them, not the SDK's (two encodings)."""
+    from azure.servicebus.aio import ServiceBusClient as AsyncClient
+
+    async def made() -> ServiceBusMessageBatch:
+        async with AsyncClient.from_connection_string(emulator.connection_string) as client:
+            async with client.get_queue_sender("q") as sender:
+                return await sender.create_message_batch()
+
+    batch = asyncio.run(made())
+    encodings = 0
+    real = pyamqp_encode.encode_payload
+
+    def counted(output: Any, message: Any) -> Any:
+        nonlocal encodings
+        encodings += 1
+        return real(output, message)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pyamqp_encode, "encode_payload", counted)
+        patch.setattr(pyamqp_utils, "encode_payload", counted)
+        patch.setattr(sdk, "_batch_parts", None)  # imported again, with the counting encoder
+        for n in range(3):
+            add_to_batch(batch, ServiceBusMessage(f"m{n}"))
+    assert len(batch) == 3
+    assert encodings == 3  # the SDK's add_message encodes each message twice
+
+
+def test_a_message_that_does_not_fit_is_refused_where_the_sdk_refuses_it() -> None:
+    theirs, ours = _batch(3000), _batch(3000)
+    assert _fill(ours, add_to_batch) == _fill(theirs, ServiceBusMessageBatch.add_message) == 4
+    assert ours.size_in_bytes == theirs.size_in_bytes <= 3000
+
+
+def test_core_send_delivers_batches_packed_this_way(emulator: Emulator) -> None:
+    bodies = [f"body {i}" * 40 for i in range(120)]  # several batches' worth of messages of 280 bytes
+    conn = emulator.connection_string
+    core.send("q", bodies, batch=True, connection=conn).raise_for_failures()
+    assert [r["body_text"] for r in core.peek("q", count=200, connection=conn)] == bodies

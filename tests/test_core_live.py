@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -218,3 +219,27 @@ def test_a_reconnect_leaves_links_other_calls_hold_working(emulator: Emulator) -
         assert batch.complete().count("completed") == 1
     assert conn.reconnects == 1
     assert emulator.broker.counts("q")["active"] == 0
+
+
+def test_sends_that_meet_one_outage_together_reconnect_once() -> None:
+    """Each send opening its first sender during an outage used to reconnect on its own: one
+    outage, as many reconnects as sends. A send now reconnects only if no other call has since it
+    began (``LiveConnection.generation``)."""
+    port = free_port()
+    first = Emulator(TEST_TOPOLOGY, port=port).start()
+    conn = core.connect(first.connection_string, warm=False)
+    queues = ["fwd-dst", "dl-target", "once", "ttl-drop"]  # never sent to: no sender pooled for them
+    try:
+        core.send("q", ["before"], connection=conn)
+        first.stop()
+        before = conn.reconnects
+        sends = [conn.spawn(core.asend(q, [f"to {q}"], connection=conn)) for q in queues]
+        time.sleep(1.0)  # every send has failed to open its sender at least once
+        with Emulator(TEST_TOPOLOGY, port=port) as second:
+            reports = [s.result(timeout=60) for s in sends]
+            assert all(r.count("sent") == 1 for r in reports), reports
+            assert conn.reconnects - before == 1
+            assert [second.broker.counts(q)["active"] for q in queues] == [1, 1, 1, 1]
+    finally:
+        conn.close()
+        first.stop()

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from . import trust
 from .connection import Connection, async_credential, credential, explicit_port, resolve
 from .entities import EntityPath
-from .errors import EntityNameError, SbError, ServiceError, from_sdk, is_connection_lost, role_needed
+from .errors import EntityNameError, SbError, ServiceError, from_sdk, is_connection_lost
 from .links import LinkPool, quietly, receiver_for
 from .loop import LoopThread
 from .sdk import close_now, open_without_sleeps, session_browser
@@ -255,6 +255,12 @@ class LiveConnection(LoopThread):
             after(result)
         return result
 
+    @property
+    def generation(self) -> int:
+        """Changes with each reconnect: a call that saw the connection lost reconnects only if it is
+        unchanged since the call began (another call may have reconnected already)."""
+        return self._generation
+
     async def reconnect(self, *, why: BaseException | None = None) -> None:
         """Close every idle link and the spare connections, and start a new client on the next call.
 
@@ -315,7 +321,8 @@ class LiveConnection(LoopThread):
     # ------------------------------------------------------------------ warm
 
     def warm_in_background(self, limit: int = WARM_LIMIT) -> None:
-        """Start ``warm`` of up to ``limit`` listed entities on the loop and return at once; what
+        """Open a receiver (and its management link) on up to ``limit`` listed entities, in the
+        background, so a first peek or receive on them costs one round trip; returns at once. What
         fails is logged (the key was checked by ``check``). ``close()`` stops it."""
         self.warmed = True
         self._warming = self.run(self._start(self._warm_listed(limit)))
@@ -349,23 +356,6 @@ class LiveConnection(LoopThread):
         if self._spares is not None:
             await self._spares.settle()
 
-    def warm(self, entities: list[str] | None = None, *, limit: int = WARM_LIMIT, timeout: float = 30.0) -> list[str]:
-        """Open a receiver (and its management link) on up to ``limit`` entities at once, so the
-        first peek or receive on them costs one round trip. ``entities=None`` takes the namespace's
-        queues and subscriptions from the administration API (session-enabled ones are skipped: a
-        session receiver would hold a session). Returns the entities warmed; raises when the
-        connection itself is refused (wrong key, unreachable namespace)."""
-        paths = [EntityPath.parse(e) for e in entities] if entities is not None else self._warmable(limit)
-        results = self.run(self._warm(paths[:limit]), timeout=timeout)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if paths and len(errors) == len(paths):
-            raise from_sdk(errors[0]) from None
-        for path, r in zip(paths, results, strict=False):
-            if isinstance(r, BaseException):
-                log.info("could not warm %s: %s", path, from_sdk(r).message)
-        self.warmed = True
-        return [str(p) for p, r in zip(paths, results, strict=False) if not isinstance(r, BaseException)]
-
     def _listed(self, limit: int) -> list[EntityPath]:
         """Up to ``limit`` queues and subscriptions without sessions, from the administration API."""
         admin = self.admin()
@@ -382,42 +372,6 @@ class LiveConnection(LoopThread):
                 if not sub.requires_session:
                     out.append(EntityPath(t.name, sub.name))
         return out
-
-    def _warmable(self, limit: int) -> list[EntityPath]:
-        try:
-            return self._listed(limit)
-        except Exception as exc:
-            if type(exc).__name__ in ("ServiceRequestError", "ServiceResponseError"):
-                raise ServiceError(
-                    f"Cannot reach {self.settings}: check the namespace name and the network.", retryable=True
-                ) from None
-            # A key without Manage rights (or Entra ID with data roles only) cannot list entities;
-            # say whether the key works at all, over AMQP, and start calls cold.
-            self.info_once(
-                "warm", "not warming links for %s: cannot list entities (%s)", self.settings, type(exc).__name__
-            )
-            self.run(self._probe())
-        return []
-
-    async def _probe(self) -> None:
-        """Authenticate against an entity that does not exist: "not found" proves the namespace is
-        reachable and the key or credential accepted; anything else is what is wrong."""
-        from azure.servicebus.exceptions import MessagingEntityNotFoundError
-
-        link = receiver_for(self.sdk_client(), EntityPath("sbnotebook-connection-check"), prefetch_count=0)
-        try:
-            await open_without_sleeps(link, management=False)
-        except MessagingEntityNotFoundError:
-            return
-        except Exception as exc:
-            if role_needed(str(exc)) is not None:
-                # Refused for a missing right (Listen: a sender-only role), so the credential itself
-                # was accepted: connecting succeeds; an operation needing the right says which role.
-                self.info_once("probe", "connected to %s without the Listen right (a sender-only role)", self.settings)
-                return
-            raise from_sdk(exc) from None
-        finally:
-            await quietly(close_now(link))
 
     async def _warm(self, paths: list[EntityPath]) -> list[Any]:
         async def one(path: EntityPath) -> None:

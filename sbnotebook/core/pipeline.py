@@ -150,6 +150,7 @@ class _Senders:
         backoff like a send."""
         attempt = 1
         while True:
+            generation = self.conn.generation
             try:
                 link, _ = await self.pool.acquire()
                 break
@@ -157,7 +158,8 @@ class _Senders:
                 if not is_retryable(exc) or attempt >= self.retry.attempts:
                     raise
                 if attempt == 1 and is_connection_lost(exc):
-                    await self.conn.reconnect(why=exc)  # logged there, with why
+                    if self.conn.generation == generation:  # else another call has reconnected already
+                        await self.conn.reconnect(why=exc)  # logged there, with why
                     self.report.note("reconnected: the connection had dropped")
                     self.pool = self.conn.pool("sender", self.path)
                 else:

@@ -96,6 +96,7 @@ class SpareConnections:
         self._ready: list[_Spare] = []
         self._opening: set[asyncio.Task[None]] = set()
         self._template: Any = None  # an AMQP client whose settings spares are made with
+        self._template_signature: tuple[Any, ...] = ()
         self._keeper: asyncio.Task[None] | None = None
         self._paused_until = 0.0
         self._logged = False
@@ -118,8 +119,8 @@ class SpareConnections:
         if self._closed or getattr(amqp._auth, "auth_type", None) != AUTH_TYPE_CBS:
             return False
         signature = _signature(amqp)
-        if self._template is None or _signature(self._template) != signature:
-            self._template = amqp  # the settings the next spares are made with
+        if self._template is None or self._template_signature != signature:
+            self._use_template(amqp, signature)  # the settings the next spares are made with
         spare = next((s for s in self._ready if s.signature == signature and s.usable()), None)
         if spare is not None:
             self._ready.remove(spare)
@@ -137,7 +138,7 @@ class SpareConnections:
 
         receiver._create_handler(await create_authentication(receiver))
         amqp = receiver._handler
-        self._template = amqp
+        self._use_template(amqp, _signature(amqp))
         spare = None
         try:
             spare = await asyncio.wait_for(_open_spare(amqp), SPARE_OPEN_TIMEOUT)
@@ -148,6 +149,9 @@ class SpareConnections:
             raise _sdk_error(receiver, exc) from None
         self._ready.append(spare)
         self.refill()
+
+    def _use_template(self, amqp: Any, signature: tuple[Any, ...]) -> None:
+        self._template, self._template_signature = amqp, signature
 
     def refill(self) -> None:
         loop = asyncio.get_running_loop()

@@ -13,7 +13,7 @@ from azure.servicebus._pyamqp.aio._client_async import AMQPClientAsync
 
 from sbnotebook import core
 from sbnotebook.core import sdk_spares
-from sbnotebook.core.live import SPARE_CONNECTIONS
+from sbnotebook.core.live import CHECK_ENTITY, SPARE_CONNECTIONS
 from sbnotebook.emulator import Emulator
 
 from .conftest import TEST_TOPOLOGY
@@ -99,3 +99,36 @@ def test_spares_the_service_closed_are_dropped_not_lent(monkeypatch: pytest.Monk
     finally:
         conn.close()
         first.stop()
+
+
+def _audiences(emulator: Emulator) -> list[str]:
+    """The audience of every token the broker holds, on every connection (what the broker saw)."""
+    return [g.audience for state in emulator._handler._conns.values() for g in state.grants]
+
+
+def test_a_spare_holds_a_token_for_the_namespace_and_a_new_entity_needs_no_token_of_its_own(
+    emulator: Emulator,
+) -> None:
+    """With a key, spares put a token for the whole namespace when they open: a link lent one
+    attaches at once (the emulator, like Service Bus, refuses an attach that no token covers)."""
+    conn = core.connect(emulator.connection_string, warm=False)
+    core.send("q", ["template"], connection=conn)
+    assert _ready(conn) == SPARE_CONNECTIONS and conn.spares is not None
+    namespace = f"{emulator.address}:{emulator.port}".lower()
+    assert _audiences(emulator).count(namespace) == SPARE_CONNECTIONS
+    core.send("tiny", ["on a covered spare"], connection=conn)
+    assert [r["body_text"] for r in core.peek("tiny", connection=conn)] == ["on a covered spare"]
+    assert conn.spares.covered == conn.spares.lent == 2  # the sender, then the receiver
+    assert not [a for a in _audiences(emulator) if a.endswith("/tiny")]  # no token put for the entity
+    conn.close()
+
+
+def test_connect_checks_the_key_with_the_namespace_token(emulator: Emulator) -> None:
+    conn = core.connect(emulator.connection_string)  # check(): a spare and its token, then warm-up
+    conn.settle()
+    namespace = f"{emulator.address}:{emulator.port}".lower()
+    assert namespace in _audiences(emulator)
+    assert not [a for a in _audiences(emulator) if a.endswith(CHECK_ENTITY)]  # nothing put for it
+    # The warm-up's first links were lent the spares (the others open connections of their own).
+    assert conn.spares is not None and conn.spares.covered >= 1
+    conn.close()

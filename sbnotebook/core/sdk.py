@@ -141,6 +141,11 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("azure.servicebus._pyamqp.utils", "get_message_encoded_size"),
     ("azure.servicebus._transport._pyamqp_transport.PyamqpTransport", "set_batch_envelope_properties"),
     ("azure.servicebus._common.message.ServiceBusMessage", "_raw_amqp_message"),
+    ("azure.servicebus.aio._base_handler_async.BaseHandler", "_credential"),
+    ("azure.servicebus._common.constants", "TOKEN_TYPE_SASTOKEN"),
+    ("azure.servicebus._pyamqp.aio._cbs_async.CBSAuthenticator", "_expires_on"),
+    ("azure.servicebus._pyamqp.aio._cbs_async.CBSAuthenticator", "_auth"),
+    ("azure.servicebus._pyamqp.aio._cbs_async.CBSAuthenticator", "_auth_timeout"),
 )
 
 
@@ -439,7 +444,7 @@ def without_sleeps(handler: Any, *, management: bool = True) -> Any:
         amqp.client_ready_async = _ready_without_sleeps(amqp, node)
         spares = spares_of_loop.get(asyncio.get_running_loop())
         if spares is not None:
-            spares.lend(amqp)
+            spares.lend(amqp, handler)
 
     create_handler._sbnotebook_without_sleeps = True  # type: ignore[attr-defined]
     handler._create_handler = create_handler

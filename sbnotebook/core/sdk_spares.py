@@ -3,14 +3,27 @@
 The SDK opens one AMQP connection per sender or receiver. A new entity paid SASL (2 round trips),
 the AMQP open with the session and CBS links (1), the token (1), the attach (1) and the call. A
 spare has done everything before the token, so a link lent one costs the token, the attach and
-the call. The private SDK names used here are listed in ``sdk.PRIVATE_NAMES``.
+the call.
+
+With a shared access key (a connection string's ``SharedAccessKey``), a spare also holds a token
+for the whole namespace (``sb://<namespace>/``), put when it was opened: Service Bus accepts a
+token for a namespace for every entity in it (what ``TokenScope.Namespace`` did in the older .NET
+SDK), so a link lent a covered spare costs the attach and the call. The client's own token is put
+when the namespace token nears its end, by the SDK's own refresh. A key the service refuses for a
+whole namespace (a key of one entity's policy) is logged once, and spares are no longer covered.
+Tokens from Microsoft Entra ID or a fixed SAS token are always put per link.
+
+The private SDK names used here are listed in ``sdk.PRIVATE_NAMES``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 log = logging.getLogger("sbnotebook.core.sdk")
@@ -31,6 +44,9 @@ SPARE_OPEN_TAIL: tuple[str, ...] = (
 SPARE_OPEN_TIMEOUT = 30.0  # seconds for a spare's connection, session and CBS links to open
 SPARE_KEEP_INTERVAL = 10.0  # seconds between reads on idle spares (heartbeats; a closed one is dropped)
 SPARE_RETRY_AFTER = 30.0  # seconds before opening spares again after one failed to open
+# Credentials that sign a token for any resource: a namespace-wide one can be made from them.
+KEY_CREDENTIALS = ("ServiceBusSharedKeyCredential", "ServiceBusAzureNamedKeyCredential")
+NAMESPACE_TOKEN_MARGIN = 300  # seconds of life a spare's namespace token must have left to be used
 
 
 class _Spare:
@@ -40,6 +56,11 @@ class _Spare:
         self.session = session
         self.cbs = cbs
         self.reading = False  # the keeper is reading its frames: not to be lent meanwhile
+        self.covered_until = 0  # when its namespace-wide token ends (epoch seconds); 0: it has none
+
+    def covered(self) -> bool:
+        """Whether its namespace-wide token has enough life left to serve a new link."""
+        return self.covered_until - time.time() > NAMESPACE_TOKEN_MARGIN
 
     def usable(self) -> bool:
         from azure.servicebus._pyamqp.constants import CbsState, ConnectionState
@@ -93,6 +114,9 @@ class SpareConnections:
         self.lent = 0
         self.failures = 0  # spares that could not be opened
         self.dropped = 0  # spares found closed (by the service, the network) and never lent
+        self.covered = 0  # spares that held a namespace-wide token when lent (no token put per link)
+        self._namespace_auth: Callable[[], Awaitable[Any]] | None = None  # makes that token's auth
+        self._namespace_refused = False
         self._ready: list[_Spare] = []
         self._opening: set[asyncio.Task[None]] = set()
         self._template: Any = None  # an AMQP client whose settings spares are made with
@@ -111,20 +135,23 @@ class SpareConnections:
         spares_of_loop[asyncio.get_running_loop()] = self
         return self
 
-    def lend(self, amqp: Any) -> bool:
-        """Make ``amqp`` (an SDK AMQP client, not yet open) open on a ready spare, if there is one
-        made with the same settings; open more in the background. Returns whether one was lent."""
+    def lend(self, amqp: Any, handler: Any = None) -> bool:
+        """Make ``amqp`` (an SDK AMQP client, not yet open, made by ``handler``) open on a ready
+        spare, if there is one made with the same settings; open more in the background. Returns
+        whether one was lent."""
         from azure.servicebus._pyamqp.constants import AUTH_TYPE_CBS
 
         if self._closed or getattr(amqp._auth, "auth_type", None) != AUTH_TYPE_CBS:
             return False
+        if handler is not None and self._namespace_auth is None:
+            self._namespace_auth = _namespace_auth(handler)
         signature = _signature(amqp)
         if self._template is None or self._template_signature != signature:
             self._use_template(amqp, signature)  # the settings the next spares are made with
         spare = next((s for s in self._ready if s.signature == signature and s.usable()), None)
         if spare is not None:
             self._ready.remove(spare)
-            _give(amqp, spare)
+            self.covered += _give(amqp, spare)
             self.lent += 1
         self.refill()
         return spare is not None
@@ -139,10 +166,12 @@ class SpareConnections:
         receiver._create_handler(await create_authentication(receiver))
         amqp = receiver._handler
         self._use_template(amqp, _signature(amqp))
+        self._namespace_auth = self._namespace_auth or _namespace_auth(receiver)
         spare = None
         try:
             spare = await asyncio.wait_for(_open_spare(amqp), SPARE_OPEN_TIMEOUT)
-            await asyncio.wait_for(_put_token(spare, amqp), SPARE_OPEN_TIMEOUT)
+            if not await self._cover(spare, amqp):  # the namespace's token checks the key as well
+                await asyncio.wait_for(_put_token(spare, amqp._auth, amqp), SPARE_OPEN_TIMEOUT)
         except Exception as exc:
             if spare is not None:
                 await _close_quietly(spare)
@@ -177,10 +206,38 @@ class SpareConnections:
                 self._logged = True
                 log.info("could not open a spare AMQP connection (%s): new links open their own", type(exc).__name__)
             return
+        if not self._closed:
+            try:
+                await self._cover(spare, template)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the connection failed: the keeper drops it
+                log.debug("a namespace token on a spare AMQP connection failed: %r", exc)
         if self._closed:
             await _close_quietly(spare)
             return
         self._ready.append(spare)
+
+    async def _cover(self, spare: _Spare, template: Any) -> bool:
+        """Put a namespace-wide token on ``spare`` (see the module docstring); whether it holds one.
+        A refusal is logged once, and no spare is covered from then on."""
+        if self._namespace_auth is None or self._namespace_refused:
+            return False
+        from azure.servicebus._pyamqp.error import TokenAuthFailure
+
+        try:
+            auth = await self._namespace_auth()
+            await asyncio.wait_for(_put_token(spare, auth, template), SPARE_OPEN_TIMEOUT)
+        except TokenAuthFailure as exc:
+            self._namespace_refused = True
+            log.info(
+                "the service refused a token for the whole namespace (%s: a key of one entity's policy,"
+                " or a wrong key): each new link puts its own (one round trip more on a new entity)",
+                exc.status_code,
+            )
+            return False
+        spare.covered_until = int(spare.cbs._expires_on or 0)
+        return True
 
     async def _keep(self) -> None:
         while not self._closed:
@@ -278,25 +335,56 @@ def _sdk_error(handler: Any, exc: Exception) -> Exception:
     return handler._amqp_transport.create_servicebus_exception(log, exc)
 
 
-async def _put_token(spare: _Spare, amqp: Any) -> None:
-    """Put ``amqp``'s token on the spare's CBS link and wait for the answer (raises on a refusal)."""
-    spare.cbs._auth = amqp._auth
+async def _put_token(spare: _Spare, auth: Any, amqp: Any) -> None:
+    """Put ``auth``'s token on the spare's CBS link (with ``amqp``'s timeouts) and wait for the
+    answer (raises on a refusal)."""
+    from azure.servicebus._pyamqp.constants import CbsAuthState
+
+    spare.cbs._auth = auth
     spare.cbs._auth_timeout = amqp._auth_timeout
+    spare.cbs.auth_state = CbsAuthState.IDLE
     while not await spare.cbs.handle_token():  # puts it, then reads frames until it is answered
         await spare.connection.listen(wait=amqp._socket_timeout)
 
 
-def _give(amqp: Any, spare: _Spare) -> None:
+def _namespace_auth(handler: Any) -> Callable[[], Awaitable[Any]] | None:
+    """How to make the auth of a token for ``handler``'s whole namespace, as the SDK makes a link's
+    (``create_authentication``), when its credential is a key (None otherwise)."""
+    credential: Any = getattr(handler, "_credential", None)
+    if type(credential).__name__ not in KEY_CREDENTIALS:
+        return None
+    from azure.servicebus._common.constants import TOKEN_TYPE_SASTOKEN
+
+    uri = f"sb://{handler.fully_qualified_namespace}/"
+    transport, config = handler._amqp_transport, handler._config
+
+    async def make() -> Any:
+        return await transport.create_token_auth_async(
+            uri,
+            get_token=functools.partial(credential.get_token, uri),
+            token_type=TOKEN_TYPE_SASTOKEN,
+            config=config,
+            update_token=True,
+        )
+
+    return make
+
+
+def _give(amqp: Any, spare: _Spare) -> bool:
     """Hand ``spare`` to ``amqp`` (an SDK AMQP client, not yet open): its connection, session and
     CBS authenticator become the client's now, so whatever comes next, the open or a close when
     the open never comes (a deadline passed), ends them with the client (its close closes the
     connection: not an external one). Its ``open_async`` then does, once, only what the SDK's does
-    after making them (``SPARE_OPEN_TAIL``); a later reopen of the client is the SDK's own."""
+    after making them (``SPARE_OPEN_TAIL``); a later reopen of the client is the SDK's own.
+    Returns whether the spare's namespace-wide token serves the client (no token of its own put
+    until that one nears its end)."""
     from azure.servicebus._pyamqp.constants import CbsAuthState
 
-    spare.cbs._auth = amqp._auth  # this client's token, put on the spare's CBS link at its first use
+    covered = spare.covered()
+    spare.cbs._auth = amqp._auth  # this client's token: put at its first use, or at the refresh
     spare.cbs._auth_timeout = amqp._auth_timeout
-    spare.cbs.auth_state = CbsAuthState.IDLE  # a token put before (a check's) is not this client's
+    if not covered:
+        spare.cbs.auth_state = CbsAuthState.IDLE  # a token put before (a check's) is not this client's
     amqp._connection = spare.connection
     amqp._session = spare.session
     amqp._cbs_authenticator = spare.cbs
@@ -310,6 +398,7 @@ def _give(amqp: Any, spare: _Spare) -> None:
             amqp._keep_alive_thread = asyncio.ensure_future(amqp._keep_alive_async())
 
     amqp.open_async = open_async
+    return covered
 
 
 spares_of_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SpareConnections] = weakref.WeakKeyDictionary()

@@ -6,9 +6,9 @@ spare has done everything before the token, so a link lent one costs the token, 
 the call.
 
 With a shared access key (a connection string's ``SharedAccessKey``), a spare also holds a token
-for the whole namespace (``sb://<namespace>/``), put when it was opened: Service Bus accepts a
-token for a namespace for every entity in it (what ``TokenScope.Namespace`` did in the older .NET
-SDK), so a link lent a covered spare costs the attach and the call. The client's own token is put
+for the whole namespace (``sb://<namespace>/``), put when it was opened: a SAS token is valid for
+every resource whose URI starts with the token's (Microsoft's "Service Bus access control with
+Shared Access Signatures"), so a link lent a covered spare costs the attach and the call. The client's own token is put
 when the namespace token nears its end, by the SDK's own refresh. A key the service refuses for a
 whole namespace (a key of one entity's policy) is logged once, and spares are no longer covered.
 Tokens from Microsoft Entra ID or a fixed SAS token are always put per link.

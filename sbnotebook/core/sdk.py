@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -142,6 +143,9 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("azure.servicebus._transport._pyamqp_transport.PyamqpTransport", "set_batch_envelope_properties"),
     ("azure.servicebus._common.message.ServiceBusMessage", "_raw_amqp_message"),
     ("azure.servicebus.aio._base_handler_async.BaseHandler", "_credential"),
+    ("azure.servicebus.aio._base_handler_async.BaseHandler", "_entity_path"),
+    ("azure.servicebus.aio._base_handler_async.BaseHandler", "_running"),
+    ("azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver", "_session_id"),
     ("azure.servicebus._common.constants", "TOKEN_TYPE_SASTOKEN"),
     ("azure.servicebus._pyamqp.aio._cbs_async.CBSAuthenticator", "_expires_on"),
     ("azure.servicebus._pyamqp.aio._cbs_async.CBSAuthenticator", "_auth"),
@@ -316,6 +320,8 @@ async def close_now(handler: Any) -> None:
     session held for one operation) took a whole second from open to closed. The task is cancelled
     once the close is done, which is all that wait was for."""
     amqp: Any = getattr(handler, "_handler", None)
+    if amqp is not None:
+        _note_release(handler)  # a session receiver gives its session back with this close
     keep_alive = getattr(amqp, "_keep_alive_thread", None)
     if keep_alive is not None:
         amqp._keep_alive_thread = None
@@ -479,11 +485,54 @@ def _ready_without_sleeps(amqp: Any, node: bytes | None) -> Callable[[], Awaitab
     return ready
 
 
+# A session given back (its receiver closed) is free once Service Bus has read the detach, which
+# the SDK sends without waiting for the answer. A call that accepts the same session right after,
+# on another connection, can reach the broker first and be told the session is locked: by us. An
+# accept refused within this many seconds of our own give-back is tried again.
+RELEASE_GRACE = 2.0
+RELEASE_RETRY_PAUSE = 0.05
+_released: dict[tuple[str, str, str], float] = {}  # session -> when this process gave it back
+
+
+def _session_key(handler: Any, session_id: Any) -> tuple[str, str, str] | None:
+    if session_id is None or not isinstance(session_id, str):  # none, or the next available one
+        return None
+    return (str(handler.fully_qualified_namespace).lower(), str(handler._entity_path).lower(), session_id)
+
+
+def _note_release(handler: Any) -> None:
+    """Remember that ``handler`` (about to close) gives its session back, if it holds one (it
+    opened: a receiver refused the session holds nothing)."""
+    key = _session_key(handler, getattr(handler, "_session_id", None))
+    if key is None or not getattr(handler, "_running", False):
+        return
+    now = time.monotonic()
+    for old in [k for k, at in _released.items() if now - at > RELEASE_GRACE]:
+        del _released[old]
+    _released[key] = now
+
+
+def _just_released(handler: Any) -> bool:
+    key = _session_key(handler, getattr(handler, "_session_id", None))
+    return key is not None and time.monotonic() - _released.get(key, -RELEASE_GRACE) < RELEASE_GRACE
+
+
 async def open_without_sleeps(handler: Any, *, management: bool = True) -> Any:
     """Open an async SDK receiver or sender (``async with``'s open) without the SDK's sleeps
-    (see :func:`without_sleeps`). Returns the handler."""
-    await without_sleeps(handler, management=management).__aenter__()
-    return handler
+    (see :func:`without_sleeps`). Returns the handler. A session receiver refused a session that
+    this process gave back a moment ago tries again (``RELEASE_GRACE``)."""
+    from azure.servicebus.exceptions import SessionCannotBeLockedError
+
+    without_sleeps(handler, management=management)
+    while True:
+        try:
+            await handler.__aenter__()
+            return handler
+        except SessionCannotBeLockedError:
+            if not _just_released(handler):
+                raise
+            log.debug("session %s was given back a moment ago: accepting it again", handler._session_id)
+            await asyncio.sleep(RELEASE_RETRY_PAUSE)
 
 
 # ``add_to_batch`` does what ``ServiceBusMessageBatch._add`` does, in the same order, but encodes the

@@ -144,7 +144,6 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("azure.servicebus._common.message.ServiceBusMessage", "_raw_amqp_message"),
     ("azure.servicebus.aio._base_handler_async.BaseHandler", "_credential"),
     ("azure.servicebus.aio._base_handler_async.BaseHandler", "_entity_path"),
-    ("azure.servicebus.aio._base_handler_async.BaseHandler", "_running"),
     ("azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver", "_session_id"),
     ("azure.servicebus._common.constants", "TOKEN_TYPE_SASTOKEN"),
     ("azure.servicebus._pyamqp.aio._cbs_async.CBSAuthenticator", "_expires_on"),
@@ -504,7 +503,7 @@ def _note_release(handler: Any) -> None:
     """Remember that ``handler`` (about to close) gives its session back, if it holds one (it
     opened: a receiver refused the session holds nothing)."""
     key = _session_key(handler, getattr(handler, "_session_id", None))
-    if key is None or not getattr(handler, "_running", False):
+    if key is None or handler.session.locked_until_utc is None:  # never accepted: nothing to give back
         return
     now = time.monotonic()
     for old in [k for k, at in _released.items() if now - at > RELEASE_GRACE]:

@@ -13,7 +13,9 @@ import textwrap
 from typing import Any
 
 import pytest
+from azure.core.settings import settings
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusMessageBatch
+from azure.servicebus._common.tracing import trace_message
 from azure.servicebus._pyamqp import _encode as pyamqp_encode
 from azure.servicebus._pyamqp import utils as pyamqp_utils
 from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
@@ -22,7 +24,7 @@ from azure.servicebus.exceptions import MessageSizeExceededError
 
 from sbnotebook import core
 from sbnotebook.core import sdk
-from sbnotebook.core.sdk import BATCH_ADD_SOURCE, BATCH_ENCODE_SOURCE, add_to_batch
+from sbnotebook.core.sdk import BATCH_ADD_SOURCE, BATCH_ENCODE_SOURCE, TRACE_SOURCE, add_to_batch
 from sbnotebook.emulator import Emulator
 
 
@@ -42,6 +44,12 @@ def test_the_steps_add_to_batch_repeats_are_the_installed_sdks() -> None:
     assert _statements(ServiceBusMessageBatch._add) == BATCH_ADD_SOURCE
     for name, statements in BATCH_ENCODE_SOURCE.items():
         assert _statements(getattr(pyamqp_utils, name))[1:] == statements, f"pyamqp utils.{name} changed"
+
+
+def test_the_tracing_check_add_to_batch_skips_is_the_installed_sdks() -> None:
+    lines = [line.strip() for line in inspect.getsource(trace_message).splitlines()]
+    start = lines.index(TRACE_SOURCE[0])
+    assert tuple(lines[start : start + len(TRACE_SOURCE)]) == TRACE_SOURCE
 
 
 def _messages(received: Any) -> list[Any]:
@@ -88,13 +96,16 @@ def test_a_batch_built_with_one_encoding_is_the_sdks_byte_for_byte(emulator: Emu
     theirs, ours = _batch(), _batch()
     for msg in _messages(received):
         theirs.add_message(msg)
+    untraced = _batch()  # tracing=False: what core.send does when no tracer is configured (none is here)
     for msg in _messages(received):
         add_to_batch(ours, msg)
-    assert len(ours) == len(theirs) == 6
-    assert ours.size_in_bytes == theirs.size_in_bytes
-    assert [bytes(b) for b in ours._message[5]] == [bytes(b) for b in theirs._message[5]]
-    assert ours._message[:5] == theirs._message[:5]  # the envelope: the first message's id and session
-    assert [m.message_id for m in ours._messages] == [m.message_id for m in theirs._messages]
+        add_to_batch(untraced, msg, tracing=False)
+    for mine in (ours, untraced):
+        assert len(mine) == len(theirs) == 6
+        assert mine.size_in_bytes == theirs.size_in_bytes
+        assert [bytes(b) for b in mine._message[5]] == [bytes(b) for b in theirs._message[5]]
+        assert mine._message[:5] == theirs._message[:5]  # the envelope: the first message's id and session
+        assert [m.message_id for m in mine._messages] == [m.message_id for m in theirs._messages]
 
 
 def _fill(batch: ServiceBusMessageBatch, add: Any) -> int:
@@ -146,3 +157,39 @@ def test_core_send_delivers_batches_packed_this_way(emulator: Emulator) -> None:
     conn = emulator.connection_string
     core.send("q", bodies, batch=True, connection=conn).raise_for_failures()
     assert [r["body_text"] for r in core.peek("q", count=200, connection=conn)] == bodies
+
+
+class _Span:
+    """A tracing plugin, as azure-core takes one (the part of ``AbstractSpan`` the SDK's send calls)."""
+
+    def __init__(self, span: Any = None, name: str = "span", kind: Any = None, **kwargs: Any) -> None:
+        self.name = name
+
+    def __enter__(self) -> _Span:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def to_header(self) -> dict[str, str]:
+        return {"traceparent": TRACEPARENT}
+
+    def add_attribute(self, key: str, value: Any) -> None:
+        pass
+
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def test_with_a_tracer_configured_every_message_core_send_packs_is_traced(emulator: Emulator) -> None:
+    """core.send reads whether a tracer is configured once per batch, not per message: with one,
+    each message still carries the trace context the SDK adds (its Diagnostic-Id property)."""
+    conn = emulator.connection_string
+    settings.tracing_implementation.set_value(_Span)
+    try:
+        core.send("q", [f"traced {i}" for i in range(5)], batch=True, connection=conn).raise_for_failures()
+    finally:
+        settings.tracing_implementation.unset_value()
+    core.send("q", ["not traced"], batch=True, connection=conn).raise_for_failures()
+    records = core.peek("q", count=10, connection=conn)
+    assert [(r["application_properties"] or {}).get("Diagnostic-Id") for r in records] == [TRACEPARENT] * 5 + [None]

@@ -15,8 +15,8 @@ from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
 
 from sbnotebook import core
 from sbnotebook.core.copies import DEAD_LETTER_PROPERTIES, ORIGINAL_ID, RESUBMIT_COUNT
-from sbnotebook.core.records import property_value
-from sbnotebook.core.sdk import WRAP_SOURCE
+from sbnotebook.core.records import body_bytes
+from sbnotebook.core.sdk import WRAP_SOURCE, amqp_properties
 from sbnotebook.emulator import Emulator
 
 
@@ -77,8 +77,8 @@ def _reference_copy(msg: Any, new_id: str) -> ServiceBusMessage:
     props.setdefault(ORIGINAL_ID, str(msg.message_id))
     if msg.body_type == AmqpMessageBodyType.DATA:
         body: Any = b"".join(bytes(b) for b in msg.body)
-    else:
-        body = property_value(msg.body)
+    else:  # a value or a sequence: its JSON text, as the record shows it (checked on its own below)
+        body = body_bytes(msg)
     return ServiceBusMessage(
         body,
         content_type=msg.content_type,
@@ -135,12 +135,26 @@ def test_a_copy_encodes_as_the_public_constructor_would_make_it(emulator: Emulat
         with client.get_queue_receiver("sq", session_id="s-1") as receiver:
             received += receiver.peek_messages(max_message_count=10)
     assert len(received) == 5
+    for msg in [*received, ServiceBusMessage("no properties"), ServiceBusMessage("some", subject="s", to="t")]:
+        # What copy_message reads of the original at once: what the getters say, one by one.
+        assert amqp_properties(msg) == {
+            "message_id": msg.message_id,
+            "content_type": msg.content_type,
+            "subject": msg.subject,
+            "correlation_id": msg.correlation_id,
+            "group_id": msg.session_id,
+            "to": msg.to,
+            "reply_to": msg.reply_to,
+            "reply_to_group_id": msg.reply_to_session_id,
+        }
     for msg in received:
         for kept in (False, True):
             copy = core.copy_message(msg, keep_message_id=kept, source="q")
             assert isinstance(copy, ServiceBusMessage)
             assert _encoded(copy) == _encoded(_reference_copy(msg, str(copy.message_id)))
         assert copy.message_id == msg.message_id  # kept
+    bodies = [b"".join(core.copy_message(msg).raw_amqp_message.body) for msg in received]
+    assert bodies[2:4] == [b'{"k": [1, 2]}', b'[[1, "a"]]']  # a value, a sequence: data, their JSON text
     full_copy = core.copy_message(received[0], source="q")
     assert full_copy.application_properties[RESUBMIT_COUNT] == 3
     assert "DeadLetterReason" not in full_copy.application_properties

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from .entities import EntityPath
 from .errors import InvalidInputError, from_sdk, is_lock_lost, tracking_id_of
 from .live import LiveConnection
+from .messages import message_id
 from .outcome import Outcome, Report
 from .records import SHOWN_FIELDS, to_dataframe, to_record
 from .sdk import (
@@ -40,10 +41,6 @@ _DONE = {"complete": "completed", "abandon": "abandoned", "dead_letter": "dead_l
 
 def _seq(msg: Any) -> int:
     return int(msg.sequence_number or 0)
-
-
-def _mid(msg: Any) -> str | None:
-    return str(msg.message_id) if msg.message_id is not None else None
 
 
 class LockedBatch:
@@ -211,9 +208,9 @@ class LockedBatch:
         for i in indexes:
             msg = self.messages[i]
             if i in self._outcomes:
-                report.add(Outcome(_mid(msg), _seq(msg), "already_settled", None, i))
+                report.add(Outcome(message_id(msg), _seq(msg), "already_settled", None, i))
             elif i in self._lost:
-                report.add(Outcome(_mid(msg), _seq(msg), "lock_lost", "the lock was lost before settlement", i))
+                report.add(Outcome(message_id(msg), _seq(msg), "lock_lost", "the lock was lost before settlement", i))
             else:
                 todo.append(i)
         # Locks known to be valid go in one request per 100 tokens; the rest one by one, which reports
@@ -227,8 +224,6 @@ class LockedBatch:
         failures: dict[int, Outcome] = {}
 
         async def one(i: int) -> None:
-            if i in self._outcomes:
-                return  # settled just now by a batch request
             async with slots:
                 outcome = await self._settle_one(action, i, kwargs)
             if outcome.outcome == "lock_lost":
@@ -238,13 +233,14 @@ class LockedBatch:
             else:
                 failures[i] = outcome
 
-        await asyncio.gather(*(one(i) for i in todo))
+        # One by one: what the batch requests did not settle (a task per message otherwise: 10 us each).
+        await asyncio.gather(*(one(i) for i in todo if i not in self._outcomes))
         for i in todo:
             msg = self.messages[i]
             if i in self._outcomes:
                 report.add(self._outcomes[i])
             elif i in self._lost:
-                report.add(Outcome(_mid(msg), _seq(msg), "lock_lost", "the lock expired or was lost", i))
+                report.add(Outcome(message_id(msg), _seq(msg), "lock_lost", "the lock expired or was lost", i))
             else:
                 report.add(failures[i])
         report.elapsed = time.perf_counter() - started
@@ -273,7 +269,7 @@ class LockedBatch:
                 report.note(f"one-request settlement failed ({why}); settled one by one")
                 return
         for i, m in zip(chunk, msgs, strict=True):
-            self._outcomes[i] = Outcome(_mid(m), _seq(m), _DONE[action], None, i)
+            self._outcomes[i] = Outcome(message_id(m), _seq(m), _DONE[action], None, i)
 
     async def _settle_one(self, action: Action, i: int, kwargs: dict[str, Any]) -> Outcome:
         from azure.servicebus.exceptions import MessageLockLostError, SessionLockLostError
@@ -296,13 +292,15 @@ class LockedBatch:
             else:
                 await r.defer_message(msg)
         except (MessageLockLostError, SessionLockLostError) as exc:
-            return Outcome(_mid(msg), _seq(msg), "lock_lost", from_sdk(exc).message, i, tracking_id=tracking_id_of(exc))
+            return Outcome(
+                message_id(msg), _seq(msg), "lock_lost", from_sdk(exc).message, i, tracking_id=tracking_id_of(exc)
+            )
         except Exception as exc:
             err = from_sdk(exc, entity=self.entity)
             return Outcome(
-                _mid(msg), _seq(msg), "failed", err.message, i, err.condition, err.tracking_id, err.retryable
+                message_id(msg), _seq(msg), "failed", err.message, i, err.condition, err.tracking_id, err.retryable
             )
-        return Outcome(_mid(msg), _seq(msg), _DONE[action], None, i)
+        return Outcome(message_id(msg), _seq(msg), _DONE[action], None, i)
 
     async def release_async(self, indexes: Sequence[int]) -> Report:
         """Give locks back without counting a delivery (AMQP released): for messages the caller
@@ -314,9 +312,9 @@ class LockedBatch:
             msg = self.messages[i]
             try:
                 await release(self._receiver, msg)
-                self._outcomes[i] = report.add(Outcome(_mid(msg), _seq(msg), "released", None, i))
+                self._outcomes[i] = report.add(Outcome(message_id(msg), _seq(msg), "released", None, i))
             except Exception as exc:  # the lock lapses on its own; say so
-                report.add(Outcome(_mid(msg), _seq(msg), "failed", from_sdk(exc).message, i))
+                report.add(Outcome(message_id(msg), _seq(msg), "failed", from_sdk(exc).message, i))
         return report
 
     # ------------------------------------------------------------- renewal
@@ -333,12 +331,14 @@ class LockedBatch:
         if self.session:
             try:
                 await self._receiver.session.renew_lock()
-                report.extend(Outcome(_mid(self.messages[i]), _seq(self.messages[i]), "renewed", None, i) for i in todo)
+                report.extend(
+                    Outcome(message_id(self.messages[i]), _seq(self.messages[i]), "renewed", None, i) for i in todo
+                )
             except Exception as exc:
                 self._lost.update(todo)
                 err = from_sdk(exc).message
                 report.extend(
-                    Outcome(_mid(self.messages[i]), _seq(self.messages[i]), "lock_lost", err, i) for i in todo
+                    Outcome(message_id(self.messages[i]), _seq(self.messages[i]), "lock_lost", err, i) for i in todo
                 )
             return report
         chunks = [todo[k : k + TOKENS_PER_REQUEST] for k in range(0, len(todo), TOKENS_PER_REQUEST)]
@@ -351,7 +351,7 @@ class LockedBatch:
         msgs = [self.messages[i] for i in chunk]
         try:
             await renew_by_tokens(self._receiver, msgs)
-            return [Outcome(_mid(m), _seq(m), "renewed", None, i) for i, m in zip(chunk, msgs, strict=True)]
+            return [Outcome(message_id(m), _seq(m), "renewed", None, i) for i, m in zip(chunk, msgs, strict=True)]
         except Exception as exc:
             if len(chunk) > 1:  # one lost lock fails the request: find it one by one
                 self.connection.info_once(
@@ -365,8 +365,10 @@ class LockedBatch:
             i, m = chunk[0], msgs[0]
             if is_lock_lost(exc):
                 self._lost.add(i)
-                return [Outcome(_mid(m), _seq(m), "lock_lost", from_sdk(exc).message, i)]
-            return [Outcome(_mid(m), _seq(m), "failed", from_sdk(exc).message, i, tracking_id=tracking_id_of(exc))]
+                return [Outcome(message_id(m), _seq(m), "lock_lost", from_sdk(exc).message, i)]
+            return [
+                Outcome(message_id(m), _seq(m), "failed", from_sdk(exc).message, i, tracking_id=tracking_id_of(exc))
+            ]
 
     async def _renew_loop(self) -> None:
         """Renew locks at half their remaining time while someone holds the batch, up to max_renewal."""

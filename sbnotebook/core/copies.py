@@ -23,8 +23,8 @@ from .entities import EntityPath
 from .messages import to_message
 from .outcome import Outcome, Report
 from .pipeline import RetryPolicy, send_all
-from .records import RECORD_FIELDS, SENDABLE_FIELDS, property_value, to_record
-from .sdk import as_service_bus_message
+from .records import RECORD_FIELDS, SENDABLE_FIELDS, body_bytes, to_record
+from .sdk import amqp_properties, as_service_bus_message
 
 Record = dict[str, Any]
 
@@ -35,15 +35,17 @@ PARTITION_KEY = b"x-opt-partition-key"  # the message annotation ServiceBusMessa
 _COPY_IDS = uuid.UUID("6b1f3c52-3f0e-4a57-9a39-2b8f1d0c7e41")  # the namespace of copy_id's name-based ids
 
 
-def copy_id(msg: Any, source: str) -> str:
+def copy_id(msg: Any, source: str, message_id: str | None = None) -> str:
     """The copy's message id: new (the original's may still be in the target's duplicate detection
     history, which would drop the copy) but the same every time this message is resubmitted from
     ``source``: a re-run after an interruption sends the copies already sent with the same ids, and
     a target with duplicate detection drops them. The source's sequence number makes it unique;
-    the resubmit count makes the next resubmission of the same message (dead-lettered again) new."""
+    the resubmit count makes the next resubmission of the same message (dead-lettered again) new.
+    ``message_id``: the original's, when the caller has read it already."""
     props = msg.application_properties or {}
     count = props.get(RESUBMIT_COUNT.encode(), props.get(RESUBMIT_COUNT, 0))
-    key = f"{source.lower()}|{int(msg.sequence_number or 0)}|{msg.message_id}|{count}"
+    original_id = msg.message_id if message_id is None else message_id
+    key = f"{source.lower()}|{int(msg.sequence_number or 0)}|{original_id}|{count}"
     return str(uuid.uuid5(_COPY_IDS, key))
 
 
@@ -52,12 +54,14 @@ def copy_message(msg: Any, *, keep_message_id: bool = False, source: str | None 
     message id is the original's with ``keep_message_id``, else :func:`copy_id` when the ``source``
     is named, else a random one. A body that is not data (an AMQP value or sequence) becomes data:
     its JSON text."""
-    from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
+    from azure.servicebus.amqp import AmqpAnnotatedMessage
 
-    # Each read of a received message's property lists its AMQP sections: read each once.
-    original_id = msg.message_id
+    # Each getter of a received message lists its AMQP sections: the properties are read at once.
+    properties = amqp_properties(msg)
+    original_id = properties["message_id"]
+    application_properties = msg.application_properties
     props: dict[str, Any] = {}
-    for key, value in (msg.application_properties or {}).items():
+    for key, value in (application_properties or {}).items():
         name = key.decode() if isinstance(key, bytes) else str(key)
         if name.lower() in DEAD_LETTER_PROPERTIES:
             continue
@@ -68,32 +72,20 @@ def copy_message(msg: Any, *, keep_message_id: bool = False, source: str | None 
     except (TypeError, ValueError):
         props[RESUBMIT_COUNT] = 1
     props.setdefault(ORIGINAL_ID, str(original_id))
-    if msg.body_type == AmqpMessageBodyType.DATA:
-        body: Any = b"".join(bytes(b) for b in msg.body)
-    else:
-        body = property_value(msg.body)
+    body = body_bytes(msg)
     if keep_message_id:
-        new_id = str(original_id)
+        properties["message_id"] = str(original_id)
     elif source is not None:
-        new_id = copy_id(msg, source)
+        properties["message_id"] = copy_id(msg, source, original_id)
     else:
-        new_id = str(uuid.uuid4())
-    session_id, partition_key = msg.session_id, msg.partition_key
+        properties["message_id"] = str(uuid.uuid4())
+    partition_key = msg.partition_key
     # Built as the AMQP message the SDK would make from ServiceBusMessage(body, subject=..., ...),
     # without its property setters (each lists the message's sections again): a third of the cost.
     # tests/test_core_copies.py checks the two encode to the same bytes.
     annotated = AmqpAnnotatedMessage(
         data_body=body,
-        properties={
-            "message_id": new_id,
-            "content_type": msg.content_type,
-            "subject": msg.subject,
-            "correlation_id": msg.correlation_id,
-            "group_id": session_id,
-            "to": msg.to,
-            "reply_to": msg.reply_to,
-            "reply_to_group_id": msg.reply_to_session_id,
-        },
+        properties=properties,
         application_properties=cast(Any, props),
         annotations=cast(Any, {PARTITION_KEY: partition_key}) if partition_key else None,
     )

@@ -25,7 +25,7 @@ from .live import LiveConnection
 from .loop import stop_if_cancelled
 from .messages import iter_input, message_id, to_message
 from .outcome import Outcome, Report
-from .sdk import add_to_batch
+from .sdk import add_to_batch, tracing_on
 
 log = logging.getLogger("sbnotebook.send")
 MAX_BATCH_MESSAGES = 500  # keeps progress fine-grained and a slow input from holding a batch open
@@ -69,16 +69,19 @@ async def _units(
 
     current: Any = None
     items = taken
+    tracing = True
 
     async def new_batch(index: int, msg: Any) -> Any:
+        nonlocal tracing
         items.append((index, msg))  # taken before the batch exists: reported if it cannot be made
         made = await sender.create_message_batch()
         items.pop()
+        tracing = tracing_on()  # read once per batch, not per message
         return made
 
     def fits(msg: Any) -> bool:
         try:
-            add_to_batch(current, msg)
+            add_to_batch(current, msg, tracing=tracing)
         except (MessageSizeExceededError, ValueError):
             return False
         return True

@@ -28,6 +28,7 @@ from .entities import EntityPath
 from .errors import EntityNameError, InvalidInputError, from_sdk
 from .live import ConnectionLike, LiveConnection, live
 from .loop import stop_if_cancelled
+from .messages import message_id
 from .outcome import Outcome, Report
 from .receive import receive_batch
 from .records import to_record
@@ -267,7 +268,7 @@ async def _move(
         if run.selection is not None and seq not in run.copied:
             if seq > run.selection.last or not run.selection.where(to_record(m, str(src))):
                 keep.append(i)
-                report.add(Outcome(_mid(m), seq, "skipped", "not selected"))
+                report.add(Outcome(message_id(m), seq, "skipped", "not selected"))
                 continue
             run.selection.found += 1
         if seq in run.copied or dst is None:
@@ -276,7 +277,7 @@ async def _move(
         copy = copy_for(m, str(src), edit, keep_message_id)
         if copy is None:
             keep.append(i)  # the edit said: leave it where it is
-            report.add(Outcome(_mid(m), seq, "skipped", "the edit returned None"))
+            report.add(Outcome(message_id(m), seq, "skipped", "the edit returned None"))
             continue
         copies.append((i, copy))
     if dst is None:
@@ -310,10 +311,6 @@ async def _moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, 
         report.note("reconnected: the connection had dropped (nothing had moved yet)")
 
     return await conn.call_on(src, conn.reconnecting(lambda: _resubmit(conn, src, dst, **kwargs), after=noted))
-
-
-def _mid(msg: Any) -> str | None:
-    return str(msg.message_id) if msg.message_id is not None else None
 
 
 async def _selected(conn: LiveConnection, src: EntityPath, where: Callable[[Record], bool]) -> _Selection:

@@ -613,9 +613,27 @@ class _BatchParts:
 _batch_parts: _BatchParts | None = None
 
 
-def add_to_batch(batch: Any, message: Any) -> None:
+# The first lines of ``trace_message``: a message is traced only when azure-core has a tracing
+# implementation, which it looks up in its settings (and the environment) on every call.
+# tests/test_core_batches.py fails when they change.
+TRACE_SOURCE: tuple[str, ...] = (
+    "span_impl_type: Optional[Type[AbstractSpan]] = settings.tracing_implementation()",
+    "if span_impl_type is not None:",
+)
+
+
+def tracing_on() -> bool:
+    """Whether the SDK traces sent messages now (azure-core has a tracing implementation)."""
+    from azure.core.settings import settings
+
+    return settings.tracing_implementation() is not None
+
+
+def add_to_batch(batch: Any, message: Any, *, tracing: bool = True) -> None:
     """``batch.add_message(message)`` with the message encoded once (see ``BATCH_ADD_SOURCE``): the
-    same bytes, size accounting and ``MessageSizeExceededError`` when it does not fit."""
+    same bytes, size accounting and ``MessageSizeExceededError`` when it does not fit.
+    ``tracing=False``: the caller read ``tracing_on()`` for this batch, and it was off (``trace_message``
+    would look it up again for every message, 1-10 us each, to do nothing: ``TRACE_SOURCE``)."""
     global _batch_parts
     parts = _batch_parts = _batch_parts or _BatchParts()
     transport = batch._amqp_transport
@@ -623,9 +641,10 @@ def add_to_batch(batch: Any, message: Any) -> None:
         batch.add_message(message)
         return
     outgoing: Any = parts.outbound(message, parts.message_type, transport.to_outgoing_amqp_message)
-    outgoing._message = parts.trace(
-        outgoing._message, amqp_transport=transport, additional_attributes=batch._tracing_attributes
-    )
+    if tracing:
+        outgoing._message = parts.trace(
+            outgoing._message, amqp_transport=transport, additional_attributes=batch._tracing_attributes
+        )
     encoded = bytearray()
     parts.encode(encoded, outgoing._message)
     size = len(encoded)
@@ -640,6 +659,38 @@ def add_to_batch(batch: Any, message: Any) -> None:
         transport.set_batch_envelope_properties(
             batch._message, outgoing.message_id, outgoing.session_id, outgoing.partition_key
         )
+
+
+# The AMQP properties behind ServiceBusMessage's getters of the same meaning (``session_id`` is
+# ``group_id``, ``reply_to_session_id`` is ``reply_to_group_id``).
+AMQP_PROPERTIES: tuple[str, ...] = (
+    "message_id",
+    "content_type",
+    "subject",
+    "correlation_id",
+    "group_id",
+    "to",
+    "reply_to",
+    "reply_to_group_id",
+)
+
+
+def amqp_properties(msg: Any) -> dict[str, Any]:
+    """A message's AMQP properties (``AMQP_PROPERTIES``) as its getters return them: text decoded
+    from UTF-8 where the SDK decodes it. Read at once: each getter first tests the properties
+    section for emptiness, which lists its fields (1-2 us a getter; a copy reads eight).
+    tests/test_core_copies.py compares this with the getters."""
+    props = msg.raw_amqp_message.properties
+    if not props:
+        return dict.fromkeys(AMQP_PROPERTIES)
+    return {name: _as_text(getattr(props, name, None)) for name in AMQP_PROPERTIES}
+
+
+def _as_text(value: Any) -> Any:
+    try:
+        return value.decode("UTF-8")
+    except (AttributeError, UnicodeDecodeError):
+        return value
 
 
 # ``as_service_bus_message`` uses ServiceBusMessage's constructor as the SDK itself does when it sends

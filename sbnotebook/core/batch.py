@@ -394,8 +394,12 @@ class LockedBatch:
 
     async def aclose(self) -> None:
         """``close()`` on the connection's loop: what is not settled goes back (abandoned)."""
-        if self._renewer is not None:
-            self._renewer.cancel()
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None:
+            # Let go of the task: cancelled, it keeps its CancelledError, whose traceback holds the
+            # renew loop's frame, which holds this batch. Kept here, batch and messages would wait
+            # for the cyclic garbage collector (a full collection every 2-3 s in a 10^5 resubmit).
+            renewer.cancel()
         left = [i for i in self.unsettled if i not in self._lapsing]
         try:
             if left and self.mode == "peek-lock":

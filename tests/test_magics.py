@@ -16,7 +16,7 @@ from sbnotebook.core import RECORD_FIELDS, LiveConnection, LockedBatch, Report, 
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics
-from tests.helpers import drain, send
+from tests.helpers import drain, interrupt_main_thread, python_sigint, send
 
 COMMANDS = [
     "sb_connect",
@@ -423,8 +423,6 @@ def test_dlq_summary_counts_every_message_by_subject_and_an_interrupt_shows_part
 ) -> None:
     """The summary counts the whole DLQ over the scanner (not the first 1,000); a real SIGINT (a
     kernel interrupt) while it counts stops the scan and shows the counts so far."""
-    import os
-    import signal
     import threading
 
     from tests.test_core_triage import fill_dlq
@@ -443,14 +441,17 @@ def test_dlq_summary_counts_every_message_by_subject_and_an_interrupt_shows_part
         deadline = time.monotonic() + 30
         while emulator.requests["peeked messages"] - peeked < 500 and time.monotonic() < deadline:
             time.sleep(0.005)
-        os.kill(os.getpid(), signal.SIGINT)
+        interrupt_main_thread()
 
     sender = threading.Thread(target=interrupt)
     try:
-        sender.start()
-        table = line(ip, "sb_dlq ttl-dl --summary")
+        with python_sigint():
+            sender.start()
+            try:
+                table = line(ip, "sb_dlq ttl-dl --summary")
+            finally:
+                sender.join()
     finally:
-        sender.join()
         emulator.latency = 0
     out = capsys.readouterr().out
     assert "Interrupted: partial counts" in out and "stopped: partial counts" in out

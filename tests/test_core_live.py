@@ -228,7 +228,7 @@ def test_sends_that_meet_one_outage_together_reconnect_once() -> None:
     port = free_port()
     first = Emulator(TEST_TOPOLOGY, port=port).start()
     conn = core.connect(first.connection_string, warm=False)
-    queues = ["fwd-dst", "dl-target", "once", "ttl-drop"]  # never sent to: no sender pooled for them
+    queues = ["fwd-dst", "dl-target", "once", "dedup"]  # never sent to: no sender pooled for them (none expires)
     try:
         core.send("q", ["before"], connection=conn)
         first.stop()

@@ -452,7 +452,7 @@ class _Registry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._live: OrderedDict[tuple[str, str, str, int], LiveConnection] = OrderedDict()
-        atexit.register(self.close_all)
+        self._closes_at_exit = False
 
     def get(self, settings: Connection) -> LiveConnection:
         key = (settings.kind, settings.namespace, settings.connection_string or "", id(settings.credential))
@@ -461,6 +461,13 @@ class _Registry:
             live = self._live.get(key)
             if live is None:
                 live = self._live[key] = LiveConnection(settings)
+                if not self._closes_at_exit:
+                    # Registered with the first connection, not at import: exit handlers run last
+                    # registered first, so connections close before an emulator started before them
+                    # stops (stopped first, it cut calls still in flight: "Task exception was never
+                    # retrieved" at exit, from connect()'s background warm-up).
+                    atexit.register(self.close_all)
+                    self._closes_at_exit = True
             self._live.move_to_end(key)
             while len(self._live) > MAX_LIVE_CONNECTIONS:
                 evicted.append(self._live.popitem(last=False)[1])

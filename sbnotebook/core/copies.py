@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from .batch import LockedBatch
 from .entities import EntityPath
-from .messages import to_message
+from .messages import message_id, to_message
 from .outcome import Outcome, Report
 from .pipeline import RetryPolicy, send_all
 from .records import RECORD_FIELDS, SENDABLE_FIELDS, body_bytes, to_record
@@ -35,16 +35,17 @@ PARTITION_KEY = b"x-opt-partition-key"  # the message annotation ServiceBusMessa
 _COPY_IDS = uuid.UUID("6b1f3c52-3f0e-4a57-9a39-2b8f1d0c7e41")  # the namespace of copy_id's name-based ids
 
 
-def copy_id(msg: Any, source: str, message_id: str | None = None) -> str:
+def copy_id(msg: Any, source: str, original_id: str | None = None) -> str:
     """The copy's message id: new (the original's may still be in the target's duplicate detection
     history, which would drop the copy) but the same every time this message is resubmitted from
     ``source``: a re-run after an interruption sends the copies already sent with the same ids, and
     a target with duplicate detection drops them. The source's sequence number makes it unique;
     the resubmit count makes the next resubmission of the same message (dead-lettered again) new.
-    ``message_id``: the original's, when the caller has read it already."""
+    ``original_id``: the original's message id, when the caller has read it already."""
     props = msg.application_properties or {}
     count = props.get(RESUBMIT_COUNT.encode(), props.get(RESUBMIT_COUNT, 0))
-    original_id = msg.message_id if message_id is None else message_id
+    if original_id is None:
+        original_id = msg.message_id
     key = f"{source.lower()}|{int(msg.sequence_number or 0)}|{original_id}|{count}"
     return str(uuid.uuid5(_COPY_IDS, key))
 
@@ -59,9 +60,8 @@ def copy_message(msg: Any, *, keep_message_id: bool = False, source: str | None 
     # Each getter of a received message lists its AMQP sections: the properties are read at once.
     properties = amqp_properties(msg)
     original_id = properties["message_id"]
-    application_properties = msg.application_properties
     props: dict[str, Any] = {}
-    for key, value in (application_properties or {}).items():
+    for key, value in (msg.application_properties or {}).items():
         name = key.decode() if isinstance(key, bytes) else str(key)
         if name.lower() in DEAD_LETTER_PROPERTIES:
             continue
@@ -175,7 +175,7 @@ async def acopy_then_complete(
         msg = batch.messages[row]
         report.add(
             Outcome(
-                str(msg.message_id) if msg.message_id is not None else None,
+                message_id(msg),
                 int(msg.sequence_number or 0),
                 "failed",
                 failure.error if failure is not None else "the copy was not confirmed",

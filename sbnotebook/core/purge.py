@@ -34,6 +34,7 @@ from .errors import InvalidInputError, SbError, from_sdk, is_connection_lost, re
 from .links import opened, receiver_for
 from .live import ConnectionLike, LiveConnection, live
 from .loop import stop_if_cancelled
+from .messages import message_id
 from .outcome import Outcome, Report
 from .receive import fetch_batch
 from .scan import STATES, SessionHold, ascan, message_state
@@ -60,7 +61,7 @@ CLOCK_SKEW = dt.timedelta(minutes=5)  # the cut-off is ours + this: a server clo
 
 
 def _removed(m: Any) -> Outcome:
-    return Outcome(str(m.message_id) if m.message_id is not None else None, int(m.sequence_number or 0), "purged")
+    return Outcome(message_id(m), int(m.sequence_number or 0), "purged")
 
 
 async def _is_empty(conn: LiveConnection, path: EntityPath) -> bool:

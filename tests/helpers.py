@@ -165,8 +165,8 @@ def interrupt_main_thread() -> None:
 def python_sigint() -> Iterator[None]:
     """SIGINT raises KeyboardInterrupt in the main thread (Python's own handler), as in a kernel,
     whatever an earlier test in this process installed: a local SparkContext sets a handler that
-    calls its JVM first and stays after the session stops, where it can block the interrupt
-    (seen in a full run: the interrupted purge tests ran after a Spark module on the same worker)."""
+    calls its JVM first and stays after the session stops (suspected, not shown, in a full run
+    where both interrupted-purge tests never saw their KeyboardInterrupt)."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
@@ -176,7 +176,7 @@ def python_sigint() -> Iterator[None]:
 
 class InterruptAtFirstProgress:
     """A ``progress`` hook that interrupts the cell at its first call, as the kernel's interrupt
-    button does (SIGINT to the process), and holds the connection's thread there until the cell has
+    button does (SIGINT, aimed at the main thread), and holds the connection's thread there until the cell has
     seen the KeyboardInterrupt: the interrupt lands at a known point, with work in flight, however
     loaded the machine (a watcher thread polling the broker was once starved for seconds).
     Use: ``with hook.interrupting(): core.op(..., progress=hook)``."""

@@ -17,7 +17,7 @@ from .connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_
 from .copies import acopy_then_complete, copy_message, copy_then_complete
 from .counts import EntityCounts, counts, list_entities
 from .credentials import CredentialRef, credential_of, is_credential_ref, parse_credential_ref
-from .entities import EntityPath
+from .entities import CONNECTION_NAME, EntityPath, split_address
 from .errors import (
     ConfigurationError,
     EntityNameError,
@@ -85,6 +85,7 @@ from .triage import NONE as GROUP_NONE
 from .triage import OTHER as GROUP_OTHER
 
 __all__ = [
+    "CONNECTION_NAME",
     "ENV_CONNECTION_STRING",
     "ENV_NAMESPACE",
     "FIELDS",
@@ -191,6 +192,7 @@ __all__ = [
     "send",
     "sequence_numbers",
     "set_session_state",
+    "split_address",
     "to_dataframe",
     "to_json_record",
     "to_record",

@@ -6,6 +6,10 @@
 "events/subscriptions/audit/$deadletterqueue"
 "orders/$transfer/$deadletterqueue"        the transfer dead-letter queue
 "events"                                   a topic (for sending)
+
+In the notebook, ``NAME:ENTITY`` names an entity of a named connection (``prod:orders/$dlq``):
+:func:`split_address` reads that prefix; the rest is an entity address as above. Core functions take
+the entity alone and the connection as ``connection=``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Literal
 from .errors import EntityNameError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,259}$")
+CONNECTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")  # %sb_connect --as NAME
 SubQueue = Literal["dead_letter", "transfer_dead_letter"] | None
 
 
@@ -32,6 +37,11 @@ class EntityPath:
             return text
         if not isinstance(text, str) or not text.strip():
             raise EntityNameError("An entity name is required, for example 'orders' or 'events/subscriptions/audit'.")
+        if ":" in text:
+            raise EntityNameError(
+                f"{text!r} has a ':': NAME:ENTITY names a connection's entity in the notebook; "
+                "here give the entity alone and the connection as connection=."
+            )
         parts = [p for p in text.strip().strip("/").split("/")]
         if any(p == "" for p in parts):
             raise EntityNameError(f"{text!r} has an empty path segment.")
@@ -80,3 +90,32 @@ class EntityPath:
         if self.sub_queue == "transfer_dead_letter":
             return f"{base}/$transfer/$deadletterqueue"
         return base
+
+
+def split_address(text: str) -> tuple[str | None, EntityPath]:
+    """``"NAME:ENTITY"`` as (``"NAME"``, the entity's path); ``"ENTITY"`` as (None, its path). A colon
+    anywhere but right after a connection name, a bad name or a missing entity is an
+    ``EntityNameError`` saying which."""
+    if not isinstance(text, str) or ":" not in text:
+        return None, EntityPath.parse(text)
+    name, _, rest = text.strip().partition(":")
+    if not name:
+        raise EntityNameError(
+            f"{text!r}: a connection name goes before the ':' (NAME:ENTITY, for example prod:orders)."
+        )
+    if "/" in name:
+        raise EntityNameError(
+            f"{text!r} has a ':' in the entity address: a colon only follows a connection name at the start "
+            "(NAME:ENTITY, for example prod:orders/$deadletterqueue)."
+        )
+    if not CONNECTION_NAME.match(name):
+        raise EntityNameError(
+            f"{name!r} is not a connection name (letters, digits, '_' and '-', starting with a letter; at most 64)."
+        )
+    if ":" in rest:
+        raise EntityNameError(f"{text!r} has more than one ':' (NAME:ENTITY, for example prod:orders).")
+    if not rest.strip():
+        raise EntityNameError(
+            f"{text!r} names connection {name!r} but no entity after the ':' (for example {name}:orders)."
+        )
+    return name, EntityPath.parse(rest)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import StdinNotImplementedError, UsageError
 
 from ...core import SbError, is_message_not_found, redact, requires_sessions
+from .targets import bound_entity
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -65,7 +66,8 @@ def command(parser: Parser, *, cell: bool = False) -> Callable[[Callable[..., An
             args = None
             try:
                 args = parser.parse_line(line)
-                return fn(self, args, cell_text) if cell else fn(self, args)
+                with bound_entity(self, args):
+                    return fn(self, args, cell_text) if cell else fn(self, args)
             except HelpShown:
                 return None
             except (SbError, UsageError, Declined, StdinNotImplementedError) as exc:

@@ -1,4 +1,5 @@
-"""%sb_connect: choose the namespace and open the one live connection every command uses."""
+"""%sb_connect: choose the namespace and open the live connection every command uses; with
+``--as NAME``, a named connection beside it (``NAME:ENTITY`` in any command); ``--list`` shows them."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ CONNECT = parser(
     "  %sb_connect --namespace contoso.servicebus.windows.net   # Entra ID (DefaultAzureCredential)\n"
     "  %sb_connect --namespace NS --credential databricks:my-sb-credential  # a Unity Catalog service credential\n"
     "  %sb_connect --secret my-scope/servicebus      # Databricks secret scope\n"
-    "  %sb_connect --emulator                        # the embedded emulator, whatever is configured",
+    "  %sb_connect --emulator                        # the embedded emulator, whatever is configured\n"
+    "  %sb_connect --as prod $prod_conn_str          # a named connection: %sb_peek prod:orders\n"
+    "  %sb_connect --as home --emulator              # the embedded emulator, named home\n"
+    "  %sb_connect --list                            # the connections (never a key)",
 )
 CONNECT.add_argument("connection", nargs="?", help="a connection string (never echoed)")
 CONNECT.add_argument("--namespace", help="fully qualified namespace, signed in with DefaultAzureCredential")
@@ -33,26 +37,75 @@ CONNECT.add_argument(
 )
 CONNECT.add_argument("--secret", metavar="SCOPE/KEY", help="read the connection string from a Databricks secret")
 CONNECT.add_argument("--emulator", action="store_true", help="use the embedded emulator")
+CONNECT.add_argument(
+    "--as",
+    dest="name",
+    metavar="NAME",
+    help="keep this connection under NAME beside the default one (NAME:ENTITY names its entities)",
+)
+CONNECT.add_argument("--list", action="store_true", help="show the connections: the default and the named ones")
 
 
 @command(CONNECT)
-def sb_connect(self: MagicsState, args: argparse.Namespace) -> None:
+def sb_connect(self: MagicsState, args: argparse.Namespace) -> Any:
     chosen = [x for x in (args.connection, args.namespace, args.secret) if x] + ([True] if args.emulator else [])
+    if args.list:
+        if chosen or args.name:
+            raise UsageError("%sb_connect --list takes no other option.")
+        return listing(self)
     if len(chosen) > 1:
         raise UsageError("%sb_connect: give one of CONNECTION, --namespace, --secret or --emulator.")
     if args.credential and not args.namespace:
         raise UsageError("%sb_connect: --credential goes with --namespace (a connection string carries its own key).")
+    if args.name is not None:
+        if not core.CONNECTION_NAME.match(args.name):
+            raise UsageError(
+                f"%sb_connect --as {args.name}: a name is letters, digits, '_' and '-', starting with a letter."
+            )
+        if not chosen:
+            raise UsageError(f"%sb_connect --as {args.name}: give CONNECTION, --namespace, --secret or --emulator.")
     if args.emulator:
-        self.connection = core.connect(core.resolve(env={}))  # nothing configured: the embedded emulator
+        conn = core.connect(core.resolve(env={}))  # nothing configured: the embedded emulator
     elif args.secret:
-        self.connection = core.connect(databricks_secret(self, args.secret))
+        conn = core.connect(databricks_secret(self, args.secret))
     elif args.namespace and args.credential:
-        self.connection = core.connect(namespace=args.namespace, credential=named_credential(self, args.credential))
+        conn = core.connect(namespace=args.namespace, credential=named_credential(self, args.credential))
     elif args.connection or args.namespace:
-        self.connection = core.connect(args.connection, namespace=args.namespace)
-    elif self.connection is None:
-        self.connection = core.connect()
-    print(f"Connected to {self.connection.settings}.")
+        conn = core.connect(args.connection, namespace=args.namespace)
+    else:
+        conn = self.connection if self.connection is not None else core.connect()
+    if args.name is not None:
+        replaced = args.name in self.connections
+        self.connections[args.name] = conn
+        print(f"{args.name} {'now names' if replaced else 'names'} {conn.settings}: {args.name}:ENTITY in any command.")
+        return None
+    self.connection = conn
+    print(f"Connected to {conn.settings}.")
+    return None
+
+
+def listing(self: MagicsState) -> Any:
+    """The connections as a table: name (blank for the default), namespace, how it signs in. The
+    settings' own text never holds a key (core.Connection)."""
+    import pandas as pd
+
+    rows = []
+    if self.connection is not None:
+        rows.append(_row("(default)", self.connection))
+    rows.extend(_row(name, conn) for name, conn in sorted(self.connections.items()))
+    if not rows:
+        print("No connection yet: the first command connects (%sb_connect chooses; --as NAME adds a named one).")
+    return pd.DataFrame(rows, columns=["name", "namespace", "kind", "entities"])
+
+
+def _row(name: str, conn: Any) -> dict[str, str]:
+    prefix = "" if name == "(default)" else f"{name}:"
+    return {
+        "name": name,
+        "namespace": conn.namespace,
+        "kind": "embedded emulator" if conn.is_emulator else conn.settings.kind,
+        "entities": f"{prefix}ENTITY",
+    }
 
 
 def named_credential(self: MagicsState, ref: str) -> Any:

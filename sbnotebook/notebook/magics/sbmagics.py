@@ -65,6 +65,8 @@ class SbMagics(Magics):
             if name not in explicit:
                 setattr(self, name, value)
         self.connection: LiveConnection | None = None  # from %sb_connect; every command and panel uses it
+        self.connections: dict[str, LiveConnection] = {}  # from %sb_connect --as NAME: NAME:ENTITY
+        self.bound: LiveConnection | None = None  # a command's NAME:ENTITY connection, while it runs
         self.batches: list[LockedBatch] = []
         self.samples: dict[str, list[tuple[dt.datetime, core.EntityCounts]]] = {}
         self.sdk_logs = SdkLogSummary()
@@ -77,7 +79,10 @@ class SbMagics(Magics):
         fail(exc)
 
     def conn(self) -> LiveConnection:
-        """The live connection every command passes on (the first command connects if needed)."""
+        """The live connection every command passes on (the first command connects if needed): the
+        named one while a command on ``NAME:ENTITY`` runs."""
+        if self.bound is not None:
+            return self.bound
         if self.connection is None:
             self.connection = core.connect()
             if self.connection.is_emulator:
@@ -85,6 +90,17 @@ class SbMagics(Magics):
                     f"Using the embedded Service Bus emulator at {self.connection.namespace} (%sb_connect to change)."
                 )
         return self.connection
+
+    def named(self, name: str) -> LiveConnection:
+        """The connection ``%sb_connect --as NAME`` named."""
+        found = self.connections.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.connections)) or "none yet"
+            raise UsageError(
+                f"No connection named {name!r} (named: {known}): %sb_connect --as {name} CONNECTION adds it; "
+                "%sb_connect --list shows them."
+            )
+        return found
 
     def ask(self, question: str, expected: str) -> None:
         """Destructive actions need the expected word typed back (or --yes, or confirm=False)."""

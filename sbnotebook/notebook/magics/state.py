@@ -24,11 +24,15 @@ class MagicsState(Protocol):
     grid: str
     shell: Any
     connection: LiveConnection | None
+    connections: dict[str, LiveConnection]
+    bound: LiveConnection | None
     batches: list[LockedBatch]
     samples: dict[str, list[tuple[dt.datetime, core.EntityCounts]]]
     sdk_logs: SdkLogSummary
 
     def conn(self) -> LiveConnection: ...
+
+    def named(self, name: str) -> LiveConnection: ...
 
     def ask(self, question: str, expected: str) -> None: ...
 

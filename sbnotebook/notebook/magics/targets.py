@@ -1,11 +1,50 @@
-"""Reading the entity and sequence-number arguments the commands share."""
+"""Reading the entity and sequence-number arguments the commands share.
+
+An entity argument is ``ENTITY`` (the default connection's) or ``NAME:ENTITY`` (the connection
+``%sb_connect --as NAME`` named): :func:`address` is the one place that reads it (the prefix with
+``core.split_address``, the rest with ``EntityPath``). Every command's ``ENTITY`` goes through
+:func:`bound_entity`, so its ``self.conn()`` is the named connection while it runs."""
 
 from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 
 from ... import core
-from ...core import EntityPath, LiveConnection, SbError
+from ...core import EntityPath, LiveConnection, SbError, split_address
+
+if TYPE_CHECKING:
+    from .state import MagicsState
+
+
+def address(self: MagicsState, text: str) -> tuple[str, LiveConnection]:
+    """``ENTITY`` or ``NAME:ENTITY`` as (the entity, the live connection it belongs to). An unknown
+    name or a colon in the wrong place fails in one line."""
+    if ":" not in text:
+        return text, self.conn()
+    name, _ = split_address(text)
+    assert name is not None
+    return text.split(":", 1)[1].strip(), self.named(name)
+
+
+@contextmanager
+def bound_entity(self: MagicsState, args: argparse.Namespace) -> Iterator[None]:
+    """While a command runs: its ``NAME:ENTITY`` argument becomes ENTITY, and ``self.conn()`` that
+    name's connection (every command and the panels it opens pass ``self.conn()`` on)."""
+    entity = getattr(args, "entity", None)
+    if not isinstance(entity, str) or ":" not in entity:
+        yield
+        return
+    args.entity, conn = address(self, entity)
+    self.bound = conn
+    try:
+        yield
+    finally:
+        self.bound = None
 
 
 def with_dlq(entity: str, dlq: bool) -> str:

@@ -34,6 +34,8 @@ import pytest
 from sbnotebook.emulator import shared
 from tests.xdist_groups import make_scheduler, spark_group
 
+pytest_plugins = ["pytester"]  # tests/test_pytest_plugin*.py run pytest sessions of their own
+
 NOTEBOOK_TIMEOUT = 240  # seconds for a whole tutorial; its cells have nbmake's (shorter) timeout
 _WEDGED_GRACE = 30  # after a test's timeout, if pytest-timeout could not stop it: dump and exit
 _KERNEL_DUMP_LEAD = 10  # seconds before a cell's timeout at which the kernel's threads are dumped
@@ -53,6 +55,16 @@ del _sbnotebook_test_dumps
 _dump_dir: Path | None = None
 _real_stderr: int | None = None  # a copy of fd 2 taken before output capture: where a dying process writes
 _notebook_dumps: list[tuple[str, str]] = []  # (title, text) for the notebook test running now
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The kit's own pytest plugin (``servicebus``, sbnotebook/pytest_plugin.py) comes with an install
+    (entry point ``pytest11``); an editable install made before the entry point existed lacks it:
+    register it here then. ``-p no:servicebus`` still turns it off."""
+    if pluginmanager.get_plugin("servicebus") is None and not pluginmanager.is_blocked("servicebus"):
+        from sbnotebook import pytest_plugin
+
+        pluginmanager.register(pytest_plugin, "servicebus")
 
 
 def pytest_configure(config: pytest.Config) -> None:

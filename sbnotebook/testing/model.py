@@ -1,0 +1,58 @@
+"""The namespace a test gets from the pytest plugin (emulated or live)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+FAULTS_NEED_EMULATOR = (
+    "fault controls (reject_sends, lose_locks, drop_connections_after, slow_down, latency) need the "
+    "embedded emulator; --servicebus-live runs against a real Service Bus namespace"
+)
+
+
+@dataclass
+class Namespace:
+    """The test's namespace. ``name("orders")`` is the entity's real name (the same under the
+    emulator; ``orders-1a2b3c4d`` under ``--servicebus-live``)."""
+
+    connection_string: str | None
+    fully_qualified_namespace: str
+    names: dict[str, str]
+    emulator: Any = None  # sbnotebook.emulator.Emulator; None under --servicebus-live
+    client_options: dict[str, Any] = field(default_factory=dict)  # for ServiceBusClient(...)
+    credential: Any = None  # live Entra ID (SERVICEBUS_FULLY_QUALIFIED_NAMESPACE) only
+    _admin_factory: Any = None
+
+    def __repr__(self) -> str:  # never the key
+        kind = "emulator" if self.emulator is not None else "live"
+        return f"<servicebus Namespace {kind} {self.fully_qualified_namespace} entities={sorted(self.names)}>"
+
+    def name(self, entity: str) -> str:
+        try:
+            return self.names[entity]
+        except KeyError:
+            raise KeyError(
+                f"{entity!r} is not in the test's servicebus_topology marker (it has {sorted(self.names)})"
+            ) from None
+
+    def client(self, *, aio: bool = False, **kwargs: Any) -> Any:
+        """A ``ServiceBusClient`` (``aio=True``: ``azure.servicebus.aio.ServiceBusClient``) for this
+        namespace, with what the mode needs (under ``--servicebus-tls``: the port and the CA)."""
+        if aio:
+            from azure.servicebus.aio import ServiceBusClient as AsyncClient
+
+            client_type: Any = AsyncClient
+        else:
+            from azure.servicebus import ServiceBusClient
+
+            client_type = ServiceBusClient
+        options = {**self.client_options, **kwargs}
+        if self.connection_string is not None:
+            return client_type.from_connection_string(self.connection_string, **options)
+        credential = self.credential(aio) if callable(self.credential) else self.credential
+        return client_type(self.fully_qualified_namespace, credential, **options)
+
+    def admin_client(self, *, aio: bool = False, **kwargs: Any) -> Any:
+        """A ``ServiceBusAdministrationClient`` (``aio=True``: the async one) for this namespace."""
+        return self._admin_factory(aio=aio, **kwargs)

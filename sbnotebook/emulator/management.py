@@ -23,6 +23,20 @@ from .sas import LISTEN, SEND
 OK = 200
 _YEAR_10000_MS = 253402300800000
 NO_CONTENT = 204
+MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
+SESSION_NOT_FOUND = "com.microsoft:session-not-found"
+
+# Service Bus answers a request that finds nothing with 204 *and* an error condition, and clients
+# read it: @azure/service-bus's deleteMessages returns 0 only for 204 with message-not-found (it
+# throws "Unexpected response with status code of 204" otherwise); azure-servicebus's
+# mgmt_handlers says an empty session listing is 204 with session-not-found. The .NET, Java and
+# Python SDKs' peek, and .NET's rule listing, take any 204 as empty.
+EMPTY_CONDITIONS = {
+    "com.microsoft:peek-message": MESSAGE_NOT_FOUND,
+    "com.microsoft:batch-delete-messages": MESSAGE_NOT_FOUND,
+    "com.microsoft:get-message-sessions": SESSION_NOT_FOUND,
+    "com.microsoft:enumerate-rules": MESSAGE_NOT_FOUND,  # not documented; the one SDK reading it takes any 204
+}
 
 
 def _values(value: Any) -> list[Any]:
@@ -128,8 +142,11 @@ class ManagementHandler:
                 )
             body = request.body if isinstance(request.body, dict) else {}
             status, result = op(body, owner)
-            description = "OK" if status == OK else "No Content"
-            reply.properties = cast(Any, {"statusCode": int32(status), "statusDescription": description})
+            properties: dict[str, Any] = {"statusCode": int32(status), "statusDescription": "OK"}
+            if status == NO_CONTENT:
+                properties["statusDescription"] = "No Content"
+                properties["errorCondition"] = symbol(EMPTY_CONDITIONS[operation])
+            reply.properties = cast(Any, properties)
             reply.body = result if result is not None else {}
         except BrokerError as exc:
             reply.properties = cast(

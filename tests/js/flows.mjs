@@ -1,7 +1,8 @@
 // One Service Bus flow per run, as an application written against @azure/service-bus would do
 // it: `node flows.mjs <connection string> <flow>`. Prints what the flow saw as one JSON line.
 // Written for sbnotebook's tests (tests/test_js_sdk.py); entity names are the test topology's.
-import { adminClient, args, client, run, text } from "./common.mjs";
+import { ServiceBusClient as ServiceBusClient710 } from "@azure/service-bus-7.10";
+import { adminClient, args, client, connectionString, run, text } from "./common.mjs";
 
 const [flow] = args;
 const WAIT = { maxWaitTimeInMs: 3000 };
@@ -143,6 +144,23 @@ const flows = {
       missing,
       delivered: got.map((m) => ({ body: text(m.body), seen: m.applicationProperties?.seen ?? null })),
     };
+  },
+
+  // Microsoft's deleteMessages.js sample (7.10): deleteMessages and purgeMessages, then both on
+  // the empty queue, where Service Bus answers 204 with com.microsoft:message-not-found.
+  async "delete-messages"(sb) {
+    await sb.createSender("q").sendMessages(["a", "b", "c"].map((body) => ({ body })));
+    const sb710 = new ServiceBusClient710(connectionString, { retryOptions: { maxRetries: 0, timeoutInMs: 10000 } });
+    try {
+      const receiver = sb710.createReceiver("q");
+      const deleted = await receiver.deleteMessages({ maxMessageCount: 2 });
+      const purged = await receiver.purgeMessages();
+      const deletedWhenEmpty = await receiver.deleteMessages({ maxMessageCount: 10 });
+      const purgedWhenEmpty = await receiver.purgeMessages();
+      return { deleted, purged, deletedWhenEmpty, purgedWhenEmpty };
+    } finally {
+      await sb710.close();
+    }
   },
 
   // The administration client: names read back from the entries' ids, SQL filter parameters.

@@ -80,7 +80,8 @@ from .sessions import (
     pretty_state,
     set_session_state,
 )
-from .triage import GROUP_FIELDS, GroupCounts, group_counts
+from .signatures import mask, signature
+from .triage import GROUP_FIELDS, GroupCounts, group_counts, group_value
 from .triage import NONE as GROUP_NONE
 from .triage import OTHER as GROUP_OTHER
 
@@ -160,6 +161,7 @@ __all__ = [
     "from_json_record",
     "get_session_state",
     "group_counts",
+    "group_value",
     "import_jsonl",
     "import_resume_point",
     "is_credential_ref",
@@ -172,6 +174,7 @@ __all__ = [
     "list_rules",
     "list_sessions",
     "live_connection",
+    "mask",
     "parse_connection_string",
     "parse_credential_ref",
     "peek",
@@ -192,6 +195,7 @@ __all__ = [
     "send",
     "sequence_numbers",
     "set_session_state",
+    "signature",
     "split_address",
     "to_dataframe",
     "to_json_record",

@@ -119,8 +119,10 @@ async def _resubmit(
     started = time.perf_counter()
     report = Report("resubmit" if dst is not None else "discard", str(src), str(dst) if dst else None)
     report.stats.update(batches=0, workers=0)
-    selection = await _selected(conn, src, where) if where is not None else None
-    run = _Run(report, limit, selection, progress)
+    selection = await _selected(conn, src, where, limit) if where is not None else None
+    # With a selection the limit is on the selected messages (it ends the selection), not on the
+    # messages received on the way past unselected ones.
+    run = _Run(report, limit if selection is None else None, selection, progress)
     failure: BaseException | None = None
     workers: set[asyncio.Task[None]] = set()
 
@@ -313,15 +315,21 @@ async def _moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, 
     return await conn.call_on(src, conn.reconnecting(lambda: _resubmit(conn, src, dst, **kwargs), after=noted))
 
 
-async def _selected(conn: LiveConnection, src: EntityPath, where: Callable[[Record], bool]) -> _Selection:
-    """How many messages the filter selects and the highest sequence number among them, found by
-    peeking (no locks, no delivery counts). Two numbers, whatever the size of the entity."""
+async def _selected(
+    conn: LiveConnection, src: EntityPath, where: Callable[[Record], bool], limit: int | None
+) -> _Selection:
+    """How many messages the filter selects (the first ``limit``) and the highest sequence number
+    among them, found by peeking (no locks, no delivery counts). Two numbers, whatever the size of
+    the entity."""
     count = last = 0
-    async for page in ascan(src, connection=conn):
-        for m in page:
-            if where(to_record(m, str(src))):
-                count += 1
-                last = max(last, _seq(m))
+    async with aclosing(ascan(src, connection=conn)) as pages:
+        async for page in pages:
+            for m in page:
+                if where(to_record(m, str(src))):
+                    count += 1
+                    last = max(last, _seq(m))
+                    if count == limit:
+                        return _Selection(where, count, last)
     return _Selection(where, count, last)
 
 

@@ -7,7 +7,10 @@ A search is a Python expression evaluated per record. The names it sees:
   ``body["total"]``), or its text when it is not JSON; ``$`` is short for ``body``, so JSON-path
   style works too: ``$.customer.id == "c-7"``;
 - ``props``: application properties, numbers and booleans decoded (``props.priority == "high"``);
-- ``text``: the body as text (``"timeout" in text``).
+- ``text``: the body as text (``"timeout" in text``);
+- ``signature``: the dead-letter signature, the reason and description with their variable parts
+  masked (``signatures.py``: ``signature == "MaxDeliveryCountExceeded: Order <NUM> failed"``),
+  computed only when the expression names it.
 
 A field a message does not have is "missing": comparisons with it are false, so messages of other
 shapes simply do not match instead of raising.
@@ -22,6 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .errors import InvalidInputError
+from .signatures import signature as signature_of
 
 Record = dict[str, Any]
 _DOLLAR = re.compile(r"\$(?=[.\[])|\$$|\$(?=\s)")
@@ -109,14 +113,22 @@ def _decoded(value: str) -> Any:
     return decoded if isinstance(decoded, int | float | bool) else value
 
 
-def namespace(record: Record) -> dict[str, Any]:
+def namespace(record: Record, *, signature: bool = False) -> dict[str, Any]:
+    """The names a search sees for ``record`` (``signature`` only when asked: it costs a masking)."""
     parsed = body_json(record)
     names = dict(record)
     names["body"] = wrap(parsed) if parsed is not MISSING else (record.get("body_text") or MISSING)
     names["text"] = record.get("body_text") or ""
     props = record.get("application_properties") or {}
     names["props"] = _Obj({k: _decoded(v) if isinstance(v, str) else v for k, v in props.items()})
+    if signature:
+        names["signature"] = signature_of(record) or MISSING
     return names
+
+
+def _names(name: str, code: Any) -> bool:
+    """Whether compiled ``code`` (or a comprehension inside it) uses ``name``."""
+    return name in code.co_names or any(_names(name, c) for c in code.co_consts if hasattr(c, "co_names"))
 
 
 def compile_where(expression: str) -> Callable[[Record], bool]:
@@ -129,12 +141,13 @@ def compile_where(expression: str) -> Callable[[Record], bool]:
     except SyntaxError as exc:
         raise InvalidInputError(f"Cannot read the search expression {expression!r}: {exc.msg}.") from None
     builtins = {"len": len, "str": str, "int": int, "float": float, "any": any, "all": all, "abs": abs}
+    wants_signature = _names("signature", code)
 
     def matches(record: Record) -> bool:
         try:
-            return bool(eval(code, {"__builtins__": builtins}, namespace(record)))
+            return bool(eval(code, {"__builtins__": builtins}, namespace(record, signature=wants_signature)))
         except NameError as exc:
-            known = ", ".join(["body", "props", "text", *record])
+            known = ", ".join(["body", "props", "text", "signature", *record])
             raise InvalidInputError(f"Unknown name in the search: {exc.name}. Known names: {known}.") from None
         except Exception:  # a message of another shape (a string compared with a number, ...)
             return False
@@ -201,10 +214,11 @@ def type_hint(where: str, records: list[Record]) -> str | None:
             if not isinstance(value, str | int | float) or isinstance(value, bool):
                 continue
             code = compile(ast.Expression(side), "<hint>", "eval")
+            wants_signature = _names("signature", code)
             kinds: set[str] = set()
             for record in records:
                 try:
-                    got = eval(code, {"__builtins__": {}}, namespace(record))
+                    got = eval(code, {"__builtins__": {}}, namespace(record, signature=wants_signature))
                 except Exception:
                     continue
                 if got is not MISSING:

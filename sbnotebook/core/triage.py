@@ -1,5 +1,6 @@
-"""Dead-letter triage at any size: how many messages per dead-letter reason, error description and
-subject, counted page by page over the one scanner (:func:`scan.scan`), never holding the messages.
+"""Dead-letter triage at any size: how many messages per dead-letter reason, error description,
+subject and signature (reason and description with their variable parts masked: ``signatures.py``),
+counted page by page over the one scanner (:func:`scan.scan`), never holding the messages.
 
 A dead-letter queue after a night of a broken consumer holds hundreds of thousands of messages.
 Loading them into a DataFrame to group them costs minutes and gigabytes; counting them costs one
@@ -25,14 +26,22 @@ from .entities import EntityPath
 from .errors import InvalidInputError
 from .live import ConnectionLike, live
 from .scan import scan
+from .signatures import signature
 
-GROUP_FIELDS: tuple[str, ...] = ("dead_letter_reason", "dead_letter_error_description", "subject")
+SIGNATURE = "signature"  # not a record field: computed from the reason and the description
+GROUP_FIELDS: tuple[str, ...] = ("dead_letter_reason", "dead_letter_error_description", "subject", SIGNATURE)
 MAX_GROUPS = 1_000  # distinct values kept per field: error descriptions can be unique per message
 NONE = "(none)"  # the group of messages without the field
 OTHER = "(other values)"  # what is counted once a field has MAX_GROUPS distinct values
 TABLE_COLUMNS = ("messages", "oldest", "newest", "example_description", "first_sequence_number")
 
 log = logging.getLogger(__name__)
+
+
+def group_value(record: dict[str, Any], by: str) -> str:
+    """The group a record falls in when counted by ``by`` (a field of ``GROUP_FIELDS``)."""
+    value = signature(record) if by == SIGNATURE else record.get(by)
+    return NONE if value is None or value == "" else str(value)
 
 
 @dataclass
@@ -95,8 +104,7 @@ class GroupCounts:
         for record in records:
             self.scanned += 1
             for name in self.by:
-                value = record.get(name)
-                key = NONE if value is None or value == "" else str(value)
+                key = group_value(record, name)
                 groups = self.groups[name]
                 group = groups.get(key)
                 if group is None:
@@ -154,6 +162,7 @@ class GroupCounts:
         frame = pd.DataFrame(rows, columns=[by, *TABLE_COLUMNS])
         for col in ("oldest", "newest"):
             frame[col] = pd.to_datetime(frame[col], utc=True)
+        frame["messages"] = frame["messages"].astype("int64")  # also when there is no row
         frame["first_sequence_number"] = frame["first_sequence_number"].astype("Int64")
         return frame
 

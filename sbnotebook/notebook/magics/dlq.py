@@ -1,4 +1,4 @@
-"""%sb_dlq: dead-letter triage (the panel, or counts per reason, description or subject)."""
+"""%sb_dlq: dead-letter triage (the panel, or counts per reason, description, subject or signature)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,21 @@ from .progress import Progress
 if TYPE_CHECKING:
     from .state import MagicsState
 
-BY = {"reason": "dead_letter_reason", "description": "dead_letter_error_description", "subject": "subject"}
+BY = {
+    "reason": "dead_letter_reason",
+    "description": "dead_letter_error_description",
+    "subject": "subject",
+    "signature": "signature",  # reason and description with numbers, ids, times, ... masked
+}
 DLQ = parser(
     "sb_dlq",
     "Triage a dead-letter queue: the triage panel with widgets (it opens on the counts and the first page), "
-    "else every dead-lettered message counted by reason (or --by description / subject), nothing kept but "
-    "the counts; a kernel interrupt stops counting and shows the counts so far.",
-    "  %sb_dlq orders\n  %sb_dlq orders --count\n  %sb_dlq events/subscriptions/audit --summary --by subject",
+    "else every dead-lettered message counted by reason (or --by description / subject / signature), nothing "
+    "kept but the counts; a kernel interrupt stops counting and shows the counts so far. A signature is the "
+    "reason and description with their variable parts masked (numbers, GUIDs, ids, times, quoted values, "
+    "e-mail addresses, URL segments): select its messages with --where 'signature == \"...\"'.",
+    "  %sb_dlq orders\n  %sb_dlq orders --count\n  %sb_dlq orders --summary --by signature\n"
+    "  %sb_dlq events/subscriptions/audit --summary --by subject",
 )
 DLQ.add_argument("entity", help="the entity whose dead-letter queue to look at")
 DLQ.add_argument("--summary", action="store_true", help="the counts table, not the panel")
@@ -43,10 +51,10 @@ def sb_dlq(self: MagicsState, args: argparse.Namespace) -> Any:
 
 
 def summary(path: EntityPath, conn: LiveConnection, by: str, limit: int | None) -> Any:
-    """Count the dead-letter queue by ``by`` (reason, description, subject) with a live progress
-    line; an interrupt shows the partial counts."""
+    """Count the dead-letter queue by ``by`` (reason, description, subject, signature) with a live
+    progress line; an interrupt shows the partial counts."""
     dlq = str(EntityPath(path.name, path.subscription, "dead_letter"))
-    counting = GroupCounts(dlq)
+    counting = GroupCounts(dlq, by=(BY[by],))  # only what is shown: a signature costs a masking
     line = Progress(dlq, total=None)
 
     def progress(c: GroupCounts) -> None:

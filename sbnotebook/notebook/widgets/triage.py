@@ -1,9 +1,9 @@
-"""Dead-letter triage: group by reason, error description or subject, inspect, repair in bulk,
-resubmit (copy first), or discard.
+"""Dead-letter triage: group by reason, error description, subject or signature, inspect, repair in
+bulk, resubmit (copy first), or discard.
 
 Opening costs the runtime counts (one round trip) and one peeked page, whatever the size of the
 dead-letter queue. When that page is the whole queue its groups are exact at once; otherwise
-**Count groups** counts every message by reason, description and subject over the scanner on a
+**Count groups** counts every message by reason, description, subject and signature over the scanner on a
 thread of its own (progress and rate shown, **Stop** or a kernel interrupt in ``wait()`` ends it),
 keeping counters only: a million dead-lettered messages never become a million rows in the kernel
 unless **Load as DataFrame** is asked for, with its limit."""
@@ -20,12 +20,12 @@ import ipywidgets as W
 
 from ... import core
 from ...core import (
-    GROUP_NONE,
     GROUP_OTHER,
     ConnectionLike,
     EntityPath,
     GroupCounts,
     InvalidInputError,
+    group_value,
     live_connection,
 )
 from .background import Background, bars_html
@@ -34,16 +34,15 @@ from .render import detail_html, guard
 from .triage_actions import TriageActions
 
 _ALL = "\x00all"  # the group dropdown's "all" entry (a None value would show an empty dropdown)
-BY_LABELS = {"dead_letter_reason": "reason", "dead_letter_error_description": "error description", "subject": "subject"}
+BY_LABELS = {
+    "dead_letter_reason": "reason",
+    "dead_letter_error_description": "error description",
+    "subject": "subject",
+    "signature": "signature",  # reason and description with their variable parts masked
+}
 PAGE = core.PAGE_SIZE  # one peek: what the panel loads when it opens
 FRAME_LIMIT = 10_000  # the default cap of "Load as DataFrame"
 PROGRESS_EVERY = 0.25  # seconds between two redraws while counting
-
-
-def group_key(record: dict[str, Any], by: str) -> str:
-    """The group a record falls in (as ``core.triage`` counts it)."""
-    value = record.get(by)
-    return GROUP_NONE if value is None or value == "" else str(value)
 
 
 class TriagePanel(W.VBox, TriageActions):
@@ -150,7 +149,7 @@ class TriagePanel(W.VBox, TriageActions):
         return self.grouping is not None and self.grouping.done
 
     def count(self, *, wait: bool = False) -> GroupCounts:
-        """Count every dead-lettered message by reason, description and subject (on a thread;
+        """Count every dead-lettered message by reason, description, subject and signature (on a thread;
         ``wait=True`` waits in the cell, where a kernel interrupt stops it). Returns the counts,
         filled in as the scan goes."""
         counting = GroupCounts(self.dlq, total=self.total)
@@ -247,8 +246,8 @@ class TriagePanel(W.VBox, TriageActions):
             return lambda r: True
         if value == GROUP_OTHER and self.grouping is not None:  # the values past the cap: not among those kept
             kept = set(self.grouping.groups.get(by, {})) - {GROUP_OTHER}
-            return lambda r: group_key(r, by) not in kept
-        return lambda r: group_key(r, by) == value
+            return lambda r: group_value(r, by) not in kept
+        return lambda r: group_value(r, by) == value
 
     def _show_group(self, *, find: bool = True) -> None:
         value = self._chosen()

@@ -89,8 +89,8 @@ def _url(text: str) -> str:
         return "<URL>" + tail
     host = parts.hostname or ""
     port = _port(parts)
-    port = f":{port}" if port else ""
-    out = f"{parts.scheme}://{mask(host)}{port}"  # a host can carry numbers and ids too (pods, IPs)
+    # A host can carry numbers and ids too (pods, IPs): masked as text is.
+    out = f"{parts.scheme}://{mask(host)}{f':{port}' if port else ''}"
     out += "/".join(_segment(p) for p in parts.path.split("/"))
     if parts.query:
         pairs = (p.split("=", 1) for p in parts.query.split("&"))

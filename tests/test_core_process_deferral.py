@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import time
 
+import pytest
 from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
@@ -120,6 +121,39 @@ def test_defer_with_reminder_and_fetch(emulator: Emulator, client: ServiceBusCli
             assert original.complete().outcomes[0].outcome == "completed"
         reminders.complete()
     assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+
+
+def test_defer_with_reminder_to_a_missing_target_defers_nothing(emulator: Emulator) -> None:
+    """The reminder target is checked first: it deferred, then raised, and the caller never got the
+    sequence numbers (a deferred message can be fetched only by its number)."""
+    cs = emulator.connection_string
+    core.send("q", ["a", "b"], connection=cs)
+    with core.receive("q", count=2, wait=5, connection=cs) as batch:
+        with pytest.raises(core.EntityNotFoundError):
+            deferral.defer_with_reminder(batch, remind_at=dt.timedelta(hours=1), reminder_entity="missing")
+        assert emulator.broker.counts("q")["deferred"] == 0
+        assert batch.unsettled == [0, 1]  # still locked, untouched
+        assert batch.complete().count("completed") == 2
+
+
+def test_reminders_that_cannot_be_scheduled_raise_with_the_deferred_numbers(emulator: Emulator) -> None:
+    """The target exists, but scheduling fails after the deferral: the error carries every deferred
+    sequence number (attribute and message), and they fetch the messages."""
+    cs = emulator.connection_string
+    core.send("q", ["a", "b", "c"], connection=cs)
+    emulator.broker.faults.reject_sends("dl-target", 10, "quota-exceeded")
+    with core.receive("q", count=3, wait=5, connection=cs) as batch:
+        numbers = sorted(int(m.sequence_number) for m in batch.messages)
+        with pytest.raises(core.PartlyDoneError) as caught:
+            deferral.defer_with_reminder(batch, remind_at=dt.timedelta(hours=1), reminder_entity="dl-target")
+    error = caught.value
+    assert sorted(error.sequence_numbers) == numbers
+    assert all(str(n) in str(error) for n in numbers) and "were deferred" in str(error)
+    assert isinstance(error.cause, core.SbError) and "maximum entity size" in error.cause.message
+    assert emulator.broker.counts("q")["deferred"] == 3 and emulator.broker.counts("dl-target")["scheduled"] == 0
+    with core.receive_deferred("q", error.sequence_numbers, connection=cs) as fetched:
+        assert fetched.complete().count("completed") == 3
+    assert emulator.broker.counts("q")["deferred"] == 0
 
 
 def test_resubmit_scheduled_with_a_limit(emulator: Emulator, client: ServiceBusClient) -> None:

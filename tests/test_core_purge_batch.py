@@ -68,19 +68,62 @@ def test_purge_deletes_on_the_server_in_a_few_requests(emulator: Emulator, clien
     assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
 
 
-def test_messages_locked_meanwhile_are_left_and_said_so(emulator: Emulator, client: ServiceBusClient) -> None:
-    """Service Bus skips locked messages in a batch delete; the purge then receives what it can and
-    its report does not look complete when something is left."""
+def test_messages_locked_by_another_receiver_are_reported_left(emulator: Emulator, client: ServiceBusClient) -> None:
+    """50 messages, 5 locked by another receiver (a consumer still running): Service Bus skips
+    locked messages in a batch delete and no receiver gets them, so the purge removes 45 and
+    reports 5 left, with why and when, and is not ok. (It said "45 purged of 45", ok.)"""
     cs = emulator.connection_string
     _fill(client, "q", 50)
     with client.get_queue_receiver("q", max_wait_time=3) as r:
         held = r.receive_messages(max_message_count=5, max_wait_time=3)
+        assert len(held) == 5
         report = core.purge("q", connection=cs)
-        assert report.count("purged") == 45
-        assert any("5 active message(s) left after batch delete" in n for n in report.notes), report.notes
+        assert emulator.broker.counts("q")["active"] == 5  # the broker's truth, read apart from the report
+        assert report.count("purged") == 45 and report.count("left") == 5 and report.total == 50, report
+        assert not report.ok
+        left = {o.sequence_number for o in report.failures}
+        assert left == {m.sequence_number for m in held}
+        assert all(o.outcome == "left" and o.error == "locked by another receiver" for o in report.failures)
+        ends = max(m.locked_until_utc for m in held)
+        note = f"5 left: locked by another receiver (purge again after their locks expire, about {ends:%H:%M:%S} UTC)"
+        assert note in report.notes, report.notes
+        assert "45 purged, 5 left of 50" in report.summary()
         for m in held:
             r.complete_message(m)  # the locks were respected
     assert emulator.broker.counts("q")["active"] == 0
+
+
+def test_a_purge_reports_what_arrived_after_it_and_what_it_was_not_asked_for(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    """Messages sent after the purge's last removal step are reported left (arrived while it ran);
+    deferred messages stay when only active and scheduled ones are asked for, counted in a note."""
+    cs = emulator.connection_string
+    _fill(client, "q", 20)
+    with client.get_queue_receiver("q", max_wait_time=3) as r:
+        for m in r.receive_messages(max_message_count=3, max_wait_time=3):
+            r.defer_message(m)
+    with client.get_queue_sender("q") as s:
+        s.schedule_messages(ServiceBusMessage("later"), dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
+    sent = []
+
+    def late_arrivals(report: core.Report) -> None:
+        # The scheduled message is cancelled last: what is sent now arrives after every removal.
+        if any(o.error == "scheduled: cancelled" for o in report) and not sent:
+            with client.get_queue_sender("q") as s:
+                s.send_messages([ServiceBusMessage("new"), ServiceBusMessage("new")])
+            sent.append(2)
+
+    report = core.purge("q", include_deferred=False, progress=late_arrivals, connection=cs)
+    assert sent
+    assert emulator.broker.counts("q") == {"active": 2, "deferred": 3, "scheduled": 0, "dead_letter": 0}
+    assert report.count("purged") == 18 and report.count("left") == 2 and report.total == 20, report
+    assert not report.ok
+    assert [o.error for o in report.failures] == ["arrived while the purge ran"] * 2
+    assert "2 left: arrived while the purge ran (purge again to remove them)" in report.notes, report.notes
+    assert "3 deferred message(s) not asked for: left as they are" in report.notes, report.notes
+    again = core.purge("q", include_deferred=False, connection=cs)
+    assert again.count("purged") == 2 and again.ok and again.total == 2, again
 
 
 @pytest.fixture

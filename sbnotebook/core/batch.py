@@ -21,7 +21,7 @@ from .entities import EntityPath
 from .errors import InvalidInputError, from_sdk, is_lock_lost, tracking_id_of
 from .live import LiveConnection
 from .messages import message_id
-from .outcome import Outcome, Report
+from .outcome import DETAIL_LIMIT, Outcome, Report
 from .records import SHOWN_FIELDS, to_dataframe, to_record
 from .sdk import (
     abandon_with_properties,
@@ -201,7 +201,9 @@ class LockedBatch:
     async def settle_async(self, action: Action, indexes: Sequence[int], **kwargs: Any) -> Report:
         """Settle rows on the connection's loop (for code already running there)."""
         started = time.perf_counter()
-        report = Report(action.replace("_", "-"), self.entity)
+        # Every outcome kept (not only counted past DETAIL_LIMIT): the batch holds each message and
+        # its outcome already, and callers read which rows were settled (copy_then_complete, defer).
+        report = Report(action.replace("_", "-"), self.entity, detail_limit=max(DETAIL_LIMIT, len(indexes)))
         slots = asyncio.Semaphore(self.max_in_flight)
         now = dt.datetime.now(dt.UTC)
         todo: list[int] = []
@@ -305,7 +307,7 @@ class LockedBatch:
     async def release_async(self, indexes: Sequence[int]) -> Report:
         """Give locks back without counting a delivery (AMQP released): for messages the caller
         looked at but did not select."""
-        report = Report("release", self.entity)
+        report = Report("release", self.entity, detail_limit=max(DETAIL_LIMIT, len(indexes)))
         for i in indexes:
             if i in self._outcomes or i in self._lost:
                 continue
@@ -326,8 +328,8 @@ class LockedBatch:
         return report
 
     async def _renew_rows(self) -> Report:
-        report = Report("renew", self.entity)
         todo = [i for i in self.unsettled if i not in self._lapsing]
+        report = Report("renew", self.entity, detail_limit=max(DETAIL_LIMIT, len(todo)))
         if self.session:
             try:
                 await self._receiver.session.renew_lock()

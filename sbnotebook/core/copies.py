@@ -21,7 +21,7 @@ from typing import Any, cast
 from .batch import LockedBatch
 from .entities import EntityPath
 from .messages import message_id, to_message
-from .outcome import Outcome, Report
+from .outcome import DETAIL_LIMIT, Outcome, Report
 from .pipeline import RetryPolicy, send_all
 from .records import RECORD_FIELDS, SENDABLE_FIELDS, body_bytes, to_record
 from .sdk import amqp_properties, as_service_bus_message
@@ -152,7 +152,12 @@ async def acopy_then_complete(
     locked, untouched); or ``duplicated`` (the copy was sent, the original not completed). When no
     copy can be sent at all (a target that does not exist) the error is raised, no original touched."""
     path = EntityPath.parse(target)
-    report = Report("copy-then-complete", batch.entity, str(path))
+    # Every outcome is kept, here and in the send and the settlement below: which copies were
+    # confirmed is read by position, and the caller (resubmit, process) reads every row's outcome.
+    # The batch holds each message already; past DETAIL_LIMIT only counts were kept, and 10,050
+    # copies were reported "10000 completed, 50 failed" with those 50 originals left locked.
+    limit = max(DETAIL_LIMIT, len(copies) + len(also_complete))
+    report = Report("copy-then-complete", batch.entity, str(path), detail_limit=limit)
     sent = Report("send", str(path))
     if copies:
         sent = await send_all(
@@ -164,14 +169,16 @@ async def acopy_then_complete(
             retry=RetryPolicy(),
             progress=None,
             schedule_at=at,
+            detail_limit=limit,
         )
-    confirmed = {o.index: o for o in sent if o.outcome in ("sent", "scheduled")}
+    confirmed = {o.index for o in sent.every() if o.outcome in ("sent", "scheduled")}
+    failures = {o.index: o for o in sent.failures if o.index is not None}
     todo = list(also_complete)
     for pos, (row, _) in enumerate(copies):
         if pos in confirmed:
             todo.append(row)
             continue
-        failure = next((o for o in sent.failures if o.index == pos), None)
+        failure = failures.get(pos)
         msg = batch.messages[row]
         report.add(
             Outcome(
@@ -184,7 +191,7 @@ async def acopy_then_complete(
             )
         )
     settled = await batch.settle_async("complete", todo) if todo else Report("complete", batch.entity)
-    for o in settled:
+    for o in settled.every():
         report.add(
             o
             if o.outcome == "completed"

@@ -18,7 +18,7 @@ from typing import Any
 from .batch import LockedBatch
 from .copies import RESUBMIT_COUNT, copy_message, copy_then_complete
 from .entities import EntityPath
-from .errors import InvalidInputError
+from .errors import InvalidInputError, PartlyDoneError, SbError, from_sdk
 from .live import ConnectionLike
 from .outcome import Report
 from .receive import receive_deferred
@@ -47,21 +47,34 @@ def wait_then_abandon(batch: LockedBatch, which: Any = None, *, seconds: float) 
     return batch.connection.spawn(later())
 
 
+async def _sender_ready(sender: Any) -> None:
+    return None
+
+
 def defer_with_reminder(
     batch: LockedBatch, which: Any = None, *, remind_at: dt.datetime | dt.timedelta, reminder_entity: str | None = None
 ) -> list[int]:
     """Defer the messages and schedule one reminder per message (to ``reminder_entity``, default the
-    batch's own queue) carrying the deferred sequence number. Returns the deferred sequence numbers."""
+    batch's own queue) carrying the deferred sequence number. Returns the deferred sequence numbers.
+
+    The reminder target is checked first (a sender link to it is opened): a target that does not
+    exist, or refuses this key, raises before anything is deferred. If scheduling still fails after
+    the deferral, :class:`~sbnotebook.core.errors.PartlyDoneError` is raised with the deferred sequence
+    numbers (its ``sequence_numbers`` and its message): a deferred message is never left without its
+    handle (``receive_deferred(entity, exc.sequence_numbers)`` fetches them)."""
     indexes = batch.indexes(which)
     when = dt.datetime.now(dt.UTC) + remind_at if isinstance(remind_at, dt.timedelta) else remind_at
     source = EntityPath.parse(batch.entity)
     target = EntityPath.parse(reminder_entity) if reminder_entity else source.parent
     if target.is_subscription:
         raise InvalidInputError("Reminders go to a queue or topic: name one with reminder_entity=.")
+    conn = batch.connection
+    conn.run_on(target, conn.with_link("sender", target, _sender_ready))  # before anything is deferred
     seqs = [int(batch.messages[i].sequence_number or 0) for i in indexes]
     outcomes = batch.defer(indexes)
-    deferred = [int(o.sequence_number or 0) for o in outcomes if o.outcome == "deferred"]
-    if deferred:
+    deferred = {int(o.sequence_number or 0) for o in outcomes.every() if o.outcome == "deferred"}
+    done = [s for s in seqs if s in deferred]
+    if done:
         from azure.servicebus import ServiceBusMessage
 
         reminders = [
@@ -70,10 +83,20 @@ def defer_with_reminder(
                 subject="sbnotebook-reminder",
                 application_properties={REMINDER_FOR: seq, REMINDER_ENTITY: str(source)},
             )
-            for seq in deferred
+            for seq in done
         ]
-        schedule(target, reminders, when, connection=batch.connection)
-    return [s for s in seqs if s in deferred]
+        try:
+            schedule(target, reminders, when, connection=conn)
+        except Exception as exc:
+            cause = exc if isinstance(exc, SbError) else from_sdk(exc, entity=str(target))
+            raise PartlyDoneError(
+                f"{len(done)} message(s) of {source} were deferred, but their reminders could not be scheduled"
+                f" to {target} ({cause.message}); fetch them with core.receive_deferred({str(source)!r},"
+                " exc.sequence_numbers)",
+                sequence_numbers=done,
+                cause=cause,
+            ) from exc
+    return done
 
 
 def is_reminder(record: dict[str, Any]) -> bool:

@@ -8,8 +8,10 @@ and carries the broker's tracking id and whether a retry could help, where known
     ├── InvalidInputError           messages or options the kit cannot use (bad JSON, bad types)
     ├── MessageTooLargeError        a message over the entity's size limit
     ├── LockLostError               a lock expired or was lost before settlement
-    └── ServiceError                any other failure reported by Service Bus
-        └── SessionLockedError      the session is held by another receiver right now
+    ├── ServiceError                any other failure reported by Service Bus
+    │   └── SessionLockedError      the session is held by another receiver right now
+    └── PartlyDoneError             a later step failed after an earlier one changed messages: it
+                                    carries their sequence numbers (e.g. deferred, reminders not sent)
 """
 
 from __future__ import annotations
@@ -106,6 +108,23 @@ class ServiceError(SbError):
 
 class SessionLockedError(ServiceError):
     """The session is held by another receiver right now."""
+
+
+class PartlyDoneError(SbError):
+    """A later step of a multi-step operation failed after an earlier step had changed messages
+    (deferred them, say). ``sequence_numbers``: those messages, also listed in the message (the
+    first 20), so nothing is left without its handle; ``cause``: the later step's error."""
+
+    def __init__(self, message: str, *, sequence_numbers: list[int], cause: SbError) -> None:
+        shown = ", ".join(map(str, sequence_numbers[:20])) + (", ..." if len(sequence_numbers) > 20 else "")
+        super().__init__(
+            f"{message}: {shown}",
+            tracking_id=cause.tracking_id,
+            condition=cause.condition,
+            retryable=cause.retryable,
+        )
+        self.sequence_numbers = sequence_numbers
+        self.cause = cause
 
 
 def tracking_id_of(exc: BaseException) -> str | None:

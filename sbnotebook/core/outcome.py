@@ -6,7 +6,10 @@ one :class:`Outcome` per message (message id, sequence number, outcome, error), 
 line, the same pandas view, and the same ``raise_for_failures()``.
 
 Failures are always kept in full. Successes are kept up to ``detail_limit`` (then only counted),
-so a million-message send does not hold a million objects.
+so a million-message send does not hold a million objects. Counts are always complete: summaries,
+``ok`` and totals come from them. Code that needs every outcome (which rows were confirmed) reads
+``every()``, which refuses a Report that only counted some; the operations whose input is already
+held per message (a LockedBatch's settlements, a copy-then-complete, a schedule) keep them all.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 from .errors import SbError
 
 # Outcomes that mean the message did not end up where it was asked to go.
-PROBLEMS = frozenset({"failed", "lock_lost", "duplicated", "not_found"})
+PROBLEMS = frozenset({"failed", "lock_lost", "duplicated", "not_found", "left"})
 DETAIL_LIMIT = 10_000
 OUTCOME_COLUMNS = (
     "index",
@@ -42,7 +45,7 @@ class Outcome:
     ``outcome`` is a past-tense word: sent, scheduled, cancelled, completed, abandoned,
     dead_lettered, deferred, released, renewed, resubmitted, discarded, purged, skipped,
     already_settled; or a problem: failed, lock_lost, duplicated (copy sent, original not
-    completed), not_found."""
+    completed), not_found, left (asked to remove it, and it is still there: ``error`` says why)."""
 
     message_id: str | None
     sequence_number: int | None
@@ -149,6 +152,16 @@ class Report:
     def detailed(self) -> bool:
         """True when every outcome is kept (not only counted)."""
         return len(self._outcomes) == self.total
+
+    def every(self) -> list[Outcome]:
+        """Every outcome, for code that must see each one; raises when some were only counted (past
+        ``detail_limit``), so a caller never mistakes part of the outcomes for all of them."""
+        if not self.detailed:
+            raise RuntimeError(
+                f"this {self.operation} report keeps {len(self._outcomes)} of its {self.total} outcomes in"
+                " detail (detail_limit); create it with a limit that covers its input"
+            )
+        return list(self._outcomes)
 
     def __iter__(self) -> Iterator[Outcome]:
         return iter(self._outcomes)

@@ -24,7 +24,7 @@ from .errors import InvalidInputError, SbError, condition_of, from_sdk, is_conne
 from .live import LiveConnection
 from .loop import stop_if_cancelled
 from .messages import iter_input, message_id, to_message
-from .outcome import Outcome, Report
+from .outcome import DETAIL_LIMIT, Outcome, Report
 from .sdk import add_to_batch, tracing_on
 
 log = logging.getLogger("sbnotebook.send")
@@ -311,9 +311,12 @@ async def send_all(
     progress: Callable[[Report], None] | None,
     schedule_at: dt.datetime | None,
     on_outcome: Callable[[Outcome], None] | None = None,
+    detail_limit: int = DETAIL_LIMIT,
 ) -> Report:
-    """Send ``messages`` and report one outcome per message (see the module docstring)."""
-    report = Report("send", str(path), listener=on_outcome)
+    """Send ``messages`` and report one outcome per message (see the module docstring).
+    ``detail_limit``: outcomes kept in detail; a caller that reads every outcome (which positions
+    were confirmed) passes the input's length (its messages are held already)."""
+    report = Report("send", str(path), listener=on_outcome, detail_limit=detail_limit)
     report.stats.update(latencies=[], operations=0, peak_in_flight=0)
     started = time.perf_counter()
     senders = _Senders(conn, path, report, max_in_flight=max_in_flight, retry=retry)

@@ -132,7 +132,7 @@ def _settle(batch: LockedBatch, results: list[Any], policy: Policy, report: Repo
             groups["abandon"].append(i)
 
     def record(settled: Report, rename: str | None = None) -> None:
-        for o in settled:
+        for o in settled.every():
             error = errors.get(o.index) if o.index is not None else None
             outcome = rename if rename and o.outcome == "completed" else o.outcome
             report.add(replace(o, outcome=outcome, error=o.error or error))

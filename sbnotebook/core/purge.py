@@ -16,6 +16,12 @@ given back. A session another receiver holds cannot be accepted: it is left as i
 as a failure, never waited for. Service Bus lists only sessions with available messages or session
 state, so a session holding nothing but deferred or scheduled messages is purged only when named
 (``session_ids=``); a purge that leaves messages behind says so in its report.
+
+Every purge ends by reading what the broker still holds: a scan (peek) of the entity, or, where a
+peek needs a session, the administration API's counts. Each message of a kind the purge was asked
+to remove that is still there gets one ``left`` outcome (a problem: ``report.ok`` is False) saying
+why: locked by another receiver (with when the locks end), arrived while the purge ran, or still
+there for a reason the broker does not show. Kinds not asked for are counted in a note.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import aclosing
 from typing import Any
@@ -58,6 +65,8 @@ BY_SEQUENCE = 100  # sequence numbers per receive-deferred / cancel-scheduled re
 DELETES_IN_FLIGHT = 4  # batch-delete requests at once (each up to BATCH_DELETE_MAX messages)
 BATCH_DELETE_STANDARD = 500  # the Standard tier's limit per request
 CLOCK_SKEW = dt.timedelta(minutes=5)  # the cut-off is ours + this: a server clock ahead still deletes all
+ARRIVAL_MARGIN = dt.timedelta(seconds=2)  # enqueued this close before the purge began counts as arriving during it
+LOCKED_UNTIL = b"x-opt-locked-until"
 
 
 def _removed(m: Any) -> Outcome:
@@ -168,8 +177,10 @@ async def _purge(
             # Listed first: a session the server leaves holding only deferred messages is not listed.
             await _delete_on_server(conn, path, report, tick)
         await _purge_sessions(conn, path, ids, report, tick, include_active, include_deferred, include_scheduled)
-        if session_ids is None and include_active and include_deferred:
-            await _note_what_is_left(conn, path, report, include_scheduled)
+        if session_ids is None:
+            await _count_what_is_left(conn, path, report, include_active, include_deferred, include_scheduled)
+        else:
+            report.note("what is left in the named sessions was not counted (Service Bus counts per entity)")
         report.elapsed = time.perf_counter() - started
         return report
     if session_ids is not None:
@@ -177,6 +188,7 @@ async def _purge(
     if empty:
         report.elapsed = time.perf_counter() - started
         return report
+    since = dt.datetime.now(dt.UTC)
     on_server = include_active and await _delete_on_server(conn, path, report, tick)
     client = conn.sdk_client()
     if include_active and not on_server:
@@ -185,6 +197,8 @@ async def _purge(
         await _purge_by_number(
             conn, path, report, tick, on_server=on_server, deferred=include_deferred, scheduled=include_scheduled
         )
+    asked = {s for s, on in zip(STATES, (include_active, include_deferred, include_scheduled), strict=True) if on}
+    await _scan_what_is_left(conn, path, report, asked, since)
     report.elapsed = time.perf_counter() - started
     return report
 
@@ -229,14 +243,23 @@ async def _purge_by_number(
     from azure.servicebus import ServiceBusReceiveMode
 
     client = conn.sdk_client()
-    found: dict[str, list[int]] = {state: [] for state in STATES}
+    found: dict[str, list[int]] = {state: [] for state in ("deferred", "scheduled")}
+    found_active = locked = 0
     wanted = STATES if on_server else ("deferred", "scheduled")
+    now = dt.datetime.now(dt.UTC)
     async for page in ascan(path, states=wanted, connection=conn):
         for m in page:
-            found[message_state(m)].append(int(m.sequence_number))
-    if found["active"]:
-        _note_slow_path(report, f"{len(found['active'])} active message(s) left after batch delete (locked, or new)")
+            state = message_state(m)
+            if state == "active":
+                found_active += 1
+                locked += _locked_until(m, now) is not None
+            else:
+                found[state].append(int(m.sequence_number))
+    if found_active > locked:  # locked ones cannot be received: the final scan reports them
+        before = report.count("purged")
         await _drain_in_parallel(client, path, report, tick)
+        if report.count("purged") > before:
+            _note_slow_path(report, f"{report.count('purged') - before} active message(s) left by batch delete")
     if on_server and ((deferred and found["deferred"]) or (scheduled and found["scheduled"])):
         _note_slow_path(report, "deferred and scheduled messages are not eligible for batch delete")
     if deferred and found["deferred"]:
@@ -252,7 +275,7 @@ async def _purge_by_number(
 
 
 def _note_slow_path(report: Report, why: str) -> None:
-    text = f"{why}: removed by sequence number or received (slower)"
+    text = f"{why}: received or removed by sequence number (slower)"
     if text not in report.notes:
         log.info("purge of %s: %s", report.entity, text)
         report.note(text)
@@ -275,22 +298,101 @@ async def _cancel_scheduled(
         tick()
 
 
-async def _note_what_is_left(conn: LiveConnection, path: EntityPath, report: Report, scheduled: bool) -> None:
-    """After purging the listed sessions, ask the administration API what is still there: a session
-    Service Bus does not list (nothing but deferred or scheduled messages, no state) is not purged,
-    and the report must not look complete when it was not. Without Manage rights this is skipped."""
+def _locked_until(m: Any, now: dt.datetime) -> dt.datetime | None:
+    """When a peeked message's lock ends, if another receiver holds it now (a peek carries the
+    lock's end in ``x-opt-locked-until`` while a message is locked); else None."""
+    value = (m.raw_amqp_message.annotations or {}).get(LOCKED_UNTIL)
+    until = _utc(value) if isinstance(value, dt.datetime) else None
+    if isinstance(value, int) and value > 0:  # an AMQP timestamp: milliseconds since the epoch
+        until = dt.datetime.fromtimestamp(value / 1000.0, dt.UTC)
+    return until if until is not None and until > now else None
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+LOCKED = "locked by another receiver"
+ARRIVED = "arrived while the purge ran"
+STILL_THERE = "still there (given back by a receiver after the purge passed it, or not removable)"
+
+
+async def _scan_what_is_left(
+    conn: LiveConnection, path: EntityPath, report: Report, asked: set[str], since: dt.datetime
+) -> None:
+    """The end of a purge: peek what the entity still holds (the broker's truth, message by
+    message). Each message of a kind asked for gets a ``left`` outcome with why; kinds not asked
+    for are counted in a note."""
+    now = dt.datetime.now(dt.UTC)
+    why: Counter[str] = Counter()
+    kept: Counter[str] = Counter()
+    lock_ends: dt.datetime | None = None
+    async for page in ascan(path, connection=conn):
+        for m in page:
+            state = message_state(m)
+            if state not in asked:
+                kept[state] += 1
+                continue
+            until = _locked_until(m, now)
+            enqueued = _utc(m.enqueued_time_utc)
+            if until is not None:
+                reason = LOCKED
+                lock_ends = until if lock_ends is None else max(lock_ends, until)
+            elif enqueued is not None and enqueued >= since - ARRIVAL_MARGIN:
+                reason = ARRIVED
+            else:
+                reason = STILL_THERE
+            why[reason] += 1
+            text = reason if state == "active" else f"{state}: {reason}"
+            report.add(Outcome(message_id(m), int(m.sequence_number or 0), "left", text))
+    _note_left(report, why, lock_ends)
+    if kept:
+        report.note(", ".join(f"{n} {s}" for s, n in kept.items()) + " message(s) not asked for: left as they are")
+
+
+def _note_left(report: Report, why: Counter[str], lock_ends: dt.datetime | None) -> None:
+    """One plain sentence per reason: how many are left, why, and what to do."""
+    for reason, n in why.most_common():
+        text = f"{n} left: {reason}"
+        if reason == LOCKED and lock_ends is not None:
+            text += f" (purge again after their locks expire, about {lock_ends:%H:%M:%S} UTC)"
+        elif reason == ARRIVED:
+            text += " (purge again to remove them)"
+        report.note(text)
+        log.info("purge of %s: %s", report.entity, text)
+
+
+async def _count_what_is_left(
+    conn: LiveConnection, path: EntityPath, report: Report, active: bool, deferred: bool, scheduled: bool
+) -> None:
+    """The end of a session-enabled entity's purge (a peek needs a session there): ask the
+    administration API what is still there. A session Service Bus does not list (nothing but
+    deferred or scheduled messages, no state) is not purged, nor is one another receiver holds;
+    each message left of a kind asked for gets a ``left`` outcome. Service Bus counts deferred
+    messages as active, so with only one of the two asked for, the active count is not split: a
+    note says so. Without Manage rights nothing is counted, and the note says that too."""
     try:
         left = await asyncio.to_thread(counts, path, connection=conn)
     except SbError as exc:
         log.info("purge of %s: could not count what is left (%s)", path, exc)
+        report.note(f"what is left was not counted ({exc})")
         return
-    n = left.active + (left.scheduled if scheduled else 0)
-    if n:
-        failed = "in the sessions reported as failed, " if report.failures else ""
-        report.note(
-            f"{n} message(s) still in {path}: {failed}new arrivals, or in sessions Service Bus does not"
-            " list (nothing but deferred or scheduled messages, no session state): name those with session_ids"
-        )
+    found = left.active  # a dead-letter queue needs no session: it is scanned, never counted here
+    n = (found if active and deferred else 0) + (left.scheduled if scheduled else 0)
+    if active != deferred and found:
+        report.note(f"{found} active or deferred message(s) are still there (Service Bus counts the two together)")
+    if not n:
+        return
+    failed = "in the sessions reported as failed, " if report.failures else ""
+    reason = (
+        f"in {path}: {failed}new arrivals, or in sessions Service Bus does not list (nothing but"
+        " deferred or scheduled messages, no session state): name those with session_ids"
+    )
+    for _ in range(n):  # counted by the broker, not named: one outcome each, so the total adds up
+        report.add(Outcome(None, None, "left", reason))
+    report.note(f"{n} left: {reason}")
 
 
 async def _purge_sessions(

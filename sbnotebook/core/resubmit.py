@@ -287,7 +287,7 @@ async def _move(
     else:
         settled = await acopy_then_complete(batch, copies, dst, also_complete=todo)
     done = "resubmitted" if dst is not None else "discarded"
-    for o in settled:
+    for o in settled.every():
         seq = int(o.sequence_number or 0)
         if o.outcome == "completed":
             run.copied.pop(seq, None)

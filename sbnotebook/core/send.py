@@ -17,7 +17,7 @@ from .entities import EntityPath
 from .errors import InvalidInputError, from_sdk
 from .live import ConnectionLike, LiveConnection, live
 from .messages import as_datetime, iter_input, message_id, to_message
-from .outcome import Outcome, Report
+from .outcome import DETAIL_LIMIT, Outcome, Report
 from .pipeline import RetryPolicy, send_all
 from .syncforms import sync_form
 
@@ -73,7 +73,8 @@ send = sync_form(
 
 
 async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], when: dt.datetime) -> Report:
-    report = Report("schedule", str(path))
+    # Every sequence number kept (the caller cancels by them): the messages are held here already.
+    report = Report("schedule", str(path), detail_limit=max(DETAIL_LIMIT, len(items)))
     started = time.perf_counter()
 
     async def op(sender: Any) -> list[int]:

@@ -46,7 +46,7 @@ class Progress:
 
     def finish(self, report: Report, verdict: str | None = None) -> None:
         if verdict is None:
-            verdict = f"all {self.counted}" if report.ok else f"{report.failed} FAILED"
+            verdict = verdict_of(report, self.counted)
         operations = report.stats.get("operations", 0)
         text = f"{report.summary()} ({verdict}), {report.rate:.0f} msg/s, {operations} operations."
         if self.handle is not None:
@@ -59,6 +59,18 @@ class Progress:
             # A plain terminal gets one line per failure: pandas' text form cuts the error column.
             plain = "\n".join(_failure_line(o) for o in report.failures)
             display({"text/plain": plain, "text/html": problems.to_html(index=False, notebook=True)}, raw=True)
+
+
+def verdict_of(report: Report, counted: str) -> str:
+    """The word in brackets after a summary, from the counts: "all purged" only when every message
+    the report counts was purged; else how many failed and how many were left."""
+    done = report.count(counted)
+    if report.total and done == report.total:
+        return f"all {counted}"
+    left = report.count("left")
+    failed = report.failed - left
+    parts = ([f"{failed} FAILED"] if failed else []) + ([f"{left} left"] if left else [])
+    return ", ".join(parts) or f"{done} {counted}"
 
 
 def _failure_line(o: Outcome) -> str:

@@ -15,6 +15,7 @@ from . import deferral
 from .batch import LockedBatch
 from .connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_connection_string, resolve
 from .copies import acopy_then_complete, copy_message, copy_then_complete
+from .copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_target
 from .counts import EntityCounts, counts, list_entities
 from .credentials import CredentialRef, credential_of, is_credential_ref, parse_credential_ref
 from .entities import CONNECTION_NAME, EntityPath, split_address
@@ -88,6 +89,7 @@ from .triage import OTHER as GROUP_OTHER
 
 __all__ = [
     "CONNECTION_NAME",
+    "COPY_CONCURRENCY",
     "ENV_CONNECTION_STRING",
     "ENV_NAMESPACE",
     "FIELDS",
@@ -101,6 +103,7 @@ __all__ = [
     "ConfigurationError",
     "Connection",
     "ConnectionLike",
+    "CopyProgress",
     "CredentialRef",
     "DeadLetter",
     "Done",
@@ -132,6 +135,7 @@ __all__ = [
     "Skip",
     "Stop",
     "acancel_scheduled",
+    "acopy",
     "acopy_then_complete",
     "apurge",
     "aresubmit",
@@ -142,7 +146,9 @@ __all__ = [
     "close_all",
     "compile_where",
     "connect",
+    "copy",
     "copy_message",
+    "copy_target",
     "copy_then_complete",
     "count_jsonl",
     "count_session_states",

@@ -50,11 +50,23 @@ def copy_id(msg: Any, source: str, original_id: str | None = None) -> str:
     return str(uuid.uuid5(_COPY_IDS, key))
 
 
-def copy_message(msg: Any, *, keep_message_id: bool = False, source: str | None = None) -> Any:
+def copy_message(
+    msg: Any,
+    *,
+    keep_message_id: bool = False,
+    source: str | None = None,
+    message_id: str | None = None,
+    resubmission: bool = True,
+) -> Any:
     """A faithful copy for resubmission (see the module docstring), as a ``ServiceBusMessage``. Its
-    message id is the original's with ``keep_message_id``, else :func:`copy_id` when the ``source``
-    is named, else a random one. A body that is not data (an AMQP value or sequence) becomes data:
-    its JSON text."""
+    message id is the original's with ``keep_message_id``, else ``message_id`` when given, else
+    :func:`copy_id` when the ``source`` is named, else a random one. A body that is not data (an
+    AMQP value or sequence) becomes data: its JSON text.
+
+    ``resubmission=False`` makes a plain copy (``core.copy``): every application property kept, the
+    dead-letter reason and description too, no resubmit count; the time to live kept, and a
+    scheduled time while it is still ahead (as an import does); the original id in
+    ``sbnotebook-original-message-id`` when the copy has a new one."""
     from azure.servicebus.amqp import AmqpAnnotatedMessage
 
     # Each getter of a received message lists its AMQP sections: the properties are read at once.
@@ -63,18 +75,22 @@ def copy_message(msg: Any, *, keep_message_id: bool = False, source: str | None 
     props: dict[str, Any] = {}
     for key, value in (msg.application_properties or {}).items():
         name = key.decode() if isinstance(key, bytes) else str(key)
-        if name.lower() in DEAD_LETTER_PROPERTIES:
+        if resubmission and name.lower() in DEAD_LETTER_PROPERTIES:
             continue
         props[name] = value.decode() if isinstance(value, bytes) else value
-    previous = props.get(RESUBMIT_COUNT, 0)
-    try:
-        props[RESUBMIT_COUNT] = int(previous) + 1
-    except (TypeError, ValueError):
-        props[RESUBMIT_COUNT] = 1
-    props.setdefault(ORIGINAL_ID, str(original_id))
+    if resubmission:
+        previous = props.get(RESUBMIT_COUNT, 0)
+        try:
+            props[RESUBMIT_COUNT] = int(previous) + 1
+        except (TypeError, ValueError):
+            props[RESUBMIT_COUNT] = 1
+    if resubmission or not keep_message_id:
+        props.setdefault(ORIGINAL_ID, str(original_id))
     body = body_bytes(msg)
     if keep_message_id:
         properties["message_id"] = str(original_id)
+    elif message_id is not None:
+        properties["message_id"] = message_id
     elif source is not None:
         properties["message_id"] = copy_id(msg, source, original_id)
     else:
@@ -89,7 +105,14 @@ def copy_message(msg: Any, *, keep_message_id: bool = False, source: str | None 
         application_properties=cast(Any, props),
         annotations=cast(Any, {PARTITION_KEY: partition_key}) if partition_key else None,
     )
-    return as_service_bus_message(annotated)
+    copy = as_service_bus_message(annotated)
+    if not resubmission:
+        if msg.time_to_live is not None:
+            copy.time_to_live = msg.time_to_live
+        when = msg.scheduled_enqueue_time_utc
+        if when is not None and when > dt.datetime.now(dt.UTC):
+            copy.scheduled_enqueue_time_utc = when
+    return copy
 
 
 def copy_for(

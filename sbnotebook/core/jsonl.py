@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .entities import EntityPath
 from .errors import InvalidInputError
@@ -294,13 +294,25 @@ def import_resume_point(entity: str | EntityPath, path: str | Path) -> ImportPro
     return state
 
 
-class _LineTracker:
+class Resumable(Protocol):
+    """What a resumable send keeps: every line (or sequence number) up to ``done`` was sent but
+    those in ``failed``."""
+
+    done: int
+    failed: set[int]
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class LineTracker:
     """Follows every send outcome back to its line (input positions are consecutive; only those in
-    flight are remembered) and keeps the marker up to date, at most every ``EVERY`` seconds."""
+    flight are remembered) and keeps the marker up to date, at most every ``EVERY`` seconds (no
+    marker: the state object alone, as ``core.copy`` keeps it). ``core.copy`` tracks sequence
+    numbers the same way (increasing, like lines)."""
 
     EVERY = 0.2
 
-    def __init__(self, state: ImportProgress, marker: Path) -> None:
+    def __init__(self, state: Resumable, marker: Path | None) -> None:
         self.state = state
         self.marker = marker
         self.lines: deque[int] = deque()  # line of each position from `base` on
@@ -335,7 +347,8 @@ class _LineTracker:
             self.save()
 
     def save(self) -> None:
-        _write_atomically(self.marker, self.state.to_json())
+        if self.marker is not None:
+            _write_atomically(self.marker, self.state.to_json())
         self.written = time.monotonic()
 
 
@@ -378,7 +391,7 @@ def import_jsonl(
             len(state.failed),
         )
     marker = _import_marker(path, name)
-    tracker = _LineTracker(state, marker)
+    tracker = LineTracker(state, marker)
     tracker.save()  # before the first send: a re-run finds the same seed, so the same ids
     seed = uuid.UUID(state.seed)
     retry, start = sorted(state.failed), state.done

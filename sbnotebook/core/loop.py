@@ -99,7 +99,7 @@ class LoopThread:
                 yield item
         finally:
             if getattr(agen, "aclose", None) is not None and not self.loop_closed():
-                self.run(_aclose(agen))
+                self.run(aclose_when_idle(agen))
 
     def stop(self, shutdown: Coroutine[Any, Any, None]) -> Exception | None:
         """Run ``shutdown`` on the loop, cancel what still runs there, and end the thread. Does
@@ -129,7 +129,7 @@ class LoopThread:
         return failed
 
 
-async def _aclose(agen: Any, patience: float = 10.0) -> None:
+async def aclose_when_idle(agen: Any, patience: float = 10.0) -> None:
     """Close an async generator once its step in progress has ended: after an interrupted cell,
     ``run`` cancels that step, but the cancellation unwinds on the loop a little later, and closing
     a generator still running raises RuntimeError instead of closing it."""

@@ -55,6 +55,19 @@ def _failure(index: int, msg: Any, error: str, condition: str | None = None, **k
     return Outcome(message_id(msg), None, "failed", error, index, condition, **kw)
 
 
+async def _numbered(messages: Any) -> AsyncGenerator[tuple[int, Any], None]:
+    """(input position, item): from an async iterable (``core.copy`` pulls pages of another
+    connection as the sends take them), else from ``iter_input``."""
+    if hasattr(messages, "__aiter__"):
+        index = 0
+        async for raw in messages:
+            yield index, raw
+            index += 1
+        return
+    for pair in enumerate(iter_input(messages)):
+        yield pair
+
+
 async def _units(
     sender: Any,
     messages: Any,
@@ -86,7 +99,7 @@ async def _units(
             return False
         return True
 
-    for index, raw in enumerate(iter_input(messages)):
+    async for index, raw in _numbered(messages):
         try:
             msg = to_message(raw)
         except InvalidInputError as exc:

@@ -8,8 +8,9 @@ line; ``%config SbMagics.full_tracebacks = True`` shows the whole traceback inst
 
 from __future__ import annotations
 
+from . import completion
 from .command import PARSERS, Declined, Parser
 from .sbmagics import SbMagics
 from .sdklogs import SdkLogSummary
 
-__all__ = ["PARSERS", "Declined", "Parser", "SbMagics", "SdkLogSummary"]
+__all__ = ["PARSERS", "Declined", "Parser", "SbMagics", "SdkLogSummary", "completion"]

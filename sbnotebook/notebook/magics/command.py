@@ -32,6 +32,13 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:
         raise UsageError(f"{self.prog}: {message} (see {self.prog} -h)")
 
+    def options(self) -> dict[str, argparse.Action]:
+        """Every option string (``--dlq``, ``-n``) and its action: what Tab completion offers."""
+        return dict(self._option_string_actions)
+
+    def positionals(self) -> list[argparse.Action]:
+        return [a for a in self._actions if not a.option_strings]
+
     def parse_line(self, line: str) -> argparse.Namespace:
         try:
             argv = shlex.split(line)

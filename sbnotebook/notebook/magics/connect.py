@@ -74,6 +74,8 @@ def sb_connect(self: MagicsState, args: argparse.Namespace) -> Any:
         conn = core.connect(args.connection, namespace=args.namespace)
     else:
         conn = self.connection if self.connection is not None else core.connect()
+    if self.completer is not None:
+        self.completer.names_of(conn).top(wait=0)  # Tab finds the names: listed now, in the background
     if args.name is not None:
         replaced = args.name in self.connections
         self.connections[args.name] = conn

@@ -12,6 +12,7 @@ from ... import core
 from ...core import LiveConnection
 from ..cells import json_object
 from .command import command, parser
+from .targets import address
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -78,10 +79,17 @@ def _properties(args: argparse.Namespace, creating: bool) -> dict[str, Any]:
     return props
 
 
-def _listing(conn: LiveConnection) -> Any:
+def _listing(self: MagicsState, conn: LiveConnection) -> Any:
     import pandas as pd
 
     rows = core.list_entities(connection=conn)
+    if self.completer is not None:  # Tab completion takes the names just listed
+        topics: dict[str, list[str]] = {r.entity: [] for r in rows if r.kind == "topic"}
+        for r in rows:
+            if r.kind == "subscription":
+                topic, _, sub = r.entity.partition("/subscriptions/")
+                topics.setdefault(topic, []).append(sub)
+        self.completer.names_of(conn).fill([r.entity for r in rows if r.kind == "queue"], topics)
     columns = ["entity", "kind", "active", "dead_letter", "scheduled", "transfer_dead_letter", "total"]
     return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in rows], columns=columns)
 
@@ -100,9 +108,20 @@ def sb_entities(self: MagicsState, args: argparse.Namespace) -> Any:
 
         return EntityPanel(connection=self.conn())
     if not words:
-        return _listing(self.conn())
+        return _listing(self, self.conn())
     verb, rest = words[0].lower(), words[1:]
     conn = self.conn()
+    at = 1 if verb in ("create", "rule") else 0  # where the entity is among the words after the verb
+    if len(rest) > at and ":" in rest[at]:
+        rest[at], conn = address(self, rest[at])  # NAME:ENTITY
+    try:
+        return _act(self, verb, rest, args, conn)
+    finally:
+        if verb in ("create", "delete") and self.completer is not None:
+            self.completer.changed(conn)  # Tab completion lists the names again, in the background
+
+
+def _act(self: MagicsState, verb: str, rest: list[str], args: argparse.Namespace, conn: LiveConnection) -> Any:
     if verb == "show":
         (entity,) = _need(rest, 1, "show ENTITY")
         return _show(core.entity_properties(entity, connection=conn))

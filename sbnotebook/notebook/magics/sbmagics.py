@@ -14,9 +14,10 @@ from ... import core
 from ...core import LiveConnection, LockedBatch
 from ..config import project_settings
 from ..widgets import grid as grid_mod
-from . import connect, dlq, entities, files, peek, purge, receive, resubmit, send, sessions, stats
+from . import connect, copying, dlq, entities, files, peek, purge, receive, resubmit, send, sessions, stats
 from .command import Declined, fail
 from .sdklogs import SdkLogSummary
+from .state import NameCache
 
 
 @magics_class
@@ -57,6 +58,7 @@ class SbMagics(Magics):
     sb_export = line_magic(files.sb_export)
     sb_import = line_magic(files.sb_import)
     sb_resubmit = line_magic(resubmit.sb_resubmit)
+    sb_copy = line_magic(copying.sb_copy)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -67,6 +69,8 @@ class SbMagics(Magics):
         self.connection: LiveConnection | None = None  # from %sb_connect; every command and panel uses it
         self.connections: dict[str, LiveConnection] = {}  # from %sb_connect --as NAME: NAME:ENTITY
         self.bound: LiveConnection | None = None  # a command's NAME:ENTITY connection, while it runs
+        self.copies: dict[tuple[Any, ...], core.CopyProgress] = {}  # %sb_copy runs not complete: resumed
+        self.completer: NameCache | None = None  # Tab completion, once %load_ext installed it
         self.batches: list[LockedBatch] = []
         self.samples: dict[str, list[tuple[dt.datetime, core.EntityCounts]]] = {}
         self.sdk_logs = SdkLogSummary()

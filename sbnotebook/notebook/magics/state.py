@@ -11,6 +11,14 @@ from ...core import LiveConnection, LockedBatch
 from .sdklogs import SdkLogSummary
 
 
+class NameCache(Protocol):
+    """What commands tell Tab completion (completion.Completer; named here, not imported: no circle)."""
+
+    def names_of(self, conn: LiveConnection) -> Any: ...
+
+    def changed(self, conn: LiveConnection) -> None: ...
+
+
 class MagicsState(Protocol):
     """The settings and shared state of ``SbMagics`` (sbmagics.py) that commands read and change."""
 
@@ -26,6 +34,8 @@ class MagicsState(Protocol):
     connection: LiveConnection | None
     connections: dict[str, LiveConnection]
     bound: LiveConnection | None
+    copies: dict[tuple[Any, ...], core.CopyProgress]
+    completer: NameCache | None
     batches: list[LockedBatch]
     samples: dict[str, list[tuple[dt.datetime, core.EntityCounts]]]
     sdk_logs: SdkLogSummary

@@ -1,0 +1,108 @@
+"""%sb_copy: copy messages by peeking (nothing locked or counted, the source untouched) to a queue
+or topic of any connection, default or named (NAME:ENTITY)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from ... import core
+from ...core import EntityPath, LiveConnection
+from .command import command, parser
+from .progress import Progress
+from .targets import address, check_exists
+
+if TYPE_CHECKING:
+    from .state import MagicsState
+
+COPY = parser(
+    "sb_copy",
+    "Copy the messages of SOURCE (a queue, subscription or dead-letter queue) to the queue or topic\n"
+    "TARGET, of this connection or a named one (NAME:ENTITY), by peeking: nothing is locked, no\n"
+    "delivery counted, the source is left as it is. Every property is kept (the dead-letter reason\n"
+    "and description too); message ids are fresh unless --keep-ids. Counts first, then asks (type\n"
+    "'copy') unless --yes. Interrupted, the same command again copies only what is left.",
+    "  %sb_copy prod:orders/$deadletterqueue home:orders     # production's dead letters, home\n"
+    "  %sb_copy orders orders-copy --where 'body.total > 100' --limit 1000\n"
+    "  %sb_copy prod:events/subscriptions/audit audit --keep-ids --yes",
+)
+COPY.add_argument("source", help="ENTITY or NAME:ENTITY to copy from (queue, subscription, .../$deadletterqueue)")
+COPY.add_argument("target", help="ENTITY or NAME:ENTITY: the queue or topic the copies go to")
+COPY.add_argument("--where", help="only messages matching this search expression")
+COPY.add_argument("--limit", type=int, help="at most this many messages")
+COPY.add_argument("--keep-ids", action="store_true", help="keep the message ids (duplicate detection may drop)")
+COPY.add_argument("--max-in-flight", type=int, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+COPY.add_argument("--yes", action="store_true", help="do not ask first")
+
+
+def _count(source: str, where: Any, conn: LiveConnection) -> int:
+    """How many messages SOURCE holds (with a search: how many match, by scanning; nothing kept)."""
+    if where is None:
+        path = EntityPath.parse(source)
+        try:
+            counts = core.counts(str(path.parent), connection=conn)
+        except core.SbError as exc:
+            print(f"(counting by scanning: the administration API said {exc.message})")
+        else:
+            if path.sub_queue == "dead_letter":
+                return counts.dead_letter
+            if path.sub_queue == "transfer_dead_letter":
+                return counts.transfer_dead_letter
+            return counts.active + (0 if path.is_subscription else counts.scheduled)
+    return sum(1 for page in core.scan(source, connection=conn) for r in page if where is None or where(r))
+
+
+@command(COPY)
+def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
+    if args.limit is not None and args.limit < 1:
+        raise UsageError("--limit must be 1 or more.")
+    source, src = address(self, args.source)
+    target, dst = address(self, args.target)
+    core.copy_target(target)  # a subscription or a DLQ: said before anything is read
+    check_exists(target, dst)
+    where = core.compile_where(args.where) if args.where else None
+    key = (
+        src.namespace,
+        str(EntityPath.parse(source)).lower(),
+        dst.namespace,
+        target.lower(),
+        args.where,
+        args.keep_ids,
+        args.limit,
+    )
+    state = self.copies.get(key)
+    if state is not None and state.pending:
+        print(f"Resuming the copy: {state.copied} message(s) copied before.")
+    else:
+        state = core.CopyProgress(source, target)
+    found = _count(source, where, src)
+    todo = found if args.limit is None else min(found, args.limit)
+    todo = max(todo - state.copied, 0)
+    what = "matching message(s)" if where is not None else "message(s)"
+    if not todo:
+        print(f"Nothing to copy from {args.source}" + (" matching --where." if where is not None else "."))
+        return None
+    ids = "their message ids" if args.keep_ids else "fresh message ids"
+    print(f"Copy {todo} {what} from {args.source} to {args.target} with {ids} (peeked: the source is left as it is).")
+    if not args.yes:
+        self.ask("Nothing is taken from the source.", "copy")
+    self.copies[key] = state
+    progress = Progress(args.target, f"Copying {args.source} to", "sent", total=todo)
+    report = core.copy(
+        source,
+        target,
+        where=where,
+        limit=args.limit,
+        keep_ids=args.keep_ids,
+        max_in_flight=args.max_in_flight or self.max_in_flight,
+        progress=progress.update,
+        state=state,
+        source_connection=src,
+        connection=dst,
+    )
+    progress.finish(report)
+    if state.complete:
+        del self.copies[key]  # done: the same command again copies afresh
+    return report

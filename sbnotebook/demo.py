@@ -13,6 +13,7 @@ import json
 import time
 
 from . import core
+from .about import next_steps, versions_line
 from .emulator import Emulator
 
 ORDERS = [
@@ -82,7 +83,8 @@ def _narrate(conn: core.LiveConnection) -> None:
 
 def run_demo() -> int:
     started = time.monotonic()
-    _say("sbnotebook demo: Azure Service Bus semantics on the embedded emulator\n")
+    _say("sbnotebook demo: Azure Service Bus semantics on the embedded emulator")
+    _say(f"({versions_line()})\n")
     with Emulator() as emu:
         _say(f"1. Emulator listening on {emu.host}:{emu.port} (AMQP 1.0; the official SDK connects with")
         _say("   UseDevelopmentEmulator=true, exactly as it connects to Azure).")
@@ -95,8 +97,6 @@ def run_demo() -> int:
         f"\n{'Done' if ok else 'UNEXPECTED STATE'} in {time.monotonic() - started:.1f} s. Every message is "
         "accounted for: 3 completed, 1 dead-lettered."
     )
-    _say("Next: the tutorials in notebooks/ (01_quickstart.ipynb first) run on this same embedded emulator:")
-    _say("  .venv/bin/pip install -e '.[dev]' && .venv/bin/jupyter lab notebooks/01_quickstart.ipynb")
-    _say("or run the emulator yourself with `sbnotebook emulator` and point any SDK at the printed")
-    _say("connection string; see docs/emulator.md.")
+    for line in next_steps():  # commands that work for how the kit was installed (sbnotebook/about.py)
+        _say(line)
     return 0 if ok else 1

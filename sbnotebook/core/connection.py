@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..about import install
 from .errors import ConfigurationError, redact
 
 _log = logging.getLogger("sbnotebook.connection")
@@ -129,7 +130,7 @@ def credential(*, aio: bool = False) -> Any:
         return DefaultAzureCredential(**credential_options())
     except ImportError:
         raise ConfigurationError(
-            "Connecting with Entra ID needs azure-identity: pip install 'sbnotebook[notebook]'."
+            f"Connecting with Entra ID needs azure-identity: {install().pip_install('notebook')}."
         ) from None
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from ... import core
+from ...about import versions_line
 from .command import command, parser
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ def sb_connect(self: MagicsState, args: argparse.Namespace) -> Any:
         return None
     self.connection = conn
     print(f"Connected to {conn.settings}.")
+    print(versions_line())  # the kit's, the SDK's and Python's versions, for a bug report
     return None
 
 

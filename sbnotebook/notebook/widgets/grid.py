@@ -8,6 +8,7 @@ grid into, so a panel maps a selected row back to its record the same way in bot
 
 from __future__ import annotations
 
+import html
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 import ipywidgets as W
 import pandas as pd
 
+from ...about import install
 from .render import row_label
 
 log = logging.getLogger(__name__)
@@ -84,8 +86,9 @@ def grid_available() -> bool:
             _warned = True
             log.warning(
                 "sbnotebook panels show plain lists instead of sortable grids: %s "
-                "(pip install 'sbnotebook[notebook]' installs itables)",
+                "(%s installs itables)",
                 exc,
+                install().pip_install("notebook"),
             )
         return False
     return True
@@ -177,4 +180,5 @@ def _plain_note() -> str:
         return ""
     if mode == "auto" and on_databricks():
         return "<i>plain list on Databricks: %config SbMagics.grid = 'itables' for sortable grids</i>"
-    return "<i>plain list (itables is not installed): pip install 'sbnotebook[notebook]' for sortable grids</i>"
+    command = html.escape(install().pip_install("notebook"))
+    return f"<i>plain list (itables is not installed): {command} for sortable grids</i>"

@@ -74,3 +74,55 @@ def test_a_resubmit_leaves_no_message_waiting_for_the_cycle_collector(
     while _received_messages_alive() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _received_messages_alive() <= before
+
+
+def test_a_batch_freed_while_the_loop_is_being_scheduled_on_does_not_deadlock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``spawn_if_running`` holds the loop's start lock while it schedules; scheduling allocates, an
+    allocation can run the cycle collector, and the collector can free a ``LockedBatch`` whose
+    ``__del__`` calls ``spawn_if_running`` again, on the same thread: with a plain Lock that thread
+    waited for itself forever (a 10^5 resubmit on the loop thread, then ``close_all`` waiting for the
+    loop: tests/test_resumable_bulk.py hung until its 900 s timeout in ``nox -s dbr15``). Here the
+    collector's part is played by dropping the last reference inside the scheduling call."""
+    import asyncio
+    import threading
+
+    from sbnotebook.core import loop as loop_module
+
+    lt = loop_module.LoopThread("sbnotebook-test-reentrant")
+    assert lt.loop.is_running() or _wait_running(lt)
+    real = asyncio.run_coroutine_threadsafe
+
+    class FreedBatch:  # what LockedBatch.__del__ does
+        def __del__(self) -> None:
+            lt.spawn_if_running(asyncio.sleep(0))
+
+    held = [FreedBatch()]
+
+    def scheduling(coro: object, loop: asyncio.AbstractEventLoop) -> object:
+        held.clear()  # the collector runs here and frees a batch
+        return real(coro, loop)  # type: ignore[arg-type]
+
+    done = threading.Event()
+
+    def spawn() -> None:
+        lt.spawn_if_running(asyncio.sleep(0))
+        done.set()
+
+    monkeypatch.setattr(asyncio, "run_coroutine_threadsafe", scheduling)
+    try:
+        threading.Thread(target=spawn, daemon=True, name="sbnotebook-test-spawn").start()
+        finished = done.wait(5)
+    finally:
+        monkeypatch.undo()
+    assert finished, "spawn_if_running waited for itself (the thread holds the loop's start lock forever)"
+    assert not held
+    lt.stop(asyncio.sleep(0))
+
+
+def _wait_running(lt: object, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while not lt.loop.is_running():  # type: ignore[attr-defined]
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

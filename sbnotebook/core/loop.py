@@ -28,7 +28,10 @@ class LoopThread:
 
     def __init__(self, name: str = "sbnotebook-live") -> None:
         self._thread_name = name
-        self._start_lock = threading.Lock()
+        # Re-entrant: while it is held (starting the thread, scheduling), an allocation can run the
+        # cycle collector, which can free a LockedBatch whose __del__ calls spawn_if_running on the
+        # same thread; a plain Lock made that thread wait for itself forever.
+        self._start_lock = threading.RLock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 

@@ -36,9 +36,10 @@ from .records import to_record
 from .scan import ascan
 from .syncforms import sync_form
 
-# Scan windows in flight for a copy: the sends, not the peeks, set its pace, so a few suffice
-# (benchmarks/interactive_latency.py measures it against export + import).
-COPY_CONCURRENCY = 4
+# Scan windows in flight for a copy: one page peeked at a time. The sends, not the peeks, set the
+# pace: 2,000 messages between two emulators at 80 ms took 1.39 s with 1 and 1.44 s with 4, whose
+# peak allocation was 1.8x (benchmarks/interactive_latency.py --only copy).
+COPY_CONCURRENCY = 1
 
 
 @dataclass

@@ -196,3 +196,20 @@ class InterruptAtFirstProgress:
                 yield
             finally:
                 self.seen.set()
+
+
+def magic_fails(ip: Any, text: str, cell: str | None = None) -> str:
+    """Run ``%text`` (``%%text`` with ``cell``), which must fail as a failed command fails its cell:
+    a UsageError shown as one line, returned (what IPython prints instead of a traceback)."""
+    from IPython.core.error import UsageError
+
+    name, _, rest = text.partition(" ")
+    with pytest.raises(UsageError) as info:
+        if cell is None:
+            ip.run_line_magic(name, rest)
+        else:
+            ip.run_cell_magic(name, rest, cell)
+    error = info.value
+    rendered = error._render_traceback_() if hasattr(error, "_render_traceback_") else [f"UsageError: {error}"]
+    assert len(rendered) == 1 and "\n" not in rendered[0], rendered
+    return str(rendered[0])

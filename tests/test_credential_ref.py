@@ -23,6 +23,7 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
+from tests.helpers import magic_fails
 
 SECRET = "credential-ref-key-2f9d41"  # the stand-in issuer's key: never in a setting, a repr or an output
 
@@ -160,8 +161,7 @@ def test_sb_connect_takes_a_credential_reference(ip: Any, tls_emulator: Emulator
     unload_ipython_extension(ip)
     magics = load_ipython_extension(ip)
     try:
-        ip.run_line_magic("sb_connect", "--credential databricks:sb-sender")
-        assert "--credential goes with --namespace" in capsys.readouterr().err
+        assert "--credential goes with --namespace" in magic_fails(ip, "sb_connect --credential databricks:sb-sender")
         ip.user_ns["dbutils"] = DbUtils()
         try:
             ip.run_line_magic("sb_connect", f"--namespace {namespace(tls_emulator)} --credential databricks:sb-sender")

@@ -16,6 +16,7 @@ from sbnotebook.core import InvalidInputError, Report
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
 from tests import test_magics
+from tests.helpers import magic_fails
 from tests.test_magics import line
 
 ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
@@ -105,11 +106,8 @@ def test_export_and_import_magics(ip: Any, sb: SbMagics, client: ServiceBusClien
     (copy,) = core.scan_records("dl-target", connection=sb.conn())
     assert copy["subject"] == "order" and copy["application_properties"]["region"] == "eu"
     assert copy["dead_letter_reason"] is None  # the broker's reason is dropped, as a resubmit drops it
-    line(ip, f"sb_import dl-target {tmp_path / 'nope.jsonl'}")
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "No file" in err
-    line(ip, f"sb_export nosuch {tmp_path / 'x.jsonl'}")
-    assert capsys.readouterr().err.startswith("EntityNotFoundError")
+    assert "No file" in magic_fails(ip, f"sb_import dl-target {tmp_path / 'nope.jsonl'}")
+    assert magic_fails(ip, f"sb_export nosuch {tmp_path / 'x.jsonl'}").startswith("EntityNotFoundError")
 
 
 def test_export_and_import_magics_say_when_they_resume(

@@ -16,7 +16,7 @@ from sbnotebook.core import RECORD_FIELDS, LiveConnection, LockedBatch, Report, 
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics
-from tests.helpers import drain, interrupt_main_thread, python_sigint, send
+from tests.helpers import drain, interrupt_main_thread, magic_fails, python_sigint, send
 
 COMMANDS = [
     "sb_connect",
@@ -88,8 +88,7 @@ def test_every_command_has_help_with_examples(ip: Any, sb: SbMagics, capsys: pyt
     assert "usage: %sb_send" in capsys.readouterr().out
     line(ip, "sb_send -h")
     assert "usage: %sb_send" in capsys.readouterr().out
-    line(ip, "sb_send q")
-    assert "is a cell magic" in capsys.readouterr().err
+    assert "is a cell magic" in magic_fails(ip, "sb_send q")
 
 
 def test_config_traits_and_pyproject_settings(
@@ -117,9 +116,9 @@ def test_config_traits_and_pyproject_settings(
 def test_connect_never_echoes_the_key(ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any) -> None:
     secret = "Zm9vYmFyc2VjcmV0a2V5"
     wrong = emulator.connection_string.replace("SAS_KEY_VALUE", secret)
-    line(ip, f"sb_connect {wrong}")  # a refused key is said at once, in one line, without the key
+    shown = magic_fails(ip, f"sb_connect {wrong}")  # a refused key is said at once, in one line, without the key
     out, err = capsys.readouterr()
-    assert "Connected to" not in out and "refused" in (out + err).lower() and secret not in out + err
+    assert "Connected to" not in out and "refused" in shown.lower() and secret not in out + err + shown
     line(ip, f"sb_connect {emulator.connection_string}")
     out, err = capsys.readouterr()
     assert "Connected to" in out and "SAS_KEY_VALUE" not in out + err
@@ -135,10 +134,8 @@ def test_connect_reads_a_databricks_secret(ip: Any, sb: SbMagics, emulator: Emul
     class DbUtils:
         secrets = Secrets()
 
-    line(ip, "sb_connect --secret nothing")
-    assert "SCOPE/KEY" in capsys.readouterr().err
-    line(ip, "sb_connect --secret sb-scope/conn")
-    assert "dbutils is not available" in capsys.readouterr().err
+    assert "SCOPE/KEY" in magic_fails(ip, "sb_connect --secret nothing")
+    assert "dbutils is not available" in magic_fails(ip, "sb_connect --secret sb-scope/conn")
     ip.user_ns["dbutils"] = DbUtils()
     try:
         line(ip, "sb_connect --secret sb-scope/conn")
@@ -160,10 +157,8 @@ def test_connect_without_arguments_uses_the_environment_then_the_embedded_emulat
         line(ip, "sb_connect --emulator")
         out = capsys.readouterr().out
         assert "embedded emulator" in out and f":{emulator.port} " not in out
-        line(ip, "sb_connect a b")
-        assert "unrecognized arguments" in capsys.readouterr().err
-        line(ip, "sb_connect Endpoint=sb://x;SharedAccessKeyName=k --emulator")
-        assert "give one of" in capsys.readouterr().err
+        assert "unrecognized arguments" in magic_fails(ip, "sb_connect a b")
+        assert "give one of" in magic_fails(ip, "sb_connect Endpoint=sb://x;SharedAccessKeyName=k --emulator")
     finally:
         unload_ipython_extension(ip)
 
@@ -231,10 +226,8 @@ def test_peek_searches_bodies_and_properties(ip: Any, sb: SbMagics, client: Serv
     assert line(ip, "sb_peek q --where 'props.p == \"high\"'")["sequence_number"].tolist() == [1, 3]
     assert line(ip, "sb_peek q --where '\"json\" in text'")["sequence_number"].tolist() == [3]
     capsys.readouterr()
-    assert line(ip, "sb_peek q --where 'nosuch > 1'") is None
-    assert "Unknown name in the search: nosuch" in capsys.readouterr().err
-    assert line(ip, "sb_peek q --where 'body.total >'") is None
-    assert "Cannot read the search expression" in capsys.readouterr().err
+    assert "Unknown name in the search: nosuch" in magic_fails(ip, "sb_peek q --where 'nosuch > 1'")
+    assert "Cannot read the search expression" in magic_fails(ip, "sb_peek q --where 'body.total >'")
     wide = line(ip, "sb_peek q --json")
     assert wide["body.customer.id"].tolist()[:2] == ["c-7", "c-8"]
     assert wide["body.total"].tolist()[:2] == [120, 5]
@@ -270,13 +263,12 @@ def test_peek_dead_letter_queue_and_sessions(ip: Any, sb: SbMagics, client: Serv
 
 
 def test_user_errors_are_one_line_unless_full_tracebacks(ip: Any, sb: SbMagics, capsys: Any) -> None:
-    assert line(ip, "sb_peek nosuchqueue") is None
-    err = capsys.readouterr().err
-    assert err.startswith("EntityNotFoundError:") and err.count("\n") == 1 and "Traceback" not in err
-    line(ip, "sb_peek q --bogus")
-    assert capsys.readouterr().err.strip() == "sbnotebook: %sb_peek: unrecognized arguments: --bogus (see %sb_peek -h)"
-    line(ip, "sb_peek 'bad name!'")
-    assert "is not a valid entity name" in capsys.readouterr().err
+    shown = magic_fails(ip, "sb_peek nosuchqueue")
+    assert shown.startswith("EntityNotFoundError:") and "Traceback" not in "".join(capsys.readouterr())
+    assert magic_fails(ip, "sb_peek q --bogus") == (
+        "sbnotebook: %sb_peek: unrecognized arguments: --bogus (see %sb_peek -h)"
+    )
+    assert "is not a valid entity name" in magic_fails(ip, "sb_peek 'bad name!'")
     sb.full_tracebacks = True
     from sbnotebook.core import EntityNotFoundError
 
@@ -301,8 +293,7 @@ def test_receive_then_settle_rows_by_number(ip: Any, sb: SbMagics, client: Servi
     line(ip, "sb_settle abandon 4")
     again = line(ip, "sb_settle complete 0")
     assert again["outcome"].tolist() == ["already_settled"]
-    line(ip, "sb_settle complete 9")
-    assert "Row 9 is not in this batch" in capsys.readouterr().err
+    assert "Row 9 is not in this batch" in magic_fails(ip, "sb_settle complete 9")
     dlq = line(ip, "sb_peek q --dlq")
     assert dlq[["body_text", "dead_letter_reason", "dead_letter_error_description"]].values.tolist() == [
         ["m2", "bad-total", "total < 0"]
@@ -311,8 +302,7 @@ def test_receive_then_settle_rows_by_number(ip: Any, sb: SbMagics, client: Servi
     assert dict(zip(left["body_text"], left["state"], strict=True)) == {"m3": "deferred", "m4": "active"}
     deferred = line(ip, "sb_receive q --deferred 4")
     assert [r["body_text"] for r in deferred.records] == ["m3"]
-    line(ip, "sb_settle complete 0 --batch nope")
-    assert "'nope' is not a variable holding a locked batch" in capsys.readouterr().err
+    assert "'nope' is not a variable holding a locked batch" in magic_fails(ip, "sb_settle complete 0 --batch nope")
     ip.user_ns["held"] = deferred
     line(ip, "sb_settle complete all --batch held --yes")
     assert counts("q", connection=sb.conn()).active == 1
@@ -323,11 +313,10 @@ def test_settle_all_asks_first_and_says_which_rows(
 ) -> None:
     send(client, "q", "a", "b", "c")
     line(ip, "sb_receive q -n 3")
-    line(ip, "sb_settle complete")
-    assert "Say which rows" in capsys.readouterr().err
+    assert "Say which rows" in magic_fails(ip, "sb_settle complete")
     asked = answer(monkeypatch, "no")
-    assert line(ip, "sb_settle complete all") is None
-    assert asked and "Cancelled" in capsys.readouterr().err
+    assert magic_fails(ip, "sb_settle complete all") == "nothing done: 'yes' was not typed (--yes skips the question)."
+    assert asked
     answer(monkeypatch, "yes")
     assert line(ip, "sb_settle complete all")["outcome"].tolist() == ["completed"] * 3
     assert drain(client, "q", wait=0.5) == []
@@ -348,14 +337,12 @@ def test_receive_and_delete_asks_unless_yes(
 ) -> None:
     send(client, "q", "a", "b")
     answer(monkeypatch, "n")
-    assert line(ip, "sb_receive q --mode receive-and-delete") is None
-    assert "Cancelled: nothing was changed" in capsys.readouterr().err
+    assert magic_fails(ip, "sb_receive q --mode receive-and-delete").startswith("nothing done: 'delete' was not typed")
     assert counts("q", connection=sb.conn()).active == 2
     batch = line(ip, "sb_receive q --mode receive-and-delete --yes -n 5 --wait 1")
     assert len(batch) == 2 and "received and deleted" in capsys.readouterr().out
     assert counts("q", connection=sb.conn()).active == 0
-    line(ip, "sb_settle complete 0")
-    assert "already removed" in capsys.readouterr().err
+    assert "already removed" in magic_fails(ip, "sb_settle complete 0")
 
 
 def test_receive_from_an_empty_queue_says_so(ip: Any, sb: SbMagics, capsys: Any) -> None:
@@ -381,23 +368,17 @@ def test_send_json_lines_array_and_python_expression(ip: Any, sb: SbMagics, clie
 def test_send_reports_bad_json_by_line_and_sends_nothing(
     ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
 ) -> None:
-    assert ip.run_cell_magic("sb_send", "q", '{"n": 1}\n{"n": 2}\n{"n": 3,\n{"n": 4}') is None
-    err = capsys.readouterr().err
-    assert "Line 3 is not valid JSON" in err
-    ip.run_cell_magic("sb_send", "q --format json", '[{"n": 1},\n {"n": 2}\n')
-    assert "Line 2 is not valid JSON" in capsys.readouterr().err
-    ip.run_cell_magic("sb_send", "q", "undefined_name_here")
-    assert "NameError" in capsys.readouterr().err
-    ip.run_cell_magic("sb_send", "q", "   \n")
-    assert "The cell is empty" in capsys.readouterr().err
+    assert "Line 3 is not valid JSON" in magic_fails(ip, "sb_send q", '{"n": 1}\n{"n": 2}\n{"n": 3,\n{"n": 4}')
+    assert "Line 2 is not valid JSON" in magic_fails(ip, "sb_send q --format json", '[{"n": 1},\n {"n": 2}\n')
+    assert "NameError" in magic_fails(ip, "sb_send q", "undefined_name_here")
+    assert "The cell is empty" in magic_fails(ip, "sb_send q", "   \n")
     assert drain(client, "q", wait=0.5) == []
 
 
 def test_send_schedules_and_reports_failures(ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any) -> None:
     report = ip.run_cell_magic("sb_send", "q --schedule +1h", '{"later": true}')
     assert report.ok and counts("q", connection=sb.conn()).scheduled == 1
-    ip.run_cell_magic("sb_send", "q --schedule tomorrow", "[1]")
-    assert "is not a time" in capsys.readouterr().err
+    assert "is not a time" in magic_fails(ip, "sb_send q --schedule tomorrow", "[1]")
     report = ip.run_cell_magic("sb_send", "tiny", '{"big": "' + "x" * 6000 + '"}\n{"small": 1}')
     out = capsys.readouterr().out
     assert report.count("sent") == 1 and report.failed == 1 and "1 FAILED" in out
@@ -535,10 +516,9 @@ def test_peek_and_browse_of_a_session_entity_without_a_session_say_what_to_do(
     with client.get_queue_sender("sq") as s:
         s.send_messages([ServiceBusMessage("one", session_id="s-1")])
     for command in ("sb_peek sq", "sb_browse sq", "sb_receive sq --wait 0.5"):
-        assert line(ip, command) is None
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "requires sessions" in err and "--session" in err, err
-        assert "TrackingId" not in err
+        shown = magic_fails(ip, command)
+        assert "requires sessions" in shown and "--session" in shown and not capsys.readouterr().err, shown
+        assert "TrackingId" not in shown
     assert line(ip, "sb_peek sq --session s-1")["body_text"].tolist() == ["one"]
 
 
@@ -581,9 +561,8 @@ def test_where_type_mismatch_hint_missing_entities_and_forward_next_page(
     assert len(line(ip, "sb_peek q --where 'body.n == 5'")) == 1
     assert "hint" not in capsys.readouterr().out
     for command in ("sb_peek qq", "sb_peek qq --where 'text == \"a\"'", "sb_browse qq", "sb_compose qq"):
-        assert line(ip, command) is None, command
-        err = capsys.readouterr().err
-        assert err.startswith("EntityNotFoundError:") and err.count("\n") == 1 and "qq" in err, command
+        shown = magic_fails(ip, command)
+        assert shown.startswith("EntityNotFoundError:") and "qq" in shown and not capsys.readouterr().err, command
     # Dead-lettered in reverse order: the next page still points past every message shown.
     send(client, "once", "x", "y", "z")
     with client.get_queue_receiver("once") as r:
@@ -600,11 +579,10 @@ def test_where_type_mismatch_hint_missing_entities_and_forward_next_page(
 
 def test_receive_deferred_unknown_number_is_one_quick_line(ip: Any, sb: SbMagics, capsys: Any) -> None:
     started = time.monotonic()
-    assert line(ip, "sb_receive q --deferred 999") is None
+    shown = magic_fails(ip, "sb_receive q --deferred 999")
     assert time.monotonic() - started < 3
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "No deferred message with sequence number 999 in q" in err
-    assert "b'" not in err and 'b"' not in err and "Traceback" not in err
+    assert "No deferred message with sequence number 999 in q" in shown and not capsys.readouterr().err
+    assert "b'" not in shown and 'b"' not in shown
 
 
 def test_on_databricks_the_panels_lists_are_plain_unless_configured(

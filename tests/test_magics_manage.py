@@ -15,7 +15,7 @@ from sbnotebook.core.manage import duration
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
 from tests import test_magics
-from tests.helpers import drain, send
+from tests.helpers import drain, magic_fails, send
 from tests.test_magics import answer, line
 
 ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
@@ -87,29 +87,21 @@ def test_entities_magic_create_update_show_and_delete_after_asking(
     line(ip, "sb_entities update jobs --max-delivery-count 8 --set user_metadata=team-a")
     out = capsys.readouterr().out
     assert "jobs: max_delivery_count 5 -> 8" in out and "user_metadata None -> team-a" in out
-    line(ip, "sb_entities update jobs --requires-session")
-    assert "cannot change later" in capsys.readouterr().err
-    line(ip, "sb_entities update jobs --lock-duration soon")
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "30s, 5m" in err
-    line(ip, "sb_entities create queue jobs")
-    assert "exists already" in capsys.readouterr().err
-    line(ip, "sb_entities create table jobs")
-    assert "queue, topic or subscription" in capsys.readouterr().err
+    assert "cannot change later" in magic_fails(ip, "sb_entities update jobs --requires-session")
+    assert "30s, 5m" in magic_fails(ip, "sb_entities update jobs --lock-duration soon")
+    assert "exists already" in magic_fails(ip, "sb_entities create queue jobs")
+    assert "queue, topic or subscription" in magic_fails(ip, "sb_entities create table jobs")
     with client.get_queue_sender("jobs") as s:
         s.send_messages(ServiceBusMessage("x", session_id="s"))
     answer(monkeypatch, "no")
-    line(ip, "sb_entities delete jobs")
-    out, err = capsys.readouterr()
-    assert "Delete queue jobs holding 1 active" in out and "Cancelled" in err
+    assert magic_fails(ip, "sb_entities delete jobs").startswith("nothing done:")
+    assert "Delete queue jobs holding 1 active" in capsys.readouterr().out
     assert "jobs" in line(ip, "sb_entities")["entity"].tolist()
     answer(monkeypatch, "delete")
     line(ip, "sb_entities delete jobs")
     assert "Deleted queue jobs." in capsys.readouterr().out
     assert "jobs" not in line(ip, "sb_entities")["entity"].tolist()
-    line(ip, "sb_entities delete jobs --yes")
-    err = capsys.readouterr().err
-    assert err.startswith("EntityNotFoundError") and err.count("\n") == 1
+    assert magic_fails(ip, "sb_entities delete jobs --yes").startswith("EntityNotFoundError")
 
 
 def test_entities_magic_topics_subscriptions_and_rules(
@@ -128,18 +120,18 @@ def test_entities_magic_topics_subscriptions_and_rules(
     rules = line(ip, "sb_entities rules news/subscriptions/eu").set_index("name")
     assert sorted(rules.index) == ["eu", "orders"] and rules.loc["eu", "action"] == "SET tier = 'gold'"
     capsys.readouterr()
-    line(ip, "sb_entities rule add news/subscriptions/eu bad --correlation '[1]'")
-    assert "JSON object" in capsys.readouterr().err
-    line(ip, "sb_entities rule add news/subscriptions/eu bad --sql 'a = 1' --correlation '{}'")
-    assert "one of them" in capsys.readouterr().err
-    line(ip, "sb_entities rule delete news/subscriptions/eu nosuch --yes")
-    assert "has no rule 'nosuch'; its rules: eu, orders" in capsys.readouterr().err
+    assert "JSON object" in magic_fails(ip, "sb_entities rule add news/subscriptions/eu bad --correlation '[1]'")
+    assert "one of them" in magic_fails(
+        ip, "sb_entities rule add news/subscriptions/eu bad --sql 'a = 1' --correlation '{}'"
+    )
+    assert "has no rule 'nosuch'; its rules: eu, orders" in magic_fails(
+        ip, "sb_entities rule delete news/subscriptions/eu nosuch --yes"
+    )
     with client.get_topic_sender("news") as s:
         s.send_messages([ServiceBusMessage("a", application_properties={"region": "eu"}), ServiceBusMessage("z")])
     with client.get_subscription_receiver("news", "eu", max_wait_time=1) as r:
         assert [str(m) for m in r.receive_messages(max_wait_time=1)] == ["a"]
-    line(ip, "sb_entities frobnicate")
-    assert "is not show, create" in capsys.readouterr().err
+    assert "is not show, create" in magic_fails(ip, "sb_entities frobnicate")
     line(ip, "sb_entities delete news --yes")
     assert "Deleted topic news." in capsys.readouterr().out
     send(client, "q", "still here")

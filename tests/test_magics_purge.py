@@ -12,7 +12,7 @@ from sbnotebook import core
 from sbnotebook.core import Report
 from sbnotebook.notebook.magics import SbMagics
 from tests import test_magics
-from tests.helpers import send
+from tests.helpers import magic_fails, send
 from tests.test_magics import answer, line
 
 ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
@@ -42,10 +42,10 @@ def test_purge_counts_first_asks_and_removes_only_what_was_named(
 ) -> None:
     _fill(client)
     asked = answer(monkeypatch, "no")
-    assert line(ip, "sb_purge q") is None
-    out, err = capsys.readouterr()
+    assert magic_fails(ip, "sb_purge q") == "nothing done: 'purge' was not typed (--yes skips the question)."
+    out = capsys.readouterr().out
     assert "Purge q: 3 active message(s), 3 in all (deferred messages stay: add --deferred)." in out
-    assert asked and "Type 'purge'" in asked[0] and "Cancelled: nothing was changed" in err
+    assert asked and "Type 'purge'" in asked[0]
     assert _left(sb) == {"active": 3, "deferred": 2, "scheduled": 2, "dlq": 1}
     answer(monkeypatch, "purge")
     report = line(ip, "sb_purge q")
@@ -69,9 +69,7 @@ def test_purge_all_and_a_dlq_path(ip: Any, sb: SbMagics, client: ServiceBusClien
     report = line(ip, "sb_purge q --all --yes")  # the DLQ is empty now: one report, for q
     assert isinstance(report, Report) and report.count("purged") == 7
     assert _left(sb) == {"active": 0, "deferred": 0, "scheduled": 0, "dlq": 0}
-    line(ip, "sb_purge nosuch --yes")
-    err = capsys.readouterr().err
-    assert err.startswith("EntityNotFoundError") and err.count("\n") == 1
+    assert magic_fails(ip, "sb_purge nosuch --yes").startswith("EntityNotFoundError")
 
 
 def test_cancel_scheduled_by_numbers_and_all(
@@ -79,9 +77,8 @@ def test_cancel_scheduled_by_numbers_and_all(
 ) -> None:
     first, second = _fill(client)
     answer(monkeypatch, "nope")
-    line(ip, f"sb_cancel_scheduled q {first}")
-    out, err = capsys.readouterr()
-    assert f"Cancel 1 scheduled message(s) of q: {first}." in out and "Cancelled" in err
+    assert magic_fails(ip, f"sb_cancel_scheduled q {first}").startswith("nothing done: 'cancel' was not typed")
+    assert f"Cancel 1 scheduled message(s) of q: {first}." in capsys.readouterr().out
     assert _left(sb)["scheduled"] == 2
     answer(monkeypatch, "cancel")
     report = line(ip, f"sb_cancel_scheduled q {first}")
@@ -91,8 +88,7 @@ def test_cancel_scheduled_by_numbers_and_all(
     assert [o.sequence_number for o in report.outcomes] == [second] and _left(sb)["scheduled"] == 0
     line(ip, "sb_cancel_scheduled q all")
     assert "No scheduled messages in q" in capsys.readouterr().out
-    line(ip, "sb_cancel_scheduled q 5-x")
-    assert "is not a sequence number or range" in capsys.readouterr().err
+    assert "is not a sequence number or range" in magic_fails(ip, "sb_cancel_scheduled q 5-x")
 
 
 def test_purge_panel_counts_then_waits_for_the_typed_word(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
@@ -152,7 +148,7 @@ def test_purge_of_a_session_enabled_queue_goes_session_by_session_and_names_held
         r.defer_message(first)
     with client.get_queue_receiver("sq60", session_id="c", max_wait_time=1):  # another receiver holds c
         answer(monkeypatch, "no")
-        assert line(ip, "sb_purge sq60 --active --deferred") is None
+        assert magic_fails(ip, "sb_purge sq60 --active --deferred").startswith("nothing done:")
         out = capsys.readouterr().out
         assert "Purge sq60: 2 active, 1 deferred message(s), 3 in all." in out
         assert "1 session(s) held by another receiver ('c'): the purge leaves them as they are" in out
@@ -179,7 +175,7 @@ def test_purge_of_named_sessions_counts_them_by_scanning_and_removes_only_them(
         for m in r.receive_messages(max_message_count=2, max_wait_time=3):
             r.defer_message(m)
     answer(monkeypatch, "no")
-    assert line(ip, "sb_purge sq60 --all --session d") is None
+    assert magic_fails(ip, "sb_purge sq60 --all --session d").startswith("nothing done:")
     out = capsys.readouterr().out
     assert "Purge sq60 (session 'd'): 0 active, 2 deferred, 0 scheduled message(s), 2 in all." in out
     report = line(ip, "sb_purge sq60 --deferred --session d --yes")
@@ -187,7 +183,7 @@ def test_purge_of_named_sessions_counts_them_by_scanning_and_removes_only_them(
     assert [m["body_text"] for m in core.scan_records("sq60", session_id="a", connection=sb.conn())] == ["a1"]
     assert [m["body_text"] for m in core.scan_records("sq60", session_id="d", connection=sb.conn())] == []
     capsys.readouterr()
-    assert line(ip, "sb_purge q --session d --yes") is None
-    assert "q does not require sessions: purge it without naming sessions." in capsys.readouterr().err
-    assert line(ip, "sb_purge sq60 --dlq --session d --yes") is None
-    assert "A dead-letter queue has no sessions" in capsys.readouterr().err
+    assert "q does not require sessions: purge it without naming sessions." in magic_fails(
+        ip, "sb_purge q --session d --yes"
+    )
+    assert "A dead-letter queue has no sessions" in magic_fails(ip, "sb_purge sq60 --dlq --session d --yes")

@@ -1,5 +1,20 @@
 """What every %sb_* command shares: its argument parser (with -h and examples) and the one error
-handler that turns a user's mistake or a service error into one line saying what to do."""
+handler that turns a user's mistake or a service error into one line saying what to do, and fails
+the cell.
+
+The convention (IPython's, which jupysql follows): a command that fails raises ``CommandFailed``, a
+``UsageError``. IPython shows its one line (no traceback) and the cell fails, so Run All, nbmake and
+a scheduled job stop there. What fails a cell:
+
+- a user error: bad arguments or option values, an unknown entity, a missing batch (``UsageError``,
+  ``SbError``);
+- a service error: refused access, a timeout, a broker error (``SbError``, the SDK's ``AzureError``),
+  and a file that cannot be read or written (``OSError``);
+- a declined confirmation, or one nobody can answer (a job): ``nothing done: ...``.
+
+``%config SbMagics.full_tracebacks = True`` raises the original exception instead (with its
+traceback). Anything else (a bug) keeps its traceback. Panels' buttons never raise: they report in
+the panel."""
 
 from __future__ import annotations
 
@@ -7,11 +22,11 @@ import argparse
 import functools
 import re
 import shlex
-import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from IPython.core.error import StdinNotImplementedError, UsageError
+from azure.core.exceptions import AzureError
+from IPython.core.error import UsageError
 
 from ...core import SbError, is_message_not_found, redact, requires_sessions
 from .targets import bound_entity
@@ -25,7 +40,23 @@ class HelpShown(Exception):
 
 
 class Declined(Exception):
-    """The user did not confirm a destructive action."""
+    """The user did not confirm a destructive action (or nobody can: no input in a job)."""
+
+
+class CommandFailed(UsageError):
+    """A command failed: IPython shows this one line instead of a traceback (``_render_traceback_``;
+    a plain ``UsageError`` shows as one line too) and the cell fails."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line
+
+    def _render_traceback_(self) -> list[str]:
+        return [self.line]
+
+
+# What a command turns into one line; anything else is a bug and keeps its traceback.
+ONE_LINE_ERRORS = (SbError, UsageError, Declined, AzureError, OSError)
 
 
 class Parser(argparse.ArgumentParser):
@@ -53,6 +84,42 @@ class Parser(argparse.ArgumentParser):
 PARSERS: list[Parser] = []  # every command's parser, for the docs test
 
 
+def whole(minimum: int) -> Callable[[str], int]:
+    """An option's type: a whole number of at least ``minimum``. Anything else is refused, naming
+    the option (argparse adds it), never replaced by a default."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"takes a whole number, not {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more, not {value}")
+        return value
+
+    return parse
+
+
+def seconds(*, zero: bool) -> Callable[[str], float]:
+    """An option's type: seconds, more than 0 (or 0 or more where 0 means something: ``zero``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"takes seconds, not {text!r}") from None
+        if not value >= 0:  # NaN too
+            raise argparse.ArgumentTypeError(f"must be 0 seconds or more, not {text}")
+        if value == 0 and not zero:
+            raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
+        return value
+
+    return parse
+
+
+COUNT = whole(1)  # how many messages, operations in flight, samples: 1 or more
+
+
 def parser(name: str, description: str, examples: str) -> Parser:
     made = Parser(
         prog=f"%{name}",
@@ -65,8 +132,14 @@ def parser(name: str, description: str, examples: str) -> Parser:
     return made
 
 
-def command(parser: Parser, *, cell: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Parse the line, print help for -h, and turn user errors into one line."""
+def command(
+    parser: Parser,
+    *,
+    cell: bool = False,
+    on_failure: Callable[[MagicsState, BaseException, argparse.Namespace | None], None] | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Parse the line, print help for -h, and fail the cell with one line for an error a user can
+    act on (``on_failure`` runs first, whatever the error)."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         def run(self: MagicsState, line: str, cell_text: str | None) -> Any:
@@ -77,11 +150,12 @@ def command(parser: Parser, *, cell: bool = False) -> Callable[[Callable[..., An
                     return fn(self, args, cell_text) if cell else fn(self, args)
             except HelpShown:
                 return None
-            except (SbError, UsageError, Declined, StdinNotImplementedError) as exc:
-                if self.full_tracebacks:
+            except BaseException as exc:
+                if on_failure is not None:
+                    on_failure(self, exc, args)
+                if self.full_tracebacks or isinstance(exc, CommandFailed) or not isinstance(exc, ONE_LINE_ERRORS):
                     raise
-                fail(explain(exc, args))
-                return None
+                raise CommandFailed(one_line(explain(exc, args))) from None
             finally:
                 self.sdk_logs.summarise()
 
@@ -92,7 +166,6 @@ def command(parser: Parser, *, cell: bool = False) -> Callable[[Callable[..., An
             def cell_wrapper(self: MagicsState, line: str, cell_text: str | None = None) -> Any:
                 if cell_text is None and not {"-h", "--help"} & set(line.split()):
                     fail(UsageError(f"{parser.prog} is a cell magic: %{parser.prog} ENTITY, messages below."))
-                    return None
                 return run(self, line, cell_text or "")
 
             wrapper = cell_wrapper
@@ -112,12 +185,19 @@ def command(parser: Parser, *, cell: bool = False) -> Callable[[Callable[..., An
 _BYTES_REPR = re.compile(r"""\bb(['"])(.*?)\1""")
 
 
-def fail(exc: BaseException) -> None:
-    """The one line a user sees for an error: its kind and what to do, never a secret."""
-    kind = "sbnotebook" if isinstance(exc, UsageError | Declined) else type(exc).__name__
-    message = str(exc) or "input is not available here; repeat the command with --yes"
-    message = _BYTES_REPR.sub(lambda m: m.group(2), " ".join(message.split()))
-    print(f"{kind}: {redact(message)}", file=sys.stderr)
+def one_line(exc: BaseException) -> str:
+    """The one line a user sees for an error: its kind and what to do, never a secret. A declined
+    confirmation says ``nothing done: ...`` (its own words)."""
+    message = _BYTES_REPR.sub(lambda m: m.group(2), " ".join(str(exc).split()))
+    if isinstance(exc, Declined):
+        return redact(message)
+    kind = "sbnotebook" if isinstance(exc, UsageError) else type(exc).__name__
+    return f"{kind}: {redact(message or 'failed')}"
+
+
+def fail(exc: BaseException) -> NoReturn:
+    """Fail the command (and its cell) with ``exc`` said in one line."""
+    raise CommandFailed(one_line(exc)) from None
 
 
 def explain(exc: BaseException, args: argparse.Namespace | None) -> BaseException:

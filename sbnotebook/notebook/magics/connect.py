@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 
 from ... import core
 from ...about import versions_line
-from .command import command, parser
+from .command import command, one_line, parser
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -47,7 +47,20 @@ CONNECT.add_argument(
 CONNECT.add_argument("--list", action="store_true", help="show the connections: the default and the named ones")
 
 
-@command(CONNECT)
+def _forget(self: MagicsState, exc: BaseException, args: argparse.Namespace | None) -> None:
+    """A failed %sb_connect leaves no connection where it was meant to make one: commands fail
+    (saying why) until a connect succeeds, instead of going on against the previous namespace or the
+    embedded emulator. A failed ``--as NAME`` forgets NAME only; a failed --list changes nothing."""
+    if args is not None and args.list:
+        return
+    if args is not None and args.name is not None:
+        self.connections.pop(args.name, None)
+        return
+    self.connection = None
+    self.connect_failed = one_line(exc)
+
+
+@command(CONNECT, on_failure=_forget)
 def sb_connect(self: MagicsState, args: argparse.Namespace) -> Any:
     chosen = [x for x in (args.connection, args.namespace, args.secret) if x] + ([True] if args.emulator else [])
     if args.list:
@@ -83,6 +96,7 @@ def sb_connect(self: MagicsState, args: argparse.Namespace) -> Any:
         print(f"{args.name} {'now names' if replaced else 'names'} {conn.settings}: {args.name}:ENTITY in any command.")
         return None
     self.connection = conn
+    self.connect_failed = None
     print(f"Connected to {conn.settings}.")
     print(versions_line())  # the kit's, the SDK's and Python's versions, for a bug report
     return None

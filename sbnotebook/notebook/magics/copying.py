@@ -6,11 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from IPython.core.error import UsageError
-
 from ... import core
 from ...core import EntityPath, LiveConnection
-from .command import command, parser
+from .command import COUNT, command, parser
 from .progress import Progress
 from .targets import address, check_exists
 
@@ -31,9 +29,9 @@ COPY = parser(
 COPY.add_argument("source", help="ENTITY or NAME:ENTITY to copy from (queue, subscription, .../$deadletterqueue)")
 COPY.add_argument("target", help="ENTITY or NAME:ENTITY: the queue or topic the copies go to")
 COPY.add_argument("--where", help="only messages matching this search expression")
-COPY.add_argument("--limit", type=int, help="at most this many messages")
+COPY.add_argument("--limit", type=COUNT, help="at most this many messages")
 COPY.add_argument("--keep-ids", action="store_true", help="keep the message ids (duplicate detection may drop)")
-COPY.add_argument("--max-in-flight", type=int, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+COPY.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 COPY.add_argument("--yes", action="store_true", help="do not ask first")
 
 
@@ -56,8 +54,6 @@ def _count(source: str, where: Any, conn: LiveConnection) -> int:
 
 @command(COPY)
 def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
-    if args.limit is not None and args.limit < 1:
-        raise UsageError("--limit must be 1 or more.")
     source, src = address(self, args.source)
     target, dst = address(self, args.target)
     core.copy_target(target)  # a subscription or a DLQ: said before anything is read
@@ -96,7 +92,7 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
         where=where,
         limit=args.limit,
         keep_ids=args.keep_ids,
-        max_in_flight=args.max_in_flight or self.max_in_flight,
+        max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         progress=progress.update,
         state=state,
         source_connection=src,

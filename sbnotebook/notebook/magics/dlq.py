@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import core
 from ...core import EntityPath, GroupCounts, LiveConnection
-from .command import command, parser
+from .command import COUNT, command, parser
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ DLQ.add_argument("entity", help="the entity whose dead-letter queue to look at")
 DLQ.add_argument("--summary", action="store_true", help="the counts table, not the panel")
 DLQ.add_argument("--by", choices=list(BY), default="reason", help="what the summary groups by (default: reason)")
 DLQ.add_argument("--count", action="store_true", help="the panel starts counting every message at once")
-DLQ.add_argument("-n", type=int, dest="count_limit", default=None, help="count at most N messages (default: all)")
+DLQ.add_argument("-n", type=COUNT, dest="count_limit", default=None, help="count at most N messages (default: all)")
 
 
 @command(DLQ)

@@ -12,7 +12,7 @@ from IPython.display import display
 
 from ... import core
 from ...core import count_jsonl, export_resume_point, import_resume_point
-from .command import command, parser
+from .command import COUNT, command, parser
 from .progress import Progress
 from .targets import with_dlq
 
@@ -49,7 +49,7 @@ IMPORT.add_argument("--keep-ids", action="store_true", help="keep the exported m
 IMPORT.add_argument(
     "--decode-properties", action="store_true", help="send JSON-encoded property values as numbers and booleans"
 )
-IMPORT.add_argument("--max-in-flight", type=int, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+IMPORT.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 
 
 class _ReadProgress:
@@ -100,7 +100,7 @@ def sb_import(self: MagicsState, args: argparse.Namespace) -> Any:
         args.file,
         keep_ids=args.keep_ids,
         decode_properties=args.decode_properties,
-        max_in_flight=args.max_in_flight or self.max_in_flight,
+        max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         progress=progress.update,
         connection=self.conn(),
     )

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from IPython.core.error import UsageError
-
 from ... import core
-from .command import command, parser
+from .command import COUNT, command, parser, whole
 from .targets import with_dlq
 
 if TYPE_CHECKING:
@@ -25,13 +23,13 @@ PEEK = parser(
     "  %sb_peek sessions --session s-1",
 )
 PEEK.add_argument("entity", help="queue, topic/subscriptions/name, or either with /$deadletterqueue")
-PEEK.add_argument("-n", type=int, dest="count", help="how many messages (default: SbMagics.peek_count)")
-PEEK.add_argument("--from-seq", type=int, default=1, dest="from_seq", help="first sequence number")
+PEEK.add_argument("-n", type=COUNT, dest="count", help="how many messages (default: SbMagics.peek_count)")
+PEEK.add_argument("--from-seq", type=whole(0), default=1, dest="from_seq", help="first sequence number")
 PEEK.add_argument("--dlq", action="store_true", help="peek the entity's dead-letter queue")
 PEEK.add_argument("--session", help="peek one session")
 PEEK.add_argument("--where", help="search expression over properties and body fields ($.a.b, body.a, props.p)")
 PEEK.add_argument(
-    "--scan", type=int, default=core.SEARCH_SCAN_LIMIT, help="with --where: look through at most this many messages"
+    "--scan", type=COUNT, default=core.SEARCH_SCAN_LIMIT, help="with --where: look through at most this many messages"
 )
 PEEK.add_argument("--json", action="store_true", help="decode JSON bodies into body.* columns")
 
@@ -42,15 +40,13 @@ BROWSE = parser(
 )
 BROWSE.add_argument("entity")
 BROWSE.add_argument("--dlq", action="store_true", help="browse the dead-letter queue")
-BROWSE.add_argument("-n", type=int, dest="count", default=50, help="messages per page")
+BROWSE.add_argument("-n", type=COUNT, dest="count", default=50, help="messages per page")
 
 
 @command(PEEK)
 def sb_peek(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
     count = args.count if args.count is not None else self.peek_count
-    if count < 1 or args.scan < 1:
-        raise UsageError("-n and --scan must be 1 or more.")
     found = core.peek(
         entity,
         from_sequence_number=args.from_seq,

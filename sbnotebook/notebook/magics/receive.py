@@ -9,7 +9,7 @@ from IPython.core.error import UsageError
 
 from ... import core
 from ..cells import parse_rows
-from .command import command, parser
+from .command import COUNT, command, parser, seconds
 from .targets import sequence_numbers, with_dlq
 
 if TYPE_CHECKING:
@@ -25,9 +25,11 @@ RECEIVE = parser(
     "  %sb_receive orders --deferred 41,42              # fetch deferred messages by sequence number",
 )
 RECEIVE.add_argument("entity")
-RECEIVE.add_argument("-n", type=int, dest="count", help="how many messages (default: SbMagics.receive_count)")
+RECEIVE.add_argument("-n", type=COUNT, dest="count", help="how many messages (default: SbMagics.receive_count)")
 RECEIVE.add_argument("--mode", choices=["peek-lock", "receive-and-delete"], default="peek-lock")
-RECEIVE.add_argument("--wait", type=float, help="seconds to wait for the first message")
+RECEIVE.add_argument(
+    "--wait", type=seconds(zero=True), help="seconds to wait for the first message (0: take what is there)"
+)
 RECEIVE.add_argument("--dlq", action="store_true", help="receive from the dead-letter queue")
 RECEIVE.add_argument("--session", help="receive from one session")
 RECEIVE.add_argument("--deferred", metavar="SEQ,...", help="fetch these deferred messages by sequence number")

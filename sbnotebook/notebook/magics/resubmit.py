@@ -12,7 +12,7 @@ from IPython.core.error import UsageError
 from ... import core
 from ...core import EntityPath, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
-from .command import command, parser
+from .command import COUNT, command, parser, whole
 from .progress import Progress
 from .targets import with_dlq
 
@@ -41,10 +41,10 @@ RESUBMIT.add_argument("--remove-prop", metavar="NAME", action="append", default=
 RESUBMIT.add_argument("--subject", help="set the subject")
 RESUBMIT.add_argument("--ttl", metavar="D", help="set the time to live (30m, 1d)")
 RESUBMIT.add_argument("--session-id", dest="session_id", help="set the session id")
-RESUBMIT.add_argument("--limit", type=int, help="at most this many messages")
+RESUBMIT.add_argument("--limit", type=COUNT, help="at most this many messages")
 RESUBMIT.add_argument("--keep-ids", action="store_true", help="keep the message ids (duplicate detection may drop)")
 RESUBMIT.add_argument("--allow-fan-out", action="store_true", help="allow the topic as target (every subscription)")
-RESUBMIT.add_argument("--preview", type=int, default=3, help="how many messages the diff shows")
+RESUBMIT.add_argument("--preview", type=whole(0), default=3, help="how many messages the diff shows")
 RESUBMIT.add_argument("--yes", action="store_true", help="do not ask first")
 
 
@@ -92,12 +92,10 @@ def _selection(source: str, where: Any, limit: int | None, preview: int, conn: A
 def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     path = EntityPath.parse(args.entity)
     source = str(path) if path.is_dead_letter else with_dlq(args.entity, True)
-    if args.limit is not None and args.limit < 1:
-        raise UsageError("--limit must be 1 or more.")
     edit = message_edit(args)
     where = core.compile_where(args.where) if args.where else None
     conn = self.conn()
-    count, shown = _selection(source, where, args.limit, max(args.preview, 0), conn)
+    count, shown = _selection(source, where, args.limit, args.preview, conn)
     if not count:
         print(f"Nothing to resubmit in {source}" + (" matching --where." if where else "."))
         return None

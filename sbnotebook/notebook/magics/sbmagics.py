@@ -4,9 +4,9 @@ and the registration of every command family's magics."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, NoReturn
 
-from IPython.core.error import UsageError
+from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from traitlets import Bool, CaselessStrEnum, Float, Int
 
@@ -24,11 +24,13 @@ from .state import NameCache
 class SbMagics(Magics):
     """Service Bus in the notebook. Settings: ``%config SbMagics`` (or [tool.sbnotebook] in pyproject.toml)."""
 
-    peek_count = Int(100, help="How many messages %sb_peek shows by default.").tag(config=True)
-    receive_count = Int(10, help="How many messages %sb_receive takes by default.").tag(config=True)
-    max_in_flight = Int(10, help="Send and settlement operations in flight at once.").tag(config=True)
-    wait_seconds = Float(5.0, help="How long %sb_receive waits for the first message.").tag(config=True)
-    max_renewal = Float(300.0, help="Seconds a received batch's locks are renewed for while open.").tag(config=True)
+    peek_count = Int(100, min=1, help="How many messages %sb_peek shows by default.").tag(config=True)
+    receive_count = Int(10, min=1, help="How many messages %sb_receive takes by default.").tag(config=True)
+    max_in_flight = Int(10, min=1, help="Send and settlement operations in flight at once.").tag(config=True)
+    wait_seconds = Float(5.0, min=0.0, help="How long %sb_receive waits for the first message.").tag(config=True)
+    max_renewal = Float(300.0, min=0.0, help="Seconds a received batch's locks are renewed for while open.").tag(
+        config=True
+    )
     full_tracebacks = Bool(False, help="Show full tracebacks instead of one-line errors.").tag(config=True)
     confirm = Bool(True, help="Ask before destructive actions (receive-and-delete, settling every row).").tag(
         config=True
@@ -71,6 +73,7 @@ class SbMagics(Magics):
         self.bound: LiveConnection | None = None  # a command's NAME:ENTITY connection, while it runs
         self.copies: dict[tuple[Any, ...], core.CopyProgress] = {}  # %sb_copy runs not complete: resumed
         self.completer: NameCache | None = None  # Tab completion, once %load_ext installed it
+        self.connect_failed: str | None = None  # why the last %sb_connect failed: commands fail until one works
         self.batches: list[LockedBatch] = []
         self.samples: dict[str, list[tuple[dt.datetime, core.EntityCounts]]] = {}
         self.sdk_logs = SdkLogSummary()
@@ -79,15 +82,23 @@ class SbMagics(Magics):
         grid_mod.mode = self.grid
         self.observe(lambda change: setattr(grid_mod, "mode", change["new"]), names="grid")
 
-    def fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> NoReturn:
+        """Fail the command and its cell with ``exc`` in one line (command.py)."""
         fail(exc)
 
     def conn(self) -> LiveConnection:
         """The live connection every command passes on (the first command connects if needed): the
-        named one while a command on ``NAME:ENTITY`` runs."""
+        named one while a command on ``NAME:ENTITY`` runs. After a failed %sb_connect there is none:
+        a Run All meant for a real namespace must not go on against another one (the previous, or
+        the embedded emulator)."""
         if self.bound is not None:
             return self.bound
         if self.connection is None:
+            if self.connect_failed is not None:
+                raise UsageError(
+                    f"Not connected: the last %sb_connect failed ({self.connect_failed}). "
+                    "Run %sb_connect again (%sb_connect --emulator for the embedded emulator)."
+                )
             self.connection = core.connect()
             if self.connection.is_emulator:
                 print(
@@ -110,9 +121,15 @@ class SbMagics(Magics):
         """Destructive actions need the expected word typed back (or --yes, or confirm=False)."""
         if not self.confirm:
             return
-        answer = input(f"{question} Type '{expected}' to go on: ")
+        try:
+            answer = input(f"{question} Type '{expected}' to go on: ")
+        except (StdinNotImplementedError, EOFError):  # a job, nbclient: nobody to ask
+            raise Declined(
+                f"nothing done: this needs '{expected}' typed, and input is not available here: "
+                "repeat the command with --yes."
+            ) from None
         if answer.strip().lower() != expected:
-            raise Declined("Cancelled: nothing was changed.")
+            raise Declined(f"nothing done: '{expected}' was not typed (--yes skips the question).")
 
     def batch(self, name: str | None) -> LockedBatch:
         """The locked batch a command settles: the variable NAME holds, else the last one received."""

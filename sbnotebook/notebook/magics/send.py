@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ... import core
 from ...core import InvalidInputError, SbError
 from ..cells import parse_cell, parse_when
-from .command import command, parser
+from .command import COUNT, command, parser
 from .progress import Progress
 from .targets import check_exists
 
@@ -24,7 +24,7 @@ SEND = parser(
     '  %%sb_send orders --schedule +10m\n  [{"body": {"order": 3}, "subject": "reminder"}]',
 )
 SEND.add_argument("entity", help="queue or topic")
-SEND.add_argument("--max-in-flight", type=int, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+SEND.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 SEND.add_argument("--schedule", metavar="WHEN", help="+30s, 10m, 2h, or an ISO time")
 SEND.add_argument("--format", choices=["auto", "json", "jsonl", "python"], default="auto")
 SEND.add_argument("--no-batch", action="store_true", help="one message per send operation")
@@ -48,7 +48,7 @@ def sb_send(self: MagicsState, args: argparse.Namespace, cell: str) -> Any:
         raise InvalidInputError(f"The cell's expression failed: {type(exc).__name__}: {exc}") from None
     progress = Progress(args.entity)
     kwargs: dict[str, Any] = {
-        "max_in_flight": args.max_in_flight or self.max_in_flight,
+        "max_in_flight": self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         "batch": not args.no_batch,
         "progress": progress.update,
         "connection": self.conn(),

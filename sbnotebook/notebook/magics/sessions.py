@@ -12,7 +12,7 @@ from IPython.core.error import UsageError
 from ... import core
 from ...core import SessionInfo, pretty_state
 from ..cells import parse_when
-from .command import command, parser
+from .command import COUNT, command, parser, whole
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -28,10 +28,10 @@ SESSIONS = parser(
     "  %sb_sessions orders-by-customer --panel                 # list, view and edit state",
 )
 SESSIONS.add_argument("entity", help="a session-enabled queue or topic/subscriptions/name")
-SESSIONS.add_argument("-n", type=int, dest="limit", default=100, help="at most this many sessions")
+SESSIONS.add_argument("-n", type=COUNT, dest="limit", default=100, help="at most this many sessions")
 SESSIONS.add_argument("--ids-only", action="store_true", help="only the ids: no state, count or lock status")
 SESSIONS.add_argument(
-    "--count-limit", type=int, default=core.PAGE_SIZE, help="count each session's messages up to this many"
+    "--count-limit", type=whole(0), default=core.PAGE_SIZE, help="count each session's messages up to this many"
 )
 SESSIONS.add_argument(
     "--updated-after", metavar="WHEN", help="only sessions whose state was set after this time (-1h, -30m, ISO)"
@@ -75,8 +75,6 @@ def sessions_frame(found: list[SessionInfo], preview: int = 80) -> Any:
 
 @command(SESSIONS)
 def sb_sessions(self: MagicsState, args: argparse.Namespace) -> Any:
-    if args.limit < 1 or args.count_limit < 0:
-        raise UsageError("-n must be 1 or more and --count-limit 0 or more.")
     after = past(args.updated_after) if args.updated_after else None
     if args.panel:
         from ..widgets.sessions import SessionsPanel

@@ -4,7 +4,7 @@ type ``self`` without importing the ``SbMagics`` class that registers them (no i
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from ... import core
 from ...core import LiveConnection, LockedBatch
@@ -36,6 +36,7 @@ class MagicsState(Protocol):
     bound: LiveConnection | None
     copies: dict[tuple[Any, ...], core.CopyProgress]
     completer: NameCache | None
+    connect_failed: str | None
     batches: list[LockedBatch]
     samples: dict[str, list[tuple[dt.datetime, core.EntityCounts]]]
     sdk_logs: SdkLogSummary
@@ -48,4 +49,4 @@ class MagicsState(Protocol):
 
     def batch(self, name: str | None) -> LockedBatch: ...
 
-    def fail(self, exc: BaseException) -> None: ...
+    def fail(self, exc: BaseException) -> NoReturn: ...

@@ -7,12 +7,10 @@ import datetime as dt
 import time
 from typing import TYPE_CHECKING, Any
 
-from IPython.core.error import UsageError
-
 from ... import core
 from ...core import EntityPath
 from .. import plots
-from .command import command, parser
+from .command import COUNT, command, parser, seconds
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -25,16 +23,14 @@ STATS = parser(
     "  %sb_stats orders\n  %sb_stats orders --samples 10 --interval 2\n  fig = %sb_stats orders --reset",
 )
 STATS.add_argument("entity")
-STATS.add_argument("--samples", type=int, default=1, help="how many count samples to take now")
-STATS.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
-STATS.add_argument("-n", type=int, dest="count", default=AGE_SAMPLE, help="how many messages to peek for their age")
+STATS.add_argument("--samples", type=COUNT, default=1, help="how many count samples to take now")
+STATS.add_argument("--interval", type=seconds(zero=True), default=1.0, help="seconds between samples")
+STATS.add_argument("-n", type=COUNT, dest="count", default=AGE_SAMPLE, help="how many messages to peek for their age")
 STATS.add_argument("--reset", action="store_true", help="forget earlier samples of this entity")
 
 
 @command(STATS)
 def sb_stats(self: MagicsState, args: argparse.Namespace) -> Any:
-    if args.samples < 1 or args.interval < 0:
-        raise UsageError("--samples must be 1 or more and --interval 0 or more.")
     path = str(EntityPath.parse(args.entity))
     history = self.samples.setdefault(path, [])
     if args.reset:

@@ -13,6 +13,11 @@ with a reason, or still there; no acknowledged send is lost; no message is compl
 operation either succeeded or reported its failure (per message, or as one of the kit's errors);
 and the kit reconnected by itself after each restart (the soak never calls reconnect).
 
+Words, not only totals: the last thing a Report said about each message (sent, completed,
+abandoned, dead-lettered, deferred, lock lost, resubmitted) is checked against where the broker
+holds it at the end, message by message (``mismatched``); each purge's ``left`` outcomes against
+what a peek finds right after it, and its ``ok`` against whether anything is left.
+
     python benchmarks/chaos_soak.py [--messages 20000] [--restarts 12] [--latency-ms 0] [--seed 1] [--spark]
 
 With ``--spark``, rounds also go through the Spark data source on a local Spark: a ``mode=defer``
@@ -93,6 +98,8 @@ class Figures:
     lost: int = 0
     duplicates: int = 0  # a message present more than once without a reported reason
     completed_twice: int = 0
+    mismatched: int = 0  # a Report's last word on a message that the broker's state contradicts
+    checked: int = 0  # messages whose last reported outcome was compared with the broker's state
     errors: Counter[str] = field(default_factory=Counter)  # the kit's errors, by operation and text
     slowest: list[tuple[float, str]] = field(default_factory=list)  # (seconds, operation), the slowest calls
     unreported: list[str] = field(default_factory=list)  # failures that were not the kit's errors
@@ -111,12 +118,22 @@ class Figures:
             f"settle_failures={self.settle_failures} operation_errors={self.operation_errors} "
             f"faults_injected={self.faults_injected} restarts={self.restarts} reconnects={self.reconnects} "
             f"lost={self.lost} duplicates={self.duplicates} completed_twice={self.completed_twice} "
-            f"unreported={len(self.unreported)}"
+            f"checked={self.checked} mismatched={self.mismatched} unreported={len(self.unreported)}"
         )
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicates or self.completed_twice or self.unreported or self.problems)
+        return not (
+            self.lost or self.duplicates or self.completed_twice or self.mismatched or self.unreported or self.problems
+        )
+
+
+# Where a Report's last word on a message says the broker holds it at the end.
+IN_QUEUE = "in the queue"  # active (or dead-lettered by Service Bus after too many deliveries)
+DEFERRED = "deferred in the queue"
+DEAD = "in the dead-letter queue"
+GONE = "gone"
+AFTER = {"completed": GONE, "dead_lettered": DEAD, "deferred": DEFERRED, "abandoned": IN_QUEUE}
 
 
 class Broker:
@@ -198,6 +215,16 @@ class Ledger:
         self.uncertain: set[int] = set()  # a settlement reported failed but not "lock lost": may have applied
         self.may_repeat: set[int] = set()  # a resubmit reported a failure after its copy went out
         self.deferred: dict[int, int] = {}  # sequence number -> sid
+        # sid -> (where the last report puts it, what that report said); no entry: no word that can
+        # be checked (a send or settlement that failed may or may not have applied).
+        self.said: dict[int, tuple[str, str]] = {}
+        self.deferred_unknown = False  # a Spark read failed: it may have deferred messages unnamed
+
+    def expect(self, sid: int, where: str | None, what: str) -> None:
+        if where is None:
+            self.said.pop(sid, None)
+        else:
+            self.said[sid] = (where, what)
 
     def new_messages(self, n: int) -> list[dict[str, Any]]:
         out = []
@@ -210,28 +237,29 @@ class Ledger:
 
     def sent(self, items: list[dict[str, Any]], report: core.Report) -> None:
         self.f.messages += len(items)
-        by_index = {o.index: o for o in report.outcomes if o.index is not None}
+        by_index = {o.index: o for o in report.every() if o.index is not None}
         for i, item in enumerate(items):
             sid = int(item["application_properties"]["sid"])
             o = by_index.get(i)
             if o is not None and o.outcome == "sent":
                 self.acknowledged.add(sid)
                 self.f.acknowledged += 1
-            elif o is None and report.ok and report.count("sent") == len(items):
-                self.acknowledged.add(sid)  # successes beyond the listing limit are counted, not listed
-                self.f.acknowledged += 1
+                self.expect(sid, IN_QUEUE, "send: sent")
             else:
                 self.unacknowledged.add(sid)
                 self.f.send_failures += 1
 
-    def settled(self, action: str, sids: dict[int, int], report: core.Report) -> None:
-        """``sids``: the batch's row -> soak id of the rows settled; outcomes name their row."""
-        by_index = {o.index: o for o in report.outcomes}
+    def settled(self, action: str, sids: dict[int, int], report: core.Report, *, unlocked: str = IN_QUEUE) -> None:
+        """``sids``: the batch's row -> soak id of the rows settled; outcomes name their row.
+        ``unlocked``: where a message whose lock was lost stays (deferred ones stay deferred)."""
+        by_index = {o.index: o for o in report.every()}
         for row, sid in sids.items():
             o = by_index.get(row)
             if o is None:
                 self.f.problems.append(f"{action}: no outcome for row {row} ({len(sids)} settled)")
+                self.expect(sid, None, "")
                 continue
+            what = f"{action}: {o.outcome}"
             if o.outcome in SETTLED_OK:
                 if action == "complete":
                     if sid in self.completed:
@@ -239,12 +267,19 @@ class Ledger:
                     self.completed.add(sid)
                     self.f.completed += 1
                 self.uncertain.discard(sid)
+                self.expect(sid, AFTER[o.outcome], what)
             elif o.outcome == "already_settled":
                 continue
             else:
                 self.f.settle_failures += 1
                 if o.outcome != "lock_lost":
                     self.uncertain.add(sid)
+                self.expect(sid, unlocked if o.outcome == "lock_lost" else None, what)
+
+    def not_known(self, sids: Any) -> None:
+        """An operation raised: what it did to these messages is not known."""
+        for sid in sids:
+            self.expect(sid, None, "")
 
 
 def sid_of(record: dict[str, Any]) -> int:
@@ -336,12 +371,13 @@ class Soak:
                     )
                 else:
                     report = self.attempt(action, lambda a=action, rows=rows: getattr(batch, a)(rows))
-                if report is None:
-                    continue
                 sids = {i: sid_of(records[i]) for i in rows}
+                if report is None:
+                    self.ledger.not_known(sids.values())
+                    continue
                 self.ledger.settled(action, sids, report)
                 if action == "defer":
-                    for o in report.outcomes:
+                    for o in report.every():
                         if o.outcome == "deferred" and o.index in sids:
                             self.ledger.deferred[int(records[o.index]["sequence_number"])] = sids[o.index]
 
@@ -354,9 +390,11 @@ class Soak:
             got = [int(r["sequence_number"]) for r in batch.records]
             sids = {i: self.ledger.deferred[seq] for i, seq in enumerate(got)}
             report = self.attempt("complete deferred", lambda: batch.complete())
-            if report is not None:
-                self.ledger.settled("complete", sids, report)
-                for o in report.outcomes:
+            if report is None:
+                self.ledger.not_known(sids.values())
+            else:
+                self.ledger.settled("complete", sids, report, unlocked=DEFERRED)
+                for o in report.every():
                     if o.outcome == "completed" and o.index is not None:
                         self.ledger.deferred.pop(got[o.index], None)
                         self.f.deferred_fetched += 1
@@ -371,28 +409,47 @@ class Soak:
         report = self.attempt("resubmit", lambda: core.resubmit(DLQ, target=QUEUE, limit=40, connection=self.conn))
         if report is None:
             self.ledger.may_repeat.update(sid_by_seq.values())  # it may have got part of the way
+            self.ledger.not_known(sid_by_seq.values())
             return
-        for o in report.outcomes:
+        for o in report.every():
             sid = sid_by_seq.get(o.sequence_number) if o.sequence_number is not None else None
             if o.outcome == "resubmitted":
                 self.f.resubmitted += 1
+                if sid is None:  # moved, but not among the peeked: where it is cannot be checked
+                    self.ledger.not_known(sid_by_seq.values())
+                else:
+                    self.ledger.expect(sid, IN_QUEUE, "resubmit: resubmitted")
             elif not o.ok:
                 # The copy may be out while the original stayed: the design's "duplicates, never loses".
                 if sid is None:
                     self.ledger.may_repeat.update(sid_by_seq.values())
+                    self.ledger.not_known(sid_by_seq.values())
                 else:
                     self.ledger.may_repeat.add(sid)
+                    self.ledger.expect(sid, None, "")
 
     def purge_round(self) -> None:
         items = [{"body": "to be purged"} for _ in range(self.rng.randint(5, 40))]
-        sent = self.attempt("send to purge", lambda: core.send(PURGED, items, connection=self.conn))
+        self.attempt("send to purge", lambda: core.send(PURGED, items, connection=self.conn))
         report = self.attempt("purge", lambda: core.purge(PURGED, connection=self.conn))
         if report is not None:
             self.f.purged += report.count("purged")
-            if sent is not None and report.ok and report.count("purged") < sent.count("sent"):
-                left = self.attempt("peek purged", lambda: core.peek(PURGED, count=100, connection=self.conn))
-                if left is not None and len(left.records):
-                    self.f.problems.append(f"purge reported ok but left {len(left.records)} messages")
+            self.check_purge(report)
+
+    def check_purge(self, report: core.Report) -> None:
+        """A purge's words against the broker, at once (nothing else uses its queue): the messages
+        it says are left are exactly those still there, and it is ok only when none is."""
+        left = self.attempt("peek purged", lambda: core.peek(PURGED, count=250, connection=self.conn))
+        if left is None:
+            return
+        there = {int(r["sequence_number"]) for r in left.records}
+        said = {o.sequence_number for o in report.failures if o.outcome == "left"}  # problems: all kept
+        self.f.checked += report.total
+        if there != said or report.ok != (not there):
+            self.f.mismatched += 1
+            self.f.problems.append(
+                f"purge said {report.summary()!r}; {len(there)} message(s) are there: {sorted(there)[:5]}"
+            )
 
     def spark_round(self) -> None:
         """A ``mode=defer`` read on two partitions, settled (completed) by sequence number from the
@@ -405,14 +462,20 @@ class Soak:
         df = self.attempt("spark read (defer)", lambda: reader.load().cache())
         columns = ("sequence_number", "application_properties")
         rows = self.attempt("spark read (defer)", lambda: df.select(*columns).collect()) if df is not None else None
+        if rows is None:
+            self.ledger.deferred_unknown = True  # a failed read may have deferred messages it never named
         if rows is not None:
             self.f.spark_read += len(rows)
             sid_by_seq = {int(r.sequence_number): int(r.application_properties["sid"]) for r in rows}
+            for sid in sid_by_seq.values():
+                self.ledger.expect(sid, DEFERRED, "spark read (defer): deferred")
             report = self.attempt("spark settle", lambda: sbspark.settle(df, "complete"))
-            if report is not None:
-                by_row = {i: sid_by_seq[o.sequence_number] for i, o in enumerate(report.outcomes)
+            if report is None:
+                self.ledger.not_known(sid_by_seq.values())
+            else:
+                by_row = {i: sid_by_seq[o.sequence_number] for i, o in enumerate(report.every())
                           if o.sequence_number in sid_by_seq}  # fmt: skip
-                self.ledger.settled("complete", by_row, _indexed(report))
+                self.ledger.settled("complete", by_row, _indexed(report), unlocked=DEFERRED)
                 self.f.spark_settled += sum(1 for o in report.outcomes if o.outcome == "completed")
         if df is not None:
             df.unpersist()
@@ -428,6 +491,8 @@ class Soak:
             self.ledger.acknowledged.update(sids)
             self.f.acknowledged += len(items)
             self.f.spark_written += len(items)
+            for sid in sids:
+                self.ledger.expect(sid, IN_QUEUE, "spark write: sent")
         else:  # failed or part-way: each may or may not have arrived
             self.ledger.unacknowledged.update(sids)
             self.f.send_failures += len(items)
@@ -494,6 +559,7 @@ class Soak:
     def account(self) -> None:
         led = self.ledger
         present: Counter[int] = Counter()
+        held: dict[int, list[str]] = {}  # sid -> where the broker holds it (one entry per copy)
         for entity in (QUEUE, DLQ):
             records = self.attempt(
                 f"final scan of {entity}", lambda e=entity: core.scan_records(e, connection=self.conn)
@@ -504,6 +570,11 @@ class Soak:
             for rec in records:
                 sid = sid_of(rec)
                 present[sid] += 1
+                if entity == DLQ:
+                    too_many = rec.get("dead_letter_reason") == "MaxDeliveryCountExceeded"
+                    held.setdefault(sid, []).append(f"{DEAD} (too many deliveries)" if too_many else DEAD)
+                else:
+                    held.setdefault(sid, []).append(DEFERRED if rec.get("state") == "deferred" else IN_QUEUE)
                 if entity == DLQ:
                     self.f.dead_lettered += 1
                     if not rec.get("dead_letter_reason"):
@@ -524,8 +595,29 @@ class Soak:
                 self.f.lost += 1
                 if self.f.lost <= 10:
                     self.f.problems.append(f"acknowledged message {sid} is gone without being completed")
+        self.compare_words(held)
         if self.f.restarts and self.f.reconnects == 0 and self.conn is not None and self.conn.reconnects == 0:
             self.f.problems.append("the broker restarted but the kit never reconnected")
+
+    def compare_words(self, held: dict[int, list[str]]) -> None:
+        """Each message's last reported outcome against where the broker holds it now."""
+        for sid, (where, what) in self.ledger.said.items():
+            there = held.get(sid, [])
+            if sid in self.ledger.may_repeat and len(there) > 1:
+                continue  # a reported duplicate: checked by the accounting above
+            now = there[0] if len(there) == 1 else GONE if not there else " and ".join(there)
+            allowed = {where}
+            if where == IN_QUEUE:  # abandoned or lock lost: Service Bus may have dead-lettered it since
+                allowed.add(f"{DEAD} (too many deliveries)")
+                if self.ledger.deferred_unknown:
+                    allowed.add(DEFERRED)
+            if where == DEAD:
+                allowed.add(f"{DEAD} (too many deliveries)")  # dead-lettered again after a resubmit
+            self.f.checked += 1
+            if now not in allowed:
+                self.f.mismatched += 1
+                if self.f.mismatched <= 10:
+                    self.f.problems.append(f"message {sid}: the report said {what!r}; the broker: {now}")
 
 
 def _is_spark_error(exc: BaseException) -> bool:

@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from azure.servicebus import ServiceBusClient
 
-from benchmarks.chaos_soak import QUEUE, Broker, run
+from benchmarks.chaos_soak import GONE, IN_QUEUE, PURGED, QUEUE, Broker, Soak, run
 from sbnotebook import core
 
 pytestmark = [pytest.mark.timeout(150)]
@@ -25,7 +26,8 @@ def test_every_message_is_accounted_for_through_faults_and_restarts() -> None:
     figures = run(messages=1500, restarts=3, seed=7, log=lines.append)
     print(figures.line())
     assert figures.ok, "\n".join([figures.line(), *figures.problems[:20], *figures.unreported[:20]])
-    assert figures.lost == 0
+    assert figures.lost == 0 and figures.mismatched == 0
+    assert figures.checked >= figures.acknowledged  # each message's last reported word was compared
     assert figures.restarts >= 3 and figures.faults_injected > 0
     assert figures.reconnects >= figures.restarts - 1  # the kit found each new broker by itself
     assert figures.completed > 0 and figures.dead_lettered + figures.resubmitted > 0
@@ -92,3 +94,35 @@ def test_a_send_to_a_broker_that_stays_down_stops_and_says_so(tmp_path: Path) ->
     finally:
         core.close_all()
         broker.stop()
+
+
+def test_the_soak_catches_a_report_the_broker_contradicts(tmp_path: Path) -> None:
+    """The per-message comparison can fail: a purge's words are checked against a peek (5 left,
+    locked by another receiver, and a report claiming all purged), and a message reported
+    completed that is still there, or reported sent that is gone, is a mismatch."""
+    soak = Soak(messages=0, restarts=0, seed=1, workdir=tmp_path, latency_ms=0.0, log=lambda _: None)
+    soak.broker.start(faults=False)
+    try:
+        soak.conn = core.connect(soak.broker.connection_string, warm=False)
+        core.send(PURGED, [f"m{i}" for i in range(20)], connection=soak.conn)
+        with ServiceBusClient.from_connection_string(soak.broker.connection_string) as client:
+            with client.get_queue_receiver(PURGED, max_wait_time=3) as r:
+                held = r.receive_messages(max_message_count=5, max_wait_time=3)
+                assert len(held) == 5
+                truthful = core.purge(PURGED, connection=soak.conn)
+                soak.check_purge(truthful)
+                assert soak.f.mismatched == 0 and truthful.count("left") == 5, soak.f.problems
+                claim = core.Report("purge", PURGED)  # what the purge used to say: all of them, ok
+                claim.add_counted("purged", 20)
+                soak.check_purge(claim)
+                assert soak.f.mismatched == 1 and "5 message(s) are there" in soak.f.problems[-1]
+        soak.ledger.expect(1, GONE, "complete: completed")
+        soak.ledger.expect(2, IN_QUEUE, "send: sent")
+        soak.ledger.expect(3, IN_QUEUE, "send: sent")
+        soak.compare_words({1: [IN_QUEUE], 3: [IN_QUEUE]})
+        assert soak.f.mismatched == 3 and soak.f.checked == 20 + 20 + 3
+        assert "message 1: the report said 'complete: completed'; the broker: in the queue" in soak.f.problems
+        assert "message 2: the report said 'send: sent'; the broker: gone" in soak.f.problems
+    finally:
+        core.close_all()
+        soak.broker.stop()

@@ -63,6 +63,12 @@ def test_group_counts_counts_every_message_by_each_field_with_progress(
     assert counted.counts("dead_letter_error_description")["bad field a"] == 1
     assert seen == sorted(seen) and seen[-1] == 703 and len(seen) >= 3  # after each page
     assert "703 of 703 messages scanned (100 %)" in counted.progress_text() and counted.rate > 0
+    assert counted.progress_text().endswith(", done")
+    # With a limit, the line does not say "done" as if every message was counted (it did).
+    first = group_counts(DLQ, limit=250, connection=conn)
+    assert first.scanned == 250 and first.total == 703
+    assert first.progress_text().endswith(", done: the first 250 only (limit)"), first.progress_text()
+    assert group_counts(DLQ, limit=703, connection=conn).progress_text().endswith(", done")  # all: done
     frame = counted.to_pandas("dead_letter_reason")
     assert frame[["dead_letter_reason", "messages"]].values.tolist() == [[EXPIRED, 700], ["schema", 2], [NONE, 1]]
     schema = counted.groups["dead_letter_reason"]["schema"]

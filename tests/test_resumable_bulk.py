@@ -238,6 +238,35 @@ def test_an_import_killed_midway_sends_only_what_is_left_when_run_again(emulator
     assert not marker.exists()
 
 
+@pytest.mark.timeout(120)
+def test_an_import_stopped_by_a_broker_gone_for_good_counts_every_line_not_sent(tmp_path: Path) -> None:
+    """The broker dies during an import and stays down: the send stops part-way, and lines it never
+    read are not sent either. The note's count is what was to be sent less what was sent (it
+    counted only the failed outcomes: the lines in flight)."""
+    n = 3000
+    export = tmp_path / "in.jsonl"
+    write_jsonl(({"body": f"{i:06d}".encode(), "body_text": f"{i:06d}"} for i in range(n)), export)
+    proc, cs = start_cli_emulator("--port", "0", "--admin-port", "0", "--latency-ms", "50")
+    try:
+        conn = core.connect(cs, warm=False)
+
+        def kill_at_first_progress(report: core.Report) -> None:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+        report = core.import_jsonl("results", export, max_in_flight=2, progress=kill_at_first_progress, connection=conn)
+    finally:
+        core.close_all()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+    sent = report.count("sent")
+    assert 0 < sent < n and not report.ok
+    assert any("stopped" in (o.error or "") for o in report.failures), report
+    assert f"{n - sent} messages not sent: the same import again sends them" in " ".join(report.notes), report.notes
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_resubmit_export_and_import_of_100_000_messages_keep_the_kernel_flat(tmp_path: Path) -> None:

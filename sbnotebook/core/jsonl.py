@@ -436,9 +436,17 @@ def import_jsonl(
     if tracker.complete:
         marker.unlink()
     else:
-        left = sum(1 for o in report.failures if o.index is not None)
+        # From counts: what this run was to send less what it sent. (Counting its failed outcomes
+        # left out the lines a send stopped part-way never read.)
+        left = len(retry) + _message_lines_after(path, start) - report.count("sent")
         report.note(f"{left} messages not sent: the same import again sends them ({marker.name} keeps track)")
     return report
+
+
+def _message_lines_after(path: str | Path, line: int) -> int:
+    """How many message (non-blank) lines of the file come after line number ``line``."""
+    with Path(path).open(encoding="utf-8") as f:
+        return sum(1 for number, text in enumerate(f, start=1) if number > line and text.strip())
 
 
 def _numbered(path: str | Path) -> Iterator[tuple[int, Record]]:

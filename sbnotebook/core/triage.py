@@ -81,6 +81,7 @@ class GroupCounts:
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
     cancelled: bool = False  # stopped before the end (cancel, interrupt or error): the counts are partial
+    limit: int | None = None  # counted at most this many (group_counts' limit): "done" is the first ones only
 
     def __post_init__(self) -> None:
         unknown = [b for b in self.by if b not in GROUP_FIELDS]
@@ -171,6 +172,9 @@ class GroupCounts:
         of = f" of {self.total:,}" if self.total is not None else ""
         share = f" ({min(100, 100 * self.scanned // self.total)} %)" if self.total else ""
         state = "" if self.running else (", stopped: partial counts" if self.cancelled else ", done")
+        more = self.total is None or self.scanned < self.total
+        if not self.running and not self.cancelled and self.limit is not None and self.scanned >= self.limit and more:
+            state = f", done: the first {self.scanned:,} only (limit)"  # more may be there: not "done" with all
         return f"{self.scanned:,}{of} messages scanned{share}, {self.rate:,.0f} msg/s in {self.elapsed:.1f} s{state}"
 
     def __repr__(self) -> str:
@@ -200,6 +204,7 @@ def group_counts(
     path = EntityPath.parse(entity)
     conn = live(connection)
     out = into if into is not None else GroupCounts(str(path), by=tuple(by), max_groups=max_groups)
+    out.limit = limit
     pages = scan(path, limit=limit, connection=conn)
     stopped = True
     try:

@@ -30,7 +30,6 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import aclosing
 from typing import Any
@@ -38,6 +37,7 @@ from typing import Any
 from .counts import counts
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk, is_connection_lost, requires_sessions
+from .leftovers import account_for_what_is_left, locked_until
 from .links import opened, receiver_for
 from .live import ConnectionLike, LiveConnection, live
 from .loop import stop_if_cancelled
@@ -65,8 +65,6 @@ BY_SEQUENCE = 100  # sequence numbers per receive-deferred / cancel-scheduled re
 DELETES_IN_FLIGHT = 4  # batch-delete requests at once (each up to BATCH_DELETE_MAX messages)
 BATCH_DELETE_STANDARD = 500  # the Standard tier's limit per request
 CLOCK_SKEW = dt.timedelta(minutes=5)  # the cut-off is ours + this: a server clock ahead still deletes all
-ARRIVAL_MARGIN = dt.timedelta(seconds=2)  # enqueued this close before the purge began counts as arriving during it
-LOCKED_UNTIL = b"x-opt-locked-until"
 
 
 def _removed(m: Any) -> Outcome:
@@ -198,7 +196,7 @@ async def _purge(
             conn, path, report, tick, on_server=on_server, deferred=include_deferred, scheduled=include_scheduled
         )
     asked = {s for s, on in zip(STATES, (include_active, include_deferred, include_scheduled), strict=True) if on}
-    await _scan_what_is_left(conn, path, report, asked, since)
+    await account_for_what_is_left(conn, path, report, asked=asked, since=since, again="purge again", verb="remove")
     report.elapsed = time.perf_counter() - started
     return report
 
@@ -252,7 +250,7 @@ async def _purge_by_number(
             state = message_state(m)
             if state == "active":
                 found_active += 1
-                locked += _locked_until(m, now) is not None
+                locked += locked_until(m, now) is not None
             else:
                 found[state].append(int(m.sequence_number))
     if found_active > locked:  # locked ones cannot be received: the final scan reports them
@@ -296,72 +294,6 @@ async def _cancel_scheduled(
         await conn.with_link("sender", path, cancel)
         report.extend(Outcome(None, s, "purged", "scheduled: cancelled") for s in chunk)
         tick()
-
-
-def _locked_until(m: Any, now: dt.datetime) -> dt.datetime | None:
-    """When a peeked message's lock ends, if another receiver holds it now (a peek carries the
-    lock's end in ``x-opt-locked-until`` while a message is locked); else None."""
-    value = (m.raw_amqp_message.annotations or {}).get(LOCKED_UNTIL)
-    until = _utc(value) if isinstance(value, dt.datetime) else None
-    if isinstance(value, int) and value > 0:  # an AMQP timestamp: milliseconds since the epoch
-        until = dt.datetime.fromtimestamp(value / 1000.0, dt.UTC)
-    return until if until is not None and until > now else None
-
-
-def _utc(value: dt.datetime | None) -> dt.datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
-
-
-LOCKED = "locked by another receiver"
-ARRIVED = "arrived while the purge ran"
-STILL_THERE = "still there (given back by a receiver after the purge passed it, or not removable)"
-
-
-async def _scan_what_is_left(
-    conn: LiveConnection, path: EntityPath, report: Report, asked: set[str], since: dt.datetime
-) -> None:
-    """The end of a purge: peek what the entity still holds (the broker's truth, message by
-    message). Each message of a kind asked for gets a ``left`` outcome with why; kinds not asked
-    for are counted in a note."""
-    now = dt.datetime.now(dt.UTC)
-    why: Counter[str] = Counter()
-    kept: Counter[str] = Counter()
-    lock_ends: dt.datetime | None = None
-    async for page in ascan(path, connection=conn):
-        for m in page:
-            state = message_state(m)
-            if state not in asked:
-                kept[state] += 1
-                continue
-            until = _locked_until(m, now)
-            enqueued = _utc(m.enqueued_time_utc)
-            if until is not None:
-                reason = LOCKED
-                lock_ends = until if lock_ends is None else max(lock_ends, until)
-            elif enqueued is not None and enqueued >= since - ARRIVAL_MARGIN:
-                reason = ARRIVED
-            else:
-                reason = STILL_THERE
-            why[reason] += 1
-            text = reason if state == "active" else f"{state}: {reason}"
-            report.add(Outcome(message_id(m), int(m.sequence_number or 0), "left", text))
-    _note_left(report, why, lock_ends)
-    if kept:
-        report.note(", ".join(f"{n} {s}" for s, n in kept.items()) + " message(s) not asked for: left as they are")
-
-
-def _note_left(report: Report, why: Counter[str], lock_ends: dt.datetime | None) -> None:
-    """One plain sentence per reason: how many are left, why, and what to do."""
-    for reason, n in why.most_common():
-        text = f"{n} left: {reason}"
-        if reason == LOCKED and lock_ends is not None:
-            text += f" (purge again after their locks expire, about {lock_ends:%H:%M:%S} UTC)"
-        elif reason == ARRIVED:
-            text += " (purge again to remove them)"
-        report.note(text)
-        log.info("purge of %s: %s", report.entity, text)
 
 
 async def _count_what_is_left(

@@ -16,6 +16,7 @@ or the original's with ``keep_message_id``), so a target with duplicate detectio
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import time
 from collections.abc import Callable
 from contextlib import aclosing
@@ -26,6 +27,7 @@ from .batch import LockedBatch
 from .copies import acopy_then_complete, copy_for
 from .entities import EntityPath
 from .errors import EntityNameError, InvalidInputError, from_sdk
+from .leftovers import account_for_what_is_left
 from .live import ConnectionLike, LiveConnection, live
 from .loop import stop_if_cancelled
 from .messages import message_id
@@ -117,6 +119,7 @@ async def _resubmit(
     batches on their way at once (each worker: receive, send the copies, complete the originals),
     so a batch costs about three round trips and ``max_in_flight`` of them overlap."""
     started = time.perf_counter()
+    since = dt.datetime.now(dt.UTC)
     report = Report("resubmit" if dst is not None else "discard", str(src), str(dst) if dst else None)
     report.stats.update(batches=0, workers=0)
     selection = await _selected(conn, src, where, limit) if where is not None else None
@@ -148,10 +151,23 @@ async def _resubmit(
                     run.stop = True  # the others finish the batch they hold, then stop
         if failure is not None:
             raise failure
-        if selection is None and not run.held and (limit is None or run.moved < limit) and not await _empty(conn, src):
+        if (limit is None or run.moved < limit) and not await _empty(conn, src):
             # Locked by another receiver (a run that was interrupted holds its locks until they
-            # expire), or new: not moved by this run, and the report must not look complete.
-            report.note(f"messages are still in {src} (locked by another receiver, or new): run it again to move them")
+            # expire), or new: not moved by this run, and the report must not look complete. Each
+            # is a `left` outcome, read from the broker; what this run reported already (held
+            # back, or copied and not completed) and what `where` does not select are passed over.
+            await account_for_what_is_left(
+                conn,
+                src,
+                report,
+                asked=("active",),
+                since=since,
+                again="run it again",
+                verb="resubmit" if dst is not None else "discard",
+                skip={_seq(b.messages[i]) for b, keep in run.held for i in keep} | set(run.copied),
+                match=_selected_by(selection, src),
+                not_asked="not taken: a resubmit takes active messages (deferred ones: receive_deferred)",
+            )
     except Exception as exc:
         if not run.moved and not run.copied:
             raise  # nothing moved: the caller may reconnect and start again
@@ -303,6 +319,14 @@ async def _move(
     for n in settled.notes:
         report.note(n)
     return keep
+
+
+def _selected_by(selection: _Selection | None, src: EntityPath) -> Callable[[Any], bool] | None:
+    """For the final check: a peeked message the run was asked to take (None: every message)."""
+    if selection is None:
+        return None
+    chosen = selection
+    return lambda m: _seq(m) <= chosen.last and chosen.where(to_record(m, str(src)))
 
 
 async def _moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, **kwargs: Any) -> Report:

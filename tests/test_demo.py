@@ -63,8 +63,7 @@ def test_an_unexpected_state_is_said_and_exits_non_zero(capsys: pytest.CaptureFi
     assert "accounted for" not in out
     assert (
         "UNEXPECTED STATE in " in out
-        and "Of 4 sent, 'orders' holds 0 active, 0 deferred, 0 scheduled and 2 dead-lettered (order-4, stray-1)"
-        in out
+        and "Of 4 sent, 'orders' holds 0 active, 0 deferred, 0 scheduled and 2 dead-lettered (order-4, stray-1)" in out
     )
 
 

@@ -22,7 +22,10 @@ def test_batch_and_stream_parse_the_shared_options_alike(emulator: Emulator, kin
     for bad, said in [
         ({"numPartitions": "0"}, "option numPartitions must be 1 or more, not 0."),
         ({"maxInFlight": "x"}, "option maxInFlight must be a whole number, not 'x'."),
-        ({"waitSeconds": "-1"}, "option waitSeconds must be 0 or more."),
+        ({"waitSeconds": "-1"}, "option waitSeconds must be more than 0 seconds, not -1."),
+        ({"waitSeconds": "0"}, "option waitSeconds must be more than 0 seconds, not 0."),
+        ({"maxInFlight": "0"}, "option maxInFlight must be 1 or more, not 0."),
+        ({"maxInFlight": "-2"}, "option maxInFlight must be 1 or more, not -2."),
         ({"entity": "nope"}, "entity not found: nope"),
     ]:
         with pytest.raises(OptionError, match=said.replace(".", r"\.")):
@@ -41,3 +44,31 @@ def test_each_kind_keeps_its_own_options(emulator: Emulator) -> None:
         StreamOptions.parse({"entity": "q", "mode": "peek", **conn}, 2, None)
     with pytest.raises(OptionError, match="requires sessions, and mode=defer does not support them"):
         ReadOptions.parse({"entity": "sq", "mode": "defer", **conn}, 2, None)
+
+
+def test_counts_and_limits_are_refused_never_replaced(emulator: Emulator) -> None:
+    """0 or less is refused at planning, naming the option; a value given is used as given (0 for
+    fromSequenceNumber was read as 1, and maxInFlight 0 as 10, when the parser ended in ``or default``)."""
+    conn = {"entity": "q", "connectionString": emulator.connection_string}
+    for kind, bad, said in [
+        (ReadOptions, {"maxMessages": "0"}, "option maxMessages must be 1 or more, not 0."),
+        (ReadOptions, {"mode": "defer", "maxMessages": "-5"}, "option maxMessages must be 1 or more, not -5."),
+        (ReadOptions, {"fromSequenceNumber": "-1"}, "option fromSequenceNumber must be 0 or more, not -1."),
+        (StreamOptions, {"maxMessagesPerTrigger": "0"}, "option maxMessagesPerTrigger must be 1 or more, not 0."),
+    ]:
+        with pytest.raises(OptionError, match=said.replace(".", r"\.")):
+            kind.parse({**conn, **bad}, 2, None)
+    assert ReadOptions.parse({**conn, "fromSequenceNumber": "0"}, 2, None).from_sequence_number == 0
+    parsed = ReadOptions.parse({**conn, "maxInFlight": "1", "numPartitions": "1", "waitSeconds": "0.5"}, 2, None)
+    assert (parsed.max_in_flight, parsed.num_partitions, parsed.wait_seconds) == (1, 1, 0.5)
+
+
+def test_register_refuses_zero_default_partitions() -> None:
+    from sbnotebook import spark as sbspark
+
+    with pytest.raises(OptionError, match="default_partitions must be 1 or more, not 0"):
+        sbspark.register(
+            object(),
+            "Endpoint=sb://localhost:1;SharedAccessKeyName=k;SharedAccessKey=x;UseDevelopmentEmulator=true",
+            default_partitions=0,
+        )

@@ -59,13 +59,15 @@ def register(
     Anything else is resolved here, in the notebook (argument, ``namespace=`` alone with
     DefaultAzureCredential, environment, else the embedded emulator): Spark runs the data source in
     its own Python workers, which could not find the notebook's emulator."""
+    if default_partitions is not None and default_partitions < 1:
+        raise OptionError(f"servicebus: default_partitions must be 1 or more, not {default_partitions}.")
     conn = source_of(connection, namespace=namespace, credential=credential)
     if conn is None:
         conn = resolve()
     if isinstance(conn, Connection):
         _check_reachable(spark, conn)
     # No sparkContext: Spark Connect (Databricks serverless and shared clusters) has none.
-    partitions = default_partitions or DEFAULT_PARTITIONS
+    partitions = DEFAULT_PARTITIONS if default_partitions is None else default_partitions
     source = _registered(conn, partitions)
     registered.set_default(conn)
     spark.dataSource.register(source)

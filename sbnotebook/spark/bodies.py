@@ -319,7 +319,7 @@ def read_schema(options: Mapping[str, str], default_connection: Any) -> Any:
         return f"{RECORD_DDL}, `{BODY_JSON}` {struct_ddl(body.schema)}, `{RESCUED}` string"
     path = entity(options)
     conn = connection_of(connection(options, default_connection))
-    start = int_option(options, "fromSequenceNumber", 1, 0) or 1
+    start = int_option(options, "fromSequenceNumber", 1, 0)
     struct = inferred_struct(conn, path, start, body.sample)
     fields = [*record_schema().fields, StructField(BODY_JSON, struct, True), StructField(RESCUED, StringType(), True)]
     return StructType(fields)

@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Self
+from typing import Any, Self, overload
 
 from ..core import (
     ENV_CONNECTION_STRING,
@@ -31,7 +31,17 @@ class OptionError(ValueError):
     """A missing or bad option (raised on the driver, before Spark starts a job)."""
 
 
+@overload
+def int_option(options: Mapping[str, str], name: str, default: int, minimum: int) -> int: ...
+
+
+@overload
+def int_option(options: Mapping[str, str], name: str, default: None, minimum: int) -> int | None: ...
+
+
 def int_option(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
+    """A whole-number option: refused below ``minimum`` (naming it), never replaced; ``default``
+    only when it is not given."""
     raw = options.get(name)
     if raw is None or str(raw).strip() == "":
         return default
@@ -45,6 +55,7 @@ def int_option(options: Mapping[str, str], name: str, default: int | None, minim
 
 
 def float_option(options: Mapping[str, str], name: str, default: float) -> float:
+    """Seconds: more than 0 (0 or less is refused, naming the option), never replaced."""
     raw = options.get(name)
     if raw is None:
         return default
@@ -52,8 +63,8 @@ def float_option(options: Mapping[str, str], name: str, default: float) -> float
         value = float(str(raw))
     except ValueError:
         raise OptionError(f"servicebus: option {name} must be a number of seconds, not {raw!r}.") from None
-    if value < 0:
-        raise OptionError(f"servicebus: option {name} must be 0 or more.")
+    if not value > 0:  # NaN too
+        raise OptionError(f"servicebus: option {name} must be more than 0 seconds, not {raw}.")
     return value
 
 
@@ -186,8 +197,8 @@ class ReadingOptions(Target):
         parsed = cls(
             connection=connection(options, default_connection),
             entity=entity(options),
-            max_in_flight=int_option(options, "maxInFlight", 10, 1) or 10,
-            num_partitions=int_option(options, "numPartitions", default_partitions, 1) or 1,
+            max_in_flight=int_option(options, "maxInFlight", 10, 1),
+            num_partitions=int_option(options, "numPartitions", default_partitions, 1),
             wait_seconds=float_option(options, "waitSeconds", wait_seconds),
             **own,
         )
@@ -223,7 +234,7 @@ class ReadOptions(ReadingOptions):
             wait_seconds=5.0,
             mode=mode,
             max_messages=max_messages,
-            from_sequence_number=int_option(options, "fromSequenceNumber", 1, 0) or 1,
+            from_sequence_number=int_option(options, "fromSequenceNumber", 1, 0),
             sessions=_sessions(options),
         )
         path = parsed.entity
@@ -265,7 +276,7 @@ class StreamOptions(ReadingOptions):
             default_partitions,
             default_connection,
             wait_seconds=1.0,
-            max_per_trigger=int_option(options, "maxMessagesPerTrigger", DEFAULT_PER_TRIGGER, 1) or DEFAULT_PER_TRIGGER,
+            max_per_trigger=int_option(options, "maxMessagesPerTrigger", DEFAULT_PER_TRIGGER, 1),
             session=(options.get("sessionId") or "").strip() or None,
         )
         return parsed
@@ -308,7 +319,7 @@ class WriteOptions(Target):
         parsed = cls(
             connection=connection(options, default_connection),
             entity=path,
-            max_in_flight=int_option(options, "maxInFlight", 10, 1) or 10,
+            max_in_flight=int_option(options, "maxInFlight", 10, 1),
             batch=str(options.get("batch", "true")).lower() != "false",
             struct_columns=structs,
         )

@@ -85,8 +85,7 @@ def grid_available() -> bool:
         if not _warned:
             _warned = True
             log.warning(
-                "sbnotebook panels show plain lists instead of sortable grids: %s "
-                "(%s installs itables)",
+                "sbnotebook panels show plain lists instead of sortable grids: %s (%s installs itables)",
                 exc,
                 install().pip_install("notebook"),
             )

@@ -13,7 +13,7 @@ from sbnotebook import core
 from sbnotebook.core import deferral
 from sbnotebook.emulator import Emulator
 
-from .helpers import drain, wait_until
+from .helpers import drain, start_cli_emulator, wait_until
 
 
 def test_process_settles_by_outcome_after_the_work(emulator: Emulator, client: ServiceBusClient) -> None:
@@ -173,3 +173,53 @@ def test_resubmit_scheduled_with_a_limit(emulator: Emulator, client: ServiceBusC
     assert dead["dead_letter_reason"] == "MaxResubmitsExceeded"
     assert dead["application_properties"]["sbnotebook-resubmit-count"] == "2"
     assert drain(client, "q", wait=0.5) == []
+
+
+def test_multi_step_operations_check_their_target_before_changing_anything(emulator: Emulator) -> None:
+    """process with dead_letter_to= a missing queue completed the good messages, then raised at the
+    first bad one and the report of what it had done was lost; resubmit_scheduled dead-lettered the
+    messages past their limit, then raised. Both now refuse before touching a message."""
+    cs = emulator.connection_string
+    core.send("q", ["good", "bad", "good"], connection=cs)
+
+    def handler(record: dict) -> None:  # type: ignore[type-arg]
+        if record["body_text"] == "bad":
+            raise RuntimeError("cannot parse")
+
+    policy = core.Policy(on_error="dead_letter", dead_letter_to="missing")
+    with pytest.raises(core.EntityNotFoundError):
+        core.process("q", handler, policy=policy, connection=cs)
+    assert emulator.broker.counts("q")["active"] == 3  # nothing completed, nothing received
+
+    core.send("once", [{"body": "tired", "application_properties": {"sbnotebook-resubmit-count": 5}}], connection=cs)
+    with core.receive("once", count=1, wait=5, connection=cs) as batch:
+        with pytest.raises(core.EntityNotFoundError):
+            deferral.resubmit_scheduled(batch, delay=dt.timedelta(seconds=1), max_resubmits=5, target="missing")
+        assert batch.unsettled == [0] and emulator.broker.counts("once")["dead_letter"] == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_process_stopped_by_a_broker_gone_for_good_returns_what_it_did() -> None:
+    """The broker dies in the middle and stays down: the messages settled before are the answer,
+    with one failed outcome saying where it stopped (it raised, and the report was lost)."""
+    proc, cs = start_cli_emulator("--port", "0", "--admin-port", "0")
+    try:
+        conn = core.connect(cs, warm=False)
+        core.send("orders", [f"m{i}" for i in range(30)], connection=conn)
+        seen: list[str] = []
+
+        def handler(record: dict) -> None:  # type: ignore[type-arg]
+            seen.append(record["body_text"])
+            if len(seen) == 9 and proc.poll() is None:  # the fourth batch of 3: three batches settled
+                proc.kill()
+                proc.wait()
+
+        report = core.process("orders", handler, concurrency=3, wait=1, connection=conn)
+    finally:
+        core.close_all()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+    assert report.count("completed") >= 6 and not report.ok, report
+    assert any(o.index is None and "stopped after" in (o.error or "") for o in report.failures), report
+    assert any(n.startswith("stopped early") for n in report.notes)

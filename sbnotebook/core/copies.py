@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from .batch import LockedBatch
 from .entities import EntityPath
+from .live import LiveConnection
 from .messages import message_id, to_message
 from .outcome import DETAIL_LIMIT, Outcome, Report
 from .pipeline import RetryPolicy, send_all
@@ -158,6 +159,16 @@ def _text(key: Any) -> str:
 
 
 NOT_COMPLETED = "the copy was sent but the original could not be completed: it will come back"
+
+
+async def _sender_ready(sender: Any) -> None:
+    return None
+
+
+def check_target(connection: LiveConnection, target: EntityPath) -> None:
+    """Open (or borrow) a sender link to ``target``: one that does not exist, or refuses this key,
+    raises here, before a multi-step operation changes anything (defer, complete, dead-letter)."""
+    connection.run_on(target, connection.with_link("sender", target, _sender_ready))
 
 
 async def acopy_then_complete(

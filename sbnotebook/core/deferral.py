@@ -16,11 +16,12 @@ from concurrent.futures import Future
 from typing import Any
 
 from .batch import LockedBatch
-from .copies import RESUBMIT_COUNT, copy_message, copy_then_complete
+from .copies import RESUBMIT_COUNT, check_target, copy_message, copy_then_complete
 from .entities import EntityPath
 from .errors import InvalidInputError, PartlyDoneError, SbError, from_sdk
 from .live import ConnectionLike
-from .outcome import Report
+from .messages import message_id
+from .outcome import Outcome, Report
 from .receive import receive_deferred
 from .send import schedule
 
@@ -47,10 +48,6 @@ def wait_then_abandon(batch: LockedBatch, which: Any = None, *, seconds: float) 
     return batch.connection.spawn(later())
 
 
-async def _sender_ready(sender: Any) -> None:
-    return None
-
-
 def defer_with_reminder(
     batch: LockedBatch, which: Any = None, *, remind_at: dt.datetime | dt.timedelta, reminder_entity: str | None = None
 ) -> list[int]:
@@ -69,7 +66,7 @@ def defer_with_reminder(
     if target.is_subscription:
         raise InvalidInputError("Reminders go to a queue or topic: name one with reminder_entity=.")
     conn = batch.connection
-    conn.run_on(target, conn.with_link("sender", target, _sender_ready))  # before anything is deferred
+    check_target(conn, target)  # before anything is deferred
     seqs = [int(batch.messages[i].sequence_number or 0) for i in indexes]
     outcomes = batch.defer(indexes)
     deferred = {int(o.sequence_number or 0) for o in outcomes.every() if o.outcome == "deferred"}
@@ -126,6 +123,7 @@ def resubmit_scheduled(
     destination = EntityPath.parse(target) if target else EntityPath.parse(batch.entity).parent
     if destination.is_subscription:
         raise InvalidInputError("Name a queue or topic as target= for resubmissions from a subscription.")
+    check_target(batch.connection, destination)  # before anything is dead-lettered
     when = dt.datetime.now(dt.UTC) + delay
     give_up: list[int] = []
     retry: list[int] = []
@@ -142,5 +140,16 @@ def resubmit_scheduled(
         )
     if retry:
         copies = [(i, copy_message(batch.messages[i])) for i in retry]
-        report.merge(copy_then_complete(batch, copies, destination, at=when))
+        try:
+            report.merge(copy_then_complete(batch, copies, destination, at=when))
+        except SbError as exc:
+            if not give_up:
+                raise  # nothing changed yet: the error is the answer
+            # Raised with no copy sent and no original touched; the dead-lettering above is kept.
+            report.extend(
+                Outcome(message_id(batch.messages[i]), int(batch.messages[i].sequence_number or 0), "failed",
+                        f"not resubmitted ({exc.message}): still locked, it returns when its lock lapses", i,
+                        condition=exc.condition, tracking_id=exc.tracking_id, retryable=exc.retryable)
+                for i in retry
+            )  # fmt: skip
     return report

@@ -22,11 +22,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .batch import LockedBatch
-from .copies import copy_message, copy_then_complete
+from .copies import check_target, copy_message, copy_then_complete
 from .entities import EntityPath
-from .errors import InvalidInputError
+from .errors import InvalidInputError, SbError
 from .live import ConnectionLike, live
-from .outcome import Report
+from .messages import message_id
+from .outcome import Outcome, Report
 from .receive import receive
 
 
@@ -79,19 +80,31 @@ def process(
         raise InvalidInputError("concurrency must be a positive whole number.")
     policy = policy or Policy()
     conn = live(connection)
+    if policy.dead_letter_to:
+        check_target(conn, EntityPath.parse(policy.dead_letter_to))  # before any message is settled
     report = Report("process", str(path))
     report.stats.update(handler_errors=0, stopped=False)
     started = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="sbnotebook-handler") as pool:
         while not report.stats["stopped"] and (max_messages is None or report.total < max_messages):
             want = concurrency if max_messages is None else min(concurrency, max_messages - report.total)
-            with receive(path, count=want, wait=wait, max_in_flight=concurrency, connection=conn) as batch:
-                if len(batch) == 0:
-                    break
-                records = batch.records
-                results = list(pool.map(lambda r: _run(handler, r), records))
-                _settle(batch, results, policy, report)
-            report.elapsed = time.perf_counter() - started
+            try:
+                with receive(path, count=want, wait=wait, max_in_flight=concurrency, connection=conn) as batch:
+                    if len(batch) == 0:
+                        break
+                    records = batch.records
+                    results = list(pool.map(lambda r: _run(handler, r), records))
+                    _settle(batch, results, policy, report)
+            except SbError as exc:
+                if report.total == 0:
+                    raise  # nothing done yet: the error is the answer
+                # Messages were settled already: what happened to each is the answer, and the
+                # failure says where it stopped (a batch in hand is given back, its locks lapse).
+                report.add(Outcome(None, None, "failed", f"stopped after {report.total} messages: {exc.message}"))
+                report.note(f"stopped early: {exc.message}")
+                break
+            finally:
+                report.elapsed = time.perf_counter() - started
     return report
 
 
@@ -147,7 +160,15 @@ def _settle(batch: LockedBatch, results: list[Any], policy: Policy, report: Repo
         record(batch.abandon(groups["abandon"]))
     for i, verdict in dead:
         if policy.dead_letter_to:
-            record(_dead_letter_elsewhere(batch, i, verdict, policy.dead_letter_to), "dead_lettered")
+            try:
+                record(_dead_letter_elsewhere(batch, i, verdict, policy.dead_letter_to), "dead_lettered")
+            except SbError as exc:  # no copy sent, the original untouched: reported, the others go on
+                msg = batch.messages[i]
+                report.add(
+                    Outcome(message_id(msg), int(msg.sequence_number or 0), "failed",
+                            f"not dead-lettered to {policy.dead_letter_to} ({exc.message}): it returns when its"
+                            " lock lapses", i, exc.condition, exc.tracking_id, exc.retryable)
+                )  # fmt: skip
         else:
             record(batch.dead_letter(i, reason=verdict.reason, description=verdict.description))
 

@@ -321,3 +321,29 @@ def test_resubmit_export_and_import_of_100_000_messages_keep_the_kernel_flat(tmp
         core.close_all()
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.mark.timeout(120)
+def test_a_copy_stopped_by_a_broker_gone_for_good_does_not_count_only_its_failures(tmp_path: Path) -> None:
+    """The broker dies during a copy and stays down: the note said "N messages not copied" with N
+    the few in flight, where most of the source was never read; it now says the copy stopped."""
+    n = 3000
+    proc, cs = start_cli_emulator("--port", "0", "--admin-port", "0", "--latency-ms", "50")
+    try:
+        conn = core.connect(cs, warm=False)
+        core.send("orders", (f"m{i}" for i in range(n)), max_in_flight=16, connection=conn).raise_for_failures()
+
+        def kill_at_first_progress(report: core.Report) -> None:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+        report = core.copy("orders", "results", max_in_flight=2, progress=kill_at_first_progress, connection=conn)
+    finally:
+        core.close_all()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+    failed = sum(1 for o in report.failures if o.index is not None)
+    assert report.count("sent") + failed < n and not report.ok, report
+    assert any("the copy stopped before the end of orders" in note for note in report.notes), report.notes

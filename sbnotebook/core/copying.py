@@ -162,7 +162,13 @@ async def acopy(
         state.complete = True
     else:
         failed = sum(1 for o in report.failures if o.index is not None)
-        report.note(f"{failed} messages not copied: the same copy again copies what is left")
+        if tracker.exhausted or exhausted_limit:
+            report.note(f"{failed} messages not copied: the same copy again copies what is left")
+        else:  # stopped part-way: what follows in the source was not read, so it is not counted here
+            report.note(
+                f"{failed} messages not copied, and the copy stopped before the end of {name} (the messages"
+                " after them were not read): the same copy again copies what is left"
+            )
     return report
 
 

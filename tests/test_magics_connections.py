@@ -122,6 +122,7 @@ def test_bad_connection_names_are_one_line(ip: Any, sb: SbMagics, capsys: Any) -
         ("sb_peek prod:", "no entity after"),
         ("sb_connect --as 9x --emulator", "a name is letters"),
         ("sb_connect --as home", "give CONNECTION, --namespace, --secret or --emulator"),
+        ("sb_resubmit q --target prod:q", "a resubmit moves messages within one namespace"),
     ]:
         shown = magic_fails(ip, text)
         assert said in shown and not capsys.readouterr().err, (text, shown)
@@ -259,3 +260,28 @@ def test_copy_asks_first_and_an_interrupted_copy_sends_only_what_is_left(
     assert bodies == sorted(f"m{i}" for i in range(700))  # each once: re-sent copies kept their ids
     source = _peek_all(prod_client, "q")
     assert len(source) == 700 and all(m.delivery_count == 0 for m in source)
+
+
+def test_panels_show_and_take_named_entities(
+    ip: Any, sb: SbMagics, prod_client: ServiceBusClient, client: ServiceBusClient
+) -> None:
+    send(prod_client, "q", "p1", "p2")
+    send(client, "q", "h1")
+    browser = line(ip, "sb_browse prod:q")
+    assert browser.entity_box.value == "prod:q" and [r["body_text"] for r in browser.records] == ["p1", "p2"]
+    browser.entity_box.value = "q"  # typed into the panel: the default connection's q
+    browser.jump(1)
+    assert [r["body_text"] for r in browser.records] == ["h1"]
+    browser.entity_box.value = "prod:q"
+    browser.jump(1)
+    assert [r["body_text"] for r in browser.records] == ["p1", "p2"]
+    browser.entity_box.value = "nope:q"
+    browser.jump_button.click()  # the Go button, as the browser clicks it: the error shown in the panel
+    assert "No connection named" in browser.status.value
+    panel = line(ip, "sb_compose prod:q")
+    panel.body.value = '{"from": "panel"}'
+    assert panel.send().count("sent") == 1
+    assert [str(m) for m in _peek_all(prod_client, "q")] == ["p1", "p2", '{"from": "panel"}']
+    panel.entity_box.value = "dedup"  # no name: the default connection
+    assert panel.send().count("sent") == 1
+    assert [str(m) for m in drain(client, "dedup")] == ['{"from": "panel"}']

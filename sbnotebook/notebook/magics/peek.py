@@ -65,7 +65,13 @@ def sb_peek(self: MagicsState, args: argparse.Namespace) -> Any:
 def sb_browse(self: MagicsState, args: argparse.Namespace) -> Any:
     from ..widgets import MessageBrowser
 
-    return MessageBrowser(args.entity, dead_letter=args.dlq, page_size=args.count, connection=self.conn())
+    return MessageBrowser(
+        args.address,
+        dead_letter=args.dlq,
+        page_size=args.count,
+        connection=self.connection if self.connection is not None else self.conn(),
+        connections=self.connections,
+    )
 
 
 def summarise_page(entity: str, found: core.PeekPage, scan_limit: int) -> None:

@@ -92,6 +92,11 @@ def _selection(source: str, where: Any, limit: int | None, preview: int, conn: A
 def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     path = EntityPath.parse(args.entity)
     source = str(path) if path.is_dead_letter else with_dlq(args.entity, True)
+    if args.target is not None and ":" in args.target:
+        raise UsageError(
+            f"--target {args.target}: a resubmit moves messages within one namespace, so the target is an entity "
+            "of the source's connection (no NAME:); %sb_copy copies to another namespace."
+        )
     edit = message_edit(args)
     where = core.compile_where(args.where) if args.where else None
     conn = self.conn()

@@ -65,4 +65,5 @@ def sb_compose(self: MagicsState, args: argparse.Namespace) -> Any:
     from ..widgets import SendPanel
 
     check_exists(args.entity, self.conn())
-    return SendPanel(args.entity, connection=self.conn(), max_in_flight=self.max_in_flight)
+    default = self.connection if self.connection is not None else self.conn()
+    return SendPanel(args.address, connection=default, max_in_flight=self.max_in_flight, connections=self.connections)

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from IPython.core.error import UsageError
 
 from ... import core
-from ...core import EntityPath, LiveConnection, SbError, split_address
+from ...core import EntityPath, LiveConnection, SbError
+from ..addresses import resolve
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -24,21 +25,21 @@ if TYPE_CHECKING:
 def address(self: MagicsState, text: str) -> tuple[str, LiveConnection]:
     """``ENTITY`` or ``NAME:ENTITY`` as (the entity, the live connection it belongs to). An unknown
     name or a colon in the wrong place fails in one line."""
-    if ":" not in text:
-        return text, self.conn()
-    name, _ = split_address(text)
-    assert name is not None
-    return text.split(":", 1)[1].strip(), self.named(name)
+    return resolve(text, self.conn, self.named)
 
 
 @contextmanager
 def bound_entity(self: MagicsState, args: argparse.Namespace) -> Iterator[None]:
-    """While a command runs: its ``NAME:ENTITY`` argument becomes ENTITY, and ``self.conn()`` that
-    name's connection (every command and the panels it opens pass ``self.conn()`` on)."""
+    """While a command runs: its ``NAME:ENTITY`` argument becomes ENTITY (``args.address`` keeps what
+    was typed), and ``self.conn()`` that name's connection (every command and the panels it opens
+    pass ``self.conn()`` on)."""
     entity = getattr(args, "entity", None)
     if not isinstance(entity, str) or ":" not in entity:
+        if isinstance(entity, str):
+            args.address = entity
         yield
         return
+    args.address = entity  # as typed: panels show it (and resolve what is typed into them later)
     args.entity, conn = address(self, entity)
     self.bound = conn
     try:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import ipywidgets as W
 
 from ... import core
-from ...core import ConnectionLike, EntityPath, live_connection
+from ...core import ConnectionLike, EntityPath, LiveConnection, live_connection
+from ..addresses import lookup, resolve
 from ..export import to_json_record, write_jsonl
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, Column, MessageGrid
 from .render import detail_html, guard
@@ -27,8 +29,10 @@ class MessageBrowser(W.VBox):
         page_size: int = 50,
         connection: ConnectionLike = None,
         scan_limit: int = core.SEARCH_SCAN_LIMIT,
+        connections: Mapping[str, LiveConnection] | None = None,
     ) -> None:
-        self.connection = live_connection(connection)
+        self.default_connection = live_connection(connection)
+        self.named = lookup(connections or {})  # NAME:ENTITY typed into the entity box
         self.page_size = page_size
         self.scan_limit = scan_limit
         self.records: list[dict[str, Any]] = []
@@ -36,7 +40,9 @@ class MessageBrowser(W.VBox):
         self.start = 1
         self.next_start = 1
         self.where: str | None = None
-        self.entity_box = W.Text(value=str(EntityPath.parse(entity).parent), description="Entity")
+        name, _, bare = entity.rpartition(":")
+        shown = str(EntityPath.parse(bare).parent)
+        self.entity_box = W.Text(value=f"{name}:{shown}" if name else shown, description="Entity")
         self.dlq_box = W.Checkbox(value=dead_letter, description="Dead-letter queue")
         self.search_box = W.Text(placeholder='$.customer.id == "c-7" or props.priority == "high"', description="Search")
         self.jump_box = W.BoundedIntText(value=1, min=0, max=2**62, description="From seq")
@@ -73,8 +79,14 @@ class MessageBrowser(W.VBox):
         self.jump(1)
 
     @property
+    def connection(self) -> LiveConnection:
+        """The entity box's connection: the panel's own, or a named one (``prod:orders``)."""
+        return resolve(self.entity_box.value, lambda: self.default_connection, self.named)[1]
+
+    @property
     def entity(self) -> str:
-        path = EntityPath.parse(self.entity_box.value)
+        text = resolve(self.entity_box.value, lambda: self.default_connection, self.named)[0]
+        path = EntityPath.parse(text)
         return str(EntityPath(path.name, path.subscription, "dead_letter")) if self.dlq_box.value else str(path)
 
     # ---------------------------------------------------------- paging

@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import ipywidgets as W
 
 from ... import core
-from ...core import ConnectionLike, InvalidInputError, Report, live_connection
+from ...core import ConnectionLike, InvalidInputError, LiveConnection, Report, live_connection
+from ..addresses import lookup, resolve
 from ..cells import json_object, parse_when
 
 
 class SendPanel(W.VBox):
-    def __init__(self, entity: str, *, connection: ConnectionLike = None, max_in_flight: int = 10) -> None:
+    def __init__(
+        self,
+        entity: str,
+        *,
+        connection: ConnectionLike = None,
+        max_in_flight: int = 10,
+        connections: Mapping[str, LiveConnection] | None = None,
+    ) -> None:
         self.connection = live_connection(connection)
+        self.named = lookup(connections or {})  # NAME:ENTITY typed into the entity box
         self.max_in_flight = max_in_flight
         self.entity_box = W.Text(value=entity, description="Entity")
         self.body = W.Textarea(placeholder='{"order": 1}', description="Body", rows=5, layout=W.Layout(width="100%"))
@@ -74,13 +84,14 @@ class SendPanel(W.VBox):
         def progress(report: Report) -> None:
             self.progress.value = report.total
 
+        entity, conn = resolve(self.entity_box.value, lambda: self.connection, self.named)
         report = core.send(
-            self.entity_box.value,
+            entity,
             items,
             max_in_flight=self.max_in_flight,
             progress=progress,
             schedule_at=when,
-            connection=self.connection,
+            connection=conn,
         )
         self.reports.append(report)
         self.progress.max, self.progress.value = max(report.total, 1), report.total

@@ -66,7 +66,7 @@ def test_planning_costs_one_peek_more_than_before(
     monkeypatch.setattr(emulator.broker, "peek", counted)
     ranges = reading.plan_peek(conn, EntityPath.parse("q"), 1, 4, None)
     assert ranges[-1].last == 500
-    assert peeks == [(1, 1), (500, reading.BOUND_WINDOW)]
+    assert peeks == [(1, 1), (500, core.BOUND_WINDOW)]
 
 
 def test_the_end_is_found_past_holes_wider_than_the_window(conn: Connection, client: ServiceBusClient) -> None:

@@ -13,6 +13,7 @@ nothing: the documented resolution order); calls with the same settings share on
 
 from . import deferral
 from .batch import LockedBatch
+from .bounds import BOUND_WINDOW, snapshot
 from .connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_connection_string, resolve
 from .copies import acopy_then_complete, copy_message, copy_then_complete
 from .copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_target
@@ -70,7 +71,7 @@ from .purge import apurge, purge
 from .receive import receive, receive_deferred
 from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record
 from .resubmit import aresubmit, default_target, discard, resubmit
-from .scan import PAGE_SIZE, ascan, peek_numbers, scan, scan_records, sequence_numbers
+from .scan import PAGE_SIZE, ascan, peek_numbers, peek_page, scan, scan_records, sequence_numbers
 from .search import compile_where, filter_records, json_columns
 from .send import acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
 from .sessions import (
@@ -83,11 +84,13 @@ from .sessions import (
     set_session_state,
 )
 from .signatures import mask, signature
+from .tail import TAIL_INTERVAL, Tail, tail
 from .triage import GROUP_FIELDS, GroupCounts, group_counts, group_value
 from .triage import NONE as GROUP_NONE
 from .triage import OTHER as GROUP_OTHER
 
 __all__ = [
+    "BOUND_WINDOW",
     "CONNECTION_NAME",
     "COPY_CONCURRENCY",
     "ENV_CONNECTION_STRING",
@@ -100,6 +103,7 @@ __all__ = [
     "PROBLEMS",
     "RECORD_FIELDS",
     "SEARCH_SCAN_LIMIT",
+    "TAIL_INTERVAL",
     "ConfigurationError",
     "Connection",
     "ConnectionLike",
@@ -134,6 +138,7 @@ __all__ = [
     "SessionStates",
     "Skip",
     "Stop",
+    "Tail",
     "acancel_scheduled",
     "acopy",
     "acopy_then_complete",
@@ -187,6 +192,7 @@ __all__ = [
     "parse_credential_ref",
     "peek",
     "peek_numbers",
+    "peek_page",
     "pretty_state",
     "process",
     "purge",
@@ -204,7 +210,9 @@ __all__ = [
     "sequence_numbers",
     "set_session_state",
     "signature",
+    "snapshot",
     "split_address",
+    "tail",
     "to_dataframe",
     "to_json_record",
     "to_record",

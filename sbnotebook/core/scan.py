@@ -312,16 +312,33 @@ def peek_numbers(
     """The sequence numbers of the first ``count`` (at most ``PAGE_SIZE``) messages at or after
     ``start``, from exactly one peek: one round trip. (:func:`scan` would spend a second one
     confirming that a short page is the end; bounds searches want the short page itself.)"""
+    return [int(m.sequence_number) for m in _peek_once(entity, start, count, connection)]
+
+
+def peek_page(
+    entity: str | EntityPath, *, start: int = 1, count: int = PAGE_SIZE, connection: ConnectionLike = None
+) -> list[dict[str, Any]]:
+    """The first ``count`` (at most ``PAGE_SIZE``) messages at or after ``start`` as records, from
+    exactly one peek (a live tail's poll: one round trip, nothing locked or counted)."""
+    path = EntityPath.parse(entity)
+    return [to_record(m, str(path)) for m in _peek_once(path, start, count, connection)]
+
+
+def _peek_once(entity: str | EntityPath, start: int, count: int, connection: ConnectionLike) -> list[Any]:
     path = EntityPath.parse(entity)
     _check(start, None, count, 1, PAGE_SIZE)
     if count > PAGE_SIZE:
         raise InvalidInputError(f"count must be at most {PAGE_SIZE}, not {count!r}.")
     conn = live(connection)
 
-    async def one() -> list[int]:
+    async def one() -> list[Any]:
         pager = _Pager(conn, path, None, count, None)
         try:
-            return [int(m.sequence_number) for m in await pager.peek(max(start, 1), count)]
+            return await pager.peek(max(start, 1), count)
+        except (SbError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise from_sdk(exc, entity=str(path)) from None
         finally:
             await pager.close()
 

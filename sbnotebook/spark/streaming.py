@@ -160,7 +160,7 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Take what is there now: up to the highest sequence number present at this moment."""
-        from .reading import snapshot
+        from ..core import snapshot
 
         o = self.options
         if o.session is not None:

@@ -14,7 +14,7 @@ from ... import core
 from ...core import LiveConnection, LockedBatch
 from ..config import project_settings
 from ..widgets import grid as grid_mod
-from . import connect, copying, dlq, entities, files, peek, purge, receive, resubmit, send, sessions, stats
+from . import connect, copying, dlq, entities, files, peek, purge, receive, resubmit, send, sessions, stats, tail
 from .command import Declined, fail
 from .sdklogs import SdkLogSummary
 from .state import NameCache
@@ -31,6 +31,9 @@ class SbMagics(Magics):
     max_renewal = Float(300.0, min=0.0, help="Seconds a received batch's locks are renewed for while open.").tag(
         config=True
     )
+    tail_interval = Float(
+        core.TAIL_INTERVAL, min=0.01, help="Seconds between two polls of %sb_tail (each poll is one peek)."
+    ).tag(config=True)
     full_tracebacks = Bool(False, help="Show full tracebacks instead of one-line errors.").tag(config=True)
     confirm = Bool(True, help="Ask before destructive actions (receive-and-delete, settling every row).").tag(
         config=True
@@ -61,6 +64,7 @@ class SbMagics(Magics):
     sb_import = line_magic(files.sb_import)
     sb_resubmit = line_magic(resubmit.sb_resubmit)
     sb_copy = line_magic(copying.sb_copy)
+    sb_tail = line_magic(tail.sb_tail)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)

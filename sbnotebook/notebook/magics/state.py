@@ -27,6 +27,7 @@ class MagicsState(Protocol):
     max_in_flight: int
     wait_seconds: float
     max_renewal: float
+    tail_interval: float
     full_tracebacks: bool
     confirm: bool
     grid: str

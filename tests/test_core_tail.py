@@ -198,3 +198,18 @@ def test_tail_panel_runs_in_the_background_until_stopped(emulator: Emulator, cli
     assert panel.wait(10)
     assert panel.stop_button.disabled and "Ended: 2 messages" in panel.status.value
     assert panel.to_pandas()["body_text"].tolist() == ["one", "two"]
+
+
+def test_a_tail_on_a_missing_entity_or_a_topic_fails_the_cell_in_one_line(sb: Any) -> None:
+    from tests.helpers import magic_fails
+
+    ip = sb.shell
+    assert "Entity not found (nope)" in magic_fails(ip, "sb_tail nope --seconds 1")
+    assert "receive from one of its subscriptions" in magic_fails(ip, "sb_tail t --seconds 1")
+    assert "requires sessions" in magic_fails(ip, "sb_tail sq --seconds 1")
+    assert "--seconds" in magic_fails(ip, "sb_tail q --seconds 0")
+    assert "--from-seq" in magic_fails(ip, "sb_tail q --from-seq -1")
+    assert "Unknown name in the search: nme" in magic_fails(ip, "sb_tail q --seconds 1 --where 'nme == 1'")
+    assert "No connection named 'prod'" in magic_fails(ip, "sb_tail prod:orders --seconds 1")
+    result = ip.run_cell("%sb_tail nope --seconds 1")  # as Run All sees it: the cell failed
+    assert not result.success

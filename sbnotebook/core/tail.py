@@ -30,7 +30,7 @@ from .bounds import message_count, snapshot
 from .entities import EntityPath
 from .errors import InvalidInputError
 from .live import ConnectionLike, LiveConnection, live
-from .records import to_dataframe
+from .records import RECORD_FIELDS, to_dataframe
 from .scan import PAGE_SIZE, peek_page
 from .search import compile_where
 
@@ -72,6 +72,8 @@ class Tail:
             raise InvalidInputError(f"The first sequence number must be 0 or more, not {self.from_sequence_number}.")
         self._path = path
         self._matches: Callable[[Record], bool] = compile_where(self.where) if self.where else lambda r: True
+        # A misspelled name fails now, not at the first message (which may come in an hour).
+        self._matches(dict.fromkeys(RECORD_FIELDS))
 
     # ------------------------------------------------------------------ running
 

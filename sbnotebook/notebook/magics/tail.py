@@ -7,13 +7,12 @@ import html
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from IPython.core.error import UsageError
 from IPython.display import display
 
 from ... import core
 from ...core import Tail
 from ..widgets.grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, Column, body_preview
-from .command import command, parser
+from .command import command, parser, seconds, whole
 from .targets import with_dlq
 
 if TYPE_CHECKING:
@@ -34,9 +33,9 @@ TAIL = parser(
 )
 TAIL.add_argument("entity", help="queue, topic/subscriptions/name, or either with /$deadletterqueue")
 TAIL.add_argument("--dlq", action="store_true", help="the entity's dead-letter queue")
-TAIL.add_argument("--seconds", type=float, help="stop after this many seconds (default: at an interrupt)")
+TAIL.add_argument("--seconds", type=seconds(zero=False), help="stop after this many seconds (default: at an interrupt)")
 TAIL.add_argument("--where", help="show only messages matching this search expression")
-TAIL.add_argument("--from-seq", type=int, dest="from_seq", help="show messages from this sequence number on, too")
+TAIL.add_argument("--from-seq", type=whole(0), dest="from_seq", help="show messages from this sequence number on, too")
 TAIL.add_argument("--panel", action="store_true", help="a panel that tails in the background (Stop button)")
 ROWS = 20  # the live table shows the last ROWS messages
 
@@ -44,10 +43,6 @@ ROWS = 20  # the live table shows the last ROWS messages
 @command(TAIL)
 def sb_tail(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
-    if args.seconds is not None and args.seconds <= 0:
-        raise UsageError("--seconds must be more than 0.")
-    if args.from_seq is not None and args.from_seq < 0:
-        raise UsageError("--from-seq must be 0 or more.")
     options = {"where": args.where, "from_sequence_number": args.from_seq, "connection": self.conn()}
     if args.panel:
         from ..widgets.tail import TailPanel

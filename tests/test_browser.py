@@ -129,6 +129,10 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     more.cells = [nbformat.v4.new_code_cell(CHARTS[form] + MORE_PANELS.strip())]
     more.metadata["kernelspec"] = nb.metadata["kernelspec"]
     nbformat.write(more, root / "panels.ipynb")
+    complete = nbformat.v4.new_notebook()
+    complete.cells = [nbformat.v4.new_code_cell("%load_ext sbnotebook\n%sb_connect")]
+    complete.metadata["kernelspec"] = nb.metadata["kernelspec"]
+    nbformat.write(complete, root / "complete.ipynb")
     port, token = free_port(), "sbnotebook-test-token"
     # Each form's kernels share an emulator of their own (the whole run's would carry the other
     # form's messages over), stopped with the lab.
@@ -272,6 +276,47 @@ def test_every_other_panel_renders_and_answers_a_click(lab: tuple[str, Path, str
             assert no_error_shown(page)  # no panel failed to draw or to answer
         except Exception:
             page.screenshot(path=str(root / "failure-more-panels.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+def test_tab_completes_entities_and_actions_in_jupyterlab(lab: tuple[str, Path, str]) -> None:
+    """Tab in a cell: JupyterLab asks the kernel (complete_request, IPython's completer), which
+    offers the live connection's entity names and a command's actions."""
+    url, root, _ = lab
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        page: Any = browser.new_page(viewport={"width": 1400, "height": 1200})
+        try:
+            page.goto(url.format(notebook="complete.ipynb"), timeout=120_000)
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+            page.wait_for_selector(KERNEL_IDLE, timeout=120_000)
+            run_the_cell(page)  # %sb_connect: the names are listed in the background
+            page.get_by_text(re.compile(r"Connected to ")).first.wait_for(state="visible", timeout=120_000)
+            page.wait_for_selector(KERNEL_IDLE, timeout=60_000)
+            editor = page.locator(CELL_EDITOR).nth(1)  # Shift+Enter made a new cell below
+            editor.click()
+            page.keyboard.type("%sb_peek ord")
+            page.keyboard.press("Tab")
+            completer = page.locator(".jp-Completer")
+            completer.get_by_text("orders").first.wait_for(state="visible", timeout=60_000)
+            page.screenshot(path=str(root / "completion.png"), full_page=True)
+            items = completer.locator(".jp-Completer-item .jp-Completer-match")
+            assert [t.strip() for t in items.all_inner_texts()] == ["orders"]  # no Python names
+            page.keyboard.press("Enter")  # JupyterLab puts it in the cell
+            page.wait_for_function(
+                "sel => [...document.querySelectorAll(sel)].some(e => e.textContent.includes('%sb_peek orders'))",
+                arg=CELL_EDITOR,
+                timeout=30_000,
+            )
+            page.keyboard.press("Enter")
+            page.keyboard.type("%sb_settle d")
+            page.keyboard.press("Tab")  # the command's actions
+            completer.get_by_text("dead-letter").first.wait_for(state="visible", timeout=60_000)
+            assert sorted(t.strip() for t in items.all_inner_texts()) == ["dead-letter", "defer"]
+        except Exception:
+            page.screenshot(path=str(root / "completion-failure.png"), full_page=True)
             raise
         finally:
             browser.close()

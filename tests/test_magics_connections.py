@@ -174,6 +174,7 @@ def test_copy_between_namespaces_by_peeking_keeps_every_property_and_leaves_the_
     report = line(ip, "sb_copy prod:q/$deadletterqueue q --yes")
     out = capsys.readouterr().out
     assert "Copy 12 message(s) from prod:q/$deadletterqueue to q" in out
+    assert str(report).startswith("copy prod:q/$deadletterqueue -> q: 12 sent of 12")
     assert isinstance(report, Report) and report.count("sent") == 12 and report.ok
     # The source, read on its own: the same messages, nothing locked, no delivery counted.
     after = _peek_all(prod_client, "q", "deadletter")
@@ -218,6 +219,7 @@ def test_copy_bad_input_is_one_line_and_copies_nothing(
         ("sb_copy prod:q nosuchqueue --yes", "nosuchqueue"),
         ("sb_copy prod:q q --limit 0", "argument --limit: must be 1 or more"),
         ("sb_copy prod:q q --max-in-flight 0", "argument --max-in-flight: must be 1 or more"),
+        ("sb_copy prod:t q --yes", "receive from one of its subscriptions"),  # a topic holds nothing to peek
     ]:
         shown = magic_fails(ip, text)
         assert said in shown and not capsys.readouterr().err, (text, shown)

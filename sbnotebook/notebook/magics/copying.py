@@ -37,19 +37,25 @@ COPY.add_argument("--yes", action="store_true", help="do not ask first")
 
 def _count(source: str, where: Any, conn: LiveConnection) -> int:
     """How many messages SOURCE holds (with a search: how many match, by scanning; nothing kept)."""
+    said = None
     if where is None:
         path = EntityPath.parse(source)
         try:
             counts = core.counts(str(path.parent), connection=conn)
+        except core.EntityNotFoundError:
+            raise
         except core.SbError as exc:
-            print(f"(counting by scanning: the administration API said {exc.message})")
+            said = exc.message  # counted by scanning instead (which also says what is wrong, if anything)
         else:
             if path.sub_queue == "dead_letter":
                 return counts.dead_letter
             if path.sub_queue == "transfer_dead_letter":
                 return counts.transfer_dead_letter
             return counts.active + (0 if path.is_subscription else counts.scheduled)
-    return sum(1 for page in core.scan(source, connection=conn) for r in page if where is None or where(r))
+    found = sum(1 for page in core.scan(source, connection=conn) for r in page if where is None or where(r))
+    if said is not None:
+        print(f"(counted by scanning: the administration API said {said})")
+    return found
 
 
 @command(COPY)
@@ -98,6 +104,7 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
         source_connection=src,
         connection=dst,
     )
+    report.entity, report.target = args.source, args.target  # as typed: with their connections' names
     progress.finish(report)
     if state.complete:
         del self.copies[key]  # done: the same command again copies afresh

@@ -133,11 +133,17 @@ def test_entity_changes_and_listings_refresh_the_names(ip: Any, sb: SbMagics, em
     names = completer(sb).names_of(sb.conn())
     wait_until(lambda: "fresh" in names.top(wait=0)[0], timeout=10)  # listed again in the background
     assert completions(ip, "%sb_peek fr") == ["fresh"]
-    # Made elsewhere (another notebook): %sb_entities lists it, and the completion knows it at once.
+    # Made through the kit anywhere (code, a panel): listed again too.
     from sbnotebook.core import create_entity
+    from sbnotebook.core.admin import emulator_admin_client
 
-    create_entity("elsewhere", kind="queue", connection=sb.conn())
-    assert completions(ip, "%sb_peek elsew") == ["elsew"]  # cached (fresh for completion.TTL)
+    create_entity("by-code", kind="queue", connection=sb.conn())
+    wait_until(lambda: completions(ip, "%sb_peek by-") == ["by-code"], timeout=10)
+    # Made elsewhere (another notebook, the portal): %sb_entities lists it, and the completion knows
+    # it at once; until then the cache (fresh for completion.TTL) does not.
+    with emulator_admin_client(emulator.connection_string) as admin:
+        admin.create_queue("elsewhere")
+    assert completions(ip, "%sb_peek elsew") == ["elsew"]
     ip.run_line_magic("sb_entities", "")
     assert completions(ip, "%sb_peek elsew") == ["elsewhere"]
     ip.run_line_magic("sb_entities", "delete fresh --yes")

@@ -79,6 +79,7 @@ class LiveConnection(LoopThread):
         self.try_timeout = try_timeout
         self.links_opened = 0
         self.reconnects = 0
+        self.entity_changes = 0  # entities created or deleted through the kit: caches of names list again
         self._client: Any = None
         self._own_credential: Any = None  # a DefaultAzureCredential this connection made
         self._spares: SpareConnections | None = None

@@ -208,7 +208,9 @@ def create_entity(
             return admin.create_topic(path.name, **values)
         return admin.create_subscription(path.name, path.subscription, **values)
 
-    return _plain(kind, _admin(conn, str(path), create))
+    made = _plain(kind, _admin(conn, str(path), create))
+    conn.entity_changes += 1
+    return made
 
 
 def update_entity(
@@ -263,6 +265,7 @@ def delete_entity(entity: str | EntityPath, *, connection: ConnectionLike = None
         return kind
 
     result: str = _admin(conn, str(path), delete)
+    conn.entity_changes += 1
     return result
 
 

@@ -8,7 +8,8 @@ VS Code and Databricks all get it): one Matcher API v2 matcher, added by ``%load
   (``%sb_settle <Tab>``: its actions).
 
 Names come from a cache per live connection (:class:`EntityNames`), fresh for ``TTL`` seconds and
-refreshed in the background after that (and at once by ``%sb_entities`` and entity changes). A
+refreshed in the background after that (and at once by ``%sb_entities``, and by entities created
+or deleted through the kit: ``LiveConnection.entity_changes``, which core.manage counts up). A
 completion with nothing cached starts the listing and waits for it at most ``WAIT`` seconds (about
 one round trip far from the namespace); past that it offers what it has (nothing) and the next Tab
 finds the names. A completion never raises and never prints: anything that goes wrong offers nothing
@@ -52,6 +53,7 @@ class EntityNames:
         self.conn = conn
         self._lock = threading.Lock()
         self._top: tuple[float, list[str], list[str]] | None = None  # (when, queues, topics)
+        self._changes = conn.entity_changes  # core.create_entity / delete_entity count up: list again
         self._subs: dict[str, tuple[float, list[str]]] = {}
         self._running: dict[str, concurrent.futures.Future[Any]] = {}
         self.failures = 0
@@ -60,6 +62,9 @@ class EntityNames:
 
     def top(self, wait: float = WAIT) -> tuple[list[str], list[str]]:
         """(queues, topics): cached, else what a listing brings within ``wait`` seconds."""
+        if self._changes != self.conn.entity_changes:  # created or deleted (a command, a panel, code)
+            self._changes = self.conn.entity_changes
+            self.refresh()
         with self._lock:
             cached = self._top
         if cached is None or time.monotonic() - cached[0] > TTL:
@@ -163,10 +168,6 @@ class Completer:
         if found is None:
             found = self.names[conn] = EntityNames(conn)
         return found
-
-    def changed(self, conn: LiveConnection) -> None:
-        """Entities were created or deleted on ``conn``: list again."""
-        self.names_of(conn).refresh()
 
     # ------------------------------------------------------------------ the line
 

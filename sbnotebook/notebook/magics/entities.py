@@ -114,11 +114,7 @@ def sb_entities(self: MagicsState, args: argparse.Namespace) -> Any:
     at = 1 if verb in ("create", "rule") else 0  # where the entity is among the words after the verb
     if len(rest) > at and ":" in rest[at]:
         rest[at], conn = address(self, rest[at])  # NAME:ENTITY
-    try:
-        return _act(self, verb, rest, args, conn)
-    finally:
-        if verb in ("create", "delete") and self.completer is not None:
-            self.completer.changed(conn)  # Tab completion lists the names again, in the background
+    return _act(self, verb, rest, args, conn)  # a create or delete: Tab completion lists names again
 
 
 def _act(self: MagicsState, verb: str, rest: list[str], args: argparse.Namespace, conn: LiveConnection) -> Any:

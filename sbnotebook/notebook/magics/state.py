@@ -16,8 +16,6 @@ class NameCache(Protocol):
 
     def names_of(self, conn: LiveConnection) -> Any: ...
 
-    def changed(self, conn: LiveConnection) -> None: ...
-
 
 class MagicsState(Protocol):
     """The settings and shared state of ``SbMagics`` (sbmagics.py) that commands read and change."""

@@ -41,7 +41,21 @@ WAIT = 0.1  # the longest a completion waits for names it has none of (about one
 ENTITY_ARGUMENTS = {"entity", "source", "target"}  # positional or option dests that name an entity
 ENTITY_WORDS = {"show", "update", "delete", "rules"}  # %sb_entities WORD ENTITY
 _LINE = re.compile(r"^\s*(?:[\w.\[\]'\"]+\s*=\s*)?%{1,2}(sb_\w+)\s(.*)$", re.DOTALL)
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="sbnotebook-names")
+
+
+def _spawn(work: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+    """``work`` on a daemon thread of its own: a listing that hangs (a namespace gone quiet) never
+    holds up the kernel's exit, as a pool's worker would."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="sbnotebook-names", daemon=True).start()
+    return future
 
 
 class EntityNames:
@@ -107,7 +121,7 @@ class EntityNames:
             running = self._running.get(key)
             if running is not None and not running.done():
                 return running
-            future = _POOL.submit(self._quietly, work)
+            future = _spawn(functools.partial(self._quietly, work))
             self._running[key] = future
             return future
 
@@ -120,7 +134,7 @@ class EntityNames:
 
     def _list_top(self) -> None:
         admin = self.conn.admin()
-        topics_future = _POOL.submit(lambda: [t.name for t in admin.list_topics()])  # both at once: one round trip
+        topics_future = _spawn(lambda: [t.name for t in admin.list_topics()])  # both at once: one round trip
         queues = [q.name for q in admin.list_queues()]
         topics = topics_future.result()
         with self._lock:
@@ -153,12 +167,14 @@ class Completer:
         self.names: dict[LiveConnection, EntityNames] = {}
         self.__qualname__ = self.matcher_identifier  # IPython reads it to name a matcher
         self._parsers = {p.prog.lstrip("%"): p for p in PARSERS}
+        self._failed = False
 
     def __call__(self, context: Any) -> dict[str, Any]:
         try:
             return self.complete(context.text_until_cursor)
-        except Exception as exc:  # never raise into the completer, never print
-            log.debug("completion failed: %r", exc)
+        except Exception as exc:  # never raise into the completer, never print; logged once
+            (log.debug if self._failed else log.info)("completion failed: %r", exc)
+            self._failed = True
             return {"completions": [], "suppress": False}
 
     # ------------------------------------------------------------------ names

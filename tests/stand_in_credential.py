@@ -25,6 +25,7 @@ from sbnotebook.emulator.sas import sign
 KEY = "SBNOTEBOOK_TEST_CREDENTIAL_KEY"  # the signing key, in the environment of every process that signs in
 HOST = "SBNOTEBOOK_TEST_CREDENTIAL_HOST"  # the namespace's host name (default localhost)
 REF = "callable:tests.stand_in_credential:credential"
+ENTRA_REF = "callable:tests.stand_in_credential:entra_credential"  # a real Entra ID sign-in (below)
 made: list[StandInCredential] = []  # what this process made (the tests count them)
 
 
@@ -51,3 +52,22 @@ def credential() -> StandInCredential:
         raise LookupError(f"{KEY} is not set in this process")
     made.append(StandInCredential(key, os.environ.get(HOST, "localhost")))
     return made[-1]
+
+
+def entra_credential() -> Any:
+    """Entra ID for real: azure-identity's ``ClientSecretCredential`` for the service principal in
+    this process's environment (``AZURE_TENANT_ID``, ``AZURE_CLIENT_ID``, ``AZURE_CLIENT_SECRET``),
+    from the authority ``AZURE_AUTHORITY_HOST`` (the TLS emulator's token issuer: a private authority,
+    so no instance discovery), trusting the CA named by ``SBNOTEBOOK_CA_BUNDLE``. What a user's own
+    ``callable:`` factory looks like; the emulator checks the JWT it issues, no key involved."""
+    from azure.identity import ClientSecretCredential
+
+    env = os.environ
+    return ClientSecretCredential(
+        env["AZURE_TENANT_ID"],
+        env["AZURE_CLIENT_ID"],
+        env["AZURE_CLIENT_SECRET"],
+        authority=env["AZURE_AUTHORITY_HOST"],
+        disable_instance_discovery=True,
+        connection_verify=env["SBNOTEBOOK_CA_BUNDLE"],
+    )

@@ -278,6 +278,58 @@ def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_
     assert all(key.encode() not in t and b"SharedAccessSignature" not in t for t in texts + [p.encode() for p in plans])
 
 
+def test_entra_id_by_credential_reference_alone_over_connect(tmp_path: Path) -> None:
+    """Serverless with Entra ID: the notebook gives only the namespace and a credential reference;
+    the Connect server and its executors sign in as a service principal from their own environment
+    (azure-identity's ClientSecretCredential, a JWT from the TLS emulator's issuer, checked by the
+    broker). No key or connection string exists on the server or the client. A batch write, a batch
+    read and a stream to Parquet run; the queue, read afterwards with another principal, is empty, and
+    no log or plan holds the client secret or a token."""
+    from pyspark.sql import SparkSession
+
+    client_id, secret = "connect-entra-app", "connect-entra-secret-93c7d1"
+    root = str(Path(__file__).resolve().parent.parent)  # the reference imports tests.stand_in_credential
+    with Emulator(TEST_TOPOLOGY, tls=True, tls_dir=tmp_path / "tls", principals=[f"{client_id}:{secret}:Owner"]) as emu:
+        assert emu.tenant is not None and emu.entra_authority is not None
+        server_env = {
+            "AZURE_TENANT_ID": emu.tenant,
+            "AZURE_CLIENT_ID": client_id,
+            "AZURE_CLIENT_SECRET": secret,
+            "AZURE_AUTHORITY_HOST": emu.entra_authority,
+            "SBNOTEBOOK_CA_BUNDLE": str(emu.ca_file),
+            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+        }
+        assert not (set(server_env) - {"PYTHONPATH"}) & set(os.environ)  # only the server has them
+        assert stand_in.KEY not in os.environ  # and no stand-in issuer's key anywhere
+        by_ref = {"fullyQualifiedNamespace": f"localhost:{emu.port}", "credentialRef": stand_in.ENTRA_REF}
+        with connect_server(tmp_path, server_env) as (url, events, log), connect_mode_env():
+            spark = SparkSession.builder.remote(url).create()
+            plans: list[str] = []
+            try:
+                sbspark.register(spark, namespace=by_ref["fullyQualifiedNamespace"], credential=stand_in.ENTRA_REF)
+                rows = spark.range(30).selectExpr("concat('e', id) as body").repartition(2)
+                rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
+                df = spark.read.format("servicebus").options(entity="q", **by_ref).load()
+                assert sorted(r.body_text for r in df.collect()) == sorted(f"e{i}" for i in range(30))
+                plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
+                assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=12).count() == 30
+            finally:
+                spark.stop()
+        try:
+            os.environ["SBNOTEBOOK_CA_BUNDLE"] = str(emu.ca_file)
+            with core.connect(
+                namespace=by_ref["fullyQualifiedNamespace"], credential=emu.credential(["Owner"])
+            ) as conn:
+                assert len(core.peek("q", count=100, connection=conn)) == 0  # every message completed
+        finally:
+            os.environ.pop("SBNOTEBOOK_CA_BUNDLE", None)
+            core.close_all()
+    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
+    assert any(stand_in.ENTRA_REF.encode() in t for t in texts)  # the options are logged: the grep reads these
+    leaks = (secret.encode(), b"eyJ", b"SharedAccessSignature")  # the client secret, a JWT, a SAS
+    assert not [s for s in leaks for t in texts + [p.encode() for p in plans] if s in t]
+
+
 def test_json_bodies_inferred_pinned_rescued_and_written_over_connect(sp: Any, keyed: Emulator) -> None:
     with QuickCloseClient.from_connection_string(keyed.connection_string) as client:
         bodies_scenarios.batch_read_infer_pin_rescue_and_write(sp, client)

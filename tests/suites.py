@@ -1,0 +1,130 @@
+"""What each nox session (noxfile.py) runs, computed from the tests and notebooks folders, so a new
+test file lands in a session without anyone editing a list (tests/test_suites.py keeps it honest).
+
+- ``dbr15``: every test file and tutorial that does not need Spark.
+- ``spark40``: every one that does (the JVM groups of tests/xdist_groups.py, and any file that imports
+  pyspark or asks for the ``spark`` fixture), plus the files with a few tests that need pyspark
+  among others (they run in ``dbr15`` too, where those few skip), less ``ONLY_ON_PYSPARK_41``.
+- ``sdk_floor``: the core and emulator tests (``test_core_*``, ``test_emulator_*``), on the oldest
+  azure-servicebus pyproject.toml allows (``sdk_floor_pin``).
+
+Nothing here imports nox or pyspark: the test that checks it runs in every session.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import tomllib
+from pathlib import Path
+
+from tests.xdist_groups import spark_group
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Tutorials that cannot run on pyspark 4.0, with why (docs/spark.md, "On pyspark 4.0").
+ONLY_ON_PYSPARK_41 = {
+    "notebooks/08_streaming.ipynb": "shows Trigger.AvailableNow reading everything in several batches, "
+    "which pyspark 4.0 cannot do (one micro-batch per run there)",
+}
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def test_files() -> list[str]:
+    return sorted(_rel(p) for p in (ROOT / "tests").glob("test_*.py"))
+
+
+def notebooks() -> list[str]:
+    return sorted(_rel(p) for p in (ROOT / "notebooks").glob("*.ipynb"))
+
+
+def _is_pyspark_skip(node: ast.AST) -> bool:
+    """``pytest.importorskip("pyspark...")``"""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "importorskip"
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Constant)
+        and str(node.args[0].value).split(".")[0] == "pyspark"
+    )
+
+
+def _imports_spark(node: ast.stmt) -> bool:
+    """``import pyspark...``, ``from pyspark... import``, ``from sbnotebook.spark... import``,
+    ``from sbnotebook import spark``."""
+    if isinstance(node, ast.Import):
+        return any(a.name.split(".")[0] == "pyspark" or a.name.startswith("sbnotebook.spark") for a in node.names)
+    if isinstance(node, ast.ImportFrom) and not node.level:
+        module = node.module or ""
+        return (
+            module.split(".")[0] == "pyspark"
+            or module.startswith("sbnotebook.spark")
+            or (module == "sbnotebook" and any(a.name == "spark" for a in node.names))
+        )
+    return False
+
+
+_NOTEBOOK_SPARK = re.compile(
+    r"^\s*(import\s+pyspark|from\s+pyspark|from\s+sbnotebook(\.spark|\s+import\s+spark))", re.M
+)
+
+
+def needs_spark(path: str) -> bool:
+    """A file that cannot run a test without Spark: in a JVM group, or at module level it imports
+    pyspark (or sbnotebook.spark) or skips without it, or a test of it takes the ``spark`` fixture.
+    A tutorial: in a JVM group, or one of its code cells imports pyspark or sbnotebook.spark."""
+    if spark_group(path) is not None:
+        return True
+    file = ROOT / path
+    if file.suffix == ".ipynb":
+        cells = json.loads(file.read_text(encoding="utf-8"))["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        return _NOTEBOOK_SPARK.search(code) is not None
+    for node in ast.parse(file.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if node.name.startswith("test") and any(a.arg == "spark" for a in node.args.args):
+                return True
+        elif not isinstance(node, ast.ClassDef) and (
+            _imports_spark(node) or any(_is_pyspark_skip(n) for n in ast.walk(node))
+        ):
+            return True
+    return False
+
+
+def uses_pyspark_somewhere(path: str) -> bool:
+    """Some test in the file skips without pyspark (``pytest.importorskip("pyspark")`` in its body)."""
+    file = ROOT / path
+    return file.suffix == ".py" and any(_is_pyspark_skip(n) for n in ast.walk(ast.parse(file.read_text("utf-8"))))
+
+
+def dbr15() -> list[str]:
+    """Every test file and tutorial that does not need Spark."""
+    return [p for p in test_files() + notebooks() if not needs_spark(p)]
+
+
+def spark40() -> list[str]:
+    """Every test file and tutorial that needs Spark, and the tests that need pyspark in mixed files."""
+    spark = [p for p in test_files() if needs_spark(p) or uses_pyspark_somewhere(p)]
+    return spark + [p for p in notebooks() if needs_spark(p) and p not in ONLY_ON_PYSPARK_41]
+
+
+def sdk_floor() -> list[str]:
+    """The core and emulator tests (those of them that need Spark run in spark40)."""
+    names = ("tests/test_core_", "tests/test_emulator_")
+    return [p for p in test_files() if p.startswith(names) and not needs_spark(p)]
+
+
+def sdk_floor_pin() -> str:
+    """``azure-servicebus==X.Y.Z``: the floor of pyproject.toml's requirement, as an exact version."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    (requirement,) = [r for r in project["dependencies"] if re.match(r"azure-servicebus\b", r)]
+    found = re.search(r">=\s*([0-9][0-9.]*)", requirement)
+    if found is None:
+        raise ValueError(f"pyproject.toml's {requirement!r} has no floor (>=)")
+    parts = found.group(1).split(".")
+    return "azure-servicebus==" + ".".join(parts + ["0"] * (3 - len(parts)))

@@ -1,15 +1,25 @@
-"""Parts of the suite on the library sets of Databricks' LTS runtimes (ci/databricks/*.txt).
+"""Parts of the suite on the library sets of Databricks' LTS runtimes (ci/databricks/*.txt), and on the
+oldest azure-servicebus the kit allows. Which files each session runs is computed from the tests and
+notebooks folders (tests/suites.py; tests/test_suites.py checks that every file runs somewhere):
 
-    nox -s dbr15      core, magics, panels and the non-Spark tutorials on DBR 15.4 LTS's set
-                      (pandas 1.5.3, numpy 1.23.5, pyarrow 14.0.1, ipywidgets 7.7.2, ipython 8.15, plotly 5.9),
-                      and every panel in a real browser: JupyterLab 3 with jupyterlab_widgets 1.x, the
-                      frontend ipywidgets 7 pairs with (tests/browser-widgets7.txt; Debian's chromium)
-    nox -s spark40    the Spark batch and streaming sources and tutorial 06 on pyspark 4.0.x
-                      with DBR 17.3 LTS's set (Spark 4.0.0 there)
+    nox -s dbr15      every test file and tutorial that does not need Spark (core, emulator, magics,
+                      panels, export/import, the soaks, the JavaScript SDK, packaging, the repository
+                      rules, tutorials 00-05 and 07), on DBR 15.4 LTS's set (pandas 1.5.3, numpy 1.23.5,
+                      pyarrow 14.0.1, ipywidgets 7.7.2, ipython 8.15, plotly 5.9), and every panel in a
+                      real browser: JupyterLab 3 with jupyterlab_widgets 1.x, the frontend ipywidgets 7
+                      pairs with (tests/browser-widgets7.txt; Debian's chromium)
+    nox -s spark40    every test file and tutorial that needs Spark (batch, streaming, bodies, writes,
+                      options, snapshots, local-cluster, Spark Connect with a key, a secret reference and
+                      credential references, Entra ID, the Spark soak; the pyspark tests of
+                      test_credential_ref.py; tutorial 06) on pyspark 4.0.x with DBR 17.3 LTS's set
+                      (Spark 4.0.0 there). Not tutorial 08 (tests/suites.py says why).
+    nox -s sdk-floor  every test_core_* and test_emulator_* file on azure-servicebus pinned to
+                      pyproject.toml's floor (7.15.0), the rest of the libraries the newest; the main
+                      run (a fresh ``pip install -e '.[dev]'``) takes the newest azure-servicebus
 
-Each session installs the runtime's set first and then the kit with that set as constraints, so
+dbr15 and spark40 install the runtime's set first and then the kit with that set as constraints, so
 nothing of the set moves (tests/test_packaging.py checks the Databricks install the same way).
-Arguments after ``--`` go to pytest (default: ``-n 2``).
+Arguments after ``--`` go to pytest (default: ``-n 4``, ``-n 2`` for spark40: one worker per JVM group).
 """
 
 from __future__ import annotations

@@ -81,3 +81,26 @@ def test_admin_api_on_the_amqp_port_and_on_amqp_port_plus_one() -> None:
     finally:
         proc.terminate()
         proc.wait(15)
+
+
+def test_prints_the_connection_string_of_each_policy_before_its_own(tmp_path: Path) -> None:
+    """A topology's shared access policies (AuthorizationRules) come with their connection strings,
+    entity-scoped (EntityPath); the last line is still the root connection string."""
+    config = tmp_path / "Config.json"
+    rules = [{"KeyName": "reader", "Rights": ["Listen"], "PrimaryKey": "r3ad"}]
+    queue = {"Name": "mine", "AuthorizationRules": rules}
+    config.write_text(json.dumps({"UserConfig": {"Namespaces": [{"Name": "n", "Queues": [queue]}]}}))
+    line = re.compile(r"^Policy 'reader' of mine \(Listen\): (Endpoint=\S+)$")
+    proc, printed = start_cli_emulator("--port", "0", "--config", str(config), pattern=line)
+    try:
+        match = line.match(printed)
+        assert match is not None
+        conn = match.group(1)
+        assert "SharedAccessKeyName=reader;SharedAccessKey=r3ad;EntityPath=mine;UseDevelopmentEmulator=true" in conn
+        assert proc.stdout is not None and CONN.match(proc.stdout.readline().strip())
+        with QuickCloseClient.from_connection_string(conn) as c, c.get_queue_receiver("mine") as r:
+            assert r.peek_messages(max_message_count=1, sequence_number=1) == []
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=15)
+    finally:
+        proc.kill()

@@ -410,3 +410,29 @@ def test_the_command_line_refuses_principals_without_tls() -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "--principal go with --tls" in done.stderr
+
+
+class _Typed(_Forged):
+    """A valid token put on $cbs with a token type of the test's choosing (a str: the SDK passes it on)."""
+
+    def __init__(self, token: str, token_type: str) -> None:
+        super().__init__(token)
+        self.token_type = token_type
+
+
+def test_an_entra_token_must_be_put_as_jwt(entra: Emulator, caplog: pytest.LogCaptureFixture) -> None:
+    """Service Bus's CBS takes two token types: 'jwt' (Entra ID; and SAS tokens, which azure-servicebus
+    puts as 'jwt') and 'servicebus.windows.net:sastoken' (SAS only). An Entra token typed as a SAS is
+    refused; the same token typed 'jwt' is taken."""
+    _drain(entra)
+    token = entra.credential(["Owner"]).get_token(SB_SCOPE).token
+    caplog.set_level(logging.INFO, logger="sbnotebook.emulator")
+    with ServiceBusClient(_ns(entra), _Typed(token, "servicebus.windows.net:sastoken"), **_options(entra)) as c:
+        with pytest.raises((ServiceBusAuthenticationError, ServiceBusConnectionError)):
+            with c.get_queue_sender("orders") as s:
+                s.send_messages(ServiceBusMessage("never"))
+    assert any("must be a SharedAccessSignature" in r.getMessage() for r in caplog.records)
+    with ServiceBusClient(_ns(entra), _Typed(token, "jwt"), **_options(entra)) as c, c.get_queue_sender("orders") as s:
+        s.send_messages(ServiceBusMessage("typed jwt"))
+    assert entra.broker.counts("orders")["active"] == 1
+    _drain(entra)

@@ -43,7 +43,7 @@ from .broker import Broker, Queue, Topic
 from .entra import MAX_FORM, EntraError, Issuer
 from .errors import BrokerError, Conflict, EntityNotFound
 from .filters import Rule
-from .sas import MANAGE, TokenError, covers, validate
+from .sas import MANAGE, KeyRing, TokenError, covers, validate
 from .topology import (
     QueueConfig,
     SubscriptionConfig,
@@ -72,13 +72,13 @@ class AdminServer:
     def __init__(
         self,
         broker: Broker,
-        keys: dict[str, str],
+        keys: KeyRing | dict[str, str],
         host: str | None = None,
         port: int = 0,
         issuer: Issuer | None = None,
     ) -> None:
         self.broker = broker
-        self.keys = keys
+        self.keys = KeyRing.of(keys)
         self.issuer = issuer  # Entra ID: its authority's endpoints, and Bearer tokens (with --tls)
         self.latency = 0.0  # seconds added to every reply, as the AMQP side does (simulated distance)
         server = self
@@ -243,6 +243,8 @@ class AdminServer:
             raise _HttpError(401, f"Unauthorized: {exc}") from None
         if not covers(grant, path, time.time()):
             raise _HttpError(401, "Unauthorized: the token's audience does not cover the requested resource.")
+        if MANAGE not in grant.rights:  # a policy with Send or Listen only
+            raise _HttpError(401, "SubCode=40100: Unauthorized: Manage,EntityRead claims required for this operation.")
 
     def _authorize_bearer(self, token: str) -> None:
         if self.issuer is None:

@@ -49,17 +49,17 @@ from .entra import Issuer
 from .errors import BadRequest, BrokerError, EntityNotFound, MessageSizeExceeded, OperationTimeout
 from .faults import EntityFaults
 from .management import ManagementHandler
-from .sas import LISTEN, SEND
+from .sas import LISTEN, SEND, KeyRing
 from .store import MessageStore
 
 log = logging.getLogger("sbnotebook.emulator")
 
 
 class BrokerHandler(ControlLinks, Handler):
-    def __init__(self, broker: Broker, keys: dict[str, str], issuer: Issuer | None = None) -> None:
+    def __init__(self, broker: Broker, keys: KeyRing | dict[str, str], issuer: Issuer | None = None) -> None:
         super().__init__()
         self.broker = broker
-        self.keys = keys
+        self.keys = KeyRing.of(keys)
         self.issuer = issuer  # Entra ID tokens (with --tls); None: SAS tokens only
         self._conns: dict[Any, ConnectionState] = {}
         self._out: dict[Link, OutLink] = {}

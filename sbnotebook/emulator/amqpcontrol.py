@@ -19,15 +19,17 @@ from .amqpterms import (
 from .entra import EntraError, Issuer
 from .errors import Unauthorized
 from .management import OPERATION_RIGHTS, ManagementHandler
-from .sas import Grant, TokenError, resource_key, validate
+from .sas import Grant, KeyRing, TokenError, resource_key, validate
 
 log = logging.getLogger("sbnotebook.emulator")
+SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
+JWT_TOKEN_TYPE = "jwt"
 
 
 class ControlLinks:
     """Token and management handling for ``amqp.BrokerHandler`` (its state, declared here)."""
 
-    keys: dict[str, str]
+    keys: KeyRing
     issuer: Issuer | None
     _conns: dict[Any, ConnectionState]
     _out: dict[Link, OutLink]
@@ -63,11 +65,15 @@ class ControlLinks:
             if str(props.get("operation")) != "put-token":
                 raise TokenError("unsupported $cbs operation")
             token = request.body.decode() if isinstance(request.body, bytes) else str(request.body or "")
-            # By its shape, not the "type" property: the SDK puts SAS tokens with type "jwt" too.
-            if token.startswith("SharedAccessSignature "):
-                grant = validate(token, keys=self.keys, resource=name)
-            else:
-                grant = self._jwt_grant(token, name)
+            kind = str(props.get("type", ""))
+            is_sas = token.startswith("SharedAccessSignature ")
+            # The two token types of Service Bus's CBS. A SAS token also comes as "jwt":
+            # azure-servicebus (pyamqp) puts every key's token so, and Service Bus takes it.
+            if kind == SAS_TOKEN_TYPE and not is_sas:
+                raise TokenError(f"a '{SAS_TOKEN_TYPE}' token must be a SharedAccessSignature")
+            if kind not in (SAS_TOKEN_TYPE, JWT_TOKEN_TYPE):
+                raise TokenError(f"unsupported token type {kind!r} (expected '{JWT_TOKEN_TYPE}' or '{SAS_TOKEN_TYPE}')")
+            grant = validate(token, keys=self.keys, resource=name) if is_sas else self._jwt_grant(token, name)
             self._conn(link.connection).grants.append(grant)
             reply.properties = cast(Any, {"status-code": int32(202), "status-description": "Accepted"})
         except (TokenError, EntraError) as exc:

@@ -197,6 +197,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"CA certificate: {emulator.ca_file}")
         if random_key:
             print("Listening beyond loopback: a random key for this run (shown once, in the connection string)")
+        for policy in emulator.policies[1:]:  # the topology's shared access policies (the root key is last)
+            owner = f"of {policy.entity}" if policy.entity is not None else "of the namespace"
+            rights = ", ".join(sorted(policy.rights))
+            conn = emulator.policy_connection_string(policy.name, policy.entity)
+            print(f"Policy {policy.name!r} {owner} ({rights}): {conn}")
         print(emulator.connection_string, flush=True)
     try:
         while not stop.wait(0.5):

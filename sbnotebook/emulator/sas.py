@@ -1,4 +1,12 @@
-"""Shared Access Signature tokens, validated the way Service Bus validates them."""
+"""Shared Access Signature tokens, validated the way Service Bus validates them.
+
+A token names its key (``skn``) and the resource it is for (``sr``). The key is one of a shared
+access policy's two keys: a policy of the namespace (the emulator's ``RootManageSharedAccessKey``,
+or one declared in the topology file) or of the queue or topic the token's resource lies in
+(Service Bus's entity-level policies). A token gets the policy's rights (Send, Listen, Manage;
+Manage includes the other two), and only for resources under its ``sr``: an entity's key signs
+nothing outside that entity, the namespace included.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,8 @@ import hashlib
 import hmac
 import time
 import urllib.parse
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
 DEFAULT_KEY = "SAS_KEY_VALUE"  # as in Microsoft's Service Bus emulator
@@ -16,8 +25,82 @@ SEND, LISTEN, MANAGE = "Send", "Listen", "Manage"
 ALL_RIGHTS = frozenset({SEND, LISTEN, MANAGE})
 
 
+RIGHTS = (MANAGE, SEND, LISTEN)  # as Service Bus spells them
+
+
 class TokenError(Exception):
     """Why a token was refused (never includes the key)."""
+
+
+def rights_of(names: Iterable[str], where: str = "Rights") -> frozenset[str]:
+    """Rights by name (case-insensitive), Manage bringing Send and Listen as in Service Bus."""
+    out = set()
+    for name in names:
+        match = next((r for r in RIGHTS if str(name).lower() == r.lower()), None)
+        if match is None:
+            raise ValueError(f"{where}: unknown right {name!r} (Service Bus has {', '.join(RIGHTS)})")
+        out.add(match)
+    if not out:
+        raise ValueError(f"{where}: a policy needs at least one right ({', '.join(RIGHTS)})")
+    return ALL_RIGHTS if MANAGE in out else frozenset(out)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A shared access policy: a name, two keys, rights; of the namespace (``entity`` None) or of
+    one queue or topic (``entity``, as written). Its keys never appear in a repr."""
+
+    name: str
+    primary_key: str = field(repr=False)
+    secondary_key: str = field(repr=False)
+    rights: frozenset[str] = ALL_RIGHTS
+    entity: str | None = None
+
+    def signs(self, message: bytes, signature: bytes) -> bool:
+        """Whether ``signature`` is this message's HMAC under the primary or the secondary key."""
+        found = False
+        for key in (self.primary_key, self.secondary_key):
+            expected = base64.b64encode(hmac.new(key.encode(), message, hashlib.sha256).digest())
+            found |= hmac.compare_digest(expected, signature)  # both compared: no timing on which
+        return found
+
+
+class KeyRing:
+    """The policies whose keys sign tokens: the namespace's and each queue's or topic's."""
+
+    def __init__(self, policies: Iterable[Policy] = ()) -> None:
+        self._policies: dict[tuple[str | None, str], Policy] = {}
+        for policy in policies:
+            self.add(policy)
+
+    @classmethod
+    def of(cls, keys: KeyRing | dict[str, str]) -> KeyRing:
+        """A ring as given, or one of namespace keys with every right (``{name: key}``)."""
+        if isinstance(keys, KeyRing):
+            return keys
+        return cls(Policy(name, key, key) for name, key in keys.items())
+
+    def add(self, policy: Policy) -> None:
+        entity = policy.entity.lower() if policy.entity is not None else None
+        self._policies[(entity, policy.name)] = policy
+
+    def get(self, name: str, entity: str | None = None) -> Policy | None:
+        return self._policies.get((entity.lower() if entity is not None else None, name))
+
+    def policies(self) -> list[Policy]:
+        return list(self._policies.values())
+
+    def candidates(self, key_name: str, path: str) -> list[Policy]:
+        """Policies named ``key_name`` that may sign a token for ``path`` (``q``, ``t/subscriptions/s``,
+        or empty for the namespace): the namespace's, and the entity's the path lies in."""
+        first = next((p for p in path.lower().split("/") if p), None)
+        found = [self._policies.get((None, key_name))]
+        if first is not None:
+            found.append(self._policies.get((first, key_name)))
+        return [p for p in found if p is not None]
+
+    def __repr__(self) -> str:
+        return f"<KeyRing of {len(self._policies)} policies>"  # never a key
 
 
 @dataclass(frozen=True)
@@ -35,8 +118,9 @@ def sign(audience: str, key_name: str, key: str, expiry: float) -> str:
     return f"SharedAccessSignature sr={encoded}&sig={urllib.parse.quote_plus(sig.decode())}&se={se}&skn={key_name}"
 
 
-def validate(token: str, *, keys: dict[str, str], resource: str, now: float | None = None) -> Grant:
-    """Check key name, signature, expiry and audience; return what the token grants."""
+def validate(token: str, *, keys: KeyRing | dict[str, str], resource: str, now: float | None = None) -> Grant:
+    """Check key name, signature, expiry and audience; return what the token grants (its policy's
+    rights, for the resources under its audience)."""
     now = time.time() if now is None else now
     if not token.startswith("SharedAccessSignature "):
         raise TokenError("not a SharedAccessSignature token")
@@ -49,25 +133,29 @@ def validate(token: str, *, keys: dict[str, str], resource: str, now: float | No
     missing = {"sr", "sig", "se", "skn"} - fields.keys()
     if missing:
         raise TokenError(f"token lacks {', '.join(sorted(missing))}")
-    key = keys.get(fields["skn"])
-    if key is None:
-        raise TokenError(f"unknown key name {fields['skn']!r}")
     try:
         expiry = float(fields["se"])
     except ValueError:
         raise TokenError("token expiry is not a number") from None
-    expected = base64.b64encode(
-        hmac.new(key.encode(), f"{fields['sr']}\n{fields['se']}".encode(), hashlib.sha256).digest()
-    )
+    audience = _normalise(urllib.parse.unquote_plus(fields["sr"]))
+    _, _, audience_path = audience.partition("/")
+    policies = KeyRing.of(keys).candidates(fields["skn"], audience_path)
+    if not policies:
+        # An entity's key is known only for resources in that entity (not for the namespace)
+        raise TokenError(
+            f"unknown key name {fields['skn']!r}: no policy of the namespace or of the entity the token is for"
+        )
+    message = f"{fields['sr']}\n{fields['se']}".encode()
     given = urllib.parse.unquote(fields["sig"]).encode()
-    if not hmac.compare_digest(expected, given):
+    policy = next((p for p in policies if p.signs(message, given)), None)
+    if policy is None:
         raise TokenError("the token signature does not match the key")
     if expiry <= now:
         raise TokenError("the token has expired")
-    audience = _normalise(urllib.parse.unquote_plus(fields["sr"]))
-    if not _normalise(resource).startswith(audience):
+    wanted = _normalise(resource)
+    if wanted != audience and not wanted.startswith(audience + "/"):  # by segments: q does not cover q2
         raise TokenError("the token's audience does not cover the requested resource")
-    return Grant(audience, expiry)
+    return Grant(audience, expiry, policy.rights)
 
 
 def resource_key(uri: str) -> str:

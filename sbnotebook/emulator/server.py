@@ -23,7 +23,7 @@ from .durability import compact, compact_if_large, open_broker
 from .entra import AsyncEmulatorCredential, EmulatorCredential, Issuer, Principal, role_name
 from .journal import Journal
 from .loop import EventLoop
-from .sas import DEFAULT_KEY, DEFAULT_KEY_NAME
+from .sas import DEFAULT_KEY, DEFAULT_KEY_NAME, KeyRing, Policy, rights_of
 from .tls import ServerCertificate, local_ca
 from .tlsrelay import TlsRelay
 from .topology import Topology, default_topology
@@ -109,9 +109,14 @@ def choose_key(host: str, key: str | None) -> str:
     return key
 
 
-def connection_string(host: str, port: int, key_name: str, key: str, *, tls: bool = False) -> str:
-    """Over TLS the SDK's production path (no ``UseDevelopmentEmulator``, which means plain AMQP)."""
+def connection_string(
+    host: str, port: int, key_name: str, key: str, *, tls: bool = False, entity: str | None = None
+) -> str:
+    """Over TLS the SDK's production path (no ``UseDevelopmentEmulator``, which means plain AMQP).
+    ``entity``: the ``EntityPath`` of a connection string for an entity's own policy."""
     base = f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};SharedAccessKey={key}"
+    if entity is not None:
+        base += f";EntityPath={entity}"
     return base if tls else f"{base};UseDevelopmentEmulator=true"
 
 
@@ -166,7 +171,9 @@ class Emulator:
             self.issuer = Issuer(tenant or _tenant_id(self._tls), self.topology.principals + declared)
         elif principals or tenant:
             raise ValueError("Entra ID principals need TLS (tls=True, --tls): tokens are never sent in the clear")
-        self._handler = BrokerHandler(self.broker, {key_name: key}, self.issuer)
+        # The root policy, and the namespace's and entities' policies of the topology file
+        self.keys = KeyRing([Policy(key_name, key, key), *self.topology.policies])
+        self._handler = BrokerHandler(self.broker, self.keys, self.issuer)
         self._thread: threading.Thread | None = None
         self._loop: EventLoop | None = None
         self.stopped = threading.Event()
@@ -176,7 +183,7 @@ class Emulator:
         self._admin_requested = admin_port
         self._admin: AdminServer | None = None  # the API on a port of its own (optional)
         # the API (and the Entra authority) on the AMQP port (always)
-        self._api = AdminServer(self.broker, {key_name: key}, issuer=self.issuer)
+        self._api = AdminServer(self.broker, self.keys, issuer=self.issuer)
         self.admin_port: int | None = None
 
     def __repr__(self) -> str:
@@ -188,6 +195,37 @@ class Emulator:
         if self.port is None:
             raise RuntimeError("the emulator is not running; call start() or use it as a context manager")
         return connection_string(self.address, self.port, self._key_name, self._key, tls=self._tls is not None)
+
+    def policy_connection_string(self, key_name: str, entity: str | None = None, *, secondary: bool = False) -> str:
+        """The connection string of a shared access policy: of ``entity`` (a queue or topic, with
+        ``EntityPath``) or of the namespace; its primary key, or ``secondary``."""
+        if self.port is None:
+            raise RuntimeError("the emulator is not running; call start() or use it as a context manager")
+        policy = self.keys.get(key_name, entity)
+        if policy is None:
+            where = f"the entity {entity!r}" if entity is not None else "the namespace"
+            raise KeyError(f"{where} has no policy {key_name!r}")
+        key = policy.secondary_key if secondary else policy.primary_key
+        return connection_string(
+            self.address, self.port, key_name, key, tls=self._tls is not None, entity=policy.entity
+        )
+
+    def add_policy(
+        self, key_name: str, rights: list[str], entity: str | None = None, *, key: str | None = None
+    ) -> Policy:
+        """Declare a shared access policy now (as ``AuthorizationRules`` in the topology file), of
+        ``entity`` (a queue or topic) or of the namespace, with ``rights`` (Send, Listen, Manage)."""
+        if entity is not None and "/" in entity.strip("/"):
+            raise ValueError(f"{entity!r}: policies belong to queues and topics (a subscription uses its topic's)")
+        primary = key if key is not None else secrets.token_urlsafe(32)
+        policy = Policy(key_name, primary, secrets.token_urlsafe(32), rights_of(rights), entity)
+        self.keys.add(policy)
+        return policy
+
+    @property
+    def policies(self) -> list[Policy]:
+        """Every shared access policy, the root one first (keys are not in their reprs)."""
+        return self.keys.policies()
 
     @property
     def address(self) -> str:
@@ -265,7 +303,7 @@ class Emulator:
 
     def _start_admin(self, requested: int | Literal["auto"]) -> AdminServer:
         """ "auto": the AMQP port + 1 (what clients given only a connection string assume), else any free port."""
-        keys = {self._key_name: self._key}
+        keys = self.keys
         if requested != "auto":
             return AdminServer(self.broker, keys, self.host, requested)
         assert self.port is not None

@@ -10,17 +10,27 @@
 
 Durations are ISO-8601 (``PT1M``, ``P14D``, ``PT0.5S``). Unknown property names are
 refused so that a typo does not silently fall back to a default.
+
+Emulator extension: shared access policies, beside ``Properties`` of a queue or topic (and of the
+namespace), as Service Bus's ``AuthorizationRules``::
+
+    "AuthorizationRules": [{"KeyName": "reader", "Rights": ["Listen"],
+                            "PrimaryKey": "...", "SecondaryKey": "..."}]
+
+Keys left out are made at random for the run (``Emulator.policy_connection_string`` tells them).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .entra import Principal
+from .sas import Policy, rights_of
 
 # Service Bus defaults (Standard tier).
 DEFAULT_LOCK_DURATION = 60.0
@@ -120,6 +130,8 @@ class Topology:
     faults: list[dict[str, Any]] = field(default_factory=list)  # emulator extension, see faults.py
     # Entra ID service principals (emulator extension, with --tls; see entra.py); secrets never in a repr
     principals: list[Principal] = field(default_factory=list)
+    # Shared access policies of the namespace and of queues and topics (extension); keys never in a repr
+    policies: list[Policy] = field(default_factory=list)
 
     @classmethod
     def from_file(cls, path: str | Path) -> Topology:
@@ -148,14 +160,19 @@ class Topology:
             topo.principals = [Principal.from_config(p, f"Principals[{i}]") for i, p in enumerate(principals)]
         except ValueError as exc:
             raise TopologyError(str(exc)) from None
+        topo.policies += _policies(ns.get("AuthorizationRules"), None, "namespace")
         for i, q in enumerate(ns.get("Queues") or []):
             where = f"Queues[{i}]"
             topo.queues.append(QueueConfig(_name(q, where), _properties(q.get("Properties"), where)))
+            topo.policies += _policies(q.get("AuthorizationRules"), topo.queues[-1].name, where)
         for i, t in enumerate(ns.get("Topics") or []):
             where = f"Topics[{i}]"
             topic = TopicConfig(_name(t, where), _properties(t.get("Properties"), where))
+            topo.policies += _policies(t.get("AuthorizationRules"), topic.name, where)
             for j, s in enumerate(t.get("Subscriptions") or []):
                 swhere = f"{where}.Subscriptions[{j}]"
+                if isinstance(s, dict) and "AuthorizationRules" in s:
+                    raise TopologyError(f"{swhere}: subscriptions have no policies in Service Bus; give the topic one")
                 sub = SubscriptionConfig(_name(s, swhere), _properties(s.get("Properties"), swhere))
                 for k, r in enumerate(s.get("Rules") or []):
                     sub.rules.append(_rule(r, f"{swhere}.Rules[{k}]"))
@@ -228,6 +245,48 @@ def _properties(raw: dict[str, Any] | None, where: str) -> EntityProperties:
     if props.lock_duration <= 0:
         raise TopologyError(f"{where}.Properties.LockDuration: must be positive")
     return props
+
+
+def _policies(raw: Any, entity: str | None, where: str) -> list[Policy]:
+    """Shared access policies (``AuthorizationRules``) of the namespace or of one queue or topic."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise TopologyError(
+            f"{where}.AuthorizationRules must be a list of {{KeyName, Rights, PrimaryKey?, SecondaryKey?}}"
+        )
+    out: list[Policy] = []
+    for i, rule in enumerate(raw):
+        rwhere = f"{where}.AuthorizationRules[{i}]"
+        if not isinstance(rule, dict):
+            raise TopologyError(f"{rwhere}: expected an object")
+        unknown = set(rule) - {"KeyName", "Rights", "PrimaryKey", "SecondaryKey"}
+        if unknown:
+            raise TopologyError(
+                f"{rwhere}: unknown field(s) {sorted(unknown)} (known: KeyName, PrimaryKey, Rights, SecondaryKey)"
+            )
+        name = rule.get("KeyName")
+        if not isinstance(name, str) or not name or len(name) > 256:
+            raise TopologyError(f"{rwhere}: KeyName must be a name of 1 to 256 characters")
+        rights = rule.get("Rights")
+        if not isinstance(rights, list):
+            raise TopologyError(f'{rwhere}.Rights: expected a list such as ["Listen"]')
+        try:
+            granted = rights_of(rights, f"{rwhere}.Rights")
+        except ValueError as exc:
+            raise TopologyError(str(exc)) from None
+        keys = []
+        for which in ("PrimaryKey", "SecondaryKey"):
+            key = rule.get(which)
+            if key is None:
+                key = secrets.token_urlsafe(32)  # as Azure makes keys left out; told by the emulator
+            elif not isinstance(key, str) or not key:
+                raise TopologyError(f"{rwhere}.{which}: expected a non-empty string")
+            keys.append(key)
+        if any(p.name == name for p in out):
+            raise TopologyError(f"{rwhere}: KeyName {name!r} appears twice")
+        out.append(Policy(name, keys[0], keys[1], granted, entity))
+    return out
 
 
 def _rule(raw: dict[str, Any], where: str) -> RuleConfig:

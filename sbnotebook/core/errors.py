@@ -179,6 +179,12 @@ def from_sdk(exc: BaseException, *, entity: str | None = None) -> SbError:
 
     where = f" ({entity})" if entity else ""
     text = _unwrap_bytes(str(exc).split(" Error condition:")[0])
+    if isinstance(exc, ValueError) and "does not match the EntityPath" in text:
+        # The SDK refuses, before any network call, an entity other than the connection string's
+        return ConfigurationError(
+            f"Access refused{where}: the connection string is for one entity (its EntityPath), and a key of an "
+            "entity's policy reaches only that entity: use a connection string for this entity or the namespace."
+        )
     kwargs: dict[str, Any] = {
         "tracking_id": tracking_id_of(exc),
         "condition": condition_of(exc),

@@ -308,9 +308,13 @@ class LiveConnection(LoopThread):
         self.run(self._check(), timeout=timeout)
 
     async def _check(self) -> None:
-        probe = receiver_for(self.sdk_client(), EntityPath(CHECK_ENTITY), prefetch_count=0)
+        # A connection string for one entity (EntityPath) has a key that signs for that entity only,
+        # and the SDK builds no link for another name: the token is put for that entity.
+        entity = self.settings.entity_path or CHECK_ENTITY
+        client = self.sdk_client()
         assert self._spares is not None  # made with the client
         try:
+            probe = receiver_for(client, EntityPath(entity), prefetch_count=0)
             await self._spares.check(probe)
         except Exception as exc:
             if is_connection_lost(exc):

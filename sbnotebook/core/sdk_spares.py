@@ -229,6 +229,8 @@ class SpareConnections:
             auth = await self._namespace_auth()
             await asyncio.wait_for(_put_token(spare, auth, template), SPARE_OPEN_TIMEOUT)
         except TokenAuthFailure as exc:
+            if self._namespace_refused:  # another spare, opening at the same time, was refused first
+                return False
             self._namespace_refused = True
             log.info(
                 "the service refused a token for the whole namespace (%s: a key of one entity's policy,"

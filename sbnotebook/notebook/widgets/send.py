@@ -13,6 +13,7 @@ from ... import core
 from ...core import ConnectionLike, InvalidInputError, LiveConnection, Report, live_connection
 from ..addresses import lookup, resolve
 from ..cells import json_object, parse_when
+from .render import guard
 
 
 class SendPanel(W.VBox):
@@ -37,7 +38,7 @@ class SendPanel(W.VBox):
         self.progress = W.IntProgress(value=0, min=0, max=1, description="Sent")
         self.status = W.HTML()
         self.reports: list[Report] = []
-        self.send_button.on_click(lambda _: self.send())
+        self.send_button.on_click(guard(self.status, self.send))  # a refused key: said in the panel
         super().__init__(
             [
                 self.entity_box,

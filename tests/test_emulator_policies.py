@@ -118,13 +118,19 @@ def test_send_only_key_sends_but_cannot_receive_or_peek(emu: Emulator) -> None:
         with pytest.raises(ServiceBusAuthorizationError, match="'Listen' claim"):  # refused at attach
             with c.get_queue_receiver("q", max_wait_time=1) as r:
                 r.receive_messages(max_message_count=1, max_wait_time=1)
-    # peek is a management operation: refused on the $management link with the same words
+    # peek is a management operation: on a management-only handler (no receive link attached) it is
+    # refused on the $management link itself, with the same words
+    from azure.servicebus._common import mgmt_handlers
+
     with _client(emu.policy_connection_string("writer", "q")) as c:
-        r = c.get_queue_receiver("q")
-        with pytest.raises(ServiceBusAuthorizationError, match="'Listen' claim"):
-            r._open_with_retry = lambda: None  # type: ignore[method-assign]  # no receive link: management only
-            r.peek_messages(max_message_count=10, sequence_number=1)
-        r.close()
+        browser = c._create_session_browser("q")
+        try:
+            transport = browser._amqp_transport
+            body = {"from-sequence-number": transport.AMQP_LONG_VALUE(1), "message-count": transport.AMQP_INT_VALUE(5)}
+            with pytest.raises(ServiceBusAuthorizationError, match="'Listen' claim"):
+                browser._mgmt_request_response_with_retry(b"com.microsoft:peek-message", body, mgmt_handlers.default)
+        finally:
+            browser.close()
     assert emu.broker.counts("q") == {"active": 2, "deferred": 0, "scheduled": 1, "dead_letter": 0}
 
 

@@ -241,10 +241,28 @@ def test_a_session_holding_only_deferred_messages_is_reported_left_and_purged_by
     assert "session_ids" in str(report)  # the one-line summary a notebook shows
 
     named = core.purge("sq60", session_ids=["d"], connection=conn)
-    assert named.count("purged") == 2 and named.ok
-    assert named.notes == ["what is left in the named sessions was not counted (Service Bus counts per entity)"]
+    assert named.count("purged") == 2 and named.ok and not named.notes  # d peeked again: nothing left
     assert emulator.broker.counts("sq60") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
     with pytest.raises(core.InvalidInputError, match="does not require sessions"):
         core.purge("q", session_ids=["d"], connection=conn)
     with pytest.raises(core.InvalidInputError, match="session_ids"):
         core.purge("sq60", session_ids=[""], connection=conn)
+
+
+def test_a_purge_of_named_sessions_reads_what_they_still_hold(emulator: Emulator, client: ServiceBusClient) -> None:
+    """Named sessions are peeked again after the purge: kinds not asked for are counted in a note;
+    a session another receiver holds is one failed outcome, not also counted left."""
+    conn = core.connect(emulator.connection_string)
+    with client.get_queue_sender("sq60") as sender:
+        sender.send_messages([ServiceBusMessage(f"e{i}", session_id="e") for i in range(3)])
+        sender.send_messages([ServiceBusMessage("f0", session_id="f")])
+    with client.get_queue_receiver("sq60", session_id="e", max_wait_time=3) as r:
+        (first,) = r.receive_messages(max_message_count=1, max_wait_time=3)
+        r.defer_message(first)
+    report = core.purge("sq60", session_ids=["e"], include_deferred=False, connection=conn)
+    assert report.count("purged") == 2 and report.ok and report.total == 2, report
+    assert report.notes == ["session 'e': 1 deferred message(s) not asked for: left as they are"]
+    assert [m["state"] for m in core.scan_records("sq60", session_id="e", connection=conn)] == ["deferred"]
+    with client.get_queue_receiver("sq60", session_id="f", max_wait_time=1):  # another receiver holds f
+        held = core.purge("sq60", session_ids=["f"], connection=conn)
+    assert held.count("failed") == 1 and held.count("left") == 0 and held.total == 1, held

@@ -57,18 +57,20 @@ async def account_for_what_is_left(
     skip: Collection[int] = (),
     match: Callable[[Any], bool] | None = None,
     not_asked: str = "not asked for: left as they are",
+    session_id: str | None = None,
 ) -> None:
     """Peek what ``path`` still holds. Each message in a state of ``asked`` (active, deferred,
     scheduled), not in ``skip`` (sequence numbers the report already accounts for) and matching
     ``match`` gets a ``left`` outcome with why; messages in other states are counted in one note
     (``not_asked``). ``since``: when the operation began; ``again``: what to run ("purge again"), to
-    ``verb`` them ("remove")."""
+    ``verb`` them ("remove"). ``session_id``: peek that session (accepted for the peek) instead."""
     now = dt.datetime.now(dt.UTC)
     op = report.operation
     why: Counter[str] = Counter()
     kept: Counter[str] = Counter()
     lock_ends: dt.datetime | None = None
-    async for page in ascan(path, connection=conn):
+    where = f"session {session_id!r}: " if session_id is not None else ""
+    async for page in ascan(path, session_id=session_id, connection=conn):
         for m in page:
             seq = int(m.sequence_number or 0)
             if seq in skip or (match is not None and not match(m)):
@@ -89,7 +91,7 @@ async def account_for_what_is_left(
             why[reason] += 1
             report.add(Outcome(message_id(m), seq, "left", reason if state == "active" else f"{state}: {reason}"))
     for reason, n in why.most_common():
-        text = f"{n} left: {reason}"
+        text = f"{where}{n} left: {reason}"
         if reason == LOCKED and lock_ends is not None:
             text += f" ({again} after their locks expire, about {lock_ends:%H:%M:%S} UTC)"
         else:
@@ -97,4 +99,4 @@ async def account_for_what_is_left(
         report.note(text)
         log.info("%s of %s: %s", op, path, text)
     if kept:
-        report.note(", ".join(f"{n} {s}" for s, n in kept.items()) + f" message(s) {not_asked}")
+        report.note(where + ", ".join(f"{n} {s}" for s, n in kept.items()) + f" message(s) {not_asked}")

@@ -36,7 +36,14 @@ from typing import Any
 
 from .counts import counts
 from .entities import EntityPath
-from .errors import InvalidInputError, SbError, from_sdk, is_connection_lost, requires_sessions
+from .errors import (
+    InvalidInputError,
+    SbError,
+    SessionLockedError,
+    from_sdk,
+    is_connection_lost,
+    requires_sessions,
+)
 from .leftovers import account_for_what_is_left, locked_until
 from .links import opened, receiver_for
 from .live import ConnectionLike, LiveConnection, live
@@ -159,6 +166,7 @@ async def _purge(
 
     started = time.perf_counter()
     report = Report("purge", str(path))
+    asked = [s for s, on in zip(STATES, (include_active, include_deferred, include_scheduled), strict=True) if on]
 
     def tick() -> None:
         if progress is not None:
@@ -170,6 +178,7 @@ async def _purge(
         if not requires_sessions(exc):
             raise
         log.info("%s requires sessions: purging it session by session", path)
+        since = dt.datetime.now(dt.UTC)
         ids = session_ids if session_ids is not None else await list_session_ids(conn, path)
         if include_active and session_ids is None:
             # Listed first: a session the server leaves holding only deferred messages is not listed.
@@ -177,8 +186,8 @@ async def _purge(
         await _purge_sessions(conn, path, ids, report, tick, include_active, include_deferred, include_scheduled)
         if session_ids is None:
             await _count_what_is_left(conn, path, report, include_active, include_deferred, include_scheduled)
-        else:
-            report.note("what is left in the named sessions was not counted (Service Bus counts per entity)")
+        else:  # named sessions: each is peeked again (through its lock), message by message
+            await _scan_named_sessions(conn, path, session_ids, report, asked, since)
         report.elapsed = time.perf_counter() - started
         return report
     if session_ids is not None:
@@ -195,7 +204,6 @@ async def _purge(
         await _purge_by_number(
             conn, path, report, tick, on_server=on_server, deferred=include_deferred, scheduled=include_scheduled
         )
-    asked = {s for s, on in zip(STATES, (include_active, include_deferred, include_scheduled), strict=True) if on}
     await account_for_what_is_left(conn, path, report, asked=asked, since=since, again="purge again", verb="remove")
     report.elapsed = time.perf_counter() - started
     return report
@@ -270,6 +278,23 @@ async def _purge_by_number(
                 tick()
     if scheduled:
         await _cancel_scheduled(conn, path, found["scheduled"], report, tick)
+
+
+async def _scan_named_sessions(
+    conn: LiveConnection, path: EntityPath, ids: list[str], report: Report, asked: list[str], since: dt.datetime
+) -> None:
+    """What the named sessions still hold, each peeked through its lock; a session another receiver
+    holds was reported failed already (it could not be purged), and is passed over here."""
+
+    async def one(session_id: str) -> None:
+        try:
+            await account_for_what_is_left(
+                conn, path, report, asked=asked, since=since, again="purge again", verb="remove", session_id=session_id
+            )
+        except SessionLockedError:
+            return
+
+    await each_session(ids, one)
 
 
 def _note_slow_path(report: Report, why: str) -> None:

@@ -23,6 +23,15 @@ from sbnotebook.emulator import Emulator, TopologyError
 from .conftest import TEST_TOPOLOGY
 from .helpers import QuickCloseClient, drain, send, wait_until
 
+# These tests run on the kit's own pytest plugin (docs/testing.md): the suite's topology, a fresh
+# namespace per test; conftest's client fixtures take this module's emulator.
+pytestmark = pytest.mark.servicebus_topology(config=TEST_TOPOLOGY)
+
+
+@pytest.fixture
+def emulator(servicebus_emulator: Emulator) -> Emulator:
+    return servicebus_emulator
+
 
 def test_rejected_sends_carry_condition_and_tracking_id(emulator: Emulator) -> None:
     """Rule: a busy server refuses with com.microsoft:server-busy and a tracking id; later sends succeed."""

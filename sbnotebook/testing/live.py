@@ -56,8 +56,8 @@ _SUBSCRIPTION_FIELDS = (
 )
 _CORRELATION = {
     "CorrelationId": "correlation_id",
-    "Label": "subject",
-    "Subject": "subject",
+    "Label": "label",
+    "Subject": "label",
     "ContentType": "content_type",
     "MessageId": "message_id",
     "ReplyTo": "reply_to",

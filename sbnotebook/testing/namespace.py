@@ -67,13 +67,18 @@ class SessionResources:
         return self._folder
 
     def ca_bundle(self, ca_file: Path) -> Path:
-        """certifi's CAs (the SDK's default) plus the emulator's: trusting the emulator for a test
-        must not stop the test reaching anything else over TLS."""
+        """The CAs trusted before (the files ``CA_SETTINGS`` named, else certifi's, the SDK's
+        default) plus the emulator's: trusting the emulator for a test must not stop the test
+        reaching anything else over TLS (a corporate proxy's CA stays trusted)."""
         if self._ca_bundle is None:
-            import certifi  # the SDK's dependency
+            before = list(dict.fromkeys(os.environ[s] for s in CA_SETTINGS if os.environ.get(s)))
+            if not before:
+                import certifi  # the SDK's dependency
 
+                before = [certifi.where()]
+            parts = [Path(p).read_text(encoding="utf-8", errors="replace") for p in before if Path(p).is_file()]
             bundle = self.folder / "ca-bundle.pem"
-            bundle.write_text(Path(certifi.where()).read_text() + "\n" + ca_file.read_text())
+            bundle.write_text("\n".join([*parts, ca_file.read_text()]))
             self._ca_bundle = bundle
         return self._ca_bundle
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 import functools
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
 MAX_LENGTH = 300  # characters of a signature kept (a stack trace in a description is not a template)
 MAX_INPUT = 1_000  # characters read: masking only shortens, so the rest would be cut anyway
@@ -66,7 +65,11 @@ _ID = (
 _NUM = r"(?P<num>(?:(?<![A-Za-z0-9.])[-+])?\d+(?:[.,]\d+)*)"
 # The rest, applied to each word that holds a digit, an @, :// or 8 letters a-f in a row (most words
 # hold none: they are kept without running the pattern, which tries every alternative everywhere).
-MASKS = re.compile("|".join([_URL, _EMAIL, _TIME, _GUID, _IP, _HEX, _ID, _NUM]))
+_ORDER = [_URL, _EMAIL, _TIME, _GUID, _IP, _HEX, _ID, _NUM]
+MASKS = re.compile("|".join(_ORDER))
+# The same without the URL and e-mail alternatives, for the words that hold neither "://" nor "@"
+# (most): those two would otherwise be tried, and fail, at every position of every word.
+_PLAIN = re.compile("|".join(p for p in _ORDER if p not in (_URL, _EMAIL)))
 _VARIABLE = re.compile(r"[0-9@]|://|[A-Fa-f]{8}")  # a digit, an address, or letters that may be hex
 _URL_TAIL = ".,;:!?)]}"  # punctuation that ends a sentence, not the URL
 _FIXED = {"email": "<EMAIL>", "time": "<TIME>", "guid": "<GUID>", "ip": "<IP>", "hex": "<HEX>", "id": "<ID>"}
@@ -79,32 +82,26 @@ def _segment(part: str) -> str:
     return "<*>"
 
 
+_URL_PARTS = re.compile(r"([^:]+)://(?:[^@/?#]*@)?([^/?#:]*)(?::(\d+))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.S)
+
+
 def _url(text: str) -> str:
     tail = ""
     while text and text[-1] in _URL_TAIL:
         text, tail = text[:-1], text[-1] + tail
-    try:
-        parts = urlsplit(text)
-    except ValueError:  # a malformed address: mask it whole rather than leave its ids
+    parts = _URL_PARTS.fullmatch(text)
+    if parts is None:  # not the shape of an address: masked whole rather than leave its ids
         return "<URL>" + tail
-    host = parts.hostname or ""
-    port = _port(parts)
-    # A host can carry numbers and ids too (pods, IPs): masked as text is.
-    out = f"{parts.scheme}://{mask(host)}{f':{port}' if port else ''}"
-    out += "/".join(_segment(p) for p in parts.path.split("/"))
-    if parts.query:
-        pairs = (p.split("=", 1) for p in parts.query.split("&"))
+    scheme, host, port, path, query, fragment = parts.groups()
+    # A host can carry numbers and ids too (pods, IPs): masked as text is. User info is dropped.
+    out = f"{scheme}://{mask(host)}{f':{port}' if port else ''}"
+    out += "/".join(_segment(p) for p in path.split("/"))
+    if query:
+        pairs = (p.split("=", 1) for p in query.split("&"))
         out += "?" + "&".join(f"{p[0]}=<*>" if len(p) == 2 else "<*>" for p in pairs)
-    if parts.fragment:
+    if fragment:
         out += "#<*>"
     return out + tail
-
-
-def _port(parts: Any) -> int | None:
-    try:
-        return parts.port
-    except ValueError:
-        return None
 
 
 def _quoted(m: re.Match[str]) -> str:
@@ -133,7 +130,8 @@ def mask(text: str) -> str:
         if word.isdigit():
             words[i] = "<NUM>"
         elif _VARIABLE.search(word):
-            words[i] = MASKS.sub(_replace, word)
+            masks = MASKS if ("@" in word or "://" in word) else _PLAIN
+            words[i] = masks.sub(_replace, word)
     masked = " ".join(words)
     return masked if len(masked) <= MAX_LENGTH else masked[: MAX_LENGTH - 1] + "…"
 

@@ -137,6 +137,26 @@ def test_a_notebook_stops_at_the_failed_magic(emulator: Emulator, client: Servic
     assert counts("q", connection=emulator.connection_string).active == 1  # the last cell never ran
 
 
+def test_a_job_cannot_answer_a_confirmation_so_the_notebook_stops_there(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    """A kernel run by nbclient (as a job) has no input: a purge without --yes fails its cell with
+    'nothing done', and the purge after it never runs."""
+    send(client, "q", "keep me")
+    cells = [
+        "%load_ext sbnotebook",
+        f"%sb_connect {emulator.connection_string}",
+        "%sb_purge q",
+        "%sb_purge q --yes",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src) for src in cells])
+    with pytest.raises(CellExecutionError) as info:
+        NotebookClient(nb, timeout=60, kernel_name="python3").execute()
+    assert "nothing done:" in str(info.value) and "--yes" in str(info.value)
+    assert [cell.execution_count for cell in nb.cells] == [1, 2, 3, None]
+    assert counts("q", connection=emulator.connection_string).active == 1
+
+
 @pytest.mark.parametrize(
     ("command", "option"),
     [

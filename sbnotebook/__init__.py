@@ -5,7 +5,7 @@
 
 from typing import Any
 
-__version__ = "0.2.0.dev0"  # the one place the version is written (pyproject.toml reads it; docs/releasing.md)
+from ._version import __version__ as __version__
 
 
 def load_ipython_extension(ipython: Any) -> Any:

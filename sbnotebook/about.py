@@ -21,7 +21,7 @@ from importlib import metadata, resources
 from importlib.abc import Traversable
 from pathlib import Path
 
-from . import __version__
+from ._version import __version__
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 

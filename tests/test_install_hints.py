@@ -30,16 +30,16 @@ def test_version_names_the_kit_the_sdk_and_python(capsys: pytest.CaptureFixture[
 
 
 def test_the_version_is_written_once() -> None:
-    """pyproject.toml reads sbnotebook.__version__; no other file of the package or the build states it."""
+    """pyproject.toml reads sbnotebook/_version.py; no other file of the package or the build states it."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
-    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "sbnotebook.__version__"}
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "sbnotebook._version.__version__"}
     stating = [
         str(p.relative_to(ROOT))
         for p in [*(ROOT / "sbnotebook").rglob("*.py"), ROOT / "setup.py", ROOT / "pyproject.toml"]
         if sbnotebook.__version__ in p.read_text(encoding="utf-8")
     ]
-    assert stating == ["sbnotebook/__init__.py"]
+    assert stating == ["sbnotebook/_version.py"]
 
 
 def test_tutorials_writes_every_notebook_and_refuses_to_overwrite(

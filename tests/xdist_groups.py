@@ -22,6 +22,7 @@ _SPARK_GROUPS = {
     "test_spark_connect": "spark-jvm",  # a Connect server, and Connect mode in its process
     "test_spark_soak": "spark-jvm",
     "08_streaming": "spark-jvm",
+    "test_release": "spark-jvm",  # one fresh venv for its tests, and a Spark read in it
 }
 
 

@@ -3,7 +3,7 @@
     python tools/release.py            # from a clone with the dev extra installed
 
 1. clones HEAD into a temporary folder (what is committed, nothing else);
-2. reads the version from sbnotebook/__init__.py and checks CHANGELOG.md's first heading names it
+2. reads the version from sbnotebook/_version.py and checks CHANGELOG.md's first heading names it
    (a release: ``## X.Y.Z - YYYY-MM-DD``; a development version ``X.Y.Z.devN``: ``## Unreleased (X.Y.Z)``);
 3. ``python -m build`` into dist/ (sdist, and the wheel built from that sdist) and ``twine check --strict``;
 4. runs tests/test_release.py and tests/test_packaging.py of that clone against these files
@@ -36,10 +36,10 @@ def run(*argv: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
 
 
 def version_of(tree: Path) -> str:
-    text = (tree / "sbnotebook" / "__init__.py").read_text(encoding="utf-8")
+    text = (tree / "sbnotebook" / "_version.py").read_text(encoding="utf-8")
     found = re.search(r'^__version__ = "([^"]+)"', text, flags=re.M)
     if not found:
-        sys.exit("release: no __version__ in sbnotebook/__init__.py")
+        sys.exit("release: no __version__ in sbnotebook/_version.py")
     return found.group(1)
 
 

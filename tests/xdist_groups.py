@@ -17,6 +17,7 @@ _SPARK_GROUPS = {
     "test_spark_streaming": "spark",
     "test_spark_bodies": "spark",
     "test_spark_entra": "spark",
+    "test_spark_least_privilege": "spark",
     "06_spark": "spark",
     "test_spark_cluster": "spark-jvm",  # restarts PySpark's JVM in its process
     "test_spark_connect": "spark-jvm",  # a Connect server, and Connect mode in its process

@@ -13,6 +13,20 @@ import pytest
 QUIET = ["-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function", "-p", "no:randomly"]
 
 
+# What loading the plugin may add to a run: the package's own light modules (its __init__, the version,
+# the plugin module); never the SDK, proton, pandas, IPython, cryptography nor the kit's layers.
+HEAVY = ("azure", "uamqp", "proton", "_proton", "cproton", "pandas", "IPython", "cryptography", "numpy")
+KIT_LAYERS = ("sbnotebook.core", "sbnotebook.emulator", "sbnotebook.testing", "sbnotebook.notebook", "sbnotebook.spark")
+
+
+def plugin_extra_modules(with_plugin: set[str], without: set[str]) -> list[str]:
+    """What a run with the plugin imported beyond one without it, that it should not have."""
+    extra = with_plugin - without
+    return sorted(
+        m for m in extra if m.split(".")[0] != "sbnotebook" or m.startswith(KIT_LAYERS) or m.split(".")[0] in HEAVY
+    )
+
+
 def entry_point_registered() -> bool:
     return any(e.name == "servicebus" and e.value == "sbnotebook.pytest_plugin" for e in entry_points(group="pytest11"))
 

@@ -4,6 +4,7 @@ independently of the inner run, what the run left behind (threads, ports, folder
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -19,20 +20,16 @@ import cryptography.hazmat.primitives.asymmetric.ec
 import cryptography.x509  # noqa: F401
 import pytest
 
-from .pytest_plugin_helpers import QUIET, RECORD, no_plugin_args, plugin_args, records, run
-
-HEAVY = (
-    "azure",
-    "uamqp",
-    "proton",
-    "_proton",
-    "cproton",
-    "pandas",
-    "IPython",
-    "cryptography",
-    "sbnotebook.core",
-    "sbnotebook.emulator",
-    "sbnotebook.testing",
+from .pytest_plugin_helpers import (
+    HEAVY,
+    KIT_LAYERS,
+    QUIET,
+    RECORD,
+    no_plugin_args,
+    plugin_args,
+    plugin_extra_modules,
+    records,
+    run,
 )
 
 
@@ -74,10 +71,10 @@ def pytest_sessionfinish(session):
         finally:
             del os.environ["SB_MODULES"]
         result.assert_outcomes(passed=1)
-        seen[label] = set(__import__("json").loads(out.read_text()))
+        seen[label] = set(json.loads(out.read_text()))
     assert "sbnotebook.pytest_plugin" in seen["with"]  # it really was loaded
-    assert seen["with"] - seen["without"] <= {"sbnotebook", "sbnotebook.pytest_plugin"}
-    heavy = sorted(m for m in seen["with"] if m.split(".")[0] in HEAVY or m.startswith(HEAVY))
+    assert plugin_extra_modules(seen["with"], seen["without"]) == []
+    heavy = sorted(m for m in seen["with"] if m.split(".")[0] in HEAVY or m.startswith(KIT_LAYERS))
     assert heavy == []
 
 
@@ -248,6 +245,7 @@ def test_tls_option_serves_the_sdk_production_path(project: pytest.Pytester) -> 
     before = {k: os.environ.get(k) for k in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "SBNOTEBOOK_CA_BUNDLE")}
     project.makepyfile(
         """
+import json
 import os
 import pytest
 from azure.servicebus import ServiceBusMessage
@@ -321,6 +319,7 @@ async def test_reject_async(servicebus_namespace, servicebus_emulator):
 def test_each_xdist_worker_has_its_own(project: pytest.Pytester) -> None:
     project.makepyfile(
         """
+import json
 import os
 import pytest
 from azure.servicebus import ServiceBusMessage

@@ -4,7 +4,7 @@ notebooks folders (tests/suites.py; tests/test_suites.py checks that every file 
 
     nox -s dbr15      every test file and tutorial that does not need Spark (core, emulator, magics,
                       panels, export/import, the soaks, the JavaScript SDK, packaging, the repository
-                      rules, tutorials 00-05 and 07), on DBR 15.4 LTS's set (pandas 1.5.3, numpy 1.23.5,
+                      rules, every tutorial but 06 and 08), on DBR 15.4 LTS's set (pandas 1.5.3, numpy 1.23.5,
                       pyarrow 14.0.1, ipywidgets 7.7.2, ipython 8.15, plotly 5.9), and every panel in a
                       real browser: JupyterLab 3 with jupyterlab_widgets 1.x, the frontend ipywidgets 7
                       pairs with (tests/browser-widgets7.txt; Debian's chromium)

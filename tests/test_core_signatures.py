@@ -209,3 +209,16 @@ def test_the_masking_table_in_docs_magics_md_is_what_mask_does() -> None:
         pairs += zip(re.findall(r"`([^`]+)`", written), re.findall(r"`([^`]+)`", becomes), strict=True)
     assert len(pairs) >= 12
     assert [(w, mask(w)) for w, _ in pairs] == pairs
+
+
+def test_texts_that_differ_only_in_digits_share_one_masking_but_a_kept_digit_is_not_shared() -> None:
+    from sbnotebook.core import signatures
+
+    signatures._CACHE.clear()
+    assert mask("Order 48213 failed after 312 ms") == "Order <NUM> failed after <NUM> ms"
+    assert len(signatures._CACHE) == 1
+    assert mask("Order 50117 failed after 97 ms") == "Order <NUM> failed after <NUM> ms"  # a lookup
+    assert mask("Order 50117 failed after 97 ms") is signatures._CACHE["Order 00000 failed after 00 ms"]
+    # A URL's port is kept as it is: such results are not remembered under the digits-as-zeros key.
+    assert mask("GET https://x.com:8443/a failed") == "GET https://x.com:8443/a failed"
+    assert mask("GET https://x.com:9443/a failed") == "GET https://x.com:9443/a failed"

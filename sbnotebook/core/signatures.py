@@ -35,7 +35,6 @@ traces in descriptions): what is kept per group stays small.
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
@@ -118,10 +117,33 @@ def _replace(m: re.Match[str]) -> str:
     return _FIXED[kind or "num"]
 
 
-@functools.lru_cache(maxsize=1024)  # many dead letters share one description word for word
+_DIGITS = str.maketrans("123456789", "000000000")
+_DIGIT = re.compile(r"\d")
+_CACHE: dict[str, str] = {}  # masked texts by their digits-as-zeros form (a few hundred KB at most)
+CACHE_SIZE = 1024
+
+
 def mask(text: str) -> str:
-    """``text`` with its variable parts replaced by placeholders (see the module docstring)."""
+    """``text`` with its variable parts replaced by placeholders (see the module docstring).
+
+    Every pattern treats the ten digits alike, so texts that differ only in their digits (an order
+    number, milliseconds: most descriptions of one kind) mask alike, unless a digit survives into
+    the result (a URL's port): the result is remembered under the text with its digits as zeros,
+    and most descriptions cost one ``str.translate`` and a lookup."""
     text = text[:MAX_INPUT]
+    key = text.translate(_DIGITS)
+    found = _CACHE.get(key)
+    if found is not None:
+        return found
+    masked = _mask(text)
+    if _DIGIT.search(masked) is None:
+        if len(_CACHE) >= CACHE_SIZE:
+            _CACHE.clear()  # bounded: start again rather than keep an LRU order per call
+        _CACHE[key] = masked
+    return masked
+
+
+def _mask(text: str) -> str:
     words = QUOTED.sub(_quoted, text).split() if ("'" in text or '"' in text) else text.split()
     for i, word in enumerate(words):
         # Most words are letters only, and a number alone is common: neither needs the pattern.

@@ -85,3 +85,46 @@ def test_every_tutorial_is_in_the_docs_site() -> None:
     assert listed == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert (ROOT / "docs" / "tutorials").resolve() == (ROOT / "notebooks").resolve()
     assert re.search(r"^\s+execute: true\b", text, re.M) and re.search(r"^\s+cache: false\b", text, re.M)
+
+
+ANALYST_PAGES = ["cheatsheet.md", "from-explorer.md", "glossary.md"]
+
+
+@pytest.mark.parametrize("page", ANALYST_PAGES)
+def test_every_magic_and_core_name_an_analyst_page_mentions_exists(page: str) -> None:
+    """The cheat sheet and its neighbours name magics and `core` calls: each must be real (a renamed
+    or removed one fails here), and a magic's options must be in its argparse spec."""
+    from sbnotebook import core
+
+    path = ROOT / "docs" / page
+    if not path.exists():
+        pytest.skip(f"docs/{page} not written yet")
+    text = path.read_text(encoding="utf-8")
+    registered = {name for name in magics.SbMagics.magics["line"]} | set(magics.SbMagics.magics["cell"])
+    options = {p.prog.lstrip("%"): {o for a in p._actions for o in a.option_strings} for p in PARSERS}
+    unknown_magics, unknown_options, unknown_core = [], [], []
+    for line in text.splitlines():
+        for code in re.findall(r"`([^`]+)`", line):
+            for m in re.finditer(r"%%?(sb_\w+)((?:\s+[^%]*)?)", code):
+                name = m.group(1)
+                if name not in registered:
+                    unknown_magics.append(name)
+                    continue
+                for option in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", m.group(2)):
+                    if option not in options.get(name, set()):
+                        unknown_options.append(f"%{name} {option}")
+            for chain in re.findall(r"\bcore\.([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)", code):
+                obj: Any = core
+                head = chain.split(".")[0]
+                if head not in core.__all__:
+                    unknown_core.append(chain)
+                    continue
+                for part in chain.split("."):
+                    if not hasattr(obj, part):
+                        unknown_core.append(chain)
+                        break
+                    obj = getattr(obj, part)
+    assert "%sb_peek" in text and "core." in text, f"docs/{page} names no magic or core call"
+    assert not unknown_magics, f"docs/{page}: no such magic: {unknown_magics}"
+    assert not unknown_options, f"docs/{page}: no such option: {unknown_options}"
+    assert not unknown_core, f"docs/{page}: not in sbnotebook.core.__all__: {unknown_core}"

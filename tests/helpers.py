@@ -117,9 +117,9 @@ def server_sockets(port: int) -> set[tuple[str, int]]:
 def stream_to_parquet(spark: Any, where: Any, **options: Any) -> Any:
     """Run a `servicebus` stream with these options into Parquet under ``where`` (a pathlib.Path)
     with Trigger.AvailableNow, to the end; the rows written (sequence_number, body_text). On pyspark
-    4.0 a run takes one micro-batch (docs/spark.md, "On pyspark 4.0"), so it runs again on the same
-    checkpoint until a run writes nothing more; its last batch then stays deferred (see
-    ``left_by_a_stream``)."""
+    4.0 a run takes one micro-batch and its batch is completed only when a later run plans (docs/spark.md,
+    "On pyspark 4.0"), so it runs again on the same checkpoint until a run writes nothing more: that
+    run completes the last batch, as a run on 4.1+ does by itself."""
     from sbnotebook.spark.streaming import ADMISSION_CONTROL
 
     written = -1
@@ -142,16 +142,6 @@ def stream_to_parquet(spark: Any, where: Any, **options: Any) -> Any:
             return rows
         written = rows.count()
     raise AssertionError(f"the stream still wrote more rows after 50 runs ({written})")
-
-
-def left_by_a_stream(total: int, per_trigger: int) -> int:
-    """How many of ``total`` messages a stream run to the end by ``stream_to_parquet`` with
-    ``maxMessagesPerTrigger=per_trigger`` leaves deferred: none on pyspark 4.1+ (the source completes
-    the last batch as the run ends); on 4.0 its last batch, which Spark commits to the source only
-    when a later run plans another (docs/spark.md, "On pyspark 4.0")."""
-    from sbnotebook.spark.streaming import ADMISSION_CONTROL
-
-    return 0 if ADMISSION_CONTROL else total % per_trigger or per_trigger
 
 
 def rss_growth_during(work: Callable[[], Any]) -> tuple[Any, int]:

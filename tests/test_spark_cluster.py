@@ -25,11 +25,12 @@ from tests import spark_bodies_scenarios as bodies_scenarios
 from tests import spark_snapshot_scenarios as snapshot_scenarios
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, drain, left_by_a_stream, send, stream_to_parquet
+from tests.helpers import QuickCloseClient, drain, send, stream_to_parquet
 
 pyspark = pytest.importorskip("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
 from sbnotebook.spark.secrets import parse_ref  # noqa: E402
+from sbnotebook.spark.streaming import ADMISSION_CONTROL  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SECRET = "cluster-test-key-5e0c71"  # must never reach an option, a plan or the event log
@@ -199,11 +200,9 @@ def test_a_credential_reference_alone_reads_writes_and_streams_on_two_executors(
     assert (report.count("sent"), report.failed, report.stats["tasks"]) == (300, 0, 2)
     plan = df._jdf.queryExecution().toString()
     assert SIGNING_KEY not in plan and "SharedAccessSignature" not in plan
-    # Every stream batch was completed after its commit: nothing left (peeked with the key, from here)
-    # but, on pyspark 4.0, the last batch, deferred until a later run.
+    # Every stream batch was completed after its commit: nothing left (peeked with the key, from here).
     with core.connect(signed.connection_string, warm=False) as conn:
-        left = [r["state"] for r in core.peek("q", count=500, connection=conn).records]
-        assert left == ["deferred"] * left_by_a_stream(300, 100)
+        assert len(core.peek("q", count=500, connection=conn)) == 0
         assert len(core.peek("once", count=500, connection=conn)) == 300
 
 
@@ -241,7 +240,9 @@ def test_the_key_is_in_no_event_log_and_the_grep_would_see_it(cluster: tuple[Any
     """Runs last: stops the session, so that the event log is complete. The control is a literal in a
     query, which Spark writes into the plan it logs: the grep reads what the event log holds."""
     spark, events = cluster
-    assert read(spark, "q").count() == left_by_a_stream(300, 100)  # what the test above left
+    left = read(spark, "q").count()  # a job on the executors (what the event log records)
+    # On pyspark 4.0 a stream test above (bodies_scenarios) ends with its last batch deferred: see docs/spark.md.
+    assert left == 0 or not ADMISSION_CONTROL, left
     plan = read(spark, "q", secretRef=f"env:{ENV}")._jdf.queryExecution().toString()
     assert spark.range(1).selectExpr(f"'{CONTROL}' as c").collect()[0].c == CONTROL
     spark.stop()

@@ -105,7 +105,8 @@ settle = %sb_receive results -n 2 --wait 10 --panel
 entities = %sb_entities --panel
 purge = %sb_purge retries --panel
 sessions = %sb_sessions sessions --panel
-for panel in (compose, settle, entities, purge, sessions):
+tail = %sb_tail retries --panel
+for panel in (compose, settle, entities, purge, sessions, tail):
     display(panel)
 """
 
@@ -243,8 +244,9 @@ def test_panels_render_in_jupyterlab_and_respond_to_a_click(lab: tuple[str, Path
 
 
 def test_every_other_panel_renders_and_answers_a_click(lab: tuple[str, Path, str]) -> None:
-    """The send, settlement, entity, purge and sessions panels: each renders, and a click in each
-    reaches the kernel and changes what the panel shows."""
+    """The send, settlement, entity, purge, sessions and tail panels: each renders, and a click in
+    each reaches the kernel and changes what the panel shows (the tail shows the message the send
+    panel sent, and stops at its Stop button)."""
     url, root, _ = lab
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
@@ -262,6 +264,11 @@ def test_every_other_panel_renders_and_answers_a_click(lab: tuple[str, Path, str
             compose.get_by_placeholder('{"order": 1}').fill('{"from": "the browser"}')
             compose.get_by_role("button", name="Send", exact=True).click()
             compose.get_by_text(re.compile(r"send retries: 1 sent of 1")).wait_for(state="visible", timeout=60_000)
+
+            tail = panel(page, "Tail of retries")  # the message just sent arrives in the live tail
+            tail.get_by_text(re.compile(r"the browser")).first.wait_for(state="visible", timeout=30_000)
+            tail.get_by_role("button", name="Stop", exact=True).click()
+            tail.get_by_text(re.compile(r"Ended: 1 message in")).wait_for(state="visible", timeout=30_000)
 
             settle = panel(page, "unsettled (peek-lock)")
             settle.get_by_text(re.compile(r"results</b>|results: 2 messages, 2 unsettled")).first.wait_for(

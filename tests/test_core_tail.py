@@ -180,7 +180,7 @@ def test_the_live_table_updates_one_display(emulator: Emulator, client: ServiceB
         view.add(records)
     view.finish("time is up")
     last = updates[-1]
-    assert "Ended (time is up): 1 messages in" in last["text/plain"]
+    assert "Ended (time is up): 1 message in" in last["text/plain"]
     assert "&lt;b&gt;hi&lt;/b&gt;" in last["text/html"] and "<td>2</td>" in last["text/html"]
 
 

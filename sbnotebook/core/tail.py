@@ -171,7 +171,8 @@ class Tail:
     def status(self) -> str:
         """'3 messages in 12.0 s (0.2 msg/s), the last 1 s ago; peeking orders every 1 s from
         sequence number 58 (nothing locked or counted)'."""
-        shown = f"{self.shown:,} of {self.seen:,} messages matched" if self.where else f"{self.seen:,} messages"
+        noun = "message" if self.seen == 1 else "messages"
+        shown = f"{self.shown:,} of {self.seen:,} {noun} matched" if self.where else f"{self.seen:,} {noun}"
         last = f", the last {time.monotonic() - self.last_arrival:.0f} s ago" if self.last_arrival else ""
         below = (
             f"; the dead-letter count grew by at least {self.below:,} more than that: dead-lettered out of "

@@ -266,8 +266,8 @@ def test_every_other_panel_renders_and_answers_a_click(lab: tuple[str, Path, str
             compose.get_by_text(re.compile(r"send retries: 1 sent of 1")).wait_for(state="visible", timeout=60_000)
 
             tail = panel(page, "Tail of retries")  # the message just sent arrives in the live tail
-            tail.get_by_text(re.compile(r"the browser")).first.wait_for(state="visible", timeout=30_000)
-            tail.get_by_role("button", name="Stop", exact=True).click()
+            tail.get_by_text(re.compile(r"Tailing: 1 message in")).wait_for(state="visible", timeout=30_000)
+            tail.locator("button", has_text="Stop").first.click()
             tail.get_by_text(re.compile(r"Ended: 1 message in")).wait_for(state="visible", timeout=30_000)
 
             settle = panel(page, "unsettled (peek-lock)")

@@ -10,8 +10,17 @@ and carries the broker's tracking id and whether a retry could help, where known
     ├── LockLostError               a lock expired or was lost before settlement
     ├── ServiceError                any other failure reported by Service Bus
     │   └── SessionLockedError      the session is held by another receiver right now
-    └── PartlyDoneError             a later step failed after an earlier one changed messages: it
-                                    carries their sequence numbers (e.g. deferred, reminders not sent)
+    ├── PartlyDoneError             a later step failed after an earlier one changed messages: it
+    │                               carries their sequence numbers (e.g. deferred, reminders not sent)
+    │   (the layers above core add their own, here so the whole tree is in one place)
+    ├── spark.OptionError           (also a ValueError) a missing or bad option, said before a job starts
+    ├── spark.SendFailedError       (also a RuntimeError) a write task could not send some messages
+    ├── notebook.magics.CommandFailed  (also IPython's UsageError) a command's one line; the cell fails
+    ├── notebook.magics.Declined    a destructive action not confirmed: nothing done
+    └── (signals caught where they are raised, never shown: magics' HelpShown, spark's _Misfit)
+
+tests/test_error_tree.py fails on any exception class of the package (the emulator aside: it imports
+nothing from the rest) that is not in this tree.
 """
 
 from __future__ import annotations

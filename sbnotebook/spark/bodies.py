@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import PAGE_SIZE
+from ..core import PAGE_SIZE, SbError
 from .body_schema import inferred_struct, json_value, struct_ddl
 from .options import OptionError
 
@@ -295,8 +295,11 @@ def _convert(value: Any, t: Any, fits: _Fit) -> Any:
     return None
 
 
-class _Misfit(Exception):
-    """A JSON value of another type than the schema's."""
+class _Misfit(SbError):
+    """A JSON value of another type than the schema's (caught where it is raised: the value reads as null)."""
+
+    def __init__(self, message: str = "a JSON value of another type than the schema's") -> None:
+        super().__init__(message)
 
 
 # ------------------------------------------------------------------ the data source's schema

@@ -27,8 +27,9 @@ MODES = ("peek", "receive-and-delete", "defer")
 DESTRUCTIVE_BOUND = 1000  # maxMessages of a receive-and-delete or defer read that gives none: always a bound
 
 
-class OptionError(ValueError):
-    """A missing or bad option (raised on the driver, before Spark starts a job)."""
+class OptionError(SbError, ValueError):
+    """A missing or bad option (raised on the driver, before Spark starts a job). A ``ValueError``
+    too: code written before it joined the kit's family catches that."""
 
 
 @overload

@@ -27,7 +27,7 @@ from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from ..core import PROBLEMS, Outcome, Report, redact, send
+from ..core import PROBLEMS, Outcome, Report, SbError, redact, send
 from .bodies import BODY_JSON, RESCUED
 from .options import WriteOptions
 from .schema import arrow_schema_of, columns_ddl
@@ -61,8 +61,9 @@ RESULT_DDL = columns_ddl(RESULT_COLUMNS)
 _OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
 
 
-class SendFailedError(RuntimeError):
-    """A write task could not send some of its messages (after retries)."""
+class SendFailedError(SbError, RuntimeError):
+    """A write task could not send some of its messages (after retries). A ``RuntimeError`` too, as
+    it was before it joined the kit's family."""
 
 
 @dataclass

@@ -35,15 +35,18 @@ if TYPE_CHECKING:
     from .state import MagicsState
 
 
-class HelpShown(Exception):
-    """-h was given: the help is printed, nothing else happens."""
+class HelpShown(SbError):
+    """-h was given: the help is printed, nothing else happens (caught by ``command``, never shown)."""
+
+    def __init__(self, message: str = "help shown") -> None:
+        super().__init__(message)
 
 
-class Declined(Exception):
+class Declined(SbError):
     """The user did not confirm a destructive action (or nobody can: no input in a job)."""
 
 
-class CommandFailed(UsageError):
+class CommandFailed(SbError, UsageError):
     """A command failed: IPython shows this one line instead of a traceback (``_render_traceback_``;
     a plain ``UsageError`` shows as one line too) and the cell fails."""
 

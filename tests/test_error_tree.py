@@ -1,0 +1,64 @@
+"""Every exception class the kit defines is an ``SbError`` (the tree drawn in core/errors.py), so
+``except SbError`` catches whatever the kit raises on purpose. The emulator is outside: it imports
+nothing from the rest of the package."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import sbnotebook
+from sbnotebook.core import SbError
+
+
+def _module_names(*, spark: bool) -> list[str]:
+    names = []
+    for info in pkgutil.walk_packages(sbnotebook.__path__, "sbnotebook."):
+        if info.name.startswith("sbnotebook.emulator") or info.name.endswith("__main__"):
+            continue
+        if info.name.startswith("sbnotebook.spark") == spark:
+            names.append(info.name)
+    return names
+
+
+def _outside_the_tree(names: list[str]) -> tuple[set[str], list[str]]:
+    """(every exception class defined in these modules, those not derived from SbError)."""
+    found: set[str] = set()
+    outside = []
+    for name in names:
+        module = importlib.import_module(name)
+        for cls in vars(module).values():
+            if inspect.isclass(cls) and issubclass(cls, BaseException) and cls.__module__ == name:
+                found.add(f"{name}.{cls.__qualname__}")
+                if not issubclass(cls, SbError):
+                    outside.append(f"{name}.{cls.__qualname__}{tuple(b.__name__ for b in cls.__bases__)}")
+    return found, outside
+
+
+def test_every_exception_the_kit_defines_is_an_sberror() -> None:
+    found, outside = _outside_the_tree(_module_names(spark=False))
+    # The walk sees the classes it must see (else it could pass by finding nothing).
+    assert {"sbnotebook.core.errors.PartlyDoneError", "sbnotebook.notebook.magics.command.CommandFailed"} <= found
+    assert outside == []
+
+
+def test_every_exception_the_spark_layer_defines_is_an_sberror() -> None:
+    pytest.importorskip("pyspark")
+    found, outside = _outside_the_tree(_module_names(spark=True))
+    assert {"sbnotebook.spark.options.OptionError", "sbnotebook.spark.writing.SendFailedError"} <= found
+    assert outside == []
+
+
+def test_the_old_bases_are_kept_where_users_catch_them() -> None:
+    from IPython.core.error import UsageError
+
+    from sbnotebook.notebook.magics import CommandFailed
+
+    assert issubclass(CommandFailed, UsageError)
+    pytest.importorskip("pyspark")
+    from sbnotebook.spark import OptionError, SendFailedError
+
+    assert issubclass(OptionError, ValueError) and issubclass(SendFailedError, RuntimeError)

@@ -207,3 +207,18 @@ def test_peek_within_a_session(emulator: Emulator) -> None:
     page = core.peek("sq", session_id="b", connection=cs)
     assert [r["body_text"] for r in page] == ["b-0", "b-1"]
     assert {r["session_id"] for r in page} == {"b"}
+
+
+@pytest.mark.timeout(30)
+def test_a_search_iterating_a_field_a_message_lacks_skips_that_message(emulator: Emulator) -> None:
+    """`any(... for x in body.lines)` over a message without `lines` once looped for ever (the missing
+    value answered every index); it must not match, like any other use of a missing field."""
+    core.send("q", [{"lines": [1, 5]}, {"other": 1}, {"lines": [0]}], connection=emulator.connection_string)
+    for where, expected in [
+        ("any(x > 2 for x in body.lines)", [[1, 5]]),
+        ("all(x > 0 for x in body.lines)", [[1, 5]]),
+        ("5 in body.lines", [[1, 5]]),
+        ("len(body.lines) == 1", [[0]]),
+    ]:
+        page = core.peek("q", where=where, connection=emulator.connection_string)
+        assert [json.loads(r["body_text"])["lines"] for r in page.records] == expected, where

@@ -58,6 +58,11 @@ class _Missing:
     def __contains__(self, item: object) -> bool:
         return False
 
+    def __iter__(self) -> Any:
+        # Without it Python iterates by __getitem__, which answers every index: a loop for ever.
+        # Raising makes ``any(x for x in body.missing)`` a non-match, as every use of a missing field is.
+        raise TypeError("a missing field is not iterable")
+
     def __hash__(self) -> int:
         return 0
 

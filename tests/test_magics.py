@@ -411,8 +411,10 @@ def test_dlq_summary_counts_every_message_by_subject_and_an_interrupt_shows_part
     fill_dlq(emulator.connection_string, 3_000)
     table = line(ip, "sb_dlq ttl-dl --summary --by subject")
     assert table[["subject", "messages"]].values.tolist() == [["s0", 1000], ["s1", 1000], ["s2", 1000]]
-    assert "3000 dead-lettered messages in ttl-dl by subject" in capsys.readouterr().out
+    assert "3,000 dead-lettered messages in ttl-dl by subject" in capsys.readouterr().out
     assert line(ip, "sb_dlq ttl-dl --summary -n 300")["messages"].tolist() == [300]
+    # A limit counts the first 300 only: the last line must not read as the queue's size (it said "300 ...").
+    assert "The first 300 of 3,000 dead-lettered messages in ttl-dl by reason (the -n limit" in capsys.readouterr().out
 
     time.sleep(0.5)  # the windows the capped count left in flight are answered
     emulator.latency = 0.05  # long enough to be interrupted half way
@@ -436,6 +438,7 @@ def test_dlq_summary_counts_every_message_by_subject_and_an_interrupt_shows_part
         emulator.latency = 0
     out = capsys.readouterr().out
     assert "Interrupted: partial counts" in out and "stopped: partial counts" in out
+    assert "of 3,000 dead-lettered messages in ttl-dl by reason (interrupted: the rest were not counted)" in out
     assert 0 < table["messages"].sum() < 3_000
     time.sleep(0.3)  # a peek sent just before the interrupt may reach the emulator a little later
     asked = emulator.requests["com.microsoft:peek-message"]

@@ -63,16 +63,33 @@ def summary(path: EntityPath, conn: LiveConnection, by: str, limit: int | None) 
         line.last, line.total = time.monotonic(), c.total
         line.show(c.scanned, f"Counting {dlq}: {c.progress_text()}")
 
+    interrupted = False
     try:
         core.group_counts(dlq, into=counting, progress=progress, limit=limit, connection=conn)
     except KeyboardInterrupt:
+        interrupted = True
         print(f"Interrupted: partial counts of the first {counting.scanned:,} messages.")
     line.show(counting.scanned, f"{dlq}: {counting.progress_text()}")
     for note in counting.notes:
         print(f"Note: {note}")
     table = counting.to_pandas(BY[by])
-    print(f"{counting.scanned} dead-lettered messages in {path} by {by}.")
+    print(counted_line(counting, path, by, interrupted))
     return table
+
+
+def counted_line(counting: GroupCounts, path: EntityPath, by: str, interrupted: bool) -> str:
+    """The last line says how many were counted of how many: a limit or an interrupt leaves the rest
+    uncounted, and the line must not read as the size of the dead-letter queue."""
+    total = counting.total
+    if total is not None and counting.scanned < total:
+        why = "interrupted" if interrupted else "the -n limit" if counting.limit is not None else "stopped"
+        return (
+            f"The first {counting.scanned:,} of {total:,} dead-lettered messages in {path} by {by} "
+            f"({why}: the rest were not counted)."
+        )
+    if interrupted:
+        return f"{counting.scanned:,} dead-lettered messages in {path} by {by} (interrupted: more may be there)."
+    return f"{counting.scanned:,} dead-lettered messages in {path} by {by}."
 
 
 def triage_panel(entity: str, connection: LiveConnection) -> Any:

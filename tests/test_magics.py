@@ -327,9 +327,12 @@ def test_a_lost_lock_shows_as_lost(ip: Any, sb: SbMagics, client: ServiceBusClie
     ip.run_line_magic("config", "SbMagics.max_renewal = 0")
     line(ip, "sb_receive short -n 1")
     time.sleep(1.6)
-    result = line(ip, "sb_settle complete 0")
+    shown = magic_fails(ip, "sb_settle complete 0")  # a lost lock fails the cell: Run All stops there
+    assert shown == "%sb_settle: 1 lock-lost of 1 (the report above; it is also in sb_last_report)", shown
+    result = ip.user_ns["sb_last_report"].to_pandas()
     assert result["outcome"].tolist() == ["lock_lost"] and result["error"].notna().all()
-    assert "1 lock-lost of 1" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "1 lock-lost of 1" in out and "[1 rows x 9 columns]" in out  # the summary, then the table as returned
 
 
 def test_receive_and_delete_asks_unless_yes(
@@ -379,7 +382,9 @@ def test_send_schedules_and_reports_failures(ip: Any, sb: SbMagics, emulator: Em
     report = ip.run_cell_magic("sb_send", "q --schedule +1h", '{"later": true}')
     assert report.ok and counts("q", connection=sb.conn()).scheduled == 1
     assert "is not a time" in magic_fails(ip, "sb_send q --schedule tomorrow", "[1]")
-    report = ip.run_cell_magic("sb_send", "tiny", '{"big": "' + "x" * 6000 + '"}\n{"small": 1}')
+    shown = magic_fails(ip, "sb_send tiny", '{"big": "' + "x" * 6000 + '"}\n{"small": 1}')
+    assert shown == "%sb_send: 1 failed, 1 sent of 2 (the report above; it is also in sb_last_report)", shown
+    report = ip.user_ns["sb_last_report"]
     out = capsys.readouterr().out
     assert report.count("sent") == 1 and report.failed == 1 and "1 FAILED" in out
     (failure,) = report.failures
@@ -534,20 +539,23 @@ def test_settle_all_after_lock_expiry_reports_the_lost_locks_and_summarises_sdk_
     ip.run_line_magic("config", "SbMagics.max_renewal = 0")
     line(ip, "sb_receive short -n 3")
     time.sleep(1.6)
-    assert line(ip, "sb_settle complete 0")["outcome"].tolist() == ["lock_lost"]
+    assert magic_fails(ip, "sb_settle complete 0").startswith("%sb_settle: 1 lock-lost of 1 ")
+    assert ip.user_ns["sb_last_report"].to_pandas()["outcome"].tolist() == ["lock_lost"]
     capsys.readouterr()
     # What the SDK's own loggers write when a link fails (an error with its traceback), from its thread.
     try:
         raise RuntimeError("link detached")
     except RuntimeError:
         logging.getLogger("azure.servicebus._pyamqp.aio._link_async").error("Link failed", exc_info=True)
-    done = line(ip, "sb_settle complete all --yes")
+    assert magic_fails(ip, "sb_settle complete all --yes").startswith("%sb_settle: 3 lock-lost of 3 ")
+    done = ip.user_ns["sb_last_report"].to_pandas()
     assert done["outcome"].tolist() == ["lock_lost"] * 3 and done["index"].tolist() == [0, 1, 2]
     out, err = capsys.readouterr()
     assert "3 lock-lost of 3" in out and "of 0" not in out
     assert "Traceback" not in out + err and "the Azure SDK logged 1 warning(s) (last: Link failed)" in err
     assert err.count("\n") == 1
-    again = line(ip, "sb_settle complete all --yes")
+    assert magic_fails(ip, "sb_settle complete all --yes").startswith("%sb_settle: 3 lock-lost of 3 ")
+    again = ip.user_ns["sb_last_report"].to_pandas()
     assert again["outcome"].tolist() == ["lock_lost"] * 3  # still said, never "0 of 0"
     assert "of 0" not in capsys.readouterr().out
 

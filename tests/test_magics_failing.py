@@ -212,3 +212,83 @@ def test_a_failed_named_connect_forgets_that_name_only(
     failed_cell(ip, "%sb_connect --as other $refused", capsys)
     assert "No connection named 'other'" in failed_cell(ip, "%sb_peek other:q", capsys)
     assert ip.run_cell("%sb_peek q").success  # the default connection was not the one being replaced
+
+
+# ------------------------------------------------ a Report that is not ok fails its cell
+
+LAST = "(the report above; it is also in sb_last_report)"
+
+
+def test_a_send_the_broker_refuses_fails_the_cell_and_keeps_its_report(
+    ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any
+) -> None:
+    """Per-message failures (the broker refuses the send: quota exceeded, not retried) are not an
+    exception in core, but a cell whose messages did not all go must fail: the Report is shown,
+    then the one line with its counts; the Report stays in sb_last_report."""
+    ip.user_ns.pop("sb_last_report", None)
+    emulator.reject_sends("q", 1, "quota-exceeded")
+    shown = failed_cell(ip, '%%sb_send q\n{"n": 1}\n{"n": 2}', capsys)
+    assert shown == f"%sb_send: 2 failed of 2 {LAST}", shown
+    report = ip.user_ns["sb_last_report"]
+    assert report.count("failed") == 2 and {o.condition for o in report.failures} == {"amqp:resource-limit-exceeded"}
+    assert counts("q", connection=emulator.connection_string).active == 0  # the broker holds none of them
+
+
+def test_lost_locks_fail_the_settle_cell(
+    ip: Any, sb: SbMagics, emulator: Emulator, client: ServiceBusClient, capsys: Any
+) -> None:
+    send(client, "q", "a", "b", "c")
+    assert ip.run_cell("%sb_receive q -n 3").success
+    assert emulator.lose_locks("q") == 3  # as a service update does: the kernel still thinks they are held
+    capsys.readouterr()
+    shown = failed_cell(ip, "done = %sb_settle complete all --yes", capsys)
+    assert shown == f"%sb_settle: 3 lock-lost of 3 {LAST}", shown
+    assert "done" not in ip.user_ns  # nothing bound: the cell failed
+    assert ip.user_ns["sb_last_report"].count("lock_lost") == 3
+    # Nothing was completed: the broker gives the three again (read apart from the kit).
+    with client.get_queue_receiver("q", max_wait_time=3) as r:
+        again = r.receive_messages(max_message_count=3, max_wait_time=3)
+        assert sorted(str(m) for m in again) == ["a", "b", "c"]
+        for m in again:
+            r.complete_message(m)
+
+
+def test_an_ok_report_returns_and_binds_as_before(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
+) -> None:
+    from sbnotebook.core import Report
+
+    send(client, "q", "a", "b")
+    result = ip.run_cell("r = %sb_purge q --yes")
+    assert result.success, capsys.readouterr()
+    report = ip.user_ns["r"]
+    assert isinstance(report, Report) and report.ok and report.count("purged") == 2
+    assert ip.user_ns["sb_last_report"] is report
+    assert counts("q", connection=sb.conn()).active == 0
+
+
+def test_a_notebook_stops_at_a_purge_that_left_messages(emulator: Emulator, client: ServiceBusClient) -> None:
+    """As a job runs it: 5 of 10 messages locked by a consumer still running; the purge removes 5,
+    its cell fails with the counts after showing the Report, and the cell after it never runs."""
+    send(client, "q", *[f"m{i}" for i in range(10)])
+    cells = [
+        "%load_ext sbnotebook",
+        f"%sb_connect {emulator.connection_string}",
+        "%sb_purge q --yes",
+        "%%sb_send q\n" + '{"n": 2}',
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src) for src in cells])
+    with client.get_queue_receiver("q", max_wait_time=3) as r:
+        held = r.receive_messages(max_message_count=5, max_wait_time=3)
+        assert len(held) == 5
+        with pytest.raises(CellExecutionError) as info:
+            NotebookClient(nb, timeout=60, kernel_name="python3").execute()
+        assert f"%sb_purge: 5 purged, 5 left of 10 {LAST}" in str(info.value)
+        assert [cell.execution_count for cell in nb.cells] == [1, 2, 3, None]
+        outputs = nb.cells[2].outputs
+        assert outputs[-1]["output_type"] == "error" and len(outputs[-1]["traceback"]) == 1
+        shown = "".join(str(o.get("data", {}).get("text/plain", "")) + str(o.get("text", "")) for o in outputs)
+        assert "<Report purge q: 5 purged, 5 left of 10" in shown  # the Report, shown before the failure
+        assert counts("q", connection=emulator.connection_string).active == 5  # the broker's truth
+        for m in held:
+            r.complete_message(m)

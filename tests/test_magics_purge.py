@@ -121,21 +121,27 @@ def test_a_purge_that_leaves_locked_messages_does_not_say_all_purged(
     ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
 ) -> None:
     """50 messages, 5 locked by another receiver: the last line says 45 purged, 5 left and why
-    (it said "45 purged of 45 ... (all purged)")."""
+    (it said "45 purged of 45 ... (all purged)"), and the cell fails, so Run All and a job stop
+    there; the Report is shown in full and kept in sb_last_report."""
     send(client, "q", *[f"m{i}" for i in range(50)])
+    ip.user_ns.pop("sb_last_report", None)
     with client.get_queue_receiver("q", max_wait_time=3) as r:
         held = r.receive_messages(max_message_count=5, max_wait_time=3)
         assert len(held) == 5
-        report = line(ip, "sb_purge q --yes")
+        shown = magic_fails(ip, "sb_purge q --yes")
         out = capsys.readouterr().out
         assert _left(sb)["active"] == 5  # the broker's truth, apart from the report
         for m in held:
             r.complete_message(m)
-    last = out.strip().splitlines()[-1]
-    assert report.count("purged") == 45 and report.count("left") == 5 and not report.ok
+    assert shown == "%sb_purge: 45 purged, 5 left of 50 (the report above; it is also in sb_last_report)", shown
+    report = ip.user_ns["sb_last_report"]
+    assert isinstance(report, Report) and report.count("purged") == 45 and report.count("left") == 5
+    assert not report.ok and {o.sequence_number for o in report.failures} == {m.sequence_number for m in held}
     assert "45 purged, 5 left of 50" in out and "5 left: locked by another receiver (purge again after" in out
     assert "(5 left)" in out and "all purged" not in out
-    assert last.endswith(": left: locked by another receiver"), last  # one line per message left, with why
+    # one line per message left, with why (the progress table), then the Report as the cell shows it
+    lines = out.strip().splitlines()
+    assert lines[-2].endswith(": left: locked by another receiver") and lines[-1] == repr(report), lines[-2:]
 
 
 def test_purge_of_a_session_enabled_queue_goes_session_by_session_and_names_held_sessions(
@@ -152,9 +158,11 @@ def test_purge_of_a_session_enabled_queue_goes_session_by_session_and_names_held
         out = capsys.readouterr().out
         assert "Purge sq60: 2 active, 1 deferred message(s), 3 in all." in out
         assert "1 session(s) held by another receiver ('c'): the purge leaves them as they are" in out
-        report = line(ip, "sb_purge sq60 --active --deferred --yes")
+        shown = magic_fails(ip, "sb_purge sq60 --active --deferred --yes")
     # The session another receiver holds is one failed outcome; its message, counted by the broker
-    # after the purge, is left: the last line does not say all were purged.
+    # after the purge, is left: the last line does not say all were purged, and the cell fails.
+    assert shown.startswith("%sb_purge: 2 purged, 1 failed, 1 left of 4 (the report above"), shown
+    report = ip.user_ns["sb_last_report"]
     assert report.count("purged") == 2 and report.count("failed") == 1 and report.count("left") == 1
     out = capsys.readouterr().out
     assert "2 purged, 1 failed, 1 left of 4" in out and "(1 FAILED, 1 left)" in out and "all purged" not in out

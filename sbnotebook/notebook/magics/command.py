@@ -10,7 +10,10 @@ a scheduled job stop there. What fails a cell:
   ``SbError``);
 - a service error: refused access, a timeout, a broker error (``SbError``, the SDK's ``AzureError``),
   and a file that cannot be read or written (``OSError``);
-- a declined confirmation, or one nobody can answer (a job): ``nothing done: ...``.
+- a declined confirmation, or one nobody can answer (a job): ``nothing done: ...``;
+- a ``Report`` that is not ok (failed messages, lost locks, messages left): the command shows it as
+  it would have returned it, keeps it in the user's ``sb_last_report`` and fails with its counts
+  (``finished`` below: the one place every command's Report passes).
 
 ``%config SbMagics.full_tracebacks = True`` raises the original exception instead (with its
 traceback). Anything else (a bug) keeps its traceback. Panels' buttons never raise: they report in
@@ -23,12 +26,14 @@ import functools
 import re
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from azure.core.exceptions import AzureError
 from IPython.core.error import UsageError
+from IPython.display import display
 
-from ...core import SbError, is_message_not_found, redact, requires_sessions
+from ...core import Report, SbError, is_message_not_found, redact, requires_sessions
 from .targets import bound_entity
 
 if TYPE_CHECKING:
@@ -56,6 +61,50 @@ class CommandFailed(SbError, UsageError):
 
     def _render_traceback_(self) -> list[str]:
         return [self.line]
+
+
+@dataclass(frozen=True)
+class Reported:
+    """A command's value that is not its Report (``%sb_settle`` returns the Report's DataFrame):
+    the Report rides along, so the command's end checks it as it checks a returned Report."""
+
+    report: Report
+    value: Any
+
+
+LAST_REPORT = "sb_last_report"  # the user's variable holding the last Report a command made
+
+
+def finished(state: MagicsState, prog: str, result: Any) -> Any:
+    """A command's value, with its Report checked: every Report (or list of them) is kept in the
+    user's ``sb_last_report``; one that is not ok (a failed, lost or left message) is shown as the
+    cell would have shown it, then fails the cell with its counts, so Run All and a job stop there.
+    An ok Report is returned as it is (``r = %sb_purge q --yes`` binds it)."""
+    if isinstance(result, Reported):
+        reports, value = [result.report], result.value
+    elif isinstance(result, Report):
+        reports, value = [result], result
+    elif isinstance(result, list) and result and all(isinstance(r, Report) for r in result):
+        reports, value = result, result
+    else:
+        return result
+    kept = state.shell is not None
+    if kept:
+        state.shell.user_ns[LAST_REPORT] = reports[0] if len(reports) == 1 else list(reports)
+    failed = [r for r in reports if not r.ok]
+    if not failed:
+        return value
+    display(value)  # what the cell would have shown: the Report's summary and its failures
+    said = "; ".join((f"{r.entity}: " if len(reports) > 1 else "") + counted(r) for r in failed)
+    where = "the report above" if len(reports) == 1 else "the reports above"
+    also = f"; {'it is' if len(reports) == 1 else 'they are'} also in {LAST_REPORT}" if kept else ""
+    raise CommandFailed(f"{prog}: {said} ({where}{also})")
+
+
+def counted(report: Report) -> str:
+    """``45 purged, 5 left of 50``: a Report's counts, largest first (as its summary says them)."""
+    parts = [f"{n} {k.replace('_', '-')}" for k, n in sorted(report.counts.items(), key=lambda kv: -kv[1])]
+    return ", ".join(parts) + f" of {report.total}"
 
 
 # What a command turns into one line; anything else is a bug and keeps its traceback.
@@ -150,7 +199,8 @@ def command(
             try:
                 args = parser.parse_line(line)
                 with bound_entity(self, args):
-                    return fn(self, args, cell_text) if cell else fn(self, args)
+                    result = fn(self, args, cell_text) if cell else fn(self, args)
+                return finished(self, parser.prog, result)
             except HelpShown:
                 return None
             except BaseException as exc:

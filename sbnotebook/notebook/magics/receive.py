@@ -9,7 +9,7 @@ from IPython.core.error import UsageError
 
 from ... import core
 from ..cells import parse_rows
-from .command import COUNT, command, parser, seconds
+from .command import COUNT, Reported, command, parser, seconds
 from .targets import sequence_numbers, with_dlq
 
 if TYPE_CHECKING:
@@ -120,4 +120,4 @@ def sb_settle(self: MagicsState, args: argparse.Namespace) -> Any:
         else:
             report = getattr(batch, args.action)(rows)
     print(report.summary())
-    return report.to_pandas()
+    return Reported(report, report.to_pandas())  # not ok (a lost lock): fails the cell (command.finished)

@@ -79,7 +79,7 @@ def _narrate(conn: core.LiveConnection) -> int:
     with core.receive_deferred("orders", [deferred_seq], connection=conn) as fetched:
         _say(f"   Fetched deferred order-3 by sequence number {deferred_seq}: {fetched.complete()}")
 
-    dlq = core.peek("orders/$deadletterqueue", count=10, connection=conn)
+    dlq = core.peek(core.EntityPath("orders").dead_letter, count=10, connection=conn)
     _say(f"6. Dead-letter queue holds {len(dlq)} message(s):")
     for r in dlq:
         _say(f"     {r['message_id']}: {r['dead_letter_reason']} ({r['dead_letter_error_description']})")

@@ -19,7 +19,7 @@ from .copies import acopy_then_complete, copy_message, copy_then_complete
 from .copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_target
 from .counts import EntityCounts, counts, list_entities
 from .credentials import CredentialRef, credential_of, is_credential_ref, parse_credential_ref
-from .entities import CONNECTION_NAME, EntityPath, split_address
+from .entities import CONNECTION_NAME, DEAD_LETTER_QUEUE, EntityPath, split_address
 from .errors import (
     ConfigurationError,
     EntityNameError,
@@ -93,6 +93,7 @@ __all__ = [
     "BOUND_WINDOW",
     "CONNECTION_NAME",
     "COPY_CONCURRENCY",
+    "DEAD_LETTER_QUEUE",
     "ENV_CONNECTION_STRING",
     "ENV_NAMESPACE",
     "FIELDS",

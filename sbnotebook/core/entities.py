@@ -23,6 +23,9 @@ from .errors import EntityNameError
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,259}$")
 CONNECTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")  # %sb_connect --as NAME
 SubQueue = Literal["dead_letter", "transfer_dead_letter"] | None
+# The one spelling of the sub-queue above core (tests/test_one_address.py): a path's dead-letter form
+# is ``EntityPath.dead_letter``; help texts name the suffix through this constant.
+DEAD_LETTER_QUEUE = "$deadletterqueue"
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class EntityPath:
             raise EntityNameError(f"{text!r} has an empty path segment.")
         sub_queue: SubQueue = None
         lowered = [p.lower() for p in parts]
-        if lowered[-1] in ("$deadletterqueue", "$dlq"):
+        if lowered[-1] in (DEAD_LETTER_QUEUE, "$dlq"):
             if len(lowered) >= 2 and lowered[-2] == "$transfer":
                 sub_queue = "transfer_dead_letter"
                 parts, lowered = parts[:-2], lowered[:-2]
@@ -83,12 +86,31 @@ class EntityPath:
         """The entity without its dead-letter sub-queue."""
         return EntityPath(self.name, self.subscription, None)
 
+    @property
+    def dead_letter(self) -> EntityPath:
+        """The entity's dead-letter queue (of a dead-letter queue: the entity's, not its transfer one)."""
+        return EntityPath(self.name, self.subscription, "dead_letter")
+
+    @property
+    def transfer_dead_letter(self) -> EntityPath:
+        """The entity's transfer dead-letter queue (messages that could not be forwarded)."""
+        return EntityPath(self.name, self.subscription, "transfer_dead_letter")
+
+    def handler_names(self) -> tuple[str, str | None]:
+        """(queue or topic, subscription) as the SDK's handlers take them, the sub-queue appended in
+        the SDK's own spelling (``/$DeadLetterQueue``: Service Bus ignores case, the wire keeps the SDK's)."""
+        tail = {"dead_letter": "/$DeadLetterQueue", "transfer_dead_letter": "/$Transfer/$DeadLetterQueue"}
+        suffix = tail.get(self.sub_queue or "", "")
+        if self.subscription is None:
+            return self.name + suffix, None
+        return self.name, self.subscription + suffix
+
     def __str__(self) -> str:
         base = f"{self.name}/subscriptions/{self.subscription}" if self.subscription else self.name
         if self.sub_queue == "dead_letter":
-            return f"{base}/$deadletterqueue"
+            return f"{base}/{DEAD_LETTER_QUEUE}"
         if self.sub_queue == "transfer_dead_letter":
-            return f"{base}/$transfer/$deadletterqueue"
+            return f"{base}/$transfer/{DEAD_LETTER_QUEUE}"
         return base
 
 

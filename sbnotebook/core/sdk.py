@@ -370,12 +370,10 @@ def management_handler(client: Any, path: Any) -> Any:
     """A management-only handler (no sender or receiver link, so it also works on a session-enabled
     entity) for an entity path, its dead-letter queue included (``path``: a ``core.EntityPath``).
     It opens on its first request; close it with :func:`close_now`."""
-    tail = {"dead_letter": "/$DeadLetterQueue", "transfer_dead_letter": "/$Transfer/$DeadLetterQueue"}
-    sub_queue = tail.get(path.sub_queue or "", "")
-    if path.subscription is None:
-        return without_sleeps(client._create_session_browser(path.name + sub_queue))
-    subscription = path.subscription + sub_queue
-    return without_sleeps(client._create_session_browser(path.name, subscription_name=subscription))
+    name, subscription = path.handler_names()
+    if subscription is None:
+        return without_sleeps(client._create_session_browser(name))
+    return without_sleeps(client._create_session_browser(name, subscription_name=subscription))
 
 
 def _batch_delete_request(

@@ -62,6 +62,11 @@ class Tail:
     finished: float | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 
+    @property
+    def path(self) -> EntityPath:
+        """The entity, parsed (once, here)."""
+        return self._path
+
     def __post_init__(self) -> None:
         path = EntityPath.parse(self.entity)
         if not self.interval > 0:

@@ -68,8 +68,7 @@ class PurgePlan:
                 )
             )
         if "dlq" in self.kinds and self.counts.get("dlq", 1):
-            path = EntityPath.parse(self.entity)
-            dlq = str(EntityPath(path.name, path.subscription, "dead_letter"))
+            dlq = str(EntityPath.parse(self.entity).dead_letter)
             reports.append(core.purge(dlq, progress=progress, connection=connection))
         return reports
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Self, overload
 
 from ..core import (
+    DEAD_LETTER_QUEUE,
     ENV_CONNECTION_STRING,
     ENV_NAMESPACE,
     RECORD_FIELDS,
@@ -113,7 +114,7 @@ def entity(options: Mapping[str, str]) -> EntityPath:
     if not name:
         raise OptionError(
             "servicebus: the 'entity' option is required, for example .option('entity', 'orders') or "
-            "'events/subscriptions/audit' (add '/$deadletterqueue' for a dead-letter queue)."
+            f"'events/subscriptions/audit' (add '/{DEAD_LETTER_QUEUE}' for a dead-letter queue)."
         )
     try:
         return EntityPath.parse(name)

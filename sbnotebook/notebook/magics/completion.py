@@ -2,7 +2,7 @@
 VS Code and Databricks all get it): one Matcher API v2 matcher, added by ``%load_ext sbnotebook``.
 
 - an entity argument: the queues and topics of the live connection, ``topic/`` its subscriptions
-  (and ``.../$deadletterqueue``), ``NAME:`` the entities of a named connection, and the names
+  (and their dead-letter queues), ``NAME:`` the entities of a named connection, and the names
   themselves (``prod:``);
 - ``--``: the command's options, from its argparse spec; an option's or a positional's choices
   (``%sb_settle <Tab>``: its actions).
@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...core import LiveConnection
+from ...core import EntityPath, LiveConnection
 from .command import PARSERS, Parser
 
 if TYPE_CHECKING:
@@ -283,13 +283,13 @@ class Completer:
         queues, topics = names.top()
         candidates: list[str] = []
         if any(q.lower() == head.lower() for q in queues):
-            candidates.append(f"{head}/$deadletterqueue")
+            candidates.append(str(EntityPath(head).dead_letter))
         if any(t.lower() == head.lower() for t in topics):
             for sub in names.subscriptions(head):
                 path = f"{head}/subscriptions/{sub}"
                 candidates.append(path)
                 if lowered.startswith(path.lower()):
-                    candidates.append(f"{path}/$deadletterqueue")
+                    candidates.append(str(EntityPath(head, sub).dead_letter))
         return [prefix + c for c in candidates if c.lower().startswith(lowered)]
 
 

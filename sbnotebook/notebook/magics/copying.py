@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ... import core
-from ...core import EntityPath, LiveConnection
+from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection
 from .command import COUNT, command, parser
 from .progress import Progress
 from .targets import address, check_exists
@@ -22,11 +22,11 @@ COPY = parser(
     "delivery counted, the source is left as it is. Every property is kept (the dead-letter reason\n"
     "and description too); message ids are fresh unless --keep-ids. Counts first, then asks (type\n"
     "'copy') unless --yes. Interrupted, the same command again copies only what is left.",
-    "  %sb_copy prod:orders/$deadletterqueue home:orders     # production's dead letters, home\n"
+    f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders     # production's dead letters, home\n"
     "  %sb_copy orders orders-copy --where 'body.total > 100' --limit 1000\n"
     "  %sb_copy prod:events/subscriptions/audit audit --keep-ids --yes",
 )
-COPY.add_argument("source", help="ENTITY or NAME:ENTITY to copy from (queue, subscription, .../$deadletterqueue)")
+COPY.add_argument("source", help=f"ENTITY or NAME:ENTITY to copy from (queue, subscription, .../{DEAD_LETTER_QUEUE})")
 COPY.add_argument("target", help="ENTITY or NAME:ENTITY: the queue or topic the copies go to")
 COPY.add_argument("--where", help="only messages matching this search expression")
 COPY.add_argument("--limit", type=COUNT, help="at most this many messages")

@@ -53,7 +53,7 @@ def sb_dlq(self: MagicsState, args: argparse.Namespace) -> Any:
 def summary(path: EntityPath, conn: LiveConnection, by: str, limit: int | None) -> Any:
     """Count the dead-letter queue by ``by`` (reason, description, subject, signature) with a live
     progress line; an interrupt shows the partial counts."""
-    dlq = str(EntityPath(path.name, path.subscription, "dead_letter"))
+    dlq = str(path.dead_letter)
     counting = GroupCounts(dlq, by=(BY[by],))  # only what is shown: a signature costs a masking
     line = Progress(dlq, total=None)
 

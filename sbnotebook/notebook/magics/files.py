@@ -77,7 +77,7 @@ def sb_export(self: MagicsState, args: argparse.Namespace) -> Any:
     resume = export_resume_point(entity, args.file, args.where)
     if resume is not None:
         print(f"Resuming the export into {args.file}: {resume[0]} messages already written.")
-    progress = _ReadProgress(entity)
+    progress = _ReadProgress(str(entity))
     written = core.export_jsonl(entity, args.file, where=args.where, progress=progress.update, connection=self.conn())
     what = "matching messages" if args.where else "messages"
     print(f"Exported {written} {what} of {entity} to {Path(args.file)}.")

@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ... import core
+from ...core import DEAD_LETTER_QUEUE
 from .command import COUNT, command, parser, whole
 from .targets import with_dlq
 
@@ -22,7 +23,7 @@ PEEK = parser(
     '  %sb_peek orders --where \'$.customer.id == "c-7" and props.priority == "high"\'\n'
     "  %sb_peek sessions --session s-1",
 )
-PEEK.add_argument("entity", help="queue, topic/subscriptions/name, or either with /$deadletterqueue")
+PEEK.add_argument("entity", help=f"queue, topic/subscriptions/name, or either with /{DEAD_LETTER_QUEUE}")
 PEEK.add_argument("-n", type=COUNT, dest="count", help="how many messages (default: SbMagics.peek_count)")
 PEEK.add_argument("--from-seq", type=whole(0), default=1, dest="from_seq", help="first sequence number")
 PEEK.add_argument("--dlq", action="store_true", help="peek the entity's dead-letter queue")
@@ -56,7 +57,7 @@ def sb_peek(self: MagicsState, args: argparse.Namespace) -> Any:
         session_id=args.session,
         connection=self.conn(),
     )
-    summarise_page(entity, found, args.scan)
+    summarise_page(str(entity), found, args.scan)
     frame = core.to_dataframe(found.records)
     return core.json_columns(frame) if args.json else frame
 

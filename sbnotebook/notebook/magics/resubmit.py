@@ -14,7 +14,6 @@ from ...core import EntityPath, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
 from .command import COUNT, command, parser, whole
 from .progress import Progress
-from .targets import with_dlq
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -91,7 +90,7 @@ def _selection(source: str, where: Any, limit: int | None, preview: int, conn: A
 @command(RESUBMIT)
 def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     path = EntityPath.parse(args.entity)
-    source = str(path) if path.is_dead_letter else with_dlq(args.entity, True)
+    source = str(path if path.is_dead_letter else path.dead_letter)
     if args.target is not None and ":" in args.target:
         raise UsageError(
             f"--target {args.target}: a resubmit moves messages within one namespace, so the target is an entity "

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.display import display
 
 from ... import core
-from ...core import Tail
+from ...core import DEAD_LETTER_QUEUE, Tail
 from ..widgets.grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, Column, body_preview
 from .command import command, parser, seconds, whole
 from .targets import with_dlq
@@ -31,7 +31,7 @@ TAIL = parser(
     "  %sb_tail events/subscriptions/audit --from-seq 1200\n"
     "  %sb_tail prod:orders --panel",
 )
-TAIL.add_argument("entity", help="queue, topic/subscriptions/name, or either with /$deadletterqueue")
+TAIL.add_argument("entity", help=f"queue, topic/subscriptions/name, or either with /{DEAD_LETTER_QUEUE}")
 TAIL.add_argument("--dlq", action="store_true", help="the entity's dead-letter queue")
 TAIL.add_argument("--seconds", type=seconds(zero=False), help="stop after this many seconds (default: at an interrupt)")
 TAIL.add_argument("--where", help="show only messages matching this search expression")
@@ -69,7 +69,7 @@ def _html_frontend(shell: Any) -> bool:
 
 
 def columns_for(tail: Tail) -> list[Column]:
-    dead = tail.entity.endswith("/$deadletterqueue")
+    dead = tail.path.is_dead_letter
     return [*BASE_COLUMNS, *(DEAD_LETTER_COLUMNS if dead else []), BODY_COLUMN]
 
 

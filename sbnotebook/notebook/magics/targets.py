@@ -48,9 +48,11 @@ def bound_entity(self: MagicsState, args: argparse.Namespace) -> Iterator[None]:
         self.bound = None
 
 
-def with_dlq(entity: str, dlq: bool) -> str:
+def with_dlq(entity: str, dlq: bool) -> EntityPath:
+    """The command's entity, parsed once (the command passes the path on): with ``--dlq``, its
+    dead-letter queue."""
     path = EntityPath.parse(entity)
-    return str(EntityPath(path.name, path.subscription, "dead_letter")) if dlq else str(path)
+    return path.dead_letter if dlq else path
 
 
 def sequence_numbers(text: str, option: str = "--deferred") -> list[int]:

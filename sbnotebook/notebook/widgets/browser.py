@@ -87,7 +87,7 @@ class MessageBrowser(W.VBox):
     def entity(self) -> str:
         text = resolve(self.entity_box.value, lambda: self.default_connection, self.named)[0]
         path = EntityPath.parse(text)
-        return str(EntityPath(path.name, path.subscription, "dead_letter")) if self.dlq_box.value else str(path)
+        return str(path.dead_letter if self.dlq_box.value else path)
 
     # ---------------------------------------------------------- paging
 

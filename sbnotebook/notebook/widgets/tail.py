@@ -11,7 +11,7 @@ from typing import Any
 import ipywidgets as W
 
 from ... import core
-from ...core import ConnectionLike, Tail, live_connection
+from ...core import ConnectionLike, EntityPath, Tail, live_connection
 from .background import Background
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, MessageGrid
 
@@ -21,7 +21,7 @@ SHOWN = 200  # rows the panel's table keeps (the tail keeps more for to_pandas()
 class TailPanel(W.VBox):
     def __init__(
         self,
-        entity: str,
+        entity: str | EntityPath,
         *,
         interval: float = core.TAIL_INTERVAL,
         seconds: float | None = None,
@@ -38,7 +38,7 @@ class TailPanel(W.VBox):
             from_sequence_number=from_sequence_number,
             connection=self.connection,
         )
-        dead = self.tail.entity.endswith("/$deadletterqueue")
+        dead = self.tail.path.is_dead_letter
         self.rows = MessageGrid(columns=[*BASE_COLUMNS, *(DEAD_LETTER_COLUMNS if dead else []), BODY_COLUMN], rows=12)
         self.shown: list[dict[str, Any]] = []
         self.status = W.HTML()

@@ -51,7 +51,7 @@ class TriagePanel(W.VBox, TriageActions):
     def __init__(self, entity: str, *, connection: ConnectionLike = None, limit: int = PAGE) -> None:
         self.connection = live_connection(connection)
         self.source = EntityPath.parse(entity).parent
-        self.dlq = str(EntityPath(self.source.name, self.source.subscription, "dead_letter"))
+        self.dlq = str(self.source.dead_letter)
         if not isinstance(limit, int) or not 1 <= limit <= PAGE:
             raise InvalidInputError(f"limit is the first page's size, 1 to {PAGE}, not {limit!r}.")
         self.limit = limit

@@ -97,7 +97,9 @@ def spark40(session: nox.Session) -> None:
 def sdk_floor(session: nox.Session) -> None:
     """The core and emulator tests on the oldest azure-servicebus pyproject.toml allows, exactly."""
     pin = suites.sdk_floor_pin()
-    session.install("-e", ".[notebook]", pin, *TEST_TOOLS)
+    # websocket-client: the SDK's sync WebSocket transport (the one-port and TLS tests' wss cases);
+    # the other sessions get it with jupyterlab and jupyter.
+    session.install("-e", ".[notebook]", pin, "websocket-client", *TEST_TOOLS)
     installed = "from importlib.metadata import version; print('azure-servicebus', version('azure-servicebus'))"
     session.run("python", "-c", installed)
     _pytest(session, suites.sdk_floor(), "4")

@@ -79,6 +79,40 @@ def test_peek_options_from_sequence_number_max_messages_and_dead_letter_queue(
     assert read(sp, "once").count() == 0  # an empty entity is an empty DataFrame, not a hang
 
 
+def test_peek_between_enqueued_times_through_spark(sp: Any, client: ServiceBusClient, emulator: Emulator) -> None:
+    """enqueuedAfter (ISO 8601 with a zone) and enqueuedBefore (epoch seconds) as Spark options: exactly
+    the middle group, as an independent peek of the broker says."""
+    import time
+
+    for name in "abc":
+        send(client, "q", *[f"{name}{i}" for i in range(20)])
+        time.sleep(0.05)
+    t = {
+        r["body"].decode(): r["enqueued_time"]
+        for r in core.peek("q", count=100, connection=emulator.connection_string).records
+    }
+    df = read(sp, "q", enqueuedAfter=t["b0"].isoformat(), enqueuedBefore=f"{t['c0'].timestamp():.6f}", numPartitions=3)
+    assert sorted(r.body_text for r in df.select("body_text").collect()) == sorted(f"b{i}" for i in range(20))
+
+
+def test_a_misspelt_option_fails_at_planning_and_deletes_nothing(
+    sp: Any, client: ServiceBusClient, emulator: Emulator
+) -> None:
+    """maxMesages (sic) with receive-and-delete: refused before any job, in one line with the closest
+    name, instead of draining up to the default 1,000; the broker still holds all 30 messages."""
+    send(client, "q", *[f"m{i}" for i in range(30)])
+    with pytest.raises(Exception) as err:
+        read(sp, "q", mode="receive-and-delete", maxMesages=10).collect()
+    last = error_text(err.value).strip().splitlines()
+    assert any(
+        "servicebus: unknown option 'maxmesages' for a read or stream: did you mean maxMessages?" in line
+        for line in last
+    )
+    assert len(core.peek("q", count=100, connection=emulator.connection_string)) == 30
+    with pytest.raises(Exception, match="did you mean maxMessagesPerTrigger"):
+        sp.readStream.format("servicebus").option("entity", "q").option("maxMessagesPerTriger", 5).load()
+
+
 def test_peek_keeps_properties_and_binary_bodies(sp: Any, client: ServiceBusClient) -> None:
     with client.get_queue_sender("q") as s:
         s.send_messages(ServiceBusMessage(b"\x00\xff\x10", subject="bin", application_properties={"k": "v", "n": 5}))

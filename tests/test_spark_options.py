@@ -72,3 +72,34 @@ def test_register_refuses_zero_default_partitions() -> None:
             "Endpoint=sb://localhost:1;SharedAccessKeyName=k;SharedAccessKey=x;UseDevelopmentEmulator=true",
             default_partitions=0,
         )
+
+
+@pytest.mark.parametrize("kind", ["read", "stream", "write", "stream write"])
+def test_unknown_options_are_refused_naming_the_closest(kind: str) -> None:
+    """Every kind refuses what it does not know, in one line, with the closest known name; Spark's
+    option keys are case-insensitive (they arrive lower-cased), so the comparison is too."""
+    from sbnotebook.spark.options import KNOWN_OPTIONS, check_known
+
+    for name in KNOWN_OPTIONS[kind]:
+        check_known({name.lower(): "x", name: "x"}, kind)  # known, in any case
+    typo = {"read": "maxMesages", "stream": "maxMessagesPerTriger", "write": "maxInFlite", "stream write": "batchh"}[
+        kind
+    ]
+    meant = {"read": "maxMessages", "stream": "maxMessagesPerTrigger", "write": "maxInFlight", "stream write": "batch"}
+    with pytest.raises(OptionError) as err:
+        check_known({"entity": "q", typo.lower(): "10"}, kind)
+    assert str(err.value) == f"servicebus: unknown option {typo.lower()!r} for a {kind}: did you mean {meant[kind]}?"
+    with pytest.raises(OptionError, match=r"^servicebus: unknown option 'colour' for a .*; known: entity, "):
+        check_known({"colour": "red"}, kind)
+
+
+def test_an_option_of_another_kind_is_refused_as_such(emulator: Emulator) -> None:
+    conn = {"connectionString": emulator.connection_string}
+    with pytest.raises(
+        OptionError, match=r"'maxmessagespertrigger' for a read \(an option of a stream\): did you mean maxMessages\?"
+    ):
+        ReadOptions.parse({"entity": "q", "maxmessagespertrigger": "5", **conn}, 2, None)
+    with pytest.raises(
+        OptionError, match=r"unknown option 'sessionids' for a stream \(an option of a read\): did you mean sessionId\?"
+    ):
+        StreamOptions.parse({"entity": "q", "sessionids": "a", **conn}, 2, None)

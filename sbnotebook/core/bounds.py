@@ -6,8 +6,11 @@ message that was there: the Spark reader plans a snapshot read up to it, and a l
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
 from .counts import counts
 from .entities import EntityPath
@@ -102,3 +105,139 @@ def message_count(conn: ConnectionLike, path: EntityPath) -> int | None:
     if path.is_dead_letter:
         return c.dead_letter if path.sub_queue == "dead_letter" else c.transfer_dead_letter
     return c.total - c.dead_letter - c.transfer_dead_letter
+
+
+# ------------------------------------------------------------------ time windows
+
+PROBE_PAGE = 16  # messages peeked per bisection step: the first one not scheduled is the probe
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    """Enqueued times from `after` (inclusive unless `after_open`) to `before` (exclusive unless
+    `before_closed`); either end may be open (None). Times are aware (UTC)."""
+
+    after: dt.datetime | None = None
+    before: dt.datetime | None = None
+    after_open: bool = False  # after < t (a pushed-down `>`), not after <= t
+    before_closed: bool = False  # t <= before (a pushed-down `<=`), not t < before
+
+    def holds(self, t: dt.datetime | None) -> bool:
+        if t is None:
+            return False
+        if self.after is not None and (t <= self.after if self.after_open else t < self.after):
+            return False
+        return self.before is None or (t <= self.before if self.before_closed else t < self.before)
+
+    def below(self, t: dt.datetime) -> bool:
+        """`t` comes before the window (an earlier message is before it too)."""
+        return self.after is not None and (t <= self.after if self.after_open else t < self.after)
+
+    def beyond(self, t: dt.datetime) -> bool:
+        """`t` comes after the window (a later message is after it too)."""
+        return self.before is not None and (t > self.before if self.before_closed else t >= self.before)
+
+    def narrowed(self, other: TimeWindow) -> TimeWindow:
+        """Both windows at once (options and pushed-down filters)."""
+        after, after_open = self.after, self.after_open
+        if other.after is not None and (after is None or (other.after, other.after_open) > (after, after_open)):
+            after, after_open = other.after, other.after_open
+        before, before_closed = self.before, self.before_closed
+        if other.before is not None and (
+            before is None or (other.before, not other.before_closed) < (before, not before_closed)
+        ):
+            before, before_closed = other.before, other.before_closed
+        return TimeWindow(after, before, after_open, before_closed)
+
+    @property
+    def bounded(self) -> bool:
+        return self.after is not None or self.before is not None
+
+
+@dataclass(frozen=True)
+class WindowBounds:
+    """What a time-bounded read peeks: sequence numbers first..last (their rows filtered by time at
+    the read), and below `first`, when the entity holds scheduled messages, the range a scheduled
+    message could sit in with an enqueued time inside the window (`sweep`, None: nothing to sweep)."""
+
+    first: int
+    last: int
+    sweep: tuple[int, int] | None
+    peeks: int
+
+
+def _probe(conn: ConnectionLike, path: EntityPath, seq: int, stop: int, peeks: list[int]) -> tuple[int, Any] | None:
+    """The first message at or after `seq` (up to `stop`) that was not scheduled, as (number,
+    enqueued time): a scheduled message is numbered when it is scheduled but enqueued later, so
+    its time says nothing about its neighbours'. None: no such message."""
+    from .scan import peek_page
+
+    while seq <= stop:
+        page = peek_page(path, start=seq, count=PROBE_PAGE, connection=conn)
+        peeks[0] += 1
+        for r in page:
+            if int(r["sequence_number"]) > stop:
+                return None
+            if r.get("scheduled_enqueue_time") is None and r.get("enqueued_time") is not None:
+                return int(r["sequence_number"]), r["enqueued_time"]
+        if len(page) < PROBE_PAGE:
+            return None
+        seq = int(page[-1]["sequence_number"]) + 1
+    return None
+
+
+def _first_where(conn: ConnectionLike, path: EntityPath, low: int, high: int, holds: Any, peeks: list[int]) -> int:
+    """The lowest s in low..high+1 such that the first message not scheduled at or after s (up to
+    `high`) is missing or `holds(its enqueued time)`: a predicate that, once true, stays true in
+    sequence order. Bisection, jumping past each probed message that fails it."""
+    lo, hi = low, high + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        got = _probe(conn, path, mid, high, peeks)
+        if got is not None and not holds(got[1]):
+            lo = got[0] + 1
+        else:
+            hi = mid
+    return lo
+
+
+def time_bounds(
+    conn: ConnectionLike, path: EntityPath, first: int, last: int, window: TimeWindow
+) -> WindowBounds | None:
+    """The sequence numbers that hold the messages enqueued within `window`, among first..last (the
+    snapshot's bounds), found by bisection: about log2(last - first) peeks of one page per bound
+    (None: no message can be in the window).
+
+    Service Bus numbers messages in order of arrival, so the enqueued times of messages that were not
+    scheduled grow with their numbers. A scheduled message is numbered when it is scheduled and
+    enqueued later: its time is at or after that of every message numbered before it. So every message
+    above `last` of the result is after the window, every message not scheduled below `first` is
+    before it; a scheduled message below `first` can still be enqueued within the window: `sweep`
+    says where to look for those (only when the entity holds scheduled messages now). The read
+    filters rows by time, so the edges are exact."""
+    peeks = [0]
+    lo = first
+    if window.after is not None:
+        lo = _first_where(conn, path, first, last, lambda t: not window.below(t), peeks)
+    hi = last
+    if window.before is not None and lo <= last:
+        end = _first_where(conn, path, lo, last, window.beyond, peeks)
+        # Scheduled messages between `end` and the first message after the window stay in range.
+        after = _probe(conn, path, end, last, peeks) if end <= last else None
+        hi = after[0] - 1 if after is not None else last
+    sweep = (first, lo - 1) if window.after is not None and lo > first and _may_hold_scheduled(conn, path) else None
+    if lo > hi and sweep is None:
+        return None
+    return WindowBounds(lo, hi, sweep, peeks[0])
+
+
+def _may_hold_scheduled(conn: ConnectionLike, path: EntityPath) -> bool:
+    """Whether the entity (or, for a subscription, its topic) holds scheduled messages now; unknown
+    (no Manage rights) counts as yes."""
+    try:
+        c = counts(path, connection=conn)
+    except EntityNotFoundError:
+        raise
+    except SbError:
+        return True
+    return bool(c.scheduled)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from ..core import (
     redact,
     resolve,
 )
+from ..core.bounds import TimeWindow
 from .secrets import EntraRef, SecretRef, Source, connection_of, entra_ref, parse_ref
 
 log = logging.getLogger("sbnotebook.spark")
@@ -31,6 +33,63 @@ DESTRUCTIVE_BOUND = 1000  # maxMessages of a receive-and-delete or defer read th
 class OptionError(SbError, ValueError):
     """A missing or bad option (raised on the driver, before Spark starts a job). A ``ValueError``
     too: code written before it joined the kit's family catches that."""
+
+
+# Every option the data source knows, per kind: the one table (docs/spark.md's tables list the same).
+# Spark hands options over case-insensitively, so they are compared that way.
+_WHERE = ("entity", "secretRef", "connectionString", "fullyQualifiedNamespace", "namespace", "credentialRef")
+_BODY = ("bodyFormat", "bodySchema", "bodySampleSize")
+KNOWN_OPTIONS: dict[str, tuple[str, ...]] = {
+    "read": (
+        *_WHERE,
+        "mode",
+        "maxMessages",
+        "numPartitions",
+        "fromSequenceNumber",
+        "enqueuedAfter",
+        "enqueuedBefore",
+        "maxInFlight",
+        "waitSeconds",
+        "sessionIds",
+        *_BODY,
+    ),
+    # "mode" is known so that its own message (a stream has no modes) is the one said.
+    "stream": (
+        *_WHERE,
+        "mode",
+        "maxMessagesPerTrigger",
+        "numPartitions",
+        "sessionId",
+        "waitSeconds",
+        "maxInFlight",
+        "fromSequenceNumber",
+        *_BODY,
+    ),
+    "write": (*_WHERE, "maxInFlight", "batch"),
+    "stream write": (*_WHERE, "maxInFlight", "batch", "checkpointLocation"),  # Spark's own, passed along
+}
+SPARK_OWN = ("path",)  # what Spark adds itself (`.load(path)`): not refused here, said by `entity` checks
+
+
+def check_known(options: Mapping[str, str], *kinds: str) -> None:
+    """Refuse an option none of these kinds of read or write knows, naming the closest known one: a
+    misspelt `maxMessages` must not fall back to the default (it would delete up to 1,000, not 10)."""
+    import difflib
+
+    known = tuple(dict.fromkeys(k for kind in kinds for k in KNOWN_OPTIONS[kind]))
+    kind = " or ".join(kinds)
+    lowered = {k.lower(): k for k in known}
+    for given in options:
+        key = str(given)
+        if key.lower() in lowered or key.lower() in SPARK_OWN:
+            continue
+        elsewhere = [
+            k for k, names in KNOWN_OPTIONS.items() if k not in kinds and key.lower() in {n.lower() for n in names}
+        ]
+        note = f" (an option of a {' and a '.join(elsewhere)})" if elsewhere else ""
+        close = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.6)
+        hint = f": did you mean {lowered[close[0]]}?" if close else f"; known: {', '.join(known)}"
+        raise OptionError(f"servicebus: unknown option {key!r} for a {kind}{note}{hint}")
 
 
 @overload
@@ -68,6 +127,39 @@ def float_option(options: Mapping[str, str], name: str, default: float) -> float
     if not value > 0:  # NaN too
         raise OptionError(f"servicebus: option {name} must be more than 0 seconds, not {raw}.")
     return value
+
+
+def time_option(options: Mapping[str, str], name: str) -> dt.datetime | None:
+    """An enqueued-time bound: ISO 8601 (``2026-11-25``, ``2026-11-25T08:00:00+01:00``; without a zone
+    it is UTC, as Service Bus's times) or seconds since the epoch (``1764028800``)."""
+    raw = options.get(name)
+    if raw is None or not str(raw).strip():
+        return None
+    text = str(raw).strip()
+    try:
+        return dt.datetime.fromtimestamp(float(text), dt.UTC)
+    except (ValueError, OverflowError, OSError):
+        pass
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise OptionError(
+            f"servicebus: option {name} must be an ISO 8601 time (2026-11-25T08:00:00Z; without a zone: UTC) "
+            f"or seconds since the epoch, not {text!r}."
+        ) from None
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def time_window(options: Mapping[str, str]) -> TimeWindow | None:
+    after, before = time_option(options, "enqueuedAfter"), time_option(options, "enqueuedBefore")
+    if after is None and before is None:
+        return None
+    if after is not None and before is not None and not after < before:
+        raise OptionError(
+            f"servicebus: option enqueuedAfter ({after.isoformat()}) must be before enqueuedBefore "
+            f"({before.isoformat()})."
+        )
+    return TimeWindow(after, before)
 
 
 def connection(options: Mapping[str, str], default: Source | None) -> Source:
@@ -214,6 +306,7 @@ class ReadOptions(ReadingOptions):
     from_sequence_number: int
     sessions: tuple[str, ...] | None = None  # the sessionIds option: these sessions only
     session_enabled: bool = False  # the entity requires sessions: read session by session
+    window: TimeWindow | None = None  # enqueuedAfter / enqueuedBefore (peek only)
 
     @classmethod
     def parse(
@@ -222,10 +315,17 @@ class ReadOptions(ReadingOptions):
         default_partitions: int,
         default_connection: Source | None = None,
     ) -> ReadOptions:
+        check_known(options, "read")
         mode = (options.get("mode") or "peek").strip().lower()
         if mode not in MODES:
             raise OptionError(f"servicebus: option mode must be one of {', '.join(MODES)}, not {mode!r}.")
         entity(options)  # a missing entity is the first thing to say
+        window = time_window(options)
+        if window is not None and mode != "peek":
+            raise OptionError(
+                f"servicebus: options enqueuedAfter and enqueuedBefore bound a peek read, not mode={mode} "
+                "(a receive takes messages in the order they come)."
+            )
         max_messages = int_option(options, "maxMessages", None, 1)
         if mode != "peek" and max_messages is None:
             max_messages = DESTRUCTIVE_BOUND
@@ -238,6 +338,7 @@ class ReadOptions(ReadingOptions):
             max_messages=max_messages,
             from_sequence_number=int_option(options, "fromSequenceNumber", 1, 0),
             sessions=_sessions(options),
+            window=window,
         )
         path = parsed.entity
         session_enabled = bool(requires_session) and path.sub_queue is None  # dead-letter queues have none
@@ -270,6 +371,7 @@ class StreamOptions(ReadingOptions):
         default_partitions: int,
         default_connection: Source | None,
     ) -> StreamOptions:
+        check_known(options, "stream")
         entity(options)  # a missing entity is the first thing to say
         if options.get("mode"):
             raise OptionError("servicebus: a stream always reads in peek-lock and settles after commit; drop 'mode'.")
@@ -290,8 +392,12 @@ class WriteOptions(Target):
     struct_columns: tuple[str, ...] = ()  # body / body_json given as a struct: sent as JSON (spark/bodies.py)
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], schema: Any, default_connection: Source | None = None) -> WriteOptions:
+    def parse(
+        cls, options: Mapping[str, str], schema: Any, default_connection: Source | None = None, *, kind: str = "write"
+    ) -> WriteOptions:
         from .schema import WRITE_COLUMNS
+
+        check_known(options, kind)
 
         path = entity(options)
         if path.is_subscription or path.is_dead_letter:

@@ -18,7 +18,7 @@ from pyspark.sql.datasource import (
 
 from ..core import Connection, EntityNotFoundError, EntityPath, SbError, list_sessions
 from . import bodies, reading, writing
-from .options import DESTRUCTIVE_BOUND, OptionError, ReadOptions, WriteOptions, summary
+from .options import DESTRUCTIVE_BOUND, OptionError, ReadOptions, WriteOptions, check_known, summary
 from .schema import arrow_schema
 from .secrets import Source
 
@@ -45,6 +45,9 @@ class ServiceBusDataSource(DataSource):
         return "servicebus"
 
     def schema(self) -> Any:
+        # Before a read's schema is inferred: a misspelt option fails here, first (batch or stream:
+        # which one is not known yet, so an option of either passes until reader()/streamReader()).
+        check_known(self.options, "read", "stream")
         return bodies.read_schema(self.options, self.defaults()[0])  # bodyFormat=json adds columns
 
     def reader(self, schema: Any) -> DataSourceReader:
@@ -63,7 +66,7 @@ class ServiceBusDataSource(DataSource):
         return body_stream.attach(reader, bodies.body_columns(self.options, schema))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        return _StreamWriter(WriteOptions.parse(self.options, schema, self.defaults()[0]))
+        return _StreamWriter(WriteOptions.parse(self.options, schema, self.defaults()[0], kind="stream write"))
 
 
 # ------------------------------------------------------------------ reading
@@ -81,7 +84,9 @@ class _Reader(DataSourceReader):
             if o.session_enabled:
                 return self._session_partitions(conn)
             if o.mode == "peek":
-                ranges = reading.plan_peek(conn, o.entity, o.from_sequence_number, o.num_partitions, o.max_messages)
+                ranges = reading.plan_peek(
+                    conn, o.entity, o.from_sequence_number, o.num_partitions, o.max_messages, o.window
+                )
                 log.info("servicebus peek of %s in %d partitions", o.entity, len(ranges))
                 return [InputPartition(r) for r in ranges]
         except EntityNotFoundError:
@@ -117,7 +122,7 @@ class _Reader(DataSourceReader):
         conn = o.conn()  # a secret reference is resolved here, on the executor
         if isinstance(work, reading.SessionGroup):
             if o.mode == "peek":
-                yield from reading.read_session_peek(conn, o.entity, work, o.from_sequence_number, schema)
+                yield from reading.read_session_peek(conn, o.entity, work, o.from_sequence_number, schema, o.window)
             else:
                 yield from reading.read_sessions_and_delete(conn, o.entity, work, o.wait_seconds, schema)
         elif o.mode == "peek":

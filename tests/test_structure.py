@@ -16,12 +16,15 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "sbnotebook"
 
 # The SDK boundary modules reach into the SDK's private API on purpose, in one place, with a test
-# that fails when the SDK changes (tests/test_core_boundary.py); the emulator's AMQP layer and its
-# event loop do the same with proton's. Their reach-through into third-party code is not checked here.
+# that fails when the SDK changes (tests/test_core_boundary.py); the emulator's AMQP layer, its link
+# terms and its event loop do the same with proton's (sbnotebook/emulator/protonprivate.py lists the
+# names, tests/test_emulator_proton_boundary.py checks them). Their reach-through into third-party
+# code is not checked here.
 BOUNDARIES = {
     "sbnotebook.core.sdk",
     "sbnotebook.core.sdk_spares",
     "sbnotebook.emulator.amqp",
+    "sbnotebook.emulator.amqpterms",
     "sbnotebook.emulator.loop",
 }
 DUNDER_PROTOCOLS = {"_repr_html_", "_repr_mimebundle_", "_ipython_display_"}

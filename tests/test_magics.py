@@ -604,7 +604,6 @@ def test_on_databricks_the_panels_lists_are_plain_unless_configured(
 
     from sbnotebook.notebook.widgets import MessageBrowser, grid
 
-    monkeypatch.setattr(grid, "mode", grid.mode)  # restored after the test
     monkeypatch.setattr(grid, "_warned", False)
     monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "15.4")
     send(client, "q", "one", "two")

@@ -492,7 +492,7 @@ def test_no_panel_widget_message_is_over_5_mb_on_a_page_of_big_bodies(
         sent.append((type(self).__name__, len(json.dumps(msg, default=str)) + sum(len(b) for b in buffers or [])))
 
     monkeypatch.setattr(W.Widget, "_send", record)
-    monkeypatch.setattr(grid, "mode", mode)
+    monkeypatch.setattr(grid, "configured_mode", lambda: mode)  # as %config SbMagics.grid would
     body = "x" * 200_000
     assert core.send("q", [body] * 1000, connection=emulator.connection_string).count("sent") == 1000
     panel = MessageBrowser("q", page_size=1000, connection=emulator.connection_string)

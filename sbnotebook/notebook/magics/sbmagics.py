@@ -42,7 +42,8 @@ class SbMagics(Magics):
     grid = CaselessStrEnum(
         grid_mod.GRID_MODES,
         default_value="auto",
-        help="The panels' message lists: 'itables' grids, 'plain' lists, or 'auto' (plain on Databricks).",
+        help="The panels' message lists: 'itables' grids, 'plain' lists, or 'auto' (plain on Databricks). "
+        "Panels read it here when they draw a list (widgets/grid.py).",
     ).tag(config=True)
 
     # Each family module holds its parsers and commands; they are registered here, once.
@@ -83,8 +84,6 @@ class SbMagics(Magics):
         self.sdk_logs = SdkLogSummary()
         self.sdk_logs.install(show=self.full_tracebacks)
         self.observe(lambda change: self.sdk_logs.install(show=change["new"]), names="full_tracebacks")
-        grid_mod.mode = self.grid
-        self.observe(lambda change: setattr(grid_mod, "mode", change["new"]), names="grid")
 
     def fail(self, exc: BaseException) -> NoReturn:
         """Fail the command and its cell with ``exc`` in one line (command.py)."""

@@ -57,9 +57,18 @@ _warned = False
 
 # "auto": itables' grid, except on Databricks (DATABRICKS_RUNTIME_VERSION set), where anywidget-based
 # widgets are not known to load: there the plain core-ipywidgets list. "itables" or "plain" force one.
-# Set with %config SbMagics.grid = "itables" (docs/widgets.md).
+# Set with %config SbMagics.grid = "itables" (docs/widgets.md): the setting lives on the magics
+# object only, and a panel reads it when it draws its list.
 GRID_MODES = ("auto", "itables", "plain")
-mode = "auto"
+
+
+def configured_mode() -> str:
+    """``SbMagics.grid`` of the running IPython's loaded extension; "auto" where there is none."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    magics = shell.magics_manager.registry.get("SbMagics") if shell is not None else None
+    return str(getattr(magics, "grid", "auto"))
 
 
 def on_databricks() -> bool:
@@ -69,6 +78,7 @@ def on_databricks() -> bool:
 def grid_available() -> bool:
     """Whether itables' widget is used here; the first time it is not, say why in the log."""
     global _warned
+    mode = configured_mode()
     if mode == "plain" or (mode == "auto" and on_databricks()):
         if not _warned:
             _warned = True
@@ -175,6 +185,7 @@ class MessageGrid:
 
 
 def _plain_note() -> str:
+    mode = configured_mode()
     if mode == "plain":
         return ""
     if mode == "auto" and on_databricks():

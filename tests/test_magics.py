@@ -110,6 +110,25 @@ def test_config_traits_and_pyproject_settings(
         unload_ipython_extension(ip)
 
 
+def test_an_unknown_pyproject_setting_fails_loading_in_one_line(
+    ip: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from IPython.core.error import UsageError
+
+    (tmp_path / "pyproject.toml").write_text("[tool.sbnotebook]\npeek-cont = 2\n")
+    monkeypatch.chdir(tmp_path)
+    unload_ipython_extension(ip)
+    try:
+        with pytest.raises(UsageError) as err:
+            load_ipython_extension(ip)
+        said = str(err.value)
+        assert "\n" not in said and said.startswith("unknown setting 'peek-cont' in [tool.sbnotebook] of ")
+        assert said.endswith(": did you mean peek-count?")
+    finally:
+        (tmp_path / "pyproject.toml").write_text("[tool.sbnotebook]\n")
+        unload_ipython_extension(ip)
+
+
 # ------------------------------------------------------------------ connect and entities
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 import tomllib
 from collections.abc import Iterable
@@ -19,7 +20,8 @@ def find_pyproject(start: Path | None = None) -> Path | None:
 
 
 def project_settings(known: Iterable[str], start: Path | None = None) -> dict[str, Any]:
-    """The [tool.sbnotebook] table, keys with '-' or '_', limited to known settings (others are named)."""
+    """The [tool.sbnotebook] table, keys with '-' or '_'; an unknown key fails (UsageError: one line
+    naming it and the closest known setting)."""
     path = find_pyproject(start)
     if path is None:
         return {}
@@ -32,8 +34,17 @@ def project_settings(known: Iterable[str], start: Path | None = None) -> dict[st
     settings = {}
     for key, value in table.items():
         name = key.replace("-", "_")
-        if name in names:
-            settings[name] = value
-        else:
-            print(f"sbnotebook: unknown setting {key!r} in [tool.sbnotebook] of {path}", file=sys.stderr)
+        if name not in names:
+            # Refused, not ignored: a misspelt setting would otherwise silently keep its default.
+            from IPython.core.error import UsageError
+
+            close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
+            style = (lambda n: n.replace("_", "-")) if "-" in key else (lambda n: n)
+            hint = (
+                f": did you mean {style(close[0])}?"
+                if close
+                else f"; known: {', '.join(style(n) for n in sorted(names))}"
+            )
+            raise UsageError(f"unknown setting {key!r} in [tool.sbnotebook] of {path}{hint}")
+        settings[name] = value
     return settings

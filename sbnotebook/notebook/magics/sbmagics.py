@@ -68,9 +68,11 @@ class SbMagics(Magics):
     sb_tail = line_magic(tail.sb_tail)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        # Read first: an unknown setting fails loading before this object joins the shell's configurables.
+        settings = project_settings(type(self).class_trait_names(config=True))
         super().__init__(shell=shell, **kwargs)
         explicit = set(self.config.get("SbMagics", {}))
-        for name, value in project_settings(self.trait_names(config=True)).items():
+        for name, value in settings.items():
             if name not in explicit:
                 setattr(self, name, value)
         self.connection: LiveConnection | None = None  # from %sb_connect; every command and panel uses it

@@ -39,11 +39,31 @@ def test_process_settles_by_outcome_after_the_work(emulator: Emulator, client: S
     assert report.stats["handler_errors"] >= 1  # once per delivery of "boom"
     assert any("handler crashed" in (o.error or "") for o in report)
     assert report.count("abandoned") >= 2  # the crash and the first retry went back to the queue
+    # Every message was settled as the policy says, but a handler crashed: the report is not ok.
+    assert not report.ok and "handler error(s), settled by the policy (abandon)" in report.summary()
+    assert "ValueError: handler crashed" in report.summary()
     # The crashing message was abandoned each time it came back, until MaxDeliveryCount (10) sent it to the DLQ.
     counts = emulator.broker.counts("q")
     assert (counts["active"], counts["dead_letter"]) == (0, 2)
     reasons = sorted(r["dead_letter_reason"] for r in core.peek("q/$deadletterqueue", connection=cs))
     assert reasons == ["Invalid", "MaxDeliveryCountExceeded"]
+
+
+def test_a_handler_that_returns_nonsense_is_not_ok(emulator: Emulator, client: ServiceBusClient) -> None:
+    """An instance where the class is expected (``Done()``) is abandoned, and the report says so
+    (it read "5 abandoned" with ok True: tutorial 07 dead-lettered its orders that way unseen)."""
+    cs = emulator.connection_string
+    core.send("q", [f"m{i}" for i in range(5)], connection=cs)
+    report = core.process("q", lambda r: core.Done(), max_messages=5, wait=0.5, connection=cs)
+    assert report.count("abandoned") == 5 and not report.ok
+    assert "5 handler error(s)" in report.summary() and "handler returned" in report.summary()
+    with pytest.raises(core.SbError, match="handler returned"):
+        report.raise_for_failures()
+    # The broker agrees: all five are back in the queue, after five deliveries in all (an abandoned
+    # message comes back at once, so a later receive may take one of them again).
+    with client.get_queue_receiver("q") as r:
+        peeked = r.peek_messages(max_message_count=10)
+    assert len(peeked) == 5 and sum(m.delivery_count or 0 for m in peeked) == 5
 
 
 def test_errors_can_dead_letter_to_a_chosen_destination(emulator: Emulator) -> None:
@@ -56,7 +76,7 @@ def test_errors_can_dead_letter_to_a_chosen_destination(emulator: Emulator) -> N
     report = core.process(
         "q", handler, policy=core.Policy(on_error="dead_letter", dead_letter_to="fwd-dst"), connection=cs
     )
-    assert report.count("dead_lettered") == 1
+    assert report.count("dead_lettered") == 1 and not report.ok  # dead-lettered as asked; the handler failed
     (moved,) = core.peek("fwd-dst", connection=cs).records
     props = moved["application_properties"]
     assert (

@@ -72,6 +72,9 @@ class Report:
     elapsed: float = 0.0
     retries: int = 0
     notes: list[str] = field(default_factory=list)  # degraded paths taken, and why
+    # Work that failed although every message was settled as asked (a handler that raised or returned
+    # nonsense): each makes ``ok`` False and shows in the summary, so a settled message never reads as done.
+    errors: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)  # operation-specific figures (operations, peak in flight)
     detail_limit: int = DETAIL_LIMIT
     # Told of every outcome as it is added, for work that must follow each message past the detail
@@ -105,6 +108,11 @@ class Report:
         if text not in self.notes:
             self.notes.append(text)
 
+    def error(self, text: str) -> None:
+        """Record work that failed for messages whose settlement went as planned (``ok`` turns False)."""
+        if text not in self.errors:
+            self.errors.append(text)
+
     def merge(self, other: Report) -> None:
         for o in other._outcomes:
             self.add(o)
@@ -113,6 +121,8 @@ class Report:
         self.retries += other.retries
         for n in other.notes:
             self.note(n)
+        for e in other.errors:
+            self.error(e)
 
     # ------------------------------------------------------------- reading
 
@@ -141,7 +151,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return self.failed == 0
+        return self.failed == 0 and not self.errors
 
     @property
     def rate(self) -> float:
@@ -185,6 +195,8 @@ class Report:
         line += f" of {self.total} in {self.elapsed:.2f} s"
         if self.retries:
             line += f", {self.retries} retries"
+        if self.errors:
+            line += " [ERRORS: " + "; ".join(self.errors) + "]"
         if self.notes:
             line += " [" + "; ".join(self.notes) + "]"
         return line
@@ -217,6 +229,8 @@ class Report:
     def raise_for_failures(self) -> Report:
         """Raise an SbError naming the first failure when any message failed; else return self."""
         failures = self.failures
+        if self.errors and not (failures or self.failed):
+            raise SbError(f"{self.operation} {self.entity}: " + "; ".join(self.errors))
         if failures or self.failed:
             first = failures[0] if failures else None
             raise SbError(

@@ -105,6 +105,10 @@ def process(
                 break
             finally:
                 report.elapsed = time.perf_counter() - started
+    if report.stats["handler_errors"]:
+        first = report.stats.get("first_handler_error", "")
+        errors = report.stats["handler_errors"]
+        report.error(f"{errors} handler error(s), settled by the policy ({policy.on_error}); first: {first}")
     return report
 
 
@@ -124,6 +128,7 @@ def _settle(batch: LockedBatch, results: list[Any], policy: Policy, report: Repo
         if isinstance(result, BaseException):
             errors[i] = f"{type(result).__name__}: {result}"
             report.stats["handler_errors"] += 1
+            report.stats.setdefault("first_handler_error", errors[i][:200])
             if policy.on_error == "dead_letter":
                 dead.append((i, DeadLetter("HandlerError", errors[i][:1000])))
             else:
@@ -142,6 +147,7 @@ def _settle(batch: LockedBatch, results: list[Any], policy: Policy, report: Repo
         else:
             errors[i] = f"handler returned {result!r}; expected Done, Skip, Retry, Stop or DeadLetter"
             report.stats["handler_errors"] += 1
+            report.stats.setdefault("first_handler_error", errors[i][:200])
             groups["abandon"].append(i)
 
     def record(settled: Report, rename: str | None = None) -> None:

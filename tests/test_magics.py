@@ -287,6 +287,9 @@ def test_user_errors_are_one_line_unless_full_tracebacks(ip: Any, sb: SbMagics, 
     assert magic_fails(ip, "sb_peek q --bogus") == (
         "sbnotebook: %sb_peek: unrecognized arguments: --bogus (see %sb_peek -h)"
     )
+    assert magic_fails(ip, "sb_peek q --sesion s1") == (
+        "sbnotebook: %sb_peek: unrecognized arguments: --sesion s1: did you mean --session? (see %sb_peek -h)"
+    )
     assert "is not a valid entity name" in magic_fails(ip, "sb_peek 'bad name!'")
     sb.full_tracebacks = True
     from sbnotebook.core import EntityNotFoundError

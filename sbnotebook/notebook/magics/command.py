@@ -113,7 +113,22 @@ ONE_LINE_ERRORS = (SbError, UsageError, Declined, AzureError, OSError)
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} -h)")
+        raise UsageError(f"{self.prog}: {message}{self._closest(message)} (see {self.prog} -h)")
+
+    def _closest(self, message: str) -> str:
+        """``: did you mean --count?`` for a misspelt flag (the closest option string, difflib)."""
+        import difflib
+
+        prefix = "unrecognized arguments: "
+        if not message.startswith(prefix):
+            return ""
+        for word in message[len(prefix) :].split():
+            if word.startswith("-"):
+                flag = word.split("=", 1)[0]
+                close = difflib.get_close_matches(flag, [o for o in self.options() if o.startswith("--")], n=1)
+                if close:
+                    return f": did you mean {close[0]}?"
+        return ""
 
     def options(self) -> dict[str, argparse.Action]:
         """Every option string (``--dlq``, ``-n``) and its action: what Tab completion offers."""

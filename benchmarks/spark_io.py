@@ -27,7 +27,13 @@ The ratios are judged on the defaults. Spark runs ``local[4]``: four task slots,
 cores the machine has; with the defaults one partition is already bound by the CPU of its Python
 worker, not by round trips, so on a 2-core machine more partitions add little (docs/benchmarks.md).
 
-    python benchmarks/spark_io.py [--messages 20000] [--latency-ms 0 50] [--bodies-only | --first-query]
+  window   : (``--time-window``) a read bounded by enqueued time (``enqueuedAfter`` /
+             ``enqueuedBefore``): ``--messages`` messages sent in 10 groups at distinct times, the
+             window one group; its planning (snapshot and bisection: time and peeks) and its read,
+             against a read of everything. The planner and the partitions' reads run in this process,
+             as Spark would run them (no JVM: Spark's own cost is the same for both)
+
+    python benchmarks/spark_io.py [--messages 20000] [--latency-ms 0 50] [--bodies-only | --first-query | --time-window]
 """
 
 from __future__ import annotations
@@ -237,13 +243,67 @@ def report(n: int, latency_ms: float, t: dict[str, float]) -> list[str]:
     return missed
 
 
+def measure_time_window(n: int, latency_ms: float) -> list[str]:
+    from sbnotebook.core import EntityPath, resolve, snapshot
+    from sbnotebook.core.bounds import TimeWindow, time_bounds
+    from sbnotebook.spark import reading
+    from sbnotebook.spark.schema import arrow_schema
+
+    proc, text = start_emulator(latency_ms)
+    try:
+        conn = resolve(text)
+        path = EntityPath.parse("orders")
+        group = n // 10
+        for g in range(10):
+            core.send(
+                "orders", (f"g{g}-{i}" for i in range(group)), max_in_flight=32, connection=conn
+            ).raise_for_failures()
+            time.sleep(0.05)
+        t = {
+            r["body"].decode(): r["enqueued_time"]
+            for r in core.peek_page("orders", start=group * 6 + 1, count=1, connection=conn)
+        }
+        start = next(iter(t.values()))  # the first message of group 6
+        end = core.peek_page("orders", start=group * 7 + 1, count=1, connection=conn)[0]["enqueued_time"]
+        window = TimeWindow(start, end)
+        snapshot(conn, path, 1)  # warm: links open
+        found, t_snap = timed(lambda: snapshot(conn, path, 1))
+        assert found is not None
+        bounds, t_bisect = timed(lambda: time_bounds(conn, path, found[0], found[1], window))
+        ranges, t_plan = timed(lambda: reading.plan_peek(conn, path, 1, 4, None, window))
+
+        def read(parts: list[reading.PeekRange]) -> int:
+            return sum(b.num_rows for p in parts for b in reading.read_peek(conn, path, p, arrow_schema(), 10))
+
+        read(reading.plan_peek(conn, path, 1, 4, None))  # warm: every link of the reads open
+        rows, t_read = timed(lambda: read(ranges))
+        every, t_all = timed(lambda: read(reading.plan_peek(conn, path, 1, 4, None)))
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert bounds is not None and rows == group and every == n, (bounds, rows, every)
+    print(
+        f"\ntime window, {n:,} messages, {latency_ms:g} ms: one group of {group:,} in the window\n"
+        f"  planning: snapshot {t_snap * 1000:.0f} ms + bisection {t_bisect * 1000:.0f} ms ({bounds.peeks} peeks); "
+        f"plan_peek with the window {t_plan * 1000:.0f} ms\n"
+        f"  windowed read (planning included) {t_plan + t_read:.2f} s vs reading everything {t_all:.2f} s "
+        f"= {t_all / (t_plan + t_read):.1f}x; rows {rows:,} of {every:,}"
+    )
+    return []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 50.0])
     parser.add_argument("--bodies-only", action="store_true", help="measure only the body formats")
     parser.add_argument("--first-query", action="store_true", help="measure only the first query on a new entity")
+    parser.add_argument("--time-window", action="store_true", help="measure only a read bounded by enqueued time")
     args = parser.parse_args()
+    if args.time_window:
+        for latency in args.latency_ms:
+            measure_time_window(args.messages, latency)
+        return
     spark = sbspark.local_session("spark-io-benchmark", cores=4)
     missed: list[str] = []
     try:

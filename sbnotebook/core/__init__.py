@@ -13,7 +13,7 @@ nothing: the documented resolution order); calls with the same settings share on
 
 from . import deferral
 from .batch import LockedBatch
-from .bounds import BOUND_WINDOW, snapshot
+from .bounds import BOUND_WINDOW, TimeWindow, WindowBounds, snapshot, time_bounds
 from .connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_connection_string, resolve
 from .copies import acopy_then_complete, copy_message, copy_then_complete
 from .copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_target
@@ -140,6 +140,8 @@ __all__ = [
     "Skip",
     "Stop",
     "Tail",
+    "TimeWindow",
+    "WindowBounds",
     "acancel_scheduled",
     "acopy",
     "acopy_then_complete",
@@ -214,6 +216,7 @@ __all__ = [
     "snapshot",
     "split_address",
     "tail",
+    "time_bounds",
     "to_dataframe",
     "to_json_record",
     "to_record",

@@ -18,11 +18,11 @@ from ..core import (
     EntityNotFoundError,
     EntityPath,
     SbError,
+    TimeWindow,
     live_connection,
     redact,
     resolve,
 )
-from ..core.bounds import TimeWindow
 from .secrets import EntraRef, SecretRef, Source, connection_of, entra_ref, parse_ref
 
 log = logging.getLogger("sbnotebook.spark")

@@ -13,12 +13,13 @@ from ..core import (
     Connection,
     EntityPath,
     SbError,
+    TimeWindow,
     is_session_locked,
     receive,
     scan,
     snapshot,
+    time_bounds,
 )
-from ..core.bounds import TimeWindow, time_bounds
 from .schema import to_arrow
 
 

@@ -1,14 +1,15 @@
 """A stand-in token issuer for credential-reference tests (``credentialRef callable:...``).
 
-The emulator does not issue Entra ID tokens yet. Its CBS endpoint checks the token a client puts, as a
+This stand-in hands out a SAS where a real credential hands out an Entra ID token (the emulator also
+issues Entra ID tokens: tests/test_spark_connect.py signs in with ``ClientSecretCredential`` against
+its token endpoint). Its CBS endpoint checks the token a client puts, as a
 Shared Access Signature when it is one (typed ``jwt`` or ``servicebus.windows.net:sastoken``), and the
 SDK puts a ``TokenCredential``'s token with type ``jwt``: so a credential whose ``get_token`` returns a
 SAS for the namespace is accepted over AMQP (the admin API wants ``Authorization:
 SharedAccessSignature``, so it refuses the SDK's ``Bearer`` header: the kit's existence check is then
 skipped, logged). Every process that signs in (the test, Spark's planner and its executors, a Connect
 server) imports this module and reads the key from its own environment: nothing but the reference
-``callable:tests.stand_in_credential:credential`` travels through Spark. When the emulator issues Entra
-ID tokens, a ``ClientSecretCredential`` built here from the environment takes this one's place.
+``callable:tests.stand_in_credential:credential`` travels through Spark.
 """
 
 from __future__ import annotations

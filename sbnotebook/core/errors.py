@@ -42,8 +42,8 @@ _CONDITION = re.compile(r"Error condition:\s*([\w.:-]+?)\.?(?:\s|$)")
 # claims required"); with Entra ID a claim comes from a role, which is what a user can ask for.
 _CLAIM = re.compile(r"'(Send|Listen|Manage)' claim\(s\) are required|\b(Manage),EntityRead claims required")
 ROLE_FOR_CLAIM = {
-    "Send": "Azure Service Bus Data Sender (or Data Owner)",
-    "Listen": "Azure Service Bus Data Receiver (or Data Owner)",
+    "Send": "Azure Service Bus Data Sender (or Azure Service Bus Data Owner)",
+    "Listen": "Azure Service Bus Data Receiver (or Azure Service Bus Data Owner)",
     "Manage": "Azure Service Bus Data Owner",
 }
 _DOING = {"Send": "sending", "Listen": "receiving, peeking and settling", "Manage": "the administration API"}

@@ -3,8 +3,8 @@ oldest azure-servicebus the kit allows. Which files each session runs is compute
 notebooks folders (tests/suites.py; tests/test_suites.py checks that every file runs somewhere):
 
     nox -s dbr15      every test file and tutorial that does not need Spark (core, emulator, magics,
-                      panels, export/import, the soaks, the JavaScript SDK, packaging, the repository
-                      rules, every tutorial but 06 and 08), on DBR 15.4 LTS's set (pandas 1.5.3, numpy 1.23.5,
+                      panels, export/import, the soaks, the JavaScript SDK, the repository rules,
+                      every tutorial but 06 and 08), on DBR 15.4 LTS's set (pandas 1.5.3, numpy 1.23.5,
                       pyarrow 14.0.1, ipywidgets 7.7.2, ipython 8.15, plotly 5.9), and every panel in a
                       real browser: JupyterLab 3 with jupyterlab_widgets 1.x, the frontend ipywidgets 7
                       pairs with (tests/browser-widgets7.txt; Debian's chromium)
@@ -16,6 +16,10 @@ notebooks folders (tests/suites.py; tests/test_suites.py checks that every file 
     nox -s sdk-floor  every test_core_* and test_emulator_* file on azure-servicebus pinned to
                       pyproject.toml's floor (7.15.0), the rest of the libraries the newest; the main
                       run (a fresh ``pip install -e '.[dev]'``) takes the newest azure-servicebus
+
+Neither dbr15 nor spark40 runs tests/test_release.py or tests/test_packaging.py: they test the build,
+make venvs of their own (test_packaging dry-runs the wheel beside every runtime set itself) and run in
+the main run only (tests/suites.py BUILD_ONLY).
 
 dbr15 and spark40 install the runtime's set first and then the kit with that set as constraints, so
 nothing of the set moves (tests/test_packaging.py checks the Databricks install the same way).

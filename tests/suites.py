@@ -5,6 +5,7 @@ test file lands in a session without anyone editing a list (tests/test_suites.py
 - ``spark40``: every one that does (the JVM groups of tests/xdist_groups.py, and any file that imports
   pyspark or asks for the ``spark`` fixture), plus the files with a few tests that need pyspark
   among others (they run in ``dbr15`` too, where those few skip), less ``ONLY_ON_PYSPARK_41``.
+- Neither runs ``BUILD_ONLY`` (tests of the build, in the main run only).
 - ``sdk_floor``: the core and emulator tests (``test_core_*``, ``test_emulator_*``), on the oldest
   azure-servicebus pyproject.toml allows (``sdk_floor_pin``).
 
@@ -30,12 +31,26 @@ ONLY_ON_PYSPARK_41 = {
 }
 
 
+# Tests of the build, not of a runtime's libraries: they build the wheel and install it into venvs of
+# their own (tests/test_packaging.py dry-runs it beside every runtime set itself), so they need the
+# build tools of the dev extra and gain nothing from a session's set. They run in the main run only.
+BUILD_ONLY = {
+    "tests/test_release.py": "builds the wheel and installs it into a fresh venv of its own",
+    "tests/test_packaging.py": "builds the wheel and dry-runs it beside each runtime set by itself",
+}
+
+
 def _rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
 def test_files() -> list[str]:
     return sorted(_rel(p) for p in (ROOT / "tests").glob("test_*.py"))
+
+
+def session_test_files() -> list[str]:
+    """The test files a runtime session runs: all but ``BUILD_ONLY``."""
+    return [p for p in test_files() if p not in BUILD_ONLY]
 
 
 def notebooks() -> list[str]:
@@ -104,12 +119,12 @@ def uses_pyspark_somewhere(path: str) -> bool:
 
 def dbr15() -> list[str]:
     """Every test file and tutorial that does not need Spark."""
-    return [p for p in test_files() + notebooks() if not needs_spark(p)]
+    return [p for p in session_test_files() + notebooks() if not needs_spark(p)]
 
 
 def spark40() -> list[str]:
     """Every test file and tutorial that needs Spark, and the tests that need pyspark in mixed files."""
-    spark = [p for p in test_files() if needs_spark(p) or uses_pyspark_somewhere(p)]
+    spark = [p for p in session_test_files() if needs_spark(p) or uses_pyspark_somewhere(p)]
     return spark + [p for p in notebooks() if needs_spark(p) and p not in ONLY_ON_PYSPARK_41]
 
 

@@ -82,7 +82,7 @@ def test_every_test_file_and_tutorial_runs_in_a_session() -> None:
     dbr15, spark40 = _run("dbr15").pytest_files(), _run("spark40").pytest_files()
     everything = set(suites.test_files() + suites.notebooks())
     assert len(everything) > 80  # the folders were found
-    assert everything - set(dbr15) - set(spark40) == set(suites.ONLY_ON_PYSPARK_41)
+    assert everything - set(dbr15) - set(spark40) == set(suites.ONLY_ON_PYSPARK_41) | set(suites.BUILD_ONLY)
     for name in (
         "test_core_batches",
         "test_core_copies",
@@ -102,11 +102,12 @@ def test_dbr15_runs_nothing_that_needs_spark_and_spark40_everything_that_does() 
     assert not [p for p in dbr15 if suites.needs_spark(p)]
     grouped = sorted(p for p in suites.test_files() + suites.notebooks() if Path(p).stem in _SPARK_GROUPS)
     assert len(grouped) == len(_SPARK_GROUPS)  # each JVM group entry names a file that exists
-    assert set(grouped) - set(spark40) == set(suites.ONLY_ON_PYSPARK_41)
+    build_only = {p for p in suites.BUILD_ONLY if p in grouped}  # test_release is in a JVM group (a Spark read)
+    assert set(grouped) - set(spark40) == set(suites.ONLY_ON_PYSPARK_41) | build_only
     # Every file that mentions pyspark in code runs in spark40 (a skip in dbr15 would hide it otherwise).
     code_line = re.compile(r"^\s*((import|from) pyspark|(\w+ = )?pytest\.importorskip\(\"pyspark)", re.M)
     mentions = [p for p in suites.test_files() if code_line.search((ROOT / p).read_text(encoding="utf-8"))]
-    assert set(mentions) <= set(spark40)
+    assert set(mentions) - set(suites.BUILD_ONLY) <= set(spark40)
     assert {"tests/test_spark_connect.py", "tests/test_spark_writing.py", "tests/test_credential_ref.py"} <= set(
         spark40
     )

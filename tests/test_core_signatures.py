@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,26 +16,14 @@ from sbnotebook import core
 from sbnotebook.core.signatures import mask, signature
 from sbnotebook.core.triage import OTHER, group_counts
 from sbnotebook.emulator import Emulator
+from tests import test_magics
 from tests.helpers import drain
 from tests.test_core_triage import dead_letter
 
 DLQ = "q/$deadletterqueue"
 
 
-@pytest.fixture
-def sb(emulator: Emulator, capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
-    """The magics on a real IPython shell, connected to the emulator."""
-    from IPython.testing import globalipapp
-
-    from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
-
-    ip = globalipapp.start_ipython() or globalipapp.get_ipython()
-    unload_ipython_extension(ip)
-    magics = load_ipython_extension(ip)
-    ip.run_line_magic("sb_connect", emulator.connection_string)
-    capsys.readouterr()
-    yield magics
-    unload_ipython_extension(ip)
+ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 
 GUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)

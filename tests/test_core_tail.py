@@ -6,32 +6,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
 from sbnotebook.core import RECORD_FIELDS
 from sbnotebook.emulator import Emulator
+from tests import test_magics
 from tests.helpers import interrupt_main_thread, python_sigint, send
 
-
-@pytest.fixture
-def sb(emulator: Emulator, capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
-    """The magics on a real IPython shell (a terminal one: no kernel), connected to the emulator."""
-    from IPython.testing import globalipapp
-
-    from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
-
-    ip = globalipapp.start_ipython() or globalipapp.get_ipython()
-    unload_ipython_extension(ip)
-    magics = load_ipython_extension(ip)
-    ip.run_line_magic("sb_connect", emulator.connection_string)
-    capsys.readouterr()
-    yield magics
-    unload_ipython_extension(ip)
+ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 
 def later(seconds: float, work: Any) -> threading.Thread:

@@ -5,7 +5,6 @@ JupyterLab, Notebook 7, VS Code and Databricks take: ``Completer.completions``, 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,27 +15,14 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics, completion
 from sbnotebook.notebook.magics.completion import Completer
+from tests import test_magics
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import wait_until
 
 QUEUES = ["dedup", "dl-fwd", "dl-target", "fwd-dst", "fwd-src", "once", "q", "short", "sq", "sq60", "tiny", "ttl-dl"]
 
 
-@pytest.fixture(scope="module")
-def ip() -> Any:
-    from IPython.testing import globalipapp
-
-    return globalipapp.start_ipython() or globalipapp.get_ipython()
-
-
-@pytest.fixture
-def sb(ip: Any, emulator: Emulator, capsys: pytest.CaptureFixture[str]) -> Iterator[SbMagics]:
-    unload_ipython_extension(ip)
-    magics = load_ipython_extension(ip)
-    ip.run_line_magic("sb_connect", emulator.connection_string)
-    capsys.readouterr()
-    yield magics
-    unload_ipython_extension(ip)
+ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 
 def completions(ip: Any, text: str) -> list[str]:

@@ -3,7 +3,6 @@ namespaces, through a real IPython shell against two embedded emulators ("prod" 
 
 from __future__ import annotations
 
-import builtins
 import datetime as dt
 import json
 from collections.abc import Iterator
@@ -16,15 +15,12 @@ from sbnotebook.core import EntityNameError, Report, counts, split_address
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics, copying
+from tests import test_magics
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import InterruptAtFirstProgress, drain, magic_fails, send
+from tests.test_magics import answer, line
 
-
-@pytest.fixture(scope="module")
-def ip() -> Any:
-    from IPython.testing import globalipapp
-
-    return globalipapp.start_ipython() or globalipapp.get_ipython()
+ip = test_magics.ip  # the shell: one real IPython shell per process
 
 
 @pytest.fixture
@@ -49,22 +45,6 @@ def sb(ip: Any, emulator: Emulator, prod: Emulator, capsys: pytest.CaptureFixtur
     capsys.readouterr()
     yield magics
     unload_ipython_extension(ip)
-
-
-def line(ip: Any, text: str) -> Any:
-    name, _, rest = text.partition(" ")
-    return ip.run_line_magic(name, rest)
-
-
-def answer(monkeypatch: pytest.MonkeyPatch, reply: str) -> list[str]:
-    asked: list[str] = []
-
-    def fake_input(prompt: str = "") -> str:
-        asked.append(prompt)
-        return reply
-
-    monkeypatch.setattr(builtins, "input", fake_input)
-    return asked
 
 
 def test_split_address_reads_the_connection_prefix_and_says_what_is_wrong() -> None:

@@ -6,7 +6,6 @@ Databricks jobs run notebooks)."""
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator
 from typing import Any
 
 import nbformat
@@ -18,26 +17,11 @@ from nbclient.exceptions import CellExecutionError
 
 from sbnotebook.core import EntityNotFoundError, counts
 from sbnotebook.emulator import Emulator
-from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics
+from tests import test_magics
 from tests.helpers import send
 
-
-@pytest.fixture(scope="module")
-def ip() -> Any:
-    from IPython.testing import globalipapp
-
-    return globalipapp.start_ipython() or globalipapp.get_ipython()
-
-
-@pytest.fixture
-def sb(ip: Any, emulator: Emulator, capsys: pytest.CaptureFixture[str]) -> Iterator[SbMagics]:
-    unload_ipython_extension(ip)
-    magics = load_ipython_extension(ip)
-    ip.run_line_magic("sb_connect", emulator.connection_string)
-    capsys.readouterr()
-    yield magics
-    unload_ipython_extension(ip)
+ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 
 def failed_cell(ip: Any, source: str, capsys: pytest.CaptureFixture[str]) -> str:

@@ -188,10 +188,13 @@ class Report:
                 return o
         return None
 
+    def tally(self) -> str:
+        """``45 purged, 5 left``: each outcome's count, largest first ("" when there is none)."""
+        return ", ".join(f"{n} {k.replace('_', '-')}" for k, n in sorted(self._counts.items(), key=lambda kv: -kv[1]))
+
     def summary(self) -> str:
         where = f"{self.entity} -> {self.target}" if self.target else self.entity
-        parts = [f"{n} {k.replace('_', '-')}" for k, n in sorted(self._counts.items(), key=lambda kv: -kv[1])]
-        line = f"{self.operation} {where}: " + (", ".join(parts) if parts else "nothing to do")
+        line = f"{self.operation} {where}: " + (self.tally() or "nothing to do")
         line += f" of {self.total} in {self.elapsed:.2f} s"
         if self.retries:
             line += f", {self.retries} retries"

@@ -95,16 +95,10 @@ def finished(state: MagicsState, prog: str, result: Any) -> Any:
     if not failed:
         return value
     display(value)  # what the cell would have shown: the Report's summary and its failures
-    said = "; ".join((f"{r.entity}: " if len(reports) > 1 else "") + counted(r) for r in failed)
+    said = "; ".join((f"{r.entity}: " if len(reports) > 1 else "") + f"{r.tally()} of {r.total}" for r in failed)
     where = "the report above" if len(reports) == 1 else "the reports above"
     also = f"; {'it is' if len(reports) == 1 else 'they are'} also in {LAST_REPORT}" if kept else ""
     raise CommandFailed(f"{prog}: {said} ({where}{also})")
-
-
-def counted(report: Report) -> str:
-    """``45 purged, 5 left of 50``: a Report's counts, largest first (as its summary says them)."""
-    parts = [f"{n} {k.replace('_', '-')}" for k, n in sorted(report.counts.items(), key=lambda kv: -kv[1])]
-    return ", ".join(parts) + f" of {report.total}"
 
 
 # What a command turns into one line; anything else is a bug and keeps its traceback.

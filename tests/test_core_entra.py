@@ -146,3 +146,35 @@ def test_panels_work_over_tls_with_entra_id(entra: Emulator) -> None:
         panel = TriagePanel("orders", connection=conn)
         assert panel.total == 1
         assert [r["dead_letter_reason"] for r in panel.records] == ["entra-test"]
+
+
+def test_a_sign_in_for_the_wrong_tenant_is_one_line_and_fixing_it_needs_no_restart(
+    entra: Emulator, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """DefaultAzureCredential with a tenant the authority does not know: one line with Entra's
+    AADSTS code (not the SDK's several lines and a logged traceback), for messages and for the
+    administration API; with the tenant fixed in the environment, the next connect signs in."""
+    import logging
+
+    from tests.test_docs_errors import troubleshooting_text
+
+    _service_principal_env(monkeypatch, entra)
+    monkeypatch.setenv("AZURE_TENANT_ID", "00000000-0000-0000-0000-000000000000")
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(ConfigurationError) as refused:
+        core.connect(namespace=_ns(entra))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("Sign-in failed: AADSTS90002: Tenant '00000000-0000-0000-0000-000000000000' not found")
+    sdk = [r.getMessage() for r in caplog.records if r.exc_info and r.name.startswith("azure.servicebus")]
+    assert sdk == []  # the SDK logged no traceback on the way (azure-identity logs its own, at DEBUG)
+    said = message.split(" not found")[0].replace("'00000000-0000-0000-0000-000000000000'", "'...'")
+    assert said in troubleshooting_text() and message.split(". ", 1)[1][:60] in troubleshooting_text()
+    with pytest.raises(ConfigurationError, match=r"^Sign-in failed \(orders\): EnvironmentCredential: ") as refused:
+        core.counts("orders", connection=core.connect(namespace=_ns(entra), warm=False))  # the admin API
+    assert "tenant" in str(refused.value) and "\n" not in str(refused.value)
+    core.close_all()
+    monkeypatch.setenv("AZURE_TENANT_ID", str(entra.tenant))
+    with core.connect(namespace=_ns(entra)) as conn:  # no restart: the refused connection was dropped
+        core.send("orders", ["after the fix"], connection=conn)
+        assert "after the fix" in [r["body_text"] for r in core.peek("orders", count=100, connection=conn).records]

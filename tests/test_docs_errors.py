@@ -41,3 +41,38 @@ def test_every_error_class_has_a_troubleshooting_row() -> None:
         expected.add("OptionError")  # sbnotebook.spark imports only with pyspark (not in nox -s dbr15)
     assert expected <= classes  # the walk finds them
     assert sorted(classes - rows) == []
+
+
+def troubleshooting_text() -> str:
+    text = DOC.read_text(encoding="utf-8")
+    return text[text.index("## Troubleshooting") : text.index("### The errors the kit raises")]
+
+
+def test_the_troubleshooting_rows_quote_what_the_kit_prints() -> None:
+    """The symptoms are the kit's own lines, made here against the emulator: a wrong key, a key
+    without Manage at the administration API, sends refused as server busy (throttling)."""
+    import pytest
+
+    from sbnotebook import core
+    from sbnotebook.emulator import Emulator
+
+    rows = troubleshooting_text()
+    with Emulator() as emu:
+        emu.add_policy("reader", ["Listen"])
+        try:
+            wrong = emu.connection_string.replace("SAS_KEY_VALUE", "wrong-key")
+            with pytest.raises(core.ConfigurationError) as refused:
+                core.connect(wrong)
+            assert f"`ConfigurationError: {refused.value}`" in rows
+            with pytest.raises(core.ConfigurationError) as refused:
+                core.counts("orders", connection=emu.policy_connection_string("reader"))
+            assert f"`ConfigurationError: {refused.value}`" in rows
+            emu.reject_sends("orders", 100, "server-busy")
+            report = core.send(
+                "orders", ["a"], retry=core.RetryPolicy(attempts=2, base_delay=0.01), connection=emu.connection_string
+            )
+            failure = report.failures[0].error
+            assert failure is not None and failure.startswith("ServiceBusServerBusyError (orders): ")
+            assert failure.split(" (injected")[0] in rows and report.count("failed") == 1
+        finally:
+            core.close_all()

@@ -146,3 +146,28 @@ def test_sb_connect_names_the_versions(capsys: pytest.CaptureFixture[str]) -> No
             assert f"{about.versions_line()}\n" in capsys.readouterr().out
     finally:
         unload_ipython_extension(ip)
+
+
+def test_load_ext_without_the_notebook_extra_says_what_to_install() -> None:
+    """A kernel without ipywidgets (the kit installed without its `notebook` extra): %load_ext
+    fails in one line naming the pip command for this install, not an import traceback."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "sys.modules['ipywidgets'] = None  # as if not installed\n"
+        "from IPython.testing import globalipapp\n"
+        "ip = globalipapp.start_ipython() or globalipapp.get_ipython()\n"
+        "ip.run_cell('%load_ext sbnotebook')  # as a notebook cell shows it\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = done.stdout + done.stderr
+    assert "Traceback" not in out, out
+    line = next(x for x in out.splitlines() if x.startswith("UsageError: "))
+    assert line == (
+        "UsageError: sbnotebook's magics and panels need the notebook extra (ipywidgets is not installed): run "
+        f"%{about.install().pip_install('notebook')} in a cell, then restart the kernel."
+    )
+    doc = (ROOT / "docs" / "azure-and-databricks.md").read_text(encoding="utf-8")
+    assert line.split(": run ")[0] + ": run %pip install ... in a cell, then restart the kernel." in doc

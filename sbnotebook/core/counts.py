@@ -6,7 +6,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entities import EntityPath
-from .errors import ConfigurationError, EntityNotFoundError, SbError, ServiceError, from_sdk, role_needed
+from .errors import (
+    ConfigurationError,
+    EntityNotFoundError,
+    SbError,
+    ServiceError,
+    from_sdk,
+    role_needed,
+    sign_in_failure,
+)
 from .live import ConnectionLike, LiveConnection, live
 
 
@@ -29,6 +37,8 @@ def admin_error(exc: BaseException, conn: LiveConnection, entity: str | None = N
     where = f" ({entity})" if entity else ""
     if name == "ResourceNotFoundError":
         return EntityNotFoundError(f"Entity not found{where}: check the name with core.list_entities().")
+    if sign_in_failure(exc) is not None:
+        return from_sdk(exc, entity=entity)  # no token at all: not a missing right
     if name == "ClientAuthenticationError" or getattr(exc, "status_code", None) in (401, 403):
         needed = role_needed(str(exc), where)
         if needed is not None:

@@ -61,6 +61,45 @@ def role_needed(text: str, where: str = "") -> str | None:
     )
 
 
+_AADSTS = re.compile(r"AADSTS\d+: [^\r\n]*")  # Entra's code and its first line
+
+
+def sign_in_failure(exc: BaseException) -> str | None:
+    """What a credential that could not get a token said, in one line (Entra's AADSTS line when it
+    gave one), or None if ``exc`` is not that. The SDK wraps azure-core's ClientAuthenticationError
+    in its own ("Handler failed: ...", several lines); a 401 from Service Bus itself is not this."""
+    seen: BaseException | None = exc
+    for _ in range(4):  # the SDK's wrapper, its inner exception, a cause: never deeper
+        if seen is None:
+            return None
+        if any(
+            t.__name__ == "ClientAuthenticationError" and t.__module__ == "azure.core.exceptions"
+            for t in type(seen).__mro__
+        ):
+            if not _raised_by_a_credential(seen):
+                return None  # an HTTP 401 from the service (its admin API): the key or token was refused
+            text = str(getattr(seen, "message", None) or seen)
+            match = _AADSTS.search(text)
+            lines = [line.strip() for line in text.strip().splitlines()] or ["no token"]
+            # DefaultAzureCredential's first line says only that it failed; each credential it tried
+            # has a line of its own ("\tEnvironmentCredential: ..."), the first is the one that ran.
+            tried = [line for line in lines[1:] if re.match(r"\w+Credential: ", line)]
+            line = match.group(0) if match else (tried or lines)[0]
+            return line.rstrip("'.")  # azure-identity quotes Entra's line: '(invalid_request) AADSTS...'.
+        seen = getattr(seen, "inner_exception", None) or seen.__cause__
+    return None
+
+
+def _raised_by_a_credential(exc: BaseException) -> bool:
+    """Raised in azure-identity (or msal under it), or carrying Entra's AADSTS code."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).startswith(("azure.identity", "msal")):
+            return True
+        tb = tb.tb_next
+    return "AADSTS" in str(exc)
+
+
 def redact(text: str) -> str:
     """Remove keys and signatures from any text before it is shown or logged."""
     for pattern in _SECRETS:
@@ -193,6 +232,13 @@ def from_sdk(exc: BaseException, *, entity: str | None = None) -> SbError:
         return ConfigurationError(
             f"Access refused{where}: the connection string is for one entity (its EntityPath), and a key of an "
             "entity's policy reaches only that entity: use a connection string for this entity or the namespace."
+        )
+    failed = sign_in_failure(exc)
+    if failed is not None:
+        return ConfigurationError(
+            f"Sign-in failed{where}: {failed}. The credential got no token for Service Bus: check the tenant, "
+            "client id and secret it uses (for DefaultAzureCredential AZURE_TENANT_ID, AZURE_CLIENT_ID, "
+            "AZURE_CLIENT_SECRET; on Databricks the service credential or the cluster's identity)."
         )
     kwargs: dict[str, Any] = {
         "tracking_id": tracking_id_of(exc),

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from . import trust
 from .connection import Connection, async_credential, credential, explicit_port, resolve
 from .entities import EntityPath
-from .errors import EntityNameError, SbError, ServiceError, from_sdk, is_connection_lost
+from .errors import ConfigurationError, EntityNameError, SbError, ServiceError, from_sdk, is_connection_lost
 from .links import LinkPool, quietly, receiver_for
 from .loop import LoopThread
 from .sdk import close_now, open_without_sleeps, session_browser
@@ -480,6 +480,13 @@ class _Registry:
             old.close()
         return live
 
+    def forget(self, live: LiveConnection) -> None:
+        """Close ``live`` and take it out: the next get for its settings makes a new one."""
+        with self._lock:
+            for key in [k for k, v in self._live.items() if v is live]:
+                del self._live[key]
+        live.close()
+
     def close_all(self) -> None:
         with self._lock:
             lives, self._live = list(self._live.values()), OrderedDict()
@@ -512,7 +519,13 @@ def connect(
     them costs one round trip."""
     conn = registry.get(resolve(connection, namespace=namespace, credential=credential))
     if warm and not conn.warmed:
-        conn.check()
+        try:
+            conn.check()
+        except ConfigurationError:
+            # Refused or no token: the next connect starts afresh (DefaultAzureCredential reads the
+            # environment again), so fixing AZURE_TENANT_ID in the kernel needs no restart.
+            registry.forget(conn)
+            raise
         conn.warm_in_background()
     return conn
 

@@ -26,6 +26,8 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .errors import sign_in_failure
+
 log = logging.getLogger("sbnotebook.core.sdk")
 
 # What ``open_async`` does after making its connection, session and CBS authenticator, which
@@ -334,6 +336,9 @@ def _sdk_error(handler: Any, exc: Exception) -> Exception:
         if isinstance(description, bytes):
             description = description.decode("utf-8", "replace")
         return ServiceBusAuthenticationError(message=f"The token was refused ({exc.status_code}): {description}")
+    if sign_in_failure(exc) is not None:
+        # The credential got no token: the SDK's mapping would log its whole traceback first
+        return ServiceBusAuthenticationError(message=str(exc), error=exc)
     return handler._amqp_transport.create_servicebus_exception(log, exc)
 
 

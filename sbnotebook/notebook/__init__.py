@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+# The import names of the `notebook` extra's packages the magics and panels import (pyproject.toml).
+NOTEBOOK_EXTRA = ("ipywidgets", "plotly", "IPython", "traitlets")
+
 
 def load_ipython_extension(ipython: Any) -> Any:
     """``%load_ext sbnotebook``: register the %sb_* magics once per shell (loading again is harmless)."""
-    from .magics import SbMagics, completion
+    try:
+        from .magics import SbMagics, completion
+    except ImportError as exc:
+        missing = getattr(exc, "name", None)
+        if missing is None or missing.split(".")[0] not in NOTEBOOK_EXTRA:
+            raise
+        raise _missing_extra(missing.split(".")[0]) from None
 
     for existing in ipython.configurables:
         if isinstance(existing, SbMagics):
@@ -31,3 +40,16 @@ def unload_ipython_extension(ipython: Any) -> None:
             existing.sdk_logs.uninstall()
             while existing in ipython.configurables:
                 ipython.configurables.remove(existing)
+
+
+def _missing_extra(name: str) -> Exception:
+    """One line for a kernel without the `notebook` extra (the traceback of a failed import says
+    neither what to install nor how), as IPython's UsageError: shown without a traceback."""
+    from IPython.core.error import UsageError
+
+    from ..about import install
+
+    return UsageError(
+        f"sbnotebook's magics and panels need the notebook extra ({name} is not installed): run "
+        f"%{install().pip_install('notebook')} in a cell, then restart the kernel."
+    )

@@ -34,7 +34,7 @@ import pytest
 from sbnotebook.emulator import shared
 from tests.xdist_groups import make_scheduler, spark_group
 
-pytest_plugins = ["pytester"]  # tests/test_pytest_plugin*.py run pytest sessions of their own
+pytest_plugins = ["pytester"]  # tests/testing/test_plugin*.py run pytest sessions of their own
 
 NOTEBOOK_TIMEOUT = 240  # seconds for a whole tutorial; its cells have nbmake's (shorter) timeout
 _WEDGED_GRACE = 30  # after a test's timeout, if pytest-timeout could not stop it: dump and exit
@@ -183,7 +183,7 @@ def _kernels_over_ipc() -> None:
     in a full run another process can take one in between (a contended run failed with "Kernel died
     before replying to kernel_info": ZMQError Address already in use, 127.0.0.1:49257). A Unix socket
     path is the kernel's own, unique name: nothing else can take it. Checked by
-    tests/test_notebook_harness.py."""
+    tests/project/test_notebook_harness.py."""
     from jupyter_client.manager import AsyncKernelManager, KernelManager
     from nbclient import NotebookClient
     from nbmake import nb_run
@@ -214,7 +214,7 @@ def _no_output_widget_echo() -> None:
     wake-up, and the reply sits unread until the poll's timeout (jupyter/nbclient#312, open). Seen
     with py-spy: kernel idle, client idle in its poll. The echo only mirrors outputs into the
     kernel's copy of the widget, which no test reads; nbclient still captures them (``widget_state``).
-    ``tests/test_notebook_harness.py`` checks that a tutorial run sends nothing but requests on shell."""
+    ``tests/project/test_notebook_harness.py`` checks that a tutorial run sends nothing but requests on shell."""
     try:
         from nbclient.output_widget import OutputWidget
     except ImportError:

@@ -1,13 +1,13 @@
 """Parts of the suite on the library sets of Databricks' LTS runtimes (ci/databricks/*.txt), and on the
 oldest azure-servicebus the kit allows. Which files each session runs is computed from the tests and
-notebooks folders (tests/suites.py; tests/test_suites.py checks that every file runs somewhere):
+notebooks folders (tests/suites.py; tests/project/test_suites.py checks that every file runs somewhere):
 
     nox -s dbr15      every test file and tutorial that does not need Spark (core, emulator, magics,
                       panels, export/import, the soaks, the JavaScript SDK, the repository rules,
                       every tutorial but 06 and 08), on DBR 15.4 LTS's set (pandas 1.5.3, numpy 1.23.5,
                       pyarrow 14.0.1, ipywidgets 7.7.2, ipython 8.15, plotly 5.9), and every panel in a
                       real browser: JupyterLab 3 with jupyterlab_widgets 1.x, the frontend ipywidgets 7
-                      pairs with (tests/browser-widgets7.txt; Debian's chromium)
+                      pairs with (tests/widgets/browser-widgets7.txt; Debian's chromium)
     nox -s spark40    every test file and tutorial that needs Spark (batch, streaming, bodies, writes,
                       options, snapshots, local-cluster, Spark Connect with a key, a secret reference and
                       credential references, Entra ID, the Spark soak; the pyspark tests of
@@ -17,12 +17,12 @@ notebooks folders (tests/suites.py; tests/test_suites.py checks that every file 
                       pyproject.toml's floor (7.15.0), the rest of the libraries the newest; the main
                       run (a fresh ``pip install -e '.[dev]'``) takes the newest azure-servicebus
 
-Neither dbr15 nor spark40 runs tests/test_release.py or tests/test_packaging.py: they test the build,
+Neither dbr15 nor spark40 runs tests/project/test_release.py or tests/project/test_packaging.py: they test the build,
 make venvs of their own (test_packaging dry-runs the wheel beside every runtime set itself) and run in
 the main run only (tests/suites.py BUILD_ONLY).
 
 dbr15 and spark40 install the runtime's set first and then the kit with that set as constraints, so
-nothing of the set moves (tests/test_packaging.py checks the Databricks install the same way).
+nothing of the set moves (tests/project/test_packaging.py checks the Databricks install the same way).
 Arguments after ``--`` go to pytest (default: ``-n 4``, ``-n 2`` for spark40: one worker per JVM group).
 """
 
@@ -53,7 +53,7 @@ TEST_TOOLS = [
 ]
 
 # What runs where, computed from the tests and notebooks folders (tests/suites.py, checked by
-# tests/test_suites.py): no hand list to leave a new file out.
+# tests/project/test_suites.py): no hand list to leave a new file out.
 sys.path.insert(0, str(ROOT))
 from tests import suites  # noqa: E402
 
@@ -76,7 +76,7 @@ def _pytest(session: nox.Session, files: list[str], workers: str) -> None:
 def dbr15(session: nox.Session) -> None:
     """Core, magics, panels and the non-Spark tutorials on DBR 15.4 LTS's set (ipywidgets 7.7.2)."""
     # The browser test's lab is picked by ipywidgets' major version: 7 pairs with JupyterLab 3 and
-    # jupyterlab_widgets 1.x (tests/browser-widgets7.txt), both constrained by the runtime's set too.
+    # jupyterlab_widgets 1.x (tests/widgets/browser-widgets7.txt), both constrained by the runtime's set too.
     _install_runtime(
         session, "15.4", "-e", ".[notebook]", "-c", str(BROWSER_WIDGETS7), "jupyterlab<4", "playwright>=1.40"
     )

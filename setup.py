@@ -2,7 +2,7 @@
 
 Every notebook in notebooks/ is copied into the built package as sbnotebook/tutorials/ (package data
 that ``sbnotebook tutorials DIR`` writes out), so git holds one copy of each. An editable install
-copies nothing: it reads notebooks/ in place (sbnotebook/about.py). tests/test_release.py checks that
+copies nothing: it reads notebooks/ in place (sbnotebook/about.py). tests/project/test_release.py checks that
 the built wheel's copies are the same bytes as notebooks/.
 """
 

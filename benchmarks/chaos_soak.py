@@ -23,7 +23,7 @@ what a peek finds right after it, and its ``ok`` against whether anything is lef
 With ``--spark``, rounds also go through the Spark data source on a local Spark: a ``mode=defer``
 read on two partitions then ``sbnotebook.spark.settle`` (complete), and ``sbnotebook.spark.write``
 of new messages; a restart can land in the middle of a Spark job, which then fails and says so
-(its deferred messages stay on the broker, still there). ``tests/test_kit_soak.py`` runs short
+(its deferred messages stay on the broker, still there). ``tests/core/test_kit_soak.py`` runs short
 versions in the suite (the Spark one with the other Spark tests).
 """
 

@@ -1,7 +1,7 @@
 """A stand-in token issuer for credential-reference tests (``credentialRef callable:...``).
 
 This stand-in hands out a SAS where a real credential hands out an Entra ID token (the emulator also
-issues Entra ID tokens: tests/test_spark_connect.py signs in with ``ClientSecretCredential`` against
+issues Entra ID tokens: tests/spark/test_connect.py signs in with ``ClientSecretCredential`` against
 its token endpoint). Its CBS endpoint checks the token a client puts, as a
 Shared Access Signature when it is one (typed ``jwt`` or ``servicebus.windows.net:sastoken``), and the
 SDK puts a ``TokenCredential``'s token with type ``jwt``: so a credential whose ``get_token`` returns a

@@ -1,12 +1,12 @@
 """What each nox session (noxfile.py) runs, computed from the tests and notebooks folders, so a new
-test file lands in a session without anyone editing a list (tests/test_suites.py keeps it honest).
+test file lands in a session without anyone editing a list (tests/project/test_suites.py keeps it honest).
 
 - ``dbr15``: every test file and tutorial that does not need Spark.
 - ``spark40``: every one that does (the JVM groups of tests/xdist_groups.py, and any file that imports
   pyspark or asks for the ``spark`` fixture), plus the files with a few tests that need pyspark
   among others (they run in ``dbr15`` too, where those few skip), less ``ONLY_ON_PYSPARK_41``.
 - Neither runs ``BUILD_ONLY`` (tests of the build, in the main run only).
-- ``sdk_floor``: the core and emulator tests (``test_core_*``, ``test_emulator_*``), on the oldest
+- ``sdk_floor``: the core and emulator tests (``tests/core/``, ``tests/emulator/``), on the oldest
   azure-servicebus pyproject.toml allows (``sdk_floor_pin``).
 
 Nothing here imports nox or pyspark: the test that checks it runs in every session.
@@ -32,11 +32,11 @@ ONLY_ON_PYSPARK_41 = {
 
 
 # Tests of the build, not of a runtime's libraries: they build the wheel and install it into venvs of
-# their own (tests/test_packaging.py dry-runs it beside every runtime set itself), so they need the
+# their own (tests/project/test_packaging.py dry-runs it beside every runtime set itself), so they need the
 # build tools of the dev extra and gain nothing from a session's set. They run in the main run only.
 BUILD_ONLY = {
-    "tests/test_release.py": "builds the wheel and installs it into a fresh venv of its own",
-    "tests/test_packaging.py": "builds the wheel and dry-runs it beside each runtime set by itself",
+    "tests/project/test_release.py": "builds the wheel and installs it into a fresh venv of its own",
+    "tests/project/test_packaging.py": "builds the wheel and dry-runs it beside each runtime set by itself",
 }
 
 
@@ -44,8 +44,13 @@ def _rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
+# The folders of tests/, mirroring the package (README.md, "Layout"); a test file
+# directly in tests/ or in another folder is refused by tests/project/test_suites.py.
+FOLDERS = ("core", "emulator", "spark", "notebook", "widgets", "testing", "project")
+
+
 def test_files() -> list[str]:
-    return sorted(_rel(p) for p in (ROOT / "tests").glob("test_*.py"))
+    return sorted(_rel(p) for p in (ROOT / "tests").rglob("test_*.py") if "node_modules" not in p.parts)
 
 
 def session_test_files() -> list[str]:
@@ -130,7 +135,7 @@ def spark40() -> list[str]:
 
 def sdk_floor() -> list[str]:
     """The core and emulator tests (those of them that need Spark run in spark40)."""
-    names = ("tests/test_core_", "tests/test_emulator_")
+    names = ("tests/core/", "tests/emulator/")
     return [p for p in test_files() if p.startswith(names) and not needs_spark(p)]
 
 

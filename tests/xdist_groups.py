@@ -12,24 +12,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-_SPARK_GROUPS = {
-    "test_spark": "spark",
-    "test_spark_streaming": "spark",
-    "test_spark_bodies": "spark",
-    "test_spark_entra": "spark",
-    "test_spark_least_privilege": "spark",
-    "06_spark": "spark",
-    "test_spark_cluster": "spark-jvm",  # restarts PySpark's JVM in its process
-    "test_spark_connect": "spark-jvm",  # a Connect server, and Connect mode in its process
-    "test_spark_soak": "spark-jvm",
-    "08_streaming": "spark-jvm",
-    "test_release": "spark-jvm",  # one fresh venv for its tests, and a Spark read in it
+_SPARK_GROUPS = {  # by path, without the suffix
+    "tests/spark/test_source": "spark",
+    "tests/spark/test_streaming": "spark",
+    "tests/spark/test_bodies": "spark",
+    "tests/spark/test_entra": "spark",
+    "tests/spark/test_least_privilege": "spark",
+    "notebooks/06_spark": "spark",
+    "tests/spark/test_cluster": "spark-jvm",  # restarts PySpark's JVM in its process
+    "tests/spark/test_connect": "spark-jvm",  # a Connect server, and Connect mode in its process
+    "tests/spark/test_soak": "spark-jvm",
+    "notebooks/08_streaming": "spark-jvm",
+    "tests/project/test_release": "spark-jvm",  # one fresh venv for its tests, and a Spark read in it
 }
 
 
 def spark_group(nodeid: str) -> str | None:
     """The JVM group of a test or tutorial (by its file), None for the rest."""
-    return _SPARK_GROUPS.get(Path(nodeid.split("::", 1)[0]).stem)
+    return _SPARK_GROUPS.get(Path(nodeid.split("::", 1)[0]).with_suffix("").as_posix())
 
 
 def make_scheduler(config: Any, log: Any) -> Any:

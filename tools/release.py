@@ -6,7 +6,7 @@
 2. reads the version from sbnotebook/_version.py and checks CHANGELOG.md's first heading names it
    (a release: ``## X.Y.Z - YYYY-MM-DD``; a development version ``X.Y.Z.devN``: ``## Unreleased (X.Y.Z)``);
 3. ``python -m build`` into dist/ (sdist, and the wheel built from that sdist) and ``twine check --strict``;
-4. runs tests/test_release.py and tests/test_packaging.py of that clone against these files
+4. runs tests/project/test_release.py and tests/project/test_packaging.py of that clone against these files
    (SBNOTEBOOK_DIST): the wheel alone in a fresh venv runs the demo, the tutorials command,
    ``%load_ext sbnotebook``, the emulator and a Spark read from another folder; the Databricks install
    replaces nothing of any runtime set;
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_tests:
             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             env |= {"SBNOTEBOOK_DIST": str(dist), "PYTHONPATH": str(tree)}
-            tests = ["tests/test_release.py", "tests/test_packaging.py"]
+            tests = ["tests/project/test_release.py", "tests/project/test_packaging.py"]
             out = run(
                 sys.executable, "-m", "pytest", "-p", "no:randomly", "-o", "addopts=", "-q", *tests, cwd=tree, env=env
             )

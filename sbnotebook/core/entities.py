@@ -23,7 +23,7 @@ from .errors import EntityNameError
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,259}$")
 CONNECTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")  # %sb_connect --as NAME
 SubQueue = Literal["dead_letter", "transfer_dead_letter"] | None
-# The one spelling of the sub-queue above core (tests/test_one_address.py): a path's dead-letter form
+# The one spelling of the sub-queue above core (tests/core/test_one_address.py): a path's dead-letter form
 # is ``EntityPath.dead_letter``; help texts name the suffix through this constant.
 DEAD_LETTER_QUEUE = "$deadletterqueue"
 

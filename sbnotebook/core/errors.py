@@ -19,7 +19,7 @@ and carries the broker's tracking id and whether a retry could help, where known
     ├── notebook.magics.Declined    a destructive action not confirmed: nothing done
     └── (signals caught where they are raised, never shown: magics' HelpShown, spark's _Misfit)
 
-tests/test_error_tree.py fails on any exception class of the package (the emulator aside: it imports
+tests/core/test_error_tree.py fails on any exception class of the package (the emulator aside: it imports
 nothing from the rest) that is not in this tree.
 """
 

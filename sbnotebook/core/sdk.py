@@ -25,7 +25,7 @@ The public SDK has no call for a few things Service Bus itself offers, and the k
   attached (``SpareConnections``, in ``sdk_spares.py``, the other half of this boundary): a new
   entity then costs the token, the attach and the call.
 
-``PRIVATE_NAMES`` lists what is used (here and in ``sdk_spares.py``); ``tests/test_core_boundary.py``
+``PRIVATE_NAMES`` lists what is used (here and in ``sdk_spares.py``); ``tests/core/test_boundary.py``
 fails when an installed SDK renames any of them, so an upgrade breaks one test instead of silently
 slowing every settlement.
 The range of SDK versions this is tested with is pinned in ``pyproject.toml``.
@@ -154,7 +154,7 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
 
 # SDK methods whose shape ``open_without_sleeps`` relies on: each creates its AMQP client with
 # ``self._create_handler`` and then polls ``client_ready_async()``, sleeping 50 ms while it says
-# False. tests/test_core_open.py reads their source and fails when that is no longer so.
+# False. tests/core/test_open.py reads their source and fails when that is no longer so.
 POLLING_OPENS: tuple[str, ...] = (
     "azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver._open",
     "azure.servicebus.aio._servicebus_sender_async.ServiceBusSender._open",
@@ -192,7 +192,7 @@ def forget_deliveries(receiver: Any, messages: Sequence[Any] = ()) -> None:
     removes it only when the link sends a disposition; a message settled over the management link
     (``settle_by_tokens``) or received pre-settled never has one, so without this a receiver kept
     open grows by one entry per message: about 50 MiB over 10^6 messages in the receive-path purge,
-    20-40 MiB over a 10^5 resubmit (tests/test_core_sdk_memory.py)."""
+    20-40 MiB over a 10^5 resubmit (tests/core/test_sdk_memory.py)."""
     from azure.servicebus import ServiceBusReceiveMode
 
     link = receiver._handler._link if receiver._handler is not None else None
@@ -536,7 +536,7 @@ async def open_without_sleeps(handler: Any, *, management: bool = True) -> Any:
 # message once: the SDK encodes it to measure it (``get_message_encoded_size``), then again to add
 # it (``add_batch``), about 35 us of the 90 us a 1 KB message costs to add. These are the statements
 # of ``_add`` (comments and docstring left out) and the two helpers it repeats;
-# tests/test_core_batches.py fails when an installed SDK's differ.
+# tests/core/test_batches.py fails when an installed SDK's differ.
 BATCH_ADD_SOURCE: tuple[str, ...] = (
     "def _add(self, add_message: Union[ServiceBusMessage, Mapping[str, Any], AmqpAnnotatedMessage]) -> None:",
     "outgoing_sb_message = transform_outbound_messages(",
@@ -613,7 +613,7 @@ _batch_parts: _BatchParts | None = None
 
 # The first lines of ``trace_message``: a message is traced only when azure-core has a tracing
 # implementation, which it looks up in its settings (and the environment) on every call.
-# tests/test_core_batches.py fails when they change.
+# tests/core/test_batches.py fails when they change.
 TRACE_SOURCE: tuple[str, ...] = (
     "span_impl_type: Optional[Type[AbstractSpan]] = settings.tracing_implementation()",
     "if span_impl_type is not None:",
@@ -677,7 +677,7 @@ def amqp_properties(msg: Any) -> dict[str, Any]:
     """A message's AMQP properties (``AMQP_PROPERTIES``) as its getters return them: text decoded
     from UTF-8 where the SDK decodes it. Read at once: each getter first tests the properties
     section for emptiness, which lists its fields (1-2 us a getter; a copy reads eight).
-    tests/test_core_copies.py compares this with the getters."""
+    tests/core/test_copies.py compares this with the getters."""
     props = msg.raw_amqp_message.properties
     if not props:
         return dict.fromkeys(AMQP_PROPERTIES)
@@ -697,7 +697,7 @@ def _as_text(value: Any) -> Any:
 
 # ``as_service_bus_message`` uses ServiceBusMessage's constructor as the SDK itself does when it sends
 # an AmqpAnnotatedMessage (``_convert_to_single_service_bus_message``): these lines of ``__init__``
-# take the annotated message as it is. tests/test_core_copies.py fails when they change.
+# take the annotated message as it is. tests/core/test_copies.py fails when they change.
 WRAP_SOURCE: tuple[str, ...] = (
     'if "message" in kwargs:',
     'self._message = kwargs["message"]',

@@ -3,7 +3,7 @@
 The broker drives proton's engine from its own loop and, on the hot paths (a delivery's tag and
 lock token, sending a stored message, draining a connection's events), calls proton's C binding
 directly instead of its wrappers (docs/emulator.md, Performance). proton does not promise these
-names: ``tests/test_emulator_proton_boundary.py`` checks that each still exists in the installed proton and
+names: ``tests/emulator/test_proton_boundary.py`` checks that each still exists in the installed proton and
 that no other module touches them, as ``core.sdk.PRIVATE_NAMES`` does for the Service Bus SDK."""
 
 from __future__ import annotations
@@ -37,5 +37,5 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("proton.Event", "wrap"),
 )
 
-# The modules that may touch them (tests/test_structure.py's BOUNDARIES lists the same).
+# The modules that may touch them (tests/project/test_structure.py's BOUNDARIES lists the same).
 MODULES = ("sbnotebook.emulator.amqp", "sbnotebook.emulator.amqpterms", "sbnotebook.emulator.loop")

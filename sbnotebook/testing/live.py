@@ -5,7 +5,7 @@ its subscriptions and rules inside it, through the administration API, and delet
 also when the test fails. Only properties that differ from Service Bus's defaults are sent, so a
 Basic or Standard namespace takes what it can (a premium-only property is refused by the service,
 with its own words). The same code runs against the embedded emulator's administration API in the
-kit's own tests (``tests/test_pytest_plugin_live.py``); a real namespace is not reachable there.
+kit's own tests (``tests/testing/test_plugin_live.py``); a real namespace is not reachable there.
 """
 
 from __future__ import annotations

@@ -1,0 +1,109 @@
+"""Guards on the core's shape: the SDK boundary, the public names, one schema, one outcome type."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pathlib
+import re
+
+from sbnotebook import core
+from sbnotebook.core import records
+from sbnotebook.core.outcome import Outcome, Report
+from sbnotebook.core.sdk import PRIVATE_NAMES
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _resolve(owner: str) -> object:
+    parts = owner.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+            break
+        except ImportError:
+            continue
+    for name in parts[cut:]:
+        obj = getattr(obj, name)
+    return obj
+
+
+def test_every_private_sdk_name_the_kit_uses_still_exists() -> None:
+    for owner, attr in PRIVATE_NAMES:
+        obj = _resolve(owner)
+        found = hasattr(obj, attr) or (
+            inspect.isclass(obj) and re.search(rf"self\.{attr}\b", inspect.getsource(obj)) is not None
+        )
+        assert found, f"the installed azure-servicebus has no {owner}.{attr}: update sbnotebook/core/sdk.py"
+
+
+def test_private_sdk_names_are_used_only_in_the_boundary_module() -> None:
+    names = {attr for _, attr in PRIVATE_NAMES} | {"_common", "_pyamqp", "_transport"}
+    for path in (ROOT / "sbnotebook").rglob("*.py"):
+        if path.name in ("sdk.py", "sdk_spares.py") or "emulator" in path.parts:
+            continue
+        text = path.read_text()
+        for name in names:
+            assert not re.search(rf"\.{name}\b", text), f"{path.relative_to(ROOT)} uses the SDK's private {name}"
+
+
+def test_public_names_are_exactly_all() -> None:
+    public = {n for n in dir(core) if not n.startswith("_")}
+    modules = {n for n in public if inspect.ismodule(getattr(core, n))}
+    assert set(core.__all__) == public - (modules - {"deferral"})
+    for name in core.__all__:
+        assert getattr(core, name) is not None
+
+
+def test_sync_api_has_explicit_keywords() -> None:
+    for name in core.__all__:
+        fn = getattr(core, name)
+        if inspect.isfunction(fn):
+            kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
+            assert inspect.Parameter.VAR_KEYWORD not in kinds or name == "scan_records", name
+
+
+def test_each_sync_form_is_its_async_operation_run_to_the_end() -> None:
+    """One body per operation: the sync form wraps the async one (same signature, for help() and
+    completion). scan yields records where ascan yields the SDK's pages; copy_then_complete's sync
+    form has no also_complete (the bulk resubmit's need, async only)."""
+    pairs = [n for n in core.__all__ if f"a{n}" in core.__all__]
+    assert {"send", "schedule", "cancel_scheduled", "purge", "resubmit"} <= set(pairs)
+    for name in pairs:
+        if name in ("scan", "copy_then_complete"):
+            continue
+        sync, async_ = getattr(core, name), getattr(core, f"a{name}")
+        assert getattr(sync, "__wrapped__", None) is async_, name
+        assert inspect.signature(sync) == inspect.signature(async_), name
+
+
+def test_one_field_list() -> None:
+    assert records.RECORD_FIELDS[0] == "body_text"  # body first
+    assert len(set(records.RECORD_FIELDS)) == len(records.FIELDS)
+    assert set(records.SENDABLE_FIELDS) <= set(records.RECORD_FIELDS)
+    # No other module lists the record's system fields again.
+    needle = re.compile(r'"dead_letter_error_description",\s*\n?\s*"dead_letter_source"')
+    for path in (ROOT / "sbnotebook").rglob("*.py"):
+        if path.name != "records.py":
+            assert not needle.search(path.read_text()), f"{path.relative_to(ROOT)} lists record fields itself"
+
+
+def test_page_size_is_defined_once() -> None:
+    for path in (ROOT / "sbnotebook").rglob("*.py"):
+        if "emulator" in path.parts or path.name == "scan.py":
+            continue
+        assert not re.search(r"\b250\b", path.read_text()), f"{path.relative_to(ROOT)} has its own page size"
+
+
+def test_report_summary_and_views() -> None:
+    report = Report("send", "q")
+    report.add(Outcome("a", None, "sent", index=0))
+    report.add(Outcome("b", None, "failed", "refused", 1, "amqp:resource-limit-exceeded", "t-1", False, 1))
+    assert report.total == 2 and report.failed == 1 and not report.ok
+    assert "1 sent" in report.summary() and "1 failed" in report.summary()
+    frame = report.to_pandas()
+    assert list(frame["outcome"]) == ["sent", "failed"] and frame.loc[1, "tracking_id"] == "t-1"
+    assert report.of(index=1) is not None and report.of(index=1).condition == "amqp:resource-limit-exceeded"  # type: ignore[union-attr]
+    small = Report("purge", "q", detail_limit=2)
+    small.extend(Outcome(None, i, "purged") for i in range(5))
+    assert small.count("purged") == 5 and len(small.outcomes) == 2 and not small.detailed

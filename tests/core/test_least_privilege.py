@@ -1,0 +1,118 @@
+"""The kit with least-privilege keys, as analysts are often given them: a connection string for one
+entity (``EntityPath``) with Listen or Send rights only, or a namespace policy with Listen only.
+
+What the key allows works (broker state read directly); what it does not fails with one line
+naming the missing right (``ConfigurationError``, which the magics show as the cell's one-line
+failure). With an entity's key, the spares' token for the whole namespace is refused: logged once
+per connection, and every link puts its own token (``core/sdk_spares.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from sbnotebook import core
+from sbnotebook.emulator import Emulator
+from tests.conftest import TEST_TOPOLOGY
+
+NAMESPACE_REFUSED = "refused a token for the whole namespace"
+
+
+@pytest.fixture
+def emu() -> Iterator[Emulator]:
+    with Emulator(TEST_TOPOLOGY) as emulator:
+        emulator.add_policy("reader", ["Listen"], "q")
+        emulator.add_policy("writer", ["Send"], "q")
+        emulator.add_policy("ns-reader", ["Listen"])
+        yield emulator
+
+
+def _one_line(exc: pytest.ExceptionInfo[BaseException]) -> str:
+    text = str(exc.value)
+    assert "\n" not in text and "SharedAccessKey=" not in text and "sig=" not in text
+    return text
+
+
+def test_listen_only_key_for_one_entity(emu: Emulator, caplog: pytest.LogCaptureFixture) -> None:
+    core.send("q", [{"n": i} for i in range(6)], connection=emu.connection_string)
+    core.send("short", ["not yours"], connection=emu.connection_string)
+    caplog.set_level(logging.INFO, logger="sbnotebook")
+    conn = core.connect(emu.policy_connection_string("reader", "q"))  # checks the key on q itself
+    try:
+        assert len(core.peek("q", count=10, connection=conn)) == 6
+        with core.receive("q", count=2, connection=conn) as batch:
+            assert batch.complete().count("completed") == 2
+        assert emu.broker.counts("q")["active"] == 4
+        with pytest.raises(core.ConfigurationError, match="sending needs the 'Send' right") as refused:
+            core.send("q", ["not allowed"], connection=conn)
+        _one_line(refused)
+        with pytest.raises(core.ConfigurationError, match="'Manage' right") as refused:
+            core.counts("q", connection=conn)  # the administration API
+        _one_line(refused)
+        with pytest.raises(core.ConfigurationError, match="EntityPath") as refused:
+            core.peek("short", connection=conn)
+        _one_line(refused)
+        report = core.purge("q", connection=conn)
+        assert report.count("purged") == 4
+        assert emu.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+        assert emu.broker.counts("short")["active"] == 1
+        # The namespace token on spares was refused: said once for the connection, links put their own
+        conn.settle()
+        assert conn.spares is not None and conn.spares.covered == 0
+        refusals = [
+            r for r in caplog.records if r.name == "sbnotebook.core.sdk" and NAMESPACE_REFUSED in r.getMessage()
+        ]
+        assert len(refusals) == 1
+    finally:
+        conn.close()
+
+
+def test_send_only_key_for_one_entity(emu: Emulator) -> None:
+    conn = core.connect(emu.policy_connection_string("writer", "q"))
+    try:
+        report = core.send("q", [{"n": i} for i in range(3)], connection=conn)
+        assert report.count("sent") == 3
+        assert emu.broker.counts("q")["active"] == 3
+        for attempt in (
+            lambda: core.peek("q", connection=conn),
+            lambda: core.receive("q", count=1, connection=conn),
+        ):
+            with pytest.raises(core.ConfigurationError, match="needs the 'Listen' right") as refused:
+                attempt()
+            _one_line(refused)
+        assert emu.broker.counts("q")["active"] == 3  # nothing received or locked
+    finally:
+        conn.close()
+
+
+def test_namespace_listen_policy_covers_spares_and_reaches_every_entity(
+    emu: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A namespace policy signs the spares' namespace-wide token: links are lent covered spares and
+    put no token of their own; its rights still hold (Listen: no sends)."""
+    core.send("q", ["a"], connection=emu.connection_string)
+    core.send("short", ["b"], connection=emu.connection_string)
+    caplog.set_level(logging.INFO, logger="sbnotebook")
+    conn = core.connect(emu.policy_connection_string("ns-reader"), warm=False)
+    try:
+        assert [r["body_text"] for r in core.peek("q", connection=conn)] == ["a"]
+        conn.settle()
+        assert [r["body_text"] for r in core.peek("short", connection=conn)] == ["b"]  # on a spare
+        assert conn.spares is not None and conn.spares.covered >= 1
+        with pytest.raises(core.ConfigurationError, match="'Send' right"):
+            core.send("tiny", ["no"], connection=conn)
+        assert not [r for r in caplog.records if NAMESPACE_REFUSED in r.getMessage()]
+        assert emu.broker.counts("tiny")["active"] == 0
+    finally:
+        conn.close()
+
+
+def test_a_key_of_another_entity_is_refused_in_one_line(emu: Emulator) -> None:
+    """q's key presented for 'short' (the EntityPath edited): the service refuses the token."""
+    conn_string = emu.policy_connection_string("reader", "q").replace("EntityPath=q", "EntityPath=short")
+    with pytest.raises(core.ConfigurationError) as refused:
+        core.connect(conn_string)
+    assert "Access refused" in _one_line(refused)

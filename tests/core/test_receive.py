@@ -1,0 +1,222 @@
+"""Locked batches: receive, renewal, per-message settlement outcomes."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+
+import pytest
+from azure.servicebus import ServiceBusClient
+
+from sbnotebook import core
+from sbnotebook.core import InvalidInputError
+from sbnotebook.emulator import Emulator
+from tests.helpers import send
+
+
+def test_receive_settle_each_way_and_see_outcomes(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("q", [f"m{i}" for i in range(5)], connection=cs)
+    with core.receive("q", count=5, connection=cs) as batch:
+        assert len(batch) == 5 and "5 unsettled" in repr(batch)
+        assert all(s is not None and 25 < s <= 30 for s in batch.seconds_left())  # LockDuration PT30S
+        done = batch.complete([0, 1])
+        assert [o.outcome for o in done] == ["completed", "completed"]
+        assert batch.abandon(2, properties={"attempt": 2}).outcomes[0].outcome == "abandoned"
+        assert batch.dead_letter(3, reason="Invalid", description="no id").outcomes[0].outcome == "dead_lettered"
+        (deferred,) = batch.defer(4)
+        assert batch.complete(0).outcomes[0].outcome == "already_settled"
+        assert batch.unsettled == []
+        assert list(batch.to_pandas()["settlement"]) == [
+            "completed",
+            "completed",
+            "abandoned",
+            "dead_lettered",
+            "deferred",
+        ]
+    counts = emulator.broker.counts("q")
+    assert counts == {"active": 1, "deferred": 1, "scheduled": 0, "dead_letter": 1}
+    (again,) = core.peek("q", connection=cs).records[:1]
+    assert again["application_properties"]["attempt"] == "2" and again["delivery_count"] == 1
+    with core.receive_deferred("q", [deferred.sequence_number], connection=cs) as later:
+        assert later.records[0]["body_text"] == "m4"
+        assert later.complete().outcomes[0].outcome == "completed"
+    assert emulator.broker.counts("q")["deferred"] == 0
+
+
+def test_locks_are_renewed_while_the_batch_is_held(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("short", ["slow work"], connection=cs)  # LockDuration PT1S
+    with core.receive("short", count=1, connection=cs) as batch:
+        time.sleep(2.5)  # far past the 1 s lock
+        (outcome,) = batch.complete()
+        assert outcome.outcome == "completed"
+    assert emulator.broker.counts("short")["active"] == 0
+
+
+def test_a_lost_lock_is_an_outcome_not_a_crash(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("short", ["a", "b"], connection=cs)
+    with core.receive("short", count=2, auto_renew=False, connection=cs) as batch:
+        time.sleep(1.5)
+        outcomes = batch.complete()
+        assert {o.outcome for o in outcomes} == {"lock_lost"} and not outcomes.ok
+        assert "lock_lost" in set(batch.to_pandas()["settlement"])
+
+
+def test_lost_locks_from_the_service_side(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("q", ["x", "y"], connection=cs)
+    with core.receive("q", count=2, connection=cs) as batch:
+        emulator.lose_locks("q")
+        outcomes = batch.complete()
+        assert [o.outcome for o in outcomes] == ["lock_lost", "lock_lost"]
+    assert emulator.broker.counts("q")["active"] == 2
+
+
+def test_receive_and_delete_is_already_settled(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("q", ["gone"], connection=cs)
+    with core.receive("q", count=5, mode="receive-and-delete", wait=1, connection=cs) as batch:
+        assert [r["body_text"] for r in batch.records] == ["gone"]
+        with pytest.raises(InvalidInputError, match="already removed"):
+            batch.complete()
+    assert emulator.broker.counts("q")["active"] == 0
+
+
+def test_empty_receive_and_bad_arguments(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    with core.receive("q", count=3, wait=0.5, connection=cs) as batch:
+        assert len(batch) == 0 and batch.complete().total == 0
+    with pytest.raises(InvalidInputError):
+        core.receive("q", count=0, connection=cs)
+    with pytest.raises(InvalidInputError):
+        core.receive("q", mode="peek", connection=cs)  # type: ignore[arg-type]
+    with pytest.raises(core.EntityNotFoundError):
+        core.receive("missing", connection=cs)
+
+
+def test_closing_gives_locks_back(emulator: Emulator) -> None:
+    cs = emulator.connection_string
+    core.send("q", ["held"], connection=cs)
+    batch = core.receive("q", count=1, connection=cs)
+    batch.close()
+    with pytest.raises(InvalidInputError, match="closed"):
+        batch.complete()
+    time.sleep(0.3)
+    assert emulator.broker.counts("q")["active"] == 1
+
+
+def test_a_receive_leaves_no_credit_that_would_lock_the_next_messages_away_from_others(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    """The kit keeps its receiver link open between calls. Credit a receive asked for and did not
+    use would have the broker deliver the next messages to that idle link, locked, until the SDK's
+    keep-alive gives them back (about 5 s): another consumer, such as a Spark stream's next
+    trigger, saw nothing meanwhile (a CI run of notebooks/08 stopped with 10 messages left)."""
+    cs = emulator.connection_string
+    core.send("q", ["first"], connection=cs)
+    with core.receive("q", count=20, wait=0.3, connection=cs) as batch:  # 1 of 20: 19 unused
+        batch.complete()
+    with core.receive("q", count=20, wait=0.3, connection=cs) as batch:  # 0 of 20
+        assert len(batch) == 0
+    send(client, "q", *[f"m{i}" for i in range(10)])
+    time.sleep(0.3)  # a delivery to a link with credit happens at once
+    store = emulator.broker.resolve_source("q").store
+    assert [m.sequence_number for m in store.iter_from(1) if m.locked] == []
+    got: list[str] = []
+    deadline = time.monotonic() + 4  # under the SDK's 5 s keep-alive: what an idle link held would come later
+    with client.get_queue_receiver("q") as other:
+        while len(got) < 10 and time.monotonic() < deadline:
+            for m in other.receive_messages(max_message_count=10, max_wait_time=1):
+                got.append(str(m))
+                other.complete_message(m)
+    assert sorted(got) == sorted(f"m{i}" for i in range(10))
+
+
+def test_a_refused_one_request_settlement_falls_back_loudly(
+    emulator: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No silent fallback: when settling many locks in one request fails, each message is settled on
+    its own, the log says why once, and the report notes the slower path."""
+    import logging
+
+    cs = emulator.connection_string
+    core.send("q", [f"m{i}" for i in range(4)], connection=cs)
+    with core.receive("q", count=4, connection=cs) as batch:
+        assert len(batch) == 4
+        emulator.lose_locks("q")  # the broker forgets the locks; the client still thinks they are held
+        with caplog.at_level(logging.INFO, logger="sbnotebook"):
+            report = batch.complete()
+    assert report.count("lock_lost") == 4 and not report.ok
+    assert report.notes and "one by one" in report.notes[0]
+    assert "one by one" in report.summary()
+    assert sum("one by one" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("count", [5, 1], ids=["credit-left", "all-credit-sent"])
+def test_receive_and_delete_returns_what_was_on_its_way_when_the_wait_ran_out(emulator: Emulator, count: int) -> None:
+    """Receive-and-delete removes a message when the broker sends it. A wait that ends while a
+    message is on its way (far from the namespace, the message was sent but has not arrived)
+    must still hand it over: closing the link then would lose it with nobody having seen it.
+    With count 1 the broker has used all the credit, so nothing more can come: the kit must not
+    wait for a drain answer beyond that one message."""
+    cs = emulator.connection_string
+    core.send("q", ["on its way"], connection=cs)
+    core.peek("q", connection=cs)  # the live connection is open before the latency starts
+    emulator.latency = 1.0  # every frame from the broker arrives 1 s after it was sent
+    with core.receive("q", count=count, mode="receive-and-delete", wait=0.2, connection=cs) as batch:
+        got = [r["body_text"] for r in batch.records]
+    emulator.latency = 0
+    assert emulator.broker.counts("q")["active"] == 0  # the broker sent it: it is gone from there
+    assert got == ["on its way"]
+
+
+def test_receive_and_delete_keeps_its_drained_link_which_takes_nothing_while_idle(emulator: Emulator) -> None:
+    """A drained receive-and-delete link has no credit and nothing on its way, so the live
+    connection keeps it for the next call (opening one costs about 0.5 s). Idle, it must take
+    nothing: a message it took then would be deleted with nobody to hand it to."""
+    with core.connect(emulator.connection_string) as conn:
+        core.send("q", ["a"], connection=conn)
+        with core.receive("q", count=5, mode="receive-and-delete", wait=0.3, connection=conn) as batch:
+            assert [r["body_text"] for r in batch.records] == ["a"]  # 1 of 5: the wait ended with credit left
+        conn.settle()  # connect()'s warm-up opens links in the background
+        opened = conn.links_opened
+        core.send("q", ["b", "c"], connection=conn)
+        time.sleep(0.3)  # a delivery to a link with credit happens at once
+        assert emulator.broker.counts("q")["active"] == 2  # still there: the idle link took nothing
+        with core.receive("q", count=5, mode="receive-and-delete", wait=0.3, connection=conn) as batch:
+            assert sorted(r["body_text"] for r in batch.records) == ["b", "c"]
+        assert conn.links_opened == opened  # the same link
+    assert emulator.broker.counts("q")["active"] == 0
+
+
+def test_a_receive_and_delete_whose_connection_drops_while_draining_returns_what_it_had(
+    emulator: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The messages a receive-and-delete has in hand are gone from Service Bus: when the
+    connection fails after they arrived (here while the link drains), the receive returns them and
+    says what happened, instead of raising and losing them."""
+    cs = emulator.connection_string
+    core.send("q", ["in hand"], connection=cs)
+    core.peek("q", connection=cs)
+    emulator.latency = 1.0  # the drain's answer takes a second: the connection drops before it
+
+    def drop_while_draining() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            draining = [o.link for o in list(emulator._handler._out.values()) if o.source and o.link.drain_mode]
+            if draining:
+                emulator.call_soon(functools.partial(emulator._loop.abort, draining[0].connection))
+                return
+            time.sleep(0.01)
+
+    dropper = threading.Thread(target=drop_while_draining)
+    dropper.start()
+    with core.receive("q", count=5, mode="receive-and-delete", wait=3, connection=cs) as batch:
+        got = [r["body_text"] for r in batch.records]
+    dropper.join()
+    emulator.latency = 0
+    assert got == ["in hand"]
+    assert "failed after 1 message(s) had been received" in caplog.text

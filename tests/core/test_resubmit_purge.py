@@ -1,0 +1,267 @@
+"""Resubmission (copy first, complete second), purge, and counts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from sbnotebook import core
+from sbnotebook.core import EntityNameError
+from sbnotebook.emulator import Emulator
+from tests.conftest import TEST_TOPOLOGY
+from tests.helpers import free_port
+
+
+def _dead_letter_all(client: ServiceBusClient, queue: str, n: int, reason: str = "Bad") -> None:
+    with client.get_queue_receiver(queue, max_wait_time=3) as r:
+        done = 0
+        while done < n:
+            for m in r.receive_messages(max_message_count=n - done, max_wait_time=3):
+                r.dead_letter_message(m, reason=reason, error_description="test")
+                done += 1
+
+
+def test_resubmit_from_dlq_keeps_fidelity_and_loses_nothing(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    with client.get_queue_sender("q") as s:
+        s.send_messages(
+            [
+                ServiceBusMessage(
+                    bytes(range(256)),
+                    content_type="application/octet-stream",
+                    subject="sub",
+                    correlation_id="corr",
+                    message_id=f"orig-{i}",
+                    application_properties={"tenant": "a", "n": i},
+                )
+                for i in range(3)
+            ]
+        )
+    _dead_letter_all(client, "q", 3)
+    report = core.resubmit("q/$deadletterqueue", connection=cs)
+    assert report.ok and report.count("resubmitted") == 3 and "q/$deadletterqueue -> q" in repr(report)
+    assert emulator.broker.counts("q") == {"active": 3, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+    with client.get_queue_receiver("q", max_wait_time=3) as r:
+        got = r.receive_messages(max_message_count=3, max_wait_time=3)
+        for i, m in enumerate(sorted(got, key=lambda m: m.application_properties[b"n"])):
+            assert b"".join(m.body) == bytes(range(256))  # binary body intact
+            assert (m.content_type, m.subject, m.correlation_id) == ("application/octet-stream", "sub", "corr")
+            props = {k.decode(): v for k, v in m.application_properties.items()}
+            assert props["tenant"] == b"a" and props["n"] == i
+            assert props["sbnotebook-resubmit-count"] == 1
+            assert props["sbnotebook-original-message-id"] == f"orig-{i}".encode()
+            assert "DeadLetterReason" not in props and "DeadLetterErrorDescription" not in props
+            assert m.message_id != f"orig-{i}"  # fresh id: duplicate detection would drop the copy otherwise
+            r.complete_message(m)
+
+
+def test_keep_message_id_into_a_deduplicating_queue(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    with client.get_queue_sender("dedup") as s:
+        s.send_messages(ServiceBusMessage("x", message_id="same-id"))
+    _dead_letter_all(client, "dedup", 1)
+    kept = core.resubmit("dedup/$deadletterqueue", keep_message_id=True, connection=cs)
+    assert kept.count("resubmitted") == 1
+    assert emulator.broker.counts("dedup")["active"] == 0  # dropped by duplicate detection, as Service Bus does
+
+
+def test_filtered_bulk_fix_and_resubmit(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    core.send("q", [{"order": i, "qty": -1 if i % 2 else 1} for i in range(6)], connection=cs)
+    _dead_letter_all(client, "q", 6)
+
+    def fix(record: dict) -> dict:  # type: ignore[type-arg]
+        body = json.loads(record["body_text"])
+        body["qty"] = abs(body["qty"])
+        record["body_text"] = json.dumps(body)
+        record["application_properties"]["fixed"] = "yes"
+        return record
+
+    report = core.resubmit(
+        "q/$deadletterqueue",
+        where=lambda r: json.loads(r["body_text"])["qty"] < 0,
+        edit=fix,
+        connection=cs,
+    )
+    assert report.count("resubmitted") == 3 and report.ok
+    active = core.peek("q", connection=cs).records
+    assert sorted(json.loads(r["body_text"])["order"] for r in active) == [1, 3, 5]
+    assert all(json.loads(r["body_text"])["qty"] == 1 and r["application_properties"]["fixed"] == "yes" for r in active)
+    left = core.peek("q/$deadletterqueue", connection=cs).records
+    assert sorted(json.loads(r["body_text"])["order"] for r in left) == [0, 2, 4]
+    assert all(r["delivery_count"] == 0 for r in left)  # the unselected were not counted as deliveries
+
+
+def test_subscription_dlq_needs_a_safe_target(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    with pytest.raises(EntityNameError, match="every subscription"):
+        core.resubmit("t/subscriptions/all/$deadletterqueue", connection=cs)
+    with client.get_topic_sender("t") as s:
+        s.send_messages(ServiceBusMessage("sub-dead"))
+    with client.get_subscription_receiver("t", "all", max_wait_time=3) as r:
+        (m,) = r.receive_messages(max_wait_time=3)
+        r.dead_letter_message(m)
+    report = core.resubmit("t/subscriptions/all/$deadletterqueue", target="fwd-dst", connection=cs)
+    assert report.count("resubmitted") == 1
+    assert [r["body_text"] for r in core.peek("fwd-dst", connection=cs)] == ["sub-dead"]
+
+
+def test_failed_copy_leaves_the_original(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    core.send("q", ["precious"], connection=cs)
+    _dead_letter_all(client, "q", 1)
+    emulator.reject_sends("q", 1, "quota-exceeded")
+    report = core.resubmit("q/$deadletterqueue", connection=cs)
+    assert report.count("resubmitted") == 0 and report.failed == 1 and report.failures[0].tracking_id
+    assert [r["body_text"] for r in core.peek("q/$deadletterqueue", connection=cs)] == ["precious"]
+
+
+def test_purge_removes_active_deferred_and_scheduled(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    core.send("q", [f"m{i}" for i in range(1200)], connection=cs)
+    core.schedule("q", ["later"], dt.datetime.now(dt.UTC) + dt.timedelta(hours=1), connection=cs)
+    with client.get_queue_receiver("q", max_wait_time=3) as r:
+        for m in r.receive_messages(max_message_count=3, max_wait_time=3):
+            r.defer_message(m)
+    report = core.purge("q", connection=cs)
+    assert report.count("purged") == 1197 + 3 + 1 and report.ok
+    assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+
+
+def test_purge_finds_messages_that_are_only_scheduled_or_only_deferred(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    # purge first peeks once and stops if there is nothing: that peek must see these too
+    cs = emulator.connection_string
+    assert core.purge("q", connection=cs).outcomes == []
+    core.schedule("q", ["later"], dt.datetime.now(dt.UTC) + dt.timedelta(hours=1), connection=cs)
+    assert core.purge("q", connection=cs).count("purged") == 1
+    core.send("q", ["not now"], connection=cs)
+    with client.get_queue_receiver("q", max_wait_time=3) as r:
+        (m,) = r.receive_messages(max_wait_time=3)
+        r.defer_message(m)
+    report = core.purge("q", include_scheduled=False, connection=cs)
+    assert report.count("purged") == 1 and report.ok
+    assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+
+
+def test_purge_counts_the_messages_still_on_their_way_when_it_stops(emulator: Emulator) -> None:
+    """A purge's receivers keep credit out (prefetch). One that stops while the broker is still
+    sending removes those messages too; the report must count every message removed."""
+    cs = emulator.connection_string
+    core.send("q", ["first"], connection=cs)
+    core.peek("q", connection=cs)  # connected before the latency starts
+    emulator.latency = 1.5  # longer than the purge's 1 s wait for a batch
+    report = core.purge("q", include_deferred=False, include_scheduled=False, connection=cs)
+    emulator.latency = 0
+    assert emulator.broker.counts("q")["active"] == 0
+    assert report.count("purged") == 1 and report.ok
+
+
+def test_a_session_enabled_queue_is_purged_session_by_session(emulator: Emulator, client: ServiceBusClient) -> None:
+    """Service Bus refuses a receiver without a session on a session-enabled entity (peeks
+    included), so the purge takes each session in turn; one another receiver holds is left as it
+    is and reported, not waited for."""
+    conn = core.connect(emulator.connection_string)
+    in_an_hour = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    with client.get_queue_sender("sq60") as sender:
+        sender.send_messages([ServiceBusMessage(b, session_id=s) for s, b in [("a", "a1"), ("a", "a2"), ("b", "b1")]])
+        sender.send_messages([ServiceBusMessage("held", session_id="c")])
+        sender.schedule_messages(ServiceBusMessage("b-later", session_id="b"), in_an_hour)
+    with client.get_queue_receiver("sq60", session_id="a", max_wait_time=3) as r:
+        (first,) = r.receive_messages(max_message_count=1, max_wait_time=3)
+        r.defer_message(first)
+    with client.get_queue_receiver("sq60", session_id="c", max_wait_time=1):  # another receiver holds c
+        report = core.purge("sq60", connection=conn)
+    assert report.count("purged") == 4  # a1 (deferred), a2, b1, b-later (cancelled); nothing of c
+    (failure,) = [o for o in report.failures if o.outcome == "failed"]
+    assert "'c'" in str(failure.error) and "held by another receiver" in str(failure.error)
+    # c's message, counted by the broker after the purge: one left outcome, and the report is not ok
+    assert report.count("left") == 1 and not report.ok
+    assert any(n.startswith("1 left: in sq60: in the sessions reported as failed") for n in report.notes)
+    assert emulator.broker.counts("sq60") == {"active": 1, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+    assert core.purge("sq60", connection=conn).count("purged") == 1  # c, now that it is free
+
+
+def test_counts_through_the_admin_api(emulator: Emulator, client: ServiceBusClient) -> None:
+    cs = emulator.connection_string
+    core.send("q", ["a", "b"], connection=cs)
+    _dead_letter_all(client, "q", 1)
+    c = core.counts("q/$deadletterqueue", connection=cs)  # counts are per entity
+    assert (c.entity, c.active, c.dead_letter, c.total) == ("q", 1, 1, 2)
+    with pytest.raises(core.EntityNotFoundError):
+        core.counts("missing", connection=cs)
+
+
+def test_resubmit_after_a_broker_restart_reconnects_by_itself(tmp_path: Path) -> None:
+    # Found by benchmarks/chaos_soak.py: the first resubmit after a restart raised the SDK's raw
+    # ServiceBusConnectionError (its pooled link was dead) instead of reconnecting like every other call.
+    port = free_port()
+    first = Emulator(TEST_TOPOLOGY, port=port, data_dir=tmp_path).start()
+    conn = core.connect(first.connection_string, warm=False)
+    try:
+        core.send("q", ["a", "b"], connection=conn)
+        with core.receive("q", count=2, connection=conn) as batch:
+            batch.dead_letter(reason="bad")
+        assert len(core.peek("q/$deadletterqueue", connection=conn)) == 2  # a warm link, soon dead
+        first.stop()
+        with Emulator(TEST_TOPOLOGY, port=port, data_dir=tmp_path):
+            report = core.resubmit("q/$deadletterqueue", target="q", connection=conn)
+            assert report.count("resubmitted") == 2, report
+            assert conn.reconnects >= 1 and any("reconnected" in n for n in report.notes)
+            assert sorted(r["body_text"] for r in core.peek("q", connection=conn)) == ["a", "b"]
+    finally:
+        conn.close()
+        first.stop()
+
+
+def test_a_session_holding_only_deferred_messages_is_reported_left_and_purged_by_name(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    """Service Bus lists sessions with available messages or state: one holding nothing but
+    deferred messages is not listed, so a purge cannot find it. The report says messages are left
+    (it must not look complete), and naming the session purges it."""
+    conn = core.connect(emulator.connection_string)
+    with client.get_queue_sender("sq60") as sender:
+        sender.send_messages([ServiceBusMessage(b, session_id=s) for s, b in [("a", "a1"), ("d", "d1"), ("d", "d2")]])
+    with client.get_queue_receiver("sq60", session_id="d", max_wait_time=3) as r:
+        for m in r.receive_messages(max_message_count=2, max_wait_time=3):
+            r.defer_message(m)
+    assert [s.session_id for s in core.list_sessions("sq60", connection=conn)] == ["a"]
+
+    report = core.purge("sq60", connection=conn)
+    # Two are left: the report is not ok (it was), and its line says where they may be.
+    assert report.count("purged") == 1 and report.count("left") == 2 and not report.ok
+    assert any(n.startswith("2 left: in sq60") and "session_ids" in n for n in report.notes), report.notes
+    assert "session_ids" in str(report)  # the one-line summary a notebook shows
+
+    named = core.purge("sq60", session_ids=["d"], connection=conn)
+    assert named.count("purged") == 2 and named.ok and not named.notes  # d peeked again: nothing left
+    assert emulator.broker.counts("sq60") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+    with pytest.raises(core.InvalidInputError, match="does not require sessions"):
+        core.purge("q", session_ids=["d"], connection=conn)
+    with pytest.raises(core.InvalidInputError, match="session_ids"):
+        core.purge("sq60", session_ids=[""], connection=conn)
+
+
+def test_a_purge_of_named_sessions_reads_what_they_still_hold(emulator: Emulator, client: ServiceBusClient) -> None:
+    """Named sessions are peeked again after the purge: kinds not asked for are counted in a note;
+    a session another receiver holds is one failed outcome, not also counted left."""
+    conn = core.connect(emulator.connection_string)
+    with client.get_queue_sender("sq60") as sender:
+        sender.send_messages([ServiceBusMessage(f"e{i}", session_id="e") for i in range(3)])
+        sender.send_messages([ServiceBusMessage("f0", session_id="f")])
+    with client.get_queue_receiver("sq60", session_id="e", max_wait_time=3) as r:
+        (first,) = r.receive_messages(max_message_count=1, max_wait_time=3)
+        r.defer_message(first)
+    report = core.purge("sq60", session_ids=["e"], include_deferred=False, connection=conn)
+    assert report.count("purged") == 2 and report.ok and report.total == 2, report
+    assert report.notes == ["session 'e': 1 deferred message(s) not asked for: left as they are"]
+    assert [m["state"] for m in core.scan_records("sq60", session_id="e", connection=conn)] == ["deferred"]
+    with client.get_queue_receiver("sq60", session_id="f", max_wait_time=1):  # another receiver holds f
+        held = core.purge("sq60", session_ids=["f"], connection=conn)
+    assert held.count("failed") == 1 and held.count("left") == 0 and held.total == 1, held

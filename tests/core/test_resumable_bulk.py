@@ -1,0 +1,348 @@
+"""Resubmit, export and import of many messages: killed midway (SIGKILL) and run again with the same
+call, they finish what is left, nothing lost, and nothing duplicated where the target has duplicate
+detection; memory stays flat at 10^5 (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbnotebook import core
+from sbnotebook.core.jsonl import EXPORTING, IMPORTING, write_jsonl
+from sbnotebook.emulator import Emulator
+from tests.helpers import InterruptAtFirstProgress, rss_growth_during, start_cli_emulator, wait_until
+
+TOPOLOGY: dict[str, Any] = {
+    "UserConfig": {
+        "Namespaces": [
+            {
+                "Name": "bulk",
+                "Queues": [
+                    # Messages expire into the DLQ a second after they are sent: a full DLQ in one send.
+                    # A 2 s lock: what a killed run held comes back soon (it stays locked until then).
+                    {
+                        "Name": "src",
+                        "Properties": {
+                            "DefaultMessageTimeToLive": "PT1S",
+                            "DeadLetteringOnMessageExpiration": True,
+                            "LockDuration": "PT2S",
+                        },
+                    },
+                    {
+                        "Name": "dst",
+                        "Properties": {
+                            "RequiresDuplicateDetection": True,
+                            "DuplicateDetectionHistoryTimeWindow": "PT10M",
+                        },
+                    },
+                    {"Name": "plain", "Properties": {}},
+                ],
+            }
+        ]
+    }
+}
+DLQ = "src/$deadletterqueue"
+
+
+@pytest.fixture
+def emulator() -> Iterator[Emulator]:
+    with Emulator(TOPOLOGY) as emu:
+        yield emu
+        core.close_all()
+
+
+def _dead_letters(cs: str, n: int, broker: Callable[[], dict[str, int]], size: int = 16) -> None:
+    bodies = ({"body": f"{i:06d}" + "x" * size, "message_id": f"m-{i}"} for i in range(n))
+    core.send("src", bodies, max_in_flight=16, connection=cs).raise_for_failures()
+    wait_until(lambda: broker()["dead_letter"] == n, timeout=60)
+
+
+def _run_and_kill(script: str, args: list[str], stop_when: Callable[[], bool], timeout: float = 60) -> None:
+    """Run ``script`` in a new Python process and SIGKILL it as soon as ``stop_when()`` holds."""
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: stop_when() or proc.poll() is not None, timeout=timeout, interval=0.01)
+        assert proc.poll() is None, f"it ended before it was killed: {proc.stderr.read() if proc.stderr else ''}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+_RESUBMIT = """
+    import sys
+    from sbnotebook import core
+    core.resubmit(sys.argv[1], target=sys.argv[2], connection=sys.argv[3])
+"""
+
+
+def test_a_resubmit_killed_between_copy_and_complete_finishes_when_run_again_without_duplicates(
+    emulator: Emulator,
+) -> None:
+    """Killed while copies are in the target and their originals still in the DLQ, the same call run
+    again moves what is left; the copies already sent carry the same ids again, so the target's
+    duplicate detection drops them: exactly one copy of each message, none left behind."""
+    cs = emulator.connection_string
+    n = 3000
+    _dead_letters(cs, n, lambda: emulator.broker.counts("src"))
+    emulator.latency = 0.3  # each reply: a batch copied stays uncompleted for a visible 0.3 s
+
+    def overlap() -> int:  # copies in the target whose originals are still in the DLQ
+        return emulator.broker.counts("dst")["active"] + emulator.broker.counts("src")["dead_letter"] - n
+
+    # Killed with some batches completed and some copied, not completed.
+    _run_and_kill(
+        _RESUBMIT,
+        [DLQ, "dst", cs],
+        lambda: emulator.broker.counts("src")["dead_letter"] < n and overlap() > 0,
+    )
+    assert overlap() > 0, "killed between the copy and the completion of at least one batch"
+    left = emulator.broker.counts("src")["dead_letter"]
+    assert 0 < left < n
+    emulator.latency = 0
+    time.sleep(2.5)  # the killed run's locks lapse (2 s), as on Service Bus
+    report = core.resubmit(DLQ, target="dst", connection=cs)
+    assert report.ok and report.count("resubmitted") == left, report
+    assert emulator.broker.counts("src")["dead_letter"] == 0
+    assert emulator.broker.counts("dst")["active"] == n  # every message once: none lost, none twice
+    copies = core.scan_records("dst", connection=cs)
+    originals = {r["application_properties"]["sbnotebook-original-message-id"] for r in copies}
+    assert originals == {f"m-{i}" for i in range(n)}
+
+
+def test_a_resubmit_interrupted_in_the_kernel_gives_its_locks_back_and_finishes_when_run_again(
+    emulator: Emulator,
+) -> None:
+    """A kernel interrupt (KeyboardInterrupt in the thread that called) cancels the work: the batches
+    in hand are released at once (no waiting for locks to lapse), and the same call run again right
+    away moves exactly what is left, any copy sent twice dropped by duplicate detection."""
+    cs = emulator.connection_string
+    n = 2000
+    _dead_letters(cs, n, lambda: emulator.broker.counts("src"))
+    # Locks long enough that none lapses in either run, however loaded the machine: this test is
+    # about locks given back by the interrupt (2 s locks lapsed under a full suite: copies then
+    # counted as duplicated, honestly, but not what is tested here).
+    core.update_entity("src", {"lock_duration": "60s"}, connection=cs)
+    emulator.latency = 0.3
+    hook = InterruptAtFirstProgress()
+    with hook.interrupting():
+        core.resubmit(DLQ, target="dst", connection=cs, progress=hook)
+    emulator.latency = 0
+    # The cancelled work gives its batches back on the connection's thread: wait for that, not a time.
+    wait_until(lambda: not emulator.broker._locks, timeout=30, interval=0.05)
+    left = emulator.broker.counts("src")["dead_letter"]
+    copied = emulator.broker.counts("dst")["active"]
+    # At most the first batch and the ten in flight moved; each message is still there, copied, or both.
+    assert n - 11 * 50 <= left < n and copied >= n - left, (left, copied)
+    report = core.resubmit(DLQ, target="dst", connection=cs)  # at once
+    assert report.ok and report.count("resubmitted") == left and not report.notes, report
+    assert emulator.broker.counts("src")["dead_letter"] == 0
+    assert emulator.broker.counts("dst")["active"] == n
+
+
+def test_a_resubmit_that_leaves_messages_locked_says_so(emulator: Emulator) -> None:
+    """Messages another receiver holds (a killed run's, until their locks lapse) are not moved; the
+    report says some are still there and that the same call again moves them."""
+    cs = emulator.connection_string
+    _dead_letters(cs, 20, lambda: emulator.broker.counts("src"))
+    held = core.receive(DLQ, count=5, wait=5, connection=cs)
+    assert len(held) == 5
+    report = core.resubmit(DLQ, target="dst", connection=cs)
+    assert emulator.broker.counts("src")["dead_letter"] == 5 and emulator.broker.counts("dst")["active"] == 15
+    # Each of the 5 is a `left` outcome read from the broker: the report is not ok (it was, with a note).
+    assert report.count("resubmitted") == 15 and report.count("left") == 5 and report.total == 20, report
+    assert not report.ok
+    assert {o.sequence_number for o in report.failures} == {int(r["sequence_number"]) for r in held.records}
+    ends = max(m.locked_until_utc for m in held.messages)
+    note = f"5 left: locked by another receiver (run it again after their locks expire, about {ends:%H:%M:%S} UTC)"
+    assert note in report.notes, report.notes
+    held.close()
+
+
+def test_a_selective_resubmit_reports_only_selected_messages_left(emulator: Emulator) -> None:
+    """With where=, a selected message another receiver holds is left (and said so); one not
+    selected is not the resubmit's business, held or not."""
+    cs = emulator.connection_string
+    _dead_letters(cs, 10, lambda: emulator.broker.counts("src"))
+    held = core.receive(DLQ, count=2, wait=5, connection=cs)  # m-0 (even) and m-1 (odd)
+    assert [r["message_id"] for r in held.records] == ["m-0", "m-1"]
+    report = core.resubmit(DLQ, target="dst", where=lambda r: int(r["body_text"][:6]) % 2 == 0, connection=cs)
+    assert emulator.broker.counts("dst")["active"] == 4
+    assert report.count("resubmitted") == 4 and report.count("left") == 1 and not report.ok, report
+    (left,) = report.failures
+    assert left.message_id == "m-0" and left.error == "locked by another receiver"
+    held.close()
+
+
+_EXPORT = """
+    import sys
+    from sbnotebook import core
+    core.export_jsonl(sys.argv[1], sys.argv[2], connection=sys.argv[3])
+"""
+
+
+def _lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def test_an_export_killed_midway_appends_what_is_left_when_run_again(emulator: Emulator, tmp_path: Path) -> None:
+    """The same export again keeps what the killed one wrote (a half-written line removed) and
+    appends from the next sequence number: every message once, in order."""
+    cs = emulator.connection_string
+    n = 6000
+    core.send("plain", ({"body": f"{i:06d}", "message_id": f"m-{i}"} for i in range(n)), connection=cs)
+    out = tmp_path / "plain.jsonl"
+    emulator.latency = 0.1  # a page of the scan per round trip
+    _run_and_kill(_EXPORT, ["plain", str(out), cs], lambda: _lines(out) >= 1000)
+    emulator.latency = 0
+    written = out.read_bytes()
+    assert Path(f"{out}{EXPORTING}").is_file()  # the killed export left its marker: not complete
+    kept = written[: written.rindex(b"\n") + 1]
+    first = json.loads(kept.splitlines()[0])["sequence_number"]
+    assert 1000 <= kept.count(b"\n") < n
+    # Messages already exported leave the queue meanwhile: a resumed export keeps their lines.
+    with_first = core.receive("plain", count=10, wait=5, connection=cs)
+    with_first.complete()
+    assert core.export_jsonl("plain", out, connection=cs) == n
+    data = out.read_bytes()
+    assert data.startswith(kept)  # appended, not written again
+    seqs = [json.loads(line)["sequence_number"] for line in data.splitlines()]
+    assert seqs == list(range(first, first + n))  # every message once, in order
+    assert not Path(f"{out}{EXPORTING}").exists()
+    # A complete export run again starts the file afresh.
+    assert core.export_jsonl("plain", out, connection=cs) == n - 10
+
+
+_IMPORT = """
+    import sys
+    from sbnotebook import core
+    core.import_jsonl(sys.argv[1], sys.argv[2], connection=sys.argv[3])
+"""
+
+
+def test_an_import_killed_midway_sends_only_what_is_left_when_run_again(emulator: Emulator, tmp_path: Path) -> None:
+    """The same import again sends the lines the marker does not record as sent; the ones in flight
+    at the kill get the same fresh ids again, and the target's duplicate detection drops them."""
+    cs = emulator.connection_string
+    n = 6000
+    export = tmp_path / "in.jsonl"
+    write_jsonl(
+        ({"body": f"{i:06d}".encode(), "body_text": f"{i:06d}", "message_id": f"m-{i}"} for i in range(n)), export
+    )
+    emulator.latency = 0.2
+    _run_and_kill(_IMPORT, ["dst", str(export), cs], lambda: emulator.broker.counts("dst")["active"] >= 1500)
+    emulator.latency = 0
+    before = emulator.broker.counts("dst")["active"]
+    assert 1500 <= before < n
+    marker = next(tmp_path.glob(f"in.jsonl{IMPORTING}*"))
+    progress = json.loads(marker.read_text())
+    assert 0 < progress["done"] <= before  # recorded as sent: never more than what arrived
+    report = core.import_jsonl("dst", export, connection=cs)
+    assert report.ok and report.count("sent") == n - progress["done"], report
+    assert any("resumed" in note for note in report.notes)
+    assert emulator.broker.counts("dst")["active"] == n  # the lines sent twice were dropped
+    bodies = sorted(r["body_text"] for r in core.scan_records("dst", connection=cs))
+    assert bodies == [f"{i:06d}" for i in range(n)]
+    assert not marker.exists()
+
+
+@pytest.mark.timeout(120)
+def test_an_import_stopped_by_a_broker_gone_for_good_counts_every_line_not_sent(tmp_path: Path) -> None:
+    """The broker dies during an import and stays down: the send stops part-way, and lines it never
+    read are not sent either. The note's count is what was to be sent less what was sent (it
+    counted only the failed outcomes: the lines in flight)."""
+    n = 3000
+    export = tmp_path / "in.jsonl"
+    write_jsonl(({"body": f"{i:06d}".encode(), "body_text": f"{i:06d}"} for i in range(n)), export)
+    proc, cs = start_cli_emulator("--port", "0", "--admin-port", "0", "--latency-ms", "50")
+    try:
+        conn = core.connect(cs, warm=False)
+
+        def kill_at_first_progress(report: core.Report) -> None:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+        report = core.import_jsonl("results", export, max_in_flight=2, progress=kill_at_first_progress, connection=conn)
+    finally:
+        core.close_all()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+    sent = report.count("sent")
+    assert 0 < sent < n and not report.ok
+    assert any("stopped" in (o.error or "") for o in report.failures), report
+    assert f"{n - sent} messages not sent: the same import again sends them" in " ".join(report.notes), report.notes
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_resubmit_export_and_import_of_100_000_messages_keep_the_kernel_flat(tmp_path: Path) -> None:
+    """The process doing the work (the kernel; the emulator runs in its own process) grows by less
+    than 64 MiB while 10^5 messages of 1 KB (100 MB of bodies) pass through it three times: holding
+    the bodies would take over 100 MiB. The working set is the batches in flight and the Report's
+    kept outcomes; a resubmit measured 17-23 MiB alone and 42 MiB in a CI run of the whole suite,
+    four workers on two cores (garbage collected later under load). A per-message leak too small for
+    this bound is guarded where it was found: tests/core/test_sdk_memory.py."""
+    config = tmp_path / "topology.json"
+    config.write_text(json.dumps(TOPOLOGY))
+    proc, conn = start_cli_emulator("--port", "0", "--admin-port", "0", "--config", str(config))
+    limit = 64 * 1024 * 1024
+    try:
+        n = 100_000
+        core.send("src", ("x" * 1000 for _ in range(n)), max_in_flight=32, connection=conn).raise_for_failures()
+        wait_until(lambda: core.counts("src", connection=conn).dead_letter == n, timeout=120, interval=0.5)
+        # Warm: connected, and the code paths loaded, before measuring.
+        core.export_jsonl("plain", tmp_path / "warm.jsonl", connection=conn)
+        core.resubmit("plain/$deadletterqueue", target="plain", connection=conn)
+        out = tmp_path / "dlq.jsonl"
+        written, growth = rss_growth_during(lambda: core.export_jsonl(DLQ, out, connection=conn))
+        assert written == n and growth < limit, f"export grew the kernel by {growth / 2**20:.0f} MiB"
+        report, growth = rss_growth_during(lambda: core.resubmit(DLQ, target="dst", connection=conn))
+        assert report.count("resubmitted") == n and report.ok, report
+        assert growth < limit, f"resubmit grew the kernel by {growth / 2**20:.0f} MiB"
+        report, growth = rss_growth_during(lambda: core.import_jsonl("plain", out, connection=conn))
+        assert report.count("sent") == n and report.ok, report
+        assert growth < limit, f"import grew the kernel by {growth / 2**20:.0f} MiB"
+    finally:
+        core.close_all()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.timeout(120)
+def test_a_copy_stopped_by_a_broker_gone_for_good_does_not_count_only_its_failures(tmp_path: Path) -> None:
+    """The broker dies during a copy and stays down: the note said "N messages not copied" with N
+    the few in flight, where most of the source was never read; it now says the copy stopped."""
+    n = 3000
+    proc, cs = start_cli_emulator("--port", "0", "--admin-port", "0", "--latency-ms", "50")
+    try:
+        conn = core.connect(cs, warm=False)
+        core.send("orders", (f"m{i}" for i in range(n)), max_in_flight=16, connection=conn).raise_for_failures()
+
+        def kill_at_first_progress(report: core.Report) -> None:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+        report = core.copy("orders", "results", max_in_flight=2, progress=kill_at_first_progress, connection=conn)
+    finally:
+        core.close_all()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+    failed = sum(1 for o in report.failures if o.index is not None)
+    assert report.count("sent") + failed < n and not report.ok, report
+    assert any("the copy stopped before the end of orders" in note for note in report.notes), report.notes

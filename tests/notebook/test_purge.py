@@ -1,0 +1,197 @@
+"""%sb_purge, %sb_cancel_scheduled and the purge panel: counted, confirmed, reported per outcome."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from sbnotebook import core
+from sbnotebook.core import Report
+from sbnotebook.notebook.magics import SbMagics
+from tests.helpers import magic_fails, send
+from tests.notebook import test_magics
+from tests.notebook.test_magics import answer, line
+
+ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
+
+
+def _fill(client: ServiceBusClient) -> list[int]:
+    """q: 3 active, 2 deferred, 2 scheduled, 1 dead-lettered. Returns the scheduled numbers."""
+    send(client, "q", *[f"m{i}" for i in range(6)])
+    with client.get_queue_receiver("q") as r:
+        got = r.receive_messages(max_message_count=3, max_wait_time=5)
+        r.defer_message(got[0])
+        r.defer_message(got[1])
+        r.dead_letter_message(got[2], reason="bad")
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    with client.get_queue_sender("q") as s:
+        return list(s.schedule_messages([ServiceBusMessage("s1"), ServiceBusMessage("s2")], later))
+
+
+def _left(sb: SbMagics) -> dict[str, int]:
+    states = [r["state"] for r in core.scan_records("q", connection=sb.conn())]
+    dlq = len(core.scan_records("q/$deadletterqueue", connection=sb.conn()))
+    return {s: states.count(s) for s in ("active", "deferred", "scheduled")} | {"dlq": dlq}
+
+
+def test_purge_counts_first_asks_and_removes_only_what_was_named(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    _fill(client)
+    asked = answer(monkeypatch, "no")
+    assert magic_fails(ip, "sb_purge q") == "nothing done: 'purge' was not typed (--yes skips the question)."
+    out = capsys.readouterr().out
+    assert "Purge q: 3 active message(s), 3 in all (deferred messages stay: add --deferred)." in out
+    assert asked and "Type 'purge'" in asked[0]
+    assert _left(sb) == {"active": 3, "deferred": 2, "scheduled": 2, "dlq": 1}
+    answer(monkeypatch, "purge")
+    report = line(ip, "sb_purge q")
+    assert isinstance(report, Report) and report.count("purged") == 3
+    assert "purge q: 3 purged of 3" in capsys.readouterr().out
+    assert _left(sb) == {"active": 0, "deferred": 2, "scheduled": 2, "dlq": 1}
+    report = line(ip, "sb_purge q --deferred --yes")
+    assert report.count("purged") == 2 and _left(sb) == {"active": 0, "deferred": 0, "scheduled": 2, "dlq": 1}
+    reports = line(ip, "sb_purge q --scheduled --dlq --yes")
+    assert [r.entity for r in reports] == ["q", "q/$deadletterqueue"] and [r.count("purged") for r in reports] == [2, 1]
+    assert _left(sb) == {"active": 0, "deferred": 0, "scheduled": 0, "dlq": 0}
+    capsys.readouterr()
+    assert line(ip, "sb_purge q --all") is None  # nothing there: nothing asked
+    assert "Nothing to purge" in capsys.readouterr().out
+
+
+def test_purge_all_and_a_dlq_path(ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any) -> None:
+    _fill(client)
+    line(ip, "sb_purge q/$deadletterqueue --yes")
+    assert "Purge q: 1 dead-lettered message(s)" in capsys.readouterr().out
+    report = line(ip, "sb_purge q --all --yes")  # the DLQ is empty now: one report, for q
+    assert isinstance(report, Report) and report.count("purged") == 7
+    assert _left(sb) == {"active": 0, "deferred": 0, "scheduled": 0, "dlq": 0}
+    assert magic_fails(ip, "sb_purge nosuch --yes").startswith("EntityNotFoundError")
+
+
+def test_cancel_scheduled_by_numbers_and_all(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    first, second = _fill(client)
+    answer(monkeypatch, "nope")
+    assert magic_fails(ip, f"sb_cancel_scheduled q {first}").startswith("nothing done: 'cancel' was not typed")
+    assert f"Cancel 1 scheduled message(s) of q: {first}." in capsys.readouterr().out
+    assert _left(sb)["scheduled"] == 2
+    answer(monkeypatch, "cancel")
+    report = line(ip, f"sb_cancel_scheduled q {first}")
+    assert report.count("cancelled") == 1 and _left(sb)["scheduled"] == 1
+    assert "cancel-scheduled q: 1 cancelled of 1" in capsys.readouterr().out
+    report = line(ip, "sb_cancel_scheduled q all --yes")
+    assert [o.sequence_number for o in report.outcomes] == [second] and _left(sb)["scheduled"] == 0
+    line(ip, "sb_cancel_scheduled q all")
+    assert "No scheduled messages in q" in capsys.readouterr().out
+    assert "is not a sequence number or range" in magic_fails(ip, "sb_cancel_scheduled q 5-x")
+
+
+def test_purge_panel_counts_then_waits_for_the_typed_word(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
+    from sbnotebook.core import InvalidInputError
+    from sbnotebook.notebook.widgets.purge import PurgePanel
+
+    first, _ = _fill(client)
+    panel = line(ip, "sb_purge q --panel")
+    assert isinstance(panel, PurgePanel) and panel.connection is sb.connection
+    panel.kinds["dlq"].value = True
+    panel.ask_purge()
+    assert panel.confirm_row.layout.display == "flex" and "3 active" in panel.confirm_row.question.value
+    assert "1 dead-lettered" in panel.confirm_row.question.value
+    with pytest.raises(InvalidInputError):
+        panel.confirm("yes")
+    assert _left(sb)["active"] == 3  # a wrong word removes nothing
+    reports = panel.confirm("purge")
+    assert [r.count("purged") for r in reports] == [3, 1] and panel.progress.value == panel.progress.max
+    assert "3 purged" in panel.status.value and panel.confirm_row.layout.display == "none"
+    panel.which.value = str(first)
+    panel.cancel_scheduled_button.click()
+    panel.confirm_row.box.value = "cancel"
+    panel.confirm_row.confirm_button.click()
+    assert _left(sb) == {"active": 0, "deferred": 2, "scheduled": 1, "dlq": 0}
+    panel.ask_purge()  # only active ticked, none left: says so and asks nothing
+    assert "Nothing to purge" in panel.status.value and panel.pending is None
+
+
+def test_a_purge_that_leaves_locked_messages_does_not_say_all_purged(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
+) -> None:
+    """50 messages, 5 locked by another receiver: the last line says 45 purged, 5 left and why
+    (it said "45 purged of 45 ... (all purged)"), and the cell fails, so Run All and a job stop
+    there; the Report is shown in full and kept in sb_last_report."""
+    send(client, "q", *[f"m{i}" for i in range(50)])
+    ip.user_ns.pop("sb_last_report", None)
+    with client.get_queue_receiver("q", max_wait_time=3) as r:
+        held = r.receive_messages(max_message_count=5, max_wait_time=3)
+        assert len(held) == 5
+        shown = magic_fails(ip, "sb_purge q --yes")
+        out = capsys.readouterr().out
+        assert _left(sb)["active"] == 5  # the broker's truth, apart from the report
+        for m in held:
+            r.complete_message(m)
+    assert shown == "%sb_purge: 45 purged, 5 left of 50 (the report above; it is also in sb_last_report)", shown
+    report = ip.user_ns["sb_last_report"]
+    assert isinstance(report, Report) and report.count("purged") == 45 and report.count("left") == 5
+    assert not report.ok and {o.sequence_number for o in report.failures} == {m.sequence_number for m in held}
+    assert "45 purged, 5 left of 50" in out and "5 left: locked by another receiver (purge again after" in out
+    assert "(5 left)" in out and "all purged" not in out
+    # one line per message left, with why (the progress table), then the Report as the cell shows it
+    lines = out.strip().splitlines()
+    assert lines[-2].endswith(": left: locked by another receiver") and lines[-1] == repr(report), lines[-2:]
+
+
+def test_purge_of_a_session_enabled_queue_goes_session_by_session_and_names_held_sessions(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    with client.get_queue_sender("sq60") as s:
+        s.send_messages([ServiceBusMessage(b, session_id=sid) for sid, b in [("a", "a1"), ("a", "a2"), ("c", "c1")]])
+    with client.get_queue_receiver("sq60", session_id="a", max_wait_time=3) as r:
+        (first,) = r.receive_messages(max_message_count=1, max_wait_time=3)
+        r.defer_message(first)
+    with client.get_queue_receiver("sq60", session_id="c", max_wait_time=1):  # another receiver holds c
+        answer(monkeypatch, "no")
+        assert magic_fails(ip, "sb_purge sq60 --active --deferred").startswith("nothing done:")
+        out = capsys.readouterr().out
+        assert "Purge sq60: 2 active, 1 deferred message(s), 3 in all." in out
+        assert "1 session(s) held by another receiver ('c'): the purge leaves them as they are" in out
+        shown = magic_fails(ip, "sb_purge sq60 --active --deferred --yes")
+    # The session another receiver holds is one failed outcome; its message, counted by the broker
+    # after the purge, is left: the last line does not say all were purged, and the cell fails.
+    assert shown.startswith("%sb_purge: 2 purged, 1 failed, 1 left of 4 (the report above"), shown
+    report = ip.user_ns["sb_last_report"]
+    assert report.count("purged") == 2 and report.count("failed") == 1 and report.count("left") == 1
+    out = capsys.readouterr().out
+    assert "2 purged, 1 failed, 1 left of 4" in out and "(1 FAILED, 1 left)" in out and "all purged" not in out
+    assert "session 'c' not purged" in str(report.failures[0].error)
+    assert str(report.failures[0].error) in out  # the whole reason, also in a plain terminal
+    states = [m["state"] for m in core.scan_records("sq60", session_id="c", connection=sb.conn())]
+    assert states == ["active"]
+
+
+def test_purge_of_named_sessions_counts_them_by_scanning_and_removes_only_them(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """A session holding nothing but deferred messages is not listed by Service Bus: --session
+    names it. The confirmation counts that session only; other sessions stay."""
+    with client.get_queue_sender("sq60") as s:
+        s.send_messages([ServiceBusMessage(b, session_id=sid) for sid, b in [("a", "a1"), ("d", "d1"), ("d", "d2")]])
+    with client.get_queue_receiver("sq60", session_id="d", max_wait_time=3) as r:
+        for m in r.receive_messages(max_message_count=2, max_wait_time=3):
+            r.defer_message(m)
+    answer(monkeypatch, "no")
+    assert magic_fails(ip, "sb_purge sq60 --all --session d").startswith("nothing done:")
+    out = capsys.readouterr().out
+    assert "Purge sq60 (session 'd'): 0 active, 2 deferred, 0 scheduled message(s), 2 in all." in out
+    report = line(ip, "sb_purge sq60 --deferred --session d --yes")
+    assert report.count("purged") == 2 and report.ok
+    assert [m["body_text"] for m in core.scan_records("sq60", session_id="a", connection=sb.conn())] == ["a1"]
+    assert [m["body_text"] for m in core.scan_records("sq60", session_id="d", connection=sb.conn())] == []
+    capsys.readouterr()
+    assert "q does not require sessions: purge it without naming sessions." in magic_fails(
+        ip, "sb_purge q --session d --yes"
+    )
+    assert "A dead-letter queue has no sessions" in magic_fails(ip, "sb_purge sq60 --dlq --session d --yes")

@@ -1,0 +1,130 @@
+"""The docs keep up with the code: every magic and each of its options is in docs/magics.md, and
+every relative link in README.md and docs/*.md points at a file that exists."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbnotebook.notebook import magics
+
+ROOT = Path(__file__).resolve().parents[2]
+PARSERS = magics.PARSERS
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def test_every_magic_is_found() -> None:
+    names = {p.prog for p in PARSERS}
+    registered = {f"%{name}" for name in magics.SbMagics.magics["line"]}
+    assert names == registered and "%sb_browse" in names and "%sb_compose" in names
+
+
+@pytest.mark.parametrize("parser", PARSERS, ids=lambda p: p.prog)
+def test_every_magic_and_option_is_documented(parser: magics.Parser) -> None:
+    text = (ROOT / "docs" / "magics.md").read_text(encoding="utf-8")
+    name = parser.prog.lstrip("%")
+    assert re.search(rf"%{name}\b", text), f"{parser.prog} is not in docs/magics.md"
+    # Each option on a line that names the magic (its row in the table, or an example of it).
+    lines = "\n".join(line for line in text.splitlines() if re.search(rf"%{name}\b", line))
+    missing = [
+        option
+        for action in parser._actions
+        for option in action.option_strings
+        if not re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", lines)
+    ]
+    assert not missing, f"{parser.prog}: options {missing} are not on a line naming it in docs/magics.md"
+
+
+def _links(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r"```.*?```", "", text, flags=re.S)  # code blocks are not links
+    return [a or b for a, b in LINK.findall(text)]
+
+
+@pytest.mark.parametrize("doc", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: p.name)
+def test_relative_links_resolve(doc: Path) -> None:
+    broken = []
+    for target in _links(doc):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # a URL or an anchor in the same page
+        file = target.split("#", 1)[0]
+        if not (doc.parent / file).exists():
+            broken.append(target)
+    assert not broken, f"{doc.name}: links to missing files: {broken}"
+
+
+def _build_docs() -> Any:
+    spec = importlib.util.spec_from_file_location("build_docs", ROOT / "tools" / "build_docs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_docs_build_finds_a_key_in_any_page_and_passes_placeholders(tmp_path: Path) -> None:
+    """tools/build_docs.py's check (CI runs the build itself): it must see a key where one is."""
+    scan = _build_docs().scan
+    (tmp_path / "tutorials").mkdir()
+    page = tmp_path / "tutorials" / "01.html"
+    page.write_text("Endpoint=sb://127.0.0.1:5672;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true")
+    assert scan(tmp_path, {"c2VjcmV0LWtleQ=="}) == []
+    page.write_text("<pre>printed: c2VjcmV0LWtleQ==</pre>")
+    assert scan(tmp_path, {"c2VjcmV0LWtleQ=="}) == ["tutorials/01.html"]
+    page.write_text("SharedAccessKeyName=x;SharedAccessKey=bm90LWEtcGxhY2Vob2xkZXI=")
+    assert scan(tmp_path, set()) == ["tutorials/01.html"]
+
+
+def test_every_tutorial_is_in_the_docs_site() -> None:
+    """mkdocs.yml lists each notebook (the site executes them in that order), through docs/tutorials."""
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    listed = re.findall(r"tutorials/(\S+\.ipynb)", text)
+    assert listed == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert (ROOT / "docs" / "tutorials").resolve() == (ROOT / "notebooks").resolve()
+    assert re.search(r"^\s+execute: true\b", text, re.M) and re.search(r"^\s+cache: false\b", text, re.M)
+
+
+ANALYST_PAGES = ["cheatsheet.md", "from-explorer.md", "glossary.md"]
+
+
+@pytest.mark.parametrize("page", ANALYST_PAGES)
+def test_every_magic_and_core_name_an_analyst_page_mentions_exists(page: str) -> None:
+    """The cheat sheet and its neighbours name magics and `core` calls: each must be real (a renamed
+    or removed one fails here), and a magic's options must be in its argparse spec."""
+    from sbnotebook import core
+
+    path = ROOT / "docs" / page
+    if not path.exists():
+        pytest.skip(f"docs/{page} not written yet")
+    text = path.read_text(encoding="utf-8")
+    registered = {name for name in magics.SbMagics.magics["line"]} | set(magics.SbMagics.magics["cell"])
+    options = {p.prog.lstrip("%"): {o for a in p._actions for o in a.option_strings} for p in PARSERS}
+    unknown_magics, unknown_options, unknown_core = [], [], []
+    for line in text.splitlines():
+        for code in re.findall(r"`([^`]+)`", line):
+            for m in re.finditer(r"%%?(sb_\w+)((?:\s+[^%]*)?)", code):
+                name = m.group(1)
+                if name not in registered:
+                    unknown_magics.append(name)
+                    continue
+                for option in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", m.group(2)):
+                    if option not in options.get(name, set()):
+                        unknown_options.append(f"%{name} {option}")
+            for chain in re.findall(r"\bcore\.([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)", code):
+                obj: Any = core
+                head = chain.split(".")[0]
+                if head not in core.__all__:
+                    unknown_core.append(chain)
+                    continue
+                for part in chain.split("."):
+                    if not hasattr(obj, part):
+                        unknown_core.append(chain)
+                        break
+                    obj = getattr(obj, part)
+    assert "%sb_peek" in text, f"docs/{page} names no magic: the check would find nothing"
+    assert not unknown_magics, f"docs/{page}: no such magic: {unknown_magics}"
+    assert not unknown_options, f"docs/{page}: no such option: {unknown_options}"
+    assert not unknown_core, f"docs/{page}: not in sbnotebook.core.__all__: {unknown_core}"

@@ -1,0 +1,200 @@
+"""The package's structure, checked from its imports: no import circles (``TYPE_CHECKING`` imports
+included), no private name of one module used by another, and the notebook and Spark layers using
+only the settlement library's public surface (``sbnotebook.core.__all__``).
+
+Each rule is a function of a source tree, so each has a test on a small tree that breaks it."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import sbnotebook.core
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = "sbnotebook"
+
+# The SDK boundary modules reach into the SDK's private API on purpose, in one place, with a test
+# that fails when the SDK changes (tests/core/test_boundary.py); the emulator's AMQP layer, its link
+# terms and its event loop do the same with proton's (sbnotebook/emulator/protonprivate.py lists the
+# names, tests/emulator/test_proton_boundary.py checks them). Their reach-through into third-party
+# code is not checked here.
+BOUNDARIES = {
+    "sbnotebook.core.sdk",
+    "sbnotebook.core.sdk_spares",
+    "sbnotebook.emulator.amqp",
+    "sbnotebook.emulator.amqpterms",
+    "sbnotebook.emulator.loop",
+}
+DUNDER_PROTOCOLS = {"_repr_html_", "_repr_mimebundle_", "_ipython_display_"}
+
+
+def modules(root: Path) -> dict[str, Path]:
+    found = {}
+    for path in (root / PACKAGE).rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _imported(name: str, path: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def imports(root: Path) -> Iterator[tuple[str, str, str]]:
+    """(importing module, imported module, name) for every ``from X import name`` in the package."""
+    mods = modules(root)
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                target = _imported(name, path, node)
+                for alias in node.names:
+                    yield name, target, alias.name
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield name, alias.name, ""
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    mods = modules(root)
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for source, target, name in imports(root):
+        submodule = f"{target}.{name}"
+        for dep in (submodule if submodule in mods else target,):
+            if dep in mods and dep != source:
+                graph[source].add(dep)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _own_private_attributes(tree: ast.AST) -> set[str]:
+    """Private names a module defines itself (attributes it assigns, functions, classes)."""
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            own.add(node.attr)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            own.add(node.target.id)
+    return own
+
+
+def private_uses(root: Path) -> list[str]:
+    """``from .x import _name`` across modules, and ``obj._name`` where the module does not define
+    ``_name`` itself (self/cls excepted, and the SDK/proton boundaries' reach into third-party code)."""
+    mods = modules(root)
+    found = []
+    for source, target, name in imports(root):
+        private = name.startswith("_") and not name.startswith("__")
+        if private and target.startswith(PACKAGE) and f"{target}.{name}" not in mods:
+            found.append(f"{source} imports {target}.{name}")
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own = _own_private_attributes(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+                continue
+            if node.attr in own or node.attr in DUNDER_PROTOCOLS or name in BOUNDARIES:
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            found.append(f"{name}:{node.lineno} uses .{node.attr}")
+    return sorted(found)
+
+
+def outside_core_surface(root: Path, public: set[str]) -> list[str]:
+    """Names the notebook and Spark layers take from core that are not in ``core.__all__``."""
+    found = []
+    for source, target, name in imports(root):
+        upper = source.startswith((f"{PACKAGE}.notebook", f"{PACKAGE}.spark"))
+        if not upper or not target.startswith(f"{PACKAGE}.core"):
+            continue
+        if target != f"{PACKAGE}.core" or name not in public:
+            found.append(f"{source} imports {target}.{name}")
+    return sorted(found)
+
+
+def test_no_import_circles() -> None:
+    assert circles(import_graph(ROOT)) == []
+
+
+def test_no_private_name_crosses_a_module() -> None:
+    assert private_uses(ROOT) == []
+
+
+def test_the_notebook_and_spark_layers_use_only_core_all() -> None:
+    assert outside_core_surface(ROOT, set(sbnotebook.core.__all__)) == []
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = tmp_path / PACKAGE / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def test_the_structure_checks_can_fail(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "core/__init__.py": "from .a import ok\n__all__ = ['ok']\n",
+            "core/a.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\nok = 1\n_hidden = 2\n"
+            ),
+            "core/b.py": "from .a import ok, _hidden\nclass B: ...\n",
+            "spark/__init__.py": "",
+            "spark/s.py": (
+                "from ..core import ok\nfrom ..core.a import ok as again\n\ndef f(conn):\n    return conn._pool\n"
+            ),
+        },
+    )
+    assert circles(import_graph(root)) == [["sbnotebook.core.a", "sbnotebook.core.b"]]
+    assert private_uses(root) == [
+        "sbnotebook.core.b imports sbnotebook.core.a._hidden",
+        "sbnotebook.spark.s:5 uses ._pool",
+    ]
+    assert outside_core_surface(root, {"ok"}) == ["sbnotebook.spark.s imports sbnotebook.core.a.ok"]

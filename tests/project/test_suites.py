@@ -1,0 +1,164 @@
+"""What the nox sessions run (noxfile.py, tests/suites.py) is what the docs claim: every test file and
+tutorial runs in one of them, the Spark ones on pyspark 4.0, the rest on DBR 15.4's set, and the core
+and emulator tests on the oldest azure-servicebus pyproject.toml allows.
+
+noxfile.py is executed here with a stand-in for nox that records each session's commands (nox itself
+is not installed in the sessions' own venvs, and this file runs in them too)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import suites
+from tests.xdist_groups import _SPARK_GROUPS, spark_group
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Session:
+    """Records what a session installs and runs."""
+
+    def __init__(self) -> None:
+        self.posargs: list[str] = []
+        self.installs: list[str] = []
+        self.runs: list[tuple[str, ...]] = []
+
+    def install(self, *args: str, **_: Any) -> None:
+        self.installs.extend(args)
+
+    def run(self, *args: str, **_: Any) -> None:
+        self.runs.append(args)
+
+    def pytest_files(self) -> list[str]:
+        (run,) = [r for r in self.runs if r[:3] == ("python", "-m", "pytest")]
+        return [a for a in run if a.startswith(("tests/", "notebooks/"))]
+
+
+def _sessions(noxfile: Path = ROOT / "noxfile.py") -> dict[str, Callable[[Any], None]]:
+    """noxfile.py's sessions by name, loaded with a stand-in ``nox`` module."""
+    found: dict[str, Callable[[Any], None]] = {}
+
+    def session(*_: Any, name: str | None = None, **__: Any) -> Callable[[Callable[[Any], None]], Any]:
+        def register(fn: Callable[[Any], None]) -> Any:
+            found[name or fn.__name__] = fn
+            return fn
+
+        return register
+
+    fake = types.ModuleType("nox")
+    fake.session = session  # type: ignore[attr-defined]
+    fake.Session = _Session  # type: ignore[attr-defined]
+    fake.options = types.SimpleNamespace()  # type: ignore[attr-defined]
+    spec = importlib.util.spec_from_file_location("_noxfile_under_test", noxfile)
+    assert spec is not None and spec.loader is not None
+    saved, path = sys.modules.get("nox"), list(sys.path)
+    sys.modules["nox"] = fake
+    try:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    finally:
+        sys.path[:] = path
+        if saved is None:
+            sys.modules.pop("nox", None)
+        else:
+            sys.modules["nox"] = saved
+    return found
+
+
+def _run(name: str, noxfile: Path = ROOT / "noxfile.py") -> _Session:
+    recorded = _Session()
+    _sessions(noxfile)[name](recorded)
+    return recorded
+
+
+def test_every_test_file_and_tutorial_runs_in_a_session() -> None:
+    dbr15, spark40 = _run("dbr15").pytest_files(), _run("spark40").pytest_files()
+    everything = set(suites.test_files() + suites.notebooks())
+    assert len(everything) > 80  # the folders were found
+    assert everything - set(dbr15) - set(spark40) == set(suites.ONLY_ON_PYSPARK_41) | set(suites.BUILD_ONLY)
+    for name in (
+        "core/test_batches",
+        "core/test_copies",
+        "core/test_triage",
+        "core/test_spares",
+        "core/test_open",
+        "core/test_loop",
+        "core/test_resumable_bulk",
+        "notebook/test_fuzz_inputs",
+        "project/test_suites",
+    ):
+        assert f"tests/{name}.py" in dbr15  # the files issue 39 found left out
+
+
+def test_dbr15_runs_nothing_that_needs_spark_and_spark40_everything_that_does() -> None:
+    dbr15, spark40 = _run("dbr15").pytest_files(), _run("spark40").pytest_files()
+    assert not [p for p in dbr15 if suites.needs_spark(p)]
+    grouped = sorted(p for p in suites.test_files() + suites.notebooks() if spark_group(p) is not None)
+    assert len(grouped) == len(_SPARK_GROUPS)  # each JVM group entry names a file that exists
+    build_only = {p for p in suites.BUILD_ONLY if p in grouped}  # test_release is in a JVM group (a Spark read)
+    assert set(grouped) - set(spark40) == set(suites.ONLY_ON_PYSPARK_41) | build_only
+    # Every file that mentions pyspark in code runs in spark40 (a skip in dbr15 would hide it otherwise).
+    code_line = re.compile(r"^\s*((import|from) pyspark|(\w+ = )?pytest\.importorskip\(\"pyspark)", re.M)
+    mentions = [p for p in suites.test_files() if code_line.search((ROOT / p).read_text(encoding="utf-8"))]
+    assert set(mentions) - set(suites.BUILD_ONLY) <= set(spark40)
+    assert {"tests/spark/test_connect.py", "tests/spark/test_writing.py", "tests/core/test_credential_ref.py"} <= set(
+        spark40
+    )
+
+
+def test_the_sessions_install_what_their_docs_say() -> None:
+    spark40 = _run("spark40")
+    assert "pyspark[connect]>=4.0,<4.1" in spark40.installs
+    floor = _run("sdk-floor")
+    assert suites.sdk_floor_pin() == "azure-servicebus==7.15.0" and suites.sdk_floor_pin() in floor.installs
+    files = floor.pytest_files()
+    assert "tests/core/test_basics.py" in files and "tests/emulator/test_send_receive.py" in files
+    assert sorted(files) == sorted(p for p in suites.test_files() if re.match(r"tests/(core|emulator)/", p))
+    # docs/emulator.md names that version as the oldest the kit supports, and says where it runs.
+    emulator_md = (ROOT / "docs" / "emulator.md").read_text(encoding="utf-8")
+    assert "7.15.0 (the oldest the kit supports" in emulator_md and "nox -s sdk-floor" in emulator_md
+
+
+def test_a_hand_list_that_leaves_a_file_out_is_caught(tmp_path: Path) -> None:
+    """The check above fails on a noxfile whose dbr15 session runs a fixed list."""
+    text = (ROOT / "noxfile.py").read_text(encoding="utf-8")
+    assert "suites.dbr15()" in text
+    hand = tmp_path / "noxfile.py"
+    hand.write_text(text.replace("suites.dbr15()", '["tests/core/test_basics.py"]'), encoding="utf-8")
+    dbr15, spark40 = _run("dbr15", hand).pytest_files(), _run("spark40", hand).pytest_files()
+    left_out = set(suites.test_files() + suites.notebooks()) - set(dbr15) - set(spark40)
+    assert "tests/core/test_batches.py" in left_out
+
+
+@pytest.mark.parametrize(
+    ("source", "needs"),
+    [
+        ('import pytest\npyspark = pytest.importorskip("pyspark")\n', True),
+        ("from pyspark.sql import Row\n", True),
+        ("from sbnotebook import spark as sbspark\n", True),
+        ("def test_x(spark):\n    pass\n", True),
+        ('import pytest\ndef test_x():\n    pytest.importorskip("pyspark")\n', False),  # a mixed file
+        ("from sbnotebook import core\ndef test_x(emulator):\n    pass\n", False),
+    ],
+)
+def test_what_needs_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, needs: bool) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_probe.py").write_text(source, encoding="utf-8")
+    monkeypatch.setattr(suites, "ROOT", tmp_path)
+    assert suites.needs_spark("tests/test_probe.py") is needs
+    assert suites.uses_pyspark_somewhere("tests/test_probe.py") is ("importorskip" in source)
+
+
+def test_every_test_file_is_in_a_folder_that_mirrors_the_package() -> None:
+    """tests/ mirrors the package (README.md, "Layout"): a test file directly in tests/ or in a folder of its
+    own would still run, but nobody would find it."""
+    misplaced = [p for p in suites.test_files() if Path(p).parent.relative_to("tests").as_posix() not in suites.FOLDERS]
+    assert not misplaced
+    assert {p.split("/")[1] for p in suites.test_files()} == set(suites.FOLDERS)  # and each folder holds tests

@@ -1,0 +1,354 @@
+"""The `servicebus` data source from a Spark Connect client (what Databricks serverless and shared
+clusters run), against a separate Connect server process started with Spark's own
+SparkConnectServer. Nothing here may touch sparkContext or read files another process wrote."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbnotebook import core
+from sbnotebook.emulator import Emulator
+from tests import stand_in_credential as stand_in
+from tests.conftest import TEST_TOPOLOGY
+from tests.helpers import QuickCloseClient, drain, free_port, send, stream_to_parquet
+from tests.spark import bodies_scenarios, snapshot_scenarios
+
+pyspark = pytest.importorskip("pyspark")
+pytest.importorskip("grpc")  # the pyspark[connect] extra
+from sbnotebook import spark as sbspark  # noqa: E402
+
+pytestmark = pytest.mark.slow
+SECRET = "connect-test-key-4c1b9e"  # a key that must never reach the server's logs or event log
+
+
+@contextlib.contextmanager
+def connect_server(workdir: Path, extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, Path, Path]]:
+    """A Spark Connect server in its own JVM: (remote url, event log dir, server log file). Its event
+    log is complete once the block ends (the server flushes it when it stops). ``extra_env`` is the
+    server's own environment (on Databricks: the cluster's), which this process does not get."""
+    home = Path(pyspark.__file__).parent
+    port = free_port()
+    events = workdir / "events"
+    events.mkdir()
+    log = workdir / "server.log"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(home))
+    env.update(extra_env or {})
+    cmd = [
+        str(home / "bin" / "spark-submit"),
+        "--master",
+        "local[2]",
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        "--conf",
+        "spark.eventLog.enabled=true",
+        "--conf",
+        f"spark.eventLog.dir={events}",
+        "--conf",
+        "spark.eventLog.compress=false",  # greppable
+        "--conf",
+        "spark.python.worker.faulthandler.enabled=true",
+        "--name",
+        "sbnotebook-connect-tests",
+        "spark-internal",
+    ]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the Connect server did not start: {log.read_text()[-2000:]}") from None
+                time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}", events, log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
+    with connect_server(tmp_path_factory.mktemp("connect")) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def connect_mode_env() -> Iterator[None]:
+    """A remote session marks the process as Connect-only (SPARK_CONNECT_MODE_ENABLED, SPARK_REMOTE);
+    undo that afterwards, or every later classic session (and notebook kernel) becomes Connect."""
+    saved = {k: os.environ.get(k) for k in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def remote(server: tuple[str, Path, Path]) -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    with connect_mode_env():
+        session = SparkSession.builder.remote(server[0]).getOrCreate()
+        assert type(session).__module__.startswith("pyspark.sql.connect")
+        yield session
+        session.stop()
+
+
+@pytest.fixture
+def keyed() -> Iterator[Emulator]:
+    """An emulator with a key of its own, so a leak is findable by grep."""
+    with Emulator(TEST_TOPOLOGY, key=SECRET) as emu:
+        yield emu
+        core.close_all()
+
+
+@pytest.fixture
+def sp(remote: Any, keyed: Emulator) -> Any:
+    return sbspark.register(remote, keyed.connection_string)
+
+
+def test_read_peek_write_and_settle_over_connect(sp: Any, keyed: Emulator) -> None:
+    cs = keyed.connection_string
+    with QuickCloseClient.from_connection_string(cs) as client:
+        send(client, "q", *[f"m{i}" for i in range(120)])
+        df = sp.read.format("servicebus").option("entity", "q").load()
+        assert df.count() == 120
+        assert len(core.peek("q", count=500, connection=cs)) == 120  # peeking took nothing
+
+        deferred = (
+            sp.read.format("servicebus").option("entity", "q").option("mode", "defer").option("maxMessages", 30).load()
+        ).cache()
+        assert deferred.count() == 30
+        report = sbspark.settle(deferred, "complete")
+        assert report.count("completed") == 30 and report.ok
+
+        written = sbspark.write(sp.createDataFrame([("a",), ("b",)], "body string"), "once")
+        assert written.count("sent") == 2 and written.ok
+        assert sorted(str(m) for m in drain(client, "once")) == ["a", "b"]
+        assert len(drain(client, "q")) == 90
+
+
+def test_receive_and_delete_takes_exactly_what_it_returns(sp: Any, keyed: Emulator) -> None:
+    with QuickCloseClient.from_connection_string(keyed.connection_string) as client:
+        send(client, "q", *[f"m{i}" for i in range(300)])
+        df = (
+            sp.read.format("servicebus")
+            .option("entity", "q")
+            .option("mode", "receive-and-delete")
+            .option("maxMessages", 100)
+            .option("numPartitions", 2)
+            .load()
+        )
+        rows = df.select("body_text").collect()
+        assert len(rows) == 100
+        assert len(drain(client, "q", wait=0.5)) == 200  # nothing taken beyond the rows returned
+
+
+def test_the_key_never_reaches_the_server_or_its_logs(tmp_path: Path) -> None:
+    """register() keeps the key out of options, plans, the server log and the event log. As a control,
+    a key given the way the docs advise against (the connectionString option) is found by the same grep."""
+    from pyspark.sql import SparkSession
+
+    control = "control-key-7d02aa"
+    with (
+        Emulator(TEST_TOPOLOGY, key=SECRET) as kept,
+        Emulator(TEST_TOPOLOGY, key=control) as leaked,
+        connect_server(tmp_path) as (url, events, log),
+        connect_mode_env(),
+    ):
+        spark = SparkSession.builder.remote(
+            url
+        ).create()  # not getOrCreate: that may hand back another server's session
+        try:
+            with QuickCloseClient.from_connection_string(kept.connection_string) as client:
+                send(client, "q", "x")
+            sbspark.register(spark, kept.connection_string)
+            df = spark.read.format("servicebus").option("entity", "q").load()
+            assert df.count() == 1
+            plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
+            assert sbspark.write(spark.createDataFrame([("a",)], "body string"), "once").ok
+            by_option = spark.read.format("servicebus").option("entity", "q")
+            assert by_option.option("connectionString", leaked.connection_string).load().count() == 0
+        finally:
+            spark.stop()
+            core.close_all()
+    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
+    assert any(control.encode() in t for t in texts), "the grep would not see a leak"
+    assert all(SECRET.encode() not in t for t in texts + [p.encode() for p in plans])
+
+
+def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(tmp_path: Path) -> None:
+    """The documented way on serverless: the connection string lives in the server's environment and
+    the notebook names it (env:NAME). A stream from a queue to Parquet runs on the server, completes
+    every message after its batch committed, and the key reaches no log."""
+    from pyspark.sql import SparkSession
+
+    name = "SBNOTEBOOK_TEST_CONNECT_SB"
+    assert name not in os.environ  # only the server has it
+    with (
+        Emulator(TEST_TOPOLOGY, key=SECRET) as emu,
+        connect_server(tmp_path, {name: emu.connection_string}) as (url, events, log),
+        connect_mode_env(),
+    ):
+        spark = SparkSession.builder.remote(url).create()
+        try:
+            with QuickCloseClient.from_connection_string(emu.connection_string) as client:
+                send(client, "q", *[f"m{i}" for i in range(25)])
+                sbspark.register(spark, f"env:{name}")  # the stream's connection
+                rows = spark.read.format("servicebus").option("entity", "q").option("secretRef", f"env:{name}").load()
+                assert rows.count() == 25  # planned and read on the server, resolved there
+                sink = stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=10)
+                written = sorted(r.body_text for r in sink.collect())
+                assert written == sorted(f"m{i}" for i in range(25))
+                # Every batch completed after its commit (AvailableNow asks once more at the end).
+                assert len(core.peek("q", count=100, connection=emu.connection_string)) == 0
+        finally:
+            spark.stop()
+            core.close_all()
+    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
+    assert any(name.encode() in t for t in texts)  # the secretRef option is logged: the grep reads these files
+    assert all(SECRET.encode() not in t for t in texts)
+
+
+def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_path: Path) -> None:
+    """Serverless' way in: no key anywhere near the notebook, only the namespace and a credential
+    reference (on Databricks `databricks:NAME`, a Unity Catalog service credential; here the plug
+    point `callable:...`). The Connect server and its executors make the credential themselves; the
+    client has neither the issuer's key nor the CA. A batch write, a batch read and a stream to
+    Parquet run, every message is completed after its batch's commit, and no log holds the key or a token."""
+    from pyspark.sql import SparkSession
+
+    key = "connect-credential-key-61e0b3"
+    assert stand_in.KEY not in os.environ and "SBNOTEBOOK_CA_BUNDLE" not in os.environ  # only the server has them
+    root = str(Path(__file__).resolve().parents[2])  # the reference imports tests.stand_in_credential
+    with Emulator(TEST_TOPOLOGY, key=key, tls=True, tls_dir=tmp_path / "tls") as emu:
+        server_env = {
+            stand_in.KEY: key,
+            "SBNOTEBOOK_CA_BUNDLE": str(emu.ca_file),
+            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+        }
+        by_ref = {"fullyQualifiedNamespace": f"localhost:{emu.port}", "credentialRef": stand_in.REF}
+        with connect_server(tmp_path, server_env) as (url, events, log), connect_mode_env():
+            spark = SparkSession.builder.remote(url).create()
+            plans: list[str] = []
+            try:
+                # The format needs registering on a Connect session; given only the same reference
+                # (the stream below uses it), while the batch write and read name it in their options.
+                sbspark.register(spark, namespace=by_ref["fullyQualifiedNamespace"], credential=stand_in.REF)
+                rows = spark.range(40).selectExpr("concat('c', id) as body").repartition(2)
+                rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
+                df = spark.read.format("servicebus").options(entity="q", **by_ref).load()
+                assert sorted(r.body_text for r in df.collect()) == sorted(f"c{i}" for i in range(40))
+                plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
+                assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=15).count() == 40
+            finally:
+                spark.stop()
+        try:
+            os.environ["SBNOTEBOOK_CA_BUNDLE"] = str(emu.ca_file)
+            with core.connect(emu.connection_string, warm=False) as conn:  # with the key, from here
+                assert len(core.peek("q", count=100, connection=conn)) == 0
+        finally:
+            os.environ.pop("SBNOTEBOOK_CA_BUNDLE", None)
+            core.close_all()
+    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
+    assert any(stand_in.REF.encode() in t for t in texts)  # the options are logged: the grep reads these files
+    assert all(key.encode() not in t and b"SharedAccessSignature" not in t for t in texts + [p.encode() for p in plans])
+
+
+def test_entra_id_by_credential_reference_alone_over_connect(tmp_path: Path) -> None:
+    """Serverless with Entra ID: the notebook gives only the namespace and a credential reference;
+    the Connect server and its executors sign in as a service principal from their own environment
+    (azure-identity's ClientSecretCredential, a JWT from the TLS emulator's issuer, checked by the
+    broker). No key or connection string exists on the server or the client. A batch write, a batch
+    read and a stream to Parquet run; the queue, read afterwards with another principal, is empty, and
+    no log or plan holds the client secret or a token."""
+    from pyspark.sql import SparkSession
+
+    client_id, secret = "connect-entra-app", "connect-entra-secret-93c7d1"
+    root = str(Path(__file__).resolve().parents[2])  # the reference imports tests.stand_in_credential
+    with Emulator(TEST_TOPOLOGY, tls=True, tls_dir=tmp_path / "tls", principals=[f"{client_id}:{secret}:Owner"]) as emu:
+        assert emu.tenant is not None and emu.entra_authority is not None
+        server_env = {
+            "AZURE_TENANT_ID": emu.tenant,
+            "AZURE_CLIENT_ID": client_id,
+            "AZURE_CLIENT_SECRET": secret,
+            "AZURE_AUTHORITY_HOST": emu.entra_authority,
+            "SBNOTEBOOK_CA_BUNDLE": str(emu.ca_file),
+            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+        }
+        assert not (set(server_env) - {"PYTHONPATH"}) & set(os.environ)  # only the server has them
+        assert stand_in.KEY not in os.environ  # and no stand-in issuer's key anywhere
+        by_ref = {"fullyQualifiedNamespace": f"localhost:{emu.port}", "credentialRef": stand_in.ENTRA_REF}
+        with connect_server(tmp_path, server_env) as (url, events, log), connect_mode_env():
+            spark = SparkSession.builder.remote(url).create()
+            plans: list[str] = []
+            try:
+                sbspark.register(spark, namespace=by_ref["fullyQualifiedNamespace"], credential=stand_in.ENTRA_REF)
+                rows = spark.range(30).selectExpr("concat('e', id) as body").repartition(2)
+                rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
+                df = spark.read.format("servicebus").options(entity="q", **by_ref).load()
+                assert sorted(r.body_text for r in df.collect()) == sorted(f"e{i}" for i in range(30))
+                plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
+                assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=12).count() == 30
+            finally:
+                spark.stop()
+        try:
+            os.environ["SBNOTEBOOK_CA_BUNDLE"] = str(emu.ca_file)
+            with core.connect(
+                namespace=by_ref["fullyQualifiedNamespace"], credential=emu.credential(["Owner"])
+            ) as conn:
+                assert len(core.peek("q", count=100, connection=conn)) == 0  # every message completed
+        finally:
+            os.environ.pop("SBNOTEBOOK_CA_BUNDLE", None)
+            core.close_all()
+    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
+    assert any(stand_in.ENTRA_REF.encode() in t for t in texts)  # the options are logged: the grep reads these
+    leaks = (secret.encode(), b"eyJ", b"SharedAccessSignature")  # the client secret, a JWT, a SAS
+    assert not [s for s in leaks for t in texts + [p.encode() for p in plans] if s in t]
+
+
+def test_json_bodies_inferred_pinned_rescued_and_written_over_connect(sp: Any, keyed: Emulator) -> None:
+    with QuickCloseClient.from_connection_string(keyed.connection_string) as client:
+        bodies_scenarios.batch_read_infer_pin_rescue_and_write(sp, client)
+
+
+def test_a_json_stream_restarts_with_its_recorded_body_schema_over_connect(
+    sp: Any, keyed: Emulator, tmp_path: Path
+) -> None:
+    with QuickCloseClient.from_connection_string(keyed.connection_string) as client:
+        bodies_scenarios.stream_restart_keeps_the_recorded_schema(sp, client, tmp_path)
+
+
+def test_a_peek_read_takes_only_what_was_there_at_planning_over_connect(sp: Any, keyed: Emulator) -> None:
+    from sbnotebook.core import resolve
+
+    cs = keyed.connection_string
+    with QuickCloseClient.from_connection_string(cs) as client:
+        snapshot_scenarios.read_takes_only_what_was_there_at_planning(sp, client, resolve(cs), cs)
+
+
+def test_a_job_that_writes_back_to_the_entity_it_reads_over_connect(sp: Any, keyed: Emulator) -> None:
+    with QuickCloseClient.from_connection_string(keyed.connection_string) as client:
+        snapshot_scenarios.read_then_write_back_to_the_same_entity(sp, client)

@@ -1,0 +1,175 @@
+"""Issue 41's "done when", as a test: a throwaway project outside the repository, in a venv of its
+own that installed only the kit (built from this tree) and pytest, passes tests that send and
+receive through a queue and a topic with two subscriptions, refuse a send, see a fresh namespace
+in each test, and run with ``--servicebus-latency-ms 80`` (a timed send takes at least 80 ms). The
+plugin is found through the installed entry point, as in any project. Afterwards nothing the runs
+started is left (processes, ports, temporary folders), and an unrelated test run imports nothing
+more than it does with ``-p no:servicebus``. Slow (a venv and an install: about 30 s from pip's
+warm cache, then four pytest runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.testing.sessions import plugin_extra_modules
+
+ROOT = Path(__file__).resolve().parents[2]
+# The tree as a source checkout has it (the build may package more than the code: the tutorials),
+# without what builds, runs and version control leave in it.
+SKIP = ("*.egg-info", "__pycache__", ".*", "build", "dist", "site", "node_modules", "spark-warehouse", "metastore_db")
+
+PROJECT_TESTS = """
+import json, os, time
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.exceptions import ServiceBusQuotaExceededError
+
+def record(**fields):
+    with open(os.environ["PROJECT_RECORD"], "a") as f:
+        f.write(json.dumps(fields) + "\\n")
+
+pytestmark = pytest.mark.servicebus_topology(queues=["orders"], topics={"events": ["audit", "billing"]})
+
+def test_queue(servicebus_connection_string, servicebus_emulator):
+    record(test="queue", port=servicebus_emulator.port, pid=os.getpid())
+    with ServiceBusClient.from_connection_string(servicebus_connection_string) as client:
+        with client.get_queue_sender("orders") as sender:
+            sender.send_messages(ServiceBusMessage("o-1"))
+        with client.get_queue_receiver("orders", max_wait_time=5) as receiver:
+            [message] = receiver.receive_messages(max_wait_time=5)
+            assert str(message) == "o-1"
+            receiver.complete_message(message)
+    assert servicebus_emulator.broker.counts("orders")["active"] == 0
+
+def test_topic_with_two_subscriptions(servicebus_client, servicebus_emulator):
+    with servicebus_client.get_topic_sender("events") as sender:
+        sender.send_messages(ServiceBusMessage("e-1"))
+    for subscription in ("audit", "billing"):
+        with servicebus_client.get_subscription_receiver("events", subscription, max_wait_time=5) as receiver:
+            [message] = receiver.receive_messages(max_wait_time=5)
+            assert str(message) == "e-1"
+            receiver.complete_message(message)
+
+def test_refused_send(servicebus_emulator, servicebus_connection_string):
+    servicebus_emulator.reject_sends("orders", 1, "quota-exceeded")
+    with ServiceBusClient.from_connection_string(servicebus_connection_string, retry_total=0) as client:
+        with client.get_queue_sender("orders") as sender:
+            with pytest.raises(ServiceBusQuotaExceededError):
+                sender.send_messages(ServiceBusMessage("refused"))
+    assert servicebus_emulator.broker.counts("orders")["active"] == 0
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_fresh_namespace(servicebus_client, servicebus_emulator, n):
+    with servicebus_client.get_queue_receiver("orders") as receiver:
+        assert receiver.peek_messages(max_message_count=10) == []
+    with servicebus_client.get_queue_sender("orders") as sender:
+        sender.send_messages(ServiceBusMessage(f"left behind by {n}"))
+    record(test="fresh", port=servicebus_emulator.port, pid=os.getpid())
+
+def test_timed_send(servicebus_client, servicebus_emulator):
+    with servicebus_client.get_queue_sender("orders") as sender:
+        sender.send_messages(ServiceBusMessage("warm-up"))
+        start = time.perf_counter()
+        sender.send_messages(ServiceBusMessage("timed"))
+        took = time.perf_counter() - start
+    record(test="timed", seconds=took, latency=servicebus_emulator.latency, port=servicebus_emulator.port)
+    assert took >= servicebus_emulator.latency
+"""
+
+UNRELATED = """
+import json, os, sys
+def test_arithmetic():
+    assert 6 * 7 == 42
+def teardown_module():
+    with open(os.environ["PROJECT_MODULES"], "w") as f:
+        json.dump(sorted(sys.modules), f)
+"""
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1.0)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_throwaway_project_that_installed_the_kit(tmp_path: Path) -> None:
+    assert not tmp_path.resolve().is_relative_to(ROOT)
+    source = tmp_path / "kit"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*SKIP))  # never build inside the repository
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    pip = [python, "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+    installed = subprocess.run([*pip, str(source), "pytest"], timeout=300, capture_output=True, text=True, check=False)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-5000:]
+
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_servicebus.py").write_text(PROJECT_TESTS)
+    (project / "tests" / "test_unrelated.py").write_text(UNRELATED)
+    temp = tmp_path / "tmp"  # the runs' TMPDIR: whatever they leave there is seen
+    temp.mkdir()
+    record = tmp_path / "record.jsonl"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(TMPDIR=str(temp), PROJECT_RECORD=str(record), PROJECT_MODULES=str(tmp_path / "modules.json"))
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+
+    def pytest_run(*args: str) -> subprocess.CompletedProcess[str]:
+        base = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+        return subprocess.run(base, cwd=project, env=env, capture_output=True, text=True, timeout=180, check=False)
+
+    # The plugin comes from the installed entry point only: the kit's tree is not on the path.
+    where = subprocess.run(
+        [python, "-c", "import sbnotebook, sys; print(sbnotebook.__file__)"],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert str(venv) in where
+
+    plain = pytest_run("tests/test_servicebus.py")
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert "6 passed" in plain.stdout
+    slow = pytest_run("tests/test_servicebus.py", "--servicebus-latency-ms", "80")
+    assert slow.returncode == 0, slow.stdout + slow.stderr
+    seen = _records(record)
+    timed = [r for r in seen if r["test"] == "timed"]
+    assert [r["latency"] for r in timed] == [0.0, 0.08]
+    assert timed[1]["seconds"] >= 0.08
+    fresh = [r for r in seen if r["test"] == "fresh"]
+    assert len(fresh) == 4 and len({(r["pid"], r["port"]) for r in fresh}) == 4
+
+    # An unrelated run: nothing imported beyond the plugin's own module.
+    modules = {}
+    for label, args in (("with", ()), ("without", ("-p", "no:servicebus"))):
+        started = time.perf_counter()
+        done = pytest_run("tests/test_unrelated.py", *args)
+        assert done.returncode == 0, done.stdout + done.stderr
+        modules[label] = (set(json.loads((tmp_path / "modules.json").read_text())), time.perf_counter() - started)
+    assert "sbnotebook.pytest_plugin" in modules["with"][0]
+    assert plugin_extra_modules(modules["with"][0], modules["without"][0]) == []
+    print(f"unrelated run: {modules['with'][1]:.2f} s with the plugin, {modules['without'][1]:.2f} s without")
+
+    # Nothing left: no process the runs started, no port of theirs open, nothing in their TMPDIR.
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert left == []
+    assert not any(_port_open(r["port"]) for r in seen)
+    assert sorted(p.name for p in temp.iterdir()) == []

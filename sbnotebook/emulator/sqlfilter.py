@@ -279,19 +279,17 @@ class Parser:
         return left
 
     def additive(self) -> Expr:
-        left = self.multiplicative()
-        while self.peek().kind == "op" and self.peek().value in "+-":
-            op = self.take().value
-            right = self.multiplicative()
-            left = _arith(op, left, right)
-        return left
+        return self._left_associative("+-", self.multiplicative)
 
     def multiplicative(self) -> Expr:
-        left = self.unary()
-        while self.peek().kind == "op" and self.peek().value in "*/%":
+        return self._left_associative("*/%", self.unary)
+
+    def _left_associative(self, ops: str, operand: Callable[[], Expr]) -> Expr:
+        """``operand (op operand)*`` for one precedence level, folded from the left."""
+        left = operand()
+        while self.peek().kind == "op" and self.peek().value in ops:
             op = self.take().value
-            right = self.unary()
-            left = _arith(op, left, right)
+            left = _arith(op, left, operand())
         return left
 
     def unary(self) -> Expr:

@@ -14,11 +14,11 @@ from ... import core
 from ...core import ConnectionLike, EntityPath, LiveConnection, live_connection
 from ..addresses import lookup, resolve
 from ..export import to_json_record, write_jsonl
-from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, Column, MessageGrid
-from .render import detail_html, guard
+from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, Column, GridSelection, MessageGrid
+from .render import guard
 
 
-class MessageBrowser(W.VBox):
+class MessageBrowser(GridSelection, W.VBox):
     """Read-only: peeks never lock and never count a delivery."""
 
     def __init__(
@@ -150,17 +150,6 @@ class MessageBrowser(W.VBox):
         self.jump(1)
 
     # ---------------------------------------------------------- selection
-
-    def select(self, rows: list[int]) -> None:
-        self.rows.value = tuple(rows)
-
-    @property
-    def selected(self) -> list[dict[str, Any]]:
-        return [self.records[i] for i in self.rows.value] or list(self.records)
-
-    def _on_select(self) -> None:
-        chosen = list(self.rows.value)
-        self.detail.value = detail_html(self.records[chosen[-1]]) if chosen else ""
 
     # ---------------------------------------------------------- export
 

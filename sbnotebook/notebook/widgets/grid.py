@@ -18,7 +18,7 @@ import ipywidgets as W
 import pandas as pd
 
 from ...about import install
-from .render import row_label
+from .render import detail_html, row_label
 
 log = logging.getLogger(__name__)
 Record = dict[str, Any]
@@ -180,6 +180,16 @@ class MessageGrid:
         else:
             self.widget.value = tuple(rows)
 
+    def chosen(self) -> list[Record]:
+        """The selected records, or every record shown when none is selected (what a panel's action
+        applies to)."""
+        return [self.records[i] for i in self.value] or list(self.records)
+
+    def detail_of_last_chosen(self) -> str:
+        """The detail pane's HTML for the row selected last, empty when none is."""
+        chosen = self.value
+        return detail_html(self.records[chosen[-1]]) if chosen else ""
+
     def on_select(self, callback: Callable[[], None]) -> None:
         self.widget.observe(lambda _: callback(), names="selected_rows" if self.is_grid else "value")
 
@@ -192,3 +202,22 @@ def _plain_note() -> str:
         return "<i>plain list on Databricks: %config SbMagics.grid = 'itables' for sortable grids</i>"
     command = html.escape(install().pip_install("notebook"))
     return f"<i>plain list (itables is not installed): {command} for sortable grids</i>"
+
+
+class GridSelection:
+    """Selection for a panel that shows rows in ``self.rows`` (a MessageGrid) and the last selected
+    row's detail in ``self.detail``: its actions apply to ``selected``."""
+
+    rows: MessageGrid
+    detail: W.HTML
+
+    def select(self, rows: list[int]) -> None:
+        self.rows.value = tuple(rows)
+
+    @property
+    def selected(self) -> list[Record]:
+        """The selected rows, or every row shown when none is selected."""
+        return self.rows.chosen()
+
+    def _on_select(self) -> None:
+        self.detail.value = self.rows.detail_of_last_chosen()

@@ -29,8 +29,8 @@ from ...core import (
     live_connection,
 )
 from .background import Background, bars_html
-from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, MessageGrid
-from .render import detail_html, guard
+from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, GridSelection, MessageGrid
+from .render import guard
 from .triage_actions import TriageActions
 
 _ALL = "\x00all"  # the group dropdown's "all" entry (a None value would show an empty dropdown)
@@ -45,7 +45,7 @@ FRAME_LIMIT = 10_000  # the default cap of "Load as DataFrame"
 PROGRESS_EVERY = 0.25  # seconds between two redraws while counting
 
 
-class TriagePanel(W.VBox, TriageActions):
+class TriagePanel(GridSelection, W.VBox, TriageActions):
     """Everything destructive (resubmit moves, discard removes) waits for an explicit confirmation."""
 
     def __init__(self, entity: str, *, connection: ConnectionLike = None, limit: int = PAGE) -> None:
@@ -338,18 +338,6 @@ class TriagePanel(W.VBox, TriageActions):
 
         self.status.value = f"Loading up to {limit:,} messages into <code>panel.frame</code>…"
         self.work.start("frame", job)
-
-    def select(self, rows: list[int]) -> None:
-        self.rows.value = tuple(rows)
-
-    @property
-    def selected(self) -> list[dict[str, Any]]:
-        """The selected rows, or the whole group when none is selected."""
-        return [self.visible[i] for i in self.rows.value] or list(self.visible)
-
-    def _on_select(self) -> None:
-        chosen = list(self.rows.value)
-        self.detail.value = detail_html(self.visible[chosen[-1]]) if chosen else ""
 
     def _of(self) -> str:
         """' (shown, of 6,667 in the group)' when the rows shown are not all of the group's messages."""

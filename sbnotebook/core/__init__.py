@@ -16,7 +16,7 @@ from .batch import LockedBatch
 from .bounds import BOUND_WINDOW, TimeWindow, WindowBounds, snapshot, time_bounds
 from .connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_connection_string, resolve
 from .copies import acopy_then_complete, copy_message, copy_then_complete
-from .copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_target
+from .copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
 from .counts import EntityCounts, counts, list_entities
 from .credentials import CredentialRef, credential_of, is_credential_ref, parse_credential_ref
 from .entities import CONNECTION_NAME, DEAD_LETTER_QUEUE, EntityPath, split_address
@@ -156,6 +156,8 @@ __all__ = [
     "connect",
     "copy",
     "copy_message",
+    "copy_record",
+    "copy_resume_point",
     "copy_target",
     "copy_then_complete",
     "count_jsonl",

@@ -1,45 +1,61 @@
 """Copying messages from one entity to a queue or topic, in the same namespace or another, by
 peeking: nothing is locked, no delivery is counted, the source is left as it was.
 
-The one scanner (``scan.ascan``) reads the source page by page on the source's live connection;
-each message becomes a faithful copy (``copies.copy_message(resubmission=False)``: body bytes,
-every property, the dead-letter reason and description kept, time to live, a scheduled time still
-ahead) and goes through the one send pipeline (``pipeline.send_all``: batches, at most
-``max_in_flight`` sends, retries, one outcome per message) on the target's connection. Pages are
-pulled only as the sends take them, so memory holds the scan's windows in flight and the sends'
-batches, whatever the source's size.
+The source is peeked page by page on the source's live connection; each message becomes a faithful
+copy (``copies.copy_message(resubmission=False)``: body bytes, every property, the dead-letter
+reason and description kept, time to live, a scheduled time still ahead) and goes through the one
+send pipeline (``pipeline.send_all``: batches, at most ``max_in_flight`` sends, retries, one outcome
+per message) on the target's connection.
 
-Resumable: a :class:`CopyProgress` records the source sequence numbers copied (every one up to
-``done`` but those in ``failed``, as an import records lines). Interrupted, the same call with the
-same progress copies only what is left: a copy's fresh message id is derived from the progress's
-seed and the source sequence number, so copies sent again after an interrupt carry the same ids
-(a target with duplicate detection drops them; without it they are duplicated, as for an import).
+Never more than one page in memory: at most ``HELD`` (``PAGE_SIZE``) source messages are held at
+once, counted from the moment a peek asks for them until the target confirmed (or refused) each
+copy. A peek asks for only as many messages as there is room for, and the batch being filled is
+sent at the end of each page (``pipeline.FLUSH``), so a page's messages leave memory one round trip
+after they came. ``report.stats["peak_held"]`` is the most that were held.
+
+Resumable, as an import is: a :class:`CopyProgress` records the source sequence numbers copied
+(every one up to ``done`` but those in ``failed``), kept on disk while the copy is not complete
+(``$SBNOTEBOOK_HOME/copies/``, default ``~/.sbnotebook/copies/``: one small JSON file per source,
+target, search, ``keep_ids`` and ``limit``, with the two namespaces). Interrupted, or the kernel
+restarted, the same call copies only what is left. A copy's fresh message id is derived from the
+record's seed and the source sequence number, so copies in flight at a kill, sent again, carry the
+same ids (a target with duplicate detection drops them; without it they are duplicated, as for an
+import). A copy that completed removes its record: the same call then copies everything again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import logging
+import os
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .copies import copy_message
 from .entities import EntityPath
-from .errors import InvalidInputError
+from .errors import InvalidInputError, SbError, from_sdk
 from .jsonl import LineTracker
 from .live import ConnectionLike, LiveConnection, live
-from .loop import aclose_when_idle
 from .outcome import Outcome, Report
-from .pipeline import RetryPolicy, send_all
+from .pipeline import FLUSH, RetryPolicy, send_all
 from .records import to_record
-from .scan import ascan
+from .scan import PAGE_SIZE, apeek_once
 from .syncforms import sync_form
 
-# Scan windows in flight for a copy: one page peeked at a time. The sends, not the peeks, set the
-# pace: 2,000 messages between two emulators at 80 ms took 1.39 s with 1 and 1.44 s with 4, whose
-# peak allocation was 1.8x (benchmarks/interactive_latency.py --only copy).
-COPY_CONCURRENCY = 1
+log = logging.getLogger(__name__)
+
+HELD = PAGE_SIZE  # source messages a copy holds at most: asked for by a peek, not yet confirmed copied
+# The least a peek asks for: waiting for room for a fifth of a page keeps peeks few (each is a round
+# trip) while the sends of the pages before free the rest.
+LEAST_PEEK = PAGE_SIZE // 5
+COPY_CONCURRENCY = 1  # kept for callers: peeks are one at a time (the held bound sets the pace)
+ENV_HOME = "SBNOTEBOOK_HOME"
 
 
 @dataclass
@@ -62,6 +78,120 @@ class CopyProgress:
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "failed": sorted(self.failed)}
+
+    @classmethod
+    def from_json(cls, info: dict[str, Any]) -> CopyProgress:
+        return cls(**{**info, "failed": set(info.get("failed", []))})
+
+
+def copy_records() -> Path:
+    """Where unfinished copies are recorded: ``$SBNOTEBOOK_HOME/copies``, default ``~/.sbnotebook/copies``."""
+    base = os.environ.get(ENV_HOME) or str(Path.home() / ".sbnotebook")
+    return Path(base).expanduser() / "copies"
+
+
+def copy_record(
+    source: str | EntityPath,
+    target: str | EntityPath,
+    *,
+    where: str | None = None,
+    keep_ids: bool = False,
+    limit: int | None = None,
+    source_connection: ConnectionLike = None,
+    connection: ConnectionLike = None,
+) -> Path:
+    """The file that records an unfinished copy of ``source`` to ``target`` with these options (it
+    exists only while such a copy is not complete)."""
+    dst = live(connection)
+    src = dst if source_connection is None else live(source_connection)
+    return _record_path(_key(src, EntityPath.parse(source), dst, EntityPath.parse(target), where, keep_ids, limit))
+
+
+def copy_resume_point(
+    source: str | EntityPath,
+    target: str | EntityPath,
+    *,
+    where: str | None = None,
+    keep_ids: bool = False,
+    limit: int | None = None,
+    source_connection: ConnectionLike = None,
+    connection: ConnectionLike = None,
+) -> CopyProgress | None:
+    """What an unfinished copy with these arguments did (from its record on disk), or None."""
+    path = copy_record(
+        source,
+        target,
+        where=where,
+        keep_ids=keep_ids,
+        limit=limit,
+        source_connection=source_connection,
+        connection=connection,
+    )
+    return _load(path)
+
+
+def _key(
+    src: LiveConnection,
+    source: EntityPath,
+    dst: LiveConnection,
+    target: EntityPath,
+    where: str | None,
+    keep_ids: bool,
+    limit: int | None,
+) -> dict[str, Any]:
+    return {
+        "source_namespace": src.namespace.lower(),
+        "source": str(source).lower(),
+        "target_namespace": dst.namespace.lower(),
+        "target": str(target).lower(),
+        "where": where,
+        "keep_ids": keep_ids,
+        "limit": limit,
+    }
+
+
+def _record_path(key: dict[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+    return copy_records() / f"copy-{digest}.json"
+
+
+def _load(path: Path) -> CopyProgress | None:
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        return CopyProgress.from_json(info["progress"])
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:  # a record cut short by a full disk: start afresh
+        log.info("copy record %s unreadable (%r): the copy starts from the beginning", path, exc)
+        return None
+
+
+class _Record:
+    """A ``CopyProgress`` as the tracker saves it: with its key, in the copy's record file. Its
+    ``copied`` counts what ``done`` and ``failed`` say was copied (the tracker's confirmed lines),
+    not sends confirmed out of order: a run after a kill sends those again."""
+
+    def __init__(self, state: CopyProgress, key: dict[str, Any]) -> None:
+        self.state, self.key = state, key
+        self.base = state.copied
+        self.tracker: LineTracker | None = None
+
+    @property
+    def done(self) -> int:
+        return self.state.done
+
+    @done.setter
+    def done(self, value: int) -> None:
+        self.state.done = value
+
+    @property
+    def failed(self) -> set[int]:
+        return self.state.failed
+
+    def to_json(self) -> dict[str, Any]:
+        if self.tracker is not None:
+            self.state.copied = self.base + self.tracker.confirmed
+        return {"key": self.key, "progress": self.state.to_json()}
 
 
 def copy_target(target: str | EntityPath) -> EntityPath:
@@ -87,14 +217,18 @@ async def acopy(
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
     concurrency: int = COPY_CONCURRENCY,
+    resume: bool = True,
     connection: ConnectionLike = None,
 ) -> Report:
     """Copy the messages of ``source`` (an entity, a subscription, a dead-letter queue), all or those
     ``where`` selects (a search, as for ``compile_where``), at most ``limit``, to the queue or topic
     ``target`` (see the module docstring). ``source_connection``: the source's namespace (default:
     ``connection``, the target's). Fresh message ids (the original's in
-    ``sbnotebook-original-message-id``) unless ``keep_ids``. ``state``: a ``CopyProgress`` to resume
-    and to update (made fresh when not given). One ``sent`` or ``failed`` outcome per message."""
+    ``sbnotebook-original-message-id``) unless ``keep_ids``. Resumable through its record on disk
+    (see the module docstring; ``resume=False`` starts afresh, a ``where`` given as a function keeps
+    no record). ``state``: a ``CopyProgress`` to resume and update instead (no record on disk).
+    One ``sent`` or ``failed`` outcome per message; ``report.stats["peak_held"]``: the most source
+    messages held at once (at most ``HELD``)."""
     from .search import compile_where
 
     src_path = EntityPath.parse(source)
@@ -104,62 +238,117 @@ async def acopy(
     matches = compile_where(where) if isinstance(where, str) else where
     dst = live(connection)
     src = dst if source_connection is None else live(source_connection)
+    record: Path | None = None
     if state is None:
-        state = CopyProgress(str(src_path), str(dst_path))
+        if callable(where):
+            log.info("copy of %s: a function as where keeps no record on disk (resumed only with state=)", src_path)
+            state = CopyProgress(str(src_path), str(dst_path))
+        else:
+            key = _key(src, src_path, dst, dst_path, where, keep_ids, limit)
+            record = _record_path(key)
+            found = _load(record) if resume else None
+            state = found if found is not None and found.pending else CopyProgress(str(src_path), str(dst_path))
     state.complete = False
-    tracker = LineTracker(state, None)
+    saved: Any = state if record is None else _Record(state, key)
+    tracker = LineTracker(saved, record)
+    if isinstance(saved, _Record):
+        saved.tracker = tracker
+    if record is not None:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tracker.save()  # before the first send: a run after a kill finds the same seed, so the same ids
     seed = uuid.UUID(state.seed)
     before = state.copied
     left = None if limit is None else max(limit - state.copied, 0)
     first = min(state.failed) if state.failed else state.done + 1
     name = str(src_path)
+    held = 0  # source messages asked for by a peek and not yet confirmed copied, skipped or failed
+    peak = 0
+    room = asyncio.Event()
+
+    def release(n: int = 1) -> None:
+        nonlocal held
+        held -= n
+        room.set()
 
     def counted(o: Outcome) -> None:
+        if o.index is not None:
+            release()
         tracker.outcome(o)
-        if o.outcome == "sent" and o.index is not None:
-            state.copied += 1
+        state.copied = before + tracker.confirmed
 
     async def copies() -> AsyncGenerator[Any, None]:
+        nonlocal held, peak
         taken = 0
-        async for page in _pages(src, src_path, first, concurrency):
-            for msg in page:
+        at = first
+        while left is None or taken < left:
+            while HELD - held < LEAST_PEEK and held > 0:
+                room.clear()
+                await room.wait()
+            ask = min(PAGE_SIZE, HELD - held)
+            held += ask
+            peak = max(peak, held)
+            try:
+                page = await src.call(apeek_once(src, src_path, at, ask))
+            except (SbError, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                raise from_sdk(exc, entity=name) from None
+            release(ask - len(page))
+            if not page:
+                tracker.exhausted = True
+                return
+            at = int(page[-1].sequence_number) + 1
+            page.reverse()
+            while page:
+                msg = page.pop()  # the page holds only what is not copied yet
                 seq = int(msg.sequence_number or 0)
-                if seq <= state.done and seq not in state.failed:
-                    continue  # copied by an earlier run
-                if matches is not None and not matches(to_record(msg, name)):
+                skip = (seq <= state.done and seq not in state.failed) or (
+                    matches is not None and not matches(to_record(msg, name))
+                )  # copied by an earlier run, or not selected
+                if skip:
+                    release()
                     continue
                 if left is not None and taken >= left:
+                    release(1 + len(page))
                     return
                 taken += 1
                 tracker.taken(seq)
-                yield copy_message(
+                copied = copy_message(
                     msg,
                     keep_message_id=keep_ids,
                     message_id=str(uuid.uuid5(seed, str(seq))),
                     resubmission=False,
                 )
-        tracker.exhausted = True
+                del msg
+                yield copied
+            yield FLUSH  # the page's copies go now: no more is read until their sends make room
 
-    async with aclosing(copies()) as messages:  # an interrupt closes the scan on the source at once
-        report = await dst.call(
-            send_all(
-                dst,
-                dst_path,
-                messages,
-                max_in_flight=max_in_flight,
-                batch=True,
-                retry=RetryPolicy(),
-                progress=progress,
-                schedule_at=None,
-                on_outcome=counted,
+    try:
+        async with aclosing(copies()) as messages:  # an interrupt closes the scan on the source at once
+            report = await dst.call(
+                send_all(
+                    dst,
+                    dst_path,
+                    messages,
+                    max_in_flight=max_in_flight,
+                    batch=True,
+                    retry=RetryPolicy(),
+                    progress=progress,
+                    schedule_at=None,
+                    on_outcome=counted,
+                )
             )
-        )
+    finally:
+        tracker.save()  # also when interrupted: the next run (this kernel's or another's) starts here
     report.operation, report.entity, report.target = "copy", name, str(dst_path)
+    report.stats["peak_held"] = peak
     if before:
         report.note(f"resumed: {before} copied before")
     exhausted_limit = left is not None and state.copied - before >= left
     if not state.failed and not tracker.lines and (tracker.exhausted or exhausted_limit):
         state.complete = True
+        if record is not None:
+            record.unlink(missing_ok=True)
     else:
         failed = sum(1 for o in report.failures if o.index is not None)
         if tracker.exhausted or exhausted_limit:
@@ -172,27 +361,9 @@ async def acopy(
     return report
 
 
-async def _pages(src: LiveConnection, path: EntityPath, first: int, concurrency: int) -> AsyncIterator[list[Any]]:
-    """The source's pages from ``first`` on, peeked on the source's connection and handed over to
-    the caller's loop one at a time (the target's connection may run another loop)."""
-    pages = ascan(path, start=first, concurrency=concurrency, connection=src)
-
-    async def step() -> list[Any] | None:
-        try:
-            return await pages.__anext__()
-        except StopAsyncIteration:
-            return None
-
-    try:
-        while (page := await src.call(step())) is not None:
-            yield page
-    finally:
-        await src.call(aclose_when_idle(pages))
-
-
 copy = sync_form(
     acopy,
     """Copy messages by peeking (nothing locked, no delivery counted, the source untouched) to a
     queue or topic of the same or another namespace (``source_connection``), through the send
-    pipeline, resumable with a ``CopyProgress`` (see ``acopy`` and the module docstring).""",
+    pipeline, resumable (see ``acopy`` and the module docstring).""",
 )

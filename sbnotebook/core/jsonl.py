@@ -320,6 +320,7 @@ class LineTracker:
         self.finished: dict[int, bool] = {}  # position -> sent, for positions past `base`
         self.written = 0.0
         self.exhausted = False  # every line of the file was handed to the send
+        self.confirmed = 0  # lines sent, counted as ``done`` passes them (so a saved count matches it)
 
     @property
     def complete(self) -> bool:
@@ -336,6 +337,7 @@ class LineTracker:
             sent = self.finished.pop(self.base)
             line = self.lines.popleft()
             self.base += 1
+            self.confirmed += sent
             if line <= self.state.done:  # a line that failed before, tried again
                 if sent:
                     self.state.failed.discard(line)

@@ -29,6 +29,9 @@ from .sdk import add_to_batch, tracing_on
 
 log = logging.getLogger("sbnotebook.send")
 MAX_BATCH_MESSAGES = 500  # keeps progress fine-grained and a slow input from holding a batch open
+# In an async input: send the batch being filled now, do not wait for more input to fill it (core.copy
+# yields it at the end of each page: it reads no more pages until sends free room for them).
+FLUSH: Any = object()
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,9 @@ async def _numbered(messages: Any) -> AsyncGenerator[tuple[int, Any], None]:
     if hasattr(messages, "__aiter__"):
         index = 0
         async for raw in messages:
+            if raw is FLUSH:
+                yield -1, FLUSH
+                continue
             yield index, raw
             index += 1
         return
@@ -100,6 +106,13 @@ async def _units(
         return True
 
     async for index, raw in _numbered(messages):
+        if raw is FLUSH:
+            if items:
+                unit = _Unit(list(items), current)
+                current = None
+                items.clear()
+                yield unit
+            continue
         try:
             msg = to_message(raw)
         except InvalidInputError as exc:

@@ -243,6 +243,12 @@ class _Pager:
             await asyncio.gather(*(t for _, t in running), return_exceptions=True)
 
 
+async def apeek_once(conn: LiveConnection, path: EntityPath, start: int, count: int) -> list[Any]:
+    """The SDK messages of one peek of at most ``count`` (``PAGE_SIZE``) at or after ``start``, on the
+    connection's pooled links: one round trip (``core.copy`` asks for as many as it has room for)."""
+    return await _Pager(conn, path, None, count, None).peek(max(start, 1), count)
+
+
 def scan(
     entity: str | EntityPath,
     *,

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from sbnotebook.core import EntityNameError, Report, counts, split_address
+from sbnotebook.core import EntityNameError, Report, copy_resume_point, counts, split_address
+from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics, copying
@@ -232,7 +233,8 @@ def test_copy_asks_first_and_an_interrupted_copy_sends_only_what_is_left(
         line(ip, "sb_copy prod:q dedup --yes --max-in-flight 1")
     first = counts("dedup", connection=sb.conn()).active
     assert 0 < first < 700, first
-    assert [(s.copied, s.pending) for s in sb.copies.values()] == [(first, True)]
+    recorded = copy_resume_point("q", "dedup", source_connection=sb.connections["prod"], connection=sb.conn())
+    assert recorded is not None and (recorded.copied, recorded.pending) == (first, True)  # on disk
     monkeypatch.undo()
     capsys.readouterr()
     report = line(ip, "sb_copy prod:q dedup --yes")
@@ -267,3 +269,52 @@ def test_panels_show_and_take_named_entities(
     panel.entity_box.value = "dedup"  # no name: the default connection
     assert panel.send().count("sent") == 1
     assert [str(m) for m in drain(client, "dedup")] == ['{"from": "panel"}']
+
+
+def test_every_line_of_a_command_on_a_named_connection_says_name_colon_entity(
+    ip: Any, sb: SbMagics, prod_client: ServiceBusClient, client: ServiceBusClient, capsys: Any, tmp_path: Any
+) -> None:
+    """'orders' alone reads as the default connection's: the summary, progress and report lines of a
+    command on prod:q say prod:q (the default q holds other messages, so a line naming q is wrong)."""
+    _dead_letter(prod_client, "q", 3)
+    send(prod_client, "q", "p1", "p2")
+    send(client, "q", "h1")
+    capsys.readouterr()
+    line(ip, "sb_dlq prod:q --summary")
+    out = capsys.readouterr().out
+    assert "3 dead-lettered messages in prod:q by reason." in out, out
+    line(ip, "sb_peek prod:q")
+    assert "2 messages from prod:q " in capsys.readouterr().out
+    line(ip, f"sb_export prod:q --dlq {tmp_path / 'd.jsonl'}")
+    assert "Exported 3 messages of prod:q/$deadletterqueue to" in capsys.readouterr().out
+    report = line(ip, "sb_purge prod:q --yes")
+    out = capsys.readouterr().out
+    assert "Purge prod:q: 2 active message(s)" in out and str(report).startswith("purge prod:q: 2 purged"), out
+    assert ip.user_ns["sb_last_report"].entity == "prod:q"
+    shown = magic_fails(ip, "sb_peek prod:nosuch")
+    assert "prod:nosuch" in shown, shown
+    # Every line above named prod's q: nothing said 'q' alone (the default q still holds h1).
+    assert [str(m) for m in _peek_all(prod_client, "q")] == [] and [str(m) for m in _peek_all(client, "q")] == ["h1"]
+
+
+def test_entities_of_a_named_connection(
+    ip: Any, sb: SbMagics, prod: Emulator, prod_client: ServiceBusClient, capsys: Any
+) -> None:
+    send(prod_client, "q", "p1", "p2")
+    with emulator_admin_client(prod.connection_string) as admin:
+        admin.create_queue("only-in-prod")
+        queues = sorted(q.name for q in admin.list_queues())
+    for text in ("sb_entities prod:", "sb_entities --connection prod"):
+        frame = line(ip, text)
+        assert "entities of prod (" in capsys.readouterr().out
+        listed = sorted(e for e, k in zip(frame["entity"], frame["kind"], strict=True) if k == "queue")
+        assert listed == [f"prod:{q}" for q in queues], (text, listed)
+        assert frame.set_index("entity").loc["prod:q", "active"] == 2
+    assert "only-in-prod" not in set(line(ip, "sb_entities")["entity"])  # the default connection's list
+    for text, said in [
+        ("sb_entities nope:", "No connection named 'nope'"),
+        ("sb_entities --connection nope", "No connection named 'nope'"),
+        ("sb_entities 9x:", "not a connection name"),
+    ]:
+        shown = magic_fails(ip, text)
+        assert said in shown, (text, shown)

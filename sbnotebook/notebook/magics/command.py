@@ -34,7 +34,7 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from ...core import Report, SbError, is_message_not_found, redact, requires_sessions
-from .targets import bound_entity
+from .targets import bound_entity, label_report, named_in
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -205,10 +205,13 @@ def command(
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         def run(self: MagicsState, line: str, cell_text: str | None) -> Any:
             args = None
+            name = None  # the connection NAME of a NAME:ENTITY argument: every line says NAME:ENTITY
             try:
                 args = parser.parse_line(line)
                 with bound_entity(self, args):
+                    name = self.bound_name
                     result = fn(self, args, cell_text) if cell else fn(self, args)
+                    _label_reports(self, result)
                 return finished(self, parser.prog, result)
             except HelpShown:
                 return None
@@ -217,7 +220,10 @@ def command(
                     on_failure(self, exc, args)
                 if self.full_tracebacks or isinstance(exc, CommandFailed) or not isinstance(exc, ONE_LINE_ERRORS):
                     raise
-                raise CommandFailed(one_line(explain(exc, args))) from None
+                said = one_line(explain(exc, args))
+                if name is not None and args is not None and isinstance(getattr(args, "entity", None), str):
+                    said = named_in(said, name, args.entity)
+                raise CommandFailed(said) from None
             finally:
                 self.sdk_logs.summarise()
 
@@ -260,6 +266,15 @@ def one_line(exc: BaseException) -> str:
 def fail(exc: BaseException) -> NoReturn:
     """Fail the command (and its cell) with ``exc`` said in one line."""
     raise CommandFailed(one_line(exc)) from None
+
+
+def _label_reports(state: MagicsState, result: Any) -> None:
+    """A command on NAME:ENTITY: its Reports name NAME:ENTITY (their summary line, the failed
+    cell's one line), not ENTITY, which would read as the default connection's."""
+    value = result.report if isinstance(result, Reported) else result
+    for report in value if isinstance(value, list) else [value]:
+        if isinstance(report, Report):
+            label_report(state, report)
 
 
 def explain(exc: BaseException, args: argparse.Namespace | None) -> BaseException:

@@ -65,23 +65,15 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     core.copy_target(target)  # a subscription or a DLQ: said before anything is read
     check_exists(target, dst)
     where = core.compile_where(args.where) if args.where else None
-    key = (
-        src.namespace,
-        str(EntityPath.parse(source)).lower(),
-        dst.namespace,
-        target.lower(),
-        args.where,
-        args.keep_ids,
-        args.limit,
-    )
-    state = self.copies.get(key)
-    if state is not None and state.pending:
-        print(f"Resuming the copy: {state.copied} message(s) copied before.")
-    else:
-        state = core.CopyProgress(source, target)
+    options: dict[str, Any] = {"where": args.where, "keep_ids": args.keep_ids, "limit": args.limit}
+    state = core.copy_resume_point(source, target, source_connection=src, connection=dst, **options)
+    copied = 0
+    if state is not None and state.pending:  # recorded on disk: after an interrupt or a kernel restart
+        copied = state.copied
+        print(f"Resuming the copy: {copied} message(s) copied before.")
     found = _count(source, where, src)
     todo = found if args.limit is None else min(found, args.limit)
-    todo = max(todo - state.copied, 0)
+    todo = max(todo - copied, 0)
     what = "matching message(s)" if where is not None else "message(s)"
     if not todo:
         print(f"Nothing to copy from {args.source}" + (" matching --where." if where is not None else "."))
@@ -90,22 +82,16 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     print(f"Copy {todo} {what} from {args.source} to {args.target} with {ids} (peeked: the source is left as it is).")
     if not args.yes:
         self.ask("Nothing is taken from the source.", "copy")
-    self.copies[key] = state
-    progress = Progress(args.target, f"Copying {args.source} to", "sent", total=todo)
+    progress = Progress(args.target, f"Copying {args.source} to", "sent", total=todo, relabel=False)
     report = core.copy(
         source,
         target,
-        where=where,
-        limit=args.limit,
-        keep_ids=args.keep_ids,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         progress=progress.update,
-        state=state,
         source_connection=src,
         connection=dst,
+        **options,  # where as typed: it keys the record on disk (compiled above, so it was checked)
     )
     report.entity, report.target = args.source, args.target  # as typed: with their connections' names
     progress.finish(report)
-    if state.complete:
-        del self.copies[key]  # done: the same command again copies afresh
     return report

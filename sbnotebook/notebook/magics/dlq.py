@@ -47,21 +47,23 @@ def sb_dlq(self: MagicsState, args: argparse.Namespace) -> Any:
             if args.count:
                 panel.count()
             return panel
-    return summary(path, self.conn(), args.by, args.count_limit)
+    return summary(path, self.conn(), args.by, args.count_limit, self.bound_name)
 
 
-def summary(path: EntityPath, conn: LiveConnection, by: str, limit: int | None) -> Any:
+def summary(path: EntityPath, conn: LiveConnection, by: str, limit: int | None, name: str | None = None) -> Any:
     """Count the dead-letter queue by ``by`` (reason, description, subject, signature) with a live
-    progress line; an interrupt shows the partial counts."""
+    progress line; an interrupt shows the partial counts. ``name``: the named connection the entity
+    belongs to (its lines say NAME:ENTITY), None for the default one."""
+    prefix = f"{name}:" if name else ""
     dlq = str(path.dead_letter)
     counting = GroupCounts(dlq, by=(BY[by],))  # only what is shown: a signature costs a masking
-    line = Progress(dlq, total=None)
+    line = Progress(prefix + dlq, total=None)
 
     def progress(c: GroupCounts) -> None:
         if time.monotonic() - line.last < 0.3:
             return
         line.last, line.total = time.monotonic(), c.total
-        line.show(c.scanned, f"Counting {dlq}: {c.progress_text()}")
+        line.show(c.scanned, f"Counting {prefix}{dlq}: {c.progress_text()}")
 
     interrupted = False
     try:
@@ -69,15 +71,15 @@ def summary(path: EntityPath, conn: LiveConnection, by: str, limit: int | None) 
     except KeyboardInterrupt:
         interrupted = True
         print(f"Interrupted: partial counts of the first {counting.scanned:,} messages.")
-    line.show(counting.scanned, f"{dlq}: {counting.progress_text()}")
+    line.show(counting.scanned, f"{prefix}{dlq}: {counting.progress_text()}")
     for note in counting.notes:
         print(f"Note: {note}")
     table = counting.to_pandas(BY[by])
-    print(counted_line(counting, path, by, interrupted))
+    print(counted_line(counting, prefix + str(path), by, interrupted))
     return table
 
 
-def counted_line(counting: GroupCounts, path: EntityPath, by: str, interrupted: bool) -> str:
+def counted_line(counting: GroupCounts, path: str, by: str, interrupted: bool) -> str:
     """The last line says how many were counted of how many: a limit or an interrupt leaves the rest
     uncounted, and the line must not read as the size of the dead-letter queue."""
     total = counting.total

@@ -12,7 +12,7 @@ from ... import core
 from ...core import LiveConnection
 from ..cells import json_object
 from .command import command, parser
-from .targets import address
+from .targets import address, shown
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -21,7 +21,8 @@ ENTITIES = parser(
     "sb_entities",
     "Queues, topics and subscriptions with their message counts; show, create, update or delete them\n"
     "and their rules. Deleting shows what would go and asks (type 'delete') unless --yes.",
-    "  %sb_entities\n  df = %sb_entities\n  %sb_entities --panel\n"
+    "  %sb_entities\n  df = %sb_entities\n  %sb_entities prod:          # the entities of the connection named prod\n"
+    "  %sb_entities --panel\n"
     "  %sb_entities show orders\n"
     "  %sb_entities create queue orders --lock-duration 1m --max-delivery-count 5 --requires-session\n"
     "  %sb_entities create topic events --ttl 7d\n"
@@ -49,6 +50,9 @@ ENTITIES.add_argument("--correlation", metavar="JSON", help="rule add: a correla
 ENTITIES.add_argument("--action", metavar="SQL", help="rule add: a SQL action (SET / REMOVE)")
 ENTITIES.add_argument("--yes", action="store_true", help="delete without asking")
 ENTITIES.add_argument("--panel", action="store_true", help="the entity panel: list, create, update, delete, rules")
+ENTITIES.add_argument(
+    "--connection", metavar="NAME", help="a named connection's entities (as NAME: alone, or NAME:ENTITY, says)"
+)
 
 # Option -> the SDK property it sets.
 _OPTIONS = {
@@ -79,7 +83,8 @@ def _properties(args: argparse.Namespace, creating: bool) -> dict[str, Any]:
     return props
 
 
-def _listing(self: MagicsState, conn: LiveConnection) -> Any:
+def _listing(self: MagicsState, conn: LiveConnection, name: str | None) -> Any:
+    """The entities with their counts; a named connection's as NAME:ENTITY (what commands take)."""
     import pandas as pd
 
     rows = core.list_entities(connection=conn)
@@ -91,7 +96,11 @@ def _listing(self: MagicsState, conn: LiveConnection) -> Any:
                 topics.setdefault(topic, []).append(sub)
         self.completer.names_of(conn).fill([r.entity for r in rows if r.kind == "queue"], topics)
     columns = ["entity", "kind", "active", "dead_letter", "scheduled", "transfer_dead_letter", "total"]
-    return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in rows], columns=columns)
+    frame = pd.DataFrame([{c: getattr(r, c) for c in columns} for r in rows], columns=columns)
+    if name is not None:
+        frame["entity"] = [f"{name}:{e}" for e in frame["entity"]]
+        print(f"{len(frame)} entities of {name} ({conn.namespace}).")
+    return frame
 
 
 def _need(words: list[str], count: int, usage: str) -> list[str]:
@@ -103,18 +112,30 @@ def _need(words: list[str], count: int, usage: str) -> list[str]:
 @command(ENTITIES)
 def sb_entities(self: MagicsState, args: argparse.Namespace) -> Any:
     words = list(args.words)
+    name = args.connection
+    if len(words) == 1 and words[0].endswith(":") and words[0].count(":") == 1:  # NAME: alone
+        name, words = words[0][:-1].strip(), []
+        core.split_address(f"{name}:x")  # a bad name (or none before the ':') fails in one line
+    if name is not None and args.connection is not None and name != args.connection:
+        raise UsageError(f"%sb_entities: --connection {args.connection} and {name}: name two connections.")
+    conn = self.conn() if name is None else self.named(name)
     if args.panel:
         from ..widgets.entities import EntityPanel
 
-        return EntityPanel(connection=self.conn())
+        return EntityPanel(connection=conn)
     if not words:
-        return _listing(self, self.conn())
+        return _listing(self, conn, name)
     verb, rest = words[0].lower(), words[1:]
-    conn = self.conn()
     at = 1 if verb in ("create", "rule") else 0  # where the entity is among the words after the verb
     if len(rest) > at and ":" in rest[at]:
-        rest[at], conn = address(self, rest[at])  # NAME:ENTITY
-    return _act(self, verb, rest, args, conn)  # a create or delete: Tab completion lists names again
+        typed = rest[at]
+        rest[at], conn = address(self, typed)  # NAME:ENTITY
+        name = typed.split(":", 1)[0].strip()
+    self.bound_name = name  # the lines below say NAME:ENTITY
+    try:
+        return _act(self, verb, rest, args, conn)  # a create or delete: Tab completion lists names again
+    finally:
+        self.bound_name = None
 
 
 def _act(self: MagicsState, verb: str, rest: list[str], args: argparse.Namespace, conn: LiveConnection) -> Any:
@@ -126,7 +147,7 @@ def _act(self: MagicsState, verb: str, rest: list[str], args: argparse.Namespace
         if kind not in ("queue", "topic", "subscription"):
             raise UsageError(f"%sb_entities create takes queue, topic or subscription, not {kind!r}.")
         made = core.create_entity(entity, kind=kind, properties=_properties(args, True), connection=conn)
-        print(f"Created {made['kind']} {entity}.")
+        print(f"Created {made['kind']} {shown(self, entity)}.")
         return _show(made)
     if verb == "update":
         (entity,) = _need(rest, 1, "update ENTITY --option VALUE ...")
@@ -135,7 +156,7 @@ def _act(self: MagicsState, verb: str, rest: list[str], args: argparse.Namespace
             raise UsageError("Say what to change, e.g. %sb_entities update orders --max-delivery-count 10.")
         change = core.update_entity(entity, props, connection=conn)
         for name, after in change["after"].items():
-            print(f"{entity}: {name} {change['before'][name]} -> {after}")
+            print(f"{shown(self, entity)}: {name} {change['before'][name]} -> {after}")
         return None
     if verb == "delete":
         (entity,) = _need(rest, 1, "delete ENTITY [--yes]")
@@ -160,11 +181,11 @@ def _delete(self: MagicsState, entity: str, yes: bool, conn: LiveConnection) -> 
     if kind != "topic":
         counts = core.counts(entity, connection=conn)
         held = f" holding {counts.active} active, {counts.dead_letter} dead-lettered, {counts.scheduled} scheduled"
-    print(f"Delete {kind} {entity}{held}: its messages go with it.")
+    print(f"Delete {kind} {shown(self, entity)}{held}: its messages go with it.")
     if not yes:
-        self.ask(f"This deletes {kind} {entity} for good.", "delete")
+        self.ask(f"This deletes {kind} {shown(self, entity)} for good.", "delete")
     core.delete_entity(entity, connection=conn)
-    print(f"Deleted {kind} {entity}.")
+    print(f"Deleted {kind} {shown(self, entity)}.")
 
 
 def _rules(rules: list[core.RuleInfo]) -> Any:
@@ -184,18 +205,19 @@ def _rule(self: MagicsState, rest: list[str], args: argparse.Namespace, conn: Li
         rule = core.create_rule(
             entity, name, sql=args.sql, correlation=correlation, action=args.action, connection=conn
         )
-        print(f"Added rule {name} to {entity}: {rule.filter_kind} filter {rule.filter}.")
+        print(f"Added rule {name} to {shown(self, entity)}: {rule.filter_kind} filter {rule.filter}.")
         return None
     if what == "delete":
         _, entity, name = _need(rest, 3, "rule delete TOPIC/subscriptions/NAME RULE [--yes]")
         remaining = [r.name for r in core.list_rules(entity, connection=conn)]
         if name not in remaining:
-            raise UsageError(f"{entity} has no rule {name!r}; its rules: {', '.join(remaining) or 'none'}.")
+            listed = ", ".join(remaining) or "none"
+            raise UsageError(f"{shown(self, entity)} has no rule {name!r}; its rules: {listed}.")
         if len(remaining) == 1:
-            print(f"{name} is the last rule of {entity}: without a rule it receives nothing.")
+            print(f"{name} is the last rule of {shown(self, entity)}: without a rule it receives nothing.")
         if not args.yes:
-            self.ask(f"Delete rule {name} of {entity}?", "delete")
+            self.ask(f"Delete rule {name} of {shown(self, entity)}?", "delete")
         core.delete_rule(entity, name, connection=conn)
-        print(f"Deleted rule {name} of {entity}.")
+        print(f"Deleted rule {name} of {shown(self, entity)}.")
         return None
     raise UsageError("%sb_entities rule add|delete TOPIC/subscriptions/NAME RULE ...")

@@ -14,7 +14,7 @@ from ... import core
 from ...core import count_jsonl, export_resume_point, import_resume_point
 from .command import COUNT, command, parser
 from .progress import Progress
-from .targets import with_dlq
+from .targets import shown, with_dlq
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -77,10 +77,10 @@ def sb_export(self: MagicsState, args: argparse.Namespace) -> Any:
     resume = export_resume_point(entity, args.file, args.where)
     if resume is not None:
         print(f"Resuming the export into {args.file}: {resume[0]} messages already written.")
-    progress = _ReadProgress(str(entity))
+    progress = _ReadProgress(shown(self, entity))
     written = core.export_jsonl(entity, args.file, where=args.where, progress=progress.update, connection=self.conn())
     what = "matching messages" if args.where else "messages"
-    print(f"Exported {written} {what} of {entity} to {Path(args.file)}.")
+    print(f"Exported {written} {what} of {shown(self, entity)} to {Path(args.file)}.")
     return None
 
 
@@ -90,11 +90,11 @@ def sb_import(self: MagicsState, args: argparse.Namespace) -> Any:
         raise core.InvalidInputError(f"No file {args.file}: give the path of a JSON lines export.")
     total = count_jsonl(args.file)
     ids = "their exported message ids" if args.keep_ids else "fresh message ids"
-    print(f"Importing {total} messages from {args.file} into {args.entity} with {ids}.")
+    print(f"Importing {total} messages from {args.file} into {shown(self, args.entity)} with {ids}.")
     resume = import_resume_point(args.entity, args.file)
     if resume is not None and resume.pending:
         print(f"Resuming: lines up to {resume.done} were sent before ({len(resume.failed)} of them failed).")
-    progress = Progress(args.entity, "Importing into", "sent", total=total)
+    progress = Progress(shown(self, args.entity), "Importing into", "sent", total=total)
     report = core.import_jsonl(
         args.entity,
         args.file,

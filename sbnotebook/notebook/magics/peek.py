@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ... import core
 from ...core import DEAD_LETTER_QUEUE
 from .command import COUNT, command, parser, whole
-from .targets import with_dlq
+from .targets import shown, with_dlq
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -57,7 +57,7 @@ def sb_peek(self: MagicsState, args: argparse.Namespace) -> Any:
         session_id=args.session,
         connection=self.conn(),
     )
-    summarise_page(str(entity), found, args.scan)
+    summarise_page(shown(self, entity), found, args.scan)
     frame = core.to_dataframe(found.records)
     return core.json_columns(frame) if args.json else frame
 

@@ -14,8 +14,17 @@ from ...core import PROBLEMS, Outcome, Report
 class Progress:
     """A live line in the notebook (a progress bar where HTML renders, plain text elsewhere)."""
 
-    def __init__(self, entity: str, verb: str = "Sending to", counted: str = "sent", total: int | None = None) -> None:
+    def __init__(
+        self,
+        entity: str,
+        verb: str = "Sending to",
+        counted: str = "sent",
+        total: int | None = None,
+        *,
+        relabel: bool = True,
+    ) -> None:
         self.entity = entity
+        self.relabel = relabel  # NAME:ENTITY: the Report's summary says NAME: too (not %sb_copy: its own)
         self.verb = verb
         self.counted = counted
         self.total = total
@@ -45,6 +54,11 @@ class Progress:
             self.handle.update(bundle, raw=True)
 
     def finish(self, report: Report, verdict: str | None = None) -> None:
+        name, sep, _ = self.entity.partition(":")
+        if sep and self.relabel:  # a named connection's entity: the summary says NAME:ENTITY as the line did
+            report.entity = report.entity if ":" in report.entity else f"{name}:{report.entity}"
+            if report.target and ":" not in report.target:
+                report.target = f"{name}:{report.target}"
         if verdict is None:
             verdict = verdict_of(report, self.counted)
         operations = report.stats.get("operations", 0)

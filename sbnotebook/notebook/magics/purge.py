@@ -9,6 +9,7 @@ from ... import core
 from ..purging import plan_purge, scheduled_to_cancel
 from .command import command, parser
 from .progress import Progress
+from .targets import relabel, shown
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -63,12 +64,12 @@ def sb_purge(self: MagicsState, args: argparse.Namespace) -> Any:
         kinds = ("active", "deferred", "scheduled")  # a session has no dead-letter queue of its own
     plan = plan_purge(args.entity, kinds, sessions=sessions, connection=self.conn())
     if plan.total == 0:
-        print(f"Nothing to purge: {plan.describe()}")
+        print(f"Nothing to purge: {relabel(self, plan.describe(), plan.entity)}")
         return None
-    print(plan.describe())
+    print(relabel(self, plan.describe(), plan.entity))
     if not args.yes:
-        self.ask(f"This removes {plan.total} messages from {plan.entity} for good.", "purge")
-    progress = Progress(plan.entity, "Purging", "purged", total=plan.total)
+        self.ask(f"This removes {plan.total} messages from {shown(self, plan.entity)} for good.", "purge")
+    progress = Progress(shown(self, plan.entity), "Purging", "purged", total=plan.total)
     reports = plan.run(progress.update, connection=self.conn())
     for report in reports:
         progress.finish(report)
@@ -80,13 +81,13 @@ def sb_purge(self: MagicsState, args: argparse.Namespace) -> Any:
 def sb_cancel_scheduled(self: MagicsState, args: argparse.Namespace) -> Any:
     numbers = scheduled_to_cancel(args.entity, args.which, connection=self.conn())
     if not numbers:
-        print(f"No scheduled messages in {args.entity}.")
+        print(f"No scheduled messages in {shown(self, args.entity)}.")
         return None
-    shown = ", ".join(map(str, numbers[:10])) + (", ..." if len(numbers) > 10 else "")
-    print(f"Cancel {len(numbers)} scheduled message(s) of {args.entity}: {shown}.")
+    listed = ", ".join(map(str, numbers[:10])) + (", ..." if len(numbers) > 10 else "")
+    print(f"Cancel {len(numbers)} scheduled message(s) of {shown(self, args.entity)}: {listed}.")
     if not args.yes:
         self.ask("Cancelled messages are removed for good.", "cancel")
-    progress = Progress(args.entity, "Cancelling in", "cancelled", total=len(numbers))
+    progress = Progress(shown(self, args.entity), "Cancelling in", "cancelled", total=len(numbers))
     report = core.cancel_scheduled(args.entity, numbers, progress=progress.update, connection=self.conn())
     progress.finish(report)
     return report

@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from ... import core
 from ..cells import parse_rows
 from .command import COUNT, Reported, command, parser, seconds
-from .targets import sequence_numbers, with_dlq
+from .targets import sequence_numbers, shown, with_dlq
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -67,7 +67,8 @@ def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
         batch = core.receive_deferred(entity, seqs, **common)
     else:
         if args.mode == "receive-and-delete" and not args.yes:
-            self.ask(f"receive-and-delete removes up to {count} messages from {entity} for good.", "delete")
+            where = shown(self, entity)
+            self.ask(f"receive-and-delete removes up to {count} messages from {where} for good.", "delete")
         batch = core.receive(
             entity,
             count=count,
@@ -78,15 +79,15 @@ def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
         )
     self.batches.append(batch)
     if len(batch) == 0:
-        print(f"No messages arrived from {entity}.")
+        print(f"No messages arrived from {shown(self, entity)}.")
     elif batch.mode == "peek-lock":
         left = [s for s in batch.seconds_left() if s is not None]
         print(
-            f"{len(batch)} messages locked from {entity} (locks {min(left):.0f} s, renewed for up to "
+            f"{len(batch)} messages locked from {shown(self, entity)} (locks {min(left):.0f} s, renewed for up to "
             f"{self.max_renewal:.0f} s). Settle with %sb_settle or the batch's methods."
         )
     else:
-        print(f"{len(batch)} messages received and deleted from {entity}.")
+        print(f"{len(batch)} messages received and deleted from {shown(self, entity)}.")
     if args.panel and len(batch):
         from ..widgets import SettlementPanel
 

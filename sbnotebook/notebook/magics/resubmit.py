@@ -14,6 +14,8 @@ from ...core import EntityPath, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
 from .command import COUNT, command, parser, whole
 from .progress import Progress
+from .targets import label_report
+from .targets import shown as named
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -101,10 +103,10 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     conn = self.conn()
     count, shown = _selection(source, where, args.limit, args.preview, conn)
     if not count:
-        print(f"Nothing to resubmit in {source}" + (" matching --where." if where else "."))
+        print(f"Nothing to resubmit in {named(self, source)}" + (" matching --where." if where else "."))
         return None
     target = args.target or str(default_target(EntityPath.parse(source)))
-    print(f"Resubmit {count} message(s) from {source} to {target}; edit: {edit.describe()}.")
+    print(f"Resubmit {count} message(s) from {named(self, source)} to {named(self, target)}; edit: {edit.describe()}.")
     if not edit.empty:
         for record in shown:
             print(diff(record, edit))
@@ -112,7 +114,7 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
             print(f"... and {count - len(shown)} more, edited the same way.")
     if not args.yes:
         self.ask("The copies are sent first, the originals completed after.", "resubmit")
-    progress = Progress(source, "Resubmitting from", "resubmitted", total=count)
+    progress = Progress(named(self, source), "Resubmitting from", "resubmitted", total=count)
     report = core.resubmit(
         source,
         target=target,
@@ -125,5 +127,6 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
         progress=progress.update,
         connection=conn,
     )
+    label_report(self, report)
     print(report.summary())
     return report

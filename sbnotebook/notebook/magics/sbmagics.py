@@ -78,7 +78,7 @@ class SbMagics(Magics):
         self.connection: LiveConnection | None = None  # from %sb_connect; every command and panel uses it
         self.connections: dict[str, LiveConnection] = {}  # from %sb_connect --as NAME: NAME:ENTITY
         self.bound: LiveConnection | None = None  # a command's NAME:ENTITY connection, while it runs
-        self.copies: dict[tuple[Any, ...], core.CopyProgress] = {}  # %sb_copy runs not complete: resumed
+        self.bound_name: str | None = None  # ... and that NAME (its lines say NAME:ENTITY)
         self.completer: NameCache | None = None  # Tab completion, once %load_ext installed it
         self.connect_failed: str | None = None  # why the last %sb_connect failed: commands fail until one works
         self.batches: list[LockedBatch] = []

@@ -10,7 +10,7 @@ from ...core import InvalidInputError, SbError
 from ..cells import parse_cell, parse_when
 from .command import COUNT, command, parser
 from .progress import Progress
-from .targets import check_exists
+from .targets import check_exists, shown
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -46,7 +46,7 @@ def sb_send(self: MagicsState, args: argparse.Namespace, cell: str) -> Any:
         raise
     except Exception as exc:  # the cell's Python expression failed
         raise InvalidInputError(f"The cell's expression failed: {type(exc).__name__}: {exc}") from None
-    progress = Progress(args.entity)
+    progress = Progress(shown(self, args.entity))
     kwargs: dict[str, Any] = {
         "max_in_flight": self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         "batch": not args.no_batch,

@@ -13,6 +13,7 @@ from ... import core
 from ...core import SessionInfo, pretty_state
 from ..cells import parse_when
 from .command import COUNT, command, parser, whole
+from .targets import shown
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -89,7 +90,7 @@ def sb_sessions(self: MagicsState, args: argparse.Namespace) -> Any:
         connection=self.conn(),
     )
     held = sum(s.locked for s in found)
-    text = f"{len(found)} sessions in {args.entity}"
+    text = f"{len(found)} sessions in {shown(self, args.entity)}"
     if held:
         text += f", {held} held by another receiver (state and count unknown)"
     if len(found) >= args.limit:
@@ -129,14 +130,14 @@ def sb_session_state(self: MagicsState, args: argparse.Namespace) -> Any:
     current = core.get_session_state(args.entity, args.session, connection=self.conn())
     if not change:
         if current is None:
-            print(f"Session {args.session} of {args.entity} has no state.")
+            print(f"Session {args.session} of {shown(self, args.entity)} has no state.")
             return None
         print(pretty_state(current))
         return None
     if not args.yes:
-        print(f"Session {args.session} of {args.entity}:\n- now:   {pretty_state(current)}")
+        print(f"Session {args.session} of {shown(self, args.entity)}:\n- now:   {pretty_state(current)}")
         print(f"- after: {pretty_state(None if new is None else new.encode('utf-8'))}")
         self.ask("Replace the session's state?", "yes")
     core.set_session_state(args.entity, args.session, new, connection=self.conn())
-    print(f"Session {args.session} of {args.entity}: state {'cleared' if new is None else 'replaced'}.")
+    print(f"Session {args.session} of {shown(self, args.entity)}: state {'cleared' if new is None else 'replaced'}.")
     return None

@@ -33,7 +33,7 @@ class MagicsState(Protocol):
     connection: LiveConnection | None
     connections: dict[str, LiveConnection]
     bound: LiveConnection | None
-    copies: dict[tuple[Any, ...], core.CopyProgress]
+    bound_name: str | None
     completer: NameCache | None
     connect_failed: str | None
     batches: list[LockedBatch]

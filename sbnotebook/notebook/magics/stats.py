@@ -11,6 +11,7 @@ from ... import core
 from ...core import EntityPath
 from .. import plots
 from .command import COUNT, command, parser, seconds
+from .targets import shown
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -32,7 +33,7 @@ STATS.add_argument("--reset", action="store_true", help="forget earlier samples 
 @command(STATS)
 def sb_stats(self: MagicsState, args: argparse.Namespace) -> Any:
     path = str(EntityPath.parse(args.entity))
-    history = self.samples.setdefault(path, [])
+    history = self.samples.setdefault(shown(self, path), [])  # prod:q's samples are not q's
     if args.reset:
         history.clear()
     for i in range(args.samples):
@@ -40,7 +41,7 @@ def sb_stats(self: MagicsState, args: argparse.Namespace) -> Any:
             time.sleep(args.interval)
         history.append((dt.datetime.now(dt.UTC), core.counts(path, connection=self.conn())))
     page = core.peek(path, count=args.count, connection=self.conn())
-    return stats_figure(path, history, page.records)
+    return stats_figure(shown(self, path), history, page.records)
 
 
 def stats_figure(entity: str, history: list[tuple[dt.datetime, core.EntityCounts]], records: list[Any]) -> Any:

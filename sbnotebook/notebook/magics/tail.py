@@ -13,7 +13,7 @@ from ... import core
 from ...core import DEAD_LETTER_QUEUE, Tail
 from ..widgets.grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, Column, body_preview
 from .command import command, parser, seconds, whole
-from .targets import with_dlq
+from .targets import shown, with_dlq
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -49,6 +49,7 @@ def sb_tail(self: MagicsState, args: argparse.Namespace) -> Any:
 
         return TailPanel(entity, interval=self.tail_interval, seconds=args.seconds, **options)
     tail = core.tail(entity, interval=self.tail_interval, seconds=args.seconds, **options)
+    tail.entity = shown(self, tail.entity)  # its lines say prod:orders on a named connection (parsed already)
     view: LiveTable | Lines = LiveTable(tail) if _html_frontend(self.shell) else Lines(tail)
     why = "time is up"
     try:

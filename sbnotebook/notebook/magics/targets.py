@@ -8,6 +8,7 @@ An entity argument is ``ENTITY`` (the default connection's) or ``NAME:ENTITY`` (
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -41,11 +42,42 @@ def bound_entity(self: MagicsState, args: argparse.Namespace) -> Iterator[None]:
         return
     args.address = entity  # as typed: panels show it (and resolve what is typed into them later)
     args.entity, conn = address(self, entity)
-    self.bound = conn
+    self.bound, self.bound_name = conn, entity.split(":", 1)[0].strip()
     try:
         yield
     finally:
-        self.bound = None
+        self.bound, self.bound_name = None, None
+
+
+def shown(self: MagicsState, entity: object) -> str:
+    """An entity as the command's lines name it: ``NAME:ENTITY`` while a command on a named
+    connection runs (``orders`` alone would read as the default connection's), else as it is."""
+    text = str(entity)
+    return f"{self.bound_name}:{text}" if self.bound_name and ":" not in text else text
+
+
+def label_report(self: MagicsState, report: core.Report) -> None:
+    """A Report of a command on a named connection names NAME:ENTITY (and NAME:TARGET)."""
+    if self.bound_name:
+        report.entity = shown(self, report.entity)
+        report.target = shown(self, report.target) if report.target else report.target
+
+
+def relabel(self: MagicsState, text: str, entity: str) -> str:
+    """``text`` (a line from core) with ``entity`` named ``NAME:ENTITY`` while a command on a named
+    connection runs."""
+    return named_in(text, self.bound_name, entity) if self.bound_name else text
+
+
+def named_in(text: str, name: str, entity: str) -> str:
+    """``text`` with each mention of ``entity``'s queue or topic (alone, quoted, or with its
+    subscription or dead-letter path) as ``name:ENTITY``."""
+    try:
+        base = EntityPath.parse(entity).name
+    except SbError:
+        return text
+    pattern = re.compile(rf"(?<![\w:/$.-]){re.escape(base)}(?![\w.-])")
+    return pattern.sub(lambda m: f"{name}:{m.group(0)}", text)
 
 
 def with_dlq(entity: str, dlq: bool) -> EntityPath:

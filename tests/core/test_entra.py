@@ -156,7 +156,7 @@ def test_a_sign_in_for_the_wrong_tenant_is_one_line_and_fixing_it_needs_no_resta
     administration API; with the tenant fixed in the environment, the next connect signs in."""
     import logging
 
-    from tests.test_docs_errors import troubleshooting_text
+    from tests.project.test_docs_errors import troubleshooting_text
 
     _service_principal_env(monkeypatch, entra)
     monkeypatch.setenv("AZURE_TENANT_ID", "00000000-0000-0000-0000-000000000000")

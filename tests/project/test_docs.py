@@ -128,3 +128,70 @@ def test_every_magic_and_core_name_an_analyst_page_mentions_exists(page: str) ->
     assert not unknown_magics, f"docs/{page}: no such magic: {unknown_magics}"
     assert not unknown_options, f"docs/{page}: no such option: {unknown_options}"
     assert not unknown_core, f"docs/{page}: not in sbnotebook.core.__all__: {unknown_core}"
+
+
+# Each panel's section in docs/widgets.md and the screenshots it shows: made by tests/widgets/test_browser.py's
+# shot() (grid form), so they are the real browser's, made again with SBNOTEBOOK_SCREENSHOTS=docs/images.
+PANEL_SCREENSHOTS = {
+    "MessageBrowser": ("Message browser", ["browser-panel.png"]),
+    "TriagePanel": (
+        "Dead-letter triage",
+        ["triage-panel.png", "triage-confirm-resubmit.png", "triage-after-resubmit.png"],
+    ),
+    "SettlementPanel": ("Settlement panel", ["settlement-panel.png"]),
+    "SendPanel": ("Send panel", ["send-panel.png"]),
+    "SessionsPanel": ("Sessions panel", ["sessions-panel.png"]),
+    "PurgePanel": ("Purge panel", ["purge-panel.png"]),
+    "TailPanel": ("Tail panel", ["tail-panel.png"]),
+    "EntityPanel": ("Entity panel", ["entity-panel.png"]),
+}
+
+
+def panel_classes() -> set[str]:
+    """Every panel of the widgets package: its VBox subclasses (rows inside panels are HBoxes)."""
+    import pkgutil
+
+    import ipywidgets as W
+
+    from sbnotebook.notebook import widgets
+
+    found: set[str] = set()
+    for mod in pkgutil.iter_modules(widgets.__path__, "sbnotebook.notebook.widgets."):
+        for value in vars(importlib.import_module(mod.name)).values():
+            if isinstance(value, type) and issubclass(value, W.VBox) and value.__module__ == mod.name:
+                found.add(value.__name__)
+    return found
+
+
+def test_every_panel_has_a_screenshot_the_browser_test_makes_and_the_docs_show() -> None:
+    assert panel_classes() == set(PANEL_SCREENSHOTS)  # a new panel needs its screenshots here
+    page = (ROOT / "docs" / "widgets.md").read_text(encoding="utf-8")
+    browser_test = (ROOT / "tests" / "widgets" / "test_browser.py").read_text(encoding="utf-8")
+    sections = {text.split("\n", 1)[0]: text for text in page.split("\n## ")[1:]}
+    for panel, (title, names) in PANEL_SCREENSHOTS.items():
+        section = next(text for heading, text in sections.items() if heading.startswith(title))
+        for name in names:
+            image = ROOT / "docs" / "images" / name
+            assert image.is_file() and image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+            assert re.search(rf"^!\[[^\]]+\]\(images/{re.escape(name)}\)$", section, re.MULTILINE), (panel, name)
+            assert f'shot(page, root, form, "{name}", ' in browser_test, name
+
+
+def test_tutorial_03_chooses_among_the_four_ways_docs_core_names() -> None:
+    """The tutorial's decision table offers exactly the strategies of docs/core.md's "Trying later"."""
+    import nbformat
+
+    core_md = (ROOT / "docs" / "core.md").read_text(encoding="utf-8")
+    table = core_md[core_md.index("## Trying later") :].split("\n## ")[0]
+    documented = {row.split("|")[1].strip() for row in table.splitlines()[3:] if row.startswith("| ")}
+    nb = nbformat.read(ROOT / "notebooks" / "03_deferral_four_ways.ipynb", as_version=4)
+    chosen = {m.lower() for m in re.findall(r"^\|[^|]+\| \*\*([^*]+)\*\* \|", nb.cells[0].source, re.MULTILINE)}
+    assert len(documented) == 4 and chosen == documented, (chosen, documented)
+
+
+def test_readmes_notebook_section_installs_what_it_needs() -> None:
+    """The magics and panels need the `notebook` extra and a front end: the section says how."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## In a notebook") :].split("\n## ")[0]
+    commands = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
+    assert any("pip install" in c and "[notebook]" in c and "jupyter" in c.split("&&")[0] for c in commands), commands

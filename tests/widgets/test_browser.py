@@ -246,8 +246,9 @@ def test_panels_render_in_jupyterlab_and_respond_to_a_click(lab: tuple[str, Path
 def test_every_other_panel_renders_and_answers_a_click(lab: tuple[str, Path, str]) -> None:
     """The send, settlement, entity, purge, sessions and tail panels: each renders, and a click in
     each reaches the kernel and changes what the panel shows (the tail shows the message the send
-    panel sent, and stops at its Stop button)."""
-    url, root, _ = lab
+    panel sent, and stops at its Stop button). Each panel's screenshot, after its click, is the
+    one docs/widgets.md shows (tests/project/test_docs.py checks every panel has one)."""
+    url, root, form = lab
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         page: Any = browser.new_page(viewport={"width": 1400, "height": 2600})
@@ -264,11 +265,13 @@ def test_every_other_panel_renders_and_answers_a_click(lab: tuple[str, Path, str
             compose.get_by_placeholder('{"order": 1}').fill('{"from": "the browser"}')
             compose.get_by_role("button", name="Send", exact=True).click()
             compose.get_by_text(re.compile(r"send retries: 1 sent of 1")).wait_for(state="visible", timeout=60_000)
+            shot(page, root, form, "send-panel.png", "Content type")
 
             tail = panel(page, "Tail of retries")  # the message just sent arrives in the live tail
             tail.get_by_text(re.compile(r"Tailing: 1 message in")).wait_for(state="visible", timeout=30_000)
             tail.locator("button", has_text="Stop").first.click()
             tail.get_by_text(re.compile(r"Ended: 1 message in")).wait_for(state="visible", timeout=30_000)
+            shot(page, root, form, "tail-panel.png", "Tail of retries")
 
             settle = panel(page, "unsettled (peek-lock)")
             settle.get_by_text(re.compile(r"results</b>|results: 2 messages, 2 unsettled")).first.wait_for(
@@ -280,12 +283,14 @@ def test_every_other_panel_renders_and_answers_a_click(lab: tuple[str, Path, str
                 state="visible", timeout=60_000
             )
             settle.get_by_text(re.compile(r"2 messages, 1 unsettled")).wait_for(state="visible", timeout=30_000)
+            shot(page, root, form, "settlement-panel.png", "unsettled (peek-lock)")
 
             entities = panel(page, "Update selected")
             entities.get_by_placeholder("orders, or topic/subscriptions/name").fill("made-in-browser")
             entities.get_by_role("button", name="Create", exact=True).click()
             entities.get_by_text("Created queue made-in-browser.").wait_for(state="visible", timeout=60_000)
             assert entities.locator("select option", has_text="made-in-browser").count() == 1
+            shot(page, root, form, "entity-panel.png", "Update selected")
 
             purge = panel(page, "Purge retries")
             purge.get_by_role("button", name="Purge…", exact=True).click()
@@ -295,10 +300,12 @@ def test_every_other_panel_renders_and_answers_a_click(lab: tuple[str, Path, str
             purge.get_by_text(re.compile(r"purge retries: 1 purged of 1")).first.wait_for(
                 state="visible", timeout=60_000
             )
+            shot(page, root, form, "purge-panel.png", "Purge retries")
 
             sessions.get_by_text(re.compile(r"^1 sessions$")).wait_for(state="visible", timeout=30_000)
             sessions.get_by_role("button", name="Peek messages", exact=True).click()
             sessions.get_by_text(re.compile(r'"step": 1')).first.wait_for(state="visible", timeout=60_000)
+            shot(page, root, form, "sessions-panel.png", "Sessions of sessions")
             page.screenshot(path=str(root / "more-panels-after-clicks.png"), full_page=True)
             assert no_error_shown(page)  # no panel failed to draw or to answer
         except Exception:
@@ -479,6 +486,9 @@ def shot(page: Any, root: Path, form: str, name: str, panel_text: str) -> None:
     with SBNOTEBOOK_SCREENSHOTS=DIR also there (the docs' ones are made that way:
     SBNOTEBOOK_SCREENSHOTS=docs/images pytest tests/widgets/test_browser.py)."""
     path = root / name
+    # JupyterLab 4's toasts (its "notified about official Jupyter news?" question) float over the
+    # page, and so over a panel's picture: hidden for the screenshot only.
+    page.add_style_tag(content=".Toastify { display: none !important; }")
     page.locator(".jp-OutputArea-child", has_text=panel_text).first.screenshot(path=str(path))
     folder = os.environ.get("SBNOTEBOOK_SCREENSHOTS")
     if folder and form == "grid":  # the docs show the grid

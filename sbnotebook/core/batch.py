@@ -23,13 +23,8 @@ from .live import LiveConnection
 from .messages import message_id
 from .outcome import DETAIL_LIMIT, Outcome, Report
 from .records import SHOWN_FIELDS, to_dataframe, to_record
-from .sdk import (
-    abandon_with_properties,
-    close_now,
-    release,
-    renew_by_tokens,
-    settle_by_tokens,
-)
+from .sdk_open import close_now
+from .sdk_receiver import abandon_with_properties, release, renew_by_tokens, settle_by_tokens
 
 log = logging.getLogger("sbnotebook.receive")
 Mode = Literal["peek-lock", "receive-and-delete"]

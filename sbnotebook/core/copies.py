@@ -25,7 +25,7 @@ from .messages import message_id, to_message
 from .outcome import DETAIL_LIMIT, Outcome, Report
 from .pipeline import RetryPolicy, send_all
 from .records import RECORD_FIELDS, SENDABLE_FIELDS, body_bytes, to_record
-from .sdk import amqp_properties, as_service_bus_message
+from .sdk_messages import amqp_properties, as_service_bus_message
 
 Record = dict[str, Any]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .entities import EntityPath
-from .sdk import close_now, open_without_sleeps
+from .sdk_open import close_now, open_without_sleeps
 
 log = logging.getLogger("sbnotebook.live")
 

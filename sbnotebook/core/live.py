@@ -38,7 +38,8 @@ from .entities import EntityPath
 from .errors import ConfigurationError, EntityNameError, SbError, ServiceError, from_sdk, is_connection_lost
 from .links import LinkPool, quietly, receiver_for
 from .loop import LoopThread
-from .sdk import close_now, open_without_sleeps, session_browser
+from .sdk_management import session_browser
+from .sdk_open import close_now, open_without_sleeps
 from .sdk_spares import SpareConnections
 
 T = TypeVar("T")
@@ -411,12 +412,12 @@ class LiveConnection(LoopThread):
             if self._admin is not None:
                 _close_quietly(self._admin)
                 self._admin = None
-        failed = self.stop(self._shutdown())
+        failed = self.stop(self._teardown())
         if failed is not None:  # closing must not raise over a broken connection; it is logged
             log.info("closing %s: %s", self.settings, from_sdk(failed).message)
         self._pools.clear()
 
-    async def _shutdown(self) -> None:
+    async def _teardown(self) -> None:
         warming, self._warming = self._warming, None
         if warming is not None:
             # Cancelled, and its cancellation waited for, before its links are closed under it: else

@@ -25,7 +25,7 @@ from .live import LiveConnection
 from .loop import stop_if_cancelled
 from .messages import iter_input, message_id, to_message
 from .outcome import DETAIL_LIMIT, Outcome, Report
-from .sdk import add_to_batch, tracing_on
+from .sdk_messages import add_to_batch, tracing_on
 
 log = logging.getLogger("sbnotebook.send")
 MAX_BATCH_MESSAGES = 500  # keeps progress fine-grained and a slow input from holding a batch open

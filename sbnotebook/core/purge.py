@@ -52,15 +52,9 @@ from .messages import message_id
 from .outcome import Outcome, Report
 from .receive import fetch_batch
 from .scan import STATES, SessionHold, ascan, message_state
-from .sdk import (
-    BATCH_DELETE_MAX,
-    batch_delete,
-    close_now,
-    drain_credit,
-    forget_deliveries,
-    management_handler,
-    settle_by_tokens,
-)
+from .sdk_management import BATCH_DELETE_MAX, batch_delete, management_handler
+from .sdk_open import close_now
+from .sdk_receiver import drain_credit, forget_deliveries, settle_by_tokens
 from .sessions import each_session, hold_session, list_session_ids
 from .syncforms import sync_form
 

@@ -16,15 +16,8 @@ from .entities import EntityPath
 from .errors import InvalidInputError, from_sdk, is_connection_lost
 from .links import receiver_for
 from .live import ConnectionLike, LiveConnection, live
-from .sdk import (
-    DRAIN_TIMEOUT,
-    close_now,
-    drain_credit,
-    forget_deliveries,
-    has_credit,
-    open_without_sleeps,
-    revoke_credit,
-)
+from .sdk_open import close_now, open_without_sleeps
+from .sdk_receiver import DRAIN_TIMEOUT, drain_credit, forget_deliveries, has_credit, revoke_credit
 
 log = logging.getLogger("sbnotebook.receive")
 

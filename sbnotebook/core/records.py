@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from azure.servicebus.amqp import AmqpMessageBodyType
 
-from .sdk import is_peeked
+from .sdk_receiver import is_peeked
 
 
 @dataclass(frozen=True)

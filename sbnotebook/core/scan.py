@@ -29,7 +29,7 @@ from .links import receiver_for
 from .live import ConnectionLike, LiveConnection, live
 from .loop import stop_if_cancelled
 from .records import to_record
-from .sdk import close_now, open_without_sleeps
+from .sdk_open import close_now, open_without_sleeps
 
 PAGE_SIZE = 250  # the most the SDK returns per peek call in practice
 DEFAULT_CONCURRENCY = 16  # windows in flight: at 80 ms, 20,000 messages take 0.91 s warm (8: 1.25 s, 24: 0.85 s)

@@ -29,7 +29,8 @@ from .links import quietly, receiver_for
 from .live import ConnectionLike, LiveConnection, live
 from .loop import stop_if_cancelled
 from .scan import PAGE_SIZE, ascan, message_state
-from .sdk import close_now, open_without_sleeps, session_id_page
+from .sdk_management import session_id_page
+from .sdk_open import close_now, open_without_sleeps
 
 T = TypeVar("T")
 SESSIONS_AT_ONCE = 8  # sessions held at once (listing details, purging, counting for a purge)

@@ -1,4 +1,4 @@
-"""Packing messages into batches with one encoding each (``core/sdk.py`` ``add_to_batch``).
+"""Packing messages into batches with one encoding each (``core/sdk_messages.py`` ``add_to_batch``).
 
 The SDK's ``ServiceBusMessageBatch.add_message`` encodes every message twice (to measure it, then
 to add it). ``add_to_batch`` repeats its steps with one encoding; these tests check that the batch
@@ -23,8 +23,8 @@ from azure.servicebus.amqp import AmqpAnnotatedMessage
 from azure.servicebus.exceptions import MessageSizeExceededError
 
 from sbnotebook import core
-from sbnotebook.core import sdk
-from sbnotebook.core.sdk import BATCH_ADD_SOURCE, BATCH_ENCODE_SOURCE, TRACE_SOURCE, add_to_batch
+from sbnotebook.core import sdk_messages
+from sbnotebook.core.sdk_messages import BATCH_ADD_SOURCE, BATCH_ENCODE_SOURCE, TRACE_SOURCE, add_to_batch
 from sbnotebook.emulator import Emulator
 
 
@@ -139,7 +139,7 @@ def test_the_batches_core_send_makes_are_packed_with_one_encoding(emulator: Emul
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pyamqp_encode, "encode_payload", counted)
         patch.setattr(pyamqp_utils, "encode_payload", counted)
-        patch.setattr(sdk, "_batch_parts", None)  # imported again, with the counting encoder
+        patch.setattr(sdk_messages, "_batch_parts", None)  # imported again, with the counting encoder
         for n in range(3):
             add_to_batch(batch, ServiceBusMessage(f"m{n}"))
     assert len(batch) == 3

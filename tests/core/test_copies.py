@@ -16,7 +16,7 @@ from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
 from sbnotebook import core
 from sbnotebook.core.copies import DEAD_LETTER_PROPERTIES, ORIGINAL_ID, RESUBMIT_COUNT
 from sbnotebook.core.records import body_bytes
-from sbnotebook.core.sdk import WRAP_SOURCE, amqp_properties
+from sbnotebook.core.sdk_messages import WRAP_SOURCE, amqp_properties
 from sbnotebook.emulator import Emulator
 
 
@@ -164,4 +164,4 @@ def test_a_copy_encodes_as_the_public_constructor_would_make_it(emulator: Emulat
 def test_the_sdk_constructor_path_copies_rely_on_is_still_there() -> None:
     source = inspect.getsource(ServiceBusMessage.__init__)
     for line in WRAP_SOURCE:
-        assert line in source, f"ServiceBusMessage.__init__ no longer has {line!r}: see sbnotebook/core/sdk.py"
+        assert line in source, f"ServiceBusMessage.__init__ no longer has {line!r}: see sbnotebook/core/sdk_messages.py"

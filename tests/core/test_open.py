@@ -1,4 +1,4 @@
-"""Opening links without the SDK's sleeps (``core/sdk.py`` ``open_without_sleeps``).
+"""Opening links without the SDK's sleeps (``core/sdk_open.py`` ``open_without_sleeps``).
 
 The SDK's open loop handles one frame, then sleeps 50 ms, about nine times per link: ~0.45 s on
 every first use of an entity, whatever the latency. These tests time opens against the embedded
@@ -17,7 +17,7 @@ from azure.servicebus.aio import ServiceBusClient
 from azure.servicebus.exceptions import MessagingEntityNotFoundError
 
 from sbnotebook import core
-from sbnotebook.core.sdk import POLLING_OPENS, close_now, open_without_sleeps, without_sleeps
+from sbnotebook.core.sdk_open import POLLING_OPENS, close_now, open_without_sleeps, without_sleeps
 from sbnotebook.emulator import Emulator
 
 
@@ -130,7 +130,7 @@ def test_without_sleeps_is_applied_once() -> None:
 def test_the_sdk_open_still_has_the_shape_without_sleeps_relies_on() -> None:
     """``without_sleeps`` replaces the client that ``_create_handler`` makes with one whose
     ``client_ready_async`` returns once ready; the SDK's ``_open`` must still create the client
-    that way and poll that method. Fails on an SDK whose open changed: read it, update sdk.py."""
+    that way and poll that method. Fails on an SDK whose open changed: read it, update sdk_open.py."""
     for dotted in POLLING_OPENS:
         module, cls, method = dotted.rsplit(".", 2)
         source = inspect.getsource(getattr(getattr(importlib.import_module(module), cls), method))

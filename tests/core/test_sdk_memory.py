@@ -2,7 +2,7 @@
 
 pyamqp's receiver link keeps each delivery tag until the link sends a disposition for it. The kit
 settles many locks in one management request and receives pre-settled in receive-and-delete, so
-neither ever sends one: before ``sdk.forget_deliveries`` a pooled or long-running receiver held one
+neither ever sends one: before ``sdk_receiver.forget_deliveries`` a pooled or long-running receiver held one
 tag per message (a 10^5 resubmit grew the kernel by 20-40 MiB, a 10^6 purge by about 50 MiB)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusRece
 from azure.servicebus.aio import ServiceBusClient as AsyncClient
 
 from sbnotebook.core.receive import fetch_batch
-from sbnotebook.core.sdk import delivery_tags_held, settle_by_tokens
+from sbnotebook.core.sdk_receiver import delivery_tags_held, settle_by_tokens
 from sbnotebook.emulator import Emulator
 
 N = 300

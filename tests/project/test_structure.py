@@ -15,13 +15,18 @@ import sbnotebook.core
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "sbnotebook"
 
-# The SDK boundary modules reach into the SDK's private API on purpose, in one place, with a test
-# that fails when the SDK changes (tests/core/test_boundary.py); the emulator's AMQP layer, its link
+# The SDK boundary modules (core/sdk.py lists them: sdk_receiver, sdk_open, sdk_management,
+# sdk_messages, sdk_spares) reach into the SDK's private API on purpose, each listing what it uses,
+# with a test that fails when the SDK changes (tests/core/test_boundary.py); the emulator's AMQP layer, its link
 # terms and its event loop do the same with proton's (sbnotebook/emulator/protonprivate.py lists the
 # names, tests/emulator/test_proton_boundary.py checks them). Their reach-through into third-party
 # code is not checked here.
 BOUNDARIES = {
     "sbnotebook.core.sdk",
+    "sbnotebook.core.sdk_management",
+    "sbnotebook.core.sdk_messages",
+    "sbnotebook.core.sdk_open",
+    "sbnotebook.core.sdk_receiver",
     "sbnotebook.core.sdk_spares",
     "sbnotebook.emulator.amqp",
     "sbnotebook.emulator.amqpterms",

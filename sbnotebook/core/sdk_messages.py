@@ -1,0 +1,215 @@
+"""The SDK boundary at messages and batches: a message added to a batch with one encoding, wrapped without setters.
+
+- ``add_to_batch``: what ``ServiceBusMessageBatch._add`` does, in the same order, with the message
+  encoded once where the SDK encodes it twice; ``BATCH_ADD_SOURCE``, ``BATCH_ENCODE_SOURCE`` and
+  ``TRACE_SOURCE`` pin the SDK lines it repeats (tests/core/test_batches.py);
+- ``as_service_bus_message``: a ``ServiceBusMessage`` over an ``AmqpAnnotatedMessage``, made as the
+  SDK makes one to send it, without the public constructor's property setters (``WRAP_SOURCE``,
+  tests/core/test_copies.py);
+- ``amqp_properties``: a message's AMQP properties read at once, as its getters return them.
+
+``PRIVATE_NAMES`` lists the private names used here (``sdk.py`` is the boundary's index).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+# The SDK's private names used here: owner (a dotted path inside the SDK) -> its attributes used.
+PRIVATE_NAMES: dict[str, str] = {
+    "azure.servicebus._common.message.ServiceBusMessageBatch": (
+        "_add _amqp_transport _tracing_attributes _message _messages _size _count"
+    ),
+    "azure.servicebus._common.constants": "_BATCH_MESSAGE_OVERHEAD_COST",
+    "azure.servicebus._common.tracing": "trace_message",
+    "azure.servicebus._common.utils": "transform_outbound_messages",
+    "azure.servicebus._pyamqp._encode": "encode_payload",
+    "azure.servicebus._pyamqp.utils": "add_batch get_message_encoded_size",
+    "azure.servicebus._transport._pyamqp_transport.PyamqpTransport": "set_batch_envelope_properties",
+    "azure.servicebus._common.message.ServiceBusMessage": "_raw_amqp_message",
+}
+
+log = logging.getLogger("sbnotebook.core.sdk")
+
+# ``add_to_batch`` does what ``ServiceBusMessageBatch._add`` does, in the same order, but encodes the
+# message once: the SDK encodes it to measure it (``get_message_encoded_size``), then again to add
+# it (``add_batch``), about 35 us of the 90 us a 1 KB message costs to add. These are the statements
+# of ``_add`` (comments and docstring left out) and the two helpers it repeats;
+# tests/core/test_batches.py fails when an installed SDK's differ.
+BATCH_ADD_SOURCE: tuple[str, ...] = (
+    "def _add(self, add_message: Union[ServiceBusMessage, Mapping[str, Any], AmqpAnnotatedMessage]) -> None:",
+    "outgoing_sb_message = transform_outbound_messages(",
+    "add_message, ServiceBusMessage, self._amqp_transport.to_outgoing_amqp_message",
+    ")",
+    "outgoing_sb_message = cast(ServiceBusMessage, outgoing_sb_message)",
+    "outgoing_sb_message._message = trace_message(",
+    "outgoing_sb_message._message,",
+    "amqp_transport=self._amqp_transport,",
+    "additional_attributes=self._tracing_attributes,",
+    ")",
+    "message_size = self._amqp_transport.get_message_encoded_size(",
+    "outgoing_sb_message._message  # pylint: disable=protected-access",
+    ")",
+    "size_after_add = self._size + message_size + _BATCH_MESSAGE_OVERHEAD_COST[0 if (message_size < 256) else 1]",
+    "if size_after_add > self.max_size_in_bytes:",
+    "raise MessageSizeExceededError(",
+    'message=f"ServiceBusMessageBatch has reached its size limit: {self.max_size_in_bytes}"',
+    ")",
+    "self._amqp_transport.add_batch(self, outgoing_sb_message)",
+    "self._size = size_after_add",
+    "self._count += 1",
+    "self._messages.append(outgoing_sb_message)",
+    "if self._count == 1:  # Populate properties on the batch envelope from the first message",
+    "self._amqp_transport.set_batch_envelope_properties(",
+    "self._message,",
+    "outgoing_sb_message.message_id,",
+    "outgoing_sb_message.session_id,",
+    "outgoing_sb_message.partition_key,",
+    ")",
+)
+BATCH_ENCODE_SOURCE: dict[str, tuple[str, ...]] = {
+    "get_message_encoded_size": ("output = bytearray()", "encode_payload(output, message)", "return len(output)"),
+    "add_batch": ("output = bytearray()", "encode_payload(output, message)", "batch[5].append(output)"),
+}
+
+
+class _BatchParts:
+    """The SDK names ``add_to_batch`` uses, imported once (an import per message costs microseconds)."""
+
+    def __init__(self) -> None:
+        from azure.servicebus import ServiceBusMessage
+        from azure.servicebus._common.constants import _BATCH_MESSAGE_OVERHEAD_COST
+        from azure.servicebus._common.tracing import trace_message
+        from azure.servicebus._common.utils import transform_outbound_messages
+        from azure.servicebus._pyamqp._encode import encode_payload
+        from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
+        from azure.servicebus.exceptions import MessageSizeExceededError
+
+        self.message_type = ServiceBusMessage
+        self.overhead = _BATCH_MESSAGE_OVERHEAD_COST
+        self.trace = trace_message
+        self.outbound = transform_outbound_messages
+        self.encode = encode_payload
+        self.transport = PyamqpTransport
+        self.too_big = MessageSizeExceededError
+        self._checked: dict[Any, bool] = {}
+
+    def repeats(self, transport: Any) -> bool:
+        """Whether ``transport`` (a sender's, sync or async) packs batches with the steps repeated
+        here: pyamqp's. Another (uamqp's, if ever asked for) is left to the SDK, logged once."""
+        known = self._checked.get(transport)
+        if known is None:
+            names = ("add_batch", "get_message_encoded_size", "set_batch_envelope_properties")
+            known = all(getattr(transport, n, None) is getattr(self.transport, n) for n in names)
+            self._checked[transport] = known
+            if not known:
+                log.info("batches for %s are packed by the SDK (each message encoded twice)", transport.__name__)
+        return known
+
+
+_batch_parts: _BatchParts | None = None
+
+
+# The first lines of ``trace_message``: a message is traced only when azure-core has a tracing
+# implementation, which it looks up in its settings (and the environment) on every call.
+# tests/core/test_batches.py fails when they change.
+TRACE_SOURCE: tuple[str, ...] = (
+    "span_impl_type: Optional[Type[AbstractSpan]] = settings.tracing_implementation()",
+    "if span_impl_type is not None:",
+)
+
+
+def tracing_on() -> bool:
+    """Whether the SDK traces sent messages now (azure-core has a tracing implementation)."""
+    from azure.core.settings import settings
+
+    return settings.tracing_implementation() is not None
+
+
+def add_to_batch(batch: Any, message: Any, *, tracing: bool = True) -> None:
+    """``batch.add_message(message)`` with the message encoded once (see ``BATCH_ADD_SOURCE``): the
+    same bytes, size accounting and ``MessageSizeExceededError`` when it does not fit.
+    ``tracing=False``: the caller read ``tracing_on()`` for this batch, and it was off (``trace_message``
+    would look it up again for every message, 1-10 us each, to do nothing: ``TRACE_SOURCE``)."""
+    global _batch_parts
+    parts = _batch_parts = _batch_parts or _BatchParts()
+    transport = batch._amqp_transport
+    if not parts.repeats(transport):
+        batch.add_message(message)
+        return
+    outgoing: Any = parts.outbound(message, parts.message_type, transport.to_outgoing_amqp_message)
+    if tracing:
+        outgoing._message = parts.trace(
+            outgoing._message, amqp_transport=transport, additional_attributes=batch._tracing_attributes
+        )
+    encoded = bytearray()
+    parts.encode(encoded, outgoing._message)
+    size = len(encoded)
+    size_after_add = batch._size + size + parts.overhead[0 if size < 256 else 1]
+    if size_after_add > batch.max_size_in_bytes:
+        raise parts.too_big(message=f"ServiceBusMessageBatch has reached its size limit: {batch.max_size_in_bytes}")
+    batch._message[5].append(encoded)  # add_batch, without encoding again
+    batch._size = size_after_add
+    batch._count += 1
+    batch._messages.append(outgoing)
+    if batch._count == 1:
+        transport.set_batch_envelope_properties(
+            batch._message, outgoing.message_id, outgoing.session_id, outgoing.partition_key
+        )
+
+
+# The AMQP properties behind ServiceBusMessage's getters of the same meaning (``session_id`` is
+# ``group_id``, ``reply_to_session_id`` is ``reply_to_group_id``).
+AMQP_PROPERTIES: tuple[str, ...] = (
+    "message_id",
+    "content_type",
+    "subject",
+    "correlation_id",
+    "group_id",
+    "to",
+    "reply_to",
+    "reply_to_group_id",
+)
+
+
+def amqp_properties(msg: Any) -> dict[str, Any]:
+    """A message's AMQP properties (``AMQP_PROPERTIES``) as its getters return them: text decoded
+    from UTF-8 where the SDK decodes it. Read at once: each getter first tests the properties
+    section for emptiness, which lists its fields (1-2 us a getter; a copy reads eight).
+    tests/core/test_copies.py compares this with the getters."""
+    props = msg.raw_amqp_message.properties
+    if not props:
+        return dict.fromkeys(AMQP_PROPERTIES)
+    return {name: _as_text(getattr(props, name, None)) for name in AMQP_PROPERTIES}
+
+
+def _as_text(value: Any) -> Any:
+    """The getters' ``value.decode("UTF-8")``, falling back to the value. Tested for bytes first:
+    most properties are None, and an AttributeError raised for each costs microseconds."""
+    if not isinstance(value, (bytes, bytearray)):
+        return value
+    try:
+        return value.decode("UTF-8")
+    except UnicodeDecodeError:
+        return value
+
+
+# ``as_service_bus_message`` uses ServiceBusMessage's constructor as the SDK itself does when it sends
+# an AmqpAnnotatedMessage (``_convert_to_single_service_bus_message``): these lines of ``__init__``
+# take the annotated message as it is. tests/core/test_copies.py fails when they change.
+WRAP_SOURCE: tuple[str, ...] = (
+    'if "message" in kwargs:',
+    'self._message = kwargs["message"]',
+    'if "raw_amqp_message" in kwargs:',
+    'self._raw_amqp_message = kwargs["raw_amqp_message"]',
+)
+
+
+def as_service_bus_message(annotated: Any) -> Any:
+    """A ``ServiceBusMessage`` over ``annotated`` (an ``AmqpAnnotatedMessage``), as the SDK makes one
+    to send it: its outgoing form is made when it is sent. The public constructor's property
+    setters each list the message's sections: about 20 us of a 30 us copy."""
+    from azure.servicebus import ServiceBusMessage
+
+    return ServiceBusMessage(None, message=None, raw_amqp_message=annotated)

@@ -50,8 +50,7 @@ from .jsonl import (
     to_json_record,
     write_jsonl,
 )
-from .live import ConnectionLike, LiveConnection, close_all, connect
-from .live import live as live_connection
+from .live import LiveConnection
 from .manage import (
     RuleInfo,
     create_entity,
@@ -70,6 +69,8 @@ from .process import DeadLetter, Done, Policy, Retry, Skip, Stop, process
 from .purge import apurge, purge
 from .receive import receive, receive_deferred
 from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record
+from .registry import ConnectionLike, close_all, connect
+from .registry import live as live_connection
 from .resubmit import aresubmit, default_target, discard, resubmit
 from .scan import PAGE_SIZE, ascan, peek_numbers, peek_page, scan, scan_records, sequence_numbers
 from .search import compile_where, filter_records, json_columns

@@ -15,7 +15,7 @@ from typing import Any
 from .counts import counts
 from .entities import EntityPath
 from .errors import EntityNotFoundError, SbError
-from .live import ConnectionLike, live
+from .registry import ConnectionLike, live
 from .scan import peek_numbers
 
 # Messages peeked at the expected end of the entity. A short window has seen the end; a full one

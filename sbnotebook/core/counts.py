@@ -15,7 +15,8 @@ from .errors import (
     role_needed,
     sign_in_failure,
 )
-from .live import ConnectionLike, LiveConnection, live
+from .live import LiveConnection
+from .registry import ConnectionLike, live
 
 
 @dataclass(frozen=True)

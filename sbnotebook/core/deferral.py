@@ -19,10 +19,10 @@ from .batch import LockedBatch
 from .copies import RESUBMIT_COUNT, check_target, copy_message, copy_then_complete
 from .entities import EntityPath
 from .errors import InvalidInputError, PartlyDoneError, SbError, from_sdk
-from .live import ConnectionLike
 from .messages import message_id
 from .outcome import Outcome, Report
 from .receive import receive_deferred
+from .registry import ConnectionLike
 from .send import schedule
 
 REMINDER_FOR = "sbnotebook-reminder-for"  # sequence number of the deferred message

@@ -26,9 +26,9 @@ from typing import Any, Protocol
 
 from .entities import EntityPath
 from .errors import InvalidInputError
-from .live import ConnectionLike, live
 from .outcome import Outcome, Report
 from .records import FIELDS
+from .registry import ConnectionLike, live
 
 Record = dict[str, Any]
 log = logging.getLogger("sbnotebook.core.jsonl")

@@ -1,6 +1,6 @@
 """Links: the SDK senders and receivers the operations borrow, and the pool that keeps them.
 
-A :class:`LinkPool` holds the idle links of one kind for one entity (``LiveConnection.pool`` makes
+A :class:`LinkPool` holds the idle links of one kind for one entity (``LinkPools.pool``, ``pools.py``, makes
 one per kind and entity); ``receiver_for`` makes the SDK receiver for a queue, subscription or
 dead-letter queue; ``opened`` holds a link open for one block; ``quietly`` closes over a dead
 connection without raising.

@@ -4,8 +4,9 @@ A :class:`LoopThread` owns one asyncio loop running on its own daemon thread, st
 ``run`` waits for a coroutine from any other thread (cells, widget callbacks, Spark tasks), also
 while Jupyter's own loop is running; ``call`` awaits one from any event loop; ``iterate`` turns an
 async generator into a synchronous iterator; ``stop`` runs a last coroutine, cancels what is left
-and ends the thread. It knows nothing of Service Bus: :class:`~sbnotebook.core.live.LiveConnection`
-adds the links, the reconnect and the admin client on top.
+and ends the thread. It knows nothing of Service Bus: :class:`~sbnotebook.core.pools.LinkPools` adds
+the link pools and the reconnect on top, and :class:`~sbnotebook.core.live.LiveConnection` the SDK
+client's lifecycle and the admin client.
 """
 
 from __future__ import annotations

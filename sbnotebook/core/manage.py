@@ -17,7 +17,8 @@ from typing import Any
 from .counts import admin_error
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError
-from .live import ConnectionLike, LiveConnection, live
+from .live import LiveConnection
+from .registry import ConnectionLike, live
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$", re.I)
 _ISO = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.I)

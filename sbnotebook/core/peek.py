@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .entities import EntityPath
-from .live import ConnectionLike
 from .records import to_dataframe
+from .registry import ConnectionLike
 from .scan import scan
 from .search import compile_where, type_hint
 

@@ -25,10 +25,10 @@ from .batch import LockedBatch
 from .copies import check_target, copy_message, copy_then_complete
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError
-from .live import ConnectionLike, live
 from .messages import message_id
 from .outcome import Outcome, Report
 from .receive import receive
+from .registry import ConnectionLike, live
 
 
 class Done:

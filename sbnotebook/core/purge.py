@@ -46,11 +46,12 @@ from .errors import (
 )
 from .leftovers import account_for_what_is_left, locked_until
 from .links import opened, receiver_for
-from .live import ConnectionLike, LiveConnection, live
+from .live import LiveConnection
 from .loop import stop_if_cancelled
 from .messages import message_id
 from .outcome import Outcome, Report
 from .receive import fetch_batch
+from .registry import ConnectionLike, live
 from .scan import STATES, SessionHold, ascan, message_state
 from .sdk_management import BATCH_DELETE_MAX, batch_delete, management_handler
 from .sdk_open import close_now

@@ -15,7 +15,8 @@ from .batch import DEFAULT_MAX_RENEWAL, LockedBatch, Mode
 from .entities import EntityPath
 from .errors import InvalidInputError, from_sdk, is_connection_lost
 from .links import receiver_for
-from .live import ConnectionLike, LiveConnection, live
+from .live import LiveConnection
+from .registry import ConnectionLike, live
 from .sdk_open import close_now, open_without_sleeps
 from .sdk_receiver import DRAIN_TIMEOUT, drain_credit, forget_deliveries, has_credit, revoke_credit
 

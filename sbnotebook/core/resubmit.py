@@ -28,12 +28,13 @@ from .copies import acopy_then_complete, copy_for
 from .entities import EntityPath
 from .errors import EntityNameError, InvalidInputError, from_sdk
 from .leftovers import account_for_what_is_left
-from .live import ConnectionLike, LiveConnection, live
+from .live import LiveConnection
 from .loop import stop_if_cancelled
 from .messages import message_id
 from .outcome import Outcome, Report
 from .receive import receive_batch
 from .records import to_record
+from .registry import ConnectionLike, live
 from .scan import ascan
 from .syncforms import sync_form
 

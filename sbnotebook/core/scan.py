@@ -26,9 +26,10 @@ from typing import Any
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk
 from .links import receiver_for
-from .live import ConnectionLike, LiveConnection, live
+from .live import LiveConnection
 from .loop import stop_if_cancelled
 from .records import to_record
+from .registry import ConnectionLike, live
 from .sdk_open import close_now, open_without_sleeps
 
 PAGE_SIZE = 250  # the most the SDK returns per peek call in practice

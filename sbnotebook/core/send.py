@@ -15,10 +15,11 @@ from typing import Any
 
 from .entities import EntityPath
 from .errors import InvalidInputError, from_sdk
-from .live import ConnectionLike, LiveConnection, live
+from .live import LiveConnection
 from .messages import as_datetime, iter_input, message_id, to_message
 from .outcome import DETAIL_LIMIT, Outcome, Report
 from .pipeline import RetryPolicy, send_all
+from .registry import ConnectionLike, live
 from .syncforms import sync_form
 
 DEFAULT_MAX_IN_FLIGHT = 10

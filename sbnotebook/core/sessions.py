@@ -26,8 +26,9 @@ from typing import Any, TypeVar
 from .entities import EntityPath
 from .errors import InvalidInputError, SessionLockedError, from_sdk
 from .links import quietly, receiver_for
-from .live import ConnectionLike, LiveConnection, live
+from .live import LiveConnection
 from .loop import stop_if_cancelled
+from .registry import ConnectionLike, live
 from .scan import PAGE_SIZE, ascan, message_state
 from .sdk_management import session_id_page
 from .sdk_open import close_now, open_without_sleeps

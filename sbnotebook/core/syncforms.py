@@ -10,7 +10,7 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-from .live import live
+from .registry import live
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -29,8 +29,9 @@ from typing import Any
 from .bounds import message_count, snapshot
 from .entities import EntityPath
 from .errors import InvalidInputError
-from .live import ConnectionLike, LiveConnection, live
+from .live import LiveConnection
 from .records import RECORD_FIELDS, to_dataframe
+from .registry import ConnectionLike, live
 from .scan import PAGE_SIZE, peek_page
 from .search import compile_where
 

@@ -24,7 +24,7 @@ from typing import Any
 from .counts import counts
 from .entities import EntityPath
 from .errors import InvalidInputError
-from .live import ConnectionLike, live
+from .registry import ConnectionLike, live
 from .scan import scan
 from .signatures import signature
 

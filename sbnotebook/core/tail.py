@@ -34,6 +34,7 @@ from .records import RECORD_FIELDS, to_dataframe
 from .registry import ConnectionLike, live
 from .scan import PAGE_SIZE, peek_page
 from .search import compile_where
+from .timing import Timed
 
 Record = dict[str, Any]
 TAIL_INTERVAL = 1.0  # seconds between two polls
@@ -41,7 +42,7 @@ KEEP = 10_000  # records a tail keeps for its DataFrame (the last ones): a tail 
 
 
 @dataclass
-class Tail:
+class Tail(Timed):
     """A running (or finished) tail: iterate it for each poll's new records (a list, maybe empty);
     its counters say what it saw. ``stop()`` (from any thread) ends it after the poll in flight."""
 
@@ -166,13 +167,9 @@ class Tail:
     # ------------------------------------------------------------------ reading
 
     @property
-    def elapsed(self) -> float:
-        return (self.finished if self.finished is not None else time.monotonic()) - self.started
-
-    @property
     def rate(self) -> float:
         """Messages that arrived per second since the start."""
-        return self.seen / self.elapsed if self.elapsed > 0 else 0.0
+        return self.per_second(self.seen)
 
     def status(self) -> str:
         """'3 messages in 12.0 s (0.2 msg/s), the last 1 s ago; peeking orders every 1 s from

@@ -27,6 +27,7 @@ from .errors import InvalidInputError
 from .registry import ConnectionLike, live
 from .scan import scan
 from .signatures import signature
+from .timing import Timed
 
 SIGNATURE = "signature"  # not a record field: computed from the reason and the description
 GROUP_FIELDS: tuple[str, ...] = ("dead_letter_reason", "dead_letter_error_description", "subject", SIGNATURE)
@@ -68,7 +69,7 @@ class Group:
 
 
 @dataclass
-class GroupCounts:
+class GroupCounts(Timed):
     """Counts per value of each field in ``by``, built incrementally (see the module docstring)."""
 
     entity: str
@@ -137,13 +138,9 @@ class GroupCounts:
         return self.finished is None
 
     @property
-    def elapsed(self) -> float:
-        return (self.finished if self.finished is not None else time.monotonic()) - self.started
-
-    @property
     def rate(self) -> float:
         """Messages scanned per second."""
-        return self.scanned / self.elapsed if self.elapsed > 0 else 0.0
+        return self.per_second(self.scanned)
 
     def counts(self, by: str = "dead_letter_reason") -> dict[str, int]:
         """{value: messages}, most frequent first."""

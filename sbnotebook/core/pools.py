@@ -14,8 +14,11 @@ which makes the SDK client, warms links and holds the admin client). What it own
   retry", and reconnects only if no other call has already (``generation`` changed).
 - **retired clients**: closing an SDK client shuts every handler it made, so a link still borrowed
   from an ended generation (a send being retried, a scan's receivers) would fail mid-operation. The
-  client is kept in ``_retired`` instead; the borrowed link goes back to a pool that did not hand it
-  out and is closed by its holder (``LinkPool.give_back``); ``close()`` closes the retired clients.
+  client is kept in ``_retired`` instead. A borrowed link whose connection was lost is closed when
+  given back; one given back to the current pool of its kind and entity (a ``LockedBatch``) is not
+  that pool's, and is closed (``LinkPool.give_back``); one given back to the pool it was taken from
+  (``link``, a receive) goes to that dropped pool's idle list, out of the reaper's reach, and is
+  closed with its client. ``close()`` closes the retired clients.
 - **the reaper**: a task on the loop, started with the first generation, that every
   ``REAPER_INTERVAL`` seconds closes the links idle for ``idle_timeout`` seconds.
 

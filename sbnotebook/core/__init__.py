@@ -72,7 +72,16 @@ from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record
 from .registry import ConnectionLike, close_all, connect
 from .registry import live as live_connection
 from .resubmit import aresubmit, default_target, discard, resubmit
-from .scan import PAGE_SIZE, ascan, peek_numbers, peek_page, scan, scan_records, sequence_numbers
+from .scan import (
+    PAGE_SIZE,
+    ascan,
+    peek_numbers,
+    peek_page,
+    scan,
+    scan_records,
+    sequence_numbers,
+    sessions_refused,
+)
 from .search import compile_where, filter_records, json_columns
 from .send import acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
 from .sessions import (
@@ -214,6 +223,7 @@ __all__ = [
     "schedule",
     "send",
     "sequence_numbers",
+    "sessions_refused",
     "set_session_state",
     "signature",
     "snapshot",

@@ -46,7 +46,7 @@ from .outcome import Outcome, Report
 from .pipeline import FLUSH, RetryPolicy, send_all
 from .records import to_record
 from .registry import ConnectionLike, live
-from .scan import PAGE_SIZE, apeek_once
+from .scan import PAGE_SIZE, apeek_once, sessions_refused
 from .syncforms import sync_form
 
 log = logging.getLogger(__name__)
@@ -290,10 +290,11 @@ async def acopy(
             peak = max(peak, held)
             try:
                 page = await src.call(apeek_once(src, src_path, at, ask))
-            except (SbError, asyncio.CancelledError):
+            except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                raise from_sdk(exc, entity=name) from None
+                error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=name)
+                raise sessions_refused(src_path, error, "a copy") or error from None
             release(ask - len(page))
             if not page:
                 tracker.exhausted = True
@@ -367,4 +368,5 @@ copy = sync_form(
     """Copy messages by peeking (nothing locked, no delivery counted, the source untouched) to a
     queue or topic of the same or another namespace (``source_connection``), through the send
     pipeline, resumable (see ``acopy`` and the module docstring).""",
+    grace=2.0,  # interrupted: the record is saved before the cell ends (the same command again reads it)
 )

@@ -57,8 +57,9 @@ class LoopThread:
         """No loop running: never started, or stopped."""
         return self._loop is None or self._loop.is_closed()
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run a coroutine on this loop and wait for it (from any other thread)."""
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None, *, grace: float = 0.0) -> T:
+        """Run a coroutine on this loop and wait for it (from any other thread). Interrupted, it is
+        cancelled, and waited for at most ``grace`` seconds more (its clean-up: a record saved)."""
         if self.on_loop():
             coro.close()
             raise RuntimeError(
@@ -69,6 +70,8 @@ class LoopThread:
             return future.result(timeout)
         except (KeyboardInterrupt, concurrent.futures.TimeoutError):
             future.cancel()  # an interrupted cell stops the work instead of leaving it running
+            if grace:
+                concurrent.futures.wait([future], timeout=grace)
             raise
 
     async def call(self, coro: Coroutine[Any, Any, T]) -> T:

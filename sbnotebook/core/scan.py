@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .entities import EntityPath
-from .errors import InvalidInputError, SbError, from_sdk
+from .errors import InvalidInputError, SbError, from_sdk, requires_sessions
 from .links import receiver_for
 from .live import LiveConnection
 from .loop import stop_if_cancelled
@@ -248,6 +248,19 @@ async def apeek_once(conn: LiveConnection, path: EntityPath, start: int, count: 
     """The SDK messages of one peek of at most ``count`` (``PAGE_SIZE``) at or after ``start``, on the
     connection's pooled links: one round trip (``core.copy`` asks for as many as it has room for)."""
     return await _Pager(conn, path, None, count, None).peek(max(start, 1), count)
+
+
+def sessions_refused(path: EntityPath, exc: BaseException, what: str) -> InvalidInputError | None:
+    """The one line for ``what`` (a copy, a tail: reads that lock nothing) on a session-enabled entity,
+    when ``exc`` is Service Bus refusing a peek without a session; None for any other error."""
+    if not requires_sessions(exc):
+        return None
+    return InvalidInputError(
+        f"{path} is session-enabled, and {what} peeks with nothing locked: Service Bus peeks a session-enabled "
+        "queue or subscription only through one session's lock, which takes that session from its consumers "
+        f"while it is held (and a session a consumer holds cannot be read). Its dead-letter queue has no "
+        f"sessions ({path.dead_letter}); one session is read by naming its session id."
+    )
 
 
 def scan(

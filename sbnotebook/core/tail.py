@@ -28,11 +28,11 @@ from typing import Any
 
 from .bounds import message_count, snapshot
 from .entities import EntityPath
-from .errors import InvalidInputError
+from .errors import InvalidInputError, SbError
 from .live import LiveConnection
 from .records import RECORD_FIELDS, to_dataframe
 from .registry import ConnectionLike, live
-from .scan import PAGE_SIZE, peek_page
+from .scan import PAGE_SIZE, peek_page, sessions_refused
 from .search import compile_where
 from .timing import Timed
 
@@ -90,7 +90,10 @@ class Tail(Timed):
         if self.from_sequence_number is not None:
             self.next_sequence_number = max(self.from_sequence_number, 1)
         else:
-            bounds = snapshot(self.connection, self._path, 1)
+            try:
+                bounds = snapshot(self.connection, self._path, 1)
+            except SbError as exc:
+                raise sessions_refused(self._path, exc, "a tail") or exc from None
             self.next_sequence_number = bounds[1] + 1 if bounds is not None else 1
         self.started_at = self.next_sequence_number
         self.started = time.monotonic()
@@ -146,7 +149,12 @@ class Tail(Timed):
         self.polls += 1
         arrived: list[Record] = []
         while True:
-            page = peek_page(self._path, start=self.next_sequence_number, count=PAGE_SIZE, connection=self.connection)
+            try:
+                page = peek_page(
+                    self._path, start=self.next_sequence_number, count=PAGE_SIZE, connection=self.connection
+                )
+            except SbError as exc:
+                raise sessions_refused(self._path, exc, "a tail") or exc from None
             if page:
                 arrived += page
                 self.next_sequence_number = int(page[-1]["sequence_number"]) + 1

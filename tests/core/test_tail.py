@@ -191,7 +191,12 @@ def test_a_tail_on_a_missing_entity_or_a_topic_fails_the_cell_in_one_line(sb: An
     ip = sb.shell
     assert "Entity not found (nope)" in magic_fails(ip, "sb_tail nope --seconds 1")
     assert "receive from one of its subscriptions" in magic_fails(ip, "sb_tail t --seconds 1")
-    assert "requires sessions" in magic_fails(ip, "sb_tail sq --seconds 1")
+    # A session-enabled entity: refused in one line saying why (a peek there takes a session's lock)
+    # and what to do, whether the tail starts after what is there or --from-seq.
+    for line in ("sb_tail sq --seconds 1", "sb_tail sq --seconds 1 --from-seq 1"):
+        shown = magic_fails(ip, line)
+        assert "sq is session-enabled, and a tail peeks with nothing locked" in shown, shown
+        assert "only through one session's lock" in shown and "(sq/$deadletterqueue)" in shown, shown
     assert "--seconds" in magic_fails(ip, "sb_tail q --seconds 0")
     assert "--from-seq" in magic_fails(ip, "sb_tail q --from-seq -1")
     assert "Unknown name in the search: nme" in magic_fails(ip, "sb_tail q --seconds 1 --where 'nme == 1'")

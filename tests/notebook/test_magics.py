@@ -541,7 +541,7 @@ def test_session_receive_shows_the_session_lock_and_close_lets_it_go(
 
 
 def test_peek_and_browse_of_a_session_entity_without_a_session_say_what_to_do(
-    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
+    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any, tmp_path: Path
 ) -> None:
     with client.get_queue_sender("sq") as s:
         s.send_messages([ServiceBusMessage("one", session_id="s-1")])
@@ -549,6 +549,10 @@ def test_peek_and_browse_of_a_session_entity_without_a_session_say_what_to_do(
         shown = magic_fails(ip, command)
         assert "requires sessions" in shown and "--session" in shown and not capsys.readouterr().err, shown
         assert "TrackingId" not in shown
+    # A command with no --session of its own says so, and what reads one session instead.
+    shown = magic_fails(ip, f"sb_export sq {tmp_path / 'sq.jsonl'}")
+    assert "requires sessions, and this command reads it without one" in shown, shown
+    assert "%sb_peek sq --session ID reads one session (%sb_sessions sq lists them)" in shown, shown
     assert line(ip, "sb_peek sq --session s-1")["body_text"].tolist() == ["one"]
 
 

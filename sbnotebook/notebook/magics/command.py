@@ -283,6 +283,12 @@ def explain(exc: BaseException, args: argparse.Namespace | None) -> BaseExceptio
         return exc
     entity = args.entity
     if requires_sessions(exc):
+        if not hasattr(args, "session"):  # this command reads no single session (an export, a count)
+            return UsageError(
+                f"{entity} requires sessions, and this command reads it without one: Service Bus reads a "
+                f"session-enabled entity only through one session's lock. %sb_peek {entity} --session ID reads "
+                f"one session (%sb_sessions {entity} lists them); its dead-letter queue has no sessions."
+            )
         command = "%sb_receive" if getattr(args, "mode", None) else "%sb_peek"
         return UsageError(
             f"{entity} requires sessions: name one with --session ID (for example {command} {entity} --session s-1)."

@@ -10,7 +10,7 @@ from ... import core
 from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection
 from .command import COUNT, command, parser
 from .progress import Progress
-from .targets import address, check_exists
+from .targets import address, check_exists, named_in
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -64,6 +64,14 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     target, dst = address(self, args.target)
     core.copy_target(target)  # a subscription or a DLQ: said before anything is read
     check_exists(target, dst)
+    try:  # one peek: a session-enabled source is refused before anything is counted or asked
+        core.peek_numbers(source, count=1, connection=src)
+    except core.SbError as exc:
+        refused = core.sessions_refused(EntityPath.parse(source), exc, "a copy")
+        if refused is None:
+            raise
+        name = args.source.split(":", 1)[0] if ":" in args.source else None  # the line says prod:q, as typed
+        raise core.InvalidInputError(named_in(refused.message, name, source) if name else refused.message) from None
     where = core.compile_where(args.where) if args.where else None
     options: dict[str, Any] = {"where": args.where, "keep_ids": args.keep_ids, "limit": args.limit}
     state = core.copy_resume_point(source, target, source_connection=src, connection=dst, **options)

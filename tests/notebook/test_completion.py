@@ -63,7 +63,9 @@ def test_entities_subscriptions_named_connections_options_and_actions(
         assert completions(ip, "%sb_copy prod:q/$deadletterqueue d") == ["dedup", "dl-fwd", "dl-target"]
         assert completions(ip, "%sb_resubmit q --target fwd-") == ["fwd-dst", "fwd-src"]
         assert completions(ip, "%sb_entities show fwd") == ["fwd-dst", "fwd-src"]
-        assert completions(ip, "%sb_entities ") == ["show", "create", "update", "delete", "rules", "rule"]
+        assert completions(ip, "%sb_entities ") == ["show", "create", "update", "delete", "rules", "rule", "prod:"]
+        assert completions(ip, "%sb_entities pr") == ["prod:"]  # %sb_entities prod: lists prod's entities
+        assert completions(ip, "%sb_entities --connection ") == ["prod"]
         # Options from the command's argparse spec, choices of options and positionals.
         assert completions(ip, "%sb_peek q --") == ["--dlq", "--from-seq", "--json", "--scan", "--session", "--where"]
         assert completions(ip, "%sb_peek q --w") == ["--where"]

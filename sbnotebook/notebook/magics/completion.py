@@ -250,13 +250,16 @@ class Completer:
             return [str(c) for c in action.choices if str(c).startswith(fragment)], True
         if action.dest in ENTITY_ARGUMENTS:
             return self.entities(fragment), True
+        if action.dest == "connection":  # %sb_entities --connection NAME
+            return [n for n in sorted(self.magics.connections) if n.startswith(fragment)], True
         return [], False  # a file, an expression: other matchers may know (file names)
 
     def entity_words(self, prior: list[str], fragment: str) -> tuple[list[str], bool]:
         words = [w for w in prior if not w.startswith("-")]
         if not words:
             verbs = ["show", "create", "update", "delete", "rules", "rule"]
-            return [v for v in verbs if v.startswith(fragment)], True
+            named = [f"{n}:" for n in sorted(self.magics.connections)]  # %sb_entities prod: lists prod's
+            return [v for v in [*verbs, *named] if v.startswith(fragment)], True
         if len(words) == 1 and words[0] in ENTITY_WORDS:
             return self.entities(fragment), True
         return [], False

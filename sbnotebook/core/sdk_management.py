@@ -8,7 +8,7 @@
 
 What it reaches into: the client's ``_create_session_browser`` and the handlers' management request
 (``_mgmt_request_response_with_retry``) with the SDK's own request bodies and reply handlers;
-``PRIVATE_NAMES`` lists them (``sdk.py`` is the boundary's index). The handlers open without the
+``sdk.USED_BY`` lists them. The handlers open without the
 SDK's sleeps (``sdk_open.py``).
 """
 
@@ -19,26 +19,6 @@ import logging
 from typing import Any
 
 from .sdk_open import without_sleeps
-
-# The SDK's private names used here: owner (a dotted path inside the SDK) -> its attributes used.
-PRIVATE_NAMES: dict[str, str] = {
-    "azure.servicebus.aio._servicebus_client_async.ServiceBusClient": "_create_session_browser",
-    "azure.servicebus.aio._session_browser_async._SessionBrowserAsync": (
-        "_mgmt_request_response_with_retry _amqp_transport"
-    ),
-    "azure.servicebus._session_browser": "_page_request_body _to_last_updated_ms _PAGE_SIZE",
-    "azure.servicebus._common.mgmt_handlers": "list_sessions_op",
-    "azure.servicebus._common.constants": (
-        "REQUEST_RESPONSE_GET_MESSAGE_SESSIONS_OPERATION MGMT_RESPONSE_MESSAGE_ERROR_CONDITION"
-    ),
-    "azure.servicebus._servicebus_receiver.ServiceBusReceiver": "_mgmt_request_response_with_retry _amqp_transport",
-    "azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver": (
-        "_amqp_transport _mgmt_request_response_with_retry"
-    ),
-    "azure.servicebus._transport._pyamqp_transport.PyamqpTransport": (
-        "AMQP_INT_VALUE AMQP_TIMESTAMP_VALUE handle_amqp_mgmt_error"
-    ),
-}
 
 log = logging.getLogger("sbnotebook.core.sdk")
 

@@ -8,27 +8,13 @@
   tests/core/test_copies.py);
 - ``amqp_properties``: a message's AMQP properties read at once, as its getters return them.
 
-``PRIVATE_NAMES`` lists the private names used here (``sdk.py`` is the boundary's index).
+``sdk.USED_BY`` lists the private names used here.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
-
-# The SDK's private names used here: owner (a dotted path inside the SDK) -> its attributes used.
-PRIVATE_NAMES: dict[str, str] = {
-    "azure.servicebus._common.message.ServiceBusMessageBatch": (
-        "_add _amqp_transport _tracing_attributes _message _messages _size _count"
-    ),
-    "azure.servicebus._common.constants": "_BATCH_MESSAGE_OVERHEAD_COST",
-    "azure.servicebus._common.tracing": "trace_message",
-    "azure.servicebus._common.utils": "transform_outbound_messages",
-    "azure.servicebus._pyamqp._encode": "encode_payload",
-    "azure.servicebus._pyamqp.utils": "add_batch get_message_encoded_size",
-    "azure.servicebus._transport._pyamqp_transport.PyamqpTransport": "set_batch_envelope_properties",
-    "azure.servicebus._common.message.ServiceBusMessage": "_raw_amqp_message",
-}
 
 log = logging.getLogger("sbnotebook.core.sdk")
 

@@ -11,7 +11,7 @@
 What it reaches into: a handler's ``_create_handler`` (async receiver, sender, session browser),
 the ``client_ready_async`` of the AMQP client that makes, and the client's keep-alive task;
 ``POLLING_OPENS`` pins the SDK methods whose shape this relies on (tests/core/test_open.py), and
-``PRIVATE_NAMES`` lists the names (``sdk.py`` is the boundary's index).
+``sdk.USED_BY`` lists the names.
 """
 
 from __future__ import annotations
@@ -23,20 +23,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .sdk_spares import spares_of_loop
-
-# The SDK's private names used here: owner (a dotted path inside the SDK) -> its attributes used.
-PRIVATE_NAMES: dict[str, str] = {
-    "azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver": "_handler _create_handler _session_id",
-    "azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync": (
-        "_connection _keep_alive_thread _mgmt_links auth_complete_async client_ready_async _socket_timeout _session"
-    ),
-    "azure.servicebus.aio._servicebus_sender_async.ServiceBusSender": "_handler _create_handler",
-    "azure.servicebus.aio._session_browser_async._SessionBrowserAsync": "_create_handler",
-    "azure.servicebus.aio._base_handler_async.BaseHandler": "_mgmt_target _config _entity_path",
-    "azure.servicebus._pyamqp.aio._management_operation_async": "ManagementOperation",
-    "azure.servicebus._pyamqp.aio._management_operation_async.ManagementOperation": "ready",
-    "azure.servicebus._pyamqp.aio._connection_async.Connection": "listen",
-}
 
 log = logging.getLogger("sbnotebook.core.sdk")
 

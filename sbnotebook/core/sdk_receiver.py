@@ -15,7 +15,7 @@ The public SDK settles and renews one lock per round trip and has no call for th
 
 What it reaches into: the async ``ServiceBusReceiver`` (its management requests and its AMQP
 client), pyamqp's receiver link (credit, flow, delivery tags) and a received message's lock
-fields; ``PRIVATE_NAMES`` lists them (``sdk.py`` is the boundary's index).
+fields; ``sdk.USED_BY`` lists them.
 """
 
 from __future__ import annotations
@@ -24,22 +24,6 @@ import asyncio
 import datetime as dt
 from collections.abc import Sequence
 from typing import Any
-
-# The SDK's private names used here: owner (a dotted path inside the SDK) -> its attributes used.
-PRIVATE_NAMES: dict[str, str] = {
-    "azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver": (
-        "_settle_message_via_mgmt_link _renew_locks _handler _receive_mode _build_received_message"
-    ),
-    "azure.servicebus._common.constants": "MESSAGE_MGMT_SETTLEMENT_TERM_MAP MGMT_RESPONSE_MESSAGE_EXPIRATION",
-    "azure.servicebus._common.message.ServiceBusReceivedMessage": (
-        "_delivery_id _delivery_tag _settled _expiry _is_peeked_message"
-    ),
-    "azure.servicebus._pyamqp.aio._client_async.ReceiveClientAsync": "settle_messages_async _link _received_messages",
-    "azure.servicebus._pyamqp.aio._link_async.Link": "current_link_credit flow _incoming_flow",
-    "azure.servicebus._pyamqp.aio._receiver_async.ReceiverLink": "_received_delivery_tags",
-    "azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync": "_connection",
-    "azure.servicebus._pyamqp.aio._connection_async.Connection": "listen",
-}
 
 _TERMS = {"complete": "complete", "abandon": "abandon", "dead_letter": "dead-letter", "defer": "defer"}
 

@@ -13,7 +13,7 @@ when the namespace token nears its end, by the SDK's own refresh. A key the serv
 whole namespace (a key of one entity's policy) is logged once, and spares are no longer covered.
 Tokens from Microsoft Entra ID or a fixed SAS token are always put per link.
 
-The private SDK names used here are listed in ``PRIVATE_NAMES`` (``sdk.py`` is the boundary's index);
+The private SDK names used here are listed in ``sdk.USED_BY``;
 ``SPARE_OPEN_TAIL`` pins the lines of the SDK's open that ``_give`` repeats.
 """
 
@@ -28,30 +28,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .errors import sign_in_failure
-
-# The SDK's private names used here: owner (a dotted path inside the SDK) -> its attributes used.
-PRIVATE_NAMES: dict[str, str] = {
-    "azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver": "_handler _amqp_transport _create_handler",
-    "azure.servicebus._pyamqp.aio._client_async.AMQPClientAsync": (
-        "_connection _keep_alive_thread _socket_timeout open_async _keep_alive_async _hostname _use_tls "
-        "_transport_type _custom_endpoint_address _http_proxy _max_frame_size _channel_max _idle_timeout "
-        "_incoming_window _outgoing_window _auth _auth_timeout _ssl_opts _properties _network_trace "
-        "_network_trace_params _cbs_authenticator _keep_alive_interval _session _shutdown"
-    ),
-    "azure.servicebus.aio._session_browser_async._SessionBrowserAsync": "_amqp_transport",
-    "azure.servicebus.aio._base_handler_async.BaseHandler": "_config _credential",
-    "azure.servicebus._pyamqp.aio._connection_async.Connection": "listen create_session _error _container_id",
-    "azure.servicebus._pyamqp.aio._cbs_async": "CBSAuthenticator",
-    "azure.servicebus._pyamqp.constants": "CbsState CbsAuthState ConnectionState AUTH_TYPE_CBS",
-    "azure.servicebus._pyamqp.aio._cbs_async.CBSAuthenticator": (
-        "auth_state handle_token _expires_on _auth _auth_timeout"
-    ),
-    "azure.servicebus._pyamqp.error": "TokenAuthFailure",
-    "azure.servicebus.aio._async_utils": "create_authentication",
-    "azure.servicebus._transport._pyamqp_transport.PyamqpTransport": "create_servicebus_exception",
-    "azure.servicebus._common.constants": "TOKEN_TYPE_SASTOKEN",
-    "azure.servicebus.aio._transport._pyamqp_transport_async.PyamqpTransportAsync": "create_token_auth_async",
-}
 
 log = logging.getLogger("sbnotebook.core.sdk")
 

@@ -11,7 +11,7 @@ import re
 from sbnotebook import core
 from sbnotebook.core import records
 from sbnotebook.core.outcome import Outcome, Report
-from sbnotebook.core.sdk import PARTS, PRIVATE_NAMES
+from sbnotebook.core.sdk import PRIVATE_NAMES, USED_BY
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -35,27 +35,14 @@ def test_every_private_sdk_name_the_kit_uses_still_exists() -> None:
         found = hasattr(obj, attr) or (
             inspect.isclass(obj) and re.search(rf"self\.{attr}\b", inspect.getsource(obj)) is not None
         )
-        assert found, f"the installed azure-servicebus has no {owner}.{attr}: update sbnotebook/core/sdk_*.py"
-
-
-def _code(source: str) -> list[ast.stmt]:
-    """A module's statements, its own ``PRIVATE_NAMES`` list left out."""
-    tree = ast.parse(source)
-    return [
-        node
-        for node in tree.body
-        if not any(
-            isinstance(target, ast.Name) and target.id == "PRIVATE_NAMES"
-            for target in (node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)])
-        )
-    ]
+        assert found, f"the installed azure-servicebus has no {owner}.{attr}: update sbnotebook/core/sdk*.py"
 
 
 def mentioned(source: str) -> set[str]:
     """Every name a module's code mentions (attributes, names, imported names, words of the SDK lines
     it pins: string constants other than docstrings)."""
     found: set[str] = set()
-    for top in _code(source):
+    for top in ast.parse(source).body:
         docstrings = {id(n.value) for n in ast.walk(top) if isinstance(n, ast.Expr)}
         for node in ast.walk(top):
             if isinstance(node, ast.Attribute):
@@ -99,22 +86,22 @@ def reached(source: str) -> set[str]:
     return {name for name in found if not name.startswith("_sbnotebook")}
 
 
-def test_each_part_of_the_boundary_lists_what_it_uses_and_uses_what_it_lists() -> None:
-    for part in PARTS:
-        source = inspect.getsource(part)
-        listed = {attr for names in part.PRIVATE_NAMES.values() for attr in names.split()}
-        owners = {owner.rsplit(".", 1)[-1] for owner in part.PRIVATE_NAMES}
+def test_each_part_of_the_boundary_uses_what_it_lists_and_lists_what_it_uses() -> None:
+    for part, owners in USED_BY.items():
+        source = inspect.getsource(importlib.import_module(f"sbnotebook.core.{part}"))
+        listed = {attr for names in owners.values() for attr in names.split()}
+        classes = {owner.rsplit(".", 1)[-1] for owner in owners}
         stale = listed - mentioned(source)
-        assert not stale, f"{part.__name__}.PRIVATE_NAMES lists {sorted(stale)}, which it does not use"
-        unlisted = reached(source) - listed - owners
-        assert not unlisted, f"{part.__name__} uses the SDK's private {sorted(unlisted)}: list them in PRIVATE_NAMES"
+        assert not stale, f"sdk.USED_BY lists {sorted(stale)} for {part}, which does not use them"
+        unlisted = reached(source) - listed - classes
+        assert not unlisted, f"{part} uses the SDK's private {sorted(unlisted)}: list them in sdk.USED_BY"
 
 
 def test_the_boundary_checks_can_fail() -> None:
     source = (
-        "PRIVATE_NAMES = {'azure.servicebus.X': '_listed _stale'}\n"
         "from azure.servicebus._common.constants import HIDDEN\n"
         "def f(receiver):\n"
+        '    """Says _stale, in words only."""\n'
         "    receiver._listed = getattr(receiver, '_unlisted', None)\n"
         "    return HIDDEN, receiver._own_helper, _helper()\n"
         "def _helper(): ...\n"
@@ -125,7 +112,7 @@ def test_the_boundary_checks_can_fail() -> None:
 
 def test_private_sdk_names_are_used_only_in_the_boundary_modules() -> None:
     names = {attr for _, attr in PRIVATE_NAMES} | {"_common", "_pyamqp", "_transport"}
-    boundary = {pathlib.Path(part.__file__).name for part in PARTS} | {"sdk.py"}
+    boundary = {f"{part}.py" for part in USED_BY} | {"sdk.py"}
     for path in (ROOT / "sbnotebook").rglob("*.py"):
         if (path.name in boundary and path.parent.name == "core") or "emulator" in path.parts:
             continue

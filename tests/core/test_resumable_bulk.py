@@ -391,7 +391,7 @@ def test_a_copy_holds_at_most_one_page_of_messages() -> None:
     at most one page (PAGE_SIZE) of source messages at once: counted by the copy from the moment a
     peek asks for them until the target confirms them, and, read independently, the memory it
     allocated while it ran beyond what its Report keeps (tracemalloc; the brokers in their own
-    processes) stays within 2.5 times what one page of peeked messages takes (measured 1.4-2.0: the
+    processes) stays within 2 times what one page of peeked messages takes (measured 0.7-1.2, the
     page in both forms, peeked and copied). Before, the sends in flight held up to max_in_flight
     batches besides the page being copied and the next one: 3.7."""
     import tracemalloc
@@ -418,7 +418,7 @@ def test_a_copy_holds_at_most_one_page_of_messages() -> None:
         assert core.counts("orders", connection=src).active == n
         assert 0 < report.stats["peak_held"] <= core.PAGE_SIZE, report.stats["peak_held"]
         working = (peak - kept) / one_page
-        assert working <= 2.5, f"the copy held {working:.1f} pages' worth of memory"
+        assert working <= 2.0, f"the copy held {working:.1f} pages' worth of memory"
     finally:
         core.close_all()
         for proc in (a, b):

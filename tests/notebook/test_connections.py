@@ -249,13 +249,13 @@ def test_copy_asks_first_and_an_interrupted_copy_sends_only_what_is_left(
 
     # On disk once the interrupted copy has ended (at once in a kernel; here its thread waited in the
     # hook until the cell saw the interrupt, and the sends in flight then confirm the rest).
-    wait_until(lambda: (r := recorded()) is not None and r.pending and r.copied >= 250, timeout=10)
-    assert 250 <= recorded().copied <= counts("dedup", connection=sb.conn()).active
+    wait_until(lambda: (r := recorded()) is not None and r.pending and r.copied > 0, timeout=10)
+    assert 0 < recorded().copied <= counts("dedup", connection=sb.conn()).active
     monkeypatch.undo()
     capsys.readouterr()
     report = line(ip, "sb_copy prod:q dedup --yes")
     assert "Resuming the copy" in capsys.readouterr().out
-    assert report.count("sent") <= 700 - first + 10  # only what is left (and what was in flight)
+    assert report.count("sent") <= 700 - first + 50  # only what is left (and the one batch in flight)
     bodies = sorted(str(m) for m in drain(client, "dedup"))
     assert bodies == sorted(f"m{i}" for i in range(700))  # each once: re-sent copies kept their ids
     source = _peek_all(prod_client, "q")

@@ -200,6 +200,7 @@ def test_copy_bad_input_is_one_line_and_copies_nothing(
         ("sb_copy prod:q prod:", "no entity after"),
         ("sb_copy q/$deadletterqueue:prod q", "a colon only follows a connection name"),
         ("sb_copy prod:q nosuchqueue --yes", "nosuchqueue"),
+        ("sb_copy q prod:nosuchqueue --yes", "Entity not found (prod:nosuchqueue)"),  # the target's connection
         ("sb_copy prod:q q --limit 0", "argument --limit: must be 1 or more"),
         ("sb_copy prod:q q --max-in-flight 0", "argument --max-in-flight: must be 1 or more"),
         ("sb_copy prod:t q --yes", "receive from one of its subscriptions"),  # a topic holds nothing to peek

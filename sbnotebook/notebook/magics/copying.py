@@ -63,7 +63,11 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     source, src = address(self, args.source)
     target, dst = address(self, args.target)
     core.copy_target(target)  # a subscription or a DLQ: said before anything is read
-    check_exists(target, dst)
+    try:
+        check_exists(target, dst)
+    except core.EntityNotFoundError as exc:  # named as typed: home:orders, not orders
+        name = args.target.split(":", 1)[0].strip() if ":" in args.target else None
+        raise type(exc)(named_in(exc.message, name, target) if name else exc.message) from None
     try:  # one peek: a session-enabled source is refused before anything is counted or asked
         core.peek_numbers(source, count=1, connection=src)
     except core.SbError as exc:

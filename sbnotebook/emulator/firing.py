@@ -57,9 +57,13 @@ class Firing(BrokerCore):
         msg = store.messages.get(seq)
         if msg is None or msg.state is not MessageState.SCHEDULED:
             return  # cancelled
-        msg.enqueued_time = now
         store.remove(seq)  # a queue re-adds it as active; a topic fans it out
         msg.state = MessageState.ACTIVE
+        # As Service Bus does: "appended to the queue as if it had been enqueued at the current
+        # instant, which includes assigning a new SequenceNumber" (Microsoft's message-sequencing
+        # page); the number it was scheduled under is gone (cancelling it finds nothing).
+        msg.enqueued_time = now
+        msg.sequence_number = self._number(target)
         self._enqueue(target, msg, now, hops=0)
 
     def _fire_ttl(self, entity: Receivable, seq: int, now: float) -> None:

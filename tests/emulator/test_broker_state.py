@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from sbnotebook.emulator import Broker, ManualClock, Topology
-from sbnotebook.emulator.errors import BadRequest, LockLost, MessageSizeExceeded
+from sbnotebook.emulator.errors import BadRequest, LockLost, MessageNotFound, MessageSizeExceeded
 from sbnotebook.emulator.model import MessageData, MessageState
 
 TOPO = Topology.from_dict(
@@ -128,16 +128,25 @@ def test_locked_message_expires_only_when_its_lock_ends(broker: Broker, clock: M
     assert broker.counts("ttl")["dead_letter"] == 1
 
 
-def test_scheduled_message_keeps_its_sequence_number(broker: Broker, clock: ManualClock) -> None:
+def test_scheduled_message_is_numbered_again_when_it_becomes_active(broker: Broker, clock: ManualClock) -> None:
+    """Rule (Azure's message-sequencing page): a scheduled message's number is valid while it is
+    scheduled; when it falls due it is appended as if enqueued then, with a new number."""
     (seq,) = broker.send("q", [data(scheduled_enqueue_time=clock.now() + 30)])
+    (plain,) = broker.send("q", [data()])
     src = broker.resolve_source("q")
-    (peeked,) = broker.peek(src, 0, 5)
-    assert peeked.state is MessageState.SCHEDULED
-    assert broker.receive(src, 1, peek_lock=False) == []
+    peeked = broker.peek(src, 0, 5)
+    assert [(p.sequence_number, p.state) for p in peeked] == [
+        (seq, MessageState.SCHEDULED),
+        (plain, MessageState.ACTIVE),
+    ]
     clock.advance(30)
     broker.tick()
-    (m,) = broker.receive(src, 1, peek_lock=False)
-    assert m.sequence_number == seq
+    assert [p.sequence_number for p in broker.peek(src, 0, 5)] == [plain, plain + 1]
+    with pytest.raises(MessageNotFound):
+        broker.cancel_scheduled("q", [seq])
+    got = broker.receive(src, 2, peek_lock=False)
+    assert [m.sequence_number for m in got] == [plain, plain + 1]
+    assert got[1].enqueued_time == clock.now()
     assert broker.peek(src, 0, 5) == []
 
 

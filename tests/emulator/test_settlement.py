@@ -171,21 +171,30 @@ def test_peek_does_not_lock_or_count(client: ServiceBusClient) -> None:
 
 
 def test_scheduled_message_is_peekable_then_delivered_on_time(client: ServiceBusClient) -> None:
-    """Rule: a scheduled message has state 'scheduled' until its time, then is enqueued."""
+    """Rule: a scheduled message has state 'scheduled' until its time, then is enqueued as if sent
+    then, under a new sequence number (Azure's message-sequencing page: the number it was scheduled
+    under is only valid while it is scheduled); that old number no longer cancels anything."""
     when = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
     with client.get_queue_sender("q") as s:
         (seq,) = s.schedule_messages(ServiceBusMessage("future"), when)
+        s.send_messages(ServiceBusMessage("now"))
     with client.get_queue_receiver("q", max_wait_time=3) as r:
         peeked = r.peek_messages(max_message_count=5, sequence_number=1)
-        assert [(x.sequence_number, str(x)) for x in peeked] == [(seq, "future")]
-        p = peeked[0]
-        assert p.state.name == "SCHEDULED"
-        assert r.receive_messages(max_wait_time=0.5) == []
+        assert [(x.sequence_number, str(x), x.state.name) for x in peeked] == [
+            (seq, "future", "SCHEDULED"),
+            (seq + 1, "now", "ACTIVE"),
+        ]
+        (first,) = r.receive_messages(max_wait_time=0.5)
+        assert str(first) == "now"
+        r.complete_message(first)
         (m,) = r.receive_messages(max_wait_time=5)
         assert str(m) == "future"
-        assert m.sequence_number == seq
+        assert m.sequence_number == seq + 2  # numbered after "now": appended when it fell due
+        assert m.enqueued_time_utc is not None and m.enqueued_time_utc >= when - dt.timedelta(milliseconds=5)
         assert abs((m.scheduled_enqueue_time_utc - when).total_seconds()) < 0.01
         r.complete_message(m)
+    with client.get_queue_sender("q") as s, pytest.raises(MessageNotFoundError):
+        s.cancel_scheduled_messages(seq)
 
 
 def test_cancel_scheduled_message(quick_client: ServiceBusClient) -> None:

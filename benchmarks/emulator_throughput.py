@@ -7,6 +7,7 @@ the same work. Target: emulator CPU at most half the client's (the broker is not
 the bottleneck).
 
     python benchmarks/emulator_throughput.py --messages 5000
+    python benchmarks/emulator_throughput.py --messages 5000 --websockets   # AMQP over WebSockets
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 
 import psutil
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from sbnotebook.core.websockets import websocket_options
 
 TARGET_RATIO = 0.5
 
@@ -73,7 +76,7 @@ def _medians(phases: list[Phase]) -> list[Phase]:
     return out
 
 
-def run(n: int, body_size: int, rounds: int) -> list[Phase]:
+def run(n: int, body_size: int, rounds: int, websockets: bool = False) -> list[Phase]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "sbnotebook.emulator", "--port", "0"], stdout=subprocess.PIPE, text=True
     )
@@ -89,7 +92,8 @@ def run(n: int, body_size: int, rounds: int) -> list[Phase]:
         emulator = psutil.Process(proc.pid)
         body = "x" * body_size
         phases = []
-        with ServiceBusClient.from_connection_string(conn) as client:
+        options = websocket_options(conn) if websockets else {}
+        with ServiceBusClient.from_connection_string(conn, **options) as client:
             sender = client.get_queue_sender("results")
             receiver = client.get_queue_receiver("results", max_wait_time=5, prefetch_count=0)
             with sender, receiver:
@@ -144,8 +148,9 @@ def main() -> int:
     parser.add_argument("--body-size", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=3, help="repeat each phase; medians are reported")
     parser.add_argument("--json", action="store_true", help="print results as JSON")
+    parser.add_argument("--websockets", action="store_true", help="AMQP over WebSockets on the same port")
     args = parser.parse_args()
-    phases = run(args.messages, args.body_size, args.rounds)
+    phases = run(args.messages, args.body_size, args.rounds, args.websockets)
     total_e = sum(p.emulator_cpu for p in phases)
     total_c = sum(p.client_cpu for p in phases)
     overall = total_e / total_c
@@ -153,7 +158,8 @@ def main() -> int:
         print(json.dumps([p.__dict__ | {"rate": p.rate, "ratio": p.ratio} for p in phases] + [{"overall": overall}]))
     else:
         print(
-            f"{args.messages} messages of {args.body_size} bytes, SDK client vs emulator process, "
+            f"{args.messages} messages of {args.body_size} bytes{' over WebSockets' if args.websockets else ''}, "
+            "SDK client vs emulator process, "
             f"median of {args.rounds} rounds"
         )
         print(f"{'phase':<22}{'msg/s':>10}{'client cpu s':>14}{'emulator cpu s':>16}{'ratio':>8}")

@@ -43,3 +43,15 @@ def parse_head(buf: bytes) -> tuple[str, str, dict[str, str], int] | None:
         if sep:
             headers[name.strip().lower()] = value.strip()
     return parts[0], parts[1], headers, end + 4
+
+
+WEBSOCKET_PATH = "/$servicebus/websocket"
+
+
+def is_upgrade(path: str, headers: dict[str, str]) -> bool:
+    """A WebSocket upgrade to Service Bus's AMQP path (``websocket.py`` answers it)."""
+    return (
+        path.split("?", 1)[0].lower() == WEBSOCKET_PATH.lower()
+        and headers.get("upgrade", "").lower() == "websocket"
+        and "sec-websocket-key" in headers
+    )

@@ -22,9 +22,8 @@ from typing import Any
 from cproton import isnull, pn_collector_peek, pn_collector_pop, pn_event_delivery, pn_event_type
 from proton import Delivery, Event, EventType
 
-from .frontdoor import AMQP, MORE, classify, parse_head
+from .frontdoor import AMQP, MORE, classify, is_upgrade, parse_head
 from .peerio import Peer, PeerIO, Sniffing
-from .websocket import WebSocketReader, handshake_response, is_upgrade
 
 log = logging.getLogger("sbnotebook.emulator")
 
@@ -191,21 +190,36 @@ class EventLoop(PeerIO):
         _, path, headers, length = head
         self._forget_sniffing(s, close=False)
         if is_upgrade(path, headers):
-            reply = handshake_response(headers)
-            if not reply.startswith(b"HTTP/1.1 101"):
-                self._refuse_http(s.sock, reply)
-                return
-            peer = self._add_peer(s.sock)
-            peer.ws = WebSocketReader()
-            peer.ws_out += reply
-            self._push(peer, s.buf[length:])
-            self._want_write(peer, True)
+            self._upgrade(s, length)
             return
         if self.http is None:
             self._refuse_http(s.sock, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             return
         s.sock.setblocking(True)
         self.http(s.sock, s.buf)
+
+    def _upgrade(self, s: Sniffing, length: int) -> None:
+        """AMQP over WebSockets: answer the upgrade (its head is s.buf[:length]), then serve the peer."""
+        try:
+            # Imported on the first upgrade: plain AMQP never pays for wsproto and h11, and an
+            # environment without them (made before they became dependencies) still serves AMQP.
+            from .websocket import WebSocket
+        except ImportError as exc:
+            log.error(
+                "AMQP over WebSockets refused: %s (wsproto is a dependency of sbnotebook: pip install wsproto)", exc
+            )
+            self._refuse_http(
+                s.sock, b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+            return
+        ws = WebSocket()
+        if not ws.handshake(s.buf[:length]):
+            self._refuse_http(s.sock, bytes(ws.out))
+            return
+        peer = self._add_peer(s.sock)
+        peer.ws = ws
+        self._push(peer, s.buf[length:])
+        self._want_write(peer, True)
 
     def _forget_sniffing(self, s: Sniffing, *, close: bool) -> None:
         self._sniffing.pop(s.sock, None)

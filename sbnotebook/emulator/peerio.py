@@ -8,11 +8,14 @@ import selectors
 import socket
 import time
 from collections import deque
+from typing import TYPE_CHECKING
 
 from proton import Collector, Connection, Transport
 
 from .sequencing import TransferOrder
-from .websocket import WebSocketError, WebSocketReader, frame
+
+if TYPE_CHECKING:
+    from .websocket import WebSocket  # imported by the loop on the first upgrade
 
 
 class Sniffing:
@@ -55,7 +58,7 @@ class Peer:
         self.delay = 0.0  # extra seconds on every reply (a slow entity)
         self.outbox: deque[tuple[float, bytes]] = deque()  # replies held back by simulated latency
         self.aborted = False
-        self.ws: WebSocketReader | None = None  # set for AMQP over WebSockets
+        self.ws: WebSocket | None = None  # set for AMQP over WebSockets
         self.ws_out = bytearray()  # framed bytes not yet sent (WebSocket peers only)
         self.order = TransferOrder(max_frame_size)  # client transfers back in delivery-id order
         self.backlog = b""  # input proton had no room for yet
@@ -72,20 +75,15 @@ class PeerIO:
         transport = peer.transport
         ws = peer.ws
         if ws is not None:
-            try:
-                data = ws.feed(data)
-            except WebSocketError:
-                transport.close_tail()
-                return
-            if ws.replies:
-                for reply in ws.replies:
-                    peer.ws_out += reply
-                ws.replies.clear()
+            data = ws.feed(data)
+            if ws.out:  # the 101, pongs and the closing frame go out as they are
+                peer.ws_out += ws.out
+                ws.out.clear()
                 self._want_write(peer, True)
-            if ws.closed:
-                transport.close_tail()
         data = peer.order.feed(data)
         self._feed_proton(peer, data)
+        if ws is not None and ws.closed:
+            transport.close_tail()
 
     @staticmethod
     def _feed_proton(peer: Peer, data: bytes) -> None:
@@ -141,11 +139,12 @@ class PeerIO:
         self._want_write(peer, transport.pending() > 0)
 
     def _write_ws(self, peer: Peer) -> None:
-        """WebSocket peers: proton's output goes out in binary frames, after any control replies."""
+        """WebSocket peers: proton's output goes out in binary messages, after any control replies."""
         transport = peer.transport
         pending = transport.pending()
         if pending > 0:
-            framed = frame(transport.peek(pending) or b"")
+            assert peer.ws is not None
+            framed = peer.ws.wrap(transport.peek(pending) or b"")
             transport.pop(pending)
             delay = self.latency + peer.delay
             if delay > 0 or peer.outbox:

@@ -1,137 +1,99 @@
 """AMQP over WebSockets (RFC 6455), as Service Bus serves it at ``/$servicebus/websocket``.
 
 The SDK's ``TransportType.AmqpOverWebsocket`` sends an HTTP upgrade asking for the
-``AMQPWSB10`` subprotocol, then AMQP frames inside binary WebSocket messages. The
-broker answers the upgrade, unwraps what arrives into one byte stream for proton,
-and wraps what proton writes into unmasked binary frames.
+``AMQPWSB10`` subprotocol, then AMQP frames inside binary WebSocket messages. ``wsproto``
+(sans-IO) checks the upgrade and does the framing: fragmented messages, pings, the close
+handshake, the masking rules and the refusal of malformed frames (a close frame with the
+RFC's code, then the socket closes). This module answers the upgrade, turns what arrives into
+one byte stream for proton, and wraps what proton writes into binary messages. The event loop
+imports it on the first upgrade (``frontdoor.is_upgrade`` says which requests are upgrades).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import struct
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Ping,
+    RejectConnection,
+    RejectData,
+    Request,
+    TextMessage,
+)
+from wsproto.frame_protocol import CloseReason
+from wsproto.utilities import RemoteProtocolError
 
-WEBSOCKET_PATH = "/$servicebus/websocket"
 SUBPROTOCOL = "AMQPWSB10"
-_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-OP_CONTINUATION = 0x0
-OP_TEXT = 0x1
-OP_BINARY = 0x2
-OP_CLOSE = 0x8
-OP_PING = 0x9
-OP_PONG = 0xA
-MAX_FRAME = 16 * 1024 * 1024  # far above the AMQP frame size; bigger is an attack, not a client
 
 
-class WebSocketError(ValueError):
-    pass
+class WebSocket:
+    """The server side of one AMQP-over-WebSocket connection.
 
+    ``out`` collects what must go to the client as it is (the 101 or the refusal, pongs, the
+    closing frame); ``closed`` says no more input is taken (close handshake done, or the client
+    broke the protocol) and proton's tail should close.
+    """
 
-def is_upgrade(path: str, headers: dict[str, str]) -> bool:
-    return (
-        path.split("?", 1)[0].lower() == WEBSOCKET_PATH.lower()
-        and headers.get("upgrade", "").lower() == "websocket"
-        and "sec-websocket-key" in headers
-    )
-
-
-def handshake_response(headers: dict[str, str]) -> bytes:
-    """The 101 answer to an upgrade request, or a 400 if it does not ask for AMQP."""
-    offered = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",")]
-    if SUBPROTOCOL.lower() not in (p.lower() for p in offered):
-        body = b"Service Bus speaks the AMQPWSB10 subprotocol only."
-        return (
-            b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
-            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-            + body
-        )
-    accept = base64.b64encode(hashlib.sha1(headers["sec-websocket-key"].strip().encode() + _GUID).digest())
-    return (
-        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        b"Sec-WebSocket-Accept: " + accept + b"\r\nSec-WebSocket-Protocol: " + SUBPROTOCOL.encode() + b"\r\n\r\n"
-    )
-
-
-def frame(payload: bytes, opcode: int = OP_BINARY) -> bytes:
-    """One final, unmasked frame (servers never mask)."""
-    n = len(payload)
-    first = bytes([0x80 | opcode])
-    if n < 126:
-        return first + bytes([n]) + payload
-    if n < 65536:
-        return first + b"\x7e" + struct.pack(">H", n) + payload
-    return first + b"\x7f" + struct.pack(">Q", n) + payload
-
-
-class WebSocketReader:
-    """Turns the client's frames into the AMQP byte stream; collects control replies."""
+    __slots__ = ("_ws", "closed", "out")
 
     def __init__(self) -> None:
-        self._buf = bytearray()
-        self.replies: list[bytes] = []  # pongs and the closing frame, to send as they are
+        self._ws = WSConnection(ConnectionType.SERVER)
+        self.out = bytearray()
         self.closed = False
 
+    def handshake(self, head: bytes) -> bool:
+        """Answer the upgrade request's head: True when accepted; False when refused (then close)."""
+        try:
+            self._ws.receive_data(head)
+            request = next((e for e in self._ws.events() if isinstance(e, Request)), None)
+        except RemoteProtocolError as exc:  # not a valid upgrade (version, headers): wsproto says how to refuse
+            hint = exc.event_hint if isinstance(exc.event_hint, RejectConnection) else RejectConnection()
+            self.out += self._ws.send(hint)
+            self.closed = True
+            return False
+        offered = {p.lower(): p for p in request.subprotocols} if request is not None else {}
+        if SUBPROTOCOL.lower() not in offered:
+            body = b"Service Bus speaks the AMQPWSB10 subprotocol only."
+            headers = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))]
+            self.out += self._ws.send(RejectConnection(status_code=400, headers=headers, has_body=True))
+            self.out += self._ws.send(RejectData(data=body, body_finished=True))
+            self.closed = True
+            return False
+        self.out += self._ws.send(AcceptConnection(subprotocol=offered[SUBPROTOCOL.lower()]))
+        return True
+
     def feed(self, data: bytes) -> bytes:
-        """Add received bytes; return the application payload they complete."""
-        buf = self._buf
-        buf += data
-        out = bytearray()
-        pos = 0
-        while True:
-            parsed = self._parse(buf, pos)
-            if parsed is None:
+        """Add received bytes; return the AMQP bytes they complete."""
+        if self.closed:
+            return b""
+        ws = self._ws
+        ws.receive_data(data)
+        amqp = bytearray()
+        for event in ws.events():
+            if isinstance(event, BytesMessage):
+                amqp += event.data
+            elif isinstance(event, Ping):
+                self.out += ws.send(event.response())
+            elif isinstance(event, CloseConnection):
+                # The client's close (answered with its code), or a protocol error wsproto found
+                # (1002, 1007 ...: said in a close frame). Either way, no more input.
+                self._close(event.response())
                 break
-            opcode, payload, pos = parsed
-            if opcode in (OP_BINARY, OP_CONTINUATION, OP_TEXT):
-                out += payload
-            elif opcode == OP_PING:
-                self.replies.append(frame(payload, OP_PONG))
-            elif opcode == OP_CLOSE:
-                if not self.closed:
-                    self.replies.append(frame(payload[:2], OP_CLOSE))
-                self.closed = True
+            elif isinstance(event, TextMessage):  # AMQPWSB10 carries binary messages only
+                self._close(CloseConnection(code=CloseReason.UNSUPPORTED_DATA, reason="binary messages only"))
                 break
-        del buf[:pos]
-        return bytes(out)
+        return bytes(amqp)
 
-    @staticmethod
-    def _parse(buf: bytearray, pos: int) -> tuple[int, bytes, int] | None:
-        if len(buf) - pos < 2:
-            return None
-        b0, b1 = buf[pos], buf[pos + 1]
-        if b0 & 0x70:
-            raise WebSocketError("reserved bits set")
-        opcode = b0 & 0x0F
-        if not b1 & 0x80:
-            raise WebSocketError("client frames must be masked")
-        n = b1 & 0x7F
-        head = pos + 2
-        if n == 126:
-            if len(buf) - head < 2:
-                return None
-            n = struct.unpack_from(">H", buf, head)[0]
-            head += 2
-        elif n == 127:
-            if len(buf) - head < 8:
-                return None
-            n = struct.unpack_from(">Q", buf, head)[0]
-            head += 8
-        if n > MAX_FRAME:
-            raise WebSocketError("frame too large")
-        end = head + 4 + n
-        if len(buf) < end:
-            return None
-        mask = bytes(buf[head : head + 4])
-        payload = _unmask(bytes(buf[head + 4 : end]), mask)
-        return opcode, payload, end
+    def _close(self, event: CloseConnection) -> None:
+        if self._ws.state in (ConnectionState.OPEN, ConnectionState.REMOTE_CLOSING):
+            self.out += self._ws.send(event)
+        self.closed = True
 
-
-def _unmask(data: bytes, mask: bytes) -> bytes:
-    # XOR with the 4-byte key repeated, done on one big integer (fast in CPython).
-    if not data:
-        return data
-    n = len(data)
-    key = (mask * (n // 4 + 1))[:n]
-    return (int.from_bytes(data, "little") ^ int.from_bytes(key, "little")).to_bytes(n, "little")
+    def wrap(self, data: bytes) -> bytes:
+        """Proton's output as one binary message; nothing once the close handshake began."""
+        if self._ws.state is not ConnectionState.OPEN:
+            return b""
+        return self._ws.send(BytesMessage(data=data))

@@ -12,6 +12,8 @@ from urllib.error import HTTPError
 import pytest
 from azure.servicebus import ServiceBusMessage
 from azure.servicebus import ServiceBusReceiveMode as Mode
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.core.websockets import websocket_options
@@ -142,3 +144,163 @@ def test_async_admin_client_on_the_amqp_port(emulator: Emulator) -> None:
             return [q.name async for q in admin.list_queues()]
 
     assert "made-async" in asyncio.run(run())
+
+
+# ---------------------------------------------------------------- the WebSocket framing (wsproto)
+
+WS_PATH = "/$servicebus/websocket"
+UPGRADE = (
+    b"GET /$servicebus/websocket HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+    b"Sec-WebSocket-Protocol: AMQPWSB10\r\n\r\n"
+)
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"  # what an AMQP client says first; the broker answers with its own
+
+
+def _masked(first: int, payload: bytes, length: int | None = None) -> bytes:
+    """A client frame: first byte (FIN, RSV bits, opcode), masked payload; `length` may lie."""
+    key = b"\x01\x02\x03\x04"
+    n = len(payload) if length is None else length
+    head = bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    return bytes([first]) + head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+def _upgraded(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(UPGRADE)
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(1024)
+        assert chunk, head
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 101") and b"Sec-WebSocket-Protocol: AMQPWSB10" in head, head
+    assert head.endswith(b"\r\n\r\n")  # nothing else until the client speaks
+    return s
+
+
+def _server_frames_until_eof(s: socket.socket) -> list[tuple[int, bytes]]:
+    """Every frame the server sends until it closes the socket (a socket timeout fails the test)."""
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    frames, pos = [], 0
+    while pos < len(data):
+        b0, b1 = data[pos], data[pos + 1]
+        assert not b1 & 0x80, "server frames are never masked"
+        n, pos = b1 & 0x7F, pos + 2
+        if n == 126:
+            n, pos = int.from_bytes(data[pos : pos + 2], "big"), pos + 2
+        elif n == 127:
+            n, pos = int.from_bytes(data[pos : pos + 8], "big"), pos + 8
+        frames.append((b0 & 0x0F, data[pos : pos + n]))
+        pos += n
+        assert pos <= len(data), "a frame cut short"
+    return frames
+
+
+def _close_code(frames: list[tuple[int, bytes]]) -> int:
+    closes = [payload for opcode, payload in frames if opcode == 0x8]
+    assert len(closes) == 1 and frames[-1][0] == 0x8, frames  # one close frame, the last thing sent
+    return int.from_bytes(closes[0][:2], "big")
+
+
+def _still_serves_websocket_clients(emulator: Emulator) -> None:
+    with QuickCloseClient.from_connection_string(
+        emulator.connection_string, **websocket_options(emulator.connection_string)
+    ) as c:
+        send(c, "q", "after")
+        assert [str(m) for m in drain(c, "q")] == ["after"]
+
+
+def test_websocket_fragments_pings_and_the_close_handshake(emulator: Emulator) -> None:
+    """Rule (RFC 6455): a message in fragments is one message, a ping between them is answered with
+    its payload at once, and a close is answered with the client's code before the socket closes.
+    The client is websocket-client, the library the SDK's AmqpOverWebsocket runs on."""
+    import websocket
+
+    assert emulator.port is not None
+    ws = websocket.create_connection(f"ws://127.0.0.1:{emulator.port}{WS_PATH}", subprotocols=["AMQPWSB10"], timeout=5)
+    try:
+        assert (ws.getsubprotocol() or "").upper() == "AMQPWSB10"  # websocket-client lower-cases it
+        ws.send_frame(websocket.ABNF.create_frame(SASL_HEADER[:3], websocket.ABNF.OPCODE_BINARY, fin=0))
+        ws.ping(b"are you there")
+        ws.send_frame(websocket.ABNF.create_frame(SASL_HEADER[3:], websocket.ABNF.OPCODE_CONT, fin=1))
+        opcode, frame = ws.recv_data_frame(control_frame=True)
+        assert (opcode, frame.data) == (websocket.ABNF.OPCODE_PONG, b"are you there")
+        opcode, frame = ws.recv_data_frame(control_frame=True)
+        assert opcode == websocket.ABNF.OPCODE_BINARY
+        assert frame.data.startswith(SASL_HEADER)  # proton got the joined header and answered
+        ws.send_close(status=1000, reason=b"bye")
+        # Read the answer off the socket: websocket-client would answer the server's close again.
+        assert ws.sock is not None
+        assert _close_code(_server_frames_until_eof(ws.sock)) == 1000  # then the server closes the socket
+    finally:
+        ws.shutdown()
+    _still_serves_websocket_clients(emulator)
+
+
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        pytest.param(b"\x82\x08" + SASL_HEADER, 1002, id="unmasked client frame"),
+        pytest.param(_masked(0x09, b"x"), 1002, id="ping not final"),
+        pytest.param(_masked(0x80, SASL_HEADER), 1002, id="continuation with nothing to continue"),
+        pytest.param(_masked(0x83, SASL_HEADER), 1002, id="reserved opcode"),
+        pytest.param(_masked(0xC2, SASL_HEADER), 1002, id="RSV1 without an extension"),
+        pytest.param(_masked(0x89, b"p" * 126), 1002, id="control frame over 125 bytes"),
+        pytest.param(_masked(0x88, (999).to_bytes(2, "big")), 1002, id="close code out of range"),
+        pytest.param(_masked(0x81, b"AMQP"), 1003, id="text message"),
+    ],
+)
+def test_websocket_frames_that_break_the_rfc_are_refused_with_a_close_frame(
+    emulator: Emulator, frame: bytes, code: int
+) -> None:
+    """Rule (RFC 6455 section 7.4): a frame the RFC forbids gets a close frame with its code (1002
+    protocol error; 1003 for a text message: AMQPWSB10 carries binary only), then the socket closes.
+    Nothing reaches proton, and other clients go on."""
+    assert emulator.port is not None
+    with _upgraded(emulator.port) as s:
+        s.sendall(frame)
+        frames = _server_frames_until_eof(s)
+    assert _close_code(frames) == code
+    assert all(opcode == 0x8 for opcode, _ in frames), frames  # no AMQP answer: proton saw nothing
+    _still_serves_websocket_clients(emulator)
+
+
+def test_websocket_upgrade_without_the_version_is_refused(emulator: Emulator) -> None:
+    """Rule (RFC 6455 section 4.2.2): an upgrade without Sec-WebSocket-Version: 13 is refused (426
+    with the version the server speaks, or 400 when none is named)."""
+    assert emulator.port is not None
+    for version, status in ((b"Sec-WebSocket-Version: 8\r\n", b"426"), (b"", b"400")):
+        with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as s:
+            s.sendall(UPGRADE.replace(b"Sec-WebSocket-Version: 13\r\n", version))
+            reply = b""
+            while chunk := s.recv(1024):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 " + status), reply
+    _still_serves_websocket_clients(emulator)
+
+
+_frames = st.lists(
+    st.tuples(st.integers(0, 255), st.binary(max_size=40), st.booleans()).map(
+        lambda f: _masked(f[0], f[1]) if f[2] else bytes([f[0], len(f[1])]) + f[1]
+    ),
+    max_size=6,
+).map(b"".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(junk=_frames | st.binary(max_size=200))
+def test_websocket_junk_never_disturbs_the_broker(emulator: Emulator, junk: bytes) -> None:
+    """Any bytes after a valid upgrade (frames of any first byte, masked or not, or noise): the
+    server answers only with well-formed frames, closes the socket once the client is done, and
+    keeps serving AMQP."""
+    assert emulator.port is not None
+    with _upgraded(emulator.port) as s:
+        s.sendall(junk)
+        s.shutdown(socket.SHUT_WR)
+        frames = _server_frames_until_eof(s)  # parses every frame: none cut short, none masked
+    assert [opcode for opcode, _ in frames if opcode not in (0x2, 0x8, 0xA)] == []  # binary, close, pong
+    with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as s:
+        s.sendall(SASL_HEADER)
+        assert s.recv(8) == SASL_HEADER

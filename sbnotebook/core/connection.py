@@ -18,7 +18,7 @@ import os
 import threading
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..about import install
@@ -67,18 +67,21 @@ class Connection:
     _connection_string: str | None = field(default=None, repr=False, compare=False)
     home: str | None = None  # the shared emulator's directory (see sbnotebook.emulator.shared)
     credential: Any = field(default=None, repr=False, compare=False)  # Entra ID; None: DefaultAzureCredential
+    websockets: bool = False  # AMQP over WebSockets (port 443, or the namespace's own port): core/websockets.py
 
     def __repr__(self) -> str:
-        return f"Connection(kind={self.kind!r}, namespace={self.namespace!r})"
+        over = ", websockets=True" if self.websockets else ""
+        return f"Connection(kind={self.kind!r}, namespace={self.namespace!r}{over})"
 
     def __str__(self) -> str:
+        over = ", over WebSockets" if self.websockets else ""
         if self.home is not None:
             return (
-                f"{self.namespace} (the embedded emulator shared by your notebooks; messages kept in {self.home}; "
-                "stop or empty it: sbnotebook emulator --stop / --reset)"
+                f"{self.namespace} (the embedded emulator shared by your notebooks{over}; messages kept in "
+                f"{self.home}; stop or empty it: sbnotebook emulator --stop / --reset)"
             )
         where = "embedded emulator" if self.kind == "emulator" else self.kind
-        return f"{self.namespace} ({where})"
+        return f"{self.namespace} ({where}{over})"
 
     @property
     def is_emulator(self) -> bool:
@@ -138,7 +141,9 @@ def from_connection_string(text: str) -> Connection:
     fields = parse_connection_string(text)
     host = urllib.parse.urlsplit(fields["endpoint"]).netloc
     kind: Kind = "emulator" if fields.get("usedevelopmentemulator", "").lower() == "true" else "connection-string"
-    return Connection(kind, host, fields.get("entitypath"), text.strip())
+    # TransportType=AmqpWebSockets: the .NET SDK's setting (the Python SDK does not read it; the kit does).
+    websockets = fields.get("transporttype", "").lower() == "amqpwebsockets"
+    return Connection(kind, host, fields.get("entitypath"), text.strip(), websockets=websockets)
 
 
 def explicit_port(namespace: str, *, tls: bool) -> dict[str, Any]:
@@ -230,9 +235,18 @@ def resolve(
     *,
     namespace: str | None = None,
     credential: Any = None,
+    websockets: bool = False,
     env: Mapping[str, str] | None = None,
 ) -> Connection:
-    """Resolve where Service Bus is, in the documented order."""
+    """Resolve where Service Bus is, in the documented order; ``websockets``: dial AMQP over
+    WebSockets (port 443) instead of AMQP (5671), for networks that allow only HTTPS out."""
+    found = _resolve(connection, namespace=namespace, credential=credential, env=env)
+    return replace(found, websockets=True) if websockets and not found.websockets else found
+
+
+def _resolve(
+    connection: str | Connection | None, *, namespace: str | None, credential: Any, env: Mapping[str, str] | None
+) -> Connection:
     if credential is not None and namespace is None:
         raise ConfigurationError("A credential goes with namespace= (a connection string carries its own key).")
     if isinstance(credential, str):  # a credential reference (core/credentials.py), made in this process

@@ -37,6 +37,7 @@ from .errors import SbError, ServiceError, from_sdk, is_connection_lost
 from .links import receiver_for
 from .pools import IDLE_TIMEOUT, Generation, LinkPools
 from .sdk_spares import SpareConnections
+from .websockets import transport_options
 
 T = TypeVar("T")
 log = logging.getLogger("sbnotebook.live")
@@ -126,11 +127,16 @@ class LiveConnection(LinkPools):
         # retry_total=0: the kit retries itself (sends by policy, everything else once after a
         # reconnect), so a failure is reported in seconds, not after the SDK's own backoff.
         # try_timeout: every attempt ends, in a reply or a retryable timeout (TRY_TIMEOUT).
+        tls = not self.is_emulator
         options: dict[str, Any] = {
             "retry_total": 0,
             "try_timeout": self.try_timeout,
             "ssl_context": tls_context(),
-            **explicit_port(self.namespace, tls=not self.is_emulator),
+            **(
+                transport_options(self.namespace, tls=tls)
+                if self.settings.websockets
+                else explicit_port(self.namespace, tls=tls)
+            ),
         }
         if self.settings.connection_string is not None:
             generation = Generation(ServiceBusClient.from_connection_string(self.settings.connection_string, **options))

@@ -29,11 +29,17 @@ class _Registry:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._live: OrderedDict[tuple[str, str, str, int], LiveConnection] = OrderedDict()
+        self._live: OrderedDict[tuple[str, str, str, int, bool], LiveConnection] = OrderedDict()
         self._closes_at_exit = False
 
     def get(self, settings: Connection) -> LiveConnection:
-        key = (settings.kind, settings.namespace, settings.connection_string or "", id(settings.credential))
+        key = (
+            settings.kind,
+            settings.namespace,
+            settings.connection_string or "",
+            id(settings.credential),
+            settings.websockets,  # over WebSockets or not: two connections (another SDK transport)
+        )
         evicted: list[LiveConnection] = []
         with self._lock:
             live = self._live.get(key)
@@ -76,6 +82,7 @@ def connect(
     *,
     namespace: str | None = None,
     credential: Any = None,
+    websockets: bool = False,
     warm: bool = True,
 ) -> LiveConnection:
     """The live connection for these settings (resolved in the documented order: argument,
@@ -84,13 +91,14 @@ def connect(
     ``namespace`` is ``FQDN`` or ``FQDN:PORT`` (a port is dialled as given, never replaced by 5671);
     ``credential`` (with ``namespace``) is an azure-core token credential, sync or async, or a
     credential reference (``"callable:package.module:function"``, ``"databricks:NAME"``: see
-    core/credentials.py); without it ``DefaultAzureCredential`` signs in.
+    core/credentials.py); without it ``DefaultAzureCredential`` signs in. ``websockets`` dials AMQP
+    over WebSockets (443, or the namespace's own port) where 5671 is blocked (core/websockets.py).
 
     With ``warm`` (the default) the first connect checks that the namespace is reachable and the
     key or credential accepted (``LiveConnection.check``: about 4 round trips), then returns while
     receivers open on up to ``WARM_LIMIT`` listed entities in the background, so a first peek on
     them costs one round trip."""
-    conn = registry.get(resolve(connection, namespace=namespace, credential=credential))
+    conn = registry.get(resolve(connection, namespace=namespace, credential=credential, websockets=websockets))
     if warm and not conn.warmed:
         try:
             conn.check()

@@ -46,6 +46,7 @@ def register(
     *,
     namespace: str | None = None,
     credential: str | None = None,
+    websockets: bool = False,
     default_partitions: int | None = None,
 ) -> Any:
     """Register the `servicebus` format with this session.
@@ -58,12 +59,13 @@ def register(
     each Spark process makes that credential itself, and there is no key at all (serverless).
     Anything else is resolved here, in the notebook (argument, ``namespace=`` alone with
     DefaultAzureCredential, environment, else the embedded emulator): Spark runs the data source in
-    its own Python workers, which could not find the notebook's emulator."""
+    its own Python workers, which could not find the notebook's emulator. ``websockets=True``: every
+    process dials AMQP over WebSockets (port 443) where port 5671 is blocked."""
     if default_partitions is not None and default_partitions < 1:
         raise OptionError(f"servicebus: default_partitions must be 1 or more, not {default_partitions}.")
-    conn = source_of(connection, namespace=namespace, credential=credential)
+    conn = source_of(connection, namespace=namespace, credential=credential, websockets=websockets)
     if conn is None:
-        conn = resolve()
+        conn = resolve(websockets=websockets)
     if isinstance(conn, Connection):
         _check_reachable(spark, conn)
     # No sparkContext: Spark Connect (Databricks serverless and shared clusters) has none.
@@ -184,6 +186,7 @@ def write(
     connection: str | Connection | None = None,
     namespace: str | None = None,
     credential: str | None = None,
+    websockets: bool = False,
     max_in_flight: int = 10,
     batch: bool = True,
 ) -> Report:
@@ -202,7 +205,12 @@ def write(
         raise TypeError("write() takes a DataFrame")
     given = source_of(connection, namespace=namespace, credential=credential)  # as register() takes them
     opts = WriteOptions.parse(
-        {"entity": entity, "maxInFlight": str(max_in_flight), "batch": str(batch).lower()},
+        {
+            "entity": entity,
+            "maxInFlight": str(max_in_flight),
+            "batch": str(batch).lower(),
+            "websockets": str(websockets).lower(),
+        },
         df.schema,
         given or registered.default(),
     )

@@ -23,7 +23,7 @@ from ..core import (
     redact,
     resolve,
 )
-from .secrets import EntraRef, SecretRef, Source, connection_of, entra_ref, parse_ref
+from .secrets import EntraRef, SecretRef, Source, connection_of, entra_ref, over_websockets, parse_ref
 
 log = logging.getLogger("sbnotebook.spark")
 MODES = ("peek", "receive-and-delete", "defer")
@@ -37,7 +37,15 @@ class OptionError(SbError, ValueError):
 
 # Every option the data source knows, per kind: the one table (docs/spark.md's tables list the same).
 # Spark hands options over case-insensitively, so they are compared that way.
-_WHERE = ("entity", "secretRef", "connectionString", "fullyQualifiedNamespace", "namespace", "credentialRef")
+_WHERE = (
+    "entity",
+    "secretRef",
+    "connectionString",
+    "fullyQualifiedNamespace",
+    "namespace",
+    "credentialRef",
+    "websockets",
+)
 _BODY = ("bodyFormat", "bodySchema", "bodySampleSize")
 KNOWN_OPTIONS: dict[str, tuple[str, ...]] = {
     "read": (
@@ -163,6 +171,20 @@ def time_window(options: Mapping[str, str]) -> TimeWindow | None:
 
 
 def connection(options: Mapping[str, str], default: Source | None) -> Source:
+    """Where to connect (``_where``), over WebSockets when the ``websockets`` option is true."""
+    found = _where(options, default)
+    return over_websockets(found) if bool_option(options, "websockets") else found
+
+
+def bool_option(options: Mapping[str, str], name: str) -> bool:
+    """``true`` or ``false`` (any case; not given: false); anything else is refused, naming the option."""
+    raw = str(options.get(name, "false")).strip().lower()
+    if raw not in ("true", "false"):
+        raise OptionError(f"servicebus: option {name} must be true or false, not {options.get(name)!r}.")
+    return raw == "true"
+
+
+def _where(options: Mapping[str, str], default: Source | None) -> Source:
     """secretRef (resolved later, where the connection is used), else fullyQualifiedNamespace (Entra
     ID: with credentialRef, a credential each process makes itself; without, DefaultAzureCredential),
     else connectionString, else what register() resolved in the notebook (its settings, its

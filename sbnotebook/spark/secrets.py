@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core import ConfigurationError, Connection, CredentialRef, SbError, credential_of, parse_credential_ref, resolve
 
 SCHEMES = ("env", "databricks")
-_resolved: dict[str, Connection] = {}  # per process: Python workers are reused across tasks
-_signed_in: dict[tuple[str, str], Connection] = {}  # (namespace, credentialRef) -> its connection, per process
+_resolved: dict[tuple[str, bool], Connection] = {}  # (ref, websockets), per process: workers are reused across tasks
+_signed_in: dict[tuple[str, str, bool], Connection] = {}  # (namespace, credentialRef, websockets), per process
 _lock = threading.Lock()
 
 
@@ -33,10 +33,14 @@ _lock = threading.Lock()
 class SecretRef(CredentialRef):
     """Where a connection string lives (``env:NAME``, ``databricks:scope/key``): a reference of the
     shape of core's CredentialRef (one printable string, safe to print, pickle and log), naming a
-    secret instead of a credential. Never equal to a CredentialRef (dataclasses compare the class)."""
+    secret instead of a credential. Never equal to a CredentialRef (dataclasses compare the class).
+    ``websockets``: the connection it resolves to dials AMQP over WebSockets."""
+
+    websockets: bool = False
 
     def __repr__(self) -> str:
-        return f"SecretRef({self.ref!r})"
+        over = ", websockets=True" if self.websockets else ""
+        return f"SecretRef({self.ref!r}{over})"
 
     @property
     def namespace(self) -> str:
@@ -51,12 +55,19 @@ class EntraRef:
 
     namespace: str  # host[:port]
     credential: CredentialRef
+    websockets: bool = False  # dial AMQP over WebSockets
 
     def __repr__(self) -> str:
-        return f"EntraRef({self.namespace!r}, {self.credential.ref!r})"
+        over = ", websockets=True" if self.websockets else ""
+        return f"EntraRef({self.namespace!r}, {self.credential.ref!r}{over})"
 
 
 Source = Connection | SecretRef | EntraRef  # what options, register() and the readers carry
+
+
+def over_websockets(source: Source) -> Source:
+    """The same source, dialling AMQP over WebSockets (port 443) wherever it is resolved."""
+    return source if source.websockets else replace(source, websockets=True)
 
 
 def entra_ref(namespace: str, credential_ref: str) -> EntraRef:
@@ -65,10 +76,20 @@ def entra_ref(namespace: str, credential_ref: str) -> EntraRef:
 
 
 def source_of(
-    connection: str | Connection | None, *, namespace: str | None = None, credential: Any = None
+    connection: str | Connection | None,
+    *,
+    namespace: str | None = None,
+    credential: Any = None,
+    websockets: bool = False,
 ) -> Source | None:
     """What register() and write() were given: a reference stays a reference (resolved by each Spark
-    process), anything else is resolved here; None when nothing was given."""
+    process), anything else is resolved here; None when nothing was given. ``websockets``: over
+    WebSockets (``over_websockets``)."""
+    found = _source_of(connection, namespace=namespace, credential=credential)
+    return over_websockets(found) if websockets and found is not None else found
+
+
+def _source_of(connection: str | Connection | None, *, namespace: str | None, credential: Any) -> Source | None:
     if credential is not None:
         if not isinstance(credential, str):
             raise ConfigurationError(
@@ -113,24 +134,25 @@ def connection_of(source: Source) -> Connection:
         return source
     if isinstance(source, EntraRef):
         return _signed_in_connection(source)
+    key = (source.ref, source.websockets)
     with _lock:
-        found = _resolved.get(source.ref)
+        found = _resolved.get(key)
     if found is None:
         secret = _secret(source.ref)  # its own errors say what is missing; the secret is never shown
         try:
-            found = resolve(secret)
+            found = resolve(secret, websockets=source.websockets)
         except SbError as exc:
             raise ConfigurationError(
                 f"servicebus: the secret behind {source.ref} is not a Service Bus connection string "
                 f"({type(exc).__name__})."
             ) from None
         with _lock:
-            _resolved[source.ref] = found
+            _resolved[key] = found
     return found
 
 
 def _signed_in_connection(source: EntraRef) -> Connection:
-    key = (source.namespace, source.credential.ref)
+    key = (source.namespace, source.credential.ref, source.websockets)
     with _lock:
         found = _signed_in.get(key)
     if found is None:
@@ -138,7 +160,9 @@ def _signed_in_connection(source: EntraRef) -> Connection:
         # databricks.service_credentials (core/credentials.py).
         made = credential_of(source.credential, dbutils=_dbutils())
         with _lock:
-            found = _signed_in.setdefault(key, resolve(namespace=source.namespace, credential=made))
+            found = _signed_in.setdefault(
+                key, resolve(namespace=source.namespace, credential=made, websockets=source.websockets)
+            )
     return found
 
 

@@ -336,3 +336,34 @@ def test_entities_of_a_named_connection(
     ]:
         shown = magic_fails(ip, text)
         assert said in shown, (text, shown)
+
+
+def test_connect_over_websockets_where_only_http_gets_through(
+    ip: Any, sb: SbMagics, emulator: Emulator, client: ServiceBusClient, capsys: Any
+) -> None:
+    """%sb_connect --websockets (and the setting websockets) dial AMQP inside WebSockets: behind a
+    stand-in firewall that closes AMQP connections, peek, receive and settle work; without it the
+    connect fails and commands say so."""
+    from tests.core.test_websockets import HttpOnlyProxy
+
+    assert emulator.port is not None
+    firewall = HttpOnlyProxy(emulator.port)
+    try:
+        ip.user_ns["behind"] = firewall.connection_string(emulator)
+        send(client, "q", "w1", "w2", "w3")
+        magic_fails(ip, "sb_connect $behind")
+        assert firewall.blocked >= 1
+        line(ip, "sb_connect $behind --websockets")
+        assert "over WebSockets" in capsys.readouterr().out
+        assert list(line(ip, "sb_peek q")["body_text"]) == ["w1", "w2", "w3"]
+        line(ip, "sb_receive q -n 2")
+        line(ip, "sb_settle complete 0-1")
+        assert emulator.broker.counts("q")["active"] == 1
+        sb.websockets = True  # the setting: a plain %sb_connect dials WebSockets too
+        line(ip, "sb_connect --as walled $behind")
+        assert list(line(ip, "sb_peek walled:q")["body_text"]) == ["w3"]
+        blocked = firewall.blocked
+        line(ip, "sb_connect $behind")
+        assert sb.conn().settings.websockets and firewall.blocked == blocked
+    finally:
+        firewall.close()

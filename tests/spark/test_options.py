@@ -103,3 +103,25 @@ def test_an_option_of_another_kind_is_refused_as_such(emulator: Emulator) -> Non
         OptionError, match=r"unknown option 'sessionids' for a stream \(an option of a read\): did you mean sessionId\?"
     ):
         StreamOptions.parse({"entity": "q", "sessionids": "a", **conn}, 2, None)
+
+
+def test_the_websockets_option_reaches_every_kind_of_source(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """websockets=true: the settings each Spark process resolves dial AMQP over WebSockets, whether
+    they come from connectionString, a secretRef read there, or what register() passed (what such
+    settings do is tests/core/test_websockets.py's)."""
+    from sbnotebook.core import resolve
+    from sbnotebook.spark.secrets import SecretRef
+
+    given = {"entity": "q", "connectionString": emulator.connection_string, "websockets": "true"}
+    parsed = ReadOptions.parse(given, 2, None)
+    assert parsed.connection.websockets and parsed.conn().websockets
+    assert not ReadOptions.parse({**given, "websockets": "false"}, 2, None).conn().websockets
+    monkeypatch.setenv("SB_TEST_CONNECTION", emulator.connection_string)
+    ref = StreamOptions.parse({"entity": "q", "secretRef": "env:SB_TEST_CONNECTION", "websockets": "TRUE"}, 2, None)
+    assert ref.connection == SecretRef("env:SB_TEST_CONNECTION", websockets=True) and ref.conn().websockets
+    default = resolve(emulator.connection_string)
+    assert ReadOptions.parse({"entity": "q", "websockets": "true"}, 2, default).conn().websockets
+    with pytest.raises(OptionError, match=r"option websockets must be true or false, not 'yes'\."):
+        ReadOptions.parse({**given, "websockets": "yes"}, 2, None)

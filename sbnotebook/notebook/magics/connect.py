@@ -26,6 +26,7 @@ CONNECT = parser(
     "  %sb_connect --emulator                        # the embedded emulator, whatever is configured\n"
     "  %sb_connect --as prod $prod_conn_str          # a named connection: %sb_peek prod:orders\n"
     "  %sb_connect --as home --emulator              # the embedded emulator, named home\n"
+    "  %sb_connect --namespace NS --websockets       # AMQP over WebSockets (443): port 5671 blocked\n"
     "  %sb_connect --list                            # the connections (never a key)",
 )
 CONNECT.add_argument("connection", nargs="?", help="a connection string (never echoed)")
@@ -38,6 +39,11 @@ CONNECT.add_argument(
 )
 CONNECT.add_argument("--secret", metavar="SCOPE/KEY", help="read the connection string from a Databricks secret")
 CONNECT.add_argument("--emulator", action="store_true", help="use the embedded emulator")
+CONNECT.add_argument(
+    "--websockets",
+    action="store_true",
+    help="dial AMQP over WebSockets (port 443) where port 5671 is blocked (needs the websockets extra)",
+)
 CONNECT.add_argument(
     "--as",
     dest="name",
@@ -78,16 +84,20 @@ def sb_connect(self: MagicsState, args: argparse.Namespace) -> Any:
             )
         if not chosen:
             raise UsageError(f"%sb_connect --as {args.name}: give CONNECTION, --namespace, --secret or --emulator.")
+    websockets = args.websockets or self.websockets  # the flag, or the setting
     if args.emulator:
-        conn = core.connect(core.resolve(env={}))  # nothing configured: the embedded emulator
+        conn = core.connect(core.resolve(env={}), websockets=websockets)  # nothing configured: the embedded emulator
     elif args.secret:
-        conn = core.connect(databricks_secret(self, args.secret))
+        conn = core.connect(databricks_secret(self, args.secret), websockets=websockets)
     elif args.namespace and args.credential:
-        conn = core.connect(namespace=args.namespace, credential=named_credential(self, args.credential))
+        credential = named_credential(self, args.credential)
+        conn = core.connect(namespace=args.namespace, credential=credential, websockets=websockets)
     elif args.connection or args.namespace:
-        conn = core.connect(args.connection, namespace=args.namespace)
-    else:
-        conn = self.connection if self.connection is not None else core.connect()
+        conn = core.connect(args.connection, namespace=args.namespace, websockets=websockets)
+    elif self.connection is not None and (self.connection.settings.websockets or not websockets):
+        conn = self.connection
+    else:  # the current connection's namespace (else the resolved default), over WebSockets
+        conn = core.connect(self.connection.settings if self.connection else None, websockets=websockets)
     if self.completer is not None:
         self.completer.names_of(conn).top(wait=0)  # Tab finds the names: listed now, in the background
     if args.name is not None:

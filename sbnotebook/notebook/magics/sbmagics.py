@@ -38,6 +38,9 @@ class SbMagics(Magics):
     confirm = Bool(True, help="Ask before destructive actions (receive-and-delete, settling every row).").tag(
         config=True
     )
+    websockets = Bool(
+        False, help="Dial AMQP over WebSockets (port 443) where port 5671 is blocked, as %sb_connect --websockets."
+    ).tag(config=True)
 
     grid = CaselessStrEnum(
         grid_mod.GRID_MODES,
@@ -104,7 +107,7 @@ class SbMagics(Magics):
                     f"Not connected: the last %sb_connect failed ({self.connect_failed}). "
                     "Run %sb_connect again (%sb_connect --emulator for the embedded emulator)."
                 )
-            self.connection = core.connect()
+            self.connection = core.connect(websockets=self.websockets)
             if self.connection.is_emulator:
                 print(
                     f"Using the embedded Service Bus emulator at {self.connection.namespace} (%sb_connect to change)."

@@ -28,6 +28,7 @@ class MagicsState(Protocol):
     tail_interval: float
     full_tracebacks: bool
     confirm: bool
+    websockets: bool
     grid: str
     shell: Any
     connection: LiveConnection | None

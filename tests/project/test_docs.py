@@ -195,3 +195,16 @@ def test_readmes_notebook_section_installs_what_it_needs() -> None:
     section = readme[readme.index("## In a notebook") :].split("\n## ")[0]
     commands = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
     assert any("pip install" in c and "[notebook]" in c and "jupyter" in c.split("&&")[0] for c in commands), commands
+
+
+def test_readmes_set_up_has_the_two_commands_ci_runs_as_written() -> None:
+    """A newcomer copies two commands from README's "Set up": the demo and the tests; .ci/run runs
+    exactly those two."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Set up") :].split("\n## ")[0]
+    commands = [c.strip() for c in re.findall(r"```bash\n(.*?)```", section, re.DOTALL)]
+    assert len(commands) == 2, commands
+    demo, tests = commands
+    assert demo.endswith("sbnotebook demo") and tests.endswith("python -m pytest")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert demo.replace("pip install", "pip install -q") in ci and tests.replace("pip install", "pip install -q") in ci

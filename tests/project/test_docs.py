@@ -57,6 +57,21 @@ def test_relative_links_resolve(doc: Path) -> None:
     assert not broken, f"{doc.name}: links to missing files: {broken}"
 
 
+TEST_FILE = re.compile(r"(?<![\w/.-])((?:tests/)?(?:\w+/)*test_\w+\.py)\b")
+
+
+@pytest.mark.parametrize("doc", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: p.name)
+def test_every_test_file_a_doc_names_exists(doc: Path) -> None:
+    """A test file a page cites as its evidence is there: a path from the root exists as written, a bare
+    name in some folder of tests/ (code blocks are examples of a user's project, not this one's)."""
+    text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
+    ours = {p.name for p in (ROOT / "tests").rglob("test_*.py")}
+    missing = [
+        name for name in TEST_FILE.findall(text) if not ((ROOT / name).is_file() if "/" in name else name in ours)
+    ]
+    assert not missing, f"{doc.name} names test files that do not exist: {sorted(set(missing))}"
+
+
 def _build_docs() -> Any:
     spec = importlib.util.spec_from_file_location("build_docs", ROOT / "tools" / "build_docs.py")
     assert spec is not None and spec.loader is not None

@@ -126,6 +126,18 @@ def test_the_sessions_install_what_their_docs_say() -> None:
     assert "7.15.0 (the oldest the kit supports" in emulator_md and "nox -s sdk-floor" in emulator_md
 
 
+def test_every_file_a_session_installs_from_exists() -> None:
+    """A requirements or constraints file a session names (``-r``, ``-c``) is there: pip stops on a
+    missing one, and only a nox run would tell (the tests' move into folders left dbr15 naming
+    tests/browser-widgets7.txt)."""
+    named = []
+    for name in ("dbr15", "spark40", "sdk-floor"):
+        installs = _run(name).installs
+        named += [installs[i + 1] for i, flag in enumerate(installs[:-1]) if flag in ("-r", "-c")]
+    assert any(f.endswith("browser-widgets7.txt") for f in named) and any(f.endswith("dbr-17.3.txt") for f in named)
+    assert not [f for f in named if not Path(f).is_file()]
+
+
 def test_a_hand_list_that_leaves_a_file_out_is_caught(tmp_path: Path) -> None:
     """The check above fails on a noxfile whose dbr15 session runs a fixed list."""
     text = (ROOT / "noxfile.py").read_text(encoding="utf-8")

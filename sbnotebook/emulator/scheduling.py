@@ -1,7 +1,8 @@
 """Scheduled and deferred messages: the lookups behind schedule, cancel and receive-by-sequence-number.
 
 A scheduled message is stored at once with its sequence number and state 2
-(a queue in its own log, a topic before fan-out) and enqueued when it falls due.
+(a queue in its own log, a topic before fan-out) and enqueued when it falls due, under a new
+sequence number (firing.py), as Service Bus does.
 A deferred message (state 1) leaves the receive path; only its sequence number
 brings it back.
 """

@@ -113,6 +113,32 @@ def test_a_misspelt_option_fails_at_planning_and_deletes_nothing(
         sp.readStream.format("servicebus").option("entity", "q").option("maxMessagesPerTriger", 5).load()
 
 
+def test_read_and_write_over_websockets_where_only_http_gets_through(
+    sp: Any, client: ServiceBusClient, emulator: Emulator
+) -> None:
+    """The option websockets=true: the driver and every read and write task dial AMQP inside
+    WebSockets, through a stand-in firewall that closes AMQP connections (tests/core/test_websockets.py)."""
+    from tests.core.test_websockets import HttpOnlyProxy
+
+    assert emulator.port is not None
+    firewall = HttpOnlyProxy(emulator.port)
+    try:
+        behind = firewall.connection_string(emulator)
+        send(client, "q", *[f"w{i}" for i in range(20)])
+        df = read(sp, "q", connectionString=behind, websockets="true", numPartitions=2)
+        assert sorted(r.body_text for r in df.collect()) == sorted(f"w{i}" for i in range(20))
+        rows = sp.createDataFrame([(f"out{i}",) for i in range(5)], "body string")
+        rows.write.format("servicebus").option("entity", "once").option("connectionString", behind).option(
+            "websockets", "true"
+        ).mode("append").save()
+        assert emulator.broker.counts("once")["active"] == 5 and firewall.blocked == 0
+        with pytest.raises(Exception):  # noqa: B017 - without WebSockets the tasks cannot connect: any failure
+            read(sp, "q", connectionString=behind).collect()
+        assert firewall.blocked >= 1
+    finally:
+        firewall.close()
+
+
 def test_peek_keeps_properties_and_binary_bodies(sp: Any, client: ServiceBusClient) -> None:
     with client.get_queue_sender("q") as s:
         s.send_messages(ServiceBusMessage(b"\x00\xff\x10", subject="bin", application_properties={"k": "v", "n": 5}))

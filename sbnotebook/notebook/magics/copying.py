@@ -66,7 +66,7 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     try:
         check_exists(target, dst)
     except core.EntityNotFoundError as exc:  # named as typed: home:orders, not orders
-        name = args.target.split(":", 1)[0].strip() if ":" in args.target else None
+        name, _ = core.split_address(args.target)  # read by address() above: the one reader of NAME:
         raise type(exc)(named_in(exc.message, name, target) if name else exc.message) from None
     try:  # one peek: a session-enabled source is refused before anything is counted or asked
         core.peek_numbers(source, count=1, connection=src)
@@ -74,7 +74,7 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
         refused = core.sessions_refused(EntityPath.parse(source), exc, "a copy")
         if refused is None:
             raise
-        name = args.source.split(":", 1)[0] if ":" in args.source else None  # the line says prod:q, as typed
+        name, _ = core.split_address(args.source)  # the line says prod:q, as typed
         raise core.InvalidInputError(named_in(refused.message, name, source) if name else refused.message) from None
     where = core.compile_where(args.where) if args.where else None
     options: dict[str, Any] = {"where": args.where, "keep_ids": args.keep_ids, "limit": args.limit}

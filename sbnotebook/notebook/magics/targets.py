@@ -42,7 +42,7 @@ def bound_entity(self: MagicsState, args: argparse.Namespace) -> Iterator[None]:
         return
     args.address = entity  # as typed: panels show it (and resolve what is typed into them later)
     args.entity, conn = address(self, entity)
-    self.bound, self.bound_name = conn, entity.split(":", 1)[0].strip()
+    self.bound, self.bound_name = conn, core.split_address(entity)[0]
     try:
         yield
     finally:

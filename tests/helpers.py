@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import signal
@@ -9,8 +10,10 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -24,6 +27,7 @@ from azure.servicebus import (
 )
 from azure.servicebus import ServiceBusReceiveMode as Mode
 
+from sbnotebook.core import EntityPath, entities
 from sbnotebook.emulator.ports import restartable_port
 
 
@@ -224,3 +228,19 @@ def magic_fails(ip: Any, text: str, cell: str | None = None) -> str:
     rendered = error._render_traceback_() if hasattr(error, "_render_traceback_") else [f"UsageError: {error}"]
     assert len(rendered) == 1 and "\n" not in rendered[0], rendered
     return str(rendered[0])
+
+
+def counted_parses(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
+    """Every ``EntityPath.parse`` of a name from now on (until the test ends), counted by the line that
+    called it; a path already parsed is passed through, not parsed again, and not counted."""
+    parsed: collections.Counter[str] = collections.Counter()
+    parse = entities.EntityPath.parse.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[EntityPath], text: str | EntityPath) -> EntityPath:
+        if isinstance(text, str):
+            caller = traceback.extract_stack(limit=2)[0]
+            parsed[f"{Path(caller.filename).name}:{caller.lineno}"] += 1
+        return parse(cls, text)
+
+    monkeypatch.setattr(entities.EntityPath, "parse", classmethod(counting))
+    return parsed

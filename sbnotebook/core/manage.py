@@ -139,20 +139,26 @@ def _admin(conn: LiveConnection, entity: str, work: Callable[[Any], Any]) -> Any
         raise admin_error(exc, conn, entity) from None
 
 
-def _kind_of(admin: Any, path: EntityPath) -> str:
-    """queue or topic for a bare name (asks the administration API)."""
+def _described(admin: Any, path: EntityPath) -> tuple[str, Any]:
+    """The kind (queue or topic for a bare name) and the SDK's description of the entity: one request
+    for a queue or a subscription, two for a topic (asks the administration API)."""
     if path.is_subscription:
-        return "subscription"
+        return "subscription", admin.get_subscription(path.name, path.subscription)
     try:
-        admin.get_queue(path.name)
-        return "queue"
+        return "queue", admin.get_queue(path.name)
     except (AttributeError, TypeError):
         pass  # the name is a topic: the SDK cannot read its description as a queue's
     except Exception as exc:
         if type(exc).__name__ != "ResourceNotFoundError":
             raise
-    admin.get_topic(path.name)  # not found either: the caller's error handler says so
-    return "topic"
+    return "topic", admin.get_topic(path.name)  # not found either: the caller's error handler says so
+
+
+def _kind_of(admin: Any, path: EntityPath) -> str:
+    """queue, topic or subscription (asks the administration API)."""
+    if path.is_subscription:
+        return "subscription"
+    return str(_described(admin, path)[0])
 
 
 def _plain(kind: str, props: Any) -> dict[str, Any]:
@@ -173,15 +179,7 @@ def entity_properties(entity: str | EntityPath, *, connection: ConnectionLike = 
     path = _path(entity)
     conn = live(connection)
 
-    def get(admin: Any) -> dict[str, Any]:
-        kind = _kind_of(admin, path)
-        if kind == "queue":
-            return _plain(kind, admin.get_queue(path.name))
-        if kind == "topic":
-            return _plain(kind, admin.get_topic(path.name))
-        return _plain(kind, admin.get_subscription(path.name, path.subscription))
-
-    result: dict[str, Any] = _admin(conn, str(path), get)
+    result: dict[str, Any] = _admin(conn, str(path), lambda admin: _plain(*_described(admin, path)))
     return result
 
 
@@ -223,17 +221,11 @@ def update_entity(
     conn = live(connection)
 
     def update(admin: Any) -> dict[str, Any]:
-        kind = _kind_of(admin, path)
+        kind, current = _described(admin, path)
         values = entity_properties_of(kind, properties)
         fixed = [name for name in values if name in FIXED_AFTER_CREATE]
         if fixed:
             raise InvalidInputError(f"{', '.join(fixed)} cannot change after a {kind} is created: create a new one.")
-        if kind == "queue":
-            current = admin.get_queue(path.name)
-        elif kind == "topic":
-            current = admin.get_topic(path.name)
-        else:
-            current = admin.get_subscription(path.name, path.subscription)
         before = {name: getattr(current, name, None) for name in values}
         for name, value in values.items():
             setattr(current, name, value)

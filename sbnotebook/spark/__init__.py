@@ -133,9 +133,9 @@ def infer_body_schema(
     """The body schema a ``bodyFormat=json`` read would infer for `entity`, as the DDL the bodySchema
     option takes: pin it so that a later read (or a stream's restart) keeps these columns. Peeks at
     most `sample` bodies (nothing locked); runs here, needs no Spark session."""
-    from .bodies import DEFAULT_SAMPLE, MAX_SAMPLE
     from .body_schema import ddl, inferred_struct
     from .options import entity as entity_path
+    from .spec import DEFAULT_SAMPLE, MAX_SAMPLE
 
     size = DEFAULT_SAMPLE if sample is None else sample
     if not 1 <= size <= MAX_SAMPLE:
@@ -199,7 +199,7 @@ def write(
     from pyspark.sql.types import StructType
 
     from . import writing
-    from .options import WriteOptions
+    from .spec import WriteOptions
 
     if not isinstance(df.schema, StructType):
         raise TypeError("write() takes a DataFrame")

@@ -1,4 +1,5 @@
-"""Message bodies as columns: the ``bodyFormat`` / ``bodySchema`` / ``bodySampleSize`` read options.
+"""Message bodies as columns: what the ``bodyFormat`` / ``bodySchema`` / ``bodySampleSize`` read options
+(parsed with the others in ``spec.py``) do.
 
 ``bodyFormat=json`` adds a ``body_json`` struct column and a ``_rescued_body`` string column. The
 struct's schema is ``bodySchema`` (DDL) when given, else inferred on the planning side from a peeked
@@ -19,47 +20,20 @@ import decimal
 import io
 import json
 import logging
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
-from ..core import PAGE_SIZE, SbError
+from ..core import SbError
 from .body_schema import inferred_struct, json_value, struct_ddl
 from .options import OptionError
+from .schema import RECORD_DDL, record_schema
+from .secrets import connection_of
+from .spec import BodyOptions, ReadSpec
 
 log = logging.getLogger("sbnotebook.spark")
 
-FORMATS = ("binary", "text", "json")
-DEFAULT_SAMPLE = PAGE_SIZE  # bodies peeked to infer a schema: one peek page, one round trip
-MAX_SAMPLE = 10_000
 BODY_JSON = "body_json"
 RESCUED = "_rescued_body"
-
-
-@dataclass(frozen=True)
-class BodyOptions:
-    format: str = "binary"
-    schema: str | None = None  # bodySchema as given (DDL: "a bigint, b struct<c: string>")
-    sample: int = DEFAULT_SAMPLE
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> BodyOptions:
-        fmt = str(options.get("bodyFormat") or "binary").strip().lower()
-        if fmt not in FORMATS:
-            raise OptionError(f"servicebus: option bodyFormat must be one of {', '.join(FORMATS)}, not {fmt!r}.")
-        given = (options.get("bodySchema") or "").strip() or None
-        if given and fmt != "json":
-            raise OptionError("servicebus: option bodySchema needs bodyFormat=json.")
-        raw = options.get("bodySampleSize")
-        sample = DEFAULT_SAMPLE
-        if raw is not None and str(raw).strip():
-            try:
-                sample = int(str(raw).strip())
-            except ValueError:
-                raise OptionError(f"servicebus: option bodySampleSize must be a whole number, not {raw!r}.") from None
-            if not 1 <= sample <= MAX_SAMPLE:
-                raise OptionError(f"servicebus: option bodySampleSize must be 1 to {MAX_SAMPLE}, not {sample}.")
-        return cls(fmt, given, sample)
 
 
 # ------------------------------------------------------------------ parsing at read
@@ -305,32 +279,26 @@ class _Misfit(SbError):
 # ------------------------------------------------------------------ the data source's schema
 
 
-def read_schema(options: Mapping[str, str], default_connection: Any) -> Any:
+def read_schema(spec: ReadSpec) -> Any:
     """The DataFrame's schema: the record schema, and with bodyFormat=json the body columns. A given
     bodySchema goes to Spark as DDL (Spark parses it, its errors name the bad part); else the body
     schema is inferred here, at planning, from a peeked sample."""
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from .options import connection, entity, int_option
-    from .schema import RECORD_DDL, record_schema
-    from .secrets import connection_of
-
-    body = BodyOptions.parse(options)
+    body = spec.body
     if body.format != "json":
         return record_schema()
     if body.schema:
         return f"{RECORD_DDL}, `{BODY_JSON}` {struct_ddl(body.schema)}, `{RESCUED}` string"
-    path = entity(options)
-    conn = connection_of(connection(options, default_connection))
-    start = int_option(options, "fromSequenceNumber", 1, 0)
-    struct = inferred_struct(conn, path, start, body.sample)
+    path = spec.entity
+    conn = connection_of(spec.connection)
+    struct = inferred_struct(conn, path, spec.from_sequence_number, body.sample)
     fields = [*record_schema().fields, StructField(BODY_JSON, struct, True), StructField(RESCUED, StringType(), True)]
     return StructType(fields)
 
 
-def body_columns(options: Mapping[str, str], schema: Any) -> BodyColumns:
+def body_columns(body: BodyOptions, schema: Any) -> BodyColumns:
     """What read() adds, from the schema Spark planned (the one schema() gave, or the user's own)."""
-    body = BodyOptions.parse(options)
     if body.format != "json":
         return BodyColumns(body.format, None)
     names = {f.name: f.dataType for f in schema.fields}

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from ..core import PAGE_SIZE
+from ..core import PAGE_SIZE, SbError, scan_records
 from .options import OptionError
 
 log = logging.getLogger("sbnotebook.spark")
@@ -141,16 +141,12 @@ def struct_ddl(given: str) -> str:
 def sample_bodies(conn: Any, path: Any, start: int, sample: int) -> list[bytes]:
     """Up to `sample` bodies from `start` on, peeked (nothing locked, nothing counted): one round trip
     for a sample of up to one peek page, a few for a bigger one."""
-    from ..core import scan_records
-
     records = scan_records(path, start=max(start, 1), limit=sample, page_size=min(sample, PAGE_SIZE), connection=conn)
     return [r["body"] for r in records]
 
 
 def inferred_struct(conn: Any, path: Any, start: int, sample: int) -> Any:
     """The body schema of `path` from a peeked sample; a clear error when the sample has no JSON object."""
-    from ..core import SbError
-
     try:
         bodies = sample_bodies(conn, path, start, sample)
     except SbError as exc:

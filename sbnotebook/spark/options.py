@@ -1,33 +1,26 @@
-"""Data source options, checked on the driver before any job runs, with one clear message each."""
+"""Data source option names and values: the names each kind of read and write knows (one table), and
+one parser per kind of value (a count, seconds, a time, the connection, the entity), each refusing a
+bad value with one clear message, on the driver before any job runs. What a read, a stream or a write
+was given is parsed with these in ``spec.py``."""
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any, Self, overload
+from typing import Any, overload
 
 from ..core import (
     DEAD_LETTER_QUEUE,
     ENV_CONNECTION_STRING,
     ENV_NAMESPACE,
-    RECORD_FIELDS,
-    Connection,
-    EntityNotFoundError,
     EntityPath,
     SbError,
     TimeWindow,
-    live_connection,
     redact,
     resolve,
 )
-from .secrets import EntraRef, SecretRef, Source, connection_of, entra_ref, over_websockets, parse_ref
-
-log = logging.getLogger("sbnotebook.spark")
-MODES = ("peek", "receive-and-delete", "defer")
-DESTRUCTIVE_BOUND = 1000  # maxMessages of a receive-and-delete or defer read that gives none: always a bound
+from .secrets import Source, entra_ref, over_websockets, parse_ref
 
 
 class OptionError(SbError, ValueError):
@@ -137,6 +130,14 @@ def float_option(options: Mapping[str, str], name: str, default: float) -> float
     return value
 
 
+def list_option(options: Mapping[str, str], name: str) -> tuple[str, ...] | None:
+    """A comma-separated list (``a, b,c``): each item once, in the order given; None when not given."""
+    raw = options.get(name)
+    if raw is None or not str(raw).strip():
+        return None
+    return tuple(dict.fromkeys(s.strip() for s in str(raw).split(",") if s.strip()))
+
+
 def time_option(options: Mapping[str, str], name: str) -> dt.datetime | None:
     """An enqueued-time bound: ISO 8601 (``2026-11-25``, ``2026-11-25T08:00:00+01:00``; without a zone
     it is UTC, as Service Bus's times) or seconds since the epoch (``1764028800``)."""
@@ -234,227 +235,6 @@ def entity(options: Mapping[str, str]) -> EntityPath:
         return EntityPath.parse(name)
     except SbError as exc:
         raise OptionError(f"servicebus: {exc}") from None
-
-
-def check_exists(source: Source, path: EntityPath, *, for_send: bool) -> bool | None:
-    """Fail early on an entity that does not exist; says whether a queue or subscription requires
-    sessions (None when unknown). Without management rights the check is skipped: a send-only or
-    listen-only key must still work. A reference this process cannot resolve (a Spark Connect client:
-    the server and its executors hold the secret or the service credential) is checked where it is
-    used instead."""
-    if isinstance(source, (SecretRef, EntraRef)):
-        try:
-            conn = connection_of(source)
-        except SbError as exc:
-            log.info("servicebus: not checking %s here: %s", path, exc)
-            return None
-    else:
-        conn = source
-    try:
-        admin = live_connection(conn).admin()
-        if path.is_subscription:
-            return bool(admin.get_subscription(path.name, path.subscription).requires_session)
-        try:
-            return bool(admin.get_queue(path.name).requires_session)
-        except Exception as exc:
-            if not for_send or type(exc).__name__ != "ResourceNotFoundError":
-                raise
-            admin.get_topic(path.name)
-            return False
-    except Exception as exc:
-        if type(exc).__name__ == "ResourceNotFoundError":
-            raise OptionError(f"servicebus: entity not found: {path}") from None
-        if isinstance(exc, EntityNotFoundError):
-            raise OptionError(f"servicebus: {exc}") from None
-        # No management rights (or no admin endpoint): the read or write itself will report a missing entity.
-        log.info("servicebus: could not check that %s exists (%s); going on", path, redact(str(exc)).splitlines()[0])
-        return None
-
-
-def _sessions(options: Mapping[str, str]) -> tuple[str, ...] | None:
-    raw = options.get("sessionIds")
-    if raw is None or not str(raw).strip():
-        return None
-    return tuple(dict.fromkeys(s.strip() for s in str(raw).split(",") if s.strip()))
-
-
-@dataclass(frozen=True, kw_only=True)
-class Target:
-    """Where every read and write goes, and how many operations it keeps in flight."""
-
-    connection: Source
-    entity: EntityPath
-    max_in_flight: int
-
-    def conn(self) -> Connection:
-        """The connection, a secret reference resolved in this process (planner, driver or executor)."""
-        return connection_of(self.connection)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReadingOptions(Target):
-    """What a batch read and a stream both take; each adds its own options (``parse_read``)."""
-
-    num_partitions: int
-    wait_seconds: float
-
-    @classmethod
-    def parse_read(
-        cls,
-        options: Mapping[str, str],
-        default_partitions: int,
-        default_connection: Source | None,
-        *,
-        wait_seconds: float,
-        **own: Any,
-    ) -> tuple[Self, bool | None]:
-        """The options every read takes, parsed with this kind's `own`, and whether the entity
-        requires sessions (None when unknown), checked once, before any job runs."""
-        parsed = cls(
-            connection=connection(options, default_connection),
-            entity=entity(options),
-            max_in_flight=int_option(options, "maxInFlight", 10, 1),
-            num_partitions=int_option(options, "numPartitions", default_partitions, 1),
-            wait_seconds=float_option(options, "waitSeconds", wait_seconds),
-            **own,
-        )
-        return parsed, check_exists(parsed.connection, parsed.entity.parent, for_send=False)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReadOptions(ReadingOptions):
-    mode: str
-    max_messages: int | None
-    from_sequence_number: int
-    sessions: tuple[str, ...] | None = None  # the sessionIds option: these sessions only
-    session_enabled: bool = False  # the entity requires sessions: read session by session
-    window: TimeWindow | None = None  # enqueuedAfter / enqueuedBefore (peek only)
-
-    @classmethod
-    def parse(
-        cls,
-        options: Mapping[str, str],
-        default_partitions: int,
-        default_connection: Source | None = None,
-    ) -> ReadOptions:
-        check_known(options, "read")
-        mode = (options.get("mode") or "peek").strip().lower()
-        if mode not in MODES:
-            raise OptionError(f"servicebus: option mode must be one of {', '.join(MODES)}, not {mode!r}.")
-        entity(options)  # a missing entity is the first thing to say
-        window = time_window(options)
-        if window is not None and mode != "peek":
-            raise OptionError(
-                f"servicebus: options enqueuedAfter and enqueuedBefore bound a peek read, not mode={mode} "
-                "(a receive takes messages in the order they come)."
-            )
-        max_messages = int_option(options, "maxMessages", None, 1)
-        if mode != "peek" and max_messages is None:
-            max_messages = DESTRUCTIVE_BOUND
-        parsed, requires_session = cls.parse_read(
-            options,
-            default_partitions,
-            default_connection,
-            wait_seconds=5.0,
-            mode=mode,
-            max_messages=max_messages,
-            from_sequence_number=int_option(options, "fromSequenceNumber", 1, 0),
-            sessions=_sessions(options),
-            window=window,
-        )
-        path = parsed.entity
-        session_enabled = bool(requires_session) and path.sub_queue is None  # dead-letter queues have none
-        if parsed.sessions and requires_session is False:
-            raise OptionError(f"servicebus: option sessionIds: {path} does not require sessions.")
-        if parsed.sessions and path.sub_queue is not None:
-            raise OptionError(f"servicebus: option sessionIds: {path} is a dead-letter queue, which has no sessions.")
-        session_enabled = session_enabled or bool(parsed.sessions)
-        if session_enabled and mode == "defer":
-            raise OptionError(
-                f"servicebus: {path} requires sessions, and mode=defer does not support them (a deferred session "
-                "message can be settled only by a receiver holding its session): use peek or receive-and-delete."
-            )
-        return replace(parsed, session_enabled=session_enabled)
-
-
-ALL_SESSIONS = "*"  # the sessionId option of a stream: every session, one after another
-DEFAULT_PER_TRIGGER = 1000  # messages per micro-batch when maxMessagesPerTrigger is not given
-
-
-@dataclass(frozen=True, kw_only=True)
-class StreamOptions(ReadingOptions):
-    max_per_trigger: int
-    session: str | None  # None: the entity has no sessions; a session id; or "*": every session
-
-    @classmethod
-    def parse(
-        cls,
-        options: Mapping[str, str],
-        default_partitions: int,
-        default_connection: Source | None,
-    ) -> StreamOptions:
-        check_known(options, "stream")
-        entity(options)  # a missing entity is the first thing to say
-        if options.get("mode"):
-            raise OptionError("servicebus: a stream always reads in peek-lock and settles after commit; drop 'mode'.")
-        parsed, _ = cls.parse_read(
-            options,
-            default_partitions,
-            default_connection,
-            wait_seconds=1.0,
-            max_per_trigger=int_option(options, "maxMessagesPerTrigger", DEFAULT_PER_TRIGGER, 1),
-            session=(options.get("sessionId") or "").strip() or None,
-        )
-        return parsed
-
-
-@dataclass(frozen=True, kw_only=True)
-class WriteOptions(Target):
-    batch: bool
-    struct_columns: tuple[str, ...] = ()  # body / body_json given as a struct: sent as JSON (spark/bodies.py)
-
-    @classmethod
-    def parse(
-        cls, options: Mapping[str, str], schema: Any, default_connection: Source | None = None, *, kind: str = "write"
-    ) -> WriteOptions:
-        from .schema import WRITE_COLUMNS
-
-        check_known(options, kind)
-
-        path = entity(options)
-        if path.is_subscription or path.is_dead_letter:
-            raise OptionError(f"servicebus: write to a queue or a topic, not {path}.")
-        readable = set(RECORD_FIELDS)
-        names = {f.name: f.dataType.simpleString() for f in schema.fields}
-        structs = tuple(n for n in ("body", "body_json") if names.get(n, "").startswith("struct<"))
-        if "body" not in names and "body_json" not in structs:
-            raise OptionError(
-                "servicebus: a write needs a 'body' column (string, binary, or a struct sent as JSON) or a "
-                "'body_json' struct column; optional columns: "
-                + ", ".join(c for c in WRITE_COLUMNS if c != "body")
-                + "."
-            )
-        for name, kind in names.items():
-            if name in structs or name == "_rescued_body":
-                continue  # a struct body is sent as JSON; _rescued_body is what a json read could not parse
-            allowed = WRITE_COLUMNS.get(name)
-            if allowed is None:
-                if name in readable:
-                    continue  # read-only record fields (sequence_number, ...) are ignored
-                raise OptionError(
-                    f"servicebus: unknown column {name!r}; a write takes " + ", ".join(WRITE_COLUMNS) + "."
-                )
-            if not any(kind == a or kind.startswith(a + "(") for a in allowed):
-                raise OptionError(f"servicebus: column {name!r} is {kind}; it must be {' or '.join(allowed)}.")
-        parsed = cls(
-            connection=connection(options, default_connection),
-            entity=path,
-            max_in_flight=int_option(options, "maxInFlight", 10, 1),
-            batch=str(options.get("batch", "true")).lower() != "false",
-            struct_columns=structs,
-        )
-        check_exists(parsed.connection, path, for_send=True)
-        return parsed
 
 
 def summary(opts: Any) -> dict[str, Any]:

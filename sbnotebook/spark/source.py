@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from functools import cached_property
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -17,10 +18,12 @@ from pyspark.sql.datasource import (
 )
 
 from ..core import Connection, EntityNotFoundError, EntityPath, SbError, list_sessions
-from . import bodies, reading, writing
-from .options import DESTRUCTIVE_BOUND, OptionError, ReadOptions, WriteOptions, check_known, summary
+from . import bodies, body_stream, reading, writing
+from .options import OptionError, check_known, summary
 from .schema import arrow_schema
 from .secrets import Source
+from .spec import DESTRUCTIVE_BOUND, ReadOptions, ReadSpec, WriteOptions
+from .streaming import ServiceBusStreamReader
 
 log = logging.getLogger("sbnotebook.spark")
 
@@ -44,26 +47,28 @@ class ServiceBusDataSource(DataSource):
     def name(cls) -> str:
         return "servicebus"
 
+    @cached_property
+    def spec(self) -> ReadSpec:
+        """A read's or a stream's options, parsed once (spark/spec.py), for schema(), reader() and streamReader()."""
+        connection, partitions = self.defaults()
+        return ReadSpec(self.options, partitions, connection)
+
     def schema(self) -> Any:
         # Before a read's schema is inferred: a misspelt option fails here, first (batch or stream:
         # which one is not known yet, so an option of either passes until reader()/streamReader()).
         check_known(self.options, "read", "stream")
-        return bodies.read_schema(self.options, self.defaults()[0])  # bodyFormat=json adds columns
+        return bodies.read_schema(self.spec)  # bodyFormat=json adds columns
 
     def reader(self, schema: Any) -> DataSourceReader:
-        conn, partitions = self.defaults()
-        return _Reader(ReadOptions.parse(self.options, partitions, conn), bodies.body_columns(self.options, schema))
+        return _Reader(self.spec.read(), bodies.body_columns(self.spec.body, schema))
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         return _Writer(WriteOptions.parse(self.options, schema, self.defaults()[0]))
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        from . import body_stream
-        from .streaming import stream_reader  # docs/spark.md, "Structured Streaming"
-
-        conn, partitions = self.defaults()
-        reader = stream_reader(self.options, partitions, conn)
-        return body_stream.attach(reader, bodies.body_columns(self.options, schema))
+        # docs/spark.md, "Structured Streaming"
+        reader = ServiceBusStreamReader(self.spec.stream())
+        return body_stream.attach(reader, bodies.body_columns(self.spec.body, schema))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         return _StreamWriter(WriteOptions.parse(self.options, schema, self.defaults()[0], kind="stream write"))

@@ -20,7 +20,7 @@ same deferred messages again: at-least-once, nothing lost, no lock that could ex
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +49,12 @@ from ..core import (
     redact,
     requires_sessions,
     scan_records,
+    snapshot,
 )
 from .deferred import CHUNK, fetch, settle_chunk, still_deferred
-from .options import ALL_SESSIONS, OptionError, StreamOptions
+from .options import OptionError
 from .schema import arrow_schema, to_arrow
-from .secrets import Source
+from .spec import ALL_SESSIONS, StreamOptions
 
 log = logging.getLogger("sbnotebook.spark.streaming")
 
@@ -160,8 +161,6 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Take what is there now: up to the highest sequence number present at this moment."""
-        from ..core import snapshot
-
         o = self.options
         if o.session is not None:
             # Peeking a session-enabled entity needs each session's lock: no snapshot bound here.
@@ -423,7 +422,3 @@ def read_deferred(o: StreamOptions, seqs: list[int], session_id: str | None = No
         for record in records:
             record.update(state="deferred", lock_token=None, locked_until=None)
         yield to_arrow(records, schema)
-
-
-def stream_reader(options: Mapping[str, str], default_partitions: int, conn: Source | None) -> ServiceBusStreamReader:
-    return ServiceBusStreamReader(StreamOptions.parse(options, default_partitions, conn))

@@ -29,8 +29,8 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from ..core import PROBLEMS, Outcome, Report, SbError, redact, send
 from .bodies import BODY_JSON, RESCUED
-from .options import WriteOptions
 from .schema import arrow_schema_of, columns_ddl
+from .spec import WriteOptions
 
 _KINDS = {str: "string", int: "long", bool: "bool", float: "double"}
 

@@ -4,8 +4,6 @@ command parses its entity once."""
 
 from __future__ import annotations
 
-import collections
-import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,10 +11,10 @@ from typing import Any
 import pytest
 from azure.servicebus import ServiceBusClient
 
-from sbnotebook.core import EntityPath, entities
+from sbnotebook.core import EntityPath
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
-from tests.helpers import send
+from tests.helpers import counted_parses, send
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sbnotebook"
 
@@ -62,16 +60,7 @@ def test_a_peek_of_a_dead_letter_queue_parses_its_entity_once(
                 receiver.dead_letter_message(message, reason="broken")
             else:
                 receiver.abandon_message(message)
-    parsed: collections.Counter[str] = collections.Counter()
-    parse = entities.EntityPath.parse.__func__  # type: ignore[attr-defined]
-
-    def counting(cls: type[EntityPath], text: str | EntityPath) -> EntityPath:
-        if isinstance(text, str):  # a path already parsed is passed through, not parsed again
-            caller = traceback.extract_stack(limit=2)[0]
-            parsed[f"{Path(caller.filename).name}:{caller.lineno}"] += 1
-        return parse(cls, text)
-
-    monkeypatch.setattr(entities.EntityPath, "parse", classmethod(counting))
+    parsed = counted_parses(monkeypatch)
     capsys.readouterr()
     frame = ip.run_line_magic("sb_peek", "q --dlq")
     assert frame["body_text"].tolist() == ["dead"] and frame["dead_letter_reason"].tolist() == ["broken"]

@@ -1,24 +1,37 @@
-"""One option parser for batch reads and streams (sbnotebook/spark/options.py): the options both take
-are parsed once, the same way, with one message each; each kind adds its own. Runs the parsers in
-this process (no JVM) against the emulator, which answers the entity check."""
+"""One option parser for batch reads and streams (sbnotebook/spark/spec.py, on the value parsers of
+sbnotebook/spark/options.py): the options both take are parsed once, the same way, with one message
+each; each kind adds its own. Runs the parsers in this process (no JVM) against the emulator, which
+answers the entity check."""
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
+from sbnotebook import core
+from sbnotebook.core import EntityPath
 from sbnotebook.emulator import Emulator
+from tests.helpers import counted_parses
 
 pytest.importorskip("pyspark")
-from sbnotebook.spark.options import OptionError, ReadOptions, StreamOptions
+from sbnotebook.spark.options import OptionError
+from sbnotebook.spark.spec import ReadOptions, ReadSpec, StreamOptions
 
 
-@pytest.mark.parametrize("kind", [ReadOptions, StreamOptions])
-def test_batch_and_stream_parse_the_shared_options_alike(emulator: Emulator, kind: type) -> None:
+def parse(kind: str, options: dict[str, str]) -> ReadOptions | StreamOptions:
+    """What reader() (kind "read") or streamReader() ("stream") parses, with 2 default partitions."""
+    spec = ReadSpec(options, 2, None)
+    return spec.read() if kind == "read" else spec.stream()
+
+
+@pytest.mark.parametrize("kind", ["read", "stream"])
+def test_batch_and_stream_parse_the_shared_options_alike(emulator: Emulator, kind: str) -> None:
     given = {"entity": "q", "connectionString": emulator.connection_string, "numPartitions": "3", "maxInFlight": "4"}
-    parsed = kind.parse(given, 2, None)
+    parsed = parse(kind, given)
     assert (str(parsed.entity), parsed.num_partitions, parsed.max_in_flight) == ("q", 3, 4)
     assert parsed.conn().namespace == parsed.connection.namespace  # settings as they are, resolved once
-    assert parsed.wait_seconds == (5.0 if kind is ReadOptions else 1.0)  # each kind's own default
+    assert parsed.wait_seconds == (5.0 if kind == "read" else 1.0)  # each kind's own default
     for bad, said in [
         ({"numPartitions": "0"}, "option numPartitions must be 1 or more, not 0."),
         ({"maxInFlight": "x"}, "option maxInFlight must be a whole number, not 'x'."),
@@ -29,21 +42,21 @@ def test_batch_and_stream_parse_the_shared_options_alike(emulator: Emulator, kin
         ({"entity": "nope"}, "entity not found: nope"),
     ]:
         with pytest.raises(OptionError, match=said.replace(".", r"\.")):
-            kind.parse({**given, **bad}, 2, None)
+            parse(kind, {**given, **bad})
     with pytest.raises(OptionError, match="the 'entity' option is required"):
-        kind.parse({"maxInFlight": "x"}, 2, None)  # a missing entity is said first
+        parse(kind, {"maxInFlight": "x"})  # a missing entity is said first
 
 
 def test_each_kind_keeps_its_own_options(emulator: Emulator) -> None:
     conn = {"connectionString": emulator.connection_string}
-    read = ReadOptions.parse({"entity": "q", "mode": "defer", **conn}, 2, None)
+    read = ReadSpec({"entity": "q", "mode": "defer", **conn}, 2, None).read()
     assert (read.mode, read.max_messages, read.session_enabled) == ("defer", 1000, False)  # a destructive bound
-    stream = StreamOptions.parse({"entity": "sq", "sessionId": "*", **conn}, 2, None)
+    stream = ReadSpec({"entity": "sq", "sessionId": "*", **conn}, 2, None).stream()
     assert (stream.max_per_trigger, stream.session) == (1000, "*")
     with pytest.raises(OptionError, match="a stream always reads in peek-lock"):
-        StreamOptions.parse({"entity": "q", "mode": "peek", **conn}, 2, None)
+        parse("stream", {"entity": "q", "mode": "peek", **conn})
     with pytest.raises(OptionError, match="requires sessions, and mode=defer does not support them"):
-        ReadOptions.parse({"entity": "sq", "mode": "defer", **conn}, 2, None)
+        parse("read", {"entity": "sq", "mode": "defer", **conn})
 
 
 def test_counts_and_limits_are_refused_never_replaced(emulator: Emulator) -> None:
@@ -51,15 +64,15 @@ def test_counts_and_limits_are_refused_never_replaced(emulator: Emulator) -> Non
     fromSequenceNumber was read as 1, and maxInFlight 0 as 10, when the parser ended in ``or default``)."""
     conn = {"entity": "q", "connectionString": emulator.connection_string}
     for kind, bad, said in [
-        (ReadOptions, {"maxMessages": "0"}, "option maxMessages must be 1 or more, not 0."),
-        (ReadOptions, {"mode": "defer", "maxMessages": "-5"}, "option maxMessages must be 1 or more, not -5."),
-        (ReadOptions, {"fromSequenceNumber": "-1"}, "option fromSequenceNumber must be 0 or more, not -1."),
-        (StreamOptions, {"maxMessagesPerTrigger": "0"}, "option maxMessagesPerTrigger must be 1 or more, not 0."),
+        ("read", {"maxMessages": "0"}, "option maxMessages must be 1 or more, not 0."),
+        ("read", {"mode": "defer", "maxMessages": "-5"}, "option maxMessages must be 1 or more, not -5."),
+        ("read", {"fromSequenceNumber": "-1"}, "option fromSequenceNumber must be 0 or more, not -1."),
+        ("stream", {"maxMessagesPerTrigger": "0"}, "option maxMessagesPerTrigger must be 1 or more, not 0."),
     ]:
         with pytest.raises(OptionError, match=said.replace(".", r"\.")):
-            kind.parse({**conn, **bad}, 2, None)
-    assert ReadOptions.parse({**conn, "fromSequenceNumber": "0"}, 2, None).from_sequence_number == 0
-    parsed = ReadOptions.parse({**conn, "maxInFlight": "1", "numPartitions": "1", "waitSeconds": "0.5"}, 2, None)
+            parse(kind, {**conn, **bad})
+    assert ReadSpec({**conn, "fromSequenceNumber": "0"}, 2, None).read().from_sequence_number == 0
+    parsed = ReadSpec({**conn, "maxInFlight": "1", "numPartitions": "1", "waitSeconds": "0.5"}, 2, None).read()
     assert (parsed.max_in_flight, parsed.num_partitions, parsed.wait_seconds) == (1, 1, 0.5)
 
 
@@ -98,11 +111,35 @@ def test_an_option_of_another_kind_is_refused_as_such(emulator: Emulator) -> Non
     with pytest.raises(
         OptionError, match=r"'maxmessagespertrigger' for a read \(an option of a stream\): did you mean maxMessages\?"
     ):
-        ReadOptions.parse({"entity": "q", "maxmessagespertrigger": "5", **conn}, 2, None)
+        parse("read", {"entity": "q", "maxmessagespertrigger": "5", **conn})
     with pytest.raises(
         OptionError, match=r"unknown option 'sessionids' for a stream \(an option of a read\): did you mean sessionId\?"
     ):
-        StreamOptions.parse({"entity": "q", "sessionids": "a", **conn}, 2, None)
+        parse("stream", {"entity": "q", "sessionids": "a", **conn})
+
+
+def test_a_read_parses_its_entity_once_across_schema_reader_and_stream_reader(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data source's one ReadSpec: schema() (bodyFormat=json: the body schema inferred from a peek
+    of the entity), then reader() and streamReader() on the data source pickled as Spark hands it from
+    one Python worker to the next, parse the entity once (5 times before the spec: once to infer the
+    body schema, twice in each of the read and the stream options); its existence is checked through core."""
+    from sbnotebook.spark.source import ServiceBusDataSource
+
+    core.send("q", ['{"id": 1}'], connection=emulator.connection_string)
+    parsed = counted_parses(monkeypatch)
+    source = ServiceBusDataSource({"entity": "q", "connectionString": emulator.connection_string, "bodyFormat": "json"})
+    schema = source.schema()
+    assert [f.name for f in schema.fields][-2:] == ["body_json", "_rescued_body"]
+    reader = pickle.loads(pickle.dumps(source)).reader(schema)
+    stream = pickle.loads(pickle.dumps(source)).streamReader(schema)
+    assert (reader.options.entity, stream.options.entity) == (EntityPath("q"), EntityPath("q"))
+    assert (reader.body.format, stream.body.format) == ("json", "json")
+    assert sum(parsed.values()) == 1, parsed
+    missing = ServiceBusDataSource({"entity": "nosuch", "connectionString": emulator.connection_string})
+    with pytest.raises(OptionError, match=r"^servicebus: entity not found: nosuch$"):
+        missing.reader(missing.schema())
 
 
 def test_the_websockets_option_reaches_every_kind_of_source(
@@ -115,13 +152,13 @@ def test_the_websockets_option_reaches_every_kind_of_source(
     from sbnotebook.spark.secrets import SecretRef
 
     given = {"entity": "q", "connectionString": emulator.connection_string, "websockets": "true"}
-    parsed = ReadOptions.parse(given, 2, None)
+    parsed = parse("read", given)
     assert parsed.connection.websockets and parsed.conn().websockets
-    assert not ReadOptions.parse({**given, "websockets": "false"}, 2, None).conn().websockets
+    assert not parse("read", {**given, "websockets": "false"}).conn().websockets
     monkeypatch.setenv("SB_TEST_CONNECTION", emulator.connection_string)
-    ref = StreamOptions.parse({"entity": "q", "secretRef": "env:SB_TEST_CONNECTION", "websockets": "TRUE"}, 2, None)
+    ref = parse("stream", {"entity": "q", "secretRef": "env:SB_TEST_CONNECTION", "websockets": "TRUE"})
     assert ref.connection == SecretRef("env:SB_TEST_CONNECTION", websockets=True) and ref.conn().websockets
     default = resolve(emulator.connection_string)
-    assert ReadOptions.parse({"entity": "q", "websockets": "true"}, 2, default).conn().websockets
+    assert ReadSpec({"entity": "q", "websockets": "true"}, 2, default).read().conn().websockets
     with pytest.raises(OptionError, match=r"option websockets must be true or false, not 'yes'\."):
-        ReadOptions.parse({**given, "websockets": "yes"}, 2, None)
+        parse("read", {**given, "websockets": "yes"})

@@ -55,9 +55,9 @@ HELD = PAGE_SIZE  # source messages a copy holds at most: asked for by a peek, n
 # The least a peek asks for: waiting for room for a fifth of a page keeps peeks few (each is a round
 # trip) while the sends of the pages before free the rest.
 LEAST_PEEK = PAGE_SIZE // 5
-# Copies sent in batches of at most this many: a message waits for the copying of the others of
-# its batch, not of its whole page (copying is ~0.5 ms a message; at 80 ms a page's wait is more
-# than a round trip, and the held bound makes every ms a message is held cost throughput).
+# Copies sent in batches of at most this many, as the page is read: a copy leaves before the rest
+# of its page is copied (~0.5 ms a message), so less is held: working memory 1.2 pages, 2.0 with a
+# batch per page. Not faster: 4.60 s against 4.25 s at 80 ms, one locked run each (docs/benchmarks.md).
 SEND_EVERY = PAGE_SIZE // 5
 COPY_CONCURRENCY = 1  # kept for callers: peeks are one at a time (the held bound sets the pace)
 ENV_HOME = "SBNOTEBOOK_HOME"

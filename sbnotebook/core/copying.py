@@ -10,8 +10,8 @@ per message) on the target's connection.
 Never more than one page in memory: at most ``HELD`` (``PAGE_SIZE``) source messages are held at
 once, counted from the moment a peek asks for them until the target confirmed (or refused) each
 copy. A peek asks for only as many messages as there is room for, and the batch being filled is
-sent at the end of each page (``pipeline.FLUSH``), so a page's messages leave memory one round trip
-after they came. ``report.stats["peak_held"]`` is the most that were held.
+sent every ``SEND_EVERY`` copies and at the end of each page (``pipeline.FLUSH``), so a page's
+messages leave memory one round trip after they came. ``report.stats["peak_held"]`` is the most that were held.
 
 Resumable, as an import is: a :class:`CopyProgress` records the source sequence numbers copied
 (every one up to ``done`` but those in ``failed``), kept on disk while the copy is not complete

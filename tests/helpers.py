@@ -244,3 +244,17 @@ def counted_parses(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
 
     monkeypatch.setattr(entities.EntityPath, "parse", classmethod(counting))
     return parsed
+
+
+def counted_peeks(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Every peek the emulator's broker answers from now on (until the test ends), as (from sequence
+    number, count): what a planner costs, counted at the broker."""
+    peeks: list[tuple[int, int]] = []
+    real = emulator.broker.peek
+
+    def counted(source: Any, from_sequence_number: int, count: int, session_id: str | None = None) -> Any:
+        peeks.append((from_sequence_number, count))
+        return real(source, from_sequence_number, count, session_id)
+
+    monkeypatch.setattr(emulator.broker, "peek", counted)
+    return peeks

@@ -15,7 +15,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.core import Connection, EntityPath, resolve
 from sbnotebook.emulator import Emulator
-from tests.helpers import send
+from tests.helpers import counted_peeks, send
 
 pytest.importorskip("pyspark")
 from sbnotebook.spark import reading
@@ -56,14 +56,7 @@ def test_planning_costs_one_peek_more_than_before(
     window at the end (one more). Counted at the broker: every peek the planner makes."""
     send(client, "q", *[f"m{i}" for i in range(500)])
     reading.plan_peek(conn, EntityPath.parse("q"), 1, 4, None)  # opens the connection and links
-    peeks: list[tuple[int, int]] = []
-    real = emulator.broker.peek
-
-    def counted(source: Any, from_sequence_number: int, count: int, session_id: str | None = None) -> Any:
-        peeks.append((from_sequence_number, count))
-        return real(source, from_sequence_number, count, session_id)
-
-    monkeypatch.setattr(emulator.broker, "peek", counted)
+    peeks = counted_peeks(emulator, monkeypatch)
     ranges = reading.plan_peek(conn, EntityPath.parse("q"), 1, 4, None)
     assert ranges[-1].last == 500
     assert peeks == [(1, 1), (500, core.BOUND_WINDOW)]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
@@ -18,7 +17,7 @@ from sbnotebook import core
 from sbnotebook.core import Connection, EntityPath, resolve
 from sbnotebook.core.bounds import TimeWindow
 from sbnotebook.emulator import Emulator
-from tests.helpers import send
+from tests.helpers import counted_peeks, send
 
 pytest.importorskip("pyspark")
 from sbnotebook.spark import reading
@@ -117,14 +116,7 @@ def test_planning_costs_a_few_peeks_not_a_scan(
     t = times(conn, "q")
     window = TimeWindow(t["g2-0"], t["g3-0"])
     reading.plan_peek(conn, EntityPath.parse("q"), 1, 4, None)  # opens the connection and links
-    peeks: list[tuple[int, int]] = []
-    real = emulator.broker.peek
-
-    def counted(source: Any, from_sequence_number: int, count: int, session_id: str | None = None) -> Any:
-        peeks.append((from_sequence_number, count))
-        return real(source, from_sequence_number, count, session_id)
-
-    monkeypatch.setattr(emulator.broker, "peek", counted)
+    peeks = counted_peeks(emulator, monkeypatch)
     ranges = reading.plan_peek(conn, EntityPath.parse("q"), 1, 4, None, window)
     assert (ranges[0].first, ranges[-1].last) == (1001, 1500)
     assert len(peeks) <= 2 + 2 * 12, peeks  # the snapshot's two, then at most ~log2(2000) + 1 per bound

@@ -2,9 +2,9 @@
 
 Destructive by name: the notebook layer asks for confirmation before calling it.
 
-Active messages are deleted on the server first (``batch-delete-messages``, what the portal's purge
-and the .NET and JS SDKs' ``PurgeMessages`` use: up to 4,000 per request, a few requests in flight,
-no body crossing the network). What that leaves is then taken the slower way, logged once and noted
+Active messages are deleted on the server first (core/purge_on_server.py): ``batch-delete-messages``,
+what the portal's purge and the .NET and JS SDKs' ``PurgeMessages`` use, up to 4,000 per request, a
+few requests in flight, no body crossing the network. What that leaves is then taken the slower way, logged once and noted
 in the Report: deferred messages (fetched by sequence number), scheduled ones (cancelled), messages
 locked by a receiver at the time, sessions the server did not empty, and everything when the
 service refuses batch delete (partitioned entities, an older emulator).
@@ -41,7 +41,6 @@ from .errors import (
     SbError,
     SessionLockedError,
     from_sdk,
-    is_connection_lost,
     requires_sessions,
 )
 from .leftovers import account_for_what_is_left, locked_until
@@ -50,11 +49,10 @@ from .live import LiveConnection
 from .loop import stop_if_cancelled
 from .messages import message_id
 from .outcome import Outcome, Report
+from .purge_on_server import delete_on_server
 from .receive import fetch_batch
 from .registry import ConnectionLike, live
 from .scan import STATES, SessionHold, ascan, message_state
-from .sdk_management import BATCH_DELETE_MAX, batch_delete, management_handler
-from .sdk_open import close_now
 from .sdk_receiver import drain_credit, forget_deliveries, settle_by_tokens
 from .sessions import each_session, hold_session, list_session_ids
 from .syncforms import sync_form
@@ -64,9 +62,6 @@ log = logging.getLogger("sbnotebook.core.purge")
 PURGE_BATCH = 500
 PARALLEL_RECEIVERS = 4
 BY_SEQUENCE = 100  # sequence numbers per receive-deferred / cancel-scheduled request
-DELETES_IN_FLIGHT = 4  # batch-delete requests at once (each up to BATCH_DELETE_MAX messages)
-BATCH_DELETE_STANDARD = 500  # the Standard tier's limit per request
-CLOCK_SKEW = dt.timedelta(minutes=5)  # the cut-off is ours + this: a server clock ahead still deletes all
 
 
 def _removed(m: Any) -> Outcome:
@@ -81,67 +76,6 @@ async def _is_empty(conn: LiveConnection, path: EntityPath) -> bool:
         async for _ in pages:
             return False
     return True
-
-
-def _deleted(report: Report, n: int, tick: Callable[[], None]) -> None:
-    if n:
-        report.add_counted("purged", n)  # the server says how many, not which
-        tick()
-
-
-async def _delete_on_server(conn: LiveConnection, path: EntityPath, report: Report, tick: Callable[[], None]) -> bool:
-    """Delete the active messages with ``batch-delete-messages`` until the server says none are left
-    (status 204), ``DELETES_IN_FLIGHT`` requests at a time. Returns False, with a note and a log
-    line, when the service refuses it (then nothing was deleted here and the caller receives)."""
-    from azure.servicebus.exceptions import ServiceBusError
-
-    cutoff = dt.datetime.now(dt.UTC) + CLOCK_SKEW
-    handler = management_handler(conn.sdk_client(), path)
-    try:
-        size = BATCH_DELETE_MAX
-        try:
-            try:
-                first = await batch_delete(handler, size, before=cutoff)
-            except ServiceBusError as exc:
-                if is_connection_lost(exc):
-                    raise
-                # Standard namespaces take at most 500 a request (Premium 4,000): ask for that once.
-                size = BATCH_DELETE_STANDARD
-                first = await batch_delete(handler, size, before=cutoff)
-        except ServiceBusError as exc:
-            if is_connection_lost(exc):
-                raise
-            why = from_sdk(exc, entity=str(path)).message
-            log.warning("purge of %s: batch delete refused (%s); receiving the messages instead", path, why)
-            report.note(f"batch delete refused ({why}): messages were received and deleted instead (slower)")
-            return False
-        report.stats["batch_delete_requests"] = 1
-        _deleted(report, first, tick)
-        last = first
-        while 0 < last < size:  # fewer than asked: most likely the end, one request to be sure
-            stop_if_cancelled()
-            last = await batch_delete(handler, size, before=cutoff)
-            report.stats["batch_delete_requests"] += 1
-            _deleted(report, last, tick)
-        if last == 0:
-            return True
-        done = False
-
-        async def deleter() -> None:
-            nonlocal done
-            while not done:
-                stop_if_cancelled()
-                n = await batch_delete(handler, size, before=cutoff)
-                report.stats["batch_delete_requests"] += 1
-                if n == 0:
-                    done = True  # 204: nothing eligible is left
-                    return
-                _deleted(report, n, tick)
-
-        await asyncio.gather(*(deleter() for _ in range(DELETES_IN_FLIGHT)))
-        return True
-    finally:
-        await close_now(handler)
 
 
 async def _purge(
@@ -177,7 +111,7 @@ async def _purge(
         ids = session_ids if session_ids is not None else await list_session_ids(conn, path)
         if include_active and session_ids is None:
             # Listed first: a session the server leaves holding only deferred messages is not listed.
-            await _delete_on_server(conn, path, report, tick)
+            await delete_on_server(conn, path, report, tick)
         await _purge_sessions(conn, path, ids, report, tick, include_active, include_deferred, include_scheduled)
         if session_ids is None:
             await _count_what_is_left(conn, path, report, include_active, include_deferred, include_scheduled)
@@ -191,7 +125,7 @@ async def _purge(
         report.elapsed = time.perf_counter() - started
         return report
     since = dt.datetime.now(dt.UTC)
-    on_server = include_active and await _delete_on_server(conn, path, report, tick)
+    on_server = include_active and await delete_on_server(conn, path, report, tick)
     client = conn.sdk_client()
     if include_active and not on_server:
         await _drain_in_parallel(client, path, report, tick)

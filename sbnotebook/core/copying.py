@@ -347,8 +347,13 @@ async def acopy(
                     on_outcome=counted,
                 )
             )
-    finally:
-        tracker.save()  # also when interrupted: the next run (this kernel's or another's) starts here
+    except BaseException:
+        if record is not None and not state.pending and tracker.base == 0 and not tracker.lines:
+            record.unlink(missing_ok=True)  # refused before anything was taken (no such target, ...)
+        else:
+            tracker.save()  # interrupted: the next run (this kernel's or another's) starts here
+        raise
+    tracker.save()
     report.operation, report.entity, report.target = "copy", name, str(dst_path)
     report.stats["peak_held"] = peak
     if before:

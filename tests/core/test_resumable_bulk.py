@@ -424,3 +424,15 @@ def test_a_copy_holds_at_most_one_page_of_messages() -> None:
         for proc in (a, b):
             proc.terminate()
             proc.wait(timeout=30)
+
+
+def test_a_copy_refused_before_it_sends_anything_leaves_no_record(emulator: Emulator) -> None:
+    """No such target: nothing was taken from the source, so there is nothing to resume and no
+    record on disk (a record would make the same command say it resumes)."""
+    cs = emulator.connection_string
+    core.send("plain", ["a", "b"], connection=cs).raise_for_failures()
+    with pytest.raises(core.EntityNotFoundError):
+        core.copy("plain", "nosuch", connection=cs)
+    assert not core.copy_record("plain", "nosuch", connection=cs).exists()
+    assert core.copy_resume_point("plain", "nosuch", connection=cs) is None
+    assert emulator.broker.counts("plain")["active"] == 2

@@ -109,6 +109,25 @@ def test_every_test_file_a_doc_names_exists(doc: Path) -> None:
     assert not missing, f"{doc.name} names test files that do not exist: {sorted(set(missing))}"
 
 
+def test_every_test_file_the_code_names_exists() -> None:
+    """Comments and docstrings of the package, the benchmarks, the tools and the build files that
+    cite a test file as ``tests/...py`` name one that exists (the tests moved into folders once)."""
+    sources = [
+        *(ROOT / "sbnotebook").rglob("*.py"),
+        *(ROOT / "benchmarks").rglob("*.py"),
+        *(ROOT / "tools").rglob("*.py"),
+        *(ROOT / name for name in ("noxfile.py", "conftest.py", "pyproject.toml", "setup.py")),
+    ]
+    cited = {
+        (path.relative_to(ROOT).as_posix(), name)
+        for path in sources
+        for name in TEST_FILE.findall(path.read_text(encoding="utf-8"))
+        if name.startswith("tests/")
+    }
+    assert len(cited) > 20  # the search finds them
+    assert not [c for c in cited if not (ROOT / c[1]).is_file()]
+
+
 def _build_docs() -> Any:
     spec = importlib.util.spec_from_file_location("build_docs", ROOT / "tools" / "build_docs.py")
     assert spec is not None and spec.loader is not None

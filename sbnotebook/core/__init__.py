@@ -37,14 +37,11 @@ from .errors import (
     redact,
     requires_sessions,
 )
+from .exporting import export_jsonl, export_resume_point
+from .importing import ImportProgress, import_jsonl, import_resume_point
 from .jsonl import (
-    ImportProgress,
     count_jsonl,
-    export_jsonl,
-    export_resume_point,
     from_json_record,
-    import_jsonl,
-    import_resume_point,
     iter_jsonl,
     read_jsonl,
     to_json_record,

@@ -40,12 +40,12 @@ from typing import Any
 from .copies import copy_message
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk
-from .jsonl import LineTracker
 from .live import LiveConnection
 from .outcome import Outcome, Report
 from .pipeline import FLUSH, RetryPolicy, send_all
 from .records import to_record
 from .registry import ConnectionLike, live
+from .resumable import LineTracker
 from .scan import PAGE_SIZE, apeek_once, sessions_refused
 from .syncforms import sync_form
 

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from sbnotebook import core
-from sbnotebook.core.jsonl import EXPORTING, IMPORTING, write_jsonl
+from sbnotebook.core.exporting import EXPORTING
+from sbnotebook.core.importing import IMPORTING
+from sbnotebook.core.jsonl import write_jsonl
 from sbnotebook.emulator import Emulator
 from tests.helpers import InterruptAtFirstProgress, rss_growth_during, start_cli_emulator, wait_until
 

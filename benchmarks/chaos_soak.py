@@ -337,7 +337,7 @@ class Soak:
             self.f.send_failures += len(items)
         else:
             led.sent(items, report)
-        self.attempt("peek", lambda: core.peek(QUEUE, count=50, connection=conn))
+        self.attempt("peek", lambda: core.peek(QUEUE, max_messages=50, connection=conn))
         for _ in range(2):
             self.receive_and_settle(self.rng.randint(10, 60))
         if led.deferred and self.rng.random() < 0.6:
@@ -350,7 +350,9 @@ class Soak:
             self.spark_round()
 
     def receive_and_settle(self, count: int) -> None:
-        batch = self.attempt("receive", lambda: core.receive(QUEUE, count=count, wait=0.5, connection=self.conn))
+        batch = self.attempt(
+            "receive", lambda: core.receive(QUEUE, max_messages=count, wait_seconds=0.5, connection=self.conn)
+        )
         if batch is None:
             return
         with batch:
@@ -402,11 +404,13 @@ class Soak:
     def resubmit(self) -> None:
         # Copies take fresh message ids; the soak id travels in the application properties, and the
         # report names each original by its sequence number in the dead-letter queue.
-        page = self.attempt("peek dead letters", lambda: core.peek(DLQ, count=200, connection=self.conn))
+        page = self.attempt("peek dead letters", lambda: core.peek(DLQ, max_messages=200, connection=self.conn))
         if page is None:
             return
         sid_by_seq = {int(r["sequence_number"]): sid_of(r) for r in page.records}
-        report = self.attempt("resubmit", lambda: core.resubmit(DLQ, target=QUEUE, limit=40, connection=self.conn))
+        report = self.attempt(
+            "resubmit", lambda: core.resubmit(DLQ, target=QUEUE, max_messages=40, connection=self.conn)
+        )
         if report is None:
             self.ledger.may_repeat.update(sid_by_seq.values())  # it may have got part of the way
             self.ledger.not_known(sid_by_seq.values())
@@ -439,7 +443,7 @@ class Soak:
     def check_purge(self, report: core.Report) -> None:
         """A purge's words against the broker, at once (nothing else uses its queue): the messages
         it says are left are exactly those still there, and it is ok only when none is."""
-        left = self.attempt("peek purged", lambda: core.peek(PURGED, count=250, connection=self.conn))
+        left = self.attempt("peek purged", lambda: core.peek(PURGED, max_messages=250, connection=self.conn))
         if left is None:
             return
         there = {int(r["sequence_number"]) for r in left.records}

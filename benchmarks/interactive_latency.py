@@ -65,7 +65,7 @@ def median_ms(fn: Callable[[], Any], repeat: int) -> float:
 
 
 def receive_and_complete(conn: core.LiveConnection) -> None:
-    with core.receive(QUEUE, count=1, connection=conn) as batch:
+    with core.receive(QUEUE, max_messages=1, connection=conn) as batch:
         assert batch.complete().count("completed") == 1
 
 
@@ -79,8 +79,8 @@ def kit(cs: str, repeat: int) -> dict[str, float]:
         core.close_all()
     out["connect"] = statistics.median(times)
     conn = core.connect(cs)
-    out["first peek 10 after connect"] = ms(lambda: core.peek(QUEUE, count=10, connection=conn))
-    out["peek 10"] = median_ms(lambda: core.peek(QUEUE, count=10, connection=conn), repeat)
+    out["first peek 10 after connect"] = ms(lambda: core.peek(QUEUE, max_messages=10, connection=conn))
+    out["peek 10"] = median_ms(lambda: core.peek(QUEUE, max_messages=10, connection=conn), repeat)
     core.send(QUEUE, ["warm"], connection=conn)  # opens the sender once
     out["send 1"] = median_ms(lambda: core.send(QUEUE, ["one"], connection=conn), repeat)
     core.counts(QUEUE, connection=conn)
@@ -97,14 +97,14 @@ def own_receivers(conn: core.LiveConnection, repeat: int) -> dict[str, float]:
     only once drained) and a session (opened and closed every time: it holds its session)."""
 
     def delete_one() -> None:
-        with core.receive(QUEUE, count=1, mode="receive-and-delete", connection=conn) as batch:
+        with core.receive(QUEUE, max_messages=1, mode="receive-and-delete", connection=conn) as batch:
             assert len(batch) == 1
 
     def session_one() -> float:
         core.send(SESSIONS, [{"body": "s", "session_id": "s1"}], connection=conn)  # not timed
 
         def receive() -> None:
-            with core.receive(SESSIONS, count=1, session_id="s1", connection=conn) as batch:
+            with core.receive(SESSIONS, max_messages=1, session_id="s1", connection=conn) as batch:
                 assert batch.complete().count("completed") == 1
 
         return ms(receive)
@@ -150,17 +150,17 @@ def cold(cs: str, repeat: int) -> dict[str, float]:
         for _ in range(repeat):
             conn = core.connect(cs, warm=False)
             if not new_connection:
-                core.peek(SCAN_QUEUE, count=1, connection=conn)  # the live connection in use
+                core.peek(SCAN_QUEUE, max_messages=1, connection=conn)  # the live connection in use
                 conn.settle()
             times.append(ms(lambda: call(conn)))  # noqa: B023 (called at once)
             core.close_all()
         return statistics.median(times)
 
     return {
-        "first peek on an entity": first(lambda c: core.peek(QUEUE, count=1, connection=c)),
+        "first peek on an entity": first(lambda c: core.peek(QUEUE, max_messages=1, connection=c)),
         "first send to an entity": first(lambda c: core.send(QUEUE, ["cold"], connection=c)),
         "first peek on a new live connection": first(
-            lambda c: core.peek(QUEUE, count=1, connection=c), new_connection=True
+            lambda c: core.peek(QUEUE, max_messages=1, connection=c), new_connection=True
         ),
     }
 

@@ -254,7 +254,7 @@ def fill_signed(run: Run) -> int:
     if core.counts(SIGNED, connection=run.conn).active < run.n:
         records = (described(i) for i in range(run.n))
         core.send(SIGNED, records, max_in_flight=32, connection=run.conn).raise_for_failures()
-    core.peek(SIGNED, count=1, connection=run.conn)  # its link open, as for every timed step
+    core.peek(SIGNED, max_messages=1, connection=run.conn)  # its link open, as for every timed step
     return run.n
 
 

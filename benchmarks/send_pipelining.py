@@ -81,7 +81,7 @@ def completion(conn: str, n: int) -> tuple[float, float]:
         for m in got:
             r.complete_message(m)
         plain = n / (time.perf_counter() - t0)
-    with core.receive("results", count=n, connection=conn) as batch:
+    with core.receive("results", max_messages=n, connection=conn) as batch:
         t0 = time.perf_counter()
         outcomes = batch.complete()
         piped = n / (time.perf_counter() - t0)

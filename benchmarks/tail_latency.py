@@ -62,7 +62,7 @@ def main() -> int:
         tail.stop()
         watcher.join()
         counts = core.counts(QUEUE, connection=conn)
-        peeked = core.peek(QUEUE, count=args.messages + 1, connection=conn).records
+        peeked = core.peek(QUEUE, max_messages=args.messages + 1, connection=conn).records
     finally:
         core.close_all()
         proc.terminate()

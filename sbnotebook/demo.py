@@ -48,12 +48,12 @@ def _narrate(conn: core.LiveConnection) -> int:
     sent.raise_for_failures()
     _say(f"2. Sent {len(ORDERS)} orders to queue 'orders'; the broker confirmed each one ({sent.summary()}).")
 
-    peeked = core.peek("orders", count=10, connection=conn)
+    peeked = core.peek("orders", max_messages=10, connection=conn)
     _say(f"3. Peeked {len(peeked)} messages (no locks taken, delivery counts untouched):")
     for r in peeked:
         _say(f"     seq {r['sequence_number']}  {r['message_id']:<8}  {r['body_text']}")
 
-    batch = core.receive("orders", count=len(ORDERS), wait=3, connection=conn)
+    batch = core.receive("orders", max_messages=len(ORDERS), wait_seconds=3, connection=conn)
     with batch:
         left = min(x for x in batch.seconds_left() if x is not None)
         _say(
@@ -73,13 +73,13 @@ def _narrate(conn: core.LiveConnection) -> int:
         _say("     order-4  dead-letter  -> moved to the dead-letter queue with a reason")
         _say(f"              {dead}")
 
-    with core.receive("orders", count=1, wait=3, connection=conn) as retry:
+    with core.receive("orders", max_messages=1, wait_seconds=3, connection=conn) as retry:
         count = retry.records[0]["delivery_count"]
         _say(f"5. order-2 came back with delivery count {count}; completing it now: {retry.complete()}")
     with core.receive_deferred("orders", [deferred_seq], connection=conn) as fetched:
         _say(f"   Fetched deferred order-3 by sequence number {deferred_seq}: {fetched.complete()}")
 
-    dlq = core.peek(core.EntityPath("orders").dead_letter, count=10, connection=conn)
+    dlq = core.peek(core.EntityPath("orders").dead_letter, max_messages=10, connection=conn)
     _say(f"6. Dead-letter queue holds {len(dlq)} message(s):")
     for r in dlq:
         _say(f"     {r['message_id']}: {r['dead_letter_reason']} ({r['dead_letter_error_description']})")

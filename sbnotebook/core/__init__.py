@@ -5,7 +5,7 @@ It imports nothing from IPython, ipywidgets, plotly or Spark.
 
     conn = core.connect()                 # one live connection (the embedded emulator by default)
     core.send("orders", [{"n": 1}], connection=conn)
-    core.peek("orders", count=10, connection=conn).to_pandas()
+    core.peek("orders", max_messages=10, connection=conn).to_pandas()
 
 Every function also takes ``connection=`` as a connection string or ``Connection`` settings (or
 nothing: the documented resolution order); calls with the same settings share one live connection.
@@ -18,7 +18,14 @@ from .connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_
 from .copies import acopy_then_complete, copy_message, copy_then_complete
 from .copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
 from .counts import EntityCounts, counts, list_entities
-from .credentials import CredentialRef, credential_of, is_credential_ref, parse_credential_ref
+from .credentials import (
+    CredentialRef,
+    credential_of,
+    is_credential_ref,
+    is_secret_ref,
+    parse_credential_ref,
+    parse_secret_ref,
+)
 from .entities import CONNECTION_NAME, DEAD_LETTER_QUEUE, EntityPath, split_address
 from .errors import (
     ConfigurationError,
@@ -192,6 +199,7 @@ __all__ = [
     "is_credential_ref",
     "is_message_not_found",
     "is_no_session_available",
+    "is_secret_ref",
     "is_session_locked",
     "iter_jsonl",
     "json_columns",
@@ -202,6 +210,7 @@ __all__ = [
     "mask",
     "parse_connection_string",
     "parse_credential_ref",
+    "parse_secret_ref",
     "peek",
     "peek_numbers",
     "peek_page",

@@ -16,7 +16,7 @@ messages leave memory one round trip after they came. ``report.stats["peak_held"
 Resumable, as an import is: a :class:`CopyProgress` records the source sequence numbers copied
 (every one up to ``done`` but those in ``failed``), kept on disk while the copy is not complete
 (``$SBNOTEBOOK_HOME/copies/``, default ``~/.sbnotebook/copies/``: one small JSON file per source,
-target, search, ``keep_ids`` and ``limit``, with the two namespaces). Interrupted, or the kernel
+target, search, ``keep_ids`` and ``max_messages``, with the two namespaces). Interrupted, or the kernel
 restarted, the same call copies only what is left. A copy's fresh message id is derived from the
 record's seed and the source sequence number, so copies in flight at a kill, sent again, carry the
 same ids (a target with duplicate detection drops them; without it they are duplicated, as for an
@@ -45,6 +45,7 @@ from .outcome import Outcome, Report
 from .pipeline import FLUSH, RetryPolicy, send_all
 from .records import to_record
 from .registry import ConnectionLike, live
+from .renames import renamed
 from .resumable import LineTracker
 from .scan import PAGE_SIZE, apeek_once, sessions_refused
 from .syncforms import sync_form
@@ -66,7 +67,7 @@ ENV_HOME = "SBNOTEBOOK_HOME"
 @dataclass
 class CopyProgress:
     """What a copy from ``source`` to ``target`` has done: every source sequence number up to
-    ``done`` was copied except those in ``failed``; ``copied`` messages in all (for ``limit``).
+    ``done`` was copied except those in ``failed``; ``copied`` messages in all (for ``max_messages``).
     ``seed`` makes the copies' fresh message ids the same when they are sent again."""
 
     source: str
@@ -95,13 +96,14 @@ def copy_records() -> Path:
     return Path(base).expanduser() / "copies"
 
 
+@renamed(limit="max_messages")
 def copy_record(
     source: str | EntityPath,
     target: str | EntityPath,
     *,
     where: str | None = None,
     keep_ids: bool = False,
-    limit: int | None = None,
+    max_messages: int | None = None,
     source_connection: ConnectionLike = None,
     connection: ConnectionLike = None,
 ) -> Path:
@@ -109,16 +111,19 @@ def copy_record(
     exists only while such a copy is not complete)."""
     dst = live(connection)
     src = dst if source_connection is None else live(source_connection)
-    return _record_path(_key(src, EntityPath.parse(source), dst, EntityPath.parse(target), where, keep_ids, limit))
+    return _record_path(
+        _key(src, EntityPath.parse(source), dst, EntityPath.parse(target), where, keep_ids, max_messages)
+    )
 
 
+@renamed(limit="max_messages")
 def copy_resume_point(
     source: str | EntityPath,
     target: str | EntityPath,
     *,
     where: str | None = None,
     keep_ids: bool = False,
-    limit: int | None = None,
+    max_messages: int | None = None,
     source_connection: ConnectionLike = None,
     connection: ConnectionLike = None,
 ) -> CopyProgress | None:
@@ -128,7 +133,7 @@ def copy_resume_point(
         target,
         where=where,
         keep_ids=keep_ids,
-        limit=limit,
+        max_messages=max_messages,
         source_connection=source_connection,
         connection=connection,
     )
@@ -142,7 +147,7 @@ def _key(
     target: EntityPath,
     where: str | None,
     keep_ids: bool,
-    limit: int | None,
+    max_messages: int | None,
 ) -> dict[str, Any]:
     return {
         "source_namespace": src.namespace.lower(),
@@ -151,7 +156,7 @@ def _key(
         "target": str(target).lower(),
         "where": where,
         "keep_ids": keep_ids,
-        "limit": limit,
+        "limit": max_messages,  # the record's own key, as before the rename: unfinished copies still resume
     }
 
 
@@ -210,12 +215,13 @@ def copy_target(target: str | EntityPath) -> EntityPath:
     return path
 
 
+@renamed(limit="max_messages")
 async def acopy(
     source: str | EntityPath,
     target: str | EntityPath,
     *,
     where: str | Callable[[dict[str, Any]], bool] | None = None,
-    limit: int | None = None,
+    max_messages: int | None = None,
     keep_ids: bool = False,
     max_in_flight: int = 10,
     progress: Callable[[Report], None] | None = None,
@@ -226,7 +232,7 @@ async def acopy(
     connection: ConnectionLike = None,
 ) -> Report:
     """Copy the messages of ``source`` (an entity, a subscription, a dead-letter queue), all or those
-    ``where`` selects (a search, as for ``compile_where``), at most ``limit``, to the queue or topic
+    ``where`` selects (a search, as for ``compile_where``), at most ``max_messages``, to the queue or topic
     ``target`` (see the module docstring). ``source_connection``: the source's namespace (default:
     ``connection``, the target's). Fresh message ids (the original's in
     ``sbnotebook-original-message-id``) unless ``keep_ids``. Resumable through its record on disk
@@ -238,8 +244,8 @@ async def acopy(
 
     src_path = EntityPath.parse(source)
     dst_path = copy_target(target)
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise InvalidInputError(f"limit must be a positive whole number, not {limit!r}.")
+    if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
+        raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
     matches = compile_where(where) if isinstance(where, str) else where
     dst = live(connection)
     src = dst if source_connection is None else live(source_connection)
@@ -249,7 +255,7 @@ async def acopy(
             log.info("copy of %s: a function as where keeps no record on disk (resumed only with state=)", src_path)
             state = CopyProgress(str(src_path), str(dst_path))
         else:
-            key = _key(src, src_path, dst, dst_path, where, keep_ids, limit)
+            key = _key(src, src_path, dst, dst_path, where, keep_ids, max_messages)
             record = _record_path(key)
             found = _load(record) if resume else None
             state = found if found is not None and found.pending else CopyProgress(str(src_path), str(dst_path))
@@ -263,7 +269,7 @@ async def acopy(
         tracker.save()  # before the first send: a run after a kill finds the same seed, so the same ids
     seed = uuid.UUID(state.seed)
     before = state.copied
-    left = None if limit is None else max(limit - state.copied, 0)
+    left = None if max_messages is None else max(max_messages - state.copied, 0)
     first = min(state.failed) if state.failed else state.done + 1
     name = str(src_path)
     held = 0  # source messages asked for by a peek and not yet confirmed copied, skipped or failed
@@ -375,10 +381,12 @@ async def acopy(
     return report
 
 
-copy = sync_form(
-    acopy,
-    """Copy messages by peeking (nothing locked, no delivery counted, the source untouched) to a
+copy = renamed(limit="max_messages")(
+    sync_form(
+        acopy,
+        """Copy messages by peeking (nothing locked, no delivery counted, the source untouched) to a
     queue or topic of the same or another namespace (``source_connection``), through the send
     pipeline, resumable (see ``acopy`` and the module docstring).""",
-    grace=2.0,  # interrupted: the record is saved before the cell ends (the same command again reads it)
+        grace=2.0,  # interrupted: the record is saved before the cell ends (the same command again reads it)
+    )
 )

@@ -1,4 +1,5 @@
-"""Credential references: an Azure token credential named by where it comes from, made where it is used.
+"""Credential and secret references: a token credential or a connection string named by where it comes
+from, made or read where it is used.
 
 A *credential reference* is a short, printable string; the process that needs to sign in (a notebook,
 a Spark driver or Connect server, each executor) turns it into an azure-core ``TokenCredential``
@@ -7,10 +8,18 @@ itself and keeps it for the life of the process:
 - ``callable:package.module:function``  calls ``function()`` (any zero-argument callable, a class
   included: ``callable:azure.identity:ManagedIdentityCredential``) and uses what it returns. The
   plug point for any way of signing in; the module must be importable on every process.
-- ``databricks:NAME``  the Unity Catalog service credential NAME: ``databricks.service_credentials.
+- ``service-credential:NAME``  the Unity Catalog service credential NAME: ``databricks.service_credentials.
   getServiceCredentialsProvider(NAME)`` where Databricks provides it (UDFs and data source workers,
   serverless included), else ``dbutils.credentials.getServiceCredentialsProvider(NAME)`` (notebooks).
   Elsewhere it is an error that says so: there is no fallback to another way of signing in.
+
+A *secret reference* names where a connection string lives (``secretRef``, ``register(spark, REF)``,
+``%sb_connect --secret REF``; resolved by sbnotebook/spark/secrets.py and the magic): ``env:NAME``, the
+environment variable of the process that reads it, or ``secret:SCOPE/KEY``, a Databricks secret
+(``dbutils.secrets.get(SCOPE, KEY)``). Each prefix names the thing it reads, so a reference says what
+it is wherever it is written. The prefix ``databricks:`` meant either (a secret as ``databricks:scope/key``,
+a service credential as ``databricks:NAME``); it still works for one release, with a warning
+(docs/names.md).
 
 Used with a namespace (``core.connect(namespace=..., credential=credential_of(ref))``, the Spark
 options ``fullyQualifiedNamespace`` + ``credentialRef``, ``%sb_connect --namespace NS --credential
@@ -27,8 +36,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigurationError
+from .renames import deprecated
 
-SCHEMES = ("callable", "databricks")
+SCHEMES = ("callable", "service-credential")
+SECRET_SCHEMES = ("env", "secret")
+OLD_SCHEME = "databricks"  # before 0.2: a service credential (NAME) or a secret (scope/key); warns
 _made: dict[str, Any] = {}  # per process: Spark's Python workers are reused across tasks
 _lock = threading.Lock()
 
@@ -46,7 +58,7 @@ class CredentialRef:
 def is_credential_ref(text: object) -> bool:
     if not isinstance(text, str) or ":" not in text:
         return False
-    return text.strip().split(":", 1)[0].lower() in SCHEMES
+    return text.strip().split(":", 1)[0].lower() in (*SCHEMES, OLD_SCHEME)
 
 
 def parse_credential_ref(text: str) -> CredentialRef:
@@ -54,7 +66,15 @@ def parse_credential_ref(text: str) -> CredentialRef:
     scheme, _, rest = str(text).strip().partition(":")
     scheme = scheme.lower()
     rest = rest.strip()
-    usage = "use callable:package.module:function or databricks:SERVICE_CREDENTIAL_NAME"
+    usage = "use callable:package.module:function or service-credential:NAME"
+    if scheme == OLD_SCHEME and rest and "/" not in rest:
+        deprecated("credentialRef databricks:NAME", "service-credential:NAME", stacklevel=2)
+        scheme = "service-credential"
+    if scheme in (*SECRET_SCHEMES, OLD_SCHEME) and rest:
+        raise ConfigurationError(
+            f"servicebus: credentialRef {text!r} is not a credential reference: it names where a connection "
+            f"string lives (a secretRef); {usage}."
+        )
     if scheme not in SCHEMES or not rest:
         raise ConfigurationError(f"servicebus: credentialRef {text!r} is not a credential reference: {usage}.")
     if scheme == "callable":
@@ -65,10 +85,36 @@ def parse_credential_ref(text: str) -> CredentialRef:
             )
     elif "/" in rest:
         raise ConfigurationError(
-            f"servicebus: credentialRef {text!r}: databricks:NAME names a Unity Catalog service credential; "
-            "a secret scope and key (scope/key) is a secretRef (databricks:scope/key)."
+            f"servicebus: credentialRef {text!r}: service-credential:NAME names a Unity Catalog service "
+            "credential; a secret scope and key is a secretRef (secret:scope/key)."
         )
     return CredentialRef(f"{scheme}:{rest}")
+
+
+def is_secret_ref(text: object) -> bool:
+    """Whether ``text`` is written as a secret reference (a connection string never starts so)."""
+    if not isinstance(text, str) or ":" not in text or "endpoint=" in text.lower():
+        return False
+    scheme, _, rest = text.strip().partition(":")
+    scheme = scheme.lower()
+    return scheme in SECRET_SCHEMES or (scheme == OLD_SCHEME and "/" in rest)
+
+
+def parse_secret_ref(text: str, *, option: str = "secretRef") -> str:
+    """The reference in its one spelling (``env:NAME``, ``secret:SCOPE/KEY``), its form checked;
+    nothing is read here. ``databricks:SCOPE/KEY`` is taken as ``secret:SCOPE/KEY`` and warns."""
+    scheme, _, rest = str(text).strip().partition(":")
+    scheme, rest = scheme.lower(), rest.strip()
+    if scheme == OLD_SCHEME and "/" in rest:
+        deprecated(f"{option} databricks:SCOPE/KEY", "secret:SCOPE/KEY", stacklevel=2)
+        scheme = "secret"
+    if scheme not in SECRET_SCHEMES or not rest:
+        raise ConfigurationError(
+            f"servicebus: {option} {text!r} is not a secret reference: use env:VARIABLE or secret:scope/key."
+        )
+    if scheme == "secret" and (rest.count("/") != 1 or not all(rest.split("/"))):
+        raise ConfigurationError(f"servicebus: {option} {text!r} needs a scope and a key: secret:scope/key.")
+    return f"{scheme}:{rest}"
 
 
 def credential_of(ref: CredentialRef, *, dbutils: Any = None) -> Any:

@@ -10,6 +10,7 @@ from typing import Any
 from .entities import EntityPath
 from .records import to_dataframe
 from .registry import ConnectionLike
+from .renames import renamed
 from .scan import scan
 from .search import compile_where, type_hint
 
@@ -59,26 +60,27 @@ class PeekPage:
         return f"<p>{html.escape(repr(self))}</p>" + self.to_pandas().to_html(max_rows=50, notebook=True)
 
 
+@renamed(count="max_messages")
 def peek(
     entity: str | EntityPath,
     *,
-    count: int = 100,
+    max_messages: int = 100,
     from_sequence_number: int = 1,
     where: str | None = None,
     scan_limit: int = SEARCH_SCAN_LIMIT,
     session_id: str | None = None,
     connection: ConnectionLike = None,
 ) -> PeekPage:
-    """Peek up to ``count`` messages from ``from_sequence_number`` on (active, deferred and,
+    """Peek up to ``max_messages`` messages from ``from_sequence_number`` on (active, deferred and,
     on queues, scheduled ones, each with its state). Works on dead-letter queues and sessions.
 
     With ``where`` (a search, see ``compile_where``), only matching messages, looking through at
-    most ``scan_limit`` messages and stopping as soon as ``count`` matched (no further page is read)."""
+    most ``scan_limit`` messages and stopping as soon as ``max_messages`` matched (no further page is read)."""
     path = EntityPath.parse(entity)
     matches = compile_where(where) if where else None  # a bad expression fails before any peek
     page = PeekPage(str(path), from_sequence_number, where=where)
-    limit = count if matches is None else scan_limit
-    pages = scan(path, start=from_sequence_number, limit=limit, session_id=session_id, connection=connection)
+    limit = max_messages if matches is None else scan_limit
+    pages = scan(path, start=from_sequence_number, max_messages=limit, session_id=session_id, connection=connection)
     try:
         for batch in pages:
             for record in batch:
@@ -89,7 +91,7 @@ def peek(
                     page.sample.append(record)
                 if matches is None or matches(record):
                     page.records.append(record)
-                    if len(page.records) >= count:
+                    if len(page.records) >= max_messages:
                         return page
     finally:
         pages.close()  # stops the scan's read-ahead once enough matched

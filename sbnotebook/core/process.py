@@ -29,6 +29,7 @@ from .messages import message_id
 from .outcome import Outcome, Report
 from .receive import receive
 from .registry import ConnectionLike, live
+from .renames import renamed
 
 
 class Done:
@@ -62,22 +63,23 @@ class Policy:
     dead_letter_to: str | None = None  # a queue or topic instead of the native DLQ (with fault metadata)
 
 
+@renamed(concurrency="max_in_flight", wait="wait_seconds")
 def process(
     entity: str | EntityPath,
     handler: Callable[[dict[str, Any]], Result],
     *,
     policy: Policy | None = None,
     max_messages: int | None = None,
-    concurrency: int = 4,
-    wait: float = 2.0,
+    max_in_flight: int = 4,
+    wait_seconds: float = 2.0,
     connection: ConnectionLike = None,
 ) -> Report:
-    """Receive, run ``handler`` on each record with at most ``concurrency`` at once, and settle each
-    message by the policy once its handler has finished. Stops when the entity is empty (for ``wait``
-    seconds), after ``max_messages``, or when a handler returns ``Stop``."""
+    """Receive, run ``handler`` on each record with at most ``max_in_flight`` at once, and settle each
+    message by the policy once its handler has finished. Stops when the entity is empty (for
+    ``wait_seconds``), after ``max_messages``, or when a handler returns ``Stop``."""
     path = EntityPath.parse(entity)
-    if not isinstance(concurrency, int) or concurrency < 1:
-        raise InvalidInputError("concurrency must be a positive whole number.")
+    if not isinstance(max_in_flight, int) or max_in_flight < 1:
+        raise InvalidInputError("max_in_flight must be a positive whole number.")
     policy = policy or Policy()
     conn = live(connection)
     if policy.dead_letter_to:
@@ -85,11 +87,13 @@ def process(
     report = Report("process", str(path))
     report.stats.update(handler_errors=0, stopped=False)
     started = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="sbnotebook-handler") as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_in_flight, thread_name_prefix="sbnotebook-handler") as pool:
         while not report.stats["stopped"] and (max_messages is None or report.total < max_messages):
-            want = concurrency if max_messages is None else min(concurrency, max_messages - report.total)
+            want = max_in_flight if max_messages is None else min(max_in_flight, max_messages - report.total)
             try:
-                with receive(path, count=want, wait=wait, max_in_flight=concurrency, connection=conn) as batch:
+                with receive(
+                    path, max_messages=want, wait_seconds=wait_seconds, max_in_flight=max_in_flight, connection=conn
+                ) as batch:
                     if len(batch) == 0:
                         break
                     records = batch.records

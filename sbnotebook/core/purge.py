@@ -2,13 +2,12 @@
 
 Destructive by name: the notebook layer asks for confirmation before calling it.
 
-Active messages are deleted on the server first (core/purge_on_server.py):
-``batch-delete-messages``, what the portal's purge and the .NET and JS SDKs' ``PurgeMessages`` use,
-up to 4,000 per request, a few requests in flight, no body crossing the network. What that leaves is
-then taken the slower way, logged once and noted in the Report: deferred messages (fetched by
-sequence number), scheduled ones (cancelled), messages locked by a receiver at the time, sessions
-the server did not empty, and everything when the service refuses batch delete (partitioned
-entities, an older emulator).
+Active messages are deleted on the server first (core/purge_on_server.py): ``batch-delete-messages``,
+what the portal's purge and the .NET and JS SDKs' ``PurgeMessages`` use, up to 4,000 per request, a
+few requests in flight, no body crossing the network. What that leaves is then taken the slower way, logged once and noted
+in the Report: deferred messages (fetched by sequence number), scheduled ones (cancelled), messages
+locked by a receiver at the time, sessions the server did not empty, and everything when the
+service refuses batch delete (partitioned entities, an older emulator).
 
 A session-enabled queue or subscription refuses a receiver without a session (Service Bus says so
 when the link attaches, peeks included), so it is purged session by session: each listed session is
@@ -73,7 +72,7 @@ async def _is_empty(conn: LiveConnection, path: EntityPath) -> bool:
     """One peek from the first sequence number. A peek sees every message there is (active, locked,
     deferred, scheduled), so nothing there means nothing to purge; it saves the drain below its
     wait for messages that never come (about 2 s on an empty entity, one round trip here)."""
-    async with aclosing(ascan(path, limit=1, page_size=1, concurrency=1, connection=conn)) as pages:
+    async with aclosing(ascan(path, max_messages=1, page_size=1, concurrency=1, connection=conn)) as pages:
         async for _ in pages:
             return False
     return True

@@ -17,6 +17,7 @@ from .errors import InvalidInputError, from_sdk, is_connection_lost
 from .links import receiver_for
 from .live import LiveConnection
 from .registry import ConnectionLike, live
+from .renames import renamed
 from .sdk_open import close_now, open_without_sleeps
 from .sdk_receiver import DRAIN_TIMEOUT, drain_credit, forget_deliveries, has_credit, revoke_credit
 
@@ -28,9 +29,9 @@ log = logging.getLogger("sbnotebook.receive")
 
 def _check(count: int, wait: float, max_in_flight: int) -> None:
     if not isinstance(count, int) or count < 1:
-        raise InvalidInputError(f"count must be a positive whole number, not {count!r}.")
+        raise InvalidInputError(f"max_messages must be a positive whole number, not {count!r}.")
     if not isinstance(wait, (int, float)) or wait < 0:
-        raise InvalidInputError("wait must be 0 seconds or more.")
+        raise InvalidInputError("wait_seconds must be 0 seconds or more.")
     if not isinstance(max_in_flight, int) or max_in_flight < 1:
         raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
 
@@ -154,19 +155,20 @@ def _run_receive(conn: LiveConnection, path: EntityPath, **kwargs: Any) -> Locke
     return conn.run_on(path, conn.reconnecting(lambda: receive_batch(conn, path, **kwargs)))
 
 
+@renamed(count="max_messages", wait="wait_seconds")
 def receive(
     entity: str | EntityPath,
     *,
-    count: int = 10,
+    max_messages: int = 10,
     mode: Mode = "peek-lock",
-    wait: float = 5.0,
+    wait_seconds: float = 5.0,
     max_in_flight: int = 10,
     auto_renew: bool = True,
     max_renewal: float = DEFAULT_MAX_RENEWAL,
     session_id: str | None = None,
     connection: ConnectionLike = None,
 ) -> LockedBatch:
-    """Receive up to ``count`` messages, waiting at most ``wait`` seconds for the first.
+    """Receive up to ``max_messages`` messages, waiting at most ``wait_seconds`` for the first.
 
     ``mode="receive-and-delete"`` removes them from Service Bus as they are delivered:
     if this process dies before the work is done, they are gone (at-most-once).
@@ -174,13 +176,13 @@ def receive(
     path = EntityPath.parse(entity)
     if mode not in ("peek-lock", "receive-and-delete"):
         raise InvalidInputError(f"mode must be 'peek-lock' or 'receive-and-delete', not {mode!r}.")
-    _check(count, wait, max_in_flight)
+    _check(max_messages, wait_seconds, max_in_flight)
     return _run_receive(
         live(connection),
         path,
-        count=count,
+        count=max_messages,
         mode=mode,
-        wait=wait,
+        wait=wait_seconds,
         max_in_flight=max_in_flight,
         auto_renew=auto_renew,
         max_renewal=max_renewal,

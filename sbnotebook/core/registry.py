@@ -90,7 +90,7 @@ def connect(
 
     ``namespace`` is ``FQDN`` or ``FQDN:PORT`` (a port is dialled as given, never replaced by 5671);
     ``credential`` (with ``namespace``) is an azure-core token credential, sync or async, or a
-    credential reference (``"callable:package.module:function"``, ``"databricks:NAME"``: see
+    credential reference (``"callable:package.module:function"``, ``"service-credential:NAME"``: see
     core/credentials.py); without it ``DefaultAzureCredential`` signs in. ``websockets`` dials AMQP
     over WebSockets (443, or the namespace's own port) where 5671 is blocked (core/websockets.py).
 

@@ -35,6 +35,7 @@ from .outcome import Outcome, Report
 from .receive import receive_batch
 from .records import to_record
 from .registry import ConnectionLike, live
+from .renames import renamed
 from .scan import ascan
 from .syncforms import sync_form
 
@@ -259,7 +260,7 @@ async def _give_back(batch: LockedBatch, indexes: list[int]) -> None:
 
 async def _empty(conn: LiveConnection, src: EntityPath) -> bool:
     """One peek from the first sequence number (a peek sees locked messages too)."""
-    async with aclosing(ascan(src, limit=1, page_size=1, concurrency=1, connection=conn)) as pages:
+    async with aclosing(ascan(src, max_messages=1, page_size=1, concurrency=1, connection=conn)) as pages:
         async for _ in pages:
             return False
     return True
@@ -360,7 +361,7 @@ async def _selected(
 
 def _check_limit(limit: int | None, max_in_flight: int, batch_size: int) -> None:
     if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise InvalidInputError("limit must be a positive whole number.")
+        raise InvalidInputError("max_messages must be a positive whole number.")
     for name, value in (("max_in_flight", max_in_flight), ("batch_size", batch_size)):
         if not isinstance(value, int) or value < 1:
             raise InvalidInputError(f"{name} must be a positive whole number, not {value!r}.")
@@ -373,13 +374,14 @@ def _target(src: EntityPath, target: str | EntityPath | None, allow_fan_out: boo
     return dst
 
 
+@renamed(limit="max_messages")
 async def aresubmit(
     source: str | EntityPath,
     *,
     target: str | EntityPath | None = None,
     where: Callable[[Record], bool] | None = None,
     edit: Callable[[Record], Record | None] | None = None,
-    limit: int | None = None,
+    max_messages: int | None = None,
     keep_message_id: bool = False,
     allow_fan_out: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
@@ -390,7 +392,7 @@ async def aresubmit(
     """The async form of :func:`resubmit`."""
     src = EntityPath.parse(source)
     dst = _target(src, target, allow_fan_out)
-    _check_limit(limit, max_in_flight, batch_size)
+    _check_limit(max_messages, max_in_flight, batch_size)
     conn = live(connection)
     return await _moved(
         conn,
@@ -398,7 +400,7 @@ async def aresubmit(
         dst,
         where=where,
         edit=edit,
-        limit=limit,
+        limit=max_messages,
         keep_message_id=keep_message_id,
         max_in_flight=max_in_flight,
         batch_size=batch_size,
@@ -406,30 +408,33 @@ async def aresubmit(
     )
 
 
-resubmit = sync_form(
-    aresubmit,
-    """Move messages from ``source`` to ``target``: copy first, complete second.
+resubmit = renamed(limit="max_messages")(
+    sync_form(
+        aresubmit,
+        """Move messages from ``source`` to ``target``: copy first, complete second.
 
     ``where(record)`` selects messages (others are released untouched); ``edit(record)`` returns the
     record to send (its ``body``/``body_text``/properties changed) or None to leave the message where
     it is. One outcome per message: resubmitted, skipped, duplicated or failed. ``progress(report)``
     after each batch (from the connection's thread). Run again after an interruption, it finishes
     what is left (see the module docstring).""",
+    )
 )
 
 
+@renamed(limit="max_messages")
 def discard(
     source: str | EntityPath,
     *,
     where: Callable[[Record], bool] | None = None,
-    limit: int | None = None,
+    max_messages: int | None = None,
     progress: Callable[[Report], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
     """Remove the selected messages for good (complete them). Others are released untouched,
     with no delivery counted, as in ``resubmit``. Destructive: the notebook layers ask first."""
     src = EntityPath.parse(source)
-    _check_limit(limit, MAX_IN_FLIGHT, BATCH_SIZE)
+    _check_limit(max_messages, MAX_IN_FLIGHT, BATCH_SIZE)
     conn = live(connection)
     return conn.run(
         _moved(
@@ -438,7 +443,7 @@ def discard(
             None,
             where=where,
             edit=None,
-            limit=limit,
+            limit=max_messages,
             keep_message_id=False,
             max_in_flight=MAX_IN_FLIGHT,
             batch_size=BATCH_SIZE,

@@ -30,6 +30,7 @@ from .live import LiveConnection
 from .loop import stop_if_cancelled
 from .records import to_record
 from .registry import ConnectionLike, live
+from .renames import renamed
 from .sdk_open import close_now, open_without_sleeps
 
 PAGE_SIZE = 250  # the most the SDK returns per peek call in practice
@@ -59,25 +60,26 @@ def message_state(message: Any) -> str:
     return state.name.lower() if state is not None else "active"
 
 
-def _check(start: int, stop: int | None, limit: int | None, concurrency: int, page_size: int) -> None:
+def _check(start: int, stop: int | None, max_messages: int | None, concurrency: int, page_size: int) -> None:
     if not isinstance(start, int) or start < 0:
         raise InvalidInputError(f"The first sequence number must be 0 or more, not {start!r}.")
     if stop is not None and (not isinstance(stop, int) or stop < start):
         raise InvalidInputError(f"The last sequence number must be at least the first, not {stop!r}.")
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise InvalidInputError(f"count must be a positive whole number, not {limit!r}.")
+    if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
+        raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
     if not isinstance(concurrency, int) or concurrency < 1:
         raise InvalidInputError(f"concurrency must be a positive whole number, not {concurrency!r}.")
     if not isinstance(page_size, int) or not 1 <= page_size <= PAGE_SIZE:
         raise InvalidInputError(f"page_size must be between 1 and {PAGE_SIZE}, not {page_size!r}.")
 
 
+@renamed(limit="max_messages")
 async def ascan(
     entity: str | EntityPath,
     *,
     start: int = 1,
     stop: int | None = None,
-    limit: int | None = None,
+    max_messages: int | None = None,
     states: Iterable[str] | None = None,
     session_id: str | None = None,
     held: SessionHold | None = None,
@@ -86,19 +88,19 @@ async def ascan(
     connection: ConnectionLike = None,
 ) -> AsyncGenerator[list[Any], None]:
     """Yield pages of peeked SDK messages with ``start <= sequence number < stop``, in order, at
-    most ``limit`` messages (after the ``states`` filter). Runs on the live connection's loop.
+    most ``max_messages`` messages (after the ``states`` filter). Runs on the live connection's loop.
     ``held``: peek the session that receiver holds (it stays open) instead of accepting one."""
     path = EntityPath.parse(entity)
-    _check(start, stop, limit, concurrency, page_size)
+    _check(start, stop, max_messages, concurrency, page_size)
     wanted = {s.lower() for s in states} if states is not None else None
     if wanted is not None and not wanted <= set(STATES):
         raise InvalidInputError(f"states must be among {', '.join(STATES)}, not {sorted(wanted)}.")
     conn = live(connection)
     pager = _Pager(conn, path, session_id, page_size, held)
-    remaining = limit
+    remaining = max_messages
     one_link = session_id is not None or held is not None  # a session is peeked through its one receiver
     try:
-        async for page in pager.pages(max(start, 1), stop, 1 if one_link else concurrency, limit):
+        async for page in pager.pages(max(start, 1), stop, 1 if one_link else concurrency, max_messages):
             if wanted is not None:
                 page = [m for m in page if message_state(m) in wanted]
             if remaining is not None:
@@ -263,12 +265,13 @@ def sessions_refused(path: EntityPath, exc: BaseException, what: str) -> Invalid
     )
 
 
+@renamed(limit="max_messages")
 def scan(
     entity: str | EntityPath,
     *,
     start: int = 1,
     stop: int | None = None,
-    limit: int | None = None,
+    max_messages: int | None = None,
     states: Iterable[str] | None = None,
     session_id: str | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
@@ -285,7 +288,7 @@ def scan(
         path,
         start=start,
         stop=stop,
-        limit=limit,
+        max_messages=max_messages,
         states=states,
         session_id=session_id,
         concurrency=concurrency,
@@ -321,6 +324,7 @@ def sequence_numbers(
     return out
 
 
+@renamed(limit="max_messages")
 def scan_records(entity: str | EntityPath, **kwargs: Any) -> list[dict[str, Any]]:
     """Every record :func:`scan` yields, as one list (mind the size of what you ask for)."""
     return [r for page in scan(entity, **kwargs) for r in page]

@@ -2,12 +2,15 @@
 
 A search is a Python expression evaluated per record. The names it sees:
 
-- every record field (``subject``, ``message_id``, ``delivery_count``, ``dead_letter_reason``, ...);
-- ``body``: the body parsed as JSON (fields by attribute or key: ``body.customer.id``,
-  ``body["total"]``), or its text when it is not JSON; ``$`` is short for ``body``, so JSON-path
-  style works too: ``$.customer.id == "c-7"``;
+- every record field (``subject``, ``message_id``, ``delivery_count``, ``dead_letter_reason``,
+  ``body_text``, ...);
+- ``body_json``: the body parsed as JSON (fields by attribute or key: ``body_json.customer.id``,
+  ``body_json["total"]``), missing when it is not JSON: the name of Spark's ``bodyFormat=json``
+  column and of ``json_columns``' pandas columns, so one spelling works in all three;
 - ``props``: application properties, numbers and booleans decoded (``props.priority == "high"``);
 - ``text``: the body as text (``"timeout" in text``);
+- old names, kept for one release (they warn once; docs/names.md): ``body`` (the JSON, or the text
+  when it is not JSON) and ``$`` (``$.customer.id``), both now ``body_json``;
 - ``signature``: the dead-letter signature, the reason and description with their variable parts
   masked (``signatures.py``: ``signature == "MaxDeliveryCountExceeded: Order <NUM> failed"``),
   computed only when the expression names it.
@@ -25,6 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .errors import InvalidInputError
+from .renames import deprecated
 from .signatures import signature as signature_of
 
 Record = dict[str, Any]
@@ -60,7 +64,7 @@ class _Missing:
 
     def __iter__(self) -> Any:
         # Without it Python iterates by __getitem__, which answers every index: a loop for ever.
-        # Raising makes ``any(x for x in body.missing)`` a non-match, as every use of a missing field is.
+        # Raising makes ``any(x for x in body_json.missing)`` a non-match, as every use of a missing field is.
         raise TypeError("a missing field is not iterable")
 
     def __hash__(self) -> int:
@@ -74,7 +78,7 @@ MISSING = _Missing()
 
 
 class _Obj(dict[str, Any]):
-    """A JSON object whose fields read as attributes too (``body.customer.id``)."""
+    """A JSON object whose fields read as attributes too (``body_json.customer.id``)."""
 
     def __getattr__(self, name: str) -> Any:
         return wrap(self.get(name, MISSING))
@@ -122,7 +126,8 @@ def namespace(record: Record, *, signature: bool = False) -> dict[str, Any]:
     """The names a search sees for ``record`` (``signature`` only when asked: it costs a masking)."""
     parsed = body_json(record)
     names = dict(record)
-    names["body"] = wrap(parsed) if parsed is not MISSING else (record.get("body_text") or MISSING)
+    names["body_json"] = wrap(parsed)
+    names["body"] = wrap(parsed) if parsed is not MISSING else (record.get("body_text") or MISSING)  # old name
     names["text"] = record.get("body_text") or ""
     props = record.get("application_properties") or {}
     names["props"] = _Obj({k: _decoded(v) if isinstance(v, str) else v for k, v in props.items()})
@@ -136,15 +141,29 @@ def _names(name: str, code: Any) -> bool:
     return name in code.co_names or any(_names(name, c) for c in code.co_consts if hasattr(c, "co_names"))
 
 
+def _old_names(expression: str, tree: ast.AST) -> None:
+    """Say once that ``$`` and ``body`` are now ``body_json`` (they still work for one release)."""
+    if _DOLLAR.search(expression):
+        deprecated("'$' in a search ($.customer)", "body_json (body_json.customer)", stacklevel=3)
+    if any(isinstance(node, ast.Name) and node.id == "body" for node in ast.walk(tree)):
+        deprecated(
+            "'body' in a search (body.customer)",
+            "body_json (body_json.customer; the body as text: body_text)",
+            stacklevel=3,
+        )
+
+
 def compile_where(expression: str) -> Callable[[Record], bool]:
     """A predicate over records. Bad syntax and unknown names fail at once, with one clear message."""
-    source = _DOLLAR.sub("body", expression.strip())
+    source = _DOLLAR.sub("body_json", expression.strip())
     if not source:
         raise InvalidInputError("The search expression is empty.")
     try:
-        code = compile(source, "<search>", "eval")
+        tree = ast.parse(source, mode="eval")
+        code = compile(tree, "<search>", "eval")
     except SyntaxError as exc:
         raise InvalidInputError(f"Cannot read the search expression {expression!r}: {exc.msg}.") from None
+    _old_names(expression, tree)
     builtins = {"len": len, "str": str, "int": int, "float": float, "any": any, "all": all, "abs": abs}
     wants_signature = _names("signature", code)
 
@@ -152,7 +171,7 @@ def compile_where(expression: str) -> Callable[[Record], bool]:
         try:
             return bool(eval(code, {"__builtins__": builtins}, namespace(record, signature=wants_signature)))
         except NameError as exc:
-            known = ", ".join(["body", "props", "text", "signature", *record])
+            known = ", ".join(["body_json", "props", "text", "signature", *(f for f in record if f != "body")])
             raise InvalidInputError(f"Unknown name in the search: {exc.name}. Known names: {known}.") from None
         except Exception:  # a message of another shape (a string compared with a number, ...)
             return False
@@ -165,8 +184,9 @@ def filter_records(records: Iterable[Record], expression: str) -> list[Record]:
     return [r for r in records if predicate(r)]
 
 
-def json_columns(frame: Any, prefix: str = "body.") -> Any:
-    """Add a column per JSON body field (nested fields flattened with dots); other rows get NaN."""
+def json_columns(frame: Any, prefix: str = "body_json.") -> Any:
+    """Add a column per JSON body field (nested fields flattened with dots: ``body_json.customer.id``,
+    the name Spark's ``bodyFormat=json`` and a search give it); other rows get NaN."""
     import pandas as pd
 
     parsed = [body_json(r) for r in frame.to_dict("records")] if len(frame) else []
@@ -204,9 +224,9 @@ def _suggest(name: str, value: Any, kinds: set[str]) -> str:
 
 def type_hint(where: str, records: list[Record]) -> str | None:
     """A one-line hint when a comparison in ``where`` sets a field against a value of another JSON
-    type than the messages hold (``body.total == "5"`` where total is the number 5)."""
+    type than the messages hold (``body_json.total == "5"`` where total is the number 5)."""
     try:
-        tree = ast.parse(_DOLLAR.sub("body", where.strip()), mode="eval")
+        tree = ast.parse(_DOLLAR.sub("body_json", where.strip()), mode="eval")
     except SyntaxError:
         return None
     for node in ast.walk(tree):

@@ -25,6 +25,7 @@ from .counts import counts
 from .entities import EntityPath
 from .errors import InvalidInputError
 from .registry import ConnectionLike, live
+from .renames import renamed
 from .scan import scan
 from .signatures import signature
 from .timing import Timed
@@ -82,7 +83,7 @@ class GroupCounts(Timed):
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
     cancelled: bool = False  # stopped before the end (cancel, interrupt or error): the counts are partial
-    limit: int | None = None  # counted at most this many (group_counts' limit): "done" is the first ones only
+    limit: int | None = None  # counted at most this many (group_counts' max_messages): "done" is the first ones only
 
     def __post_init__(self) -> None:
         unknown = [b for b in self.by if b not in GROUP_FIELDS]
@@ -178,6 +179,7 @@ class GroupCounts(Timed):
         return f"<GroupCounts {self.entity}: {self.progress_text()}>"
 
 
+@renamed(limit="max_messages")
 def group_counts(
     entity: str | EntityPath,
     *,
@@ -187,7 +189,7 @@ def group_counts(
     cancel: threading.Event | None = None,
     into: GroupCounts | None = None,
     max_groups: int = MAX_GROUPS,
-    limit: int | None = None,
+    max_messages: int | None = None,
     connection: ConnectionLike = None,
 ) -> GroupCounts:
     """Count the messages of ``entity`` (a dead-letter queue, or any queue or subscription) by each
@@ -196,13 +198,13 @@ def group_counts(
     ``total``: the message count to show progress against (default: read from the runtime
     properties, one round trip). ``progress(counts)`` is called after each page. Setting ``cancel``
     stops the scan after the page in flight; so does an interrupted cell (KeyboardInterrupt is
-    raised again, the partial counts are in ``into`` when one was given). ``limit``: count at most
+    raised again, the partial counts are in ``into`` when one was given). ``max_messages``: count at most
     that many messages (the first ones), and call that done."""
     path = EntityPath.parse(entity)
     conn = live(connection)
     out = into if into is not None else GroupCounts(str(path), by=tuple(by), max_groups=max_groups)
-    out.limit = limit
-    pages = scan(path, limit=limit, connection=conn)
+    out.limit = max_messages
+    pages = scan(path, max_messages=max_messages, connection=conn)
     stopped = True
     try:
         if out.total is None:

@@ -19,9 +19,10 @@ def find_pyproject(start: Path | None = None) -> Path | None:
     return None
 
 
-def project_settings(known: Iterable[str], start: Path | None = None) -> dict[str, Any]:
+def project_settings(known: Iterable[str], start: Path | None = None, *, old: Iterable[str] = ()) -> dict[str, Any]:
     """The [tool.sbnotebook] table, keys with '-' or '_'; an unknown key fails (UsageError: one line
-    naming it and the closest known setting)."""
+    naming it and the closest known setting). ``old``: names still taken (kept for one release) but
+    never suggested."""
     path = find_pyproject(start)
     if path is None:
         return {}
@@ -30,11 +31,11 @@ def project_settings(known: Iterable[str], start: Path | None = None) -> dict[st
     except (OSError, tomllib.TOMLDecodeError) as exc:
         print(f"sbnotebook: ignoring {path}: {exc}", file=sys.stderr)
         return {}
-    names = set(known)
+    names = set(known) - set(old)
     settings = {}
     for key, value in table.items():
         name = key.replace("-", "_")
-        if name not in names:
+        if name not in names and name not in set(old):
             # Refused, not ignored: a misspelt setting would otherwise silently keep its default.
             from IPython.core.error import UsageError
 

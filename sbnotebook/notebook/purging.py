@@ -105,7 +105,7 @@ def _plan_sessions(
 ) -> PurgePlan:
     """Named sessions, each scanned through its lock: Service Bus counts per entity, not per session."""
     if not sessions or not all(sessions):
-        raise InvalidInputError("Name one or more sessions, such as --session a,b.")
+        raise InvalidInputError("Name one or more sessions, such as --session-ids a,b.")
     if not core.entity_properties(str(path), connection=connection).get("requires_session"):
         raise InvalidInputError(f"{path} does not require sessions: purge it without naming sessions.")
 

@@ -52,9 +52,9 @@ def register(
     """Register the `servicebus` format with this session.
 
     `connection` becomes the default for reads and writes without a connection option. A secret
-    reference (``"env:NAME"``, ``"databricks:scope/key"``) stays a reference: each Spark process
+    reference (``"env:NAME"``, ``"secret:scope/key"``) stays a reference: each Spark process
     resolves it where it needs the connection, so the key never passes through the notebook.
-    ``namespace=`` with ``credential=``, a credential reference (``"databricks:NAME"``, a Unity
+    ``namespace=`` with ``credential=``, a credential reference (``"service-credential:NAME"``, a Unity
     Catalog service credential; ``"callable:package.module:function"``), signs in with Entra ID:
     each Spark process makes that credential itself, and there is no key at all (serverless).
     Anything else is resolved here, in the notebook (argument, ``namespace=`` alone with

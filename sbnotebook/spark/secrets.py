@@ -5,13 +5,17 @@ only the reference in options, plans and event logs. The process that needs a co
 that plans the read (the driver, or the Spark Connect server) and each executor task - resolves it
 itself, from its own environment or Databricks secret scope, and keeps it in memory:
 
-- ``env:NAME``               the environment variable NAME of that process;
-- ``databricks:SCOPE/KEY``   ``dbutils.secrets.get(SCOPE, KEY)`` where Databricks provides dbutils.
+- ``env:NAME``           the environment variable NAME of that process;
+- ``secret:SCOPE/KEY``   ``dbutils.secrets.get(SCOPE, KEY)`` where Databricks provides dbutils.
+
+(Their form is checked in core/credentials.py, which the notebook's ``%sb_connect --secret`` shares;
+the old ``databricks:SCOPE/KEY`` is taken as ``secret:SCOPE/KEY`` until 0.3.0, with a warning.)
 
 Entra ID needs no secret at all: the ``fullyQualifiedNamespace`` option (DefaultAzureCredential on
 each process, see sbnotebook/core/connection.py), or with ``credentialRef`` a credential each process
 makes itself (sbnotebook/core/credentials.py): ``callable:package.module:function`` (the plug point)
-or ``databricks:NAME`` (a Unity Catalog service credential: serverless has no environment variables).
+or ``service-credential:NAME`` (a Unity Catalog service credential: serverless has no environment
+variables).
 """
 
 from __future__ import annotations
@@ -21,9 +25,18 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core import ConfigurationError, Connection, CredentialRef, SbError, credential_of, parse_credential_ref, resolve
+from ..core import (
+    ConfigurationError,
+    Connection,
+    CredentialRef,
+    SbError,
+    credential_of,
+    is_secret_ref,
+    parse_credential_ref,
+    parse_secret_ref,
+    resolve,
+)
 
-SCHEMES = ("env", "databricks")
 _resolved: dict[tuple[str, bool], Connection] = {}  # (ref, websockets), per process: workers are reused across tasks
 _signed_in: dict[tuple[str, str, bool], Connection] = {}  # (namespace, credentialRef, websockets), per process
 _lock = threading.Lock()
@@ -31,7 +44,7 @@ _lock = threading.Lock()
 
 @dataclass(frozen=True, repr=False)
 class SecretRef(CredentialRef):
-    """Where a connection string lives (``env:NAME``, ``databricks:scope/key``): a reference of the
+    """Where a connection string lives (``env:NAME``, ``secret:scope/key``): a reference of the
     shape of core's CredentialRef (one printable string, safe to print, pickle and log), naming a
     secret instead of a credential. Never equal to a CredentialRef (dataclasses compare the class).
     ``websockets``: the connection it resolves to dials AMQP over WebSockets."""
@@ -93,7 +106,8 @@ def _source_of(connection: str | Connection | None, *, namespace: str | None, cr
     if credential is not None:
         if not isinstance(credential, str):
             raise ConfigurationError(
-                "credential= takes a credential reference (callable:package.module:function or databricks:NAME), "
+                "credential= takes a credential reference (callable:package.module:function or "
+                "service-credential:NAME), "
                 "not a credential object: each Spark process makes its own (an object would travel pickled "
                 "inside the data source)."
             )
@@ -112,20 +126,11 @@ def _source_of(connection: str | Connection | None, *, namespace: str | None, cr
 
 
 def is_ref(text: str) -> bool:
-    scheme = text.strip().split(":", 1)[0].lower()
-    return ":" in text and scheme in SCHEMES and "endpoint=" not in text.lower()
+    return is_secret_ref(text)
 
 
 def parse_ref(text: str) -> SecretRef:
-    scheme, _, rest = text.strip().partition(":")
-    scheme = scheme.lower()
-    if scheme not in SCHEMES or not rest:
-        raise ConfigurationError(
-            f"servicebus: secretRef {text!r} is not a secret reference: use env:VARIABLE or databricks:scope/key."
-        )
-    if scheme == "databricks" and rest.count("/") != 1:
-        raise ConfigurationError(f"servicebus: secretRef {text!r} needs a scope and a key: databricks:scope/key.")
-    return SecretRef(f"{scheme}:{rest}")
+    return SecretRef(parse_secret_ref(text))
 
 
 def connection_of(source: Source) -> Connection:

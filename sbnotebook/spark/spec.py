@@ -33,6 +33,7 @@ from .options import (
     float_option,
     int_option,
     list_option,
+    option,
     time_window,
 )
 from .secrets import EntraRef, SecretRef, Source, connection_of
@@ -40,11 +41,31 @@ from .secrets import EntraRef, SecretRef, Source, connection_of
 log = logging.getLogger("sbnotebook.spark")
 MODES = ("peek", "receive-and-delete", "defer")
 DESTRUCTIVE_BOUND = 1000  # maxMessages of a receive-and-delete or defer read that gives none: always a bound
-ALL_SESSIONS = "*"  # the sessionId option of a stream: every session, one after another
+ALL_SESSIONS = "*"  # sessionIds: every session (a stream reads them one after another)
 DEFAULT_PER_TRIGGER = 1000  # messages per micro-batch when maxMessagesPerTrigger is not given
 FORMATS = ("binary", "text", "json")  # bodyFormat
 DEFAULT_SAMPLE = PAGE_SIZE  # bodies peeked to infer a schema: one peek page, one round trip
 MAX_SAMPLE = 10_000
+
+
+def _read_sessions(ids: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """A batch read's sessionIds: these sessions; ``*`` (or none given) every session."""
+    if ids is not None and ALL_SESSIONS in ids:
+        if len(ids) > 1:
+            raise OptionError("servicebus: option sessionIds is * (every session) or session ids, not both.")
+        return None
+    return ids
+
+
+def _stream_session(raw: str | None) -> str | None:
+    """A stream's sessionIds: one session id, or ``*`` for every session, one after another."""
+    ids = [s.strip() for s in str(raw or "").split(",") if s.strip()]
+    if len(ids) > 1:
+        raise OptionError(
+            "servicebus: option sessionIds of a stream is one session id, or * for every session one after "
+            f"another, not {len(ids)} ids (a batch read takes several)."
+        )
+    return ids[0] if ids else None
 
 
 def check_exists(source: Source, path: EntityPath) -> bool | None:
@@ -193,7 +214,7 @@ class ReadSpec:
             mode=mode,
             max_messages=max_messages,
             from_sequence_number=self.from_sequence_number,
-            sessions=list_option(options, "sessionIds"),
+            sessions=_read_sessions(list_option(options, "sessionIds")),
             window=window,
         )
         session_enabled = bool(requires_session) and path.sub_queue is None  # dead-letter queues have none
@@ -220,7 +241,7 @@ class ReadSpec:
             StreamOptions,
             wait_seconds=1.0,
             max_per_trigger=int_option(options, "maxMessagesPerTrigger", DEFAULT_PER_TRIGGER, 1),
-            session=(options.get("sessionId") or "").strip() or None,
+            session=_stream_session(option(options, "sessionIds", "stream")),
         )[0]
 
     def _reading(self, kind: type[R], *, wait_seconds: float, **own: Any) -> tuple[R, bool | None]:

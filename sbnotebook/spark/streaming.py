@@ -222,7 +222,7 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def _receive(self, wanted: int) -> list[LockedBatch]:
         """Up to `wanted` messages in peek-lock, held (and renewed) until `partitions` defers them.
-        With sessionId=*, one session after another (each stays locked) until `wanted` or none is left."""
+        With sessionIds=*, one session after another (each stays locked) until `wanted` or none is left."""
         o = self.options
         out: list[LockedBatch] = []
         while wanted > 0:
@@ -243,7 +243,7 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         assert self._target is not None
         for attempt in range(1, AVAILABLE_NOW_RETRIES + 1):
             left = scan_records(
-                o.entity, start=1, stop=self._target + 1, limit=1, states=("active",), connection=o.conn()
+                o.entity, start=1, stop=self._target + 1, max_messages=1, states=("active",), connection=o.conn()
             )
             if not left:
                 return []
@@ -273,8 +273,8 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         try:
             batch = receive(
                 o.entity,
-                count=wanted,
-                wait=o.wait_seconds,
+                max_messages=wanted,
+                wait_seconds=o.wait_seconds,
                 max_in_flight=o.max_in_flight,
                 session_id=session,
                 connection=o.conn(),
@@ -402,7 +402,7 @@ def _fetch_present(entity_name: str, wanted: list[int], conn: Any, session_id: s
 
 def _cannot_read(o: StreamOptions, exc: SbError) -> OptionError:
     text = redact(str(exc)).splitlines()[0]
-    hint = " Set the sessionId option (a session id, or * for all sessions)." if requires_sessions(exc) else ""
+    hint = " Set the sessionIds option (a session id, or * for all sessions)." if requires_sessions(exc) else ""
     return OptionError(f"servicebus: cannot read {o.entity}: {text}{hint}")
 
 

@@ -156,7 +156,7 @@ def test_core_send_delivers_batches_packed_this_way(emulator: Emulator) -> None:
     bodies = [f"body {i}" * 40 for i in range(120)]  # several batches' worth of messages of 280 bytes
     conn = emulator.connection_string
     core.send("q", bodies, batch=True, connection=conn).raise_for_failures()
-    assert [r["body_text"] for r in core.peek("q", count=200, connection=conn)] == bodies
+    assert [r["body_text"] for r in core.peek("q", max_messages=200, connection=conn)] == bodies
 
 
 class _Span:
@@ -191,5 +191,5 @@ def test_with_a_tracer_configured_every_message_core_send_packs_is_traced(emulat
     finally:
         settings.tracing_implementation.unset_value()
     core.send("q", ["not traced"], batch=True, connection=conn).raise_for_failures()
-    records = core.peek("q", count=10, connection=conn)
+    records = core.peek("q", max_messages=10, connection=conn)
     assert [(r["application_properties"] or {}).get("Diagnostic-Id") for r in records] == [TRACEPARENT] * 5 + [None]

@@ -23,7 +23,7 @@ from sbnotebook.emulator import Emulator
 def test_the_copy_is_sent_first_and_the_original_completed_second(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("q", ["a", "b"], connection=cs)
-    with core.receive("q", count=2, wait=5, connection=cs) as batch:
+    with core.receive("q", max_messages=2, wait_seconds=5, connection=cs) as batch:
         copies = [(i, core.copy_message(m)) for i, m in enumerate(batch.messages)]
         report = core.copy_then_complete(batch, copies, "fwd-dst")
     assert [(o.outcome, o.index) for o in report] == [("completed", 0), ("completed", 1)]
@@ -36,7 +36,7 @@ def test_the_copy_is_sent_first_and_the_original_completed_second(emulator: Emul
 def test_a_copy_not_confirmed_leaves_its_original_where_it_was(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("q", ["too big a copy", "fine"], connection=cs)
-    with core.receive("q", count=2, wait=5, connection=cs) as batch:
+    with core.receive("q", max_messages=2, wait_seconds=5, connection=cs) as batch:
         too_big = ServiceBusMessage(b"x" * (2 * 1024 * 1024))  # over the entity's message size limit
         copies = [(0, too_big), (1, core.copy_message(batch.messages[1]))]
         report = core.copy_then_complete(batch, copies, "fwd-dst")
@@ -47,7 +47,7 @@ def test_a_copy_not_confirmed_leaves_its_original_where_it_was(emulator: Emulato
 def test_no_copy_sent_at_all_raises_and_touches_no_original(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("q", ["keep me"], connection=cs)
-    with core.receive("q", count=1, wait=5, connection=cs) as batch:
+    with core.receive("q", max_messages=1, wait_seconds=5, connection=cs) as batch:
         with pytest.raises(core.EntityNotFoundError):
             core.copy_then_complete(batch, [(0, core.copy_message(batch.messages[0]))], "no-such-queue")
         assert batch.complete(0).outcomes[0].outcome == "completed"
@@ -56,7 +56,7 @@ def test_no_copy_sent_at_all_raises_and_touches_no_original(emulator: Emulator) 
 def test_a_copy_sent_for_an_original_already_settled_is_reported_duplicated(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("q", ["twice"], connection=cs)
-    with core.receive("q", count=1, wait=5, connection=cs) as batch:
+    with core.receive("q", max_messages=1, wait_seconds=5, connection=cs) as batch:
         batch.complete(0)
         report = core.copy_then_complete(batch, [(0, core.copy_message(batch.messages[0]))], "fwd-dst")
     (outcome,) = report

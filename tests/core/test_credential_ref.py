@@ -1,5 +1,5 @@
 """Credential references (core/credentials.py): ``callable:package.module:function`` and
-``databricks:NAME`` (a Unity Catalog service credential), made by the process that signs in, against
+``service-credential:NAME`` (a Unity Catalog service credential), made by the process that signs in, against
 the TLS emulator (the kit's Entra ID path: a namespace and a token credential, no key in any setting).
 The token comes from tests/stand_in_credential.py until the emulator issues Entra ID tokens.
 
@@ -55,12 +55,12 @@ def test_a_callable_reference_signs_in_once_per_process(tls_emulator: Emulator) 
         assert conn.settings.kind == "entra-id" and SECRET not in repr(conn) + str(conn.settings)
         core.send("q", ["signed in by reference"], connection=conn)
         assert "signed in by reference" in [r["body_text"] for r in core.peek("q", connection=conn).records]
-        with core.receive("q", count=10, wait=2, connection=conn) as batch:
+        with core.receive("q", max_messages=10, wait_seconds=2, connection=conn) as batch:
             assert batch.complete().ok
     core.close_all()
     with core.connect(namespace=namespace(tls_emulator), credential=stand_in.REF, warm=False) as again:
         core.send("q", ["again"], connection=again)
-        assert core.receive("q", count=10, wait=2, connection=again).complete().ok
+        assert core.receive("q", max_messages=10, wait_seconds=2, connection=again).complete().ok
     assert len(stand_in.made) == 1  # made once, kept by the process
     assert stand_in.made[0].scopes[0] == ("https://servicebus.azure.net//.default",)  # what the SDK asks Entra ID
 
@@ -73,6 +73,8 @@ def test_a_callable_reference_signs_in_once_per_process(tls_emulator: Emulator) 
         ("databricks:my-scope/key", "a secretRef"),
         ("vault:thing", "not a credential reference"),
         ("databricks:", "not a credential reference"),
+        ("secret:my-scope/key", "a secretRef"),
+        ("service-credential:a/b", "a secretRef"),
     ],
 )
 def test_a_malformed_reference_is_one_clear_error(ref: str, says: str) -> None:
@@ -96,7 +98,7 @@ def test_what_a_reference_cannot_make_is_said_with_the_process(monkeypatch: pyte
 def test_a_service_credential_outside_databricks_is_a_clear_error() -> None:
     assert "databricks.service_credentials" not in sys.modules
     with pytest.raises(ConfigurationError, match=r"needs Databricks' Unity Catalog service credentials .* \(pid"):
-        core.connect(namespace="contoso.servicebus.windows.net", credential="databricks:sb-sender", warm=False)
+        core.connect(namespace="contoso.servicebus.windows.net", credential="service-credential:sb-sender", warm=False)
 
 
 @pytest.fixture
@@ -128,14 +130,14 @@ def databricks_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
 def test_a_service_credential_where_databricks_provides_it(
     tls_emulator: Emulator, databricks_worker: list[str]
 ) -> None:
-    with core.connect(namespace=namespace(tls_emulator), credential="databricks:sb-sender") as conn:
+    with core.connect(namespace=namespace(tls_emulator), credential="service-credential:sb-sender") as conn:
         core.send("q", ["via a service credential"], connection=conn)
-        with core.receive("q", count=10, wait=2, connection=conn) as batch:
+        with core.receive("q", max_messages=10, wait_seconds=2, connection=conn) as batch:
             assert [r["body_text"] for r in batch.records] == ["via a service credential"]
             assert batch.complete().ok
     assert databricks_worker == ["sb-sender"]
     with pytest.raises(ConfigurationError, match=r"service credential 'other' \(PermissionError\).*ACCESS"):
-        credentials.credential_of(credentials.parse_credential_ref("databricks:other"))
+        credentials.credential_of(credentials.parse_credential_ref("service-credential:other"))
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +148,7 @@ def ip() -> Any:
 
 
 def test_sb_connect_takes_a_credential_reference(ip: Any, tls_emulator: Emulator, capsys: Any) -> None:
-    """%sb_connect --namespace NS --credential databricks:NAME uses the notebook's dbutils.credentials."""
+    """%sb_connect --namespace NS --credential service-credential:NAME uses the notebook's dbutils.credentials."""
 
     class Credentials:
         asked: list[str] = []
@@ -161,17 +163,21 @@ def test_sb_connect_takes_a_credential_reference(ip: Any, tls_emulator: Emulator
     unload_ipython_extension(ip)
     magics = load_ipython_extension(ip)
     try:
-        assert "--credential goes with --namespace" in magic_fails(ip, "sb_connect --credential databricks:sb-sender")
+        assert "--credential goes with --namespace" in magic_fails(
+            ip, "sb_connect --credential service-credential:sb-sender"
+        )
         ip.user_ns["dbutils"] = DbUtils()
         try:
-            ip.run_line_magic("sb_connect", f"--namespace {namespace(tls_emulator)} --credential databricks:sb-sender")
+            ip.run_line_magic(
+                "sb_connect", f"--namespace {namespace(tls_emulator)} --credential service-credential:sb-sender"
+            )
         finally:
             del ip.user_ns["dbutils"]
         out, err = capsys.readouterr()
         assert f"Connected to {namespace(tls_emulator)} (entra-id)" in out and not err
         assert Credentials.asked == ["sb-sender"] and SECRET not in out + repr(magics.connection)
         core.send("q", ["from the magics"], connection=magics.connection)
-        assert core.receive("q", count=10, wait=2, connection=magics.connection).complete().ok
+        assert core.receive("q", max_messages=10, wait_seconds=2, connection=magics.connection).complete().ok
     finally:
         unload_ipython_extension(ip)
 
@@ -195,8 +201,8 @@ def test_spark_options_carry_only_the_reference() -> None:
         connection({"fullyQualifiedNamespace": "contoso.servicebus.windows.net", "credentialRef": "env:X"}, None)
     with pytest.raises(ConfigurationError, match="not a credential object"):
         source_of(None, namespace="contoso.servicebus.windows.net", credential=object())  # type: ignore[arg-type]
-    assert source_of(None, namespace="ns.example", credential="databricks:sb") == EntraRef(
-        "ns.example", credentials.CredentialRef("databricks:sb")
+    assert source_of(None, namespace="ns.example", credential="service-credential:sb") == EntraRef(
+        "ns.example", credentials.CredentialRef("service-credential:sb")
     )
 
 

@@ -55,7 +55,7 @@ def test_core_with_a_token_credential_sends_peeks_receives_and_counts(entra: Emu
         core.send("orders", ["with a credential"], connection=conn)
         assert "with a credential" in [r["body_text"] for r in core.peek("orders", connection=conn).records]
         assert core.counts("orders", connection=conn).active >= 1  # the admin API with a Bearer token
-        with core.receive("orders", count=50, wait=3, connection=conn) as batch:
+        with core.receive("orders", max_messages=50, wait_seconds=3, connection=conn) as batch:
             assert "with a credential" in [r["body_text"] for r in batch.records]
             assert batch.complete().ok
 
@@ -69,7 +69,7 @@ def test_core_with_default_azure_credential_from_the_environment(
     with core.connect(namespace=_ns(entra)) as conn:
         core.send("orders", ["with DefaultAzureCredential"], connection=conn)
         assert core.counts("orders", connection=conn).active >= 1
-        with core.receive("orders", count=50, wait=3, connection=conn) as batch:
+        with core.receive("orders", max_messages=50, wait_seconds=3, connection=conn) as batch:
             assert "with DefaultAzureCredential" in [r["body_text"] for r in batch.records]
             assert batch.complete().ok
 
@@ -118,7 +118,7 @@ def test_a_missing_role_is_one_line_naming_the_role(
     calls = {
         "send": lambda conn: core.send("orders", ["refused"], connection=conn).raise_for_failures(),
         "peek": lambda conn: core.peek("orders", connection=conn),
-        "receive": lambda conn: core.receive("orders", count=1, wait=1, connection=conn).__enter__(),
+        "receive": lambda conn: core.receive("orders", max_messages=1, wait_seconds=1, connection=conn).__enter__(),
         "counts": lambda conn: core.counts("orders", connection=conn),
     }
     with core.connect(namespace=_ns(entra), credential=entra.credential(roles)) as conn:
@@ -140,7 +140,7 @@ def test_panels_work_over_tls_with_entra_id(entra: Emulator) -> None:
         core.send("orders", ["for the browser", "for the triage panel"], connection=conn)
         browser = MessageBrowser("orders", page_size=10, connection=conn)
         assert [r["body_text"] for r in browser.records] == ["for the browser", "for the triage panel"]
-        with core.receive("orders", count=2, wait=3, connection=conn) as batch:
+        with core.receive("orders", max_messages=2, wait_seconds=3, connection=conn) as batch:
             assert batch.dead_letter([1], reason="entra-test").ok
             assert batch.complete([0]).ok
         panel = TriagePanel("orders", connection=conn)
@@ -177,4 +177,5 @@ def test_a_sign_in_for_the_wrong_tenant_is_one_line_and_fixing_it_needs_no_resta
     monkeypatch.setenv("AZURE_TENANT_ID", str(entra.tenant))
     with core.connect(namespace=_ns(entra)) as conn:  # no restart: the refused connection was dropped
         core.send("orders", ["after the fix"], connection=conn)
-        assert "after the fix" in [r["body_text"] for r in core.peek("orders", count=100, connection=conn).records]
+        peeked = core.peek("orders", max_messages=100, connection=conn).records
+        assert "after the fix" in [r["body_text"] for r in peeked]

@@ -82,7 +82,7 @@ def test_close_with_a_borrowed_link_leaves_no_pending_task(caplog: pytest.LogCap
     with Emulator() as emu:
         conn = LiveConnection(core.resolve(emu.connection_string))
         core.send("orders", ["a"], connection=conn)
-        batch = core.receive("orders", count=1, connection=conn)
+        batch = core.receive("orders", max_messages=1, connection=conn)
         assert conn.open_links >= 1
         with caplog.at_level(logging.ERROR, logger="asyncio"):
             conn.close()

@@ -48,7 +48,7 @@ def test_a_closed_batch_and_its_messages_are_freed_without_the_cycle_collector(
 ) -> None:
     conn = emulator.connection_string
     core.send("q", ["a", "b"], connection=conn).raise_for_failures()
-    batch = core.receive("q", count=2, connection=conn)
+    batch = core.receive("q", max_messages=2, connection=conn)
     time.sleep(0.4)  # the lock renewer has started (it wakes every 0.25 s)
     batch.complete()
     batch.close()
@@ -63,7 +63,7 @@ def test_a_resubmit_leaves_no_message_waiting_for_the_cycle_collector(
 ) -> None:
     conn = emulator.connection_string
     core.send("q", [f"m{i}" for i in range(200)], connection=conn).raise_for_failures()
-    dead = core.receive("q", count=200, connection=conn)
+    dead = core.receive("q", max_messages=200, connection=conn)
     dead.dead_letter(reason="test").raise_for_failures()
     dead.close()
     del dead

@@ -42,8 +42,8 @@ def test_listen_only_key_for_one_entity(emu: Emulator, caplog: pytest.LogCapture
     caplog.set_level(logging.INFO, logger="sbnotebook")
     conn = core.connect(emu.policy_connection_string("reader", "q"))  # checks the key on q itself
     try:
-        assert len(core.peek("q", count=10, connection=conn)) == 6
-        with core.receive("q", count=2, connection=conn) as batch:
+        assert len(core.peek("q", max_messages=10, connection=conn)) == 6
+        with core.receive("q", max_messages=2, connection=conn) as batch:
             assert batch.complete().count("completed") == 2
         assert emu.broker.counts("q")["active"] == 4
         with pytest.raises(core.ConfigurationError, match="sending needs the 'Send' right") as refused:
@@ -78,7 +78,7 @@ def test_send_only_key_for_one_entity(emu: Emulator) -> None:
         assert emu.broker.counts("q")["active"] == 3
         for attempt in (
             lambda: core.peek("q", connection=conn),
-            lambda: core.receive("q", count=1, connection=conn),
+            lambda: core.receive("q", max_messages=1, connection=conn),
         ):
             with pytest.raises(core.ConfigurationError, match="needs the 'Listen' right") as refused:
                 attempt()

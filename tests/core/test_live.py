@@ -20,8 +20,8 @@ def test_calls_reuse_the_same_connections(emulator: Emulator) -> None:
     assert emulator.port is not None
     with core.connect(emulator.connection_string) as conn:
         core.send("q", [f"m{i}" for i in range(20)], connection=conn)
-        core.peek("q", count=10, connection=conn)
-        with core.receive("q", count=2, connection=conn) as batch:
+        core.peek("q", max_messages=10, connection=conn)
+        with core.receive("q", max_messages=2, connection=conn) as batch:
             batch.complete()
         conn.settle()  # the background warm-up and spare connections opened
         opened = conn.links_opened
@@ -29,8 +29,8 @@ def test_calls_reuse_the_same_connections(emulator: Emulator) -> None:
         assert sockets, "the live connection keeps its connections open between calls"
         for _ in range(10):
             core.send("q", ["again"], connection=conn)
-            assert len(core.peek("q", count=10, connection=conn)) == 10
-            with core.receive("q", count=1, connection=conn) as batch:
+            assert len(core.peek("q", max_messages=10, connection=conn)) == 10
+            with core.receive("q", max_messages=1, connection=conn) as batch:
                 assert batch.complete().count("completed") == 1
         assert conn.links_opened == opened  # warm calls open nothing
         assert server_sockets(emulator.port) == sockets  # the very same TCP connections at the broker
@@ -82,7 +82,7 @@ def test_reconnects_once_after_the_emulator_restarts() -> None:
             assert second.connection_string == first.connection_string
             core.send("q", ["after"], connection=conn)
             assert [r["body_text"] for r in core.peek("q", connection=conn)] == ["after"]
-            with core.receive("q", count=1, connection=conn) as batch:
+            with core.receive("q", max_messages=1, connection=conn) as batch:
                 assert batch.complete().count("completed") == 1
             assert conn.reconnects >= 1
     finally:
@@ -109,7 +109,7 @@ def test_concurrent_callers_from_threads(emulator: Emulator) -> None:
     def worker(n: int) -> None:
         try:
             for _ in range(5):
-                peeks.append(len(core.peek("q", count=50, connection=conn)))
+                peeks.append(len(core.peek("q", max_messages=50, connection=conn)))
                 assert core.send("once", [f"w{n}"], connection=conn).ok
         except BaseException as exc:
             errors.append(exc)
@@ -121,7 +121,7 @@ def test_concurrent_callers_from_threads(emulator: Emulator) -> None:
         t.join(60)
     assert not errors
     assert peeks == [50] * 40
-    assert len(core.peek("once", count=100, connection=conn)) == 40
+    assert len(core.peek("once", max_messages=100, connection=conn)) == 40
 
 
 def test_close_then_use_again_reopens(emulator: Emulator) -> None:
@@ -213,7 +213,7 @@ def test_a_reconnect_leaves_links_other_calls_hold_working(emulator: Emulator) -
     met a broker restart. The old client is retired instead, and closed with the live connection."""
     conn = core.connect(emulator.connection_string, warm=False)
     core.send("q", ["held"], connection=conn)
-    with core.receive("q", count=1, connection=conn) as batch:
+    with core.receive("q", max_messages=1, connection=conn) as batch:
         conn.run(conn.reconnect())  # another call's reconnect, while this batch holds its receiver
         assert batch.complete().count("completed") == 1
     assert conn.reconnects == 1

@@ -77,10 +77,10 @@ def test_kit_first_use_of_an_entity_and_a_session_receive_open_without_sleeps(em
     core.send("sq60", [{"body": "s", "session_id": "a"}], connection=cs)
     conn = core.connect(cs, warm=False)
     t0 = time.perf_counter()
-    core.peek("q", count=1, connection=conn)
+    core.peek("q", max_messages=1, connection=conn)
     first_peek = time.perf_counter() - t0
     t0 = time.perf_counter()
-    with core.receive("sq60", count=1, session_id="a", connection=conn) as batch:
+    with core.receive("sq60", max_messages=1, session_id="a", connection=conn) as batch:
         assert batch.complete().count("completed") == 1
     session = time.perf_counter() - t0
     # The SDK's loop alone was ~0.45 s for each; both are CPU only here.

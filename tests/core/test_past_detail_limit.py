@@ -23,7 +23,9 @@ def _fill(emulator: Emulator, queue: str, n: int = N) -> None:
 
 
 def _receive_all(emulator: Emulator, queue: str, n: int = N) -> core.LockedBatch:
-    batch = core.receive(queue, count=n, wait=10, max_in_flight=16, connection=emulator.connection_string)
+    batch = core.receive(
+        queue, max_messages=n, wait_seconds=10, max_in_flight=16, connection=emulator.connection_string
+    )
     assert len(batch) == n
     return batch
 

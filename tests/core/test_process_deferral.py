@@ -53,7 +53,7 @@ def test_a_handler_that_returns_nonsense_is_not_ok(emulator: Emulator, client: S
     (it read "5 abandoned" with ok True: tutorial 07 dead-lettered its orders that way unseen)."""
     cs = emulator.connection_string
     core.send("q", [f"m{i}" for i in range(5)], connection=cs)
-    report = core.process("q", lambda r: core.Done(), max_messages=5, wait=0.5, connection=cs)
+    report = core.process("q", lambda r: core.Done(), max_messages=5, wait_seconds=0.5, connection=cs)
     assert report.count("abandoned") == 5 and not report.ok
     assert "5 handler error(s)" in report.summary() and "handler returned" in report.summary()
     with pytest.raises(core.SbError, match="handler returned"):
@@ -88,7 +88,7 @@ def test_errors_can_dead_letter_to_a_chosen_destination(emulator: Emulator) -> N
 def test_stop_abandons_and_stops(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("q", [f"m{i}" for i in range(10)], connection=cs)
-    report = core.process("q", lambda r: core.Stop if r["body_text"] == "m0" else None, concurrency=1, connection=cs)
+    report = core.process("q", lambda r: core.Stop if r["body_text"] == "m0" else None, max_in_flight=1, connection=cs)
     assert report.stats["stopped"] and report.count("completed") == 0 and report.count("abandoned") == 1
     assert emulator.broker.counts("q")["active"] == 10
 
@@ -103,7 +103,7 @@ def test_locks_are_renewed_while_slow_handlers_run(emulator: Emulator) -> None:
 def test_let_the_lock_lapse(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("short", ["later"], connection=cs)
-    with core.receive("short", count=1, connection=cs) as batch:
+    with core.receive("short", max_messages=1, connection=cs) as batch:
         (seq,) = deferral.let_lock_lapse(batch)
         time.sleep(1.6)
     (again,) = core.peek("short", connection=cs).records
@@ -113,7 +113,7 @@ def test_let_the_lock_lapse(emulator: Emulator) -> None:
 def test_wait_then_abandon_does_not_block(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("short", ["held"], connection=cs)
-    with core.receive("short", count=1, connection=cs) as batch:
+    with core.receive("short", max_messages=1, connection=cs) as batch:
         start = time.monotonic()
         future = deferral.wait_then_abandon(batch, seconds=1.5)
         assert time.monotonic() - start < 0.5  # returned at once
@@ -127,11 +127,11 @@ def test_wait_then_abandon_does_not_block(emulator: Emulator) -> None:
 def test_defer_with_reminder_and_fetch(emulator: Emulator, client: ServiceBusClient) -> None:
     cs = emulator.connection_string
     core.send("q", ["needs later"], connection=cs)
-    with core.receive("q", count=1, connection=cs) as batch:
+    with core.receive("q", max_messages=1, connection=cs) as batch:
         (seq,) = deferral.defer_with_reminder(batch, remind_at=dt.timedelta(seconds=1))
     assert emulator.broker.counts("q")["deferred"] == 1
     wait_until(lambda: emulator.broker.counts("q")["active"] == 1, timeout=10)
-    with core.receive("q", count=1, connection=cs) as reminders:
+    with core.receive("q", max_messages=1, connection=cs) as reminders:
         (reminder,) = reminders.records
         assert deferral.is_reminder(reminder)
         with deferral.fetch_reminded(reminder, connection=cs) as original:
@@ -147,7 +147,7 @@ def test_defer_with_reminder_to_a_missing_target_defers_nothing(emulator: Emulat
     sequence numbers (a deferred message can be fetched only by its number)."""
     cs = emulator.connection_string
     core.send("q", ["a", "b"], connection=cs)
-    with core.receive("q", count=2, wait=5, connection=cs) as batch:
+    with core.receive("q", max_messages=2, wait_seconds=5, connection=cs) as batch:
         with pytest.raises(core.EntityNotFoundError):
             deferral.defer_with_reminder(batch, remind_at=dt.timedelta(hours=1), reminder_entity="missing")
         assert emulator.broker.counts("q")["deferred"] == 0
@@ -161,7 +161,7 @@ def test_reminders_that_cannot_be_scheduled_raise_with_the_deferred_numbers(emul
     cs = emulator.connection_string
     core.send("q", ["a", "b", "c"], connection=cs)
     emulator.broker.faults.reject_sends("dl-target", 10, "quota-exceeded")
-    with core.receive("q", count=3, wait=5, connection=cs) as batch:
+    with core.receive("q", max_messages=3, wait_seconds=5, connection=cs) as batch:
         numbers = sorted(int(m.sequence_number) for m in batch.messages)
         with pytest.raises(core.PartlyDoneError) as caught:
             deferral.defer_with_reminder(batch, remind_at=dt.timedelta(hours=1), reminder_entity="dl-target")
@@ -179,7 +179,7 @@ def test_resubmit_scheduled_with_a_limit(emulator: Emulator, client: ServiceBusC
     cs = emulator.connection_string
     core.send("q", ["flaky"], connection=cs)
     for attempt in range(3):
-        with core.receive("q", count=1, wait=5, connection=cs) as batch:
+        with core.receive("q", max_messages=1, wait_seconds=5, connection=cs) as batch:
             assert len(batch) == 1
             (outcome,) = deferral.resubmit_scheduled(batch, delay=dt.timedelta(seconds=2), max_resubmits=2)
             assert outcome.ok
@@ -211,7 +211,7 @@ def test_multi_step_operations_check_their_target_before_changing_anything(emula
     assert emulator.broker.counts("q")["active"] == 3  # nothing completed, nothing received
 
     core.send("once", [{"body": "tired", "application_properties": {"sbnotebook-resubmit-count": 5}}], connection=cs)
-    with core.receive("once", count=1, wait=5, connection=cs) as batch:
+    with core.receive("once", max_messages=1, wait_seconds=5, connection=cs) as batch:
         with pytest.raises(core.EntityNotFoundError):
             deferral.resubmit_scheduled(batch, delay=dt.timedelta(seconds=1), max_resubmits=5, target="missing")
         assert batch.unsettled == [0] and emulator.broker.counts("once")["dead_letter"] == 0
@@ -233,7 +233,7 @@ def test_a_process_stopped_by_a_broker_gone_for_good_returns_what_it_did() -> No
                 proc.kill()
                 proc.wait()
 
-        report = core.process("orders", handler, concurrency=3, wait=1, connection=conn)
+        report = core.process("orders", handler, max_in_flight=3, wait_seconds=1, connection=conn)
     finally:
         core.close_all()
         if proc.poll() is None:

@@ -18,7 +18,7 @@ from tests.helpers import send
 def test_receive_settle_each_way_and_see_outcomes(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("q", [f"m{i}" for i in range(5)], connection=cs)
-    with core.receive("q", count=5, connection=cs) as batch:
+    with core.receive("q", max_messages=5, connection=cs) as batch:
         assert len(batch) == 5 and "5 unsettled" in repr(batch)
         assert all(s is not None and 25 < s <= 30 for s in batch.seconds_left())  # LockDuration PT30S
         done = batch.complete([0, 1])
@@ -48,7 +48,7 @@ def test_receive_settle_each_way_and_see_outcomes(emulator: Emulator) -> None:
 def test_locks_are_renewed_while_the_batch_is_held(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("short", ["slow work"], connection=cs)  # LockDuration PT1S
-    with core.receive("short", count=1, connection=cs) as batch:
+    with core.receive("short", max_messages=1, connection=cs) as batch:
         time.sleep(2.5)  # far past the 1 s lock
         (outcome,) = batch.complete()
         assert outcome.outcome == "completed"
@@ -58,7 +58,7 @@ def test_locks_are_renewed_while_the_batch_is_held(emulator: Emulator) -> None:
 def test_a_lost_lock_is_an_outcome_not_a_crash(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("short", ["a", "b"], connection=cs)
-    with core.receive("short", count=2, auto_renew=False, connection=cs) as batch:
+    with core.receive("short", max_messages=2, auto_renew=False, connection=cs) as batch:
         time.sleep(1.5)
         outcomes = batch.complete()
         assert {o.outcome for o in outcomes} == {"lock_lost"} and not outcomes.ok
@@ -68,7 +68,7 @@ def test_a_lost_lock_is_an_outcome_not_a_crash(emulator: Emulator) -> None:
 def test_lost_locks_from_the_service_side(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("q", ["x", "y"], connection=cs)
-    with core.receive("q", count=2, connection=cs) as batch:
+    with core.receive("q", max_messages=2, connection=cs) as batch:
         emulator.lose_locks("q")
         outcomes = batch.complete()
         assert [o.outcome for o in outcomes] == ["lock_lost", "lock_lost"]
@@ -78,7 +78,7 @@ def test_lost_locks_from_the_service_side(emulator: Emulator) -> None:
 def test_receive_and_delete_is_already_settled(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("q", ["gone"], connection=cs)
-    with core.receive("q", count=5, mode="receive-and-delete", wait=1, connection=cs) as batch:
+    with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=1, connection=cs) as batch:
         assert [r["body_text"] for r in batch.records] == ["gone"]
         with pytest.raises(InvalidInputError, match="already removed"):
             batch.complete()
@@ -87,10 +87,10 @@ def test_receive_and_delete_is_already_settled(emulator: Emulator) -> None:
 
 def test_empty_receive_and_bad_arguments(emulator: Emulator) -> None:
     cs = emulator.connection_string
-    with core.receive("q", count=3, wait=0.5, connection=cs) as batch:
+    with core.receive("q", max_messages=3, wait_seconds=0.5, connection=cs) as batch:
         assert len(batch) == 0 and batch.complete().total == 0
     with pytest.raises(InvalidInputError):
-        core.receive("q", count=0, connection=cs)
+        core.receive("q", max_messages=0, connection=cs)
     with pytest.raises(InvalidInputError):
         core.receive("q", mode="peek", connection=cs)  # type: ignore[arg-type]
     with pytest.raises(core.EntityNotFoundError):
@@ -100,7 +100,7 @@ def test_empty_receive_and_bad_arguments(emulator: Emulator) -> None:
 def test_closing_gives_locks_back(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("q", ["held"], connection=cs)
-    batch = core.receive("q", count=1, connection=cs)
+    batch = core.receive("q", max_messages=1, connection=cs)
     batch.close()
     with pytest.raises(InvalidInputError, match="closed"):
         batch.complete()
@@ -117,9 +117,9 @@ def test_a_receive_leaves_no_credit_that_would_lock_the_next_messages_away_from_
     trigger, saw nothing meanwhile (a CI run of notebooks/08 stopped with 10 messages left)."""
     cs = emulator.connection_string
     core.send("q", ["first"], connection=cs)
-    with core.receive("q", count=20, wait=0.3, connection=cs) as batch:  # 1 of 20: 19 unused
+    with core.receive("q", max_messages=20, wait_seconds=0.3, connection=cs) as batch:  # 1 of 20: 19 unused
         batch.complete()
-    with core.receive("q", count=20, wait=0.3, connection=cs) as batch:  # 0 of 20
+    with core.receive("q", max_messages=20, wait_seconds=0.3, connection=cs) as batch:  # 0 of 20
         assert len(batch) == 0
     send(client, "q", *[f"m{i}" for i in range(10)])
     time.sleep(0.3)  # a delivery to a link with credit happens at once
@@ -144,7 +144,7 @@ def test_a_refused_one_request_settlement_falls_back_loudly(
 
     cs = emulator.connection_string
     core.send("q", [f"m{i}" for i in range(4)], connection=cs)
-    with core.receive("q", count=4, connection=cs) as batch:
+    with core.receive("q", max_messages=4, connection=cs) as batch:
         assert len(batch) == 4
         emulator.lose_locks("q")  # the broker forgets the locks; the client still thinks they are held
         with caplog.at_level(logging.INFO, logger="sbnotebook"):
@@ -166,7 +166,7 @@ def test_receive_and_delete_returns_what_was_on_its_way_when_the_wait_ran_out(em
     core.send("q", ["on its way"], connection=cs)
     core.peek("q", connection=cs)  # the live connection is open before the latency starts
     emulator.latency = 1.0  # every frame from the broker arrives 1 s after it was sent
-    with core.receive("q", count=count, mode="receive-and-delete", wait=0.2, connection=cs) as batch:
+    with core.receive("q", max_messages=count, mode="receive-and-delete", wait_seconds=0.2, connection=cs) as batch:
         got = [r["body_text"] for r in batch.records]
     emulator.latency = 0
     assert emulator.broker.counts("q")["active"] == 0  # the broker sent it: it is gone from there
@@ -179,14 +179,14 @@ def test_receive_and_delete_keeps_its_drained_link_which_takes_nothing_while_idl
     nothing: a message it took then would be deleted with nobody to hand it to."""
     with core.connect(emulator.connection_string) as conn:
         core.send("q", ["a"], connection=conn)
-        with core.receive("q", count=5, mode="receive-and-delete", wait=0.3, connection=conn) as batch:
+        with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=0.3, connection=conn) as batch:
             assert [r["body_text"] for r in batch.records] == ["a"]  # 1 of 5: the wait ended with credit left
         conn.settle()  # connect()'s warm-up opens links in the background
         opened = conn.links_opened
         core.send("q", ["b", "c"], connection=conn)
         time.sleep(0.3)  # a delivery to a link with credit happens at once
         assert emulator.broker.counts("q")["active"] == 2  # still there: the idle link took nothing
-        with core.receive("q", count=5, mode="receive-and-delete", wait=0.3, connection=conn) as batch:
+        with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=0.3, connection=conn) as batch:
             assert sorted(r["body_text"] for r in batch.records) == ["b", "c"]
         assert conn.links_opened == opened  # the same link
     assert emulator.broker.counts("q")["active"] == 0
@@ -214,7 +214,7 @@ def test_a_receive_and_delete_whose_connection_drops_while_draining_returns_what
 
     dropper = threading.Thread(target=drop_while_draining)
     dropper.start()
-    with core.receive("q", count=5, mode="receive-and-delete", wait=3, connection=cs) as batch:
+    with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=3, connection=cs) as batch:
         got = [r["body_text"] for r in batch.records]
     dropper.join()
     emulator.latency = 0

@@ -205,7 +205,7 @@ def test_resubmit_after_a_broker_restart_reconnects_by_itself(tmp_path: Path) ->
     conn = core.connect(first.connection_string, warm=False)
     try:
         core.send("q", ["a", "b"], connection=conn)
-        with core.receive("q", count=2, connection=conn) as batch:
+        with core.receive("q", max_messages=2, connection=conn) as batch:
             batch.dead_letter(reason="bad")
         assert len(core.peek("q/$deadletterqueue", connection=conn)) == 2  # a warm link, soon dead
         first.stop()

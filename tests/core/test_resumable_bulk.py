@@ -159,7 +159,7 @@ def test_a_resubmit_that_leaves_messages_locked_says_so(emulator: Emulator) -> N
     report says some are still there and that the same call again moves them."""
     cs = emulator.connection_string
     _dead_letters(cs, 20, lambda: emulator.broker.counts("src"))
-    held = core.receive(DLQ, count=5, wait=5, connection=cs)
+    held = core.receive(DLQ, max_messages=5, wait_seconds=5, connection=cs)
     assert len(held) == 5
     report = core.resubmit(DLQ, target="dst", connection=cs)
     assert emulator.broker.counts("src")["dead_letter"] == 5 and emulator.broker.counts("dst")["active"] == 15
@@ -178,7 +178,7 @@ def test_a_selective_resubmit_reports_only_selected_messages_left(emulator: Emul
     selected is not the resubmit's business, held or not."""
     cs = emulator.connection_string
     _dead_letters(cs, 10, lambda: emulator.broker.counts("src"))
-    held = core.receive(DLQ, count=2, wait=5, connection=cs)  # m-0 (even) and m-1 (odd)
+    held = core.receive(DLQ, max_messages=2, wait_seconds=5, connection=cs)  # m-0 (even) and m-1 (odd)
     assert [r["message_id"] for r in held.records] == ["m-0", "m-1"]
     report = core.resubmit(DLQ, target="dst", where=lambda r: int(r["body_text"][:6]) % 2 == 0, connection=cs)
     assert emulator.broker.counts("dst")["active"] == 4
@@ -215,7 +215,7 @@ def test_an_export_killed_midway_appends_what_is_left_when_run_again(emulator: E
     first = json.loads(kept.splitlines()[0])["sequence_number"]
     assert 1000 <= kept.count(b"\n") < n
     # Messages already exported leave the queue meanwhile: a resumed export keeps their lines.
-    with_first = core.receive("plain", count=10, wait=5, connection=cs)
+    with_first = core.receive("plain", max_messages=10, wait_seconds=5, connection=cs)
     with_first.complete()
     assert core.export_jsonl("plain", out, connection=cs) == n
     data = out.read_bytes()
@@ -405,7 +405,8 @@ def test_a_copy_holds_at_most_one_page_of_messages() -> None:
         src = core.connect(source_cs, warm=False)
         dst = core.connect(target_cs, warm=False)
         core.send("orders", ("x" * 1000 for _ in range(n)), max_in_flight=16, connection=src).raise_for_failures()
-        core.copy("orders", "results", limit=300, source_connection=src, connection=dst).raise_for_failures()  # warm
+        warm = core.copy("orders", "results", max_messages=300, source_connection=src, connection=dst)
+        warm.raise_for_failures()
         tracemalloc.start()
         page = next(iter(core.scan("orders", connection=src)))
         one_page = tracemalloc.get_traced_memory()[0]

@@ -39,7 +39,7 @@ def test_scan_over_gaps_and_interleaved_entities(emulator: Emulator, client: Ser
                 else:
                     r.abandon_message(m)
                 done += 1
-    expected = _seqs([core.peek("q", count=10_000, connection=cs).records])
+    expected = _seqs([core.peek("q", max_messages=10_000, connection=cs).records])
     scanned = _seqs(list(core.scan("q", concurrency=4, page_size=50, connection=cs)))
     assert scanned == expected and len(scanned) == len(set(scanned))
 
@@ -47,10 +47,10 @@ def test_scan_over_gaps_and_interleaved_entities(emulator: Emulator, client: Ser
 def test_scan_bounds_limit_and_states(emulator: Emulator, client: ServiceBusClient) -> None:
     cs = emulator.connection_string
     core.send("q", [f"m{i}" for i in range(600)], connection=cs)
-    first = core.peek("q", count=1, connection=cs).records[0]["sequence_number"]
+    first = core.peek("q", max_messages=1, connection=cs).records[0]["sequence_number"]
     ranged = _seqs(list(core.scan("q", start=first + 100, stop=first + 400, connection=cs)))
     assert ranged == list(range(first + 100, first + 400))
-    assert len(core.scan_records("q", limit=333, concurrency=3, connection=cs)) == 333
+    assert len(core.scan_records("q", max_messages=333, concurrency=3, connection=cs)) == 333
     with client.get_queue_receiver("q", max_wait_time=3) as r:
         for m in r.receive_messages(max_message_count=5, max_wait_time=3):
             r.defer_message(m)

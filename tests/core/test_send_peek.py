@@ -48,9 +48,9 @@ def test_send_then_peek_records_in_the_shared_schema(emulator: Emulator) -> None
 
 def test_peek_pages_and_dead_letter_queue(emulator: Emulator, client: ServiceBusClient) -> None:
     core.send("q", [f"m{i}" for i in range(600)], connection=emulator.connection_string)
-    first = core.peek("q", count=250, connection=emulator.connection_string)
+    first = core.peek("q", max_messages=250, connection=emulator.connection_string)
     second = core.peek(
-        "q", count=500, from_sequence_number=first.next_sequence_number, connection=emulator.connection_string
+        "q", max_messages=500, from_sequence_number=first.next_sequence_number, connection=emulator.connection_string
     )
     assert len(first) == 250 and len(second) == 350
     assert first.records[-1]["sequence_number"] + 1 == second.records[0]["sequence_number"]
@@ -164,7 +164,7 @@ def test_bad_targets_fail_before_sending(emulator: Emulator) -> None:
     with pytest.raises(InvalidInputError):
         core.send("q", ["x"], max_in_flight=0, connection=emulator.connection_string)
     with pytest.raises(InvalidInputError):
-        core.peek("q", count=0, connection=emulator.connection_string)
+        core.peek("q", max_messages=0, connection=emulator.connection_string)
 
 
 def test_schedule_and_cancel(emulator: Emulator, client: ServiceBusClient) -> None:
@@ -210,14 +210,14 @@ def test_peek_within_a_session(emulator: Emulator) -> None:
 
 @pytest.mark.timeout(30)
 def test_a_search_iterating_a_field_a_message_lacks_skips_that_message(emulator: Emulator) -> None:
-    """`any(... for x in body.lines)` over a message without `lines` once looped for ever (the missing
+    """`any(... for x in body_json.lines)` over a message without `lines` once looped for ever (the missing
     value answered every index); it must not match, like any other use of a missing field."""
     core.send("q", [{"lines": [1, 5]}, {"other": 1}, {"lines": [0]}], connection=emulator.connection_string)
     for where, expected in [
-        ("any(x > 2 for x in body.lines)", [[1, 5]]),
-        ("all(x > 0 for x in body.lines)", [[1, 5]]),
-        ("5 in body.lines", [[1, 5]]),
-        ("len(body.lines) == 1", [[0]]),
+        ("any(x > 2 for x in body_json.lines)", [[1, 5]]),
+        ("all(x > 0 for x in body_json.lines)", [[1, 5]]),
+        ("5 in body_json.lines", [[1, 5]]),
+        ("len(body_json.lines) == 1", [[0]]),
     ]:
         page = core.peek("q", where=where, connection=emulator.connection_string)
         assert [json.loads(r["body_text"])["lines"] for r in page.records] == expected, where

@@ -110,7 +110,7 @@ def test_a_session_receiver_is_closed_at_once_and_its_session_is_free_when_the_c
     conn.settle()  # connect()'s warm-up opens links in the background
     pooled = conn.run(keep_alives())  # the live connection's own links stay open
     for expected in ("1", "2", "3"):
-        with core.receive("sq60", count=1, session_id="s", connection=conn) as batch:
+        with core.receive("sq60", max_messages=1, session_id="s", connection=conn) as batch:
             assert [r["body_text"] for r in batch.records] == [expected]
             batch.complete()
         assert conn.run(keep_alives()) == pooled  # nothing of the closed receiver still runs

@@ -179,7 +179,7 @@ def test_resubmit_where_with_a_limit_counts_selected_messages_not_those_passed_o
     conn = emulator.connection_string
     dead_letter(client, "q", failing(12))
     where = core.compile_where(f"signature == {TOTAL!r}")
-    report = core.resubmit(DLQ, where=where, target="dl-target", limit=3, connection=conn)
+    report = core.resubmit(DLQ, where=where, target="dl-target", max_messages=3, connection=conn)
     assert report.count("resubmitted") == 3, report.summary()
     assert sorted(str(m) for m in drain(client, "dl-target", wait=0.5)) == ["x2", "x5", "x8"]
     assert core.counts("q", connection=conn).dead_letter == 9

@@ -42,7 +42,7 @@ def test_a_new_entity_opens_on_a_spare_and_closing_leaves_no_connection(emulator
     core.send("once", ["sent on a spare"], connection=conn)
     assert [r["body_text"] for r in core.peek("once", connection=conn)] == ["sent on a spare"]
     assert conn.spares.lent == 2  # the sender, then the receiver
-    with core.receive("once", count=1, connection=conn) as batch:  # the pooled receiver: no spare
+    with core.receive("once", max_messages=1, connection=conn) as batch:  # the pooled receiver: no spare
         assert batch.complete().count("completed") == 1
     assert conn.spares.lent == 2
     assert _ready(conn) == SPARE_CONNECTIONS  # opened again in the background

@@ -41,7 +41,7 @@ def test_the_kit_sends_peeks_receives_and_counts_over_tls(
         page = core.peek("orders", connection=conn)
         assert f"via {setting}" in [r["body_text"] for r in page.records]
         assert core.counts("orders", connection=conn).active >= 1  # the admin API over HTTPS
-        with core.receive("orders", count=50, wait=3, connection=conn) as batch:
+        with core.receive("orders", max_messages=50, wait_seconds=3, connection=conn) as batch:
             assert f"via {setting}" in [r["body_text"] for r in batch.records]
             assert batch.complete().ok
 

@@ -66,10 +66,10 @@ def test_group_counts_counts_every_message_by_each_field_with_progress(
     assert "703 of 703 messages scanned (100 %)" in counted.progress_text() and counted.rate > 0
     assert counted.progress_text().endswith(", done")
     # With a limit, the line does not say "done" as if every message was counted (it did).
-    first = group_counts(DLQ, limit=250, connection=conn)
+    first = group_counts(DLQ, max_messages=250, connection=conn)
     assert first.scanned == 250 and first.total == 703
     assert first.progress_text().endswith(", done: the first 250 only (limit)"), first.progress_text()
-    assert group_counts(DLQ, limit=703, connection=conn).progress_text().endswith(", done")  # all: done
+    assert group_counts(DLQ, max_messages=703, connection=conn).progress_text().endswith(", done")  # all: done
     frame = counted.to_pandas("dead_letter_reason")
     assert frame[["dead_letter_reason", "messages"]].values.tolist() == [[EXPIRED, 700], ["schema", 2], [NONE, 1]]
     schema = counted.groups["dead_letter_reason"]["schema"]
@@ -78,7 +78,7 @@ def test_group_counts_counts_every_message_by_each_field_with_progress(
     # The panel's and the summary's counts of a page in hand come from the same code.
     # The first 10 by sequence number are not the first 10 sent (sends are pipelined, 32 in flight):
     # the expected subjects come from each peeked message's body (m{i} was sent with s{i % 3}).
-    peeked = core.peek(DLQ, count=10, connection=conn)
+    peeked = core.peek(DLQ, max_messages=10, connection=conn)
     bodies = peeked.to_pandas()["body"].tolist()
     numbers = [int((b.decode() if isinstance(b, bytes) else str(b)).strip('"m')) for b in bodies]
     expected = Counter(f"s{n % 3}" for n in numbers)

@@ -98,7 +98,7 @@ def test_send_peek_receive_settle_over_websockets(emulator: Emulator, firewall: 
     assert sent.count("sent") == 5
     page = core.peek("q", connection=conn)
     assert [json.loads(m["body"]) for m in page] == [{"n": i} for i in range(5)]
-    batch = core.receive("q", count=3, wait=5, connection=conn)
+    batch = core.receive("q", max_messages=3, wait_seconds=5, connection=conn)
     assert len(batch) == 3
     assert batch.complete().count("completed") == 3
     assert emulator.broker.counts("q") == {"active": 2, "deferred": 0, "scheduled": 0, "dead_letter": 0}

@@ -67,7 +67,15 @@ def test_entities_subscriptions_named_connections_options_and_actions(
         assert completions(ip, "%sb_entities pr") == ["prod:"]  # %sb_entities prod: lists prod's entities
         assert completions(ip, "%sb_entities --connection ") == ["prod"]
         # Options from the command's argparse spec, choices of options and positionals.
-        assert completions(ip, "%sb_peek q --") == ["--dlq", "--from-seq", "--json", "--scan", "--session", "--where"]
+        assert completions(ip, "%sb_peek q --") == [
+            "--dlq",
+            "--from-seq",
+            "--json",
+            "--max-messages",
+            "--scan",
+            "--session-id",
+            "--where",
+        ]
         assert completions(ip, "%sb_peek q --w") == ["--where"]
         assert completions(ip, "%sb_settle ") == ["complete", "abandon", "dead-letter", "defer", "renew", "close"]
         assert completions(ip, "%sb_settle d") == ["dead-letter", "defer"]

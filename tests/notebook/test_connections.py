@@ -175,8 +175,8 @@ def test_copy_between_namespaces_by_peeking_keeps_every_property_and_leaves_the_
         props = {k: v for k, v in copy.application_properties.items() if k != b"sbnotebook-original-message-id"}
         assert props == original.application_properties  # n, ok, ratio keep their types; the reason too
         assert copy.dead_letter_reason == "bad-total" and copy.delivery_count == 0
-    # --keep-ids, --where and --limit.
-    line(ip, "sb_copy prod:q/$deadletterqueue q --keep-ids --where 'props.n >= 4' --limit 3 --yes")
+    # --keep-ids, --where and --max-messages.
+    line(ip, "sb_copy prod:q/$deadletterqueue q --keep-ids --where 'props.n >= 4' --max-messages 3 --yes")
     kept = drain(client, "q")
     wanted = {
         m.message_id: m.application_properties[b"n"] for m in before if m.application_properties[b"n"] in (4, 5, 6)
@@ -201,7 +201,7 @@ def test_copy_bad_input_is_one_line_and_copies_nothing(
         ("sb_copy q/$deadletterqueue:prod q", "a colon only follows a connection name"),
         ("sb_copy prod:q nosuchqueue --yes", "nosuchqueue"),
         ("sb_copy q prod:nosuchqueue --yes", "Entity not found (prod:nosuchqueue)"),  # the target's connection
-        ("sb_copy prod:q q --limit 0", "argument --limit: must be 1 or more"),
+        ("sb_copy prod:q q --max-messages 0", "argument -n/--max-messages: must be 1 or more"),
         ("sb_copy prod:q q --max-in-flight 0", "argument --max-in-flight: must be 1 or more"),
         ("sb_copy prod:t q --yes", "receive from one of its subscriptions"),  # a topic holds nothing to peek
         # A session-enabled source: refused before it is counted or asked about (a peek there takes a
@@ -308,12 +308,6 @@ def test_every_line_of_a_command_on_a_named_connection_says_name_colon_entity(
     out = capsys.readouterr().out
     assert "Purge prod:q: 2 active message(s)" in out and str(report).startswith("purge prod:q: 2 purged"), out
     assert ip.user_ns["sb_last_report"].entity == "prod:q"
-    send(prod_client, "q", "r1", "r2")  # a batch received on prod: %sb_settle's lines name prod:q too
-    line(ip, "sb_receive prod:q -n 2 --wait 5")
-    capsys.readouterr()
-    line(ip, "sb_settle complete all --yes")
-    out = capsys.readouterr().out
-    assert "complete prod:q: 2 completed of 2" in out and ip.user_ns["sb_last_report"].entity == "prod:q", out
     for text in ("sb_peek prod:nosuch", "sb_tail prod:nosuch --seconds 1", "sb_dlq prod:nosuch --summary"):
         shown = magic_fails(ip, text)  # one line, the cell fails, naming prod's entity
         assert "Entity not found (prod:nosuch)" in shown, (text, shown)

@@ -144,18 +144,18 @@ def test_a_job_cannot_answer_a_confirmation_so_the_notebook_stops_there(
 @pytest.mark.parametrize(
     ("command", "option"),
     [
-        ("%sb_peek q -n 0", "-n"),
+        ("%sb_peek q -n 0", "-n/--max-messages"),
         ("%sb_peek q --scan -1", "--scan"),
-        ("%sb_receive q -n 0", "-n"),
-        ("%sb_receive q --wait -1", "--wait"),
+        ("%sb_receive q -n 0", "-n/--max-messages"),
+        ("%sb_receive q --wait-seconds -1", "--wait-seconds"),
         ("%sb_browse q -n 0", "-n"),
-        ("%sb_dlq q --summary -n 0", "-n"),
+        ("%sb_dlq q --summary -n 0", "-n/--max-messages"),
         ("%sb_stats q --samples 0", "--samples"),
         ("%sb_stats q --interval -1", "--interval"),
         ("%sb_stats q -n 0", "-n"),
         ("%sb_sessions sq -n 0", "-n"),
         ("%sb_sessions sq --count-limit -1", "--count-limit"),
-        ("%sb_resubmit q --limit 0", "--limit"),
+        ("%sb_resubmit q --max-messages 0", "-n/--max-messages"),
         ("%sb_resubmit q --preview -1", "--preview"),
         ("%sb_import q nofile.jsonl --max-in-flight 0", "--max-in-flight"),
         ("%%sb_send q --max-in-flight 0\n" + '{"n": 1}', "--max-in-flight"),
@@ -173,7 +173,7 @@ def test_nonsense_options_are_refused_naming_the_option(
 def test_settings_are_validated_when_set(ip: Any, sb: SbMagics, caplog: pytest.LogCaptureFixture) -> None:
     from traitlets import TraitError
 
-    for setting in ("peek_count", "receive_count", "max_in_flight"):
+    for setting in ("peek_max_messages", "receive_max_messages", "max_in_flight"):
         before = getattr(sb, setting)
         try:
             ip.run_cell(f"%config SbMagics.{setting} = 0")  # %config logs the refusal (IPython's own way)
@@ -237,9 +237,7 @@ def test_lost_locks_fail_the_settle_cell(
             r.complete_message(m)
 
 
-def test_an_ok_report_returns_and_binds_as_before(
-    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
-) -> None:
+def test_an_ok_report_returns_and_binds_as_before(ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any) -> None:
     from sbnotebook.core import Report
 
     send(client, "q", "a", "b")

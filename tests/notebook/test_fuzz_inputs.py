@@ -32,7 +32,7 @@ def shared() -> Iterator[tuple[Emulator, core.LiveConnection]]:
     with Emulator(TEST_TOPOLOGY) as emu:
         conn = core.connect(emu.connection_string, warm=False)
         core.send("q", [{"order": i, "currency": "usd" if i % 2 else "EURO"} for i in range(6)], connection=conn)
-        with core.receive("q", count=2, connection=conn) as batch:
+        with core.receive("q", max_messages=2, connection=conn) as batch:
             batch.dead_letter(reason="bad-currency")
         yield emu, conn
         core.close_all()
@@ -73,7 +73,7 @@ def test_peeking_any_entity_name_changes_nothing(shared: tuple[Emulator, core.Li
     emu, conn = shared
     before = state(emu)
     try:
-        core.peek(text, count=5, connection=conn)
+        core.peek(text, max_messages=5, connection=conn)
     except core.SbError as exc:
         one_line(exc)
     assert state(emu) == before
@@ -85,7 +85,9 @@ WHERE = st.one_of(
     st.text(max_size=40),
     st.builds(
         lambda path, op, value: f"{path} {op} {value}",
-        st.sampled_from(["$.order", "$.currency", "body.order", "props.x", "text", "len(text)", "$", "$.a.b"]),
+        st.sampled_from(
+            ["body_json.order", "$.order", "$.currency", "body.order", "props.x", "text", "len(text)", "$", "$.a.b"]
+        ),
         st.sampled_from(["==", "!=", ">", "<", "in", "and", "or", "+"]),
         st.one_of(st.integers(-3, 9).map(str), st.sampled_from(['"usd"', "'EURO'", "None", "[1, 2]", "(", "$"])),
     ),
@@ -101,7 +103,7 @@ def test_where_expressions_compile_or_say_why_and_never_crash_on_a_message(
     before = state(emu)
     try:
         predicate = core.compile_where(expression)
-        for record in core.peek("q", count=10, connection=conn).records:
+        for record in core.peek("q", max_messages=10, connection=conn).records:
             assert predicate(record) in (True, False)
     except core.InvalidInputError as exc:
         one_line(exc)

@@ -94,17 +94,17 @@ def test_every_command_has_help_with_examples(ip: Any, sb: SbMagics, capsys: pyt
 def test_config_traits_and_pyproject_settings(
     ip: Any, emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: ServiceBusClient
 ) -> None:
-    (tmp_path / "pyproject.toml").write_text("[tool.sbnotebook]\npeek-count = 2\nmax_in_flight = 7\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.sbnotebook]\npeek-max-messages = 2\nmax_in_flight = 7\n")
     monkeypatch.chdir(tmp_path)
     unload_ipython_extension(ip)
     magics = load_ipython_extension(ip)
     try:
-        assert (magics.peek_count, magics.max_in_flight) == (2, 7)
+        assert (magics.peek_max_messages, magics.max_in_flight) == (2, 7)
         ip.run_line_magic("sb_connect", emulator.connection_string)
         send(client, "q", *[f"m{i}" for i in range(5)])
         assert len(line(ip, "sb_peek q")) == 2
-        ip.run_line_magic("config", "SbMagics.peek_count = 4")
-        assert magics.peek_count == 4
+        ip.run_line_magic("config", "SbMagics.peek_max_messages = 4")
+        assert magics.peek_max_messages == 4
         assert len(line(ip, "sb_peek q")) == 4
     finally:
         unload_ipython_extension(ip)
@@ -115,15 +115,15 @@ def test_an_unknown_pyproject_setting_fails_loading_in_one_line(
 ) -> None:
     from IPython.core.error import UsageError
 
-    (tmp_path / "pyproject.toml").write_text("[tool.sbnotebook]\npeek-cont = 2\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.sbnotebook]\npeek-max-mesages = 2\n")
     monkeypatch.chdir(tmp_path)
     unload_ipython_extension(ip)
     try:
         with pytest.raises(UsageError) as err:
             load_ipython_extension(ip)
         said = str(err.value)
-        assert "\n" not in said and said.startswith("unknown setting 'peek-cont' in [tool.sbnotebook] of ")
-        assert said.endswith(": did you mean peek-count?")
+        assert "\n" not in said and said.startswith("unknown setting 'peek-max-mesages' in [tool.sbnotebook] of ")
+        assert said.endswith(": did you mean peek-max-messages?")
     finally:
         (tmp_path / "pyproject.toml").write_text("[tool.sbnotebook]\n")
         unload_ipython_extension(ip)
@@ -153,15 +153,26 @@ def test_connect_reads_a_databricks_secret(ip: Any, sb: SbMagics, emulator: Emul
     class DbUtils:
         secrets = Secrets()
 
-    assert "SCOPE/KEY" in magic_fails(ip, "sb_connect --secret nothing")
-    assert "dbutils is not available" in magic_fails(ip, "sb_connect --secret sb-scope/conn")
+    assert "secret:scope/key" in magic_fails(ip, "sb_connect --secret nothing")
+    assert "dbutils is not available" in magic_fails(ip, "sb_connect --secret secret:sb-scope/conn")
     ip.user_ns["dbutils"] = DbUtils()
     try:
-        line(ip, "sb_connect --secret sb-scope/conn")
+        line(ip, "sb_connect --secret secret:sb-scope/conn")
     finally:
         del ip.user_ns["dbutils"]
     out, err = capsys.readouterr()
     assert "Connected to" in out and "SAS_KEY_VALUE" not in out + err and not err
+
+
+def test_connect_reads_an_environment_variable_as_secret_reference(
+    ip: Any, sb: SbMagics, emulator: Emulator, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """--secret takes the references Spark's secretRef takes: env:NAME as well as secret:SCOPE/KEY."""
+    assert "SB_TEST_UNSET is not set" in magic_fails(ip, "sb_connect --secret env:SB_TEST_UNSET")
+    monkeypatch.setenv("SB_TEST_CONN", emulator.connection_string)
+    line(ip, "sb_connect --secret env:SB_TEST_CONN")
+    out, err = capsys.readouterr()
+    assert f"Connected to {emulator.host}:{emulator.port}" in out and "SAS_KEY_VALUE" not in out + err
 
 
 def test_connect_without_arguments_uses_the_environment_then_the_embedded_emulator(
@@ -240,16 +251,16 @@ def test_peek_searches_bodies_and_properties(ip: Any, sb: SbMagics, client: Serv
                 ServiceBusMessage("not json at all", application_properties={"p": "high"}),
             ]
         )
-    assert line(ip, "sb_peek q --where '$.customer.id == \"c-7\"'")["sequence_number"].tolist() == [1]
-    assert line(ip, "sb_peek q --where 'body.total < 100'")["sequence_number"].tolist() == [2]
+    assert line(ip, "sb_peek q --where 'body_json.customer.id == \"c-7\"'")["sequence_number"].tolist() == [1]
+    assert line(ip, "sb_peek q --where 'body_json.total < 100'")["sequence_number"].tolist() == [2]
     assert line(ip, "sb_peek q --where 'props.p == \"high\"'")["sequence_number"].tolist() == [1, 3]
     assert line(ip, "sb_peek q --where '\"json\" in text'")["sequence_number"].tolist() == [3]
     capsys.readouterr()
     assert "Unknown name in the search: nosuch" in magic_fails(ip, "sb_peek q --where 'nosuch > 1'")
-    assert "Cannot read the search expression" in magic_fails(ip, "sb_peek q --where 'body.total >'")
+    assert "Cannot read the search expression" in magic_fails(ip, "sb_peek q --where 'body_json.total >'")
     wide = line(ip, "sb_peek q --json")
-    assert wide["body.customer.id"].tolist()[:2] == ["c-7", "c-8"]
-    assert wide["body.total"].tolist()[:2] == [120, 5]
+    assert wide["body_json.customer.id"].tolist()[:2] == ["c-7", "c-8"]
+    assert wide["body_json.total"].tolist()[:2] == [120, 5]
 
 
 def test_peek_search_stops_once_enough_matched_and_says_how_many_it_scanned(
@@ -278,7 +289,7 @@ def test_peek_dead_letter_queue_and_sessions(ip: Any, sb: SbMagics, client: Serv
     assert dlq["dead_letter_reason"].tolist() == ["broken"]
     with client.get_queue_sender("sq") as s:
         s.send_messages([ServiceBusMessage("one", session_id="s1"), ServiceBusMessage("two", session_id="s2")])
-    assert line(ip, "sb_peek sq --session s2")["body_text"].tolist() == ["two"]
+    assert line(ip, "sb_peek sq --session-id s2")["body_text"].tolist() == ["two"]
 
 
 def test_user_errors_are_one_line_unless_full_tracebacks(ip: Any, sb: SbMagics, capsys: Any) -> None:
@@ -288,7 +299,7 @@ def test_user_errors_are_one_line_unless_full_tracebacks(ip: Any, sb: SbMagics, 
         "sbnotebook: %sb_peek: unrecognized arguments: --bogus (see %sb_peek -h)"
     )
     assert magic_fails(ip, "sb_peek q --sesion s1") == (
-        "sbnotebook: %sb_peek: unrecognized arguments: --sesion s1: did you mean --session? (see %sb_peek -h)"
+        "sbnotebook: %sb_peek: unrecognized arguments: --sesion s1: did you mean --session-id? (see %sb_peek -h)"
     )
     assert "is not a valid entity name" in magic_fails(ip, "sb_peek 'bad name!'")
     sb.full_tracebacks = True
@@ -364,14 +375,14 @@ def test_receive_and_delete_asks_unless_yes(
     answer(monkeypatch, "n")
     assert magic_fails(ip, "sb_receive q --mode receive-and-delete").startswith("nothing done: 'delete' was not typed")
     assert counts("q", connection=sb.conn()).active == 2
-    batch = line(ip, "sb_receive q --mode receive-and-delete --yes -n 5 --wait 1")
+    batch = line(ip, "sb_receive q --mode receive-and-delete --yes -n 5 --wait-seconds 1")
     assert len(batch) == 2 and "received and deleted" in capsys.readouterr().out
     assert counts("q", connection=sb.conn()).active == 0
     assert "already removed" in magic_fails(ip, "sb_settle complete 0")
 
 
 def test_receive_from_an_empty_queue_says_so(ip: Any, sb: SbMagics, capsys: Any) -> None:
-    batch = line(ip, "sb_receive q --wait 0.2")
+    batch = line(ip, "sb_receive q --wait-seconds 0.2")
     assert len(batch) == 0 and "No messages arrived from q" in capsys.readouterr().out
 
 
@@ -441,7 +452,9 @@ def test_dlq_summary_counts_every_message_by_subject_and_an_interrupt_shows_part
     assert "3,000 dead-lettered messages in ttl-dl by subject" in capsys.readouterr().out
     assert line(ip, "sb_dlq ttl-dl --summary -n 300")["messages"].tolist() == [300]
     # A limit counts the first 300 only: the last line must not read as the queue's size (it said "300 ...").
-    assert "The first 300 of 3,000 dead-lettered messages in ttl-dl by reason (the -n limit" in capsys.readouterr().out
+    assert (
+        "The first 300 of 3,000 dead-lettered messages in ttl-dl by reason (--max-messages" in capsys.readouterr().out
+    )
 
     time.sleep(0.5)  # the windows the capped count left in flight are answered
     emulator.latency = 0.05  # long enough to be interrupted half way
@@ -527,17 +540,17 @@ def test_session_receive_shows_the_session_lock_and_close_lets_it_go(
 ) -> None:
     with client.get_queue_sender("sq") as s:
         s.send_messages([ServiceBusMessage(f"m{i}", session_id="s-1") for i in range(2)])
-    batch = line(ip, "sb_receive sq --session s-1 -n 2 --wait 2")
+    batch = line(ip, "sb_receive sq --session-id s-1 -n 2 --wait-seconds 2")
     out, err = capsys.readouterr()
     assert isinstance(batch, LockedBatch) and len(batch) == 2 and not err
     assert "2 messages locked from sq (locks" in out and "Traceback" not in out
     assert all(s is not None and 0 < s <= 2 for s in batch.seconds_left())  # the session lock (2 s)
     line(ip, "sb_settle close")
-    again = line(ip, "sb_receive sq --session s-1 -n 2 --wait 2")  # the session was let go: it can be taken
+    again = line(ip, "sb_receive sq --session-id s-1 -n 2 --wait-seconds 2")  # the session was let go: it can be taken
     assert len(again) == 2
     line(ip, "sb_settle complete all --yes")
     line(ip, "sb_settle close")
-    assert len(line(ip, "sb_peek sq --session s-1")) == 0
+    assert len(line(ip, "sb_peek sq --session-id s-1")) == 0
 
 
 def test_peek_and_browse_of_a_session_entity_without_a_session_say_what_to_do(
@@ -545,15 +558,15 @@ def test_peek_and_browse_of_a_session_entity_without_a_session_say_what_to_do(
 ) -> None:
     with client.get_queue_sender("sq") as s:
         s.send_messages([ServiceBusMessage("one", session_id="s-1")])
-    for command in ("sb_peek sq", "sb_browse sq", "sb_receive sq --wait 0.5"):
+    for command in ("sb_peek sq", "sb_browse sq", "sb_receive sq --wait-seconds 0.5"):
         shown = magic_fails(ip, command)
-        assert "requires sessions" in shown and "--session" in shown and not capsys.readouterr().err, shown
+        assert "requires sessions" in shown and "--session-id" in shown and not capsys.readouterr().err, shown
         assert "TrackingId" not in shown
-    # A command with no --session of its own says so, and what reads one session instead.
+    # A command with no --session-id of its own says so, and what reads one session instead.
     shown = magic_fails(ip, f"sb_export sq {tmp_path / 'sq.jsonl'}")
     assert "requires sessions, and this command reads it without one" in shown, shown
-    assert "%sb_peek sq --session ID reads one session (%sb_sessions sq lists them)" in shown, shown
-    assert line(ip, "sb_peek sq --session s-1")["body_text"].tolist() == ["one"]
+    assert "%sb_peek sq --session-id ID reads one session (%sb_sessions sq lists them)" in shown, shown
+    assert line(ip, "sb_peek sq --session-id s-1")["body_text"].tolist() == ["one"]
 
 
 def test_settle_all_after_lock_expiry_reports_the_lost_locks_and_summarises_sdk_logs(
@@ -590,12 +603,12 @@ def test_where_type_mismatch_hint_missing_entities_and_forward_next_page(
     ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
 ) -> None:
     send(client, "q", '{"n": 5, "id": "7"}', '{"n": 6, "id": "8"}')
-    assert len(line(ip, "sb_peek q --where 'body.n == \"5\"'")) == 0
+    assert len(line(ip, "sb_peek q --where 'body_json.n == \"5\"'")) == 0
     out = capsys.readouterr().out
-    assert "body.n is a number in the messages, but '5' is a string" in out and "body.n == 5" in out
-    assert len(line(ip, "sb_peek q --where '$.id == 7'")) == 0
-    assert "body.id is a string in the messages, but 7 is a number" in capsys.readouterr().out
-    assert len(line(ip, "sb_peek q --where 'body.n == 5'")) == 1
+    assert "body_json.n is a number in the messages, but '5' is a string" in out and "body_json.n == 5" in out
+    assert len(line(ip, "sb_peek q --where 'body_json.id == 7'")) == 0
+    assert "body_json.id is a string in the messages, but 7 is a number" in capsys.readouterr().out
+    assert len(line(ip, "sb_peek q --where 'body_json.n == 5'")) == 1
     assert "hint" not in capsys.readouterr().out
     for command in ("sb_peek qq", "sb_peek qq --where 'text == \"a\"'", "sb_browse qq", "sb_compose qq"):
         shown = magic_fails(ip, command)

@@ -175,7 +175,7 @@ def test_purge_of_a_session_enabled_queue_goes_session_by_session_and_names_held
 def test_purge_of_named_sessions_counts_them_by_scanning_and_removes_only_them(
     ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    """A session holding nothing but deferred messages is not listed by Service Bus: --session
+    """A session holding nothing but deferred messages is not listed by Service Bus: --session-ids
     names it. The confirmation counts that session only; other sessions stay."""
     with client.get_queue_sender("sq60") as s:
         s.send_messages([ServiceBusMessage(b, session_id=sid) for sid, b in [("a", "a1"), ("d", "d1"), ("d", "d2")]])
@@ -183,15 +183,15 @@ def test_purge_of_named_sessions_counts_them_by_scanning_and_removes_only_them(
         for m in r.receive_messages(max_message_count=2, max_wait_time=3):
             r.defer_message(m)
     answer(monkeypatch, "no")
-    assert magic_fails(ip, "sb_purge sq60 --all --session d").startswith("nothing done:")
+    assert magic_fails(ip, "sb_purge sq60 --all --session-ids d").startswith("nothing done:")
     out = capsys.readouterr().out
     assert "Purge sq60 (session 'd'): 0 active, 2 deferred, 0 scheduled message(s), 2 in all." in out
-    report = line(ip, "sb_purge sq60 --deferred --session d --yes")
+    report = line(ip, "sb_purge sq60 --deferred --session-ids d --yes")
     assert report.count("purged") == 2 and report.ok
     assert [m["body_text"] for m in core.scan_records("sq60", session_id="a", connection=sb.conn())] == ["a1"]
     assert [m["body_text"] for m in core.scan_records("sq60", session_id="d", connection=sb.conn())] == []
     capsys.readouterr()
     assert "q does not require sessions: purge it without naming sessions." in magic_fails(
-        ip, "sb_purge q --session d --yes"
+        ip, "sb_purge q --session-ids d --yes"
     )
-    assert "A dead-letter queue has no sessions" in magic_fails(ip, "sb_purge sq60 --dlq --session d --yes")
+    assert "A dead-letter queue has no sessions" in magic_fails(ip, "sb_purge sq60 --dlq --session-ids d --yes")

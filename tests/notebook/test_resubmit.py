@@ -98,7 +98,7 @@ def test_resubmit_without_edits_and_user_errors(ip: Any, sb: SbMagics, client: S
     assert "--ttl takes a duration" in magic_fails(ip, "sb_resubmit q --ttl soon")
     line(ip, "sb_resubmit q --where 'subject == \"none\"'")
     assert "Nothing to resubmit in q/$deadletterqueue matching --where." in capsys.readouterr().out
-    report = line(ip, "sb_resubmit q/$deadletterqueue --limit 1 --yes")
+    report = line(ip, "sb_resubmit q/$deadletterqueue --max-messages 1 --yes")
     out = capsys.readouterr().out
     assert "edit: unchanged" in out and "--- " not in out and report.count("resubmitted") == 1
     assert len(core.scan_records("q/$deadletterqueue", connection=sb.conn())) == 2

@@ -61,7 +61,7 @@ def test_session_state_show_set_and_clear_ask_first(
     with client.get_queue_receiver("sq60", session_id="s-1", max_wait_time=1):
         assert "held by another receiver" in magic_fails(ip, "sb_session_state sq60 s-1 --clear --yes")
         # Peeking a held session: one line, says why.
-        assert "held by another receiver" in magic_fails(ip, "sb_peek sq60 --session s-1")
+        assert "held by another receiver" in magic_fails(ip, "sb_peek sq60 --session-id s-1")
     line(ip, "sb_session_state sq60 s-1 --clear --yes")
     assert "state cleared" in capsys.readouterr().out
     assert core.get_session_state("sq60", "s-1", connection=sb.conn()) is None

@@ -179,8 +179,8 @@ def test_infer_body_schema_and_sb_peek_json_agree(sp: Any, client: ServiceBusCli
     assert ddl == "`ok` boolean, `order` struct<`id`: bigint, `lines`: bigint>, `price` double, `who` string"
     assert read(sp, "q", bodyFormat="json").schema["body_json"].dataType == spark_type(ddl)
 
-    frame = core.json_columns(core.to_dataframe(core.peek("q", count=50, connection=emulator.connection_string)))
-    pandas_kinds = {c[len("body.") :]: str(frame[c].dtype) for c in frame.columns if c.startswith("body.")}
+    frame = core.json_columns(core.to_dataframe(core.peek("q", max_messages=50, connection=emulator.connection_string)))
+    pandas_kinds = {c[len("body_json.") :]: str(frame[c].dtype) for c in frame.columns if c.startswith("body_json.")}
     spark_kinds = dict(flatten(spark_type(ddl)))
     assert pandas_kinds.keys() == spark_kinds.keys()
     as_pandas = {"bigint": "int64", "double": "float64", "boolean": "bool", "string": "object"}

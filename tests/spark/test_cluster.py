@@ -174,7 +174,7 @@ def test_session_read_on_two_executors(cluster: tuple[Any, Path], client: Servic
         (s, f"{s}-{i}") for s in "abcd" for i in range(10)
     )
     for s in "abcd":  # every session is free again, and still holds all its messages
-        with core.receive("sq", count=10, session_id=s, wait=2, connection=os.environ[ENV]) as batch:
+        with core.receive("sq", max_messages=10, session_id=s, wait_seconds=2, connection=os.environ[ENV]) as batch:
             assert len(batch) == 10
             batch.complete()
 
@@ -201,8 +201,8 @@ def test_a_credential_reference_alone_reads_writes_and_streams_on_two_executors(
     assert SIGNING_KEY not in plan and "SharedAccessSignature" not in plan
     # Every stream batch was completed after its commit: nothing left (peeked with the key, from here).
     with core.connect(signed.connection_string, warm=False) as conn:
-        assert len(core.peek("q", count=500, connection=conn)) == 0
-        assert len(core.peek("once", count=500, connection=conn)) == 300
+        assert len(core.peek("q", max_messages=500, connection=conn)) == 0
+        assert len(core.peek("once", max_messages=500, connection=conn)) == 300
 
 
 def test_a_job_that_writes_back_to_the_entity_it_reads_does_not_read_its_own_writes(

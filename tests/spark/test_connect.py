@@ -135,7 +135,7 @@ def test_read_peek_write_and_settle_over_connect(sp: Any, keyed: Emulator) -> No
         send(client, "q", *[f"m{i}" for i in range(120)])
         df = sp.read.format("servicebus").option("entity", "q").load()
         assert df.count() == 120
-        assert len(core.peek("q", count=500, connection=cs)) == 120  # peeking took nothing
+        assert len(core.peek("q", max_messages=500, connection=cs)) == 120  # peeking took nothing
 
         deferred = (
             sp.read.format("servicebus").option("entity", "q").option("mode", "defer").option("maxMessages", 30).load()
@@ -223,7 +223,7 @@ def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(tmp_path:
                 written = sorted(r.body_text for r in sink.collect())
                 assert written == sorted(f"m{i}" for i in range(25))
                 # Every batch completed after its commit (AvailableNow asks once more at the end).
-                assert len(core.peek("q", count=100, connection=emu.connection_string)) == 0
+                assert len(core.peek("q", max_messages=100, connection=emu.connection_string)) == 0
         finally:
             spark.stop()
             core.close_all()
@@ -234,7 +234,7 @@ def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(tmp_path:
 
 def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_path: Path) -> None:
     """Serverless' way in: no key anywhere near the notebook, only the namespace and a credential
-    reference (on Databricks `databricks:NAME`, a Unity Catalog service credential; here the plug
+    reference (on Databricks `service-credential:NAME`, a Unity Catalog service credential; here the plug
     point `callable:...`). The Connect server and its executors make the credential themselves; the
     client has neither the issuer's key nor the CA. A batch write, a batch read and a stream to
     Parquet run, every message is completed after its batch's commit, and no log holds the key or a token."""
@@ -268,7 +268,7 @@ def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_
         try:
             os.environ["SBNOTEBOOK_CA_BUNDLE"] = str(emu.ca_file)
             with core.connect(emu.connection_string, warm=False) as conn:  # with the key, from here
-                assert len(core.peek("q", count=100, connection=conn)) == 0
+                assert len(core.peek("q", max_messages=100, connection=conn)) == 0
         finally:
             os.environ.pop("SBNOTEBOOK_CA_BUNDLE", None)
             core.close_all()
@@ -319,7 +319,7 @@ def test_entra_id_by_credential_reference_alone_over_connect(tmp_path: Path) -> 
             with core.connect(
                 namespace=by_ref["fullyQualifiedNamespace"], credential=emu.credential(["Owner"])
             ) as conn:
-                assert len(core.peek("q", count=100, connection=conn)) == 0  # every message completed
+                assert len(core.peek("q", max_messages=100, connection=conn)) == 0  # every message completed
         finally:
             os.environ.pop("SBNOTEBOOK_CA_BUNDLE", None)
             core.close_all()

@@ -51,8 +51,16 @@ def test_each_kind_keeps_its_own_options(emulator: Emulator) -> None:
     conn = {"connectionString": emulator.connection_string}
     read = ReadSpec({"entity": "q", "mode": "defer", **conn}, 2, None).read()
     assert (read.mode, read.max_messages, read.session_enabled) == ("defer", 1000, False)  # a destructive bound
-    stream = ReadSpec({"entity": "sq", "sessionId": "*", **conn}, 2, None).stream()
+    stream = ReadSpec({"entity": "sq", "sessionIds": "*", **conn}, 2, None).stream()
     assert (stream.max_per_trigger, stream.session) == (1000, "*")
+    # The read's name for sessions, and its forms: a stream takes one id (or *), a read several (or *).
+    assert ReadSpec({"entity": "sq", "sessionIds": "s-1", **conn}, 2, None).stream().session == "s-1"
+    with pytest.raises(OptionError, match="sessionIds of a stream is one session id, or \\* for every session"):
+        ReadSpec({"entity": "sq", "sessionIds": "s-1,s-2", **conn}, 2, None).stream()
+    assert ReadSpec({"entity": "sq", "sessionIds": "*", **conn}, 2, None).read().sessions is None
+    assert ReadSpec({"entity": "sq", "sessionIds": "a, b", **conn}, 2, None).read().sessions == ("a", "b")
+    with pytest.raises(OptionError, match="is \\* \\(every session\\) or session ids, not both"):
+        ReadSpec({"entity": "sq", "sessionIds": "*,a", **conn}, 2, None).read()
     with pytest.raises(OptionError, match="a stream always reads in peek-lock"):
         parse("stream", {"entity": "q", "mode": "peek", **conn})
     with pytest.raises(OptionError, match="requires sessions, and mode=defer does not support them"):
@@ -112,10 +120,8 @@ def test_an_option_of_another_kind_is_refused_as_such(emulator: Emulator) -> Non
         OptionError, match=r"'maxmessagespertrigger' for a read \(an option of a stream\): did you mean maxMessages\?"
     ):
         parse("read", {"entity": "q", "maxmessagespertrigger": "5", **conn})
-    with pytest.raises(
-        OptionError, match=r"unknown option 'sessionids' for a stream \(an option of a read\): did you mean sessionId\?"
-    ):
-        parse("stream", {"entity": "q", "sessionids": "a", **conn})
+    with pytest.raises(OptionError, match=r"unknown option 'enqueuedbefore' for a stream \(an option of a read\)"):
+        parse("stream", {"entity": "q", "enqueuedbefore": "2026-01-01", **conn})
 
 
 def test_a_read_parses_its_entity_once_across_schema_reader_and_stream_reader(

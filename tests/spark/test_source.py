@@ -59,7 +59,7 @@ def test_peek_reads_every_message_once_across_partitions_and_changes_nothing(
     assert {r.body_text for r in rows} == {f"m{i}" for i in range(600)} - {f"m{i}" for i in range(0, 50, 2)}
     per_partition = df.rdd.mapPartitions(lambda it: [sum(1 for _ in it)]).collect()
     assert len(per_partition) == 4 and all(n > 0 for n in per_partition) and sum(per_partition) == 575
-    again = core.peek("q", count=1000, connection=emulator.connection_string)
+    again = core.peek("q", max_messages=1000, connection=emulator.connection_string)
     assert len(again) == 575
     assert max(r["delivery_count"] for r in again) == 1  # only the ones abandoned above: peeks count nothing
     assert df.schema.simpleString().startswith("struct<body_text:string,application_properties:map<string,string>")
@@ -89,7 +89,7 @@ def test_peek_between_enqueued_times_through_spark(sp: Any, client: ServiceBusCl
         time.sleep(0.05)
     t = {
         r["body"].decode(): r["enqueued_time"]
-        for r in core.peek("q", count=100, connection=emulator.connection_string).records
+        for r in core.peek("q", max_messages=100, connection=emulator.connection_string).records
     }
     df = read(sp, "q", enqueuedAfter=t["b0"].isoformat(), enqueuedBefore=f"{t['c0'].timestamp():.6f}", numPartitions=3)
     assert sorted(r.body_text for r in df.select("body_text").collect()) == sorted(f"b{i}" for i in range(20))
@@ -108,7 +108,7 @@ def test_a_misspelt_option_fails_at_planning_and_deletes_nothing(
         "servicebus: unknown option 'maxmesages' for a read or stream: did you mean maxMessages?" in line
         for line in last
     )
-    assert len(core.peek("q", count=100, connection=emulator.connection_string)) == 30
+    assert len(core.peek("q", max_messages=100, connection=emulator.connection_string)) == 30
     with pytest.raises(Exception, match="did you mean maxMessagesPerTrigger"):
         sp.readStream.format("servicebus").option("entity", "q").option("maxMessagesPerTriger", 5).load()
 
@@ -164,11 +164,11 @@ def test_defer_then_settle_after_success(sp: Any, client: ServiceBusClient, emul
     df = read(sp, "q", mode="defer", maxMessages=80, numPartitions=2, waitSeconds=2).cache()
     rows = df.select("sequence_number", "state").collect()
     assert len(rows) == 80 and {r.state for r in rows} == {"deferred"}
-    states = [r["state"] for r in core.peek("q", count=500, connection=emulator.connection_string)]
+    states = [r["state"] for r in core.peek("q", max_messages=500, connection=emulator.connection_string)]
     assert states.count("deferred") == 80 and states.count("active") == 40
     report = sbspark.settle(df, "complete")
     assert (report.count("completed"), report.failed, report.count("not_found")) == (80, 0, 0)
-    left = core.peek("q", count=500, connection=emulator.connection_string)
+    left = core.peek("q", max_messages=500, connection=emulator.connection_string)
     assert len(left) == 40 and {r["state"] for r in left} == {"active"}
     again = sbspark.settle(df, "complete")  # settling twice finds nothing left: reported, not an error
     assert (again.count("completed"), again.count("not_found")) == (0, 80)
@@ -189,7 +189,7 @@ def test_a_failed_job_between_read_and_settle_loses_nothing(
 
     with pytest.raises(Exception, match="downstream work failed"):
         df.select(downstream("body_text")).collect()
-    peeked = core.peek("q", count=100, connection=emulator.connection_string)
+    peeked = core.peek("q", max_messages=100, connection=emulator.connection_string)
     assert len(peeked) == 30 and {r["state"] for r in peeked} == {"deferred"}
     report = sbspark.release(df)
     assert report.count("completed") == 30
@@ -347,7 +347,7 @@ def test_to_spark_and_back(sp: Any, client: ServiceBusClient, emulator: Emulator
     page = core.peek("q", connection=emulator.connection_string)
     df = sbspark.to_spark(page, sp)
     assert df.count() == 3 and df.columns == list(core.RECORD_FIELDS)
-    with core.receive("q", count=3, connection=emulator.connection_string) as batch:
+    with core.receive("q", max_messages=3, connection=emulator.connection_string) as batch:
         locked = sbspark.to_spark(batch, sp)
         assert locked.where("lock_token is not null").count() == 3
         batch.complete()

@@ -68,7 +68,7 @@ def stream(sp: Any, entity: str, **options: Any) -> Any:
 def states(emu: Emulator, entity: str) -> dict[str, int]:
     """What the broker holds, by state (peeking changes nothing)."""
     out: dict[str, int] = {}
-    for record in core.peek(entity, count=1000, connection=emu.connection_string):
+    for record in core.peek(entity, max_messages=1000, connection=emu.connection_string):
         out[record["state"]] = out.get(record["state"], 0) + 1
     return out
 
@@ -238,7 +238,7 @@ def test_a_batch_longer_than_the_lock_duration_loses_and_repeats_nothing(
 def session_states(emu: Emulator, *sessions: str) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for sid in sessions:
-        for record in core.peek("sess", count=100, session_id=sid, connection=emu.connection_string):
+        for record in core.peek("sess", max_messages=100, session_id=sid, connection=emu.connection_string):
             out.setdefault(sid, {}).setdefault(record["state"], 0)
             out[sid][record["state"]] += 1
     return out
@@ -255,7 +255,7 @@ def test_a_session_enabled_queue_streams_every_session_with_session_id_star(
     send_sessions(client)
     rows: list[tuple[str, str]] = []
     query = run(
-        stream(sp, "sess", sessionId="*", maxMessagesPerTrigger=6, waitSeconds=0.5),
+        stream(sp, "sess", sessionIds="*", maxMessagesPerTrigger=6, waitSeconds=0.5),
         tmp_path / "ckpt",
         lambda batch, _: rows.extend(
             (r.session_id, r.body_text) for r in batch.select("session_id", "body_text").collect()
@@ -274,7 +274,7 @@ def test_one_named_session_is_streamed_and_the_others_are_left_alone(
     send_sessions(client)
     rows: list[str] = []
     query = run(
-        stream(sp, "sess", sessionId="B", waitSeconds=0.5),
+        stream(sp, "sess", sessionIds="B", waitSeconds=0.5),
         tmp_path / "ckpt",
         lambda batch, _: rows.extend(r.body_text for r in batch.select("body_text").collect()),
     )
@@ -285,7 +285,7 @@ def test_one_named_session_is_streamed_and_the_others_are_left_alone(
 
 def test_a_session_enabled_queue_without_session_id_says_what_to_set(sp: Any, tmp_path: Path) -> None:
     query = run(stream(sp, "sess"), tmp_path / "ckpt", lambda batch, _: None)
-    assert "Set the sessionId option" in str(query.exception())
+    assert "Set the sessionIds option" in str(query.exception())
 
 
 @pytest.mark.skipif(not ADMISSION_CONTROL, reason="Trigger.AvailableNow over several batches needs pyspark 4.1+")
@@ -303,7 +303,7 @@ def test_available_now_stops_at_what_was_there_and_leaves_later_messages_untouch
     query = run(stream(sp, "in", maxMessagesPerTrigger=4), tmp_path / "ckpt", sink)
     assert query.exception() is None
     assert sorted(seen) == sorted(f"early{i}" for i in range(6))
-    left = core.peek("in", count=100, connection=emu.connection_string)
+    left = core.peek("in", max_messages=100, connection=emu.connection_string)
     assert sorted(r["body_text"] for r in left) == sorted(f"late{i}" for i in range(4))
     assert {(r["state"], r["delivery_count"]) for r in left} == {("active", 0)}  # given back, not counted
 

@@ -101,7 +101,7 @@ with ServiceBusClient.from_connection_string(conn.settings.connection_string) as
     with c.get_queue_sender("sessions") as s:
         s.send_messages(ServiceBusMessage('{"step": 1}', session_id="s-browser"))
 compose = %sb_compose retries
-settle = %sb_receive results -n 2 --wait 10 --panel
+settle = %sb_receive results -n 2 --wait-seconds 10 --panel
 entities = %sb_entities --panel
 purge = %sb_purge retries --panel
 sessions = %sb_sessions sessions --panel
@@ -335,9 +335,7 @@ def test_tab_completes_entities_and_actions_in_jupyterlab(lab: tuple[str, Path, 
             page.keyboard.press("Tab")
             completer = page.locator(".jp-Completer")
             items = completer.locator(".jp-Completer-item .jp-Completer-match")
-            in_cell = (
-                "sel => [...document.querySelectorAll(sel)].some(e => e.textContent.includes('%sb_peek orders'))"
-            )
+            in_cell = "sel => [...document.querySelectorAll(sel)].some(e => e.textContent.includes('%sb_peek orders'))"
             # JupyterLab 4 lists the one match; JupyterLab 3 (ipywidgets 7's lab) puts a single match
             # straight into the cell. Either way the kernel offered "orders" and no Python names.
             page.wait_for_function(
@@ -424,7 +422,7 @@ def browse_search_then_clear_it_and_export_the_whole_entity(page: Any, root: Pat
     (3 messages, pages of 2) to the named file, with one suffix."""
     search = page.get_by_placeholder(re.compile(r"customer\.id")).first
     go = page.get_by_role("button", name="Go", exact=True).first
-    search.fill("$.order == 1")
+    search.fill("body_json.order == 1")
     go.click()
     wait_text(page, r"\$deadletterqueue: 1 messages, .* scanned for the search")
     search.fill("")

@@ -56,7 +56,7 @@ def test_browser_searches_bodies_and_shows_details(emulator: Emulator, client: S
             + [ServiceBusMessage(b"\x00\x01binary", application_properties={"kind": "raw"})]
         )
     b = MessageBrowser("q", page_size=4, connection=emulator.connection_string)
-    b.search('$.customer.id == "c-1"')
+    b.search('body_json.customer.id == "c-1"')
     assert [json.loads(r["body_text"])["n"] for r in b.records] == [1, 4, 7, 10]
     assert "4 messages" in b.status.value and "11 scanned for the search" in b.status.value  # stopped at 4
     b.next_page()
@@ -130,7 +130,7 @@ def test_settlement_panel_settles_selected_rows_and_shows_each_outcome(
     emulator: Emulator, client: ServiceBusClient
 ) -> None:
     send(client, "q", "a", "b", "c", "d")
-    batch = core.receive("q", count=4, connection=emulator.connection_string)
+    batch = core.receive("q", max_messages=4, connection=emulator.connection_string)
     panel = SettlementPanel(batch, tick=0)
     assert panel.rows.options[0][0].endswith("locked") and "4 locked, the soonest ends in" in panel.locks.value
     panel.select([0, 1])
@@ -157,7 +157,7 @@ def test_settlement_panel_shows_a_lost_lock_and_the_renewal_switch(
     emulator: Emulator, client: ServiceBusClient
 ) -> None:
     send(client, "short", "slow")
-    batch = core.receive("short", count=1, connection=emulator.connection_string)
+    batch = core.receive("short", max_messages=1, connection=emulator.connection_string)
     panel = SettlementPanel(batch, tick=0.2)
     panel.auto_renew.value = False  # synced trait -> the batch stops renewing
     assert batch.auto_renew is False
@@ -174,7 +174,7 @@ def test_the_countdown_keeps_the_selection_and_the_last_outcome(emulator: Emulat
     """The countdown ticks on its own thread: it must not clear a selection or erase the outcome
     of the last click (a CI run of the browser test clicked Complete and never saw its result)."""
     send(client, "q", "a", "b")
-    batch = core.receive("q", count=2, connection=emulator.connection_string)
+    batch = core.receive("q", max_messages=2, connection=emulator.connection_string)
     panel = SettlementPanel(batch, tick=0.05)
     try:
         options = panel.rows.options
@@ -192,7 +192,7 @@ def test_the_countdown_keeps_the_selection_and_the_last_outcome(emulator: Emulat
 
 def test_settlement_panel_renewal_keeps_locks_alive(emulator: Emulator, client: ServiceBusClient) -> None:
     send(client, "short", "kept")
-    batch = core.receive("short", count=1, connection=emulator.connection_string)
+    batch = core.receive("short", max_messages=1, connection=emulator.connection_string)
     panel = SettlementPanel(batch, tick=0)
     time.sleep(2.0)  # twice the 1 s lock: only renewal keeps it
     report = panel.act("complete", [0])
@@ -378,7 +378,7 @@ def test_browser_exports_the_whole_entity_or_search_with_one_suffix(
     assert not (tmp_path / "all.jsonl.jsonl").exists()
     assert len(read_jsonl(tmp_path / "all.jsonl")) == 600  # every message, not the 20 on the page
     assert b.export_progress.value == 600 and "Exported 600 messages" in b.status.value
-    b.search("body.n % 100 == 0")
+    b.search("body_json.n % 100 == 0")
     b.export_path.value = "hundreds.csv"
     b.export_csv_button.click()
     assert pd.read_csv(tmp_path / "hundreds.csv")["sequence_number"].tolist() == [1, 101, 201, 301, 401, 501]

@@ -34,6 +34,7 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from ...core import Report, SbError, is_message_not_found, redact, requires_sessions
+from ...core.renames import deprecated
 from .targets import bound_entity, label_report, named_in
 
 if TYPE_CHECKING:
@@ -106,6 +107,31 @@ ONE_LINE_ERRORS = (SbError, UsageError, Declined, AzureError, OSError)
 
 
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.renamed: dict[str, str] = {}  # an old flag -> its new name (docs/names.md)
+
+    def rename(self, old: str, new: str) -> None:
+        """Keep the flag ``old`` working for one release as ``new``: it is not in ``-h`` or Tab
+        completion, and using it says once what replaced it (core/renames.py)."""
+        if new not in self._option_string_actions or old in self._option_string_actions:
+            raise ValueError(f"{self.prog}: cannot rename {old} to {new}")
+        self.renamed[old] = new
+
+    def _new_names(self, argv: list[str]) -> list[str]:
+        """The words with each old flag (``--limit`` or ``--limit=5``) turned into its new name. Done
+        before argparse sees them: argparse would take ``--wait`` as an abbreviation of
+        ``--wait-seconds`` by itself, silently."""
+        out = []
+        for word in argv:
+            flag, eq, value = word.partition("=")
+            new = self.renamed.get(flag)
+            if new is not None:
+                deprecated(f"{self.prog} {flag}", f"{self.prog} {new}", stacklevel=4)
+                word = new + eq + value
+            out.append(word)
+        return out
+
     def error(self, message: str) -> Any:
         raise UsageError(f"{self.prog}: {message}{self._closest(message)} (see {self.prog} -h)")
 
@@ -139,7 +165,7 @@ class Parser(argparse.ArgumentParser):
         if "-h" in argv or "--help" in argv:
             print(self.format_help())
             raise HelpShown
-        return self.parse_args(argv)
+        return self.parse_args(self._new_names(argv))
 
 
 PARSERS: list[Parser] = []  # every command's parser, for the docs test
@@ -283,15 +309,18 @@ def explain(exc: BaseException, args: argparse.Namespace | None) -> BaseExceptio
         return exc
     entity = args.entity
     if requires_sessions(exc):
-        if not hasattr(args, "session"):  # this command reads no single session (an export, a count)
+        # Only %sb_peek (its --scan) and %sb_receive (its --mode) read one session by --session-id;
+        # %sb_resubmit's --session-id sets the copies' session, and the others read none (an export, a count).
+        if not (hasattr(args, "session_id") and (hasattr(args, "scan") or hasattr(args, "mode"))):
             return UsageError(
                 f"{entity} requires sessions, and this command reads it without one: Service Bus reads a "
-                f"session-enabled entity only through one session's lock. %sb_peek {entity} --session ID reads "
+                f"session-enabled entity only through one session's lock. %sb_peek {entity} --session-id ID reads "
                 f"one session (%sb_sessions {entity} lists them); its dead-letter queue has no sessions."
             )
         command = "%sb_receive" if getattr(args, "mode", None) else "%sb_peek"
         return UsageError(
-            f"{entity} requires sessions: name one with --session ID (for example {command} {entity} --session s-1)."
+            f"{entity} requires sessions: name one with --session-id ID "
+            f"(for example {command} {entity} --session-id s-1)."
         )
     if getattr(args, "deferred", None) and is_message_not_found(exc):
         return UsageError(

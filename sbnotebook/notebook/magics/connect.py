@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
 from ... import core
 from ...about import versions_line
+from ...core.renames import deprecated
 from .command import command, one_line, parser
 
 if TYPE_CHECKING:
@@ -21,8 +23,9 @@ CONNECT = parser(
     "  %sb_connect                                   # env settings, else the embedded emulator\n"
     "  %sb_connect $conn_str                         # a connection string held in a variable\n"
     "  %sb_connect --namespace contoso.servicebus.windows.net   # Entra ID (DefaultAzureCredential)\n"
-    "  %sb_connect --namespace NS --credential databricks:my-sb-credential  # a Unity Catalog service credential\n"
-    "  %sb_connect --secret my-scope/servicebus      # Databricks secret scope\n"
+    "  %sb_connect --namespace NS --credential service-credential:my-sb  # a Unity Catalog service credential\n"
+    "  %sb_connect --secret secret:my-scope/servicebus   # a Databricks secret (scope/key)\n"
+    "  %sb_connect --secret env:SERVICEBUS_PROD      # an environment variable\n"
     "  %sb_connect --emulator                        # the embedded emulator, whatever is configured\n"
     "  %sb_connect --as prod $prod_conn_str          # a named connection: %sb_peek prod:orders\n"
     "  %sb_connect --as home --emulator              # the embedded emulator, named home\n"
@@ -34,10 +37,14 @@ CONNECT.add_argument("--namespace", help="fully qualified namespace, signed in w
 CONNECT.add_argument(
     "--credential",
     metavar="REF",
-    help="with --namespace: sign in with databricks:NAME (a Unity Catalog service credential) or "
+    help="with --namespace: sign in with service-credential:NAME (a Unity Catalog service credential) or "
     "callable:package.module:function (returns an azure-core TokenCredential)",
 )
-CONNECT.add_argument("--secret", metavar="SCOPE/KEY", help="read the connection string from a Databricks secret")
+CONNECT.add_argument(
+    "--secret",
+    metavar="REF",
+    help="read the connection string from a secret reference: secret:SCOPE/KEY (a Databricks secret) or env:NAME",
+)
 CONNECT.add_argument("--emulator", action="store_true", help="use the embedded emulator")
 CONNECT.add_argument(
     "--websockets",
@@ -88,7 +95,7 @@ def sb_connect(self: MagicsState, args: argparse.Namespace) -> Any:
     if args.emulator:
         conn = core.connect(core.resolve(env={}), websockets=websockets)  # nothing configured: the embedded emulator
     elif args.secret:
-        conn = core.connect(databricks_secret(self, args.secret), websockets=websockets)
+        conn = core.connect(secret_value(self, args.secret), websockets=websockets)
     elif args.namespace and args.credential:
         credential = named_credential(self, args.credential)
         conn = core.connect(namespace=args.namespace, credential=credential, websockets=websockets)
@@ -142,10 +149,23 @@ def named_credential(self: MagicsState, ref: str) -> Any:
     return core.credential_of(core.parse_credential_ref(ref), dbutils=dbutils)
 
 
-def databricks_secret(self: MagicsState, spec: str) -> str:
-    scope, _, key = spec.partition("/")
-    if not scope or not key:
-        raise UsageError("--secret takes SCOPE/KEY, for example --secret my-scope/servicebus.")
+def secret_value(self: MagicsState, spec: str) -> str:
+    """The connection string a secret reference names (the same references as Spark's secretRef),
+    read here. A bare SCOPE/KEY (the old form) is a Databricks secret and warns once."""
+    if not core.is_secret_ref(spec) and spec.count("/") == 1 and ":" not in spec:
+        deprecated("%sb_connect --secret SCOPE/KEY", "%sb_connect --secret secret:SCOPE/KEY", stacklevel=2)
+        spec = f"secret:{spec}"
+    try:
+        ref = core.parse_secret_ref(spec, option="--secret")
+    except core.ConfigurationError as exc:
+        raise UsageError(str(exc).removeprefix("servicebus: ")) from None
+    scheme, _, rest = ref.partition(":")
+    if scheme == "env":
+        value = os.environ.get(rest)
+        if not value:
+            raise UsageError(f"--secret {ref}: {rest} is not set in this notebook's environment.")
+        return value
+    scope, _, key = rest.partition("/")
     dbutils = self.shell.user_ns.get("dbutils") if self.shell is not None else None
     if dbutils is None:
         raise UsageError("--secret reads a Databricks secret scope, but dbutils is not available here.")

@@ -23,16 +23,17 @@ COPY = parser(
     "and description too); message ids are fresh unless --keep-ids. Counts first, then asks (type\n"
     "'copy') unless --yes. Interrupted, the same command again copies only what is left.",
     f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders     # production's dead letters, home\n"
-    "  %sb_copy orders orders-copy --where 'body.total > 100' --limit 1000\n"
+    "  %sb_copy orders orders-copy --where 'body_json.total > 100' --max-messages 1000\n"
     "  %sb_copy prod:events/subscriptions/audit audit --keep-ids --yes",
 )
 COPY.add_argument("source", help=f"ENTITY or NAME:ENTITY to copy from (queue, subscription, .../{DEAD_LETTER_QUEUE})")
 COPY.add_argument("target", help="ENTITY or NAME:ENTITY: the queue or topic the copies go to")
 COPY.add_argument("--where", help="only messages matching this search expression")
-COPY.add_argument("--limit", type=COUNT, help="at most this many messages")
+COPY.add_argument("-n", "--max-messages", type=COUNT, help="at most this many messages")
 COPY.add_argument("--keep-ids", action="store_true", help="keep the message ids (duplicate detection may drop)")
 COPY.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 COPY.add_argument("--yes", action="store_true", help="do not ask first")
+COPY.rename("--limit", "--max-messages")
 
 
 def _count(source: str, where: Any, conn: LiveConnection) -> int:
@@ -77,14 +78,14 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
         name, _ = core.split_address(args.source)  # the line says prod:q, as typed
         raise core.InvalidInputError(named_in(refused.message, name, source) if name else refused.message) from None
     where = core.compile_where(args.where) if args.where else None
-    options: dict[str, Any] = {"where": args.where, "keep_ids": args.keep_ids, "limit": args.limit}
+    options: dict[str, Any] = {"where": args.where, "keep_ids": args.keep_ids, "max_messages": args.max_messages}
     state = core.copy_resume_point(source, target, source_connection=src, connection=dst, **options)
     copied = 0
     if state is not None and state.pending:  # recorded on disk: after an interrupt or a kernel restart
         copied = state.copied
         print(f"Resuming the copy: {copied} message(s) copied before.")
     found = _count(source, where, src)
-    todo = found if args.limit is None else min(found, args.limit)
+    todo = found if args.max_messages is None else min(found, args.max_messages)
     todo = max(todo - copied, 0)
     what = "matching message(s)" if where is not None else "message(s)"
     if not todo:

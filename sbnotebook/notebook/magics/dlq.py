@@ -34,7 +34,7 @@ DLQ.add_argument("entity", help="the entity whose dead-letter queue to look at")
 DLQ.add_argument("--summary", action="store_true", help="the counts table, not the panel")
 DLQ.add_argument("--by", choices=list(BY), default="reason", help="what the summary groups by (default: reason)")
 DLQ.add_argument("--count", action="store_true", help="the panel starts counting every message at once")
-DLQ.add_argument("-n", type=COUNT, dest="count_limit", default=None, help="count at most N messages (default: all)")
+DLQ.add_argument("-n", "--max-messages", type=COUNT, help="count at most this many messages (default: all)")
 
 
 @command(DLQ)
@@ -47,7 +47,7 @@ def sb_dlq(self: MagicsState, args: argparse.Namespace) -> Any:
             if args.count:
                 panel.count()
             return panel
-    return summary(path, self.conn(), args.by, args.count_limit, self.bound_name)
+    return summary(path, self.conn(), args.by, args.max_messages, self.bound_name)
 
 
 def summary(path: EntityPath, conn: LiveConnection, by: str, limit: int | None, name: str | None = None) -> Any:
@@ -67,7 +67,7 @@ def summary(path: EntityPath, conn: LiveConnection, by: str, limit: int | None, 
 
     interrupted = False
     try:
-        core.group_counts(dlq, into=counting, progress=progress, limit=limit, connection=conn)
+        core.group_counts(dlq, into=counting, progress=progress, max_messages=limit, connection=conn)
     except KeyboardInterrupt:
         interrupted = True
         print(f"Interrupted: partial counts of the first {counting.scanned:,} messages.")
@@ -84,7 +84,7 @@ def counted_line(counting: GroupCounts, path: str, by: str, interrupted: bool) -
     uncounted, and the line must not read as the size of the dead-letter queue."""
     total = counting.total
     if total is not None and counting.scanned < total:
-        why = "interrupted" if interrupted else "the -n limit" if counting.limit is not None else "stopped"
+        why = "interrupted" if interrupted else "--max-messages" if counting.limit is not None else "stopped"
         return (
             f"The first {counting.scanned:,} of {total:,} dead-lettered messages in {path} by {by} "
             f"({why}: the rest were not counted)."

@@ -26,7 +26,7 @@ EXPORT = parser(
     "Interrupted, the same command again appends what is left (FILE.exporting marks it unfinished).",
     "  %sb_export orders orders.jsonl\n"
     "  %sb_export orders parked.jsonl --dlq\n"
-    "  %sb_export orders big.jsonl --where 'body.total > 100'",
+    "  %sb_export orders big.jsonl --where 'body_json.total > 100'",
 )
 EXPORT.add_argument("entity")
 EXPORT.add_argument(

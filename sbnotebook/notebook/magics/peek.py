@@ -20,19 +20,26 @@ PEEK = parser(
     "  df = %sb_peek orders -n 500 --json\n"
     "  %sb_peek orders --from-seq 101                 # the next page\n"
     "  %sb_peek orders --dlq --where 'dead_letter_reason == \"MaxDeliveryCountExceeded\"'\n"
-    '  %sb_peek orders --where \'$.customer.id == "c-7" and props.priority == "high"\'\n'
-    "  %sb_peek sessions --session s-1",
+    '  %sb_peek orders --where \'body_json.customer.id == "c-7" and props.priority == "high"\'\n'
+    "  %sb_peek sessions --session-id s-1",
 )
 PEEK.add_argument("entity", help=f"queue, topic/subscriptions/name, or either with /{DEAD_LETTER_QUEUE}")
-PEEK.add_argument("-n", type=COUNT, dest="count", help="how many messages (default: SbMagics.peek_count)")
+PEEK.add_argument(
+    "-n",
+    "--max-messages",
+    type=COUNT,
+    dest="max_messages",
+    help="at most this many (default: SbMagics.peek_max_messages)",
+)
 PEEK.add_argument("--from-seq", type=whole(0), default=1, dest="from_seq", help="first sequence number")
 PEEK.add_argument("--dlq", action="store_true", help="peek the entity's dead-letter queue")
-PEEK.add_argument("--session", help="peek one session")
-PEEK.add_argument("--where", help="search expression over properties and body fields ($.a.b, body.a, props.p)")
+PEEK.add_argument("--session-id", help="peek one session")
+PEEK.add_argument("--where", help="search expression over properties and body fields (body_json.a.b, props.p)")
 PEEK.add_argument(
     "--scan", type=COUNT, default=core.SEARCH_SCAN_LIMIT, help="with --where: look through at most this many messages"
 )
-PEEK.add_argument("--json", action="store_true", help="decode JSON bodies into body.* columns")
+PEEK.add_argument("--json", action="store_true", help="decode JSON bodies into body_json.* columns")
+PEEK.rename("--session", "--session-id")
 
 BROWSE = parser(
     "sb_browse",
@@ -47,14 +54,14 @@ BROWSE.add_argument("-n", type=COUNT, dest="count", default=50, help="messages p
 @command(PEEK)
 def sb_peek(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
-    count = args.count if args.count is not None else self.peek_count
+    count = args.max_messages if args.max_messages is not None else self.peek_max_messages
     found = core.peek(
         entity,
         from_sequence_number=args.from_seq,
-        count=count,
+        max_messages=count,
         where=args.where,
         scan_limit=args.scan,
-        session_id=args.session,
+        session_id=args.session_id,
         connection=self.conn(),
     )
     summarise_page(shown(self, entity), found, args.scan)

@@ -22,7 +22,7 @@ PURGE = parser(
     "  %sb_purge orders --dlq                  # the dead-letter queue\n"
     "  %sb_purge orders --deferred --scheduled # deferred and scheduled ones only\n"
     "  %sb_purge orders --all --yes            # everything, DLQ included, without asking\n"
-    "  %sb_purge carts --deferred --session c-7 # one session of a session-enabled queue\n"
+    "  %sb_purge carts --deferred --session-ids c-7 # one session of a session-enabled queue\n"
     "  %sb_purge orders --panel                # buttons, with the same counted confirmation",
 )
 PURGE.add_argument("entity", help="queue or topic/subscriptions/name")
@@ -32,13 +32,14 @@ PURGE.add_argument("--deferred", action="store_true", help="deferred messages")
 PURGE.add_argument("--scheduled", action="store_true", help="scheduled messages (queues)")
 PURGE.add_argument("--all", action="store_true", help="active, deferred, scheduled and dead-lettered")
 PURGE.add_argument(
-    "--session",
+    "--session-ids",
     metavar="ID[,ID...]",
     help="session-enabled entities: only these sessions (needed for a session holding nothing but deferred"
     " or scheduled messages, which Service Bus does not list)",
 )
 PURGE.add_argument("--yes", action="store_true", help="do not ask first")
 PURGE.add_argument("--panel", action="store_true", help="the purge panel (purge and cancel-scheduled buttons)")
+PURGE.rename("--session", "--session-ids")
 
 CANCEL = parser(
     "sb_cancel_scheduled",
@@ -59,7 +60,7 @@ def sb_purge(self: MagicsState, args: argparse.Namespace) -> Any:
         return PurgePanel(args.entity, connection=self.conn())
     named = [k for k in ("active", "deferred", "scheduled", "dlq") if getattr(args, k)]
     kinds = ("active", "deferred", "scheduled", "dlq") if args.all else tuple(named) or ("active",)
-    sessions = tuple(s.strip() for s in args.session.split(",")) if args.session is not None else None
+    sessions = tuple(s.strip() for s in args.session_ids.split(",")) if args.session_ids is not None else None
     if sessions is not None and args.all:
         kinds = ("active", "deferred", "scheduled")  # a session has no dead-letter queue of its own
     plan = plan_purge(args.entity, kinds, sessions=sessions, connection=self.conn())

@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from ... import core
 from ..cells import parse_rows
 from .command import COUNT, Reported, command, parser, seconds
-from .targets import batch_address, sequence_numbers, shown, with_dlq
+from .targets import sequence_numbers, shown, with_dlq
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -25,16 +25,26 @@ RECEIVE = parser(
     "  %sb_receive orders --deferred 41,42              # fetch deferred messages by sequence number",
 )
 RECEIVE.add_argument("entity")
-RECEIVE.add_argument("-n", type=COUNT, dest="count", help="how many messages (default: SbMagics.receive_count)")
+RECEIVE.add_argument(
+    "-n",
+    "--max-messages",
+    type=COUNT,
+    dest="max_messages",
+    help="at most this many (default: SbMagics.receive_max_messages)",
+)
 RECEIVE.add_argument("--mode", choices=["peek-lock", "receive-and-delete"], default="peek-lock")
 RECEIVE.add_argument(
-    "--wait", type=seconds(zero=True), help="seconds to wait for the first message (0: take what is there)"
+    "--wait-seconds",
+    type=seconds(zero=True),
+    help="seconds to wait for the first message (0: take what is there; default: SbMagics.wait_seconds)",
 )
 RECEIVE.add_argument("--dlq", action="store_true", help="receive from the dead-letter queue")
-RECEIVE.add_argument("--session", help="receive from one session")
+RECEIVE.add_argument("--session-id", help="receive from one session")
 RECEIVE.add_argument("--deferred", metavar="SEQ,...", help="fetch these deferred messages by sequence number")
 RECEIVE.add_argument("--yes", action="store_true", help="do not ask before receive-and-delete")
 RECEIVE.add_argument("--panel", action="store_true", help="show the settlement panel for the batch")
+RECEIVE.rename("--wait", "--wait-seconds")
+RECEIVE.rename("--session", "--session-id")
 
 SETTLE = parser(
     "sb_settle",
@@ -56,7 +66,7 @@ SETTLE.add_argument("--yes", action="store_true", help="do not ask before settli
 @command(RECEIVE)
 def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
-    count = args.count if args.count is not None else self.receive_count
+    count = args.max_messages if args.max_messages is not None else self.receive_max_messages
     common: dict[str, Any] = {
         "max_in_flight": self.max_in_flight,
         "max_renewal": self.max_renewal,
@@ -71,10 +81,10 @@ def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
             self.ask(f"receive-and-delete removes up to {count} messages from {where} for good.", "delete")
         batch = core.receive(
             entity,
-            count=count,
+            max_messages=count,
             mode=args.mode,
-            wait=self.wait_seconds if args.wait is None else args.wait,
-            session_id=args.session,
+            wait_seconds=self.wait_seconds if args.wait_seconds is None else args.wait_seconds,
+            session_id=args.session_id,
             **common,
         )
     self.batches.append(batch)
@@ -98,7 +108,6 @@ def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
 @command(SETTLE)
 def sb_settle(self: MagicsState, args: argparse.Namespace) -> Any:
     batch = self.batch(args.batch)
-    where = batch_address(self, batch)  # prod:orders for a batch of a named connection
     if args.action == "close":
         held = len(batch.unsettled)
         batch.close()
@@ -111,16 +120,15 @@ def sb_settle(self: MagicsState, args: argparse.Namespace) -> Any:
             raise UsageError(f"Say which rows to {args.action}: row numbers (0,2,5-7) or 'all'.")
         rows = parse_rows(args.rows, len(batch))
         if rows is None and len(batch.unsettled) > 1 and not args.yes and args.action != "abandon":
-            self.ask(f"{args.action} all {len(batch.unsettled)} unsettled messages of {where}?", "yes")
+            self.ask(f"{args.action} all {len(batch.unsettled)} unsettled messages of {batch.entity}?", "yes")
         if rows is None:  # 'all': every row not settled yet, lost locks included (they report as lost)
             rows = [i for i in range(len(batch)) if batch.status(i) in ("locked", "lock_lost")]
             if not rows:
-                print(f"Every row of this batch of {where} is settled already; nothing to {args.action}.")
+                print(f"Every row of this batch of {batch.entity} is settled already; nothing to {args.action}.")
                 return batch.to_pandas()
         if args.action == "dead-letter":
             report = batch.dead_letter(rows, reason=args.reason, description=args.description)
         else:
             report = getattr(batch, args.action)(rows)
-    report.entity = where
     print(report.summary())
     return Reported(report, report.to_pandas())  # not ok (a lost lock): fails the cell (command.finished)

@@ -28,7 +28,7 @@ RESUBMIT = parser(
     "  %sb_resubmit orders\n"
     "  %sb_resubmit orders --where 'dead_letter_reason == \"bad-total\"' --patch '{\"total\": 0}'\n"
     "  %sb_resubmit orders --prop retried=yes --prop priority:=3 --remove-prop debug --subject order\n"
-    "  %sb_resubmit orders --ttl 1h --session-id s-1 --limit 10 --yes\n"
+    "  %sb_resubmit orders --ttl 1h --session-id s-1 --max-messages 10 --yes\n"
     "  %sb_resubmit events/subscriptions/audit --target audit-retry",
 )
 RESUBMIT.add_argument("entity", help="the entity whose dead-letter queue to resubmit from (or the DLQ's path)")
@@ -42,11 +42,12 @@ RESUBMIT.add_argument("--remove-prop", metavar="NAME", action="append", default=
 RESUBMIT.add_argument("--subject", help="set the subject")
 RESUBMIT.add_argument("--ttl", metavar="D", help="set the time to live (30m, 1d)")
 RESUBMIT.add_argument("--session-id", dest="session_id", help="set the session id")
-RESUBMIT.add_argument("--limit", type=COUNT, help="at most this many messages")
+RESUBMIT.add_argument("-n", "--max-messages", type=COUNT, help="at most this many messages")
 RESUBMIT.add_argument("--keep-ids", action="store_true", help="keep the message ids (duplicate detection may drop)")
 RESUBMIT.add_argument("--allow-fan-out", action="store_true", help="allow the topic as target (every subscription)")
 RESUBMIT.add_argument("--preview", type=whole(0), default=3, help="how many messages the diff shows")
 RESUBMIT.add_argument("--yes", action="store_true", help="do not ask first")
+RESUBMIT.rename("--limit", "--max-messages")
 
 
 def message_edit(args: argparse.Namespace) -> MessageEdit:
@@ -67,7 +68,7 @@ def _selection(source: str, where: Any, limit: int | None, preview: int, conn: A
     them, for the confirmation. Memory stays flat: nothing else is kept. Without a search the
     count is the dead-letter count (one request to the administration API); where that is refused,
     or with a search, the DLQ is scanned."""
-    first = list(next(iter(core.scan(source, limit=max(preview, 1), connection=conn)), []))
+    first = list(next(iter(core.scan(source, max_messages=max(preview, 1), connection=conn)), []))
     if where is None:
         try:
             total = core.counts(source, connection=conn).dead_letter
@@ -101,7 +102,7 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     edit = message_edit(args)
     where = core.compile_where(args.where) if args.where else None
     conn = self.conn()
-    count, shown = _selection(source, where, args.limit, args.preview, conn)
+    count, shown = _selection(source, where, args.max_messages, args.preview, conn)
     if not count:
         print(f"Nothing to resubmit in {named(self, source)}" + (" matching --where." if where else "."))
         return None
@@ -120,7 +121,7 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
         target=target,
         where=where,
         edit=None if edit.empty else edit,
-        limit=count,
+        max_messages=count,
         keep_message_id=args.keep_ids,
         allow_fan_out=args.allow_fan_out,
         max_in_flight=self.max_in_flight,

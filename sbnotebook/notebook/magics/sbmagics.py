@@ -8,10 +8,11 @@ from typing import Any, NoReturn
 
 from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-from traitlets import Bool, CaselessStrEnum, Float, Int
+from traitlets import Bool, CaselessStrEnum, Float, Int, observe
 
 from ... import core
 from ...core import LiveConnection, LockedBatch
+from ...core.renames import deprecated
 from ..config import project_settings
 from ..widgets import grid as grid_mod
 from . import connect, copying, dlq, entities, files, peek, purge, receive, resubmit, send, sessions, stats, tail
@@ -19,13 +20,17 @@ from .command import Declined, fail
 from .sdklogs import SdkLogSummary
 from .state import NameCache
 
+RENAMED_SETTINGS = {"peek_count": "peek_max_messages", "receive_count": "receive_max_messages"}  # old -> new
+
 
 @magics_class
 class SbMagics(Magics):
     """Service Bus in the notebook. Settings: ``%config SbMagics`` (or [tool.sbnotebook] in pyproject.toml)."""
 
-    peek_count = Int(100, min=1, help="How many messages %sb_peek shows by default.").tag(config=True)
-    receive_count = Int(10, min=1, help="How many messages %sb_receive takes by default.").tag(config=True)
+    peek_max_messages = Int(100, min=1, help="At most this many messages %sb_peek shows by default.").tag(config=True)
+    receive_max_messages = Int(10, min=1, help="At most this many messages %sb_receive takes by default.").tag(
+        config=True
+    )
     max_in_flight = Int(10, min=1, help="Send and settlement operations in flight at once.").tag(config=True)
     wait_seconds = Float(5.0, min=0.0, help="How long %sb_receive waits for the first message.").tag(config=True)
     max_renewal = Float(300.0, min=0.0, help="Seconds a received batch's locks are renewed for while open.").tag(
@@ -41,6 +46,11 @@ class SbMagics(Magics):
     websockets = Bool(
         False, help="Dial AMQP over WebSockets (port 443) where port 5671 is blocked, as %sb_connect --websockets."
     ).tag(config=True)
+
+    # Old names kept for one release (docs/names.md): setting one sets its new name and says so once.
+    # None by default, so that any value given (even the default's) is seen and passed on.
+    peek_count = Int(None, allow_none=True, min=1, help="Deprecated: peek_max_messages.").tag(config=True)
+    receive_count = Int(None, allow_none=True, min=1, help="Deprecated: receive_max_messages.").tag(config=True)
 
     grid = CaselessStrEnum(
         grid_mod.GRID_MODES,
@@ -72,10 +82,14 @@ class SbMagics(Magics):
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         # Read first: an unknown setting fails loading before this object joins the shell's configurables.
-        settings = project_settings(type(self).class_trait_names(config=True))
+        settings = project_settings(type(self).class_trait_names(config=True), old=RENAMED_SETTINGS)
         super().__init__(shell=shell, **kwargs)
-        explicit = set(self.config.get("SbMagics", {}))
+        explicit = {RENAMED_SETTINGS.get(name, name) for name in self.config.get("SbMagics", {})}
         for name, value in settings.items():
+            new = RENAMED_SETTINGS.get(name)
+            if new is not None:
+                deprecated(f"{name.replace('_', '-')} in [tool.sbnotebook]", new.replace("_", "-"))
+                name = new
             if name not in explicit:
                 setattr(self, name, value)
         self.connection: LiveConnection | None = None  # from %sb_connect; every command and panel uses it
@@ -89,6 +103,13 @@ class SbMagics(Magics):
         self.sdk_logs = SdkLogSummary()
         self.sdk_logs.install(show=self.full_tracebacks)
         self.observe(lambda change: self.sdk_logs.install(show=change["new"]), names="full_tracebacks")
+
+    @observe(*RENAMED_SETTINGS)
+    def _renamed_setting(self, change: Any) -> None:
+        if change["new"] is not None:
+            new = RENAMED_SETTINGS[change["name"]]
+            deprecated(f"SbMagics.{change['name']}", f"SbMagics.{new}")
+            setattr(self, new, change["new"])
 
     def fail(self, exc: BaseException) -> NoReturn:
         """Fail the command and its cell with ``exc`` in one line (command.py)."""

@@ -20,8 +20,8 @@ class NameCache(Protocol):
 class MagicsState(Protocol):
     """The settings and shared state of ``SbMagics`` (sbmagics.py) that commands read and change."""
 
-    peek_count: int
-    receive_count: int
+    peek_max_messages: int
+    receive_max_messages: int
     max_in_flight: int
     wait_seconds: float
     max_renewal: float

@@ -40,7 +40,7 @@ def sb_stats(self: MagicsState, args: argparse.Namespace) -> Any:
         if i:
             time.sleep(args.interval)
         history.append((dt.datetime.now(dt.UTC), core.counts(path, connection=self.conn())))
-    page = core.peek(path, count=args.count, connection=self.conn())
+    page = core.peek(path, max_messages=args.count, connection=self.conn())
     return stats_figure(shown(self, path), history, page.records)
 
 

@@ -44,7 +44,9 @@ class MessageBrowser(GridSelection, W.VBox):
         shown = str(EntityPath.parse(bare).parent)
         self.entity_box = W.Text(value=f"{name}:{shown}" if name else shown, description="Entity")
         self.dlq_box = W.Checkbox(value=dead_letter, description="Dead-letter queue")
-        self.search_box = W.Text(placeholder='$.customer.id == "c-7" or props.priority == "high"', description="Search")
+        self.search_box = W.Text(
+            placeholder='body_json.customer.id == "c-7" or props.priority == "high"', description="Search"
+        )
         self.jump_box = W.BoundedIntText(value=1, min=0, max=2**62, description="From seq")
         self.prev_button = W.Button(description="◀ Previous")
         self.next_button = W.Button(description="Next ▶")
@@ -95,7 +97,7 @@ class MessageBrowser(GridSelection, W.VBox):
         found = core.peek(
             self.entity,
             from_sequence_number=start,
-            count=self.page_size,
+            max_messages=self.page_size,
             where=self.where,
             scan_limit=self.scan_limit,
             connection=self.connection,

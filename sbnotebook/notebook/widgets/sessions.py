@@ -145,7 +145,7 @@ class SessionsPanel(W.VBox):
     def peek(self) -> None:
         """The selected session's messages (peeked: nothing is locked or counted)."""
         session_id = self._need_session()
-        page = core.peek(self.entity, count=self.peek_count, session_id=session_id, connection=self.connection)
+        page = core.peek(self.entity, max_messages=self.peek_count, session_id=session_id, connection=self.connection)
         frame = page.to_pandas()
         shown = frame[["sequence_number", "state", "subject", "enqueued_time", "body_text"]].copy()
         shown["body_text"] = shown["body_text"].map(lambda text: None if text is None else str(text)[:120])

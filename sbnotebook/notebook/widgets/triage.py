@@ -133,7 +133,7 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         # The runtime counts (administration API) and the first page (a peek) at once: one round trip.
         with ThreadPoolExecutor(1, thread_name_prefix="sbnotebook-counts") as pool:
             counted = pool.submit(core.counts, self.source, connection=self.connection)
-            self.first_page = core.peek(self.dlq, count=self.limit, connection=self.connection).records
+            self.first_page = core.peek(self.dlq, max_messages=self.limit, connection=self.connection).records
             self.total = counted.result().dead_letter
         self.records = self.first_page
         self._found.clear()
@@ -297,7 +297,7 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         """Up to ``limit`` dead-lettered messages that ``keep`` takes, scanned from ``start`` (at most
         ``scan_limit`` looked at); ends early on ``stop`` or when the reader has ``moved_on``."""
         found: list[dict[str, Any]] = []
-        pages = core.scan(self.dlq, start=start, limit=scan_limit, connection=self.connection)
+        pages = core.scan(self.dlq, start=start, max_messages=scan_limit, connection=self.connection)
         try:
             for page in pages:
                 found.extend(r for r in page if keep(r))

@@ -1,0 +1,79 @@
+"""Old names kept for one release: each still works, and says once per process what replaced it.
+
+docs/names.md is the table of the names (one per idea, the same words in magics, ``core``, Spark
+options and settings) and of the old names kept until ``REMOVED_IN``; tests/project/test_names.py checks it
+against the code. A ``FutureWarning``, not a ``DeprecationWarning``: Python shows it to the person
+running a notebook or a job, who is the one who has to change the name (a DeprecationWarning is
+hidden outside ``__main__``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+REMOVED_IN = "0.3.0"
+P = ParamSpec("P")
+R = TypeVar("R")
+
+WARNED: set[str] = set()  # the old names said in this process: each is said once
+_lock = threading.Lock()
+
+
+def deprecated(old: str, new: str, *, stacklevel: int = 2) -> None:
+    """Say once per process that ``old`` is now ``new`` (one line: the old name, the new one, when the
+    old one goes)."""
+    with _lock:
+        if old in WARNED:
+            return
+        WARNED.add(old)
+    warnings.warn(
+        f"{old} is deprecated: use {new} ({old} goes in sbnotebook {REMOVED_IN}; docs/names.md)",
+        FutureWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
+def renamed(**old_to_new: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A function's keywords renamed: ``@renamed(count="max_messages")`` takes ``count=`` as
+    ``max_messages=`` with a warning, and refuses both at once. The signature shown (help,
+    ``inspect.signature``) is the new one; a coroutine function stays one."""
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        module = fn.__module__.split(".")
+        where = f"core.{fn.__name__}" if module[:2] == ["sbnotebook", "core"] else f"{fn.__module__}.{fn.__name__}"
+
+        def moved(kwargs: dict[str, Any]) -> None:
+            for old, new in old_to_new.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"{where}() takes {new}= (not also {old}=, its old name)")
+                    deprecated(f"{where}({old}=)", f"{where}({new}=)", stacklevel=3)
+                    kwargs[new] = kwargs.pop(old)
+
+        call: Any
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def call(*args: Any, **kwargs: Any) -> Any:
+                moved(kwargs)
+                return await fn(*args, **kwargs)
+
+        else:
+
+            @functools.wraps(fn)
+            def call(*args: Any, **kwargs: Any) -> Any:
+                moved(kwargs)
+                return fn(*args, **kwargs)
+
+        call.__renamed__ = dict(old_to_new)  # read by tests/project/test_names.py
+        if hasattr(fn, "__wrapped__"):
+            # A sync form (syncforms.py) stands for its async operation: so does its renamed form.
+            call.__wrapped__ = fn.__wrapped__
+        return call
+
+    return decorate

@@ -78,7 +78,7 @@ def dbr15(session: nox.Session) -> None:
     # The browser test's lab is picked by ipywidgets' major version: 7 pairs with JupyterLab 3 and
     # jupyterlab_widgets 1.x (tests/widgets/browser-widgets7.txt), both constrained by the runtime's set too.
     _install_runtime(
-        session, "15.4", "-e", ".[notebook]", "-c", str(BROWSER_WIDGETS7), "jupyterlab<4", "playwright>=1.40"
+        session, "15.4", "-e", ".[notebook,websockets]", "-c", str(BROWSER_WIDGETS7), "jupyterlab<4", "playwright>=1.40"
     )
     session.run(
         "python",
@@ -92,7 +92,7 @@ def dbr15(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def spark40(session: nox.Session) -> None:
     """The Spark batch and streaming sources and the Spark tutorials on pyspark 4.0.x (DBR 17.3's set)."""
-    _install_runtime(session, "17.3", "-e", ".[notebook]", "pyspark[connect]>=4.0,<4.1")
+    _install_runtime(session, "17.3", "-e", ".[notebook,websockets]", "pyspark[connect]>=4.0,<4.1")
     session.run("python", "-c", "import pyspark; print('pyspark', pyspark.__version__)")
     _pytest(session, suites.spark40(), "2")
 
@@ -101,9 +101,9 @@ def spark40(session: nox.Session) -> None:
 def sdk_floor(session: nox.Session) -> None:
     """The core and emulator tests on the oldest azure-servicebus pyproject.toml allows, exactly."""
     pin = suites.sdk_floor_pin()
-    # websocket-client: the SDK's sync WebSocket transport (the one-port and TLS tests' wss cases);
-    # the other sessions get it with jupyterlab and jupyter.
-    session.install("-e", ".[notebook]", pin, "websocket-client", *TEST_TOOLS)
+    # The websockets extra in every session: aiohttp for the kit's connections over WebSockets (the SDK's
+    # async transport), websocket-client for the tests' sync clients over wss (one-port, TLS).
+    session.install("-e", ".[notebook,websockets]", pin, *TEST_TOOLS)
     installed = "from importlib.metadata import version; print('azure-servicebus', version('azure-servicebus'))"
     session.run("python", "-c", installed)
     _pytest(session, suites.sdk_floor(), "4")

@@ -308,6 +308,12 @@ def test_every_line_of_a_command_on_a_named_connection_says_name_colon_entity(
     out = capsys.readouterr().out
     assert "Purge prod:q: 2 active message(s)" in out and str(report).startswith("purge prod:q: 2 purged"), out
     assert ip.user_ns["sb_last_report"].entity == "prod:q"
+    send(prod_client, "q", "r1", "r2")  # a batch received on prod: %sb_settle's lines name prod:q too
+    line(ip, "sb_receive prod:q -n 2 --wait 5")
+    capsys.readouterr()
+    line(ip, "sb_settle complete all --yes")
+    out = capsys.readouterr().out
+    assert "complete prod:q: 2 completed of 2" in out and ip.user_ns["sb_last_report"].entity == "prod:q", out
     for text in ("sb_peek prod:nosuch", "sb_tail prod:nosuch --seconds 1", "sb_dlq prod:nosuch --summary"):
         shown = magic_fails(ip, text)  # one line, the cell fails, naming prod's entity
         assert "Entity not found (prod:nosuch)" in shown, (text, shown)

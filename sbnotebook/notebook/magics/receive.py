@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from ... import core
 from ..cells import parse_rows
 from .command import COUNT, Reported, command, parser, seconds
-from .targets import sequence_numbers, shown, with_dlq
+from .targets import batch_address, sequence_numbers, shown, with_dlq
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -108,6 +108,7 @@ def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
 @command(SETTLE)
 def sb_settle(self: MagicsState, args: argparse.Namespace) -> Any:
     batch = self.batch(args.batch)
+    where = batch_address(self, batch)  # prod:orders for a batch of a named connection
     if args.action == "close":
         held = len(batch.unsettled)
         batch.close()
@@ -120,15 +121,16 @@ def sb_settle(self: MagicsState, args: argparse.Namespace) -> Any:
             raise UsageError(f"Say which rows to {args.action}: row numbers (0,2,5-7) or 'all'.")
         rows = parse_rows(args.rows, len(batch))
         if rows is None and len(batch.unsettled) > 1 and not args.yes and args.action != "abandon":
-            self.ask(f"{args.action} all {len(batch.unsettled)} unsettled messages of {batch.entity}?", "yes")
+            self.ask(f"{args.action} all {len(batch.unsettled)} unsettled messages of {where}?", "yes")
         if rows is None:  # 'all': every row not settled yet, lost locks included (they report as lost)
             rows = [i for i in range(len(batch)) if batch.status(i) in ("locked", "lock_lost")]
             if not rows:
-                print(f"Every row of this batch of {batch.entity} is settled already; nothing to {args.action}.")
+                print(f"Every row of this batch of {where} is settled already; nothing to {args.action}.")
                 return batch.to_pandas()
         if args.action == "dead-letter":
             report = batch.dead_letter(rows, reason=args.reason, description=args.description)
         else:
             report = getattr(batch, args.action)(rows)
+    report.entity = where
     print(report.summary())
     return Reported(report, report.to_pandas())  # not ok (a lost lock): fails the cell (command.finished)

@@ -56,6 +56,16 @@ def shown(self: MagicsState, entity: object) -> str:
     return f"{self.bound_name}:{text}" if self.bound_name and ":" not in text else text
 
 
+def batch_address(self: MagicsState, batch: core.LockedBatch) -> str:
+    """A batch's entity as %sb_settle's lines name it: ``NAME:ENTITY`` for a batch received on a named
+    connection (``%sb_receive prod:orders``), else ``ENTITY``."""
+    if batch.connection is not self.connection:
+        for name, conn in sorted(self.connections.items()):
+            if conn is batch.connection:
+                return f"{name}:{batch.entity}"
+    return batch.entity
+
+
 def label_report(self: MagicsState, report: core.Report) -> None:
     """A Report of a command on a named connection names NAME:ENTITY (and NAME:TARGET)."""
     if self.bound_name:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,42 @@ def test_relative_links_resolve(doc: Path) -> None:
         if not (doc.parent / file).exists():
             broken.append(target)
     assert not broken, f"{doc.name}: links to missing files: {broken}"
+
+
+def _headings(path: Path) -> set[str]:
+    """The anchors of a page's headings, as the docs site makes them (Python-Markdown's toc slugify;
+    a repeated heading gets _1, _2, ...)."""
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    found: set[str] = set()
+    for heading in re.findall(r"^#+\s+(.*?)\s*#*$", text, re.M):
+        plain = unicodedata.normalize("NFKD", heading).encode("ascii", "ignore").decode("ascii")
+        slug = re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", plain).strip().lower())
+        n = 0
+        while (f"{slug}_{n}" if n else slug) in found:
+            n += 1
+        found.add(f"{slug}_{n}" if n else slug)
+    return found
+
+
+@pytest.mark.parametrize("doc", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: p.name)
+def test_links_to_a_heading_find_it(doc: Path) -> None:
+    """``page.md#anchor`` (or ``#anchor``) names a heading the page has: a renamed heading breaks the
+    links to it silently otherwise (the site build only logs it)."""
+    broken = []
+    for target in _links(doc):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or "#" not in target:
+            continue
+        file, anchor = target.split("#", 1)
+        page = doc if not file else doc.parent / file
+        if page.suffix == ".md" and page.exists() and anchor not in _headings(page):
+            broken.append(target)
+    assert not broken, f"{doc.name}: links to headings that do not exist: {broken}"
+
+
+def test_the_heading_check_can_fail(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# Port 5671 blocked: AMQP over WebSockets on 443\n\n## Notes\n\n## Notes\n", encoding="utf-8")
+    assert _headings(page) == {"port-5671-blocked-amqp-over-websockets-on-443", "notes", "notes_1"}
 
 
 TEST_FILE = re.compile(r"(?<![\w/.-])((?:tests/)?(?:\w+/)*test_\w+\.py)\b")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import socket
+import sys
 import urllib.request
 from pathlib import Path
 from urllib.error import HTTPError
@@ -279,6 +281,28 @@ def test_websocket_upgrade_without_the_version_is_refused(emulator: Emulator) ->
                 reply += chunk
         assert reply.startswith(b"HTTP/1.1 " + status), reply
     _still_serves_websocket_clients(emulator)
+
+
+def test_without_wsproto_an_upgrade_gets_503_and_amqp_is_still_served(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An environment made before wsproto was a dependency: the loop imports websocket.py on the first
+    upgrade, so an upgrade is refused with 503 and a log line naming the package, and plain AMQP is
+    served as before."""
+    assert emulator.port is not None
+    monkeypatch.setitem(sys.modules, "wsproto", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "sbnotebook.emulator.websocket", raising=False)  # imported again
+    with caplog.at_level(logging.ERROR, logger="sbnotebook.emulator"):
+        with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as s:
+            s.sendall(UPGRADE)
+            reply = b""
+            while chunk := s.recv(1024):
+                reply += chunk
+    assert reply.startswith(b"HTTP/1.1 503 "), reply
+    assert any("pip install wsproto" in r.getMessage() for r in caplog.records), caplog.records
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as c:
+        send(c, "q", "plain")
+        assert [str(m) for m in drain(c, "q")] == ["plain"]
 
 
 _frames = st.lists(

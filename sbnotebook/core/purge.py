@@ -2,12 +2,13 @@
 
 Destructive by name: the notebook layer asks for confirmation before calling it.
 
-Active messages are deleted on the server first (core/purge_on_server.py): ``batch-delete-messages``,
-what the portal's purge and the .NET and JS SDKs' ``PurgeMessages`` use, up to 4,000 per request, a
-few requests in flight, no body crossing the network. What that leaves is then taken the slower way, logged once and noted
-in the Report: deferred messages (fetched by sequence number), scheduled ones (cancelled), messages
-locked by a receiver at the time, sessions the server did not empty, and everything when the
-service refuses batch delete (partitioned entities, an older emulator).
+Active messages are deleted on the server first (core/purge_on_server.py):
+``batch-delete-messages``, what the portal's purge and the .NET and JS SDKs' ``PurgeMessages`` use,
+up to 4,000 per request, a few requests in flight, no body crossing the network. What that leaves is
+then taken the slower way, logged once and noted in the Report: deferred messages (fetched by
+sequence number), scheduled ones (cancelled), messages locked by a receiver at the time, sessions
+the server did not empty, and everything when the service refuses batch delete (partitioned
+entities, an older emulator).
 
 A session-enabled queue or subscription refuses a receiver without a session (Service Bus says so
 when the link attaches, peeks included), so it is purged session by session: each listed session is

@@ -195,9 +195,9 @@ def connection(options: Mapping[str, str], default: Source | None) -> Source:
     return over_websockets(found) if bool_option(options, "websockets") else found
 
 
-def bool_option(options: Mapping[str, str], name: str) -> bool:
-    """``true`` or ``false`` (any case; not given: false); anything else is refused, naming the option."""
-    raw = str(options.get(name, "false")).strip().lower()
+def bool_option(options: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """``true`` or ``false`` (any case; not given: ``default``); anything else is refused, naming the option."""
+    raw = str(options.get(name, str(default))).strip().lower()
     if raw not in ("true", "false"):
         raise OptionError(f"servicebus: option {name} must be true or false, not {options.get(name)!r}.")
     return raw == "true"

@@ -27,6 +27,7 @@ from ..core import (
 )
 from .options import (
     OptionError,
+    bool_option,
     check_known,
     connection,
     entity,
@@ -301,7 +302,7 @@ class WriteOptions(Target):
             connection=connection(options, default_connection),
             entity=path,
             max_in_flight=int_option(options, "maxInFlight", 10, 1),
-            batch=str(options.get("batch", "true")).lower() != "false",
+            batch=bool_option(options, "batch", default=True),
             struct_columns=structs,
         )
         check_exists(parsed.connection, path)

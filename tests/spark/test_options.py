@@ -168,3 +168,19 @@ def test_the_websockets_option_reaches_every_kind_of_source(
     assert ReadSpec({"entity": "q", "websockets": "true"}, 2, default).read().conn().websockets
     with pytest.raises(OptionError, match=r"option websockets must be true or false, not 'yes'\."):
         parse("read", {**given, "websockets": "yes"})
+
+
+def test_batch_is_true_or_false_as_every_boolean_option_is(emulator: Emulator) -> None:
+    """A write's batch option is read as websockets is: true or false, anything else refused (a '0' or a
+    misspelt 'flase' batched the sends before, silently)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from sbnotebook.spark.spec import WriteOptions
+
+    schema = StructType([StructField("body", StringType())])
+    given = {"entity": "q", "connectionString": emulator.connection_string}
+    assert WriteOptions.parse(given, schema).batch is True
+    assert WriteOptions.parse({**given, "batch": "False"}, schema).batch is False
+    for bad in ("0", "no", "flase"):
+        with pytest.raises(OptionError, match="option batch must be true or false"):
+            WriteOptions.parse({**given, "batch": bad}, schema)

@@ -128,6 +128,32 @@ def test_every_test_file_the_code_names_exists() -> None:
     assert not [c for c in cited if not (ROOT / c[1]).is_file()]
 
 
+def test_every_keyword_a_page_gives_a_core_call_is_one_it_takes() -> None:
+    """``core.scan(entity, max_messages=None, ...)`` in docs/*.md: each keyword is a parameter of that
+    function of ``sbnotebook.core`` (a rename, 7bf14a3's ``limit`` -> ``max_messages``, leaves none behind)."""
+    import inspect
+
+    from sbnotebook import core
+
+    checked, unknown = 0, []
+    for doc in sorted((ROOT / "docs").glob("*.md")):
+        text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
+        for code in re.findall(r"`([^`]+)`", text, flags=re.S):
+            for name, args in re.findall(r"\b([a-z_][a-z0-9_]*)\(([^()]*)\)", code):
+                fn = getattr(core, name, None) if name in core.__all__ else None
+                if not callable(fn):
+                    continue
+                params = inspect.signature(fn).parameters
+                if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+                    continue
+                checked += 1
+                unknown += [
+                    f"{doc.name}: {name}({kw}=)" for kw in re.findall(r"(?<![\w.])(\w+)=", args) if kw not in params
+                ]
+    assert checked > 30  # the search finds the calls
+    assert not unknown
+
+
 def _build_docs() -> Any:
     spec = importlib.util.spec_from_file_location("build_docs", ROOT / "tools" / "build_docs.py")
     assert spec is not None and spec.loader is not None

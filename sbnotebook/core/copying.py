@@ -45,7 +45,7 @@ from .outcome import Outcome, Report
 from .pipeline import FLUSH, RetryPolicy, send_all
 from .records import to_record
 from .registry import ConnectionLike, live
-from .renames import renamed
+from .renames import no_effect, renamed
 from .resumable import LineTracker
 from .scan import PAGE_SIZE, apeek_once, sessions_refused
 from .syncforms import sync_form
@@ -227,7 +227,7 @@ async def acopy(
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
-    concurrency: int = COPY_CONCURRENCY,
+    concurrency: int | None = None,
     resume: bool = True,
     connection: ConnectionLike = None,
 ) -> Report:
@@ -242,6 +242,8 @@ async def acopy(
     messages held at once (at most ``HELD``)."""
     from .search import compile_where
 
+    if concurrency is not None:  # a peek at a time since the held bound: say so rather than ignore it
+        no_effect("copy(concurrency=)", "a copy peeks one page at a time and its held bound sets the pace")
     src_path = EntityPath.parse(source)
     dst_path = copy_target(target)
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):

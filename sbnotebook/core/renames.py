@@ -38,6 +38,17 @@ def deprecated(old: str, new: str, *, stacklevel: int = 2) -> None:
     )
 
 
+def no_effect(old: str, why: str, *, stacklevel: int = 2) -> None:
+    """Say once per process that ``old`` is still accepted but does nothing now, and why."""
+    with _lock:
+        if old in WARNED:
+            return
+        WARNED.add(old)
+    warnings.warn(
+        f"{old} has no effect: {why} ({old} goes in sbnotebook {REMOVED_IN})", FutureWarning, stacklevel=stacklevel + 1
+    )
+
+
 def renamed(**old_to_new: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """A function's keywords renamed: ``@renamed(count="max_messages")`` takes ``count=`` as
     ``max_messages=`` with a warning, and refuses both at once. The signature shown (help,

@@ -165,3 +165,24 @@ def test_the_sdk_constructor_path_copies_rely_on_is_still_there() -> None:
     source = inspect.getsource(ServiceBusMessage.__init__)
     for line in WRAP_SOURCE:
         assert line in source, f"ServiceBusMessage.__init__ no longer has {line!r}: see sbnotebook/core/sdk_messages.py"
+
+
+def test_copys_concurrency_keyword_says_once_that_it_does_nothing(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """core.copy(concurrency=) is accepted for old callers but no longer sets anything (a copy peeks
+    one page at a time): it says so once instead of being ignored in silence, and the copy still runs."""
+    from sbnotebook.core import renames
+
+    monkeypatch.setattr(renames, "WARNED", set())
+    cs = emulator.connection_string
+    core.send("q", ["a", "b"], connection=cs)
+    with pytest.warns(FutureWarning, match=r"^copy\(concurrency=\) has no effect: a copy peeks one page at a time"):
+        report = core.copy("q", "once", concurrency=4, resume=False, connection=cs)
+    assert report.ok and report.count("sent") == 2
+    assert emulator.broker.counts("once")["active"] == 2 and emulator.broker.counts("q")["active"] == 2
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        core.copy("q", "once", concurrency=4, resume=False, connection=cs)  # said once per process

@@ -75,6 +75,7 @@ from .receive import receive, receive_deferred
 from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record
 from .registry import ConnectionLike, close_all, connect
 from .registry import live as live_connection
+from .renames import deprecated
 from .resubmit import aresubmit, default_target, discard, resubmit
 from .scan import (
     PAGE_SIZE,
@@ -184,6 +185,7 @@ __all__ = [
     "deferral",
     "delete_entity",
     "delete_rule",
+    "deprecated",
     "discard",
     "duration",
     "entity_properties",

@@ -17,10 +17,10 @@ from ..core import (
     EntityPath,
     SbError,
     TimeWindow,
+    deprecated,
     redact,
     resolve,
 )
-from ..core.renames import deprecated
 from .secrets import Source, entra_ref, over_websockets, parse_ref
 
 

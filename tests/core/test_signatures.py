@@ -137,7 +137,7 @@ def test_peek_where_names_the_signature_and_an_unknown_name_lists_it(
     dead_letter(client, "q", failing(6))
     page = core.peek(DLQ, where='"failed after" in signature', connection=conn)
     assert [r["dead_letter_reason"] for r in page] == ["Timeout", "Timeout"]
-    with pytest.raises(core.InvalidInputError, match="Known names: body, props, text, signature"):
+    with pytest.raises(core.InvalidInputError, match="Known names: body_json, props, text, signature"):
         core.peek(DLQ, where="signatur == 1", connection=conn)
 
 

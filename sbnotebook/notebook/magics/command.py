@@ -33,8 +33,7 @@ from azure.core.exceptions import AzureError
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ...core import Report, SbError, is_message_not_found, redact, requires_sessions
-from ...core.renames import deprecated
+from ...core import Report, SbError, deprecated, is_message_not_found, redact, requires_sessions
 from .targets import bound_entity, label_report, named_in
 
 if TYPE_CHECKING:

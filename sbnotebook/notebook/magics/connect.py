@@ -11,7 +11,7 @@ from IPython.core.error import UsageError
 
 from ... import core
 from ...about import versions_line
-from ...core.renames import deprecated
+from ...core import deprecated
 from .command import command, one_line, parser
 
 if TYPE_CHECKING:

@@ -11,8 +11,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from traitlets import Bool, CaselessStrEnum, Float, Int, observe
 
 from ... import core
-from ...core import LiveConnection, LockedBatch
-from ...core.renames import deprecated
+from ...core import LiveConnection, LockedBatch, deprecated
 from ..config import project_settings
 from ..widgets import grid as grid_mod
 from . import connect, copying, dlq, entities, files, peek, purge, receive, resubmit, send, sessions, stats, tail

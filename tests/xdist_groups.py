@@ -27,6 +27,22 @@ _SPARK_GROUPS = {  # by path, without the suffix
 }
 
 
+# Files whose tests share a costly module fixture and run one after another on one worker, not spread
+# over four: tests/widgets/test_browser.py starts a JupyterLab server and a Chromium per form
+# (module-scoped `lab`); spread out, up to four labs and browsers started at once on two cores, and
+# the triage panel once took over 120 s to render in JupyterLab 3 (nox -s dbr15). Not JVM groups: they
+# say nothing about Spark (tests/suites.py).
+_SHARED_FIXTURE_GROUPS = {
+    "tests/widgets/test_browser": "browser",
+}
+
+
+def work_unit(nodeid: str) -> str:
+    """What xdist hands a worker at once: a JVM group, a shared-fixture group, else the test alone."""
+    path = Path(nodeid.split("::", 1)[0]).with_suffix("").as_posix()
+    return spark_group(nodeid) or _SHARED_FIXTURE_GROUPS.get(path) or nodeid
+
+
 def spark_group(nodeid: str) -> str | None:
     """The JVM group of a test or tutorial (by its file), None for the rest."""
     return _SPARK_GROUPS.get(Path(nodeid.split("::", 1)[0]).with_suffix("").as_posix())
@@ -46,7 +62,7 @@ def make_scheduler(config: Any, log: Any) -> Any:
 
     class SparkGroups(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return spark_group(nodeid) or nodeid
+            return work_unit(nodeid)
 
         def remove_node(self, node: Any) -> str | None:
             workload: dict[str, dict[str, bool]] = self.assigned_work.pop(node)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.xdist_groups import make_scheduler, spark_group
+from tests.xdist_groups import make_scheduler, spark_group, work_unit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,6 +25,14 @@ def test_spark_files_are_grouped_and_the_rest_is_not() -> None:
     assert spark_group("notebooks/08_streaming.ipynb::08_streaming.ipynb") == "spark-jvm"
     assert spark_group("tests/core/test_live.py::test_z") is None
     assert spark_group("tests/core/test_source.py::test_z") is None  # by path: the same name elsewhere is not
+
+
+def test_the_browser_tests_share_one_worker_and_are_not_a_spark_group() -> None:
+    a, b = "tests/widgets/test_browser.py::test_x[grid]", "tests/widgets/test_browser.py::test_y[plain]"
+    assert work_unit(a) == work_unit(b) == "browser"
+    assert spark_group(a) is None  # so tests/suites.py keeps them out of spark40
+    assert work_unit("tests/core/test_live.py::test_z") == "tests/core/test_live.py::test_z"
+    assert work_unit("tests/spark/test_source.py::test_x") == "spark"
 
 
 @pytest.mark.timeout(180)

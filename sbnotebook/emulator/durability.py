@@ -30,6 +30,9 @@ def open_broker(topology: Topology, clock: Clock | None = None, journal: Journal
         with _no_cyclic_gc():
             broker.restored, broker.restore_skipped = restore(broker, journal)
         broker.attach_journal(journal)
+        # What fell due while stopped fires now, journaled, as it would have running: a schedule
+        # is numbered again (firing.py) before anyone can peek or receive it under its old number.
+        broker.tick()
         # A broker killed with a long tail: fold it in now (before serving), so the next
         # start-up reads a snapshot instead of decoding the tail row by row again.
         broker.compacted_at_start = compact_if_large(broker, journal)

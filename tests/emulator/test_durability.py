@@ -7,11 +7,12 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 from azure.servicebus import ServiceBusMessage, ServiceBusMessageState, ServiceBusSubQueue
 
-from sbnotebook.emulator import Emulator
+from sbnotebook.emulator import Emulator, ManualClock
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import QuickCloseClient, drain, free_port, start_cli_emulator
 
@@ -107,3 +108,33 @@ def test_restart_keeps_sequence_numbers_schedules_and_session_state(tmp_path: Pa
             assert sorted(str(m) for m in got) == ["later", "one", "two"]  # the schedule fired after the restart
             with c.get_queue_receiver("sq", session_id="k") as r:
                 assert r.session.get_state() == b"state-1"
+
+
+def test_a_schedule_due_at_restore_is_numbered_again_before_the_broker_serves(tmp_path: Path) -> None:
+    """Falling due while stopped is falling due: at restore the message is appended with a new
+    number (as a running broker does, 867c9e7), not served under the number it was scheduled with."""
+    clock = ManualClock(time.time())  # nothing falls due unless the test moves it
+    with Emulator(TEST_TOPOLOGY, data_dir=tmp_path, clock=clock) as emu:
+        with QuickCloseClient.from_connection_string(emu.connection_string) as c:
+            with c.get_queue_sender("q") as s:
+                s.send_messages(ServiceBusMessage("one"))
+                when = dt.datetime.fromtimestamp(clock.now() + 60, dt.UTC)
+                (scheduled_seq,) = s.schedule_messages(ServiceBusMessage("later"), when)
+    clock.advance(120)  # due while the emulator was stopped
+    emu = Emulator(TEST_TOPOLOGY, data_dir=tmp_path, clock=clock)
+    # Restored, not yet serving: no timer of the running broker has fired, the restore alone did it
+    assert emu.broker.counts("q") == {"active": 2, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+    with emu, QuickCloseClient.from_connection_string(emu.connection_string) as c:
+        with c.get_queue_sender("q") as s:
+            s.send_messages(ServiceBusMessage("two"))
+        with c.get_queue_receiver("q") as r:
+            peeked = [(str(m), m.sequence_number, m.state) for m in r.peek_messages(max_message_count=10)]
+    active = ServiceBusMessageState.ACTIVE
+    assert peeked == [("one", 1, active), ("later", scheduled_seq + 1, active), ("two", scheduled_seq + 2, active)]
+    # The journal kept the new number: a third start has 'later' once, under it
+    with Emulator(TEST_TOPOLOGY, data_dir=tmp_path, clock=clock) as emu:
+        assert emu.broker.restored == 3
+        with QuickCloseClient.from_connection_string(emu.connection_string) as c:
+            with c.get_queue_receiver("q") as r:
+                again = [(str(m), m.sequence_number) for m in r.peek_messages(max_message_count=10)]
+    assert again == [(name, seq) for name, seq, _ in peeked]

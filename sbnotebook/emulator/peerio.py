@@ -121,17 +121,9 @@ class PeerIO:
                 transport.pop(pending)
             self._send_due(peer)
             return
-        while True:
-            pending = transport.pending()
-            if pending <= 0:
-                break
-            try:
-                sent = peer.sock.send(transport.peek(pending) or b"")
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                transport.close_head()
-                transport.close_tail()
+        while (pending := transport.pending()) > 0:
+            sent = self._send(peer, transport.peek(pending) or b"")
+            if not sent:
                 break
             transport.pop(sent)
             if sent < pending:
@@ -157,15 +149,10 @@ class PeerIO:
                 peer.ws_out += peer.outbox.popleft()[1]
         out = peer.ws_out
         while out:
-            try:
-                sent = peer.sock.send(out)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
+            sent = self._send(peer, out)
+            if sent is None:
                 out.clear()
-                peer.outbox.clear()
-                transport.close_head()
-                transport.close_tail()
+            if not sent:
                 break
             del out[:sent]
         self._want_write(peer, bool(out))
@@ -175,20 +162,27 @@ class PeerIO:
         outbox = peer.outbox
         while outbox and outbox[0][0] <= now:
             due, data = outbox[0]
-            try:
-                sent = peer.sock.send(data)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                outbox.clear()
-                peer.transport.close_head()
-                peer.transport.close_tail()
+            sent = self._send(peer, data)
+            if sent is None:
                 return
             if sent < len(data):
                 outbox[0] = (due, data[sent:])
                 break
             outbox.popleft()
         self._want_write(peer, bool(outbox) and outbox[0][0] <= now)
+
+    def _send(self, peer: Peer, data: bytes | bytearray) -> int | None:
+        """The bytes of ``data`` the socket took now (0: it is full); None when the peer is gone: its
+        transport is closed both ways (proton then reports the connection lost) and its outbox dropped."""
+        try:
+            return peer.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError:
+            peer.outbox.clear()
+            peer.transport.close_head()
+            peer.transport.close_tail()
+            return None
 
     def _want_write(self, peer: Peer, want: bool) -> None:
         if want != peer.want_write:

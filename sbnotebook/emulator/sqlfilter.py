@@ -85,22 +85,6 @@ def _tokenize(text: str) -> list[_Tok]:
     return out
 
 
-def _and(a: Any, b: Any) -> Any:
-    if a is False or b is False:
-        return False
-    if a is True and b is True:
-        return True
-    return None
-
-
-def _or(a: Any, b: Any) -> Any:
-    if a is True or b is True:
-        return True
-    if a is False and b is False:
-        return False
-    return None
-
-
 def _truth(v: Any) -> Any:
     return v if isinstance(v, bool) else None
 
@@ -192,18 +176,10 @@ class Parser:
         return expr
 
     def or_expr(self) -> Expr:
-        left = self.and_expr()
-        while self.accept("kw", "OR"):
-            right = self.and_expr()
-            left = (lambda a, b: lambda ctx: _or(_truth(a(ctx)), _truth(b(ctx))))(left, right)
-        return left
+        return self._left_associative("kw", ("OR",), self.and_expr, _logic)
 
     def and_expr(self) -> Expr:
-        left = self.not_expr()
-        while self.accept("kw", "AND"):
-            right = self.not_expr()
-            left = (lambda a, b: lambda ctx: _and(_truth(a(ctx)), _truth(b(ctx))))(left, right)
-        return left
+        return self._left_associative("kw", ("AND",), self.not_expr, _logic)
 
     def not_expr(self) -> Expr:
         if self.accept("kw", "NOT"):
@@ -279,17 +255,19 @@ class Parser:
         return left
 
     def additive(self) -> Expr:
-        return self._left_associative("+-", self.multiplicative)
+        return self._left_associative("op", ("+", "-"), self.multiplicative, _arith)
 
     def multiplicative(self) -> Expr:
-        return self._left_associative("*/%", self.unary)
+        return self._left_associative("op", ("*", "/", "%"), self.unary, _arith)
 
-    def _left_associative(self, ops: str, operand: Callable[[], Expr]) -> Expr:
-        """``operand (op operand)*`` for one precedence level, folded from the left."""
+    def _left_associative(
+        self, kind: str, ops: tuple[str, ...], operand: Callable[[], Expr], combine: Callable[[str, Expr, Expr], Expr]
+    ) -> Expr:
+        """``operand (op operand)*`` for one precedence level (OR, AND, + -, * / %), folded from the left."""
         left = operand()
-        while self.peek().kind == "op" and self.peek().value in ops:
+        while self.peek().kind == kind and self.peek().value in ops:
             op = self.take().value
-            left = _arith(op, left, operand())
+            left = combine(op, left, operand())
         return left
 
     def unary(self) -> Expr:
@@ -320,6 +298,21 @@ class Parser:
             return inner
         got = "end of expression" if tok.kind == "end" else repr(tok.value)
         raise SqlFilterError(f"expected a value at position {tok.pos}, found {got}")
+
+
+def _logic(op: str, left: Expr, right: Expr) -> Expr:
+    """``left AND right`` or ``left OR right`` in SQL's three-valued logic (True, False, None for
+    unknown): an operand with the deciding value (False for AND, True for OR) decides the result;
+    otherwise unknown stays unknown."""
+    decides = op == "OR"
+
+    def apply(ctx: Lookup) -> Any:
+        a, b = _truth(left(ctx)), _truth(right(ctx))
+        if a is decides or b is decides:
+            return decides
+        return None if a is None or b is None else not decides
+
+    return apply
 
 
 def _arith(op: str, left: Expr, right: Expr) -> Expr:

@@ -3,6 +3,7 @@ format), page by page, resumable after an interrupt or a kill."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .entities import EntityPath
+from .errors import SbError
 from .jsonl import to_json_record
 from .registry import ConnectionLike, live
 from .resumable import write_atomically
@@ -83,7 +85,7 @@ def export_jsonl(
     complete. Interrupted (a kernel interrupt, the process killed), the same call appends from the
     message after the last one in the file (its sequence number), so nothing is written twice; a
     line cut by the kill is removed first. A complete export started again replaces the file."""
-    from .scan import scan
+    from .scan import scan, sessions_refused
     from .search import compile_where
 
     matches = compile_where(where) if where else None
@@ -92,13 +94,21 @@ def export_jsonl(
     conn = live(connection)
     resume = export_resume_point(name, path, where)
     before, last = resume if resume is not None else (0, 0)
+    pages = scan(name, start=last + 1, connection=conn)
+    try:
+        # The first page before the file or the marker is touched: an export refused there (a
+        # session-enabled entity, no such entity, no Listen right) leaves the file as it was and no
+        # marker that the next export would take for one to resume.
+        first = next(pages, None)
+    except SbError as exc:
+        raise sessions_refused(EntityPath.parse(name), exc, "an export") or exc from None
     if resume is not None:
         log.info("export of %s into %s resumes after %d messages (sequence number %d)", name, path, before, last)
     marker = _export_marker(path)
     write_atomically(marker, {"entity": name, "where": where})
     read = written = 0
     with path.open("a" if resume is not None else "w", encoding="utf-8") as f:
-        for page in scan(name, start=last + 1, connection=conn):
+        for page in itertools.chain([first] if first is not None else [], pages):
             read += len(page)
             for r in page:
                 if matches is None or matches(r):

@@ -48,6 +48,7 @@ TOPOLOGY: dict[str, Any] = {
                         },
                     },
                     {"Name": "plain", "Properties": {}},
+                    {"Name": "sessions", "Properties": {"RequiresSession": True}},
                 ],
             }
         ]
@@ -439,3 +440,23 @@ def test_a_copy_refused_before_it_sends_anything_leaves_no_record(emulator: Emul
     assert not core.copy_record("plain", "nosuch", connection=cs).exists()
     assert core.copy_resume_point("plain", "nosuch", connection=cs) is None
     assert emulator.broker.counts("plain")["active"] == 2
+
+
+def test_an_export_refused_leaves_the_file_as_it_was_and_nothing_to_resume(
+    emulator: Emulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session-enabled queue refuses the export's peek: the file it would have replaced is
+    untouched and no marker is left, so the same export again is refused again, not 'resumed'."""
+    cs = emulator.connection_string
+    core.send("sessions", [{"body": "a", "session_id": "k"}], connection=cs).raise_for_failures()
+    out = tmp_path / "sessions.jsonl"
+    out.write_text("an earlier export\n", encoding="utf-8")
+    caplog.set_level("INFO", logger="sbnotebook")
+    for _ in range(2):
+        with pytest.raises(core.InvalidInputError, match="is session-enabled, and an export peeks"):
+            core.export_jsonl("sessions", out, connection=cs)
+        assert out.read_text(encoding="utf-8") == "an earlier export\n"
+        assert not Path(f"{out}{EXPORTING}").exists()
+        assert core.export_resume_point("sessions", out) is None
+    assert "resumes" not in caplog.text
+    assert emulator.broker.counts("sessions")["active"] == 1  # a peek: the message is where it was

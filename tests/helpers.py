@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -258,3 +260,56 @@ def counted_peeks(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[
 
     monkeypatch.setattr(emulator.broker, "peek", counted)
     return peeks
+
+
+class HttpOnlyProxy:
+    """A stand-in for a firewall that lets only HTTP(S) out: forwards HTTP (WebSocket upgrades, the
+    admin API) to the emulator and closes a connection that opens with the AMQP header. A test behind
+    it passes only if every AMQP byte travelled inside WebSockets (tests/core/test_websockets.py)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.blocked = 0  # connections that opened with the AMQP header
+        self.forwarded = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        first = b""
+        with contextlib.suppress(OSError):
+            while len(first) < 4 and (chunk := client.recv(4 - len(first))):
+                first += chunk
+        if not first or first.startswith(b"AMQP"):
+            self.blocked += bool(first)
+            client.close()
+            return
+        self.forwarded += 1
+        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        upstream.sendall(first)
+        threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+        self._pump(client, upstream)
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        for s in (source, sink):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def connection_string(self, emulator: Any) -> str:
+        """The emulator's connection string, its endpoint this proxy's."""
+        return emulator.connection_string.replace(f":{emulator.port};", f":{self.port};")
+
+    def close(self) -> None:
+        self.listener.close()

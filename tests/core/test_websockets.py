@@ -1,17 +1,14 @@
 """The kit's own connections over AMQP over WebSockets (``connect(..., websockets=True)``), for
 networks where port 5671 is blocked and only HTTP(S) goes out.
 
-The emulator sits behind ``HttpOnlyProxy``, a stand-in for such a firewall: it forwards a connection
+The emulator sits behind ``HttpOnlyProxy`` (tests/helpers.py), a stand-in for such a firewall: it forwards a connection
 whose first bytes are an HTTP request (a WebSocket upgrade, the administration API) and closes one
 that opens with the AMQP header. So a test passes only if every AMQP byte travelled inside WebSockets.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -19,59 +16,9 @@ import pytest
 from sbnotebook import core
 from sbnotebook.core import ConfigurationError, SbError
 from sbnotebook.emulator import Emulator
+from tests.helpers import HttpOnlyProxy
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class HttpOnlyProxy:
-    """Forwards HTTP (WebSocket upgrades, the admin API) to the emulator; AMQP is closed on sight."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.blocked = 0  # connections that opened with the AMQP header
-        self.forwarded = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
-    def _serve(self, client: socket.socket) -> None:
-        first = b""
-        with contextlib.suppress(OSError):
-            while len(first) < 4 and (chunk := client.recv(4 - len(first))):
-                first += chunk
-        if not first or first.startswith(b"AMQP"):
-            self.blocked += bool(first)
-            client.close()
-            return
-        self.forwarded += 1
-        upstream = socket.create_connection(("127.0.0.1", self.target_port))
-        upstream.sendall(first)
-        threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
-        self._pump(client, upstream)
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                sink.sendall(data)
-        for s in (source, sink):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-    def connection_string(self, emulator: Emulator) -> str:
-        """The emulator's connection string, its endpoint this proxy's."""
-        return emulator.connection_string.replace(f":{emulator.port};", f":{self.port};")
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 @pytest.fixture

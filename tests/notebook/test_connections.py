@@ -17,7 +17,7 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics, copying
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import InterruptAtFirstProgress, drain, magic_fails, send, wait_until
+from tests.helpers import HttpOnlyProxy, InterruptAtFirstProgress, drain, magic_fails, send, wait_until
 from tests.notebook import test_magics
 from tests.notebook.test_magics import answer, line
 
@@ -350,8 +350,6 @@ def test_connect_over_websockets_where_only_http_gets_through(
     """%sb_connect --websockets (and the setting websockets) dial AMQP inside WebSockets: behind a
     stand-in firewall that closes AMQP connections, peek, receive and settle work; without it the
     connect fails and commands say so."""
-    from tests.core.test_websockets import HttpOnlyProxy
-
     assert emulator.port is not None
     firewall = HttpOnlyProxy(emulator.port)
     try:

@@ -12,7 +12,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import drain, send
+from tests.helpers import HttpOnlyProxy, drain, send
 
 pyspark = pytest.importorskip("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
@@ -117,9 +117,7 @@ def test_read_and_write_over_websockets_where_only_http_gets_through(
     sp: Any, client: ServiceBusClient, emulator: Emulator
 ) -> None:
     """The option websockets=true: the driver and every read and write task dial AMQP inside
-    WebSockets, through a stand-in firewall that closes AMQP connections (tests/core/test_websockets.py)."""
-    from tests.core.test_websockets import HttpOnlyProxy
-
+    WebSockets, through a stand-in firewall that closes AMQP connections (tests/helpers.py)."""
     assert emulator.port is not None
     firewall = HttpOnlyProxy(emulator.port)
     try:

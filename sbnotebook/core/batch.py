@@ -62,6 +62,9 @@ class LockedBatch:
     ) -> None:
         self.connection = conn
         self.entity = entity
+        # How its lines (repr, reports) name the entity: the notebook sets NAME:ENTITY for a batch of
+        # a named connection (prod:orders), since orders alone reads as the default connection's.
+        self.label = entity
         self.mode = mode
         self.messages = messages
         self.max_in_flight = max_in_flight
@@ -86,7 +89,7 @@ class LockedBatch:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self.unsettled)} unsettled"
-        return f"<LockedBatch {self.entity}: {len(self.messages)} messages ({self.mode}), {state}>"
+        return f"<LockedBatch {self.label}: {len(self.messages)} messages ({self.mode}), {state}>"
 
     def _repr_html_(self) -> str:
         frame = self.to_pandas()
@@ -198,7 +201,7 @@ class LockedBatch:
         started = time.perf_counter()
         # Every outcome kept (not only counted past DETAIL_LIMIT): the batch holds each message and
         # its outcome already, and callers read which rows were settled (copy_then_complete, defer).
-        report = Report(action.replace("_", "-"), self.entity, detail_limit=max(DETAIL_LIMIT, len(indexes)))
+        report = Report(action.replace("_", "-"), self.label, detail_limit=max(DETAIL_LIMIT, len(indexes)))
         slots = asyncio.Semaphore(self.max_in_flight)
         now = dt.datetime.now(dt.UTC)
         todo: list[int] = []
@@ -302,7 +305,7 @@ class LockedBatch:
     async def release_async(self, indexes: Sequence[int]) -> Report:
         """Give locks back without counting a delivery (AMQP released): for messages the caller
         looked at but did not select."""
-        report = Report("release", self.entity, detail_limit=max(DETAIL_LIMIT, len(indexes)))
+        report = Report("release", self.label, detail_limit=max(DETAIL_LIMIT, len(indexes)))
         for i in indexes:
             if i in self._outcomes or i in self._lost:
                 continue
@@ -324,7 +327,7 @@ class LockedBatch:
 
     async def _renew_rows(self) -> Report:
         todo = [i for i in self.unsettled if i not in self._lapsing]
-        report = Report("renew", self.entity, detail_limit=max(DETAIL_LIMIT, len(todo)))
+        report = Report("renew", self.label, detail_limit=max(DETAIL_LIMIT, len(todo)))
         if self.session:
             try:
                 await self._receiver.session.renew_lock()

@@ -16,6 +16,7 @@ from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics, copying
+from sbnotebook.notebook.widgets import SettlementPanel
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import HttpOnlyProxy, InterruptAtFirstProgress, drain, magic_fails, send, wait_until
 from tests.notebook import test_magics
@@ -309,8 +310,13 @@ def test_every_line_of_a_command_on_a_named_connection_says_name_colon_entity(
     assert "Purge prod:q: 2 active message(s)" in out and str(report).startswith("purge prod:q: 2 purged"), out
     assert ip.user_ns["sb_last_report"].entity == "prod:q"
     send(prod_client, "q", "r1", "r2")  # a batch received on prod: %sb_settle's lines name prod:q too
-    line(ip, "sb_receive prod:q -n 2 --wait 5")
+    batch = line(ip, "sb_receive prod:q -n 2 --wait-seconds 5")
     capsys.readouterr()
+    assert repr(batch).startswith("<LockedBatch prod:q: 2 messages (peek-lock)"), repr(batch)
+    assert "&lt;LockedBatch prod:q: 2 messages" in batch._repr_html_()
+    renewed = batch.renew()  # the batch's own methods: their reports name prod:q too
+    assert renewed.entity == "prod:q" and str(renewed).startswith("renew prod:q: 2 renewed"), str(renewed)
+    assert "<b>prod:q</b>: 2 messages, 2 unsettled" in SettlementPanel(batch, tick=0).status.value
     line(ip, "sb_settle complete all --yes")
     out = capsys.readouterr().out
     assert "complete prod:q: 2 completed of 2" in out and ip.user_ns["sb_last_report"].entity == "prod:q", out

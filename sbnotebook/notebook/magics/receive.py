@@ -87,6 +87,7 @@ def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
             session_id=args.session_id,
             **common,
         )
+    batch.label = shown(self, entity)  # prod:orders in its repr and reports, as in every other line
     self.batches.append(batch)
     if len(batch) == 0:
         print(f"No messages arrived from {shown(self, entity)}.")

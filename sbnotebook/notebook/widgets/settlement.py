@@ -120,8 +120,9 @@ class SettlementPanel(W.VBox):
             self._relabel()
             self._show_locks()
             open_ = len(self.batch.unsettled)
+            where = html.escape(self.batch.label)  # prod:orders for a batch of a named connection
             self.status.value = (
-                f"<b>{self.batch.entity}</b>: {len(self.batch.records)} messages, {open_} unsettled ({self.batch.mode})"
+                f"<b>{where}</b>: {len(self.batch.records)} messages, {open_} unsettled ({self.batch.mode})"
             )
 
     def _on_select(self, _: Any) -> None:

@@ -35,7 +35,10 @@ def export_resume_point(entity: str | EntityPath, path: str | Path, where: str |
         return None
     try:
         info = json.loads(marker.read_text(encoding="utf-8"))
-    except ValueError:
+        if not isinstance(info, dict):
+            raise ValueError(f"a JSON {type(info).__name__}, not an object")
+    except ValueError as exc:  # cut short (a full disk) or edited: no resume point to trust
+        log.warning("export marker %s is unreadable (%s): the export starts over, writing %s afresh", marker, exc, file)
         return None
     if info.get("entity") != str(EntityPath.parse(entity)) or info.get("where") != where:
         return None

@@ -58,8 +58,16 @@ def import_resume_point(entity: str | EntityPath, path: str | Path) -> ImportPro
     marker = _import_marker(path, name)
     if not marker.is_file():
         return None
-    info = json.loads(marker.read_text(encoding="utf-8"))
-    state = ImportProgress(**{**info, "failed": set(info.get("failed", []))})
+    try:
+        info = json.loads(marker.read_text(encoding="utf-8"))
+        state = ImportProgress(**{**info, "failed": set(info.get("failed", []))})
+    except (ValueError, TypeError, AttributeError) as exc:
+        # Not started over: lines it recorded as sent would be sent again (duplicated on a target
+        # without duplicate detection). The user decides.
+        raise InvalidInputError(
+            f"{marker} (where an import of {path} into {name} stopped) is unreadable ({type(exc).__name__}). "
+            f"Delete it to import the file from its first line: lines sent before are sent again."
+        ) from None
     stat = Path(path).stat()
     if (stat.st_size, stat.st_mtime_ns) != (state.size, state.mtime_ns):
         raise InvalidInputError(

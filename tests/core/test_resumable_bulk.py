@@ -460,3 +460,41 @@ def test_an_export_refused_leaves_the_file_as_it_was_and_nothing_to_resume(
         assert core.export_resume_point("sessions", out) is None
     assert "resumes" not in caplog.text
     assert emulator.broker.counts("sessions")["active"] == 1  # a peek: the message is where it was
+
+
+def test_a_corrupt_export_marker_is_a_warning_naming_it_and_the_export_starts_over(
+    emulator: Emulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A marker cut short (a full disk) holds no resume point to trust: said once as a WARNING that
+    names the marker (no key), and the file is written afresh from the first message."""
+    cs = emulator.connection_string
+    core.send("plain", ["a", "b"], connection=cs).raise_for_failures()
+    out = tmp_path / "plain.jsonl"
+    out.write_text('{"sequence_number": 1}\n{"sequ', encoding="utf-8")
+    marker = Path(f"{out}{EXPORTING}")
+    marker.write_text('{"entity": "pla', encoding="utf-8")
+    caplog.set_level("INFO", logger="sbnotebook")
+    assert core.export_jsonl("plain", out, connection=cs) == 2
+    assert [json.loads(line)["body"] for line in out.read_text(encoding="utf-8").splitlines()] == ["a", "b"]
+    assert not marker.exists()
+    (warning,) = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert str(marker) in warning.getMessage() and "starts over" in warning.getMessage()
+    assert "SharedAccessKey" not in caplog.text and "resumes" not in caplog.text
+    assert emulator.broker.counts("plain")["active"] == 2  # an export peeks: both still there
+
+
+def test_a_corrupt_import_marker_is_refused_in_one_line_and_sends_nothing(emulator: Emulator, tmp_path: Path) -> None:
+    """Starting an import over would send again the lines its marker recorded as sent: a marker
+    that cannot be read is said (naming it) and nothing is sent until the user deletes it."""
+    cs = emulator.connection_string
+    src = tmp_path / "in.jsonl"
+    write_jsonl([{"body": b"a", "body_text": "a"}, {"body": b"b", "body_text": "b"}], src)
+    marker = Path(f"{src}{IMPORTING}plain")
+    marker.write_text('{"entity": "plain", "se', encoding="utf-8")
+    with pytest.raises(core.InvalidInputError, match="is unreadable") as refused:
+        core.import_jsonl("plain", src, connection=cs)
+    assert str(marker) in str(refused.value) and "\n" not in str(refused.value)
+    assert emulator.broker.counts("plain")["active"] == 0
+    marker.unlink()
+    assert core.import_jsonl("plain", src, connection=cs).ok
+    assert emulator.broker.counts("plain")["active"] == 2

@@ -153,6 +153,15 @@ class TimeWindow:
     def bounded(self) -> bool:
         return self.after is not None or self.before is not None
 
+    @property
+    def empty(self) -> bool:
+        """No time is in the window (pushed-down filters that contradict each other or the options)."""
+        if self.after is None or self.before is None:
+            return False
+        if self.after == self.before:
+            return self.after_open or not self.before_closed
+        return self.after > self.before
+
 
 @dataclass(frozen=True)
 class WindowBounds:

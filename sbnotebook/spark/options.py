@@ -50,6 +50,7 @@ KNOWN_OPTIONS: dict[str, tuple[str, ...]] = {
         "fromSequenceNumber",
         "enqueuedAfter",
         "enqueuedBefore",
+        "pushFilters",
         "maxInFlight",
         "waitSeconds",
         "sessionIds",

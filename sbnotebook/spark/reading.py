@@ -69,12 +69,18 @@ def plan_peek(
     partitions: int,
     max_messages: int | None,
     window: TimeWindow | None = None,
+    stop: int | None = None,
 ) -> list[PeekRange]:
     """Sequence-number ranges for a snapshot read: first..last present at planning (see
-    :func:`snapshot`), split evenly. Holes in the numbering only make some ranges hold fewer. With a
-    time window, the numbers that hold it, found by bisection (:func:`time_bounds`), and a last range
-    for scheduled messages below it when the entity has any."""
+    :func:`snapshot`), split evenly, none above `stop` (a pushed-down ``sequence_number <=``). Holes
+    in the numbering only make some ranges hold fewer. With a time window, the numbers that hold it,
+    found by bisection (:func:`time_bounds`), and a last range for scheduled messages below it when
+    the entity has any."""
+    if window is not None and window.empty:
+        return []
     found = snapshot(conn, path, start)
+    if found is not None and stop is not None:
+        found = (found[0], min(found[1], stop)) if found[0] <= stop else None
     if found is None:
         return []
     if window is None or not window.bounded:

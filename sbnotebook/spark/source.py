@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cached_property
 from typing import Any
 
@@ -60,7 +60,11 @@ class ServiceBusDataSource(DataSource):
         return bodies.read_schema(self.spec)  # bodyFormat=json adds columns
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return _Reader(self.spec.read(), bodies.body_columns(self.spec.body, schema))
+        options = self.spec.read()
+        body = bodies.body_columns(self.spec.body, schema)
+        if options.push_filters:  # only then: Spark fails every read of a reader with pushFilters while its conf is off
+            return ServiceBusPushdownReader(options, body)
+        return _Reader(options, body)
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         return _Writer(WriteOptions.parse(self.options, schema, self.defaults()[0]))
@@ -90,7 +94,13 @@ class _Reader(DataSourceReader):
                 return self._session_partitions(conn)
             if o.mode == "peek":
                 ranges = reading.plan_peek(
-                    conn, o.entity, o.from_sequence_number, o.num_partitions, o.max_messages, o.window
+                    conn,
+                    o.entity,
+                    o.from_sequence_number,
+                    o.num_partitions,
+                    o.max_messages,
+                    o.window,
+                    o.to_sequence_number,
                 )
                 log.info("servicebus peek of %s in %d partitions", o.entity, len(ranges))
                 return [InputPartition(r) for r in ranges]
@@ -136,6 +146,20 @@ class _Reader(DataSourceReader):
             yield from reading.read_and_delete(conn, o.entity, work, o.wait_seconds, schema)
         else:
             yield from reading.read_and_defer(conn, o.entity, work, o.wait_seconds, o.max_in_flight, schema)
+
+
+class ServiceBusPushdownReader(_Reader):
+    """A peek read that takes Spark's filters (the pushFilters option, pyspark 4.1+, checked by
+    spec.read(); spark/pushdown.py). Its name is in Spark's DATA_SOURCE_PUSHDOWN_DISABLED error when
+    the conf is off."""
+
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+        # Called once at planning, before partitions() and in the same process: the bounds the
+        # filters give are planned with there (a few peeks), and the reader is pickled with them.
+        from .pushdown import push  # imports filter classes pyspark 4.0 does not have
+
+        self.options, rest = push(filters, self.options)
+        return rest
 
 
 # ------------------------------------------------------------------ writing (one Report: spark/writing.py)

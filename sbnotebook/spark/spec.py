@@ -69,6 +69,24 @@ def _stream_session(raw: str | None) -> str | None:
     return ids[0] if ids else None
 
 
+def _check_pushdown(mode: str) -> None:
+    """pushFilters=true is possible: a peek read, on a pyspark that hands filters to a Python data
+    source (4.1+: ``DataSourceReader.pushFilters``; 4.0, Databricks 17.3 LTS, has none)."""
+    import pyspark
+    from pyspark.sql.datasource import DataSourceReader
+
+    if not hasattr(DataSourceReader, "pushFilters"):
+        raise OptionError(
+            f"servicebus: option pushFilters needs pyspark 4.1 or later (this is {pyspark.__version__}, which "
+            "hands no filters to a Python data source): give the window as enqueuedAfter / enqueuedBefore."
+        )
+    if mode != "peek":
+        raise OptionError(
+            f"servicebus: option pushFilters bounds a peek read, not mode={mode} "
+            "(a receive takes messages in the order they come)."
+        )
+
+
 def check_exists(source: Source, path: EntityPath) -> bool | None:
     """Fail early on an entity that does not exist (through core's administration API); says whether
     a queue or subscription requires sessions (None when unknown, and for a topic: a write sends to
@@ -151,7 +169,9 @@ class ReadOptions(ReadingOptions):
     from_sequence_number: int
     sessions: tuple[str, ...] | None = None  # the sessionIds option: these sessions only
     session_enabled: bool = False  # the entity requires sessions: read session by session
-    window: TimeWindow | None = None  # enqueuedAfter / enqueuedBefore (peek only)
+    window: TimeWindow | None = None  # enqueuedAfter / enqueuedBefore (peek only), narrowed by pushed filters
+    push_filters: bool = False  # pushFilters: take time (and sequence number) bounds from Spark's filters
+    to_sequence_number: int | None = None  # a pushed-down `sequence_number <=`: the highest number read
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,6 +226,9 @@ class ReadSpec:
                 f"servicebus: options enqueuedAfter and enqueuedBefore bound a peek read, not mode={mode} "
                 "(a receive takes messages in the order they come)."
             )
+        push_filters = bool_option(options, "pushFilters")
+        if push_filters:
+            _check_pushdown(mode)
         max_messages = int_option(options, "maxMessages", None, 1)
         if mode != "peek" and max_messages is None:
             max_messages = DESTRUCTIVE_BOUND
@@ -217,6 +240,7 @@ class ReadSpec:
             from_sequence_number=self.from_sequence_number,
             sessions=_read_sessions(list_option(options, "sessionIds")),
             window=window,
+            push_filters=push_filters,
         )
         session_enabled = bool(requires_session) and path.sub_queue is None  # dead-letter queues have none
         if parsed.sessions and requires_session is False:

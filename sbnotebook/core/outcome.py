@@ -194,7 +194,8 @@ class Report:
 
     def summary(self) -> str:
         where = f"{self.entity} -> {self.target}" if self.target else self.entity
-        line = f"{self.operation} {where}: " + (self.tally() or "nothing to do")
+        # With errors and no outcome, the work could not be done: not "nothing to do"
+        line = f"{self.operation} {where}: " + (self.tally() or ("nothing done" if self.errors else "nothing to do"))
         line += f" of {self.total} in {self.elapsed:.2f} s"
         if self.retries:
             line += f", {self.retries} retries"

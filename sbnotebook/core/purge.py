@@ -13,10 +13,12 @@ entities, an older emulator).
 A session-enabled queue or subscription refuses a receiver without a session (Service Bus says so
 when the link attaches, peeks included), so it is purged session by session: each listed session is
 accepted on one peek-lock receiver, scanned, emptied (received or fetched, then completed) and
-given back. A session another receiver holds cannot be accepted: it is left as it is and reported
-as a failure, never waited for. Service Bus lists only sessions with available messages or session
-state, so a session holding nothing but deferred or scheduled messages is purged only when named
-(``session_ids=``); a purge that leaves messages behind says so in its report.
+given back. A session another receiver holds cannot be accepted: it is left as it is, never waited
+for, and its messages are reported as left (counted by the broker) with that reason, or, for a
+named session (which cannot be read while held, so not counted), as an error of the report.
+Service Bus lists only sessions with available messages or session state, so a session holding
+nothing but deferred or scheduled messages is purged only when named (``session_ids=``); a purge
+that leaves messages behind says so in its report.
 
 Every purge ends by reading what the broker still holds: a scan (peek) of the entity, or, where a
 peek needs a session, the administration API's counts. Each message of a kind the purge was asked
@@ -113,9 +115,9 @@ async def _purge(
         if include_active and session_ids is None:
             # Listed first: a session the server leaves holding only deferred messages is not listed.
             await delete_on_server(conn, path, report, tick)
-        await _purge_sessions(conn, path, ids, report, tick, include_active, include_deferred, include_scheduled)
+        held = await _purge_sessions(conn, path, ids, report, tick, include_active, include_deferred, include_scheduled)
         if session_ids is None:
-            await _count_what_is_left(conn, path, report, include_active, include_deferred, include_scheduled)
+            await _count_what_is_left(conn, path, report, include_active, include_deferred, include_scheduled, held)
         else:  # named sessions: each is peeked again (through its lock), message by message
             await _scan_named_sessions(conn, path, session_ids, report, asked, since)
         report.elapsed = time.perf_counter() - started
@@ -213,8 +215,9 @@ async def _purge_by_number(
 async def _scan_named_sessions(
     conn: LiveConnection, path: EntityPath, ids: list[str], report: Report, asked: list[str], since: dt.datetime
 ) -> None:
-    """What the named sessions still hold, each peeked through its lock; a session another receiver
-    holds was reported failed already (it could not be purged), and is passed over here."""
+    """What the named sessions still hold, each peeked through its lock. A session another receiver
+    holds cannot be read, so its messages cannot be counted: an error of the report says so (``ok``
+    turns False) and no message outcome is made up for it."""
 
     async def one(session_id: str) -> None:
         try:
@@ -222,7 +225,10 @@ async def _scan_named_sessions(
                 conn, path, report, asked=asked, since=since, again="purge again", verb="remove", session_id=session_id
             )
         except SessionLockedError:
-            return
+            report.error(
+                f"session {session_id!r} is held by another receiver: not purged, and what it holds not counted"
+                " (a held session cannot be read; purge again once it lets the session go)"
+            )
 
     await each_session(ids, one)
 
@@ -252,14 +258,22 @@ async def _cancel_scheduled(
 
 
 async def _count_what_is_left(
-    conn: LiveConnection, path: EntityPath, report: Report, active: bool, deferred: bool, scheduled: bool
+    conn: LiveConnection,
+    path: EntityPath,
+    report: Report,
+    active: bool,
+    deferred: bool,
+    scheduled: bool,
+    held: list[str],
 ) -> None:
     """The end of a session-enabled entity's purge (a peek needs a session there): ask the
     administration API what is still there. A session Service Bus does not list (nothing but
-    deferred or scheduled messages, no state) is not purged, nor is one another receiver holds;
-    each message left of a kind asked for gets a ``left`` outcome. Service Bus counts deferred
-    messages as active, so with only one of the two asked for, the active count is not split: a
-    note says so. Without Manage rights nothing is counted, and the note says that too."""
+    deferred or scheduled messages, no state) is not purged, nor is one another receiver holds
+    (``held``); each message left of a kind asked for gets a ``left`` outcome, the held sessions
+    named in its reason (the counts are the entity's: which session holds which is not known).
+    Service Bus counts deferred messages as active, so with only one of the two asked for, the
+    active count is not split: a note says so. Without Manage rights nothing is counted, and the
+    note says that too."""
     try:
         left = await asyncio.to_thread(counts, path, connection=conn)
     except SbError as exc:
@@ -272,9 +286,11 @@ async def _count_what_is_left(
         report.note(f"{found} active or deferred message(s) are still there (Service Bus counts the two together)")
     if not n:
         return
+    names = ", ".join(repr(s) for s in held)
+    in_held = f"in session(s) held by another receiver ({names}; purge again once it lets them go), " if held else ""
     failed = "in the sessions reported as failed, " if report.failures else ""
     reason = (
-        f"in {path}: {failed}new arrivals, or in sessions Service Bus does not list (nothing but"
+        f"in {path}: {in_held}{failed}new arrivals, or in sessions Service Bus does not list (nothing but"
         " deferred or scheduled messages, no session state): name those with session_ids"
     )
     for _ in range(n):  # counted by the broker, not named: one outcome each, so the total adds up
@@ -291,13 +307,17 @@ async def _purge_sessions(
     include_active: bool,
     include_deferred: bool,
     include_scheduled: bool,
-) -> None:
+) -> list[str]:
     """Session by session (``session_ids``, several at a time: ``each_session``), each on one
     peek-lock receiver that holds it: scan what the session holds, receive its active messages and
     fetch its deferred ones, complete what was received (a message delivered and not returned stays,
-    never removed unreported), and cancel its scheduled ones. A session that fails (held by another
-    receiver, lock lost, ...) gets one `failed` outcome with the reason; the others go on."""
+    never removed unreported), and cancel its scheduled ones. Returns the sessions another receiver
+    holds: they are not purged, and their messages are accounted for at the end as left (one outcome
+    per message the broker still holds), not as one made-up failed message per session. A session
+    that fails otherwise (lock lost, ...) gets one `failed` outcome with the reason; the others go on."""
     from azure.servicebus.exceptions import ServiceBusError
+
+    held: list[str] = []
 
     async def one(session_id: str) -> None:
         async def work(rcv: Any) -> list[int]:
@@ -309,6 +329,10 @@ async def _purge_sessions(
                 await _cancel_scheduled(conn, path, scheduled, report, tick)
         except (SbError, ServiceBusError) as exc:  # reported per session, with the reason; the purge goes on
             error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=str(path))
+            if isinstance(error, SessionLockedError):
+                log.info("purge of %s: session %r is held by another receiver: left as it is", path, session_id)
+                held.append(session_id)
+                return
             report.add(
                 Outcome(
                     None,
@@ -323,6 +347,7 @@ async def _purge_sessions(
             tick()
 
     await each_session(session_ids, one)
+    return sorted(held)
 
 
 async def _purge_session(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
@@ -165,7 +166,8 @@ def test_purge_counts_the_messages_still_on_their_way_when_it_stops(emulator: Em
 def test_a_session_enabled_queue_is_purged_session_by_session(emulator: Emulator, client: ServiceBusClient) -> None:
     """Service Bus refuses a receiver without a session on a session-enabled entity (peeks
     included), so the purge takes each session in turn; one another receiver holds is left as it
-    is and reported, not waited for."""
+    is and reported, not waited for: its messages, as many as the broker still holds, are left,
+    and no failed outcome stands for the session (it is no message)."""
     conn = core.connect(emulator.connection_string)
     in_an_hour = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
     with client.get_queue_sender("sq60") as sender:
@@ -178,11 +180,12 @@ def test_a_session_enabled_queue_is_purged_session_by_session(emulator: Emulator
     with client.get_queue_receiver("sq60", session_id="c", max_wait_time=1):  # another receiver holds c
         report = core.purge("sq60", connection=conn)
     assert report.count("purged") == 4  # a1 (deferred), a2, b1, b-later (cancelled); nothing of c
-    (failure,) = [o for o in report.failures if o.outcome == "failed"]
-    assert "'c'" in str(failure.error) and "held by another receiver" in str(failure.error)
-    # c's message, counted by the broker after the purge: one left outcome, and the report is not ok
-    assert report.count("left") == 1 and not report.ok
-    assert any(n.startswith("1 left: in sq60: in the sessions reported as failed") for n in report.notes)
+    # c's message, counted by the broker after the purge: one left outcome naming c, and the report
+    # is not ok; every outcome is a message (5 sent, 4 purged, 1 left), none a session
+    assert report.counts == {"purged": 4, "left": 1} and report.total == 5 and not report.ok
+    (left,) = report.failures
+    assert left.outcome == "left" and "held by another receiver ('c'" in str(left.error)
+    assert any(n.startswith("1 left: in sq60: in session(s) held by another receiver ('c'") for n in report.notes)
     assert emulator.broker.counts("sq60") == {"active": 1, "deferred": 0, "scheduled": 0, "dead_letter": 0}
     assert core.purge("sq60", connection=conn).count("purged") == 1  # c, now that it is free
 
@@ -250,7 +253,8 @@ def test_a_session_holding_only_deferred_messages_is_reported_left_and_purged_by
 
 def test_a_purge_of_named_sessions_reads_what_they_still_hold(emulator: Emulator, client: ServiceBusClient) -> None:
     """Named sessions are peeked again after the purge: kinds not asked for are counted in a note;
-    a session another receiver holds is one failed outcome, not also counted left."""
+    a session another receiver holds cannot be read, so its messages are not counted: an error of
+    the report says so, and no outcome (no 'failed' message) is made up for it."""
     conn = core.connect(emulator.connection_string)
     with client.get_queue_sender("sq60") as sender:
         sender.send_messages([ServiceBusMessage(f"e{i}", session_id="e") for i in range(3)])
@@ -264,4 +268,15 @@ def test_a_purge_of_named_sessions_reads_what_they_still_hold(emulator: Emulator
     assert [m["state"] for m in core.scan_records("sq60", session_id="e", connection=conn)] == ["deferred"]
     with client.get_queue_receiver("sq60", session_id="f", max_wait_time=1):  # another receiver holds f
         held = core.purge("sq60", session_ids=["f"], connection=conn)
-    assert held.count("failed") == 1 and held.count("left") == 0 and held.total == 1, held
+    assert held.total == 0 and not held.ok, held
+    assert held.errors == [
+        "session 'f' is held by another receiver: not purged, and what it holds not counted"
+        " (a held session cannot be read; purge again once it lets the session go)"
+    ]
+    assert str(held).startswith("purge sq60: nothing done of 0 in")
+    assert [str(m) for m in _peek_session(client, "f")] == ["f0"]  # the broker still holds it
+
+
+def _peek_session(client: ServiceBusClient, session_id: str) -> list[Any]:
+    with client.get_queue_receiver("sq60", session_id=session_id, max_wait_time=5) as r:
+        return list(r.peek_messages(max_message_count=10))

@@ -12,13 +12,7 @@ from typing import Any
 from azure.servicebus import ServiceBusClient
 
 from tests.helpers import drain, send
-
-
-def read(spark: Any, entity: str, **options: Any) -> Any:
-    reader = spark.read.format("servicebus").option("entity", entity)
-    for key, value in options.items():
-        reader = reader.option(key, str(value))
-    return reader.load()
+from tests.spark.helpers import read
 
 
 def batch_read_infer_pin_rescue_and_write(spark: Any, client: ServiceBusClient) -> None:

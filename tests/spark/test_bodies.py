@@ -15,7 +15,8 @@ from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
-from tests.helpers import QuickCloseClient, drain, send
+from tests.helpers import drain, send
+from tests.spark.helpers import read
 
 pyspark = pytest.importorskip("pyspark")
 from pyspark.errors import StreamingQueryException  # noqa: E402
@@ -34,24 +35,6 @@ WIDENING = [
     '{"id": 3, "ok": true, "deep": {"c": [1, 2.5]}, "items": [{"r": "z"}], "empty": {}, '
     '"huge": 123456789012345678901234567890, "zs": [null]}',
 ]
-
-
-@pytest.fixture
-def sp(spark: Any, emulator: Emulator) -> Any:
-    return sbspark.register(spark, emulator.connection_string)
-
-
-@pytest.fixture
-def client(emulator: Emulator) -> Iterator[ServiceBusClient]:
-    with QuickCloseClient.from_connection_string(emulator.connection_string) as c:
-        yield c
-
-
-def read(sp: Any, entity: str, **options: Any) -> Any:
-    reader = sp.read.format("servicebus").option("entity", entity)
-    for key, value in options.items():
-        reader = reader.option(key, str(value))
-    return reader.load()
 
 
 def spark_json_schema(sp: Any, texts: list[str], tmp_path: Path) -> Any:

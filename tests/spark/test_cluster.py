@@ -25,6 +25,7 @@ from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import QuickCloseClient, drain, send, stream_to_parquet
 from tests.spark import bodies_scenarios, snapshot_scenarios
+from tests.spark.helpers import logged, read
 
 pyspark = pytest.importorskip("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
@@ -55,11 +56,17 @@ def signed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
 
 
 @pytest.fixture(scope="module")
-def cluster(keyed: Emulator, signed: Emulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
-    """One local-cluster session for the module, registered with the secret reference only."""
+def events(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The module session's Spark event log directory."""
+    return tmp_path_factory.mktemp("events")
+
+
+@pytest.fixture(scope="module")
+def spark(keyed: Emulator, signed: Emulator, events: Path) -> Iterator[Any]:
+    """This module's session (in place of tests/conftest.py's local one): local-cluster, registered with
+    the secret reference only."""
     from pyspark.sql import SparkSession
 
-    events = tmp_path_factory.mktemp("events")
     names = (ENV, "SPARK_HOME", "PYSPARK_PYTHON", "SPARK_LOCAL_IP", "SBNOTEBOOK_CA_BUNDLE", stand_in.KEY, "PYTHONPATH")
     saved = {k: os.environ.get(k) for k in names}
     # Executors inherit the driver's environment here; on a cluster it is the cluster's configuration.
@@ -87,7 +94,7 @@ def cluster(keyed: Emulator, signed: Emulator, tmp_path_factory: pytest.TempPath
     )
     try:
         sbspark.register(spark, f"env:{ENV}")
-        yield spark, events
+        yield spark
     finally:
         spark.stop()
         for key, value in saved.items():
@@ -126,15 +133,7 @@ def client(keyed: Emulator) -> Iterator[ServiceBusClient]:
         yield c
 
 
-def read(spark: Any, entity: str, **options: Any) -> Any:
-    reader = spark.read.format("servicebus").option("entity", entity)
-    for key, value in options.items():
-        reader = reader.option(key, str(value))
-    return reader.load()
-
-
-def test_peek_reads_every_message_once_on_two_executors(cluster: tuple[Any, Path], client: ServiceBusClient) -> None:
-    spark, _ = cluster
+def test_peek_reads_every_message_once_on_two_executors(spark: Any, client: ServiceBusClient) -> None:
     send(client, "q", *[f"m{i}" for i in range(400)])
     df = read(spark, "q", numPartitions=4)
     rows = df.select("sequence_number", "body_text").collect()
@@ -144,16 +143,14 @@ def test_peek_reads_every_message_once_on_two_executors(cluster: tuple[Any, Path
     assert len(drain(client, "q", wait=0.5)) == 400  # peeking took nothing
 
 
-def test_receive_and_delete_takes_exactly_what_it_returns(cluster: tuple[Any, Path], client: ServiceBusClient) -> None:
-    spark, _ = cluster
+def test_receive_and_delete_takes_exactly_what_it_returns(spark: Any, client: ServiceBusClient) -> None:
     send(client, "q", *[f"m{i}" for i in range(300)])
     rows = read(spark, "q", mode="receive-and-delete", maxMessages=100, numPartitions=2, waitSeconds=2).collect()
     assert len(rows) == 100
     assert len(drain(client, "q", wait=0.5)) == 200
 
 
-def test_defer_then_settle_and_write_report(cluster: tuple[Any, Path], client: ServiceBusClient) -> None:
-    spark, _ = cluster
+def test_defer_then_settle_and_write_report(spark: Any, client: ServiceBusClient) -> None:
     send(client, "q", *[f"m{i}" for i in range(60)])
     deferred = read(spark, "q", mode="defer", maxMessages=40, numPartitions=2, waitSeconds=2).cache()
     assert deferred.count() == 40
@@ -165,8 +162,7 @@ def test_defer_then_settle_and_write_report(cluster: tuple[Any, Path], client: S
     assert len(drain(client, "once")) == 500
 
 
-def test_session_read_on_two_executors(cluster: tuple[Any, Path], client: ServiceBusClient) -> None:
-    spark, _ = cluster
+def test_session_read_on_two_executors(spark: Any, client: ServiceBusClient) -> None:
     with client.get_queue_sender("sq") as sender:
         sender.send_messages([ServiceBusMessage(f"{s}-{i}", session_id=s) for s in "abcd" for i in range(10)])
     rows = read(spark, "sq", numPartitions=2).select("session_id", "body_text").collect()
@@ -180,11 +176,10 @@ def test_session_read_on_two_executors(cluster: tuple[Any, Path], client: Servic
 
 
 def test_a_credential_reference_alone_reads_writes_and_streams_on_two_executors(
-    cluster: tuple[Any, Path], signed: Emulator, tmp_path: Path
+    spark: Any, signed: Emulator, tmp_path: Path
 ) -> None:
     """Serverless' way in, generalised: only the namespace and `credentialRef callable:...` in the
     options; the planner and each executor import the callable and make the credential themselves."""
-    spark, _ = cluster
     by_ref = {"fullyQualifiedNamespace": f"localhost:{signed.port}", "credentialRef": stand_in.REF}
     rows = spark.range(300).selectExpr("concat('c', id) as body").repartition(2)
     rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
@@ -206,46 +201,39 @@ def test_a_credential_reference_alone_reads_writes_and_streams_on_two_executors(
 
 
 def test_a_job_that_writes_back_to_the_entity_it_reads_does_not_read_its_own_writes(
-    cluster: tuple[Any, Path], client: ServiceBusClient
+    spark: Any, client: ServiceBusClient
 ) -> None:
-    spark, _ = cluster
     snapshot_scenarios.read_then_write_back_to_the_same_entity(spark, client)
 
 
 def test_a_peek_read_takes_only_what_was_there_at_planning_while_a_producer_sends(
-    cluster: tuple[Any, Path], client: ServiceBusClient, keyed: Emulator
+    spark: Any, client: ServiceBusClient, keyed: Emulator
 ) -> None:
-    spark, _ = cluster
     snapshot_scenarios.read_takes_only_what_was_there_at_planning(
         spark, client, parse_ref(f"env:{ENV}"), keyed.connection_string
     )
 
 
-def test_json_bodies_inferred_pinned_rescued_and_written_on_two_executors(
-    cluster: tuple[Any, Path], client: ServiceBusClient
-) -> None:
-    spark, _ = cluster
+def test_json_bodies_inferred_pinned_rescued_and_written_on_two_executors(spark: Any, client: ServiceBusClient) -> None:
     bodies_scenarios.batch_read_infer_pin_rescue_and_write(spark, client)
 
 
 def test_a_json_stream_restarts_with_its_recorded_body_schema(
-    cluster: tuple[Any, Path], client: ServiceBusClient, tmp_path: Path
+    spark: Any, client: ServiceBusClient, tmp_path: Path
 ) -> None:
-    spark, _ = cluster
     bodies_scenarios.stream_restart_keeps_the_recorded_schema(spark, client, tmp_path)
 
 
-def test_the_key_is_in_no_event_log_and_the_grep_would_see_it(cluster: tuple[Any, Path]) -> None:
+def test_the_key_is_in_no_event_log_and_the_grep_would_see_it(spark: Any, events: Path) -> None:
     """Runs last: stops the session, so that the event log is complete. The control is a literal in a
     query, which Spark writes into the plan it logs: the grep reads what the event log holds."""
-    spark, events = cluster
     left = read(spark, "q").count()  # a job on the executors (what the event log records)
     # On pyspark 4.0 the JSON stream test above (bodies_scenarios) leaves its last batch of q deferred (seen: 1).
     assert left == 0 or not ADMISSION_CONTROL, left
     plan = read(spark, "q", secretRef=f"env:{ENV}")._jdf.queryExecution().toString()
     assert spark.range(1).selectExpr(f"'{CONTROL}' as c").collect()[0].c == CONTROL
     spark.stop()
-    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()]
+    texts = logged(events)
     assert any(CONTROL.encode() in t for t in texts), "the grep would not see a leak"
     assert all(SECRET.encode() not in t for t in texts) and SECRET not in plan
     # The credential reference's test ran before: its issuer's key and its tokens are in no log either.

@@ -22,6 +22,7 @@ from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import QuickCloseClient, drain, free_port, send, stream_to_parquet
 from tests.spark import bodies_scenarios, snapshot_scenarios
+from tests.spark.helpers import logged
 
 pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("grpc")  # the pyspark[connect] extra
@@ -194,7 +195,7 @@ def test_the_key_never_reaches_the_server_or_its_logs(tmp_path: Path) -> None:
         finally:
             spark.stop()
             core.close_all()
-    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
+    texts = logged(events, log)
     assert any(control.encode() in t for t in texts), "the grep would not see a leak"
     assert all(SECRET.encode() not in t for t in texts + [p.encode() for p in plans])
 
@@ -227,9 +228,34 @@ def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(tmp_path:
         finally:
             spark.stop()
             core.close_all()
-    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
+    texts = logged(events, log)
     assert any(name.encode() in t for t in texts)  # the secretRef option is logged: the grep reads these files
     assert all(SECRET.encode() not in t for t in texts)
+
+
+def write_read_and_stream_by_reference(
+    url: str, tmp_path: Path, by_ref: dict[str, str], prefix: str, count: int, per_trigger: int
+) -> list[str]:
+    """On a new session of the Connect server at ``url``, given only a namespace and a credential
+    reference (``by_ref``): ``count`` rows (``prefix0``, ``prefix1``, ...) written to q, read back, and
+    streamed to Parquet ``per_trigger`` at a time, each message completed after its batch's commit.
+    Returns the read's plans (for the leak grep)."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote(url).create()
+    try:
+        # The format needs registering on a Connect session; given only the same reference
+        # (the stream below uses it), while the batch write and read name it in their options.
+        sbspark.register(spark, namespace=by_ref["fullyQualifiedNamespace"], credential=by_ref["credentialRef"])
+        rows = spark.range(count).selectExpr(f"concat('{prefix}', id) as body").repartition(2)
+        rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
+        df = spark.read.format("servicebus").options(entity="q", **by_ref).load()
+        assert sorted(r.body_text for r in df.collect()) == sorted(f"{prefix}{i}" for i in range(count))
+        plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
+        assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=per_trigger).count() == count
+        return plans
+    finally:
+        spark.stop()
 
 
 def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_path: Path) -> None:
@@ -238,8 +264,6 @@ def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_
     point `callable:...`). The Connect server and its executors make the credential themselves; the
     client has neither the issuer's key nor the CA. A batch write, a batch read and a stream to
     Parquet run, every message is completed after its batch's commit, and no log holds the key or a token."""
-    from pyspark.sql import SparkSession
-
     key = "connect-credential-key-61e0b3"
     assert stand_in.KEY not in os.environ and "SBNOTEBOOK_CA_BUNDLE" not in os.environ  # only the server has them
     root = str(Path(__file__).resolve().parents[2])  # the reference imports tests.stand_in_credential
@@ -251,20 +275,7 @@ def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_
         }
         by_ref = {"fullyQualifiedNamespace": f"localhost:{emu.port}", "credentialRef": stand_in.REF}
         with connect_server(tmp_path, server_env) as (url, events, log), connect_mode_env():
-            spark = SparkSession.builder.remote(url).create()
-            plans: list[str] = []
-            try:
-                # The format needs registering on a Connect session; given only the same reference
-                # (the stream below uses it), while the batch write and read name it in their options.
-                sbspark.register(spark, namespace=by_ref["fullyQualifiedNamespace"], credential=stand_in.REF)
-                rows = spark.range(40).selectExpr("concat('c', id) as body").repartition(2)
-                rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
-                df = spark.read.format("servicebus").options(entity="q", **by_ref).load()
-                assert sorted(r.body_text for r in df.collect()) == sorted(f"c{i}" for i in range(40))
-                plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
-                assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=15).count() == 40
-            finally:
-                spark.stop()
+            plans = write_read_and_stream_by_reference(url, tmp_path, by_ref, "c", count=40, per_trigger=15)
         try:
             os.environ["SBNOTEBOOK_CA_BUNDLE"] = str(emu.ca_file)
             with core.connect(emu.connection_string, warm=False) as conn:  # with the key, from here
@@ -272,7 +283,7 @@ def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_
         finally:
             os.environ.pop("SBNOTEBOOK_CA_BUNDLE", None)
             core.close_all()
-    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
+    texts = logged(events, log)
     assert any(stand_in.REF.encode() in t for t in texts)  # the options are logged: the grep reads these files
     assert all(key.encode() not in t and b"SharedAccessSignature" not in t for t in texts + [p.encode() for p in plans])
 
@@ -284,8 +295,6 @@ def test_entra_id_by_credential_reference_alone_over_connect(tmp_path: Path) -> 
     broker). No key or connection string exists on the server or the client. A batch write, a batch
     read and a stream to Parquet run; the queue, read afterwards with another principal, is empty, and
     no log or plan holds the client secret or a token."""
-    from pyspark.sql import SparkSession
-
     client_id, secret = "connect-entra-app", "connect-entra-secret-93c7d1"
     root = str(Path(__file__).resolve().parents[2])  # the reference imports tests.stand_in_credential
     with Emulator(TEST_TOPOLOGY, tls=True, tls_dir=tmp_path / "tls", principals=[f"{client_id}:{secret}:Owner"]) as emu:
@@ -302,18 +311,7 @@ def test_entra_id_by_credential_reference_alone_over_connect(tmp_path: Path) -> 
         assert stand_in.KEY not in os.environ  # and no stand-in issuer's key anywhere
         by_ref = {"fullyQualifiedNamespace": f"localhost:{emu.port}", "credentialRef": stand_in.ENTRA_REF}
         with connect_server(tmp_path, server_env) as (url, events, log), connect_mode_env():
-            spark = SparkSession.builder.remote(url).create()
-            plans: list[str] = []
-            try:
-                sbspark.register(spark, namespace=by_ref["fullyQualifiedNamespace"], credential=stand_in.ENTRA_REF)
-                rows = spark.range(30).selectExpr("concat('e', id) as body").repartition(2)
-                rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
-                df = spark.read.format("servicebus").options(entity="q", **by_ref).load()
-                assert sorted(r.body_text for r in df.collect()) == sorted(f"e{i}" for i in range(30))
-                plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
-                assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=12).count() == 30
-            finally:
-                spark.stop()
+            plans = write_read_and_stream_by_reference(url, tmp_path, by_ref, "e", count=30, per_trigger=12)
         try:
             os.environ["SBNOTEBOOK_CA_BUNDLE"] = str(emu.ca_file)
             with core.connect(
@@ -323,7 +321,7 @@ def test_entra_id_by_credential_reference_alone_over_connect(tmp_path: Path) -> 
         finally:
             os.environ.pop("SBNOTEBOOK_CA_BUNDLE", None)
             core.close_all()
-    texts = [p.read_bytes() for p in events.rglob("*") if p.is_file()] + [log.read_bytes()]
+    texts = logged(events, log)
     assert any(stand_in.ENTRA_REF.encode() in t for t in texts)  # the options are logged: the grep reads these
     leaks = (secret.encode(), b"eyJ", b"SharedAccessSignature")  # the client secret, a JWT, a SAS
     assert not [s for s in leaks for t in texts + [p.encode() for p in plans] if s in t]

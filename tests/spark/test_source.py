@@ -13,25 +13,13 @@ from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import HttpOnlyProxy, drain, send
+from tests.spark.helpers import read
 
 pyspark = pytest.importorskip("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
 from sbnotebook.spark import registered  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def sp(spark: Any, emulator: Emulator) -> Any:
-    """The shared session, registered against this test's emulator."""
-    return sbspark.register(spark, emulator.connection_string)
-
-
-def read(sp: Any, entity: str, **options: Any) -> Any:
-    reader = sp.read.format("servicebus").option("entity", entity)
-    for key, value in options.items():
-        reader = reader.option(key, str(value))
-    return reader.load()
 
 
 def error_text(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ from azure.servicebus import ServiceBusClient
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.helpers import QuickCloseClient, drain, send
+from tests.spark.helpers import stream
 
 pyspark = pytest.importorskip("pyspark")
 from pyspark.errors import StreamingQueryException  # noqa: E402
@@ -56,13 +57,6 @@ def client(emu: Emulator) -> Iterator[ServiceBusClient]:
 @pytest.fixture
 def sp(spark: Any, emu: Emulator) -> Any:
     return sbspark.register(spark, emu.connection_string)
-
-
-def stream(sp: Any, entity: str, **options: Any) -> Any:
-    reader = sp.readStream.format("servicebus").option("entity", entity)
-    for key, value in options.items():
-        reader = reader.option(key, str(value))
-    return reader.load()
 
 
 def states(emu: Emulator, entity: str) -> dict[str, int]:

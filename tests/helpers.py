@@ -215,6 +215,27 @@ class InterruptAtFirstProgress:
                 self.seen.set()
 
 
+@contextmanager
+def databricks_secret(ip: Any, scope: str, key: str, value: str) -> Iterator[None]:
+    """A stand-in for Databricks' ``dbutils`` in the shell's namespace while the block runs, holding one
+    secret: ``dbutils.secrets.get(scope, key)`` returns ``value``; asking for another fails the test."""
+    held = (scope, key)
+
+    class Secrets:
+        def get(self, scope: str, key: str) -> str:  # Databricks' parameter names: the kit passes them
+            assert (scope, key) == held
+            return value
+
+    class DbUtils:
+        secrets = Secrets()
+
+    ip.user_ns["dbutils"] = DbUtils()
+    try:
+        yield
+    finally:
+        del ip.user_ns["dbutils"]
+
+
 def magic_fails(ip: Any, text: str, cell: str | None = None) -> str:
     """Run ``%text`` (``%%text`` with ``cell``), which must fail as a failed command fails its cell:
     a UsageError shown as one line, returned (what IPython prints instead of a traceback)."""

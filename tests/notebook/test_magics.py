@@ -16,7 +16,7 @@ from sbnotebook.core import RECORD_FIELDS, LiveConnection, LockedBatch, Report, 
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics
-from tests.helpers import drain, interrupt_main_thread, magic_fails, python_sigint, send
+from tests.helpers import databricks_secret, drain, interrupt_main_thread, magic_fails, python_sigint, send
 
 COMMANDS = [
     "sb_connect",
@@ -145,21 +145,10 @@ def test_connect_never_echoes_the_key(ip: Any, sb: SbMagics, emulator: Emulator,
 
 
 def test_connect_reads_a_databricks_secret(ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any) -> None:
-    class Secrets:
-        def get(self, scope: str, key: str) -> str:
-            assert (scope, key) == ("sb-scope", "conn")
-            return emulator.connection_string
-
-    class DbUtils:
-        secrets = Secrets()
-
     assert "secret:scope/key" in magic_fails(ip, "sb_connect --secret nothing")
     assert "dbutils is not available" in magic_fails(ip, "sb_connect --secret secret:sb-scope/conn")
-    ip.user_ns["dbutils"] = DbUtils()
-    try:
+    with databricks_secret(ip, "sb-scope", "conn", emulator.connection_string):
         line(ip, "sb_connect --secret secret:sb-scope/conn")
-    finally:
-        del ip.user_ns["dbutils"]
     out, err = capsys.readouterr()
     assert "Connected to" in out and "SAS_KEY_VALUE" not in out + err and not err
 

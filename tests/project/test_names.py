@@ -23,7 +23,7 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import magics
 from sbnotebook.notebook.config import project_settings
 from sbnotebook.notebook.magics import SbMagics
-from tests.helpers import send
+from tests.helpers import databricks_secret, send
 from tests.notebook import test_magics
 from tests.notebook.test_magics import line
 
@@ -276,20 +276,9 @@ def _secret(row: list[str], said: Callable[[str], list[str]], ip: Any, emulator:
         _once(said, "secretRef databricks:SCOPE/KEY", new)
         return
 
-    class Secrets:
-        def get(self, scope: str, key: str) -> str:
-            assert (scope, key) == ("sb-scope", "conn")
-            return emulator.connection_string
-
-    class DbUtils:
-        secrets = Secrets()
-
-    ip.user_ns["dbutils"] = DbUtils()
-    try:
+    with databricks_secret(ip, "sb-scope", "conn", emulator.connection_string):
         line(ip, "sb_connect --secret sb-scope/conn")
         line(ip, "sb_connect --secret sb-scope/conn")
-    finally:
-        del ip.user_ns["dbutils"]
     _once(said, "%sb_connect --secret SCOPE/KEY", "--secret secret:SCOPE/KEY")
 
 

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 import traceback
@@ -104,6 +105,21 @@ def start_cli_emulator(
             return proc, line
     proc.kill()
     raise AssertionError(f"no connection string printed; stderr: {proc.stderr.read() if proc.stderr else ''}")
+
+
+def run_and_kill(script: str, args: list[str], stop_when: Callable[[], bool], timeout: float = 60) -> None:
+    """Run ``script`` in a new Python process and SIGKILL it as soon as ``stop_when()`` holds (the
+    process must still be running then: one that ended first fails the test with its stderr)."""
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: stop_when() or proc.poll() is not None, timeout=timeout, interval=0.01)
+        assert proc.poll() is None, f"it ended before it was killed: {proc.stderr.read() if proc.stderr else ''}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def free_port() -> int:

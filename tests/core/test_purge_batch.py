@@ -6,10 +6,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -21,7 +17,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
-from tests.helpers import InterruptAtFirstProgress, rss_growth_during, start_cli_emulator, wait_until
+from tests.helpers import InterruptAtFirstProgress, rss_growth_during, run_and_kill, start_cli_emulator
 
 PARTITIONED: dict[str, Any] = {
     "UserConfig": {
@@ -207,15 +203,7 @@ def test_a_purge_killed_midway_finishes_when_run_again(emulator: Emulator, clien
     total = 20_000
     _fill(client, "q", total, size=16)
     emulator.latency = 0.4  # every request slow enough to kill the purge between two of them
-    proc = subprocess.Popen([sys.executable, "-c", _PURGER, "q", cs], stderr=subprocess.PIPE)
-    try:
-        wait_until(lambda: emulator.broker.counts("q")["active"] < total, timeout=30)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
+    run_and_kill(_PURGER, ["q", cs], lambda: emulator.broker.counts("q")["active"] < total, timeout=30)
     emulator.latency = 0
     left = emulator.broker.counts("q")["active"]
     assert 0 < left < total  # it was stopped in the middle

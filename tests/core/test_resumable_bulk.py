@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +18,7 @@ from sbnotebook.core.exporting import EXPORTING
 from sbnotebook.core.importing import IMPORTING
 from sbnotebook.core.jsonl import write_jsonl
 from sbnotebook.emulator import Emulator
-from tests.helpers import InterruptAtFirstProgress, rss_growth_during, start_cli_emulator, wait_until
+from tests.helpers import InterruptAtFirstProgress, rss_growth_during, run_and_kill, start_cli_emulator, wait_until
 
 TOPOLOGY: dict[str, Any] = {
     "UserConfig": {
@@ -70,20 +66,6 @@ def _dead_letters(cs: str, n: int, broker: Callable[[], dict[str, int]], size: i
     wait_until(lambda: broker()["dead_letter"] == n, timeout=60)
 
 
-def _run_and_kill(script: str, args: list[str], stop_when: Callable[[], bool], timeout: float = 60) -> None:
-    """Run ``script`` in a new Python process and SIGKILL it as soon as ``stop_when()`` holds."""
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], stderr=subprocess.PIPE)
-    try:
-        wait_until(lambda: stop_when() or proc.poll() is not None, timeout=timeout, interval=0.01)
-        assert proc.poll() is None, f"it ended before it was killed: {proc.stderr.read() if proc.stderr else ''}"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
 _RESUBMIT = """
     import sys
     from sbnotebook import core
@@ -106,7 +88,7 @@ def test_a_resubmit_killed_between_copy_and_complete_finishes_when_run_again_wit
         return emulator.broker.counts("dst")["active"] + emulator.broker.counts("src")["dead_letter"] - n
 
     # Killed with some batches completed and some copied, not completed.
-    _run_and_kill(
+    run_and_kill(
         _RESUBMIT,
         [DLQ, "dst", cs],
         lambda: emulator.broker.counts("src")["dead_letter"] < n and overlap() > 0,
@@ -208,7 +190,7 @@ def test_an_export_killed_midway_appends_what_is_left_when_run_again(emulator: E
     core.send("plain", ({"body": f"{i:06d}", "message_id": f"m-{i}"} for i in range(n)), connection=cs)
     out = tmp_path / "plain.jsonl"
     emulator.latency = 0.1  # a page of the scan per round trip
-    _run_and_kill(_EXPORT, ["plain", str(out), cs], lambda: _lines(out) >= 1000)
+    run_and_kill(_EXPORT, ["plain", str(out), cs], lambda: _lines(out) >= 1000)
     emulator.latency = 0
     written = out.read_bytes()
     assert Path(f"{out}{EXPORTING}").is_file()  # the killed export left its marker: not complete
@@ -245,7 +227,7 @@ def test_an_import_killed_midway_sends_only_what_is_left_when_run_again(emulator
         ({"body": f"{i:06d}".encode(), "body_text": f"{i:06d}", "message_id": f"m-{i}"} for i in range(n)), export
     )
     emulator.latency = 0.2
-    _run_and_kill(_IMPORT, ["dst", str(export), cs], lambda: emulator.broker.counts("dst")["active"] >= 1500)
+    run_and_kill(_IMPORT, ["dst", str(export), cs], lambda: emulator.broker.counts("dst")["active"] >= 1500)
     emulator.latency = 0
     before = emulator.broker.counts("dst")["active"]
     assert 1500 <= before < n
@@ -367,7 +349,7 @@ def test_a_copy_killed_midway_sends_only_what_is_left_from_another_process(emula
     n = 3000
     core.send("plain", ({"body": f"{i:06d}", "message_id": f"m-{i}"} for i in range(n)), connection=cs)
     emulator.latency = 0.1
-    _run_and_kill(_COPY, ["plain", "dst", cs], lambda: emulator.broker.counts("dst")["active"] >= 800)
+    run_and_kill(_COPY, ["plain", "dst", cs], lambda: emulator.broker.counts("dst")["active"] >= 800)
     emulator.latency = 0
     before = emulator.broker.counts("dst")["active"]
     assert 800 <= before < n

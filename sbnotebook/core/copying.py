@@ -7,11 +7,12 @@ reason and description kept, time to live, a scheduled time still ahead) and goe
 send pipeline (``pipeline.send_all``: batches, at most ``max_in_flight`` sends, retries, one outcome
 per message) on the target's connection.
 
-Never more than one page in memory: at most ``HELD`` (``PAGE_SIZE``) source messages are held at
-once, counted from the moment a peek asks for them until the target confirmed (or refused) each
-copy. A peek asks for only as many messages as there is room for, and the batch being filled is
-sent every ``SEND_EVERY`` copies and at the end of each page (``pipeline.FLUSH``), so a page's
-messages leave memory one round trip after they came. ``report.stats["peak_held"]`` is the most that were held.
+Never more than one page in memory: at most ``HELD`` (``PAGE_SIZE``) source messages are in memory
+at once, counted from the moment a peek's answer brings them until the target confirmed (or refused)
+each copy (or the copy skipped it). Peeks ask for half a page (``PEEK``), one at a time, each as soon
+as what is held leaves room for its whole answer, so the next half page is on its way while the one
+before is copied and sent. The copies go out in batches of ``SEND_EVERY`` as a page is read, and the
+rest at its end (``pipeline.FLUSH``). ``report.stats["peak_held"]`` is the most that were in memory.
 
 Resumable, as an import is: a :class:`CopyProgress` records the source sequence numbers copied
 (every one up to ``done`` but those in ``failed``), kept on disk while the copy is not complete
@@ -52,15 +53,17 @@ from .syncforms import sync_form
 
 log = logging.getLogger(__name__)
 
-HELD = PAGE_SIZE  # source messages a copy holds at most: asked for by a peek, not yet confirmed copied
-# The least a peek asks for: waiting for room for a fifth of a page keeps peeks few (each is a round
-# trip) while the sends of the pages before free the rest.
-LEAST_PEEK = PAGE_SIZE // 5
+HELD = PAGE_SIZE  # source messages a copy holds in memory at most: peeked, not yet confirmed copied
+# Each peek asks for half a page, as soon as what is held leaves room for its answer: the next half
+# is on its way while the one before is copied and sent, and what is in memory stays within a page.
+# Peeking whole pages instead waits for each page's sends before the next peek: 4.7 s against 4.1 s
+# for 5,000 messages at 80 ms (docs/benchmarks.md); a fifth of a page or room-sized peeks: 4.1-4.5 s.
+PEEK = HELD // 2
 # Copies sent in batches of at most this many, as the page is read: a copy leaves before the rest
 # of its page is copied (~0.5 ms a message), so less is held: working memory 1.2 pages, 2.0 with a
-# batch per page. Not faster: 4.60 s against 4.25 s at 80 ms, one locked run each (docs/benchmarks.md).
+# batch per page, for the same speed (docs/benchmarks.md).
 SEND_EVERY = PAGE_SIZE // 5
-COPY_CONCURRENCY = 1  # kept for callers: peeks are one at a time (the held bound sets the pace)
+COPY_CONCURRENCY = 1  # kept for callers: peeks are one at a time (each starts where the last ended)
 ENV_HOME = "SBNOTEBOOK_HOME"
 
 
@@ -239,11 +242,11 @@ async def acopy(
     (see the module docstring; ``resume=False`` starts afresh, a ``where`` given as a function keeps
     no record). ``state``: a ``CopyProgress`` to resume and update instead (no record on disk).
     One ``sent`` or ``failed`` outcome per message; ``report.stats["peak_held"]``: the most source
-    messages held at once (at most ``HELD``)."""
+    messages in memory at once (at most ``HELD``)."""
     from .search import compile_where
 
     if concurrency is not None:  # a peek at a time since the held bound: say so rather than ignore it
-        no_effect("copy(concurrency=)", "a copy peeks one page at a time and its held bound sets the pace")
+        no_effect("copy(concurrency=)", "a copy peeks one half page at a time and its held bound sets the pace")
     src_path = EntityPath.parse(source)
     dst_path = copy_target(target)
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
@@ -274,9 +277,11 @@ async def acopy(
     left = None if max_messages is None else max(max_messages - state.copied, 0)
     first = min(state.failed) if state.failed else state.done + 1
     name = str(src_path)
-    held = 0  # source messages asked for by a peek and not yet confirmed copied, skipped or failed
+    held = 0  # source messages in memory: come with a peek's answer, not yet confirmed copied, skipped or failed
     peak = 0
     room = asyncio.Event()
+    # Pages peeked and not yet copied, in order; None: the source has no more; an exception: the peek failed.
+    pages: asyncio.Queue[list[Any] | BaseException | None] = asyncio.Queue()
 
     def release(n: int = 1) -> None:
         nonlocal held
@@ -289,56 +294,72 @@ async def acopy(
         tracker.outcome(o)
         state.copied = before + tracker.confirmed
 
-    async def copies() -> AsyncGenerator[Any, None]:
+    async def read() -> None:
+        """Peek ahead, one peek at a time (each starts after the last sequence number the one before
+        found), while the pages before are copied and sent. A peek asks only for the room its
+        answer will find: what is in memory now, ``held``, only falls until the answer comes, so
+        with it ``held`` stays at most ``HELD``."""
         nonlocal held, peak
-        taken = batched = 0
         at = first
-        while left is None or taken < left:
-            while HELD - held < LEAST_PEEK and held > 0:
+        while True:
+            while HELD - held < PEEK:
                 room.clear()
                 await room.wait()
-            ask = min(PAGE_SIZE, HELD - held)
-            held += ask
-            peak = max(peak, held)
             try:
-                page = await src.call(apeek_once(src, src_path, at, ask))
-            except asyncio.CancelledError:
-                raise
+                page = await src.call(apeek_once(src, src_path, at, PEEK))
             except Exception as exc:
                 error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=name)
-                raise sessions_refused(src_path, error, "a copy") or error from None
-            release(ask - len(page))
+                pages.put_nowait(sessions_refused(src_path, error, "a copy") or error)
+                return
+            held += len(page)
+            peak = max(peak, held)
             if not page:
-                tracker.exhausted = True
+                pages.put_nowait(None)
                 return
             at = int(page[-1].sequence_number) + 1
-            page.reverse()
-            while page:
-                msg = page.pop()  # the page holds only what is not copied yet
-                seq = int(msg.sequence_number or 0)
-                skip = (seq <= state.done and seq not in state.failed) or (
-                    matches is not None and not matches(to_record(msg, name))
-                )  # copied by an earlier run, or not selected
-                if skip:
-                    release()
-                    continue
-                if left is not None and taken >= left:
-                    release(1 + len(page))
+            pages.put_nowait(page)
+
+    async def copies() -> AsyncGenerator[Any, None]:
+        taken = batched = 0
+        reader = asyncio.ensure_future(read())
+        try:
+            while left is None or taken < left:
+                page = await pages.get()
+                if page is None:
+                    tracker.exhausted = True
                     return
-                taken += 1
-                tracker.taken(seq)
-                copied = copy_message(
-                    msg,
-                    keep_message_id=keep_ids,
-                    message_id=str(uuid.uuid5(seed, str(seq))),
-                    resubmission=False,
-                )
-                del msg
-                yield copied
-                batched += 1
-                if batched % SEND_EVERY == 0:
-                    yield FLUSH  # send these now, while the rest of the page is copied
-            yield FLUSH  # the page's copies go now: no more is read until their sends make room
+                if isinstance(page, BaseException):
+                    raise page
+                page.reverse()
+                while page:
+                    msg = page.pop()  # the page holds only what is not copied yet
+                    seq = int(msg.sequence_number or 0)
+                    skip = (seq <= state.done and seq not in state.failed) or (
+                        matches is not None and not matches(to_record(msg, name))
+                    )  # copied by an earlier run, or not selected
+                    if skip:
+                        release()
+                        continue
+                    if left is not None and taken >= left:
+                        release(1 + len(page))
+                        return
+                    taken += 1
+                    tracker.taken(seq)
+                    copied = copy_message(
+                        msg,
+                        keep_message_id=keep_ids,
+                        message_id=str(uuid.uuid5(seed, str(seq))),
+                        resubmission=False,
+                    )
+                    del msg
+                    yield copied
+                    batched += 1
+                    if batched % SEND_EVERY == 0:
+                        yield FLUSH  # send these now, while the rest of the page is copied
+                yield FLUSH  # the page's copies go now: their confirmations make room for the next peeks
+        finally:
+            reader.cancel()  # done, stopped or interrupted: no more peeks
+            await asyncio.gather(reader, return_exceptions=True)
 
     try:
         async with aclosing(copies()) as messages:  # an interrupt closes the scan on the source at once

@@ -373,12 +373,13 @@ def test_a_copy_killed_midway_sends_only_what_is_left_from_another_process(emula
 @pytest.mark.timeout(180)
 def test_a_copy_holds_at_most_one_page_of_messages() -> None:
     """Far from the namespace (50 ms), a copy of 3,000 messages of 1 KB between two brokers holds
-    at most one page (PAGE_SIZE) of source messages at once: counted by the copy from the moment a
-    peek asks for them until the target confirms them, and, read independently, the memory it
-    allocated while it ran beyond what its Report keeps (tracemalloc; the brokers in their own
-    processes) stays within 2 times what one page of peeked messages takes (measured 0.7-1.2, the
-    page in both forms, peeked and copied). Before, the sends in flight held up to max_in_flight
-    batches besides the page being copied and the next one: 3.7."""
+    at most one page (PAGE_SIZE) of source messages in memory at once: counted by the copy from the
+    moment a peek's answer brings them until the target confirms them (the next half page is peeked
+    while the one before is sent), and, read independently, the memory it allocated while it ran
+    beyond what its Report keeps (tracemalloc; the brokers in their own processes) stays within 1.6
+    times what one page of peeked messages takes: measured 1.19 (the page in both forms, peeked and
+    copied); holding two pages (HELD = 2 * PAGE_SIZE) measured 2.07-2.13, so this fails then. Before
+    the bound, the sends in flight held up to max_in_flight batches besides two pages: 3.7."""
     import tracemalloc
 
     n = 3000
@@ -404,7 +405,7 @@ def test_a_copy_holds_at_most_one_page_of_messages() -> None:
         assert core.counts("orders", connection=src).active == n
         assert 0 < report.stats["peak_held"] <= core.PAGE_SIZE, report.stats["peak_held"]
         working = (peak - kept) / one_page
-        assert working <= 2.0, f"the copy held {working:.1f} pages' worth of memory"
+        assert working <= 1.6, f"the copy held {working:.2f} pages' worth of memory"
     finally:
         core.close_all()
         for proc in (a, b):

@@ -175,10 +175,12 @@ class SpareConnections:
             spare = await asyncio.wait_for(_open_spare(amqp), SPARE_OPEN_TIMEOUT)
             if not await self._cover(spare, amqp):  # the namespace's token checks the key as well
                 await asyncio.wait_for(_put_token(spare, amqp._auth, amqp), SPARE_OPEN_TIMEOUT)
-        except Exception as exc:
+        except BaseException as exc:  # cancelled too: the spare is closed, not dropped open
             if spare is not None:
                 await _close_quietly(spare)
-            raise _sdk_error(receiver, exc) from None
+            if isinstance(exc, Exception):
+                raise _sdk_error(receiver, exc) from None
+            raise
         self._ready.append(spare)
         self.refill()
 
@@ -213,6 +215,9 @@ class SpareConnections:
             try:
                 await self._cover(spare, template)
             except asyncio.CancelledError:
+                # Cancelled by close() while its token is put: nobody else has it, so it is closed
+                # here (dropped open, its socket or aiohttp session was left to the collector).
+                await _close_quietly(spare)
                 raise
             except Exception as exc:  # the connection failed: the keeper drops it
                 log.debug("a namespace token on a spare AMQP connection failed: %r", exc)

@@ -143,8 +143,9 @@ class TimeWindow:
         if other.after is not None and (after is None or (other.after, other.after_open) > (after, after_open)):
             after, after_open = other.after, other.after_open
         before, before_closed = self.before, self.before_closed
+        # At the same time the exclusive end (`<`, before_closed False) is the narrower one.
         if other.before is not None and (
-            before is None or (other.before, not other.before_closed) < (before, not before_closed)
+            before is None or (other.before, other.before_closed) < (before, before_closed)
         ):
             before, before_closed = other.before, other.before_closed
         return TimeWindow(after, before, after_open, before_closed)

@@ -253,3 +253,37 @@ def test_the_option_is_refused_where_it_cannot_work(emulator: Emulator) -> None:
         ReadSpec({**given, "mode": "defer"}, 2, None).read()
     with pytest.raises(OptionError, match=r"^servicebus: option pushFilters must be true or false, not 'yes'"):
         ReadSpec({**given, "pushFilters": "yes"}, 2, None).read()
+
+
+def planned_and_read(given: dict[str, str], filters: list[Any]) -> tuple[list[str], list[Any]]:
+    """What the reader Spark would get returns, in this process (no JVM): the filters pushed as
+    Spark's planner pushes them, then every partition read; and the filters left to Spark."""
+    from sbnotebook.spark.source import ServiceBusDataSource
+
+    source = ServiceBusDataSource(given)
+    reader = source.reader(source.schema())
+    rest = list(reader.pushFilters(filters))  # type: ignore[attr-defined]
+    out: list[str] = []
+    for partition in reader.partitions():
+        for batch in reader.read(partition):
+            out.extend(batch.column("body_text").to_pylist())
+    return sorted(out), rest
+
+
+@needs_pushdown
+def test_the_narrower_end_wins_at_the_same_time(client: ServiceBusClient, emulator: Emulator) -> None:
+    """`< tb` and `<= tb` together keep what `< tb` keeps, whichever comes first and whether one is the
+    enqueuedBefore option: the batch b enqueued exactly at tb is out (the filters are exact, so Spark
+    does not filter again)."""
+    from pyspark.sql.datasource import LessThan, LessThanOrEqual
+
+    state = groups(client)
+    tb = time_of(state, "b0")
+    given = {"entity": "q", "connectionString": emulator.connection_string, "pushFilters": "true"}
+    expected = where(state, lambda s, t: t < tb)
+    assert expected == sorted(f"a{i}" for i in range(10))
+    closed, open_ = LessThanOrEqual(("enqueued_time",), tb), LessThan(("enqueued_time",), tb)
+    assert planned_and_read({**given, "enqueuedBefore": tb.isoformat()}, [closed]) == (expected, [])
+    assert planned_and_read(given, [open_, closed]) == (expected, [])
+    assert planned_and_read(given, [closed, open_]) == (expected, [])
+    assert planned_and_read(given, [closed]) == (where(state, lambda s, t: t <= tb), [])

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -36,7 +37,7 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from .copies import copy_message
 from .entities import EntityPath
@@ -65,6 +66,8 @@ PEEK = HELD // 2
 SEND_EVERY = PAGE_SIZE // 5
 COPY_CONCURRENCY = 1  # kept for callers: peeks are one at a time (each starts where the last ended)
 ENV_HOME = "SBNOTEBOOK_HOME"
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass
@@ -119,28 +122,75 @@ def copy_record(
     )
 
 
+def _with_arguments_of(
+    record: Callable[P, Path],
+) -> Callable[[Callable[[Path, dict[str, Any]], R]], Callable[P, R]]:
+    """``read(record(...), arguments)``, taking ``record``'s arguments (``arguments``: each by name,
+    defaults filled in): its signature (help, ``inspect.signature``, type checkers) with ``read``'s
+    name, documentation and return type."""
+    signature = inspect.signature(record)
+
+    def decorate(read: Callable[[Path, dict[str, Any]], R]) -> Callable[P, R]:
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            given = signature.bind(*args, **kwargs)
+            given.apply_defaults()
+            return read(record(*args, **kwargs), given.arguments)
+
+        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+            setattr(call, attribute, getattr(read, attribute))
+        returns = inspect.signature(read).return_annotation
+        call.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
+        return call
+
+    return decorate
+
+
 @renamed(limit="max_messages")
-def copy_resume_point(
-    source: str | EntityPath,
-    target: str | EntityPath,
-    *,
-    where: str | None = None,
-    keep_ids: bool = False,
-    max_messages: int | None = None,
-    source_connection: ConnectionLike = None,
-    connection: ConnectionLike = None,
-) -> CopyProgress | None:
-    """What an unfinished copy with these arguments did (from its record on disk), or None."""
-    path = copy_record(
-        source,
-        target,
-        where=where,
-        keep_ids=keep_ids,
-        max_messages=max_messages,
-        source_connection=source_connection,
-        connection=connection,
-    )
-    return _load(path)
+@_with_arguments_of(copy_record)
+def copy_resume_point(record: Path, given: dict[str, Any]) -> CopyProgress | None:
+    """What an unfinished copy with these arguments (``copy_record``'s) did, from its record on disk,
+    or None (none, or its source or target was deleted and created again since: see ``_created``)."""
+    dst = live(given["connection"])
+    src = dst if given["source_connection"] is None else live(given["source_connection"])
+    created = _created(src, EntityPath.parse(given["source"]), dst, EntityPath.parse(given["target"]))
+    return _load(record, created)[0]
+
+
+def _created(src: LiveConnection, source: EntityPath, dst: LiveConnection, target: EntityPath) -> dict[str, str | None]:
+    """When the source (a dead-letter queue: its queue or subscription) and the target were created,
+    as the administration API says (two requests at once). A record of a copy keeps them: deleted
+    and created again, an entity numbers its messages from 1 again (a resume would skip the new
+    source's first messages) and has none of the copies sent before. None where the API does not
+    say (a key without the Manage right, ...): logged once, that entity is known by its name only."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def created(conn: LiveConnection, path: EntityPath) -> str | None:
+        entity = path.parent
+        try:
+            admin = conn.admin()
+            if entity.is_subscription:
+                p: Any = admin.get_subscription_runtime_properties(entity.name, entity.subscription)
+                return str(p.created_at_utc.isoformat())
+            try:
+                return str(admin.get_queue_runtime_properties(entity.name).created_at_utc.isoformat())
+            except Exception as exc:  # a topic (the SDK cannot read it as a queue's), or no such queue
+                missing = type(exc).__name__ == "ResourceNotFoundError"
+                if not (missing or isinstance(exc, (AttributeError, TypeError))):
+                    raise
+            return str(admin.get_topic_runtime_properties(entity.name).created_at_utc.isoformat())
+        except Exception as exc:
+            conn.info_once(
+                f"copy-created:{entity}",
+                "a copy's record knows %s by its name only: its creation time could not be read (%s), so a "
+                "resume cannot tell if it was deleted and created again since",
+                entity,
+                exc,
+            )
+            return None
+
+    with ThreadPoolExecutor(2, thread_name_prefix="sbnotebook-copy-created") as pool:
+        got = pool.submit(created, src, source), pool.submit(created, dst, target)
+        return {"source": got[0].result(), "target": got[1].result()}
 
 
 def _key(
@@ -168,15 +218,28 @@ def _record_path(key: dict[str, Any]) -> Path:
     return copy_records() / f"copy-{digest}.json"
 
 
-def _load(path: Path) -> CopyProgress | None:
+def _load(path: Path, created: dict[str, str | None]) -> tuple[CopyProgress | None, str | None]:
+    """The record's progress, or None if there is none or it is of entities deleted and created
+    again since (a creation time, recorded and now, that differs); and then, why it was set aside."""
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
-        return CopyProgress.from_json(info["progress"])
+        progress = CopyProgress.from_json(info["progress"])
+        was = info.get("created") or {}
     except FileNotFoundError:
-        return None
+        return None, None
     except (ValueError, KeyError, TypeError) as exc:  # a record cut short by a full disk: start afresh
         log.info("copy record %s unreadable (%r): the copy starts from the beginning", path, exc)
-        return None
+        return None, None
+    again = [k for k, when in created.items() if when is not None and was.get(k) not in (None, when)]
+    if not again:
+        return progress, None
+    why = (
+        f"the {' and the '.join(again)} of the unfinished copy recorded were deleted and created again since"
+        if len(again) > 1
+        else f"the {again[0]} of the unfinished copy recorded was deleted and created again since"
+    )
+    log.info("copy record %s set aside: %s (created %s, now %s)", path, why, was, created)
+    return None, f"{why} ({progress.copied} copied then): this copy starts from the beginning"
 
 
 class _Record:
@@ -184,8 +247,8 @@ class _Record:
     ``copied`` counts what ``done`` and ``failed`` say was copied (the tracker's confirmed lines),
     not sends confirmed out of order: a run after a kill sends those again."""
 
-    def __init__(self, state: CopyProgress, key: dict[str, Any]) -> None:
-        self.state, self.key = state, key
+    def __init__(self, state: CopyProgress, key: dict[str, Any], created: dict[str, str | None]) -> None:
+        self.state, self.key, self.created = state, key, created
         self.base = state.copied
         self.tracker: LineTracker | None = None
 
@@ -204,7 +267,7 @@ class _Record:
     def to_json(self) -> dict[str, Any]:
         if self.tracker is not None:
             self.state.copied = self.base + self.tracker.confirmed
-        return {"key": self.key, "progress": self.state.to_json()}
+        return {"key": self.key, "created": self.created, "progress": self.state.to_json()}
 
 
 def copy_target(target: str | EntityPath) -> EntityPath:
@@ -255,6 +318,7 @@ async def acopy(
     dst = live(connection)
     src = dst if source_connection is None else live(source_connection)
     record: Path | None = None
+    set_aside: str | None = None
     if state is None:
         if callable(where):
             log.info("copy of %s: a function as where keeps no record on disk (resumed only with state=)", src_path)
@@ -262,10 +326,11 @@ async def acopy(
         else:
             key = _key(src, src_path, dst, dst_path, where, keep_ids, max_messages)
             record = _record_path(key)
-            found = _load(record) if resume else None
+            created = await asyncio.to_thread(_created, src, src_path, dst, dst_path)
+            found, set_aside = _load(record, created) if resume else (None, None)
             state = found if found is not None and found.pending else CopyProgress(str(src_path), str(dst_path))
     state.complete = False
-    saved: Any = state if record is None else _Record(state, key)
+    saved: Any = state if record is None else _Record(state, key, created)
     tracker = LineTracker(saved, record)
     if isinstance(saved, _Record):
         saved.tracker = tracker
@@ -387,6 +452,8 @@ async def acopy(
     report.stats["peak_held"] = peak
     if before:
         report.note(f"resumed: {before} copied before")
+    if set_aside is not None:
+        report.note(set_aside)
     exhausted_limit = left is not None and state.copied - before >= left
     if not state.failed and not tracker.lines and (tracker.exhausted or exhausted_limit):
         state.complete = True

@@ -136,23 +136,25 @@ def _restore_entities(broker: Broker, journal: Journal) -> None:
                 pass
             continue
         props: EntityProperties = doc["properties"]
+        entity: Any
         if doc["kind"] == "subscription":
             rules: list[RuleConfig] = doc.get("rules") or []
             try:
-                sub = broker.subscription(doc["topic"], doc["name"])
+                entity = broker.subscription(doc["topic"], doc["name"])
+                entity.props.__dict__.update(props.__dict__)
+                entity.rules[:] = [Rule(r) for r in rules]
             except EntityNotFound:
-                broker.add_subscription(doc["topic"], SubscriptionConfig(doc["name"], props, rules))
-                continue
-            sub.props.__dict__.update(props.__dict__)
-            sub.rules[:] = [Rule(r) for r in rules]
-            continue
-        existing = broker.registry.get(parts[0])
-        if existing is not None and existing.kind == doc["kind"]:
-            existing.props.__dict__.update(props.__dict__)
-            continue
-        if existing is not None:
-            broker.delete_entity(parts[0])
-        if doc["kind"] == "queue":
-            broker.add_queue(QueueConfig(doc["name"], props))
+                entity = broker.add_subscription(doc["topic"], SubscriptionConfig(doc["name"], props, rules))
         else:
-            broker.add_topic(TopicConfig(doc["name"], props))
+            entity = broker.registry.get(parts[0])
+            if entity is not None and entity.kind == doc["kind"]:
+                entity.props.__dict__.update(props.__dict__)
+            else:
+                if entity is not None:
+                    broker.delete_entity(parts[0])
+                if doc["kind"] == "queue":
+                    entity = broker.add_queue(QueueConfig(doc["name"], props))
+                else:
+                    entity = broker.add_topic(TopicConfig(doc["name"], props))
+        if "created_at" in doc:  # as the administration API said before the restart
+            entity.created_at = doc["created_at"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from .errors import Conflict, EntityNotFound
 from .filters import DEFAULT_RULE, Rule, admit
@@ -70,6 +71,7 @@ class Queue:
     duplicates: Duplicates | None = None
     kind: str = "queue"
     sequence: SequenceCounter = field(default_factory=SequenceCounter)
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))  # the admin API's CreatedAt
 
 
 @dataclass(eq=False)
@@ -81,6 +83,7 @@ class Subscription:
     dead_letter: MessageStore
     rules: list[Rule] = field(default_factory=list)
     kind: str = "subscription"
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
     def path(self) -> str:
@@ -103,6 +106,7 @@ class Topic:
     duplicates: Duplicates | None = None
     kind: str = "topic"
     sequence: SequenceCounter = field(default_factory=SequenceCounter)
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 Receivable = Queue | Subscription

@@ -19,10 +19,11 @@ def record(journal: Journal | None, entity: Entity | Subscription) -> None:
             entity.props,
             topic=entity.topic.name,
             rules=[r.config for r in entity.rules],
+            created_at=entity.created_at,
         )
         journal.entity(entity.path, doc)
     else:
-        journal.entity(entity.name, entity_doc(entity.kind, entity.name, entity.props))
+        journal.entity(entity.name, entity_doc(entity.kind, entity.name, entity.props, created_at=entity.created_at))
 
 
 def record_deleted(journal: Journal | None, entity: Entity | Subscription) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import json.scanner
+from datetime import datetime
 from typing import Any
 
 from proton import Data
@@ -140,9 +141,20 @@ def message_from_row(seq: int, row: tuple[Any, ...]) -> StoredMessage:
 # ------------------------------------------------------------------ entities
 
 
-def entity_doc(kind: str, name: str, props: EntityProperties, *, topic: str | None = None, rules: Any = None) -> str:
-    """An entity's definition as JSON: kind, name, properties (and a subscription's topic and rules)."""
+def entity_doc(
+    kind: str,
+    name: str,
+    props: EntityProperties,
+    *,
+    topic: str | None = None,
+    rules: Any = None,
+    created_at: datetime | None = None,
+) -> str:
+    """An entity's definition as JSON: kind, name, properties (and a subscription's topic and rules),
+    and when it was created (a restart keeps the administration API's CreatedAt)."""
     doc: dict[str, Any] = {"kind": kind, "name": name, "properties": dataclasses.asdict(props)}
+    if created_at is not None:
+        doc["created_at"] = created_at.isoformat()
     if topic is not None:
         doc["topic"] = topic
     if rules is not None:
@@ -159,6 +171,8 @@ def parse_entity_doc(text: str) -> dict[str, Any]:
             doc["rules"] = [RuleConfig(**r) for r in doc["rules"]]
         if doc["kind"] not in ("queue", "topic", "subscription") or not isinstance(doc["name"], str):
             raise ValueError("unknown entity kind")
+        if "created_at" in doc:  # journals written before it have none: the entity is as new at start-up
+            doc["created_at"] = datetime.fromisoformat(doc["created_at"])
         return dict(doc)
     except (KeyError, TypeError, ValueError) as exc:
         raise RowError(f"a stored entity does not decode: {exc}") from None

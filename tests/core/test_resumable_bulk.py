@@ -481,3 +481,38 @@ def test_a_corrupt_import_marker_is_refused_in_one_line_and_sends_nothing(emulat
     marker.unlink()
     assert core.import_jsonl("plain", src, connection=cs).ok
     assert emulator.broker.counts("plain")["active"] == 2
+
+
+def test_a_copy_whose_source_was_created_again_since_it_stopped_copies_the_new_one_from_the_start(
+    emulator: Emulator,
+) -> None:
+    """An interrupted copy's record, then its source deleted and created again with other messages:
+    the new queue numbers them from 1 again, so resuming past the record's sequence number skipped
+    the first of them (keyed by names alone, it copied only those numbered after what the old queue
+    had copied). The record keeps both entities' creation times (the administration API's CreatedAt,
+    which the emulator now answers per entity as Service Bus does): the same copy starts afresh and
+    says why."""
+    cs = emulator.connection_string
+    n = 600
+    core.send("plain", ({"body": f"old-{i:04d}"} for i in range(n)), connection=cs).raise_for_failures()
+    emulator.latency = 0.05
+    hook = InterruptAtFirstProgress()
+    with hook.interrupting():
+        core.copy("plain", "dst", max_in_flight=1, progress=hook, connection=cs)
+    emulator.latency = 0
+    wait_until(lambda: (core.copy_resume_point("plain", "dst", connection=cs) or core.CopyProgress("", "")).done > 0)
+    recorded = core.copy_resume_point("plain", "dst", connection=cs)
+    assert recorded is not None and recorded.pending and 0 < recorded.done < n, recorded
+    created = json.loads(core.copy_record("plain", "dst", connection=cs).read_text())["created"]
+    assert created["source"] and created["target"], created  # both read from the administration API
+
+    core.delete_entity("plain", connection=cs)
+    core.create_entity("plain", connection=cs)
+    core.send("plain", ({"body": f"new-{i:04d}"} for i in range(n)), connection=cs).raise_for_failures()
+    assert core.copy_resume_point("plain", "dst", connection=cs) is None  # a record of another queue
+    report = core.copy("plain", "dst", connection=cs)
+    assert report.ok and report.count("sent") == n, report
+    assert any("deleted and created again" in note for note in report.notes), report.notes
+    new = [r["body_text"] for r in core.scan_records("dst", connection=cs) if r["body_text"].startswith("new-")]
+    assert sorted(new) == [f"new-{i:04d}" for i in range(n)]  # every message of the new queue, once
+    assert not core.copy_record("plain", "dst", connection=cs).exists()

@@ -33,7 +33,14 @@ worker, not by round trips, so on a 2-core machine more partitions add little (d
              against a read of everything. The planner and the partitions' reads run in this process,
              as Spark would run them (no JVM: Spark's own cost is the same for both)
 
-    python benchmarks/spark_io.py [--messages 20000] [--latency-ms 0 50] [--bodies-only | --first-query | --time-window]
+  pushdown : (``--pushdown``) the same window through Spark (``local[4]``, the JVM included), three
+             whole queries counting the window's rows, alternated, the best of each: the window
+             as a ``where`` pushed down (``pushFilters``, pyspark 4.1+), as options
+             (``enqueuedAfter`` / ``enqueuedBefore``), and as a ``where`` without the option (a read
+             of everything that Spark filters)
+
+    python benchmarks/spark_io.py [--messages 20000] [--latency-ms 0 50]
+                                  [--bodies-only | --first-query | --time-window | --pushdown]
 """
 
 from __future__ import annotations
@@ -292,6 +299,54 @@ def measure_time_window(n: int, latency_ms: float) -> list[str]:
     return []
 
 
+def measure_pushdown(n: int, latency_ms: float, rounds: int = 2) -> list[str]:
+    """The window of ``measure_time_window`` read through Spark three ways (module docstring)."""
+    from pyspark.sql import functions as F
+
+    proc, text = start_emulator(latency_ms)
+    spark = sbspark.local_session("spark-io-pushdown", cores=4)
+    try:
+        sbspark.register(spark, text)
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+        group = n // 10
+        for g in range(10):
+            core.send(
+                "orders", (f"g{g}-{i}" for i in range(group)), max_in_flight=32, connection=text
+            ).raise_for_failures()
+            time.sleep(0.05)
+        start = core.peek_page("orders", start=group * 6 + 1, count=1, connection=text)[0]["enqueued_time"]
+        end = core.peek_page("orders", start=group * 7 + 1, count=1, connection=text)[0]["enqueued_time"]
+        col = F.col("enqueued_time")
+
+        def load(**options: str) -> Any:  # a new DataFrame per query (docs/spark.md, "Filter pushdown")
+            return spark.read.format("servicebus").options(entity="orders", numPartitions="4", **options).load()
+
+        queries = {
+            "pushed": lambda: load(pushFilters="true").where((col >= start) & (col < end)).count(),
+            "options": lambda: load(enqueuedAfter=start.isoformat(), enqueuedBefore=end.isoformat()).count(),
+            "where, not pushed": lambda: load().where((col >= start) & (col < end)).count(),
+        }
+        times: dict[str, list[float]] = {k: [] for k in queries}
+        load().count()  # warm: the Python workers and their links
+        for _ in range(rounds):
+            for name, query in queries.items():
+                rows, took = timed(query)
+                assert rows == group, (name, rows)
+                times[name].append(took)
+    finally:
+        spark.stop()
+        proc.terminate()
+        proc.wait()
+    best = {k: min(v) for k, v in times.items()}
+    print(
+        f"\npushdown, {n:,} messages, {latency_ms:g} ms: one group of {group:,} in the window, best of {rounds}\n"
+        + "\n".join(f"  {name}: {t:.2f} s" for name, t in best.items())
+        + f"\n  not pushed / pushed = {best['where, not pushed'] / best['pushed']:.1f}x; "
+        f"pushed / options = {best['pushed'] / best['options']:.2f}"
+    )
+    return []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=20_000)
@@ -299,7 +354,12 @@ def main() -> None:
     parser.add_argument("--bodies-only", action="store_true", help="measure only the body formats")
     parser.add_argument("--first-query", action="store_true", help="measure only the first query on a new entity")
     parser.add_argument("--time-window", action="store_true", help="measure only a read bounded by enqueued time")
+    parser.add_argument("--pushdown", action="store_true", help="measure only the window through Spark, pushed or not")
     args = parser.parse_args()
+    if args.pushdown:
+        for latency in args.latency_ms:
+            measure_pushdown(args.messages, latency)
+        return
     if args.time_window:
         for latency in args.latency_ms:
             measure_time_window(args.messages, latency)

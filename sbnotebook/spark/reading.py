@@ -98,22 +98,32 @@ def plan_peek(
             path,
             *bounds.sweep,
         )
-        ranges.append(PeekRange(len(ranges), bounds.sweep[0], bounds.sweep[1], None, window, scheduled_only=True))
+        sweep = PeekRange(len(ranges), bounds.sweep[0], bounds.sweep[1], None, window, scheduled_only=True)
+        ranges = limited([*ranges, sweep], max_messages)  # the sweep takes its share of maxMessages too
     return ranges
 
 
 def peek_ranges(first: int, last: int, partitions: int, max_messages: int | None) -> list[PeekRange]:
     span = last - first + 1
-    n = max(1, min(partitions, span))
+    n = max(1, min(partitions, span, max_messages or span))  # no range without a message to take
     width = math.ceil(span / n)
-    limit = math.ceil(max_messages / n) if max_messages else None
     out = []
     for i in range(n):
         lo = first + i * width
         if lo > last:
             break
-        out.append(PeekRange(i, lo, min(last, lo + width - 1), limit))
-    return out
+        out.append(PeekRange(i, lo, min(last, lo + width - 1), None))
+    return limited(out, max_messages)
+
+
+def limited(ranges: list[PeekRange], max_messages: int | None) -> list[PeekRange]:
+    """The ranges with shares of `max_messages` that add up to it (a range whose share is 0 is
+    dropped): maxMessages is at most that many in all, not per range rounded up."""
+    if not max_messages or not ranges:
+        return ranges
+    base, extra = divmod(max_messages, len(ranges))
+    kept = [replace(r, limit=base + (1 if i < extra else 0)) for i, r in enumerate(ranges)]
+    return [replace(r, index=i) for i, r in enumerate(r for r in kept if r.limit)]
 
 
 def shares(total: int, partitions: int) -> list[Share]:
@@ -124,21 +134,37 @@ def shares(total: int, partitions: int) -> list[Share]:
 
 def session_groups(sessions: list[str], partitions: int, limit: int | None) -> list[SessionGroup]:
     """Sessions dealt round-robin to at most `partitions` partitions, each with its share of `limit`."""
-    n = max(1, min(partitions, len(sessions)))
-    share = math.ceil(limit / n) if limit else None
-    return [SessionGroup(i, tuple(sessions[i::n]), share) for i in range(n) if sessions[i::n]]
+    n = max(1, min(partitions, len(sessions), limit or len(sessions)))  # each group takes one at least
+    counts = [s.count for s in shares(limit, n)] if limit else [None] * n  # adding up to limit, not more
+    return [SessionGroup(i, tuple(sessions[i::n]), counts[i]) for i in range(n) if sessions[i::n]]
 
 
 def read_peek(conn: Connection, path: EntityPath, part: PeekRange, schema: Any, in_flight: int) -> Iterator[Any]:
     """The range through the scanner, ``in_flight`` peeks at once: one partition is then no longer
     bound by round trips (docs/benchmarks.md: at 50 ms, 20,000 messages in 1.3 s, not 3.1 s)."""
+    filtered = part.window is not None or part.scheduled_only
+    # A filtered range counts its limit in rows kept, not in messages peeked (a sweep peeks many
+    # messages that were not scheduled before it finds one that was).
     pages = scan(
-        path, start=part.first, stop=part.last + 1, max_messages=part.limit, concurrency=in_flight, connection=conn
+        path,
+        start=part.first,
+        stop=part.last + 1,
+        max_messages=None if filtered else part.limit,
+        concurrency=in_flight,
+        connection=conn,
     )
-    for records in pages:
-        if part.window is not None or part.scheduled_only:
-            records = [r for r in records if part.keeps(r)]
-        yield to_arrow(records, schema)
+    left = part.limit
+    try:
+        for records in pages:
+            if filtered:
+                records = [r for r in records if part.keeps(r)][:left]
+                if left is not None:
+                    left -= len(records)
+            yield to_arrow(records, schema)
+            if left == 0:
+                break
+    finally:
+        pages.close()  # stops the peeks read ahead
 
 
 def read_session_peek(
@@ -149,14 +175,18 @@ def read_session_peek(
     soon as they are done, before the next session is taken. Nothing is received or counted."""
     left = part.limit
     for session in part.sessions:
-        pages = scan(path, start=start, max_messages=left, session_id=session, concurrency=1, connection=conn)
+        # With a window the limit counts rows kept, not messages peeked.
+        most = left if window is None else None
+        pages = scan(path, start=start, max_messages=most, session_id=session, concurrency=1, connection=conn)
         try:
             for records in pages:
+                if window is not None:  # a session is peeked whole: no bisection through its lock
+                    records = [r for r in records if window.holds(r.get("enqueued_time"))][:left]
                 if left is not None:
                     left -= len(records)
-                if window is not None:  # a session is peeked whole: no bisection through its lock
-                    records = [r for r in records if window.holds(r.get("enqueued_time"))]
                 yield to_arrow(records, schema)
+                if left is not None and left <= 0:
+                    break
         except SbError as exc:
             raise _session_error(exc, path, session) from None
         finally:

@@ -27,6 +27,22 @@ def test_spark_files_are_grouped_and_the_rest_is_not() -> None:
     assert spark_group("tests/core/test_source.py::test_z") is None  # by path: the same name elsewhere is not
 
 
+def test_every_file_whose_tests_start_a_jvm_is_in_a_jvm_group() -> None:
+    """A test or fixture that takes the ``spark`` session (or ``sp``, tests/spark/conftest.py's, which
+    takes it) starts a JVM in its worker: outside the two groups, a third JVM runs beside them."""
+    import ast
+
+    from tests import suites
+
+    def starts_a_jvm(path: str) -> bool:
+        tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+        functions = (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+        return any(a.arg in ("spark", "sp") for f in functions for a in f.args.args)
+
+    ungrouped = [p for p in suites.test_files() if starts_a_jvm(p) and spark_group(p) is None]
+    assert not ungrouped
+
+
 def test_the_browser_tests_share_one_worker_and_are_not_a_spark_group() -> None:
     a, b = "tests/widgets/test_browser.py::test_x[grid]", "tests/widgets/test_browser.py::test_y[plain]"
     assert work_unit(a) == work_unit(b) == "browser"

@@ -57,12 +57,13 @@ log = logging.getLogger(__name__)
 HELD = PAGE_SIZE  # source messages a copy holds in memory at most: peeked, not yet confirmed copied
 # Each peek asks for half a page, as soon as what is held leaves room for its answer: the next half
 # is on its way while the one before is copied and sent, and what is in memory stays within a page.
-# Peeking whole pages instead waits for each page's sends before the next peek: 4.7 s against 4.1 s
-# for 5,000 messages at 80 ms (docs/benchmarks.md); a fifth of a page or room-sized peeks: 4.1-4.5 s.
+# Any size is near the bound a page sets (docs/benchmarks.md): 5,000 messages at 80 ms in 4.2-4.3 s,
+# whole pages 4.3-4.5 s; peeks of whatever room there was once a fifth of a page was free (many
+# small ones, each a round trip) took 4.7 s.
 PEEK = HELD // 2
 # Copies sent in batches of at most this many, as the page is read: a copy leaves before the rest
-# of its page is copied (~0.5 ms a message), so less is held: working memory 1.2 pages, 2.0 with a
-# batch per page, for the same speed (docs/benchmarks.md).
+# of its page is copied (~0.5 ms a message), so less is held: working memory 1.2 pages (2.0 with a
+# batch per page, measured before the half-page peeks), for the same speed (docs/benchmarks.md).
 SEND_EVERY = PAGE_SIZE // 5
 COPY_CONCURRENCY = 1  # kept for callers: peeks are one at a time (each starts where the last ended)
 ENV_HOME = "SBNOTEBOOK_HOME"

@@ -26,6 +26,22 @@ def _export_marker(path: str | Path) -> Path:
     return Path(f"{path}{EXPORTING}")
 
 
+_SAID: set[tuple[str, int]] = set()  # unreadable markers warned of: (path, modification time)
+
+
+def _first_word_on(marker: Path) -> bool:
+    """Whether this unreadable marker (as it is now) was not warned of yet: %sb_export asks for the
+    resume point, then the export asks again, and the user reads one warning, not two."""
+    try:
+        seen = (str(marker), marker.stat().st_mtime_ns)
+    except OSError:  # gone meanwhile: nothing to say twice
+        return True
+    if seen in _SAID:
+        return False
+    _SAID.add(seen)
+    return True
+
+
 def export_resume_point(entity: str | EntityPath, path: str | Path, where: str | None = None) -> tuple[int, int] | None:
     """Where an interrupted export of ``entity`` (and the same ``where``) into ``path`` stopped:
     (messages in the file, the last one's sequence number), or None when there is nothing to resume
@@ -38,7 +54,10 @@ def export_resume_point(entity: str | EntityPath, path: str | Path, where: str |
         if not isinstance(info, dict):
             raise ValueError(f"a JSON {type(info).__name__}, not an object")
     except ValueError as exc:  # cut short (a full disk) or edited: no resume point to trust
-        log.warning("export marker %s is unreadable (%s): the export starts over, writing %s afresh", marker, exc, file)
+        if _first_word_on(marker):
+            log.warning(
+                "export marker %s is unreadable (%s): the export starts over, writing %s afresh", marker, exc, file
+            )
         return None
     if info.get("entity") != str(EntityPath.parse(entity)) or info.get("where") != where:
         return None

@@ -140,3 +140,26 @@ def test_export_and_import_magics_say_when_they_resume(
 
 def _records_in(sb: SbMagics, queue: str) -> int:
     return len(core.scan_records(queue, connection=sb.conn()))
+
+
+def test_unreadable_markers_are_said_once_and_no_import_is_announced(
+    ip: Any, sb: SbMagics, tmp_path: Path, capsys: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """%sb_export asks for the resume point and the export asks again: a marker cut short is one
+    WARNING, not two. %sb_import with its marker cut short is refused in one line naming it, with no
+    'Importing ...' printed before, and nothing sent (the broker's count)."""
+    core.send("q", ["m0", "m1"], connection=sb.conn())
+    out = tmp_path / "q.jsonl"
+    out.write_text("an earlier export\n")
+    Path(f"{out}.exporting").write_text('{"entity": "q", "wh')  # cut short by a full disk
+    with caplog.at_level("WARNING", logger="sbnotebook"):
+        line(ip, f"sb_export q {out}")
+    said = [r for r in caplog.records if r.levelname == "WARNING" and "is unreadable" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in said]
+    assert [json.loads(x)["body_text"] for x in out.read_text().splitlines()] == ["m0", "m1"]
+    capsys.readouterr()
+    Path(f"{out}.importing-dl-target").write_text('{"entity": "dl-tar')
+    refused = magic_fails(ip, f"sb_import dl-target {out}")
+    assert f"{out}.importing-dl-target" in refused and "unreadable" in refused
+    assert "Importing" not in capsys.readouterr().out
+    assert _records_in(sb, "dl-target") == 0

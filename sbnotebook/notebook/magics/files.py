@@ -88,10 +88,12 @@ def sb_export(self: MagicsState, args: argparse.Namespace) -> Any:
 def sb_import(self: MagicsState, args: argparse.Namespace) -> Any:
     if not Path(args.file).is_file():
         raise core.InvalidInputError(f"No file {args.file}: give the path of a JSON lines export.")
+    # Before the first line is printed: a marker that cannot be read or a changed file refuses the
+    # import in one line, which then follows no "Importing ..." for an import that does not happen.
+    resume = import_resume_point(args.entity, args.file)
     total = count_jsonl(args.file)
     ids = "their exported message ids" if args.keep_ids else "fresh message ids"
     print(f"Importing {total} messages from {args.file} into {shown(self, args.entity)} with {ids}.")
-    resume = import_resume_point(args.entity, args.file)
     if resume is not None and resume.pending:
         print(f"Resuming: lines up to {resume.done} were sent before ({len(resume.failed)} of them failed).")
     progress = Progress(shown(self, args.entity), "Importing into", "sent", total=total)

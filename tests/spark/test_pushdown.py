@@ -226,7 +226,8 @@ def test_the_option_without_the_conf_fails_naming_the_conf(sp: Any, client: Serv
 def test_spark_reuses_a_pushed_down_plan_within_one_dataframe(sp: Any, client: ServiceBusClient) -> None:
     """What docs/spark.md warns of: Spark 4.1-4.3 keep the partitions a pushdown planned on the loaded
     relation, and a later query of the same DataFrame that has no filter to push reads them again (a
-    Spark bug, fixed upstream after 4.3). A fresh load() per query reads everything."""
+    Spark bug; Spark's development sources keep that state per scan). A fresh load() per query reads
+    everything."""
     state = groups(client)
     tb = time_of(state, "b0")
     df = load(sp)
@@ -287,3 +288,23 @@ def test_the_narrower_end_wins_at_the_same_time(client: ServiceBusClient, emulat
     assert planned_and_read(given, [open_, closed]) == (expected, [])
     assert planned_and_read(given, [closed, open_]) == (expected, [])
     assert planned_and_read(given, [closed]) == (where(state, lambda s, t: t <= tb), [])
+
+
+@needs_pushdown
+def test_the_narrower_start_wins_at_the_same_time(client: ServiceBusClient, emulator: Emulator) -> None:
+    """The start's mirror: `> tb` and `>= tb` together keep what `> tb` keeps, in either order and with
+    the enqueuedAfter option; `= tb` with `< tb` keeps nothing (an empty window plans no partition)."""
+    from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, LessThan
+
+    state = groups(client)
+    tb = time_of(state, "b0")
+    given = {"entity": "q", "connectionString": emulator.connection_string, "pushFilters": "true"}
+    expected = where(state, lambda s, t: t > tb)
+    assert expected == sorted(f"c{i}" for i in range(10))
+    closed, open_ = GreaterThanOrEqual(("enqueued_time",), tb), GreaterThan(("enqueued_time",), tb)
+    assert planned_and_read({**given, "enqueuedAfter": tb.isoformat()}, [open_]) == (expected, [])
+    assert planned_and_read(given, [open_, closed]) == (expected, [])
+    assert planned_and_read(given, [closed, open_]) == (expected, [])
+    equal, before = EqualTo(("enqueued_time",), tb), LessThan(("enqueued_time",), tb)
+    assert planned_and_read(given, [equal]) == (where(state, lambda s, t: t == tb), [])
+    assert planned_and_read(given, [equal, before]) == ([], [])

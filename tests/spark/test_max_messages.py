@@ -72,3 +72,17 @@ def test_a_destructive_session_read_deletes_at_most_max_messages(client: Service
     assert len(got) == 10
     left = core.counts("sq60", connection=emulator.connection_string)
     assert left.active == 10, left
+
+
+def test_a_time_bounded_session_peek_counts_the_rows_it_keeps(client: ServiceBusClient, emulator: Emulator) -> None:
+    """A session is peeked whole and its rows kept by time: maxMessages counts the rows kept, so the
+    messages of each session before the window do not use up the share."""
+    with client.get_queue_sender("sq60") as sender:
+        sender.send_messages([ServiceBusMessage(f"a{i}", session_id=f"s{i % 2}") for i in range(6)])
+        time.sleep(0.05)
+        sender.send_messages([ServiceBusMessage(f"b{i}", session_id=f"s{i % 2}") for i in range(6)])
+    with client.get_queue_receiver("sq60", session_id="s0") as receiver:
+        b0 = next(m.enqueued_time_utc for m in receiver.peek_messages(20) if str(m) == "b0")
+    assert b0 is not None
+    got = read_all(emulator, entity="sq60", numPartitions=1, maxMessages=4, enqueuedAfter=b0.isoformat())
+    assert len(got) == len(set(got)) == 4 and all(b.startswith("b") for b in got), got

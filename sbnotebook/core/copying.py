@@ -228,9 +228,10 @@ def _load(path: Path, created: dict[str, str | None]) -> tuple[CopyProgress | No
         was = info.get("created") or {}
     except FileNotFoundError:
         return None, None
-    except (ValueError, KeyError, TypeError) as exc:  # a record cut short by a full disk: start afresh
-        log.info("copy record %s unreadable (%r): the copy starts from the beginning", path, exc)
-        return None, None
+    except (ValueError, KeyError, TypeError) as exc:  # a record cut short by a full disk: start afresh, said
+        why = f"the unfinished copy's record {path} could not be read ({type(exc).__name__})"
+        log.warning("%s: the copy starts from the beginning", why)
+        return None, f"{why}: this copy starts from the beginning (what it had copied is sent again)"
     again = [k for k, when in created.items() if when is not None and was.get(k) not in (None, when)]
     if not again:
         return progress, None

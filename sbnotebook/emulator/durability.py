@@ -9,11 +9,12 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from .broker import Broker
 from .clock import Clock
-from .entities import Topic, stores_of
+from .entities import Subscription, Topic, stores_of
 from .errors import EntityNotFound
 from .filters import Rule
 from .journal import Journal
@@ -29,6 +30,7 @@ def open_broker(topology: Topology, clock: Clock | None = None, journal: Journal
     if journal is not None:
         with _no_cyclic_gc():
             broker.restored, broker.restore_skipped = restore(broker, journal)
+        _keep_topology_births(broker, journal)
         broker.attach_journal(journal)
         # What fell due while stopped fires now, journaled, as it would have running: a schedule
         # is numbered again (firing.py) before anyone can peek or receive it under its old number.
@@ -120,6 +122,25 @@ def restore(broker: Broker, journal: Journal) -> tuple[int, int]:
         if logged is not None and logged[0].sessions is not None:
             logged[0].session(session).state = state
     return restored, skipped
+
+
+def _keep_topology_births(broker: Broker, journal: Journal) -> None:
+    """An entity of the topology file that the administration API never touched is built again at
+    each start; its CreatedAt is kept from its first start, as Service Bus answers one creation time
+    for an entity that was never deleted (a copy's resume record compares it: a new time would make
+    an interrupted copy start over and send again what it had sent)."""
+    by_api = {path for path, _ in journal.entities()}
+    kept = journal.births()
+    births: dict[str, int] = {}
+    for entity in broker.registry:
+        for one in [entity, *entity.subscriptions.values()] if isinstance(entity, Topic) else [entity]:
+            path = (one.path if isinstance(one, Subscription) else one.name).lower()
+            if path in by_api:  # the journal's entity doc carries its own creation time
+                continue
+            if path in kept:
+                one.created_at = datetime.fromtimestamp(kept[path] / 1e6, UTC)
+            births[path] = kept.get(path, round(one.created_at.timestamp() * 1e6))
+    journal.keep_births(births)
 
 
 def _restore_entities(broker: Broker, journal: Journal) -> None:

@@ -2,7 +2,8 @@
 
 Kept: every accepted message and each change to it, session state, each entity's
 last sequence number, the entities themselves as created, updated or deleted
-through the administration API (with their properties and rules), and the
+through the administration API (with their properties and rules), when the
+topology file's own entities were first made, and the
 duplicate-detection history. Not kept: locks (a restarted broker has released
 them, as Service Bus does when a lock's holder is gone).
 
@@ -276,6 +277,27 @@ class Journal:
 
     def session_states(self) -> Iterator[tuple[str, str, bytes | None]]:
         yield from self._db.execute("SELECT store, session, state FROM session_state")
+
+    def births(self) -> dict[str, int]:
+        """Path (lower case) -> when the topology file's entity was first made, in microseconds
+        since the epoch (``keep_births``)."""
+        rows = self._db.execute("SELECT key, value FROM meta WHERE key LIKE 'born:%'")
+        return {key[5:]: int(value) for key, value in rows}
+
+    def keep_births(self, births: dict[str, int]) -> None:
+        """Replace the kept creation times with ``births`` (the topology's entities at this start):
+        one that left the topology file is forgotten, so it is new if it comes back."""
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            db.execute("DELETE FROM meta WHERE key LIKE 'born:%'")
+            db.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)", [(f"born:{path}", us) for path, us in births.items()]
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     def entities(self) -> list[tuple[str, dict[str, Any] | None]]:
         """(path, definition or None if deleted), queues and topics before subscriptions."""

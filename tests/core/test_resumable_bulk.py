@@ -5,6 +5,7 @@ detection; memory stays flat at 10^5 (slow)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -516,3 +517,23 @@ def test_a_copy_whose_source_was_created_again_since_it_stopped_copies_the_new_o
     new = [r["body_text"] for r in core.scan_records("dst", connection=cs) if r["body_text"].startswith("new-")]
     assert sorted(new) == [f"new-{i:04d}" for i in range(n)]  # every message of the new queue, once
     assert not core.copy_record("plain", "dst", connection=cs).exists()
+
+
+def test_an_unreadable_copy_record_is_said_in_the_log_and_the_report(
+    emulator: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A copy record cut short (a full disk) cannot say how far the copy got: the copy starts from the
+    beginning, and says so as a warning naming the file and in its Report, since what it had copied
+    is sent again (it was logged at INFO only)."""
+    cs = emulator.connection_string
+    core.send("plain", ({"body": f"m-{i}"} for i in range(3)), connection=cs).raise_for_failures()
+    record = core.copy_record("plain", "dst", connection=cs)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text('{"progress": {"done": 1', encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="sbnotebook"):
+        report = core.copy("plain", "dst", connection=cs)
+    assert report.ok and report.count("sent") == 3, report
+    assert [r["body_text"] for r in core.scan_records("dst", connection=cs)] == ["m-0", "m-1", "m-2"]
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(str(record) in line and "could not be read" in line for line in said), said
+    assert any("could not be read" in note and "from the beginning" in note for note in report.notes), report.notes

@@ -14,7 +14,7 @@ from typing import Any
 
 from .broker import Broker
 from .clock import Clock
-from .entities import Subscription, Topic, stores_of
+from .entities import Queue, Subscription, Topic, stores_of
 from .errors import EntityNotFound
 from .filters import Rule
 from .journal import Journal
@@ -133,7 +133,10 @@ def _keep_topology_births(broker: Broker, journal: Journal) -> None:
     kept = journal.births()
     births: dict[str, int] = {}
     for entity in broker.registry:
-        for one in [entity, *entity.subscriptions.values()] if isinstance(entity, Topic) else [entity]:
+        ones: list[Queue | Topic | Subscription] = [entity]
+        if isinstance(entity, Topic):
+            ones.extend(entity.subscriptions.values())
+        for one in ones:
             path = (one.path if isinstance(one, Subscription) else one.name).lower()
             if path in by_api:  # the journal's entity doc carries its own creation time
                 continue

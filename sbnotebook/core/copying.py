@@ -362,6 +362,14 @@ async def acopy(
         state.copied = before + tracker.confirmed
 
     async def read() -> None:
+        """``peek_ahead``, whose failure anywhere ends the copy with it: the copy waits on ``pages``,
+        so a reader that ended without a word there would leave it waiting for ever."""
+        try:
+            await peek_ahead()
+        except Exception as exc:
+            pages.put_nowait(exc)
+
+    async def peek_ahead() -> None:
         """Peek ahead, one peek at a time (each starts after the last sequence number the one before
         found), while the pages before are copied and sent. A peek asks only for the room its
         answer will find: what is in memory now, ``held``, only falls until the answer comes, so

@@ -186,3 +186,23 @@ def test_copys_concurrency_keyword_says_once_that_it_does_nothing(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         core.copy("q", "once", concurrency=4, resume=False, connection=cs)  # said once per process
+
+
+@pytest.mark.timeout(60)
+def test_a_failure_in_the_copys_reader_fails_the_copy_instead_of_leaving_it_waiting(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader that peeks ahead hands pages to the sender through a queue: a failure outside the
+    peek itself (here the translation of the broker's refusal, made to fail as a bug in it would)
+    ended the reader with nothing in the queue, and the copy waited for a page for ever."""
+    from sbnotebook.core import copying
+
+    def broken(*args: Any) -> None:
+        raise RuntimeError("translating the refusal failed")
+
+    monkeypatch.setattr(copying, "sessions_refused", broken)
+    cs = emulator.connection_string
+    core.send("sq", [{"body": "a", "session_id": "s1"}], connection=cs).raise_for_failures()
+    with pytest.raises(core.SbError, match="translating the refusal failed"):
+        core.copy("sq", "once", resume=False, connection=cs)
+    assert emulator.broker.counts("once")["active"] == 0 and emulator.broker.counts("sq")["active"] == 1

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -110,16 +111,21 @@ def start_cli_emulator(
 def run_and_kill(script: str, args: list[str], stop_when: Callable[[], bool], timeout: float = 60) -> None:
     """Run ``script`` in a new Python process and SIGKILL it as soon as ``stop_when()`` holds (the
     process must still be running then: one that ended first fails the test with its stderr)."""
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], stderr=subprocess.PIPE)
-    try:
-        wait_until(lambda: stop_when() or proc.poll() is not None, timeout=timeout, interval=0.01)
-        assert proc.poll() is None, f"it ended before it was killed: {proc.stderr.read() if proc.stderr else ''}"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    # stderr to a file, not a pipe: nobody reads a pipe while waiting, and a child that wrote more than
+    # a pipe holds (64 KiB) would block there until the timeout.
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], stderr=err)
+        try:
+            wait_until(lambda: stop_when() or proc.poll() is not None, timeout=timeout, interval=0.01)
+            if proc.poll() is not None:
+                err.seek(0)
+                raise AssertionError(f"it ended before it was killed: {err.read().decode(errors='replace')}")
+            os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
 
 
 def free_port() -> int:

@@ -263,7 +263,7 @@ class LockedBatch:
                     f"settle-fallback:{self.entity}",
                     "settling %d messages on %s in one request failed (%s); settling them one by one",
                     len(chunk),
-                    self.entity,
+                    self.label,
                     why,
                 )
                 report.note(f"one-request settlement failed ({why}); settled one by one")
@@ -296,7 +296,7 @@ class LockedBatch:
                 message_id(msg), _seq(msg), "lock_lost", from_sdk(exc).message, i, tracking_id=tracking_id_of(exc)
             )
         except Exception as exc:
-            err = from_sdk(exc, entity=self.entity)
+            err = from_sdk(exc, entity=self.label)
             return Outcome(
                 message_id(msg), _seq(msg), "failed", err.message, i, err.condition, err.tracking_id, err.retryable
             )
@@ -357,7 +357,7 @@ class LockedBatch:
                 self.connection.info_once(
                     f"renew-fallback:{self.entity}",
                     "renewing locks on %s in one request failed (%s); one by one",
-                    self.entity,
+                    self.label,
                     from_sdk(exc).message,
                 )
                 parts = await asyncio.gather(*(self._renew_chunk([i]) for i in chunk))
@@ -381,7 +381,7 @@ class LockedBatch:
                 try:
                     await self._renew_all()
                 except Exception as exc:  # the next round tries again; lost locks show in the batch
-                    log.info("renewing locks on %s: %s", self.entity, from_sdk(exc).message)
+                    log.info("renewing locks on %s: %s", self.label, from_sdk(exc).message)
 
     # --------------------------------------------------------------- close
 

@@ -193,3 +193,18 @@ def test_with_a_tracer_configured_every_message_core_send_packs_is_traced(emulat
     core.send("q", ["not traced"], batch=True, connection=conn).raise_for_failures()
     records = core.peek("q", max_messages=10, connection=conn)
     assert [(r["application_properties"] or {}).get("Diagnostic-Id") for r in records] == [TRACEPARENT] * 5 + [None]
+
+
+def test_a_failed_settle_names_the_batch_as_its_lines_do(emulator: Emulator) -> None:
+    """A batch of a named connection says NAME:ENTITY (prod:q) in its lines: a settle that fails
+    said the bare entity in its reason (q alone reads as the default connection's). The receiver is
+    shut under the batch, so the SDK itself refuses the settle; the message stays on the broker."""
+    cs = emulator.connection_string
+    core.send("q", ["a"], connection=cs).raise_for_failures()
+    batch = core.receive("q", max_messages=1, wait_seconds=5, auto_renew=False, connection=cs)
+    batch.label = "prod:q"
+    batch.connection.run(batch._receiver.close())
+    report = batch.complete()
+    assert [o.outcome for o in report.outcomes] == ["failed"], report
+    assert "(prod:q)" in (report.outcomes[0].error or ""), report.outcomes[0].error
+    assert emulator.broker.counts("q")["active"] == 1  # its lock lapses or is given back: not completed

@@ -123,7 +123,10 @@ def export_jsonl(
         # marker that the next export would take for one to resume.
         first = next(pages, None)
     except SbError as exc:
-        raise sessions_refused(EntityPath.parse(name), exc, "an export") or exc from None
+        refused = sessions_refused(EntityPath.parse(name), exc, "an export")
+        if refused is None:
+            raise
+        raise refused from exc  # the cause kept: the magic's explain() says what to type next from it
     if resume is not None:
         log.info("export of %s into %s resumes after %d messages (sequence number %d)", name, path, before, last)
     marker = _export_marker(path)

@@ -307,7 +307,8 @@ def explain(exc: BaseException, args: argparse.Namespace | None) -> BaseExceptio
     if not isinstance(exc, SbError) or args is None or not getattr(args, "entity", None):
         return exc
     entity = args.entity
-    if requires_sessions(exc):
+    # core's own one line for a refused session read (sessions_refused) keeps Service Bus's refusal as its cause
+    if requires_sessions(exc) or (exc.__cause__ is not None and requires_sessions(exc.__cause__)):
         # Only %sb_peek (its --scan) and %sb_receive (its --mode) read one session by --session-id;
         # %sb_resubmit's --session-id sets the copies' session, and the others read none (an export, a count).
         if not (hasattr(args, "session_id") and (hasattr(args, "scan") or hasattr(args, "mode"))):

@@ -72,9 +72,15 @@ def test_tail_never_locks_nor_counts_a_delivery(emulator: Emulator, client: Serv
     """Nobody consumes: after a tail has seen them, every message is still there, unlocked, with a
     delivery count of 0 (broker state read directly)."""
     cs = emulator.connection_string
-    tail = core.tail("q", interval=0.1, seconds=1.0, connection=cs)
+    # Stopped once all 300 are seen (seconds= only bounds it): a 1 s tail ended before a loaded
+    # machine had sent them (0 of 300 in a full run).
+    tail = core.tail("q", interval=0.1, seconds=60.0, connection=cs)
     later(0.2, lambda: send(client, "q", *[f"m{i}" for i in range(300)]))  # more than one page per poll
-    seen = sum(len(records) for records in tail)
+    seen = 0
+    for records in tail:
+        seen += len(records)
+        if seen >= 300:
+            break
     assert seen == 300
     messages = list(store(emulator, "q").iter_from(1))
     assert len(messages) == 300 and not any(m.locked for m in messages)

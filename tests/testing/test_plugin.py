@@ -400,7 +400,12 @@ def test_waits(servicebus_emulator):
         [seen] = records(project.path / "record.jsonl")
         assert Path(seen["folder"]).exists()
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # pytest's faulthandler dumps every thread's stack on SIGABRT
+            proc.send_signal(signal.SIGABRT)
+            out, _ = proc.communicate(timeout=15)
+            raise AssertionError("no exit 60 s after SIGINT:\n" + out.decode(errors="replace")) from None
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -260,18 +260,7 @@ def measure_time_window(n: int, latency_ms: float) -> list[str]:
     try:
         conn = resolve(text)
         path = EntityPath.parse("orders")
-        group = n // 10
-        for g in range(10):
-            core.send(
-                "orders", (f"g{g}-{i}" for i in range(group)), max_in_flight=32, connection=conn
-            ).raise_for_failures()
-            time.sleep(0.05)
-        t = {
-            r["body"].decode(): r["enqueued_time"]
-            for r in core.peek_page("orders", start=group * 6 + 1, count=1, connection=conn)
-        }
-        start = next(iter(t.values()))  # the first message of group 6
-        end = core.peek_page("orders", start=group * 7 + 1, count=1, connection=conn)[0]["enqueued_time"]
+        group, start, end = _ten_groups(n, conn)
         window = TimeWindow(start, end)
         snapshot(conn, path, 1)  # warm: links open
         found, t_snap = timed(lambda: snapshot(conn, path, 1))
@@ -299,6 +288,22 @@ def measure_time_window(n: int, latency_ms: float) -> list[str]:
     return []
 
 
+def _ten_groups(n: int, connection: Any) -> tuple[int, Any, Any]:
+    """``n`` messages to orders in ten groups sent 50 ms apart; (group size, the enqueued time of
+    group 6's first message, that of group 7's first): the window both time-bound measures read."""
+    group = n // 10
+    for g in range(10):
+        core.send(
+            "orders", (f"g{g}-{i}" for i in range(group)), max_in_flight=32, connection=connection
+        ).raise_for_failures()
+        time.sleep(0.05)
+
+    def first_of(g: int) -> Any:
+        return core.peek_page("orders", start=group * g + 1, count=1, connection=connection)[0]["enqueued_time"]
+
+    return group, first_of(6), first_of(7)
+
+
 def measure_pushdown(n: int, latency_ms: float, rounds: int = 2) -> list[str]:
     """The window of ``measure_time_window`` read through Spark three ways (module docstring)."""
     from pyspark.sql import functions as F
@@ -308,14 +313,7 @@ def measure_pushdown(n: int, latency_ms: float, rounds: int = 2) -> list[str]:
     try:
         sbspark.register(spark, text)
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-        group = n // 10
-        for g in range(10):
-            core.send(
-                "orders", (f"g{g}-{i}" for i in range(group)), max_in_flight=32, connection=text
-            ).raise_for_failures()
-            time.sleep(0.05)
-        start = core.peek_page("orders", start=group * 6 + 1, count=1, connection=text)[0]["enqueued_time"]
-        end = core.peek_page("orders", start=group * 7 + 1, count=1, connection=text)[0]["enqueued_time"]
+        group, start, end = _ten_groups(n, text)
         col = F.col("enqueued_time")
 
         def load(**options: str) -> Any:  # a new DataFrame per query (docs/spark.md, "Filter pushdown")

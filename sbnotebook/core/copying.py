@@ -43,6 +43,7 @@ from .copies import copy_message
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk
 from .live import LiveConnection
+from .manage import created_at
 from .outcome import Outcome, Report
 from .pipeline import FLUSH, RetryPolicy, send_all
 from .records import to_record
@@ -168,17 +169,7 @@ def _created(src: LiveConnection, source: EntityPath, dst: LiveConnection, targe
     def created(conn: LiveConnection, path: EntityPath) -> str | None:
         entity = path.parent
         try:
-            admin = conn.admin()
-            if entity.is_subscription:
-                p: Any = admin.get_subscription_runtime_properties(entity.name, entity.subscription)
-                return str(p.created_at_utc.isoformat())
-            try:
-                return str(admin.get_queue_runtime_properties(entity.name).created_at_utc.isoformat())
-            except Exception as exc:  # a topic (the SDK cannot read it as a queue's), or no such queue
-                missing = type(exc).__name__ == "ResourceNotFoundError"
-                if not (missing or isinstance(exc, (AttributeError, TypeError))):
-                    raise
-            return str(admin.get_topic_runtime_properties(entity.name).created_at_utc.isoformat())
+            return created_at(conn.admin(), entity).isoformat()
         except Exception as exc:
             conn.info_once(
                 f"copy-created:{entity}",

@@ -139,19 +139,34 @@ def _admin(conn: LiveConnection, entity: str, work: Callable[[Any], Any]) -> Any
         raise admin_error(exc, conn, entity) from None
 
 
-def _described(admin: Any, path: EntityPath) -> tuple[str, Any]:
-    """The kind (queue or topic for a bare name) and the SDK's description of the entity: one request
-    for a queue or a subscription, two for a topic (asks the administration API)."""
-    if path.is_subscription:
-        return "subscription", admin.get_subscription(path.name, path.subscription)
+def _queue_or_topic(name: str, as_queue: Callable[[str], Any], as_topic: Callable[[str], Any]) -> tuple[str, Any]:
+    """("queue", as_queue(name)), or ("topic", as_topic(name)) where the name is not a queue: one
+    request for a queue, two for a topic (the administration API has no "what is this name")."""
     try:
-        return "queue", admin.get_queue(path.name)
+        return "queue", as_queue(name)
     except (AttributeError, TypeError):
         pass  # the name is a topic: the SDK cannot read its description as a queue's
     except Exception as exc:
         if type(exc).__name__ != "ResourceNotFoundError":
             raise
-    return "topic", admin.get_topic(path.name)  # not found either: the caller's error handler says so
+    return "topic", as_topic(name)  # not found either: the caller's error handler says so
+
+
+def _described(admin: Any, path: EntityPath) -> tuple[str, Any]:
+    """The kind (queue or topic for a bare name) and the SDK's description of the entity: one request
+    for a queue or a subscription, two for a topic (asks the administration API)."""
+    if path.is_subscription:
+        return "subscription", admin.get_subscription(path.name, path.subscription)
+    return _queue_or_topic(path.name, admin.get_queue, admin.get_topic)
+
+
+def created_at(admin: Any, path: EntityPath) -> dt.datetime:
+    """When a queue, topic or subscription was created (its runtime properties' CreatedAt): one
+    request for a queue or a subscription, two for a topic."""
+    if path.is_subscription:
+        return admin.get_subscription_runtime_properties(path.name, path.subscription).created_at_utc
+    runtime = _queue_or_topic(path.name, admin.get_queue_runtime_properties, admin.get_topic_runtime_properties)[1]
+    return runtime.created_at_utc
 
 
 def _kind_of(admin: Any, path: EntityPath) -> str:

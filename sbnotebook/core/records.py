@@ -68,6 +68,14 @@ _CONTROL = re.compile(rb"[\x00-\x08]")
 _BINARY_TYPES = ("application/octet-stream", "application/x-protobuf", "application/avro", "image/", "audio/")
 
 
+def utf8(data: bytes | bytearray | memoryview) -> str | None:
+    """``data`` decoded as UTF-8, or None when it is not UTF-8 (each caller says what stands in)."""
+    try:
+        return str(data, "utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _text(value: Any) -> str | None:
     if value is None:
         return None
@@ -79,10 +87,8 @@ def _text(value: Any) -> str | None:
 def property_value(value: Any) -> str:
     """An application property as a string: strings as they are, anything else JSON-encoded."""
     if isinstance(value, (bytes, bytearray, memoryview)):
-        try:
-            return bytes(value).decode("utf-8")  # the SDK hands AMQP strings back as bytes
-        except UnicodeDecodeError:
-            return json.dumps({"$binary": bytes(value).hex()})
+        text = utf8(value)  # the SDK hands AMQP strings back as bytes
+        return text if text is not None else json.dumps({"$binary": bytes(value).hex()})
     if isinstance(value, str):
         return value
     if isinstance(value, (dt.datetime, dt.date)):
@@ -114,10 +120,8 @@ def body_bytes(message: Any) -> bytes:
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            return {"$binary": bytes(value).hex()}
+        text = utf8(value)
+        return text if text is not None else {"$binary": bytes(value).hex()}
     if isinstance(value, dict):
         return {str(_jsonable(k)): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -133,10 +137,7 @@ def body_text(body: bytes, content_type: str | None) -> str | None:
         return None
     if _CONTROL.search(body, 0, 512):  # control bytes: not text
         return None
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return utf8(body)
 
 
 def _utc(value: Any) -> dt.datetime | None:

@@ -13,7 +13,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 # ``add_to_batch`` does what ``ServiceBusMessageBatch._add`` does, in the same order, but encodes the
@@ -61,26 +63,18 @@ BATCH_ENCODE_SOURCE: dict[str, tuple[str, ...]] = {
 log = logging.getLogger("sbnotebook.core.sdk")
 
 
+@dataclass(frozen=True)
 class _BatchParts:
     """The SDK names ``add_to_batch`` uses, imported once (an import per message costs microseconds)."""
 
-    def __init__(self) -> None:
-        from azure.servicebus import ServiceBusMessage
-        from azure.servicebus._common.constants import _BATCH_MESSAGE_OVERHEAD_COST
-        from azure.servicebus._common.tracing import trace_message
-        from azure.servicebus._common.utils import transform_outbound_messages
-        from azure.servicebus._pyamqp._encode import encode_payload
-        from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
-        from azure.servicebus.exceptions import MessageSizeExceededError
-
-        self.message_type = ServiceBusMessage
-        self.overhead = _BATCH_MESSAGE_OVERHEAD_COST
-        self.trace = trace_message
-        self.outbound = transform_outbound_messages
-        self.encode = encode_payload
-        self.transport = PyamqpTransport
-        self.too_big = MessageSizeExceededError
-        self._checked: dict[Any, bool] = {}
+    message_type: Any
+    overhead: Any
+    trace: Any
+    outbound: Any
+    encode: Any
+    transport: Any
+    too_big: Any
+    _checked: dict[Any, bool] = field(default_factory=dict)
 
     def repeats(self, transport: Any) -> bool:
         """Whether ``transport`` (a sender's, sync or async) packs batches with the steps repeated
@@ -95,7 +89,25 @@ class _BatchParts:
         return known
 
 
-_batch_parts: _BatchParts | None = None
+@functools.cache
+def _batch_parts() -> _BatchParts:
+    from azure.servicebus import ServiceBusMessage
+    from azure.servicebus._common.constants import _BATCH_MESSAGE_OVERHEAD_COST
+    from azure.servicebus._common.tracing import trace_message
+    from azure.servicebus._common.utils import transform_outbound_messages
+    from azure.servicebus._pyamqp._encode import encode_payload
+    from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
+    from azure.servicebus.exceptions import MessageSizeExceededError
+
+    return _BatchParts(
+        message_type=ServiceBusMessage,
+        overhead=_BATCH_MESSAGE_OVERHEAD_COST,
+        trace=trace_message,
+        outbound=transform_outbound_messages,
+        encode=encode_payload,
+        transport=PyamqpTransport,
+        too_big=MessageSizeExceededError,
+    )
 
 
 # The first lines of ``trace_message``: a message is traced only when azure-core has a tracing
@@ -119,8 +131,7 @@ def add_to_batch(batch: Any, message: Any, *, tracing: bool = True) -> None:
     same bytes, size accounting and ``MessageSizeExceededError`` when it does not fit.
     ``tracing=False``: the caller read ``tracing_on()`` for this batch, and it was off (``trace_message``
     would look it up again for every message, 1-10 us each, to do nothing: ``TRACE_SOURCE``)."""
-    global _batch_parts
-    parts = _batch_parts = _batch_parts or _BatchParts()
+    parts = _batch_parts()
     transport = batch._amqp_transport
     if not parts.repeats(transport):
         batch.add_message(message)

@@ -28,6 +28,7 @@ from .errors import InvalidInputError, SessionLockedError, from_sdk
 from .links import quietly, receiver_for
 from .live import LiveConnection
 from .loop import stop_if_cancelled
+from .records import utf8
 from .registry import ConnectionLike, live
 from .scan import PAGE_SIZE, ascan, message_state
 from .sdk_management import session_id_page
@@ -58,10 +59,8 @@ def state_text(state: bytes | None) -> str | None:
     """Session state as text (UTF-8), or a note for binary state; None for no state."""
     if state is None:
         return None
-    try:
-        return state.decode("utf-8")
-    except UnicodeDecodeError:
-        return f"<{len(state)} binary bytes>"
+    text = utf8(state)
+    return text if text is not None else f"<{len(state)} binary bytes>"
 
 
 def pretty_state(state: bytes | None) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..core import SbError
+from ..core.records import utf8
 from .body_schema import inferred_struct, json_value, struct_ddl
 from .options import OptionError
 from .schema import RECORD_DDL, record_schema
@@ -79,7 +80,7 @@ class BodyColumns:
 
         bodies = batch.column(batch.schema.get_field_index("body")).to_pylist()
         if self.format == "text":
-            texts = [_utf8(b) for b in bodies]
+            texts = [None if b is None else utf8(b) for b in bodies]
             i = batch.schema.get_field_index("body_text")
             column = pa.array(texts, pa.string())
             return batch.set_column(i, batch.schema.field(i), column), sum(
@@ -177,15 +178,6 @@ def arrow_type(t: Any) -> Any:
         if isinstance(t, kind):
             return arrow
     raise OptionError(f"servicebus: bodySchema: {t.simpleString()} is not a type a JSON body can be read into.")
-
-
-def _utf8(body: bytes | None) -> str | None:
-    if body is None:
-        return None
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
 
 
 def _raw_text(body: bytes) -> str:

@@ -139,9 +139,12 @@ def test_the_batches_core_send_makes_are_packed_with_one_encoding(emulator: Emul
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pyamqp_encode, "encode_payload", counted)
         patch.setattr(pyamqp_utils, "encode_payload", counted)
-        patch.setattr(sdk_messages, "_batch_parts", None)  # imported again, with the counting encoder
-        for n in range(3):
-            add_to_batch(batch, ServiceBusMessage(f"m{n}"))
+        sdk_messages._batch_parts.cache_clear()  # imported again, with the counting encoder
+        try:
+            for n in range(3):
+                add_to_batch(batch, ServiceBusMessage(f"m{n}"))
+        finally:
+            sdk_messages._batch_parts.cache_clear()
     assert len(batch) == 3
     assert encodings == 3  # the SDK's add_message encodes each message twice
 

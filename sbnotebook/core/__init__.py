@@ -72,7 +72,7 @@ from .pipeline import RetryPolicy
 from .process import DeadLetter, Done, Policy, Retry, Skip, Stop, process
 from .purge import apurge, purge
 from .receive import receive, receive_deferred
-from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record
+from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record, utf8
 from .registry import ConnectionLike, close_all, connect
 from .registry import live as live_connection
 from .renames import deprecated
@@ -242,5 +242,6 @@ __all__ = [
     "to_json_record",
     "to_record",
     "update_entity",
+    "utf8",
     "write_jsonl",
 ]

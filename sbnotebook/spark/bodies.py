@@ -23,8 +23,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from ..core import SbError
-from ..core.records import utf8
+from ..core import SbError, utf8
 from .body_schema import inferred_struct, json_value, struct_ddl
 from .options import OptionError
 from .schema import RECORD_DDL, record_schema

@@ -183,13 +183,13 @@ class _AsyncFromSync:
         return await asyncio.to_thread(self._sync.get_token, *scopes, **kwargs)
 
     async def close(self) -> None:
-        return None
+        """Nothing to release: the sync credential is the caller's, theirs to close."""
 
     async def __aenter__(self) -> _AsyncFromSync:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        return None
+        await self.close()  # as azure-identity's credentials do
 
 
 def from_namespace(namespace: str, credential: Any = None) -> Connection:

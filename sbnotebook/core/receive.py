@@ -194,10 +194,10 @@ def receive_deferred(
     entity: str | EntityPath,
     sequence_numbers: Iterable[int],
     *,
+    session_id: str | None = None,  # beside the numbers: in a session entity they are found in a session
     max_in_flight: int = 10,
     auto_renew: bool = True,
     max_renewal: float = DEFAULT_MAX_RENEWAL,
-    session_id: str | None = None,
     connection: ConnectionLike = None,
 ) -> LockedBatch:
     """Fetch deferred messages by sequence number, locked, for settlement. A number that is not

@@ -269,6 +269,7 @@ def sessions_refused(path: EntityPath, exc: BaseException, what: str) -> Invalid
 def scan(
     entity: str | EntityPath,
     *,
+    progress: Callable[[int], None] | None = None,  # scan's own; the rest are ascan's, in its order
     start: int = 1,
     stop: int | None = None,
     max_messages: int | None = None,
@@ -276,7 +277,6 @@ def scan(
     session_id: str | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     page_size: int = PAGE_SIZE,
-    progress: Callable[[int], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Generator[list[dict[str, Any]], None, None]:
     """Pages of records (the one record schema), in sequence order; see :func:`ascan`.

@@ -36,6 +36,8 @@ class Settlement(BrokerCore):
     def abandon(
         self, token: uuid.UUID, properties: dict[str, Any] | None = None, store: MessageStore | None = None
     ) -> None:
+        """Give the message back (AMQP modified, delivery failed): available again at once, its
+        delivery count raised; at the entity's max delivery count it is dead-lettered."""
         lock, msg = self._let_go(token, properties, store)
         if msg is not None:
             self._count_failed_delivery(lock.entity, lock.store, msg)
@@ -44,6 +46,8 @@ class Settlement(BrokerCore):
     def defer(
         self, token: uuid.UUID, properties: dict[str, Any] | None = None, store: MessageStore | None = None
     ) -> None:
+        """Set the message aside (AMQP modified, undeliverable here): no receiver gets it again; only
+        a receive by its sequence number does. Deferring does not raise its delivery count."""
         lock, msg = self._let_go(token, properties, store)
         if msg is not None:
             lock.store.set_state(msg, MessageState.DEFERRED)

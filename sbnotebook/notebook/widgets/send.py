@@ -22,8 +22,8 @@ class SendPanel(W.VBox):
         entity: str,
         *,
         connection: ConnectionLike = None,
-        max_in_flight: int = 10,
         connections: Mapping[str, LiveConnection] | None = None,
+        max_in_flight: int = 10,
     ) -> None:
         self.connection = live_connection(connection)
         self.named = lookup(connections or {})  # NAME:ENTITY typed into the entity box

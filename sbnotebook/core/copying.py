@@ -14,36 +14,33 @@ as what is held leaves room for its whole answer, so the next half page is on it
 before is copied and sent. The copies go out in batches of ``SEND_EVERY`` as a page is read, and the
 rest at its end (``pipeline.FLUSH``). ``report.stats["peak_held"]`` is the most that were in memory.
 
-Resumable, as an import is: a :class:`CopyProgress` records the source sequence numbers copied
-(every one up to ``done`` but those in ``failed``), kept on disk while the copy is not complete
-(``$SBNOTEBOOK_HOME/copies/``, default ``~/.sbnotebook/copies/``: one small JSON file per source,
-target, search, ``keep_ids`` and ``max_messages``, with the two namespaces). Interrupted, or the kernel
-restarted, the same call copies only what is left. A copy's fresh message id is derived from the
-record's seed and the source sequence number, so copies in flight at a kill, sent again, carry the
-same ids (a target with duplicate detection drops them; without it they are duplicated, as for an
-import). A copy that completed removes its record: the same call then copies everything again.
+Resumable, as an import is: a :class:`CopyProgress` records the source sequence numbers copied,
+kept on disk while the copy is not complete. Interrupted, or the kernel restarted, the same call
+copies only what is left. A copy's fresh message id is derived from the record's seed and the
+source sequence number, so copies in flight at a kill, sent again, carry the same ids (a target with
+duplicate detection drops them; without it they are duplicated, as for an import). A copy that
+completed removes its record: the same call then copies everything again.
+
+The seam: the record's file, key and contents (and when it is set aside) are ``copy_progress``'s;
+this module has the copy, and which record a copy's arguments name (``copy_record``,
+``copy_resume_point``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
-import json
 import logging
-import os
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from .copies import copy_message
+from .copy_progress import CopyProgress, Record, created_times, load, record_key, record_path
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk
-from .live import LiveConnection
-from .manage import created_at
 from .outcome import Outcome, Report
 from .pipeline import FLUSH, RetryPolicy, send_all
 from .records import to_record
@@ -67,41 +64,8 @@ PEEK = HELD // 2
 # batch per page, measured before the half-page peeks), for the same speed (docs/benchmarks.md).
 SEND_EVERY = PAGE_SIZE // 5
 COPY_CONCURRENCY = 1  # kept for callers: peeks are one at a time (each starts where the last ended)
-ENV_HOME = "SBNOTEBOOK_HOME"
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-@dataclass
-class CopyProgress:
-    """What a copy from ``source`` to ``target`` has done: every source sequence number up to
-    ``done`` was copied except those in ``failed``; ``copied`` messages in all (for ``max_messages``).
-    ``seed`` makes the copies' fresh message ids the same when they are sent again."""
-
-    source: str
-    target: str
-    seed: str = field(default_factory=lambda: str(uuid.uuid4()))
-    done: int = 0
-    failed: set[int] = field(default_factory=set)
-    copied: int = 0
-    complete: bool = False
-
-    @property
-    def pending(self) -> bool:
-        return not self.complete and (self.done > 0 or bool(self.failed))
-
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "failed": sorted(self.failed)}
-
-    @classmethod
-    def from_json(cls, info: dict[str, Any]) -> CopyProgress:
-        return cls(**{**info, "failed": set(info.get("failed", []))})
-
-
-def copy_records() -> Path:
-    """Where unfinished copies are recorded: ``$SBNOTEBOOK_HOME/copies``, default ``~/.sbnotebook/copies``."""
-    base = os.environ.get(ENV_HOME) or str(Path.home() / ".sbnotebook")
-    return Path(base).expanduser() / "copies"
 
 
 @renamed(limit="max_messages")
@@ -119,8 +83,8 @@ def copy_record(
     exists only while such a copy is not complete)."""
     dst = live(connection)
     src = dst if source_connection is None else live(source_connection)
-    return _record_path(
-        _key(src, EntityPath.parse(source), dst, EntityPath.parse(target), where, keep_ids, max_messages)
+    return record_path(
+        record_key(src, EntityPath.parse(source), dst, EntityPath.parse(target), where, keep_ids, max_messages)
     )
 
 
@@ -151,116 +115,11 @@ def _with_arguments_of(
 @_with_arguments_of(copy_record)
 def copy_resume_point(record: Path, given: dict[str, Any]) -> CopyProgress | None:
     """What an unfinished copy with these arguments (``copy_record``'s) did, from its record on disk,
-    or None (none, or its source or target was deleted and created again since: see ``_created``)."""
+    or None (none, or its source or target was deleted and created again since: see ``copy_progress.created_times``)."""
     dst = live(given["connection"])
     src = dst if given["source_connection"] is None else live(given["source_connection"])
-    created = _created(src, EntityPath.parse(given["source"]), dst, EntityPath.parse(given["target"]))
-    return _load(record, created)[0]
-
-
-def _created(src: LiveConnection, source: EntityPath, dst: LiveConnection, target: EntityPath) -> dict[str, str | None]:
-    """When the source (a dead-letter queue: its queue or subscription) and the target were created,
-    as the administration API says (two requests at once). A record of a copy keeps them: deleted
-    and created again, an entity numbers its messages from 1 again (a resume would skip the new
-    source's first messages) and has none of the copies sent before. None where the API does not
-    say (a key without the Manage right, ...): logged once, that entity is known by its name only."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def created(conn: LiveConnection, path: EntityPath) -> str | None:
-        entity = path.parent
-        try:
-            return created_at(conn.admin(), entity).isoformat()
-        except Exception as exc:
-            conn.info_once(
-                f"copy-created:{entity}",
-                "a copy's record knows %s by its name only: its creation time could not be read (%s), so a "
-                "resume cannot tell if it was deleted and created again since",
-                entity,
-                exc,
-            )
-            return None
-
-    with ThreadPoolExecutor(2, thread_name_prefix="sbnotebook-copy-created") as pool:
-        got = pool.submit(created, src, source), pool.submit(created, dst, target)
-        return {"source": got[0].result(), "target": got[1].result()}
-
-
-def _key(
-    src: LiveConnection,
-    source: EntityPath,
-    dst: LiveConnection,
-    target: EntityPath,
-    where: str | None,
-    keep_ids: bool,
-    max_messages: int | None,
-) -> dict[str, Any]:
-    return {
-        "source_namespace": src.namespace.lower(),
-        "source": str(source).lower(),
-        "target_namespace": dst.namespace.lower(),
-        "target": str(target).lower(),
-        "where": where,
-        "keep_ids": keep_ids,
-        "limit": max_messages,  # the record's own key, as before the rename: unfinished copies still resume
-    }
-
-
-def _record_path(key: dict[str, Any]) -> Path:
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
-    return copy_records() / f"copy-{digest}.json"
-
-
-def _load(path: Path, created: dict[str, str | None]) -> tuple[CopyProgress | None, str | None]:
-    """The record's progress, or None if there is none or it is of entities deleted and created
-    again since (a creation time, recorded and now, that differs); and then, why it was set aside."""
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-        progress = CopyProgress.from_json(info["progress"])
-        was = info.get("created") or {}
-    except FileNotFoundError:
-        return None, None
-    except (ValueError, KeyError, TypeError) as exc:  # a record cut short by a full disk: start afresh, said
-        why = f"the unfinished copy's record {path} could not be read ({type(exc).__name__})"
-        log.warning("%s: the copy starts from the beginning", why)
-        return None, f"{why}: this copy starts from the beginning (what it had copied is sent again)"
-    again = [k for k, when in created.items() if when is not None and was.get(k) not in (None, when)]
-    if not again:
-        return progress, None
-    why = (
-        f"the {' and the '.join(again)} of the unfinished copy recorded were deleted and created again since"
-        if len(again) > 1
-        else f"the {again[0]} of the unfinished copy recorded was deleted and created again since"
-    )
-    log.info("copy record %s set aside: %s (created %s, now %s)", path, why, was, created)
-    return None, f"{why} ({progress.copied} copied then): this copy starts from the beginning"
-
-
-class _Record:
-    """A ``CopyProgress`` as the tracker saves it: with its key, in the copy's record file. Its
-    ``copied`` counts what ``done`` and ``failed`` say was copied (the tracker's confirmed lines),
-    not sends confirmed out of order: a run after a kill sends those again."""
-
-    def __init__(self, state: CopyProgress, key: dict[str, Any], created: dict[str, str | None]) -> None:
-        self.state, self.key, self.created = state, key, created
-        self.base = state.copied
-        self.tracker: LineTracker | None = None
-
-    @property
-    def done(self) -> int:
-        return self.state.done
-
-    @done.setter
-    def done(self, value: int) -> None:
-        self.state.done = value
-
-    @property
-    def failed(self) -> set[int]:
-        return self.state.failed
-
-    def to_json(self) -> dict[str, Any]:
-        if self.tracker is not None:
-            self.state.copied = self.base + self.tracker.confirmed
-        return {"key": self.key, "created": self.created, "progress": self.state.to_json()}
+    created = created_times(src, EntityPath.parse(given["source"]), dst, EntityPath.parse(given["target"]))
+    return load(record, created)[0]
 
 
 def copy_target(target: str | EntityPath) -> EntityPath:
@@ -317,15 +176,15 @@ async def acopy(
             log.info("copy of %s: a function as where keeps no record on disk (resumed only with state=)", src_path)
             state = CopyProgress(str(src_path), str(dst_path))
         else:
-            key = _key(src, src_path, dst, dst_path, where, keep_ids, max_messages)
-            record = _record_path(key)
-            created = await asyncio.to_thread(_created, src, src_path, dst, dst_path)
-            found, set_aside = _load(record, created) if resume else (None, None)
+            key = record_key(src, src_path, dst, dst_path, where, keep_ids, max_messages)
+            record = record_path(key)
+            created = await asyncio.to_thread(created_times, src, src_path, dst, dst_path)
+            found, set_aside = load(record, created) if resume else (None, None)
             state = found if found is not None and found.pending else CopyProgress(str(src_path), str(dst_path))
     state.complete = False
-    saved: Any = state if record is None else _Record(state, key, created)
+    saved: Any = state if record is None else Record(state, key, created)
     tracker = LineTracker(saved, record)
-    if isinstance(saved, _Record):
+    if isinstance(saved, Record):
         saved.tracker = tracker
     if record is not None:
         record.parent.mkdir(parents=True, exist_ok=True)

@@ -373,6 +373,13 @@ class Emulator:
         self.call_soon(self._handler.flush)
         return lost
 
+    def lose_session_locks(self, entity: str) -> int:
+        """End every session lock held on a session-enabled queue or subscription now, as when a
+        lock lapses early: settling fails with SessionLockLostError, the next receive detaches."""
+        lost = self.broker.lose_session_locks(entity)
+        self.call_soon(self._handler.flush)
+        return lost
+
     def drop_connections_after(self, entity: str, deliveries: int) -> None:
         """Abruptly close any receiving connection on ``entity`` once it has had ``deliveries``."""
         with self.broker.lock:

@@ -81,6 +81,12 @@ class Sessions:
             owned.remove(session)
         return session
 
+    def lost(self, session: SessionState) -> None:
+        """A held session whose lock ends before its time (a fault): its holder no longer owns it."""
+        owned = self._owned.get(session.owner)
+        if owned is not None and session in owned:
+            owned.remove(session)
+
     def owner_gone(self, owner: object) -> list[SessionState]:
         """The sessions a receiver held when it went away (the broker releases them)."""
         return self._owned.pop(owner, [])

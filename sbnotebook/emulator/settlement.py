@@ -11,6 +11,7 @@ from .brokercore import BrokerCore, locked
 from .errors import BadRequest, NotAllowed
 from .locks import Lock
 from .model import MessageState, StoredMessage
+from .sessions import session_store
 from .store import MessageStore
 from .timers import LOCK
 
@@ -125,4 +126,20 @@ class Settlement(BrokerCore):
             if msg is not None and msg.state is MessageState.ACTIVE:
                 lock.store.mark_available(msg)
                 self._dirty.add(lock.store)
+        return len(lost)
+
+    @locked
+    def lose_session_locks(self, path: str) -> int:
+        """End every session lock held on a session-enabled queue or subscription now, as when a
+        session lock lapses or a service update moves the session: the session is free to accept
+        again, its message locks end with it (each counting a delivery attempt), settling with them
+        fails with SessionLockLostError, and the holder's next receive detaches its link with
+        session-lock-lost. Returns how many session locks were lost."""
+        source = self.resolve_source(path)
+        store = session_store(source)
+        assert store.sessions is not None
+        lost = [s for s in store.sessions.values() if s.owner is not None]
+        for session in lost:
+            self.sessions.lost(session)
+            self._release_session(session, lapsed=True)
         return len(lost)

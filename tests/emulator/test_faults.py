@@ -16,6 +16,7 @@ from azure.servicebus.exceptions import (
     MessagingEntityDisabledError,
     ServiceBusQuotaExceededError,
     ServiceBusServerBusyError,
+    SessionLockLostError,
 )
 
 from sbnotebook.emulator import Emulator, TopologyError
@@ -79,6 +80,32 @@ def test_lost_locks_fail_settlement_without_raising_delivery_count(
         assert [m.delivery_count for m in again] == [0, 0]
         for m in again:
             r.complete_message(m)
+
+
+def test_lost_session_locks_fail_settlement_and_the_next_receive(
+    quick_client: ServiceBusClient, emulator: Emulator
+) -> None:
+    """Rule: a session lock that ends early (lapsed, or moved by a service update) fails settling
+    with SessionLockLostError and detaches the holder's link at its next receive; the session can be
+    accepted again and its messages come back, each delivery counted."""
+    with quick_client.get_queue_sender("sq60") as s:
+        s.send_messages([ServiceBusMessage(b, session_id="s") for b in ("a", "b")])
+    with quick_client.get_queue_receiver("sq60", session_id="s", max_wait_time=3) as r:
+        got = r.receive_messages(max_message_count=2, max_wait_time=3)
+        assert len(got) == 2
+        assert emulator.lose_session_locks("sq60") == 1
+        assert emulator.lose_session_locks("sq60") == 0  # nothing held any more
+        with pytest.raises(SessionLockLostError):
+            r.complete_message(got[0])
+        with pytest.raises(SessionLockLostError):
+            r.receive_messages(max_message_count=2, max_wait_time=3)
+    with quick_client.get_queue_receiver("sq60", session_id="s", max_wait_time=3) as r:
+        again = r.receive_messages(max_message_count=2, max_wait_time=3)
+        assert sorted(str(m) for m in again) == ["a", "b"]
+        assert [m.delivery_count for m in again] == [1, 1]
+        for m in again:
+            r.complete_message(m)
+    assert emulator.broker.counts("sq60")["active"] == 0
 
 
 def test_connection_dropped_after_n_deliveries(emulator: Emulator) -> None:

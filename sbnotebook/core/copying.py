@@ -41,6 +41,7 @@ from .copies import copy_message
 from .copy_progress import CopyProgress, Record, created_times, load, record_key, record_path
 from .entities import EntityPath
 from .errors import InvalidInputError, SbError, from_sdk
+from .live import LiveConnection
 from .outcome import Outcome, Report
 from .pipeline import FLUSH, RetryPolicy, send_all
 from .records import to_record
@@ -66,60 +67,6 @@ SEND_EVERY = PAGE_SIZE // 5
 COPY_CONCURRENCY = 1  # kept for callers: peeks are one at a time (each starts where the last ended)
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-@renamed(limit="max_messages")
-def copy_record(
-    source: str | EntityPath,
-    target: str | EntityPath,
-    *,
-    where: str | None = None,
-    keep_ids: bool = False,
-    max_messages: int | None = None,
-    source_connection: ConnectionLike = None,
-    connection: ConnectionLike = None,
-) -> Path:
-    """The file that records an unfinished copy of ``source`` to ``target`` with these options (it
-    exists only while such a copy is not complete)."""
-    dst = live(connection)
-    src = dst if source_connection is None else live(source_connection)
-    return record_path(
-        record_key(src, EntityPath.parse(source), dst, EntityPath.parse(target), where, keep_ids, max_messages)
-    )
-
-
-def _with_arguments_of(
-    record: Callable[P, Path],
-) -> Callable[[Callable[[Path, dict[str, Any]], R]], Callable[P, R]]:
-    """``read(record(...), arguments)``, taking ``record``'s arguments (``arguments``: each by name,
-    defaults filled in): its signature (help, ``inspect.signature``, type checkers) with ``read``'s
-    name, documentation and return type."""
-    signature = inspect.signature(record)
-
-    def decorate(read: Callable[[Path, dict[str, Any]], R]) -> Callable[P, R]:
-        def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            given = signature.bind(*args, **kwargs)
-            given.apply_defaults()
-            return read(record(*args, **kwargs), given.arguments)
-
-        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
-            setattr(call, attribute, getattr(read, attribute))
-        returns = inspect.signature(read).return_annotation
-        call.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
-        return call
-
-    return decorate
-
-
-@renamed(limit="max_messages")
-@_with_arguments_of(copy_record)
-def copy_resume_point(record: Path, given: dict[str, Any]) -> CopyProgress | None:
-    """What an unfinished copy with these arguments (``copy_record``'s) did, from its record on disk,
-    or None (none, or its source or target was deleted and created again since: see ``copy_progress.created_times``)."""
-    dst = live(given["connection"])
-    src = dst if given["source_connection"] is None else live(given["source_connection"])
-    created = created_times(src, EntityPath.parse(given["source"]), dst, EntityPath.parse(given["target"]))
-    return load(record, created)[0]
 
 
 def copy_target(target: str | EntityPath) -> EntityPath:
@@ -340,3 +287,61 @@ copy = renamed(limit="max_messages")(
         grace=2.0,  # interrupted: the record is saved before the cell ends (the same command again reads it)
     )
 )
+
+
+def _with_arguments_of(
+    operation: Callable[P, Any],
+) -> Callable[[Callable[[dict[str, Any]], R]], Callable[P, R]]:
+    """``read(arguments)``, taking ``operation``'s arguments (``arguments``: each by name, defaults
+    filled in, refused as a call of ``operation`` would refuse them): its signature (help,
+    ``inspect.signature``, type checkers) with ``read``'s name, documentation and return type."""
+    signature = inspect.signature(operation)
+
+    def decorate(read: Callable[[dict[str, Any]], R]) -> Callable[P, R]:
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            given = signature.bind(*args, **kwargs)
+            given.apply_defaults()
+            return read(given.arguments)
+
+        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+            setattr(call, attribute, getattr(read, attribute))
+        returns = inspect.signature(read).return_annotation
+        call.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
+        return call
+
+    return decorate
+
+
+def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath, LiveConnection, EntityPath]:
+    """The file of the record a copy with these arguments (``acopy``'s, by name) keeps, and the
+    copy's two ends: source connection and path, target connection and path."""
+    if given["state"] is not None:
+        raise InvalidInputError("A copy given state= keeps no record on disk: the state passed in is its progress.")
+    if callable(given["where"]):
+        raise InvalidInputError("A copy with a where function keeps no record on disk (it resumes only with state=).")
+    dst = live(given["connection"])
+    src = dst if given["source_connection"] is None else live(given["source_connection"])
+    source, target = EntityPath.parse(given["source"]), EntityPath.parse(given["target"])
+    key = record_key(src, source, dst, target, given["where"], given["keep_ids"], given["max_messages"])
+    return record_path(key), src, source, dst, target
+
+
+@renamed(limit="max_messages")
+@_with_arguments_of(acopy)
+def copy_record(given: dict[str, Any]) -> Path:
+    """The file that records an unfinished copy made with these arguments (``acopy``'s: a copy's own
+    can be given as they are); it exists only while such a copy is not complete. The source, the
+    target, their connections, ``where``, ``keep_ids`` and ``max_messages`` choose it; the other
+    arguments change nothing here. A copy given ``state`` or a ``where`` function keeps no record:
+    ``InvalidInputError``."""
+    return _record_of(given)[0]
+
+
+@renamed(limit="max_messages")
+@_with_arguments_of(acopy)
+def copy_resume_point(given: dict[str, Any]) -> CopyProgress | None:
+    """What an unfinished copy with these arguments (``acopy``'s, as for ``copy_record``) did, from
+    its record on disk, or None (none, or its source or target was deleted and created again since:
+    see ``copy_progress.created_times``). A copy with ``resume=False`` starts afresh all the same."""
+    record, src, source, dst, target = _record_of(given)
+    return load(record, created_times(src, source, dst, target))[0]

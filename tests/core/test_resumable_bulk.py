@@ -415,6 +415,23 @@ def test_a_copy_holds_at_most_one_page_of_messages() -> None:
             proc.wait(timeout=30)
 
 
+def test_a_copys_own_arguments_name_its_record(emulator: Emulator) -> None:
+    """copy_record and copy_resume_point take a copy's arguments as they are (acopy's): those that
+    do not choose the record (max_in_flight, progress, resume) change nothing; a copy that keeps no
+    record (state=, a where function) is refused rather than given a file it never writes."""
+    cs = emulator.connection_string
+    options: dict[str, Any] = {"where": "body_text == 'b'", "keep_ids": True, "max_messages": 5}
+    record = core.copy_record("plain", "dst", connection=cs, **options)
+    same = core.copy_record("plain", "dst", max_in_flight=3, progress=print, resume=False, connection=cs, **options)
+    assert same == record != core.copy_record("plain", "dst", connection=cs)
+    assert core.copy_resume_point("plain", "dst", max_in_flight=3, connection=cs, **options) is None
+    for keeps_none in ({"state": core.CopyProgress("plain", "dst")}, {"where": lambda record: True}):
+        with pytest.raises(core.InvalidInputError, match="keeps no record"):
+            core.copy_record("plain", "dst", connection=cs, **keeps_none)
+        with pytest.raises(core.InvalidInputError, match="keeps no record"):
+            core.copy_resume_point("plain", "dst", connection=cs, **keeps_none)
+
+
 def test_a_copy_refused_before_it_sends_anything_leaves_no_record(emulator: Emulator) -> None:
     """No such target: nothing was taken from the source, so there is nothing to resume and no
     record on disk (a record would make the same command say it resumes)."""

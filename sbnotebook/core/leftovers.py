@@ -5,7 +5,8 @@ still there of the kinds asked for, saying why. A report that leaves messages ne
 Why, from what a peek shows: ``locked by another receiver`` (a peek carries the lock's end,
 ``x-opt-locked-until``, while another receiver holds the message), ``arrived while ... ran``
 (enqueued after the operation began), else ``still there`` (given back by a receiver after the
-operation passed it). One note per reason says how many, and what to do.
+operation passed it), or the caller's reason when it knows one (its work on them failed). One note
+per reason says how many, and what to do.
 """
 
 from __future__ import annotations
@@ -58,12 +59,15 @@ async def account_for_what_is_left(
     match: Callable[[Any], bool] | None = None,
     not_asked: str = "not asked for: left as they are",
     session_id: str | None = None,
+    unexplained: str | None = None,
 ) -> None:
     """Peek what ``path`` still holds. Each message in a state of ``asked`` (active, deferred,
     scheduled), not in ``skip`` (sequence numbers the report already accounts for) and matching
     ``match`` gets a ``left`` outcome with why; messages in other states are counted in one note
     (``not_asked``). ``since``: when the operation began; ``again``: what to run ("purge again"), to
-    ``verb`` them ("remove"). ``session_id``: peek that session (accepted for the peek) instead."""
+    ``verb`` them ("remove"). ``session_id``: peek that session (accepted for the peek) instead.
+    ``unexplained``: the reason of messages not locked by another receiver, when the caller knows it
+    (the operation failed on them), instead of ``arrived while ...`` or ``still there``."""
     now = dt.datetime.now(dt.UTC)
     op = report.operation
     why: Counter[str] = Counter()
@@ -84,6 +88,8 @@ async def account_for_what_is_left(
             if until is not None:
                 reason = LOCKED
                 lock_ends = until if lock_ends is None else max(lock_ends, until)
+            elif unexplained is not None:
+                reason = unexplained
             elif enqueued is not None and enqueued >= since - ARRIVAL_MARGIN:
                 reason = f"arrived while the {op} ran"
             else:

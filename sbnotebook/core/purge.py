@@ -15,7 +15,9 @@ when the link attaches, peeks included), so it is purged session by session: eac
 accepted on one peek-lock receiver, scanned, emptied (received or fetched, then completed) and
 given back. A session another receiver holds cannot be accepted: it is left as it is, never waited
 for, and its messages are reported as left (counted by the broker) with that reason, or, for a
-named session (which cannot be read while held, so not counted), as an error of the report.
+named session (which cannot be read while held, so not counted), as an error of the report. A
+session whose purge fails otherwise (its lock lost, its link detached, a timeout) is no message
+either: what it still holds is counted at the end as left, with that failure as the reason.
 Service Bus lists only sessions with available messages or session state, so a session holding
 nothing but deferred or scheduled messages is purged only when named (``session_ids=``); a purge
 that leaves messages behind says so in its report.
@@ -115,11 +117,15 @@ async def _purge(
         if include_active and session_ids is None:
             # Listed first: a session the server leaves holding only deferred messages is not listed.
             await delete_on_server(conn, path, report, tick)
-        held = await _purge_sessions(conn, path, ids, report, tick, include_active, include_deferred, include_scheduled)
+        held, failed = await _purge_sessions(
+            conn, path, ids, report, tick, include_active, include_deferred, include_scheduled
+        )
         if session_ids is None:
-            await _count_what_is_left(conn, path, report, include_active, include_deferred, include_scheduled, held)
+            await _count_what_is_left(
+                conn, path, report, include_active, include_deferred, include_scheduled, held, failed
+            )
         else:  # named sessions: each is peeked again (through its lock), message by message
-            await _scan_named_sessions(conn, path, session_ids, report, asked, since)
+            await _scan_named_sessions(conn, path, session_ids, report, asked, since, failed)
         report.elapsed = time.perf_counter() - started
         return report
     if session_ids is not None:
@@ -213,16 +219,31 @@ async def _purge_by_number(
 
 
 async def _scan_named_sessions(
-    conn: LiveConnection, path: EntityPath, ids: list[str], report: Report, asked: list[str], since: dt.datetime
+    conn: LiveConnection,
+    path: EntityPath,
+    ids: list[str],
+    report: Report,
+    asked: list[str],
+    since: dt.datetime,
+    failed: dict[str, str],
 ) -> None:
     """What the named sessions still hold, each peeked through its lock. A session another receiver
     holds cannot be read, so its messages cannot be counted: an error of the report says so (``ok``
-    turns False) and no message outcome is made up for it."""
+    turns False) and no message outcome is made up for it. What a session whose purge failed
+    (``failed``) still holds is left with that failure as its reason."""
 
     async def one(session_id: str) -> None:
         try:
             await account_for_what_is_left(
-                conn, path, report, asked=asked, since=since, again="purge again", verb="remove", session_id=session_id
+                conn,
+                path,
+                report,
+                asked=asked,
+                since=since,
+                again="purge again",
+                verb="remove",
+                session_id=session_id,
+                unexplained=failed.get(session_id),
             )
         except SessionLockedError:
             report.error(
@@ -265,12 +286,15 @@ async def _count_what_is_left(
     deferred: bool,
     scheduled: bool,
     held: list[str],
+    failed: dict[str, str],
 ) -> None:
     """The end of a session-enabled entity's purge (a peek needs a session there): ask the
     administration API what is still there. A session Service Bus does not list (nothing but
     deferred or scheduled messages, no state) is not purged, nor is one another receiver holds
     (``held``); each message left of a kind asked for gets a ``left`` outcome, the held sessions
-    named in its reason (the counts are the entity's: which session holds which is not known).
+    named in its reason (the counts are the entity's: which session holds which is not known), as
+    are the sessions whose purge failed (``failed``: session id -> why). If nothing can be counted
+    after such a failure, an error of the report says so: the purge must not look complete.
     Service Bus counts deferred messages as active, so with only one of the two asked for, the
     active count is not split: a note says so. Without Manage rights nothing is counted, and the
     note says that too."""
@@ -279,6 +303,8 @@ async def _count_what_is_left(
     except SbError as exc:
         log.info("purge of %s: could not count what is left (%s)", path, exc)
         report.note(f"what is left was not counted ({exc})")
+        for reason in failed.values():
+            report.error(f"{reason}; what it still holds was not counted")
         return
     found = left.active  # a dead-letter queue needs no session: it is scanned, never counted here
     n = (found if active and deferred else 0) + (left.scheduled if scheduled else 0)
@@ -288,9 +314,9 @@ async def _count_what_is_left(
         return
     names = ", ".join(repr(s) for s in held)
     in_held = f"in session(s) held by another receiver ({names}; purge again once it lets them go), " if held else ""
-    failed = "in the sessions reported as failed, " if report.failures else ""
+    in_failed = f"in session(s) whose purge failed ({'; '.join(failed.values())}), " if failed else ""
     reason = (
-        f"in {path}: {in_held}{failed}new arrivals, or in sessions Service Bus does not list (nothing but"
+        f"in {path}: {in_held}{in_failed}new arrivals, or in sessions Service Bus does not list (nothing but"
         " deferred or scheduled messages, no session state): name those with session_ids"
     )
     for _ in range(n):  # counted by the broker, not named: one outcome each, so the total adds up
@@ -307,17 +333,20 @@ async def _purge_sessions(
     include_active: bool,
     include_deferred: bool,
     include_scheduled: bool,
-) -> list[str]:
+) -> tuple[list[str], dict[str, str]]:
     """Session by session (``session_ids``, several at a time: ``each_session``), each on one
     peek-lock receiver that holds it: scan what the session holds, receive its active messages and
     fetch its deferred ones, complete what was received (a message delivered and not returned stays,
     never removed unreported), and cancel its scheduled ones. Returns the sessions another receiver
     holds: they are not purged, and their messages are accounted for at the end as left (one outcome
-    per message the broker still holds), not as one made-up failed message per session. A session
-    that fails otherwise (lock lost, ...) gets one `failed` outcome with the reason; the others go on."""
+    per message the broker still holds), not as one made-up failed message per session. Also
+    returns the sessions that failed otherwise (lock lost, link detached, timeout, ...), each with
+    why: the same holds for them (a session is no message); the why is the reason of what they
+    left. The other sessions go on."""
     from azure.servicebus.exceptions import ServiceBusError
 
     held: list[str] = []
+    failed: dict[str, str] = {}
 
     async def one(session_id: str) -> None:
         async def work(rcv: Any) -> list[int]:
@@ -333,21 +362,12 @@ async def _purge_sessions(
                 log.info("purge of %s: session %r is held by another receiver: left as it is", path, session_id)
                 held.append(session_id)
                 return
-            report.add(
-                Outcome(
-                    None,
-                    None,
-                    "failed",
-                    f"session {session_id!r} not purged (or not all of it): {error}",
-                    condition=error.condition,
-                    tracking_id=error.tracking_id,
-                    retryable=error.retryable,
-                )
-            )
-            tick()
+            why = f"session {session_id!r} not purged (or not all of it): {error}"
+            log.info("purge of %s: %s", path, why)
+            failed[session_id] = why
 
     await each_session(session_ids, one)
-    return sorted(held)
+    return sorted(held), dict(sorted(failed.items()))
 
 
 async def _purge_session(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,8 @@ from sbnotebook.core import EntityNameError
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import free_port
+
+purge_module = importlib.import_module("sbnotebook.core.purge")  # core.purge is the function
 
 
 def _dead_letter_all(client: ServiceBusClient, queue: str, n: int, reason: str = "Bad") -> None:
@@ -280,3 +284,69 @@ def test_a_purge_of_named_sessions_reads_what_they_still_hold(emulator: Emulator
 def _peek_session(client: ServiceBusClient, session_id: str) -> list[Any]:
     with client.get_queue_receiver("sq60", session_id=session_id, max_wait_time=5) as r:
         return list(r.peek_messages(max_message_count=10))
+
+
+def _peek(client: ServiceBusClient, queue: str, session_id: str) -> list[Any]:
+    with client.get_queue_receiver(queue, session_id=session_id, max_wait_time=5) as r:
+        return list(r.peek_messages(max_message_count=10))
+
+
+def test_a_named_session_that_loses_its_lock_mid_purge_counts_each_message_once(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    """A session whose purge fails for a reason other than another receiver holding it (here its
+    lock ends early: the emulator's lose_session_locks, after the first batch of 500 is completed)
+    is no message: what it still holds is left, with the failure as the reason, and no 'failed'
+    outcome is added beside them (every outcome is a message: 501 sent, 500 purged, 1 left)."""
+    conn = core.connect(emulator.connection_string)
+    with client.get_queue_sender("sq60") as sender:
+        sender.send_messages([ServiceBusMessage(f"s{i}", session_id="s") for i in range(501)])
+    lost: list[int] = []
+
+    def lose_the_session_lock_after_the_first_batch(report: core.Report) -> None:
+        if report.count("purged") >= 500 and not lost:
+            lost.append(emulator.lose_session_locks("sq60"))
+
+    report = core.purge(
+        "sq60", session_ids=["s"], progress=lose_the_session_lock_after_the_first_batch, connection=conn
+    )
+    assert lost == [1]  # the purge held the session when its lock was lost
+    assert report.counts == {"purged": 500, "left": 1} and report.total == 501 and not report.ok, report
+    (left,) = report.failures
+    assert left.outcome == "left" and "session 's' not purged (or not all of it)" in str(left.error)
+    assert "lock" in str(left.error).lower()
+    assert any(n.startswith("session 's': 1 left: session 's' not purged") for n in report.notes), report.notes
+    assert [str(m) for m in _peek(client, "sq60", "s")] == ["s500"]  # the broker still holds it
+
+
+def test_a_listed_session_whose_lock_renewal_fails_mid_purge_counts_each_message_once(
+    emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for listed sessions (counted at the end by the administration API): session 'd' of
+    sq (LockDuration 2 s) holds 1 active and 3 deferred messages; the server deletes the active one,
+    the purge fetches the deferred ones 2 at a time, and after the first 2 the session lock is lost
+    and the purge waits until it must renew it: the renewal fails. 4 sent, 3 purged, 1 left, no
+    'failed' outcome for the session."""
+    monkeypatch.setattr(purge_module, "BY_SEQUENCE", 2)  # two fetches by number with 3 deferred messages
+    conn = core.connect(emulator.connection_string)
+    with client.get_queue_sender("sq") as sender:
+        sender.send_messages([ServiceBusMessage(f"d{i}", session_id="d") for i in range(4)])
+    with client.get_queue_receiver("sq", session_id="d", max_wait_time=3) as r:
+        got = r.receive_messages(max_message_count=3, max_wait_time=3)
+        assert len(got) == 3
+        for m in got:
+            r.defer_message(m)
+    lost: list[int] = []
+
+    def lose_the_session_lock_after_two_deferred(report: core.Report) -> None:
+        if report.count("purged") >= 3 and not lost:
+            lost.append(emulator.lose_session_locks("sq"))
+            time.sleep(1.2)  # past half the 2 s lock: the next fetch renews it first, and that fails
+
+    report = core.purge("sq", progress=lose_the_session_lock_after_two_deferred, connection=conn)
+    assert lost == [1]
+    assert report.counts == {"purged": 3, "left": 1} and report.total == 4 and not report.ok, report
+    (left,) = report.failures
+    assert left.outcome == "left" and "session(s) whose purge failed (session 'd' not purged" in str(left.error)
+    assert [str(m) for m in _peek(client, "sq", "d")] == ["d2"]  # the third deferred one, still there
+    assert emulator.broker.counts("sq") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import time
 from collections.abc import Callable
 from contextlib import aclosing
@@ -103,6 +104,10 @@ class _Selection:
     def done(self) -> bool:
         return self.found >= self.count
 
+    def takes(self, src: EntityPath, m: Any) -> bool:
+        """Whether the run was asked to take this message (received, or peeked at the end)."""
+        return _seq(m) <= self.last and self.where(to_record(m, str(src)))
+
 
 async def _resubmit(
     conn: LiveConnection,
@@ -167,7 +172,7 @@ async def _resubmit(
                 again="run it again",
                 verb="resubmit" if dst is not None else "discard",
                 skip={_seq(b.messages[i]) for b, keep in run.held for i in keep} | set(run.copied),
-                match=_selected_by(selection, src),
+                match=None if selection is None else functools.partial(selection.takes, src),
                 not_asked="not taken: a resubmit takes active messages (deferred ones: receive_deferred)",
             )
     except Exception as exc:
@@ -286,7 +291,7 @@ async def _move(
     for i, m in enumerate(batch.messages):
         seq = _seq(m)
         if run.selection is not None and seq not in run.copied:
-            if seq > run.selection.last or not run.selection.where(to_record(m, str(src))):
+            if not run.selection.takes(src, m):
                 keep.append(i)
                 report.add(Outcome(message_id(m), seq, "skipped", "not selected"))
                 continue
@@ -321,14 +326,6 @@ async def _move(
     for n in settled.notes:
         report.note(n)
     return keep
-
-
-def _selected_by(selection: _Selection | None, src: EntityPath) -> Callable[[Any], bool] | None:
-    """For the final check: a peeked message the run was asked to take (None: every message)."""
-    if selection is None:
-        return None
-    chosen = selection
-    return lambda m: _seq(m) <= chosen.last and chosen.where(to_record(m, str(src)))
 
 
 async def _moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, **kwargs: Any) -> Report:

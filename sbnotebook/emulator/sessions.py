@@ -76,13 +76,11 @@ class Sessions:
         session = store.session(session_id)
         if session.owner is None or session.locked_until != due:
             return None
-        owned = self._owned.get(session.owner)
-        if owned is not None and session in owned:
-            owned.remove(session)
+        self.lost(session)
         return session
 
     def lost(self, session: SessionState) -> None:
-        """A held session whose lock ends before its time (a fault): its holder no longer owns it."""
+        """A held session whose lock ended (lapsed, or lost early by a fault): its holder no longer owns it."""
         owned = self._owned.get(session.owner)
         if owned is not None and session in owned:
             owned.remove(session)

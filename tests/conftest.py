@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient
+from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.core import close_all
+from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 
 from .helpers import QuickCloseClient
@@ -102,7 +104,12 @@ TEST_TOPOLOGY: dict[str, Any] = {
 
 
 @pytest.fixture
-def emulator() -> Iterator[Emulator]:
+def emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
+    """A fresh emulator on the suite's topology. A module marked ``servicebus_topology`` runs on the
+    kit's own pytest plugin instead (docs/testing.md): the test's namespace on the plugin's emulator."""
+    if request.node.get_closest_marker("servicebus_topology") is not None:
+        yield request.getfixturevalue("servicebus_emulator")
+        return
     with Emulator(TEST_TOPOLOGY) as emu:
         yield emu
         close_all()  # the live connections this test opened, before their broker goes away
@@ -120,6 +127,13 @@ def quick_client(emulator: Emulator) -> Iterator[ServiceBusClient]:
     at once instead of after the SDK's own backoff (about 10 s for a not-found)."""
     with QuickCloseClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
         yield c
+
+
+@pytest.fixture
+def admin(emulator: Emulator) -> Iterator[ServiceBusAdministrationClient]:
+    """The SDK's administration client on the test's emulator (plain HTTP, ``core.admin``)."""
+    with emulator_admin_client(emulator.connection_string) as a:
+        yield a
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,10 @@ from azure.servicebus import (
     ServiceBusReceivedMessage,
     ServiceBusReceiver,
     ServiceBusSender,
+    TransportType,
 )
 from azure.servicebus import ServiceBusReceiveMode as Mode
+from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.core import EntityPath, entities
 from sbnotebook.emulator.ports import restartable_port
@@ -55,6 +57,26 @@ class QuickCloseClient(ServiceBusClient):
         return super().get_subscription_receiver(topic_name, subscription_name, **{"keep_alive": 0, **kwargs})
 
 
+# The plain SDK to a TLS emulator on this host, by transport: custom_endpoint_address alone would
+# switch the SDK to WebSockets, so the transport is named too.
+TLS_ENDPOINTS = {
+    TransportType.Amqp: "sb://localhost:{port}",
+    TransportType.AmqpOverWebsocket: "https://localhost:{port}",
+}
+
+
+def tls_client_options(port: int, ca: Path | None, transport: TransportType = TransportType.Amqp) -> dict[str, Any]:
+    """The SDK client's standard options for a TLS emulator on ``localhost:port`` whose CA is
+    ``ca``, without retries (a refusal arrives at once)."""
+    assert ca is not None, "a TLS emulator has a CA file"
+    return {
+        "custom_endpoint_address": TLS_ENDPOINTS[transport].format(port=port),
+        "transport_type": transport,
+        "connection_verify": str(ca),
+        "retry_total": 0,
+    }
+
+
 def send(client: ServiceBusClient, queue: str, *bodies: str, **kwargs: object) -> None:
     with client.get_queue_sender(queue) as sender:
         sender.send_messages([ServiceBusMessage(b, **kwargs) for b in bodies])  # type: ignore[arg-type]
@@ -73,6 +95,16 @@ def drain(
             if not batch:
                 return out
             out.extend(batch)
+
+
+def subscription_with_one_rule(
+    admin: ServiceBusAdministrationClient, topic: str, subscription: str, rule: str, **rule_options: Any
+) -> None:
+    """Create ``subscription`` with ``rule`` as its only rule: a new subscription comes with the
+    ``$Default`` rule (1=1, every message), which is deleted first."""
+    admin.create_subscription(topic, subscription)
+    admin.delete_rule(topic, subscription, "$Default")
+    admin.create_rule(topic, subscription, rule, **rule_options)
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.05) -> None:
@@ -106,6 +138,12 @@ def start_cli_emulator(
             return proc, line
     proc.kill()
     raise AssertionError(f"no connection string printed; stderr: {proc.stderr.read() if proc.stderr else ''}")
+
+
+def run_cli_emulator(*args: str, module: str = "sbnotebook.emulator", **run: Any) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m sbnotebook.emulator ARGS`` (or ``-m MODULE``) to its end, for arguments it
+    refuses: its exit code and output (``run`` goes to ``subprocess.run``: ``cwd=``, ``env=``)."""
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=60, **run)
 
 
 def run_and_kill(script: str, args: list[str], stop_when: Callable[[], bool], timeout: float = 60) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import urllib.request
-from collections.abc import Iterator
 from urllib.error import HTTPError
 
 import pytest
@@ -15,12 +14,6 @@ from azure.servicebus.management import CorrelationRuleFilter, ServiceBusAdminis
 from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.helpers import drain, send
-
-
-@pytest.fixture
-def admin(emulator: Emulator) -> Iterator[ServiceBusAdministrationClient]:
-    with emulator_admin_client(emulator.connection_string) as a:
-        yield a
 
 
 def test_runtime_counts_match_the_broker(client: ServiceBusClient, admin: ServiceBusAdministrationClient) -> None:

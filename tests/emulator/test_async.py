@@ -27,13 +27,8 @@ from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
 
 # These tests run on the kit's own pytest plugin (docs/testing.md): the suite's topology, a fresh
-# namespace per test; conftest's client fixtures take this module's emulator.
+# namespace per test; the marker makes conftest's emulator (and so its clients) the plugin's.
 pytestmark = pytest.mark.servicebus_topology(config=TEST_TOPOLOGY)
-
-
-@pytest.fixture
-def emulator(servicebus_emulator: Emulator) -> Emulator:
-    return servicebus_emulator
 
 
 async def test_batch_send_peek_lock_and_every_settlement(emulator: Emulator) -> None:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import QuickCloseClient, drain, free_port, send, start_cli_emulator
+from tests.helpers import QuickCloseClient, drain, free_port, run_cli_emulator, send, start_cli_emulator
 
 CONN = re.compile(
     r"^Endpoint=sb://127\.0\.0\.1:(\d+);SharedAccessKeyName=RootManageSharedAccessKey;"
@@ -56,12 +56,7 @@ def test_bad_config_exits_2_with_a_reason(tmp_path: Path) -> None:
     config.write_text(
         json.dumps({"UserConfig": {"Namespaces": [{"Queues": [{"Name": "q", "Properties": {"Nope": 1}}]}]}})
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "sbnotebook", "emulator", "--port", "0", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_cli_emulator("emulator", "--port", "0", "--config", str(config), module="sbnotebook")
     assert result.returncode == 2
     assert "unknown property 'Nope'" in result.stderr
 

@@ -5,7 +5,6 @@ Python SDK: broker-stamped message ids, SQL filter parameters, topic filter coun
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,10 @@ from azure.servicebus.management import (
 from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import drain
+from tests.helpers import drain, subscription_with_one_rule
 
 RECEIVE_AND_DELETE = ServiceBusReceiveMode.RECEIVE_AND_DELETE
 GUID_N = re.compile(r"^[0-9a-f]{32}$")
-
-
-@pytest.fixture
-def admin(emulator: Emulator) -> Iterator[ServiceBusAdministrationClient]:
-    with emulator_admin_client(emulator.connection_string) as a:
-        yield a
 
 
 def _send_without_id(client: ServiceBusClient, entity: str, *bodies: bytes) -> None:
@@ -69,9 +62,8 @@ def test_messages_without_ids_are_not_duplicates_of_each_other(client: ServiceBu
 def test_sql_filter_and_action_parameters(
     client: ServiceBusClient, admin: ServiceBusAdministrationClient, emulator: Emulator
 ) -> None:
-    admin.create_subscription("t", "params")
-    admin.delete_rule("t", "params", "$Default")
-    admin.create_rule(
+    subscription_with_one_rule(
+        admin,
         "t",
         "params",
         "by-color",

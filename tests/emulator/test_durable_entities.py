@@ -10,7 +10,6 @@ import pickle
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +21,14 @@ from azure.servicebus.management import SqlRuleAction, SqlRuleFilter
 from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, drain, free_port, start_cli_emulator
+from tests.helpers import (
+    QuickCloseClient,
+    drain,
+    free_port,
+    run_cli_emulator,
+    start_cli_emulator,
+    subscription_with_one_rule,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -39,9 +45,8 @@ def test_sigkill_and_restart_keep_admin_entities_rules_and_duplicate_detection(t
             admin.create_queue("made", lock_duration=dt.timedelta(seconds=20), max_delivery_count=4)
             admin.create_queue("dd", requires_duplicate_detection=True)
             admin.create_topic("news")
-            admin.create_subscription("news", "sport")
-            admin.delete_rule("news", "sport", "$Default")
-            admin.create_rule(
+            subscription_with_one_rule(
+                admin,
                 "news",
                 "sport",
                 "only-sport",
@@ -118,11 +123,11 @@ def test_a_data_dir_holding_pickles_is_refused_and_never_unpickled(tmp_path: Pat
     db.execute("INSERT INTO messages VALUES ('orders', 1, ?)", (pickle.dumps(_Boom()),))
     db.commit()
     db.close()
-    result = subprocess.run(
-        [sys.executable, "-m", "sbnotebook.emulator", "--port", "0", "--data-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = run_cli_emulator(
+        "--port",
+        "0",
+        "--data-dir",
+        str(tmp_path),
         cwd=tmp_path,  # where the payload would write
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},  # this checkout's emulator
     )

@@ -8,7 +8,6 @@ import base64
 import json
 import logging
 import re
-import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError
 from azure.identity import ClientSecretCredential
 from azure.identity.aio import ClientSecretCredential as AsyncClientSecretCredential
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, TransportType
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient as AsyncClient
 from azure.servicebus.aio.management import ServiceBusAdministrationClient as AsyncAdmin
 from azure.servicebus.exceptions import (
@@ -33,7 +32,7 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.emulator import Emulator
 from sbnotebook.emulator.entra import Principal
-from tests.helpers import start_cli_emulator
+from tests.helpers import run_cli_emulator, send, start_cli_emulator, tls_client_options
 
 SB_SCOPE = "https://servicebus.azure.net//.default"  # what the SDK asks for (double slash)
 OWNER = ("owner-app", "owner-secret", "Owner")
@@ -68,12 +67,7 @@ def _ns(emu: Emulator) -> str:
 
 
 def _options(emu: Emulator) -> dict[str, Any]:
-    return {
-        "custom_endpoint_address": f"sb://{_ns(emu)}",
-        "transport_type": TransportType.Amqp,
-        "connection_verify": str(emu.ca_file),
-        "retry_total": 0,
-    }
+    return tls_client_options(emu.port, emu.ca_file)
 
 
 def _secret_credential(emu: Emulator, client_id: str, secret: str) -> ClientSecretCredential:
@@ -375,19 +369,9 @@ def test_the_command_line_declares_principals_and_prints_the_authority(tmp_path:
             disable_instance_discovery=True,
             connection_verify=str(ca),
         )
-        ns = authority.removeprefix("https://")
-        with (
-            ServiceBusClient(
-                ns,
-                credential,
-                custom_endpoint_address=f"sb://{ns}",
-                transport_type=TransportType.Amqp,
-                connection_verify=str(ca),
-                retry_total=0,
-            ) as c,
-            c.get_queue_sender("orders") as s,
-        ):
-            s.send_messages(ServiceBusMessage("via the command line, with Entra ID"))
+        ns = authority.removeprefix("https://")  # the authority is on the emulator's one port
+        with ServiceBusClient(ns, credential, **tls_client_options(int(ns.rsplit(":", 1)[1]), ca)) as c:
+            send(c, "orders", "via the command line, with Entra ID")
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
@@ -402,12 +386,7 @@ def test_a_principal_secret_named_by_an_environment_variable_must_be_set(monkeyp
 
 
 def test_the_command_line_refuses_principals_without_tls() -> None:
-    done = subprocess.run(
-        [__import__("sys").executable, "-m", "sbnotebook.emulator", "--port", "0", "--principal", "a:b:Owner"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_cli_emulator("--port", "0", "--principal", "a:b:Owner")
     assert done.returncode == 2 and "--principal go with --tls" in done.stderr
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import subprocess
-import sys
 import time
 
 import pytest
@@ -21,16 +19,11 @@ from azure.servicebus.exceptions import (
 
 from sbnotebook.emulator import Emulator, TopologyError
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, drain, send, wait_until
+from tests.helpers import QuickCloseClient, drain, run_cli_emulator, send, wait_until
 
 # These tests run on the kit's own pytest plugin (docs/testing.md): the suite's topology, a fresh
-# namespace per test; conftest's client fixtures take this module's emulator.
+# namespace per test; the marker makes conftest's emulator (and so its clients) the plugin's.
 pytestmark = pytest.mark.servicebus_topology(config=TEST_TOPOLOGY)
-
-
-@pytest.fixture
-def emulator(servicebus_emulator: Emulator) -> Emulator:
-    return servicebus_emulator
 
 
 def test_rejected_sends_carry_condition_and_tracking_id(emulator: Emulator) -> None:
@@ -182,12 +175,7 @@ def test_faults_from_the_topology_file() -> None:
 
 
 def test_cli_fault_flags_are_checked() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "sbnotebook.emulator", "--port", "0", "--reject-sends", "nosuch=1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_cli_emulator("--port", "0", "--reject-sends", "nosuch=1")
     assert result.returncode == 2
     assert "nosuch" in result.stderr
 

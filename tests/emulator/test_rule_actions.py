@@ -10,8 +10,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus import ServiceBusReceiveMode as Mode
 from azure.servicebus.management import ServiceBusAdministrationClient, SqlRuleAction, SqlRuleFilter, TrueRuleFilter
 
-from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
+from tests.helpers import subscription_with_one_rule
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,17 +28,10 @@ def _receive_all(client: ServiceBusClient, topic: str, sub: str) -> list[Any]:
         return out
 
 
-@pytest.fixture
-def admin(emulator: Emulator) -> Any:
-    with emulator_admin_client(emulator.connection_string) as a:
-        yield a
-
-
 def test_set_and_remove_are_applied(admin: ServiceBusAdministrationClient, client: ServiceBusClient) -> None:
     admin.create_topic("acts")
-    admin.create_subscription("acts", "s")
-    admin.delete_rule("acts", "s", "$Default")
-    admin.create_rule(
+    subscription_with_one_rule(
+        admin,
         "acts",
         "s",
         "tag",

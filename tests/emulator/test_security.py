@@ -20,7 +20,7 @@ from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from sbnotebook.emulator.errors import EntityNotFound
 from sbnotebook.emulator.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, sign
-from tests.helpers import start_cli_emulator
+from tests.helpers import run_cli_emulator, start_cli_emulator
 
 KEY_NAME = DEFAULT_KEY_NAME
 
@@ -261,15 +261,7 @@ def test_the_command_line_on_0_0_0_0_prints_a_random_key_and_this_host() -> None
 
 @pytest.mark.parametrize("args", [["--key", DEFAULT_KEY], ["--quiet"]], ids=["published-key", "quiet-random-key"])
 def test_the_command_line_refuses_an_open_door(args: list[str]) -> None:
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-m", "sbnotebook.emulator", "--host", "0.0.0.0", "--port", "0", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_cli_emulator("--host", "0.0.0.0", "--port", "0", *args)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1
     assert DEFAULT_KEY not in done.stderr or args[0] == "--key"

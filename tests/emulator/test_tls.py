@@ -18,13 +18,7 @@ from azure.servicebus.exceptions import ServiceBusConnectionError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.emulator import Emulator
-from tests.helpers import start_cli_emulator
-
-ENDPOINTS = {
-    # custom_endpoint_address alone would switch the SDK to WebSockets: the transport is named
-    TransportType.Amqp: "sb://localhost:{port}",
-    TransportType.AmqpOverWebsocket: "https://localhost:{port}",
-}
+from tests.helpers import TLS_ENDPOINTS, send, start_cli_emulator, tls_client_options
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +28,7 @@ def tls_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]
 
 
 def _client_options(emu: Emulator, transport: TransportType, ca: Path | None = None) -> dict[str, object]:
-    return {
-        "custom_endpoint_address": ENDPOINTS[transport].format(port=emu.port),
-        "transport_type": transport,
-        "connection_verify": str(ca or emu.ca_file),
-        "retry_total": 0,
-    }
+    return tls_client_options(emu.port, ca or emu.ca_file, transport)
 
 
 def test_the_connection_string_is_the_production_one(tls_emulator: Emulator) -> None:
@@ -50,7 +39,7 @@ def test_the_connection_string_is_the_production_one(tls_emulator: Emulator) -> 
     assert tls_emulator.admin_url == f"https://localhost:{tls_emulator.port}"
 
 
-@pytest.mark.parametrize("transport", list(ENDPOINTS), ids=["amqps", "wss"])
+@pytest.mark.parametrize("transport", list(TLS_ENDPOINTS), ids=["amqps", "wss"])
 def test_send_receive_settle_over_tls(tls_emulator: Emulator, transport: TransportType) -> None:
     body = f"over {transport.name}"
     with ServiceBusClient.from_connection_string(
@@ -64,7 +53,7 @@ def test_send_receive_settle_over_tls(tls_emulator: Emulator, transport: Transpo
             r.complete_message(got[0])
 
 
-@pytest.mark.parametrize("transport", list(ENDPOINTS), ids=["amqps", "wss"])
+@pytest.mark.parametrize("transport", list(TLS_ENDPOINTS), ids=["amqps", "wss"])
 async def test_send_receive_settle_over_tls_async(tls_emulator: Emulator, transport: TransportType) -> None:
     body = f"async over {transport.name}"
     async with AsyncClient.from_connection_string(
@@ -105,7 +94,7 @@ def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return other.ca_file
 
 
-@pytest.mark.parametrize("transport", list(ENDPOINTS), ids=["amqps", "wss"])
+@pytest.mark.parametrize("transport", list(TLS_ENDPOINTS), ids=["amqps", "wss"])
 def test_a_wrong_ca_fails_with_a_certificate_error(
     tls_emulator: Emulator, other_ca: Path, transport: TransportType
 ) -> None:
@@ -155,16 +144,8 @@ def test_the_command_line_with_tls_prints_the_ca_and_a_production_connection_str
         ca = tmp_path / "tls" / "ca.pem"
         assert ca.exists() and ca_line == f"CA certificate: {ca}"
         port = int(line.split(";")[0].rsplit(":", 1)[1])
-        with (
-            ServiceBusClient.from_connection_string(
-                line,
-                custom_endpoint_address=f"sb://localhost:{port}",
-                transport_type=TransportType.Amqp,
-                connection_verify=str(ca),
-            ) as c,
-            c.get_queue_sender("orders") as s,
-        ):
-            s.send_messages(ServiceBusMessage("via the command line"))
+        with ServiceBusClient.from_connection_string(line, **tls_client_options(port, ca)) as c:
+            send(c, "orders", "via the command line")
     finally:
         proc.terminate()
         proc.communicate(timeout=10)

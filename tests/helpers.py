@@ -171,6 +171,39 @@ def free_port() -> int:
     return restartable_port()
 
 
+def port_open(port: int) -> bool:
+    """Something listens on ``127.0.0.1:port``."""
+    with socket.socket() as s:
+        s.settimeout(1.0)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_for_server(
+    proc: subprocess.Popen[Any], ready: Callable[[], bool], what: str, log: Path, timeout: float
+) -> None:
+    """Poll ``ready`` (an ``OSError`` counts as not yet) until it says yes. If ``proc`` exits
+    first, or ``timeout`` seconds pass, fail with the end of its ``log``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if ready():
+                return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start: {log.read_text()[-2000:]}")
+        time.sleep(0.5)
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """Ask ``proc`` to end (SIGTERM); kill it if it has not within ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def server_sockets(port: int) -> set[tuple[str, int]]:
     """Client ends of the TCP connections accepted by the emulator listening on ``port``."""
     out = set()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,17 @@ from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, counted_peeks, drain, free_port, send, stream_to_parquet
+from tests.helpers import (
+    QuickCloseClient,
+    counted_peeks,
+    drain,
+    free_port,
+    port_open,
+    send,
+    stop_process,
+    stream_to_parquet,
+    wait_for_server,
+)
 from tests.spark import bodies_scenarios, snapshot_scenarios
 from tests.spark.helpers import logged
 
@@ -67,22 +76,10 @@ def connect_server(workdir: Path, extra_env: dict[str, str] | None = None) -> It
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the Connect server did not start: {log.read_text()[-2000:]}") from None
-                time.sleep(0.5)
+        wait_for_server(proc, lambda: port_open(port), "the Connect server", log, timeout=120)
         yield f"sc://127.0.0.1:{port}", events, log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, timeout=30)
 
 
 @pytest.fixture(scope="module")

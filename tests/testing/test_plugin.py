@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ import cryptography.hazmat.primitives.asymmetric.ec
 import cryptography.x509  # noqa: F401
 import pytest
 
+from tests.helpers import port_open
 from tests.testing.sessions import (
     HEAVY,
     KIT_LAYERS,
@@ -42,12 +42,6 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 
 def _emulator_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "sbnotebook-emulator"]
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1.0)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_loading_the_plugin_imports_nothing_more_than_a_run_without_it(project: pytest.Pytester) -> None:
@@ -107,7 +101,7 @@ def test_sees_only_its_own_messages(servicebus_client, servicebus_emulator, run)
     ports = [r["port"] for r in records(project.path / "record.jsonl")]
     assert len(ports) == 3
     assert _emulator_threads() == []
-    assert not any(_port_open(p) for p in ports)
+    assert not any(port_open(p) for p in ports)
 
 
 def test_marker_entities_with_properties_and_a_config_file(project: pytest.Pytester) -> None:
@@ -279,7 +273,7 @@ async def test_over_tls_async(servicebus_namespace):
     run(project, "--servicebus-tls", "-o", "asyncio_mode=auto").assert_outcomes(passed=2)
     [seen] = records(project.path / "record.jsonl")
     assert not Path(seen["folder"]).exists()  # the session's CA folder is gone
-    assert not _port_open(seen["port"])
+    assert not port_open(seen["port"])
     assert {k: os.environ.get(k) for k in before} == before
 
 
@@ -371,7 +365,7 @@ def test_errors(broken):
     seen = records(project.path / "record.jsonl")
     assert len(seen) == 2
     assert _emulator_threads() == []
-    assert not any(_port_open(r["port"]) for r in seen)
+    assert not any(port_open(r["port"]) for r in seen)
     assert not any(Path(r["folder"]).exists() for r in seen)
 
 
@@ -422,7 +416,7 @@ def test_waits(servicebus_emulator):
             proc.wait()
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode(errors="replace")
     assert not Path(seen["folder"]).exists()
-    assert not _port_open(seen["port"])
+    assert not port_open(seen["port"])
 
 
 def test_live_mode_refuses_what_it_cannot_do(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

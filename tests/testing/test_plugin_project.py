@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.helpers import port_open
 from tests.testing.sessions import plugin_extra_modules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,12 +100,6 @@ def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1.0)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_a_throwaway_project_that_installed_the_kit(tmp_path: Path) -> None:
@@ -171,5 +165,5 @@ def test_a_throwaway_project_that_installed_the_kit(tmp_path: Path) -> None:
     # Nothing left: no process the runs started, no port of theirs open, nothing in their TMPDIR.
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     assert left == []
-    assert not any(_port_open(r["port"]) for r in seen)
+    assert not any(port_open(r["port"]) for r in seen)
     assert sorted(p.name for p in temp.iterdir()) == []

@@ -18,9 +18,9 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ import nbformat
 import pytest
 
 from sbnotebook.emulator import shared
-from tests.helpers import free_port
+from tests.helpers import free_port, stop_process, wait_for_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api: Any
@@ -177,67 +177,46 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         env={**os.environ, **FORMS[form], shared.ENV_HOME: str(home)},  # the kernels inherit it
     )
     base = f"http://127.0.0.1:{port}"
+
+    def serving() -> bool:
+        with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
+            return bool(r.status == 200)
+
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"JupyterLab did not start: {(root / 'lab.log').read_text()[-2000:]}") from None
-                time.sleep(0.5)
+        wait_for_server(proc, serving, "JupyterLab", root / "lab.log", timeout=90)
         # reset: each test's notebook alone (JupyterLab would restore the one opened before beside it)
         yield f"{base}/lab/tree/{{notebook}}?reset&token={token}", root, form
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, timeout=20)
         log.close()
         shared.stop(home / "emulator")
 
 
 def test_panels_render_in_jupyterlab_and_respond_to_a_click(lab: tuple[str, Path, str]) -> None:
     url, root, form = lab
-    url = url.format(notebook="triage.ipynb")
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        page: Any = browser.new_page(viewport={"width": 1400, "height": 2200})
-        try:
-            page.goto(url, timeout=120_000)
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-            page.wait_for_selector(KERNEL_IDLE, timeout=120_000)
-            run_the_cell(page)
-            page.locator("button", has_text="Resubmit selected").first.wait_for(state="visible", timeout=120_000)
-            page.locator("button", has_text="Next").first.wait_for(state="visible", timeout=60_000)
-            page.get_by_text(re.compile(r"\d+ dead-lettered messages, 1 reasons")).first.wait_for(
-                state="visible", timeout=60_000
-            )
-            the_lists_are(page, form)
-            before = root / "panels.png"
-            page.screenshot(path=str(before), full_page=True)
-            shot(page, root, form, "triage-panel.png", "dead-lettered messages")
+    with notebook_page(url, "triage.ipynb", height=2200, failure=root / "failure.png") as page:
+        page.locator("button", has_text="Resubmit selected").first.wait_for(state="visible", timeout=120_000)
+        page.locator("button", has_text="Next").first.wait_for(state="visible", timeout=60_000)
+        page.get_by_text(re.compile(r"\d+ dead-lettered messages, 1 reasons")).first.wait_for(
+            state="visible", timeout=60_000
+        )
+        the_lists_are(page, form)
+        before = root / "panels.png"
+        page.screenshot(path=str(before), full_page=True)
+        shot(page, root, form, "triage-panel.png", "dead-lettered messages")
 
-            page.locator("button", has_text="Discard selected").first.click()
-            prompt = page.get_by_text("and press Confirm").first
-            prompt.wait_for(state="visible", timeout=60_000)  # the kernel answered the click
-            page.get_by_placeholder("type the word shown").first.wait_for(state="visible", timeout=30_000)
-            after = root / "panels-after-click.png"
-            page.screenshot(path=str(after), full_page=True)
-            page.get_by_role("button", name="Cancel", exact=True).first.click()
-            page.get_by_text("Cancelled: nothing was changed").first.wait_for(state="visible", timeout=30_000)
+        page.locator("button", has_text="Discard selected").first.click()
+        prompt = page.get_by_text("and press Confirm").first
+        prompt.wait_for(state="visible", timeout=60_000)  # the kernel answered the click
+        page.get_by_placeholder("type the word shown").first.wait_for(state="visible", timeout=30_000)
+        after = root / "panels-after-click.png"
+        page.screenshot(path=str(after), full_page=True)
+        page.get_by_role("button", name="Cancel", exact=True).first.click()
+        page.get_by_text("Cancelled: nothing was changed").first.wait_for(state="visible", timeout=30_000)
 
-            browse_search_then_clear_it_and_export_the_whole_entity(page, root, form)
-            resubmit_with_a_patch_shown_before_confirm_and_cleared_after(page, root, form)
-            page_had_no_traceback = no_error_shown(page)
-        except Exception:
-            page.screenshot(path=str(root / "failure.png"), full_page=True)  # what the page showed
-            raise
-        finally:
-            browser.close()
+        browse_search_then_clear_it_and_export_the_whole_entity(page, root, form)
+        resubmit_with_a_patch_shown_before_confirm_and_cleared_after(page, root, form)
+        page_had_no_traceback = no_error_shown(page)
     assert page_had_no_traceback  # every panel drew and answered without an error
     assert before.stat().st_size > 20_000 and after.stat().st_size > 20_000  # rendered, not blank
     assert before.read_bytes() != after.read_bytes()
@@ -249,112 +228,105 @@ def test_every_other_panel_renders_and_answers_a_click(lab: tuple[str, Path, str
     panel sent, and stops at its Stop button). Each panel's screenshot, after its click, is the
     one docs/widgets.md shows (tests/project/test_docs.py checks every panel has one)."""
     url, root, form = lab
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        page: Any = browser.new_page(viewport={"width": 1400, "height": 2600})
-        try:
-            page.goto(url.format(notebook="panels.ipynb"), timeout=120_000)
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-            page.wait_for_selector(KERNEL_IDLE, timeout=120_000)
-            run_the_cell(page)
-            sessions = panel(page, "Sessions of sessions")
-            sessions.wait_for(state="visible", timeout=120_000)
-            page.screenshot(path=str(root / "more-panels.png"), full_page=True)
+    with notebook_page(url, "panels.ipynb", height=2600, failure=root / "failure-more-panels.png") as page:
+        sessions = panel(page, "Sessions of sessions")
+        sessions.wait_for(state="visible", timeout=120_000)
+        page.screenshot(path=str(root / "more-panels.png"), full_page=True)
 
-            compose = panel(page, "Content type")
-            compose.get_by_placeholder('{"order": 1}').fill('{"from": "the browser"}')
-            compose.get_by_role("button", name="Send", exact=True).click()
-            compose.get_by_text(re.compile(r"send retries: 1 sent of 1")).wait_for(state="visible", timeout=60_000)
-            shot(page, root, form, "send-panel.png", "Content type")
+        compose = panel(page, "Content type")
+        compose.get_by_placeholder('{"order": 1}').fill('{"from": "the browser"}')
+        compose.get_by_role("button", name="Send", exact=True).click()
+        compose.get_by_text(re.compile(r"send retries: 1 sent of 1")).wait_for(state="visible", timeout=60_000)
+        shot(page, root, form, "send-panel.png", "Content type")
 
-            tail = panel(page, "Tail of retries")  # the message just sent arrives in the live tail
-            tail.get_by_text(re.compile(r"Tailing: 1 message in")).wait_for(state="visible", timeout=30_000)
-            tail.locator("button", has_text="Stop").first.click()
-            tail.get_by_text(re.compile(r"Ended: 1 message in")).wait_for(state="visible", timeout=30_000)
-            shot(page, root, form, "tail-panel.png", "Tail of retries")
+        tail = panel(page, "Tail of retries")  # the message just sent arrives in the live tail
+        tail.get_by_text(re.compile(r"Tailing: 1 message in")).wait_for(state="visible", timeout=30_000)
+        tail.locator("button", has_text="Stop").first.click()
+        tail.get_by_text(re.compile(r"Ended: 1 message in")).wait_for(state="visible", timeout=30_000)
+        shot(page, root, form, "tail-panel.png", "Tail of retries")
 
-            settle = panel(page, "unsettled (peek-lock)")
-            settle.get_by_text(re.compile(r"results</b>|results: 2 messages, 2 unsettled")).first.wait_for(
-                state="visible", timeout=30_000
-            )
-            settle.locator("select").first.select_option(index=0)
-            settle.get_by_role("button", name="Complete", exact=True).click()
-            settle.get_by_text(re.compile(r"complete results: 1 completed of 1")).wait_for(
-                state="visible", timeout=60_000
-            )
-            settle.get_by_text(re.compile(r"2 messages, 1 unsettled")).wait_for(state="visible", timeout=30_000)
-            shot(page, root, form, "settlement-panel.png", "unsettled (peek-lock)")
+        settle = panel(page, "unsettled (peek-lock)")
+        settle.get_by_text(re.compile(r"results</b>|results: 2 messages, 2 unsettled")).first.wait_for(
+            state="visible", timeout=30_000
+        )
+        settle.locator("select").first.select_option(index=0)
+        settle.get_by_role("button", name="Complete", exact=True).click()
+        settle.get_by_text(re.compile(r"complete results: 1 completed of 1")).wait_for(state="visible", timeout=60_000)
+        settle.get_by_text(re.compile(r"2 messages, 1 unsettled")).wait_for(state="visible", timeout=30_000)
+        shot(page, root, form, "settlement-panel.png", "unsettled (peek-lock)")
 
-            entities = panel(page, "Update selected")
-            entities.get_by_placeholder("orders, or topic/subscriptions/name").fill("made-in-browser")
-            entities.get_by_role("button", name="Create", exact=True).click()
-            entities.get_by_text("Created queue made-in-browser.").wait_for(state="visible", timeout=60_000)
-            assert entities.locator("select option", has_text="made-in-browser").count() == 1
-            shot(page, root, form, "entity-panel.png", "Update selected")
+        entities = panel(page, "Update selected")
+        entities.get_by_placeholder("orders, or topic/subscriptions/name").fill("made-in-browser")
+        entities.get_by_role("button", name="Create", exact=True).click()
+        entities.get_by_text("Created queue made-in-browser.").wait_for(state="visible", timeout=60_000)
+        assert entities.locator("select option", has_text="made-in-browser").count() == 1
+        shot(page, root, form, "entity-panel.png", "Update selected")
 
-            purge = panel(page, "Purge retries")
-            purge.get_by_role("button", name="Purge…", exact=True).click()
-            purge.get_by_text(re.compile(r"Type purge:")).wait_for(state="visible", timeout=60_000)
-            purge.get_by_placeholder("type the word shown").fill("purge")
-            purge.get_by_role("button", name="Confirm", exact=True).click()
-            purge.get_by_text(re.compile(r"purge retries: 1 purged of 1")).first.wait_for(
-                state="visible", timeout=60_000
-            )
-            shot(page, root, form, "purge-panel.png", "Purge retries")
+        purge = panel(page, "Purge retries")
+        purge.get_by_role("button", name="Purge…", exact=True).click()
+        purge.get_by_text(re.compile(r"Type purge:")).wait_for(state="visible", timeout=60_000)
+        purge.get_by_placeholder("type the word shown").fill("purge")
+        purge.get_by_role("button", name="Confirm", exact=True).click()
+        purge.get_by_text(re.compile(r"purge retries: 1 purged of 1")).first.wait_for(state="visible", timeout=60_000)
+        shot(page, root, form, "purge-panel.png", "Purge retries")
 
-            sessions.get_by_text(re.compile(r"^1 sessions$")).wait_for(state="visible", timeout=30_000)
-            sessions.get_by_role("button", name="Peek messages", exact=True).click()
-            sessions.get_by_text(re.compile(r'"step": 1')).first.wait_for(state="visible", timeout=60_000)
-            shot(page, root, form, "sessions-panel.png", "Sessions of sessions")
-            page.screenshot(path=str(root / "more-panels-after-clicks.png"), full_page=True)
-            assert no_error_shown(page)  # no panel failed to draw or to answer
-        except Exception:
-            page.screenshot(path=str(root / "failure-more-panels.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+        sessions.get_by_text(re.compile(r"^1 sessions$")).wait_for(state="visible", timeout=30_000)
+        sessions.get_by_role("button", name="Peek messages", exact=True).click()
+        sessions.get_by_text(re.compile(r'"step": 1')).first.wait_for(state="visible", timeout=60_000)
+        shot(page, root, form, "sessions-panel.png", "Sessions of sessions")
+        page.screenshot(path=str(root / "more-panels-after-clicks.png"), full_page=True)
+        assert no_error_shown(page)  # no panel failed to draw or to answer
 
 
 def test_tab_completes_entities_and_actions_in_jupyterlab(lab: tuple[str, Path, str]) -> None:
     """Tab in a cell: JupyterLab asks the kernel (complete_request, IPython's completer), which
     offers the live connection's entity names and a command's actions."""
     url, root, _ = lab
+    # the cell: %sb_connect, which lists the names in the background
+    with notebook_page(url, "complete.ipynb", height=1200, failure=root / "completion-failure.png") as page:
+        page.get_by_text(re.compile(r"Connected to ")).first.wait_for(state="visible", timeout=120_000)
+        page.wait_for_selector(KERNEL_IDLE, timeout=60_000)
+        editor = page.locator(CELL_EDITOR).nth(1)  # Shift+Enter made a new cell below
+        editor.click()
+        page.keyboard.type("%sb_peek ord")
+        page.keyboard.press("Tab")
+        completer = page.locator(".jp-Completer")
+        items = completer.locator(".jp-Completer-item .jp-Completer-match")
+        in_cell = "sel => [...document.querySelectorAll(sel)].some(e => e.textContent.includes('%sb_peek orders'))"
+        # JupyterLab 4 lists the one match; JupyterLab 3 (ipywidgets 7's lab) puts a single match
+        # straight into the cell. Either way the kernel offered "orders" and no Python names.
+        page.wait_for_function(
+            f"sel => !!document.querySelector('.jp-Completer .jp-Completer-item') || ({in_cell})(sel)",
+            arg=CELL_EDITOR,
+            timeout=60_000,
+        )
+        page.screenshot(path=str(root / "completion.png"), full_page=True)
+        if items.count():
+            assert [t.strip() for t in items.all_inner_texts()] == ["orders"]  # no Python names
+            page.keyboard.press("Enter")  # JupyterLab puts it in the cell
+        page.wait_for_function(in_cell, arg=CELL_EDITOR, timeout=30_000)
+        page.keyboard.press("Enter")
+        page.keyboard.type("%sb_settle d")
+        page.keyboard.press("Tab")  # the command's actions
+        completer.get_by_text("dead-letter").first.wait_for(state="visible", timeout=60_000)
+        assert sorted(t.strip() for t in items.all_inner_texts()) == ["dead-letter", "defer"]
+
+
+@contextmanager
+def notebook_page(url: str, notebook: str, height: int, failure: Path) -> Iterator[Any]:
+    """``notebook`` open in the lab in headless Chromium, its one cell run. On an error the page as
+    it was is saved to ``failure``; the browser is closed after."""
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        page: Any = browser.new_page(viewport={"width": 1400, "height": 1200})
+        page: Any = browser.new_page(viewport={"width": 1400, "height": height})
         try:
-            page.goto(url.format(notebook="complete.ipynb"), timeout=120_000)
+            page.goto(url.format(notebook=notebook), timeout=120_000)
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
             page.wait_for_selector(KERNEL_IDLE, timeout=120_000)
-            run_the_cell(page)  # %sb_connect: the names are listed in the background
-            page.get_by_text(re.compile(r"Connected to ")).first.wait_for(state="visible", timeout=120_000)
-            page.wait_for_selector(KERNEL_IDLE, timeout=60_000)
-            editor = page.locator(CELL_EDITOR).nth(1)  # Shift+Enter made a new cell below
-            editor.click()
-            page.keyboard.type("%sb_peek ord")
-            page.keyboard.press("Tab")
-            completer = page.locator(".jp-Completer")
-            items = completer.locator(".jp-Completer-item .jp-Completer-match")
-            in_cell = "sel => [...document.querySelectorAll(sel)].some(e => e.textContent.includes('%sb_peek orders'))"
-            # JupyterLab 4 lists the one match; JupyterLab 3 (ipywidgets 7's lab) puts a single match
-            # straight into the cell. Either way the kernel offered "orders" and no Python names.
-            page.wait_for_function(
-                f"sel => !!document.querySelector('.jp-Completer .jp-Completer-item') || ({in_cell})(sel)",
-                arg=CELL_EDITOR,
-                timeout=60_000,
-            )
-            page.screenshot(path=str(root / "completion.png"), full_page=True)
-            if items.count():
-                assert [t.strip() for t in items.all_inner_texts()] == ["orders"]  # no Python names
-                page.keyboard.press("Enter")  # JupyterLab puts it in the cell
-            page.wait_for_function(in_cell, arg=CELL_EDITOR, timeout=30_000)
-            page.keyboard.press("Enter")
-            page.keyboard.type("%sb_settle d")
-            page.keyboard.press("Tab")  # the command's actions
-            completer.get_by_text("dead-letter").first.wait_for(state="visible", timeout=60_000)
-            assert sorted(t.strip() for t in items.all_inner_texts()) == ["dead-letter", "defer"]
+            run_the_cell(page)
+            yield page
         except Exception:
-            page.screenshot(path=str(root / "completion-failure.png"), full_page=True)
+            page.screenshot(path=str(failure), full_page=True)  # what the page showed
             raise
         finally:
             browser.close()

@@ -6,6 +6,7 @@ root ``conftest.py``.)"""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -101,6 +102,17 @@ TEST_TOPOLOGY: dict[str, Any] = {
         ]
     }
 }
+
+
+@contextmanager
+def entity_keys_emulator() -> Iterator[Emulator]:
+    """The suite's emulator with two keys of queue q's own (policies with an ``EntityPath``), as
+    analysts are often given them: "reader" may only Listen, "writer" may only Send."""
+    with Emulator(TEST_TOPOLOGY) as emu:
+        emu.add_policy("reader", ["Listen"], "q")
+        emu.add_policy("writer", ["Send"], "q")
+        yield emu
+        close_all()  # the live connections this test opened, before their broker goes away
 
 
 @pytest.fixture

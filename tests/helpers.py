@@ -82,6 +82,15 @@ def send(client: ServiceBusClient, queue: str, *bodies: str, **kwargs: object) -
         sender.send_messages([ServiceBusMessage(b, **kwargs) for b in bodies])  # type: ignore[arg-type]
 
 
+def dead_letter(
+    client: ServiceBusClient, queue: str, count: int, reason: str, error_description: str | None = None
+) -> None:
+    """Receive up to ``count`` messages from ``queue`` and dead-letter each with ``reason``."""
+    with client.get_queue_receiver(queue) as receiver:
+        for m in receiver.receive_messages(max_message_count=count, max_wait_time=5):
+            receiver.dead_letter_message(m, reason=reason, error_description=error_description)
+
+
 def drain(
     client: ServiceBusClient, queue: str, *, sub_queue: str | None = None, wait: float = 1.0
 ) -> list[ServiceBusReceivedMessage]:

@@ -16,17 +16,15 @@ import pytest
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
-from tests.conftest import TEST_TOPOLOGY
+from tests.conftest import entity_keys_emulator
 
 NAMESPACE_REFUSED = "refused a token for the whole namespace"
 
 
 @pytest.fixture
 def emu() -> Iterator[Emulator]:
-    with Emulator(TEST_TOPOLOGY) as emulator:
-        emulator.add_policy("reader", ["Listen"], "q")
-        emulator.add_policy("writer", ["Send"], "q")
-        emulator.add_policy("ns-reader", ["Listen"])
+    with entity_keys_emulator() as emulator:
+        emulator.add_policy("ns-reader", ["Listen"])  # and one for the whole namespace
         yield emulator
 
 

@@ -7,8 +7,9 @@ import uuid
 import pytest
 
 from sbnotebook.emulator import Broker, ManualClock, Topology
+from sbnotebook.emulator.entities import Source
 from sbnotebook.emulator.errors import BadRequest, LockLost, MessageNotFound, MessageSizeExceeded
-from sbnotebook.emulator.model import MessageData, MessageState
+from sbnotebook.emulator.model import MessageData, MessageState, StoredMessage
 
 TOPO = Topology.from_dict(
     {
@@ -47,6 +48,14 @@ def data(body: bytes = b"x", **kw: object) -> MessageData:
     return MessageData(raw_properties=b"", raw_body=body, size=len(body) + 20, **kw)  # type: ignore[arg-type]
 
 
+def one_locked(broker: Broker, entity: str) -> tuple[Source, StoredMessage]:
+    """Send one message to ``entity`` and receive it under a lock: the entity's source and the message."""
+    broker.send(entity, [data()])
+    src = broker.resolve_source(entity)
+    (m,) = broker.receive(src, 1, peek_lock=True)
+    return src, m
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
@@ -58,9 +67,7 @@ def broker(clock: ManualClock) -> Broker:
 
 
 def test_lock_expiry_counts_a_delivery_and_dead_letters_at_max(broker: Broker, clock: ManualClock) -> None:
-    broker.send("q", [data()])
-    src = broker.resolve_source("q")
-    (m,) = broker.receive(src, 1, peek_lock=True)
+    src, m = one_locked(broker, "q")
     clock.advance(9.9)
     broker.tick()
     assert broker.receive(src, 1, peek_lock=True) == []  # still locked
@@ -76,9 +83,7 @@ def test_lock_expiry_counts_a_delivery_and_dead_letters_at_max(broker: Broker, c
 
 
 def test_renewal_moves_expiry_and_old_timer_is_ignored(broker: Broker, clock: ManualClock) -> None:
-    broker.send("q", [data()])
-    src = broker.resolve_source("q")
-    (m,) = broker.receive(src, 1, peek_lock=True)
+    _, m = one_locked(broker, "q")
     assert m.lock_token is not None
     clock.advance(8)
     (until,) = broker.renew([m.lock_token])
@@ -91,8 +96,7 @@ def test_renewal_moves_expiry_and_old_timer_is_ignored(broker: Broker, clock: Ma
 
 
 def test_settling_after_expiry_is_lock_lost(broker: Broker, clock: ManualClock) -> None:
-    broker.send("q", [data()])
-    (m,) = broker.receive(broker.resolve_source("q"), 1, peek_lock=True)
+    _, m = one_locked(broker, "q")
     token = m.lock_token
     assert token is not None
     clock.advance(11)
@@ -117,9 +121,7 @@ def test_ttl_dead_letters_and_dead_letter_queue_never_expires(broker: Broker, cl
 
 
 def test_locked_message_expires_only_when_its_lock_ends(broker: Broker, clock: ManualClock) -> None:
-    broker.send("ttl", [data()])
-    src = broker.resolve_source("ttl")
-    (m,) = broker.receive(src, 1, peek_lock=True)
+    _, m = one_locked(broker, "ttl")
     clock.advance(6)
     broker.tick()
     assert m.locked and broker.counts("ttl")["dead_letter"] == 0
@@ -168,9 +170,7 @@ def test_duplicate_window_expires(broker: Broker, clock: ManualClock) -> None:
 
 
 def test_deferred_message_abandoned_stays_deferred(broker: Broker) -> None:
-    broker.send("q", [data()])
-    src = broker.resolve_source("q")
-    (m,) = broker.receive(src, 1, peek_lock=True)
+    src, m = one_locked(broker, "q")
     assert m.lock_token is not None
     broker.defer(m.lock_token)
     (again,) = broker.receive_deferred(src, [m.sequence_number], peek_lock=True)
@@ -181,9 +181,7 @@ def test_deferred_message_abandoned_stays_deferred(broker: Broker) -> None:
 
 
 def test_release_does_not_count_a_delivery(broker: Broker) -> None:
-    broker.send("q", [data()])
-    src = broker.resolve_source("q")
-    (m,) = broker.receive(src, 1, peek_lock=True)
+    src, m = one_locked(broker, "q")
     assert m.lock_token is not None
     broker.release(m.lock_token)
     (m,) = broker.receive(src, 1, peek_lock=True)
@@ -215,8 +213,7 @@ def test_peek_pages_by_sequence_number_over_a_large_log(broker: Broker) -> None:
 
 
 def test_a_dead_letter_queue_message_cannot_be_dead_lettered_again(broker: Broker) -> None:
-    broker.send("q", [data()])
-    (m,) = broker.receive(broker.resolve_source("q"), 1, peek_lock=True)
+    _, m = one_locked(broker, "q")
     assert m.lock_token is not None
     broker.dead_letter(m.lock_token, "first")
     dlq = broker.resolve_source("q/$DeadLetterQueue")

@@ -10,7 +10,7 @@ import pytest
 
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
-from tests.conftest import TEST_TOPOLOGY
+from tests.conftest import entity_keys_emulator
 from tests.helpers import magic_fails
 
 
@@ -23,9 +23,7 @@ def ip() -> Any:
 
 @pytest.fixture
 def emu(ip: Any) -> Iterator[Emulator]:
-    with Emulator(TEST_TOPOLOGY) as emulator:
-        emulator.add_policy("reader", ["Listen"], "q")
-        emulator.add_policy("writer", ["Send"], "q")
+    with entity_keys_emulator() as emulator:
         unload_ipython_extension(ip)
         load_ipython_extension(ip)
         yield emulator

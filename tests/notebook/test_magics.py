@@ -16,7 +16,15 @@ from sbnotebook.core import RECORD_FIELDS, LiveConnection, LockedBatch, Report, 
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics
-from tests.helpers import databricks_secret, drain, interrupt_main_thread, magic_fails, python_sigint, send
+from tests.helpers import (
+    databricks_secret,
+    dead_letter,
+    drain,
+    interrupt_main_thread,
+    magic_fails,
+    python_sigint,
+    send,
+)
 
 COMMANDS = [
     "sb_connect",
@@ -271,9 +279,7 @@ def test_peek_search_stops_once_enough_matched_and_says_how_many_it_scanned(
 
 def test_peek_dead_letter_queue_and_sessions(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
     send(client, "q", "bad")
-    with client.get_queue_receiver("q") as r:
-        for m in r.receive_messages(max_wait_time=5):
-            r.dead_letter_message(m, reason="broken", error_description="why")
+    dead_letter(client, "q", 1, reason="broken", error_description="why")
     dlq = line(ip, "sb_peek q --dlq")
     assert dlq["dead_letter_reason"].tolist() == ["broken"]
     with client.get_queue_sender("sq") as s:
@@ -479,9 +485,7 @@ def test_dlq_count_opens_the_panel_counting(ip: Any, sb: SbMagics, client: Servi
     from sbnotebook.notebook.widgets import TriagePanel
 
     send(client, "q", "a", "b")
-    with client.get_queue_receiver("q") as r:
-        for m in r.receive_messages(max_message_count=2, max_wait_time=5):
-            r.dead_letter_message(m, reason="broken")
+    dead_letter(client, "q", 2, reason="broken")
     panel = line(ip, "sb_dlq q --count --by subject")
     assert isinstance(panel, TriagePanel) and panel.by.value == "subject"
     assert panel.wait(30) and panel.complete and panel.reasons == {"broken": 2}
@@ -504,9 +508,7 @@ def test_panels_open_from_the_magics(ip: Any, sb: SbMagics, client: ServiceBusCl
     from sbnotebook.notebook.widgets import MessageBrowser, SendPanel, SettlementPanel, TriagePanel
 
     send(client, "q", "a", "b")
-    with client.get_queue_receiver("q") as r:
-        for m in r.receive_messages(max_message_count=1, max_wait_time=5):
-            r.dead_letter_message(m, reason="broken")
+    dead_letter(client, "q", 1, reason="broken")
     triage = line(ip, "sb_dlq q")
     assert isinstance(triage, TriagePanel) and triage.reasons == {"broken": 1}
     browser = line(ip, "sb_browse q --dlq")

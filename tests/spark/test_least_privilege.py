@@ -11,7 +11,7 @@ import pytest
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
-from tests.conftest import TEST_TOPOLOGY
+from tests.conftest import entity_keys_emulator
 
 pyspark = pytest.importorskip("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
@@ -21,9 +21,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def emu() -> Iterator[Emulator]:
-    with Emulator(TEST_TOPOLOGY) as emulator:
-        emulator.add_policy("reader", ["Listen"], "q")
-        emulator.add_policy("writer", ["Send"], "q")
+    with entity_keys_emulator() as emulator:
         yield emulator
 
 

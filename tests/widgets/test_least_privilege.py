@@ -10,16 +10,13 @@ import pytest
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.widgets import MessageBrowser, SendPanel
-from tests.conftest import TEST_TOPOLOGY
+from tests.conftest import entity_keys_emulator
 
 
 @pytest.fixture
 def emu() -> Iterator[Emulator]:
-    with Emulator(TEST_TOPOLOGY) as emulator:
-        emulator.add_policy("reader", ["Listen"], "q")
-        emulator.add_policy("writer", ["Send"], "q")
+    with entity_keys_emulator() as emulator:
         yield emulator
-    core.close_all()
 
 
 def test_send_panel_with_a_listen_only_key_says_which_right_is_missing(emu: Emulator) -> None:

@@ -16,11 +16,11 @@ import time
 from collections import defaultdict
 from typing import Any, cast
 
-from cproton import pn_delivery, pn_link_send
 from cproton_ffi import lib
 from proton import Delivery, Endpoint, Event, Handler, Link, Terminus, ulong
 
 from .amqpcontrol import ControlLinks
+from .amqpdeliver import Deliveries
 from .amqpsettle import settle
 from .amqpterms import (
     CBS,
@@ -44,10 +44,9 @@ from .amqpterms import (
     set_session_filter,
 )
 from .broker import Broker
-from .codec import DecodeError, decode_transfer, encode_stored, lock_tag
+from .codec import DecodeError, decode_transfer
 from .entra import Issuer
 from .errors import BadRequest, BrokerError, EntityNotFound, MessageSizeExceeded, OperationTimeout
-from .faults import EntityFaults
 from .management import ManagementHandler
 from .sas import LISTEN, SEND, KeyRing
 from .store import MessageStore
@@ -55,7 +54,7 @@ from .store import MessageStore
 log = logging.getLogger("sbnotebook.emulator")
 
 
-class BrokerHandler(ControlLinks, Handler):
+class BrokerHandler(ControlLinks, Deliveries, Handler):
     def __init__(self, broker: Broker, keys: KeyRing | dict[str, str], issuer: Issuer | None = None) -> None:
         super().__init__()
         self.broker = broker
@@ -236,10 +235,6 @@ class BrokerHandler(ControlLinks, Handler):
         link.open()
         link.flow(SENDER_CREDIT)
 
-    def _faults(self, path: str) -> EntityFaults | None:
-        """Fault rules are kept per queue or topic: the first segment of any entity path."""
-        return self.broker.faults.get(path.split("/")[0])
-
     def _apply_entity_faults(self, link: Link, entity: str) -> None:
         faults = self._faults(entity)
         if faults is not None and faults.delay > 0 and self.loop is not None:
@@ -295,56 +290,6 @@ class BrokerHandler(ControlLinks, Handler):
         self._send_replies(out)
         if out.source is not None:
             self._pump(out)
-
-    def _pump(self, out: OutLink) -> None:
-        link = out.link
-        assert out.source is not None
-        credit = link.credit
-        credit = min(credit, self._deliveries_before_drop(link, out))
-        if credit > 0:
-            try:
-                msgs = self.broker.receive(
-                    out.source, credit, peek_lock=out.peek_lock, owner=out, session_id=out.session_id
-                )
-            except BrokerError as exc:
-                link.condition = error_condition(exc)
-                link.close()
-                return
-            impl = link._impl
-            for msg in msgs:
-                token = msg.lock_token
-                # Peek-lock tags are the 16-byte lock token; receive-and-delete tags are 8 bytes.
-                tag = lock_tag(token) if token is not None else next(self._plain_tags).to_bytes(8, "big")
-                delivery = pn_delivery(impl, tag)
-                pn_link_send(impl, encode_stored(msg, locked_until=msg.locked_until, lock_token=token))
-                lib.pn_link_advance(impl)
-                if not out.peek_lock:
-                    lib.pn_delivery_settle(delivery)
-            if msgs:
-                self._count_deliveries(link, out, len(msgs))
-        if link.drain_mode and link.credit > 0:
-            link.drained()
-
-    def _deliveries_before_drop(self, link: Link, out: OutLink) -> int:
-        assert out.source is not None
-        faults = self._faults(out.source.store.path)
-        if faults is None or faults.drop_after <= 0:
-            return link.credit
-        conn = self._conns.get(link.connection)
-        return faults.drop_after - (conn.deliveries if conn else 0)
-
-    def _count_deliveries(self, link: Link, out: OutLink, count: int) -> None:
-        assert out.source is not None
-        faults = self._faults(out.source.store.path)
-        if faults is None or faults.drop_after <= 0 or self.loop is None:
-            return
-        conn = self._conns.get(link.connection)
-        if conn is None:
-            return
-        conn.deliveries += count
-        if conn.deliveries >= faults.drop_after:
-            log.info("fault injection: dropping a connection after %d deliveries", conn.deliveries)
-            self.loop.abort(link.connection)
 
     def flush(self) -> None:
         dirty = self.broker.pop_dirty()

@@ -288,6 +288,15 @@ class EventLoop(PeerIO):
         peer = self._by_connection.get(connection)
         return True if peer is not None and peer.order.take_batch(tag) else None
 
+    def write_now(self, connection: Any) -> None:
+        """Put what the engine holds for ``connection`` on its socket (or its latency outbox) now,
+        from inside a handler: a long run of deliveries starts reaching the client while it runs."""
+        peer = self._by_connection.get(connection)
+        # A full socket (want_write) is written when it drains: copying the backlog again per call
+        # would make a long run quadratic.
+        if peer is not None and not peer.aborted and not peer.want_write:
+            self._write(peer)
+
     def abort(self, connection: Any) -> None:
         """Drop a connection as a network failure would: no AMQP close, the socket just goes."""
         peer = self._by_connection.get(connection)

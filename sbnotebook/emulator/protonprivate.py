@@ -38,4 +38,9 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
 )
 
 # The modules that may touch them (tests/project/test_structure.py's BOUNDARIES lists the same).
-MODULES = ("sbnotebook.emulator.amqp", "sbnotebook.emulator.amqpterms", "sbnotebook.emulator.loop")
+MODULES = (
+    "sbnotebook.emulator.amqp",
+    "sbnotebook.emulator.amqpdeliver",
+    "sbnotebook.emulator.amqpterms",
+    "sbnotebook.emulator.loop",
+)

@@ -29,6 +29,7 @@ BOUNDARIES = {
     "sbnotebook.core.sdk_receiver",
     "sbnotebook.core.sdk_spares",
     "sbnotebook.emulator.amqp",
+    "sbnotebook.emulator.amqpdeliver",
     "sbnotebook.emulator.amqpterms",
     "sbnotebook.emulator.loop",
 }

@@ -37,7 +37,7 @@ from .receive import receive_batch
 from .records import to_record
 from .registry import ConnectionLike, live
 from .renames import renamed
-from .scan import ascan
+from .scan import anything_there, ascan
 from .syncforms import sync_form
 
 Record = dict[str, Any]
@@ -158,7 +158,7 @@ async def _resubmit(
                     run.stop = True  # the others finish the batch they hold, then stop
         if failure is not None:
             raise failure
-        if (limit is None or run.moved < limit) and not await _empty(conn, src):
+        if (limit is None or run.moved < limit) and await anything_there(conn, src):
             # Locked by another receiver (a run that was interrupted holds its locks until they
             # expire), or new: not moved by this run, and the report must not look complete. Each
             # is a `left` outcome, read from the broker; what this run reported already (held
@@ -261,14 +261,6 @@ async def _give_back(batch: LockedBatch, indexes: list[int]) -> None:
         await batch.release_async(indexes)
     finally:
         await batch.aclose()
-
-
-async def _empty(conn: LiveConnection, src: EntityPath) -> bool:
-    """One peek from the first sequence number (a peek sees locked messages too)."""
-    async with aclosing(ascan(src, max_messages=1, page_size=1, concurrency=1, connection=conn)) as pages:
-        async for _ in pages:
-            return False
-    return True
 
 
 def _seq(msg: Any) -> int:

@@ -15,6 +15,7 @@ the scan. At most ``concurrency`` windows are held at once, so memory stays boun
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import math
@@ -250,6 +251,15 @@ async def apeek_once(conn: LiveConnection, path: EntityPath, start: int, count: 
     """The SDK messages of one peek of at most ``count`` (``PAGE_SIZE``) at or after ``start``, on the
     connection's pooled links: one round trip (``core.copy`` asks for as many as it has room for)."""
     return await _Pager(conn, path, None, count, None).peek(max(start, 1), count)
+
+
+async def anything_there(conn: LiveConnection, path: EntityPath) -> bool:
+    """Whether ``path`` holds any message: one peek of one from the first sequence number. A peek sees
+    every message there is (active, locked, deferred, scheduled) and locks nothing."""
+    async with contextlib.aclosing(ascan(path, max_messages=1, page_size=1, concurrency=1, connection=conn)) as pages:
+        async for _ in pages:
+            return True
+    return False
 
 
 def sessions_refused(path: EntityPath, exc: BaseException, what: str) -> InvalidInputError | None:

@@ -222,12 +222,14 @@ class LockedBatch:
             await asyncio.gather(*(self._settle_chunk(action, c, kwargs, slots, report) for c in chunks))
 
         failures: dict[int, Outcome] = {}
+        lost_now: dict[int, Outcome] = {}  # with the service's words (e.g. a session lock that was lost)
 
         async def one(i: int) -> None:
             async with slots:
                 outcome = await self._settle_one(action, i, kwargs)
             if outcome.outcome == "lock_lost":
                 self._lost.add(i)
+                lost_now[i] = outcome
             elif outcome.ok:
                 self._outcomes[i] = outcome
             else:
@@ -240,7 +242,8 @@ class LockedBatch:
             if i in self._outcomes:
                 report.add(self._outcomes[i])
             elif i in self._lost:
-                report.add(Outcome(message_id(msg), _seq(msg), "lock_lost", "the lock expired or was lost", i))
+                lost = Outcome(message_id(msg), _seq(msg), "lock_lost", "the lock expired or was lost", i)
+                report.add(lost_now.get(i, lost))
             else:
                 report.add(failures[i])
         report.elapsed = time.perf_counter() - started

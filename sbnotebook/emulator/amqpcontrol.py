@@ -24,6 +24,8 @@ from .sas import Grant, KeyRing, TokenError, resource_key, validate
 log = logging.getLogger("sbnotebook.emulator")
 SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
 JWT_TOKEN_TYPE = "jwt"
+ASSOCIATED_LINK_NAME = "associated-link-name"
+_NO_LINK = object()  # the holder named by a link that is not (or no longer) open: it holds nothing
 
 
 class ControlLinks:
@@ -109,10 +111,26 @@ class ControlLinks:
                 self._authorize(conn, address, right)
 
         # Locks taken through management (deferred messages) belong to the reply link.
-        reply = handler.handle(request, owner=out if out is not None else link, check=check)
+        holder = self._associated(conn, request)
+        reply = handler.handle(request, owner=out if out is not None else link, check=check, holder=holder)
         if out is not None:
             out.pending_replies.append(reply)
             self._send_replies(out)
+
+    def _associated(self, conn: ConnectionState, request: Message) -> object | None:
+        """The receiving link a request names in ``associated-link-name`` (the SDKs name their
+        receiver's link): session operations need it to hold the session. A name with no open
+        receiving link on this connection gives a holder of nothing (its session is not held by
+        it); no name gives None (any holder will do)."""
+        props: dict[Any, Any] = dict(request.properties or {})
+        name = props.get(ASSOCIATED_LINK_NAME, props.get(ASSOCIATED_LINK_NAME.encode()))
+        if name is None:
+            return None
+        name = bytes(name).decode() if isinstance(name, (bytes, memoryview)) else str(name)
+        for other in conn.links:
+            if other.is_sender and other.name == name and other in self._out:
+                return self._out[other]
+        return _NO_LINK
 
     def _reply_link(self, link: Link, reply_to: str | None) -> OutLink | None:
         """The client's receiving link that the reply goes to.

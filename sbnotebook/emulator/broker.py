@@ -255,15 +255,28 @@ class Broker(Settlement, Firing, SessionLocks):
 
     @locked
     def receive_deferred(
-        self, source: Source, sequence_numbers: Iterable[int], *, peek_lock: bool, owner: object | None = None
+        self,
+        source: Source,
+        sequence_numbers: Iterable[int],
+        *,
+        peek_lock: bool,
+        owner: object | None = None,
+        session_id: str | None = None,
+        holder: object | None = None,
     ) -> list[StoredMessage]:
+        """The ``receive-by-sequence-number`` management operation. With ``session_id`` (a session
+        receiver's request) the session must still be locked, by ``holder`` when given, else
+        session-lock-lost and nothing is taken; the messages are then locked by the session's lock."""
+        session = self.sessions.held(source, session_id, holder) if session_id is not None else None
         found = scheduling.deferred(source, sequence_numbers)
         now = self.clock.now()
         for msg in found:
-            if peek_lock:
-                self._lock(source, msg, now, owner)
-            else:
+            if not peek_lock:
                 source.store.remove(msg.sequence_number)
+            elif session is not None:
+                self._lock(source, msg, now, session.owner, session)
+            else:
+                self._lock(source, msg, now, owner)
         return found
 
     # ---------------------------------------------------------------- receive

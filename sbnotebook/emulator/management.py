@@ -104,6 +104,7 @@ class ManagementHandler:
     def __init__(self, broker: Broker, entity_path: str) -> None:
         self.broker = broker
         self.entity_path = entity_path
+        self._holder: object | None = None  # the current request's associated receiver link
         self._ops: dict[str, Callable[[dict[Any, Any], object], tuple[int, dict[str, Any] | None]]] = {
             "com.microsoft:peek-message": self._peek,
             "com.microsoft:renew-lock": self._renew,
@@ -124,13 +125,22 @@ class ManagementHandler:
     def source(self) -> Source:
         return self.broker.resolve_source(self.entity_path)
 
-    def handle(self, request: Message, owner: object, check: Callable[[str], None] | None = None) -> Message:
-        """``check(operation)`` raises ``Unauthorized`` when the caller lacks the claim it needs."""
+    def handle(
+        self,
+        request: Message,
+        owner: object,
+        check: Callable[[str], None] | None = None,
+        holder: object | None = None,
+    ) -> Message:
+        """``check(operation)`` raises ``Unauthorized`` when the caller lacks the claim it needs.
+        ``holder`` is the receiver link the request names as its ``associated-link-name`` (None when
+        it names none): a session operation succeeds only while that link holds the session."""
         props: dict[Any, Any] = dict(request.properties or {})
         operation = str(props.get("operation", ""))
         self.broker.requests[operation] += 1
         reply = Message()
         reply.correlation_id = request.id
+        self._holder = holder
         try:
             if check is not None:
                 check(operation)
@@ -158,6 +168,8 @@ class ManagementHandler:
                 },
             )
             reply.body = None
+        finally:
+            self._holder = None
         return reply
 
     # -------------------------------------------------------------- operations
@@ -182,7 +194,15 @@ class ManagementHandler:
         seqs = [int(s) for s in _values(_get(body, "sequence-numbers"))]
         mode = int(_get(body, "receiver-settle-mode", 1))
         peek_lock = mode == 1
-        msgs = self.broker.receive_deferred(self.source(), seqs, peek_lock=peek_lock, owner=owner)
+        session_id = _get(body, "session-id", None)
+        msgs = self.broker.receive_deferred(
+            self.source(),
+            seqs,
+            peek_lock=peek_lock,
+            owner=owner,
+            session_id=None if session_id is None else str(session_id),
+            holder=self._holder,
+        )
         out = []
         for m in msgs:
             entry: dict[str, Any] = {"message": encode_stored(m, locked_until=m.locked_until)}
@@ -238,17 +258,17 @@ class ManagementHandler:
         return OK, {"sequence-numbers": _long_array(seqs)}
 
     def _renew_session_lock(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
-        until = self.broker.renew_session_lock(self.source(), str(_get(body, "session-id")))
+        until = self.broker.renew_session_lock(self.source(), str(_get(body, "session-id")), self._holder)
         return OK, {"expiration": timestamp(int(until * 1000))}
 
     def _get_session_state(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
-        state = self.broker.session_state(self.source(), str(_get(body, "session-id")))
+        state = self.broker.session_state(self.source(), str(_get(body, "session-id")), self._holder)
         return OK, {"session-state": state}
 
     def _set_session_state(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
         raw = _get(body, "session-state", None)
         state = None if raw is None else bytes(raw) if isinstance(raw, (bytes, memoryview)) else str(raw).encode()
-        self.broker.set_session_state(self.source(), str(_get(body, "session-id")), state)
+        self.broker.set_session_state(self.source(), str(_get(body, "session-id")), state, self._holder)
         return OK, None
 
     def _get_message_sessions(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:

@@ -375,7 +375,8 @@ class Emulator:
 
     def lose_session_locks(self, entity: str) -> int:
         """End every session lock held on a session-enabled queue or subscription now, as when a
-        lock lapses early: settling fails with SessionLockLostError, the next receive detaches."""
+        lock lapses early: settling fails with SessionLockLostError, and so do the holder's renew,
+        get/set state and receive deferred messages; the next receive detaches."""
         lost = self.broker.lose_session_locks(entity)
         self.call_soon(self._handler.flush)
         return lost

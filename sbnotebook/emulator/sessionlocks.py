@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .brokercore import BrokerCore, locked
 from .entities import Source
-from .sessions import session_store
 from .store import SessionState
 from .timers import SESSION
 
@@ -20,9 +19,13 @@ class SessionLocks(BrokerCore):
             self.timers.add(session.locked_until, SESSION, (source.entity, source.store, session.id))
         return session
 
+    # ``holder``: the receiver link a management request names (its associated-link-name); the
+    # session must be locked by it. None (a request naming no link): locked by any receiver.
+    # Service Bus answers session-lock-lost when the lock has lapsed, was lost or is held elsewhere.
+
     @locked
-    def renew_session_lock(self, source: Source, session_id: str) -> float:
-        session = self.sessions.renew(source, session_id, self.clock.now())
+    def renew_session_lock(self, source: Source, session_id: str, holder: object | None = None) -> float:
+        session = self.sessions.renew(source, session_id, holder, self.clock.now())
         assert session.locked_until is not None
         for lock in self.locks.of_session(session):
             msg = lock.store.messages.get(lock.seq)
@@ -32,11 +35,14 @@ class SessionLocks(BrokerCore):
         return session.locked_until
 
     @locked
-    def session_state(self, source: Source, session_id: str) -> bytes | None:
-        return session_store(source).session(session_id).state
+    def session_state(self, source: Source, session_id: str, holder: object | None = None) -> bytes | None:
+        return self.sessions.held(source, session_id, holder).state
 
     @locked
-    def set_session_state(self, source: Source, session_id: str, state: bytes | None) -> None:
+    def set_session_state(
+        self, source: Source, session_id: str, state: bytes | None, holder: object | None = None
+    ) -> None:
+        self.sessions.held(source, session_id, holder)
         store = self.sessions.set_state(source, session_id, state, self.clock.now())
         if self.journal is not None:
             self.journal.session_state(store.path, session_id, state)

@@ -54,6 +54,7 @@ class Sessions:
 
     @staticmethod
     def held(source: Source, session_id: str, owner: object | None) -> SessionState:
+        """The session, if it is locked (by ``owner`` when given), else the error Service Bus answers."""
         store = session_store(source)
         session = store.session(session_id)
         if session.owner is None or (owner is not None and session.owner is not owner):
@@ -62,12 +63,9 @@ class Sessions:
             )
         return session
 
-    @staticmethod
-    def renew(source: Source, session_id: str, now: float) -> SessionState:
-        store = session_store(source)
-        session = store.session(session_id)
-        if session.owner is None:
-            raise SessionLockLost(f"The session lock for '{session_id}' has expired.", entity=store.path)
+    @classmethod
+    def renew(cls, source: Source, session_id: str, owner: object | None, now: float) -> SessionState:
+        session = cls.held(source, session_id, owner)
         session.locked_until = now + source.entity.props.lock_duration
         return session
 

@@ -147,3 +147,22 @@ def test_listing_sessions_of_an_entity_without_sessions_says_why_in_plain_text(e
         core.list_sessions("q", connection=conn)
     text = str(caught.value)
     assert "'q' is not session-enabled" in text and 'b"' not in text and "b'" not in text, text
+
+
+def test_deferred_messages_fetched_in_a_session_report_a_lost_session_lock(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    """A deferred message fetched with session_id is locked by that session: when the session lock
+    is lost, completing it reports lock_lost (the SDK's SessionLockLostError) and it stays deferred."""
+    _send(client, "sq60", ("k", "later"))
+    with client.get_queue_receiver("sq60", session_id="k", max_wait_time=3) as r:
+        (msg,) = r.receive_messages(max_wait_time=3)
+        r.defer_message(msg)
+    conn = core.connect(emulator.connection_string)
+    with core.receive_deferred("sq60", [msg.sequence_number], session_id="k", connection=conn) as batch:
+        assert len(batch) == 1
+        assert emulator.lose_session_locks("sq60") == 1
+        report = batch.complete()
+    (outcome,) = list(report)
+    assert outcome.outcome == "lock_lost" and "session lock" in (outcome.error or "").lower()
+    assert emulator.broker.counts("sq60") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}

@@ -13,6 +13,7 @@ from azure.servicebus.exceptions import (
     SessionLockLostError,
 )
 
+from sbnotebook.emulator import Emulator
 from tests.helpers import QuickCloseClient
 
 
@@ -110,3 +111,73 @@ def test_session_subscription(client: ServiceBusClient) -> None:
         assert [str(m) for m in got] == ["t1", "t2"]
         for m in got:
             r.complete_message(m)
+
+
+def _deferred_in_session(client: ServiceBusClient, session_id: str) -> int:
+    """Send one message to sq60's ``session_id`` and defer it; its sequence number."""
+    _send(client, "sq60", (session_id, "later"))
+    with client.get_queue_receiver("sq60", session_id=session_id, max_wait_time=3) as r:
+        (msg,) = r.receive_messages(max_wait_time=3)
+        r.defer_message(msg)
+    return int(msg.sequence_number)
+
+
+def test_receive_deferred_needs_the_session_lock(quick_client: ServiceBusClient, emulator: Emulator) -> None:
+    """Rule: a session receiver whose session lock was lost gets SessionLockLostError from
+    receive_deferred_messages (the broker refuses receive-by-sequence-number), and the message stays
+    deferred for the next holder of the session."""
+    seq = _deferred_in_session(quick_client, "d")
+    with quick_client.get_queue_receiver("sq60", session_id="d", max_wait_time=3) as r:
+        assert emulator.lose_session_locks("sq60") == 1
+        served = emulator.requests["com.microsoft:receive-by-sequence-number"]
+        with pytest.raises(SessionLockLostError):
+            r.receive_deferred_messages([seq])
+        # the broker answered (not the SDK's own check of the lock time)
+        assert emulator.requests["com.microsoft:receive-by-sequence-number"] == served + 1
+    assert emulator.broker.counts("sq60") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}
+    with quick_client.get_queue_receiver("sq60", session_id="d", max_wait_time=3) as r:
+        (again,) = r.receive_deferred_messages([seq])
+        r.complete_message(again)
+    assert emulator.broker.counts("sq60")["deferred"] == 0
+
+
+def test_a_deferred_message_fetched_in_a_session_is_locked_by_the_session(
+    quick_client: ServiceBusClient, emulator: Emulator
+) -> None:
+    """Rule: a deferred message received by a session receiver is locked by its session lock: when
+    that lock is lost, settling it (update-disposition by lock token) fails with
+    SessionLockLostError and the message stays deferred."""
+    seq = _deferred_in_session(quick_client, "e")
+    with quick_client.get_queue_receiver("sq60", session_id="e", max_wait_time=3) as r:
+        (fetched,) = r.receive_deferred_messages([seq])
+        assert emulator.lose_session_locks("sq60") == 1
+        with pytest.raises(SessionLockLostError):
+            r.complete_message(fetched)
+    assert emulator.broker.counts("sq60") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}
+
+
+@pytest.mark.parametrize("operation", ["renew_lock", "get_state", "set_state", "receive_deferred"])
+def test_session_operations_of_a_receiver_whose_session_is_held_elsewhere(
+    quick_client: ServiceBusClient, emulator: Emulator, operation: str
+) -> None:
+    """Rule: once a receiver's session lock is lost and another receiver has accepted the session,
+    the first one's renew, get/set state and receive-by-sequence-number fail with
+    SessionLockLostError (the broker checks the receiver the request names, not only that someone
+    holds the session); the state and the deferred message are left as they were."""
+    seq = _deferred_in_session(quick_client, "h")
+    with quick_client.get_queue_receiver("sq60", session_id="h", max_wait_time=3) as first:
+        first.session.set_state(b"mine")
+        assert emulator.lose_session_locks("sq60") == 1
+        with quick_client.get_queue_receiver("sq60", session_id="h", max_wait_time=3) as second:
+            calls = {
+                "renew_lock": lambda: first.session.renew_lock(),
+                "get_state": lambda: first.session.get_state(),
+                "set_state": lambda: first.session.set_state(b"stale"),
+                "receive_deferred": lambda: first.receive_deferred_messages([seq]),
+            }
+            before = sum(emulator.requests.values())
+            with pytest.raises(SessionLockLostError):
+                calls[operation]()
+            assert sum(emulator.requests.values()) == before + 1  # the broker refused it
+            assert second.session.get_state() == b"mine"
+    assert emulator.broker.counts("sq60")["deferred"] == 1

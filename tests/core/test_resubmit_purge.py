@@ -319,6 +319,30 @@ def test_a_named_session_that_loses_its_lock_mid_purge_counts_each_message_once(
     assert [str(m) for m in _peek(client, "sq60", "s")] == ["s500"]  # the broker still holds it
 
 
+def _one_active_three_deferred_in_session_d(client: ServiceBusClient) -> None:
+    """Session 'd' of sq (LockDuration 2 s): d0..d3 sent, d0..d2 deferred, d3 active."""
+    with client.get_queue_sender("sq") as sender:
+        sender.send_messages([ServiceBusMessage(f"d{i}", session_id="d") for i in range(4)])
+    with client.get_queue_receiver("sq", session_id="d", max_wait_time=3) as r:
+        got = r.receive_messages(max_message_count=3, max_wait_time=3)
+        assert len(got) == 3
+        for m in got:
+            r.defer_message(m)
+
+
+def _lose_the_session_lock_after_two_deferred(emulator: Emulator, lost: list[int]) -> Any:
+    """A purge's progress callback: once 3 are purged (the active one by the server, then the first
+    2 deferred fetched by number), every session lock on sq is lost, and it waits past half the 2 s
+    lock, so the next fetch renews the lock first, and that fails. ``lost`` gets how many were lost."""
+
+    def hook(report: core.Report) -> None:
+        if report.count("purged") >= 3 and not lost:
+            lost.append(emulator.lose_session_locks("sq"))
+            time.sleep(1.2)
+
+    return hook
+
+
 def test_a_listed_session_whose_lock_renewal_fails_mid_purge_counts_each_message_once(
     emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -329,24 +353,42 @@ def test_a_listed_session_whose_lock_renewal_fails_mid_purge_counts_each_message
     'failed' outcome for the session."""
     monkeypatch.setattr(purge_module, "BY_SEQUENCE", 2)  # two fetches by number with 3 deferred messages
     conn = core.connect(emulator.connection_string)
-    with client.get_queue_sender("sq") as sender:
-        sender.send_messages([ServiceBusMessage(f"d{i}", session_id="d") for i in range(4)])
-    with client.get_queue_receiver("sq", session_id="d", max_wait_time=3) as r:
-        got = r.receive_messages(max_message_count=3, max_wait_time=3)
-        assert len(got) == 3
-        for m in got:
-            r.defer_message(m)
+    _one_active_three_deferred_in_session_d(client)
     lost: list[int] = []
-
-    def lose_the_session_lock_after_two_deferred(report: core.Report) -> None:
-        if report.count("purged") >= 3 and not lost:
-            lost.append(emulator.lose_session_locks("sq"))
-            time.sleep(1.2)  # past half the 2 s lock: the next fetch renews it first, and that fails
-
-    report = core.purge("sq", progress=lose_the_session_lock_after_two_deferred, connection=conn)
+    report = core.purge("sq", progress=_lose_the_session_lock_after_two_deferred(emulator, lost), connection=conn)
     assert lost == [1]
     assert report.counts == {"purged": 3, "left": 1} and report.total == 4 and not report.ok, report
     (left,) = report.failures
     assert left.outcome == "left" and "session(s) whose purge failed (session 'd' not purged" in str(left.error)
     assert [str(m) for m in _peek(client, "sq", "d")] == ["d2"]  # the third deferred one, still there
     assert emulator.broker.counts("sq") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}
+
+
+def test_a_failed_session_with_nothing_counted_after_it_is_an_error_not_a_complete_purge(
+    emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same failure with a key of sq that may Listen and Send but not Manage (as applications are
+    given): the purge works, but what the failed session left cannot be counted (the administration
+    API needs Manage), so no 'left' outcome can be made. The report must not read as complete: the
+    session's failure is an error of the report (ok is False, raise_for_failures raises) and a note
+    says what is left was not counted. 4 sent, 3 purged, 1 still on the broker."""
+    monkeypatch.setattr(purge_module, "BY_SEQUENCE", 2)
+    emulator.add_policy("app", ["Listen", "Send"], "sq")
+    conn = core.connect(emulator.policy_connection_string("app", "sq"))
+    _one_active_three_deferred_in_session_d(client)
+    lost: list[int] = []
+    report = core.purge("sq", progress=_lose_the_session_lock_after_two_deferred(emulator, lost), connection=conn)
+    assert lost == [1]
+    assert report.counts == {"purged": 3} and not report.ok, report
+    (error,) = report.errors
+    assert error.startswith("session 'd' not purged (or not all of it): "), error
+    assert error.endswith("; what it still holds was not counted") and "lock" in error.lower(), error
+    (note,) = [n for n in report.notes if n.startswith("what is left was not counted")]
+    assert "'Manage' right" in note, note
+    summary = report.summary()
+    assert summary.startswith("purge sq: 3 purged of 3 in ") and f"[ERRORS: {error}]" in summary, summary
+    with pytest.raises(core.SbError, match="purge sq: session 'd' not purged"):
+        report.raise_for_failures()
+    # the broker, read apart from the report: the third deferred message is still there
+    assert emulator.broker.counts("sq") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}
+    assert [str(m) for m in _peek(client, "sq", "d")] == ["d2"]

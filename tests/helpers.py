@@ -436,3 +436,28 @@ class HttpOnlyProxy:
 
     def close(self) -> None:
         self.listener.close()
+
+
+def one_active_three_deferred_in_session_d(client: ServiceBusClient) -> None:
+    """Session 'd' of sq (LockDuration 2 s): d0..d3 sent, d0..d2 deferred, d3 active."""
+    with client.get_queue_sender("sq") as sender:
+        sender.send_messages([ServiceBusMessage(f"d{i}", session_id="d") for i in range(4)])
+    with client.get_queue_receiver("sq", session_id="d", max_wait_time=3) as r:
+        got = r.receive_messages(max_message_count=3, max_wait_time=3)
+        assert len(got) == 3
+        for m in got:
+            r.defer_message(m)
+
+
+def lose_the_session_lock_after_two_deferred(emulator: Any, lost: list[int]) -> Callable[[Any], None]:
+    """A purge's progress callback for sq's session 'd' (above), fetched 2 deferred at a time
+    (``purge.BY_SEQUENCE`` = 2): once 3 are purged (the active one by the server, then the first 2
+    deferred), every session lock on sq is lost, and it waits past half the 2 s lock, so the next
+    fetch renews the lock first, and that fails. ``lost`` gets how many session locks were lost."""
+
+    def hook(report: Any) -> None:
+        if report.count("purged") >= 3 and not lost:
+            lost.append(emulator.lose_session_locks("sq"))
+            time.sleep(1.2)
+
+    return hook

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from sbnotebook import core
 from sbnotebook.core import EntityNameError
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import free_port
+from tests.helpers import free_port, lose_the_session_lock_after_two_deferred, one_active_three_deferred_in_session_d
 
 purge_module = importlib.import_module("sbnotebook.core.purge")  # core.purge is the function
 
@@ -319,30 +318,6 @@ def test_a_named_session_that_loses_its_lock_mid_purge_counts_each_message_once(
     assert [str(m) for m in _peek(client, "sq60", "s")] == ["s500"]  # the broker still holds it
 
 
-def _one_active_three_deferred_in_session_d(client: ServiceBusClient) -> None:
-    """Session 'd' of sq (LockDuration 2 s): d0..d3 sent, d0..d2 deferred, d3 active."""
-    with client.get_queue_sender("sq") as sender:
-        sender.send_messages([ServiceBusMessage(f"d{i}", session_id="d") for i in range(4)])
-    with client.get_queue_receiver("sq", session_id="d", max_wait_time=3) as r:
-        got = r.receive_messages(max_message_count=3, max_wait_time=3)
-        assert len(got) == 3
-        for m in got:
-            r.defer_message(m)
-
-
-def _lose_the_session_lock_after_two_deferred(emulator: Emulator, lost: list[int]) -> Any:
-    """A purge's progress callback: once 3 are purged (the active one by the server, then the first
-    2 deferred fetched by number), every session lock on sq is lost, and it waits past half the 2 s
-    lock, so the next fetch renews the lock first, and that fails. ``lost`` gets how many were lost."""
-
-    def hook(report: core.Report) -> None:
-        if report.count("purged") >= 3 and not lost:
-            lost.append(emulator.lose_session_locks("sq"))
-            time.sleep(1.2)
-
-    return hook
-
-
 def test_a_listed_session_whose_lock_renewal_fails_mid_purge_counts_each_message_once(
     emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -353,9 +328,9 @@ def test_a_listed_session_whose_lock_renewal_fails_mid_purge_counts_each_message
     'failed' outcome for the session."""
     monkeypatch.setattr(purge_module, "BY_SEQUENCE", 2)  # two fetches by number with 3 deferred messages
     conn = core.connect(emulator.connection_string)
-    _one_active_three_deferred_in_session_d(client)
+    one_active_three_deferred_in_session_d(client)
     lost: list[int] = []
-    report = core.purge("sq", progress=_lose_the_session_lock_after_two_deferred(emulator, lost), connection=conn)
+    report = core.purge("sq", progress=lose_the_session_lock_after_two_deferred(emulator, lost), connection=conn)
     assert lost == [1]
     assert report.counts == {"purged": 3, "left": 1} and report.total == 4 and not report.ok, report
     (left,) = report.failures
@@ -375,9 +350,9 @@ def test_a_failed_session_with_nothing_counted_after_it_is_an_error_not_a_comple
     monkeypatch.setattr(purge_module, "BY_SEQUENCE", 2)
     emulator.add_policy("app", ["Listen", "Send"], "sq")
     conn = core.connect(emulator.policy_connection_string("app", "sq"))
-    _one_active_three_deferred_in_session_d(client)
+    one_active_three_deferred_in_session_d(client)
     lost: list[int] = []
-    report = core.purge("sq", progress=_lose_the_session_lock_after_two_deferred(emulator, lost), connection=conn)
+    report = core.purge("sq", progress=lose_the_session_lock_after_two_deferred(emulator, lost), connection=conn)
     assert lost == [1]
     assert report.counts == {"purged": 3} and not report.ok, report
     (error,) = report.errors

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 from typing import Any
 
 import pytest
@@ -10,11 +11,20 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.core import Report
+from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
-from tests.helpers import magic_fails, send
+from sbnotebook.notebook.magics.progress import Progress
+from tests.helpers import (
+    lose_the_session_lock_after_two_deferred,
+    magic_fails,
+    one_active_three_deferred_in_session_d,
+    send,
+)
 from tests.notebook import test_magics
 from tests.notebook.test_magics import answer, line
 
+purge_module = importlib.import_module("sbnotebook.core.purge")  # core.purge is the function
+purge_magic = importlib.import_module("sbnotebook.notebook.magics.purge")
 ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 
@@ -196,3 +206,46 @@ def test_purge_of_named_sessions_counts_them_by_scanning_and_removes_only_them(
         ip, "sb_purge q --session-ids d --yes"
     )
     assert "A dead-letter queue has no sessions" in magic_fails(ip, "sb_purge sq60 --dlq --session-ids d --yes")
+
+
+def test_a_purge_whose_session_lock_is_lost_fails_the_cell_and_says_what_was_left_and_why(
+    ip: Any, sb: SbMagics, emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Session 'd' of sq loses its lock while %sb_purge fetches its deferred messages (the emulator's
+    lose_session_locks, fired from the command's own progress line): 4 counted, 3 purged, 1 left
+    with the session's failure as the reason. The cell fails (Run All and a job stop there), the
+    printed report says 1 left and why, and the broker still holds the message."""
+    monkeypatch.setattr(purge_module, "BY_SEQUENCE", 2)  # the deferred ones fetched 2 at a time
+    one_active_three_deferred_in_session_d(client)
+    lost: list[int] = []
+    lose = lose_the_session_lock_after_two_deferred(emulator, lost)
+
+    class LosingProgress(Progress):
+        def update(self, report: Report) -> None:
+            super().update(report)
+            lose(report)
+
+    monkeypatch.setattr(purge_magic, "Progress", LosingProgress)
+    ip.user_ns.pop("sb_last_report", None)
+    shown = magic_fails(ip, "sb_purge sq --active --deferred --yes")
+    assert lost == [1]
+    assert shown == "%sb_purge: 3 purged, 1 left of 4 (the report above; it is also in sb_last_report)", shown
+    out = capsys.readouterr().out
+    assert "Purge sq: 1 active, 3 deferred message(s), 4 in all." in out
+    report = ip.user_ns["sb_last_report"]
+    assert isinstance(report, Report) and report.counts == {"purged": 3, "left": 1} and not report.ok
+    (left,) = report.failures
+    why = str(left.error)
+    assert "in session(s) whose purge failed (session 'd' not purged (or not all of it): " in why, why
+    assert "lock" in why.lower()
+    assert "3 purged, 1 left of 4" in out and "(1 left)" in out and "all purged" not in out
+    assert why in out  # the whole reason, also in a plain terminal
+    # the broker, read apart from the report: the third deferred message is still there
+    assert emulator.broker.counts("sq") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}
+    assert [m["body_text"] for m in core.scan_records("sq", session_id="d", connection=sb.conn())] == ["d2"]
+    # With a key that may not Manage, %sb_purge cannot count first (the administration API), so it
+    # never reaches a purge that could not count what it left: the cell fails naming the right.
+    emulator.add_policy("app", ["Listen", "Send"], "sq")
+    line(ip, f"sb_connect {emulator.policy_connection_string('app', 'sq')}")
+    assert "'Manage' right" in magic_fails(ip, "sb_purge sq --active --deferred --yes")
+    assert emulator.broker.counts("sq") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}

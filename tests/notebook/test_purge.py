@@ -26,6 +26,7 @@ from tests.notebook.test_magics import answer, line
 purge_module = importlib.import_module("sbnotebook.core.purge")  # core.purge is the function
 purge_magic = importlib.import_module("sbnotebook.notebook.magics.purge")
 ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
+LAST = "(the report above; it is also in sb_last_report)"
 
 
 def _fill(client: ServiceBusClient) -> list[int]:
@@ -229,7 +230,7 @@ def test_a_purge_whose_session_lock_is_lost_fails_the_cell_and_says_what_was_lef
     ip.user_ns.pop("sb_last_report", None)
     shown = magic_fails(ip, "sb_purge sq --active --deferred --yes")
     assert lost == [1]
-    assert shown == "%sb_purge: 3 purged, 1 left of 4 (the report above; it is also in sb_last_report)", shown
+    assert shown == f"%sb_purge: 3 purged, 1 left of 4 {LAST}", shown
     out = capsys.readouterr().out
     assert "Purge sq: 1 active, 3 deferred message(s), 4 in all." in out
     report = ip.user_ns["sb_last_report"]
@@ -249,3 +250,27 @@ def test_a_purge_whose_session_lock_is_lost_fails_the_cell_and_says_what_was_lef
     line(ip, f"sb_connect {emulator.policy_connection_string('app', 'sq')}")
     assert "'Manage' right" in magic_fails(ip, "sb_purge sq --active --deferred --yes")
     assert emulator.broker.counts("sq") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}
+
+
+def test_a_named_session_held_by_another_receiver_is_not_called_all_purged(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any
+) -> None:
+    """--session-ids a,c while another receiver holds c: a is purged, c cannot be read, so what it
+    holds is not counted and the report has an error instead of a 'left' outcome. Every outcome is
+    'purged', yet neither the printed line nor the cell's failure may read as complete."""
+    with client.get_queue_sender("sq60") as s:
+        s.send_messages([ServiceBusMessage(b, session_id=sid) for sid, b in [("a", "a1"), ("c", "c1")]])
+    with client.get_queue_receiver("sq60", session_id="c", max_wait_time=1):  # another receiver holds c
+        shown = magic_fails(ip, "sb_purge sq60 --active --session-ids a,c --yes")
+    out = capsys.readouterr().out
+    report = ip.user_ns["sb_last_report"]
+    assert report.counts == {"purged": 1} and not report.ok
+    (error,) = report.errors
+    assert error.startswith("session 'c' is held by another receiver: not purged, and what it holds not counted")
+    # The line said "(all purged)" beside [ERRORS: ...], and the cell's failure "1 purged of 1"
+    assert shown == f"%sb_purge: 1 purged of 1, 1 ERROR {LAST}", shown
+    assert "purge sq60: 1 purged of 1 in " in out and f"[ERRORS: {error}] (1 ERROR)" in out, out
+    assert "all purged" not in out, out
+    states = [m["state"] for m in core.scan_records("sq60", session_id="c", connection=sb.conn())]
+    assert states == ["active"]  # the broker still holds c's message
+    assert core.scan_records("sq60", session_id="a", connection=sb.conn()) == []

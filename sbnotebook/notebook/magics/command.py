@@ -34,6 +34,7 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from ...core import Report, SbError, deprecated, is_message_not_found, redact, requires_sessions
+from .progress import errors_of
 from .targets import bound_entity, label_report, named_in
 
 if TYPE_CHECKING:
@@ -95,10 +96,17 @@ def finished(state: MagicsState, prog: str, result: Any) -> Any:
     if not failed:
         return value
     display(value)  # what the cell would have shown: the Report's summary and its failures
-    said = "; ".join((f"{r.entity}: " if len(reports) > 1 else "") + f"{r.tally()} of {r.total}" for r in failed)
+    said = "; ".join((f"{r.entity}: " if len(reports) > 1 else "") + _counts(r) for r in failed)
     where = "the report above" if len(reports) == 1 else "the reports above"
     also = f"; {'it is' if len(reports) == 1 else 'they are'} also in {LAST_REPORT}" if kept else ""
     raise CommandFailed(f"{prog}: {said} ({where}{also})")
+
+
+def _counts(report: Report) -> str:
+    """``45 purged, 5 left of 50``, and the errors (``1 purged of 1, 1 ERROR``): a report whose
+    outcomes all went as asked fails by its errors, which the line must not leave out."""
+    text = f"{report.tally() or 'nothing done'} of {report.total}"
+    return text + (f", {errors_of(report)}" if report.errors else "")
 
 
 # What a command turns into one line; anything else is a bug and keeps its traceback.

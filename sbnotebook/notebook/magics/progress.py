@@ -77,14 +77,22 @@ class Progress:
 
 def verdict_of(report: Report, counted: str) -> str:
     """The word in brackets after a summary, from the counts: "all purged" only when every message
-    the report counts was purged; else how many failed and how many were left."""
+    the report counts was purged and the report has no error (an error can stand for messages it
+    could not count: a held session's); else how many failed, were left, and the errors."""
     done = report.count(counted)
-    if report.total and done == report.total:
+    if report.total and done == report.total and not report.errors:
         return f"all {counted}"
     left = report.count("left")
     failed = report.failed - left
     parts = ([f"{failed} FAILED"] if failed else []) + ([f"{left} left"] if left else [])
+    parts += [errors_of(report)] if report.errors else []
     return ", ".join(parts) or f"{done} {counted}"
+
+
+def errors_of(report: Report) -> str:
+    """``1 ERROR`` / ``2 ERRORS``: how many errors the report has (its summary says which)."""
+    n = len(report.errors)
+    return f"{n} ERROR{'S' if n > 1 else ''}"
 
 
 def _failure_line(o: Outcome) -> str:

@@ -44,9 +44,12 @@ class PurgePlan:
             text += " (deferred messages stay: add --deferred)"
         if self.held:
             names = ", ".join(repr(h) for h in self.held[:5]) + (", ..." if len(self.held) > 5 else "")
+            # Named sessions are counted by scanning each: a held one not at all. Listed ones: the
+            # entity's counts include their active messages, only their deferred ones are missing.
+            missing = "what they hold is" if self.sessions else "their deferred messages are"
             text += (
                 f". {len(self.held)} session(s) held by another receiver ({names}): the purge leaves them as"
-                " they are, and their deferred messages are not counted"
+                f" they are, and {missing} not counted"
             )
         return text + "."
 

@@ -263,6 +263,11 @@ def test_a_named_session_held_by_another_receiver_is_not_called_all_purged(
     with client.get_queue_receiver("sq60", session_id="c", max_wait_time=1):  # another receiver holds c
         shown = magic_fails(ip, "sb_purge sq60 --active --session-ids a,c --yes")
     out = capsys.readouterr().out
+    # c cannot be scanned: its active message is not in the count either (it said "their deferred
+    # messages are not counted")
+    assert "Purge sq60 (session 'a', 'c'): 1 active message(s), 1 in all (deferred messages stay: add" in out
+    assert "1 session(s) held by another receiver ('c'): the purge leaves them as they are, and what they" in out
+    assert "and what they hold is not counted." in out, out
     report = ip.user_ns["sb_last_report"]
     assert report.counts == {"purged": 1} and not report.ok
     (error,) = report.errors

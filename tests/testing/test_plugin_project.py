@@ -100,6 +100,24 @@ def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+def _venv_listens(venv: Path, port: int) -> bool:
+    """Whether a process running the venv's Python listens on ``port``."""
+    if not port_open(port):
+        return False
+    for conn in psutil.net_connections("tcp"):
+        if conn.status != psutil.CONN_LISTEN or not conn.laddr or conn.laddr.port != port:
+            continue
+        if conn.pid is None:
+            return True  # another user's process: not ours to name, so not excused either
+        try:
+            command = psutil.Process(conn.pid).cmdline()
+        except psutil.NoSuchProcess:
+            continue  # gone: it holds nothing
+        if command and command[0].startswith(str(venv)):
+            return True
+    return False
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_a_throwaway_project_that_installed_the_kit(tmp_path: Path) -> None:
@@ -165,5 +183,7 @@ def test_a_throwaway_project_that_installed_the_kit(tmp_path: Path) -> None:
     # Nothing left: no process the runs started, no port of theirs open, nothing in their TMPDIR.
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     assert left == []
-    assert not any(port_open(r["port"]) for r in seen)
+    # A port of theirs may be open again, bound by another test's emulator (xdist workers start
+    # emulators on free ports all the time): only a listener of the throwaway venv counts.
+    assert [port for port in {r["port"] for r in seen} if _venv_listens(venv, port)] == []
     assert sorted(p.name for p in temp.iterdir()) == []

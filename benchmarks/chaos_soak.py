@@ -100,6 +100,9 @@ class Figures:
     completed_twice: int = 0
     mismatched: int = 0  # a Report's last word on a message that the broker's state contradicts
     checked: int = 0  # messages whose last reported outcome was compared with the broker's state
+    # acknowledged messages whose last word cannot be checked: a settlement or operation reported a
+    # failure that may or may not have applied (they still count in lost and duplicates)
+    unchecked: int = 0
     errors: Counter[str] = field(default_factory=Counter)  # the kit's errors, by operation and text
     slowest: list[tuple[float, str]] = field(default_factory=list)  # (seconds, operation), the slowest calls
     unreported: list[str] = field(default_factory=list)  # failures that were not the kit's errors
@@ -118,7 +121,8 @@ class Figures:
             f"settle_failures={self.settle_failures} operation_errors={self.operation_errors} "
             f"faults_injected={self.faults_injected} restarts={self.restarts} reconnects={self.reconnects} "
             f"lost={self.lost} duplicates={self.duplicates} completed_twice={self.completed_twice} "
-            f"checked={self.checked} mismatched={self.mismatched} unreported={len(self.unreported)}"
+            f"checked={self.checked} unchecked={self.unchecked} mismatched={self.mismatched} "
+            f"unreported={len(self.unreported)}"
         )
 
     @property
@@ -605,6 +609,7 @@ class Soak:
 
     def compare_words(self, held: dict[int, list[str]]) -> None:
         """Each message's last reported outcome against where the broker holds it now."""
+        self.f.unchecked = len(self.ledger.acknowledged - self.ledger.said.keys())
         for sid, (where, what) in self.ledger.said.items():
             there = held.get(sid, [])
             if sid in self.ledger.may_repeat and len(there) > 1:

@@ -17,91 +17,67 @@ from sbnotebook.core import close_all
 from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 
-from .helpers import QuickCloseClient
+from .helpers import QuickCloseClient, emulator_config
 
-TEST_TOPOLOGY: dict[str, Any] = {
-    "UserConfig": {
-        "Namespaces": [
-            {
-                "Name": "testns",
-                "Queues": [
-                    {"Name": "q", "Properties": {"LockDuration": "PT30S"}},
-                    {"Name": "short", "Properties": {"LockDuration": "PT1S", "MaxDeliveryCount": 3}},
-                    {"Name": "once", "Properties": {"MaxDeliveryCount": 1}},
-                    {
-                        "Name": "dedup",
-                        "Properties": {
-                            "RequiresDuplicateDetection": True,
-                            "DuplicateDetectionHistoryTimeWindow": "PT10M",
-                        },
-                    },
-                    {
-                        "Name": "ttl-dl",
-                        "Properties": {
-                            "DefaultMessageTimeToLive": "PT1S",
-                            "DeadLetteringOnMessageExpiration": True,
-                        },
-                    },
-                    {"Name": "ttl-drop", "Properties": {"DefaultMessageTimeToLive": "PT1S"}},
-                    {"Name": "fwd-src", "Properties": {"ForwardTo": "fwd-dst"}},
-                    {"Name": "fwd-dst", "Properties": {}},
-                    {
-                        "Name": "dl-fwd",
-                        "Properties": {"MaxDeliveryCount": 1, "ForwardDeadLetteredMessagesTo": "dl-target"},
-                    },
-                    {"Name": "dl-target", "Properties": {}},
-                    {"Name": "tiny", "Properties": {"MaxMessageSizeInKilobytes": 4}},
-                    {"Name": "sq", "Properties": {"RequiresSession": True, "LockDuration": "PT2S"}},
-                    # Azure's default 1-minute lock: for tests where another receiver holds a session
-                    # while the kit works (sq's 2 s lock can lapse on a busy host and free it).
-                    {"Name": "sq60", "Properties": {"RequiresSession": True}},
-                ],
-                "Topics": [
-                    {
-                        "Name": "st",
-                        "Subscriptions": [{"Name": "s", "Properties": {"RequiresSession": True}}],
-                    },
-                    {
-                        "Name": "t",
-                        "Properties": {},
-                        "Subscriptions": [
-                            {"Name": "all", "Properties": {}},
-                            {
-                                "Name": "sql",
-                                "Properties": {},
-                                "Rules": [
-                                    {
-                                        "Name": "red-and-big",
-                                        "Properties": {
-                                            "FilterType": "Sql",
-                                            "SqlFilter": {"SqlExpression": "color = 'red' AND size > 3"},
-                                        },
-                                    }
-                                ],
+TEST_TOPOLOGY: dict[str, Any] = emulator_config(
+    "testns",
+    {
+        "q": {"LockDuration": "PT30S"},
+        "short": {"LockDuration": "PT1S", "MaxDeliveryCount": 3},
+        "once": {"MaxDeliveryCount": 1},
+        "dedup": {"RequiresDuplicateDetection": True, "DuplicateDetectionHistoryTimeWindow": "PT10M"},
+        "ttl-dl": {"DefaultMessageTimeToLive": "PT1S", "DeadLetteringOnMessageExpiration": True},
+        "ttl-drop": {"DefaultMessageTimeToLive": "PT1S"},
+        "fwd-src": {"ForwardTo": "fwd-dst"},
+        "fwd-dst": {},
+        "dl-fwd": {"MaxDeliveryCount": 1, "ForwardDeadLetteredMessagesTo": "dl-target"},
+        "dl-target": {},
+        "tiny": {"MaxMessageSizeInKilobytes": 4},
+        "sq": {"RequiresSession": True, "LockDuration": "PT2S"},
+        # Azure's default 1-minute lock: for tests where another receiver holds a session
+        # while the kit works (sq's 2 s lock can lapse on a busy host and free it).
+        "sq60": {"RequiresSession": True},
+    },
+    [
+        {
+            "Name": "st",
+            "Subscriptions": [{"Name": "s", "Properties": {"RequiresSession": True}}],
+        },
+        {
+            "Name": "t",
+            "Properties": {},
+            "Subscriptions": [
+                {"Name": "all", "Properties": {}},
+                {
+                    "Name": "sql",
+                    "Properties": {},
+                    "Rules": [
+                        {
+                            "Name": "red-and-big",
+                            "Properties": {
+                                "FilterType": "Sql",
+                                "SqlFilter": {"SqlExpression": "color = 'red' AND size > 3"},
                             },
-                            {
-                                "Name": "corr",
-                                "Properties": {},
-                                "Rules": [
-                                    {
-                                        "Name": "eu-orders",
-                                        "Properties": {
-                                            "FilterType": "Correlation",
-                                            "CorrelationFilter": {
-                                                "Label": "order",
-                                                "Properties": {"region": "eu"},
-                                            },
-                                        },
-                                    }
-                                ],
+                        }
+                    ],
+                },
+                {
+                    "Name": "corr",
+                    "Properties": {},
+                    "Rules": [
+                        {
+                            "Name": "eu-orders",
+                            "Properties": {
+                                "FilterType": "Correlation",
+                                "CorrelationFilter": {"Label": "order", "Properties": {"region": "eu"}},
                             },
-                        ],
-                    },
-                ],
-            }
-        ]
-    }
-}
+                        }
+                    ],
+                },
+            ],
+        },
+    ],
+)
 
 
 @contextmanager

@@ -37,6 +37,21 @@ from sbnotebook.core import EntityPath, entities
 from sbnotebook.emulator.ports import restartable_port
 
 
+def emulator_config(
+    namespace: str, queues: dict[str, dict[str, Any]], topics: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """A topology in Microsoft's emulator config format (its Config.json): one namespace, its queues
+    given as name -> ``Properties`` (the config's own property names), its topics as the config's
+    entries (``Name``, ``Properties``, ``Subscriptions``)."""
+    entry: dict[str, Any] = {
+        "Name": namespace,
+        "Queues": [{"Name": name, "Properties": properties} for name, properties in queues.items()],
+    }
+    if topics is not None:
+        entry["Topics"] = topics
+    return {"UserConfig": {"Namespaces": [entry]}}
+
+
 class QuickCloseClient(ServiceBusClient):
     """The SDK's client, whose senders and receivers close at once. A sync handler's keep-alive
     thread sleeps in 1-second steps and ``close()`` joins it, so every ``with`` block on a handler

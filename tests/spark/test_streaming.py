@@ -12,7 +12,7 @@ from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
-from tests.helpers import QuickCloseClient, drain, send
+from tests.helpers import QuickCloseClient, drain, emulator_config, send
 from tests.spark.helpers import stream
 
 pyspark = pytest.importorskip("pyspark")
@@ -23,22 +23,16 @@ from sbnotebook.spark.streaming import ADMISSION_CONTROL  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-STREAM_TOPOLOGY: dict[str, Any] = {
-    "UserConfig": {
-        "Namespaces": [
-            {
-                "Name": "streamns",
-                "Queues": [
-                    {"Name": "in", "Properties": {"LockDuration": "PT5S"}},
-                    {"Name": "out", "Properties": {}},
-                    {"Name": "poison", "Properties": {"LockDuration": "PT5S", "MaxDeliveryCount": 3}},
-                    {"Name": "brief", "Properties": {"LockDuration": "PT1S", "MaxDeliveryCount": 3}},
-                    {"Name": "sess", "Properties": {"RequiresSession": True, "LockDuration": "PT5S"}},
-                ],
-            }
-        ]
-    }
-}
+STREAM_TOPOLOGY: dict[str, Any] = emulator_config(
+    "streamns",
+    {
+        "in": {"LockDuration": "PT5S"},
+        "out": {},
+        "poison": {"LockDuration": "PT5S", "MaxDeliveryCount": 3},
+        "brief": {"LockDuration": "PT1S", "MaxDeliveryCount": 3},
+        "sess": {"RequiresSession": True, "LockDuration": "PT5S"},
+    },
+)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -365,6 +366,46 @@ def test_browser_go_with_an_empty_search_drops_the_filter(emulator: Emulator, cl
     b.search_box.value = ""
     b.jump_button.click()
     assert len(b.records) == 6 and b.where is None
+
+
+def frontend_commits(box: Any, text: str) -> None:
+    """What the frontend sends when the user commits a Text's contents: the comm's 'update' message
+    with the new value, through the widget's own message handler (the kernel side of a real sync)."""
+    box._handle_msg({"content": {"data": {"method": "update", "state": {"value": text}}}, "buffers": []})
+
+
+def test_browser_searches_when_the_text_is_committed_not_per_keystroke(
+    emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    send(client, "q", *[f"m{i}" for i in range(6)])
+    with warnings.catch_warnings():
+        # Text.on_submit warned here (ipywidgets 7.7 and 8 both say "on_submit is deprecated"); not
+        # every DeprecationWarning: under ipywidgets 7 making any widget warns (traitlets, ipykernel).
+        warnings.filterwarnings("error", "on_submit is deprecated", DeprecationWarning)
+        warnings.filterwarnings("error", category=DeprecationWarning, module=r"sbnotebook\.")
+        b = MessageBrowser("q", page_size=10, connection=emulator.connection_string)
+    # The frontend sends the box's text per keystroke when continuous_update is on, and only on
+    # Enter / leaving the box when it is off; with it off every 'value' change is a commit.
+    assert b.search_box.continuous_update is False
+    peeks: list[str | None] = []
+    real_peek = core.peek
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        peeks.append(kwargs.get("where"))
+        return real_peek(*args, **kwargs)
+
+    monkeypatch.setattr(core, "peek", counted)
+    frontend_commits(b.search_box, 'text == "m3"')
+    assert peeks == ['text == "m3"'] and [r["body_text"] for r in b.records] == ["m3"]
+    assert "scanned for the search" in b.status.value
+    frontend_commits(b.search_box, '  text == "m3"  ')  # the same search, spaced: not run again
+    b.search(' text == "m4" ')  # writes the box (stripped): one search, not a second from the write
+    assert peeks == ['text == "m3"', 'text == "m4"'] and b.search_box.value == 'text == "m4"'
+    frontend_commits(b.search_box, "text ==")  # a bad expression: said in the status, nothing read
+    assert "color:#b00" in b.status.value and len(peeks) == 2 and b.where == 'text == "m4"'
+    frontend_commits(b.search_box, "")
+    assert peeks[-1] is None and len(b.records) == 6 and b.where is None
+    assert all(m.delivery_count == 0 for m in drain(client, "q"))  # peeks only: nothing was locked
 
 
 def test_browser_exports_the_whole_entity_or_search_with_one_suffix(

@@ -44,8 +44,13 @@ class MessageBrowser(GridSelection, W.VBox):
         shown = str(EntityPath.parse(bare).parent)
         self.entity_box = W.Text(value=f"{name}:{shown}" if name else shown, description="Entity")
         self.dlq_box = W.Checkbox(value=dead_letter, description="Dead-letter queue")
+        # continuous_update=False: the frontend sends the text only when the user commits it (Enter
+        # or leaving the box), so observing 'value' runs one search per commit, not one per
+        # keystroke. Text.on_submit did this before; ipywidgets 8 deprecates it (7.7 has both).
         self.search_box = W.Text(
-            placeholder='body_json.customer.id == "c-7" or props.priority == "high"', description="Search"
+            placeholder='body_json.customer.id == "c-7" or props.priority == "high"',
+            description="Search",
+            continuous_update=False,
         )
         self.jump_box = W.BoundedIntText(value=1, min=0, max=2**62, description="From seq")
         self.prev_button = W.Button(description="◀ Previous")
@@ -62,7 +67,7 @@ class MessageBrowser(GridSelection, W.VBox):
         self.prev_button.on_click(guard(self.status, self.previous_page))
         self.next_button.on_click(guard(self.status, self.next_page))
         self.jump_button.on_click(guard(self.status, self.go))
-        self.search_box.on_submit(guard(self.status, lambda: self.search(self.search_box.value)))
+        self.search_box.observe(guard(self.status, self._search_committed), names="value")
         self.dlq_box.observe(guard(self.status, lambda: self.jump(1)), names="value")
         self.rows.on_select(self._on_select)
         self.export_csv_button.on_click(guard(self.status, lambda: self.export_csv(self.export_file(".csv"))))
@@ -141,6 +146,12 @@ class MessageBrowser(GridSelection, W.VBox):
     def previous_page(self) -> None:
         if self.history:
             self._load(self.history.pop())
+
+    def _search_committed(self) -> None:
+        """The user committed the search box's text. search() writes the box too (the expression
+        stripped): that write sees its own search already in place and does not run it twice."""
+        if (self.search_box.value.strip() or None) != self.where:
+            self.search(self.search_box.value)
 
     def search(self, expression: str | None) -> None:
         """Filter on properties and body fields (see sbnotebook.core.search); '' clears the search."""

@@ -318,14 +318,13 @@ def test_a_named_session_that_loses_its_lock_mid_purge_counts_each_message_once(
     assert [str(m) for m in _peek(client, "sq60", "s")] == ["s500"]  # the broker still holds it
 
 
-def test_a_listed_session_whose_lock_renewal_fails_mid_purge_counts_each_message_once(
+def test_a_listed_session_whose_lock_is_lost_mid_purge_counts_each_message_once(
     emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same for listed sessions (counted at the end by the administration API): session 'd' of
     sq (LockDuration 2 s) holds 1 active and 3 deferred messages; the server deletes the active one,
-    the purge fetches the deferred ones 2 at a time, and after the first 2 the session lock is lost
-    and the purge waits until it must renew it: the renewal fails. 4 sent, 3 purged, 1 left, no
-    'failed' outcome for the session."""
+    the purge fetches the deferred ones 2 at a time, and after the first 2 the session lock is lost:
+    the next fetch fails. 4 sent, 3 purged, 1 left, no 'failed' outcome for the session."""
     monkeypatch.setattr(purge_module, "BY_SEQUENCE", 2)  # two fetches by number with 3 deferred messages
     conn = core.connect(emulator.connection_string)
     one_active_three_deferred_in_session_d(client)

@@ -4,9 +4,12 @@ still there of the kinds asked for, saying why. A report that leaves messages ne
 
 Why, from what a peek shows: ``locked by another receiver`` (a peek carries the lock's end,
 ``x-opt-locked-until``, while another receiver holds the message), ``arrived while ... ran``
-(enqueued after the operation began), else ``still there`` (given back by a receiver after the
-operation passed it), or the caller's reason when it knows one (its work on them failed). One note
-per reason says how many, and what to do.
+(enqueued after the operation began), else ``still there``: what the peek shows (not locked now,
+enqueued before the operation began), or what the caller knows of how its run passed them (a
+resubmit: it ended when its receive got nothing within its wait); why the run did not take them (another
+receiver held them then and gave them back, a slow delivery, ...) the broker does not say. Or the
+caller's reason when it knows one (its work on them failed). One note per reason says how many, and
+what to do.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ log = logging.getLogger("sbnotebook.core.leftovers")
 ARRIVAL_MARGIN = dt.timedelta(seconds=2)  # enqueued this close before the operation began: arrived during it
 LOCKED_UNTIL = b"x-opt-locked-until"
 LOCKED = "locked by another receiver"
-STILL_THERE = "still there (given back by a receiver after the {op} passed it)"
+# Only what the peek shows: not locked now, and there before the operation began.
+STILL_THERE = "still there: not locked, and enqueued before the {op} began"
 
 
 def utc(value: dt.datetime | None) -> dt.datetime | None:
@@ -60,6 +64,7 @@ async def account_for_what_is_left(
     not_asked: str = "not asked for: left as they are",
     session_id: str | None = None,
     unexplained: str | None = None,
+    still_there: str | None = None,
 ) -> None:
     """Peek what ``path`` still holds. Each message in a state of ``asked`` (active, deferred,
     scheduled), not in ``skip`` (sequence numbers the report already accounts for) and matching
@@ -67,7 +72,9 @@ async def account_for_what_is_left(
     (``not_asked``). ``since``: when the operation began; ``again``: what to run ("purge again"), to
     ``verb`` them ("remove"). ``session_id``: peek that session (accepted for the peek) instead.
     ``unexplained``: the reason of messages not locked by another receiver, when the caller knows it
-    (the operation failed on them), instead of ``arrived while ...`` or ``still there``."""
+    (the operation failed on them), instead of ``arrived while ...`` or ``still there``.
+    ``still_there``: the reason of messages neither locked nor new, when the caller knows more than
+    the peek shows (how its run passed them); else ``STILL_THERE``."""
     now = dt.datetime.now(dt.UTC)
     op = report.operation
     why: Counter[str] = Counter()
@@ -93,7 +100,7 @@ async def account_for_what_is_left(
             elif enqueued is not None and enqueued >= since - ARRIVAL_MARGIN:
                 reason = f"arrived while the {op} ran"
             else:
-                reason = STILL_THERE.format(op=op)
+                reason = still_there if still_there is not None else STILL_THERE.format(op=op)
             why[reason] += 1
             report.add(Outcome(message_id(m), seq, "left", reason if state == "active" else f"{state}: {reason}"))
     for reason, n in why.most_common():

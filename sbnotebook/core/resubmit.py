@@ -79,6 +79,8 @@ class _Run:
     # in this run and is completed then. Only problems are kept here, never every message.
     copied: dict[int, Outcome] = field(default_factory=dict)
     held: list[tuple[LockedBatch, list[int]]] = field(default_factory=list)  # given back at the end
+    # The wait of the latest receive that got nothing (it ended its worker); None: none did.
+    empty_wait: float | None = None
 
     def want(self, batch_size: int) -> int:
         if self.limit is None:
@@ -174,6 +176,12 @@ async def _resubmit(
                 skip={_seq(b.messages[i]) for b, keep in run.held for i in keep} | set(run.copied),
                 match=None if selection is None else functools.partial(selection.takes, src),
                 not_asked="not taken: a resubmit takes active messages (deferred ones: receive_deferred)",
+                # What the run knows of them: its receives ended on one that got nothing. Why (held by
+                # another receiver then, a slow delivery) the broker does not say.
+                still_there=None
+                if run.empty_wait is None
+                else f"still there: the {report.operation} ended when its receive got nothing within "
+                f"{run.empty_wait:g} s",
             )
     except Exception as exc:
         if not run.moved and not run.copied:
@@ -226,8 +234,9 @@ async def _worker(
             # Peek-lock, locks renewed while the batch is held, settled one request at a time.
             batch = await receive_batch(conn, src, count=want, wait=wait, max_in_flight=1)
             run.claimed -= want - len(batch.messages)
-            wait = 0.5
+            batch_wait, wait = wait, 0.5
             if not batch.messages:
+                run.empty_wait = batch_wait
                 await batch.aclose()
                 return
             if first and len(batch.messages) == want and not run.stop:

@@ -9,15 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 
 from sbnotebook import core
-from sbnotebook.core import EntityNameError
+from sbnotebook.core import EntityNameError, leftovers
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import free_port, lose_the_session_lock_after_two_deferred, one_active_three_deferred_in_session_d
 
 purge_module = importlib.import_module("sbnotebook.core.purge")  # core.purge is the function
+resubmit_module = importlib.import_module("sbnotebook.core.resubmit")  # core.resubmit is the function
 
 
 def _dead_letter_all(client: ServiceBusClient, queue: str, n: int, reason: str = "Bad") -> None:
@@ -191,6 +192,67 @@ def test_a_session_enabled_queue_is_purged_session_by_session(emulator: Emulator
     assert any(n.startswith("1 left: in sq60: in session(s) held by another receiver ('c'") for n in report.notes)
     assert emulator.broker.counts("sq60") == {"active": 1, "deferred": 0, "scheduled": 0, "dead_letter": 0}
     assert core.purge("sq60", connection=conn).count("purged") == 1  # c, now that it is free
+
+
+def test_messages_a_resubmit_did_not_receive_are_left_with_what_it_knows_not_a_guess_at_why(
+    emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another receiver holds both messages of q's DLQ while the resubmit's first receive waits its
+    2 s and gets nothing; their locks end (the emulator's lose_locks) just before the resubmit reads
+    what is left. Both are left, not locked, enqueued before the run: the reason says what the run
+    knows (its receive got nothing within 2 s), not why (it read 'given back by a receiver after the
+    resubmit passed it', which the kit cannot see)."""
+    conn = core.connect(emulator.connection_string)
+    core.send("q", ["a", "b"], connection=conn)
+    _dead_letter_all(client, "q", 2)
+    real = resubmit_module.anything_there
+    ended: list[int] = []
+
+    async def locks_end_first(*args: Any, **kwargs: Any) -> bool:
+        ended.append(emulator.lose_locks("q/$deadletterqueue"))
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(resubmit_module, "anything_there", locks_end_first)
+    # Sent a moment before the run: without this the 2 s margin for "arrived while it ran" takes them.
+    monkeypatch.setattr(leftovers, "ARRIVAL_MARGIN", dt.timedelta(0))
+    with client.get_queue_receiver("q", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=3) as other:
+        assert len(other.receive_messages(max_message_count=2, max_wait_time=3)) == 2
+        report = core.resubmit("q/$deadletterqueue", target="q", connection=conn)
+    assert ended == [2]
+    reason = "still there: the resubmit ended when its receive got nothing within 2 s"
+    assert report.counts == {"left": 2} and not report.ok, report
+    assert [str(o.error) for o in report.failures] == [reason, reason]
+    assert f"2 left: {reason} (run it again to resubmit them)" in report.notes
+    # the broker, read apart from the report: both still in the DLQ, nothing sent to q
+    assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 2}
+
+
+def test_messages_a_purge_left_unlocked_are_left_with_what_the_peek_shows(
+    emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for a purge, which knows only what the last peek shows: another receiver holds q's 2
+    messages through the purge (batch delete passes locked ones over), and their locks end just
+    before the purge reads what is left. Both are left as 'not locked, and enqueued before the purge
+    began' (it read 'given back by a receiver after the purge passed it')."""
+    conn = core.connect(emulator.connection_string)
+    core.send("q", ["a", "b"], connection=conn)
+    real = purge_module.account_for_what_is_left
+    ended: list[int] = []
+
+    async def locks_end_first(*args: Any, **kwargs: Any) -> None:
+        ended.append(emulator.lose_locks("q"))
+        await real(*args, **kwargs)
+
+    monkeypatch.setattr(purge_module, "account_for_what_is_left", locks_end_first)
+    monkeypatch.setattr(leftovers, "ARRIVAL_MARGIN", dt.timedelta(0))  # as above
+    with client.get_queue_receiver("q", max_wait_time=3) as other:
+        assert len(other.receive_messages(max_message_count=2, max_wait_time=3)) == 2
+        report = core.purge("q", connection=conn)
+    assert ended == [2]
+    reason = "still there: not locked, and enqueued before the purge began"
+    assert report.counts == {"left": 2} and not report.ok, report
+    assert [str(o.error) for o in report.failures] == [reason, reason]
+    assert emulator.broker.counts("q") == {"active": 2, "deferred": 0, "scheduled": 0, "dead_letter": 0}
 
 
 def test_counts_through_the_admin_api(emulator: Emulator, client: ServiceBusClient) -> None:

@@ -41,6 +41,7 @@ from .errors import (
     is_message_not_found,
     is_no_session_available,
     is_session_locked,
+    is_unauthorized,
     redact,
     requires_sessions,
 )
@@ -203,6 +204,7 @@ __all__ = [
     "is_no_session_available",
     "is_secret_ref",
     "is_session_locked",
+    "is_unauthorized",
     "iter_jsonl",
     "json_columns",
     "list_entities",

@@ -7,6 +7,7 @@ from typing import Any
 
 from .entities import EntityPath
 from .errors import (
+    UNAUTHORIZED,
     ConfigurationError,
     EntityNotFoundError,
     SbError,
@@ -43,13 +44,15 @@ def admin_error(exc: BaseException, conn: LiveConnection, entity: str | None = N
     if name == "ClientAuthenticationError" or getattr(exc, "status_code", None) in (401, 403):
         needed = role_needed(str(exc), where)
         if needed is not None:
-            return ConfigurationError(needed)
+            return ConfigurationError(needed, condition=UNAUTHORIZED)
         # Counts come from the administration API, which needs the Manage right: an entity's
         # Send or Listen key (or a wrong key) is refused here although it works for messages.
         return ConfigurationError(
             f"The administration API of {conn.settings} refused the key or credential{where}: it needs the "
             "'Manage' right (a policy with Manage on the namespace; with Entra ID the role Azure Service Bus "
-            "Data Owner). Keys without it still do what their rights allow (Send: send; Listen: peek, receive, settle)."
+            "Data Owner). Keys without it still do what their rights allow (Send: send; Listen: peek, receive, "
+            "settle).",
+            condition=UNAUTHORIZED,
         )
     if name in ("ServiceRequestError", "ServiceResponseError"):
         return ServiceError(f"Cannot reach the administration API of {conn.settings}{where}.", retryable=True)

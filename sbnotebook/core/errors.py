@@ -36,6 +36,9 @@ _SECRETS = [
 _TRACKING = re.compile(r"TrackingId:([0-9a-fA-F-]{8,})")
 _SESSION = re.compile(r"session '([^']*)'")
 _CONDITION = re.compile(r"Error condition:\s*([\w.:-]+?)\.?(?:\s|$)")
+# Service Bus's condition for a key or token refused an operation (a right it lacks); the
+# administration API's HTTP 401 is given the same condition (core/counts.py ``admin_error``).
+UNAUTHORIZED = "amqp:unauthorized-access"
 
 
 # Service Bus names the claim an operation needed ("'Listen' claim(s) are required", "Manage,EntityRead
@@ -304,6 +307,13 @@ def is_session_locked(exc: BaseException) -> bool:
         return True
     condition = getattr(exc, "condition", None) or condition_of(exc) or ""
     return "sessioncannotbelocked" in f"{type(exc).__name__} {exc} {condition}".lower().replace("-", "")
+
+
+def is_unauthorized(exc: BaseException) -> bool:
+    """The broker refused this operation to the key or credential (Unauthorized: a right it lacks,
+    or a key it does not accept), as opposed to a credential that got no token or any other failure."""
+    condition = getattr(exc, "condition", None) or condition_of(exc)
+    return condition == UNAUTHORIZED
 
 
 def is_no_session_available(exc: BaseException) -> bool:

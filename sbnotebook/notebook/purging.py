@@ -1,25 +1,49 @@
 """What a purge or a cancel-scheduled will remove, counted first (for the confirmation), then done
 with the core (``core.purge``, ``core.cancel_scheduled``). Shared by %sb_purge, %sb_cancel_scheduled
-and the purge panel; nothing here imports IPython or ipywidgets."""
+and the purge panel; nothing here imports IPython or ipywidgets.
+
+The counts come from the administration API, which needs the Manage right. A key without it (an
+application's Listen and Send key) is refused there (Unauthorized) although it may purge: then the
+entity is counted by peeking (``core.scan``), which the confirmation and each Report say, and the
+refusal is logged once. A session-enabled entity is the exception: Service Bus peeks it only session
+by session and does not list sessions holding nothing but deferred or scheduled messages, so neither
+the count before nor the check of what a purge leaves (``core.purge`` asks the administration API
+there) can be done without Manage; its purge is refused before anything is removed, unless its
+sessions are named (each is then counted by peeking through its lock, before and after)."""
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import core
 from ..core import (
+    ConfigurationError,
     EntityPath,
     InvalidInputError,
     LiveConnection,
     Report,
     SbError,
+    is_unauthorized,
     requires_sessions,
 )
 from .cells import parse_numbers
 
+log = logging.getLogger("sbnotebook.notebook.purging")
+
 KINDS = ("active", "deferred", "scheduled", "dlq")
 SESSIONS_LIMIT = 1_000_000  # every session: a purge goes through all of them
+OWN = ("active", "deferred", "scheduled")  # the kinds an entity holds itself (not its DLQ)
+# What a peek sees and what it may see that a purge does not remove (Service Bus's "message browsing"):
+# said in the confirmation whenever the count came from peeking.
+BY_PEEK = (
+    "Counted by peeking: the key has no 'Manage' right, so the administration API refused its counts. A peek"
+    " also sees messages another receiver holds locked (the purge cannot remove those: it reports them left)"
+    " and may see expired ones Service Bus has not yet removed (it drops or dead-letters those: not purged)"
+)
+BY_PEEK_NOTE = "counted before the purge by peeking: the key has no 'Manage' right (administration API refused)"
 
 
 @dataclass
@@ -31,6 +55,7 @@ class PurgePlan:
     counts: dict[str, int] = field(default_factory=dict)
     held: list[str] = field(default_factory=list)  # sessions another receiver holds: not counted, not purged
     sessions: tuple[str, ...] | None = None  # only these sessions (session-enabled entities)
+    by_peek: bool = False  # counted by peeking: the administration API refused the key (no Manage)
 
     @property
     def total(self) -> int:
@@ -51,6 +76,8 @@ class PurgePlan:
                 f". {len(self.held)} session(s) held by another receiver ({names}): the purge leaves them as"
                 f" they are, and {missing} not counted"
             )
+        if self.by_peek:
+            text += f". {BY_PEEK}"
         return text + "."
 
     def run(self, progress: Callable[[Report], None] | None = None, *, connection: LiveConnection) -> list[Report]:
@@ -73,6 +100,9 @@ class PurgePlan:
         if "dlq" in self.kinds and self.counts.get("dlq", 1):
             dlq = str(EntityPath.parse(self.entity).dead_letter)
             reports.append(core.purge(dlq, progress=progress, connection=connection))
+        if self.by_peek:
+            for report in reports:
+                report.note(BY_PEEK_NOTE)
         return reports
 
 
@@ -92,7 +122,13 @@ def plan_purge(
         return _plan_sessions(path, kinds, sessions, connection)
     if path.sub_queue is not None:
         path, kinds = path.parent, ("dlq",)
-    counts = core.counts(str(path), connection=connection)
+    try:
+        counts = core.counts(str(path), connection=connection)
+    except SbError as exc:
+        if not is_unauthorized(exc):
+            raise
+        log.info("purge of %s: counting by peeking instead: %s", path, exc)
+        return _plan_by_peek(path, kinds, connection)
     deferred = 0
     held: list[str] = []
     if {"active", "deferred", "scheduled"} & set(kinds):  # on a session entity this also finds held sessions
@@ -109,13 +145,56 @@ def _plan_sessions(
     """Named sessions, each scanned through its lock: Service Bus counts per entity, not per session."""
     if not sessions or not all(sessions):
         raise InvalidInputError("Name one or more sessions, such as --session-ids a,b.")
-    if not core.entity_properties(str(path), connection=connection).get("requires_session"):
+    if not _requires_sessions(path, connection):
         raise InvalidInputError(f"{path} does not require sessions: purge it without naming sessions.")
 
     seen = core.count_session_states(str(path), sessions, connection=connection)
     found = {kind: seen.total(kind) for kind in ("active", "deferred", "scheduled")}
     ordered = tuple(k for k in KINDS if k in kinds)
     return PurgePlan(str(path), ordered, {k: found[k] for k in ordered}, seen.held, tuple(sessions))
+
+
+def _requires_sessions(path: EntityPath, connection: LiveConnection) -> bool:
+    """From the entity's properties, or, where the administration API refuses the key (no Manage),
+    from one peek: Service Bus refuses a peek without a session on a session-enabled entity."""
+    try:
+        return bool(core.entity_properties(str(path), connection=connection).get("requires_session"))
+    except SbError as exc:
+        if not is_unauthorized(exc):
+            raise
+        log.info("purge of %s: asking a peek whether it requires sessions: %s", path, exc)
+    try:
+        core.peek_numbers(str(path), count=1, connection=connection)
+    except SbError as exc:
+        if requires_sessions(exc):
+            return True
+        raise
+    return False
+
+
+def _plan_by_peek(path: EntityPath, kinds: tuple[str, ...], connection: LiveConnection) -> PurgePlan:
+    """Count with the scanner what the administration API refused to count: the entity's own kinds
+    in one scan (a peek sees every message in it: locked, deferred, scheduled), its DLQ in another."""
+    ordered = tuple(k for k in KINDS if k in kinds)
+    own = [k for k in OWN if k in kinds]
+    found: Counter[str] = Counter()
+    if own:
+        try:
+            found.update(r["state"] for page in core.scan(str(path), states=own, connection=connection) for r in page)
+        except SbError as exc:
+            if not requires_sessions(exc):
+                raise
+            raise ConfigurationError(
+                f"Access refused ({path}): the administration API needs the 'Manage' right to count a session-enabled"
+                " entity for a purge, and the key has none: Service Bus"
+                " peeks such an entity only session by session and does not list sessions holding nothing but"
+                " deferred or scheduled messages, so neither what a purge would remove nor what it leaves can be"
+                " counted. Name the sessions to purge (--session-ids a,b: each is counted by peeking through its"
+                " lock, before and after), or use a key with Manage. Nothing was removed."
+            ) from None
+    if "dlq" in kinds:
+        found["dlq"] = len(core.sequence_numbers(str(path.dead_letter), connection=connection))
+    return PurgePlan(str(path), ordered, {k: found[k] for k in ordered}, by_peek=True)
 
 
 def _deferred(path: EntityPath, connection: LiveConnection) -> tuple[int, list[str]]:

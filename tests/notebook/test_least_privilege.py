@@ -3,15 +3,23 @@ allows works; what it does not fails the cell with one line naming the missing r
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from azure.servicebus import ServiceBusMessage
 
+from sbnotebook.core import Report
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
+from sbnotebook.notebook.purging import BY_PEEK, BY_PEEK_NOTE
 from tests.conftest import entity_keys_emulator
-from tests.helpers import magic_fails
+from tests.helpers import QuickCloseClient, magic_fails, send
+from tests.notebook.test_magics import answer
+
+LAST = "(the report above; it is also in sb_last_report)"
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +57,104 @@ def test_send_only_key_sends_and_cannot_peek(ip: Any, emu: Emulator) -> None:
     assert "'Listen' right" in magic_fails(ip, "sb_peek q")
     assert "'Listen' right" in magic_fails(ip, "sb_browse q")  # the panel opens on a peek
     assert emu.broker.counts("q")["active"] == 3
+
+
+def _fill(emu: Emulator) -> None:
+    """q, with the root key: 3 active, 2 deferred, 2 scheduled (an hour ahead), 1 dead-lettered."""
+    with QuickCloseClient.from_connection_string(emu.connection_string) as client:
+        send(client, "q", *[f"m{i}" for i in range(6)])
+        with client.get_queue_receiver("q") as r:
+            got = r.receive_messages(max_message_count=3, max_wait_time=5)
+            r.defer_message(got[0])
+            r.defer_message(got[1])
+            r.dead_letter_message(got[2], reason="bad")
+        with client.get_queue_sender("q") as s:
+            s.schedule_messages([ServiceBusMessage("s1"), ServiceBusMessage("s2")], _in_an_hour())
+    assert emu.broker.counts("q") == {"active": 3, "deferred": 2, "scheduled": 2, "dead_letter": 1}
+
+
+def _in_an_hour() -> dt.datetime:
+    return dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+
+
+def _app_key(ip: Any, emu: Emulator) -> None:
+    """Connect with q's Listen and Send key, as an application's: no Manage right."""
+    emu.add_policy("app", ["Listen", "Send"], "q")
+    ip.run_line_magic("sb_connect", emu.policy_connection_string("app", "q"))
+
+
+def test_listen_send_key_purges_counting_by_peek_and_says_so(
+    ip: Any, emu: Emulator, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], caplog: Any
+) -> None:
+    """The administration API refuses the key (no Manage), so %sb_purge counts by peeking, says so in
+    the confirmation and the Report, and purges; the broker, read apart, holds only the DLQ's message.
+    (It failed the cell naming the Manage right, although core.purge works with this key.)"""
+    _fill(emu)
+    _app_key(ip, emu)
+    capsys.readouterr()
+    assert "'Manage' right" in magic_fails(ip, "sb_stats q")  # the administration API refuses this key
+    caplog.set_level(logging.INFO, logger="sbnotebook")
+    asked = answer(monkeypatch, "no")
+    assert magic_fails(ip, "sb_purge q --active --deferred --scheduled").startswith("nothing done: 'purge' was not")
+    out = capsys.readouterr().out
+    assert f"Purge q: 3 active, 2 deferred, 2 scheduled message(s), 7 in all. {BY_PEEK}." in out, out
+    assert asked == ["This removes 7 messages from q for good. Type 'purge' to go on: "], asked
+    assert emu.broker.counts("q") == {"active": 3, "deferred": 2, "scheduled": 2, "dead_letter": 1}  # declined
+    why = [r.getMessage() for r in caplog.records if "counting by peeking instead: " in r.getMessage()]
+    assert len(why) == 1 and "'Manage' right" in why[0] and "SharedAccessKey=" not in why[0], why  # once, with why
+
+    answer(monkeypatch, "purge")
+    report = ip.run_line_magic("sb_purge", "q --active --deferred --scheduled")
+    assert isinstance(report, Report) and report.counts == {"purged": 7} and report.ok, report
+    assert BY_PEEK_NOTE in report.notes
+    out = capsys.readouterr().out
+    assert "purge q: 7 purged of 7" in out and BY_PEEK_NOTE in out and "(all purged)" in out, out
+    # the broker, read apart from the report: everything asked for is gone, the DLQ was not asked for
+    assert emu.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 1}
+
+
+def test_listen_send_key_purges_the_dead_letter_queue_counting_by_peek(
+    ip: Any, emu: Emulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fill(emu)
+    _app_key(ip, emu)
+    capsys.readouterr()
+    report = ip.run_line_magic("sb_purge", "q/$deadletterqueue --yes")
+    out = capsys.readouterr().out
+    assert f"Purge q: 1 dead-lettered message(s), 1 in all. {BY_PEEK}." in out, out
+    assert report.entity == "q/$deadletterqueue" and report.counts == {"purged": 1} and BY_PEEK_NOTE in report.notes
+    assert emu.broker.counts("q") == {"active": 3, "deferred": 2, "scheduled": 2, "dead_letter": 0}
+    reports = ip.run_line_magic("sb_purge", "q --all --yes")  # --dlq among others: nothing left there
+    assert isinstance(reports, Report) and reports.counts == {"purged": 7}
+    assert emu.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+    assert ip.run_line_magic("sb_purge", "q --dlq") is None
+    assert f"Nothing to purge: Purge q: 0 dead-lettered message(s), 0 in all. {BY_PEEK}." in capsys.readouterr().out
+
+
+def test_a_message_locked_by_another_receiver_is_counted_by_peek_and_reported_left(
+    ip: Any, emu: Emulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A peek sees a message another receiver holds locked: counted (the confirmation says the purge
+    cannot remove it), left by the purge, and the cell fails saying so."""
+    with QuickCloseClient.from_connection_string(emu.connection_string) as client:
+        send(client, "q", "m1", "m2")
+        _app_key(ip, emu)
+        with client.get_queue_receiver("q") as other:
+            (held,) = other.receive_messages(max_message_count=1, max_wait_time=5)
+            capsys.readouterr()
+            shown = magic_fails(ip, "sb_purge q --yes")
+            out = capsys.readouterr().out
+            assert f"Purge q: 2 active message(s), 2 in all (deferred messages stay: add --deferred). {BY_PEEK}." in out
+            assert shown == f"%sb_purge: 1 purged, 1 left of 2 {LAST}", shown
+            assert emu.broker.counts("q")["active"] == 1
+            other.complete_message(held)
+    assert emu.broker.counts("q")["active"] == 0
+
+
+def test_a_key_without_listen_or_manage_cannot_purge_and_removes_nothing(ip: Any, emu: Emulator) -> None:
+    _fill(emu)
+    ip.run_line_magic("sb_connect", emu.policy_connection_string("writer", "q"))  # Send only
+    for command in ("sb_purge q --yes", "sb_purge q --all --yes", "sb_purge q/$deadletterqueue --yes"):
+        shown = magic_fails(ip, command)
+        assert "'Listen' right" in shown and "SharedAccessKey" not in shown, shown
+    assert emu.broker.counts("q") == {"active": 3, "deferred": 2, "scheduled": 2, "dead_letter": 1}

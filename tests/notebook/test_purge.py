@@ -244,12 +244,22 @@ def test_a_purge_whose_session_lock_is_lost_fails_the_cell_and_says_what_was_lef
     # the broker, read apart from the report: the third deferred message is still there
     assert emulator.broker.counts("sq") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}
     assert [m["body_text"] for m in core.scan_records("sq", session_id="d", connection=sb.conn())] == ["d2"]
-    # With a key that may not Manage, %sb_purge cannot count first (the administration API), so it
-    # never reaches a purge that could not count what it left: the cell fails naming the right.
+    # With a key that may not Manage, %sb_purge cannot count a session-enabled entity (the
+    # administration API; a peek there needs a session, and sessions holding only deferred messages
+    # are not listed), nor could the purge count what it left: the cell fails naming the right and
+    # the way out, before anything is removed.
     emulator.add_policy("app", ["Listen", "Send"], "sq")
     line(ip, f"sb_connect {emulator.policy_connection_string('app', 'sq')}")
-    assert "'Manage' right" in magic_fails(ip, "sb_purge sq --active --deferred --yes")
+    shown = magic_fails(ip, "sb_purge sq --active --deferred --yes")
+    assert "'Manage' right" in shown and "--session-ids" in shown and "Nothing was removed" in shown, shown
     assert emulator.broker.counts("sq") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}
+    # Named sessions need no Manage: whether sq requires sessions is asked with a peek, the session is
+    # counted and checked after through its lock, as with Manage.
+    capsys.readouterr()
+    report = line(ip, "sb_purge sq --deferred --session-ids d --yes")
+    assert "Purge sq (session 'd'): 1 deferred message(s), 1 in all." in capsys.readouterr().out
+    assert report.counts == {"purged": 1} and report.ok
+    assert emulator.broker.counts("sq") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
 
 
 def test_a_named_session_held_by_another_receiver_is_not_called_all_purged(

@@ -131,6 +131,20 @@ def subscription_with_one_rule(
     admin.create_rule(topic, subscription, rule, **rule_options)
 
 
+def refusal_test(parse: Callable[[str], object], error: type[Exception], says: dict[str, str]) -> Callable[..., None]:
+    """A test with one case per input of ``says``: ``parse(given)`` raises ``error``, its message matching
+    the pattern given for that input (``pytest.raises(match=...)``: a regular expression search). Assign
+    it to a ``test_`` name of a test module: pytest names the test by that name, a case by its input and
+    pattern (as ``parametrize`` over pairs would)."""
+
+    @pytest.mark.parametrize(("given", "pattern"), list(says.items()))
+    def test(given: str, pattern: str) -> None:
+        with pytest.raises(error, match=pattern):
+            parse(given)
+
+    return test
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

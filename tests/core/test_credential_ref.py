@@ -23,7 +23,7 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import magic_fails
+from tests.helpers import magic_fails, refusal_test
 
 SECRET = "credential-ref-key-2f9d41"  # the stand-in issuer's key: never in a setting, a repr or an output
 
@@ -65,21 +65,19 @@ def test_a_callable_reference_signs_in_once_per_process(tls_emulator: Emulator) 
     assert stand_in.made[0].scopes[0] == ("https://servicebus.azure.net//.default",)  # what the SDK asks Entra ID
 
 
-@pytest.mark.parametrize(
-    ("ref", "says"),
-    [
-        ("callable:tests.stand_in_credential", "needs a module and a function"),
-        ("callable:no such:thing", "needs a module and a function"),
-        ("databricks:my-scope/key", "a secretRef"),
-        ("vault:thing", "not a credential reference"),
-        ("databricks:", "not a credential reference"),
-        ("secret:my-scope/key", "a secretRef"),
-        ("service-credential:a/b", "a secretRef"),
-    ],
+test_a_malformed_reference_is_one_clear_error = refusal_test(
+    credentials.parse_credential_ref,
+    ConfigurationError,
+    {
+        "callable:tests.stand_in_credential": "needs a module and a function",
+        "callable:no such:thing": "needs a module and a function",
+        "databricks:my-scope/key": "a secretRef",
+        "vault:thing": "not a credential reference",
+        "databricks:": "not a credential reference",
+        "secret:my-scope/key": "a secretRef",
+        "service-credential:a/b": "a secretRef",
+    },
 )
-def test_a_malformed_reference_is_one_clear_error(ref: str, says: str) -> None:
-    with pytest.raises(ConfigurationError, match=says):
-        credentials.parse_credential_ref(ref)
 
 
 def test_what_a_reference_cannot_make_is_said_with_the_process(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -49,8 +49,13 @@ def _rel(path: Path) -> str:
 FOLDERS = ("core", "emulator", "spark", "notebook", "widgets", "testing", "project")
 
 
+# Folders of tests/ whose test_*.py are not this suite's: installed packages, and a user's project
+# that tests/testing/ copies into pytest projects of their own (tests/testing/conftest.py).
+NOT_OURS = ("node_modules", "user_project")
+
+
 def test_files() -> list[str]:
-    return sorted(_rel(p) for p in (ROOT / "tests").rglob("test_*.py") if "node_modules" not in p.parts)
+    return sorted(_rel(p) for p in (ROOT / "tests").rglob("test_*.py") if not set(NOT_OURS) & set(p.parts))
 
 
 def session_test_files() -> list[str]:

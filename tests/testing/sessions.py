@@ -55,6 +55,10 @@ def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+# A user's test module (six tests, a refused send among them; ``record`` writes to SB_RECORD), run only in
+# projects of their own: tests/testing/conftest.py keeps it out of this suite.
+USER_TESTS = Path(__file__).parent / "user_project" / "test_servicebus.py"
+
 RECORD = """
 import json, os
 def record(**fields):

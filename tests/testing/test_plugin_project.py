@@ -1,11 +1,12 @@
 """Issue 41's "done when", as a test: a throwaway project outside the repository, in a venv of its
-own that installed only the kit (built from this tree) and pytest, passes tests that send and
-receive through a queue and a topic with two subscriptions, refuse a send, see a fresh namespace
-in each test, and run with ``--servicebus-latency-ms 80`` (a timed send takes at least 80 ms). The
-plugin is found through the installed entry point, as in any project. Afterwards nothing the runs
-started is left (processes, ports, temporary folders), and an unrelated test run imports nothing
-more than it does with ``-p no:servicebus``. Slow (a venv and an install: about 30 s from pip's
-warm cache, then four pytest runs)."""
+own that installed only the kit (built from this tree) and pytest, passes a user's tests
+(tests/testing/user_project/test_servicebus.py) that send and receive through a queue and a topic
+with two subscriptions, refuse a send, see a fresh namespace in each test, and run with
+``--servicebus-latency-ms 80`` (a timed send takes at least 80 ms). The plugin is found through the
+installed entry point, as in any project. Afterwards nothing the runs started is left (processes,
+ports, temporary folders), and an unrelated test run imports nothing more than it does with
+``-p no:servicebus``. Slow (a venv and an install: about 30 s from pip's warm cache, then four
+pytest runs)."""
 
 from __future__ import annotations
 
@@ -21,70 +22,12 @@ import psutil
 import pytest
 
 from tests.helpers import port_open
-from tests.testing.sessions import plugin_extra_modules
+from tests.testing.sessions import USER_TESTS, plugin_extra_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 # The tree as a source checkout has it (the build may package more than the code: the tutorials),
 # without what builds, runs and version control leave in it.
 SKIP = ("*.egg-info", "__pycache__", ".*", "build", "dist", "site", "node_modules", "spark-warehouse", "metastore_db")
-
-PROJECT_TESTS = """
-import json, os, time
-import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
-from azure.servicebus.exceptions import ServiceBusQuotaExceededError
-
-def record(**fields):
-    with open(os.environ["PROJECT_RECORD"], "a") as f:
-        f.write(json.dumps(fields) + "\\n")
-
-pytestmark = pytest.mark.servicebus_topology(queues=["orders"], topics={"events": ["audit", "billing"]})
-
-def test_queue(servicebus_connection_string, servicebus_emulator):
-    record(test="queue", port=servicebus_emulator.port, pid=os.getpid())
-    with ServiceBusClient.from_connection_string(servicebus_connection_string) as client:
-        with client.get_queue_sender("orders") as sender:
-            sender.send_messages(ServiceBusMessage("o-1"))
-        with client.get_queue_receiver("orders", max_wait_time=5) as receiver:
-            [message] = receiver.receive_messages(max_wait_time=5)
-            assert str(message) == "o-1"
-            receiver.complete_message(message)
-    assert servicebus_emulator.broker.counts("orders")["active"] == 0
-
-def test_topic_with_two_subscriptions(servicebus_client, servicebus_emulator):
-    with servicebus_client.get_topic_sender("events") as sender:
-        sender.send_messages(ServiceBusMessage("e-1"))
-    for subscription in ("audit", "billing"):
-        with servicebus_client.get_subscription_receiver("events", subscription, max_wait_time=5) as receiver:
-            [message] = receiver.receive_messages(max_wait_time=5)
-            assert str(message) == "e-1"
-            receiver.complete_message(message)
-
-def test_refused_send(servicebus_emulator, servicebus_connection_string):
-    servicebus_emulator.reject_sends("orders", 1, "quota-exceeded")
-    with ServiceBusClient.from_connection_string(servicebus_connection_string, retry_total=0) as client:
-        with client.get_queue_sender("orders") as sender:
-            with pytest.raises(ServiceBusQuotaExceededError):
-                sender.send_messages(ServiceBusMessage("refused"))
-    assert servicebus_emulator.broker.counts("orders")["active"] == 0
-
-@pytest.mark.parametrize("n", [1, 2])
-def test_fresh_namespace(servicebus_client, servicebus_emulator, n):
-    with servicebus_client.get_queue_receiver("orders") as receiver:
-        assert receiver.peek_messages(max_message_count=10) == []
-    with servicebus_client.get_queue_sender("orders") as sender:
-        sender.send_messages(ServiceBusMessage(f"left behind by {n}"))
-    record(test="fresh", port=servicebus_emulator.port, pid=os.getpid())
-
-def test_timed_send(servicebus_client, servicebus_emulator):
-    with servicebus_client.get_queue_sender("orders") as sender:
-        sender.send_messages(ServiceBusMessage("warm-up"))
-        start = time.perf_counter()
-        sender.send_messages(ServiceBusMessage("timed"))
-        took = time.perf_counter() - start
-    record(test="timed", seconds=took, latency=servicebus_emulator.latency, port=servicebus_emulator.port)
-    assert took >= servicebus_emulator.latency
-"""
 
 UNRELATED = """
 import json, os, sys
@@ -133,13 +76,13 @@ def test_a_throwaway_project_that_installed_the_kit(tmp_path: Path) -> None:
 
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
-    (project / "tests" / "test_servicebus.py").write_text(PROJECT_TESTS)
+    shutil.copy(USER_TESTS, project / "tests" / "test_servicebus.py")
     (project / "tests" / "test_unrelated.py").write_text(UNRELATED)
     temp = tmp_path / "tmp"  # the runs' TMPDIR: whatever they leave there is seen
     temp.mkdir()
     record = tmp_path / "record.jsonl"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(TMPDIR=str(temp), PROJECT_RECORD=str(record), PROJECT_MODULES=str(tmp_path / "modules.json"))
+    env.update(TMPDIR=str(temp), SB_RECORD=str(record), PROJECT_MODULES=str(tmp_path / "modules.json"))
     before = {p.pid for p in psutil.Process().children(recursive=True)}
 
     def pytest_run(*args: str) -> subprocess.CompletedProcess[str]:

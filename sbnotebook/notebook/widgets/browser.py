@@ -40,6 +40,7 @@ class MessageBrowser(GridSelection, W.VBox):
         self.start = 1
         self.next_start = 1
         self.where: str | None = None
+        self._echo: str | None = None  # what search() is writing into the search box
         name, _, bare = entity.rpartition(":")
         shown = str(EntityPath.parse(bare).parent)
         self.entity_box = W.Text(value=f"{name}:{shown}" if name else shown, description="Entity")
@@ -149,8 +150,8 @@ class MessageBrowser(GridSelection, W.VBox):
 
     def _search_committed(self) -> None:
         """The user committed the search box's text. search() writes the box too (the expression
-        stripped): that write sees its own search already in place and does not run it twice."""
-        if (self.search_box.value.strip() or None) != self.where:
+        stripped): that write is its own echo, not a commit, and does not search twice."""
+        if self.search_box.value != self._echo:
             self.search(self.search_box.value)
 
     def search(self, expression: str | None) -> None:
@@ -159,7 +160,11 @@ class MessageBrowser(GridSelection, W.VBox):
         if expression is not None:
             core.compile_where(expression)  # bad syntax fails here, before any peek
         self.where = expression
-        self.search_box.value = expression or ""
+        self._echo = expression or ""  # observers run inside the write below
+        try:
+            self.search_box.value = expression or ""
+        finally:
+            self._echo = None
         self.jump(1)
 
     # ---------------------------------------------------------- selection

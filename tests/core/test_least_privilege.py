@@ -114,3 +114,21 @@ def test_a_key_of_another_entity_is_refused_in_one_line(emu: Emulator) -> None:
     with pytest.raises(core.ConfigurationError) as refused:
         core.connect(conn_string)
     assert "Access refused" in _one_line(refused)
+
+
+def test_is_unauthorized_tells_a_refused_key_from_other_failures(emu: Emulator) -> None:
+    """A key refused a right, by the administration API (HTTP 401) or over AMQP, is ``is_unauthorized``
+    (%sb_purge counts by peeking on it); a missing entity is not."""
+    listen = core.connect(emu.policy_connection_string("reader", "q"))
+    send_only = core.connect(emu.policy_connection_string("writer", "q"))
+    try:
+        for attempt in (lambda: core.counts("q", connection=listen), lambda: core.peek("q", connection=send_only)):
+            with pytest.raises(core.ConfigurationError) as refused:
+                attempt()
+            assert core.is_unauthorized(refused.value), refused.value
+        with pytest.raises(core.EntityNotFoundError) as missing:
+            core.counts("nosuch", connection=emu.connection_string)
+        assert not core.is_unauthorized(missing.value)
+    finally:
+        listen.close()
+        send_only.close()

@@ -158,3 +158,30 @@ def test_a_key_without_listen_or_manage_cannot_purge_and_removes_nothing(ip: Any
         shown = magic_fails(ip, command)
         assert "'Listen' right" in shown and "SharedAccessKey" not in shown, shown
     assert emu.broker.counts("q") == {"active": 3, "deferred": 2, "scheduled": 2, "dead_letter": 1}
+
+
+def test_a_namespace_listen_send_key_purges_a_subscription_and_its_dlq_counting_by_peek(
+    ip: Any, emu: Emulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A namespace policy (no EntityPath) with Listen and Send: a subscription and its DLQ, counted by
+    peeking (a subscription has no scheduled messages of its own: its topic holds them)."""
+    with QuickCloseClient.from_connection_string(emu.connection_string) as client:
+        with client.get_topic_sender("t") as s:
+            s.send_messages([ServiceBusMessage(b) for b in ("a", "b", "c")])
+        with client.get_subscription_receiver("t", "all") as r:
+            (bad,) = r.receive_messages(max_message_count=1, max_wait_time=5)
+            r.dead_letter_message(bad, reason="bad")
+    assert emu.broker.counts("t/subscriptions/all") == {"active": 2, "deferred": 0, "scheduled": 0, "dead_letter": 1}
+    emu.add_policy("ns-app", ["Listen", "Send"])
+    ip.run_line_magic("sb_connect", emu.policy_connection_string("ns-app"))
+    capsys.readouterr()
+    reports = ip.run_line_magic("sb_purge", "t/subscriptions/all --all --yes")
+    out = capsys.readouterr().out
+    counted = "2 active, 0 deferred, 0 scheduled, 1 dead-lettered message(s), 3 in all"
+    assert f"Purge t/subscriptions/all: {counted}. {BY_PEEK}." in out, out
+    assert [(r.entity, r.counts) for r in reports] == [
+        ("t/subscriptions/all", {"purged": 2}),
+        ("t/subscriptions/all/$deadletterqueue", {"purged": 1}),
+    ]
+    assert all(BY_PEEK_NOTE in r.notes and r.ok for r in reports)
+    assert emu.broker.counts("t/subscriptions/all") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}

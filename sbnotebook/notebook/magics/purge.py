@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 PURGE = parser(
     "sb_purge",
     "Remove messages for good: active ones (the default), deferred, scheduled, dead-lettered, or all.\n"
-    "Counts them first and asks (type 'purge'), unless --yes. One Report per entity purged.",
+    "Counts them first and asks (type 'purge'), unless --yes. One Report per entity purged.\n"
+    "A key without the Manage right: counted by peeking instead, and the question and Reports say so.",
     "  %sb_purge orders                        # active messages\n"
     "  %sb_purge orders --dlq                  # the dead-letter queue\n"
     "  %sb_purge orders --deferred --scheduled # deferred and scheduled ones only\n"

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
+from _common import cpu_seconds, endpoint, spawn
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook.core.websockets import websocket_options
@@ -53,16 +52,11 @@ class Phase:
         return self.emulator_cpu / self.client_cpu if self.client_cpu else float("inf")
 
 
-def _cpu(proc: psutil.Process) -> float:
-    t = proc.cpu_times()
-    return t.user + t.system
-
-
 def measure(name: str, messages: int, emulator: psutil.Process, work: Callable[[], None]) -> Phase:
-    e0, c0, w0 = _cpu(emulator), time.process_time(), time.perf_counter()
+    e0, c0, w0 = cpu_seconds(emulator), time.process_time(), time.perf_counter()
     work()
     wall = time.perf_counter() - w0
-    return Phase(name, messages, wall, time.process_time() - c0, _cpu(emulator) - e0)
+    return Phase(name, messages, wall, time.process_time() - c0, cpu_seconds(emulator) - e0)
 
 
 def _medians(phases: list[Phase]) -> list[Phase]:
@@ -93,18 +87,11 @@ def first_message_ms(client: ServiceBusClient, queue: str, credit: int) -> float
 
 
 def run(n: int, body_size: int, rounds: int, websockets: bool = False) -> tuple[list[Phase], tuple[float, float]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbnotebook.emulator", "--port", "0"], stdout=subprocess.PIPE, text=True
-    )
+    proc = spawn(["--port", "0"])
     try:
-        assert proc.stdout is not None
-        conn = ""
-        while not conn:
-            line = proc.stdout.readline()
-            if not line:
-                raise SystemExit("emulator did not start")
-            if re.match(r"^Endpoint=sb://", line):
-                conn = line.strip()
+        conn = endpoint(proc)
+        if not conn:
+            raise SystemExit("emulator did not start")
         emulator = psutil.Process(proc.pid)
         body = "x" * body_size
         phases = []

@@ -45,8 +45,8 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+from _common import start_emulator  # the one way the benchmarks start `sbnotebook emulator`
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
-from send_pipelining import start_emulator  # the one way the benchmarks start `sbnotebook emulator`
 
 from sbnotebook import core
 from sbnotebook.core.admin import admin_client

@@ -16,29 +16,14 @@ message; the emulator runs with ``--latency-ms 80``. Compared, in the same run:
 from __future__ import annotations
 
 import argparse
-import re
-import subprocess
 import sys
 import time
 import tracemalloc
 
+from _common import start_emulator  # the one way the benchmarks start `sbnotebook emulator`
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
-
-
-def start_emulator(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbnotebook.emulator", "--port", "0", "--latency-ms", str(latency_ms)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for _ in range(6):
-        line = proc.stdout.readline().strip()
-        if re.match(r"^Endpoint=sb://", line):
-            return proc, line
-    raise SystemExit("the emulator did not start")
 
 
 def plain_loop(conn: str, n: int) -> float:

@@ -46,19 +46,15 @@ worker, not by round trips, so on a 2-core machine more partitions add little (d
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from _common import start_emulator  # the one way the benchmarks start `sbnotebook emulator`
 from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
 from sbnotebook import spark as sbspark
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from send_pipelining import start_emulator
 
 TARGETS = {"2 vs 1 partitions": 1.6, "4 vs 1 partitions": 2.5, "4 partitions vs SDK receiver": 2.0}
 FIXED_COST_TARGET = 1.0

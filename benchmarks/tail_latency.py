@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from send_pipelining import start_emulator  # the one way the benchmarks start `sbnotebook emulator`
+from _common import start_emulator  # the one way the benchmarks start `sbnotebook emulator`
 
 from sbnotebook import core
 

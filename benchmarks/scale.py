@@ -48,250 +48,54 @@ needs first).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
+from _common import cpu_seconds
+from scaling.dead_letters import (
+    fill_dead_letters,
+    fill_dlq,
+    fill_dlq_and_open,
+    fill_signed,
+    grouping_by_reason,
+    grouping_by_signature,
+    resubmit,
+    triage_grouping,
+    triage_open,
+)
+from scaling.process import EmulatorProcess, Peak
+from scaling.steps import (
+    PARTITIONED,
+    QUEUE,
+    TOPOLOGY,
+    Run,
+    Step,
+    counts,
+    export,
+    fill,
+    purge_batch,
+    purge_receive,
+    restart,
+    scan,
+    spark_read,
+    stop,
+)
 
 from sbnotebook import core
-from sbnotebook.core.resubmit import BATCH_SIZE, MAX_IN_FLIGHT
 
-QUEUE, PARTITIONED = "scale", "scale-partitioned"
-EXPIRING, RETRY = "scale-expiring", "scale-retry"  # messages expire into EXPIRING's DLQ; resubmitted to RETRY
-SIGNED = "scale-signed"  # messages carrying varied dead-letter descriptions (the signature steps)
-DLQ = f"{EXPIRING}/$deadletterqueue"
-TOPOLOGY = {
-    "UserConfig": {
-        "Namespaces": [
-            {
-                "Name": "scale",
-                "Queues": [
-                    {"Name": QUEUE, "Properties": {}},
-                    {"Name": PARTITIONED, "Properties": {"EnablePartitioning": True}},
-                    {
-                        "Name": EXPIRING,
-                        "Properties": {"DefaultMessageTimeToLive": "PT1S", "DeadLetteringOnMessageExpiration": True},
-                    },
-                    {"Name": RETRY, "Properties": {}},
-                    {"Name": SIGNED, "Properties": {}},
-                ],
-            }
-        ]
-    }
-}
-BODY = "x" * 1000  # with its properties, about 1 KB on the wire
 PURGE_TARGET_S = 20.0
 GROWTH_TARGET = 1.2
 RESUBMIT_TARGET = 0.8  # of the in-flight limit over round trips
 SIGNATURE_TARGET = 1.2  # grouping by signature against by reason, per message
-RESUBMIT_IN_FLIGHT, RESUBMIT_BATCH = MAX_IN_FLIGHT, BATCH_SIZE  # core.resubmit's defaults
 MiB = 1024 * 1024
-
-
-@dataclass
-class Run:
-    """One emulator process, one size, one latency."""
-
-    n: int
-    latency_ms: float
-    conn: str
-    workdir: Path
-    spark: Any = None
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    emulator_process: EmulatorProcess | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # a step's own figures, added to its row
-
-
-@dataclass
-class Step:
-    name: str
-    work: Callable[[Run], int]  # returns how many messages it handled (per-message time = time / that)
-    per_call: bool = False  # a fixed-cost call: report time per call, not per message
-    needs_spark: bool = False
-    needs_data_dir: bool = False
-
-
-def fill(run: Run, queue: str = QUEUE) -> int:
-    report = core.send(queue, (BODY for _ in range(run.n)), max_in_flight=32, connection=run.conn)
-    report.raise_for_failures()
-    return run.n
-
-
-def counts(run: Run) -> int:
-    for _ in range(20):
-        c = core.counts(QUEUE, connection=run.conn)
-    assert c.active == run.n, c
-    return 20
-
-
-def scan(run: Run) -> int:
-    seen = sum(len(page) for page in core.scan(QUEUE, connection=run.conn))
-    assert seen == run.n, seen
-    return seen
-
-
-def export(run: Run) -> int:
-    core.export_jsonl(QUEUE, run.workdir / "export.jsonl", connection=run.conn)
-    return run.n
-
-
-def spark_read(run: Run) -> int:
-    from sbnotebook import spark as sbspark
-
-    sbspark.register(run.spark, run.conn)
-    df = run.spark.read.format("servicebus").option("entity", QUEUE).option("numPartitions", 4).load()
-    df.write.format("noop").mode("overwrite").save()
-    return run.n
-
-
-def fill_dead_letters(run: Run) -> int:
-    """N messages that expire a second after they are sent, into EXPIRING's dead-letter queue."""
-    bodies = ({"body": BODY, "time_to_live": 1} for _ in range(run.n))
-    core.send(EXPIRING, bodies, max_in_flight=32, connection=run.conn).raise_for_failures()
-    deadline = time.monotonic() + 60 + run.n / 5_000
-    while core.counts(EXPIRING, connection=run.conn).dead_letter < run.n:
-        if time.monotonic() > deadline:
-            raise SystemExit("the messages did not expire into the dead-letter queue in time")
-        time.sleep(0.5)
-    return run.n
-
-
-def resubmit(run: Run) -> int:
-    report = core.resubmit(
-        f"{EXPIRING}/$deadletterqueue",
-        target=RETRY,
-        max_in_flight=RESUBMIT_IN_FLIGHT,
-        batch_size=RESUBMIT_BATCH,
-        connection=run.conn,
-    )
-    assert report.count("resubmitted") == run.n and report.ok, report
-    if run.latency_ms:
-        ceiling = RESUBMIT_IN_FLIGHT * RESUBMIT_BATCH / (3 * run.latency_ms / 1000)
-        run.extra["of in-flight limit"] = round(report.rate / ceiling, 2)
-    return run.n
-
-
-def purge_batch(run: Run) -> int:
-    report = core.purge(QUEUE, connection=run.conn)
-    assert report.count("purged") == run.n and report.stats.get("batch_delete_requests"), report
-    return run.n
-
-
-def purge_receive(run: Run) -> int:
-    report = core.purge(PARTITIONED, connection=run.conn)
-    assert report.count("purged") == run.n and any("refused" in n for n in report.notes), report
-    return run.n
-
-
-def fill_dlq(run: Run) -> int:
-    """N messages in a dead-letter queue, three subjects round-robin: sent with a 1 s time to live,
-    dead-lettered on expiry (seconds, where receiving and dead-lettering each would take minutes)."""
-    if core.counts(EXPIRING, connection=run.conn).dead_letter == run.n:
-        return run.n
-    records = ({"body": BODY, "subject": f"s{i % 3}"} for i in range(run.n))
-    core.send(EXPIRING, records, max_in_flight=32, connection=run.conn).raise_for_failures()
-    while core.counts(EXPIRING, connection=run.conn).dead_letter < run.n:
-        time.sleep(0.5)
-    return run.n
-
-
-def fill_dlq_and_open(run: Run) -> int:
-    """The DLQ filled, and the panel opened once: the links it uses are open (cold paths are measured
-    on their own, in benchmarks/interactive_latency.py)."""
-    from sbnotebook.notebook.widgets import TriagePanel
-
-    fill_dlq(run)
-    TriagePanel(EXPIRING, connection=run.conn)
-    return run.n
-
-
-def triage_open(run: Run) -> int:
-    from sbnotebook.notebook.widgets import TriagePanel
-
-    for _ in range(5):
-        panel = TriagePanel(EXPIRING, connection=run.conn)
-    assert panel.total == run.n and len(panel.records) == core.PAGE_SIZE, (panel.total, len(panel.records))
-    return 5
-
-
-def triage_grouping(run: Run) -> int:
-    counted = core.group_counts(DLQ, connection=run.conn)
-    assert counted.done and counted.scanned == run.n and len(counted.counts("subject")) == 3, counted
-    return run.n
-
-
-def described(i: int) -> dict[str, Any]:
-    """A message as a dead-letter queue delivers it, its description varying as real ones do."""
-    kind = i % 3
-    if kind == 0:
-        reason, text = (
-            "Timeout",
-            f"Order {48_000 + i} failed after {100 + i % 900} ms calling https://api.contoso.com/orders/{i}",
-        )
-    elif kind == 1:
-        reason, text = (
-            "Validation",
-            f"Customer 'c-{i}' unknown; trace {uuid.UUID(int=i)} at 2026-11-26T08:{i % 60:02d}:00Z",
-        )
-    else:
-        reason, text = "Validation", f"total {-i} below zero for f{7919 * i % 0x10000000:07x}"  # a hex id
-    return {"body": BODY, "application_properties": {"DeadLetterReason": reason, "DeadLetterErrorDescription": text}}
-
-
-def fill_signed(run: Run) -> int:
-    if core.counts(SIGNED, connection=run.conn).active < run.n:
-        records = (described(i) for i in range(run.n))
-        core.send(SIGNED, records, max_in_flight=32, connection=run.conn).raise_for_failures()
-    core.peek(SIGNED, max_messages=1, connection=run.conn)  # its link open, as for every timed step
-    return run.n
-
-
-def grouping_by_reason(run: Run) -> int:
-    counted = core.group_counts(SIGNED, by=["dead_letter_reason"], connection=run.conn)
-    reasons = counted.counts("dead_letter_reason")
-    assert counted.done and counted.scanned == run.n and set(reasons) == {"Timeout", "Validation"}, reasons
-    return run.n
-
-
-def grouping_by_signature(run: Run) -> int:
-    counted = core.group_counts(SIGNED, by=["signature"], connection=run.conn)
-    assert counted.done and counted.scanned == run.n and len(counted.counts("signature")) == 3, counted.counts(
-        "signature"
-    )
-    return run.n
-
-
-def stop(run: Run) -> int:
-    """Stop the emulator (SIGTERM) until it has exited: a durable one folds its journal into a
-    snapshot then, when the journal's tail is large (``--data-dir`` only)."""
-    assert run.emulator_process is not None
-    run.emulator_process.stop()
-    return run.n
-
-
-def restart(run: Run) -> int:
-    """Start the stopped emulator again on its data directory, until the restored queue answers
-    its counts (``--data-dir`` only; after ``stop``)."""
-    assert run.emulator_process is not None
-    if run.emulator_process.proc is not None:
-        run.emulator_process.stop()
-    run.emulator_process.start()
-    run.conn = run.emulator_process.conn
-    assert core.counts(QUEUE, connection=run.conn).active == run.n
-    return run.n
-
 
 STEPS: list[Step] = [
     Step("fill", fill),
@@ -319,85 +123,10 @@ SETUP: dict[str, Callable[[Run], int]] = {
 }
 
 
-class Peak:
-    """Samples a process's RSS every 50 ms while a step runs (``which``: the process now; the
-    emulator's changes when a step restarts it)."""
-
-    def __init__(self, which: Callable[[], psutil.Process]) -> None:
-        self.which = which
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _take(self) -> None:
-        with contextlib.suppress(psutil.NoSuchProcess, AssertionError):  # between a stop and a start
-            self.peak = max(self.peak, self.which().memory_info().rss)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.05):
-            self._take()
-
-    def __enter__(self) -> Peak:
-        self._take()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._take()
-
-
-class EmulatorProcess:
-    """``sbnotebook emulator`` in its own process (its RSS apart from ours), restartable on the same
-    data directory when durable."""
-
-    def __init__(self, latency_ms: float, workdir: Path, durable: bool) -> None:
-        config = workdir / "topology.json"
-        config.write_text(json.dumps(TOPOLOGY))
-        self.args = ["--port", "0", "--config", str(config), "--admin-port", "0", "--latency-ms", str(latency_ms)]
-        if durable:
-            self.args += ["--data-dir", str(workdir / "data")]
-        self.proc: subprocess.Popen[str] | None = None
-        self.conn = ""
-
-    @property
-    def process(self) -> psutil.Process:
-        assert self.proc is not None
-        return psutil.Process(self.proc.pid)
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sbnotebook.emulator", *self.args], stdout=subprocess.PIPE, text=True
-        )
-        assert self.proc.stdout is not None
-        for _ in range(8):
-            line = self.proc.stdout.readline().strip()
-            if re.match(r"^Endpoint=sb://", line):
-                self.conn = line
-                return
-        self.stop()
-        raise SystemExit("the emulator did not start")
-
-    def stop(self) -> None:
-        core.close_all()
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=120)
-            self.proc = None
-
-
-def _cpu(process: psutil.Process) -> float:
-    """CPU seconds (user and system) the process has used so far (an emulator restarted within a
-    step started again from zero: that step's emulator CPU is not meaningful)."""
-    times = process.cpu_times()
-    return float(times.user + times.system)
-
-
 def measure(n: int, latency_ms: float, steps: list[Step], spark: Any, durable: bool) -> list[dict[str, Any]]:
     me = psutil.Process(os.getpid())
     with tempfile.TemporaryDirectory() as tmp:
-        emu = EmulatorProcess(latency_ms, Path(tmp), durable)
+        emu = EmulatorProcess(latency_ms, Path(tmp), durable, TOPOLOGY)
         emu.start()
         try:
             run = Run(n, latency_ms, emu.conn, Path(tmp), spark, emulator_process=emu)
@@ -406,12 +135,15 @@ def measure(n: int, latency_ms: float, steps: list[Step], spark: Any, durable: b
             for step in steps:
                 if step.name in SETUP:
                     SETUP[step.name](run)
-                cpu_before = _cpu(me), _cpu(emu.process)
+                # An emulator restarted within a step starts again from zero: that step's emulator
+                # CPU is not meaningful.
+                cpu_before = cpu_seconds(me), cpu_seconds(emu.process)
                 with Peak(lambda: me) as kernel, Peak(lambda: emu.process) as broker:
                     t0 = time.perf_counter()
                     handled = step.work(run)
                     elapsed = time.perf_counter() - t0
-                kernel_cpu, emulator_cpu = _cpu(me) - cpu_before[0], _cpu(emu.process) - cpu_before[1]
+                kernel_cpu = cpu_seconds(me) - cpu_before[0]
+                emulator_cpu = cpu_seconds(emu.process) - cpu_before[1]
                 row = {
                     "size": n,
                     "latency_ms": latency_ms,

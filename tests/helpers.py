@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import datetime as dt
 import os
 import re
 import signal
@@ -104,6 +105,20 @@ def dead_letter(
     with client.get_queue_receiver(queue) as receiver:
         for m in receiver.receive_messages(max_message_count=count, max_wait_time=5):
             receiver.dead_letter_message(m, reason=reason, error_description=error_description)
+
+
+def fill_every_kind(client: ServiceBusClient, queue: str) -> list[int]:
+    """``queue`` (empty): 3 active, 2 deferred, 2 scheduled (an hour ahead), 1 dead-lettered.
+    Returns the scheduled messages' sequence numbers."""
+    send(client, queue, *[f"m{i}" for i in range(6)])
+    with client.get_queue_receiver(queue) as r:
+        got = r.receive_messages(max_message_count=3, max_wait_time=5)
+        r.defer_message(got[0])
+        r.defer_message(got[1])
+        r.dead_letter_message(got[2], reason="bad")
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    with client.get_queue_sender(queue) as s:
+        return list(s.schedule_messages([ServiceBusMessage("s1"), ServiceBusMessage("s2")], later))
 
 
 def drain(

@@ -3,7 +3,6 @@ allows works; what it does not fails the cell with one line naming the missing r
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,7 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.purging import BY_PEEK, BY_PEEK_NOTE
 from tests.conftest import entity_keys_emulator
-from tests.helpers import QuickCloseClient, magic_fails, send
+from tests.helpers import QuickCloseClient, fill_every_kind, magic_fails, send
 from tests.notebook.test_magics import answer
 
 LAST = "(the report above; it is also in sb_last_report)"
@@ -62,19 +61,8 @@ def test_send_only_key_sends_and_cannot_peek(ip: Any, emu: Emulator) -> None:
 def _fill(emu: Emulator) -> None:
     """q, with the root key: 3 active, 2 deferred, 2 scheduled (an hour ahead), 1 dead-lettered."""
     with QuickCloseClient.from_connection_string(emu.connection_string) as client:
-        send(client, "q", *[f"m{i}" for i in range(6)])
-        with client.get_queue_receiver("q") as r:
-            got = r.receive_messages(max_message_count=3, max_wait_time=5)
-            r.defer_message(got[0])
-            r.defer_message(got[1])
-            r.dead_letter_message(got[2], reason="bad")
-        with client.get_queue_sender("q") as s:
-            s.schedule_messages([ServiceBusMessage("s1"), ServiceBusMessage("s2")], _in_an_hour())
+        fill_every_kind(client, "q")
     assert emu.broker.counts("q") == {"active": 3, "deferred": 2, "scheduled": 2, "dead_letter": 1}
-
-
-def _in_an_hour() -> dt.datetime:
-    return dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
 
 
 def _app_key(ip: Any, emu: Emulator) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib
 from typing import Any
 
@@ -15,6 +14,7 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
 from sbnotebook.notebook.magics.progress import Progress
 from tests.helpers import (
+    fill_every_kind,
     lose_the_session_lock_after_two_deferred,
     magic_fails,
     one_active_three_deferred_in_session_d,
@@ -29,19 +29,6 @@ ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython sh
 LAST = "(the report above; it is also in sb_last_report)"
 
 
-def _fill(client: ServiceBusClient) -> list[int]:
-    """q: 3 active, 2 deferred, 2 scheduled, 1 dead-lettered. Returns the scheduled numbers."""
-    send(client, "q", *[f"m{i}" for i in range(6)])
-    with client.get_queue_receiver("q") as r:
-        got = r.receive_messages(max_message_count=3, max_wait_time=5)
-        r.defer_message(got[0])
-        r.defer_message(got[1])
-        r.dead_letter_message(got[2], reason="bad")
-    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
-    with client.get_queue_sender("q") as s:
-        return list(s.schedule_messages([ServiceBusMessage("s1"), ServiceBusMessage("s2")], later))
-
-
 def _left(sb: SbMagics) -> dict[str, int]:
     states = [r["state"] for r in core.scan_records("q", connection=sb.conn())]
     dlq = len(core.scan_records("q/$deadletterqueue", connection=sb.conn()))
@@ -51,7 +38,7 @@ def _left(sb: SbMagics) -> dict[str, int]:
 def test_purge_counts_first_asks_and_removes_only_what_was_named(
     ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    _fill(client)
+    fill_every_kind(client, "q")
     asked = answer(monkeypatch, "no")
     assert magic_fails(ip, "sb_purge q") == "nothing done: 'purge' was not typed (--yes skips the question)."
     out = capsys.readouterr().out
@@ -74,7 +61,7 @@ def test_purge_counts_first_asks_and_removes_only_what_was_named(
 
 
 def test_purge_all_and_a_dlq_path(ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any) -> None:
-    _fill(client)
+    fill_every_kind(client, "q")
     line(ip, "sb_purge q/$deadletterqueue --yes")
     assert "Purge q: 1 dead-lettered message(s)" in capsys.readouterr().out
     report = line(ip, "sb_purge q --all --yes")  # the DLQ is empty now: one report, for q
@@ -86,7 +73,7 @@ def test_purge_all_and_a_dlq_path(ip: Any, sb: SbMagics, client: ServiceBusClien
 def test_cancel_scheduled_by_numbers_and_all(
     ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    first, second = _fill(client)
+    first, second = fill_every_kind(client, "q")
     answer(monkeypatch, "nope")
     assert magic_fails(ip, f"sb_cancel_scheduled q {first}").startswith("nothing done: 'cancel' was not typed")
     assert f"Cancel 1 scheduled message(s) of q: {first}." in capsys.readouterr().out
@@ -106,7 +93,7 @@ def test_purge_panel_counts_then_waits_for_the_typed_word(ip: Any, sb: SbMagics,
     from sbnotebook.core import InvalidInputError
     from sbnotebook.notebook.widgets.purge import PurgePanel
 
-    first, _ = _fill(client)
+    first, _ = fill_every_kind(client, "q")
     panel = line(ip, "sb_purge q --panel")
     assert isinstance(panel, PurgePanel) and panel.connection is sb.connection
     panel.kinds["dlq"].value = True

@@ -135,15 +135,12 @@ def measure(n: int, latency_ms: float, steps: list[Step], spark: Any, durable: b
             for step in steps:
                 if step.name in SETUP:
                     SETUP[step.name](run)
-                # An emulator restarted within a step starts again from zero: that step's emulator
-                # CPU is not meaningful.
-                cpu_before = cpu_seconds(me), cpu_seconds(emu.process)
+                kernel_before, emulator_before = cpu_seconds(me), emu.cpu()
                 with Peak(lambda: me) as kernel, Peak(lambda: emu.process) as broker:
                     t0 = time.perf_counter()
                     handled = step.work(run)
                     elapsed = time.perf_counter() - t0
-                kernel_cpu = cpu_seconds(me) - cpu_before[0]
-                emulator_cpu = cpu_seconds(emu.process) - cpu_before[1]
+                kernel_cpu, emulator_cpu = cpu_seconds(me) - kernel_before, emu.cpu_since(emulator_before)
                 row = {
                     "size": n,
                     "latency_ms": latency_ms,
@@ -157,7 +154,7 @@ def measure(n: int, latency_ms: float, steps: list[Step], spark: Any, durable: b
                     # Of the step's seconds, how many each process spent on a CPU: one near the
                     # step's time is CPU-bound (each side runs its messages on one thread).
                     "kernel CPU s": round(kernel_cpu, 1),
-                    "emulator CPU s": round(emulator_cpu, 1),
+                    "emulator CPU s": None if emulator_cpu is None else round(emulator_cpu, 1),
                 }
                 row.update(run.extra)
                 run.extra.clear()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from _common import endpoint, spawn
+from _common import cpu_seconds, endpoint, spawn
 
 from sbnotebook import core
 
@@ -63,6 +63,20 @@ class EmulatorProcess:
     def process(self) -> psutil.Process:
         assert self.proc is not None
         return psutil.Process(self.proc.pid)
+
+    def cpu(self) -> tuple[int, float] | None:
+        """(pid, CPU seconds used so far) of the running emulator; None while it is stopped."""
+        if self.proc is None:
+            return None
+        return self.proc.pid, cpu_seconds(self.process)
+
+    def cpu_since(self, before: tuple[int, float] | None) -> float | None:
+        """CPU seconds used since ``before`` (``cpu()``); None when the emulator was stopped or restarted
+        in between (a restarted one counts from zero again, a stopped one cannot be read)."""
+        now = self.cpu()
+        if before is None or now is None or now[0] != before[0]:
+            return None
+        return now[1] - before[1]
 
     def start(self) -> None:
         self.proc = spawn(self.args)

@@ -493,6 +493,17 @@ def one_active_three_deferred_in_session_d(client: ServiceBusClient) -> None:
             r.defer_message(m)
 
 
+def a_listed_and_an_unlisted_session(client: ServiceBusClient) -> None:
+    """sq: session 'a' with 2 active messages (Service Bus lists it), session 'x' with nothing but a
+    deferred one (Service Bus does not list it: a purge that is not told of it never sees it)."""
+    with client.get_queue_sender("sq") as sender:
+        sender.send_messages([ServiceBusMessage(b, session_id="a") for b in ("a1", "a2")])
+        sender.send_messages(ServiceBusMessage("x1", session_id="x"))
+    with client.get_queue_receiver("sq", session_id="x", max_wait_time=3) as r:
+        (got,) = r.receive_messages(max_message_count=1, max_wait_time=3)
+        r.defer_message(got)
+
+
 def lose_the_session_lock_after_two_deferred(emulator: Any, lost: list[int]) -> Callable[[Any], None]:
     """A purge's progress callback for sq's session 'd' (above), fetched 2 deferred at a time
     (``purge.BY_SEQUENCE`` = 2): once 3 are purged (the active one by the server, then the first 2

@@ -26,7 +26,11 @@ Every purge ends by reading what the broker still holds: a scan (peek) of the en
 peek needs a session, the administration API's counts. Each message of a kind the purge was asked
 to remove that is still there gets one ``left`` outcome (a problem: ``report.ok`` is False) saying
 why: locked by another receiver (with when the locks end), arrived while the purge ran, or still
-there for a reason the broker does not show. Kinds not asked for are counted in a note.
+there for a reason the broker does not show. Kinds not asked for are counted in a note. Where
+nothing can be counted (the administration API refuses a key without the Manage right), the purge
+is not confirmed complete, so the report is not ok: an error says what is left was not counted and
+why (sessions Service Bus does not list may still hold messages), naming Manage and
+``session_ids``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from .errors import (
     SbError,
     SessionLockedError,
     from_sdk,
+    is_unauthorized,
     requires_sessions,
 )
 from .leftovers import account_for_what_is_left, locked_until
@@ -288,15 +293,16 @@ async def _count_what_is_left(
     are the sessions whose purge failed (``failed``: session id -> why). If nothing can be counted
     after such a failure, an error of the report says so: the purge must not look complete.
     Service Bus counts deferred messages as active, so with only one of the two asked for, the
-    active count is not split: a note says so. Without Manage rights nothing is counted, and the
-    note says that too."""
+    active count is not split: a note says so. Without Manage rights nothing is counted: an error
+    of the report says so too (an unlisted session may hold messages), and ``ok`` is False."""
     try:
         left = await asyncio.to_thread(counts, path, connection=conn)
     except SbError as exc:
         log.info("purge of %s: could not count what is left (%s)", path, exc)
-        report.note(f"what is left was not counted ({exc})")
         for reason in failed.values():
             report.error(f"{reason}; what it still holds was not counted")
+        # Unconfirmed is not complete: a session Service Bus does not list may still hold messages.
+        report.error(f"what is left in {path} was not counted, so the purge is not confirmed complete: {_why(exc)}")
         return
     found = left.active  # a dead-letter queue needs no session: it is scanned, never counted here
     n = (found if active and deferred else 0) + (left.scheduled if scheduled else 0)
@@ -314,6 +320,17 @@ async def _count_what_is_left(
     for _ in range(n):  # counted by the broker, not named: one outcome each, so the total adds up
         report.add(Outcome(None, None, "left", reason))
     report.note(f"{n} left: {reason}")
+
+
+def _why(exc: SbError) -> str:
+    """Why what a session-enabled entity's purge left could not be counted, and what to do."""
+    if not is_unauthorized(exc):
+        return str(exc)
+    return (
+        "the administration API refused the key (counting needs the 'Manage' right), and Service Bus does not list"
+        " sessions holding nothing but deferred or scheduled messages, so those were not purged nor seen. Purge"
+        " with a key that has Manage, or name the sessions with session_ids (each is then checked through its lock)"
+    )
 
 
 async def _purge_sessions(

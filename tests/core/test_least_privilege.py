@@ -17,6 +17,7 @@ import pytest
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.conftest import entity_keys_emulator
+from tests.helpers import QuickCloseClient, a_listed_and_an_unlisted_session
 
 NAMESPACE_REFUSED = "refused a token for the whole namespace"
 
@@ -132,3 +133,29 @@ def test_is_unauthorized_tells_a_refused_key_from_other_failures(emu: Emulator) 
     finally:
         listen.close()
         send_only.close()
+
+
+def test_a_session_purge_whose_rest_cannot_be_counted_is_not_ok(emu: Emulator) -> None:
+    """A Listen and Send key of sq (no Manage, as applications are given) purges the sessions Service
+    Bus lists, but what is left can only be counted through the administration API, which refuses
+    the key, and a session holding nothing but deferred messages is not listed, so it is never seen.
+    The report must not read as complete: an error says what is left was not counted and why. (It
+    was ok, with a note, and "(all purged)" in the notebook, while the broker still held a message.)"""
+    emu.add_policy("app", ["Listen", "Send"], "sq")
+    with QuickCloseClient.from_connection_string(emu.connection_string) as client:
+        a_listed_and_an_unlisted_session(client)
+    assert emu.broker.counts("sq") == {"active": 2, "deferred": 1, "scheduled": 0, "dead_letter": 0}
+    conn = core.connect(emu.policy_connection_string("app", "sq"))
+    try:
+        report = core.purge("sq", connection=conn)
+    finally:
+        conn.close()
+    assert report.counts == {"purged": 2} and not report.ok, report
+    (error,) = report.errors
+    assert error.startswith("what is left in sq was not counted, so the purge is not confirmed complete: "), error
+    assert "'Manage' right" in error and "session_ids" in error and "SharedAccessKey=" not in error, error
+    assert f"[ERRORS: {error}]" in report.summary()
+    with pytest.raises(core.SbError, match="purge sq: what is left in sq was not counted"):
+        report.raise_for_failures()
+    # the broker, read apart from the report: session x's deferred message is still there
+    assert emu.broker.counts("sq") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}

@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 from azure.servicebus import ServiceBusMessage
 
+from sbnotebook import core
 from sbnotebook.core import Report
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
+from sbnotebook.notebook.magics.progress import Progress
 from sbnotebook.notebook.purging import BY_PEEK, BY_PEEK_NOTE
 from tests.conftest import entity_keys_emulator
-from tests.helpers import QuickCloseClient, fill_every_kind, magic_fails, send
+from tests.helpers import QuickCloseClient, a_listed_and_an_unlisted_session, fill_every_kind, magic_fails, send
 from tests.notebook.test_magics import answer
 
 LAST = "(the report above; it is also in sb_last_report)"
@@ -173,3 +175,22 @@ def test_a_namespace_listen_send_key_purges_a_subscription_and_its_dlq_counting_
     ]
     assert all(BY_PEEK_NOTE in r.notes and r.ok for r in reports)
     assert emu.broker.counts("t/subscriptions/all") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+
+
+def test_a_core_session_purge_nothing_could_count_after_is_not_called_all_purged(
+    ip: Any, emu: Emulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """%sb_purge refuses a session-enabled entity to a key without Manage before removing anything
+    (test_purge), but core.purge, called with such a key, purges the listed sessions and cannot count
+    what is left: the notebook's line for that report must not say "all purged" (it did: the report
+    had only a note). The broker, read apart, still holds the unlisted session's deferred message."""
+    emu.add_policy("app", ["Listen", "Send"], "sq")
+    with QuickCloseClient.from_connection_string(emu.connection_string) as client:
+        a_listed_and_an_unlisted_session(client)
+    report = core.purge("sq", connection=emu.policy_connection_string("app", "sq"))
+    assert report.counts == {"purged": 2} and not report.ok, report
+    capsys.readouterr()
+    Progress("sq", "Purging", "purged").finish(report)
+    out = capsys.readouterr().out
+    assert "purge sq: 2 purged of 2 in " in out and "(1 ERROR)" in out and "all purged" not in out, out
+    assert emu.broker.counts("sq") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}

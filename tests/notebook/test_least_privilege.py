@@ -17,7 +17,14 @@ from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics.progress import Progress
 from sbnotebook.notebook.purging import BY_PEEK, BY_PEEK_NOTE
 from tests.conftest import entity_keys_emulator
-from tests.helpers import QuickCloseClient, a_listed_and_an_unlisted_session, fill_every_kind, magic_fails, send
+from tests.helpers import (
+    QuickCloseClient,
+    a_listed_and_an_unlisted_session,
+    dead_letter,
+    fill_every_kind,
+    magic_fails,
+    send,
+)
 from tests.notebook.test_magics import answer
 
 LAST = "(the report above; it is also in sb_last_report)"
@@ -194,3 +201,37 @@ def test_a_core_session_purge_nothing_could_count_after_is_not_called_all_purged
     out = capsys.readouterr().out
     assert "purge sq: 2 purged of 2 in " in out and "(1 ERROR)" in out and "all purged" not in out, out
     assert emu.broker.counts("sq") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}
+
+
+def test_listen_send_key_resubmits_counting_by_scan_and_says_so(ip: Any, emu: Emulator, capsys: Any) -> None:
+    """%sb_resubmit with a Listen and Send key of q (no Manage): the administration API refuses its
+    count, so the DLQ is counted by scanning, which the output says with the refusal; the broker,
+    read apart, has the two messages back in q and an empty DLQ."""
+    with QuickCloseClient.from_connection_string(emu.connection_string) as client:
+        send(client, "q", "m0", "m1", "m2")
+        dead_letter(client, "q", 2, "bad")
+    assert emu.broker.counts("q") == {"active": 1, "deferred": 0, "scheduled": 0, "dead_letter": 2}
+    _app_key(ip, emu)
+    capsys.readouterr()
+    report = ip.run_line_magic("sb_resubmit", "q --yes")
+    out = capsys.readouterr().out
+    assert isinstance(report, Report) and report.counts == {"resubmitted": 2} and report.ok, report
+    assert "(counting by scanning: the administration API said " in out and "'Manage' right" in out, out
+    assert "Resubmit 2 message(s) from q/$deadletterqueue to q" in out and "SharedAccessKey=" not in out, out
+    assert emu.broker.counts("q") == {"active": 3, "deferred": 0, "scheduled": 0, "dead_letter": 0}
+
+
+def test_a_namespace_listen_send_key_copies_counting_by_scan_and_says_so(ip: Any, emu: Emulator, capsys: Any) -> None:
+    """%sb_copy with a namespace Listen and Send key (no Manage): counted by scanning, said with the
+    refusal, copied; the broker, read apart: the source untouched, the copies in the target."""
+    with QuickCloseClient.from_connection_string(emu.connection_string) as client:
+        send(client, "q", "m0", "m1", "m2")
+    emu.add_policy("ns-app", ["Listen", "Send"])
+    ip.run_line_magic("sb_connect", emu.policy_connection_string("ns-app"))
+    capsys.readouterr()
+    report = ip.run_line_magic("sb_copy", "q dl-target --yes")
+    out = capsys.readouterr().out
+    assert isinstance(report, Report) and report.counts == {"sent": 3} and report.ok, report
+    assert "(counted by scanning: the administration API said " in out and "'Manage' right" in out, out
+    assert "Copy 3 message(s) from q to dl-target" in out and "SharedAccessKey=" not in out, out
+    assert emu.broker.counts("q")["active"] == 3 and emu.broker.counts("dl-target")["active"] == 3

@@ -4,6 +4,7 @@ Each test checks both sides: what happened in Service Bus, and what the widget s
 from __future__ import annotations
 
 import json
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -407,6 +408,40 @@ def test_browser_searches_when_the_text_is_committed_not_per_keystroke(
     frontend_commits(b.search_box, "")
     assert peeks[-1] is None and len(b.records) == 6 and b.where is None
     assert all(m.delivery_count == 0 for m in drain(client, "q"))  # peeks only: nothing was locked
+
+
+def test_browser_runs_a_commit_and_a_go_that_arrive_together_one_after_the_other(
+    emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel may handle two widget messages at once: Go (the box's text still the old search)
+    is reading a page when the box's commit of "" arrives. The commit waits for Go's load; the panel
+    ends unfiltered, its rows and status agreeing (found in JupyterLab: Go's filtered rows under the
+    commit's unfiltered status)."""
+    send(client, "q", *[f"m{i}" for i in range(6)])
+    b = MessageBrowser("q", page_size=10, connection=emulator.connection_string)
+    b.search('text == "m3"')
+    real_peek = core.peek
+    inside, go_on = threading.Event(), threading.Event()
+
+    def held_first(*args: Any, **kwargs: Any) -> Any:
+        if not inside.is_set():
+            inside.set()
+            assert go_on.wait(30)
+        return real_peek(*args, **kwargs)
+
+    monkeypatch.setattr(core, "peek", held_first)
+    go = threading.Thread(target=b.jump_button.click)
+    go.start()
+    assert inside.wait(30)  # Go is reading its page, filtered
+    commit = threading.Thread(target=frontend_commits, args=(b.search_box, ""))
+    commit.start()
+    commit.join(1.0)  # unserialized, the commit's whole load runs here
+    go_on.set()
+    go.join(30)
+    commit.join(30)
+    assert not go.is_alive() and not commit.is_alive()
+    assert b.where is None and len(b.records) == 6, b.status.value
+    assert "6 messages" in b.status.value and "scanned" not in b.status.value
 
 
 def test_browser_exports_the_whole_entity_or_search_with_one_suffix(

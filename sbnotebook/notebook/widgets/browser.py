@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +66,15 @@ class MessageBrowser(GridSelection, W.VBox):
         self.export_path = W.Text(value="messages", description="File")
         self.export_progress = W.IntProgress(value=0, min=0, max=1, description="Export")
         self.export_progress.layout.display = "none"
-        self.prev_button.on_click(guard(self.status, self.previous_page))
-        self.next_button.on_click(guard(self.status, self.next_page))
-        self.jump_button.on_click(guard(self.status, self.go))
-        self.search_box.observe(guard(self.status, self._search_committed), names="value")
-        self.dlq_box.observe(guard(self.status, lambda: self.jump(1)), names="value")
+        # One action at a time: the kernel may handle two widget messages at once (ipykernel 7.4 can
+        # dispatch comm messages concurrently). A search box commit and a Go click arrive together;
+        # unserialized, JupyterLab showed one load's filtered rows under the other's unfiltered status.
+        self._one_at_a_time = threading.RLock()
+        self.prev_button.on_click(guard(self.status, self._serial(self.previous_page)))
+        self.next_button.on_click(guard(self.status, self._serial(self.next_page)))
+        self.jump_button.on_click(guard(self.status, self._serial(self.go)))
+        self.search_box.observe(guard(self.status, self._serial(self._search_committed)), names="value")
+        self.dlq_box.observe(guard(self.status, self._serial(lambda: self.jump(1))), names="value")
         self.rows.on_select(self._on_select)
         self.export_csv_button.on_click(guard(self.status, lambda: self.export_csv(self.export_file(".csv"))))
         self.export_json_button.on_click(guard(self.status, lambda: self.export_json(self.export_file(".jsonl"))))
@@ -85,6 +90,13 @@ class MessageBrowser(GridSelection, W.VBox):
             ]
         )
         self.jump(1)
+
+    def _serial(self, action: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            with self._one_at_a_time:
+                action()
+
+        return run
 
     @property
     def connection(self) -> LiveConnection:

@@ -74,6 +74,13 @@ def _fill(emu: Emulator) -> None:
     assert emu.broker.counts("q") == {"active": 3, "deferred": 2, "scheduled": 2, "dead_letter": 1}
 
 
+def _printed(ip: Any, capsys: pytest.CaptureFixture[str], magic: str, line: str) -> tuple[Any, str]:
+    """What a line magic returns, and what it printed (alone: earlier output is read away first)."""
+    capsys.readouterr()
+    returned = ip.run_line_magic(magic, line)
+    return returned, capsys.readouterr().out
+
+
 def _app_key(ip: Any, emu: Emulator) -> None:
     """Connect with q's Listen and Send key, as an application's: no Manage right."""
     emu.add_policy("app", ["Listen", "Send"], "q")
@@ -115,9 +122,7 @@ def test_listen_send_key_purges_the_dead_letter_queue_counting_by_peek(
 ) -> None:
     _fill(emu)
     _app_key(ip, emu)
-    capsys.readouterr()
-    report = ip.run_line_magic("sb_purge", "q/$deadletterqueue --yes")
-    out = capsys.readouterr().out
+    report, out = _printed(ip, capsys, "sb_purge", "q/$deadletterqueue --yes")
     assert f"Purge q: 1 dead-lettered message(s), 1 in all. {BY_PEEK}." in out, out
     assert report.entity == "q/$deadletterqueue" and report.counts == {"purged": 1} and BY_PEEK_NOTE in report.notes
     assert emu.broker.counts("q") == {"active": 3, "deferred": 2, "scheduled": 2, "dead_letter": 0}
@@ -171,9 +176,7 @@ def test_a_namespace_listen_send_key_purges_a_subscription_and_its_dlq_counting_
     assert emu.broker.counts("t/subscriptions/all") == {"active": 2, "deferred": 0, "scheduled": 0, "dead_letter": 1}
     emu.add_policy("ns-app", ["Listen", "Send"])
     ip.run_line_magic("sb_connect", emu.policy_connection_string("ns-app"))
-    capsys.readouterr()
-    reports = ip.run_line_magic("sb_purge", "t/subscriptions/all --all --yes")
-    out = capsys.readouterr().out
+    reports, out = _printed(ip, capsys, "sb_purge", "t/subscriptions/all --all --yes")
     counted = "2 active, 0 deferred, 0 scheduled, 1 dead-lettered message(s), 3 in all"
     assert f"Purge t/subscriptions/all: {counted}. {BY_PEEK}." in out, out
     assert [(r.entity, r.counts) for r in reports] == [
@@ -203,7 +206,9 @@ def test_a_core_session_purge_nothing_could_count_after_is_not_called_all_purged
     assert emu.broker.counts("sq") == {"active": 0, "deferred": 1, "scheduled": 0, "dead_letter": 0}
 
 
-def test_listen_send_key_resubmits_counting_by_scan_and_says_so(ip: Any, emu: Emulator, capsys: Any) -> None:
+def test_listen_send_key_resubmits_counting_by_scan_and_says_so(
+    ip: Any, emu: Emulator, capsys: pytest.CaptureFixture[str]
+) -> None:
     """%sb_resubmit with a Listen and Send key of q (no Manage): the administration API refuses its
     count, so the DLQ is counted by scanning, which the output says with the refusal; the broker,
     read apart, has the two messages back in q and an empty DLQ."""
@@ -212,25 +217,23 @@ def test_listen_send_key_resubmits_counting_by_scan_and_says_so(ip: Any, emu: Em
         dead_letter(client, "q", 2, "bad")
     assert emu.broker.counts("q") == {"active": 1, "deferred": 0, "scheduled": 0, "dead_letter": 2}
     _app_key(ip, emu)
-    capsys.readouterr()
-    report = ip.run_line_magic("sb_resubmit", "q --yes")
-    out = capsys.readouterr().out
+    report, out = _printed(ip, capsys, "sb_resubmit", "q --yes")
     assert isinstance(report, Report) and report.counts == {"resubmitted": 2} and report.ok, report
     assert "(counting by scanning: the administration API said " in out and "'Manage' right" in out, out
     assert "Resubmit 2 message(s) from q/$deadletterqueue to q" in out and "SharedAccessKey=" not in out, out
     assert emu.broker.counts("q") == {"active": 3, "deferred": 0, "scheduled": 0, "dead_letter": 0}
 
 
-def test_a_namespace_listen_send_key_copies_counting_by_scan_and_says_so(ip: Any, emu: Emulator, capsys: Any) -> None:
+def test_a_namespace_listen_send_key_copies_counting_by_scan_and_says_so(
+    ip: Any, emu: Emulator, capsys: pytest.CaptureFixture[str]
+) -> None:
     """%sb_copy with a namespace Listen and Send key (no Manage): counted by scanning, said with the
     refusal, copied; the broker, read apart: the source untouched, the copies in the target."""
     with QuickCloseClient.from_connection_string(emu.connection_string) as client:
         send(client, "q", "m0", "m1", "m2")
     emu.add_policy("ns-app", ["Listen", "Send"])
     ip.run_line_magic("sb_connect", emu.policy_connection_string("ns-app"))
-    capsys.readouterr()
-    report = ip.run_line_magic("sb_copy", "q dl-target --yes")
-    out = capsys.readouterr().out
+    report, out = _printed(ip, capsys, "sb_copy", "q dl-target --yes")
     assert isinstance(report, Report) and report.counts == {"sent": 3} and report.ok, report
     assert "(counted by scanning: the administration API said " in out and "'Manage' right" in out, out
     assert "Copy 3 message(s) from q to dl-target" in out and "SharedAccessKey=" not in out, out

@@ -16,14 +16,14 @@ from sbnotebook import core
 from sbnotebook.core.signatures import mask, signature
 from sbnotebook.core.triage import OTHER, group_counts
 from sbnotebook.emulator import Emulator
+from tests import shell
 from tests.core.test_triage import dead_letter
 from tests.helpers import drain
-from tests.notebook import test_magics
 
 DLQ = "q/$deadletterqueue"
 
 
-ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
+ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 
 GUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)

@@ -13,10 +13,10 @@ from azure.servicebus import ServiceBusClient
 from sbnotebook import core
 from sbnotebook.core import RECORD_FIELDS
 from sbnotebook.emulator import Emulator
+from tests import shell
 from tests.helpers import interrupt_main_thread, python_sigint, send
-from tests.notebook import test_magics
 
-ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
+ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 
 def later(seconds: float, work: Any) -> threading.Thread:

@@ -15,14 +15,14 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics, completion
 from sbnotebook.notebook.magics.completion import Completer
+from tests import shell
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import wait_until
-from tests.notebook import test_magics
 
 QUEUES = ["dedup", "dl-fwd", "dl-target", "fwd-dst", "fwd-src", "once", "q", "short", "sq", "sq60", "tiny", "ttl-dl"]
 
 
-ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
+ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 
 def completions(ip: Any, text: str) -> list[str]:

@@ -17,12 +17,12 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics, copying
 from sbnotebook.notebook.widgets import SettlementPanel
+from tests import shell
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import HttpOnlyProxy, InterruptAtFirstProgress, drain, magic_fails, send, wait_until
-from tests.notebook import test_magics
-from tests.notebook.test_magics import answer, line
+from tests.shell import answer, line
 
-ip = test_magics.ip  # the shell: one real IPython shell per process
+ip = shell.ip  # the shell: one real IPython shell per process
 
 
 @pytest.fixture

@@ -15,11 +15,11 @@ from sbnotebook import core
 from sbnotebook.core import InvalidInputError, Report
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
+from tests import shell
 from tests.helpers import magic_fails
-from tests.notebook import test_magics
-from tests.notebook.test_magics import line
+from tests.shell import line
 
-ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
+ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 # What differs between a message and its imported copy by nature.
 ASSIGNED = {"message_id", "sequence_number", "enqueued_time", "entity"}

@@ -18,10 +18,10 @@ from nbclient.exceptions import CellExecutionError
 from sbnotebook.core import EntityNotFoundError, counts
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
+from tests import shell
 from tests.helpers import send
-from tests.notebook import test_magics
 
-ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
+ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 
 def failed_cell(ip: Any, source: str, capsys: pytest.CaptureFixture[str]) -> str:

@@ -25,7 +25,7 @@ from tests.helpers import (
     magic_fails,
     send,
 )
-from tests.notebook.test_magics import answer
+from tests.shell import answer
 
 LAST = "(the report above; it is also in sb_last_report)"
 

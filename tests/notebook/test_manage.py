@@ -14,11 +14,11 @@ from sbnotebook.core import EntityNotFoundError, InvalidInputError
 from sbnotebook.core.manage import duration
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
+from tests import shell
 from tests.helpers import drain, magic_fails, send
-from tests.notebook import test_magics
-from tests.notebook.test_magics import answer, line
+from tests.shell import answer, line
 
-ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
+ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 
 def test_durations() -> None:

@@ -13,6 +13,7 @@ from sbnotebook.core import Report
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
 from sbnotebook.notebook.magics.progress import Progress
+from tests import shell
 from tests.helpers import (
     fill_every_kind,
     lose_the_session_lock_after_two_deferred,
@@ -20,12 +21,11 @@ from tests.helpers import (
     one_active_three_deferred_in_session_d,
     send,
 )
-from tests.notebook import test_magics
-from tests.notebook.test_magics import answer, line
+from tests.shell import answer, line
 
 purge_module = importlib.import_module("sbnotebook.core.purge")  # core.purge is the function
 purge_magic = importlib.import_module("sbnotebook.notebook.magics.purge")
-ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
+ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 LAST = "(the report above; it is also in sb_last_report)"
 
 

@@ -12,11 +12,11 @@ from sbnotebook import core
 from sbnotebook.core import Report
 from sbnotebook.notebook.edits import MessageEdit, diff, parse_property
 from sbnotebook.notebook.magics import SbMagics
+from tests import shell
 from tests.helpers import magic_fails
-from tests.notebook import test_magics
-from tests.notebook.test_magics import answer, line
+from tests.shell import answer, line
 
-ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
+ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 
 def _dead_letter(client: ServiceBusClient) -> None:

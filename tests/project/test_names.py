@@ -23,11 +23,11 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import magics
 from sbnotebook.notebook.config import project_settings
 from sbnotebook.notebook.magics import SbMagics
+from tests import shell
 from tests.helpers import databricks_secret, send
-from tests.notebook import test_magics
-from tests.notebook.test_magics import line
+from tests.shell import line
 
-ip, sb = test_magics.ip, test_magics.sb  # the shell fixtures: a real IPython shell with the extension loaded
+ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOC = ROOT / "docs" / "names.md"

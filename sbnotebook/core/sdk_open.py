@@ -4,7 +4,9 @@
   and sleeps 50 ms after each False; here the AMQP client it creates reads frames until it is
   ready, with the entity's ``$management`` link attached in the same flight. On a loop with spare
   AMQP connections (``sdk_spares.py``), the new client is lent one here.
-- ``close_now``: a sender or receiver closed without waiting out its keep-alive's one-second sleep.
+- ``close_now``: a sender or receiver closed without waiting out its keep-alive's one-second sleep;
+  the AMQP client a handler makes here closes that way too when the SDK closes it itself (an open
+  that fails or is cancelled).
 - a session receiver refused a session this process gave back a moment ago tries again
   (``RELEASE_GRACE``): the SDK sends the detach without waiting for its answer.
 
@@ -61,6 +63,7 @@ def without_sleeps(handler: Any, *, management: bool = True) -> Any:
         amqp = handler._handler
         node = handler._mgmt_target.encode(handler._config.encoding) if management else None
         amqp.client_ready_async = _ready_without_sleeps(amqp, node)
+        amqp.close_async = _close_without_keep_alive(amqp)
         spares = spares_of_loop.get(asyncio.get_running_loop())
         if spares is not None:
             spares.lend(amqp, handler)
@@ -68,6 +71,26 @@ def without_sleeps(handler: Any, *, management: bool = True) -> Any:
     create_handler._sbnotebook_without_sleeps = True  # type: ignore[attr-defined]
     handler._create_handler = create_handler
     return handler
+
+
+def _close_without_keep_alive(amqp: Any) -> Callable[[], Awaitable[None]]:
+    """The AMQP client's own close, with its keep-alive task cancelled instead of waited out (it
+    sleeps in one-second steps). ``close_now`` does this for the kit's closes; this covers the SDK's
+    own: ``_open`` closes the client it made when the open fails or is cancelled. A scan cancels the
+    windows it launched ahead once it has found the end, and a window opening its link then took a
+    whole second to end: every scan of a 500-message queue took ~1 s whatever the latency."""
+    close = amqp.close_async
+
+    async def close_async() -> None:
+        keep_alive, amqp._keep_alive_thread = amqp._keep_alive_thread, None
+        try:
+            await close()
+        finally:
+            if keep_alive is not None:
+                keep_alive.cancel()
+                await asyncio.gather(keep_alive, return_exceptions=True)
+
+    return close_async
 
 
 def _ready_without_sleeps(amqp: Any, node: bytes | None) -> Callable[[], Awaitable[bool]]:

@@ -89,6 +89,35 @@ def test_kit_first_use_of_an_entity_and_a_session_receive_open_without_sleeps(em
     assert session < 0.35, session
 
 
+def test_an_open_cancelled_in_flight_cancels_its_keep_alive_instead_of_waiting_it_out(emulator: Emulator) -> None:
+    """A scan cancels the windows it launched ahead once it has found the end; a window opening its
+    link is then closed by the SDK's own ``_open`` clean-up, which awaited the AMQP client's
+    keep-alive task (one-second sleeps): every scan of a 500-message queue took ~1 s. The task must
+    be cancelled by the close, not end on its own after its sleep."""
+
+    async def go() -> tuple[bool, Any]:
+        async with _client(emulator) as client:
+            rcv = client.get_queue_receiver("q", prefetch_count=0)
+            opening = asyncio.ensure_future(open_without_sleeps(rcv))
+            while getattr(getattr(rcv, "_handler", None), "_keep_alive_thread", None) is None:
+                assert not opening.done()
+                await asyncio.sleep(0)
+            keep_alive = rcv._handler._keep_alive_thread
+            in_flight = not rcv._running  # the handshake is still under way (0.2 s a round trip)
+            opening.cancel()
+            await asyncio.gather(opening, return_exceptions=True)
+            await close_now(rcv)
+            return in_flight, keep_alive
+
+    emulator.latency = 0.2
+    try:
+        in_flight, keep_alive = asyncio.run(go())
+    finally:
+        emulator.latency = 0
+    assert in_flight
+    assert keep_alive.done() and keep_alive.cancelled()
+
+
 def test_open_errors_are_the_sdks_own(emulator: Emulator) -> None:
     async def go() -> None:
         async with _client(emulator) as client:

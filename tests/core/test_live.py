@@ -13,7 +13,7 @@ from sbnotebook import core
 from sbnotebook.core.live import LiveConnection
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import free_port, server_sockets
+from tests.processes import free_port, server_sockets
 
 
 def test_calls_reuse_the_same_connections(emulator: Emulator) -> None:

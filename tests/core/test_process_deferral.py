@@ -12,7 +12,8 @@ from azure.servicebus import ServiceBusClient
 from sbnotebook import core
 from sbnotebook.core import deferral
 from sbnotebook.emulator import Emulator
-from tests.helpers import drain, start_cli_emulator, wait_until
+from tests.helpers import drain, wait_until
+from tests.processes import start_cli_emulator
 
 
 def test_process_settles_by_outcome_after_the_work(emulator: Emulator, client: ServiceBusClient) -> None:

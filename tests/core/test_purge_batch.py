@@ -17,7 +17,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
-from tests.helpers import InterruptAtFirstProgress, rss_growth_during, run_and_kill, start_cli_emulator
+from tests.helpers import InterruptAtFirstProgress, rss_growth_during
+from tests.processes import run_and_kill, start_cli_emulator
 
 PARTITIONED: dict[str, Any] = {
     "UserConfig": {

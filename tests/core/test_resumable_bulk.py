@@ -17,7 +17,8 @@ from sbnotebook.core.jsonl import write_jsonl
 from sbnotebook.emulator import Emulator
 from tests.core import bulk
 from tests.core.bulk import TOPOLOGY
-from tests.helpers import InterruptAtFirstProgress, rss_growth_during, run_and_kill, start_cli_emulator, wait_until
+from tests.helpers import InterruptAtFirstProgress, rss_growth_during, wait_until
+from tests.processes import run_and_kill, start_cli_emulator
 
 emulator = bulk.emulator  # the fixture: an emulator serving bulk.TOPOLOGY
 

@@ -16,7 +16,8 @@ import pytest
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.core import bulk
-from tests.helpers import InterruptAtFirstProgress, run_and_kill, start_cli_emulator, wait_until
+from tests.helpers import InterruptAtFirstProgress, wait_until
+from tests.processes import run_and_kill, start_cli_emulator
 
 emulator = bulk.emulator  # the fixture: an emulator serving bulk.TOPOLOGY
 

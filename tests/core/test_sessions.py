@@ -12,7 +12,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.core import InvalidInputError, SessionLockedError
 from sbnotebook.emulator import Emulator
-from tests.helpers import server_sockets
+from tests.processes import server_sockets
 
 
 def _send(client: ServiceBusClient, entity: str, *pairs: tuple[str, str]) -> None:

@@ -21,7 +21,7 @@ from sbnotebook.core import sdk_spares
 from sbnotebook.core.live import CHECK_ENTITY, SPARE_CONNECTIONS
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import free_port, server_sockets
+from tests.processes import free_port, server_sockets
 
 
 def test_the_sdks_open_still_does_what_a_spare_stands_in_for() -> None:

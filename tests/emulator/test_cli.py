@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import QuickCloseClient, drain, free_port, run_cli_emulator, send, start_cli_emulator
+from tests.helpers import QuickCloseClient, drain, send
+from tests.processes import free_port, run_cli_emulator, start_cli_emulator
 
 CONN = re.compile(
     r"^Endpoint=sb://127\.0\.0\.1:(\d+);SharedAccessKeyName=RootManageSharedAccessKey;"

@@ -23,7 +23,8 @@ from sbnotebook.emulator import Emulator, snapshot
 from sbnotebook.emulator.model import MessageData, MessageState, StoredMessage
 from sbnotebook.emulator.rows import RowError
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, free_port, start_cli_emulator
+from tests.helpers import QuickCloseClient
+from tests.processes import free_port, start_cli_emulator
 
 
 def _state(client: ServiceBusClient, queue: str, **kwargs: Any) -> list[tuple[Any, ...]]:

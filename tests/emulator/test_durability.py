@@ -14,7 +14,8 @@ from azure.servicebus import ServiceBusMessage, ServiceBusMessageState, ServiceB
 
 from sbnotebook.emulator import Emulator, ManualClock
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, drain, free_port, start_cli_emulator
+from tests.helpers import QuickCloseClient, drain
+from tests.processes import free_port, start_cli_emulator
 
 
 def _start(data_dir: Path, port: int) -> tuple[subprocess.Popen[str], str]:

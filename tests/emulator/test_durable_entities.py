@@ -21,14 +21,8 @@ from azure.servicebus.management import SqlRuleAction, SqlRuleFilter
 from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import (
-    QuickCloseClient,
-    drain,
-    free_port,
-    run_cli_emulator,
-    start_cli_emulator,
-    subscription_with_one_rule,
-)
+from tests.helpers import QuickCloseClient, drain, subscription_with_one_rule
+from tests.processes import free_port, run_cli_emulator, start_cli_emulator
 
 pytestmark = pytest.mark.timeout(120)
 

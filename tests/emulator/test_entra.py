@@ -32,7 +32,8 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.emulator import Emulator
 from sbnotebook.emulator.entra import Principal
-from tests.helpers import run_cli_emulator, send, start_cli_emulator, tls_client_options
+from tests.helpers import send, tls_client_options
+from tests.processes import run_cli_emulator, start_cli_emulator
 
 SB_SCOPE = "https://servicebus.azure.net//.default"  # what the SDK asks for (double slash)
 OWNER = ("owner-app", "owner-secret", "Owner")

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.core.websockets import websocket_options
 from sbnotebook.emulator import Emulator
-from tests.helpers import QuickCloseClient, drain, send, start_cli_emulator
+from tests.helpers import QuickCloseClient, drain, send
+from tests.processes import start_cli_emulator
 
 pytestmark = pytest.mark.timeout(120)
 

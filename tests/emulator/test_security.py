@@ -20,7 +20,7 @@ from sbnotebook.core.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from sbnotebook.emulator.errors import EntityNotFound
 from sbnotebook.emulator.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, sign
-from tests.helpers import run_cli_emulator, start_cli_emulator
+from tests.processes import run_cli_emulator, start_cli_emulator
 
 KEY_NAME = DEFAULT_KEY_NAME
 

@@ -18,7 +18,8 @@ from azure.servicebus.exceptions import ServiceBusConnectionError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.emulator import Emulator
-from tests.helpers import TLS_ENDPOINTS, send, start_cli_emulator, tls_client_options
+from tests.helpers import TLS_ENDPOINTS, send, tls_client_options
+from tests.processes import start_cli_emulator
 
 
 @pytest.fixture(scope="module")

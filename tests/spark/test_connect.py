@@ -19,17 +19,8 @@ from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import (
-    QuickCloseClient,
-    counted_peeks,
-    drain,
-    free_port,
-    port_open,
-    send,
-    stop_process,
-    stream_to_parquet,
-    wait_for_server,
-)
+from tests.helpers import QuickCloseClient, counted_peeks, drain, send, stream_to_parquet
+from tests.processes import free_port, port_open, stop_process, wait_for_server
 from tests.spark import bodies_scenarios, snapshot_scenarios
 from tests.spark.helpers import logged
 

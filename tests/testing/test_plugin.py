@@ -19,7 +19,7 @@ import cryptography.hazmat.primitives.asymmetric.ec
 import cryptography.x509  # noqa: F401
 import pytest
 
-from tests.helpers import port_open
+from tests.processes import port_open
 from tests.testing.sessions import (
     HEAVY,
     KIT_LAYERS,

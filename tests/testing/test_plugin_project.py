@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers import port_open
+from tests.processes import port_open
 from tests.testing.sessions import USER_TESTS, plugin_extra_modules
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -29,7 +29,7 @@ import nbformat
 import pytest
 
 from sbnotebook.emulator import shared
-from tests.helpers import free_port, stop_process, wait_for_server
+from tests.processes import free_port, stop_process, wait_for_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api: Any

@@ -227,8 +227,9 @@ def test_every_magic_and_core_name_an_analyst_page_mentions_exists(page: str) ->
     assert not unknown_core, f"docs/{page}: not in sbnotebook.core.__all__: {unknown_core}"
 
 
-# Each panel's section in docs/widgets.md and the screenshots it shows: made by tests/widgets/test_browser.py's
-# shot() (grid form), so they are the real browser's, made again with SBNOTEBOOK_SCREENSHOTS=docs/images.
+# Each panel's section in docs/widgets.md and the screenshots it shows: made by tests/widgets/test_browser.py with
+# tests/widgets/lab_pages.py's shot() (grid form), so they are the real browser's, made again with
+# SBNOTEBOOK_SCREENSHOTS=docs/images.
 PANEL_SCREENSHOTS = {
     "MessageBrowser": ("Message browser", ["browser-panel.png"]),
     "TriagePanel": (
@@ -263,7 +264,9 @@ def panel_classes() -> set[str]:
 def test_every_panel_has_a_screenshot_the_browser_test_makes_and_the_docs_show() -> None:
     assert panel_classes() == set(PANEL_SCREENSHOTS)  # a new panel needs its screenshots here
     page = (ROOT / "docs" / "widgets.md").read_text(encoding="utf-8")
-    browser_test = (ROOT / "tests" / "widgets" / "test_browser.py").read_text(encoding="utf-8")
+    browser_test = "".join(  # the test and the page steps it takes (tests/widgets/lab_pages.py)
+        (ROOT / "tests" / "widgets" / name).read_text(encoding="utf-8") for name in ("test_browser.py", "lab_pages.py")
+    )
     sections = {text.split("\n", 1)[0]: text for text in page.split("\n## ")[1:]}
     for panel, (title, names) in PANEL_SCREENSHOTS.items():
         section = next(text for heading, text in sections.items() if heading.startswith(title))

@@ -10,23 +10,31 @@ resubmit: it ended when its receive got nothing within its wait); why the run di
 receiver held them then and gave them back, a slow delivery, ...) the broker does not say. Or the
 caller's reason when it knows one (its work on them failed). One note per reason says how many, and
 what to do.
+
+A session-enabled entity cannot be peeked without a session: what its purge left is counted by the
+administration API instead (``count_what_sessions_left``), and when that is refused the report says
+the purge is not confirmed complete.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections import Counter
 from collections.abc import Callable, Collection
 from typing import Any
 
+from .counts import counts
 from .entities import EntityPath
+from .errors import SbError, is_unauthorized
 from .live import LiveConnection
 from .messages import message_id
 from .outcome import Outcome, Report
 from .scan import ascan, message_state
 
 log = logging.getLogger("sbnotebook.core.leftovers")
+purge_log = logging.getLogger("sbnotebook.core.purge")  # the purge's logger: one place to turn its lines on
 
 ARRIVAL_MARGIN = dt.timedelta(seconds=2)  # enqueued this close before the operation began: arrived during it
 LOCKED_UNTIL = b"x-opt-locked-until"
@@ -113,3 +121,61 @@ async def account_for_what_is_left(
         log.info("%s of %s: %s", op, path, text)
     if kept:
         report.note(where + ", ".join(f"{n} {s}" for s, n in kept.items()) + f" message(s) {not_asked}")
+
+
+async def count_what_sessions_left(
+    conn: LiveConnection,
+    path: EntityPath,
+    report: Report,
+    active: bool,
+    deferred: bool,
+    scheduled: bool,
+    held: list[str],
+    failed: dict[str, str],
+) -> None:
+    """The end of a session-enabled entity's purge (a peek needs a session there): ask the
+    administration API what is still there. A session Service Bus does not list (nothing but
+    deferred or scheduled messages, no state) is not purged, nor is one another receiver holds
+    (``held``); each message left of a kind asked for gets a ``left`` outcome, the held sessions
+    named in its reason (the counts are the entity's: which session holds which is not known), as
+    are the sessions whose purge failed (``failed``: session id -> why). If nothing can be counted
+    after such a failure, an error of the report says so: the purge must not look complete.
+    Service Bus counts deferred messages as active, so with only one of the two asked for, the
+    active count is not split: a note says so. Without Manage rights nothing is counted: an error
+    of the report says so too (an unlisted session may hold messages), and ``ok`` is False."""
+    try:
+        left = await asyncio.to_thread(counts, path, connection=conn)
+    except SbError as exc:
+        purge_log.info("purge of %s: could not count what is left (%s)", path, exc)
+        for reason in failed.values():
+            report.error(f"{reason}; what it still holds was not counted")
+        # Unconfirmed is not complete: a session Service Bus does not list may still hold messages.
+        report.error(f"what is left in {path} was not counted, so the purge is not confirmed complete: {_why(exc)}")
+        return
+    found = left.active  # a dead-letter queue needs no session: it is scanned, never counted here
+    n = (found if active and deferred else 0) + (left.scheduled if scheduled else 0)
+    if active != deferred and found:
+        report.note(f"{found} active or deferred message(s) are still there (Service Bus counts the two together)")
+    if not n:
+        return
+    names = ", ".join(repr(s) for s in held)
+    in_held = f"in session(s) held by another receiver ({names}; purge again once it lets them go), " if held else ""
+    in_failed = f"in session(s) whose purge failed ({'; '.join(failed.values())}), " if failed else ""
+    reason = (
+        f"in {path}: {in_held}{in_failed}new arrivals, or in sessions Service Bus does not list (nothing but"
+        " deferred or scheduled messages, no session state): name those with session_ids"
+    )
+    for _ in range(n):  # counted by the broker, not named: one outcome each, so the total adds up
+        report.add(Outcome(None, None, "left", reason))
+    report.note(f"{n} left: {reason}")
+
+
+def _why(exc: SbError) -> str:
+    """Why what a session-enabled entity's purge left could not be counted, and what to do."""
+    if not is_unauthorized(exc):
+        return str(exc)
+    return (
+        "the administration API refused the key (counting needs the 'Manage' right), and Service Bus does not list"
+        " sessions holding nothing but deferred or scheduled messages, so those were not purged nor seen. Purge"
+        " with a key that has Manage, or name the sessions with session_ids (each is then checked through its lock)"
+    )

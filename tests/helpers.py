@@ -356,7 +356,11 @@ class HttpOnlyProxy:
             client.close()
             return
         self.forwarded += 1
-        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        except OSError:  # the emulator is down (a test stopped it): refused, as the network would
+            client.close()
+            return
         upstream.sendall(first)
         threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
         self._pump(client, upstream)

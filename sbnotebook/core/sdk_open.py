@@ -82,15 +82,23 @@ def _close_without_keep_alive(amqp: Any) -> Callable[[], Awaitable[None]]:
     close = amqp.close_async
 
     async def close_async() -> None:
-        keep_alive, amqp._keep_alive_thread = amqp._keep_alive_thread, None
-        try:
-            await close()
-        finally:
-            if keep_alive is not None:
-                keep_alive.cancel()
-                await asyncio.gather(keep_alive, return_exceptions=True)
+        await _closed_without_keep_alive(amqp, close)
 
     return close_async
+
+
+async def _closed_without_keep_alive(amqp: Any, close: Callable[[], Awaitable[None]]) -> None:
+    """Run ``close`` with the AMQP client's keep-alive task taken away first (the SDK's close awaits
+    it, and it sleeps in one-second steps), then cancel the task: all that wait was for."""
+    keep_alive = getattr(amqp, "_keep_alive_thread", None)
+    if keep_alive is not None:
+        amqp._keep_alive_thread = None
+    try:
+        await close()
+    finally:
+        if keep_alive is not None:
+            keep_alive.cancel()
+            await asyncio.gather(keep_alive, return_exceptions=True)
 
 
 def _ready_without_sleeps(amqp: Any, node: bytes | None) -> Callable[[], Awaitable[bool]]:
@@ -180,12 +188,4 @@ async def close_now(handler: Any) -> None:
     amqp: Any = getattr(handler, "_handler", None)
     if amqp is not None:
         _note_release(handler)  # a session receiver gives its session back with this close
-    keep_alive = getattr(amqp, "_keep_alive_thread", None)
-    if keep_alive is not None:
-        amqp._keep_alive_thread = None
-    try:
-        await handler.close()
-    finally:
-        if keep_alive is not None:
-            keep_alive.cancel()
-            await asyncio.gather(keep_alive, return_exceptions=True)
+    await _closed_without_keep_alive(amqp, handler.close)

@@ -29,7 +29,7 @@ import psutil
 from _common import cpu_seconds, endpoint, spawn
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from sbnotebook.core.websockets import websocket_options
+from sbnotebook.core.sdk.websockets import websocket_options
 
 TARGET_RATIO = 0.5
 FIRST_TARGET = 2.0

@@ -248,7 +248,7 @@ def report(n: int, latency_ms: float, t: dict[str, float]) -> list[str]:
 
 def measure_time_window(n: int, latency_ms: float) -> list[str]:
     from sbnotebook.core import EntityPath, resolve, snapshot
-    from sbnotebook.core.bounds import TimeWindow, time_bounds
+    from sbnotebook.core.operations.bounds import TimeWindow, time_bounds
     from sbnotebook.spark import reading
     from sbnotebook.spark.schema import arrow_schema
 

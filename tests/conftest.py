@@ -14,7 +14,7 @@ from azure.servicebus import ServiceBusClient
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.core import close_all
-from sbnotebook.core.admin import emulator_admin_client
+from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 
 from .helpers import QuickCloseClient, emulator_config

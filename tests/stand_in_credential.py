@@ -21,7 +21,7 @@ from typing import Any
 from azure.core.credentials import AccessToken
 
 from sbnotebook.emulator import DEFAULT_KEY_NAME
-from sbnotebook.emulator.sas import sign
+from sbnotebook.emulator.security.sas import sign
 
 KEY = "SBNOTEBOOK_TEST_CREDENTIAL_KEY"  # the signing key, in the environment of every process that signs in
 HOST = "SBNOTEBOOK_TEST_CREDENTIAL_HOST"  # the namespace's host name (default localhost)

@@ -12,7 +12,7 @@ from typing import Any
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
-from sbnotebook.core.admin import admin_client
+from sbnotebook.core.sdk.admin import admin_client
 
 QUEUE = "orders"
 SCAN_QUEUE = "results"
@@ -107,7 +107,7 @@ def sdk_own_receivers(client: ServiceBusClient, repeat: int) -> dict[str, float]
 
 def cold(cs: str, repeat: int) -> dict[str, float]:
     """First calls on an entity nothing has opened yet, on a live connection that has made one call
-    on another entity (its spare AMQP connections are open: core/sdk_spares.py SpareConnections); and the
+    on another entity (its spare AMQP connections are open: core/sdk/spares.py SpareConnections); and the
     same on a brand-new live connection (warm=False), which opens its own AMQP connection."""
 
     def first(call: Callable[[core.LiveConnection], Any], *, new_connection: bool = False) -> float:

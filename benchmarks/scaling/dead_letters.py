@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from sbnotebook import core
-from sbnotebook.core.resubmit import BATCH_SIZE, MAX_IN_FLIGHT
+from sbnotebook.core.incidents.resubmit import BATCH_SIZE, MAX_IN_FLIGHT
 
 from .steps import BODY, DLQ, EXPIRING, RETRY, SIGNED, Run
 

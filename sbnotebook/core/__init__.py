@@ -9,16 +9,22 @@ It imports nothing from IPython, ipywidgets, plotly or Spark.
 
 Every function also takes ``connection=`` as a connection string or ``Connection`` settings (or
 nothing: the documented resolution order); calls with the same settings share one live connection.
+
+Where things are (each sub-package opens with its own map):
+
+- ``connections/``: where Service Bus is, credentials, the live connection, its loop and link pools;
+- ``operations/``: peek, scan, receive and settle, defer, process, sessions, send, manage, counts;
+- ``incidents/``: purge, resubmit, copy, export and import, tail (whole entities, nothing lost);
+- ``views/``: the record schema, search, dead-letter signatures, triage;
+- ``sdk/``: the SDK seam, the only modules that import ``azure.*``;
+- here: ``entities.py`` (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one
+  result type), ``renames.py`` (old names for one release), ``timing.py``.
+
+The layers above import only from ``sbnotebook.core`` itself (``__all__``), never from these modules.
 """
 
-from . import deferral
-from .batch import LockedBatch
-from .bounds import BOUND_WINDOW, TimeWindow, WindowBounds, snapshot, time_bounds
-from .connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_connection_string, resolve
-from .copies import acopy_then_complete, copy_message, copy_then_complete
-from .copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
-from .counts import EntityCounts, counts, list_entities
-from .credentials import (
+from .connections.connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_connection_string, resolve
+from .connections.credentials import (
     CredentialRef,
     credential_of,
     is_credential_ref,
@@ -26,8 +32,12 @@ from .credentials import (
     parse_credential_ref,
     parse_secret_ref,
 )
+from .connections.live import LiveConnection
+from .connections.registry import ConnectionLike, close_all, connect
+from .connections.registry import live as live_connection
 from .entities import CONNECTION_NAME, DEAD_LETTER_QUEUE, EntityPath, split_address
 from .errors import (
+    SERVICE_ERRORS,
     ConfigurationError,
     EntityNameError,
     EntityNotFoundError,
@@ -45,9 +55,11 @@ from .errors import (
     redact,
     requires_sessions,
 )
-from .exporting import export_jsonl, export_resume_point
-from .importing import ImportProgress, import_jsonl, import_resume_point
-from .jsonl import (
+from .incidents.copies import acopy_then_complete, copy_message, copy_then_complete
+from .incidents.copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
+from .incidents.exporting import export_jsonl, export_resume_point
+from .incidents.importing import ImportProgress, import_jsonl, import_resume_point
+from .incidents.jsonl import (
     count_jsonl,
     from_json_record,
     iter_jsonl,
@@ -55,8 +67,14 @@ from .jsonl import (
     to_json_record,
     write_jsonl,
 )
-from .live import LiveConnection
-from .manage import (
+from .incidents.purge import apurge, purge
+from .incidents.resubmit import aresubmit, default_target, discard, resubmit
+from .incidents.tail import TAIL_INTERVAL, Tail, tail
+from .operations import deferral
+from .operations.batch import LockedBatch
+from .operations.bounds import BOUND_WINDOW, TimeWindow, WindowBounds, snapshot, time_bounds
+from .operations.counts import EntityCounts, counts, list_entities
+from .operations.manage import (
     RuleInfo,
     create_entity,
     create_rule,
@@ -67,18 +85,11 @@ from .manage import (
     list_rules,
     update_entity,
 )
-from .outcome import PROBLEMS, Outcome, Report
-from .peek import SEARCH_SCAN_LIMIT, PeekPage, peek
-from .pipeline import RetryPolicy
-from .process import DeadLetter, Done, Policy, Retry, Skip, Stop, process
-from .purge import apurge, purge
-from .receive import receive, receive_deferred
-from .records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record, utf8
-from .registry import ConnectionLike, close_all, connect
-from .registry import live as live_connection
-from .renames import deprecated
-from .resubmit import aresubmit, default_target, discard, resubmit
-from .scan import (
+from .operations.peek import SEARCH_SCAN_LIMIT, PeekPage, peek
+from .operations.pipeline import RetryPolicy
+from .operations.process import DeadLetter, Done, Policy, Retry, Skip, Stop, process
+from .operations.receive import receive, receive_deferred
+from .operations.scan import (
     PAGE_SIZE,
     ascan,
     peek_numbers,
@@ -88,9 +99,8 @@ from .scan import (
     sequence_numbers,
     sessions_refused,
 )
-from .search import compile_where, filter_records, json_columns
-from .send import acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
-from .sessions import (
+from .operations.send import acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
+from .operations.sessions import (
     SessionInfo,
     SessionStates,
     count_session_states,
@@ -99,11 +109,15 @@ from .sessions import (
     pretty_state,
     set_session_state,
 )
-from .signatures import mask, signature
-from .tail import TAIL_INTERVAL, Tail, tail
-from .triage import GROUP_FIELDS, GroupCounts, group_counts, group_value
-from .triage import NONE as GROUP_NONE
-from .triage import OTHER as GROUP_OTHER
+from .outcome import PROBLEMS, Outcome, Report
+from .renames import deprecated
+from .sdk.api import NEXT_AVAILABLE_SESSION
+from .views.records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record, utf8
+from .views.search import compile_where, filter_records, json_columns
+from .views.signatures import mask, signature
+from .views.triage import GROUP_FIELDS, GroupCounts, group_counts, group_value
+from .views.triage import NONE as GROUP_NONE
+from .views.triage import OTHER as GROUP_OTHER
 
 __all__ = [
     "BOUND_WINDOW",
@@ -116,10 +130,12 @@ __all__ = [
     "GROUP_FIELDS",
     "GROUP_NONE",
     "GROUP_OTHER",
+    "NEXT_AVAILABLE_SESSION",
     "PAGE_SIZE",
     "PROBLEMS",
     "RECORD_FIELDS",
     "SEARCH_SCAN_LIMIT",
+    "SERVICE_ERRORS",
     "TAIL_INTERVAL",
     "ConfigurationError",
     "Connection",

@@ -28,6 +28,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .sdk.api import (
+    AzureError,
+    MessageLockLostError,
+    ServiceBusCommunicationError,
+    ServiceBusConnectionError,
+    sdk_errors,
+)
+
 _SECRETS = [
     re.compile(r"(SharedAccessKey\s*=\s*)[^;\s]+", re.IGNORECASE),
     re.compile(r"(SharedAccessSignature\s*=\s*)[^;\s]+", re.IGNORECASE),
@@ -37,7 +45,7 @@ _TRACKING = re.compile(r"TrackingId:([0-9a-fA-F-]{8,})")
 _SESSION = re.compile(r"session '([^']*)'")
 _CONDITION = re.compile(r"Error condition:\s*([\w.:-]+?)\.?(?:\s|$)")
 # Service Bus's condition for a key or token refused an operation (a right it lacks); the
-# administration API's HTTP 401 is given the same condition (core/counts.py ``admin_error``).
+# administration API's HTTP 401 is given the same condition (core/operations/counts.py ``admin_error``).
 UNAUTHORIZED = "amqp:unauthorized-access"
 
 
@@ -191,20 +199,18 @@ def condition_of(exc: BaseException) -> str | None:
 def is_retryable(exc: BaseException) -> bool:
     """Could trying again help? Transient service and network failures: yes; bad input, auth,
     missing entities, size and quota: no."""
-    from azure.servicebus import exceptions as sb
-
     transient = (
-        sb.ServiceBusServerBusyError,
-        sb.OperationTimeoutError,
-        sb.ServiceBusConnectionError,
-        sb.ServiceBusCommunicationError,
-        sb.MessagingEntityDisabledError,
+        sdk_errors.ServiceBusServerBusyError,
+        sdk_errors.OperationTimeoutError,
+        sdk_errors.ServiceBusConnectionError,
+        sdk_errors.ServiceBusCommunicationError,
+        sdk_errors.MessagingEntityDisabledError,
     )
     if isinstance(exc, transient):
         return True
     if isinstance(exc, (TimeoutError, ConnectionError)):
         return True
-    if isinstance(exc, sb.ServiceBusError) and type(exc) is sb.ServiceBusError:
+    if isinstance(exc, sdk_errors.ServiceBusError) and type(exc) is sdk_errors.ServiceBusError:
         return bool(getattr(exc, "_retryable", False))
     return False
 
@@ -226,8 +232,6 @@ def _unwrap_bytes(text: str) -> str:
 
 def from_sdk(exc: BaseException, *, entity: str | None = None) -> SbError:
     """Translate an SDK exception into the kit's family (message redacted, tracking id kept)."""
-    from azure.servicebus import exceptions as sb
-
     where = f" ({entity})" if entity else ""
     text = _unwrap_bytes(str(exc).split(" Error condition:")[0])
     if isinstance(exc, ValueError) and "does not match the EntityPath" in text:
@@ -248,13 +252,13 @@ def from_sdk(exc: BaseException, *, entity: str | None = None) -> SbError:
         "condition": condition_of(exc),
         "retryable": is_retryable(exc),
     }
-    if isinstance(exc, sb.MessagingEntityNotFoundError):
+    if isinstance(exc, sdk_errors.MessagingEntityNotFoundError):
         return EntityNotFoundError(f"Entity not found{where}: {text}", **kwargs)
-    if isinstance(exc, sb.MessageSizeExceededError):
+    if isinstance(exc, sdk_errors.MessageSizeExceededError):
         return MessageTooLargeError(f"Message too large{where}: {text}", **kwargs)
-    if isinstance(exc, (sb.MessageLockLostError, sb.SessionLockLostError)):
+    if isinstance(exc, (sdk_errors.MessageLockLostError, sdk_errors.SessionLockLostError)):
         return LockLostError(f"Lock lost{where}: {text}", **kwargs)
-    if isinstance(exc, sb.SessionCannotBeLockedError):
+    if isinstance(exc, sdk_errors.SessionCannotBeLockedError):
         match = _SESSION.search(text)
         which = f"Session {match.group(1)!r}" if match else "The session"
         return SessionLockedError(
@@ -262,7 +266,7 @@ def from_sdk(exc: BaseException, *, entity: str | None = None) -> SbError:
             "(or its session lock expires).",
             **kwargs,
         )
-    if isinstance(exc, (sb.ServiceBusAuthenticationError, sb.ServiceBusAuthorizationError)):
+    if isinstance(exc, (sdk_errors.ServiceBusAuthenticationError, sdk_errors.ServiceBusAuthorizationError)):
         needed = role_needed(text, where)
         if needed is not None:
             return ConfigurationError(needed, **kwargs)
@@ -275,8 +279,6 @@ def from_sdk(exc: BaseException, *, entity: str | None = None) -> SbError:
 
 def is_connection_lost(exc: BaseException) -> bool:
     """Did the transport go away (restart, network), as opposed to the broker refusing something?"""
-    from azure.servicebus.exceptions import ServiceBusCommunicationError, ServiceBusConnectionError
-
     if isinstance(exc, (ServiceBusConnectionError, ServiceBusCommunicationError, ConnectionError)):
         return True
     if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
@@ -290,8 +292,6 @@ def is_connection_lost(exc: BaseException) -> bool:
 
 def is_lock_lost(exc: BaseException) -> bool:
     """A settlement or renewal failed because the message's lock is gone (expired or lost)."""
-    from azure.servicebus.exceptions import MessageLockLostError
-
     return isinstance(exc, (MessageLockLostError, LockLostError)) or "lock" in str(exc).lower()
 
 
@@ -319,3 +319,8 @@ def is_unauthorized(exc: BaseException) -> bool:
 def is_no_session_available(exc: BaseException) -> bool:
     """A receive for the next available session found none free with messages (it timed out)."""
     return "No session is available" in str(exc)
+
+
+# What a failed call to Service Bus can raise: the kit's errors, and the SDK's own where a layer
+# above calls the SDK through a core object (a batch's receiver, a panel's client).
+SERVICE_ERRORS: tuple[type[Exception], ...] = (SbError, AzureError)

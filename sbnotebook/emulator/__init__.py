@@ -3,11 +3,23 @@
 The official ``azure-servicebus`` SDK connects to it with
 ``UseDevelopmentEmulator=true`` exactly as it connects to Azure. This package
 imports nothing from the rest of sbnotebook.
+
+Where to change what (each sub-package opens with its own map; docs/emulator.md has the long form):
+
+- ``broker/``: the broker as a state machine (entities, messages, locks, sessions, settlement,
+  scheduling, the clock and what falls due, faults); ``rules/``: subscription filters and actions;
+- ``amqp/``: the AMQP face (links, ``$cbs``, ``$management``, delivery, dispositions, the codec);
+- ``net/``: the port (event loop, protocol detection, WebSockets, TLS relay);
+- ``admin/``: the administration API (ATOM over HTTP); ``security/``: SAS, Entra ID, TLS;
+- ``persistence/``: ``--data-dir`` (journal, snapshot);
+- here: ``server.py`` (``Emulator``, the in-process server), ``cli.py`` and ``shared.py`` (the command
+  line and the shared per-user emulator), ``topology.py`` (Microsoft's config format), ``errors.py``,
+  ``ports.py``.
 """
 
-from .broker import Broker
-from .clock import ManualClock, SystemClock
-from .sas import DEFAULT_KEY, DEFAULT_KEY_NAME
+from .broker.broker import Broker
+from .broker.clock import ManualClock, SystemClock
+from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME
 from .server import Emulator, connection_string
 from .topology import DEFAULT_TOPOLOGY, Topology, TopologyError, default_topology
 

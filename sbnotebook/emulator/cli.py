@@ -13,8 +13,8 @@ from pathlib import Path
 from types import FrameType
 
 from . import shared
-from .faults import FaultError
-from .sas import DEFAULT_KEY
+from .broker.faults import FaultError
+from .security.sas import DEFAULT_KEY
 from .server import Emulator, advertised_host, is_loopback
 from .topology import TopologyError
 

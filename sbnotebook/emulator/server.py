@@ -15,17 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from .admin import AdminServer
-from .amqp import BrokerHandler
-from .amqpterms import MAX_FRAME_SIZE, TICK_SECONDS
-from .clock import Clock
-from .durability import compact, compact_if_large, open_broker
-from .entra import AsyncEmulatorCredential, EmulatorCredential, Issuer, Principal, role_name
-from .journal import Journal
-from .loop import EventLoop
-from .sas import DEFAULT_KEY, DEFAULT_KEY_NAME, KeyRing, Policy, rights_of
-from .tls import ServerCertificate, local_ca
-from .tlsrelay import TlsRelay
+from .admin.api import AdminServer
+from .amqp.handler import BrokerHandler
+from .amqp.terms import MAX_FRAME_SIZE, TICK_SECONDS
+from .broker.clock import Clock
+from .net.loop import EventLoop
+from .net.tlsrelay import TlsRelay
+from .persistence.durability import compact, compact_if_large, open_broker
+from .persistence.journal import Journal
+from .security.entra import AsyncEmulatorCredential, EmulatorCredential, Issuer, Principal, role_name
+from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, KeyRing, Policy, rights_of
+from .security.tls import ServerCertificate, local_ca
 from .topology import Topology, default_topology
 
 log = logging.getLogger("sbnotebook.emulator")

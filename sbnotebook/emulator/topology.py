@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .entra import Principal
-from .sas import Policy, rights_of
+from .security.entra import Principal
+from .security.sas import Policy, rights_of
 
 # Service Bus defaults (Standard tier).
 DEFAULT_LOCK_DURATION = 60.0

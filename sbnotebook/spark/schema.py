@@ -1,4 +1,4 @@
-"""The record schema (sbnotebook/core/records.py) as Spark and Arrow types, and records -> Arrow batches.
+"""The record schema (sbnotebook/core/views/records.py) as Spark and Arrow types, and records -> Arrow batches.
 
 Columns are described by portable kinds (string, long, ...): one table maps a kind to its Spark SQL
 type and one to its Arrow type, for the record schema and for the write results (spark/writing.py).

@@ -8,12 +8,12 @@ itself, from its own environment or Databricks secret scope, and keeps it in mem
 - ``env:NAME``           the environment variable NAME of that process;
 - ``secret:SCOPE/KEY``   ``dbutils.secrets.get(SCOPE, KEY)`` where Databricks provides dbutils.
 
-(Their form is checked in core/credentials.py, which the notebook's ``%sb_connect --secret`` shares;
+(Their form is checked in core/connections/credentials.py, which the notebook's ``%sb_connect --secret`` shares;
 the old ``databricks:SCOPE/KEY`` is taken as ``secret:SCOPE/KEY`` until 0.3.0, with a warning.)
 
 Entra ID needs no secret at all: the ``fullyQualifiedNamespace`` option (DefaultAzureCredential on
-each process, see sbnotebook/core/connection.py), or with ``credentialRef`` a credential each process
-makes itself (sbnotebook/core/credentials.py): ``callable:package.module:function`` (the plug point)
+each process, see sbnotebook/core/connections/connection.py), or with ``credentialRef`` a credential each process
+makes itself (sbnotebook/core/connections/credentials.py): ``callable:package.module:function`` (the plug point)
 or ``service-credential:NAME`` (a Unity Catalog service credential: serverless has no environment
 variables).
 """
@@ -162,7 +162,7 @@ def _signed_in_connection(source: EntraRef) -> Connection:
         found = _signed_in.get(key)
     if found is None:
         # dbutils matters only in a notebook process (settle() runs there); workers use
-        # databricks.service_credentials (core/credentials.py).
+        # databricks.service_credentials (core/connections/credentials.py).
         made = credential_of(source.credential, dbutils=_dbutils())
         with _lock:
             found = _signed_in.setdefault(

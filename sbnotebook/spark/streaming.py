@@ -39,6 +39,7 @@ except ImportError:  # pyspark 4.0, and every Databricks LTS runtime today
 
 
 from ..core import (
+    NEXT_AVAILABLE_SESSION,
     LockedBatch,
     Report,
     SbError,
@@ -266,8 +267,6 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return []
 
     def _receive_one(self, wanted: int) -> LockedBatch | None:
-        from azure.servicebus import NEXT_AVAILABLE_SESSION
-
         o = self.options
         session: Any = NEXT_AVAILABLE_SESSION if o.session == ALL_SESSIONS else o.session
         try:

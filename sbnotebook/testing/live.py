@@ -229,7 +229,7 @@ class LiveNamespace:
     def admin_client(self, *, aio: bool = False, **kwargs: Any) -> Any:
         if self.connection_string is not None and self._emulator:
             # UseDevelopmentEmulator=true: plain HTTP, which the SDK's admin client never speaks itself
-            from sbnotebook.core.admin import emulator_admin_client
+            from sbnotebook.core.sdk.admin import emulator_admin_client
 
             return emulator_admin_client(self.connection_string, aio=aio, **kwargs)
         if aio:

@@ -174,7 +174,7 @@ def _emulator_admin_factory(namespace: Namespace, ca: str | None) -> Any:
 
     def make(*, aio: bool = False, **kwargs: Any) -> Any:
         if not ca:  # plain HTTP on the AMQP port; the SDK's admin client always speaks HTTPS
-            from sbnotebook.core.admin import emulator_admin_client
+            from sbnotebook.core.sdk.admin import emulator_admin_client
 
             return emulator_admin_client(conn, aio=aio, **kwargs)
         if aio:

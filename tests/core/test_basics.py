@@ -6,7 +6,7 @@ import pytest
 
 from sbnotebook import core
 from sbnotebook.core import ConfigurationError, EntityNameError, EntityPath, resolve
-from sbnotebook.core.connection import embedded
+from sbnotebook.core.connections.connection import embedded
 from tests.helpers import QuickCloseClient, refusal_test
 
 CONN = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=SuperSecret123="

@@ -1,4 +1,4 @@
-"""Packing messages into batches with one encoding each (``core/sdk_messages.py`` ``add_to_batch``).
+"""Packing messages into batches with one encoding each (``core/sdk/messages.py`` ``add_to_batch``).
 
 The SDK's ``ServiceBusMessageBatch.add_message`` encodes every message twice (to measure it, then
 to add it). ``add_to_batch`` repeats its steps with one encoding; these tests check that the batch
@@ -23,8 +23,8 @@ from azure.servicebus.amqp import AmqpAnnotatedMessage
 from azure.servicebus.exceptions import MessageSizeExceededError
 
 from sbnotebook import core
-from sbnotebook.core import sdk_messages
-from sbnotebook.core.sdk_messages import BATCH_ADD_SOURCE, BATCH_ENCODE_SOURCE, TRACE_SOURCE, add_to_batch
+from sbnotebook.core.sdk import messages as sdk_messages
+from sbnotebook.core.sdk.messages import BATCH_ADD_SOURCE, BATCH_ENCODE_SOURCE, TRACE_SOURCE, add_to_batch
 from sbnotebook.emulator import Emulator
 
 

@@ -14,9 +14,9 @@ from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
 from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
 
 from sbnotebook import core
-from sbnotebook.core.copies import DEAD_LETTER_PROPERTIES, ORIGINAL_ID, RESUBMIT_COUNT
-from sbnotebook.core.records import body_bytes
-from sbnotebook.core.sdk_messages import WRAP_SOURCE, amqp_properties
+from sbnotebook.core.incidents.copies import DEAD_LETTER_PROPERTIES, ORIGINAL_ID, RESUBMIT_COUNT
+from sbnotebook.core.sdk.messages import WRAP_SOURCE, amqp_properties
+from sbnotebook.core.views.records import body_bytes
 from sbnotebook.emulator import Emulator
 
 
@@ -164,7 +164,7 @@ def test_a_copy_encodes_as_the_public_constructor_would_make_it(emulator: Emulat
 def test_the_sdk_constructor_path_copies_rely_on_is_still_there() -> None:
     source = inspect.getsource(ServiceBusMessage.__init__)
     for line in WRAP_SOURCE:
-        assert line in source, f"ServiceBusMessage.__init__ no longer has {line!r}: see sbnotebook/core/sdk_messages.py"
+        assert line in source, f"ServiceBusMessage.__init__ no longer has {line!r}: see sbnotebook/core/sdk/messages.py"
 
 
 def test_copys_concurrency_keyword_says_once_that_it_does_nothing(
@@ -195,7 +195,7 @@ def test_a_failure_in_the_copys_reader_fails_the_copy_instead_of_leaving_it_wait
     """The reader that peeks ahead hands pages to the sender through a queue: a failure outside the
     peek itself (here the translation of the broker's refusal, made to fail as a bug in it would)
     ended the reader with nothing in the queue, and the copy waited for a page for ever."""
-    from sbnotebook.core import copying
+    from sbnotebook.core.incidents import copying
 
     def broken(*args: Any) -> None:
         raise RuntimeError("translating the refusal failed")

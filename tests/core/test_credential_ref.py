@@ -1,4 +1,4 @@
-"""Credential references (core/credentials.py): ``callable:package.module:function`` and
+"""Credential references (core/connections/credentials.py): ``callable:package.module:function`` and
 ``service-credential:NAME`` (a Unity Catalog service credential), made by the process that signs in, against
 the TLS emulator (the kit's Entra ID path: a namespace and a token credential, no key in any setting).
 The token comes from tests/stand_in_credential.py until the emulator issues Entra ID tokens.
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sbnotebook import core
-from sbnotebook.core import credentials
+from sbnotebook.core.connections import credentials
 from sbnotebook.core.errors import ConfigurationError
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension

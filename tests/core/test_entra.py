@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from sbnotebook import core
-from sbnotebook.core.connection import credential_options
+from sbnotebook.core.connections.connection import credential_options
 from sbnotebook.core.errors import ConfigurationError
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension

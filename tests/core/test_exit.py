@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from sbnotebook import core
-from sbnotebook.core.live import LiveConnection
+from sbnotebook.core.connections.live import LiveConnection
 from sbnotebook.emulator import Emulator
 
 pytestmark = pytest.mark.timeout(90)
@@ -51,7 +51,7 @@ def test_the_interpreter_exits_promptly_with_a_batch_still_open(emulator_kind: s
 
 _EXIT_ORDER = """
 from sbnotebook import core
-from sbnotebook.core.live import LiveConnection
+from sbnotebook.core.connections.live import LiveConnection
 from sbnotebook.emulator import Emulator
 
 def told(cls, name, what):

@@ -86,7 +86,7 @@ def test_a_batch_freed_while_the_loop_is_being_scheduled_on_does_not_deadlock(mo
     import asyncio
     import threading
 
-    from sbnotebook.core import loop as loop_module
+    from sbnotebook.core.connections import loop as loop_module
 
     lt = loop_module.LoopThread("sbnotebook-test-reentrant")
     assert lt.loop.is_running() or _wait_running(lt)

@@ -4,7 +4,7 @@ entity (``EntityPath``) with Listen or Send rights only, or a namespace policy w
 What the key allows works (broker state read directly); what it does not fails with one line
 naming the missing right (``ConfigurationError``, which the magics show as the cell's one-line
 failure). With an entity's key, the spares' token for the whole namespace is refused: logged once
-per connection, and every link puts its own token (``core/sdk_spares.py``).
+per connection, and every link puts its own token (``core/sdk/spares.py``).
 """
 
 from __future__ import annotations

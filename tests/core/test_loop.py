@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from sbnotebook.core.loop import stop_if_cancelled
+from sbnotebook.core.connections.loop import stop_if_cancelled
 
 
 async def test_a_cancellation_lost_inside_wait_for_still_stops_the_loop() -> None:

@@ -1,4 +1,4 @@
-"""Opening links without the SDK's sleeps (``core/sdk_open.py`` ``open_without_sleeps``).
+"""Opening links without the SDK's sleeps (``core/sdk/opening.py`` ``open_without_sleeps``).
 
 The SDK's open loop handles one frame, then sleeps 50 ms, about nine times per link: ~0.45 s on
 every first use of an entity, whatever the latency. These tests time opens against the embedded
@@ -18,7 +18,7 @@ from azure.servicebus.aio import ServiceBusClient
 from azure.servicebus.exceptions import MessagingEntityNotFoundError
 
 from sbnotebook import core
-from sbnotebook.core.sdk_open import POLLING_OPENS, close_now, open_without_sleeps, without_sleeps
+from sbnotebook.core.sdk.opening import POLLING_OPENS, close_now, open_without_sleeps, without_sleeps
 from sbnotebook.emulator import Emulator
 
 

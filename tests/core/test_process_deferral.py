@@ -10,7 +10,7 @@ import pytest
 from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
-from sbnotebook.core import deferral
+from sbnotebook.core.operations import deferral
 from sbnotebook.emulator import Emulator
 from tests.helpers import drain, wait_until
 from tests.processes import start_cli_emulator

@@ -1,4 +1,4 @@
-"""The record schema read straight from the AMQP sections (core/records.py ``to_record``) gives what
+"""The record schema read straight from the AMQP sections (core/views/records.py ``to_record``) gives what
 the SDK's own accessors give, for every kind of message a user meets."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage, ServiceBusReceiveMode
 from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
 
-from sbnotebook.core.records import RECORD_FIELDS, application_properties, body_bytes, body_text, to_record
+from sbnotebook.core.views.records import RECORD_FIELDS, application_properties, body_bytes, body_text, to_record
 
 
 def by_accessors(m: ServiceBusReceivedMessage, entity: str) -> dict[str, Any]:

@@ -12,14 +12,15 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 
 from sbnotebook import core
-from sbnotebook.core import EntityNameError, leftovers
+from sbnotebook.core import EntityNameError
+from sbnotebook.core.incidents import leftovers
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import lose_the_session_lock_after_two_deferred, one_active_three_deferred_in_session_d
 from tests.processes import free_port
 
-purge_module = importlib.import_module("sbnotebook.core.purge")  # core.purge is the function
-resubmit_module = importlib.import_module("sbnotebook.core.resubmit")  # core.resubmit is the function
+purge_module = importlib.import_module("sbnotebook.core.incidents.purge")  # core.purge is the function
+resubmit_module = importlib.import_module("sbnotebook.core.incidents.resubmit")  # core.resubmit is the function
 
 
 def _dead_letter_all(client: ServiceBusClient, queue: str, n: int, reason: str = "Bad") -> None:

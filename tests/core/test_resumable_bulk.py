@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from sbnotebook import core
-from sbnotebook.core.exporting import EXPORTING
-from sbnotebook.core.importing import IMPORTING
-from sbnotebook.core.jsonl import write_jsonl
+from sbnotebook.core.incidents.exporting import EXPORTING
+from sbnotebook.core.incidents.importing import IMPORTING
+from sbnotebook.core.incidents.jsonl import write_jsonl
 from sbnotebook.emulator import Emulator
 from tests.core import bulk
 from tests.core.bulk import TOPOLOGY

@@ -12,8 +12,8 @@ import asyncio
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
 from azure.servicebus.aio import ServiceBusClient as AsyncClient
 
-from sbnotebook.core.receive import fetch_batch
-from sbnotebook.core.sdk_receiver import delivery_tags_held, settle_by_tokens
+from sbnotebook.core.operations.receive import fetch_batch
+from sbnotebook.core.sdk.receiver import delivery_tags_held, settle_by_tokens
 from sbnotebook.emulator import Emulator
 
 N = 300

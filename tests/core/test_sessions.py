@@ -83,7 +83,7 @@ def test_a_session_scan_slower_than_the_lock_reads_every_page(
     conn = core.connect(emulator.connection_string)
     _send(client, "sq", *[("a", f"m{i}") for i in range(6)])
     seen: list[str] = []
-    with caplog.at_level("INFO", logger="sbnotebook.core.scan"):
+    with caplog.at_level("INFO", logger="sbnotebook.core.operations.scan"):
         for page in core.scan("sq", session_id="a", page_size=2, connection=conn):
             seen += [r["body_text"] for r in page]
             time.sleep(pause)

@@ -13,8 +13,8 @@ import pytest
 from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
-from sbnotebook.core.signatures import mask, signature
-from sbnotebook.core.triage import OTHER, group_counts
+from sbnotebook.core.views.signatures import mask, signature
+from sbnotebook.core.views.triage import OTHER, group_counts
 from sbnotebook.emulator import Emulator
 from tests import shell
 from tests.core.test_triage import dead_letter
@@ -199,7 +199,7 @@ def test_the_masking_table_in_docs_magics_md_is_what_mask_does() -> None:
 
 
 def test_texts_that_differ_only_in_digits_share_one_masking_but_a_kept_digit_is_not_shared() -> None:
-    from sbnotebook.core import signatures
+    from sbnotebook.core.views import signatures
 
     signatures._CACHE.clear()
     assert mask("Order 48213 failed after 312 ms") == "Order <NUM> failed after <NUM> ms"

@@ -1,4 +1,4 @@
-"""Spare AMQP connections (``core/sdk_spares.py`` ``SpareConnections``): a live connection keeps two
+"""Spare AMQP connections (``core/sdk/spares.py`` ``SpareConnections``): a live connection keeps two
 connections opened ahead of need, their session begun and CBS links attached, and the next SDK
 link opens on one of them, so a new entity costs the token, the attach and the call. Against the
 embedded emulator with the real SDK; round trips are counted in benchmarks/interactive_latency.py."""
@@ -17,8 +17,8 @@ import pytest
 from azure.servicebus._pyamqp.aio._client_async import AMQPClientAsync
 
 from sbnotebook import core
-from sbnotebook.core import sdk_spares
-from sbnotebook.core.live import CHECK_ENTITY, SPARE_CONNECTIONS
+from sbnotebook.core.connections.live import CHECK_ENTITY, SPARE_CONNECTIONS
+from sbnotebook.core.sdk import spares as sdk_spares
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
 from tests.processes import free_port, server_sockets

@@ -11,7 +11,7 @@ from azure.core.exceptions import ClientAuthenticationError, ResourceExistsError
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.management import CorrelationRuleFilter, ServiceBusAdministrationClient, SqlRuleFilter
 
-from sbnotebook.core.admin import emulator_admin_client
+from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.helpers import drain, send
 

@@ -128,8 +128,8 @@ async def test_a_drain_uses_up_the_credit_and_is_answered(emulator: Emulator) ->
     """Rule (AMQP drain, Azure/azure-amqp AmqpLink.ProcessFlow): on a flow with drain set, the
     broker advances its delivery count over the credit it has not used and answers with a flow;
     what it sent before that answer has arrived. The kit's receive-and-delete waits for that
-    answer (core/sdk_receiver.py drain_credit)."""
-    from sbnotebook.core.sdk_receiver import drain_credit
+    answer (core/sdk/receiver.py drain_credit)."""
+    from sbnotebook.core.sdk.receiver import drain_credit
 
     async with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
         # Receive-and-delete: the SDK buffers what arrives between receive calls (in peek-lock it

@@ -17,8 +17,8 @@ from azure.servicebus.aio import ServiceBusClient as AsyncClient
 from azure.servicebus.exceptions import ServiceBusError
 
 from sbnotebook.core.entities import EntityPath
-from sbnotebook.core.sdk_management import batch_delete, batch_delete_sync, management_handler
-from sbnotebook.core.sdk_open import close_now
+from sbnotebook.core.sdk.management import batch_delete, batch_delete_sync, management_handler
+from sbnotebook.core.sdk.opening import close_now
 from sbnotebook.emulator import Emulator
 from tests.helpers import send
 

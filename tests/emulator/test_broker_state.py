@@ -7,9 +7,9 @@ import uuid
 import pytest
 
 from sbnotebook.emulator import Broker, ManualClock, Topology
-from sbnotebook.emulator.entities import Source
+from sbnotebook.emulator.broker.entities import Source
+from sbnotebook.emulator.broker.model import MessageData, MessageState, StoredMessage
 from sbnotebook.emulator.errors import BadRequest, LockLost, MessageNotFound, MessageSizeExceeded
-from sbnotebook.emulator.model import MessageData, MessageState, StoredMessage
 
 TOPO = Topology.from_dict(
     {

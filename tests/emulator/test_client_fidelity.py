@@ -18,7 +18,7 @@ from azure.servicebus.management import (
     SqlRuleFilter,
 )
 
-from sbnotebook.core.admin import emulator_admin_client
+from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import drain, subscription_with_one_rule

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 
-from sbnotebook.emulator import Emulator, snapshot
-from sbnotebook.emulator.model import MessageData, MessageState, StoredMessage
-from sbnotebook.emulator.rows import RowError
+from sbnotebook.emulator import Emulator
+from sbnotebook.emulator.broker.model import MessageData, MessageState, StoredMessage
+from sbnotebook.emulator.persistence import snapshot
+from sbnotebook.emulator.persistence.rows import RowError
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import QuickCloseClient
 from tests.processes import free_port, start_cli_emulator

@@ -18,7 +18,7 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.servicebus import ServiceBusMessage
 from azure.servicebus.management import SqlRuleAction, SqlRuleFilter
 
-from sbnotebook.core.admin import emulator_admin_client
+from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import QuickCloseClient, drain, subscription_with_one_rule
@@ -145,9 +145,9 @@ def test_rows_are_json_and_amqp_not_pickle(tmp_path: Path) -> None:
 
 def test_stored_duplicate_history_is_pruned_after_its_window(tmp_path: Path) -> None:
     from sbnotebook.emulator import ManualClock, Topology
-    from sbnotebook.emulator.codec import decode_message
-    from sbnotebook.emulator.durability import open_broker
-    from sbnotebook.emulator.journal import Journal
+    from sbnotebook.emulator.amqp.codec import decode_message
+    from sbnotebook.emulator.persistence.durability import open_broker
+    from sbnotebook.emulator.persistence.journal import Journal
 
     clock = ManualClock()
     journal = Journal(tmp_path)

@@ -31,7 +31,7 @@ from azure.servicebus.exceptions import (
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.emulator import Emulator
-from sbnotebook.emulator.entra import Principal
+from sbnotebook.emulator.security.entra import Principal
 from tests.helpers import send, tls_client_options
 from tests.processes import run_cli_emulator, start_cli_emulator
 

@@ -183,7 +183,7 @@ def test_cli_fault_flags_are_checked() -> None:
 
 def test_latency_delays_the_administration_api_too() -> None:
     """Simulated distance applies to every reply on the AMQP port, HTTP (admin) ones included."""
-    from sbnotebook.core.admin import emulator_admin_client
+    from sbnotebook.core.sdk.admin import emulator_admin_client
 
     with Emulator(latency=0.3) as emu, emulator_admin_client(emu.connection_string) as admin:
         admin.get_queue_runtime_properties("orders")

@@ -172,7 +172,7 @@ def test_a_batch_whose_section_is_not_a_message_is_refused_not_merged() -> None:
     """Rule: batch unpacking never silently turns N messages into 1."""
     from proton import Data
 
-    from sbnotebook.emulator.codec import DecodeError, decode_transfer
+    from sbnotebook.emulator.amqp.codec import DecodeError, decode_transfer
 
     d = Data()
     d.put_described()

@@ -17,8 +17,8 @@ from azure.servicebus import ServiceBusReceiveMode as Mode
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sbnotebook.core.admin import emulator_admin_client
-from sbnotebook.core.websockets import websocket_options
+from sbnotebook.core.sdk.admin import emulator_admin_client
+from sbnotebook.core.sdk.websockets import websocket_options
 from sbnotebook.emulator import Emulator
 from tests.helpers import QuickCloseClient, drain, send
 from tests.processes import start_cli_emulator
@@ -139,7 +139,7 @@ def test_cli_with_data_dir_serves_admin_on_its_amqp_port(tmp_path: Path) -> None
 
 
 def test_async_admin_client_on_the_amqp_port(emulator: Emulator) -> None:
-    from sbnotebook.core.admin import emulator_admin_client
+    from sbnotebook.core.sdk.admin import emulator_admin_client
 
     async def run() -> list[str]:
         async with emulator_admin_client(emulator.connection_string, aio=True) as admin:
@@ -292,7 +292,7 @@ def test_without_wsproto_an_upgrade_gets_503_and_amqp_is_still_served(
     served as before."""
     assert emulator.port is not None
     monkeypatch.setitem(sys.modules, "wsproto", None)  # as if not installed
-    monkeypatch.delitem(sys.modules, "sbnotebook.emulator.websocket", raising=False)  # imported again
+    monkeypatch.delitem(sys.modules, "sbnotebook.emulator.net.websocket", raising=False)  # imported again
     with caplog.at_level(logging.ERROR, logger="sbnotebook.emulator"):
         with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as s:
             s.sendall(UPGRADE)

@@ -30,7 +30,7 @@ from azure.servicebus.exceptions import (
 )
 
 from sbnotebook.emulator import Emulator, Topology, TopologyError
-from sbnotebook.emulator.sas import KeyRing, Policy, TokenError, sign, validate
+from sbnotebook.emulator.security.sas import KeyRing, Policy, TokenError, sign, validate
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import send
 

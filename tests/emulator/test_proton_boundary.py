@@ -1,5 +1,5 @@
 """proton's private API, pinned as the SDK's is (tests/core/test_boundary.py): every name in
-``sbnotebook/emulator/protonprivate.py`` exists in the installed python-qpid-proton, and only the
+``sbnotebook/emulator/net/protonprivate.py`` exists in the installed python-qpid-proton, and only the
 modules listed there touch proton's private parts."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import proton
 
-from sbnotebook.emulator.protonprivate import MODULES, PRIVATE_NAMES
+from sbnotebook.emulator.net.protonprivate import MODULES, PRIVATE_NAMES
 from tests.project.test_structure import BOUNDARIES
 
 ROOT = Path(__file__).resolve().parents[2]

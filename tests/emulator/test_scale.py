@@ -11,10 +11,10 @@ from pathlib import Path
 from proton import Message
 
 from sbnotebook.emulator import Broker, ManualClock, Topology
-from sbnotebook.emulator.codec import decode_message, encode_stored
-from sbnotebook.emulator.durability import open_broker
-from sbnotebook.emulator.journal import Journal
-from sbnotebook.emulator.model import MessageData, MessageState
+from sbnotebook.emulator.amqp.codec import decode_message, encode_stored
+from sbnotebook.emulator.broker.model import MessageData, MessageState
+from sbnotebook.emulator.persistence.durability import open_broker
+from sbnotebook.emulator.persistence.journal import Journal
 
 TOPO = Topology.from_dict(
     {"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "q", "Properties": {"LockDuration": "PT10S"}}]}]}}
@@ -91,7 +91,7 @@ def test_rows_written_before_lazy_properties_still_load(tmp_path: Path) -> None:
     source.store.touch(second)
     journal.close()
     db = sqlite3.connect(tmp_path / "broker.sqlite3")
-    from sbnotebook.emulator.rows import encode_map
+    from sbnotebook.emulator.persistence.rows import encode_map
 
     for seq, sent, now in ((1, {"colour": "red"}, {"colour": "red"}), (2, {"colour": "blue"}, {"colour": "green"})):
         (meta_text,) = db.execute("SELECT meta FROM messages WHERE seq = ?", (seq,)).fetchone()

@@ -16,10 +16,10 @@ from azure.core.exceptions import ClientAuthenticationError
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusConnectionError
 
-from sbnotebook.core.admin import emulator_admin_client
+from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from sbnotebook.emulator.errors import EntityNotFound
-from sbnotebook.emulator.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, sign
+from sbnotebook.emulator.security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, sign
 from tests.processes import run_cli_emulator, start_cli_emulator
 
 KEY_NAME = DEFAULT_KEY_NAME

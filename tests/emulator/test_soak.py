@@ -12,7 +12,7 @@ from azure.servicebus import ServiceBusMessage
 from azure.servicebus.exceptions import MessageLockLostError
 
 from sbnotebook.emulator import Emulator
-from sbnotebook.emulator.model import MessageState
+from sbnotebook.emulator.broker.model import MessageState
 from tests.helpers import QuickCloseClient
 
 SOAK_TOPOLOGY = {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sbnotebook.emulator import DEFAULT_TOPOLOGY, Topology, TopologyError, default_topology
-from sbnotebook.emulator.sas import Grant, TokenError, covers, sign, validate
+from sbnotebook.emulator.security.sas import Grant, TokenError, covers, sign, validate
 from sbnotebook.emulator.topology import format_duration, parse_duration
 
 

@@ -137,7 +137,7 @@ def test_entity_changes_and_listings_refresh_the_names(ip: Any, sb: SbMagics, em
     assert completions(ip, "%sb_peek fr") == ["fresh"]
     # Made through the kit anywhere (code, a panel): listed again too.
     from sbnotebook.core import create_entity
-    from sbnotebook.core.admin import emulator_admin_client
+    from sbnotebook.core.sdk.admin import emulator_admin_client
 
     create_entity("by-code", kind="queue", connection=sb.conn())
     wait_until(lambda: completions(ip, "%sb_peek by-") == ["by-code"], timeout=10)

@@ -12,7 +12,7 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook.core import EntityNameError, Report, copy_resume_point, counts, split_address
-from sbnotebook.core.admin import emulator_admin_client
+from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics, copying

@@ -11,7 +11,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.core import EntityNotFoundError, InvalidInputError
-from sbnotebook.core.manage import duration
+from sbnotebook.core.operations.manage import duration
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
 from tests import shell

@@ -15,23 +15,23 @@ import sbnotebook.core
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "sbnotebook"
 
-# The SDK boundary modules (core/sdk.py lists them: sdk_receiver, sdk_open, sdk_management,
+# The SDK boundary modules (core/sdk/__init__.py lists them: sdk_receiver, sdk_open, sdk_management,
 # sdk_messages, sdk_spares) reach into the SDK's private API on purpose, each listing what it uses,
 # with a test that fails when the SDK changes (tests/core/test_boundary.py); the emulator's AMQP layer, its link
-# terms and its event loop do the same with proton's (sbnotebook/emulator/protonprivate.py lists the
+# terms and its event loop do the same with proton's (sbnotebook/emulator/net/protonprivate.py lists the
 # names, tests/emulator/test_proton_boundary.py checks them). Their reach-through into third-party
 # code is not checked here.
 BOUNDARIES = {
     "sbnotebook.core.sdk",
-    "sbnotebook.core.sdk_management",
-    "sbnotebook.core.sdk_messages",
-    "sbnotebook.core.sdk_open",
-    "sbnotebook.core.sdk_receiver",
-    "sbnotebook.core.sdk_spares",
-    "sbnotebook.emulator.amqp",
-    "sbnotebook.emulator.amqpdeliver",
-    "sbnotebook.emulator.amqpterms",
-    "sbnotebook.emulator.loop",
+    "sbnotebook.core.sdk.management",
+    "sbnotebook.core.sdk.messages",
+    "sbnotebook.core.sdk.opening",
+    "sbnotebook.core.sdk.receiver",
+    "sbnotebook.core.sdk.spares",
+    "sbnotebook.emulator.amqp.handler",
+    "sbnotebook.emulator.amqp.deliver",
+    "sbnotebook.emulator.amqp.terms",
+    "sbnotebook.emulator.net.loop",
 }
 DUNDER_PROTOCOLS = {"_repr_html_", "_repr_mimebundle_", "_ipython_display_"}
 
@@ -162,6 +162,70 @@ def outside_core_surface(root: Path, public: set[str]) -> list[str]:
     return sorted(found)
 
 
+def runtime_imports_of(path: Path, prefix: str) -> bool:
+    """Does the module import ``prefix`` (``azure``) when it runs? Imports under ``if TYPE_CHECKING``
+    are for the type checker only and do not count."""
+
+    def visit(node: ast.AST) -> bool:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                if any(visit(n) for n in child.orelse):
+                    return True
+                continue
+            if isinstance(child, ast.Import) and any(a.name.split(".")[0] == prefix for a in child.names):
+                return True
+            if isinstance(child, ast.ImportFrom) and not child.level and (child.module or "").split(".")[0] == prefix:
+                return True
+            if visit(child):
+                return True
+        return False
+
+    return visit(ast.parse(path.read_text(encoding="utf-8")))
+
+
+def sdk_importers(root: Path) -> list[str]:
+    """The package's modules that import ``azure.*`` at run time."""
+    return sorted(name for name, path in modules(root).items() if runtime_imports_of(path, "azure"))
+
+
+def layout(root: Path, package: str) -> tuple[list[str], list[str]]:
+    """A package's modules directly in its folder, and its sub-packages."""
+    folder = root / Path(*package.split("."))
+    flat = sorted(p.stem for p in folder.glob("*.py"))
+    subpackages = sorted(p.parent.name for p in folder.glob("*/__init__.py"))
+    return flat, subpackages
+
+
+def long_functions(root: Path, limit: int) -> list[str]:
+    """Functions (docstring included) longer than ``limit`` lines."""
+    found = []
+    for name, path in modules(root).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > limit:
+                    found.append(f"{name}.{node.name}: {length} lines")
+    return sorted(found)
+
+
+def test_core_and_the_emulator_are_folders_of_parts() -> None:
+    # A newcomer sees the parts from the folders: a few modules flat, the rest by concern or layer.
+    for package in (f"{PACKAGE}.core", f"{PACKAGE}.emulator"):
+        flat, subpackages = layout(ROOT, package)
+        assert len(subpackages) >= 3, f"{package}: {subpackages}"
+        assert len(flat) <= 12, f"{package} has {len(flat)} modules directly in its folder: {flat}"
+
+
+def test_only_the_sdk_seam_imports_the_sdk() -> None:
+    # One seam where an SDK upgrade lands (core/sdk/); the layers above take SDK names from core.
+    importers = sdk_importers(ROOT)
+    core = [m for m in importers if m.startswith(f"{PACKAGE}.core.")]
+    assert core and all(m.startswith(f"{PACKAGE}.core.sdk.") for m in core), core
+    assert len(core) <= 8, core
+    upper = [m for m in importers if m.startswith((f"{PACKAGE}.notebook", f"{PACKAGE}.spark"))]
+    assert upper == []
+
+
 def test_no_import_circles() -> None:
     assert circles(import_graph(ROOT)) == []
 
@@ -204,3 +268,23 @@ def test_the_structure_checks_can_fail(tmp_path: Path) -> None:
         "sbnotebook.spark.s:5 uses ._pool",
     ]
     assert outside_core_surface(root, {"ok"}) == ["sbnotebook.spark.s imports sbnotebook.core.a.ok"]
+
+
+def test_the_seam_layout_and_length_checks_can_fail(tmp_path: Path) -> None:
+    long_body = "".join(f"    x{i} = {i}\n" for i in range(80))
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "core/__init__.py": "",
+            "core/a.py": "def f():\n    from azure.servicebus import X\n    return X\n",
+            "core/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import azure.core\n",
+            "core/sdk/__init__.py": "",
+            "core/sdk/api.py": "import azure.servicebus\n",
+            "spark/__init__.py": "",
+            "spark/s.py": f"def g():\n{long_body}",
+        },
+    )
+    assert sdk_importers(root) == ["sbnotebook.core.a", "sbnotebook.core.sdk.api"]
+    assert layout(root, "sbnotebook.core") == (["__init__", "a", "b"], ["sdk"])
+    assert long_functions(root, 80) == ["sbnotebook.spark.s.g: 81 lines"]

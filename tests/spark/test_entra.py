@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sbnotebook import core
-from sbnotebook.core.connection import from_namespace
+from sbnotebook.core.connections.connection import from_namespace
 from sbnotebook.emulator import Emulator
 
 pytestmark = pytest.mark.slow

@@ -346,7 +346,7 @@ def test_to_spark_and_back(sp: Any, client: ServiceBusClient, emulator: Emulator
 def test_settle_without_a_known_connection_is_an_error_not_a_new_emulator(
     sp: Any, emulator: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sbnotebook.core.connection import embedded
+    from sbnotebook.core.connections.connection import embedded
     from sbnotebook.spark import registered
 
     df = sp.createDataFrame([("q", 1)], "entity string, sequence_number long")

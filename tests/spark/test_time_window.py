@@ -1,5 +1,5 @@
 """Time-bounded peek reads (``enqueuedAfter`` / ``enqueuedBefore``, sbnotebook/spark/reading.py and
-core/bounds.py): the sequence numbers holding the window are found by bisection at planning, and the
+core/operations/bounds.py): the sequence numbers holding the window are found by bisection at planning, and the
 read returns exactly the messages whose enqueued time is in the window, scheduled ones included.
 Planner and partitions run in this process (no JVM) against the emulator with the real SDK; the
 expected sets come from an independent peek of the whole entity."""
@@ -15,7 +15,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.core import Connection, EntityPath, resolve
-from sbnotebook.core.bounds import TimeWindow
+from sbnotebook.core.operations.bounds import TimeWindow
 from sbnotebook.emulator import Emulator
 from tests.helpers import counted_peeks, send
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from azure.servicebus import ServiceBusMessage
 
-from sbnotebook.core.admin import emulator_admin_client
+from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator, Topology
 from sbnotebook.testing.live import create_entities, delete_entities, unique_names
 from tests.helpers import QuickCloseClient

@@ -29,11 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from azure.core.exceptions import AzureError
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ...core import Report, SbError, deprecated, is_message_not_found, redact, requires_sessions
+from ...core import SERVICE_ERRORS, Report, SbError, deprecated, is_message_not_found, redact, requires_sessions
 from .progress import errors_of
 from .targets import bound_entity, label_report, named_in
 
@@ -110,7 +109,7 @@ def _counts(report: Report) -> str:
 
 
 # What a command turns into one line; anything else is a bug and keeps its traceback.
-ONE_LINE_ERRORS = (SbError, UsageError, Declined, AzureError, OSError)
+ONE_LINE_ERRORS = (*SERVICE_ERRORS, UsageError, Declined, OSError)
 
 
 class Parser(argparse.ArgumentParser):

@@ -1,5 +1,5 @@
 """%sb_entities: list the namespace's entities with their counts, and create, update or delete queues,
-topics, subscriptions and rules (the administration API, through sbnotebook.core.manage)."""
+topics, subscriptions and rules (the administration API, through sbnotebook.core.operations.manage)."""
 
 from __future__ import annotations
 

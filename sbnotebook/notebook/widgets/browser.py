@@ -167,7 +167,7 @@ class MessageBrowser(GridSelection, W.VBox):
             self.search(self.search_box.value)
 
     def search(self, expression: str | None) -> None:
-        """Filter on properties and body fields (see sbnotebook.core.search); '' clears the search."""
+        """Filter on properties and body fields (see sbnotebook.core.views.search); '' clears the search."""
         expression = (expression or "").strip() or None
         if expression is not None:
             core.compile_where(expression)  # bad syntax fails here, before any peek

@@ -1,0 +1,262 @@
+"""Where Service Bus is, resolved in a fixed order:
+
+1. an explicit argument (a connection string, or ``namespace=`` for Entra ID);
+2. ``SERVICEBUS_CONNECTION_STRING``;
+3. ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE`` with ``DefaultAzureCredential``;
+4. otherwise the shared embedded emulator: one detached, durable emulator process per user and
+   machine, started by the first kernel that needs it and found by every later one, so notebooks
+   see each other's messages and keep them across kernel restarts (``sbnotebook.emulator.shared``:
+   data and key in ``~/.sbnotebook/emulator/``, or ``$SBNOTEBOOK_HOME/emulator/``).
+
+The key never appears in a repr, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from ...about import install
+from ..errors import ConfigurationError, redact
+from ..sdk.api import TransportType, default_azure_credential
+
+_log = logging.getLogger("sbnotebook.connection")
+ENV_CONNECTION_STRING = "SERVICEBUS_CONNECTION_STRING"
+ENV_NAMESPACE = "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"
+Kind = Literal["connection-string", "entra-id", "emulator"]
+
+
+def parse_connection_string(text: str) -> dict[str, str]:
+    """Keys lower-cased; values as given. Errors name the problem, never the key."""
+    if not isinstance(text, str) or "=" not in text:
+        raise ConfigurationError(
+            "That is not a Service Bus connection string "
+            "(expected 'Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...')."
+        )
+    fields: dict[str, str] = {}
+    for part in text.strip().strip(";").split(";"):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ConfigurationError(f"Malformed connection string segment {redact(part)!r}: expected Key=Value.")
+        fields[key.strip().lower()] = value.strip()
+    if "endpoint" not in fields:
+        raise ConfigurationError("The connection string has no Endpoint=sb://<namespace>.")
+    if not urllib.parse.urlsplit(fields["endpoint"]).hostname:
+        raise ConfigurationError(f"The Endpoint {fields['endpoint']!r} has no host name.")
+    has_key = "sharedaccesskeyname" in fields and "sharedaccesskey" in fields
+    if not has_key and "sharedaccesssignature" not in fields:
+        raise ConfigurationError(
+            "The connection string needs SharedAccessKeyName and SharedAccessKey (or a SharedAccessSignature)."
+        )
+    return fields
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Resolved connection settings. Create clients from it; print it safely."""
+
+    kind: Kind
+    namespace: str  # host[:port]
+    entity_path: str | None = None
+    _connection_string: str | None = field(default=None, repr=False, compare=False)
+    home: str | None = None  # the shared emulator's directory (see sbnotebook.emulator.shared)
+    credential: Any = field(default=None, repr=False, compare=False)  # Entra ID; None: DefaultAzureCredential
+    websockets: bool = False  # AMQP over WebSockets (port 443, or the namespace's own port): core/sdk/websockets.py
+
+    def __repr__(self) -> str:
+        over = ", websockets=True" if self.websockets else ""
+        return f"Connection(kind={self.kind!r}, namespace={self.namespace!r}{over})"
+
+    def __str__(self) -> str:
+        over = ", over WebSockets" if self.websockets else ""
+        if self.home is not None:
+            return (
+                f"{self.namespace} (the embedded emulator shared by your notebooks{over}; messages kept in "
+                f"{self.home}; stop or empty it: sbnotebook emulator --stop / --reset)"
+            )
+        where = "embedded emulator" if self.kind == "emulator" else self.kind
+        return f"{self.namespace} ({where}{over})"
+
+    @property
+    def is_emulator(self) -> bool:
+        return self.kind == "emulator"  # from_connection_string sets it from UseDevelopmentEmulator=true
+
+    @property
+    def connection_string(self) -> str | None:
+        """The secret itself: hand it to an SDK client, never to a log or a display."""
+        return self._connection_string
+
+
+# Entra ID's public clouds: azure-identity validates any other authority host by asking
+# login.microsoftonline.com ("instance discovery") unless told not to.
+MICROSOFT_AUTHORITY_HOSTS = frozenset(
+    {"login.microsoftonline.com", "login.chinacloudapi.cn", "login.microsoftonline.us", "login.microsoftonline.de"}
+)
+
+
+def credential_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What the kit gives DefaultAzureCredential: the CA bundle it trusts (trust.py) for the token
+    requests too, and, for an ``AZURE_AUTHORITY_HOST`` that is not a Microsoft cloud (a sovereign
+    or private authority, the TLS emulator), ``disable_instance_discovery`` (else azure-identity
+    asks login.microsoftonline.com about that host, which fails offline and for private hosts)."""
+    from .trust import ca_bundle
+
+    env = os.environ if env is None else env
+    options: dict[str, Any] = {}
+    bundle = ca_bundle(env)
+    if bundle is not None:
+        options["connection_verify"] = bundle
+    authority = env.get("AZURE_AUTHORITY_HOST", "")
+    if authority:
+        host = urllib.parse.urlsplit(authority if "://" in authority else f"https://{authority}").hostname or ""
+        if host.lower() not in MICROSOFT_AUTHORITY_HOSTS:
+            _log.info("AZURE_AUTHORITY_HOST %s is not a Microsoft cloud: instance discovery disabled", host)
+            options["disable_instance_discovery"] = True
+    return options
+
+
+def credential(*, aio: bool = False) -> Any:
+    """DefaultAzureCredential (Entra ID), sync or async, with ``credential_options()``."""
+    try:
+        return default_azure_credential(aio=aio, **credential_options())
+    except ImportError:
+        raise ConfigurationError(
+            f"Connecting with Entra ID needs azure-identity: {install().pip_install('notebook')}."
+        ) from None
+
+
+def from_connection_string(text: str) -> Connection:
+    fields = parse_connection_string(text)
+    host = urllib.parse.urlsplit(fields["endpoint"]).netloc
+    kind: Kind = "emulator" if fields.get("usedevelopmentemulator", "").lower() == "true" else "connection-string"
+    # TransportType=AmqpWebSockets: the .NET SDK's setting (the Python SDK does not read it; the kit does).
+    websockets = fields.get("transporttype", "").lower() == "amqpwebsockets"
+    return Connection(kind, host, fields.get("entitypath"), text.strip(), websockets=websockets)
+
+
+def explicit_port(namespace: str, *, tls: bool) -> dict[str, Any]:
+    """SDK options that make it dial the port in ``host:port``: with TLS and no custom endpoint the SDK
+    dials 5671 whatever port it is given. Empty for a bare host name (Azure's own ports)."""
+    if tls and urllib.parse.urlsplit(f"//{namespace}").port is not None:
+        return {"custom_endpoint_address": f"sb://{namespace}", "transport_type": TransportType.Amqp}
+    return {}
+
+
+def async_credential(given: Any = None) -> Any:
+    """An async token credential for the async SDK client: ``given`` as it is if async, wrapped if
+    sync (its get_token runs on a worker thread), else DefaultAzureCredential."""
+    if given is None:
+        return credential(aio=True)
+    import inspect
+
+    if inspect.iscoroutinefunction(getattr(given, "get_token", None)):
+        return given
+    return _AsyncFromSync(given)
+
+
+class _AsyncFromSync:
+    """A sync ``TokenCredential`` seen as an ``AsyncTokenCredential``."""
+
+    def __init__(self, sync: Any) -> None:
+        self._sync = sync
+
+    def __repr__(self) -> str:
+        return f"<async {type(self._sync).__name__}>"
+
+    async def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        import asyncio
+
+        return await asyncio.to_thread(self._sync.get_token, *scopes, **kwargs)
+
+    async def close(self) -> None:
+        """Nothing to release: the sync credential is the caller's, theirs to close."""
+
+    async def __aenter__(self) -> _AsyncFromSync:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()  # as azure-identity's credentials do
+
+
+def from_namespace(namespace: str, credential: Any = None) -> Connection:
+    host = namespace.strip()
+    if "://" in host:
+        host = urllib.parse.urlsplit(host).netloc
+    host = host.strip("/")
+    if not host or " " in host:
+        raise ConfigurationError(
+            f"{namespace!r} is not a namespace host name such as 'contoso.servicebus.windows.net'."
+        )
+    return Connection("entra-id", host, credential=credential)
+
+
+class _EmbeddedEmulator:
+    """The shared emulator as this process found it: checked on each use and started if it is gone
+    (it outlives the process on purpose; ``sbnotebook emulator --stop`` stops it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: Any = None
+
+    def connection(self) -> Connection:
+        from ...emulator import DEFAULT_KEY_NAME, connection_string, shared
+
+        with self._lock:
+            self._running = shared.ensure()
+            run = self._running
+        text = connection_string(run.host, run.port, DEFAULT_KEY_NAME, run.key)
+        return Connection("emulator", f"{run.host}:{run.port}", None, text, home=str(run.directory))
+
+    @property
+    def running(self) -> Any:
+        """The shared emulator this process has used (host, port, pid), or None."""
+        return self._running
+
+
+embedded = _EmbeddedEmulator()
+
+
+def resolve(
+    connection: str | Connection | None = None,
+    *,
+    namespace: str | None = None,
+    credential: Any = None,
+    websockets: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> Connection:
+    """Resolve where Service Bus is, in the documented order; ``websockets``: dial AMQP over
+    WebSockets (port 443) instead of AMQP (5671), for networks that allow only HTTPS out."""
+    found = _resolve(connection, namespace=namespace, credential=credential, env=env)
+    return replace(found, websockets=True) if websockets and not found.websockets else found
+
+
+def _resolve(
+    connection: str | Connection | None, *, namespace: str | None, credential: Any, env: Mapping[str, str] | None
+) -> Connection:
+    if credential is not None and namespace is None:
+        raise ConfigurationError("A credential goes with namespace= (a connection string carries its own key).")
+    if isinstance(credential, str):  # a credential reference (core/connections/credentials.py), made in this process
+        from .credentials import credential_of, parse_credential_ref
+
+        credential = credential_of(parse_credential_ref(credential))
+    if isinstance(connection, Connection):
+        return connection
+    if connection is not None and namespace is not None:
+        raise ConfigurationError("Give a connection string or a namespace, not both.")
+    if connection is not None:
+        return from_connection_string(connection)
+    if namespace is not None:
+        return from_namespace(namespace, credential)
+    env = os.environ if env is None else env
+    if env.get(ENV_CONNECTION_STRING):
+        return from_connection_string(env[ENV_CONNECTION_STRING])
+    if env.get(ENV_NAMESPACE):
+        return from_namespace(env[ENV_NAMESPACE])
+    return embedded.connection()

@@ -1,0 +1,347 @@
+"""Copying messages from one entity to a queue or topic, in the same namespace or another, by
+peeking: nothing is locked, no delivery is counted, the source is left as it was.
+
+The source is peeked page by page on the source's live connection; each message becomes a faithful
+copy (``copies.copy_message(resubmission=False)``: body bytes, every property, the dead-letter
+reason and description kept, time to live, a scheduled time still ahead) and goes through the one
+send pipeline (``pipeline.send_all``: batches, at most ``max_in_flight`` sends, retries, one outcome
+per message) on the target's connection.
+
+Never more than one page in memory: at most ``HELD`` (``PAGE_SIZE``) source messages are in memory
+at once, counted from the moment a peek's answer brings them until the target confirmed (or refused)
+each copy (or the copy skipped it). Peeks ask for half a page (``PEEK``), one at a time, each as soon
+as what is held leaves room for its whole answer, so the next half page is on its way while the one
+before is copied and sent. The copies go out in batches of ``SEND_EVERY`` as a page is read, and the
+rest at its end (``pipeline.FLUSH``). ``report.stats["peak_held"]`` is the most that were in memory.
+
+Resumable, as an import is: a :class:`CopyProgress` records the source sequence numbers copied,
+kept on disk while the copy is not complete. Interrupted, or the kernel restarted, the same call
+copies only what is left. A copy's fresh message id is derived from the record's seed and the
+source sequence number, so copies in flight at a kill, sent again, carry the same ids (a target with
+duplicate detection drops them; without it they are duplicated, as for an import). A copy that
+completed removes its record: the same call then copies everything again.
+
+The seam: the record's file, key and contents (and when it is set aside) are ``copy_progress``'s;
+this module has the copy, and which record a copy's arguments name (``copy_record``,
+``copy_resume_point``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import uuid
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from ..connections.live import LiveConnection
+from ..connections.registry import ConnectionLike, live
+from ..connections.syncforms import sync_form
+from ..entities import EntityPath
+from ..errors import InvalidInputError, SbError, from_sdk
+from ..operations.pipeline import FLUSH, RetryPolicy, send_all
+from ..operations.scan import PAGE_SIZE, apeek_once, sessions_refused
+from ..outcome import Outcome, Report
+from ..renames import no_effect, renamed
+from ..views.records import to_record
+from .copies import copy_message
+from .copy_progress import CopyProgress, Record, created_times, load, record_key, record_path
+from .resumable import LineTracker
+
+log = logging.getLogger(__name__)
+
+HELD = PAGE_SIZE  # source messages a copy holds in memory at most: peeked, not yet confirmed copied
+# Each peek asks for half a page, as soon as what is held leaves room for its answer: the next half
+# is on its way while the one before is copied and sent, and what is in memory stays within a page.
+# Any size is near the bound a page sets (docs/benchmarks.md): 5,000 messages at 80 ms in 4.2-4.3 s,
+# whole pages 4.3-4.5 s; peeks of whatever room there was once a fifth of a page was free (many
+# small ones, each a round trip) took 4.7 s.
+PEEK = HELD // 2
+# Copies sent in batches of at most this many, as the page is read: a copy leaves before the rest
+# of its page is copied (~0.5 ms a message), so less is held: working memory 1.2 pages (2.0 with a
+# batch per page, measured before the half-page peeks), for the same speed (docs/benchmarks.md).
+SEND_EVERY = PAGE_SIZE // 5
+COPY_CONCURRENCY = 1  # kept for callers: peeks are one at a time (each starts where the last ended)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def copy_target(target: str | EntityPath) -> EntityPath:
+    """A copy goes to a queue or a topic: a subscription or a dead-letter queue cannot be sent to."""
+    path = EntityPath.parse(target)
+    if path.is_subscription or path.is_dead_letter:
+        raise InvalidInputError(
+            f"Copies go to a queue or a topic, not to {path}: Service Bus takes no messages sent to a "
+            f"subscription or a dead-letter queue (copy to the topic {path.name}, or to a queue)."
+        )
+    return path
+
+
+@renamed(limit="max_messages")
+async def acopy(
+    source: str | EntityPath,
+    target: str | EntityPath,
+    *,
+    where: str | Callable[[dict[str, Any]], bool] | None = None,
+    max_messages: int | None = None,
+    keep_ids: bool = False,
+    max_in_flight: int = 10,
+    progress: Callable[[Report], None] | None = None,
+    state: CopyProgress | None = None,
+    source_connection: ConnectionLike = None,
+    concurrency: int | None = None,
+    resume: bool = True,
+    connection: ConnectionLike = None,
+) -> Report:
+    """Copy the messages of ``source`` (an entity, a subscription, a dead-letter queue), all or those
+    ``where`` selects (a search, as for ``compile_where``), at most ``max_messages``, to the queue or topic
+    ``target`` (see the module docstring). ``source_connection``: the source's namespace (default:
+    ``connection``, the target's). Fresh message ids (the original's in
+    ``sbnotebook-original-message-id``) unless ``keep_ids``. Resumable through its record on disk
+    (see the module docstring; ``resume=False`` starts afresh, a ``where`` given as a function keeps
+    no record). ``state``: a ``CopyProgress`` to resume and update instead (no record on disk).
+    One ``sent`` or ``failed`` outcome per message; ``report.stats["peak_held"]``: the most source
+    messages in memory at once (at most ``HELD``)."""
+    from ..views.search import compile_where
+
+    if concurrency is not None:  # a peek at a time since the held bound: say so rather than ignore it
+        no_effect("copy(concurrency=)", "a copy peeks one half page at a time and its held bound sets the pace")
+    src_path = EntityPath.parse(source)
+    dst_path = copy_target(target)
+    if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
+        raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
+    matches = compile_where(where) if isinstance(where, str) else where
+    dst = live(connection)
+    src = dst if source_connection is None else live(source_connection)
+    record: Path | None = None
+    set_aside: str | None = None
+    if state is None:
+        if callable(where):
+            log.info("copy of %s: a function as where keeps no record on disk (resumed only with state=)", src_path)
+            state = CopyProgress(str(src_path), str(dst_path))
+        else:
+            key = record_key(src, src_path, dst, dst_path, where, keep_ids, max_messages)
+            record = record_path(key)
+            created = await asyncio.to_thread(created_times, src, src_path, dst, dst_path)
+            found, set_aside = load(record, created) if resume else (None, None)
+            state = found if found is not None and found.pending else CopyProgress(str(src_path), str(dst_path))
+    state.complete = False
+    saved: Any = state if record is None else Record(state, key, created)
+    tracker = LineTracker(saved, record)
+    if isinstance(saved, Record):
+        saved.tracker = tracker
+    if record is not None:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tracker.save()  # before the first send: a run after a kill finds the same seed, so the same ids
+    seed = uuid.UUID(state.seed)
+    before = state.copied
+    left = None if max_messages is None else max(max_messages - state.copied, 0)
+    first = min(state.failed) if state.failed else state.done + 1
+    name = str(src_path)
+    held = 0  # source messages in memory: come with a peek's answer, not yet confirmed copied, skipped or failed
+    peak = 0
+    room = asyncio.Event()
+    # Pages peeked and not yet copied, in order; None: the source has no more; an exception: the peek failed.
+    pages: asyncio.Queue[list[Any] | BaseException | None] = asyncio.Queue()
+
+    def release(n: int = 1) -> None:
+        nonlocal held
+        held -= n
+        room.set()
+
+    def counted(o: Outcome) -> None:
+        if o.index is not None:
+            release()
+        tracker.outcome(o)
+        state.copied = before + tracker.confirmed
+
+    async def read() -> None:
+        """``peek_ahead``, whose failure anywhere ends the copy with it: the copy waits on ``pages``,
+        so a reader that ended without a word there would leave it waiting for ever."""
+        try:
+            await peek_ahead()
+        except Exception as exc:
+            pages.put_nowait(exc)
+
+    async def peek_ahead() -> None:
+        """Peek ahead, one peek at a time (each starts after the last sequence number the one before
+        found), while the pages before are copied and sent. A peek asks only for the room its
+        answer will find: what is in memory now, ``held``, only falls until the answer comes, so
+        with it ``held`` stays at most ``HELD``."""
+        nonlocal held, peak
+        at = first
+        while True:
+            while HELD - held < PEEK:
+                room.clear()
+                await room.wait()
+            try:
+                page = await src.call(apeek_once(src, src_path, at, PEEK))
+            except Exception as exc:
+                error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=name)
+                pages.put_nowait(sessions_refused(src_path, error, "a copy") or error)
+                return
+            held += len(page)
+            peak = max(peak, held)
+            if not page:
+                pages.put_nowait(None)
+                return
+            at = int(page[-1].sequence_number) + 1
+            pages.put_nowait(page)
+
+    async def copies() -> AsyncGenerator[Any, None]:
+        taken = batched = 0
+        reader = asyncio.ensure_future(read())
+        try:
+            while left is None or taken < left:
+                page = await pages.get()
+                if page is None:
+                    tracker.exhausted = True
+                    return
+                if isinstance(page, BaseException):
+                    raise page
+                page.reverse()
+                while page:
+                    msg = page.pop()  # the page holds only what is not copied yet
+                    seq = int(msg.sequence_number or 0)
+                    skip = (seq <= state.done and seq not in state.failed) or (
+                        matches is not None and not matches(to_record(msg, name))
+                    )  # copied by an earlier run, or not selected
+                    if skip:
+                        release()
+                        continue
+                    if left is not None and taken >= left:
+                        release(1 + len(page))
+                        return
+                    taken += 1
+                    tracker.taken(seq)
+                    copied = copy_message(
+                        msg,
+                        keep_message_id=keep_ids,
+                        message_id=str(uuid.uuid5(seed, str(seq))),
+                        resubmission=False,
+                    )
+                    del msg
+                    yield copied
+                    batched += 1
+                    if batched % SEND_EVERY == 0:
+                        yield FLUSH  # send these now, while the rest of the page is copied
+                yield FLUSH  # the page's copies go now: their confirmations make room for the next peeks
+        finally:
+            reader.cancel()  # done, stopped or interrupted: no more peeks
+            await asyncio.gather(reader, return_exceptions=True)
+
+    try:
+        async with aclosing(copies()) as messages:  # an interrupt closes the scan on the source at once
+            report = await dst.call(
+                send_all(
+                    dst,
+                    dst_path,
+                    messages,
+                    max_in_flight=max_in_flight,
+                    batch=True,
+                    retry=RetryPolicy(),
+                    progress=progress,
+                    schedule_at=None,
+                    on_outcome=counted,
+                )
+            )
+    except BaseException:
+        if record is not None and not state.pending and tracker.base == 0 and not tracker.lines:
+            record.unlink(missing_ok=True)  # refused before anything was taken (no such target, ...)
+        else:
+            tracker.save()  # interrupted: the next run (this kernel's or another's) starts here
+        raise
+    tracker.save()
+    report.operation, report.entity, report.target = "copy", name, str(dst_path)
+    report.stats["peak_held"] = peak
+    if before:
+        report.note(f"resumed: {before} copied before")
+    if set_aside is not None:
+        report.note(set_aside)
+    exhausted_limit = left is not None and state.copied - before >= left
+    if not state.failed and not tracker.lines and (tracker.exhausted or exhausted_limit):
+        state.complete = True
+        if record is not None:
+            record.unlink(missing_ok=True)
+    else:
+        failed = sum(1 for o in report.failures if o.index is not None)
+        if tracker.exhausted or exhausted_limit:
+            report.note(f"{failed} messages not copied: the same copy again copies what is left")
+        else:  # stopped part-way: what follows in the source was not read, so it is not counted here
+            report.note(
+                f"{failed} messages not copied, and the copy stopped before the end of {name} (the messages"
+                " after them were not read): the same copy again copies what is left"
+            )
+    return report
+
+
+copy = renamed(limit="max_messages")(
+    sync_form(
+        acopy,
+        """Copy messages by peeking (nothing locked, no delivery counted, the source untouched) to a
+    queue or topic of the same or another namespace (``source_connection``), through the send
+    pipeline, resumable (see ``acopy`` and the module docstring).""",
+        grace=2.0,  # interrupted: the record is saved before the cell ends (the same command again reads it)
+    )
+)
+
+
+def _with_arguments_of(
+    operation: Callable[P, Any],
+) -> Callable[[Callable[[dict[str, Any]], R]], Callable[P, R]]:
+    """``read(arguments)``, taking ``operation``'s arguments (``arguments``: each by name, defaults
+    filled in, refused as a call of ``operation`` would refuse them): its signature (help,
+    ``inspect.signature``, type checkers) with ``read``'s name, documentation and return type."""
+    signature = inspect.signature(operation)
+
+    def decorate(read: Callable[[dict[str, Any]], R]) -> Callable[P, R]:
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            given = signature.bind(*args, **kwargs)
+            given.apply_defaults()
+            return read(given.arguments)
+
+        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+            setattr(call, attribute, getattr(read, attribute))
+        returns = inspect.signature(read).return_annotation
+        call.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
+        return call
+
+    return decorate
+
+
+def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath, LiveConnection, EntityPath]:
+    """The file of the record a copy with these arguments (``acopy``'s, by name) keeps, and the
+    copy's two ends: source connection and path, target connection and path."""
+    if given["state"] is not None:
+        raise InvalidInputError("A copy given state= keeps no record on disk: the state passed in is its progress.")
+    if callable(given["where"]):
+        raise InvalidInputError("A copy with a where function keeps no record on disk (it resumes only with state=).")
+    dst = live(given["connection"])
+    src = dst if given["source_connection"] is None else live(given["source_connection"])
+    source, target = EntityPath.parse(given["source"]), EntityPath.parse(given["target"])
+    key = record_key(src, source, dst, target, given["where"], given["keep_ids"], given["max_messages"])
+    return record_path(key), src, source, dst, target
+
+
+@renamed(limit="max_messages")
+@_with_arguments_of(acopy)
+def copy_record(given: dict[str, Any]) -> Path:
+    """The file that records an unfinished copy made with these arguments (``acopy``'s: a copy's own
+    can be given as they are); it exists only while such a copy is not complete. The source, the
+    target, their connections, ``where``, ``keep_ids`` and ``max_messages`` choose it; the other
+    arguments change nothing here. A copy given ``state`` or a ``where`` function keeps no record:
+    ``InvalidInputError``."""
+    return _record_of(given)[0]
+
+
+@renamed(limit="max_messages")
+@_with_arguments_of(acopy)
+def copy_resume_point(given: dict[str, Any]) -> CopyProgress | None:
+    """What an unfinished copy with these arguments (``acopy``'s, as for ``copy_record``) did, from
+    its record on disk, or None (none, or its source or target was deleted and created again since:
+    see ``copy_progress.created_times``). A copy with ``resume=False`` starts afresh all the same."""
+    record, src, source, dst, target = _record_of(given)
+    return load(record, created_times(src, source, dst, target))[0]

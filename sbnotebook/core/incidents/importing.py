@@ -1,0 +1,183 @@
+"""Import of a JSON lines export (core/incidents/jsonl.py's format) into a queue or topic, through the settled,
+capped sender, resumable line by line (core/incidents/resumable.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..connections.registry import ConnectionLike, live
+from ..entities import EntityPath
+from ..errors import InvalidInputError
+from ..outcome import Report
+from .jsonl import Record, count_jsonl, from_json_record, sendable
+from .resumable import LineTracker
+
+log = logging.getLogger("sbnotebook.core.incidents.jsonl")  # export's and import's lines under one name, as before
+
+
+IMPORTING = ".importing-"  # + the target: beside a file while an import from it is not complete
+
+
+def _import_marker(path: str | Path, entity: str) -> Path:
+    return Path(f"{path}{IMPORTING}{re.sub(r'[^A-Za-z0-9._-]+', '_', entity)}")
+
+
+@dataclass
+class ImportProgress:
+    """What an interrupted import has done, kept in a marker file beside the export (``path`` +
+    ``.importing-`` + the target) while the import is not complete: every line up to ``done`` was
+    sent except those in ``failed``. ``seed`` makes the fresh message ids the same on a re-run, so
+    a target with duplicate detection drops what was sent after the marker was last written."""
+
+    entity: str
+    seed: str
+    size: int
+    mtime_ns: int
+    done: int = 0
+    failed: set[int] = field(default_factory=set)
+
+    @property
+    def pending(self) -> bool:
+        return self.done > 0 or bool(self.failed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "failed": sorted(self.failed)}
+
+
+def import_resume_point(entity: str | EntityPath, path: str | Path) -> ImportProgress | None:
+    """The progress of an interrupted import of ``path`` into ``entity``, or None (nothing to
+    resume). A file changed since the import began is refused: resuming would skip other lines."""
+    name = str(EntityPath.parse(entity))
+    marker = _import_marker(path, name)
+    if not marker.is_file():
+        return None
+    try:
+        info = json.loads(marker.read_text(encoding="utf-8"))
+        state = ImportProgress(**{**info, "failed": set(info.get("failed", []))})
+    except (ValueError, TypeError, AttributeError) as exc:
+        # Not started over: lines it recorded as sent would be sent again (duplicated on a target
+        # without duplicate detection). The user decides.
+        raise InvalidInputError(
+            f"{marker} (where an import of {path} into {name} stopped) is unreadable ({type(exc).__name__}). "
+            f"Delete it to import the file from its first line: lines sent before are sent again."
+        ) from None
+    stat = Path(path).stat()
+    if (stat.st_size, stat.st_mtime_ns) != (state.size, state.mtime_ns):
+        raise InvalidInputError(
+            f"{path} changed since an import of it into {name} was interrupted ({marker} holds where it "
+            f"stopped). Delete {marker} to import the file from its first line."
+        )
+    return state
+
+
+def import_jsonl(
+    entity: str | EntityPath,
+    path: str | Path,
+    *,
+    keep_ids: bool = False,
+    decode_properties: bool = False,
+    max_in_flight: int = 10,
+    progress: Callable[[Report], None] | None = None,
+    connection: ConnectionLike = None,
+) -> Report:
+    """Send every message of a JSON lines export to a queue or topic, keeping body bytes, content
+    type, subject, correlation id, session id, partition key, to, reply-to, application properties,
+    time to live and (when still ahead) the scheduled time. Message ids are fresh unless
+    ``keep_ids`` (duplicate detection would drop copies with the old ids). The file is checked
+    first: a bad line sends nothing. One outcome per message; lines are read as they are sent.
+
+    Resumable: while it runs, a marker beside the file (``path`` + ``.importing-`` + the target)
+    records the lines sent. Interrupted (a kernel interrupt, the process killed) or with lines that
+    failed, the same call again sends only what is left. Lines in flight at a kill are sent again:
+    with the same message ids (the exported ones with ``keep_ids``, else fresh ids derived from the
+    marker), so a target with duplicate detection drops them; without it they are duplicated."""
+    if not Path(path).is_file():
+        raise InvalidInputError(f"No file {path}: give the path of a JSON lines export.")
+    name = str(EntityPath.parse(entity))
+    state = import_resume_point(name, path)
+    total = count_jsonl(path)  # every line checked before the first send
+    stat = Path(path).stat()
+    if state is None:
+        state = ImportProgress(name, str(uuid.uuid4()), stat.st_size, stat.st_mtime_ns)
+    else:
+        log.info(
+            "import of %s into %s resumes: %d of %d lines done, %d failed before",
+            path,
+            name,
+            state.done,
+            total,
+            len(state.failed),
+        )
+    marker = _import_marker(path, name)
+    tracker = LineTracker(state, marker)
+    tracker.save()  # before the first send: a re-run finds the same seed, so the same ids
+    seed = uuid.UUID(state.seed)
+    retry, start = sorted(state.failed), state.done
+
+    def records() -> Iterator[Record]:
+        for number, record in _numbered(path):
+            if number > start or number in state.failed:
+                tracker.taken(number)
+                yield sendable(
+                    record,
+                    keep_ids=keep_ids,
+                    decode_properties=decode_properties,
+                    message_id=str(uuid.uuid5(seed, str(number))),
+                )
+        tracker.exhausted = True
+
+    from ..operations.send import asend
+
+    conn = live(connection)
+
+    async def run() -> Report:
+        try:
+            return await asend(
+                name,
+                records(),
+                max_in_flight=max_in_flight,
+                progress=progress,
+                on_outcome=tracker.outcome,
+                connection=conn,
+            )
+        finally:
+            tracker.save()  # also when interrupted: the next run starts from here
+
+    try:
+        report = conn.run_on(EntityPath.parse(name), run())
+    except Exception:
+        if not state.pending:
+            marker.unlink(missing_ok=True)  # refused before anything was sent (no such entity, ...)
+        raise
+    if retry or start:
+        report.note(f"resumed: {start} lines done before, {len(retry)} of them failed and were tried again")
+    if tracker.complete:
+        marker.unlink()
+    else:
+        # From counts: what this run was to send less what it sent. (Counting its failed outcomes
+        # left out the lines a send stopped part-way never read.)
+        left = len(retry) + _message_lines_after(path, start) - report.count("sent")
+        report.note(f"{left} messages not sent: the same import again sends them ({marker.name} keeps track)")
+    return report
+
+
+def _message_lines_after(path: str | Path, line: int) -> int:
+    """How many message (non-blank) lines of the file come after line number ``line``."""
+    with Path(path).open(encoding="utf-8") as f:
+        return sum(1 for number, text in enumerate(f, start=1) if number > line and text.strip())
+
+
+def _numbered(path: str | Path) -> Iterator[tuple[int, Record]]:
+    """(line number, record) for every message line of an export (blank lines are not messages but
+    count as lines, so numbers match the file)."""
+    with Path(path).open(encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if line.strip():
+                yield number, from_json_record(json.loads(line))

@@ -1,0 +1,104 @@
+"""What a caller hands to ``send``, as SDK messages: str and bytes bodies, records (the schema's
+fields applied), JSON values, DataFrames row by row; consumed lazily."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ..errors import InvalidInputError
+from ..sdk.api import AmqpAnnotatedMessage, ServiceBusMessage
+from ..views.records import RECORD_KIND, SENDABLE_FIELDS
+
+
+def to_message(item: Any) -> Any:
+    """Anything a user may hand us -> a ServiceBusMessage.
+
+    str/bytes become the body; a dict with a ``body`` key is a record (the schema's fields
+    are applied); any other dict, list or number is sent as JSON.
+    """
+    if isinstance(item, (ServiceBusMessage, AmqpAnnotatedMessage)):
+        return item
+    if isinstance(item, (str, bytes, bytearray)):
+        return ServiceBusMessage(bytes(item) if isinstance(item, bytearray) else item)
+    if isinstance(item, dict):
+        if "body" in item or "body_base64" in item:
+            return _from_record(item)
+        return ServiceBusMessage(_json(item), content_type="application/json")
+    if item is None:
+        raise InvalidInputError("Cannot send None: give a body (str, bytes), a record or a JSON value.")
+    return ServiceBusMessage(_json(item), content_type="application/json")
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, default=str)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"Cannot encode {type(value).__name__} as JSON: {exc}") from None
+
+
+# The record's sendable string fields (the rest are applied one by one below).
+_RECORD_KEYS = tuple(f for f in SENDABLE_FIELDS if RECORD_KIND[f] == "string")
+
+
+def _from_record(record: dict[str, Any]) -> Any:
+    body = record.get("body")
+    if body is None or (isinstance(body, float) and body != body):  # NaN from pandas
+        text = record.get("body_text")
+        encoded = record.get("body_base64")  # binary bodies in JSON exports
+        if isinstance(encoded, str):
+            body = base64.b64decode(encoded)
+        elif text is None or (isinstance(text, float) and text != text):
+            raise InvalidInputError("A record needs a body (bytes or str).")
+        else:
+            body = text
+    if not isinstance(body, (str, bytes, bytearray, memoryview)):
+        body = _json(body)
+    kwargs: dict[str, Any] = {}
+    for key in _RECORD_KEYS:
+        value = record.get(key)
+        if value is not None and value == value:  # skip None and NaN
+            kwargs[key] = str(value)
+    ttl = record.get("time_to_live")
+    if ttl is not None and ttl == ttl:
+        kwargs["time_to_live"] = ttl if isinstance(ttl, dt.timedelta) else dt.timedelta(seconds=float(ttl))
+    scheduled = record.get("scheduled_enqueue_time")
+    if scheduled is not None and scheduled == scheduled:
+        kwargs["scheduled_enqueue_time_utc"] = as_datetime(scheduled)
+    props = record.get("application_properties")
+    if isinstance(props, dict) and props:
+        kwargs["application_properties"] = {str(k): v for k, v in props.items()}
+    return ServiceBusMessage(bytes(body) if isinstance(body, (bytearray, memoryview)) else body, **kwargs)
+
+
+def as_datetime(value: Any) -> dt.datetime:
+    """A date and time (pandas, ISO text or datetime) with a time zone (UTC when none is given)."""
+    if hasattr(value, "to_pydatetime"):
+        value = value.to_pydatetime()
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if not isinstance(value, dt.datetime):
+        raise InvalidInputError(f"{value!r} is not a date and time")
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def iter_input(messages: Any) -> Iterator[Any]:
+    """Lazily yield items from lists, generators, pandas DataFrames or a single item."""
+    if hasattr(messages, "to_dict") and hasattr(messages, "columns"):  # a DataFrame, row by row
+        columns = list(messages.columns)
+        for row in messages.itertuples(index=False, name=None):
+            yield dict(zip(columns, row, strict=True))
+        return
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Iterable):
+        yield messages
+        return
+    yield from messages
+
+
+def message_id(msg: Any) -> str | None:
+    """A message's id as text (None when it has none)."""
+    mid = getattr(msg, "message_id", None)
+    return str(mid) if mid is not None else None

@@ -1,0 +1,159 @@
+"""Sending, scheduling and cancelling scheduled messages: the public forms.
+
+``send``/``asend`` hand the input to the send pipeline (``pipeline.py``: batches, at most
+``max_in_flight`` outstanding, retries, one outcome per message; the input as messages is
+``messages.py``); ``schedule`` and ``cancel_scheduled`` are one management request per chunk. The
+async forms hold the bodies; the sync forms are thin calls on the live connection.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..connections.live import LiveConnection
+from ..connections.registry import ConnectionLike, live
+from ..connections.syncforms import sync_form
+from ..entities import EntityPath
+from ..errors import InvalidInputError, from_sdk
+from ..outcome import DETAIL_LIMIT, Outcome, Report
+from .messages import as_datetime, iter_input, message_id, to_message
+from .pipeline import RetryPolicy, send_all
+
+DEFAULT_MAX_IN_FLIGHT = 10
+CANCEL_CHUNK = 100  # sequence numbers per cancel-scheduled request
+
+
+def _check_in_flight(max_in_flight: int) -> None:
+    if not isinstance(max_in_flight, int) or max_in_flight < 1:
+        raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
+
+
+async def asend(
+    entity: str | EntityPath,
+    messages: Any,
+    *,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    batch: bool = True,
+    retry: RetryPolicy | None = None,
+    progress: Callable[[Report], None] | None = None,
+    schedule_at: dt.datetime | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
+    connection: ConnectionLike = None,
+) -> Report:
+    """Send and await every outcome (see the module docstring). Returns one outcome per message.
+    ``on_outcome(outcome)`` is called with each outcome as it is known (from the connection's
+    thread), also past the Report's detail limit: for work that follows every message (a
+    resumable import's progress marker)."""
+    path = EntityPath.parse(entity)
+    _check_in_flight(max_in_flight)
+    conn = live(connection)
+    coro = send_all(
+        conn,
+        path,
+        messages,
+        max_in_flight=max_in_flight,
+        batch=batch,
+        retry=retry or RetryPolicy(),
+        progress=progress,
+        schedule_at=schedule_at,
+        on_outcome=on_outcome,
+    )
+    return await conn.call(coro)
+
+
+send = sync_form(
+    asend,
+    """Send ``messages`` (str, bytes, dicts, records, a DataFrame, any iterable) to a queue or topic
+    and wait for every outcome. At most ``max_in_flight`` operations at once; batches packed under
+    the entity's size limit; retryable failures retried by ``retry``. ``progress(report)`` is called
+    after each operation (from the connection's thread).""",
+)
+
+
+async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], when: dt.datetime) -> Report:
+    # Every sequence number kept (the caller cancels by them): the messages are held here already.
+    report = Report("schedule", str(path), detail_limit=max(DETAIL_LIMIT, len(items)))
+    started = time.perf_counter()
+
+    async def op(sender: Any) -> list[int]:
+        return list(await sender.schedule_messages(items, when))
+
+    seqs = await conn.call_on(path, conn.with_link("sender", path, op))
+    for i, (msg, seq) in enumerate(zip(items, seqs, strict=True)):
+        report.add(Outcome(message_id(msg), int(seq), "scheduled", None, i))
+    report.elapsed = time.perf_counter() - started
+    return report
+
+
+async def aschedule(
+    entity: str | EntityPath, messages: Any, at: dt.datetime, *, connection: ConnectionLike = None
+) -> Report:
+    path = EntityPath.parse(entity)
+    when = as_datetime(at)
+    items = [to_message(m) for m in iter_input(messages)]
+    conn = live(connection)
+    return await conn.call(_schedule(conn, path, items, when))
+
+
+schedule = sync_form(
+    aschedule,
+    """Schedule messages to become active at ``at``. The report holds each message's sequence
+    number (``[o.sequence_number for o in report]``), which ``cancel_scheduled`` takes.""",
+)
+
+
+async def _cancel(
+    conn: LiveConnection, path: EntityPath, seqs: list[int], progress: Callable[[Report], None] | None = None
+) -> Report:
+    report = Report("cancel-scheduled", str(path))
+    started = time.perf_counter()
+    for start in range(0, len(seqs), CANCEL_CHUNK):
+        chunk = seqs[start : start + CANCEL_CHUNK]
+
+        async def op(sender: Any, chunk: list[int] = chunk) -> None:
+            await sender.cancel_scheduled_messages(chunk)
+
+        try:
+            await conn.with_link("sender", path, op)
+        except Exception as exc:
+            error = from_sdk(exc, entity=str(path))
+            report.extend(
+                Outcome(None, s, "failed", error.message, condition=error.condition, tracking_id=error.tracking_id)
+                for s in chunk
+            )
+        else:
+            report.extend(Outcome(None, s, "cancelled") for s in chunk)
+        if progress is not None:
+            progress(report)
+    report.elapsed = time.perf_counter() - started
+    return report
+
+
+def _seqs(sequence_numbers: Iterable[int]) -> list[int]:
+    seqs = list(sequence_numbers)
+    if not all(isinstance(s, int) and s > 0 for s in seqs):
+        raise InvalidInputError("Sequence numbers are positive whole numbers.")
+    return seqs
+
+
+async def acancel_scheduled(
+    entity: str | EntityPath,
+    sequence_numbers: Iterable[int],
+    *,
+    progress: Callable[[Report], None] | None = None,
+    connection: ConnectionLike = None,
+) -> Report:
+    path = EntityPath.parse(entity)
+    seqs = _seqs(sequence_numbers)
+    conn = live(connection)
+    return await conn.call(_cancel(conn, path, seqs, progress))
+
+
+cancel_scheduled = sync_form(
+    acancel_scheduled,
+    """Cancel scheduled messages by sequence number (as ``schedule`` reported them), in requests
+    of ``CANCEL_CHUNK``; ``progress(report)`` after each. One outcome per number.""",
+)

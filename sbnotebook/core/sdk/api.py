@@ -1,0 +1,77 @@
+"""The SDK's public names the kit uses, imported in this one module.
+
+The rest of ``sbnotebook.core`` takes SDK classes, constants and exceptions from here, never from
+``azure.*`` itself, and the layers above take what they need from ``sbnotebook.core``: an SDK
+upgrade that moves or renames a public name is mended here. The SDK's private names have their own
+parts of this package (``__init__.py`` lists them). The async client and ``azure-identity`` (an
+optional dependency) are imported when first asked for, as before: ``import sbnotebook.core`` does
+not load the SDK's async stack or aiohttp.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from azure.core.exceptions import AzureError
+from azure.servicebus import (
+    NEXT_AVAILABLE_SESSION,
+    ServiceBusMessage,
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
+    TransportType,
+)
+from azure.servicebus import exceptions as sdk_errors
+from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
+from azure.servicebus.exceptions import (
+    MessageLockLostError,
+    MessageSizeExceededError,
+    ServiceBusCommunicationError,
+    ServiceBusConnectionError,
+    ServiceBusError,
+    SessionCannotBeLockedError,
+    SessionLockLostError,
+)
+from azure.servicebus.management import CorrelationRuleFilter, SqlRuleAction, SqlRuleFilter
+
+__all__ = [
+    "NEXT_AVAILABLE_SESSION",
+    "AmqpAnnotatedMessage",
+    "AmqpMessageBodyType",
+    "AzureError",
+    "CorrelationRuleFilter",
+    "MessageLockLostError",
+    "MessageSizeExceededError",
+    "ServiceBusCommunicationError",
+    "ServiceBusConnectionError",
+    "ServiceBusError",
+    "ServiceBusMessage",
+    "ServiceBusReceiveMode",
+    "ServiceBusSubQueue",
+    "SessionCannotBeLockedError",
+    "SessionLockLostError",
+    "SqlRuleAction",
+    "SqlRuleFilter",
+    "TransportType",
+    "async_client_class",
+    "default_azure_credential",
+    "sdk_errors",
+]
+
+
+def async_client_class() -> Any:
+    """``azure.servicebus.aio.ServiceBusClient``, imported on first use (it brings the async stack)."""
+    from azure.servicebus.aio import ServiceBusClient
+
+    return ServiceBusClient
+
+
+def default_azure_credential(*, aio: bool, **options: Any) -> Any:
+    """``DefaultAzureCredential``, sync or async. Raises ImportError without ``azure-identity``
+    (an optional dependency: the caller says how to install it)."""
+    if aio:
+        from azure.identity.aio import DefaultAzureCredential as AsyncCredential
+
+        return AsyncCredential(**options)
+    from azure.identity import DefaultAzureCredential
+
+    return DefaultAzureCredential(**options)

@@ -1,0 +1,1 @@
+"""The administration API (ATOM over HTTP): ``api.py`` the requests, ``atom.py`` the documents."""

@@ -1,0 +1,449 @@
+"""The Service Bus administration API (ATOM over HTTP), as ``ServiceBusAdministrationClient`` uses it.
+
+Served on a port of its own beside AMQP. Every request must carry a valid SAS
+token in ``Authorization`` (401 otherwise). Entity and runtime figures are read
+from the broker at request time, so counts match its state at that moment.
+
+Routes (case-insensitive, ``api-version`` ignored):
+``/$namespaceinfo``; ``/$Resources/queues``, ``/$Resources/topics``;
+``/{queue|topic}``; ``/{topic}/subscriptions[/{sub}]``;
+``/{topic}/subscriptions/{sub}/rules[/{rule}]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import socket
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, cast
+
+from ..broker.broker import Broker, Queue, Topic
+from ..errors import BrokerError, Conflict, EntityNotFound
+from ..rules.filters import Rule
+from ..security.entra import MAX_FORM, EntraError, Issuer
+from ..security.sas import MANAGE, KeyRing, TokenError, covers, validate
+from ..topology import (
+    QueueConfig,
+    SubscriptionConfig,
+    TopicConfig,
+    TopologyError,
+)
+from .atom import (
+    entry,
+    error_xml,
+    feed,
+    fields_of,
+    local_name,
+    namespace_xml,
+    page,
+    parse_description,
+    properties_from,
+    queue_xml,
+    rule_config_from,
+    rule_xml,
+    subscription_xml,
+    topic_xml,
+)
+
+log = logging.getLogger("sbnotebook.emulator")
+
+SHUTDOWN_POLL = 0.05  # seconds between the admin server's checks for stop()
+# Entity and rule descriptions are a few KiB; a larger body is refused (413) before it is read.
+MAX_BODY = 256 * 1024
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class AdminServer:
+    """The API's handlers. Listens on a port of its own if given one; the AMQP listener also hands
+    it the HTTP connections that arrive on the AMQP port (``serve_connection``)."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        keys: KeyRing | dict[str, str],
+        host: str | None = None,
+        port: int = 0,
+        issuer: Issuer | None = None,
+    ) -> None:
+        self.broker = broker
+        self.keys = KeyRing.of(keys)
+        self.issuer = issuer  # Entra ID: its authority's endpoints, and Bearer tokens (with --tls)
+        self.latency = 0.0  # seconds added to every reply, as the AMQP side does (simulated distance)
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                prefix = getattr(self.server, "prefixes", {}).pop(self.client_address, b"")
+                if prefix:  # bytes the AMQP port read while telling HTTP from AMQP
+                    self.rfile = io.BufferedReader(_Prefixed(prefix, self.rfile))
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("admin: " + format, *args)
+
+            def do_GET(self) -> None:
+                server._serve(self, "GET")
+
+            def do_PUT(self) -> None:
+                server._serve(self, "PUT")
+
+            def do_DELETE(self) -> None:
+                server._serve(self, "DELETE")
+
+            def do_POST(self) -> None:
+                server._serve(self, "POST")
+
+        self._handler = Handler
+        self._shared = _HandoffServer()
+        self.httpd: ThreadingHTTPServer | None = None
+        self.port: int | None = None
+        if host is not None:
+            self.httpd = ThreadingHTTPServer((host, port), Handler)
+            self.httpd.daemon_threads = True
+            self.port = self.httpd.server_address[1]
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.httpd is not None:
+            # shutdown() waits for serve_forever's next poll: at the default 0.5 s every stop of an
+            # emulator took up to half a second (the suite starts one per test)
+            self._thread = threading.Thread(
+                target=self.httpd.serve_forever,
+                kwargs={"poll_interval": SHUTDOWN_POLL},
+                name="sbnotebook-admin",
+                daemon=True,
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def serve_connection(self, sock: socket.socket, prefix: bytes) -> None:
+        """Serve one HTTP connection (keep-alive included) on a thread of its own."""
+        threading.Thread(
+            target=self._run_connection, args=(sock, prefix), name="sbnotebook-admin-conn", daemon=True
+        ).start()
+
+    def _run_connection(self, sock: socket.socket, prefix: bytes) -> None:
+        key = ("amqp-port", id(sock))  # stands in for the client address
+        self._shared.prefixes[key] = prefix
+        try:
+            sock.settimeout(300)
+            self._handler(sock, key, cast(Any, self._shared))
+        except OSError:
+            pass
+        except Exception:
+            log.exception("admin request failed")
+        finally:
+            self._shared.prefixes.pop(key, None)
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    # ----------------------------------------------------------- dispatch
+
+    def _serve(self, req: BaseHTTPRequestHandler, method: str) -> None:
+        url = urllib.parse.urlsplit(req.path)
+        query = urllib.parse.parse_qs(url.query)
+        parts = [urllib.parse.unquote(p) for p in url.path.split("/") if p]
+        base = f"https://{req.headers.get('Host', 'localhost')}"
+        if self.issuer is not None and self.issuer.handles(parts):
+            self._serve_authority(req, method, parts, base)
+            return
+        self.broker.requests[f"admin {method}"] += 1
+        body_read = False
+        try:
+            # The caller is checked before a byte of the body is read: an unauthenticated client
+            # must not make the emulator hold (or even wait for) what it declares.
+            length = _body_length(req.headers)
+            self._authorize(req.headers.get("Authorization"), "/".join(parts))
+            if length > MAX_BODY:
+                raise _HttpError(413, f"The request body is larger than the {MAX_BODY // 1024} KiB allowed.")
+            body = req.rfile.read(length) if length else b""
+            body_read = True
+            status, payload = self._route(method, parts, query, body, base, req.headers)
+        except _HttpError as exc:
+            status, payload = exc.status, error_xml(exc.status, exc.message)
+            if not body_read and not _discard_small_body(req):
+                req.close_connection = True  # the body was left unread: this connection ends here
+        except Conflict as exc:
+            status, payload = 409, error_xml(409, exc.description)
+        except EntityNotFound as exc:
+            status, payload = 404, error_xml(404, exc.description)
+        except (BrokerError, ValueError, TopologyError) as exc:
+            status, payload = 400, error_xml(400, getattr(exc, "description", str(exc)))
+        data = payload.encode()
+        if self.latency:
+            time.sleep(self.latency)  # this connection's own thread: other requests are not held up
+        req.send_response(status)
+        req.send_header("Content-Type", "application/atom+xml;type=entry;charset=utf-8")
+        req.send_header("Content-Length", str(len(data)))
+        if req.close_connection:
+            req.send_header("Connection", "close")
+        req.end_headers()
+        req.wfile.write(data)
+
+    def _serve_authority(self, req: BaseHTTPRequestHandler, method: str, parts: list[str], base: str) -> None:
+        """Entra ID's endpoints (OpenID discovery, token, keys): JSON, no caller to authorize (the
+        form carries the client's credentials), a form over MAX_FORM refused unread."""
+        assert self.issuer is not None
+        try:
+            length = _body_length(req.headers)
+        except _HttpError as exc:
+            status, payload = exc.status, {"error": "invalid_request", "error_description": exc.message}
+            length = -1
+        else:
+            if length > MAX_FORM:
+                status, payload = 413, {"error": "invalid_request", "error_description": "The request is too large."}
+            else:
+                form = req.rfile.read(length) if length else b""
+                status, payload = self.issuer.serve(method, parts, form, base)
+        if length < 0 or length > MAX_FORM:
+            req.close_connection = True  # the body was left unread
+        data = json.dumps(payload).encode()
+        req.send_response(status)
+        req.send_header("Content-Type", "application/json; charset=utf-8")
+        req.send_header("Content-Length", str(len(data)))
+        req.send_header("Cache-Control", "no-store")
+        if req.close_connection:
+            req.send_header("Connection", "close")
+        req.end_headers()
+        req.wfile.write(data)
+
+    def _authorize(self, header: str | None, path: str) -> None:
+        """A valid SAS token whose audience covers the requested path (Service Bus's prefix rule:
+        a token for ``sb://ns/orders`` reaches ``orders`` and below; one for the namespace reaches all),
+        or an Entra ID token (``Bearer``) whose principal has the Manage claim (Data Owner)."""
+        if not header:
+            raise _HttpError(401, "Missing Authorization header: a SharedAccessSignature token is required.")
+        if header.strip().lower().startswith("bearer "):
+            self._authorize_bearer(header.strip()[len("bearer ") :])
+            return
+        token = header.strip()
+        try:
+            grant = validate(token, keys=self.keys, resource=_token_audience(token))
+        except TokenError as exc:
+            raise _HttpError(401, f"Unauthorized: {exc}") from None
+        if not covers(grant, path, time.time()):
+            raise _HttpError(401, "Unauthorized: the token's audience does not cover the requested resource.")
+        if MANAGE not in grant.rights:  # a policy with Send or Listen only
+            raise _HttpError(401, "SubCode=40100: Unauthorized: Manage,EntityRead claims required for this operation.")
+
+    def _authorize_bearer(self, token: str) -> None:
+        if self.issuer is None:
+            raise _HttpError(401, "Unauthorized: this emulator accepts Entra ID tokens with --tls only.")
+        try:
+            identity = self.issuer.validate(token)
+        except EntraError as exc:
+            raise _HttpError(401, f"Unauthorized: {exc}.") from None
+        if MANAGE not in identity.principal.rights:
+            # Service Bus answers 401 (SubCode 40100) when the claims are missing, not 403
+            raise _HttpError(
+                401,
+                "SubCode=40100: Unauthorized: Manage,EntityRead claims required for this operation "
+                "(the role Azure Service Bus Data Owner).",
+            )
+
+    def _route(
+        self, method: str, parts: list[str], query: dict[str, list[str]], body: bytes, base: str, headers: Any
+    ) -> tuple[int, str]:
+        lowered = [p.lower() for p in parts]
+        b = self.broker
+        if method == "POST":
+            raise _HttpError(405, "The administration API takes GET, PUT and DELETE.")
+        if lowered == ["$namespaceinfo"] and method == "GET":
+            return 200, entry(base, "$namespaceinfo", b.namespace, namespace_xml(b.namespace))
+        if len(lowered) == 2 and lowered[0] == "$resources" and method == "GET":
+            kind = lowered[1]
+            if kind not in ("queues", "topics"):
+                raise _HttpError(404, f"Unknown resource list '{parts[1]}'.")
+            with b.lock:
+                entities = page([e for e in b.entities if (e.kind == "queue") == (kind == "queues")], query)
+                entries = [
+                    entry(base, e.name, e.name, queue_xml(e) if isinstance(e, Queue) else topic_xml(e))
+                    for e in entities
+                ]
+            return 200, feed(base, f"$Resources/{parts[1]}", entries, entities.next_skip, entities.top)
+        if len(parts) == 1:
+            return self._entity(method, parts[0], body, base, headers)
+        if len(parts) == 2 and lowered[1] == "subscriptions" and method == "GET":
+            with b.lock:
+                topic = _topic(b, parts[0])
+                subs = page(list(topic.subscriptions.values()), query)
+                # Ids echo the request's path as written: the JS admin client finds the names in
+                # them by the case-sensitive '/Subscriptions/' and '/Rules/'.
+                path = "/".join(parts)
+                entries = [entry(base, f"{path}/{s.name}", s.name, subscription_xml(s)) for s in subs]
+            return 200, feed(base, path, entries, subs.next_skip, subs.top)
+        if len(parts) == 3 and lowered[1] == "subscriptions":
+            return self._subscription(method, parts[0], parts[2], body, base, headers, "/".join(parts))
+        if len(parts) == 4 and lowered[1] == "subscriptions" and lowered[3] == "rules" and method == "GET":
+            with b.lock:
+                sub = b.subscription(parts[0], parts[2])
+                rules = page(list(sub.rules), query)
+                path = "/".join(parts)
+                entries = [entry(base, f"{path}/{r.name}", r.name, rule_xml(r.config)) for r in rules]
+            return 200, feed(base, path, entries, rules.next_skip, rules.top)
+        if len(parts) == 5 and lowered[1] == "subscriptions" and lowered[3] == "rules":
+            return self._rule(method, parts[0], parts[2], parts[4], body, base, headers, "/".join(parts))
+        raise _HttpError(404, f"No such resource: /{'/'.join(parts)}")
+
+    def _entity(self, method: str, name: str, body: bytes, base: str, headers: Any) -> tuple[int, str]:
+        b = self.broker
+        with b.lock:
+            if method == "GET":
+                try:
+                    entity = b.entity(name)
+                except EntityNotFound:
+                    return 200, feed(base, name, [])  # Service Bus answers a missing entity with an empty feed
+                content = queue_xml(entity) if isinstance(entity, Queue) else topic_xml(entity)
+                return 200, entry(base, entity.name, entity.name, content)
+            if method == "DELETE":
+                b.delete_entity(name)
+                return 200, ""
+            desc = parse_description(body)
+            fields = fields_of(desc)
+            update = headers.get("If-Match") == "*"
+            kind = local_name(desc.tag)
+            if update:
+                entity = b.entity(name)
+                b.update_properties(entity, properties_from(fields, entity.props))
+                created, status = entity, 200
+            elif kind == "QueueDescription":
+                created, status = b.add_queue(QueueConfig(name, properties_from(fields))), 201
+            elif kind == "TopicDescription":
+                created, status = b.add_topic(TopicConfig(name, properties_from(fields))), 201
+            else:
+                raise _HttpError(400, f"Cannot create an entity from a {kind}.")
+            content = queue_xml(created) if isinstance(created, Queue) else topic_xml(created)
+            return status, entry(base, created.name, created.name, content)
+
+    def _subscription(
+        self, method: str, topic: str, name: str, body: bytes, base: str, headers: Any, path: str
+    ) -> tuple[int, str]:
+        b = self.broker
+        with b.lock:
+            if method == "GET":
+                try:
+                    sub = b.subscription(topic, name)
+                except EntityNotFound:
+                    return 200, feed(base, path, [])
+                return 200, entry(base, path, sub.name, subscription_xml(sub))
+            if method == "DELETE":
+                b.delete_subscription(topic, name)
+                return 200, ""
+            fields = fields_of(parse_description(body))
+            if headers.get("If-Match") == "*":
+                sub = b.subscription(topic, name)
+                b.update_properties(sub, properties_from(fields, sub.props))
+                return 200, entry(base, path, sub.name, subscription_xml(sub))
+            sub = b.add_subscription(topic, SubscriptionConfig(name, properties_from(fields)))
+            return 201, entry(base, path, sub.name, subscription_xml(sub))
+
+    def _rule(
+        self, method: str, topic: str, sub_name: str, name: str, body: bytes, base: str, headers: Any, path: str
+    ) -> tuple[int, str]:
+        b = self.broker
+        with b.lock:
+            sub = b.subscription(topic, sub_name)
+            existing = next((r for r in sub.rules if r.name.lower() == name.lower()), None)
+            if method == "GET":
+                if existing is None:
+                    return 200, feed(base, path, [])
+                return 200, entry(base, path, existing.name, rule_xml(existing.config))
+            if method == "DELETE":
+                if existing is None:
+                    raise EntityNotFound(f"The rule '{name}' could not be found.", entity=path)
+                b.delete_rule(sub, name)
+                return 200, ""
+            config = rule_config_from(name, parse_description(body))
+            rule = Rule(config)
+            if existing is not None:
+                if headers.get("If-Match") != "*":
+                    raise Conflict(f"The rule '{name}' already exists.", entity=path)
+                b.put_rule(sub, rule)
+                return 200, entry(base, path, name, rule_xml(config))
+            b.put_rule(sub, rule)
+            return 201, entry(base, path, name, rule_xml(config))
+
+
+def _topic(b: Broker, name: str) -> Topic:
+    entity = b.entity(name)
+    if not isinstance(entity, Topic):
+        raise EntityNotFound(f"'{name}' is not a topic.", entity=name)
+    return entity
+
+
+def _body_length(headers: Any) -> int:
+    """The declared body length: a chunked or malformed one is refused (the SDK always sends a length)."""
+    if "chunked" in (headers.get("Transfer-Encoding") or "").lower():
+        raise _HttpError(411, "A Content-Length is required.")
+    text = headers.get("Content-Length") or "0"
+    if not text.isdigit():
+        raise _HttpError(400, "The Content-Length header is not a number.")
+    return int(text)
+
+
+def _discard_small_body(req: BaseHTTPRequestHandler) -> bool:
+    """Read and drop the body of a refused request if it is small (the connection can then be kept,
+    and the client sees the answer rather than a reset). False: it was left unread."""
+    try:
+        length = _body_length(req.headers)
+    except _HttpError:
+        return False
+    if length > MAX_BODY:
+        return False
+    if length:
+        req.rfile.read(length)
+    return True
+
+
+def _token_audience(token: str) -> str:
+    """The ``sr`` a SAS token names (its signature is checked against exactly this)."""
+    fields = dict(p.partition("=")[::2] for p in token.removeprefix("SharedAccessSignature ").split("&"))
+    return urllib.parse.unquote_plus(fields.get("sr", ""))
+
+
+class _HandoffServer:
+    """What a request handler needs of its server when the AMQP listener accepted the socket."""
+
+    def __init__(self) -> None:
+        self.prefixes: dict[object, bytes] = {}
+
+
+class _Prefixed(io.RawIOBase):
+    """A socket's reader with bytes already taken from it put back in front."""
+
+    def __init__(self, prefix: bytes, rest: Any) -> None:
+        self._prefix = prefix
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._prefix:
+            n = min(len(buffer), len(self._prefix))
+            buffer[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._rest.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)

@@ -1,0 +1,8 @@
+"""The broker as a pure state machine: no sockets, no threads, an injected clock.
+
+``broker.py`` the facade; ``brokercore.py`` its shared state and how a message moves; ``entities.py``
+queues, topics, subscriptions; ``store.py`` one message log; ``model.py`` and ``values.py`` messages as
+stored; ``locks.py`` peek locks; ``settlement.py`` complete, abandon, defer, dead-letter, renew;
+``sessions.py`` and ``sessionlocks.py`` sessions; ``scheduling.py`` scheduled and deferred lookups;
+``clock.py``, ``timers.py`` and ``firing.py`` what falls due when; ``faults.py`` fault injection.
+"""

@@ -57,6 +57,7 @@ from .errors import (
 )
 from .incidents.copies import acopy_then_complete, copy_message, copy_then_complete
 from .incidents.copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
+from .incidents.discarding import adiscard, discard
 from .incidents.exporting import export_jsonl, export_resume_point
 from .incidents.importing import ImportProgress, import_jsonl, import_resume_point
 from .incidents.jsonl import (
@@ -68,7 +69,7 @@ from .incidents.jsonl import (
     write_jsonl,
 )
 from .incidents.purge import apurge, purge
-from .incidents.resubmit import aresubmit, default_target, discard, resubmit
+from .incidents.resubmit import aresubmit, default_target, resubmit
 from .incidents.tail import TAIL_INTERVAL, Tail, tail
 from .operations import deferral
 from .operations.batch import LockedBatch
@@ -109,6 +110,7 @@ from .operations.sessions import (
     pretty_state,
     set_session_state,
 )
+from .operations.window import enqueued_window, scan_window
 from .outcome import PROBLEMS, Outcome, Report
 from .renames import deprecated
 from .sdk.api import NEXT_AVAILABLE_SESSION
@@ -118,6 +120,7 @@ from .views.signatures import mask, signature
 from .views.triage import GROUP_FIELDS, GroupCounts, group_counts, group_value
 from .views.triage import NONE as GROUP_NONE
 from .views.triage import OTHER as GROUP_OTHER
+from .views.where import Where, WhereFailed, as_where
 
 __all__ = [
     "BOUND_WINDOW",
@@ -173,12 +176,16 @@ __all__ = [
     "Stop",
     "Tail",
     "TimeWindow",
+    "Where",
+    "WhereFailed",
     "WindowBounds",
     "acancel_scheduled",
     "acopy",
     "acopy_then_complete",
+    "adiscard",
     "apurge",
     "aresubmit",
+    "as_where",
     "ascan",
     "aschedule",
     "asend",
@@ -205,6 +212,7 @@ __all__ = [
     "deprecated",
     "discard",
     "duration",
+    "enqueued_window",
     "entity_properties",
     "export_jsonl",
     "export_resume_point",
@@ -246,6 +254,7 @@ __all__ = [
     "resubmit",
     "scan",
     "scan_records",
+    "scan_window",
     "schedule",
     "send",
     "sequence_numbers",

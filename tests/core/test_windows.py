@@ -195,3 +195,40 @@ def test_a_scheduled_message_enqueued_within_the_window_is_found_below_it(
     # Numbered first, enqueued in an hour: within "from b on", below b's numbers.
     assert peeked(cs, enqueued_after=tb) == sorted([*bodies(state, after=tb)])
     assert "later" in peeked(cs, enqueued_after=tb + dt.timedelta(minutes=30))
+
+
+def test_a_windowed_purge_removes_exactly_the_window_by_the_path_it_says(
+    emulator: Emulator, client: ServiceBusClient, admin: ServiceBusAdministrationClient
+) -> None:
+    cs = emulator.connection_string
+    send(client, "q", *[f"a{i}" for i in range(10)])
+    with client.get_queue_receiver("q") as r:
+        (a0,) = r.receive_messages(max_message_count=1, max_wait_time=5)
+        r.defer_message(a0)  # deferred, enqueued with group a
+    time.sleep(0.05)
+    state = groups(client, names="bc")
+    with client.get_queue_sender("q") as s:
+        s.schedule_messages(ServiceBusMessage("s"), dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
+    state = broker(client)
+    tb, tc = first_time(state, "b"), first_time(state, "c")
+
+    def total() -> int:
+        props = admin.get_queue_runtime_properties("q")
+        return props.active_message_count + props.scheduled_message_count
+
+    before = total()
+    # No start: batch delete with the window's end as its cut-off, a0 (deferred) by its number.
+    report = core.purge("q", enqueued_before=tb, connection=cs)
+    assert report.ok and report.count("purged") == 10 == before - total()
+    assert any("deleted on the server" in n for n in report.notes), report.notes
+    assert sorted(p.body for p in broker(client)) == sorted([*bodies(state, after=tb)])
+    # A start: received with a peek-lock; b's are passed, given back with no delivery counted.
+    before = total()
+    report = core.purge("q", enqueued_after=tc, connection=cs)
+    assert report.ok and report.count("purged") == 11 == before - total()  # c's and s (cancelled)
+    assert any("10 message(s) outside the window were locked" in n for n in report.notes), report.notes
+    left = broker(client)
+    assert sorted(p.body for p in left) == bodies(state, tb, tc) and all(p.delivery_count == 0 for p in left)
+    assert {p.sequence_number for p in left} == {p.sequence_number for p in state if p.body.startswith("b")}
+    nothing = core.purge("q", enqueued_before=tb, connection=cs)  # gone already: nothing to remove
+    assert nothing.total == 0 and len(broker(client)) == 10

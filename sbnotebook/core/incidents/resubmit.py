@@ -175,6 +175,8 @@ async def _account_for_the_rest(
 ) -> None:
     """One ``left`` outcome for each message still there that the run was asked to take."""
     report, selection = run.report, run.selection
+    if selection is not None and not selection.count:
+        return  # nothing was selected: nothing the run was asked to take can be left
     # Locked by another receiver (a run that was interrupted holds its locks until they expire), or
     # new: not moved by this run, and the report must not look complete. Each is a `left` outcome,
     # read from the broker; what this run reported already (held back, or copied and not completed)
@@ -189,6 +191,8 @@ async def _account_for_the_rest(
         verb="resubmit" if dst is not None else "discard",
         skip={_seq(b.messages[i]) for b, keep in run.held for i in keep} | set(run.copied),
         match=None if selection is None else functools.partial(selection.takes, src),
+        # What was selected lies between its lowest and highest numbers (a window's: not the whole entity).
+        numbers=(1, None) if selection is None else (selection.first, selection.last + 1),
         not_asked="not taken: a resubmit takes active messages (deferred ones: receive_deferred)",
         # What the run knows of them: its receives ended on one that got nothing. Why (held by
         # another receiver then, a slow delivery) the broker does not say.

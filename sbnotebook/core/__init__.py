@@ -115,12 +115,12 @@ from .outcome import PROBLEMS, Outcome, Report
 from .renames import deprecated
 from .sdk.api import NEXT_AVAILABLE_SESSION
 from .views.records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record, utf8
-from .views.search import compile_where, filter_records, json_columns
+from .views.search import as_where, compile_where, filter_records, json_columns
 from .views.signatures import mask, signature
 from .views.triage import GROUP_FIELDS, GroupCounts, group_counts, group_value
 from .views.triage import NONE as GROUP_NONE
 from .views.triage import OTHER as GROUP_OTHER
-from .views.where import Where, WhereFailed, as_where
+from .views.where import Where, WhereFailed
 
 __all__ = [
     "BOUND_WINDOW",

@@ -66,8 +66,10 @@ def test_peek_returns_exactly_the_window_with_a_shared_boundary_in_a_non_utc_ker
     state = groups(client)
     ta, tb, tc = (first_time(state, g) for g in "abc")
     # Ten messages share each boundary: all in at `after`, all out at `before`.
-    assert peeked(cs, enqueued_after=naive_utc_text(tb)) == bodies(state, after=tb) == sorted(
-        f"{g}{i}" for g in "bc" for i in range(10)
+    assert (
+        peeked(cs, enqueued_after=naive_utc_text(tb))
+        == bodies(state, after=tb)
+        == sorted(f"{g}{i}" for g in "bc" for i in range(10))
     )
     assert peeked(cs, enqueued_before=naive_utc_text(tb)) == bodies(state, before=tb) == [f"a{i}" for i in range(10)]
     assert peeked(cs, enqueued_after=ta, enqueued_before=tc) == bodies(state, ta, tc)

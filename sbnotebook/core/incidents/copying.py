@@ -51,7 +51,7 @@ from ..operations.window import Span, When, enqueued_window, given_text, locate
 from ..outcome import Outcome, Report
 from ..renames import no_effect, renamed
 from ..views.records import to_record
-from ..views.where import as_where
+from ..views.search import as_where
 from .copies import copy_message
 from .copy_progress import CopyProgress, Record, created_times, load, record_key, record_path
 from .resumable import LineTracker

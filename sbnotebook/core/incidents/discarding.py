@@ -22,7 +22,7 @@ from ..entities import EntityPath
 from ..operations.window import When, enqueued_window
 from ..outcome import Report
 from ..renames import renamed
-from ..views.where import as_where
+from ..views.search import as_where
 from .resubmit import BATCH_SIZE, MAX_IN_FLIGHT, check_limit, moved
 
 Record = dict[str, Any]

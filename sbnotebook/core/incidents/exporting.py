@@ -15,7 +15,7 @@ from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import SbError
 from ..operations.scan import scan, sessions_refused
-from ..operations.window import When, describe, enqueued_window, given_text, locate, scan_span
+from ..operations.window import When, enqueued_window, given_text, locate, scan_span
 from ..views.where import Where
 from .jsonl import to_json_record
 from .resumable import write_atomically
@@ -189,7 +189,7 @@ def _pages(conn: Any, name: str, start: int, window: Any) -> Iterator[list[dict[
     if window is None:
         return scan(name, start=start, connection=conn)
     span = locate(conn, name, window, start)
-    log.info("export of %s: %s, %s", name, describe(window), "nothing there" if span is None else span)
+    log.info("export of %s: %s, %s", name, window.describe(), "nothing there" if span is None else span)
     return iter(()) if span is None else scan_span(name, span, start=start, connection=conn)
 
 

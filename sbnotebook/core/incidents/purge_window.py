@@ -33,7 +33,7 @@ from ..entities import EntityPath
 from ..operations.bounds import TimeWindow
 from ..operations.messages import message_id
 from ..operations.scan import message_state
-from ..operations.window import Span, ascan_span, describe, locate
+from ..operations.window import Span, ascan_span, locate
 from ..outcome import Outcome, Report
 from ..sdk.api import ServiceBusReceiveMode
 from .leftovers import account_for_what_is_left
@@ -129,7 +129,7 @@ async def purge_window(
     """Remove the messages of the kinds ``asked`` (active, deferred, scheduled) enqueued within
     ``window`` (see the module docstring)."""
     since = dt.datetime.now(dt.UTC)
-    report.note(f"only messages {describe(window)}")
+    report.note(f"only messages {window.describe()}")
     span = await asyncio.to_thread(locate, conn, path, window)  # blocking peeks, off the loop they wait on
     report.stats["window_peeks"] = span.peeks if span is not None else 0
     if span is None:

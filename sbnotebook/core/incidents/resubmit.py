@@ -37,7 +37,7 @@ from ..operations.scan import anything_there
 from ..operations.window import When, enqueued_window
 from ..outcome import Outcome, Report
 from ..renames import renamed
-from ..views.where import as_where
+from ..views.search import as_where
 from .copies import acopy_then_complete, copy_for
 from .leftovers import account_for_what_is_left
 from .selection import Selection, peeked_selection

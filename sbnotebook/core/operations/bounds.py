@@ -112,6 +112,10 @@ def message_count(conn: ConnectionLike, path: EntityPath) -> int | None:
 PROBE_PAGE = 16  # messages peeked per bisection step: the first one not scheduled is the probe
 
 
+def _stamp(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
 @dataclass(frozen=True)
 class TimeWindow:
     """Enqueued times from `after` (inclusive unless `after_open`) to `before` (exclusive unless
@@ -149,6 +153,16 @@ class TimeWindow:
         ):
             before, before_closed = other.before, other.before_closed
         return TimeWindow(after, before, after_open, before_closed)
+
+    def describe(self) -> str:
+        """``enqueued from 2026-11-25 14:00:00.000 UTC and before 15:00:00.000 UTC`` (the half-open
+        window of ``enqueued_after`` / ``enqueued_before``; a pushed-down ``>`` or ``<=`` says so)."""
+        parts = []
+        if self.after is not None:
+            parts.append(f"{'after' if self.after_open else 'from'} {_stamp(self.after)}")
+        if self.before is not None:
+            parts.append(f"{'until' if self.before_closed else 'before'} {_stamp(self.before)}")
+        return "enqueued " + " and ".join(parts) if parts else "any time"
 
     @property
     def bounded(self) -> bool:

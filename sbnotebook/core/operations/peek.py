@@ -11,8 +11,7 @@ from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..renames import renamed
 from ..views.records import to_dataframe
-from ..views.search import type_hint
-from ..views.where import as_where
+from ..views.search import as_where, type_hint
 from .bounds import TimeWindow
 from .scan import scan
 from .window import When, enqueued_at, enqueued_window, locate, scan_span

@@ -81,16 +81,6 @@ def enqueued_window(
     return TimeWindow(after, before)
 
 
-def describe(window: TimeWindow) -> str:
-    """``enqueued from 2026-11-25 14:00:00 UTC until 15:00:00 UTC`` (after: at or after; until: before)."""
-    parts = []
-    if window.after is not None:
-        parts.append(f"from {window.after:%Y-%m-%d %H:%M:%S.%f}"[:-3] + " UTC")
-    if window.before is not None:
-        parts.append(f"before {window.before:%Y-%m-%d %H:%M:%S.%f}"[:-3] + " UTC")
-    return "enqueued " + " and ".join(parts)
-
-
 def enqueued_at(m: Any) -> dt.datetime | None:
     """A record's or an SDK message's enqueued time, aware (UTC)."""
     t = m.get("enqueued_time") if isinstance(m, dict) else getattr(m, "enqueued_time_utc", None)

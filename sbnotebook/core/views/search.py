@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import InvalidInputError
@@ -183,6 +183,18 @@ def compile_where(expression: str) -> Where:
         # Anything else it raised (a string compared with a number, ...) the Where counts and says.
 
     return Where(matches, expression)
+
+
+def as_where(where: str | Callable[[Record], bool] | None) -> Where | None:
+    """A ``where`` given as a search expression or a function, as a :class:`Where` (None: none).
+    A bad expression fails here, before anything is read."""
+    if where is None or isinstance(where, Where):
+        return where
+    if isinstance(where, str):
+        return compile_where(where)
+    if not callable(where):
+        raise InvalidInputError(f"where takes a search expression or a function of a record, not {where!r}.")
+    return Where(where)
 
 
 def filter_records(records: Iterable[Record], expression: str) -> list[Record]:

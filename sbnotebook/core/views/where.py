@@ -73,6 +73,16 @@ class Where:
         self.matched += ok
         return ok
 
+    def probe(self, record: Record) -> None:
+        """Run on ``record`` without counting: a misspelt name fails now (``InvalidInputError``), not at
+        the first message (a tail's may come in an hour); anything else it raises is the record's."""
+        try:
+            self.test(record)
+        except SbError:
+            raise
+        except Exception:  # an empty record raises where a message would not: not a mistake
+            pass
+
     def _count(self, exc: Exception, record: Record) -> None:
         kind = f"{type(exc).__name__}: {exc}"
         if kind not in self.errors and len(self.errors) >= MAX_KINDS:
@@ -125,17 +135,3 @@ class Where:
     def stats(self) -> dict[str, Any]:
         """The counts a Report carries (its ``stats``): unevaluated, and by error."""
         return {"unevaluated": self.unevaluated, "unevaluated_by_error": self.by_error()}
-
-
-def as_where(where: str | Callable[[Record], bool] | None) -> Where | None:
-    """A ``where`` given as a search expression or a function, as a :class:`Where` (None: none).
-    A bad expression fails here, before anything is read."""
-    if where is None or isinstance(where, Where):
-        return where
-    if isinstance(where, str):
-        from .search import compile_where
-
-        return compile_where(where)
-    if not callable(where):
-        raise InvalidInputError(f"where takes a search expression or a function of a record, not {where!r}.")
-    return Where(where)

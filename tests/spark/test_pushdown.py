@@ -15,7 +15,10 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook.emulator import Emulator
+from sbnotebook.notebook.magics import SbMagics
+from tests import shell
 from tests.helpers import counted_peeks, send
+from tests.shell import line
 
 pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import functions as F  # noqa: E402
@@ -26,6 +29,7 @@ from sbnotebook.spark.options import OptionError  # noqa: E402
 from sbnotebook.spark.spec import ReadSpec  # noqa: E402
 
 pytestmark = pytest.mark.slow
+ip, sb = shell.ip, shell.sb  # the shell fixtures: %sb_peek against the Spark read (issue 53)
 CONF = "spark.sql.python.filterPushdown.enabled"
 PUSHDOWN = hasattr(DataSourceReader, "pushFilters")  # pyspark 4.1+
 needs_pushdown = pytest.mark.skipif(
@@ -308,3 +312,24 @@ def test_the_narrower_start_wins_at_the_same_time(client: ServiceBusClient, emul
     equal, before = EqualTo(("enqueued_time",), tb), LessThan(("enqueued_time",), tb)
     assert planned_and_read(given, [equal]) == (where(state, lambda s, t: t == tb), [])
     assert planned_and_read(given, [equal, before]) == ([], [])
+
+
+def test_sb_peek_and_the_spark_read_return_the_same_window(
+    sp: Any, ip: Any, sb: SbMagics, client: ServiceBusClient
+) -> None:
+    """Issue 53: the magic's window is the Spark options' (half-open, found by bisection), at a
+    boundary ten messages share, and pushed down where Spark can."""
+    state = groups(client)
+    tb, tc = (time_of(state, f"{g}0") for g in "bc")
+    after, before = tb.isoformat(), tc.isoformat()
+    expected = where(state, lambda s, t: tb <= t < tc)
+    assert expected == [f"b{i}" for i in range(10)]
+    peeked = line(ip, f"sb_peek q --enqueued-after {after} --enqueued-before {before}")
+    options = sp.read.format("servicebus").option("entity", "q").option("enqueuedAfter", after)
+    read = options.option("enqueuedBefore", before).load()
+    assert sorted(peeked["body_text"]) == bodies(read) == expected
+    from_b = line(ip, f"sb_peek q --enqueued-after {after}")
+    assert sorted(from_b["body_text"]) == bodies(load(sp, enqueuedAfter=after)) == where(state, lambda s, t: t >= tb)
+    if PUSHDOWN:
+        col = F.col("enqueued_time")
+        assert bodies(load(sp).where((col >= tb) & (col < tc))) == expected

@@ -6,17 +6,19 @@ message that was there: the Spark reader plans a snapshot read up to it, and a l
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import EntityNotFoundError, SbError
 from .counts import counts
-from .scan import peek_numbers
+from .scan import apeek_once, peek_numbers
 
 # Messages peeked at the expected end of the entity. A short window has seen the end; a full one
 # (producers faster than a round trip, or holes in the numbering) falls back to a search. 32
@@ -109,7 +111,8 @@ def message_count(conn: ConnectionLike, path: EntityPath) -> int | None:
 
 # ------------------------------------------------------------------ time windows
 
-PROBE_PAGE = 16  # messages peeked per bisection step: the first one not scheduled is the probe
+PROBE_PAGE = 16  # messages peeked per probe: the first one not scheduled is the probe
+FANOUT = 16  # probes in flight per round of a window's search (the scan's own peeks in flight)
 
 
 def _stamp(t: dt.datetime) -> str:
@@ -190,38 +193,61 @@ class WindowBounds:
     peeks: int
 
 
-def _probe(conn: ConnectionLike, path: EntityPath, seq: int, stop: int, peeks: list[int]) -> tuple[int, Any] | None:
+async def _aprobe(
+    conn: LiveConnection, path: EntityPath, seq: int, stop: int, peeks: list[int]
+) -> tuple[int, Any] | None:
     """The first message at or after `seq` (up to `stop`) that was not scheduled, as (number,
     enqueued time): a scheduled message is numbered when it is scheduled but enqueued later, so
     its time says nothing about its neighbours'. None: no such message."""
-    from .scan import peek_page
-
     while seq <= stop:
-        page = peek_page(path, start=seq, count=PROBE_PAGE, connection=conn)
+        page = await apeek_once(conn, path, seq, PROBE_PAGE)
         peeks[0] += 1
-        for r in page:
-            if int(r["sequence_number"]) > stop:
+        for m in page:
+            if int(m.sequence_number) > stop:
                 return None
-            if r.get("scheduled_enqueue_time") is None and r.get("enqueued_time") is not None:
-                return int(r["sequence_number"]), r["enqueued_time"]
+            t = m.enqueued_time_utc
+            if m.scheduled_enqueue_time_utc is None and t is not None:
+                return int(m.sequence_number), t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
         if len(page) < PROBE_PAGE:
             return None
-        seq = int(page[-1]["sequence_number"]) + 1
+        seq = int(page[-1].sequence_number) + 1
     return None
+
+
+def _probe(conn: ConnectionLike, path: EntityPath, seq: int, stop: int, peeks: list[int]) -> tuple[int, Any] | None:
+    c = live(conn)
+    return c.run_on(path, _aprobe(c, path, seq, stop, peeks))
+
+
+def _points(lo: int, hi: int) -> list[int]:
+    """Where one round of the search probes, in lo..hi-1: every number when few are left, else
+    ``FANOUT`` evenly spread from ``lo``."""
+    if hi - lo <= FANOUT:
+        return list(range(lo, hi))
+    step = (hi - lo) / (FANOUT + 1)
+    return sorted({lo + int(step * i) for i in range(FANOUT)})
 
 
 def _first_where(conn: ConnectionLike, path: EntityPath, low: int, high: int, holds: Any, peeks: list[int]) -> int:
     """The lowest s in low..high+1 such that the first message not scheduled at or after s (up to
     `high`) is missing or `holds(its enqueued time)`: a predicate that, once true, stays true in
-    sequence order. Bisection, jumping past each probed message that fails it."""
+    sequence order. A search of ``FANOUT`` probes at once per round (their peeks in flight together,
+    so about log17(n) round trips, not log2(n): far from the namespace the rounds are the cost),
+    jumping past each probed message that fails it."""
+    c = live(conn)
     lo, hi = low, high + 1
     while lo < hi:
-        mid = (lo + hi) // 2
-        got = _probe(conn, path, mid, high, peeks)
-        if got is not None and not holds(got[1]):
-            lo = got[0] + 1
-        else:
-            hi = mid
+        points = _points(lo, hi)
+
+        async def probes(points: list[int] = points) -> list[tuple[int, Any] | None]:
+            return list(await asyncio.gather(*(_aprobe(c, path, p, high, peeks) for p in points)))
+
+        for point, got in zip(points, c.run_on(path, probes()), strict=True):
+            if got is not None and not holds(got[1]):
+                lo = max(lo, got[0] + 1)  # every number up to the message found fails too
+            else:
+                hi = point  # holds here, so from here on (numbers below were probed and failed)
+                break
     return lo
 
 
@@ -229,8 +255,8 @@ def time_bounds(
     conn: ConnectionLike, path: EntityPath, first: int, last: int, window: TimeWindow
 ) -> WindowBounds | None:
     """The sequence numbers that hold the messages enqueued within `window`, among first..last (the
-    snapshot's bounds), found by bisection: about log2(last - first) peeks of one page per bound
-    (None: no message can be in the window).
+    snapshot's bounds), found by a search of ``FANOUT`` probes at once: about log17(last - first)
+    rounds of one peek each in flight per bound (None: no message can be in the window).
 
     Service Bus numbers messages in order of arrival, so the enqueued times of messages that were not
     scheduled grow with their numbers. A scheduled message is numbered when it is scheduled and
@@ -240,6 +266,26 @@ def time_bounds(
     says where to look for those (only when the entity holds scheduled messages now). The read
     filters rows by time, so the edges are exact."""
     peeks = [0]
+    # Whether the entity holds scheduled messages (one request to the administration API) is asked
+    # while the search runs: the answer is only needed at its end.
+    pool = ThreadPoolExecutor(max_workers=1) if window.after is not None else None
+    scheduled = pool.submit(_may_hold_scheduled, conn, path) if pool is not None else None
+    try:
+        return _bounds(conn, path, first, last, window, peeks, scheduled)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+
+def _bounds(
+    conn: ConnectionLike,
+    path: EntityPath,
+    first: int,
+    last: int,
+    window: TimeWindow,
+    peeks: list[int],
+    scheduled: Future[bool] | None,
+) -> WindowBounds | None:
     lo = first
     if window.after is not None:
         lo = _first_where(conn, path, first, last, lambda t: not window.below(t), peeks)
@@ -249,7 +295,7 @@ def time_bounds(
         # Scheduled messages between `end` and the first message after the window stay in range.
         after = _probe(conn, path, end, last, peeks) if end <= last else None
         hi = after[0] - 1 if after is not None else last
-    sweep = (first, lo - 1) if window.after is not None and lo > first and _may_hold_scheduled(conn, path) else None
+    sweep = (first, lo - 1) if scheduled is not None and lo > first and scheduled.result() else None
     if lo > hi and sweep is None:
         return None
     return WindowBounds(lo, hi, sweep, peeks[0])

@@ -237,3 +237,31 @@ def test_a_windowed_purge_removes_exactly_the_window_by_the_path_it_says(
     assert {p.sequence_number for p in left} == {p.sequence_number for p in state if p.body.startswith("b")}
     nothing = core.purge("q", enqueued_before=tb, connection=cs)  # gone already: nothing to remove
     assert nothing.total == 0 and len(broker(client)) == 10
+
+
+def test_a_sparse_dead_letter_queue_is_searched_past_the_count_s_guess(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    """Every tenth of 300 messages dead-lettered: the DLQ's 30 numbers spread over 1..300, so the
+    count's guess of its end (first + 29) is far too low; the search goes on to the real end."""
+    cs = emulator.connection_string
+    state = groups(client, size=100)
+    with client.get_queue_receiver("q") as r:
+        done = 0
+        while done < 300:
+            for m in r.receive_messages(max_message_count=100, max_wait_time=5):
+                done += 1
+                if int(str(m)[1:]) % 10 == 0:
+                    r.dead_letter_message(m, reason="tenth")
+                else:
+                    r.complete_message(m)
+    dlq = broker(client, sub_queue="deadletter")
+    assert len(dlq) == 30 and dlq[-1].sequence_number - dlq[0].sequence_number > 250
+    tb, tc = first_time(state, "b"), first_time(state, "c")
+    assert (
+        peeked(cs, "q/$deadletterqueue", enqueued_after=tb)
+        == bodies(dlq, after=tb)
+        == sorted(f"{g}{i}" for g in "bc" for i in range(0, 100, 10))
+    )
+    assert peeked(cs, "q/$deadletterqueue", enqueued_after=tb, enqueued_before=tc) == bodies(dlq, tb, tc)
+    assert peeked(cs, "q/$deadletterqueue", enqueued_before=tc) == bodies(dlq, before=tc)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -195,30 +196,21 @@ class WindowBounds:
     peeks: int
 
 
-async def _aprobe(
-    conn: LiveConnection, path: EntityPath, seq: int, stop: int, peeks: list[int]
-) -> tuple[int, Any] | None:
-    """The first message at or after `seq` (up to `stop`) that was not scheduled, as (number,
-    enqueued time): a scheduled message is numbered when it is scheduled but enqueued later, so
-    its time says nothing about its neighbours'. None: no such message."""
-    while seq <= stop:
+async def _aprobe(conn: LiveConnection, path: EntityPath, seq: int, peeks: list[int]) -> tuple[int, Any] | None:
+    """The first message at or after `seq` that was not scheduled, as (number, enqueued time): a
+    scheduled message is numbered when it is scheduled but enqueued later, so its time says nothing
+    about its neighbours'. None: no such message. (One that arrived after a snapshot is later than
+    every message in it: as much after a window as the snapshot's end.)"""
+    while True:
         page = await apeek_once(conn, path, seq, PROBE_PAGE)
         peeks[0] += 1
         for m in page:
-            if int(m.sequence_number) > stop:
-                return None
             t = m.enqueued_time_utc
             if m.scheduled_enqueue_time_utc is None and t is not None:
                 return int(m.sequence_number), t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
         if len(page) < PROBE_PAGE:
             return None
         seq = int(page[-1].sequence_number) + 1
-    return None
-
-
-def _probe(conn: ConnectionLike, path: EntityPath, seq: int, stop: int, peeks: list[int]) -> tuple[int, Any] | None:
-    c = live(conn)
-    return c.run_on(path, _aprobe(c, path, seq, stop, peeks))
 
 
 def _points(lo: int, hi: int) -> list[int]:
@@ -231,37 +223,57 @@ def _points(lo: int, hi: int) -> list[int]:
 
 
 def _first_where(
-    conn: ConnectionLike, path: EntityPath, low: int, high: int, holds: Any, peeks: list[int]
+    conn: ConnectionLike,
+    path: EntityPath,
+    low: int,
+    high: int,
+    holds: Any,
+    peeks: list[int],
+    end: Callable[[], int] | None = None,
 ) -> tuple[int, tuple[int, Any] | None]:
-    """The lowest s in low..high+1 such that the first message not scheduled at or after s (up to
-    `high`) is missing or `holds(its enqueued time)`: a predicate that, once true, stays true in
-    sequence order; and that message (None: missing, or s is high+1). A search of ``FANOUT`` probes
-    at once per round (their peeks in flight together, so about log33(n) round trips, not log2(n):
-    far from the namespace the rounds are the cost), jumping past each probed message that fails it."""
+    """The lowest s from `low` on such that the first message not scheduled at or after s is
+    missing or `holds(its enqueued time)`: a predicate that, once true, stays true in sequence
+    order; and that message (None: missing, or s is past `high`). A search of ``FANOUT`` probes at
+    once per round (their peeks in flight together, so about log33(n) round trips, not log2(n): far
+    from the namespace the rounds are the cost), jumping past each probed message that fails it.
+
+    `high` is the highest number present, or with `end` a guess of it (from the message count): the
+    search starts on the guess while `end()` finds the real one (their round trips overlap), and
+    goes on past the guess only if every number up to it fails."""
     c = live(conn)
     lo, hi = low, high + 1
     at_hi: tuple[int, Any] | None = None
-    while lo < hi:
-        points = _points(lo, hi)
+    while True:
+        while lo < hi:
+            points = _points(lo, hi)
 
-        async def probes(points: list[int] = points) -> list[tuple[int, Any] | None]:
-            return list(await asyncio.gather(*(_aprobe(c, path, p, high, peeks) for p in points)))
+            async def probes(points: list[int] = points) -> list[tuple[int, Any] | None]:
+                return list(await asyncio.gather(*(_aprobe(c, path, p, peeks) for p in points)))
 
-        for point, got in zip(points, c.run_on(path, probes()), strict=True):
-            if got is not None and not holds(got[1]):
-                lo = max(lo, got[0] + 1)  # every number up to the message found fails too
-            else:
-                hi, at_hi = point, got  # holds here, so from here on (numbers below were probed and failed)
-                break
-    return lo, at_hi
+            for point, got in zip(points, c.run_on(path, probes()), strict=True):
+                if got is not None and not holds(got[1]):
+                    lo = max(lo, got[0] + 1)  # every number up to the message found fails too
+                else:
+                    hi, at_hi = point, got  # holds here, so from here on (numbers below were probed and failed)
+                    end = None  # found below the guess: the real end changes nothing
+                    break
+        if end is None:
+            return lo, at_hi
+        hi, end = max(hi, end() + 1), None  # the guess was low (holes in the numbering, arrivals)
 
 
 def time_bounds(
-    conn: ConnectionLike, path: EntityPath, first: int, last: int, window: TimeWindow
+    conn: ConnectionLike,
+    path: EntityPath,
+    first: int,
+    last: int,
+    window: TimeWindow,
+    end: Callable[[], int] | None = None,
 ) -> WindowBounds | None:
     """The sequence numbers that hold the messages enqueued within `window`, among first..last (the
-    snapshot's bounds), found by a search of ``FANOUT`` probes at once: about log33(last - first)
-    rounds of one peek each in flight per bound (None: no message can be in the window).
+    snapshot's bounds; with `end`, `last` is a guess and `end()` the real last number), found by a
+    search of ``FANOUT`` probes at once: about log33(last - first) rounds of one peek each in flight
+    per bound (None: no message can be in the window).
 
     Service Bus numbers messages in order of arrival, so the enqueued times of messages that were not
     scheduled grow with their numbers. A scheduled message is numbered when it is scheduled and
@@ -276,7 +288,7 @@ def time_bounds(
     pool = ThreadPoolExecutor(max_workers=1) if window.after is not None else None
     scheduled = pool.submit(_may_hold_scheduled, conn, path) if pool is not None else None
     try:
-        return _bounds(conn, path, first, last, window, peeks, scheduled)
+        return _bounds(conn, path, (first, last, end), window, peeks, scheduled)
     finally:
         if pool is not None:
             pool.shutdown(wait=False)
@@ -285,28 +297,45 @@ def time_bounds(
 def _bounds(
     conn: ConnectionLike,
     path: EntityPath,
-    first: int,
-    last: int,
+    span: tuple[int, int, Callable[[], int] | None],
     window: TimeWindow,
     peeks: list[int],
     scheduled: Future[bool] | None,
 ) -> WindowBounds | None:
-    """Both edges searched at once (each over first..last: the end does not need the start)."""
+    """Both edges searched at once (each from first on: the end does not need the start)."""
+    first, last, end = span
     with ThreadPoolExecutor(max_workers=2) as pool:
-        start = end = None
+        start = stop = None
         if window.after is not None:
-            start = pool.submit(_first_where, conn, path, first, last, lambda t: not window.below(t), peeks)
+            start = pool.submit(_first_where, conn, path, first, last, lambda t: not window.below(t), peeks, end)
         if window.before is not None:
-            end = pool.submit(_first_where, conn, path, first, last, window.beyond, peeks)
+            stop = pool.submit(_first_where, conn, path, first, last, window.beyond, peeks, end)
         lo = start.result()[0] if start is not None else first
         # Scheduled messages between the end and the first message after the window stay in range:
         # the range ends before that message (the search's own probe at the end).
-        after = end.result()[1] if end is not None else None
-    hi = after[0] - 1 if after is not None else last
+        after = stop.result()[1] if stop is not None else None
+    last = end() if end is not None else last
+    hi = min(after[0] - 1, last) if after is not None else last
     sweep = (first, lo - 1) if scheduled is not None and lo > first and scheduled.result() else None
     if lo > hi and sweep is None:
         return None
     return WindowBounds(lo, hi, sweep, peeks[0])
+
+
+def window_bounds(conn: ConnectionLike, path: EntityPath, start: int, window: TimeWindow) -> WindowBounds | None:
+    """``snapshot`` and ``time_bounds`` with their round trips overlapped: the count and the first
+    number at once, then the search from the count's guess of the end while the end is checked
+    (``last_present``). Far from the namespace that saves the snapshot's second round trip."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counting = pool.submit(message_count, conn, path)
+        first = first_present(conn, path, start)
+        count = counting.result()
+        if first is None or window.empty:
+            return None
+        if count is None:
+            return time_bounds(conn, path, first, last_present(conn, path, first, None), window)
+        checked = pool.submit(last_present, conn, path, first, count)
+        return time_bounds(conn, path, first, first + max(count, 1) - 1, window, end=checked.result)
 
 
 def _may_hold_scheduled(conn: ConnectionLike, path: EntityPath) -> bool:

@@ -21,7 +21,7 @@ from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..views.records import to_record
-from .bounds import TimeWindow, snapshot, time_bounds
+from .bounds import TimeWindow, window_bounds
 from .manage import duration
 from .scan import ascan
 
@@ -121,14 +121,11 @@ class Span:
 
 def locate(connection: ConnectionLike, entity: str | EntityPath, window: TimeWindow, start: int = 1) -> Span | None:
     """The sequence numbers holding ``window`` from ``start`` on, found as the Spark reader finds
-    them (``snapshot`` and ``time_bounds``: a few peeks, never a read of the entity); None when no
+    them (``snapshot`` and ``time_bounds``, their round trips overlapped: ``window_bounds``; a few
+    peeks, never a read of the entity); None when no
     message can be in it. Blocking: from a coroutine on the connection's loop, ``asyncio.to_thread``."""
     path = EntityPath.parse(entity)
-    conn = live(connection)
-    found = snapshot(conn, path, start)
-    if found is None or window.empty:
-        return None
-    bounds = time_bounds(conn, path, found[0], found[1], window)
+    bounds = window_bounds(live(connection), path, start, window)
     if bounds is None:
         return None
     # A dead-letter queue holds no scheduled message: nothing below the window to sweep.

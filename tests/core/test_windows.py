@@ -144,7 +144,7 @@ def test_discard_removes_exactly_the_window_and_gives_the_rest_back(
 
 
 def test_a_discard_or_resubmit_whose_search_fails_everywhere_removes_nothing(
-    emulator: Emulator, client: ServiceBusClient, admin: ServiceBusAdministrationClient
+    emulator: Emulator, client: ServiceBusClient, admin: ServiceBusAdministrationClient, tmp_path: Path
 ) -> None:
     cs = emulator.connection_string
     send(client, "q", *[json.dumps({"n": i, "amount": 5 if i % 2 else "n/a"}) for i in range(6)])
@@ -153,6 +153,19 @@ def test_a_discard_or_resubmit_whose_search_fails_everywhere_removes_nothing(
         with pytest.raises(WhereFailed, match="Nothing matched, so nothing was done"):
             act("q/$deadletterqueue", where="len(body_json.n) > 1", connection=cs)
     assert admin.get_queue_runtime_properties("q").dead_letter_message_count == 6
+    for act in (core.export_jsonl, core.copy):  # a file, a target: nothing written, nothing sent
+        with pytest.raises(WhereFailed):
+            act(
+                "q/$deadletterqueue",
+                str(tmp_path / "x.jsonl") if act is core.export_jsonl else "fwd-dst",
+                where="len(body_json.n) > 1",
+                connection=cs,
+            )
+    assert not (tmp_path / "x.jsonl").exists() and broker(client, "fwd-dst") == []
+    written = core.export_jsonl("q/$deadletterqueue", tmp_path / "y.jsonl", where="body_json.amount > 1", connection=cs)
+    copied = core.copy("q/$deadletterqueue", "fwd-dst", where="body_json.amount > 1", connection=cs)
+    assert written == 3 and written.unevaluated == 3 and copied.count("sent") == 3  # type: ignore[attr-defined]
+    assert copied.stats["unevaluated"] == 3 and any("could not be evaluated" in n for n in copied.notes)
     report = core.discard("q/$deadletterqueue", where="body_json.amount > 1", connection=cs)
     assert report.count("discarded") == 3 and report.stats["unevaluated"] == 3
     assert any("3 message(s) could not be evaluated" in n for n in report.notes)

@@ -79,6 +79,7 @@ def test_discard_asks_with_the_count_and_the_others_fate_then_removes_exactly_th
     admin: ServiceBusAdministrationClient,
     monkeypatch: pytest.MonkeyPatch,
     capsys: Any,
+    new_york: None,
 ) -> None:
     state = groups(client, names="abc")
     tb, tc = first_time(state, "b"), first_time(state, "c")
@@ -103,7 +104,7 @@ def test_discard_asks_with_the_count_and_the_others_fate_then_removes_exactly_th
 
 
 def test_a_windowed_purge_says_its_path_and_removes_only_the_window(
-    ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
+    ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any, new_york: None
 ) -> None:
     state = groups(client, names="abc")
     tb, tc = first_time(state, "b"), first_time(state, "c")

@@ -7,6 +7,7 @@ across a restart with a data directory."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import logging
 import os
 from collections.abc import Iterator
@@ -226,17 +227,25 @@ def test_keys_stay_out_of_logs_reprs_and_errors(
     assert secret not in shown and bad not in shown
 
 
-def test_rules_are_kept_across_a_restart_with_a_data_directory(tmp_path: Path) -> None:
+def test_rules_and_properties_are_kept_across_a_restart_with_a_data_directory(tmp_path: Path) -> None:
     secret = key()
     with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, emulator_admin_client(emu.connection_string) as admin:
-        admin.create_queue("guarded", authorization_rules=[rule("reader", ["Listen"], secret)], max_delivery_count=4)
+        admin.create_queue(
+            "guarded",
+            authorization_rules=[rule("reader", ["Listen"], secret)],
+            max_delivery_count=4,
+            user_metadata="kept",
+            auto_delete_on_idle=dt.timedelta(hours=1),
+            enable_batched_operations=False,
+        )
         admin.update_queue(admin.get_queue("q"), authorization_rules=[rule("late", ["Send"])])
     with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, emulator_admin_client(emu.connection_string) as admin:
         guarded = admin.get_queue("guarded")
         assert [(r.key_name, r.rights, r.primary_key) for r in guarded.authorization_rules] == [
             ("reader", ["Listen"], secret)
         ]
-        assert guarded.max_delivery_count == 4
+        assert (guarded.max_delivery_count, guarded.user_metadata) == (4, "kept")
+        assert (guarded.auto_delete_on_idle, guarded.enable_batched_operations) == (dt.timedelta(hours=1), False)
         assert [r.key_name for r in admin.get_queue("q").authorization_rules] == ["late"]
         with _client(emu, "reader", secret, "guarded") as c, c.get_queue_receiver("guarded") as r:
             assert r.peek_messages(max_message_count=1, sequence_number=1) == []

@@ -216,7 +216,8 @@ class Emulator:
         self, key_name: str, rights: list[str], entity: str | None = None, *, key: str | None = None
     ) -> Policy:
         """Declare a shared access policy now (as ``AuthorizationRules`` in the topology file), of
-        ``entity`` (a queue or topic) or of the namespace, with ``rights`` (Send, Listen, Manage)."""
+        ``entity`` (a queue or topic that exists: it keeps the policy, replacing its rule of that
+        name) or of the namespace, with ``rights`` (Send, Listen, Manage)."""
         if entity is not None and "/" in entity.strip("/"):
             raise ValueError(f"{entity!r}: policies belong to queues and topics (a subscription uses its topic's)")
         primary = key if key is not None else new_key()

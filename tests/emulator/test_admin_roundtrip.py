@@ -396,3 +396,22 @@ def test_a_subscription_made_with_a_default_rule_has_that_rule(
     assert status == 201
     (made,) = reader.list_rules("t", "big")
     assert (made.name, made.filter.sql_expression) == ("big", "size > 3")
+
+
+def _get(emu: Emulator, path: str) -> str:
+    token = sign(f"sb://{emu.address}:{emu.port}/", DEFAULT_KEY_NAME, DEFAULT_KEY, time.time() + 60)
+    request = urllib.request.Request(f"{emu.admin_url}/{path}?api-version=2021-05", headers={"Authorization": token})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return str(response.read().decode())
+
+
+@pytest.mark.parametrize("path", ["dedup", "t", "t/subscriptions/sql"])
+def test_every_element_the_api_writes_it_takes_back(emulator: Emulator, path: str) -> None:
+    """The .NET SDK sends back what a get returned, elements it does not know included: an entity's
+    own description, every element of it, is a valid update."""
+    text = _get(emulator, path)
+    description = text[text.index("<content") : text.index("</content>")].split(">", 1)[1]
+    assert "<CreatedAt>" in description and "<CountDetails" in description
+    status, answer = _put(emulator, path, description, update=True)
+    assert status == 200, answer
+    assert _get(emulator, path).split("<UpdatedAt>")[0] == text.split("<UpdatedAt>")[0]

@@ -7,9 +7,12 @@ across a restart with a data directory."""
 from __future__ import annotations
 
 import base64
+import copy
 import datetime as dt
+import json
 import logging
 import os
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -254,3 +257,23 @@ def test_rules_and_properties_are_kept_across_a_restart_with_a_data_directory(tm
         with _client(emu, "reader", secret, "guarded") as c, pytest.raises(REFUSED_TOKEN):
             with c.get_queue_receiver("guarded", max_wait_time=1) as r:
                 r.peek_messages(max_message_count=1, sequence_number=1)
+
+
+def test_a_journal_from_before_policies_were_kept_leaves_the_topology_s_policies(tmp_path: Path) -> None:
+    """An entity the API changed was journaled without its policies until now: restored from such a
+    row, it keeps the policies its topology file gives it."""
+    config = copy.deepcopy(TEST_TOPOLOGY)
+    queue = next(q for q in config["UserConfig"]["Namespaces"][0]["Queues"] if q["Name"] == "q")
+    secret = key()
+    queue["AuthorizationRules"] = [{"KeyName": "reader", "Rights": ["Listen"], "PrimaryKey": secret}]
+    with Emulator(config, data_dir=tmp_path) as emu, emulator_admin_client(emu.connection_string) as admin:
+        admin.update_queue(admin.get_queue("q"), max_delivery_count=3)
+    with sqlite3.connect(tmp_path / "broker.sqlite3") as db:
+        (doc,) = db.execute("SELECT doc FROM entities WHERE path = 'q'").fetchone()
+        old = json.loads(doc)
+        assert [p["name"] for p in old.pop("policies")] == ["reader"]
+        db.execute("UPDATE entities SET doc = ? WHERE path = 'q'", (json.dumps(old),))
+    with Emulator(config, data_dir=tmp_path) as emu, emulator_admin_client(emu.connection_string) as admin:
+        assert admin.get_queue("q").max_delivery_count == 3
+        with _client(emu, "reader", secret, "q") as c, c.get_queue_receiver("q") as r:
+            assert r.peek_messages(max_message_count=1, sequence_number=1) == []

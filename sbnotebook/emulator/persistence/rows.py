@@ -155,8 +155,8 @@ def entity_doc(
     and when it was created (a restart keeps the administration API's CreatedAt)."""
     fields = {f.name: getattr(props, f.name) for f in dataclasses.fields(props) if f.name != "policies"}
     doc: dict[str, Any] = {"kind": kind, "name": name, "properties": fields}
-    if props.policies:  # the keys too: the data directory is the namespace's own store, as Azure's is
-        doc["policies"] = [_policy_doc(p) for p in props.policies]
+    # the keys too: the data directory is the namespace's own store, as Azure's is
+    doc["policies"] = [_policy_doc(p) for p in props.policies]
     if created_at is not None:
         doc["created_at"] = created_at.isoformat()
     if topic is not None:
@@ -171,7 +171,8 @@ def parse_entity_doc(text: str) -> dict[str, Any]:
         doc = json.loads(text)
         fields = {f.name for f in dataclasses.fields(EntityProperties)}
         doc["properties"] = EntityProperties(**{k: v for k, v in doc["properties"].items() if k in fields})
-        doc["properties"].policies = tuple(_policy_from(p, doc["name"]) for p in doc.pop("policies", []))
+        if "policies" in doc:  # else written before policies were journaled: the entity keeps its own
+            doc["properties"].policies = tuple(_policy_from(p, doc["name"]) for p in doc["policies"])
         if "rules" in doc:
             doc["rules"] = [RuleConfig(**r) for r in doc["rules"]]
         if doc["kind"] not in ("queue", "topic", "subscription") or not isinstance(doc["name"], str):

@@ -25,7 +25,13 @@ from azure.servicebus.exceptions import (
     ServiceBusAuthorizationError,
     ServiceBusConnectionError,
 )
-from azure.servicebus.management import AccessRights, AuthorizationRule, ServiceBusAdministrationClient
+from azure.servicebus.management import (
+    AccessRights,
+    AuthorizationRule,
+    FalseRuleFilter,
+    ServiceBusAdministrationClient,
+    SqlRuleFilter,
+)
 
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator, connection_string
@@ -230,6 +236,9 @@ def test_keys_stay_out_of_logs_reprs_and_errors(
     assert secret not in shown and bad not in shown
 
 
+WHEN = dt.datetime(2020, 7, 5, 11, 12, 13)
+
+
 def test_rules_and_properties_are_kept_across_a_restart_with_a_data_directory(tmp_path: Path) -> None:
     secret = key()
     with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, emulator_admin_client(emu.connection_string) as admin:
@@ -242,7 +251,13 @@ def test_rules_and_properties_are_kept_across_a_restart_with_a_data_directory(tm
             enable_batched_operations=False,
         )
         admin.update_queue(admin.get_queue("q"), authorization_rules=[rule("late", ["Send"])])
+        admin.create_subscription("t", "typed", status="ReceiveDisabled")
+        admin.create_rule("t", "typed", "when", filter=SqlRuleFilter("at = @at", parameters={"@at": WHEN}))
+        admin.create_rule("t", "typed", "never", filter=FalseRuleFilter())
     with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, emulator_admin_client(emu.connection_string) as admin:
+        assert admin.get_subscription("t", "typed").status == "ReceiveDisabled"
+        assert dict(admin.get_rule("t", "typed", "when").filter.parameters) == {"@at": WHEN}  # a dateTime still
+        assert type(admin.get_rule("t", "typed", "never").filter) is FalseRuleFilter
         guarded = admin.get_queue("guarded")
         assert [(r.key_name, r.rights, r.primary_key) for r in guarded.authorization_rules] == [
             ("reader", ["Listen"], secret)

@@ -24,7 +24,7 @@ from .net.tlsrelay import TlsRelay
 from .persistence.durability import compact, compact_if_large, open_broker
 from .persistence.journal import Journal
 from .security.entra import AsyncEmulatorCredential, EmulatorCredential, Issuer, Principal, role_name
-from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, KeyRing, Policy, rights_of
+from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, KeyRing, Policy, new_key, rights_of
 from .security.tls import ServerCertificate, local_ca
 from .topology import Topology, default_topology
 
@@ -171,8 +171,10 @@ class Emulator:
             self.issuer = Issuer(tenant or _tenant_id(self._tls), self.topology.principals + declared)
         elif principals or tenant:
             raise ValueError("Entra ID principals need TLS (tls=True, --tls): tokens are never sent in the clear")
-        # The root policy, and the namespace's and entities' policies of the topology file
-        self.keys = KeyRing([Policy(key_name, key, key), *self.topology.policies])
+        # The root policy and the namespace's policies of the topology file; queues' and topics'
+        # policies are kept by the broker's entities (the topology's, and the administration API's)
+        namespace_policies = [p for p in self.topology.policies if p.entity is None]
+        self.keys = KeyRing([Policy(key_name, key, key), *namespace_policies], entities=self.broker)
         self._handler = BrokerHandler(self.broker, self.keys, self.issuer)
         self._thread: threading.Thread | None = None
         self._loop: EventLoop | None = None
@@ -214,12 +216,17 @@ class Emulator:
         self, key_name: str, rights: list[str], entity: str | None = None, *, key: str | None = None
     ) -> Policy:
         """Declare a shared access policy now (as ``AuthorizationRules`` in the topology file), of
-        ``entity`` (a queue or topic) or of the namespace, with ``rights`` (Send, Listen, Manage)."""
+        ``entity`` (a queue or topic that exists: it keeps the policy, replacing its rule of that
+        name) or of the namespace, with ``rights`` (Send, Listen, Manage)."""
         if entity is not None and "/" in entity.strip("/"):
             raise ValueError(f"{entity!r}: policies belong to queues and topics (a subscription uses its topic's)")
-        primary = key if key is not None else secrets.token_urlsafe(32)
-        policy = Policy(key_name, primary, secrets.token_urlsafe(32), rights_of(rights), entity)
-        self.keys.add(policy)
+        primary = key if key is not None else new_key()
+        policy = Policy(key_name, primary, new_key(), rights_of(rights), entity)
+        if entity is None:
+            self.keys.add(policy)
+        else:  # the entity keeps it (replacing one of the same name), as a rule added through the API
+            others = [p for p in self.broker.policies_of(entity) if p.name != key_name]
+            self.broker.set_policies(entity, [*others, policy])
         return policy
 
     @property

@@ -50,6 +50,7 @@ from .atom import (
     subscription_xml,
     topic_xml,
 )
+from .clockroute import CLOCK_ROOT, ClockOwner, serve_clock
 
 log = logging.getLogger("sbnotebook.emulator")
 
@@ -81,6 +82,7 @@ class AdminServer:
         self.keys = KeyRing.of(keys)
         self.issuer = issuer  # Entra ID: its authority's endpoints, and Bearer tokens (with --tls)
         self.latency = 0.0  # seconds added to every reply, as the AMQP side does (simulated distance)
+        self.clock: ClockOwner | None = None  # /$emulator/clock (clockroute.py), set by the Emulator
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -266,6 +268,8 @@ class AdminServer:
     ) -> tuple[int, str]:
         lowered = [p.lower() for p in parts]
         b = self.broker
+        if lowered[:1] == [CLOCK_ROOT]:
+            return serve_clock(self.clock, method, lowered[1:], query)
         if method == "POST":
             raise _HttpError(405, "The administration API takes GET, PUT and DELETE.")
         if lowered == ["$namespaceinfo"] and method == "GET":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -219,3 +220,33 @@ def test_a_manual_clock_starts_at_real_now_and_advances_before_start_too() -> No
     then = emu.advance("1h")
     with emu:
         assert emu.now() == then  # it did not move on its own while starting
+
+
+def _clock_request(emu: Emulator, method: str, query: str = "", token: str | None = None) -> tuple[int, str]:
+    headers = {"Authorization": token} if token is not None else {}
+    request = urllib.request.Request(f"{emu.admin_url}/$emulator/clock{query}", method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+def test_the_clock_endpoint_takes_the_namespaces_manage_right_only(emu: Emulator) -> None:
+    """/$emulator/clock (what --advance and --status use): read and advanced with Manage on the
+    namespace; refused without a token, with a Send-only key, or with another method."""
+    audience = f"sb://127.0.0.1:{emu.port}/"
+    root = sign(audience, DEFAULT_KEY_NAME, DEFAULT_KEY, time.time() + 60)
+    sender = emu.add_policy("sender", ["Send"])
+    send_only = sign(audience, "sender", sender.primary_key, time.time() + 60)
+    start = emu.clock.now()
+    assert _clock_request(emu, "POST", "?advance=60")[0] == 401
+    assert _clock_request(emu, "POST", "?advance=60", send_only)[0] == 401
+    assert emu.clock.now() == start
+    status, body = _clock_request(emu, "POST", "?advance=10m", root)
+    assert status == 200 and "<Kind>manual</Kind>" in body
+    assert emu.clock.now() == start + 600
+    assert emu.now().strftime("%Y-%m-%dT%H:%M:%S") in _clock_request(emu, "GET", token=root)[1]
+    assert _clock_request(emu, "PUT", token=root)[0] == 405
+    assert _clock_request(emu, "POST", "?advance=soon", root)[0] == 400
+    assert emu.clock.now() == start + 600

@@ -2,9 +2,10 @@
 
 Which timers follow the broker's clock (a ``ManualClock`` moves them only when advanced): peek-lock
 and session-lock expiry, time to live, scheduled messages, the duplicate-detection window, and every
-time the broker reports (enqueued, locked until, expires at, a rule's creation). Real time, always:
-SAS and Entra ID token lifetimes, AMQP idle timeouts, latency, and how long a client waits for a
-session (a client's own clock judges those).
+time a message reports (enqueued, locked until, expires at, scheduled) and a rule's creation. Real
+time, always: SAS and Entra ID token lifetimes, AMQP idle timeouts, latency, how long a client waits
+for a message or a session (a client's own clock judges those), and the administration API's
+entity timestamps (CreatedAt, UpdatedAt, AccessedAt).
 """
 
 from __future__ import annotations

@@ -6,12 +6,15 @@ tests/testing/test_docs_example.py, and under ``--servicebus-live`` there."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 # Loaded here, before any in-process inner run: pytester unloads what an inner run imported, and
 # cryptography's Rust bindings do not survive being imported a second time in one process.
 import cryptography.hazmat.primitives.asymmetric.ec
 import cryptography.x509  # noqa: F401
 import pytest
 
+from sbnotebook.testing.model import Namespace
 from tests.testing.sessions import run
 
 
@@ -86,3 +89,10 @@ def test_each(servicebus_emulator, n):
 """
     )
     run(pytester).assert_outcomes(passed=2)
+
+
+def test_a_live_namespace_tells_real_time_and_refuses_to_advance() -> None:
+    live = Namespace(connection_string=None, fully_qualified_namespace="ns.servicebus.windows.net", names={})
+    assert abs(live.now() - datetime.now(UTC)) < timedelta(seconds=5)
+    with pytest.raises(RuntimeError, match="needs the embedded emulator"):
+        live.advance("1m")

@@ -30,6 +30,7 @@ from ..security.entra import MAX_FORM, EntraError, Issuer
 from ..security.sas import MANAGE, KeyRing, TokenError, covers, validate
 from ..topology import TopologyError
 from .atom import entry, error_xml, feed, namespace_xml, page, parse_description
+from .clockroute import CLOCK_ROOT, ClockOwner, serve_clock
 from .documents import entity_xml, subscription_xml
 from .entities import put_entity, put_subscription
 from .rulexml import rule_config_from, rule_xml
@@ -64,6 +65,7 @@ class AdminServer:
         self.keys = KeyRing.of(keys)
         self.issuer = issuer  # Entra ID: its authority's endpoints, and Bearer tokens (with --tls)
         self.latency = 0.0  # seconds added to every reply, as the AMQP side does (simulated distance)
+        self.clock: ClockOwner | None = None  # /$emulator/clock (clockroute.py), set by the Emulator
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -249,6 +251,8 @@ class AdminServer:
     ) -> tuple[int, str]:
         lowered = [p.lower() for p in parts]
         b = self.broker
+        if lowered[:1] == [CLOCK_ROOT]:
+            return serve_clock(self.clock, method, lowered[1:], query)
         if method == "POST":
             raise _HttpError(405, "The administration API takes GET, PUT and DELETE.")
         if lowered == ["$namespaceinfo"] and method == "GET":

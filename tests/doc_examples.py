@@ -7,9 +7,10 @@ What this module adds is the page's surroundings, not a parser:
 - each page's blocks run in order in one namespace (Sybil's document), and the page is one unit of
   work for pytest-xdist (tests/xdist_groups.py), so they run on one worker, one after another;
 - a page runs against an in-process ``Emulator`` of its own (the default topology plus the entities
-  the pages name, ``TOPOLOGY``), made the connection the kit finds with nothing configured
-  (``SERVICEBUS_CONNECTION_STRING``, restored after), in a temporary working folder (files a page
-  writes land there); its live connections are closed when the page ends;
+  the pages name, ``topology()``), made the connection the kit finds with nothing configured
+  (``SERVICEBUS_CONNECTION_STRING``; the environment is restored after the page), in a temporary
+  working folder (files a page writes land there); the live connections and emulators it opened are
+  closed when the page ends, and a module a block made by hand is taken out of ``sys.modules``;
 - blocks are IPython cells, as in a notebook: ``%sb_...`` magics and ``x = %sb_receive ...`` are
   turned into Python by IPython's own input transformer and run on the suite's IPython shell (the
   page loads the extension itself, ``%load_ext sbnotebook``, as a reader does); a confirmation the
@@ -28,9 +29,11 @@ from __future__ import annotations
 
 import builtins
 import copy
+import doctest
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from functools import cache
@@ -100,6 +103,17 @@ class _Dbutils:
         return self._secrets[(scope, key)]
 
 
+def _unload(shell: Any) -> None:
+    """The extension unloaded as IPython unloads it, so that the next page's ``%load_ext sbnotebook``
+    loads it afresh (IPython skips an extension it holds as loaded)."""
+    from sbnotebook.notebook import unload_ipython_extension
+
+    if "sbnotebook" in shell.extension_manager.loaded:
+        shell.extension_manager.unload_extension("sbnotebook")
+    else:
+        unload_ipython_extension(shell)
+
+
 class Page:
     """What one page's blocks run in (Sybil's ``setup`` and ``teardown`` with its namespace)."""
 
@@ -109,21 +123,23 @@ class Page:
     def setup(self, namespace: dict[str, Any]) -> None:
         from IPython.testing import globalipapp
 
+        from sbnotebook.core.connections.registry import registry
         from sbnotebook.emulator import Emulator
-        from sbnotebook.notebook import unload_ipython_extension
 
         emulator = Emulator(config=topology()).start()
         folder = tempfile.mkdtemp(prefix="sbnotebook-doc-")
         shell = globalipapp.start_ipython() or globalipapp.get_ipython()
-        unload_ipython_extension(shell)
+        _unload(shell)
         self._saved = {
-            "env": os.environ.get(CONNECTION_ENV),
+            "env": dict(os.environ),
             "cwd": os.getcwd(),
             "input": builtins.input,
             "emulator": emulator,
             "folder": folder,
             "shell": shell,
             "dbutils": shell.user_ns.get("dbutils"),
+            "modules": set(sys.modules),
+            "live": set(map(id, registry._live.values())),
         }
         os.environ[CONNECTION_ENV] = emulator.connection_string
         os.chdir(folder)
@@ -135,7 +151,7 @@ class Page:
 
     def teardown(self, namespace: dict[str, Any]) -> None:
         from sbnotebook.core.connections.registry import registry
-        from sbnotebook.notebook import unload_ipython_extension
+        from sbnotebook.emulator import Emulator
 
         saved, self._saved = self._saved, {}
         spark = namespace.get("spark")
@@ -143,21 +159,25 @@ class Page:
             for query in spark.streams.active:  # tests/conftest.py stops a module's
                 query.stop()
             spark.stop()
-        unload_ipython_extension(saved["shell"])
+        _unload(saved["shell"])
         if saved["dbutils"] is None:
             saved["shell"].user_ns.pop("dbutils", None)
         else:
             saved["shell"].user_ns["dbutils"] = saved["dbutils"]
-        emulator = saved["emulator"]
-        for live in list(registry._live.values()):
-            if emulator.connection_string.split(";", 1)[0] in (live.settings.connection_string or ""):
+        for value in list(namespace.values()):  # an emulator a block started and a failure left running
+            if isinstance(value, Emulator) and value is not saved["emulator"]:
+                value.stop()
+        for name in set(sys.modules) - saved["modules"]:  # a module a block made by hand (no spec)
+            if getattr(sys.modules[name], "__spec__", None) is None:
+                del sys.modules[name]
+        for live in list(registry._live.values()):  # the live connections the page opened
+            if id(live) not in saved["live"]:
                 registry.forget(live)
+        emulator = saved["emulator"]
         builtins.input = saved["input"]
         os.chdir(saved["cwd"])
-        if saved["env"] is None:
-            os.environ.pop(CONNECTION_ENV, None)
-        else:
-            os.environ[CONNECTION_ENV] = saved["env"]
+        os.environ.clear()  # as it was: SERVICEBUS_CONNECTION_STRING and what a block set
+        os.environ.update(saved["env"])
         emulator.stop()
         shutil.rmtree(saved["folder"], ignore_errors=True)
         namespace.clear()
@@ -176,7 +196,7 @@ def make_sybil(patterns: tuple[str, ...] = PATTERNS, path: Path = ROOT) -> Any:
         evaluated as an IPython cell."""
 
         def __init__(self) -> None:
-            self.doctest_parser = DocTestStringParser(DocTestEvaluator())
+            self.doctest_parser = DocTestStringParser(DocTestEvaluator(doctest.ELLIPSIS))
             self.codeblock_parser = CodeBlockParser("python", IPythonEvaluator())
 
     page = Page()

@@ -16,6 +16,7 @@ from ..core import (
     live_connection,
 )
 from .deferred import ACTIONS, CHUNK, Action, settle_chunk
+from .options import OptionError
 from .registered import registered_connection
 from .secrets import connection_of, is_ref, parse_ref
 
@@ -37,10 +38,10 @@ def settle(
     Call it after the downstream work has succeeded. If the job fails before, nothing is lost: the
     messages stay deferred, and `settle(..., action="release")` puts them back."""
     if action not in ACTIONS:
-        raise ValueError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
+        raise OptionError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
     missing = {"entity", "sequence_number"} - set(df.columns)
     if missing:
-        raise ValueError(
+        raise OptionError(
             f"settle() needs the entity and sequence_number columns of a mode=defer read; missing: {missing}"
         )
     if isinstance(connection, str) and is_ref(connection):

@@ -35,6 +35,13 @@ def settle(
     columns): complete, dead-letter (with reason), resubmit a copy (to `target`, default the entity
     itself; copy first, then complete), or release (a fresh copy back to active, then complete).
 
+    Runs in this process (the driver, or the Spark Connect client), not in Spark tasks: the two
+    columns are collected here and settled in chunks of 200 sequence numbers per request,
+    `parallelism` chunks at once (default 4), each on a receiver of its own. `connection` defaults
+    to what `register()` was given. Returns one `Report` (numbers no longer deferred are
+    `not_found`, so a rerun is safe); an unknown action or a DataFrame without the two columns is
+    an `OptionError` before anything is settled.
+
     Call it after the downstream work has succeeded. If the job fails before, nothing is lost: the
     messages stay deferred, and `settle(..., action="release")` puts them back."""
     if action not in ACTIONS:

@@ -16,6 +16,7 @@ from ..core import (
     live_connection,
 )
 from .deferred import ACTIONS, CHUNK, Action, settle_chunk
+from .options import OptionError
 from .registered import registered_connection
 from .secrets import connection_of, is_ref, parse_ref
 
@@ -34,13 +35,20 @@ def settle(
     columns): complete, dead-letter (with reason), resubmit a copy (to `target`, default the entity
     itself; copy first, then complete), or release (a fresh copy back to active, then complete).
 
+    Runs in this process (the driver, or the Spark Connect client), not in Spark tasks: the two
+    columns are collected here and settled in chunks of 200 sequence numbers per request,
+    `parallelism` chunks at once (default 4), each on a receiver of its own. `connection` defaults
+    to what `register()` was given. Returns one `Report` (numbers no longer deferred are
+    `not_found`, so a rerun is safe); an unknown action or a DataFrame without the two columns is
+    an `OptionError` before anything is settled.
+
     Call it after the downstream work has succeeded. If the job fails before, nothing is lost: the
     messages stay deferred, and `settle(..., action="release")` puts them back."""
     if action not in ACTIONS:
-        raise ValueError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
+        raise OptionError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
     missing = {"entity", "sequence_number"} - set(df.columns)
     if missing:
-        raise ValueError(
+        raise OptionError(
             f"settle() needs the entity and sequence_number columns of a mode=defer read; missing: {missing}"
         )
     if isinstance(connection, str) and is_ref(connection):

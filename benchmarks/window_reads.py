@@ -60,9 +60,7 @@ def measure(n: int, latency_ms: float, rounds: int) -> dict[str, float]:
         reads: dict[str, Callable[[], int]] = {
             "window": lambda: len(core.peek(QUEUE, max_messages=n, enqueued_after=start, connection=conn)),
             "where": lambda: len(
-                core.peek(
-                    QUEUE, max_messages=n, scan_limit=n, where=f"sequence_number > {n - window}", connection=conn
-                )
+                core.peek(QUEUE, max_messages=n, scan_limit=n, where=f"sequence_number > {n - window}", connection=conn)
             ),
             "full": lambda: len(core.scan_records(QUEUE, connection=conn)),
         }

@@ -90,7 +90,7 @@ class PurgePlan:
         """Which way a windowed purge takes, and what that costs (core/incidents/purge_window.py)."""
         w = self.window
         assert w is not None
-        text = f"Only messages {w.describe()}, counted by peeking the window's sequence numbers (found by bisection)"
+        text = f"Only messages {w.describe()}, counted by peeking the window's sequence numbers (found by a search)"
         if not {"active", "dlq"} & set(self.kinds):
             return text
         if w.after is None:

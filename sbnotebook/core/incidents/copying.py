@@ -359,7 +359,7 @@ async def acopy(
     One ``sent`` or ``failed`` outcome per message; ``report.stats["peak_held"]``: the most source
     messages in memory at once (at most ``HELD``). ``enqueued_after`` / ``enqueued_before`` (a
     datetime, ISO 8601 or an age such as ``2h``): only messages enqueued within that window, found
-    by bisection (window.py). A search that raised on every message fails (``WhereFailed``); on some,
+    by a search over peeks (window.py). A search that raised on every message fails (``WhereFailed``); on some,
     the Report's ``stats["unevaluated"]`` and a note say how many."""
     if concurrency is not None:  # a peek at a time since the held bound: say so rather than ignore it
         no_effect("copy(concurrency=)", "a copy peeks one half page at a time and its held bound sets the pace")

@@ -138,7 +138,7 @@ def export_jsonl(
     ``progress(read, written)`` after each page. Returns how many messages the file holds (an int,
     with ``unevaluated``: messages the search raised on; one that raised on every message fails,
     ``WhereFailed``, and the file is not kept). ``enqueued_after`` / ``enqueued_before``: only messages
-    enqueued within that window (window.py: found by bisection, not by reading everything).
+    enqueued within that window (window.py: found by a search over peeks, not by reading everything).
 
     Resumable: while it runs, a marker file (``path`` + ``.exporting``) says the export is not
     complete. Interrupted (a kernel interrupt, the process killed), the same call appends from the
@@ -185,7 +185,7 @@ def export_jsonl(
 
 
 def _pages(conn: Any, name: str, start: int, window: Any) -> Iterator[list[dict[str, Any]]]:
-    """The entity's pages of records from ``start``, or only its window's (found by bisection)."""
+    """The entity's pages of records from ``start``, or only its window's (found by a search over peeks)."""
     if window is None:
         return scan(name, start=start, connection=conn)
     span = locate(conn, name, window, start)

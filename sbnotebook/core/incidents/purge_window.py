@@ -1,7 +1,7 @@
 """A purge of a time window (``purge(enqueued_after=, enqueued_before=)``), and the removals by
 sequence number every purge shares (deferred messages received and deleted, scheduled ones cancelled).
 
-Only messages enqueued within the window are removed. Their sequence numbers are found by bisection
+Only messages enqueued within the window are removed. Their sequence numbers are found by a search over peeks
 (window.py) and peeked, each kept by its own time. Then, by kind:
 
 - active messages, with no start to the window (``enqueued_before`` only): deleted on the server

@@ -1,6 +1,6 @@
 """What a resubmit's or discard's ``where`` and time window select, found by peeking when the run
 begins (core/incidents/resubmit.py checks each message it receives against it). With a window, only
-the sequence numbers holding it are peeked (window.py: found by bisection)."""
+the sequence numbers holding it are peeked (window.py: found by a search over peeks)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class Selection:
 
 
 async def _peeked(conn: LiveConnection, src: EntityPath, window: TimeWindow | None) -> AsyncGenerator[list[Any], None]:
-    """The messages to select from: every one, or those of the window (its numbers found by bisection)."""
+    """The messages to select from: every one, or those of the window (its numbers found by a search)."""
     if window is None:
         async with aclosing(ascan(src, connection=conn)) as pages:
             async for page in pages:

@@ -1,12 +1,12 @@
 """Enqueued-time windows on the commands and core functions that read or act (``enqueued_after=`` /
 ``enqueued_before=``, ``--enqueued-after`` / ``--enqueued-before``): WHEN read, the sequence numbers
-holding the window found by bisection over peeks (``bounds.time_bounds``, the Spark reader's
-``enqueuedAfter`` / ``enqueuedBefore``), and the scan of only those numbers.
+holding the window found by a search over peeks (``bounds.window_bounds``: ``time_bounds``, the
+Spark reader's ``enqueuedAfter`` / ``enqueuedBefore``), and the scan of only those numbers.
 
 The window is Spark's: half-open, at or after ``enqueued_after``, strictly before ``enqueued_before``.
 Each message read is kept by its own enqueued time, so the edges are exact (a batch sharing the
-boundary time is all in, or all out); the bisection only decides where to peek, so a window holding
-the last 1% of an entity peeks about 1% of it plus log2(n) single-page peeks.
+boundary time is all in, or all out); the search only decides where to peek, so a window holding
+the last 1% of an entity peeks about 1% of it plus a few rounds of 32 small peeks in flight.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class Span:
     """Where a window's messages are: sequence numbers ``first..last`` (each message kept by its
     time), and below them, when the entity holds scheduled messages, ``sweep``: numbers whose
     scheduled messages may be enqueued within the window (a scheduled message is numbered when it
-    is scheduled). ``peeks``: what the bisection cost."""
+    is scheduled). ``peeks``: what the search cost."""
 
     window: TimeWindow
     first: int

@@ -1,5 +1,5 @@
 """What the commands that read or act share for issue 53: ``--enqueued-after WHEN`` /
-``--enqueued-before WHEN`` (a half-open window of enqueued times, found by bisection: never a read
+``--enqueued-before WHEN`` (a half-open window of enqueued times, found by a search over peeks: never a read
 of everything), and a ``--where`` that says what it could not evaluate."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def said(window: TimeWindow | None) -> str:
 
 
 def records(entity: str, window: TimeWindow | None, connection: Any) -> Iterator[dict[str, Any]]:
-    """Every record of ``entity``, or of its window only (found by bisection), by peeking."""
+    """Every record of ``entity``, or of its window only (found by a search), by peeking."""
     pages = (
         core.scan(entity, connection=connection)
         if window is None

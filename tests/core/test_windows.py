@@ -22,7 +22,7 @@ from sbnotebook.core import InvalidInputError, WhereFailed
 from sbnotebook.core.operations.bounds import FANOUT
 from sbnotebook.core.operations.window import enqueued_window, when
 from sbnotebook.emulator import Emulator
-from tests.helpers import counted_peeks, dead_letter, send
+from tests.helpers import InterruptAtFirstProgress, counted_peeks, dead_letter, send, wait_until
 from tests.windows import bodies, broker, first_time, groups, naive_utc_text
 
 
@@ -278,3 +278,36 @@ def test_a_sparse_dead_letter_queue_is_searched_past_the_count_s_guess(
     )
     assert peeked(cs, "q/$deadletterqueue", enqueued_after=tb, enqueued_before=tc) == bodies(dlq, tb, tc)
     assert peeked(cs, "q/$deadletterqueue", enqueued_before=tc) == bodies(dlq, before=tc)
+
+
+class InterruptOnceDiscarded(InterruptAtFirstProgress):
+    """Interrupts at the first progress after a message was discarded (the batches before the
+    window, passed and held, come first)."""
+
+    def __call__(self, report: core.Report) -> None:
+        if report.count("discarded"):
+            super().__call__(report)
+
+
+def test_an_interrupted_discard_of_a_window_loses_nothing_and_the_same_call_finishes(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    """The guarantees of a resubmit: interrupted midway, what was taken is gone, the rest (the window's
+    and the others) is still there, given back with no delivery counted; the same call finishes."""
+    cs = emulator.connection_string
+    state = groups(client, names="ab", size=1000)
+    tb = first_time(state, "b")
+    emulator.latency = 0.2
+    hook = InterruptOnceDiscarded()
+    with hook.interrupting():
+        core.discard("q", enqueued_after=tb, connection=cs, progress=hook)
+    emulator.latency = 0
+    wait_until(lambda: not emulator.broker._locks, timeout=30, interval=0.05)  # the locks given back
+    middle = broker(client)
+    assert 1000 < len(middle) < 2000, len(middle)  # some of b gone, not all
+    assert [p.body for p in middle if p.body[0] == "a"] == [f"a{i}" for i in range(1000)]
+    report = core.discard("q", enqueued_after=tb, connection=cs)
+    left = broker(client)
+    assert report.ok and report.count("discarded") == len(middle) - 1000
+    assert sorted(p.body for p in left) == bodies(state, before=tb)
+    assert all(p.delivery_count == 0 for p in left)

@@ -48,14 +48,14 @@ def test_each_reading_command_takes_exactly_the_window_in_a_non_utc_kernel(
     tb, tc = first_time(state, "b"), first_time(state, "c")
     b, c = naive_utc_text(tb), naive_utc_text(tc)  # typed without a zone: UTC, not New York's time
     window = f"--enqueued-after {b} --enqueued-before {c}"
-    frame = line(ip, f"sb_peek q --dlq {window}")
+    frame = line(ip, f"sb_peek q --dlq -n 100 {window}")
     expected = bodies(state, tb, tc)
     assert sorted(frame["body_text"]) == expected == [f"b{i}" for i in range(10)]
     core_page = core.peek("q/$deadletterqueue", enqueued_after=b, enqueued_before=c, connection=cs)
     assert sorted(r["body_text"] for r in core_page.records) == expected  # core agrees with the magic
     assert "10 messages from q/$deadletterqueue (enqueued from" in capsys.readouterr().out
-    assert sorted(line(ip, f"sb_peek q --dlq --enqueued-after {b}")["body_text"]) == bodies(state, after=tb)
-    assert sorted(line(ip, "sb_peek q --dlq --enqueued-after 1h")["body_text"]) == bodies(state)  # an age
+    assert sorted(line(ip, f"sb_peek q --dlq -n 100 --enqueued-after {b}")["body_text"]) == bodies(state, after=tb)
+    assert sorted(line(ip, "sb_peek q --dlq -n 100 --enqueued-after 1h")["body_text"]) == bodies(state)  # an age
     table = line(ip, f"sb_dlq q --summary {window}")
     assert dict(zip(table["dead_letter_reason"], table["messages"], strict=True)) == {"bad": 10}
     assert "10 dead-lettered messages in q (enqueued from" in capsys.readouterr().out
@@ -143,7 +143,7 @@ def test_a_search_that_fails_everywhere_fails_every_command_in_one_line_and_on_s
     assert len(broker(client, sub_queue=DLQ)) == 4 and broker(client, "fwd-dst") == []  # nothing done
     assert not (tmp_path / "x.jsonl").exists()
     capsys.readouterr()
-    frame = line(ip, "sb_peek q --dlq --where 'body_json.amount > 1'")
+    frame = line(ip, "sb_peek q --dlq -n 100 --where 'body_json.amount > 1'")
     out = capsys.readouterr().out
     assert len(frame) == 2 and "2 of 4 scanned messages matched" in out
     assert "Note: 2 message(s) could not be evaluated by 'body_json.amount > 1': 2 TypeError: '>' not" in out

@@ -328,11 +328,11 @@ def test_sb_peek_and_the_spark_read_return_the_same_window(
     after, before = tb.isoformat(), tc.isoformat()
     expected = where(state, lambda s, t: tb <= t < tc)
     assert expected == [f"b{i}" for i in range(10)]
-    peeked = line(ip, f"sb_peek q --enqueued-after {after} --enqueued-before {before}")
+    peeked = line(ip, f"sb_peek q -n 100 --enqueued-after {after} --enqueued-before {before}")
     options = sp.read.format("servicebus").option("entity", "q").option("enqueuedAfter", after)
     read = options.option("enqueuedBefore", before).load()
     assert sorted(peeked["body_text"]) == bodies(read) == expected
-    from_b = line(ip, f"sb_peek q --enqueued-after {after}")
+    from_b = line(ip, f"sb_peek q -n 100 --enqueued-after {after}")
     assert sorted(from_b["body_text"]) == bodies(load(sp, enqueuedAfter=after)) == where(state, lambda s, t: t >= tb)
     if PUSHDOWN:
         col = F.col("enqueued_time")

@@ -14,8 +14,8 @@ from tests import doc_examples
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^[ \t]*(```+)[ \t]*(\S*)[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.M | re.S)
-INVISIBLE = re.compile(r"<!--\s*invisible-code-block:\s*python.*?-->", re.S)
-SKIP = re.compile(r"<!--\s*skip:\s*next\s+(.*?)\s*-->")
+INVISIBLE = re.compile(r"^[ \t]*<!--\s*invisible-code-block:\s*python.*?-->", re.S | re.M)  # as Sybil reads them
+SKIP = re.compile(r"^[ \t]*<!--\s*skip:\s*next\s+(.*?)\s*-->", re.M)
 
 
 def counts() -> tuple[int, int, list[str]]:

@@ -38,6 +38,7 @@ def counts() -> tuple[int, int, list[str]]:
         ]
         missed = [text.count("\n", 0, start) + 1 for start, end in spans if not any(start <= c < end for c in code)]
         assert not missed, f"{page.name}: the Python blocks at lines {missed} are not collected"
+        assert not re.search(r"<!--\s*skip:\s*start", text), f"{page.name}: mark each block (skip: next), not a run"
         blocks += sum(1 for m in fences if m[2] == "python")
         reasons += SKIP.findall(text)
     return blocks, len(reasons), reasons

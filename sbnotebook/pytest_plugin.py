@@ -9,14 +9,16 @@ Fixtures (each test gets a fresh namespace: nothing one test sends is seen by th
 - ``servicebus_namespace``: the namespace (connection string, entity names, ``client()``,
   ``admin_client()``); works in every mode.
 - ``servicebus_emulator``: the running ``sbnotebook.emulator.Emulator`` with its fault controls
-  (``reject_sends``, ``lose_locks``, ``lose_session_locks``, ``drop_connections_after``, ``slow_down``, ``latency``);
-  skipped under ``--servicebus-live``.
+  (``reject_sends``, ``lose_locks``, ``lose_session_locks``, ``drop_connections_after``, ``slow_down``, ``latency``)
+  and its clock (``now()``, ``advance()``); skipped under ``--servicebus-live``.
 - ``servicebus_connection_string``, ``servicebus_client`` (a sync ``ServiceBusClient``, closed
   after the test), ``servicebus_admin_client``.
 
 Entities come from the marker ``@pytest.mark.servicebus_topology(queues=[...], topics={...},
-config="Config.json")``. Options: ``--servicebus-latency-ms N``, ``--servicebus-tls``,
-``--servicebus-live``. docs/testing.md has the details and an example.
+config="Config.json")``; a manual clock (time moves only with ``advance()``) from
+``@pytest.mark.servicebus_clock("manual")``, skipped under ``--servicebus-live``. Options:
+``--servicebus-latency-ms N``, ``--servicebus-tls``, ``--servicebus-live``. docs/testing.md has the
+details and examples.
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "servicebus_topology(queues=None, topics=None, config=None): the entities of the test's "
         "Service Bus namespace (sbnotebook plugin; see docs/testing.md)",
     )
+    config.addinivalue_line(
+        "markers",
+        "servicebus_clock(kind): 'manual' gives the test's emulator a clock that moves only with "
+        "servicebus_emulator.advance(...) (sbnotebook plugin; skipped under --servicebus-live)",
+    )
     live = config.getoption("servicebus_live", False)
     if not live:
         if config.getoption("servicebus_latency_ms", 0.0) < 0:
@@ -106,8 +113,9 @@ def servicebus_namespace(request: pytest.FixtureRequest, _servicebus_session: Se
 
 @pytest.fixture
 def servicebus_emulator(servicebus_namespace: Namespace) -> Any:
-    """The test's running ``Emulator``: fault controls and the broker's own counts
-    (``servicebus_emulator.broker.counts("orders")``). Skipped under ``--servicebus-live``."""
+    """The test's running ``Emulator``: fault controls, its clock (``now()``, ``advance()``) and the
+    broker's own counts (``servicebus_emulator.broker.counts("orders")``). Skipped under
+    ``--servicebus-live``."""
     if servicebus_namespace.emulator is None:
         from sbnotebook.testing.model import FAULTS_NEED_EMULATOR
 

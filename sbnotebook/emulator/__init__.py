@@ -12,7 +12,8 @@ Where to change what (each sub-package opens with its own map; docs/emulator.md 
 - ``net/``: the port (event loop, protocol detection, WebSockets, TLS relay);
 - ``admin/``: the administration API (ATOM over HTTP); ``security/``: SAS, Entra ID, TLS;
 - ``persistence/``: ``--data-dir`` (journal, snapshot);
-- here: ``server.py`` (``Emulator``, the in-process server), ``cli.py`` and ``shared.py`` (the command
+- here: ``server.py`` (``Emulator``, the in-process server), ``timekeeping.py`` (its clock: ``now()``,
+  ``advance()`` of a manual clock), ``cli.py`` and ``shared.py`` (the command
   line and the shared per-user emulator), ``topology.py`` (Microsoft's config format), ``errors.py``,
   ``ports.py``.
 """
@@ -21,6 +22,7 @@ from .broker.broker import Broker
 from .broker.clock import ManualClock, SystemClock
 from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME
 from .server import Emulator, connection_string
+from .timekeeping import ClockError
 from .topology import DEFAULT_TOPOLOGY, Topology, TopologyError, default_topology
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "DEFAULT_KEY_NAME",
     "DEFAULT_TOPOLOGY",
     "Broker",
+    "ClockError",
     "Emulator",
     "ManualClock",
     "SystemClock",

@@ -12,13 +12,14 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from . import shared
+from . import clockcli, shared
 from .broker.faults import FaultError
 from .security.sas import DEFAULT_KEY
 from .server import Emulator, advertised_host, is_loopback
 from .topology import TopologyError
 
 STOP_POLL = 0.1  # seconds between looks at whether a signal asked the emulator to stop
+PORT_HELP = "AMQP port; 0 picks a free one (default 5672); with --advance or --status: the emulator listening there"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="interface to listen on (default 127.0.0.1); any other than loopback refuses the published "
         "default key and makes a random one unless --key/--key-file is given",
     )
-    parser.add_argument("--port", type=int, default=5672, help="AMQP port; 0 picks a free one (default 5672)")
+    parser.add_argument("--port", type=int, default=5672, action=clockcli.GivenAction, help=PORT_HELP)
     parser.add_argument(
         "--admin-port",
         type=int,
@@ -75,6 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     manage.add_argument("--start", action="store_true", help="start it in the background if it is not running")
     manage.add_argument("--stop", action="store_true", help="stop it (its messages stay on disk)")
     manage.add_argument("--reset", action="store_true", help="stop it and delete its messages and key")
+    clockcli.add_arguments(parser, manage)  # --clock; --advance (beside --status, --start, ...)
     parser.add_argument(
         "--latency-ms", type=float, default=0.0, help="add this many milliseconds to every broker reply"
     )
@@ -102,8 +104,9 @@ def manage_shared(args: argparse.Namespace) -> int:
     """--status / --start / --stop / --reset on the shared emulator (see sbnotebook.emulator.shared)."""
     where = shared.home()
     if args.start:
-        running = shared.ensure(where)
+        running = shared.ensure(where, clock=args.clock)
         print(f"Shared emulator running on {running.host}:{running.port} (pid {running.pid}); data in {where}")
+        print(clockcli.time_line(running.host, running.port, running.key))
     elif args.stop:
         pid = shared.stop(where)
         print(f"Shared emulator stopped (pid {pid}); its messages stay in {where}" if pid else "None was running.")
@@ -117,16 +120,62 @@ def manage_shared(args: argparse.Namespace) -> int:
             if found
             else f"No shared emulator running (its data, if any, is in {where})."
         )
+        if found:
+            print(clockcli.time_line(found.host, found.port, found.key))
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the emulator until SIGINT/SIGTERM (or manage the shared one); the exit code: 0, 1 (it could
+    not start or stopped unexpectedly) or 2 (bad arguments)."""
+    if args.advance is not None or (args.status and clockcli.targets_another(args)):
+        return clockcli.run(args)
     if args.status or args.start or args.stop or args.reset:
-        try:
-            return manage_shared(args)
-        except RuntimeError as exc:
-            print(f"sbnotebook emulator: {exc}", file=sys.stderr)
-            return 1
+        return _manage(args)
+    refused = _refused(args)
+    if refused is not None:
+        return refused
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        emulator = _started(args)
+    except (TopologyError, FaultError, ValueError) as exc:
+        print(f"sbnotebook emulator: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, RuntimeError) as exc:
+        print(f"sbnotebook emulator: cannot start: {exc}", file=sys.stderr)
+        return 1
+    # A broker process allocates many short-lived wrappers per message: collect less often.
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
+    signals = _recorded_signals()
+    assert emulator.port is not None
+    if args.state_file:
+        shared.write_state(Path(args.state_file), advertised_host(emulator.host), emulator.port, os.getpid())
+    if not args.quiet:
+        _print_banner(emulator, args)
+    return _serve(emulator, args, signals)
+
+
+def _manage(args: argparse.Namespace) -> int:
+    """``manage_shared``, its refusals printed as the command's error (exit code 1)."""
+    try:
+        return manage_shared(args)
+    except RuntimeError as exc:
+        print(f"sbnotebook emulator: {exc}", file=sys.stderr)
+        return 1
+
+
+def _random_key(args: argparse.Namespace) -> bool:
+    """No key given and listening beyond loopback: the emulator makes a random key for this run."""
+    return args.key is None and not is_loopback(args.host)
+
+
+def _refused(args: argparse.Namespace) -> int | None:
+    """Read ``--key-file`` into ``args.key``; the exit code (2) of arguments that do not go together,
+    after saying why, or None."""
     if args.key_file:
         try:
             with open(args.key_file, encoding="ascii") as f:
@@ -137,44 +186,40 @@ def run(args: argparse.Namespace) -> int:
     if (args.tls_cert or args.tls_key or args.principal) and not args.tls:
         print("sbnotebook emulator: --tls-cert, --tls-key and --principal go with --tls", file=sys.stderr)
         return 2
-    random_key = args.key is None and not is_loopback(args.host)
-    if random_key and args.quiet:
+    if _random_key(args) and args.quiet:
         print(
             f"sbnotebook emulator: on {args.host} the key is random and printed once; with --quiet give "
             "--key-file (a file only you can read)",
             file=sys.stderr,
         )
         return 2
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    return None
+
+
+def _started(args: argparse.Namespace) -> Emulator:
+    """The emulator the arguments describe, with their faults, listening."""
+    emulator = Emulator(
+        args.config,
+        host=args.host,
+        port=args.port,
+        key=args.key,
+        latency=args.latency_ms / 1000.0,
+        data_dir=args.data_dir,
+        admin_port=args.admin_port if args.admin_port is not None else (args.port + 1 if args.port else 0),
+        tls=args.tls,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_dir=None if args.data_dir else shared.home().parent / "tls",
+        principals=args.principal,
+        clock=args.clock,
     )
-    try:
-        emulator = Emulator(
-            args.config,
-            host=args.host,
-            port=args.port,
-            key=args.key,
-            latency=args.latency_ms / 1000.0,
-            data_dir=args.data_dir,
-            admin_port=args.admin_port if args.admin_port is not None else (args.port + 1 if args.port else 0),
-            tls=args.tls,
-            tls_cert=args.tls_cert,
-            tls_key=args.tls_key,
-            tls_dir=None if args.data_dir else shared.home().parent / "tls",
-            principals=args.principal,
-        )
-        _apply_fault_flags(emulator, args)
-        emulator.start()
-    except (TopologyError, FaultError, ValueError) as exc:
-        print(f"sbnotebook emulator: {exc}", file=sys.stderr)
-        return 2
-    except (OSError, RuntimeError) as exc:
-        print(f"sbnotebook emulator: cannot start: {exc}", file=sys.stderr)
-        return 1
-    # A broker process allocates many short-lived wrappers per message: collect less often.
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
+    _apply_fault_flags(emulator, args)
+    emulator.start()
+    return emulator
+
+
+def _recorded_signals() -> list[int]:
+    """SIGINT and SIGTERM from now on only recorded, in the list returned (the main loop looks at it)."""
     # The handler only records the signal. It runs between two bytecodes of the main thread, which
     # may hold a lock just then: an Event's set() there takes its Condition's lock again and hangs
     # the process for good (once in a CI run: nothing 15 s after SIGTERM; 1 in 40 stops of a loop
@@ -186,29 +231,38 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    assert emulator.port is not None
-    if args.state_file:
-        shared.write_state(Path(args.state_file), advertised_host(emulator.host), emulator.port, os.getpid())
-    if not args.quiet:
-        entities = ", ".join(e.name for e in emulator.broker.entities)
-        print(f"Service Bus emulator listening on {emulator.host}:{emulator.port} (entities: {entities})")
-        if args.data_dir:
-            print(f"Durable store in {args.data_dir}: restored {emulator.broker.restored} message(s)")
-        also = f" and http://{advertised_host(emulator.host)}:{emulator.admin_port}" if emulator.admin_port else ""
-        print(f"Administration API on {emulator.admin_url} (the AMQP port){also} (see docs/emulator.md)")
-        if emulator.issuer is not None:
-            print(f"Entra authority: {emulator.entra_authority}")
-            print(f"Tenant: {emulator.tenant}")
-        if emulator.ca_file is not None:
-            print(f"CA certificate: {emulator.ca_file}")
-        if random_key:
-            print("Listening beyond loopback: a random key for this run (shown once, in the connection string)")
-        for policy in emulator.policies[1:]:  # the topology's shared access policies (the root key is last)
-            owner = f"of {policy.entity}" if policy.entity is not None else "of the namespace"
-            rights = ", ".join(sorted(policy.rights))
-            conn = emulator.policy_connection_string(policy.name, policy.entity)
-            print(f"Policy {policy.name!r} {owner} ({rights}): {conn}")
-        print(emulator.connection_string, flush=True)
+    return signals
+
+
+def _print_banner(emulator: Emulator, args: argparse.Namespace) -> None:
+    """Where the emulator listens, what it serves and the connection strings (the root one last)."""
+    entities = ", ".join(e.name for e in emulator.broker.entities)
+    print(f"Service Bus emulator listening on {emulator.host}:{emulator.port} (entities: {entities})")
+    if args.data_dir:
+        print(f"Durable store in {args.data_dir}: restored {emulator.broker.restored} message(s)")
+    also = f" and http://{advertised_host(emulator.host)}:{emulator.admin_port}" if emulator.admin_port else ""
+    print(f"Administration API on {emulator.admin_url} (the AMQP port){also} (see docs/emulator.md)")
+    if emulator.clock_kind == "manual":
+        now = f"{emulator.now():%Y-%m-%dT%H:%M:%SZ}"
+        print(f"Manual clock at {now}: it moves only with `sbnotebook emulator --advance 10m` (or 90s, 2h, 1d)")
+    if emulator.issuer is not None:
+        print(f"Entra authority: {emulator.entra_authority}")
+        print(f"Tenant: {emulator.tenant}")
+    if emulator.ca_file is not None:
+        print(f"CA certificate: {emulator.ca_file}")
+    if _random_key(args):
+        print("Listening beyond loopback: a random key for this run (shown once, in the connection string)")
+    for policy in emulator.policies[1:]:  # the topology's shared access policies (the root key is last)
+        owner = f"of {policy.entity}" if policy.entity is not None else "of the namespace"
+        rights = ", ".join(sorted(policy.rights))
+        conn = emulator.policy_connection_string(policy.name, policy.entity)
+        print(f"Policy {policy.name!r} {owner} ({rights}): {conn}")
+    print(emulator.connection_string, flush=True)
+
+
+def _serve(emulator: Emulator, args: argparse.Namespace, signals: list[int]) -> int:
+    """Until a signal is recorded: then stop the emulator (exit code 0). 1 if it stopped by itself.
+    The state file goes either way."""
     try:
         while not signals:
             time.sleep(STOP_POLL)

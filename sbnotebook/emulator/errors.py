@@ -6,6 +6,7 @@ BrokerError                    condition + description (+ tracking id)
 ├── LockLost                   com.microsoft:message-lock-lost
 ├── MessageNotFound            com.microsoft:message-not-found
 ├── Unauthorized               amqp:unauthorized-access
+├── EntityDisabled             com.microsoft:entity-disabled
 └── BadRequest                 amqp:invalid-field / com.microsoft:argument-error
 """
 
@@ -52,6 +53,11 @@ class MessageNotFound(BrokerError):
 class Unauthorized(BrokerError):
     condition = "amqp:unauthorized-access"
     status_code = 401
+
+
+class EntityDisabled(BrokerError):
+    condition = "com.microsoft:entity-disabled"
+    status_code = 400
 
 
 class BadRequest(BrokerError):

@@ -18,14 +18,15 @@ from typing import Any, Literal
 from .admin.api import AdminServer
 from .amqp.handler import BrokerHandler
 from .amqp.terms import MAX_FRAME_SIZE, TICK_SECONDS
-from .broker.clock import Clock
+from .broker.clock import Clock, ClockKind, make_clock
 from .net.loop import EventLoop
 from .net.tlsrelay import TlsRelay
 from .persistence.durability import compact, compact_if_large, open_broker
 from .persistence.journal import Journal
 from .security.entra import AsyncEmulatorCredential, EmulatorCredential, Issuer, Principal, role_name
-from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, KeyRing, Policy, rights_of
+from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, KeyRing, Policy, new_key, rights_of
 from .security.tls import ServerCertificate, local_ca
+from .timekeeping import Timekeeping
 from .topology import Topology, default_topology
 
 log = logging.getLogger("sbnotebook.emulator")
@@ -120,7 +121,7 @@ def connection_string(
     return base if tls else f"{base};UseDevelopmentEmulator=true"
 
 
-class Emulator:
+class Emulator(Timekeeping):
     """An embedded Service Bus emulator serving AMQP on ``host:port``.
 
     >>> with Emulator(port=0) as emu:
@@ -135,7 +136,7 @@ class Emulator:
         port: int = 0,
         key: str | None = None,
         key_name: str = DEFAULT_KEY_NAME,
-        clock: Clock | None = None,
+        clock: Clock | ClockKind | None = None,
         latency: float = 0.0,
         admin_port: int | Literal["auto"] | None = "auto",
         data_dir: str | Path | None = None,
@@ -152,7 +153,10 @@ class Emulator:
 
         With TLS the emulator is also an Entra ID authority (``entra_authority``, ``tenant``) for
         ``principals`` (``Principal`` or ``"CLIENT_ID:SECRET:ROLE[,ROLE]"``) and those of the topology
-        file; ``credential(roles=[...])`` gives tests a token credential directly."""
+        file; ``credential(roles=[...])`` gives tests a token credential directly.
+
+        ``clock="manual"``: the broker's time starts at real now and moves only with ``advance()``
+        (timekeeping.py); default the system clock."""
         self.topology = load_topology(config)
         self.host = host
         self._requested_port = port
@@ -162,7 +166,7 @@ class Emulator:
         self._key = key
         self._key_name = key_name
         self._journal = Journal(data_dir) if data_dir is not None else None
-        self.broker = open_broker(self.topology, clock, self._journal)
+        self.broker = open_broker(self.topology, make_clock(clock), self._journal)
         self._tls: ServerCertificate | None = None
         self.issuer: Issuer | None = None
         if tls:
@@ -171,8 +175,10 @@ class Emulator:
             self.issuer = Issuer(tenant or _tenant_id(self._tls), self.topology.principals + declared)
         elif principals or tenant:
             raise ValueError("Entra ID principals need TLS (tls=True, --tls): tokens are never sent in the clear")
-        # The root policy, and the namespace's and entities' policies of the topology file
-        self.keys = KeyRing([Policy(key_name, key, key), *self.topology.policies])
+        # The root policy and the namespace's policies of the topology file; queues' and topics'
+        # policies are kept by the broker's entities (the topology's, and the administration API's)
+        namespace_policies = [p for p in self.topology.policies if p.entity is None]
+        self.keys = KeyRing([Policy(key_name, key, key), *namespace_policies], entities=self.broker)
         self._handler = BrokerHandler(self.broker, self.keys, self.issuer)
         self._thread: threading.Thread | None = None
         self._loop: EventLoop | None = None
@@ -184,6 +190,7 @@ class Emulator:
         self._admin: AdminServer | None = None  # the API on a port of its own (optional)
         # the API (and the Entra authority) on the AMQP port (always)
         self._api = AdminServer(self.broker, self.keys, issuer=self.issuer)
+        self._api.clock = self  # /$emulator/clock: --advance and --status from another process
         self.admin_port: int | None = None
 
     def __repr__(self) -> str:
@@ -214,12 +221,17 @@ class Emulator:
         self, key_name: str, rights: list[str], entity: str | None = None, *, key: str | None = None
     ) -> Policy:
         """Declare a shared access policy now (as ``AuthorizationRules`` in the topology file), of
-        ``entity`` (a queue or topic) or of the namespace, with ``rights`` (Send, Listen, Manage)."""
+        ``entity`` (a queue or topic that exists: it keeps the policy, replacing its rule of that
+        name) or of the namespace, with ``rights`` (Send, Listen, Manage)."""
         if entity is not None and "/" in entity.strip("/"):
             raise ValueError(f"{entity!r}: policies belong to queues and topics (a subscription uses its topic's)")
-        primary = key if key is not None else secrets.token_urlsafe(32)
-        policy = Policy(key_name, primary, secrets.token_urlsafe(32), rights_of(rights), entity)
-        self.keys.add(policy)
+        primary = key if key is not None else new_key()
+        policy = Policy(key_name, primary, new_key(), rights_of(rights), entity)
+        if entity is None:
+            self.keys.add(policy)
+        else:  # the entity keeps it (replacing one of the same name), as a rule added through the API
+            others = [p for p in self.broker.policies_of(entity) if p.name != key_name]
+            self.broker.set_policies(entity, [*others, policy])
         return policy
 
     @property
@@ -290,6 +302,7 @@ class Emulator:
         self.port = self._loop.port
         if self._admin_requested is not None:
             self._admin = self._start_admin(self._admin_requested)
+            self._admin.clock = self
             self._admin.start()
             self.admin_port = self._admin.port
         self.stopped.clear()

@@ -89,6 +89,11 @@ def read_state(directory: Path) -> Running | None:
     return _read_state_file(directory / "state.json")
 
 
+def read_state_file(path: Path) -> Running | None:
+    """The emulator a ``--state-file`` names, if the file is there and whole (no key is in it)."""
+    return _read_state_file(path)
+
+
 def _read_state_file(path: Path) -> Running | None:
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
@@ -174,8 +179,9 @@ def status(directory: Path | None = None) -> Running | None:
 # ------------------------------------------------------------------ start / stop
 
 
-def ensure(directory: Path | None = None, *, timeout: float = START_TIMEOUT) -> Running:
-    """The running shared emulator, started (detached, durable) if there is none."""
+def ensure(directory: Path | None = None, *, timeout: float = START_TIMEOUT, clock: str = "system") -> Running:
+    """The running shared emulator, started (detached, durable) if there is none; ``clock="manual"``
+    starts it with ``--clock manual`` (one already running keeps the clock it has)."""
     directory = _private_dir(directory or home())
     state = read_state(directory)
     if alive(state):
@@ -186,10 +192,10 @@ def ensure(directory: Path | None = None, *, timeout: float = START_TIMEOUT) -> 
         if alive(state):
             assert state is not None
             return state
-        return _start(directory, timeout)
+        return _start(directory, timeout, clock)
 
 
-def _start(directory: Path, timeout: float) -> Running:
+def _start(directory: Path, timeout: float, clock: str = "system") -> Running:
     key_file = ensure_key(directory)
     data = _private_dir(directory / "data")
     log_path = directory / "emulator.log"
@@ -207,6 +213,8 @@ def _start(directory: Path, timeout: float) -> Running:
         "--state-file",
         str(directory / "state.json"),
         "--quiet",
+        "--clock",
+        clock,
     ]
     try:
         process = subprocess.Popen(

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .security.entra import Principal
-from .security.sas import Policy, rights_of
+from .security.sas import Policy, new_key, rights_of
 
 # Service Bus defaults (Standard tier).
 DEFAULT_LOCK_DURATION = 60.0
@@ -39,6 +38,7 @@ DEFAULT_MAX_DELIVERY_COUNT = 10
 DEFAULT_DUPLICATE_WINDOW = 600.0
 INFINITE_TTL = 10675199 * 86400.0  # TimeSpan.MaxValue in days, as Service Bus reports it
 DEFAULT_MAX_MESSAGE_SIZE = 256 * 1024
+DEFAULT_MAX_SIZE_MB = 1024
 
 _DURATION = re.compile(
     r"^P(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?"
@@ -79,12 +79,15 @@ def format_duration(seconds: float) -> str:
 @dataclass
 class RuleConfig:
     name: str
-    filter_type: str = "Sql"  # "Sql" | "Correlation"
+    filter_type: str = "Sql"  # "Sql" | "Correlation" | "True" | "False" (SQL filters of fixed value)
     sql_expression: str = "1=1"
     correlation: dict[str, Any] = field(default_factory=dict)
     action: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)  # the SQL filter's @parameters
     action_parameters: dict[str, Any] = field(default_factory=dict)  # the action's @parameters
+    # XML Schema types given through the administration API where the value does not say it
+    # ("long", "dateTime", "duration"), by "filter:@name", "action:@name" or "property:name"
+    xsd_types: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -100,6 +103,18 @@ class EntityProperties:
     forward_dead_lettered_messages_to: str | None = None
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     enable_partitioning: bool = False  # only what Service Bus refuses on one (batch delete) differs
+    # Kept and reported by the administration API; what of them the broker acts on, docs/emulator.md says
+    status: str = "Active"
+    auto_delete_on_idle: float = INFINITE_TTL
+    enable_batched_operations: bool = True
+    user_metadata: str | None = None
+    max_size_in_megabytes: int = DEFAULT_MAX_SIZE_MB
+    enable_express: bool = False
+    support_ordering: bool = True
+    filtering_messages_before_publishing: bool = False
+    dead_lettering_on_filter_evaluation_exceptions: bool = True
+    # A queue's or topic's shared access policies (keys never in a repr)
+    policies: tuple[Policy, ...] = ()
 
 
 @dataclass
@@ -279,7 +294,7 @@ def _policies(raw: Any, entity: str | None, where: str) -> list[Policy]:
         for which in ("PrimaryKey", "SecondaryKey"):
             key = rule.get(which)
             if key is None:
-                key = secrets.token_urlsafe(32)  # as Azure makes keys left out; told by the emulator
+                key = new_key()  # as Azure makes keys left out; told by the emulator
             elif not isinstance(key, str) or not key:
                 raise TopologyError(f"{rwhere}.{which}: expected a non-empty string")
             keys.append(key)

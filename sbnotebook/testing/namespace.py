@@ -25,6 +25,7 @@ import pytest
 
 from sbnotebook.emulator import Emulator, Topology, TopologyError
 
+from .clock import LIVE_SKIP, clock_of
 from .model import FAULTS_NEED_EMULATOR, Namespace
 from .topology import marker_topology
 
@@ -110,22 +111,32 @@ def topology_for(marker: pytest.Mark | None, node: pytest.Item) -> Topology:
 @contextlib.contextmanager
 def open_namespace(resources: SessionResources, marker: pytest.Mark | None, node: pytest.Item) -> Iterator[Namespace]:
     topology = topology_for(marker, node)
+    clock = clock_of(node)
     if resources.live_namespace is not None:
         if topology.faults or topology.principals:
             pytest.skip(f"the topology declares Faults or Principals: {FAULTS_NEED_EMULATOR}")
+        if clock == "manual":
+            pytest.skip(LIVE_SKIP)
         with resources.live_namespace.entities(topology, uuid.uuid4().hex[:8]) as namespace:
             yield namespace
         return
-    with _emulated(resources, topology) as namespace:
+    with _emulated(resources, topology, clock) as namespace:
         yield namespace
 
 
 @contextlib.contextmanager
-def _emulated(resources: SessionResources, topology: Topology) -> Iterator[Namespace]:
+def _emulated(resources: SessionResources, topology: Topology, clock: str) -> Iterator[Namespace]:
     # admin_port=None: the admin API stays on the AMQP port (what the connection string names); a
     # second listening port would cost ~50 ms a test to shut down and serve nothing more.
     tls_dir = resources.folder / "tls" if resources.tls else None
-    emulator = Emulator(topology, admin_port=None, latency=resources.latency, tls=resources.tls, tls_dir=tls_dir)
+    emulator = Emulator(
+        topology,
+        admin_port=None,
+        latency=resources.latency,
+        tls=resources.tls,
+        tls_dir=tls_dir,
+        clock="manual" if clock == "manual" else "system",
+    )
     emulator.start()
     saved: dict[str, str | None] = {}
     try:

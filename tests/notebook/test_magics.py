@@ -15,6 +15,8 @@ from sbnotebook.core import RECORD_FIELDS, LiveConnection
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics
+from sbnotebook.notebook.magics.settings import MagicsSettings
+from sbnotebook.notebook.magics.state import MagicsState
 from tests import shell
 from tests.helpers import (
     databricks_secret,
@@ -65,6 +67,15 @@ def test_every_command_has_help_with_examples(ip: Any, sb: SbMagics, capsys: pyt
     line(ip, "sb_send -h")
     assert "usage: %sb_send" in capsys.readouterr().out
     assert "is a cell magic" in magic_fails(ip, "sb_send q")
+
+
+def test_every_setting_is_declared_once_in_the_type_the_command_families_read() -> None:
+    """Each config trait of SbMagics is MagicsSettings' own (settings.py), so a family's ``self:
+    MagicsState`` reads it with its trait's type, and neither SbMagics nor MagicsState repeats it."""
+    settings = MagicsSettings.class_traits(config=True)
+    assert settings and issubclass(SbMagics, MagicsState) and issubclass(MagicsState, MagicsSettings)
+    assert SbMagics.class_traits(config=True) == settings  # the same trait objects: none redeclared
+    assert not set(vars(MagicsState).get("__annotations__", {})) & set(settings)
 
 
 def test_config_traits_and_pyproject_settings(

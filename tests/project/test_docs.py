@@ -1,5 +1,6 @@
-"""The docs keep up with the code: every magic and each of its options is in docs/magics.md, and
-every relative link in README.md and docs/*.md points at a file that exists."""
+"""The docs keep up with the code: every magic and each of its options is in docs/magics.md, so is
+every setting with its default, and every relative link in README.md and docs/*.md points at a
+file that exists."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from sbnotebook.notebook import magics
+from sbnotebook.notebook.magics.settings import RENAMED_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 PARSERS = magics.PARSERS
@@ -44,6 +46,21 @@ def _links(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
     text = re.sub(r"```.*?```", "", text, flags=re.S)  # code blocks are not links
     return [a or b for a, b in LINK.findall(text)]
+
+
+def test_the_settings_table_is_every_setting_with_its_default() -> None:
+    """docs/magics.md's Settings table against the traits (settings.py): a row for each setting but
+    the old names, and each row's default the trait's."""
+    text = (ROOT / "docs" / "magics.md").read_text(encoding="utf-8")
+    section = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    rows = [[c.strip() for c in row.strip("|").split("|")] for row in section.splitlines() if row.startswith("| `")]
+    documented = {row[0].strip("`"): row[1].strip("`") for row in rows}
+    traits = {n: t for n, t in magics.SbMagics.class_traits(config=True).items() if n not in RENAMED_SETTINGS}
+    assert set(documented) == set(traits)
+    for name, trait in traits.items():
+        default, said = trait.default_value, documented[name]
+        same = float(said) == default if isinstance(default, float) else said == str(default)
+        assert same, f"docs/magics.md gives {name} the default {said}, the code {default!r}"
 
 
 @pytest.mark.parametrize("doc", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: p.name)

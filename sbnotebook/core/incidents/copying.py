@@ -23,7 +23,9 @@ completed removes its record: the same call then copies everything again.
 
 The seam: the record's file, key and contents (and when it is set aside) are ``copy_progress``'s;
 this module has the copy, and which record a copy's arguments name (``copy_record``,
-``copy_resume_point``).
+``copy_resume_point``). The copy's parts: ``_start`` (the progress a run resumes), ``_CopyRun`` (peek
+ahead, copy, follow each outcome, within ``HELD``), ``_send`` (the send pipeline, the record kept if
+interrupted) and ``_finish`` (the report's notes, the record removed once complete).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -80,6 +83,234 @@ def copy_target(target: str | EntityPath) -> EntityPath:
     return path
 
 
+@dataclass
+class _Start:
+    """Where a run of a copy starts: its progress, the tracker that follows each outcome back to its
+    source sequence number, and the record on disk (None: none is kept, as with ``state=`` or a
+    ``where`` function); ``set_aside``: why a record found was not resumed, for the report."""
+
+    state: CopyProgress
+    tracker: LineTracker
+    record: Path | None = None
+    set_aside: str | None = None
+
+
+async def _start(
+    src: LiveConnection,
+    src_path: EntityPath,
+    dst: LiveConnection,
+    dst_path: EntityPath,
+    where: str | Callable[[dict[str, Any]], bool] | None,
+    keep_ids: bool,
+    max_messages: int | None,
+    state: CopyProgress | None,
+    resume: bool,
+) -> _Start:
+    """The progress a copy resumes: ``state`` if given, else its record on disk (unless ``resume`` is
+    False, or the record was set aside), else a fresh one; a record is saved before the first send."""
+    if state is not None or callable(where):
+        if state is None:
+            log.info("copy of %s: a function as where keeps no record on disk (resumed only with state=)", src_path)
+            state = CopyProgress(str(src_path), str(dst_path))
+        state.complete = False
+        return _Start(state, LineTracker(state, None))
+    key = record_key(src, src_path, dst, dst_path, where, keep_ids, max_messages)
+    record = record_path(key)
+    created = await asyncio.to_thread(created_times, src, src_path, dst, dst_path)
+    found, set_aside = load(record, created) if resume else (None, None)
+    state = found if found is not None and found.pending else CopyProgress(str(src_path), str(dst_path))
+    state.complete = False
+    saved: Any = Record(state, key, created)  # a Resumable, but its failed is read-only (mypy's protocols)
+    tracker = LineTracker(saved, record)
+    saved.tracker = tracker
+    record.parent.mkdir(parents=True, exist_ok=True)
+    tracker.save()  # before the first send: a run after a kill finds the same seed, so the same ids
+    return _Start(state, tracker, record, set_aside)
+
+
+class _CopyRun:
+    """One run of a copy: the source peeked ahead into ``pages`` (``read``), each page made into
+    copies for the send pipeline (``copies``), each outcome followed into the progress
+    (``counted``), with at most ``HELD`` source messages in memory (``held``)."""
+
+    def __init__(
+        self,
+        src: LiveConnection,
+        src_path: EntityPath,
+        start: _Start,
+        *,
+        matches: Callable[[dict[str, Any]], bool] | None,
+        keep_ids: bool,
+        max_messages: int | None,
+    ) -> None:
+        self.src, self.src_path, self.name = src, src_path, str(src_path)
+        self.start, self.state, self.tracker = start, start.state, start.tracker
+        self.matches, self.keep_ids = matches, keep_ids
+        self.seed = uuid.UUID(self.state.seed)
+        self.before = self.state.copied
+        self.left = None if max_messages is None else max(max_messages - self.state.copied, 0)
+        self.first = min(self.state.failed) if self.state.failed else self.state.done + 1
+        # Source messages in memory: come with a peek's answer, not yet confirmed copied, skipped or failed.
+        self.held = 0
+        self.peak = 0
+        self.room = asyncio.Event()
+        # Pages peeked and not yet copied, in order; None: the source has no more; an exception: the peek failed.
+        self.pages: asyncio.Queue[list[Any] | BaseException | None] = asyncio.Queue()
+
+    def release(self, n: int = 1) -> None:
+        """``n`` source messages leave memory: room for the next peek."""
+        self.held -= n
+        self.room.set()
+
+    def counted(self, o: Outcome) -> None:
+        """A send outcome: its source message leaves memory, the progress follows it."""
+        if o.index is not None:
+            self.release()
+        self.tracker.outcome(o)
+        self.state.copied = self.before + self.tracker.confirmed
+
+    async def read(self) -> None:
+        """``peek_ahead``, whose failure anywhere ends the copy with it: the copy waits on ``pages``,
+        so a reader that ended without a word there would leave it waiting for ever."""
+        try:
+            await self.peek_ahead()
+        except Exception as exc:
+            self.pages.put_nowait(exc)
+
+    async def peek_ahead(self) -> None:
+        """Peek ahead, one peek at a time (each starts after the last sequence number the one before
+        found), while the pages before are copied and sent. A peek asks only for the room its
+        answer will find: what is in memory now, ``held``, only falls until the answer comes, so
+        with it ``held`` stays at most ``HELD``."""
+        at = self.first
+        while True:
+            while HELD - self.held < PEEK:
+                self.room.clear()
+                await self.room.wait()
+            try:
+                page = await self.src.call(apeek_once(self.src, self.src_path, at, PEEK))
+            except Exception as exc:
+                error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=self.name)
+                self.pages.put_nowait(sessions_refused(self.src_path, error, "a copy") or error)
+                return
+            self.held += len(page)
+            self.peak = max(self.peak, self.held)
+            if not page:
+                self.pages.put_nowait(None)
+                return
+            at = int(page[-1].sequence_number) + 1
+            self.pages.put_nowait(page)
+
+    def skipped(self, msg: Any, seq: int) -> bool:
+        """Copied by an earlier run (and not failed then), or not selected by ``where``."""
+        return (seq <= self.state.done and seq not in self.state.failed) or (
+            self.matches is not None and not self.matches(to_record(msg, self.name))
+        )
+
+    async def copies(self) -> AsyncGenerator[Any, None]:
+        """The copies to send, page by page as the reader brings them (it starts with the first and
+        stops with the last), at most ``max_messages``; a ``FLUSH`` every ``SEND_EVERY`` copies and
+        at each page's end."""
+        taken = batched = 0
+        reader = asyncio.ensure_future(self.read())
+        try:
+            while self.left is None or taken < self.left:
+                page = await self.pages.get()
+                if page is None:
+                    self.tracker.exhausted = True
+                    return
+                if isinstance(page, BaseException):
+                    raise page
+                page.reverse()
+                while page:
+                    msg = page.pop()  # the page holds only what is not copied yet
+                    seq = int(msg.sequence_number or 0)
+                    if self.skipped(msg, seq):
+                        self.release()
+                        continue
+                    if self.left is not None and taken >= self.left:
+                        self.release(1 + len(page))
+                        return
+                    taken += 1
+                    self.tracker.taken(seq)
+                    copied = copy_message(
+                        msg,
+                        keep_message_id=self.keep_ids,
+                        message_id=str(uuid.uuid5(self.seed, str(seq))),
+                        resubmission=False,
+                    )
+                    del msg
+                    yield copied
+                    batched += 1
+                    if batched % SEND_EVERY == 0:
+                        yield FLUSH  # send these now, while the rest of the page is copied
+                yield FLUSH  # the page's copies go now: their confirmations make room for the next peeks
+        finally:
+            reader.cancel()  # done, stopped or interrupted: no more peeks
+            await asyncio.gather(reader, return_exceptions=True)
+
+
+async def _send(
+    run: _CopyRun,
+    dst: LiveConnection,
+    dst_path: EntityPath,
+    max_in_flight: int,
+    progress: Callable[[Report], None] | None,
+) -> Report:
+    """The run's copies through the send pipeline on the target's connection. Refused before
+    anything was taken, the record is removed; interrupted, it is saved for the next run."""
+    try:
+        async with aclosing(run.copies()) as messages:  # an interrupt closes the scan on the source at once
+            return await dst.call(
+                send_all(
+                    dst,
+                    dst_path,
+                    messages,
+                    max_in_flight=max_in_flight,
+                    batch=True,
+                    retry=RetryPolicy(),
+                    progress=progress,
+                    schedule_at=None,
+                    on_outcome=run.counted,
+                )
+            )
+    except BaseException:
+        record, tracker = run.start.record, run.tracker
+        if record is not None and not run.state.pending and tracker.base == 0 and not tracker.lines:
+            record.unlink(missing_ok=True)  # refused before anything was taken (no such target, ...)
+        else:
+            tracker.save()  # interrupted: the next run (this kernel's or another's) starts here
+        raise
+
+
+def _finish(report: Report, run: _CopyRun, dst_path: EntityPath) -> Report:
+    """The report of a run that ended, named a copy, with its notes (resumed, a record set aside,
+    what is left); the record saved, or removed once the copy is complete."""
+    state, tracker, record = run.state, run.tracker, run.start.record
+    tracker.save()
+    report.operation, report.entity, report.target = "copy", run.name, str(dst_path)
+    report.stats["peak_held"] = run.peak
+    if run.before:
+        report.note(f"resumed: {run.before} copied before")
+    if run.start.set_aside is not None:
+        report.note(run.start.set_aside)
+    exhausted_limit = run.left is not None and state.copied - run.before >= run.left
+    if not state.failed and not tracker.lines and (tracker.exhausted or exhausted_limit):
+        state.complete = True
+        if record is not None:
+            record.unlink(missing_ok=True)
+    else:
+        failed = sum(1 for o in report.failures if o.index is not None)
+        if tracker.exhausted or exhausted_limit:
+            report.note(f"{failed} messages not copied: the same copy again copies what is left")
+        else:  # stopped part-way: what follows in the source was not read, so it is not counted here
+            report.note(
+                f"{failed} messages not copied, and the copy stopped before the end of {run.name} (the messages"
+                " after them were not read): the same copy again copies what is left"
+            )
+    return report
+
+
 @renamed(limit="max_messages")
 async def acopy(
     source: str | EntityPath,
@@ -116,166 +347,9 @@ async def acopy(
     matches = compile_where(where) if isinstance(where, str) else where
     dst = live(connection)
     src = dst if source_connection is None else live(source_connection)
-    record: Path | None = None
-    set_aside: str | None = None
-    if state is None:
-        if callable(where):
-            log.info("copy of %s: a function as where keeps no record on disk (resumed only with state=)", src_path)
-            state = CopyProgress(str(src_path), str(dst_path))
-        else:
-            key = record_key(src, src_path, dst, dst_path, where, keep_ids, max_messages)
-            record = record_path(key)
-            created = await asyncio.to_thread(created_times, src, src_path, dst, dst_path)
-            found, set_aside = load(record, created) if resume else (None, None)
-            state = found if found is not None and found.pending else CopyProgress(str(src_path), str(dst_path))
-    state.complete = False
-    saved: Any = state if record is None else Record(state, key, created)
-    tracker = LineTracker(saved, record)
-    if isinstance(saved, Record):
-        saved.tracker = tracker
-    if record is not None:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        tracker.save()  # before the first send: a run after a kill finds the same seed, so the same ids
-    seed = uuid.UUID(state.seed)
-    before = state.copied
-    left = None if max_messages is None else max(max_messages - state.copied, 0)
-    first = min(state.failed) if state.failed else state.done + 1
-    name = str(src_path)
-    held = 0  # source messages in memory: come with a peek's answer, not yet confirmed copied, skipped or failed
-    peak = 0
-    room = asyncio.Event()
-    # Pages peeked and not yet copied, in order; None: the source has no more; an exception: the peek failed.
-    pages: asyncio.Queue[list[Any] | BaseException | None] = asyncio.Queue()
-
-    def release(n: int = 1) -> None:
-        nonlocal held
-        held -= n
-        room.set()
-
-    def counted(o: Outcome) -> None:
-        if o.index is not None:
-            release()
-        tracker.outcome(o)
-        state.copied = before + tracker.confirmed
-
-    async def read() -> None:
-        """``peek_ahead``, whose failure anywhere ends the copy with it: the copy waits on ``pages``,
-        so a reader that ended without a word there would leave it waiting for ever."""
-        try:
-            await peek_ahead()
-        except Exception as exc:
-            pages.put_nowait(exc)
-
-    async def peek_ahead() -> None:
-        """Peek ahead, one peek at a time (each starts after the last sequence number the one before
-        found), while the pages before are copied and sent. A peek asks only for the room its
-        answer will find: what is in memory now, ``held``, only falls until the answer comes, so
-        with it ``held`` stays at most ``HELD``."""
-        nonlocal held, peak
-        at = first
-        while True:
-            while HELD - held < PEEK:
-                room.clear()
-                await room.wait()
-            try:
-                page = await src.call(apeek_once(src, src_path, at, PEEK))
-            except Exception as exc:
-                error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=name)
-                pages.put_nowait(sessions_refused(src_path, error, "a copy") or error)
-                return
-            held += len(page)
-            peak = max(peak, held)
-            if not page:
-                pages.put_nowait(None)
-                return
-            at = int(page[-1].sequence_number) + 1
-            pages.put_nowait(page)
-
-    async def copies() -> AsyncGenerator[Any, None]:
-        taken = batched = 0
-        reader = asyncio.ensure_future(read())
-        try:
-            while left is None or taken < left:
-                page = await pages.get()
-                if page is None:
-                    tracker.exhausted = True
-                    return
-                if isinstance(page, BaseException):
-                    raise page
-                page.reverse()
-                while page:
-                    msg = page.pop()  # the page holds only what is not copied yet
-                    seq = int(msg.sequence_number or 0)
-                    skip = (seq <= state.done and seq not in state.failed) or (
-                        matches is not None and not matches(to_record(msg, name))
-                    )  # copied by an earlier run, or not selected
-                    if skip:
-                        release()
-                        continue
-                    if left is not None and taken >= left:
-                        release(1 + len(page))
-                        return
-                    taken += 1
-                    tracker.taken(seq)
-                    copied = copy_message(
-                        msg,
-                        keep_message_id=keep_ids,
-                        message_id=str(uuid.uuid5(seed, str(seq))),
-                        resubmission=False,
-                    )
-                    del msg
-                    yield copied
-                    batched += 1
-                    if batched % SEND_EVERY == 0:
-                        yield FLUSH  # send these now, while the rest of the page is copied
-                yield FLUSH  # the page's copies go now: their confirmations make room for the next peeks
-        finally:
-            reader.cancel()  # done, stopped or interrupted: no more peeks
-            await asyncio.gather(reader, return_exceptions=True)
-
-    try:
-        async with aclosing(copies()) as messages:  # an interrupt closes the scan on the source at once
-            report = await dst.call(
-                send_all(
-                    dst,
-                    dst_path,
-                    messages,
-                    max_in_flight=max_in_flight,
-                    batch=True,
-                    retry=RetryPolicy(),
-                    progress=progress,
-                    schedule_at=None,
-                    on_outcome=counted,
-                )
-            )
-    except BaseException:
-        if record is not None and not state.pending and tracker.base == 0 and not tracker.lines:
-            record.unlink(missing_ok=True)  # refused before anything was taken (no such target, ...)
-        else:
-            tracker.save()  # interrupted: the next run (this kernel's or another's) starts here
-        raise
-    tracker.save()
-    report.operation, report.entity, report.target = "copy", name, str(dst_path)
-    report.stats["peak_held"] = peak
-    if before:
-        report.note(f"resumed: {before} copied before")
-    if set_aside is not None:
-        report.note(set_aside)
-    exhausted_limit = left is not None and state.copied - before >= left
-    if not state.failed and not tracker.lines and (tracker.exhausted or exhausted_limit):
-        state.complete = True
-        if record is not None:
-            record.unlink(missing_ok=True)
-    else:
-        failed = sum(1 for o in report.failures if o.index is not None)
-        if tracker.exhausted or exhausted_limit:
-            report.note(f"{failed} messages not copied: the same copy again copies what is left")
-        else:  # stopped part-way: what follows in the source was not read, so it is not counted here
-            report.note(
-                f"{failed} messages not copied, and the copy stopped before the end of {name} (the messages"
-                " after them were not read): the same copy again copies what is left"
-            )
-    return report
+    start = await _start(src, src_path, dst, dst_path, where, keep_ids, max_messages, state, resume)
+    run = _CopyRun(src, src_path, start, matches=matches, keep_ids=keep_ids, max_messages=max_messages)
+    return _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
 
 
 copy = renamed(limit="max_messages")(

@@ -3,6 +3,7 @@ capped sender, resumable line by line (core/incidents/resumable.py)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -12,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import InvalidInputError
@@ -101,61 +103,98 @@ def import_jsonl(
     if not Path(path).is_file():
         raise InvalidInputError(f"No file {path}: give the path of a JSON lines export.")
     name = str(EntityPath.parse(entity))
-    state = import_resume_point(name, path)
-    total = count_jsonl(path)  # every line checked before the first send
-    stat = Path(path).stat()
-    if state is None:
-        state = ImportProgress(name, str(uuid.uuid4()), stat.st_size, stat.st_mtime_ns)
-    else:
-        log.info(
-            "import of %s into %s resumes: %d of %d lines done, %d failed before",
-            path,
-            name,
-            state.done,
-            total,
-            len(state.failed),
-        )
+    state = _starting_state(name, path)
     marker = _import_marker(path, name)
     tracker = LineTracker(state, marker)
     tracker.save()  # before the first send: a re-run finds the same seed, so the same ids
     seed = uuid.UUID(state.seed)
     retry, start = sorted(state.failed), state.done
-
-    def records() -> Iterator[Record]:
-        for number, record in _numbered(path):
-            if number > start or number in state.failed:
-                tracker.taken(number)
-                yield sendable(
-                    record,
-                    keep_ids=keep_ids,
-                    decode_properties=decode_properties,
-                    message_id=str(uuid.uuid5(seed, str(number))),
-                )
-        tracker.exhausted = True
-
-    from ..operations.send import asend
-
+    # Made inside the send: only the send holds the generator (and the open file), and not past its end.
+    records = functools.partial(
+        _records, path, state, tracker, seed, start, keep_ids=keep_ids, decode_properties=decode_properties
+    )
     conn = live(connection)
-
-    async def run() -> Report:
-        try:
-            return await asend(
-                name,
-                records(),
-                max_in_flight=max_in_flight,
-                progress=progress,
-                on_outcome=tracker.outcome,
-                connection=conn,
-            )
-        finally:
-            tracker.save()  # also when interrupted: the next run starts from here
-
     try:
-        report = conn.run_on(EntityPath.parse(name), run())
+        report = conn.run_on(EntityPath.parse(name), _send(name, records, tracker, conn, max_in_flight, progress))
     except Exception:
         if not state.pending:
             marker.unlink(missing_ok=True)  # refused before anything was sent (no such entity, ...)
         raise
+    _conclude(report, path, tracker, marker, retry, start)
+    return report
+
+
+def _starting_state(name: str, path: str | Path) -> ImportProgress:
+    """Where the import of ``path`` into ``name`` stopped before, or a fresh start (a new seed).
+    Every line is checked first: a bad one raises before anything is sent."""
+    state = import_resume_point(name, path)
+    total = count_jsonl(path)  # every line checked before the first send
+    stat = Path(path).stat()
+    if state is None:
+        return ImportProgress(name, str(uuid.uuid4()), stat.st_size, stat.st_mtime_ns)
+    log.info(
+        "import of %s into %s resumes: %d of %d lines done, %d failed before",
+        path,
+        name,
+        state.done,
+        total,
+        len(state.failed),
+    )
+    return state
+
+
+def _records(
+    path: str | Path,
+    state: ImportProgress,
+    tracker: LineTracker,
+    seed: uuid.UUID,
+    start: int,
+    *,
+    keep_ids: bool,
+    decode_properties: bool,
+) -> Iterator[Record]:
+    """The messages still to send, read as they are sent: the lines after ``start`` and those that
+    failed before, each handed to ``tracker`` in order. Ids derived from ``seed`` and the line number."""
+    for number, record in _numbered(path):
+        if number > start or number in state.failed:
+            tracker.taken(number)
+            yield sendable(
+                record,
+                keep_ids=keep_ids,
+                decode_properties=decode_properties,
+                message_id=str(uuid.uuid5(seed, str(number))),
+            )
+    tracker.exhausted = True
+
+
+async def _send(
+    name: str,
+    records: Callable[[], Iterator[Record]],
+    tracker: LineTracker,
+    conn: LiveConnection,
+    max_in_flight: int,
+    progress: Callable[[Report], None] | None,
+) -> Report:
+    """``asend`` of ``records()``, every outcome followed by ``tracker``, its marker saved at the end."""
+    from ..operations.send import asend
+
+    try:
+        return await asend(
+            name,
+            records(),
+            max_in_flight=max_in_flight,
+            progress=progress,
+            on_outcome=tracker.outcome,
+            connection=conn,
+        )
+    finally:
+        tracker.save()  # also when interrupted: the next run starts from here
+
+
+def _conclude(
+    report: Report, path: str | Path, tracker: LineTracker, marker: Path, retry: list[int], start: int
+) -> None:
+    """The report's notes on a resumed or incomplete import; the marker deleted once it is complete."""
     if retry or start:
         report.note(f"resumed: {start} lines done before, {len(retry)} of them failed and were tried again")
     if tracker.complete:
@@ -165,7 +204,6 @@ def import_jsonl(
         # left out the lines a send stopped part-way never read.)
         left = len(retry) + _message_lines_after(path, start) - report.count("sent")
         report.note(f"{left} messages not sent: the same import again sends them ({marker.name} keeps track)")
-    return report
 
 
 def _message_lines_after(path: str | Path, line: int) -> int:

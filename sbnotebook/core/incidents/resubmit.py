@@ -20,7 +20,6 @@ import datetime as dt
 import functools
 import time
 from collections.abc import Callable
-from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,12 +32,12 @@ from ..errors import EntityNameError, InvalidInputError, from_sdk
 from ..operations.batch import LockedBatch
 from ..operations.messages import message_id
 from ..operations.receive import receive_batch
-from ..operations.scan import anything_there, ascan
+from ..operations.scan import anything_there
 from ..outcome import Outcome, Report
 from ..renames import renamed
-from ..views.records import to_record
 from .copies import acopy_then_complete, copy_for
 from .leftovers import account_for_what_is_left
+from .selection import Selection, peeked_selection
 
 Record = dict[str, Any]
 
@@ -69,7 +68,7 @@ class _Run:
 
     report: Report
     limit: int | None
-    selection: _Selection | None
+    selection: Selection | None
     progress: Callable[[Report], None] | None
     claimed: int = 0  # messages asked for by receives in flight or done (the limit counts these)
     moved: int = 0
@@ -92,25 +91,6 @@ class _Run:
             self.progress(self.report)
 
 
-@dataclass
-class _Selection:
-    """What ``where`` selected when the run began, found by peeking: how many, and the highest
-    sequence number among them. Each received message is checked with ``where`` again; a message
-    past the highest, or once all were found, ends the run (nothing beyond it gets locked)."""
-
-    where: Callable[[Record], bool]
-    count: int
-    last: int
-    found: int = 0
-
-    def done(self) -> bool:
-        return self.found >= self.count
-
-    def takes(self, src: EntityPath, m: Any) -> bool:
-        """Whether the run was asked to take this message (received, or peeked at the end)."""
-        return _seq(m) <= self.last and self.where(to_record(m, str(src)))
-
-
 async def _resubmit(
     conn: LiveConnection,
     src: EntityPath,
@@ -131,11 +111,10 @@ async def _resubmit(
     since = dt.datetime.now(dt.UTC)
     report = Report("resubmit" if dst is not None else "discard", str(src), str(dst) if dst else None)
     report.stats.update(batches=0, workers=0)
-    selection = await _selected(conn, src, where, limit) if where is not None else None
+    selection = await peeked_selection(conn, src, where, limit) if where is not None else None
     # With a selection the limit is on the selected messages (it ends the selection), not on the
     # messages received on the way past unselected ones.
     run = _Run(report, limit if selection is None else None, selection, progress)
-    failure: BaseException | None = None
     workers: set[asyncio.Task[None]] = set()
 
     def start_worker(first: bool) -> None:
@@ -149,61 +128,86 @@ async def _resubmit(
     try:
         if selection is None or selection.count:
             start_worker(True)
-        while workers:
-            # Workers start while others run: look again every half second to include them.
-            done, _ = await asyncio.wait(set(workers), timeout=0.5, return_when=asyncio.FIRST_EXCEPTION)
-            for task in done:
-                workers.discard(task)
-                exc = task.exception()
-                if exc is not None and failure is None:
-                    failure = exc
-                    run.stop = True  # the others finish the batch they hold, then stop
-        if failure is not None:
-            raise failure
+        await _until_all_ended(workers, run)
         if (limit is None or run.moved < limit) and await anything_there(conn, src):
-            # Locked by another receiver (a run that was interrupted holds its locks until they
-            # expire), or new: not moved by this run, and the report must not look complete. Each
-            # is a `left` outcome, read from the broker; what this run reported already (held
-            # back, or copied and not completed) and what `where` does not select are passed over.
-            await account_for_what_is_left(
-                conn,
-                src,
-                report,
-                asked=("active",),
-                since=since,
-                again="run it again",
-                verb="resubmit" if dst is not None else "discard",
-                skip={_seq(b.messages[i]) for b, keep in run.held for i in keep} | set(run.copied),
-                match=None if selection is None else functools.partial(selection.takes, src),
-                not_asked="not taken: a resubmit takes active messages (deferred ones: receive_deferred)",
-                # What the run knows of them: its receives ended on one that got nothing. Why (held by
-                # another receiver then, a slow delivery) the broker does not say.
-                still_there=None
-                if run.empty_wait is None
-                else f"still there: the {report.operation} ended when its receive got nothing within "
-                f"{run.empty_wait:g} s",
-            )
+            await _account_for_the_rest(conn, src, dst, run, since)
     except Exception as exc:
         if not run.moved and not run.copied:
             raise  # nothing moved: the caller may reconnect and start again
-        # Some messages moved: what happened to each is the answer, and the failure says where it stopped.
-        why = from_sdk(exc, entity=str(src)).message
-        report.add(
-            Outcome(None, None, "failed", f"stopped after {run.moved} messages: {why}; the rest were not touched")
-        )
-        report.note(f"stopped early: {why}")
+        _note_the_stop(run, src, exc)
     finally:
-        run.stop = True  # no worker starts others from here on
-        for task in workers:  # cancelled (an interrupted cell): each gives back what it holds
-            task.cancel()
-        if workers:
-            await asyncio.gather(*workers, return_exceptions=True)
-        for batch, keep in run.held:
-            await batch.release_async(keep)
-            await batch.aclose()
-        report.extend(run.copied.values())
-        report.elapsed = time.perf_counter() - started
+        await _wind_up(run, workers, started)
     return report
+
+
+async def _until_all_ended(workers: set[asyncio.Task[None]], run: _Run) -> None:
+    """Wait for every worker, those started meanwhile included. The first failure stops the others
+    and is raised once all have ended."""
+    failure: BaseException | None = None
+    while workers:
+        # Workers start while others run: look again every half second to include them.
+        done, _ = await asyncio.wait(set(workers), timeout=0.5, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            workers.discard(task)
+            exc = task.exception()
+            if exc is not None and failure is None:
+                failure = exc
+                run.stop = True  # the others finish the batch they hold, then stop
+    if failure is not None:
+        raise failure
+
+
+async def _account_for_the_rest(
+    conn: LiveConnection, src: EntityPath, dst: EntityPath | None, run: _Run, since: dt.datetime
+) -> None:
+    """One ``left`` outcome for each message still there that the run was asked to take."""
+    report, selection = run.report, run.selection
+    # Locked by another receiver (a run that was interrupted holds its locks until they expire), or
+    # new: not moved by this run, and the report must not look complete. Each is a `left` outcome,
+    # read from the broker; what this run reported already (held back, or copied and not completed)
+    # and what `where` does not select are passed over.
+    await account_for_what_is_left(
+        conn,
+        src,
+        report,
+        asked=("active",),
+        since=since,
+        again="run it again",
+        verb="resubmit" if dst is not None else "discard",
+        skip={_seq(b.messages[i]) for b, keep in run.held for i in keep} | set(run.copied),
+        match=None if selection is None else functools.partial(selection.takes, src),
+        not_asked="not taken: a resubmit takes active messages (deferred ones: receive_deferred)",
+        # What the run knows of them: its receives ended on one that got nothing. Why (held by
+        # another receiver then, a slow delivery) the broker does not say.
+        still_there=None
+        if run.empty_wait is None
+        else f"still there: the {report.operation} ended when its receive got nothing within {run.empty_wait:g} s",
+    )
+
+
+def _note_the_stop(run: _Run, src: EntityPath, exc: Exception) -> None:
+    """A failure after some messages moved: what happened to each is the answer, and the failure
+    says where it stopped."""
+    why = from_sdk(exc, entity=str(src)).message
+    run.report.add(
+        Outcome(None, None, "failed", f"stopped after {run.moved} messages: {why}; the rest were not touched")
+    )
+    run.report.note(f"stopped early: {why}")
+
+
+async def _wind_up(run: _Run, workers: set[asyncio.Task[None]], started: float) -> None:
+    """However the run ends: the workers stopped, the messages held back given back, the copies
+    not completed reported as duplicated, the time taken."""
+    run.stop = True  # no worker starts others from here on
+    for task in workers:  # cancelled (an interrupted cell): each gives back what it holds
+        task.cancel()
+    if workers:
+        await asyncio.gather(*workers, return_exceptions=True)
+    for batch, keep in run.held:
+        await batch.release_async(keep)
+        await batch.aclose()
+    run.report.extend(run.copied.values())
+    run.report.elapsed = time.perf_counter() - started
 
 
 async def _worker(
@@ -337,24 +341,6 @@ async def _moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, 
         report.note("reconnected: the connection had dropped (nothing had moved yet)")
 
     return await conn.call_on(src, conn.reconnecting(lambda: _resubmit(conn, src, dst, **kwargs), after=noted))
-
-
-async def _selected(
-    conn: LiveConnection, src: EntityPath, where: Callable[[Record], bool], limit: int | None
-) -> _Selection:
-    """How many messages the filter selects (the first ``limit``) and the highest sequence number
-    among them, found by peeking (no locks, no delivery counts). Two numbers, whatever the size of
-    the entity."""
-    count = last = 0
-    async with aclosing(ascan(src, connection=conn)) as pages:
-        async for page in pages:
-            for m in page:
-                if where(to_record(m, str(src))):
-                    count += 1
-                    last = max(last, _seq(m))
-                    if count == limit:
-                        return _Selection(where, count, last)
-    return _Selection(where, count, last)
 
 
 def _check_limit(limit: int | None, max_in_flight: int, batch_size: int) -> None:

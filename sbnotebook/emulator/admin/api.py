@@ -23,33 +23,17 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
-from ..broker.broker import Broker, Queue, Topic
+from ..broker.broker import Broker, Topic
 from ..errors import BrokerError, Conflict, EntityNotFound
 from ..rules.filters import Rule
 from ..security.entra import MAX_FORM, EntraError, Issuer
 from ..security.sas import MANAGE, KeyRing, TokenError, covers, validate
-from ..topology import (
-    QueueConfig,
-    SubscriptionConfig,
-    TopicConfig,
-    TopologyError,
-)
-from .atom import (
-    entry,
-    error_xml,
-    feed,
-    fields_of,
-    local_name,
-    namespace_xml,
-    page,
-    parse_description,
-    properties_from,
-    queue_xml,
-    rule_config_from,
-    rule_xml,
-    subscription_xml,
-    topic_xml,
-)
+from ..topology import TopologyError
+from .atom import entry, error_xml, feed, namespace_xml, page, parse_description
+from .clockroute import CLOCK_ROOT, ClockOwner, serve_clock
+from .documents import entity_xml, subscription_xml
+from .entities import put_entity, put_subscription
+from .rulexml import rule_config_from, rule_xml
 
 log = logging.getLogger("sbnotebook.emulator")
 
@@ -81,6 +65,7 @@ class AdminServer:
         self.keys = KeyRing.of(keys)
         self.issuer = issuer  # Entra ID: its authority's endpoints, and Bearer tokens (with --tls)
         self.latency = 0.0  # seconds added to every reply, as the AMQP side does (simulated distance)
+        self.clock: ClockOwner | None = None  # /$emulator/clock (clockroute.py), set by the Emulator
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -266,6 +251,8 @@ class AdminServer:
     ) -> tuple[int, str]:
         lowered = [p.lower() for p in parts]
         b = self.broker
+        if lowered[:1] == [CLOCK_ROOT]:
+            return serve_clock(self.clock, method, lowered[1:], query)
         if method == "POST":
             raise _HttpError(405, "The administration API takes GET, PUT and DELETE.")
         if lowered == ["$namespaceinfo"] and method == "GET":
@@ -276,10 +263,7 @@ class AdminServer:
                 raise _HttpError(404, f"Unknown resource list '{parts[1]}'.")
             with b.lock:
                 entities = page([e for e in b.entities if (e.kind == "queue") == (kind == "queues")], query)
-                entries = [
-                    entry(base, e.name, e.name, queue_xml(e) if isinstance(e, Queue) else topic_xml(e))
-                    for e in entities
-                ]
+                entries = [entry(base, e.name, e.name, entity_xml(e, _host(base))) for e in entities]
             return 200, feed(base, f"$Resources/{parts[1]}", entries, entities.next_skip, entities.top)
         if len(parts) == 1:
             return self._entity(method, parts[0], body, base, headers)
@@ -290,7 +274,7 @@ class AdminServer:
                 # Ids echo the request's path as written: the JS admin client finds the names in
                 # them by the case-sensitive '/Subscriptions/' and '/Rules/'.
                 path = "/".join(parts)
-                entries = [entry(base, f"{path}/{s.name}", s.name, subscription_xml(s)) for s in subs]
+                entries = [entry(base, f"{path}/{s.name}", s.name, subscription_xml(s, _host(base))) for s in subs]
             return 200, feed(base, path, entries, subs.next_skip, subs.top)
         if len(parts) == 3 and lowered[1] == "subscriptions":
             return self._subscription(method, parts[0], parts[2], body, base, headers, "/".join(parts))
@@ -313,27 +297,12 @@ class AdminServer:
                     entity = b.entity(name)
                 except EntityNotFound:
                     return 200, feed(base, name, [])  # Service Bus answers a missing entity with an empty feed
-                content = queue_xml(entity) if isinstance(entity, Queue) else topic_xml(entity)
-                return 200, entry(base, entity.name, entity.name, content)
+                return 200, entry(base, entity.name, entity.name, entity_xml(entity, _host(base)))
             if method == "DELETE":
                 b.delete_entity(name)
                 return 200, ""
-            desc = parse_description(body)
-            fields = fields_of(desc)
-            update = headers.get("If-Match") == "*"
-            kind = local_name(desc.tag)
-            if update:
-                entity = b.entity(name)
-                b.update_properties(entity, properties_from(fields, entity.props))
-                created, status = entity, 200
-            elif kind == "QueueDescription":
-                created, status = b.add_queue(QueueConfig(name, properties_from(fields))), 201
-            elif kind == "TopicDescription":
-                created, status = b.add_topic(TopicConfig(name, properties_from(fields))), 201
-            else:
-                raise _HttpError(400, f"Cannot create an entity from a {kind}.")
-            content = queue_xml(created) if isinstance(created, Queue) else topic_xml(created)
-            return status, entry(base, created.name, created.name, content)
+            status, made = put_entity(b, name, parse_description(body), headers.get("If-Match") == "*")
+            return status, entry(base, made.name, made.name, entity_xml(made, _host(base)))
 
     def _subscription(
         self, method: str, topic: str, name: str, body: bytes, base: str, headers: Any, path: str
@@ -345,17 +314,13 @@ class AdminServer:
                     sub = b.subscription(topic, name)
                 except EntityNotFound:
                     return 200, feed(base, path, [])
-                return 200, entry(base, path, sub.name, subscription_xml(sub))
+                return 200, entry(base, path, sub.name, subscription_xml(sub, _host(base)))
             if method == "DELETE":
                 b.delete_subscription(topic, name)
                 return 200, ""
-            fields = fields_of(parse_description(body))
-            if headers.get("If-Match") == "*":
-                sub = b.subscription(topic, name)
-                b.update_properties(sub, properties_from(fields, sub.props))
-                return 200, entry(base, path, sub.name, subscription_xml(sub))
-            sub = b.add_subscription(topic, SubscriptionConfig(name, properties_from(fields)))
-            return 201, entry(base, path, sub.name, subscription_xml(sub))
+            update = headers.get("If-Match") == "*"
+            status, sub = put_subscription(b, topic, name, parse_description(body), update)
+            return status, entry(base, path, sub.name, subscription_xml(sub, _host(base)))
 
     def _rule(
         self, method: str, topic: str, sub_name: str, name: str, body: bytes, base: str, headers: Any, path: str
@@ -382,6 +347,11 @@ class AdminServer:
                 return 200, entry(base, path, name, rule_xml(config))
             b.put_rule(sub, rule)
             return 201, entry(base, path, name, rule_xml(config))
+
+
+def _host(base: str) -> str:
+    """The namespace as the caller addressed it (``https://host:port`` -> ``host:port``)."""
+    return base.partition("://")[2]
 
 
 def _topic(b: Broker, name: str) -> Topic:

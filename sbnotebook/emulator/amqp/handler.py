@@ -20,6 +20,7 @@ from cproton_ffi import lib
 from proton import Delivery, Endpoint, Event, Handler, Link, Terminus, ulong
 
 from ..broker.broker import Broker
+from ..broker.status import check_can_receive, check_can_send
 from ..broker.store import MessageStore
 from ..errors import BadRequest, BrokerError, EntityNotFound, MessageSizeExceeded, OperationTimeout
 from ..security.entra import Issuer
@@ -157,6 +158,7 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
         self._authorize(conn, address, LISTEN)
         source = self.broker.resolve_source(address)
         self.broker._reject_forwarding(source)
+        check_can_receive(source.entity, self.broker.namespace)  # a disabled entity refuses the link
         peek_lock = link.remote_snd_settle_mode != Link.SND_SETTLED
         out = OutLink(link, source=source, peek_lock=peek_lock)
         self._apply_entity_faults(link, address)
@@ -227,6 +229,7 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
         else:
             self._authorize(conn, address, SEND)
             target = self.broker.resolve_target(address)
+            check_can_send(target, self.broker.namespace)
             link.max_message_size = target.props.max_message_size
             # SDK 7.15 sizes ServiceBusMessageBatch from this vendor property when present.
             link.properties = {MAX_BATCH_SIZE: ulong(target.props.max_message_size)}

@@ -1,6 +1,7 @@
 """The %sb_* magics: thin commands over the settlement library, one module per command family
 (connect, entities, peek/browse, receive/settle, send/compose, dlq, stats), registered on one
-``SbMagics`` class (sbmagics.py) and sharing one parser and error handler (command.py).
+``SbMagics`` class (sbmagics.py; its settings in settings.py) and sharing one parser and error
+handler (command.py).
 
 Every command takes ``-h`` (and ``%sb_peek?`` shows the same help). A command that fails fails its
 cell with one line (a ``UsageError``: Run All and jobs stop there); ``%config

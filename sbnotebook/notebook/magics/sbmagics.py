@@ -1,62 +1,27 @@
-"""The SbMagics class: settings, the state commands share (live connection, batches, samples),
-and the registration of every command family's magics."""
+"""The SbMagics class: the settings (settings.py) and the state commands share (live connection,
+batches, samples; declared in state.py) put together, and the registration of every command
+family's magics."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any, NoReturn
 
 from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-from traitlets import Bool, CaselessStrEnum, Float, Int, observe
 
 from ... import core
 from ...core import LiveConnection, LockedBatch, deprecated
 from ..config import project_settings
-from ..widgets import grid as grid_mod
 from . import connect, copying, dlq, entities, files, peek, purge, receive, resubmit, send, sessions, stats, tail
 from .command import Declined, fail
 from .sdklogs import SdkLogSummary
-from .state import NameCache
-
-RENAMED_SETTINGS = {"peek_count": "peek_max_messages", "receive_count": "receive_max_messages"}  # old -> new
+from .settings import RENAMED_SETTINGS
+from .state import MagicsState
 
 
 @magics_class
-class SbMagics(Magics):
+class SbMagics(Magics, MagicsState):
     """Service Bus in the notebook. Settings: ``%config SbMagics`` (or [tool.sbnotebook] in pyproject.toml)."""
-
-    peek_max_messages = Int(100, min=1, help="At most this many messages %sb_peek shows by default.").tag(config=True)
-    receive_max_messages = Int(10, min=1, help="At most this many messages %sb_receive takes by default.").tag(
-        config=True
-    )
-    max_in_flight = Int(10, min=1, help="Send and settlement operations in flight at once.").tag(config=True)
-    wait_seconds = Float(5.0, min=0.0, help="How long %sb_receive waits for the first message.").tag(config=True)
-    max_renewal = Float(300.0, min=0.0, help="Seconds a received batch's locks are renewed for while open.").tag(
-        config=True
-    )
-    tail_interval = Float(
-        core.TAIL_INTERVAL, min=0.01, help="Seconds between two polls of %sb_tail (each poll is one peek)."
-    ).tag(config=True)
-    full_tracebacks = Bool(False, help="Show full tracebacks instead of one-line errors.").tag(config=True)
-    confirm = Bool(True, help="Ask before destructive actions (receive-and-delete, settling every row).").tag(
-        config=True
-    )
-    websockets = Bool(
-        False, help="Dial AMQP over WebSockets (port 443) where port 5671 is blocked, as %sb_connect --websockets."
-    ).tag(config=True)
-
-    # Old names kept for one release (docs/names.md): setting one sets its new name and says so once.
-    # None by default, so that any value given (even the default's) is seen and passed on.
-    peek_count = Int(None, allow_none=True, min=1, help="Deprecated: peek_max_messages.").tag(config=True)
-    receive_count = Int(None, allow_none=True, min=1, help="Deprecated: receive_max_messages.").tag(config=True)
-
-    grid = CaselessStrEnum(
-        grid_mod.GRID_MODES,
-        default_value="auto",
-        help="The panels' message lists: 'itables' grids, 'plain' lists, or 'auto' (plain on Databricks). "
-        "Panels read it here when they draw a list (widgets/grid.py).",
-    ).tag(config=True)
 
     # Each family module holds its parsers and commands; they are registered here, once.
     sb_connect = line_magic(connect.sb_connect)
@@ -91,24 +56,18 @@ class SbMagics(Magics):
                 name = new
             if name not in explicit:
                 setattr(self, name, value)
-        self.connection: LiveConnection | None = None  # from %sb_connect; every command and panel uses it
-        self.connections: dict[str, LiveConnection] = {}  # from %sb_connect --as NAME: NAME:ENTITY
-        self.bound: LiveConnection | None = None  # a command's NAME:ENTITY connection, while it runs
-        self.bound_name: str | None = None  # ... and that NAME (its lines say NAME:ENTITY)
-        self.completer: NameCache | None = None  # Tab completion, once %load_ext installed it
-        self.connect_failed: str | None = None  # why the last %sb_connect failed: commands fail until one works
-        self.batches: list[LockedBatch] = []
-        self.samples: dict[str, list[tuple[dt.datetime, core.EntityCounts]]] = {}
+        # The shared state, declared in state.py (MagicsState).
+        self.connection = None
+        self.connections = {}
+        self.bound = None
+        self.bound_name = None
+        self.completer = None
+        self.connect_failed = None
+        self.batches = []
+        self.samples = {}
         self.sdk_logs = SdkLogSummary()
         self.sdk_logs.install(show=self.full_tracebacks)
         self.observe(lambda change: self.sdk_logs.install(show=change["new"]), names="full_tracebacks")
-
-    @observe(*RENAMED_SETTINGS)
-    def _renamed_setting(self, change: Any) -> None:
-        if change["new"] is not None:
-            new = RENAMED_SETTINGS[change["name"]]
-            deprecated(f"SbMagics.{change['name']}", f"SbMagics.{new}")
-            setattr(self, new, change["new"])
 
     def fail(self, exc: BaseException) -> NoReturn:
         """Fail the command and its cell with ``exc`` in one line (command.py)."""

@@ -2,6 +2,7 @@
 
 BrokerError                    condition + description (+ tracking id)
 ├── EntityNotFound             amqp:not-found
+├── LinkDetachForced           amqp:link:detach-forced
 ├── MessageSizeExceeded        amqp:link:message-size-exceeded
 ├── LockLost                   com.microsoft:message-lock-lost
 ├── MessageNotFound            com.microsoft:message-not-found
@@ -14,6 +15,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+
+# How Service Bus ends its errors about entities (not found, refused descriptions).
+MORE = "To know more visit https://aka.ms/sbResourceMgrExceptions."
 
 
 class BrokerError(Exception):
@@ -33,6 +37,11 @@ class BrokerError(Exception):
 class EntityNotFound(BrokerError):
     condition = "amqp:not-found"
     status_code = 404
+
+
+class LinkDetachForced(BrokerError):
+    condition = "amqp:link:detach-forced"
+    status_code = 410
 
 
 class MessageSizeExceeded(BrokerError):

@@ -31,6 +31,7 @@ from .topology import Topology, default_topology
 
 log = logging.getLogger("sbnotebook.emulator")
 LISTEN_BACKLOG = 512
+DETACH_WAIT = 5.0  # seconds a DELETE of the administration API waits for its links to be detached
 
 
 class _QuietDisconnects(logging.Filter):
@@ -191,6 +192,7 @@ class Emulator(Timekeeping):
         # the API (and the Entra authority) on the AMQP port (always)
         self._api = AdminServer(self.broker, self.keys, issuer=self.issuer)
         self._api.clock = self  # /$emulator/clock: --advance and --status from another process
+        self._api.on_delete = self._detach_deleted
         self.admin_port: int | None = None
 
     def __repr__(self) -> str:
@@ -303,6 +305,7 @@ class Emulator(Timekeeping):
         if self._admin_requested is not None:
             self._admin = self._start_admin(self._admin_requested)
             self._admin.clock = self
+            self._admin.on_delete = self._detach_deleted
             self._admin.start()
             self.admin_port = self._admin.port
         self.stopped.clear()
@@ -340,6 +343,23 @@ class Emulator(Timekeeping):
             fn()
         else:
             self._loop.call_soon(fn)
+
+    def _detach_deleted(self) -> None:
+        """Detach the links of entities just deleted, on the broker's thread, and wait (bounded) for
+        it: the administration API answers a DELETE after its entity's links are detached."""
+        done = threading.Event()
+
+        def detach() -> None:
+            try:
+                self._handler.flush()  # flush detaches the links of deleted entities first
+            finally:
+                done.set()
+
+        loop, thread = self._loop, self._thread
+        if loop is None or threading.current_thread() is thread:
+            return  # not serving (no links), or on the loop already (its next flush detaches them)
+        loop.call_soon(detach)
+        done.wait(DETACH_WAIT)
 
     @property
     def admin_url(self) -> str:

@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
@@ -66,6 +67,9 @@ class AdminServer:
         self.issuer = issuer  # Entra ID: its authority's endpoints, and Bearer tokens (with --tls)
         self.latency = 0.0  # seconds added to every reply, as the AMQP side does (simulated distance)
         self.clock: ClockOwner | None = None  # /$emulator/clock (clockroute.py), set by the Emulator
+        # Set by the Emulator: detaches the links of what a DELETE removed before it is answered, so a
+        # client told "deleted" finds its links detached (not a tick later, on an entity made again).
+        self.on_delete: Callable[[], None] | None = None
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -291,6 +295,10 @@ class AdminServer:
 
     def _entity(self, method: str, name: str, body: bytes, base: str, headers: Any) -> tuple[int, str]:
         b = self.broker
+        if method == "DELETE":
+            b.delete_entity(name)  # under the broker's lock, released before the links are detached
+            self._detached()
+            return 200, ""
         with b.lock:
             if method == "GET":
                 try:
@@ -298,9 +306,6 @@ class AdminServer:
                 except EntityNotFound:
                     return 200, feed(base, name, [])  # Service Bus answers a missing entity with an empty feed
                 return 200, entry(base, entity.name, entity.name, entity_xml(entity, _host(base)))
-            if method == "DELETE":
-                b.delete_entity(name)
-                return 200, ""
             status, made = put_entity(b, name, parse_description(body), headers.get("If-Match") == "*")
             return status, entry(base, made.name, made.name, entity_xml(made, _host(base)))
 
@@ -308,6 +313,10 @@ class AdminServer:
         self, method: str, topic: str, name: str, body: bytes, base: str, headers: Any, path: str
     ) -> tuple[int, str]:
         b = self.broker
+        if method == "DELETE":
+            b.delete_subscription(topic, name)
+            self._detached()
+            return 200, ""
         with b.lock:
             if method == "GET":
                 try:
@@ -315,12 +324,13 @@ class AdminServer:
                 except EntityNotFound:
                     return 200, feed(base, path, [])
                 return 200, entry(base, path, sub.name, subscription_xml(sub, _host(base)))
-            if method == "DELETE":
-                b.delete_subscription(topic, name)
-                return 200, ""
             update = headers.get("If-Match") == "*"
             status, sub = put_subscription(b, topic, name, parse_description(body), update)
             return status, entry(base, path, sub.name, subscription_xml(sub, _host(base)))
+
+    def _detached(self) -> None:
+        if self.on_delete is not None:
+            self.on_delete()
 
     def _rule(
         self, method: str, topic: str, sub_name: str, name: str, body: bytes, base: str, headers: Any, path: str

@@ -14,6 +14,7 @@ from types import FrameType
 
 from . import shared
 from .broker.faults import FaultError
+from .net.limits import MAX_CONNECTIONS
 from .security.sas import DEFAULT_KEY
 from .server import Emulator, advertised_host, is_loopback
 from .topology import TopologyError
@@ -95,6 +96,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ENTITY=N",
         help="abruptly close a receiving connection on ENTITY after N deliveries",
     )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"AMQP connections open at once (default {MAX_CONNECTIONS}, Service Bus Standard's); the next is "
+        "refused at its open with amqp:resource-limit-exceeded, as Service Bus refuses it",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log connections and refused tokens")
 
 
@@ -117,6 +126,9 @@ def manage_shared(args: argparse.Namespace) -> int:
             if found
             else f"No shared emulator running (its data, if any, is in {where})."
         )
+        counts = shared.connections(found) if found else None
+        if counts:
+            print(f"AMQP connections open: {counts['connections']} of {counts['max_connections']} allowed")
     return 0
 
 
@@ -163,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
             tls_key=args.tls_key,
             tls_dir=None if args.data_dir else shared.home().parent / "tls",
             principals=args.principal,
+            max_connections=args.max_connections,
         )
         _apply_fault_flags(emulator, args)
         emulator.start()

@@ -12,6 +12,8 @@ import re
 import resource
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -20,6 +22,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from azure.servicebus import ServiceBusClient, TransportType
 from azure.servicebus.exceptions import ServiceBusConnectionError
@@ -287,3 +290,39 @@ def test_http_connections_held_at_once_are_bounded(emulator: Emulator) -> None:
         wait_until(lambda: threading.active_count() <= before + 63, timeout=5)
         with connect(emulator.port) as extra:
             assert ask(extra).startswith(b"HTTP/1.1 401")
+
+
+LOW_FD_EMULATOR = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+from sbnotebook.emulator.cli import main
+sys.exit(main(["--port", "0"]))
+"""
+
+
+def test_out_of_file_descriptors_it_rests_instead_of_spinning_then_serves_again() -> None:
+    """Rule: when accept fails for want of file descriptors the loop stops watching the listener a
+    moment (it would wake at once, forever), says so once, and serves again as connections close."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LOW_FD_EMULATOR, "64"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        conn = next(line.strip() for line in proc.stdout if line.startswith("Endpoint=sb://"))
+        port = int(conn.split(";")[0].rsplit(":", 1)[1])
+        peers = [connect(port) for _ in range(80)]  # more than it has descriptors for: the rest wait
+        for peer in peers:
+            peer.sendall(SASL_HEADER)
+        emulator = psutil.Process(proc.pid)
+        time.sleep(0.5)
+        before = sum(emulator.cpu_times()[:2])
+        time.sleep(2)
+        assert sum(emulator.cpu_times()[:2]) - before < 0.5  # resting; spinning takes a core (~2 s)
+        for peer in peers:
+            peer.close()
+        with QuickCloseClient.from_connection_string(conn) as c:
+            _sdk_round_trip(c, "after the flood")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=15)
+    assert err.count("out of file descriptors") == 1, err

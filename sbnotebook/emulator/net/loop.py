@@ -40,6 +40,7 @@ from .peerio import Peer, PeerIO, Sniffing, Wire
 log = logging.getLogger("sbnotebook.emulator")
 
 ACCEPT_PAUSE = 0.25  # seconds without accepting once the process is out of file descriptors
+FD_WARNING_EVERY = 10.0  # seconds: running out of file descriptors is said once per episode, not per retry
 TRANSPORT_TICK = 1.0  # seconds between two ticks of one connection's proton timers
 
 
@@ -71,6 +72,7 @@ class EventLoop(FrontDoor, PeerIO):
         self._opening = Countdown(self.deadlines.handshake)
         self._closing = Countdown(CLOSE_GRACE)  # peers the emulator closed, until they answer
         self._accept_again = 0.0  # when accepting resumes after running out of file descriptors
+        self._fd_warned = -FD_WARNING_EVERY
         self._sniffing: dict[Wire, Sniffing] = {}
         self.tick_interval = tick
         self.max_frame_size = max_frame_size
@@ -182,14 +184,16 @@ class EventLoop(FrontDoor, PeerIO):
 
     def _pause_accepting(self) -> None:
         """Out of file descriptors: the listener would wake the loop at once, forever; rest it a moment."""
-        log.warning(
-            "out of file descriptors with %d connections (raise `ulimit -n`, or lower --max-connections): "
-            "not accepting for %.2f s",
-            len(self._peers) + len(self._sniffing),
-            ACCEPT_PAUSE,
-        )
+        now = time.monotonic()
+        if now - self._fd_warned >= FD_WARNING_EVERY:
+            self._fd_warned = now
+            log.warning(
+                "out of file descriptors with %d connections (raise `ulimit -n`, or lower --max-connections): "
+                "new connections wait in the listen backlog",
+                len(self._peers) + len(self._sniffing),
+            )
         self.selector.unregister(self.listener)
-        self._accept_again = time.monotonic() + ACCEPT_PAUSE
+        self._accept_again = now + ACCEPT_PAUSE
 
     def _add_peer(self, sock: Wire, addr: str) -> Peer:
         peer = Peer(sock, self.max_frame_size, addr, self.cap.admit(), self._collector)

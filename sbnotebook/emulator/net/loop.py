@@ -291,13 +291,13 @@ class EventLoop(FrontDoor, PeerIO):
 
     def _process_all(self) -> None:
         # Handling one connection's events can create work on another (a send feeds a receiver):
-        # drain the collector until quiet, then write each connection that changed (a latency's
-        # held reply, once due, changes its connection too).
+        # drain the collector until quiet, then write each connection that changed. Replies held
+        # back by latency are looked at once a pass (one the socket cannot take yet stays due).
+        if self._delayed and self._next_outbox_due() <= time.monotonic():
+            self._dirty.update(self._delayed)
         while True:
             while self._drain_events():
                 pass
-            if self._delayed and self._next_outbox_due() <= time.monotonic():
-                self._dirty.update(self._delayed)
             if not self._dirty:
                 return
             dirty, self._dirty = self._dirty, set()

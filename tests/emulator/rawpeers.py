@@ -158,5 +158,14 @@ class RawAmqp:
         assert self.pump(lambda: bool(link.state & Endpoint.REMOTE_ACTIVE), 5), "the attach was not answered"
         return link
 
+    def attach_receiver(self, entity: str, credit: int) -> object:
+        """A receiver on ``entity`` granting ``credit`` (what arrives is read only while pumping)."""
+        link = self.session.receiver(f"receive-{entity}")
+        link.source.address = entity
+        link.open()
+        link.flow(credit)
+        assert self.pump(lambda: bool(link.state & Endpoint.REMOTE_ACTIVE), 5), "the attach was not answered"
+        return link
+
     def close(self) -> None:
         self.sock.close()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from azure.servicebus import ServiceBusClient, TransportType
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, TransportType
 from azure.servicebus.exceptions import ServiceBusConnectionError
 
 from sbnotebook.core.sdk.admin import emulator_admin_client
@@ -326,3 +326,24 @@ def test_out_of_file_descriptors_it_rests_instead_of_spinning_then_serves_again(
         proc.terminate()
         _, err = proc.communicate(timeout=15)
     assert err.count("out of file descriptors") == 1, err
+
+
+def test_a_peer_that_stops_reading_never_stalls_the_others(emulator: Emulator) -> None:
+    """Rule: replies held back by latency for a peer whose socket is full wait for it to drain; the
+    loop serves everyone else meanwhile (a pass that kept retrying them never ended, once)."""
+    emulator.latency = 0.02
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as c:
+        with c.get_queue_sender("q") as sender:
+            for _ in range(100):
+                sender.send_messages(ServiceBusMessage("x" * 200_000))
+        peer = RawAmqp(emulator.port or 0)
+        try:
+            peer.put_token("q")
+            peer.attach_receiver("q", 1000)  # 20 MB on their way, and the peer reads no more
+            time.sleep(1)  # the socket fills, the held replies fall due
+            started = time.monotonic()
+            send(c, "short", "served beside a full socket")
+            assert [str(m) for m in drain(c, "short")] == ["served beside a full socket"]
+            assert time.monotonic() - started < 10
+        finally:
+            peer.close()

@@ -101,6 +101,7 @@ class RawAmqp:
         self.session = self.connection.session()
         self.session.open()
         self.port = port
+        self._pending = bytearray()  # read, and not yet taken by proton
 
     def pump(self, until: Callable[[], bool], seconds: float) -> bool:
         deadline = time.monotonic() + seconds
@@ -118,7 +119,10 @@ class RawAmqp:
             if not data:
                 self.transport.close_tail()
                 break
-            self.transport.push(data)
+            self._pending += data
+            while self._pending and (room := self.transport.capacity()) > 0:  # proton takes what it has room for
+                self.transport.push(self._pending[:room])
+                del self._pending[:room]
         return until()
 
     @property

@@ -218,8 +218,10 @@ class PeerIO:
             self.selector.modify(peer.sock, mask, peer)
 
     def _next_outbox_due(self) -> float:
-        """When the first reply held back by latency is due (peers with none leave ``_delayed``)."""
+        """When the first reply held back by latency is due (peers with none leave ``_delayed``). A
+        peer whose socket is full is left to the selector, which says when it can take more: counting
+        its due reply here would make the loop spin until then."""
         delayed = self._delayed
         for peer in [p for p in delayed if not p.outbox]:
             delayed.discard(peer)
-        return min((p.outbox[0][0] for p in delayed), default=float("inf"))
+        return min((p.outbox[0][0] for p in delayed if not p.want_write), default=float("inf"))

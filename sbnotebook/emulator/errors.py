@@ -8,7 +8,9 @@ BrokerError                    condition + description (+ tracking id)
 ├── MessageNotFound            com.microsoft:message-not-found
 ├── Unauthorized               amqp:unauthorized-access
 ├── EntityDisabled             com.microsoft:entity-disabled
-└── BadRequest                 amqp:invalid-field / com.microsoft:argument-error
+├── BadRequest                 amqp:invalid-field / com.microsoft:argument-error
+├── ConnectionsQuotaExceeded   amqp:resource-limit-exceeded (a connection over the cap, at its open)
+└── ConnectionForced           amqp:connection:forced (a connection without links, closed)
 """
 
 from __future__ import annotations
@@ -102,3 +104,13 @@ class NotAllowed(BrokerError):
 class Conflict(BrokerError):
     condition = "com.microsoft:entity-already-exists"
     status_code = 409
+
+
+class ConnectionsQuotaExceeded(BrokerError):
+    condition = "amqp:resource-limit-exceeded"  # the SDK: ServiceBusQuotaExceededError, not retried
+    status_code = 403
+
+
+class ConnectionForced(BrokerError):
+    condition = "amqp:connection:forced"  # the SDK reconnects on its next operation
+    status_code = 410

@@ -19,8 +19,8 @@ from .admin.api import AdminServer
 from .amqp.handler import BrokerHandler
 from .amqp.terms import MAX_FRAME_SIZE, TICK_SECONDS
 from .broker.clock import Clock, ClockKind, make_clock
+from .net.limits import MAX_CONNECTIONS, Deadlines
 from .net.loop import EventLoop
-from .net.tlsrelay import TlsRelay
 from .persistence.durability import compact, compact_if_large, open_broker
 from .persistence.journal import Journal
 from .security.entra import AsyncEmulatorCredential, EmulatorCredential, Issuer, Principal, role_name
@@ -147,6 +147,8 @@ class Emulator(Timekeeping):
         tls_dir: str | Path | None = None,
         principals: list[Principal | str] | None = None,
         tenant: str | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+        deadlines: Deadlines | None = None,
     ) -> None:
         """``tls=True``: AMQP, WebSockets and the admin API over TLS on the one port (nothing in the
         clear), with a certificate from a local CA made under ``tls_dir`` (default: ``data_dir``/tls,
@@ -157,7 +159,10 @@ class Emulator(Timekeeping):
         file; ``credential(roles=[...])`` gives tests a token credential directly.
 
         ``clock="manual"``: the broker's time starts at real now and moves only with ``advance()``
-        (timekeeping.py); default the system clock."""
+        (timekeeping.py); default the system clock.
+
+        ``max_connections`` AMQP connections at once (Service Bus's 5,000); ``deadlines`` for peers
+        that stall (net/limits.py; docs/emulator.md, "Connections")."""
         self.topology = load_topology(config)
         self.host = host
         self._requested_port = port
@@ -180,7 +185,11 @@ class Emulator(Timekeeping):
         # policies are kept by the broker's entities (the topology's, and the administration API's)
         namespace_policies = [p for p in self.topology.policies if p.entity is None]
         self.keys = KeyRing([Policy(key_name, key, key), *namespace_policies], entities=self.broker)
-        self._handler = BrokerHandler(self.broker, self.keys, self.issuer)
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, not {max_connections}")
+        self.deadlines = deadlines or Deadlines()
+        self._max_connections = max_connections
+        self._handler = BrokerHandler(self.broker, self.keys, self.issuer, self.deadlines)
         self._thread: threading.Thread | None = None
         self._loop: EventLoop | None = None
         self.stopped = threading.Event()
@@ -296,9 +305,11 @@ class Emulator(Timekeeping):
             tick=TICK_SECONDS,
             max_frame_size=MAX_FRAME_SIZE,
             http=self._api.serve_connection,
+            tls=self._tls.context() if self._tls is not None else None,
+            max_connections=self._max_connections,
+            deadlines=self.deadlines,
         )
-        if self._tls is not None:
-            self._loop.tls = TlsRelay(self._tls.context(), self._loop.adopt)
+        self._api.status = self._loop.status  # GET /$emulator/status: what --status shows
         self._loop.latency = self._latency
         self._api.latency = self._latency
         self.port = self._loop.port
@@ -360,6 +371,17 @@ class Emulator(Timekeeping):
             return  # not serving (no links), or on the loop already (its next flush detaches them)
         loop.call_soon(detach)
         done.wait(DETACH_WAIT)
+
+    @property
+    def max_connections(self) -> int:
+        """The connection cap (``--max-connections``)."""
+        return self._max_connections
+
+    @property
+    def connections(self) -> int:
+        """AMQP connections open now, counted against ``max_connections`` (0 when not running)."""
+        loop = self._loop
+        return loop.amqp_connections if loop is not None else 0
 
     @property
     def admin_url(self) -> str:

@@ -32,9 +32,11 @@ from ..errors import (
     MessageSizeExceeded,
     OperationTimeout,
 )
+from ..net.limits import Deadlines
 from ..security.entra import Issuer
 from ..security.sas import LISTEN, SEND, KeyRing
 from .codec import DecodeError, decode_transfer
+from .connrules import CONTAINER, ConnectionRules, is_cbs
 from .control import ControlLinks
 from .deliver import Deliveries
 from .management import ManagementHandler
@@ -65,9 +67,16 @@ log = logging.getLogger("sbnotebook.emulator")
 
 
 class BrokerHandler(ControlLinks, Deliveries, Handler):
-    def __init__(self, broker: Broker, keys: KeyRing | dict[str, str], issuer: Issuer | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        keys: KeyRing | dict[str, str],
+        issuer: Issuer | None = None,
+        deadlines: Deadlines | None = None,
+    ) -> None:
         super().__init__()
         self.broker = broker
+        self.rules = ConnectionRules(deadlines or Deadlines(), broker.namespace)
         self.keys = KeyRing.of(keys)
         self.issuer = issuer  # Entra ID tokens (with --tls); None: SAS tokens only
         self._conns: dict[Any, ConnectionState] = {}
@@ -86,6 +95,8 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
         """Called by the loop every TICK_SECONDS: fire due timers, feed waiting receivers."""
         self.broker.tick()
         self._try_sessions()
+        for idle in self.rules.due():
+            self.rules.close_idle(idle, self.loop)
         self.flush()
 
     def on_peer_closed(self, connection: Any) -> None:
@@ -94,13 +105,17 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
 
     def on_connection_remote_open(self, event: Event) -> None:
         conn = need(event.connection, "connection")
-        self._conn(conn)
+        if self.rules.refused(conn, self.loop):
+            return
+        self.rules.opened(self._conn(conn))
         if conn.state & Endpoint.LOCAL_UNINIT:
-            conn.container = "sbnotebook-emulator"
+            conn.container = CONTAINER
             conn.open()
 
     def on_session_remote_open(self, event: Event) -> None:
         ssn = need(event.session, "session")
+        if ssn.connection.state & Endpoint.LOCAL_CLOSED:
+            return  # a connection refused or closed by the broker takes nothing new
         if ssn.state & Endpoint.LOCAL_UNINIT:
             ssn.incoming_capacity = SESSION_CAPACITY
             ssn.open()
@@ -137,7 +152,7 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
 
     def on_link_remote_open(self, event: Event) -> None:
         link = cast(Link, need(event.link, "link"))
-        if not link.state & Endpoint.LOCAL_UNINIT:
+        if not link.state & Endpoint.LOCAL_UNINIT or link.connection.state & Endpoint.LOCAL_CLOSED:
             return
         conn = self._conn(link.connection)
         try:
@@ -149,6 +164,8 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
             self._refuse(link, exc)
             return
         conn.links.add(link)
+        if not is_cbs(link):
+            conn.idle_until = None
 
     def _attach_outgoing(self, link: Link, conn: ConnectionState) -> None:
         address = normalise_address(link.remote_source.address)
@@ -282,6 +299,7 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
         conn = self._conns.get(link.connection)
         if conn is not None:
             conn.links.discard(link)
+            self.rules.link_closed(conn)
         self._forget_link(link)
         if link.state & Endpoint.LOCAL_ACTIVE:
             link.close()

@@ -14,9 +14,10 @@ from types import FrameType
 
 from . import clockcli, shared
 from .broker.faults import FaultError
+from .endpoints import advertised_host, is_loopback
 from .net.limits import MAX_CONNECTIONS
 from .security.sas import DEFAULT_KEY
-from .server import Emulator, advertised_host, is_loopback
+from .server import Emulator
 from .topology import TopologyError
 
 STOP_POLL = 0.1  # seconds between looks at whether a signal asked the emulator to stop

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import atexit
-import ipaddress
 import logging
 import secrets
-import socket
-import tempfile
 import threading
 import uuid
 from collections import Counter
@@ -19,15 +16,24 @@ from .admin.api import AdminServer
 from .amqp.handler import BrokerHandler
 from .amqp.terms import MAX_FRAME_SIZE, TICK_SECONDS
 from .broker.clock import Clock, ClockKind, make_clock
+from .endpoints import (
+    advertised_host,
+    choose_key,
+    connection_string,
+    is_loopback,
+    load_topology,
+    server_certificate,
+    tenant_id,
+)
 from .net.limits import MAX_CONNECTIONS, Deadlines
 from .net.loop import EventLoop
 from .persistence.durability import compact, compact_if_large, open_broker
 from .persistence.journal import Journal
 from .security.entra import AsyncEmulatorCredential, EmulatorCredential, Issuer, Principal, role_name
-from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, KeyRing, Policy, new_key, rights_of
-from .security.tls import ServerCertificate, local_ca
+from .security.sas import DEFAULT_KEY_NAME, KeyRing, Policy, new_key, rights_of
+from .security.tls import ServerCertificate
 from .timekeeping import Timekeeping
-from .topology import Topology, default_topology
+from .topology import Topology
 
 log = logging.getLogger("sbnotebook.emulator")
 LISTEN_BACKLOG = 512
@@ -45,81 +51,6 @@ class _QuietDisconnects(logging.Filter):
 _proton_log = logging.getLogger("proton")
 if not any(isinstance(f, _QuietDisconnects) for f in _proton_log.filters):
     _proton_log.addFilter(_QuietDisconnects())
-
-
-def _server_certificate(
-    cert: str | Path | None, key: str | Path | None, tls_dir: str | Path | None, data_dir: str | Path | None
-) -> ServerCertificate:
-    if (cert is None) != (key is None):
-        raise ValueError("give both a TLS certificate and its key, or neither (a local CA is made)")
-    if cert is not None and key is not None:
-        return ServerCertificate(Path(cert), Path(key), None)
-    if tls_dir is None:
-        tls_dir = Path(data_dir) / "tls" if data_dir is not None else tempfile.mkdtemp(prefix="sbnotebook-tls-")
-    return local_ca(Path(tls_dir))
-
-
-def _tenant_id(certificate: ServerCertificate) -> str:
-    """The tenant id kept beside the local CA (stable across runs, as the CA is); a new one when
-    the certificate is the user's own."""
-    if certificate.ca_file is None:
-        return str(uuid.uuid4())
-    path = certificate.ca_file.parent / "tenant"
-    try:
-        text = path.read_text(encoding="ascii").strip()
-        return str(uuid.UUID(text))
-    except (OSError, ValueError):
-        tenant = str(uuid.uuid4())
-        path.write_text(tenant + "\n", encoding="ascii")
-        return tenant
-
-
-def load_topology(config: str | Path | dict[str, Any] | Topology | None) -> Topology:
-    if config is None:
-        return default_topology()
-    if isinstance(config, Topology):
-        return config
-    if isinstance(config, dict):
-        return Topology.from_dict(config)
-    return Topology.from_file(config)
-
-
-def is_loopback(host: str) -> bool:
-    """Only this machine can reach an interface named so (a host name other than localhost may be any)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def advertised_host(host: str) -> str:
-    """An address clients can dial: a wildcard bind (0.0.0.0, ::) is this machine's name."""
-    return socket.gethostname() if host in ("", "0.0.0.0", "::") else host
-
-
-def choose_key(host: str, key: str | None) -> str:
-    """The published default key on loopback only; a random one elsewhere unless a key is given."""
-    if key is None:
-        return DEFAULT_KEY if is_loopback(host) else secrets.token_urlsafe(32)
-    if key == DEFAULT_KEY and not is_loopback(host):
-        raise ValueError(
-            f"the published default key is refused on {host}, which other machines reach: "
-            "give a key of your own (--key-file) or omit it for a random one"
-        )
-    return key
-
-
-def connection_string(
-    host: str, port: int, key_name: str, key: str, *, tls: bool = False, entity: str | None = None
-) -> str:
-    """Over TLS the SDK's production path (no ``UseDevelopmentEmulator``, which means plain AMQP).
-    ``entity``: the ``EntityPath`` of a connection string for an entity's own policy."""
-    base = f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};SharedAccessKey={key}"
-    if entity is not None:
-        base += f";EntityPath={entity}"
-    return base if tls else f"{base};UseDevelopmentEmulator=true"
 
 
 class Emulator(Timekeeping):
@@ -176,9 +107,9 @@ class Emulator(Timekeeping):
         self._tls: ServerCertificate | None = None
         self.issuer: Issuer | None = None
         if tls:
-            self._tls = _server_certificate(tls_cert, tls_key, tls_dir, data_dir)
+            self._tls = server_certificate(tls_cert, tls_key, tls_dir, data_dir)
             declared = [p if isinstance(p, Principal) else Principal.parse(p) for p in principals or ()]
-            self.issuer = Issuer(tenant or _tenant_id(self._tls), self.topology.principals + declared)
+            self.issuer = Issuer(tenant or tenant_id(self._tls), self.topology.principals + declared)
         elif principals or tenant:
             raise ValueError("Entra ID principals need TLS (tls=True, --tls): tokens are never sent in the clear")
         # The root policy and the namespace's policies of the topology file; queues' and topics'

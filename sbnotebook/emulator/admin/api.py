@@ -239,12 +239,12 @@ class AdminServer:
     ) -> tuple[int, str]:
         lowered = [p.lower() for p in parts]
         b = self.broker
-        if lowered[:1] == [CLOCK_ROOT]:
+        if lowered == ["$emulator", "status"] and method == "GET" and self.status is not None:
+            return 200, json.dumps(self.status())  # the emulator's own: connections open and the cap
+        if lowered[:1] == [CLOCK_ROOT]:  # the rest of /$emulator/: its clock (clockroute.py)
             return serve_clock(self.clock, method, lowered[1:], query)
         if method == "POST":
             raise _HttpError(405, "The administration API takes GET, PUT and DELETE.")
-        if lowered == ["$emulator", "status"] and method == "GET" and self.status is not None:
-            return 200, json.dumps(self.status())  # the emulator's own: connections open and the cap
         if lowered == ["$namespaceinfo"] and method == "GET":
             return 200, entry(base, "$namespaceinfo", b.namespace, namespace_xml(b.namespace))
         if len(lowered) == 2 and lowered[0] == "$resources" and method == "GET":

@@ -49,27 +49,41 @@ def _fill(make: Callable[[int], Any], add: Callable[[ServiceBusMessageBatch, Any
     raise AssertionError("10,000 messages fit a batch of 256 KB")
 
 
-def _message(length: int, **kwargs: Any) -> Callable[[int], ServiceBusMessage]:
+STRINGS = {"tenant": "contoso", "region": "westeurope", "attempt": "3"}
+
+
+def every_type() -> dict[str, Any]:
+    """Application properties of every type, as a .NET sender writes them (pyamqp's typed values)."""
+    from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
+
+    values = {"int": 3, "long": 5, "double": 2.5, "boolean": True, "string": "eu", "timestamp": 1767225600123}
+    values |= {"uuid": uuid.UUID(int=7), "binary": b"\x00\xff"}
+    return {name: {TYPE: getattr(AMQPTypes, name), VALUE: value} for name, value in values.items()}
+
+
+def _message(
+    length: int, properties: dict[str, Any] | None = None, **kwargs: Any
+) -> Callable[[int], ServiceBusMessage]:
     """Messages of ``length`` letters with a GUID id (as the kit's copies and imports have), a subject
-    and three application properties: every one encodes to the same size."""
+    and application properties (three strings by default): every one encodes to the same size."""
 
     def make(n: int) -> ServiceBusMessage:
         return ServiceBusMessage(
             "x" * length,
             message_id=str(uuid.UUID(int=n)),
             subject="order-created",
-            application_properties={"tenant": "contoso", "region": "westeurope", "attempt": "3"},
+            application_properties=dict(properties or STRINGS),
             **kwargs,
         )
 
     return make
 
 
-def edge_length(**kwargs: Any) -> int:
+def edge_length(properties: dict[str, Any] | None = None, **kwargs: Any) -> int:
     """A body length (about 1 KB) at which the SDK's own batch fills to within its envelope's growth
     of the limit: it admits a batch that encodes over the limit."""
     for length in range(1000, 1400):
-        batch = _fill(_message(length, **kwargs), ServiceBusMessageBatch.add_message)
+        batch = _fill(_message(length, properties, **kwargs), ServiceBusMessageBatch.add_message)
         if encoded_size(batch) > LIMIT:
             return length
     raise AssertionError("no body length from 1,000 to 1,400 bytes fills a batch to its envelope")
@@ -119,13 +133,19 @@ def test_core_send_of_messages_the_sdk_packs_over_the_limit_sends_every_one(
     assert admin.get_queue_runtime_properties("q").active_message_count == 600
 
 
+@pytest.mark.parametrize("properties", [STRINGS, every_type()], ids=["three strings", "every type"])
 def test_an_import_of_2000_messages_of_about_1kb_sends_every_one(
-    emulator: Emulator, client: ServiceBusClient, admin: ServiceBusAdministrationClient, tmp_path: Path
+    emulator: Emulator,
+    client: ServiceBusClient,
+    admin: ServiceBusAdministrationClient,
+    tmp_path: Path,
+    properties: dict[str, Any],
 ) -> None:
-    """Why 3 as it was met: 2,000 messages with a subject and three application properties, exported
-    and imported. Their length is where the SDK's own batch goes over; the source is filled by the
-    SDK in small batches. Before the reserve: 200 of 2,000 arrived (every full batch refused)."""
-    make = _message(edge_length())
+    """Why 3 as it was met: 2,000 messages with a subject and application properties, exported and
+    imported (which sends each with its types: the same size as its original). Their length is where
+    the SDK's own batch goes over; the source is filled by the SDK in small batches. Before the
+    reserve: 200 of 2,000 arrived (every full batch refused)."""
+    make = _message(edge_length(properties), properties)
     with client.get_queue_sender("q") as sender:
         for start in range(0, 2000, 100):
             sender.send_messages([make(n) for n in range(start, start + 100)])

@@ -70,6 +70,7 @@ from .incidents.jsonl import (
 from .incidents.purge import apurge, purge
 from .incidents.resubmit import aresubmit, default_target, discard, resubmit
 from .incidents.tail import TAIL_INTERVAL, Tail, tail
+from .incidents.topology import TopologyExport, export_topology
 from .operations import deferral
 from .operations.batch import LockedBatch
 from .operations.bounds import BOUND_WINDOW, TimeWindow, WindowBounds, snapshot, time_bounds
@@ -173,6 +174,7 @@ __all__ = [
     "Stop",
     "Tail",
     "TimeWindow",
+    "TopologyExport",
     "WindowBounds",
     "acancel_scheduled",
     "acopy",
@@ -208,6 +210,7 @@ __all__ = [
     "entity_properties",
     "export_jsonl",
     "export_resume_point",
+    "export_topology",
     "filter_records",
     "from_json_record",
     "get_session_state",

@@ -16,6 +16,7 @@ import fnmatch
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,7 +162,7 @@ async def acopy_many(
 ) -> Report:
     """Copy the queues ``pattern`` matches (or their dead-letter queues) of ``source_connection`` into
     the queues of the same names of ``connection`` (see the module docstring). ``max_messages``: per
-    entity. ``progress(match, report)`` after each send of each entity's copy."""
+    entity. ``progress(match, report)`` as each entity's copy starts (an empty report), then after each of its sends."""
     src, dst = live(source_connection), live(connection)
     # The administration API is HTTP, called synchronously: off the connection's loop, which the
     # copies' links share.
@@ -175,12 +176,15 @@ async def acopy_many(
     options = {"where": where, "max_messages": max_messages, "keep_message_id": keep_message_id}
     record = _record(src, dst, pattern, options)
     done = _done(record)
+    started = time.perf_counter()
     for m in found:
         if str(m.source) in done:
             report.parts.append(
                 Report("copy", str(m.source), str(m.target), notes=["copied in full by an earlier run"])
             )
             continue
+        if progress is not None:
+            progress(m, Report("copy", str(m.source), str(m.target)))  # this entity's copy starts
         part = await acopy(
             m.source,
             m.target,
@@ -198,6 +202,7 @@ async def acopy_many(
             done.append(str(m.source))
             record.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(record, {"pattern": pattern, "done": done})
+    report.elapsed = time.perf_counter() - started
     if all(p.ok for p in report.parts):
         record.unlink(missing_ok=True)  # complete: the same call again copies everything again
     return report

@@ -43,10 +43,11 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
             "from its source's description; nothing was copied."
         )
     where = core.compile_where(args.where) if args.where else None
+    held: dict[str, int] = {}
     for m in found:
         made = " (made from the source's description)" if m.target.name in missing else ""
-        held = count(str(m.source), where, src)
-        print(f"  {src_name}:{m.source} -> {dst_name}:{m.target}: {held} message(s){made}")
+        held[str(m.source)] = count(str(m.source), where, src)
+        print(f"  {src_name}:{m.source} -> {dst_name}:{m.target}: {held[str(m.source)]} message(s){made}")
     ids = "their message ids" if args.keep_ids else "fresh message ids"
     print(f"Copy {len(found)} entities with {ids} (peeked: the sources are left as they are).")
     if not args.yes:
@@ -55,11 +56,9 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
 
     def progress(match: Any, report: core.Report) -> None:
         bar = bars.get(str(match.source))
-        if bar is None:
-            label = f"{dst_name}:{match.target}"
-            bar = bars[str(match.source)] = Progress(
-                label, f"Copying {src_name}:{match.source} to", "sent", relabel=False
-            )
+        if bar is None:  # the entity's copy starts
+            what, total = f"Copying {src_name}:{match.source} to", held[str(match.source)]
+            bar = bars[str(match.source)] = Progress(f"{dst_name}:{match.target}", what, "sent", total, relabel=False)
         bar.update(report)
 
     report = core.copy_many(
@@ -73,7 +72,10 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         progress=progress,
     )
-    report.entity, report.target = args.source, args.target
+    report.entity, report.target = args.source, f"{dst_name} namespace"
     for part in report.parts:
+        bar = bars.get(part.entity)
         part.entity, part.target = f"{src_name}:{part.entity}", f"{dst_name}:{part.target}"
+        if bar is not None:
+            bar.finish(part)
     return report

@@ -179,7 +179,7 @@ def test_copys_concurrency_keyword_says_once_that_it_does_nothing(
     monkeypatch.setattr(renames, "WARNED", set())
     cs = emulator.connection_string
     core.send("q", ["a", "b"], connection=cs)
-    with pytest.warns(FutureWarning, match=r"^copy\(concurrency=\) has no effect: a copy peeks one half page at a"):
+    with pytest.warns(FutureWarning, match=r"^copy\(concurrency=\) has no effect: a copy peeks one page at a"):
         report = core.copy("q", "once", concurrency=4, resume=False, connection=cs)
     assert report.ok and report.count("sent") == 2
     assert emulator.broker.counts("once")["active"] == 2 and emulator.broker.counts("q")["active"] == 2

@@ -56,6 +56,7 @@ from .errors import (
     requires_sessions,
 )
 from .incidents.copies import acopy_then_complete, copy_message, copy_then_complete
+from .incidents.copy_many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
 from .incidents.copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
 from .incidents.exporting import export_jsonl, export_resume_point
 from .incidents.importing import ImportProgress, import_jsonl, import_resume_point
@@ -70,6 +71,7 @@ from .incidents.jsonl import (
 from .incidents.purge import apurge, purge
 from .incidents.resubmit import aresubmit, default_target, discard, resubmit
 from .incidents.tail import TAIL_INTERVAL, Tail, tail
+from .incidents.topology import TopologyExport, export_topology
 from .operations import deferral
 from .operations.batch import LockedBatch
 from .operations.bounds import BOUND_WINDOW, TimeWindow, WindowBounds, snapshot, time_bounds
@@ -155,6 +157,7 @@ __all__ = [
     "LiveConnection",
     "LockLostError",
     "LockedBatch",
+    "Match",
     "MessageTooLargeError",
     "Outcome",
     "PartlyDoneError",
@@ -173,9 +176,11 @@ __all__ = [
     "Stop",
     "Tail",
     "TimeWindow",
+    "TopologyExport",
     "WindowBounds",
     "acancel_scheduled",
     "acopy",
+    "acopy_many",
     "acopy_then_complete",
     "apurge",
     "aresubmit",
@@ -187,6 +192,7 @@ __all__ = [
     "compile_where",
     "connect",
     "copy",
+    "copy_many",
     "copy_message",
     "copy_record",
     "copy_resume_point",
@@ -205,17 +211,21 @@ __all__ = [
     "deprecated",
     "discard",
     "duration",
+    "ensure_targets",
     "entity_properties",
     "export_jsonl",
     "export_resume_point",
+    "export_topology",
     "filter_records",
     "from_json_record",
     "get_session_state",
+    "glob_matches",
     "group_counts",
     "group_value",
     "import_jsonl",
     "import_resume_point",
     "is_credential_ref",
+    "is_glob",
     "is_message_not_found",
     "is_no_session_available",
     "is_secret_ref",
@@ -228,6 +238,7 @@ __all__ = [
     "list_sessions",
     "live_connection",
     "mask",
+    "missing_targets",
     "parse_connection_string",
     "parse_credential_ref",
     "parse_secret_ref",

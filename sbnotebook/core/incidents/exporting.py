@@ -13,6 +13,8 @@ from pathlib import Path
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import SbError
+from ..operations.typed import typed_content
+from ..views.records import to_record
 from .jsonl import to_json_record
 from .resumable import write_atomically
 
@@ -107,7 +109,7 @@ def export_jsonl(
     complete. Interrupted (a kernel interrupt, the process killed), the same call appends from the
     message after the last one in the file (its sequence number), so nothing is written twice; a
     line cut by the kill is removed first. A complete export started again replaces the file."""
-    from ..operations.scan import scan, sessions_refused
+    from ..operations.scan import ascan, sessions_refused
     from ..views.search import compile_where
 
     matches = compile_where(where) if where else None
@@ -116,7 +118,7 @@ def export_jsonl(
     conn = live(connection)
     resume = export_resume_point(name, path, where)
     before, last = resume if resume is not None else (0, 0)
-    pages = scan(name, start=last + 1, connection=conn)
+    pages = conn.iterate(ascan(name, start=last + 1, connection=conn))  # the SDK's messages: their types are read
     try:
         # The first page before the file or the marker is touched: an export refused there (a
         # session-enabled entity, no such entity, no Listen right) leaves the file as it was and no
@@ -135,9 +137,10 @@ def export_jsonl(
     with path.open("a" if resume is not None else "w", encoding="utf-8") as f:
         for page in itertools.chain([first] if first is not None else [], pages):
             read += len(page)
-            for r in page:
+            for msg in page:
+                r = to_record(msg, name)
                 if matches is None or matches(r):
-                    f.write(json.dumps(to_json_record(r), ensure_ascii=False) + "\n")
+                    f.write(json.dumps(to_json_record(r, typed_content(msg)), ensure_ascii=False) + "\n")
                     written += 1
             f.flush()  # a kill loses at most the page being written
             if progress is not None:

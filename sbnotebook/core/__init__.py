@@ -58,6 +58,7 @@ from .errors import (
 from .incidents.copies import acopy_then_complete, copy_message, copy_then_complete
 from .incidents.copy_many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
 from .incidents.copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
+from .incidents.discarding import adiscard, discard
 from .incidents.exporting import export_jsonl, export_resume_point
 from .incidents.importing import ImportProgress, import_jsonl, import_resume_point
 from .incidents.jsonl import (
@@ -69,7 +70,7 @@ from .incidents.jsonl import (
     write_jsonl,
 )
 from .incidents.purge import apurge, purge
-from .incidents.resubmit import aresubmit, default_target, discard, resubmit
+from .incidents.resubmit import aresubmit, default_target, resubmit
 from .incidents.tail import TAIL_INTERVAL, Tail, tail
 from .incidents.topology import TopologyExport, export_topology
 from .operations import deferral
@@ -111,15 +112,17 @@ from .operations.sessions import (
     pretty_state,
     set_session_state,
 )
+from .operations.window import enqueued_window, scan_window
 from .outcome import PROBLEMS, Outcome, Report
 from .renames import deprecated
 from .sdk.api import NEXT_AVAILABLE_SESSION
 from .views.records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record, utf8
-from .views.search import compile_where, filter_records, json_columns
+from .views.search import as_where, compile_where, filter_records, json_columns
 from .views.signatures import mask, signature
 from .views.triage import GROUP_FIELDS, GroupCounts, group_counts, group_value
 from .views.triage import NONE as GROUP_NONE
 from .views.triage import OTHER as GROUP_OTHER
+from .views.where import Where, WhereFailed
 
 __all__ = [
     "BOUND_WINDOW",
@@ -177,13 +180,17 @@ __all__ = [
     "Tail",
     "TimeWindow",
     "TopologyExport",
+    "Where",
+    "WhereFailed",
     "WindowBounds",
     "acancel_scheduled",
     "acopy",
     "acopy_many",
     "acopy_then_complete",
+    "adiscard",
     "apurge",
     "aresubmit",
+    "as_where",
     "ascan",
     "aschedule",
     "asend",
@@ -211,6 +218,7 @@ __all__ = [
     "deprecated",
     "discard",
     "duration",
+    "enqueued_window",
     "ensure_targets",
     "entity_properties",
     "export_jsonl",
@@ -257,6 +265,7 @@ __all__ = [
     "resubmit",
     "scan",
     "scan_records",
+    "scan_window",
     "schedule",
     "send",
     "sequence_numbers",

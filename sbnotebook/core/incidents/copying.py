@@ -47,9 +47,11 @@ from ..entities import EntityPath
 from ..errors import InvalidInputError, SbError, from_sdk
 from ..operations.pipeline import FLUSH, RetryPolicy, send_all
 from ..operations.scan import PAGE_SIZE, apeek_once, sessions_refused
+from ..operations.window import Span, When, enqueued_window, given_text, locate
 from ..outcome import Outcome, Report
 from ..renames import no_effect, renamed
 from ..views.records import to_record
+from ..views.search import as_where
 from .copies import copy_message
 from .copy_progress import CopyProgress, Record, created_times, load, record_key, record_path
 from .resumable import LineTracker
@@ -117,6 +119,7 @@ async def _start(
     max_messages: int | None,
     state: CopyProgress | None,
     resume: bool,
+    window: tuple[str | None, str | None] = (None, None),
 ) -> _Start:
     """The progress a copy resumes: ``state`` if given, else its record on disk (unless ``resume`` is
     False, or the record was set aside), else a fresh one; a record is saved before the first send."""
@@ -126,7 +129,7 @@ async def _start(
             state = CopyProgress(str(src_path), str(dst_path))
         state.complete = False
         return _Start(state, LineTracker(state, None))
-    key = record_key(src, src_path, dst, dst_path, where, keep_ids, max_messages)
+    key = record_key(src, src_path, dst, dst_path, where, keep_ids, max_messages, window)
     record = record_path(key)
     asked = asyncio.ensure_future(asyncio.to_thread(created_times, src, src_path, dst, dst_path))
     found, set_aside = (None, None)
@@ -155,8 +158,10 @@ class _CopyRun:
         matches: Callable[[dict[str, Any]], bool] | None,
         keep_ids: bool,
         max_messages: int | None,
+        span: Span | bool | None = False,
     ) -> None:
         self.src, self.src_path, self.name = src, src_path, str(src_path)
+        self.span = span  # a window's sequence numbers (None: nothing can be in it; False: no window)
         self.start, self.state, self.tracker = start, start.state, start.tracker
         self.matches, self.keep_ids = matches, keep_ids
         self.seed = uuid.UUID(self.state.seed)
@@ -192,10 +197,21 @@ class _CopyRun:
 
     async def peek_ahead(self) -> None:
         """Peek ahead, one peek at a time (each starts after the last sequence number the one before
-        found), while the pages before are copied and sent. A peek asks only for the room its
-        answer will find: what is in memory now, ``held``, only falls until the answer comes, so
-        with it ``held`` stays at most ``HELD``."""
-        at = self.first
+        found), while the pages before are copied and sent; with a window, only its numbers. A peek
+        asks only for the room its answer will find: what is in memory now, ``held``, only falls
+        until the answer comes, so with it ``held`` stays at most ``HELD``."""
+        if self.span is False:
+            parts: list[tuple[int, int | None, bool]] = [(self.first, None, False)]
+        else:
+            found = self.span.parts() if isinstance(self.span, Span) else []
+            parts = [(max(a, self.first), b, s) for a, b, s in found if max(a, self.first) <= b]
+        for first, last, scheduled_only in parts:
+            if not await self.peek_part(first, last, scheduled_only):
+                return
+        self.pages.put_nowait(None)
+
+    async def peek_part(self, at: int, last: int | None, scheduled_only: bool) -> bool:
+        """Sequence numbers ``at..last`` (None: to the end); False when a peek failed (said on ``pages``)."""
         while True:
             while HELD - self.held < PEEK:
                 self.room.clear()
@@ -205,14 +221,18 @@ class _CopyRun:
             except Exception as exc:
                 error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=self.name)
                 self.pages.put_nowait(sessions_refused(self.src_path, error, "a copy") or error)
-                return
-            self.held += len(page)
+                return False
+            inside = page if last is None else [m for m in page if int(m.sequence_number) <= last]
+            kept = (
+                inside if not isinstance(self.span, Span) else [m for m in inside if self.span.keeps(m, scheduled_only)]
+            )
+            self.held += len(kept)
             self.peak = max(self.peak, self.held)
-            if not page:
-                self.pages.put_nowait(None)
-                return
+            if kept:
+                self.pages.put_nowait(kept)
+            if not page or len(inside) < len(page):
+                return True
             at = int(page[-1].sequence_number) + 1
-            self.pages.put_nowait(page)
 
     def skipped(self, msg: Any, seq: int) -> bool:
         """Copied by an earlier run (and not failed then), or not selected by ``where``."""
@@ -340,6 +360,8 @@ async def acopy(
     source_connection: ConnectionLike = None,
     concurrency: int | None = None,
     resume: bool = True,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
     """Copy the messages of ``source`` (an entity, a subscription, a dead-letter queue), all or those
@@ -350,21 +372,32 @@ async def acopy(
     (see the module docstring; ``resume=False`` starts afresh, a ``where`` given as a function keeps
     no record). ``state``: a ``CopyProgress`` to resume and update instead (no record on disk).
     One ``sent`` or ``failed`` outcome per message; ``report.stats["peak_held"]``: the most source
-    messages in memory at once (at most ``HELD``)."""
-    from ..views.search import compile_where
-
+    messages in memory at once (at most ``HELD``). ``enqueued_after`` / ``enqueued_before`` (a
+    datetime, ISO 8601 or an age such as ``2h``): only messages enqueued within that window, found
+    by a search over peeks (window.py). A search that raised on every message fails (``WhereFailed``); on some,
+    the Report's ``stats["unevaluated"]`` and a note say how many."""
     if concurrency is not None:  # a peek at a time since the held bound: say so rather than ignore it
         no_effect("copy(concurrency=)", "a copy peeks one page at a time and its held bound sets the pace")
     src_path = EntityPath.parse(source)
     dst_path = copy_target(target)
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
         raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
-    matches = compile_where(where) if isinstance(where, str) else where
+    matches = as_where(where)
+    window = enqueued_window(enqueued_after, enqueued_before)
     dst = live(connection)
     src = dst if source_connection is None else live(source_connection)
-    start = await _start(src, src_path, dst, dst_path, where, keep_ids, max_messages, state, resume)
-    run = _CopyRun(src, src_path, start, matches=matches, keep_ids=keep_ids, max_messages=max_messages)
-    return _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
+    # The window's numbers, found by blocking peeks: off the loop those peeks run on.
+    span = False if window is None else await asyncio.to_thread(locate, src, src_path, window)
+    given = (given_text(enqueued_after), given_text(enqueued_before))
+    start = await _start(src, src_path, dst, dst_path, where, keep_ids, max_messages, state, resume, given)
+    run = _CopyRun(src, src_path, start, matches=matches, keep_ids=keep_ids, max_messages=max_messages, span=span)
+    report = _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
+    if matches is not None:
+        matches.check()  # raised on every message: a mistake, and nothing was sent
+        if matches.errors:
+            report.stats.update(matches.stats())
+            report.note(f"{matches.describe()}: not copied")
+    return report
 
 
 copy = renamed(limit="max_messages")(
@@ -411,7 +444,8 @@ def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath,
     dst = live(given["connection"])
     src = dst if given["source_connection"] is None else live(given["source_connection"])
     source, target = EntityPath.parse(given["source"]), EntityPath.parse(given["target"])
-    key = record_key(src, source, dst, target, given["where"], given["keep_ids"], given["max_messages"])
+    window = (given_text(given["enqueued_after"]), given_text(given["enqueued_before"]))
+    key = record_key(src, source, dst, target, given["where"], given["keep_ids"], given["max_messages"], window)
     return record_path(key), src, source, dst, target
 
 

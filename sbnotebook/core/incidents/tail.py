@@ -35,6 +35,7 @@ from ..operations.scan import PAGE_SIZE, peek_page, sessions_refused
 from ..timing import Timed
 from ..views.records import RECORD_FIELDS, to_dataframe
 from ..views.search import compile_where
+from ..views.where import Where
 
 Record = dict[str, Any]
 TAIL_INTERVAL = 1.0  # seconds between two polls
@@ -78,9 +79,12 @@ class Tail(Timed):
         if self.from_sequence_number is not None and self.from_sequence_number < 0:
             raise InvalidInputError(f"The first sequence number must be 0 or more, not {self.from_sequence_number}.")
         self._path = path
-        self._matches: Callable[[Record], bool] = compile_where(self.where) if self.where else lambda r: True
-        # A misspelled name fails now, not at the first message (which may come in an hour).
-        self._matches(dict.fromkeys(RECORD_FIELDS))
+        # What the search could not evaluate is counted there (status() says it; where.py).
+        self.matcher: Where | None = compile_where(self.where) if self.where else None
+        self._matches: Callable[[Record], bool] = self.matcher if self.matcher is not None else lambda r: True
+        if self.matcher is not None:
+            # A misspelled name fails now, not at the first message (which may come in an hour).
+            self.matcher.probe(dict.fromkeys(RECORD_FIELDS))
 
     # ------------------------------------------------------------------ running
 
@@ -191,9 +195,11 @@ class Tail(Timed):
             if self.below
             else ""
         )
+        unevaluated = self.matcher.describe() if self.matcher is not None else None
         return (
             f"{shown} in {self.elapsed:.1f} s ({self.rate:,.1f} msg/s){last}; peeking {self.entity} every "
             f"{self.interval:g} s from sequence number {self.next_sequence_number} (nothing locked or counted){below}"
+            + (f"; {unevaluated}" if unevaluated else "")
         )
 
     def to_pandas(self) -> Any:

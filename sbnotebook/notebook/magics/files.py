@@ -15,6 +15,7 @@ from ...core import count_jsonl, export_resume_point, import_resume_point
 from .command import COUNT, command, parser
 from .progress import Progress
 from .targets import shown, with_dlq
+from .windows import add_window, said, window_of
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -26,7 +27,8 @@ EXPORT = parser(
     "Interrupted, the same command again appends what is left (FILE.exporting marks it unfinished).",
     "  %sb_export orders orders.jsonl\n"
     "  %sb_export orders parked.jsonl --dlq\n"
-    "  %sb_export orders big.jsonl --where 'body_json.total > 100'",
+    "  %sb_export orders big.jsonl --where 'body_json.total > 100'\n"
+    "  %sb_export orders outage.jsonl --dlq --enqueued-after 2026-11-25T14:00 --enqueued-before 2026-11-25T15:00",
 )
 EXPORT.add_argument("entity")
 EXPORT.add_argument(
@@ -34,6 +36,7 @@ EXPORT.add_argument(
 )
 EXPORT.add_argument("--dlq", action="store_true", help="export the dead-letter queue")
 EXPORT.add_argument("--where", help="only messages matching this search expression")
+add_window(EXPORT)
 
 IMPORT = parser(
     "sb_import",
@@ -77,13 +80,21 @@ class _ReadProgress:
 @command(EXPORT)
 def sb_export(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
-    resume = export_resume_point(entity, args.file, args.where)
+    window = window_of(args)  # a bad WHEN fails before the file is touched
+    given = {"enqueued_after": args.enqueued_after, "enqueued_before": args.enqueued_before}
+    resume = export_resume_point(entity, args.file, args.where, **given)
     if resume is not None:
         print(f"Resuming the export into {args.file}: {resume[0]} messages already written.")
     progress = _ReadProgress(shown(self, entity))
-    written = core.export_jsonl(entity, args.file, where=args.where, progress=progress.update, connection=self.conn())
+    # The window as typed: an interrupted export of "2h" resumes with the same command.
+    written = core.export_jsonl(
+        entity, args.file, where=args.where, progress=progress.update, connection=self.conn(), **given
+    )
     what = "matching messages" if args.where else "messages"
-    print(f"Exported {written} {what} of {shown(self, entity)} to {Path(args.file)}.")
+    print(f"Exported {written} {what} of {shown(self, entity)}{said(window)} to {Path(args.file)}.")
+    text = getattr(written, "unevaluated_text", None)
+    if text:
+        print(f"Note: {text}; they are not matches.")
     return None
 
 

@@ -15,6 +15,7 @@ from ..config import project_settings
 from . import (
     connect,
     copying,
+    discard,
     dlq,
     entities,
     files,
@@ -56,6 +57,7 @@ class SbMagics(Magics, MagicsState):
     sb_export = line_magic(files.sb_export)
     sb_import = line_magic(files.sb_import)
     sb_resubmit = line_magic(resubmit.sb_resubmit)
+    sb_discard = line_magic(discard.sb_discard)
     sb_copy = line_magic(copying.sb_copy)
     sb_tail = line_magic(tail.sb_tail)
     sb_topology = line_magic(topology.sb_topology)

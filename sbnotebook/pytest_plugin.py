@@ -17,7 +17,8 @@ Fixtures (each test gets a fresh namespace: nothing one test sends is seen by th
 Entities come from the marker ``@pytest.mark.servicebus_topology(queues=[...], topics={...},
 config="Config.json")``; a manual clock (time moves only with ``advance()``) from
 ``@pytest.mark.servicebus_clock("manual")``, skipped under ``--servicebus-live``. Options:
-``--servicebus-latency-ms N``, ``--servicebus-tls``, ``--servicebus-live``. docs/testing.md has the
+``--servicebus-latency-ms N``, ``--servicebus-tls``,
+``--servicebus-max-connections N``, ``--servicebus-live``. docs/testing.md has the
 details and examples.
 """
 
@@ -52,6 +53,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="serve the emulator over TLS (the SDK's production path), its CA trusted for each test",
     )
     group.addoption(
+        "--servicebus-max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="AMQP connections each test's emulator accepts at once (default 5000, Service Bus Standard's): "
+        "a test that leaks clients fails with amqp:resource-limit-exceeded, as it would on Azure",
+    )
+    group.addoption(
         "--servicebus-live",
         action="store_true",
         default=False,
@@ -75,7 +84,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if not live:
         if config.getoption("servicebus_latency_ms", 0.0) < 0:
             raise pytest.UsageError("--servicebus-latency-ms cannot be negative")
+        cap = config.getoption("servicebus_max_connections", None)
+        if cap is not None and cap < 1:
+            raise pytest.UsageError("--servicebus-max-connections must be at least 1")
         return
+    if config.getoption("servicebus_max_connections", None) is not None:
+        raise pytest.UsageError("--servicebus-max-connections is for the emulator; a live namespace has its own cap")
     if config.getoption("servicebus_latency_ms", 0.0):
         raise pytest.UsageError(
             "--servicebus-latency-ms needs the embedded emulator; it has no effect with --servicebus-live"

@@ -1,6 +1,7 @@
 """The Python blocks of README.md and docs/*.md run under pytest, through Sybil (sybil.readthedocs.io):
 its Markdown lexer finds every fenced ``python`` block, its skip directive marks the few that cannot
-run here, and its doctest parser compares the output a block shows (a block that starts with ``>>>``).
+run here, and its doctest parser compares the output a block shows (a block that starts with ``>>>``;
+``...`` stands for what changes from run to run, such as a duration).
 
 What this module adds is the page's surroundings, not a parser:
 

@@ -56,6 +56,7 @@ from .errors import (
     requires_sessions,
 )
 from .incidents.copies import acopy_then_complete, copy_message, copy_then_complete
+from .incidents.copy_many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
 from .incidents.copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
 from .incidents.discarding import adiscard, discard
 from .incidents.exporting import export_jsonl, export_resume_point
@@ -71,6 +72,7 @@ from .incidents.jsonl import (
 from .incidents.purge import apurge, purge
 from .incidents.resubmit import aresubmit, default_target, resubmit
 from .incidents.tail import TAIL_INTERVAL, Tail, tail
+from .incidents.topology import TopologyExport, export_topology
 from .operations import deferral
 from .operations.batch import LockedBatch
 from .operations.bounds import BOUND_WINDOW, TimeWindow, WindowBounds, snapshot, time_bounds
@@ -158,6 +160,7 @@ __all__ = [
     "LiveConnection",
     "LockLostError",
     "LockedBatch",
+    "Match",
     "MessageTooLargeError",
     "Outcome",
     "PartlyDoneError",
@@ -176,11 +179,13 @@ __all__ = [
     "Stop",
     "Tail",
     "TimeWindow",
+    "TopologyExport",
     "Where",
     "WhereFailed",
     "WindowBounds",
     "acancel_scheduled",
     "acopy",
+    "acopy_many",
     "acopy_then_complete",
     "adiscard",
     "apurge",
@@ -194,6 +199,7 @@ __all__ = [
     "compile_where",
     "connect",
     "copy",
+    "copy_many",
     "copy_message",
     "copy_record",
     "copy_resume_point",
@@ -213,17 +219,21 @@ __all__ = [
     "discard",
     "duration",
     "enqueued_window",
+    "ensure_targets",
     "entity_properties",
     "export_jsonl",
     "export_resume_point",
+    "export_topology",
     "filter_records",
     "from_json_record",
     "get_session_state",
+    "glob_matches",
     "group_counts",
     "group_value",
     "import_jsonl",
     "import_resume_point",
     "is_credential_ref",
+    "is_glob",
     "is_message_not_found",
     "is_no_session_available",
     "is_secret_ref",
@@ -236,6 +246,7 @@ __all__ = [
     "list_sessions",
     "live_connection",
     "mask",
+    "missing_targets",
     "parse_connection_string",
     "parse_credential_ref",
     "parse_secret_ref",

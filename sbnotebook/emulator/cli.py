@@ -14,8 +14,10 @@ from types import FrameType
 
 from . import clockcli, shared
 from .broker.faults import FaultError
+from .endpoints import advertised_host, is_loopback
+from .net.limits import MAX_CONNECTIONS
 from .security.sas import DEFAULT_KEY
-from .server import Emulator, advertised_host, is_loopback
+from .server import Emulator
 from .topology import TopologyError
 
 STOP_POLL = 0.1  # seconds between looks at whether a signal asked the emulator to stop
@@ -77,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     manage.add_argument("--stop", action="store_true", help="stop it (its messages stay on disk)")
     manage.add_argument("--reset", action="store_true", help="stop it and delete its messages and key")
     clockcli.add_arguments(parser, manage)  # --clock; --advance (beside --status, --start, ...)
+    _add_fault_and_limit_arguments(parser)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log connections and refused tokens")
+
+
+def _add_fault_and_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """Latency, fault injection and the connection cap: how the emulator misbehaves on purpose."""
     parser.add_argument(
         "--latency-ms", type=float, default=0.0, help="add this many milliseconds to every broker reply"
     )
@@ -97,7 +105,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ENTITY=N",
         help="abruptly close a receiving connection on ENTITY after N deliveries",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log connections and refused tokens")
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"AMQP connections open at once (default {MAX_CONNECTIONS}, Service Bus Standard's); the next is "
+        "refused at its open with amqp:resource-limit-exceeded, as Service Bus refuses it",
+    )
 
 
 def manage_shared(args: argparse.Namespace) -> int:
@@ -122,6 +137,9 @@ def manage_shared(args: argparse.Namespace) -> int:
         )
         if found:
             print(clockcli.time_line(found.host, found.port, found.key))
+        counts = shared.connections(found) if found else None
+        if counts:
+            print(f"AMQP connections open: {counts['connections']} of {counts['max_connections']} allowed")
     return 0
 
 
@@ -212,6 +230,7 @@ def _started(args: argparse.Namespace) -> Emulator:
         tls_dir=None if args.data_dir else shared.home().parent / "tls",
         principals=args.principal,
         clock=args.clock,
+        max_connections=args.max_connections,
     )
     _apply_fault_flags(emulator, args)
     emulator.start()

@@ -2,18 +2,24 @@
 
 BrokerError                    condition + description (+ tracking id)
 ├── EntityNotFound             amqp:not-found
+├── LinkDetachForced           amqp:link:detach-forced
 ├── MessageSizeExceeded        amqp:link:message-size-exceeded
 ├── LockLost                   com.microsoft:message-lock-lost
 ├── MessageNotFound            com.microsoft:message-not-found
 ├── Unauthorized               amqp:unauthorized-access
 ├── EntityDisabled             com.microsoft:entity-disabled
-└── BadRequest                 amqp:invalid-field / com.microsoft:argument-error
+├── BadRequest                 amqp:invalid-field / com.microsoft:argument-error
+├── ConnectionsQuotaExceeded   amqp:resource-limit-exceeded (a connection over the cap, at its open)
+└── ConnectionForced           amqp:connection:forced (a connection without links, closed)
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+
+# How Service Bus ends its errors about entities (not found, refused descriptions).
+MORE = "To know more visit https://aka.ms/sbResourceMgrExceptions."
 
 
 class BrokerError(Exception):
@@ -33,6 +39,11 @@ class BrokerError(Exception):
 class EntityNotFound(BrokerError):
     condition = "amqp:not-found"
     status_code = 404
+
+
+class LinkDetachForced(BrokerError):
+    condition = "amqp:link:detach-forced"
+    status_code = 410
 
 
 class MessageSizeExceeded(BrokerError):
@@ -93,3 +104,13 @@ class NotAllowed(BrokerError):
 class Conflict(BrokerError):
     condition = "com.microsoft:entity-already-exists"
     status_code = 409
+
+
+class ConnectionsQuotaExceeded(BrokerError):
+    condition = "amqp:resource-limit-exceeded"  # the SDK: ServiceBusQuotaExceededError, not retried
+    status_code = 403
+
+
+class ConnectionForced(BrokerError):
+    condition = "amqp:connection:forced"  # the SDK reconnects on its next operation
+    status_code = 410

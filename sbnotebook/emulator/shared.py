@@ -28,9 +28,12 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from .security.sas import DEFAULT_KEY_NAME, sign
 
 ENV_HOME = "SBNOTEBOOK_HOME"
 START_TIMEOUT = 30.0
@@ -163,6 +166,21 @@ def answers(host: str, port: int, timeout: float = 2.0) -> bool:
             return True
     except OSError:
         return False
+
+
+def connections(running: Running, timeout: float = 2.0) -> dict[str, int] | None:
+    """The AMQP connections it has open and its cap (its administration API's ``/$emulator/status``,
+    with a token signed by the key file); None when it does not say."""
+    url = f"http://{running.host}:{running.port}/$emulator/status"
+    token = sign(f"sb://{running.host}:{running.port}", DEFAULT_KEY_NAME, running.key, time.time() + 60)
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers={"Authorization": token}), timeout=timeout
+        ) as r:
+            answer = json.loads(r.read())
+        return {"connections": int(answer["connections"]), "max_connections": int(answer["max_connections"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def alive(state: Running | None) -> bool:

@@ -309,17 +309,38 @@ def _rule(raw: dict[str, Any], where: str) -> RuleConfig:
     props = raw.get("Properties") or {}
     ftype = str(props.get("FilterType", "Sql"))
     action = (props.get("Action") or {}).get("SqlExpression")
+    # Parameters (extension: the format has none; `sbnotebook topology export` writes them)
+    action_parameters = _parameters((props.get("Action") or {}).get("Parameters"), f"{where}.Action")
     if ftype.lower() == "sql":
-        expr = (props.get("SqlFilter") or {}).get("SqlExpression")
+        sql = props.get("SqlFilter") or {}
+        expr = sql.get("SqlExpression")
         if not expr:
             raise TopologyError(f"{where}: Sql filter needs SqlFilter.SqlExpression")
-        return RuleConfig(name, "Sql", sql_expression=str(expr), action=action)
+        parameters = _parameters(sql.get("Parameters"), f"{where}.SqlFilter")
+        return RuleConfig(
+            name,
+            "Sql",
+            sql_expression=str(expr),
+            action=action,
+            parameters=parameters,
+            action_parameters=action_parameters,
+        )
     if ftype.lower() == "correlation":
         corr = props.get("CorrelationFilter")
         if not isinstance(corr, dict):
             raise TopologyError(f"{where}: Correlation filter needs a CorrelationFilter object")
-        return RuleConfig(name, "Correlation", correlation=dict(corr), action=action)
+        return RuleConfig(
+            name, "Correlation", correlation=dict(corr), action=action, action_parameters=action_parameters
+        )
     raise TopologyError(f"{where}: FilterType must be 'Sql' or 'Correlation', not {ftype!r}")
+
+
+def _parameters(raw: Any, where: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise TopologyError(f"{where}.Parameters: expected an object of @name: value")
+    return dict(raw)
 
 
 def _name(raw: Any, where: str) -> str:

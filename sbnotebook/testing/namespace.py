@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from sbnotebook.emulator import Emulator, Topology, TopologyError
+from sbnotebook.emulator import MAX_CONNECTIONS, Emulator, Topology, TopologyError
 
 from .clock import LIVE_SKIP, clock_of
 from .model import FAULTS_NEED_EMULATOR, Namespace
@@ -39,10 +39,11 @@ class SessionResources:
     """What one pytest session's namespaces share, removed when it ends: a temporary folder (the
     TLS CA, made once and trusted per test) and, live, the namespace's admin client."""
 
-    def __init__(self, *, latency: float, tls: bool, live: bool) -> None:
+    def __init__(self, *, latency: float, tls: bool, live: bool, max_connections: int | None = None) -> None:
         self.latency = latency
         self.tls = tls
         self.live = live
+        self.max_connections = max_connections  # None: the emulator's default (Service Bus's 5,000)
         self._folder: Path | None = None
         self._ca_bundle: Path | None = None
         self.live_namespace: Any = None
@@ -53,6 +54,7 @@ class SessionResources:
             latency=float(config.getoption("servicebus_latency_ms", 0.0) or 0.0) / 1000.0,
             tls=bool(config.getoption("servicebus_tls", False)),
             live=bool(config.getoption("servicebus_live", False)),
+            max_connections=config.getoption("servicebus_max_connections", None),
         )
         if resources.live:
             from .live import LiveNamespace
@@ -136,6 +138,7 @@ def _emulated(resources: SessionResources, topology: Topology, clock: str) -> It
         tls=resources.tls,
         tls_dir=tls_dir,
         clock="manual" if clock == "manual" else "system",
+        max_connections=resources.max_connections or MAX_CONNECTIONS,
     )
     emulator.start()
     saved: dict[str, str | None] = {}

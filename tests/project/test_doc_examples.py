@@ -14,8 +14,8 @@ from tests import doc_examples
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^[ \t]*(```+)[ \t]*(\S*)[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.M | re.S)
-INVISIBLE = re.compile(r"<!--\s*invisible-code-block:\s*python.*?-->", re.S)
-SKIP = re.compile(r"<!--\s*skip:\s*next\s+(.*?)\s*-->")
+INVISIBLE = re.compile(r"^[ \t]*<!--\s*invisible-code-block:\s*python.*?-->", re.S | re.M)  # as Sybil reads them
+SKIP = re.compile(r"^[ \t]*<!--\s*skip:\s*next\s+(.*?)\s*-->", re.M)
 
 
 def counts() -> tuple[int, int, list[str]]:
@@ -38,6 +38,7 @@ def counts() -> tuple[int, int, list[str]]:
         ]
         missed = [text.count("\n", 0, start) + 1 for start, end in spans if not any(start <= c < end for c in code)]
         assert not missed, f"{page.name}: the Python blocks at lines {missed} are not collected"
+        assert not re.search(r"<!--\s*skip:\s*start", text), f"{page.name}: mark each block (skip: next), not a run"
         blocks += sum(1 for m in fences if m[2] == "python")
         reasons += SKIP.findall(text)
     return blocks, len(reasons), reasons

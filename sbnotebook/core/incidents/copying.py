@@ -7,10 +7,10 @@ reason and description kept, time to live, a scheduled time still ahead) and goe
 send pipeline (``pipeline.send_all``: batches, at most ``max_in_flight`` sends, retries, one outcome
 per message) on the target's connection.
 
-Never more than one page in memory: at most ``HELD`` (``PAGE_SIZE``) source messages are in memory
-at once, counted from the moment a peek's answer brings them until the target confirmed (or refused)
-each copy (or the copy skipped it). Peeks ask for half a page (``PEEK``), one at a time, each as soon
-as what is held leaves room for its whole answer, so the next half page is on its way while the one
+Never more than two pages in memory: at most ``HELD`` (``2 * PAGE_SIZE``) source messages are in
+memory at once, counted from the moment a peek's answer brings them until the target confirmed (or
+refused) each copy (or the copy skipped it). Peeks ask for a page (``PEEK``), one at a time, each as
+soon as what is held leaves room for its whole answer, so the next page is on its way while the one
 before is copied and sent. The copies go out in batches of ``SEND_EVERY`` as a page is read, and the
 rest at its end (``pipeline.FLUSH``). ``report.stats["peak_held"]`` is the most that were in memory.
 
@@ -58,16 +58,18 @@ from .resumable import LineTracker
 
 log = logging.getLogger(__name__)
 
-HELD = PAGE_SIZE  # source messages a copy holds in memory at most: peeked, not yet confirmed copied
-# Each peek asks for half a page, as soon as what is held leaves room for its answer: the next half
-# is on its way while the one before is copied and sent, and what is in memory stays within a page.
-# Any size is near the bound a page sets (docs/benchmarks.md): 5,000 messages at 80 ms in 4.2-4.3 s,
-# whole pages 4.3-4.5 s; peeks of whatever room there was once a fifth of a page was free (many
-# small ones, each a round trip) took 4.7 s.
-PEEK = HELD // 2
+# Source messages a copy holds in memory at most: peeked, not yet confirmed copied. Each is held for
+# a peek's round trip (the room its answer needs is kept while it is on its way) and a send's, so the
+# copy moves at most HELD per two round trips (Little's law): one page was 4.0-4.4 s for 5,000
+# messages at 80 ms, 3.3-3.6x an export and an import; two pages 2.6-2.7 s (docs/benchmarks.md).
+HELD = 2 * PAGE_SIZE
+# Each peek asks for a page (the most one returns), as soon as what is held leaves room for its
+# answer: the next page is on its way while the one before is copied and sent. Peeks are one at a
+# time (each starts after the last one found), so half pages with two pages held would move only
+# half a page per round trip: 4.1-4.3 s, no faster than one page held.
+PEEK = PAGE_SIZE
 # Copies sent in batches of at most this many, as the page is read: a copy leaves before the rest
-# of its page is copied (~0.5 ms a message), so less is held: working memory 1.2 pages (2.0 with a
-# batch per page, measured before the half-page peeks), for the same speed (docs/benchmarks.md).
+# of its page is copied (~0.5 ms a message), so less is held for the same speed (docs/benchmarks.md).
 SEND_EVERY = PAGE_SIZE // 5
 COPY_CONCURRENCY = 1  # kept for callers: peeks are one at a time (each starts where the last ended)
 P = ParamSpec("P")
@@ -95,6 +97,16 @@ class _Start:
     tracker: LineTracker
     record: Path | None = None
     set_aside: str | None = None
+    # A fresh record's creation times, asked for while the first peek is on its way (one round trip
+    # sooner); the record is saved with them before the first send (``saved``).
+    created: asyncio.Future[dict[str, str | None]] | None = None
+
+    async def saved(self) -> None:
+        """Before the first send: the record on disk, so a run after a kill finds the same seed."""
+        if self.created is not None:
+            record: Any = self.tracker.state  # the Record the tracker saves
+            record.created, self.created = await self.created, None
+            self.tracker.save()
 
 
 async def _start(
@@ -119,16 +131,17 @@ async def _start(
         return _Start(state, LineTracker(state, None))
     key = record_key(src, src_path, dst, dst_path, where, keep_ids, max_messages, window)
     record = record_path(key)
-    created = await asyncio.to_thread(created_times, src, src_path, dst, dst_path)
-    found, set_aside = load(record, created) if resume else (None, None)
+    asked = asyncio.ensure_future(asyncio.to_thread(created_times, src, src_path, dst, dst_path))
+    found, set_aside = (None, None)
+    if resume and record.is_file():  # a record to check against the entities' creation times first
+        found, set_aside = load(record, await asked)
     state = found if found is not None and found.pending else CopyProgress(str(src_path), str(dst_path))
     state.complete = False
-    saved: Any = Record(state, key, created)  # a Resumable, but its failed is read-only (mypy's protocols)
+    saved: Any = Record(state, key, {})  # a Resumable, but its failed is read-only (mypy's protocols)
     tracker = LineTracker(saved, record)
     saved.tracker = tracker
     record.parent.mkdir(parents=True, exist_ok=True)
-    tracker.save()  # before the first send: a run after a kill finds the same seed, so the same ids
-    return _Start(state, tracker, record, set_aside)
+    return _Start(state, tracker, record, set_aside, created=asked)  # saved before the first send
 
 
 class _CopyRun:
@@ -251,6 +264,8 @@ class _CopyRun:
                     if self.left is not None and taken >= self.left:
                         self.release(1 + len(page))
                         return
+                    if not taken:
+                        await self.start.saved()
                     taken += 1
                     self.tracker.taken(seq)
                     copied = copy_message(
@@ -362,7 +377,7 @@ async def acopy(
     by a search over peeks (window.py). A search that raised on every message fails (``WhereFailed``); on some,
     the Report's ``stats["unevaluated"]`` and a note say how many."""
     if concurrency is not None:  # a peek at a time since the held bound: say so rather than ignore it
-        no_effect("copy(concurrency=)", "a copy peeks one half page at a time and its held bound sets the pace")
+        no_effect("copy(concurrency=)", "a copy peeks one page at a time and its held bound sets the pace")
     src_path = EntityPath.parse(source)
     dst_path = copy_target(target)
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):

@@ -14,8 +14,10 @@ from typing import Any
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import SbError
-from ..operations.scan import scan, sessions_refused
-from ..operations.window import When, enqueued_window, given_text, locate, scan_span
+from ..operations.scan import ascan, sessions_refused
+from ..operations.typed import typed_content
+from ..operations.window import When, enqueued_window, given_text, locate, span_pages
+from ..views.records import to_record
 from ..views.where import Where
 from .jsonl import to_json_record
 from .resumable import write_atomically
@@ -172,9 +174,10 @@ def export_jsonl(
     with path.open("a" if resume is not None else "w", encoding="utf-8") as f:
         for page in itertools.chain([first] if first is not None else [], pages):
             read += len(page)
-            for r in page:
+            for msg in page:
+                r = to_record(msg, name)
                 if matches is None or matches(r):
-                    f.write(json.dumps(to_json_record(r), ensure_ascii=False) + "\n")
+                    f.write(json.dumps(to_json_record(r, typed_content(msg)), ensure_ascii=False) + "\n")
                     written += 1
             f.flush()  # a kill loses at most the page being written
             if progress is not None:
@@ -184,13 +187,16 @@ def export_jsonl(
     return _counted(before + written, matches, path, resume is None)
 
 
-def _pages(conn: Any, name: str, start: int, window: Any) -> Iterator[list[dict[str, Any]]]:
-    """The entity's pages of records from ``start``, or only its window's (found by a search over peeks)."""
+def _pages(conn: Any, name: str, start: int, window: Any) -> Iterator[list[Any]]:
+    """The entity's pages of the SDK's messages from ``start`` (their types are read from them), or
+    only its window's (found by a search over peeks)."""
     if window is None:
-        return scan(name, start=start, connection=conn)
+        return conn.iterate(ascan(name, start=start, connection=conn))
     span = locate(conn, name, window, start)
     log.info("export of %s: %s, %s", name, window.describe(), "nothing there" if span is None else span)
-    return iter(()) if span is None else scan_span(name, span, start=start, connection=conn)
+    if span is None:
+        return iter(())
+    return ([msg for msg, _ in page] for page in span_pages(name, span, start=start, connection=conn))
 
 
 def _counted(n: int, matches: Where | None, path: Path, fresh: bool) -> Exported:

@@ -151,16 +151,17 @@ async def ascan_span(
             await pages.aclose()
 
 
-def scan_span(
+def span_pages(
     entity: str | EntityPath,
     span: Span,
     *,
     start: int = 1,
     progress: Callable[[int], None] | None = None,
     connection: ConnectionLike = None,
-) -> Generator[list[dict[str, Any]], None, None]:
-    """Pages of records in ``span``'s window (``ascan_span``, on the connection's loop): the scanned
-    count ``progress(n)`` gets counts every message peeked, in the window or not."""
+) -> Generator[list[tuple[Any, dict[str, Any]]], None, None]:
+    """Pages of ``span``'s window as (the SDK's message, its record) pairs (peeks, on the
+    connection's loop): an export reads the message's typed values, a scan keeps the records. The
+    scanned count ``progress(n)`` gets counts every message peeked, in the window or not."""
     path = EntityPath.parse(entity)
     conn = live(connection)
     done = 0
@@ -171,7 +172,21 @@ def scan_span(
             done += len(page)
             if progress is not None:
                 progress(done)
-            yield [r for r in (to_record(m, str(path)) for m in page) if span.keeps(r, scheduled_only)]
+            pairs = ((m, to_record(m, str(path))) for m in page)
+            yield [(m, r) for m, r in pairs if span.keeps(r, scheduled_only)]
+
+
+def scan_span(
+    entity: str | EntityPath,
+    span: Span,
+    *,
+    start: int = 1,
+    progress: Callable[[int], None] | None = None,
+    connection: ConnectionLike = None,
+) -> Generator[list[dict[str, Any]], None, None]:
+    """Pages of records in ``span``'s window (``span_pages``' records)."""
+    for page in span_pages(entity, span, start=start, progress=progress, connection=connection):
+        yield [record for _, record in page]
 
 
 def scan_window(

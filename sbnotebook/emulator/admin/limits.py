@@ -10,9 +10,9 @@ API refuses, such as a one-second lock for tests, and ``update_queue(get_queue(.
 
 from __future__ import annotations
 
+from ..errors import MORE
 from ..topology import DEFAULT_MAX_MESSAGE_SIZE, EntityProperties
 
-MORE = "To know more visit https://aka.ms/sbResourceMgrExceptions."
 STANDARD_SIZES_MB = (1024, 2048, 3072, 4096, 5120)
 MAX_USER_METADATA = 1024
 STATUSES = {

@@ -75,6 +75,7 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
         self.sessions = Sessions()
         self.timers = Timers()
         self._dirty: set[MessageStore] = set()
+        self._deleted: list[Entity | Subscription] = []  # until the AMQP face detaches their links
         self.faults = Faults()
         self.restored = 0
         self.compacted_at_start = False
@@ -139,6 +140,9 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
         self._drop_locks_in(stores_of(entity))
         self.registry.remove(entity)
         record_deleted(self.journal, entity)
+        self._deleted.append(entity)
+        if isinstance(entity, Topic):
+            self._deleted.extend(entity.subscriptions.values())
 
     @locked
     def delete_subscription(self, topic_name: str, name: str) -> None:
@@ -146,6 +150,7 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
         self._drop_locks_in(stores_of(sub))
         del sub.topic.subscriptions[sub.name.lower()]
         record_deleted(self.journal, sub)
+        self._deleted.append(sub)
 
     def _drop_locks_in(self, stores: list[MessageStore]) -> None:
         for lock in self.locks.in_stores(stores):
@@ -375,6 +380,15 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
         with self.lock:
             dirty, self._dirty = self._dirty, set()
             return dirty
+
+    def pop_deleted(self) -> list[Entity | Subscription]:
+        """Entities deleted since the last call (a topic's subscriptions with it): the AMQP face
+        detaches the links still attached to them, as Service Bus does."""
+        if not self._deleted:
+            return []
+        with self.lock:
+            deleted, self._deleted = self._deleted, []
+            return deleted
 
     # ------------------------------------------------------------------ counts
 

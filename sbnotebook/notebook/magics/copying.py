@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ... import core
 from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection, TimeWindow
 from .command import COUNT, command, parser
+from .copying_many import copy_many
 from .progress import Progress
 from .targets import address, check_exists, named_in
 from .windows import add_window, records, said, unevaluated, window_of
@@ -22,10 +23,13 @@ COPY = parser(
     "TARGET, of this connection or a named one (NAME:ENTITY), by peeking: nothing is locked, no\n"
     "delivery counted, the source is left as it is. Every property is kept (the dead-letter reason\n"
     "and description too); message ids are fresh unless --keep-ids. Counts first, then asks (type\n"
-    "'copy') unless --yes. Interrupted, the same command again copies only what is left.",
+    "'copy') unless --yes. Interrupted, the same command again copies only what is left. A glob\n"
+    "(prod:orders*, 'prod:orders*/$deadletterqueue') copies each queue it matches into the queue of\n"
+    "the same name of the TARGET namespace (NAME:); missing ones are refused, or made with --create.",
     f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders     # production's dead letters, home\n"
     "  %sb_copy orders orders-copy --where 'body_json.total > 100' --max-messages 1000\n"
     "  %sb_copy prod:events/subscriptions/audit audit --keep-ids --yes\n"
+    f"  %sb_copy 'prod:orders*/{DEAD_LETTER_QUEUE}' home:            # each DLQ into the queue of its name at home\n"
     f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders --enqueued-after 2h   # the last two hours' only",
 )
 COPY.add_argument("source", help=f"ENTITY or NAME:ENTITY to copy from (queue, subscription, .../{DEAD_LETTER_QUEUE})")
@@ -35,11 +39,24 @@ COPY.add_argument("-n", "--max-messages", type=COUNT, help="at most this many me
 add_window(COPY)
 COPY.add_argument("--keep-ids", action="store_true", help="keep the message ids (duplicate detection may drop)")
 COPY.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+COPY.add_argument("--create", action="store_true", help="make targets that are missing from the source's description")
 COPY.add_argument("--yes", action="store_true", help="do not ask first")
 COPY.rename("--limit", "--max-messages")
 
 
-def _count(source: str, where: Any, conn: LiveConnection, window: TimeWindow | None) -> int:
+def _create_like(source: str, target: str, src: LiveConnection, dst: LiveConnection) -> None:
+    """--create: the missing target queue made from the source queue's description."""
+    path = EntityPath.parse(source)
+    if path.is_subscription:
+        raise core.InvalidInputError(
+            "--create makes a queue from a queue's description; this source is a subscription."
+        )
+    made = core.Report("create", target)
+    core.ensure_targets([core.Match(path, EntityPath.parse(target))], src, dst, create=True, report=made)
+    print(f"Made {target} from the description of {path.parent}. " + " ".join(made.notes[:-1]))
+
+
+def _count(source: str, where: Any, conn: LiveConnection, window: TimeWindow | None = None) -> int:
     """How many messages SOURCE holds (with a search: how many match, by scanning; with a window,
     how many it holds, peeking only its numbers; nothing kept)."""
     said = None
@@ -67,14 +84,23 @@ def _count(source: str, where: Any, conn: LiveConnection, window: TimeWindow | N
 
 @command(COPY)
 def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
+    if core.is_glob(args.source.split(":", 1)[-1]):
+        if args.enqueued_after or args.enqueued_before:  # not applied to a glob yet: refused, never ignored
+            raise core.InvalidInputError(
+                "--enqueued-after/--enqueued-before take one source entity, not a glob: copy each entity's "
+                "window on its own (%sb_copy prod:orders home:orders --enqueued-after 2h); nothing was copied."
+            )
+        return copy_many(self, args, _count)
     source, src = address(self, args.source)
     target, dst = address(self, args.target)
     core.copy_target(target)  # a subscription or a DLQ: said before anything is read
     try:
         check_exists(target, dst)
     except core.EntityNotFoundError as exc:  # named as typed: home:orders, not orders
-        name, _ = core.split_address(args.target)  # read by address() above: the one reader of NAME:
-        raise type(exc)(named_in(exc.message, name, target) if name else exc.message) from None
+        if not args.create:
+            name, _ = core.split_address(args.target)  # read by address() above: the one reader of NAME:
+            raise type(exc)(named_in(exc.message, name, target) if name else exc.message) from None
+        _create_like(source, target, src, dst)
     try:  # one peek: a session-enabled source is refused before anything is counted or asked
         core.peek_numbers(source, count=1, connection=src)
     except core.SbError as exc:

@@ -40,17 +40,20 @@ add_window(EXPORT)
 
 IMPORT = parser(
     "sb_import",
-    "Send every message of a JSON lines export to a queue or topic, with its properties (body bytes,\n"
-    "content type, subject, correlation id, session id, application properties, TTL). Message ids\n"
-    "are fresh unless --keep-ids. The file is checked first: a bad line sends nothing. Interrupted, the\n"
-    "same command again sends only what is left (FILE.importing-ENTITY keeps track).",
-    "  %sb_import orders-copy orders.jsonl\n  %sb_import orders parked.jsonl --keep-ids --decode-properties",
+    "Send every message of a JSON lines export to a queue or topic as it was: the body of its kind\n"
+    "(data, AMQP value or sequence), content type, subject, correlation id, session id, TTL, and every\n"
+    "application property with the type the file records. Message ids are fresh unless --keep-ids. The\n"
+    "file is checked first: a bad line sends nothing. Interrupted, the same command again sends only\n"
+    "what is left (FILE.importing-ENTITY keeps track).",
+    "  %sb_import orders-copy orders.jsonl\n  %sb_import orders parked.jsonl --keep-ids",
 )
 IMPORT.add_argument("entity", help="queue or topic")
 IMPORT.add_argument("file", help="a JSON lines export (%%sb_export, the browser's Export JSON)")
 IMPORT.add_argument("--keep-ids", action="store_true", help="keep the exported message ids")
 IMPORT.add_argument(
-    "--decode-properties", action="store_true", help="send JSON-encoded property values as numbers and booleans"
+    "--decode-properties",
+    action="store_true",
+    help="for files without property types (written by other tools): send JSON numbers and booleans as such",
 )
 IMPORT.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 

@@ -27,6 +27,7 @@ from . import (
     sessions,
     stats,
     tail,
+    topology,
 )
 from .command import Declined, fail
 from .sdklogs import SdkLogSummary
@@ -59,6 +60,7 @@ class SbMagics(Magics, MagicsState):
     sb_discard = line_magic(discard.sb_discard)
     sb_copy = line_magic(copying.sb_copy)
     sb_tail = line_magic(tail.sb_tail)
+    sb_topology = line_magic(topology.sb_topology)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         # Read first: an unknown setting fails loading before this object joins the shell's configurables.

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..entities import entity_name
 from ..sdk.api import CorrelationRuleFilter, FalseRuleFilter, SqlRuleFilter, TrueRuleFilter
 
 INFINITE_DAYS = 10675199  # TimeSpan.MaxValue in whole days: Service Bus's "never"
@@ -62,14 +62,6 @@ def iso_duration(value: dt.timedelta | None) -> str | None:
     if seconds or fraction or not (days or hours or minutes):
         time += f"{seconds}{fraction}S"
     return ("P" + (f"{days}D" if days else "")) + (f"T{time}" if time else "")
-
-
-def entity_name(value: Any) -> str | None:
-    """A forwarding target as the format names it: Azure answers a URL, the emulator a name."""
-    if not value:
-        return None
-    text = str(value)
-    return urllib.parse.urlsplit(text).path.strip("/") if "://" in text else text
 
 
 # (the format's name, the SDK's attribute, how it is written, Microsoft's emulator's bounds or None)

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
+from ..entities import entity_name
 from ..errors import InvalidInputError, SbError
 from ..operations.counts import admin_error
 from .config_json import (
@@ -29,7 +30,6 @@ from .config_json import (
     SUBSCRIPTION_FIELDS,
     TOPIC_FIELDS,
     Notes,
-    entity_name,
     properties,
     rule,
 )

@@ -139,6 +139,7 @@ class Page:
             "folder": folder,
             "shell": shell,
             "dbutils": shell.user_ns.get("dbutils"),
+            "config": copy.deepcopy(shell.config),  # a page's %config (full_tracebacks...) stays on its page
             "modules": set(sys.modules),
             "live": set(map(id, registry._live.values())),
         }
@@ -161,6 +162,8 @@ class Page:
                 query.stop()
             spark.stop()
         _unload(saved["shell"])
+        saved["shell"].config.clear()
+        saved["shell"].config.update(saved["config"])
         if saved["dbutils"] is None:
             saved["shell"].user_ns.pop("dbutils", None)
         else:

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..entities import EntityPath
-from ..errors import is_entity_not_found, is_management_link_lost
+from ..errors import SbError, is_entity_not_found, is_management_link_lost
 from ..sdk.api import ServiceBusSubQueue
 from ..sdk.opening import close_now, open_without_sleeps
 
 log = logging.getLogger("sbnotebook.live")
 
 
-class StaleLink(Exception):
+class StaleLink(SbError):
     """A pooled link that had been open failed with "entity not found": Service Bus detaches the
     links of an entity when it is deleted, and it may have been made again under the same name since.
     The link is closed; ``LinkPools.reconnecting`` runs the work once more on a new one (whose attach

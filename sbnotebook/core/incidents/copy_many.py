@@ -1,5 +1,5 @@
 """Many entities in one copy: the queues a glob matches (``orders*``, or their dead-letter queues:
-``orders*/$deadletterqueue``), each copied by ``acopy`` into the entity of the same name in the target
+``orders*/`` and the dead-letter sub-queue), each copied by ``acopy`` into the entity of the same name in the target
 namespace. One Report, with a part per entity; entities the glob does not match are not read.
 
 Every target must exist before anything is copied: those missing are refused by name, or created from
@@ -25,7 +25,7 @@ from typing import Any
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
-from ..entities import EntityPath
+from ..entities import DEAD_LETTER_QUEUE, EntityPath
 from ..errors import EntityNotFoundError, InvalidInputError, SbError
 from ..operations.counts import admin_error
 from ..operations.manage import QUEUE_PROPERTIES, create_entity, entity_properties, update_entity
@@ -52,11 +52,11 @@ class Match:
 
 
 def _pattern(pattern: str) -> tuple[str, str]:
-    """(the glob of queue names, the sub-queue suffix: '' or '/$deadletterqueue'), checked."""
+    """(the glob of queue names, the sub-queue suffix: '' or the dead-letter queue's), checked."""
     glob, _, rest = pattern.strip().partition("/")
     if any(c in rest for c in GLOB_CHARACTERS) or "subscriptions" in rest.lower():
         raise InvalidInputError(
-            f"{pattern!r}: a glob names queues ('orders*', 'orders*/$deadletterqueue'); a subscription's messages "
+            f"{pattern!r}: a glob names queues ('orders*', 'orders*/{DEAD_LETTER_QUEUE}'); a subscription's messages "
             "go to its topic, where every subscription would get them: copy subscriptions one at a time."
         )
     path = EntityPath.parse(f"placeholder/{rest}" if rest else "placeholder")

@@ -22,6 +22,7 @@ import importlib
 import uuid
 from typing import Any
 
+from ..errors import InvalidInputError
 from ..views.amqp import EPOCH, Typed
 
 # Where the SDK decodes a message a receiver gets (the async link: the kit's receivers are async) or
@@ -73,7 +74,7 @@ def encoded(msg: Any) -> bytes | None:
     return getattr(getattr(msg, "_message", None), "_sbnotebook_encoded", None)
 
 
-class Unsupported(ValueError):
+class Unsupported(InvalidInputError):
     """A typed value the SDK's encoder cannot write (the message is reported, never changed)."""
 
 

@@ -30,7 +30,7 @@ class WhereFailed(InvalidInputError):
     evaluated (a mistake in the expression, not an empty answer)."""
 
 
-class NotAMatch(TypeError):
+class NotAMatch(SbError, TypeError):
     """Raised by search.py's "missing" where raising is its way of not matching (iterating a field
     the message does not have): a non-match, not an error to count."""
 

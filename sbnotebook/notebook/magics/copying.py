@@ -24,7 +24,7 @@ COPY = parser(
     "delivery counted, the source is left as it is. Every property is kept (the dead-letter reason\n"
     "and description too); message ids are fresh unless --keep-ids. Counts first, then asks (type\n"
     "'copy') unless --yes. Interrupted, the same command again copies only what is left. A glob\n"
-    "(prod:orders*, 'prod:orders*/$deadletterqueue') copies each queue it matches into the queue of\n"
+    f"(prod:orders*, 'prod:orders*/{DEAD_LETTER_QUEUE}') copies each queue it matches into the queue of\n"
     "the same name of the TARGET namespace (NAME:); missing ones are refused, or made with --create.",
     f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders     # production's dead letters, home\n"
     "  %sb_copy orders orders-copy --where 'body_json.total > 100' --max-messages 1000\n"

@@ -125,7 +125,9 @@ def _emulated(resources: SessionResources, topology: Topology) -> Iterator[Names
     # admin_port=None: the admin API stays on the AMQP port (what the connection string names); a
     # second listening port would cost ~50 ms a test to shut down and serve nothing more.
     tls_dir = resources.folder / "tls" if resources.tls else None
-    emulator = Emulator(topology, admin_port=None, latency=resources.latency, tls=resources.tls, tls_dir=tls_dir)
+    emulator = Emulator(
+        topology, admin_port=None, latency_ms=resources.latency * 1000.0, tls=resources.tls, tls_dir=tls_dir
+    )
     emulator.start()
     saved: dict[str, str | None] = {}
     try:

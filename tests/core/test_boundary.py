@@ -180,6 +180,6 @@ def test_report_summary_and_views() -> None:
     frame = report.to_pandas()
     assert list(frame["outcome"]) == ["sent", "failed"] and frame.loc[1, "tracking_id"] == "t-1"
     assert report.of(index=1) is not None and report.of(index=1).condition == "amqp:resource-limit-exceeded"  # type: ignore[union-attr]
-    small = Report("purge", "q", detail_limit=2)
+    small = Report("purge", "q", max_details=2)
     small.extend(Outcome(None, i, "purged") for i in range(5))
     assert small.count("purged") == 5 and len(small.outcomes) == 2 and not small.detailed

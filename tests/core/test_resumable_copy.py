@@ -63,9 +63,9 @@ def test_a_copy_killed_midway_sends_only_what_is_left_from_another_process(emula
     cs = emulator.connection_string
     n = 3000
     core.send("plain", ({"body": f"{i:06d}", "message_id": f"m-{i}"} for i in range(n)), connection=cs)
-    emulator.latency = 0.1
+    emulator.latency_ms = 100
     run_and_kill(_COPY, ["plain", "dst", cs], lambda: emulator.broker.counts("dst")["active"] >= 800)
-    emulator.latency = 0
+    emulator.latency_ms = 0
     before = emulator.broker.counts("dst")["active"]
     assert 800 <= before < n
     recorded = core.copy_resume_point("plain", "dst", connection=cs)
@@ -186,11 +186,11 @@ def test_a_copy_whose_source_was_created_again_since_it_stopped_copies_the_new_o
     cs = emulator.connection_string
     n = 600
     core.send("plain", ({"body": f"old-{i:04d}"} for i in range(n)), connection=cs).raise_for_failures()
-    emulator.latency = 0.05
+    emulator.latency_ms = 50
     hook = InterruptAtFirstProgress()
     with hook.interrupting():
         core.copy("plain", "dst", max_in_flight=1, progress=hook, connection=cs)
-    emulator.latency = 0
+    emulator.latency_ms = 0
     wait_until(lambda: (core.copy_resume_point("plain", "dst", connection=cs) or core.CopyProgress("", "")).done > 0)
     recorded = core.copy_resume_point("plain", "dst", connection=cs)
     assert recorded is not None and recorded.pending and 0 < recorded.done < n, recorded

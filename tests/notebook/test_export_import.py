@@ -63,7 +63,7 @@ def test_round_trip_keeps_every_property_but_ids(emulator: Emulator, client: Ser
     assert after[3]["state"] == "scheduled" and after[0]["time_to_live"] == 7200
     assert {r["message_id"] for r in after}.isdisjoint({r["message_id"] for r in before})  # fresh ids
     # --keep-ids keeps them; typed properties come back as numbers and booleans on request.
-    core.import_jsonl("fwd-dst", path, keep_ids=True, decode_properties=True, connection=conn)
+    core.import_jsonl("fwd-dst", path, keep_message_id=True, decode_properties=True, connection=conn)
     kept = core.scan_records("fwd-dst", connection=conn)
     assert [r["message_id"] for r in kept] == [r["message_id"] for r in before]
     with client.get_queue_receiver("fwd-dst", max_wait_time=1) as r:

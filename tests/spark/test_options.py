@@ -91,7 +91,7 @@ def test_register_refuses_zero_default_partitions() -> None:
         sbspark.register(
             object(),
             "Endpoint=sb://localhost:1;SharedAccessKeyName=k;SharedAccessKey=x;UseDevelopmentEmulator=true",
-            default_partitions=0,
+            default_num_partitions=0,
         )
 
 

@@ -23,7 +23,7 @@ from ..entities import EntityPath
 from ..operations.batch import LockedBatch
 from ..operations.messages import message_id, to_message
 from ..operations.pipeline import RetryPolicy, send_all
-from ..outcome import DETAIL_LIMIT, Outcome, Report
+from ..outcome import MAX_DETAILS, Outcome, Report
 from ..sdk.api import AmqpAnnotatedMessage
 from ..sdk.messages import amqp_properties, as_service_bus_message
 from ..views.records import RECORD_FIELDS, SENDABLE_FIELDS, body_bytes, to_record
@@ -187,10 +187,10 @@ async def acopy_then_complete(
     path = EntityPath.parse(target)
     # Every outcome is kept, here and in the send and the settlement below: which copies were
     # confirmed is read by position, and the caller (resubmit, process) reads every row's outcome.
-    # The batch holds each message already; past DETAIL_LIMIT only counts were kept, and 10,050
+    # The batch holds each message already; past MAX_DETAILS only counts were kept, and 10,050
     # copies were reported "10000 completed, 50 failed" with those 50 originals left locked.
-    limit = max(DETAIL_LIMIT, len(copies) + len(also_complete))
-    report = Report("copy-then-complete", batch.entity, str(path), detail_limit=limit)
+    limit = max(MAX_DETAILS, len(copies) + len(also_complete))
+    report = Report("copy-then-complete", batch.entity, str(path), max_details=limit)
     sent = Report("send", str(path))
     if copies:
         sent = await send_all(
@@ -202,7 +202,7 @@ async def acopy_then_complete(
             retry=RetryPolicy(),
             progress=None,
             schedule_at=at,
-            detail_limit=limit,
+            max_details=limit,
         )
     confirmed = {o.index for o in sent.every() if o.outcome in ("sent", "scheduled")}
     failures = {o.index: o for o in sent.failures if o.index is not None}

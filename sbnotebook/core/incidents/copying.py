@@ -48,8 +48,9 @@ from ..errors import InvalidInputError, SbError, from_sdk
 from ..operations.pipeline import FLUSH, RetryPolicy, send_all
 from ..operations.scan import PAGE_SIZE, apeek_once, sessions_refused
 from ..outcome import Outcome, Report
-from ..renames import no_effect, renamed
+from ..renames import renamed
 from ..views.records import to_record
+from ..views.search import Where, predicate
 from .copies import copy_message
 from .copy_progress import CopyProgress, Record, created_times, load, record_key, record_path
 from .resumable import LineTracker
@@ -67,7 +68,6 @@ PEEK = HELD // 2
 # of its page is copied (~0.5 ms a message), so less is held: working memory 1.2 pages (2.0 with a
 # batch per page, measured before the half-page peeks), for the same speed (docs/benchmarks.md).
 SEND_EVERY = PAGE_SIZE // 5
-COPY_CONCURRENCY = 1  # kept for callers: peeks are one at a time (each starts where the last ended)
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -100,8 +100,8 @@ async def _start(
     src_path: EntityPath,
     dst: LiveConnection,
     dst_path: EntityPath,
-    where: str | Callable[[dict[str, Any]], bool] | None,
-    keep_ids: bool,
+    where: Where,
+    keep_message_id: bool,
     max_messages: int | None,
     state: CopyProgress | None,
     resume: bool,
@@ -114,7 +114,7 @@ async def _start(
             state = CopyProgress(str(src_path), str(dst_path))
         state.complete = False
         return _Start(state, LineTracker(state, None))
-    key = record_key(src, src_path, dst, dst_path, where, keep_ids, max_messages)
+    key = record_key(src, src_path, dst, dst_path, where, keep_message_id, max_messages)
     record = record_path(key)
     created = await asyncio.to_thread(created_times, src, src_path, dst, dst_path)
     found, set_aside = load(record, created) if resume else (None, None)
@@ -140,12 +140,12 @@ class _CopyRun:
         start: _Start,
         *,
         matches: Callable[[dict[str, Any]], bool] | None,
-        keep_ids: bool,
+        keep_message_id: bool,
         max_messages: int | None,
     ) -> None:
         self.src, self.src_path, self.name = src, src_path, str(src_path)
         self.start, self.state, self.tracker = start, start.state, start.tracker
-        self.matches, self.keep_ids = matches, keep_ids
+        self.matches, self.keep_message_id = matches, keep_message_id
         self.seed = uuid.UUID(self.state.seed)
         self.before = self.state.copied
         self.left = None if max_messages is None else max(max_messages - self.state.copied, 0)
@@ -235,7 +235,7 @@ class _CopyRun:
                     self.tracker.taken(seq)
                     copied = copy_message(
                         msg,
-                        keep_message_id=self.keep_ids,
+                        keep_message_id=self.keep_message_id,
                         message_id=str(uuid.uuid5(self.seed, str(seq))),
                         resubmission=False,
                     )
@@ -311,48 +311,49 @@ def _finish(report: Report, run: _CopyRun, dst_path: EntityPath) -> Report:
     return report
 
 
-@renamed(limit="max_messages")
+# Old keywords (docs/names.md), kept for one release: each says once what replaced it.
+COPY_RENAMED = {"limit": "max_messages", "keep_ids": "keep_message_id", "concurrency": "max_in_flight"}
+
+
+@renamed(**COPY_RENAMED)
 async def acopy(
     source: str | EntityPath,
     target: str | EntityPath,
     *,
-    where: str | Callable[[dict[str, Any]], bool] | None = None,
+    where: Where = None,
     max_messages: int | None = None,
-    keep_ids: bool = False,
+    keep_message_id: bool = False,
     max_in_flight: int = 10,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
-    concurrency: int | None = None,
     resume: bool = True,
     connection: ConnectionLike = None,
 ) -> Report:
     """Copy the messages of ``source`` (an entity, a subscription, a dead-letter queue), all or those
     ``where`` selects (a search, as for ``compile_where``), at most ``max_messages``, to the queue or topic
-    ``target`` (see the module docstring). ``source_connection``: the source's namespace (default:
-    ``connection``, the target's). Fresh message ids (the original's in
-    ``sbnotebook-original-message-id``) unless ``keep_ids``. Resumable through its record on disk
-    (see the module docstring; ``resume=False`` starts afresh, a ``where`` given as a function keeps
-    no record). ``state``: a ``CopyProgress`` to resume and update instead (no record on disk).
+    ``target`` (see the module docstring), with at most ``max_in_flight`` sends in flight.
+    ``source_connection``: the source's namespace (default: ``connection``, the target's). Fresh
+    message ids (the original's in ``sbnotebook-original-message-id``) unless ``keep_message_id``.
+    Resumable through its record on disk (see the module docstring; ``resume=False`` starts afresh,
+    a ``where`` given as a function keeps no record). ``state``: a ``CopyProgress`` to resume and update instead (no record on disk).
     One ``sent`` or ``failed`` outcome per message; ``report.stats["peak_held"]``: the most source
     messages in memory at once (at most ``HELD``)."""
-    from ..views.search import compile_where
-
-    if concurrency is not None:  # a peek at a time since the held bound: say so rather than ignore it
-        no_effect("copy(concurrency=)", "a copy peeks one half page at a time and its held bound sets the pace")
     src_path = EntityPath.parse(source)
     dst_path = copy_target(target)
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
         raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
-    matches = compile_where(where) if isinstance(where, str) else where
+    if not isinstance(max_in_flight, int) or max_in_flight < 1:
+        raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
+    matches = predicate(where)
     dst = live(connection)
     src = dst if source_connection is None else live(source_connection)
-    start = await _start(src, src_path, dst, dst_path, where, keep_ids, max_messages, state, resume)
-    run = _CopyRun(src, src_path, start, matches=matches, keep_ids=keep_ids, max_messages=max_messages)
+    start = await _start(src, src_path, dst, dst_path, where, keep_message_id, max_messages, state, resume)
+    run = _CopyRun(src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages)
     return _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
 
 
-copy = renamed(limit="max_messages")(
+copy = renamed(**COPY_RENAMED)(
     sync_form(
         acopy,
         """Copy messages by peeking (nothing locked, no delivery counted, the source untouched) to a
@@ -396,22 +397,22 @@ def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath,
     dst = live(given["connection"])
     src = dst if given["source_connection"] is None else live(given["source_connection"])
     source, target = EntityPath.parse(given["source"]), EntityPath.parse(given["target"])
-    key = record_key(src, source, dst, target, given["where"], given["keep_ids"], given["max_messages"])
+    key = record_key(src, source, dst, target, given["where"], given["keep_message_id"], given["max_messages"])
     return record_path(key), src, source, dst, target
 
 
-@renamed(limit="max_messages")
+@renamed(**COPY_RENAMED)
 @_with_arguments_of(acopy)
 def copy_record(given: dict[str, Any]) -> Path:
     """The file that records an unfinished copy made with these arguments (``acopy``'s: a copy's own
     can be given as they are); it exists only while such a copy is not complete. The source, the
-    target, their connections, ``where``, ``keep_ids`` and ``max_messages`` choose it; the other
+    target, their connections, ``where``, ``keep_message_id`` and ``max_messages`` choose it; the other
     arguments change nothing here. A copy given ``state`` or a ``where`` function keeps no record:
     ``InvalidInputError``."""
     return _record_of(given)[0]
 
 
-@renamed(limit="max_messages")
+@renamed(**COPY_RENAMED)
 @_with_arguments_of(acopy)
 def copy_resume_point(given: dict[str, Any]) -> CopyProgress | None:
     """What an unfinished copy with these arguments (``acopy``'s, as for ``copy_record``) did, from

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import SbError
+from ..views.search import Where, predicate
 from .jsonl import to_json_record
 from .resumable import write_atomically
 
@@ -42,12 +43,13 @@ def _first_word_on(marker: Path) -> bool:
     return True
 
 
-def export_resume_point(entity: str | EntityPath, path: str | Path, where: str | None = None) -> tuple[int, int] | None:
+def export_resume_point(entity: str | EntityPath, path: str | Path, where: Where = None) -> tuple[int, int] | None:
     """Where an interrupted export of ``entity`` (and the same ``where``) into ``path`` stopped:
     (messages in the file, the last one's sequence number), or None when there is nothing to resume
-    (no export of that entity and search was interrupted there: the export starts the file again)."""
+    (no export of that entity and search was interrupted there, or ``where`` is a function, which
+    leaves no record of itself: the export starts the file again)."""
     marker, file = _export_marker(path), Path(path)
-    if not marker.is_file() or not file.is_file():
+    if callable(where) or not marker.is_file() or not file.is_file():
         return None
     try:
         info = json.loads(marker.read_text(encoding="utf-8"))
@@ -95,28 +97,29 @@ def export_jsonl(
     entity: str | EntityPath,
     path: str | Path,
     *,
-    where: str | None = None,
+    where: Where = None,
     progress: Callable[[int, int], None] | None = None,
     connection: ConnectionLike = None,
 ) -> int:
-    """Write every message of an entity (or, with ``where``, every match; see ``compile_where``) as
-    JSON lines, read with the scanner page by page (memory stays flat whatever the size).
+    """Write every message of an entity (or, with ``where``, every match: a search expression, see
+    ``compile_where``, or a function of a record) as JSON lines, read with the scanner page by page
+    (memory stays flat whatever the size).
     ``progress(read, written)`` after each page. Returns how many messages the file holds.
 
     Resumable: while it runs, a marker file (``path`` + ``.exporting``) says the export is not
     complete. Interrupted (a kernel interrupt, the process killed), the same call appends from the
     message after the last one in the file (its sequence number), so nothing is written twice; a
-    line cut by the kill is removed first. A complete export started again replaces the file."""
+    line cut by the kill is removed first. A complete export started again replaces the file. An
+    export with a ``where`` function starts afresh each time (a function cannot be recorded)."""
     from ..operations.scan import scan, sessions_refused
-    from ..views.search import compile_where
 
-    matches = compile_where(where) if where else None
+    matches = predicate(where)
     path = Path(path)
     name = str(EntityPath.parse(entity))
     conn = live(connection)
     resume = export_resume_point(name, path, where)
     before, last = resume if resume is not None else (0, 0)
-    pages = scan(name, start=last + 1, connection=conn)
+    pages = scan(name, from_sequence_number=last + 1, connection=conn)
     try:
         # The first page before the file or the marker is touched: an export refused there (a
         # session-enabled entity, no such entity, no Listen right) leaves the file as it was and no
@@ -130,7 +133,10 @@ def export_jsonl(
     if resume is not None:
         log.info("export of %s into %s resumes after %d messages (sequence number %d)", name, path, before, last)
     marker = _export_marker(path)
-    write_atomically(marker, {"entity": name, "where": where})
+    if callable(where):
+        marker.unlink(missing_ok=True)  # no record to resume from: an old one must not name this file
+    else:
+        write_atomically(marker, {"entity": name, "where": where})
     read = written = 0
     with path.open("a" if resume is not None else "w", encoding="utf-8") as f:
         for page in itertools.chain([first] if first is not None else [], pages):
@@ -143,5 +149,5 @@ def export_jsonl(
             if progress is not None:
                 progress(before + read, before + written)
         os.fsync(f.fileno())
-    marker.unlink()
+    marker.unlink(missing_ok=True)
     return before + written

@@ -35,6 +35,7 @@ from ..operations.receive import receive_batch
 from ..operations.scan import anything_there
 from ..outcome import Outcome, Report
 from ..renames import renamed
+from ..views.search import Where, predicate
 from .copies import acopy_then_complete, copy_for
 from .leftovers import account_for_what_is_left
 from .selection import Selection, peeked_selection
@@ -363,7 +364,7 @@ async def aresubmit(
     source: str | EntityPath,
     *,
     target: str | EntityPath | None = None,
-    where: Callable[[Record], bool] | None = None,
+    where: Where = None,
     edit: Callable[[Record], Record | None] | None = None,
     max_messages: int | None = None,
     keep_message_id: bool = False,
@@ -377,12 +378,13 @@ async def aresubmit(
     src = EntityPath.parse(source)
     dst = _target(src, target, allow_fan_out)
     _check_limit(max_messages, max_in_flight, batch_size)
+    selects = predicate(where)  # a bad expression fails before anything is received
     conn = live(connection)
     return await _moved(
         conn,
         src,
         dst,
-        where=where,
+        where=selects,
         edit=edit,
         limit=max_messages,
         keep_message_id=keep_message_id,
@@ -397,7 +399,8 @@ resubmit = renamed(limit="max_messages")(
         aresubmit,
         """Move messages from ``source`` to ``target``: copy first, complete second.
 
-    ``where(record)`` selects messages (others are released untouched); ``edit(record)`` returns the
+    ``where`` selects messages (a search expression, see ``compile_where``, or a function of a record;
+    others are released untouched); ``edit(record)`` returns the
     record to send (its ``body``/``body_text``/properties changed) or None to leave the message where
     it is. One outcome per message: resubmitted, skipped, duplicated or failed. ``progress(report)``
     after each batch (from the connection's thread). Run again after an interruption, it finishes
@@ -410,22 +413,23 @@ resubmit = renamed(limit="max_messages")(
 def discard(
     source: str | EntityPath,
     *,
-    where: Callable[[Record], bool] | None = None,
+    where: Where = None,
     max_messages: int | None = None,
     progress: Callable[[Report], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
-    """Remove the selected messages for good (complete them). Others are released untouched,
-    with no delivery counted, as in ``resubmit``. Destructive: the notebook layers ask first."""
+    """Remove the messages ``where`` selects (as in ``resubmit``) for good (complete them). Others are
+    released untouched, with no delivery counted. Destructive: the notebook layers ask first."""
     src = EntityPath.parse(source)
     _check_limit(max_messages, MAX_IN_FLIGHT, BATCH_SIZE)
+    selects = predicate(where)
     conn = live(connection)
     return conn.run(
         _moved(
             conn,
             src,
             None,
-            where=where,
+            where=selects,
             edit=None,
             limit=max_messages,
             keep_message_id=False,

@@ -15,6 +15,7 @@ from typing import Any
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import EntityNotFoundError, SbError
+from ..renames import renamed
 from .counts import counts
 from .scan import peek_numbers
 
@@ -29,19 +30,21 @@ log = logging.getLogger(__name__)
 
 def first_present(conn: ConnectionLike, path: EntityPath, start: int) -> int | None:
     """The lowest sequence number present from `start` on: one peek of one message."""
-    got = peek_numbers(path, start=max(start, 1), count=1, connection=conn)
+    got = peek_numbers(path, from_sequence_number=max(start, 1), max_messages=1, connection=conn)
     return got[0] if got else None
 
 
-def snapshot(conn: ConnectionLike, path: str | EntityPath, start: int) -> tuple[int, int] | None:
-    """The lowest and highest sequence numbers present from `start` on, now (None: no message).
+@renamed(conn="connection", path="entity", start="from_sequence_number")
+def snapshot(connection: ConnectionLike, entity: str | EntityPath, from_sequence_number: int) -> tuple[int, int] | None:
+    """The lowest and highest sequence numbers present from `from_sequence_number` on, now (None: no
+    message).
 
     Every message enqueued after this returns has a higher number than the second one, and every
     message present before it was called has a number at most that. Costs two round trips when the
     numbering is dense: the count (administration API) and the first number (a peek) at once, then
     one peek of ``BOUND_WINDOW`` messages where the count says the end is. Without the count (no
     Manage rights) the end is searched, logged once."""
-    path = EntityPath.parse(path)
+    conn, path, start = connection, EntityPath.parse(entity), from_sequence_number
     # The count and the first number are independent: ask both at once, the round trips overlap.
     with ThreadPoolExecutor(max_workers=2) as pool:
         counting = pool.submit(message_count, conn, path)
@@ -67,7 +70,7 @@ def last_present(conn: ConnectionLike, path: EntityPath, first: int, count: int 
     if count is None:
         return _search(conn, path, first, None, GALLOP_STEP)
     guess = first + max(count, 1) - 1
-    window = peek_numbers(path, start=guess, count=BOUND_WINDOW, connection=conn)
+    window = peek_numbers(path, from_sequence_number=guess, max_messages=BOUND_WINDOW, connection=conn)
     if window and len(window) < BOUND_WINDOW:
         return window[-1]
     why = "no message at or after it" if not window else "a full window after it"
@@ -183,7 +186,7 @@ def _probe(conn: ConnectionLike, path: EntityPath, seq: int, stop: int, peeks: l
     from .scan import peek_page
 
     while seq <= stop:
-        page = peek_page(path, start=seq, count=PROBE_PAGE, connection=conn)
+        page = peek_page(path, from_sequence_number=seq, max_messages=PROBE_PAGE, connection=conn)
         peeks[0] += 1
         for r in page:
             if int(r["sequence_number"]) > stop:
@@ -211,12 +214,18 @@ def _first_where(conn: ConnectionLike, path: EntityPath, low: int, high: int, ho
     return lo
 
 
+@renamed(conn="connection", path="entity", first="from_sequence_number", last="to_sequence_number")
 def time_bounds(
-    conn: ConnectionLike, path: EntityPath, first: int, last: int, window: TimeWindow
+    connection: ConnectionLike,
+    entity: EntityPath,
+    from_sequence_number: int,
+    to_sequence_number: int,
+    window: TimeWindow,
 ) -> WindowBounds | None:
-    """The sequence numbers that hold the messages enqueued within `window`, among first..last (the
-    snapshot's bounds), found by bisection: about log2(last - first) peeks of one page per bound
-    (None: no message can be in the window).
+    """The sequence numbers that hold the messages enqueued within `window`, among
+    from_sequence_number..to_sequence_number (both included: the snapshot's bounds), found by
+    bisection: about log2(to - from) peeks of one page per bound (None: no message can be in the
+    window).
 
     Service Bus numbers messages in order of arrival, so the enqueued times of messages that were not
     scheduled grow with their numbers. A scheduled message is numbered when it is scheduled and
@@ -225,6 +234,7 @@ def time_bounds(
     before it; a scheduled message below `first` can still be enqueued within the window: `sweep`
     says where to look for those (only when the entity holds scheduled messages now). The read
     filters rows by time, so the edges are exact."""
+    conn, path, first, last = connection, entity, from_sequence_number, to_sequence_number
     peeks = [0]
     lo = first
     if window.after is not None:

@@ -11,12 +11,12 @@ from ..connections.registry import ConnectionLike
 from ..entities import EntityPath
 from ..renames import renamed
 from ..views.records import to_dataframe
-from ..views.search import compile_where, type_hint
+from ..views.search import Where, predicate, type_hint
 from .scan import scan
 
 Record = dict[str, Any]
 SAMPLE = 200  # scanned records a page keeps to explain an empty search
-SEARCH_SCAN_LIMIT = 10_000  # messages a search looks through by default (%sb_peek --scan, the browser)
+MAX_SCANNED = 10_000  # messages a search looks through by default (%sb_peek --max-scanned, the browser)
 
 
 @dataclass
@@ -29,7 +29,7 @@ class PeekPage:
     records: list[Record] = field(default_factory=list)
     scanned: int = 0
     next_sequence_number: int = 0  # after every scanned message (0: from_sequence_number)
-    where: str | None = None
+    where: Where = None
     sample: list[Record] = field(default_factory=list, repr=False)  # the first scanned, for hint()
 
     def __post_init__(self) -> None:
@@ -37,8 +37,8 @@ class PeekPage:
 
     def hint(self) -> str | None:
         """Why a search matched nothing, when the messages say (a number compared with a string, ...)."""
-        if not self.where or self.records or not self.sample:
-            return None
+        if not isinstance(self.where, str) or not self.where or self.records or not self.sample:
+            return None  # a function explains nothing about itself
         return type_hint(self.where, self.sample)
 
     def __len__(self) -> int:
@@ -60,27 +60,30 @@ class PeekPage:
         return f"<p>{html.escape(repr(self))}</p>" + self.to_pandas().to_html(max_rows=50, notebook=True)
 
 
-@renamed(count="max_messages")
+@renamed(count="max_messages", scan_limit="max_scanned")
 def peek(
     entity: str | EntityPath,
     *,
     max_messages: int = 100,
     from_sequence_number: int = 1,
-    where: str | None = None,
-    scan_limit: int = SEARCH_SCAN_LIMIT,
+    where: Where = None,
+    max_scanned: int = MAX_SCANNED,
     session_id: str | None = None,
     connection: ConnectionLike = None,
 ) -> PeekPage:
     """Peek up to ``max_messages`` messages from ``from_sequence_number`` on (active, deferred and,
     on queues, scheduled ones, each with its state). Works on dead-letter queues and sessions.
 
-    With ``where`` (a search, see ``compile_where``), only matching messages, looking through at
-    most ``scan_limit`` messages and stopping as soon as ``max_messages`` matched (no further page is read)."""
+    With ``where`` (a search expression, see ``compile_where``, or a function of a record), only
+    matching messages, looking through at most ``max_scanned`` messages and stopping as soon as
+    ``max_messages`` matched (no further page is read)."""
     path = EntityPath.parse(entity)
-    matches = compile_where(where) if where else None  # a bad expression fails before any peek
+    matches = predicate(where)  # a bad expression fails before any peek
     page = PeekPage(str(path), from_sequence_number, where=where)
-    limit = max_messages if matches is None else scan_limit
-    pages = scan(path, start=from_sequence_number, max_messages=limit, session_id=session_id, connection=connection)
+    most = max_messages if matches is None else max_scanned
+    pages = scan(
+        path, from_sequence_number=from_sequence_number, max_messages=most, session_id=session_id, connection=connection
+    )
     try:
         for batch in pages:
             for record in batch:

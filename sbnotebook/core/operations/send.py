@@ -18,7 +18,7 @@ from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
 from ..entities import EntityPath
 from ..errors import InvalidInputError, from_sdk
-from ..outcome import DETAIL_LIMIT, Outcome, Report
+from ..outcome import MAX_DETAILS, Outcome, Report
 from .messages import as_datetime, iter_input, message_id, to_message
 from .pipeline import RetryPolicy, send_all
 
@@ -75,7 +75,7 @@ send = sync_form(
 
 async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], when: dt.datetime) -> Report:
     # Every sequence number kept (the caller cancels by them): the messages are held here already.
-    report = Report("schedule", str(path), detail_limit=max(DETAIL_LIMIT, len(items)))
+    report = Report("schedule", str(path), max_details=max(MAX_DETAILS, len(items)))
     started = time.perf_counter()
 
     async def op(sender: Any) -> list[int]:

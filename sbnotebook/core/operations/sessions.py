@@ -10,7 +10,7 @@ What the protocol gives, and how it is used:
   accepting it for a moment (no message is received, no delivery count changes) and closing the
   receiver, which gives the session back. A session another receiver holds cannot be accepted:
   that is how "locked" is known; its state and messages are then unknown (None).
-- The message count is a peek of at most ``count_limit`` messages on that receiver (``more`` says
+- The message count is a peek of at most ``max_counted`` messages on that receiver (``more`` says
   the session holds more), and ``last_enqueued`` the newest enqueued time among them.
 """
 
@@ -29,6 +29,7 @@ from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import InvalidInputError, SessionLockedError, from_sdk
+from ..renames import renamed
 from ..sdk.api import SessionCannotBeLockedError
 from ..sdk.management import session_id_page
 from ..sdk.opening import close_now, open_without_sleeps
@@ -173,26 +174,28 @@ async def each_session(session_ids: Sequence[str], work: Callable[[str], Awaitab
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+@renamed(limit="max_sessions", count_limit="max_counted")
 def list_sessions(
     entity: str | EntityPath,
     *,
     updated_after: dt.datetime | None = None,
-    limit: int = 100,
+    max_sessions: int = 100,
     details: bool = True,
-    count_limit: int = PAGE_SIZE,
+    max_counted: int = PAGE_SIZE,
     connection: ConnectionLike = None,
 ) -> list[SessionInfo]:
     """The sessions of a session-enabled queue or subscription that have messages or state (or,
-    with ``updated_after``, whose state was set after that time), at most ``limit`` of them.
+    with ``updated_after``, whose state was set after that time), at most ``max_sessions`` of them.
 
     With ``details`` each session is accepted for a moment to read its state and count its
-    messages (up to ``count_limit``, by peeking); a session another receiver holds shows as
-    ``locked``. Without, only the ids (``locked`` False: not looked at)."""
-    if limit < 1 or count_limit < 0:
-        raise InvalidInputError("limit must be 1 or more and count_limit 0 or more.")
+    messages (at most ``max_counted`` of each session's are counted, by peeking; 0 counts none); a
+    session another receiver holds shows as ``locked``. Without, only the ids (``locked`` False:
+    not looked at)."""
+    if max_sessions < 1 or max_counted < 0:
+        raise InvalidInputError("max_sessions must be 1 or more and max_counted 0 or more.")
     path = _session_path(entity)
     conn = live(connection)
-    return list(conn.run_on(path, _list_sessions(conn, path, updated_after, limit, details, count_limit)))
+    return list(conn.run_on(path, _list_sessions(conn, path, updated_after, max_sessions, details, max_counted)))
 
 
 def get_session_state(entity: str | EntityPath, session_id: str, *, connection: ConnectionLike = None) -> bytes | None:

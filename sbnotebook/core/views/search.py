@@ -179,6 +179,24 @@ def compile_where(expression: str) -> Callable[[Record], bool]:
     return matches
 
 
+Where = str | Callable[[Record], bool] | None  # what every ``where=`` takes (docs/names.md)
+
+
+def predicate(where: Where) -> Callable[[Record], bool] | None:
+    """What a ``where=`` selects, as a function of a record: a search expression compiled (a bad one
+    fails here, before anything is read), a function as it is; None (or an empty string) selects
+    every message. The one reading of ``where`` for every function that takes it."""
+    if where is None or (isinstance(where, str) and not where.strip()):
+        return None
+    if isinstance(where, str):
+        return compile_where(where)
+    if callable(where):
+        return where
+    raise InvalidInputError(
+        f"where takes a search expression (a string) or a function of a record, not {type(where).__name__}."
+    )
+
+
 def filter_records(records: Iterable[Record], expression: str) -> list[Record]:
     predicate = compile_where(expression)
     return [r for r in records if predicate(r)]

@@ -20,20 +20,21 @@ COPY = parser(
     "Copy the messages of SOURCE (a queue, subscription or dead-letter queue) to the queue or topic\n"
     "TARGET, of this connection or a named one (NAME:ENTITY), by peeking: nothing is locked, no\n"
     "delivery counted, the source is left as it is. Every property is kept (the dead-letter reason\n"
-    "and description too); message ids are fresh unless --keep-ids. Counts first, then asks (type\n"
+    "and description too); message ids are fresh unless --keep-message-id. Counts first, then asks (type\n"
     "'copy') unless --yes. Interrupted, the same command again copies only what is left.",
     f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders     # production's dead letters, home\n"
     "  %sb_copy orders orders-copy --where 'body_json.total > 100' --max-messages 1000\n"
-    "  %sb_copy prod:events/subscriptions/audit audit --keep-ids --yes",
+    "  %sb_copy prod:events/subscriptions/audit audit --keep-message-id --yes",
 )
 COPY.add_argument("source", help=f"ENTITY or NAME:ENTITY to copy from (queue, subscription, .../{DEAD_LETTER_QUEUE})")
 COPY.add_argument("target", help="ENTITY or NAME:ENTITY: the queue or topic the copies go to")
 COPY.add_argument("--where", help="only messages matching this search expression")
 COPY.add_argument("-n", "--max-messages", type=COUNT, help="at most this many messages")
-COPY.add_argument("--keep-ids", action="store_true", help="keep the message ids (duplicate detection may drop)")
+COPY.add_argument("--keep-message-id", action="store_true", help="keep the message ids (duplicate detection may drop)")
 COPY.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 COPY.add_argument("--yes", action="store_true", help="do not ask first")
 COPY.rename("--limit", "--max-messages")
+COPY.rename("--keep-ids", "--keep-message-id")
 
 
 def _count(source: str, where: Any, conn: LiveConnection) -> int:
@@ -70,7 +71,7 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
         name, _ = core.split_address(args.target)  # read by address() above: the one reader of NAME:
         raise type(exc)(named_in(exc.message, name, target) if name else exc.message) from None
     try:  # one peek: a session-enabled source is refused before anything is counted or asked
-        core.peek_numbers(source, count=1, connection=src)
+        core.peek_numbers(source, max_messages=1, connection=src)
     except core.SbError as exc:
         refused = core.sessions_refused(EntityPath.parse(source), exc, "a copy")
         if refused is None:
@@ -78,7 +79,11 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
         name, _ = core.split_address(args.source)  # the line says prod:q, as typed
         raise core.InvalidInputError(named_in(refused.message, name, source) if name else refused.message) from None
     where = core.compile_where(args.where) if args.where else None
-    options: dict[str, Any] = {"where": args.where, "keep_ids": args.keep_ids, "max_messages": args.max_messages}
+    options: dict[str, Any] = {
+        "where": args.where,
+        "keep_message_id": args.keep_message_id,
+        "max_messages": args.max_messages,
+    }
     state = core.copy_resume_point(source, target, source_connection=src, connection=dst, **options)
     copied = 0
     if state is not None and state.pending:  # recorded on disk: after an interrupt or a kernel restart
@@ -91,7 +96,7 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     if not todo:
         print(f"Nothing to copy from {args.source}" + (" matching --where." if where is not None else "."))
         return None
-    ids = "their message ids" if args.keep_ids else "fresh message ids"
+    ids = "their message ids" if args.keep_message_id else "fresh message ids"
     print(f"Copy {todo} {what} from {args.source} to {args.target} with {ids} (peeked: the source is left as it is).")
     if not args.yes:
         self.ask("Nothing is taken from the source.", "copy")

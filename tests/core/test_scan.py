@@ -14,11 +14,11 @@ def _seqs(pages: list[list[dict]]) -> list[int]:  # type: ignore[type-arg]
     return [int(r["sequence_number"]) for p in pages for r in p]
 
 
-@pytest.mark.parametrize("concurrency", [1, 4])
-def test_scan_returns_every_message_once_in_order(emulator: Emulator, concurrency: int) -> None:
+@pytest.mark.parametrize("max_in_flight", [1, 4])
+def test_scan_returns_every_message_once_in_order(emulator: Emulator, max_in_flight: int) -> None:
     cs = emulator.connection_string
     core.send("q", [f"m{i}" for i in range(1300)], connection=cs)
-    pages = list(core.scan("q", max_in_flight=concurrency, connection=cs))
+    pages = list(core.scan("q", max_in_flight=max_in_flight, connection=cs))
     seqs = _seqs(pages)
     assert len(seqs) == 1300 and seqs == sorted(set(seqs))
     assert all(len(p) <= core.PAGE_SIZE for p in pages)
@@ -65,7 +65,14 @@ def test_scan_bounds_limit_and_states(emulator: Emulator, client: ServiceBusClie
 
 def test_scan_rejects_bad_arguments(emulator: Emulator) -> None:
     cs = emulator.connection_string
-    for kwargs in ({"limit": 0}, {"concurrency": 0}, {"page_size": 251}, {"start": -1}, {"states": ["gone"]}):
+    bad = (
+        {"max_messages": 0},
+        {"max_in_flight": 0},
+        {"page_size": 251},
+        {"from_sequence_number": -1},
+        {"states": ["gone"]},
+    )
+    for kwargs in bad:
         with pytest.raises(InvalidInputError):
             list(core.scan("q", connection=cs, **kwargs))  # type: ignore[arg-type]
 

@@ -68,7 +68,7 @@ def test_group_counts_counts_every_message_by_each_field_with_progress(
     # With a limit, the line does not say "done" as if every message was counted (it did).
     first = group_counts(DLQ, max_messages=250, connection=conn)
     assert first.scanned == 250 and first.total == 703
-    assert first.progress_text().endswith(", done: the first 250 only (limit)"), first.progress_text()
+    assert first.progress_text().endswith(", done: the first 250 only (max_messages)"), first.progress_text()
     assert group_counts(DLQ, max_messages=703, connection=conn).progress_text().endswith(", done")  # all: done
     frame = counted.to_pandas("dead_letter_reason")
     assert frame[["dead_letter_reason", "messages"]].values.tolist() == [[EXPIRED, 700], ["schema", 2], [NONE, 1]]

@@ -24,6 +24,7 @@ from ..operations.batch import LockedBatch
 from ..operations.messages import message_id, to_message
 from ..operations.pipeline import RetryPolicy, send_all
 from ..outcome import MAX_DETAILS, Outcome, Report
+from ..renames import renamed
 from ..sdk.api import AmqpAnnotatedMessage
 from ..sdk.messages import amqp_properties, as_service_bus_message
 from ..views.records import RECORD_FIELDS, SENDABLE_FIELDS, body_bytes, to_record
@@ -170,16 +171,17 @@ def check_target(connection: LiveConnection, target: EntityPath) -> None:
     connection.run_on(target, connection.with_link("sender", target, _sender_ready))
 
 
+@renamed(at="schedule_at")
 async def acopy_then_complete(
     batch: LockedBatch,
     copies: Sequence[tuple[int, Any]],
     target: str | EntityPath,
     *,
-    at: dt.datetime | None = None,
+    schedule_at: dt.datetime | None = None,
     also_complete: Sequence[int] = (),
 ) -> Report:
     """Send ``copies`` (pairs of a row of ``batch`` and the message to send for it) to ``target``,
-    scheduled for ``at`` when given; then complete, in one settlement, the rows whose copy Service
+    scheduled for ``schedule_at`` when given; then complete, in one settlement, the rows whose copy Service
     Bus confirmed and the rows of ``also_complete`` (copied earlier). One outcome per row, with the
     row as its index: ``completed``; ``failed`` (the copy was not confirmed: the original is left
     locked, untouched); or ``duplicated`` (the copy was sent, the original not completed). When no
@@ -201,7 +203,7 @@ async def acopy_then_complete(
             batch=True,
             retry=RetryPolicy(),
             progress=None,
-            schedule_at=at,
+            schedule_at=schedule_at,
             max_details=limit,
         )
     confirmed = {o.index for o in sent.every() if o.outcome in ("sent", "scheduled")}
@@ -235,8 +237,13 @@ async def acopy_then_complete(
     return report
 
 
+@renamed(at="schedule_at")
 def copy_then_complete(
-    batch: LockedBatch, copies: Sequence[tuple[int, Any]], target: str | EntityPath, *, at: dt.datetime | None = None
+    batch: LockedBatch,
+    copies: Sequence[tuple[int, Any]],
+    target: str | EntityPath,
+    *,
+    schedule_at: dt.datetime | None = None,
 ) -> Report:
     """Copy first, then complete (see :func:`acopy_then_complete`), from outside the connection's loop."""
-    return batch.connection.run(acopy_then_complete(batch, copies, target, at=at))
+    return batch.connection.run(acopy_then_complete(batch, copies, target, schedule_at=schedule_at))

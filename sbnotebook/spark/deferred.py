@@ -21,7 +21,9 @@ from ..core import (
 
 Action = Literal["complete", "dead_letter", "resubmit", "requeue"]
 ACTIONS = ("complete", "dead_letter", "resubmit", "requeue")
-OLD_ACTIONS: dict[str, Action] = {"release": "requeue"}  # kept for one release (docs/names.md): "release" gives a lock back
+OLD_ACTIONS: dict[str, Action] = {
+    "release": "requeue"
+}  # kept for one release (docs/names.md): "release" gives a lock back
 CHUNK = 200  # sequence numbers per fetch request
 
 

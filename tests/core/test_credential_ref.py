@@ -152,7 +152,7 @@ def ip() -> Any:
 
 
 def test_sb_connect_takes_a_credential_reference(ip: Any, tls_emulator: Emulator, capsys: Any) -> None:
-    """%sb_connect --namespace NS --credential service-credential:NAME uses the notebook's dbutils.credentials."""
+    """%sb_connect --fully-qualified-namespace NS --credential service-credential:NAME uses the notebook's dbutils.credentials."""
 
     class Credentials:
         asked: list[str] = []
@@ -167,13 +167,13 @@ def test_sb_connect_takes_a_credential_reference(ip: Any, tls_emulator: Emulator
     unload_ipython_extension(ip)
     magics = load_ipython_extension(ip)
     try:
-        assert "--credential goes with --namespace" in magic_fails(
+        assert "--credential goes with --fully-qualified-namespace" in magic_fails(
             ip, "sb_connect --credential service-credential:sb-sender"
         )
         ip.user_ns["dbutils"] = DbUtils()
         try:
             ip.run_line_magic(
-                "sb_connect", f"--namespace {namespace(tls_emulator)} --credential service-credential:sb-sender"
+                "sb_connect", f"--fully-qualified-namespace {namespace(tls_emulator)} --credential service-credential:sb-sender"
             )
         finally:
             del ip.user_ns["dbutils"]

@@ -1,5 +1,5 @@
 """The kit's Azure path with Entra ID, end to end over the TLS emulator: core.connect(namespace=,
-credential=), %sb_connect --namespace with DefaultAzureCredential (a service principal in the
+credential=), %sb_connect --fully-qualified-namespace with DefaultAzureCredential (a service principal in the
 environment, AZURE_AUTHORITY_HOST pointing at the emulator), and one clear line naming the role
 a refused operation needs."""
 
@@ -84,7 +84,7 @@ def test_sb_connect_namespace_with_default_azure_credential(
     unload_ipython_extension(ip)
     load_ipython_extension(ip)
     try:
-        ip.run_line_magic("sb_connect", f"--namespace {_ns(entra)}")
+        ip.run_line_magic("sb_connect", f"--fully-qualified-namespace {_ns(entra)}")
         out = capsys.readouterr().out
         assert f"Connected to {_ns(entra)} (entra-id)" in out
         ip.run_cell_magic("sb_send", "orders", '["from-the-magic"]')

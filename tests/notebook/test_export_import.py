@@ -62,7 +62,7 @@ def test_round_trip_keeps_every_property_but_ids(emulator: Emulator, client: Ser
     assert after[1]["body"] == b"\x00\x01\x02binary\xff" and after[1]["session_id"] == "s-9"
     assert after[3]["state"] == "scheduled" and after[0]["time_to_live"] == 7200
     assert {r["message_id"] for r in after}.isdisjoint({r["message_id"] for r in before})  # fresh ids
-    # --keep-ids keeps them; typed properties come back as numbers and booleans on request.
+    # --keep-message-id keeps them; typed properties come back as numbers and booleans on request.
     core.import_jsonl("fwd-dst", path, keep_message_id=True, decode_properties=True, connection=conn)
     kept = core.scan_records("fwd-dst", connection=conn)
     assert [r["message_id"] for r in kept] == [r["message_id"] for r in before]

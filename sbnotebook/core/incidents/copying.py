@@ -336,9 +336,9 @@ async def acopy(
     ``source_connection``: the source's namespace (default: ``connection``, the target's). Fresh
     message ids (the original's in ``sbnotebook-original-message-id``) unless ``keep_message_id``.
     Resumable through its record on disk (see the module docstring; ``resume=False`` starts afresh,
-    a ``where`` given as a function keeps no record). ``state``: a ``CopyProgress`` to resume and update instead (no record on disk).
-    One ``sent`` or ``failed`` outcome per message; ``report.stats["peak_held"]``: the most source
-    messages in memory at once (at most ``HELD``)."""
+    a ``where`` given as a function keeps no record). ``state``: a ``CopyProgress`` to resume and
+    update instead (no record on disk). One ``sent`` or ``failed`` outcome per message;
+    ``report.stats["peak_held"]``: the most source messages in memory at once (at most ``HELD``)."""
     src_path = EntityPath.parse(source)
     dst_path = copy_target(target)
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):

@@ -121,17 +121,17 @@ async def hold_session(
         await quietly(close_now(rcv))  # gives the session back
 
 
-async def _details(conn: LiveConnection, path: EntityPath, session_id: str, count_limit: int) -> SessionInfo:
+async def _details(conn: LiveConnection, path: EntityPath, session_id: str, max_counted: int) -> SessionInfo:
     async def look(rcv: Any) -> SessionInfo:
         state = await rcv.session.get_state()
-        peeked = await rcv.peek_messages(max_message_count=count_limit, sequence_number=1) if count_limit else []
+        peeked = await rcv.peek_messages(max_message_count=max_counted, sequence_number=1) if max_counted else []
         times = [m.enqueued_time_utc for m in peeked if m.enqueued_time_utc is not None]
         return SessionInfo(
             session_id,
             locked=False,
             state=bytes(state) if state else None,
             messages=len(peeked),
-            more=len(peeked) >= count_limit > 0,
+            more=len(peeked) >= max_counted > 0,
             last_enqueued=max(times) if times else None,
         )
 
@@ -147,12 +147,12 @@ async def _list_sessions(
     updated_after: dt.datetime | None,
     limit: int,
     details: bool,
-    count_limit: int,
+    max_counted: int,
 ) -> list[SessionInfo]:
     ids = await list_session_ids(conn, path, updated_after, limit)
     if not details:
         return [SessionInfo(sid, locked=False) for sid in ids]
-    return await each_session(ids, lambda sid: _details(conn, path, sid, count_limit))
+    return await each_session(ids, lambda sid: _details(conn, path, sid, max_counted))
 
 
 async def each_session(session_ids: Sequence[str], work: Callable[[str], Awaitable[T]]) -> list[T]:

@@ -294,13 +294,13 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         stop: threading.Event | None,
         *,
         start: int = 1,
-        scan_limit: int | None = None,
+        max_scanned: int | None = None,
         moved_on: Callable[[], bool] = lambda: False,
     ) -> list[dict[str, Any]]:
         """Up to ``limit`` dead-lettered messages that ``keep`` takes, scanned from ``start`` (at most
-        ``scan_limit`` looked at); ends early on ``stop`` or when the reader has ``moved_on``."""
+        ``max_scanned`` looked at); ends early on ``stop`` or when the reader has ``moved_on``."""
         found: list[dict[str, Any]] = []
-        pages = core.scan(self.dlq, from_sequence_number=start, max_messages=scan_limit, connection=self.connection)
+        pages = core.scan(self.dlq, from_sequence_number=start, max_messages=max_scanned, connection=self.connection)
         try:
             for page in pages:
                 found.extend(r for r in page if keep(r))
@@ -330,8 +330,8 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         if not isinstance(max_messages, int) or max_messages < 1:
             raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
         value = self._chosen()
-        scan_limit = max_messages if value is None else None
-        found = self._collect(self._in_group(value), max_messages, cancel, scan_limit=scan_limit)
+        max_scanned = max_messages if value is None else None
+        found = self._collect(self._in_group(value), max_messages, cancel, max_scanned=max_scanned)
         return core.to_dataframe(found)
 
     def _load_frame_in_background(self) -> None:

@@ -152,7 +152,8 @@ def ip() -> Any:
 
 
 def test_sb_connect_takes_a_credential_reference(ip: Any, tls_emulator: Emulator, capsys: Any) -> None:
-    """%sb_connect --fully-qualified-namespace NS --credential service-credential:NAME uses the notebook's dbutils.credentials."""
+    """%sb_connect --fully-qualified-namespace NS --credential service-credential:NAME uses the
+    notebook's dbutils.credentials."""
 
     class Credentials:
         asked: list[str] = []
@@ -173,7 +174,8 @@ def test_sb_connect_takes_a_credential_reference(ip: Any, tls_emulator: Emulator
         ip.user_ns["dbutils"] = DbUtils()
         try:
             ip.run_line_magic(
-                "sb_connect", f"--fully-qualified-namespace {namespace(tls_emulator)} --credential service-credential:sb-sender"
+                "sb_connect",
+                f"--fully-qualified-namespace {namespace(tls_emulator)} --credential service-credential:sb-sender",
             )
         finally:
             del ip.user_ns["dbutils"]

@@ -152,7 +152,7 @@ def test_a_job_cannot_answer_a_confirmation_so_the_notebook_stops_there(
         ("%sb_dlq q --summary -n 0", "-n/--max-messages"),
         ("%sb_stats q --samples 0", "--samples"),
         ("%sb_stats q --interval -1", "--interval"),
-        ("%sb_stats q -n 0", "-n"),
+        ("%sb_stats q -n 0", "-n/--max-messages"),
         ("%sb_sessions sq --max-sessions 0", "--max-sessions"),
         ("%sb_sessions sq --max-counted -1", "--max-counted"),
         ("%sb_resubmit q --max-messages 0", "-n/--max-messages"),

@@ -33,7 +33,7 @@ def test_sessions_lists_count_state_and_lock(ip: Any, sb: SbMagics, client: Serv
     assert bool(rows.loc["b", "locked"])
     ids = line(ip, "sb_sessions sq60 --ids-only --max-sessions 1")
     assert list(ids.columns) == ["session_id"] and len(ids) == 1
-    assert "stopped at -n 1" in capsys.readouterr().out
+    assert "stopped at --max-sessions 1" in capsys.readouterr().out
     assert "not session-enabled" in magic_fails(ip, "sb_sessions q")  # one line
     assert "is not a time" in magic_fails(ip, "sb_sessions sq60 --updated-after yesterday")
 

@@ -314,3 +314,18 @@ def test_the_checks_fail_on_a_made_up_surface() -> None:
     assert old_name_problems(typed, old_rows) == [
         "core.made_up: count is a name in use, and an old name in docs/names.md"
     ]
+
+
+def test_the_changelog_names_every_rename_with_its_old_name() -> None:
+    """Each row of "Old names" is in CHANGELOG.md's unreleased section: its old name and its new one,
+    each in a code span there."""
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    unreleased = text.split("\n## ", 2)[1]
+    assert unreleased.startswith("Unreleased"), unreleased[:40]
+    spans = codes(unreleased)
+
+    def said(name: str) -> bool:
+        return any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", span) for span in spans)
+
+    missing = [f"{old} -> {new}" for old, _, new in OLD if not (said(old.strip("`")) and said(new.strip("`")))]
+    assert missing == [], f"CHANGELOG.md does not say these renames: {missing}"

@@ -133,7 +133,7 @@ def test_a_copys_own_arguments_name_its_record(emulator: Emulator) -> None:
     do not choose the record (max_in_flight, progress, resume) change nothing; a copy that keeps no
     record (state=, a where function) is refused rather than given a file it never writes."""
     cs = emulator.connection_string
-    options: dict[str, Any] = {"where": "body_text == 'b'", "keep_ids": True, "max_messages": 5}
+    options: dict[str, Any] = {"where": "body_text == 'b'", "keep_message_id": True, "max_messages": 5}
     record = core.copy_record("plain", "dst", connection=cs, **options)
     same = core.copy_record("plain", "dst", max_in_flight=3, progress=print, resume=False, connection=cs, **options)
     assert same == record != core.copy_record("plain", "dst", connection=cs)

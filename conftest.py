@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from sbnotebook.emulator import shared
+from tests.doc_examples import pytest_collect_file  # noqa: F401  README.md and docs/*.md: their Python blocks (Sybil)
 from tests.xdist_groups import make_scheduler, spark_group
 
 pytest_plugins = ["pytester"]  # tests/testing/test_plugin*.py run pytest sessions of their own

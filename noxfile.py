@@ -47,6 +47,7 @@ TEST_TOOLS = [
     "pytest-xdist>=3.5",
     "hypothesis>=6.100",
     "nbmake>=1.5",
+    "sybil>=10.1",  # tests/project/test_doc_examples.py parses the docs with it (the pages run in the main run only)
     "ipykernel",
     "psutil>=5.9",
     "aiohttp>=3.9",

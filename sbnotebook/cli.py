@@ -1,4 +1,5 @@
-"""``sbnotebook`` command line: ``sbnotebook emulator ...``, ``sbnotebook demo`` and ``sbnotebook tutorials``."""
+"""``sbnotebook`` command line: ``sbnotebook emulator ...``, ``sbnotebook topology export ...``,
+``sbnotebook demo`` and ``sbnotebook tutorials``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .emulator.cli import add_arguments
 
     add_arguments(emu)
+    from .topology_cli import add_arguments as topology_arguments
+
+    topology_arguments(
+        sub.add_parser("topology", help="export a namespace's entities and rules as emulator Config.json")
+    )
     sub.add_parser("demo", help="start the emulator, send, peek and settle a few messages, and explain")
     tut = sub.add_parser("tutorials", help="write the tutorial notebooks into a folder")
     tut.add_argument("dir", nargs="?", default="sbnotebook-tutorials", help="where (default: %(default)s)")
@@ -31,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         from .emulator.cli import run
 
         return run(args)
+    if args.command == "topology":
+        from .topology_cli import run as run_topology
+
+        return run_topology(args)
     if args.command == "tutorials":
         return write_tutorials(Path(args.dir), force=args.force)
     from .demo import run_demo

@@ -9,14 +9,17 @@ Fixtures (each test gets a fresh namespace: nothing one test sends is seen by th
 - ``servicebus_namespace``: the namespace (connection string, entity names, ``client()``,
   ``admin_client()``); works in every mode.
 - ``servicebus_emulator``: the running ``sbnotebook.emulator.Emulator`` with its fault controls
-  (``reject_sends``, ``lose_locks``, ``lose_session_locks``, ``drop_connections_after``, ``slow_down``, ``latency_ms``);
-  skipped under ``--servicebus-live``.
+  (``reject_sends``, ``lose_locks``, ``lose_session_locks``, ``drop_connections_after``, ``slow_down``, ``latency_ms``)
+  and its clock (``now()``, ``advance()``); skipped under ``--servicebus-live``.
 - ``servicebus_connection_string``, ``servicebus_client`` (a sync ``ServiceBusClient``, closed
   after the test), ``servicebus_admin_client``.
 
 Entities come from the marker ``@pytest.mark.servicebus_topology(queues=[...], topics={...},
-config="Config.json")``. Options: ``--servicebus-latency-ms N``, ``--servicebus-tls``,
-``--servicebus-live``. docs/testing.md has the details and an example.
+config="Config.json")``; a manual clock (time moves only with ``advance()``) from
+``@pytest.mark.servicebus_clock("manual")``, skipped under ``--servicebus-live``. Options:
+``--servicebus-latency-ms N``, ``--servicebus-tls``,
+``--servicebus-max-connections N``, ``--servicebus-live``. docs/testing.md has the
+details and examples.
 """
 
 from __future__ import annotations
@@ -50,6 +53,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="serve the emulator over TLS (the SDK's production path), its CA trusted for each test",
     )
     group.addoption(
+        "--servicebus-max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="AMQP connections each test's emulator accepts at once (default 5000, Service Bus Standard's): "
+        "a test that leaks clients fails with amqp:resource-limit-exceeded, as it would on Azure",
+    )
+    group.addoption(
         "--servicebus-live",
         action="store_true",
         default=False,
@@ -64,11 +75,21 @@ def pytest_configure(config: pytest.Config) -> None:
         "servicebus_topology(queues=None, topics=None, config=None): the entities of the test's "
         "Service Bus namespace (sbnotebook plugin; see docs/testing.md)",
     )
+    config.addinivalue_line(
+        "markers",
+        "servicebus_clock(kind): 'manual' gives the test's emulator a clock that moves only with "
+        "servicebus_emulator.advance(...) (sbnotebook plugin; skipped under --servicebus-live)",
+    )
     live = config.getoption("servicebus_live", False)
     if not live:
         if config.getoption("servicebus_latency_ms", 0.0) < 0:
             raise pytest.UsageError("--servicebus-latency-ms cannot be negative")
+        cap = config.getoption("servicebus_max_connections", None)
+        if cap is not None and cap < 1:
+            raise pytest.UsageError("--servicebus-max-connections must be at least 1")
         return
+    if config.getoption("servicebus_max_connections", None) is not None:
+        raise pytest.UsageError("--servicebus-max-connections is for the emulator; a live namespace has its own cap")
     if config.getoption("servicebus_latency_ms", 0.0):
         raise pytest.UsageError(
             "--servicebus-latency-ms needs the embedded emulator; it has no effect with --servicebus-live"
@@ -106,8 +127,9 @@ def servicebus_namespace(request: pytest.FixtureRequest, _servicebus_session: Se
 
 @pytest.fixture
 def servicebus_emulator(servicebus_namespace: Namespace) -> Any:
-    """The test's running ``Emulator``: fault controls and the broker's own counts
-    (``servicebus_emulator.broker.counts("orders")``). Skipped under ``--servicebus-live``."""
+    """The test's running ``Emulator``: fault controls, its clock (``now()``, ``advance()``) and the
+    broker's own counts (``servicebus_emulator.broker.counts("orders")``). Skipped under
+    ``--servicebus-live``."""
     if servicebus_namespace.emulator is None:
         from sbnotebook.testing.model import FAULTS_NEED_EMULATOR
 

@@ -8,6 +8,9 @@ test file lands in a session without anyone editing a list (tests/project/test_s
 - Neither runs ``BUILD_ONLY`` (tests of the build, in the main run only).
 - ``sdk_floor``: the core and emulator tests (``tests/core/``, ``tests/emulator/``), on the oldest
   azure-servicebus pyproject.toml allows (``sdk_floor_pin``).
+- The doc pages (``doc_pages``: README.md and docs/*.md, their Python blocks run by Sybil,
+  tests/doc_examples.py) run in the main run only: they check the docs against the code, not a
+  runtime's libraries, and show what the newest libraries print (a DataFrame, pyspark 4.1's pushdown).
 
 Nothing here imports nox or pyspark: the test that checks it runs in every session.
 """
@@ -61,6 +64,11 @@ def test_files() -> list[str]:
 def session_test_files() -> list[str]:
     """The test files a runtime session runs: all but ``BUILD_ONLY``."""
     return [p for p in test_files() if p not in BUILD_ONLY]
+
+
+def doc_pages() -> list[str]:
+    """README.md and docs/*.md: the pages whose Python blocks run (main run only: pyproject.toml testpaths)."""
+    return ["README.md", *sorted(_rel(p) for p in (ROOT / "docs").glob("*.md"))]
 
 
 def notebooks() -> list[str]:

@@ -19,12 +19,15 @@ _SPARK_GROUPS = {  # by path, without the suffix
     "tests/spark/test_entra": "spark",
     "tests/spark/test_least_privilege": "spark",
     "tests/spark/test_pushdown": "spark",
+    "tests/spark/test_old_names": "spark",
     "notebooks/06_spark": "spark",
     "tests/spark/test_cluster": "spark-jvm",  # restarts PySpark's JVM in its process
     "tests/spark/test_connect": "spark-jvm",  # a Connect server, and Connect mode in its process
     "tests/spark/test_soak": "spark-jvm",
     "notebooks/08_streaming": "spark-jvm",
     "tests/project/test_release": "spark-jvm",  # one fresh venv for its tests, and a Spark read in it
+    "docs/spark": "spark",  # the page's Python blocks (tests/doc_examples.py) read and write with Spark
+    "README": "spark",  # one Spark block among its examples
 }
 
 
@@ -35,13 +38,19 @@ _SPARK_GROUPS = {  # by path, without the suffix
 # say nothing about Spark (tests/suites.py).
 _SHARED_FIXTURE_GROUPS = {
     "tests/widgets/test_browser": "browser",
+    # Both pages start `sbnotebook emulator --tls` on port 5672, as they tell the reader to: one at a time.
+    "docs/emulator": "docs-port-5672",
+    "docs/azure-and-databricks": "docs-port-5672",
 }
 
 
 def work_unit(nodeid: str) -> str:
-    """What xdist hands a worker at once: a JVM group, a shared-fixture group, else the test alone."""
-    path = Path(nodeid.split("::", 1)[0]).with_suffix("").as_posix()
-    return spark_group(nodeid) or _SHARED_FIXTURE_GROUPS.get(path) or nodeid
+    """What xdist hands a worker at once: a JVM group, a shared-fixture group, a doc page (its blocks
+    share one namespace, in order: tests/doc_examples.py), else the test alone."""
+    file = nodeid.split("::", 1)[0]
+    path = Path(file).with_suffix("").as_posix()
+    page = file if file.endswith(".md") else None
+    return spark_group(nodeid) or _SHARED_FIXTURE_GROUPS.get(path) or page or nodeid
 
 
 def spark_group(nodeid: str) -> str | None:

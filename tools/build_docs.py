@@ -5,8 +5,12 @@
 The tutorials run in nav order (mkdocs-jupyter) on a shared emulator of their own: a throwaway
 ``SBNOTEBOOK_HOME``, so the build never touches your emulator's messages and starts as empty as a
 fresh machine. Afterwards that emulator is stopped and the whole site is searched for its key and for
-any ``SharedAccessKey=`` value other than the documented placeholder. Exit status: 0 when the site
-is built and clean, 1 otherwise (the offending files are named, never the secret).
+any ``SharedAccessKey=`` value other than the documented placeholder, and the API reference is
+checked: every name each documented module exports has its entry, every magic its help. Exit
+status: 0 when the site is built and clean, 1 otherwise (the offending files are named, never the secret).
+
+``--reference-only`` builds the same site without the tutorials (seconds, not minutes: mkdocs.yml
+less its mkdocs-jupyter plugin and its Tutorials section), to check the pages and the API reference.
 """
 
 from __future__ import annotations
@@ -28,7 +32,14 @@ KEY_VALUE = re.compile(r"SharedAccessKey=([^;\"'<\s&\\]+)")  # a JSON escape (\\
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site-dir", type=Path, default=ROOT / "site", help="where to write the site (default: site/)")
+    parser.add_argument(
+        "--reference-only",
+        action="store_true",
+        help="build without the tutorials: the pages and the API reference only (a quick check)",
+    )
     args = parser.parse_args(argv)
+    if args.reference_only:
+        return build_reference_only(args.site_dir)
 
     home = Path(tempfile.mkdtemp(prefix="sbnotebook-docs-home-"))
     # Charts: a kernel run by nbclient gives plotly's mimetype only, which a static page cannot
@@ -57,12 +68,69 @@ def main(argv: list[str] | None = None) -> int:
     if leaks:
         print("FAILED: a secret appears in the site, in: " + ", ".join(leaks))
         return 1
+    missing = reference_gaps(args.site_dir)
+    if missing:
+        print("FAILED: the API reference lacks: " + "; ".join(missing))
+        return 1
     pages = len(list(args.site_dir.rglob("*.html")))
     print(
         f"Built {pages} pages in {time.monotonic() - started:.0f} s, the tutorials executed; no key in the site "
-        "(the emulator's key and every SharedAccessKey= value checked)."
+        "(the emulator's key and every SharedAccessKey= value checked); the API reference complete."
     )
     return 0
+
+
+def build_reference_only(site: Path) -> int:
+    """The site without the tutorials: mkdocs.yml less mkdocs-jupyter and its Tutorials section,
+    written beside it (its relative paths hold) for the build, then removed."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    config["plugins"] = [p for p in config["plugins"] if not (isinstance(p, dict) and "mkdocs-jupyter" in p)]
+    config["nav"] = [entry for entry in config["nav"] if not (isinstance(entry, dict) and "Tutorials" in entry)]
+    started = time.monotonic()
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", prefix=".mkdocs-reference-", dir=ROOT) as file:
+        yaml.safe_dump(config, file, sort_keys=False)
+        file.flush()
+        built = subprocess.run(
+            [sys.executable, "-m", "mkdocs", "build", "--clean", "-f", file.name, "--site-dir", str(site)], cwd=ROOT
+        )
+    if built.returncode != 0:
+        print(f"FAILED: mkdocs build exited {built.returncode}")
+        return 1
+    problems = [f"a secret in {name}" for name in scan(site, set())] + reference_gaps(site)
+    if problems:
+        print("FAILED: " + "; ".join(problems))
+        return 1
+    print(f"Built the pages and the API reference (no tutorials) in {time.monotonic() - started:.0f} s: complete.")
+    return 0
+
+
+def reference_gaps(site: Path) -> list[str]:
+    """What the API reference lacks: an entry for each name ``sbnotebook.core`` and
+    ``sbnotebook.spark`` export (``__all__``), the plugin's fixtures, each magic's help."""
+    import importlib
+
+    from sbnotebook.notebook import magics
+
+    gaps = []
+    for module, page in (("sbnotebook.core", "core"), ("sbnotebook.spark", "spark")):
+        text = _page(site, page)
+        names = importlib.import_module(module).__all__
+        absent = [n for n in names if not re.search(rf'id="{re.escape(module)}(\.\w+)*\.{n}"', text)]
+        if absent:
+            gaps.append(f"reference/{page}.html: {', '.join(absent)}")
+    text = _page(site, "testing")
+    fixtures = ["servicebus_namespace", "servicebus_emulator", "servicebus_connection_string", "servicebus_client"]
+    gaps += [f"reference/testing.html: {f}" for f in fixtures if f'id="sbnotebook.pytest_plugin.{f}"' not in text]
+    text = _page(site, "magics")
+    gaps += [f"reference/magics.html: {p.prog} -h" for p in magics.PARSERS if f"usage: {p.prog}" not in text]
+    return gaps
+
+
+def _page(site: Path, name: str) -> str:
+    path = site / "reference" / f"{name}.html"
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
 def scan(site: Path, secrets: set[str]) -> list[str]:

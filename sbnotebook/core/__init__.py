@@ -55,7 +55,9 @@ from .errors import (
     requires_sessions,
 )
 from .incidents.copies import acopy_then_complete, copy_message, copy_then_complete
+from .incidents.copy_many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
 from .incidents.copying import CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
+from .incidents.discarding import adiscard, discard
 from .incidents.exporting import export_jsonl, export_resume_point
 from .incidents.importing import import_jsonl, import_resume_point
 from .incidents.jsonl import (
@@ -67,8 +69,9 @@ from .incidents.jsonl import (
     write_jsonl,
 )
 from .incidents.purge import apurge, purge
-from .incidents.resubmit import aresubmit, default_target, discard, resubmit
+from .incidents.resubmit import aresubmit, default_target, resubmit
 from .incidents.tail import TAIL_INTERVAL, Tail, tail
+from .incidents.topology import TopologyExport, export_topology
 from .operations import deferral
 from .operations.batch import LockedBatch
 from .operations.bounds import TimeWindow, snapshot, time_bounds
@@ -107,14 +110,16 @@ from .operations.sessions import (
     pretty_state,
     set_session_state,
 )
+from .operations.window import enqueued_window, scan_window
 from .outcome import PROBLEMS, Outcome, Report
 from .renames import deprecated, renamed
 from .sdk.api import NEXT_AVAILABLE_SESSION
 from .views.records import FIELDS, RECORD_FIELDS, to_dataframe, to_record, utf8
-from .views.search import compile_where, json_columns
+from .views.search import as_where, compile_where, json_columns
 from .views.signatures import mask, signature
 from .views.triage import GROUP_FIELDS, GroupCounts, group_counts, group_value
 from .views.triage import OTHER as GROUP_OTHER
+from .views.where import Where, WhereFailed
 
 __all__ = [
     "CONNECTION_NAME",
@@ -147,6 +152,7 @@ __all__ = [
     "LiveConnection",
     "LockLostError",
     "LockedBatch",
+    "Match",
     "MessageTooLargeError",
     "Outcome",
     "PartlyDoneError",
@@ -164,11 +170,17 @@ __all__ = [
     "Stop",
     "Tail",
     "TimeWindow",
+    "TopologyExport",
+    "Where",
+    "WhereFailed",
     "acancel_scheduled",
     "acopy",
+    "acopy_many",
     "acopy_then_complete",
+    "adiscard",
     "apurge",
     "aresubmit",
+    "as_where",
     "ascan",
     "aschedule",
     "asend",
@@ -177,6 +189,7 @@ __all__ = [
     "compile_where",
     "connect",
     "copy",
+    "copy_many",
     "copy_message",
     "copy_record",
     "copy_resume_point",
@@ -195,15 +208,20 @@ __all__ = [
     "deprecated",
     "discard",
     "duration",
+    "enqueued_window",
+    "ensure_targets",
     "entity_properties",
     "export_jsonl",
     "export_resume_point",
+    "export_topology",
     "from_json_record",
     "get_session_state",
+    "glob_matches",
     "group_counts",
     "group_value",
     "import_jsonl",
     "import_resume_point",
+    "is_glob",
     "is_message_not_found",
     "is_no_session_available",
     "is_secret_ref",
@@ -216,6 +234,7 @@ __all__ = [
     "list_sessions",
     "live_connection",
     "mask",
+    "missing_targets",
     "parse_credential_ref",
     "parse_secret_ref",
     "peek",
@@ -234,6 +253,7 @@ __all__ = [
     "resubmit",
     "scan",
     "scan_records",
+    "scan_window",
     "schedule",
     "send",
     "sequence_numbers",

@@ -15,8 +15,9 @@ the entity alone and the connection as ``connection=``.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import EntityNameError
 
@@ -141,3 +142,12 @@ def split_address(text: str) -> tuple[str | None, EntityPath]:
             f"{text!r} names connection {name!r} but no entity after the ':' (for example {name}:orders)."
         )
     return name, EntityPath.parse(rest)
+
+
+def entity_name(value: Any) -> str | None:
+    """A forwarding target (``ForwardTo``) by the entity it names: Service Bus answers the URL
+    ``sb://{namespace}/{entity}``, the kit and the topology format name the entity."""
+    if not value:
+        return None
+    text = str(value)
+    return urllib.parse.urlsplit(text).path.strip("/") if "://" in text else text

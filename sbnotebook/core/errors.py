@@ -290,6 +290,17 @@ def is_connection_lost(exc: BaseException) -> bool:
     )
 
 
+def is_entity_not_found(exc: BaseException) -> bool:
+    """The broker says the entity does not exist (at attach, or detaching a link of one deleted)."""
+    return isinstance(exc, (sdk_errors.MessagingEntityNotFoundError, EntityNotFoundError))
+
+
+def is_management_link_lost(exc: BaseException) -> bool:
+    """The SDK's management link failed under a request: what it raises (a ServiceBusError wrapping
+    its own ValueError, without the broker's condition) when the broker detached that link."""
+    return isinstance(exc, sdk_errors.ServiceBusError) and "Management Operation error occurred" in str(exc)
+
+
 def is_lock_lost(exc: BaseException) -> bool:
     """A settlement or renewal failed because the message's lock is gone (expired or lost)."""
     return isinstance(exc, (MessageLockLostError, LockLostError)) or "lock" in str(exc).lower()

@@ -77,6 +77,8 @@ class Report:
     # nonsense): each makes ``ok`` False and shows in the summary, so a settled message never reads as done.
     errors: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)  # operation-specific figures (operations, peak in flight)
+    # One operation over many entities (a glob copy): each entity's own Report, merged into this one.
+    parts: list[Report] = field(default_factory=list)
     max_details: int = MAX_DETAILS
     # Told of every outcome as it is added, for work that must follow each message past the detail
     # limit (a resumable import's progress marker); None: nobody listens.
@@ -202,15 +204,21 @@ class Report:
             line += f", {self.retries} retries"
         if self.errors:
             line += " [ERRORS: " + "; ".join(self.errors) + "]"
+        if self.parts:
+            line += f" ({len(self.parts)} entities)"
         if self.notes:
             line += " [" + "; ".join(self.notes) + "]"
         return line
+
+    def lines(self) -> list[str]:
+        """The summary, then a line per entity when it covers many (``parts``)."""
+        return [self.summary(), *(f"  {p.summary()}" for p in self.parts)]
 
     def __repr__(self) -> str:
         return f"<Report {self.summary()}>"
 
     def __str__(self) -> str:
-        return self.summary()
+        return "\n".join(self.lines())
 
     def to_pandas(self) -> Any:
         """One row per kept outcome, in the columns of ``OUTCOME_COLUMNS``."""
@@ -222,7 +230,8 @@ class Report:
         return frame
 
     def _repr_html_(self) -> str:
-        head = f"<p>{html.escape(self.summary())}</p>"
+        head = "<br>".join(html.escape(line) for line in self.lines())
+        head = f"<p>{head}</p>"
         failures = self.failures
         if not failures:
             return head

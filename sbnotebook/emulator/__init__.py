@@ -9,25 +9,33 @@ Where to change what (each sub-package opens with its own map; docs/emulator.md 
 - ``broker/``: the broker as a state machine (entities, messages, locks, sessions, settlement,
   scheduling, the clock and what falls due, faults); ``rules/``: subscription filters and actions;
 - ``amqp/``: the AMQP face (links, ``$cbs``, ``$management``, delivery, dispositions, the codec);
-- ``net/``: the port (event loop, protocol detection, WebSockets, TLS relay);
+- ``net/``: the port (event loop, protocol detection, TLS and WebSockets on the loop, the
+  connection cap and deadlines);
 - ``admin/``: the administration API (ATOM over HTTP); ``security/``: SAS, Entra ID, TLS;
 - ``persistence/``: ``--data-dir`` (journal, snapshot);
-- here: ``server.py`` (``Emulator``, the in-process server), ``cli.py`` and ``shared.py`` (the command
-  line and the shared per-user emulator), ``topology.py`` (Microsoft's config format), ``errors.py``,
-  ``ports.py``.
+- here: ``server.py`` (``Emulator``, the in-process server), ``endpoints.py`` (its host, key,
+  connection string, certificate), ``timekeeping.py`` (its clock: ``now()``, ``advance()`` of a
+  manual clock), ``cli.py``, ``clockcli.py`` and ``shared.py`` (the command line and the shared
+  per-user emulator), ``topology.py`` (Microsoft's config format), ``errors.py``, ``ports.py``.
 """
 
 from .broker.broker import Broker
 from .broker.clock import ManualClock, SystemClock
+from .endpoints import connection_string
+from .net.limits import MAX_CONNECTIONS, Deadlines
 from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME
-from .server import Emulator, connection_string
+from .server import Emulator
+from .timekeeping import ClockError
 from .topology import DEFAULT_TOPOLOGY, Topology, TopologyError, default_topology
 
 __all__ = [
     "DEFAULT_KEY",
     "DEFAULT_KEY_NAME",
     "DEFAULT_TOPOLOGY",
+    "MAX_CONNECTIONS",
     "Broker",
+    "ClockError",
+    "Deadlines",
     "Emulator",
     "ManualClock",
     "SystemClock",

@@ -12,13 +12,16 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from . import shared
+from . import clockcli, shared
 from .broker.faults import FaultError
+from .endpoints import advertised_host, is_loopback
+from .net.limits import MAX_CONNECTIONS
 from .security.sas import DEFAULT_KEY
-from .server import Emulator, advertised_host, is_loopback
+from .server import Emulator
 from .topology import TopologyError
 
 STOP_POLL = 0.1  # seconds between looks at whether a signal asked the emulator to stop
+PORT_HELP = "AMQP port; 0 picks a free one (default 5672); with --advance or --status: the emulator listening there"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="interface to listen on (default 127.0.0.1); any other than loopback refuses the published "
         "default key and makes a random one unless --key/--key-file is given",
     )
-    parser.add_argument("--port", type=int, default=5672, help="AMQP port; 0 picks a free one (default 5672)")
+    parser.add_argument("--port", type=int, default=5672, action=clockcli.GivenAction, help=PORT_HELP)
     parser.add_argument(
         "--admin-port",
         type=int,
@@ -75,6 +78,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     manage.add_argument("--start", action="store_true", help="start it in the background if it is not running")
     manage.add_argument("--stop", action="store_true", help="stop it (its messages stay on disk)")
     manage.add_argument("--reset", action="store_true", help="stop it and delete its messages and key")
+    clockcli.add_arguments(parser, manage)  # --clock; --advance (beside --status, --start, ...)
+    _add_fault_and_limit_arguments(parser)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log connections and refused tokens")
+
+
+def _add_fault_and_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """Latency, fault injection and the connection cap: how the emulator misbehaves on purpose."""
     parser.add_argument(
         "--latency-ms", type=float, default=0.0, help="add this many milliseconds to every broker reply"
     )
@@ -95,15 +105,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ENTITY=N",
         help="abruptly close a receiving connection on ENTITY after N deliveries",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log connections and refused tokens")
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"AMQP connections open at once (default {MAX_CONNECTIONS}, Service Bus Standard's); the next is "
+        "refused at its open with amqp:resource-limit-exceeded, as Service Bus refuses it",
+    )
 
 
 def manage_shared(args: argparse.Namespace) -> int:
     """--status / --start / --stop / --reset on the shared emulator (see sbnotebook.emulator.shared)."""
     where = shared.home()
     if args.start:
-        running = shared.ensure(where)
+        running = shared.ensure(where, clock=args.clock)
         print(f"Shared emulator running on {running.host}:{running.port} (pid {running.pid}); data in {where}")
+        print(clockcli.time_line(running.host, running.port, running.key))
     elif args.stop:
         pid = shared.stop(where)
         print(f"Shared emulator stopped (pid {pid}); its messages stay in {where}" if pid else "None was running.")
@@ -117,12 +135,19 @@ def manage_shared(args: argparse.Namespace) -> int:
             if found
             else f"No shared emulator running (its data, if any, is in {where})."
         )
+        if found:
+            print(clockcli.time_line(found.host, found.port, found.key))
+        counts = shared.connections(found) if found else None
+        if counts:
+            print(f"AMQP connections open: {counts['connections']} of {counts['max_connections']} allowed")
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the emulator until SIGINT/SIGTERM (or manage the shared one); the exit code: 0, 1 (it could
     not start or stopped unexpectedly) or 2 (bad arguments)."""
+    if args.advance is not None or (args.status and clockcli.targets_another(args)):
+        return clockcli.run(args)
     if args.status or args.start or args.stop or args.reset:
         return _manage(args)
     refused = _refused(args)
@@ -204,6 +229,8 @@ def _started(args: argparse.Namespace) -> Emulator:
         tls_key=args.tls_key,
         tls_dir=None if args.data_dir else shared.home().parent / "tls",
         principals=args.principal,
+        clock=args.clock,
+        max_connections=args.max_connections,
     )
     _apply_fault_flags(emulator, args)
     emulator.start()
@@ -234,6 +261,9 @@ def _print_banner(emulator: Emulator, args: argparse.Namespace) -> None:
         print(f"Durable store in {args.data_dir}: restored {emulator.broker.restored} message(s)")
     also = f" and http://{advertised_host(emulator.host)}:{emulator.admin_port}" if emulator.admin_port else ""
     print(f"Administration API on {emulator.admin_url} (the AMQP port){also} (see docs/emulator.md)")
+    if emulator.clock_kind == "manual":
+        now = f"{emulator.now():%Y-%m-%dT%H:%M:%SZ}"
+        print(f"Manual clock at {now}: it moves only with `sbnotebook emulator --advance 10m` (or 90s, 2h, 1d)")
     if emulator.issuer is not None:
         print(f"Entra authority: {emulator.entra_authority}")
         print(f"Tenant: {emulator.tenant}")

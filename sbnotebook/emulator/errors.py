@@ -2,17 +2,24 @@
 
 BrokerError                    condition + description (+ tracking id)
 ├── EntityNotFound             amqp:not-found
+├── LinkDetachForced           amqp:link:detach-forced
 ├── MessageSizeExceeded        amqp:link:message-size-exceeded
 ├── LockLost                   com.microsoft:message-lock-lost
 ├── MessageNotFound            com.microsoft:message-not-found
 ├── Unauthorized               amqp:unauthorized-access
-└── BadRequest                 amqp:invalid-field / com.microsoft:argument-error
+├── EntityDisabled             com.microsoft:entity-disabled
+├── BadRequest                 amqp:invalid-field / com.microsoft:argument-error
+├── ConnectionsQuotaExceeded   amqp:resource-limit-exceeded (a connection over the cap, at its open)
+└── ConnectionForced           amqp:connection:forced (a connection without links, closed)
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+
+# How Service Bus ends its errors about entities (not found, refused descriptions).
+MORE = "To know more visit https://aka.ms/sbResourceMgrExceptions."
 
 
 class BrokerError(Exception):
@@ -34,6 +41,11 @@ class EntityNotFound(BrokerError):
     status_code = 404
 
 
+class LinkDetachForced(BrokerError):
+    condition = "amqp:link:detach-forced"
+    status_code = 410
+
+
 class MessageSizeExceeded(BrokerError):
     condition = "amqp:link:message-size-exceeded"
     status_code = 403
@@ -52,6 +64,11 @@ class MessageNotFound(BrokerError):
 class Unauthorized(BrokerError):
     condition = "amqp:unauthorized-access"
     status_code = 401
+
+
+class EntityDisabled(BrokerError):
+    condition = "com.microsoft:entity-disabled"
+    status_code = 400
 
 
 class BadRequest(BrokerError):
@@ -87,3 +104,13 @@ class NotAllowed(BrokerError):
 class Conflict(BrokerError):
     condition = "com.microsoft:entity-already-exists"
     status_code = 409
+
+
+class ConnectionsQuotaExceeded(BrokerError):
+    condition = "amqp:resource-limit-exceeded"  # the SDK: ServiceBusQuotaExceededError, not retried
+    status_code = 403
+
+
+class ConnectionForced(BrokerError):
+    condition = "amqp:connection:forced"  # the SDK reconnects on its next operation
+    status_code = 410

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import atexit
-import ipaddress
 import logging
 import secrets
-import socket
-import tempfile
 import threading
 import uuid
 from collections import Counter
@@ -18,19 +15,30 @@ from typing import Any, Literal
 from .admin.api import AdminServer
 from .amqp.handler import BrokerHandler
 from .amqp.terms import MAX_FRAME_SIZE, TICK_SECONDS
-from .broker.clock import Clock
+from .broker.clock import Clock, ClockKind, make_clock
+from .endpoints import (
+    advertised_host,
+    choose_key,
+    connection_string,
+    is_loopback,
+    load_topology,
+    server_certificate,
+    tenant_id,
+)
+from .net.limits import MAX_CONNECTIONS, Deadlines
 from .net.loop import EventLoop
-from .net.tlsrelay import TlsRelay
 from .oldnames import deprecated, renamed
 from .persistence.durability import compact, compact_if_large, open_broker
 from .persistence.journal import Journal
 from .security.entra import AsyncEmulatorCredential, EmulatorCredential, Issuer, Principal, role_name
-from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, KeyRing, Policy, rights_of
-from .security.tls import ServerCertificate, local_ca
-from .topology import Topology, default_topology
+from .security.sas import DEFAULT_KEY_NAME, KeyRing, Policy, new_key, rights_of
+from .security.tls import ServerCertificate
+from .timekeeping import Timekeeping
+from .topology import Topology
 
 log = logging.getLogger("sbnotebook.emulator")
 LISTEN_BACKLOG = 512
+DETACH_WAIT = 5.0  # seconds a DELETE of the administration API waits for its links to be detached
 
 
 class _QuietDisconnects(logging.Filter):
@@ -46,82 +54,7 @@ if not any(isinstance(f, _QuietDisconnects) for f in _proton_log.filters):
     _proton_log.addFilter(_QuietDisconnects())
 
 
-def _server_certificate(
-    cert: str | Path | None, key: str | Path | None, tls_dir: str | Path | None, data_dir: str | Path | None
-) -> ServerCertificate:
-    if (cert is None) != (key is None):
-        raise ValueError("give both a TLS certificate and its key, or neither (a local CA is made)")
-    if cert is not None and key is not None:
-        return ServerCertificate(Path(cert), Path(key), None)
-    if tls_dir is None:
-        tls_dir = Path(data_dir) / "tls" if data_dir is not None else tempfile.mkdtemp(prefix="sbnotebook-tls-")
-    return local_ca(Path(tls_dir))
-
-
-def _tenant_id(certificate: ServerCertificate) -> str:
-    """The tenant id kept beside the local CA (stable across runs, as the CA is); a new one when
-    the certificate is the user's own."""
-    if certificate.ca_file is None:
-        return str(uuid.uuid4())
-    path = certificate.ca_file.parent / "tenant"
-    try:
-        text = path.read_text(encoding="ascii").strip()
-        return str(uuid.UUID(text))
-    except (OSError, ValueError):
-        tenant = str(uuid.uuid4())
-        path.write_text(tenant + "\n", encoding="ascii")
-        return tenant
-
-
-def load_topology(config: str | Path | dict[str, Any] | Topology | None) -> Topology:
-    if config is None:
-        return default_topology()
-    if isinstance(config, Topology):
-        return config
-    if isinstance(config, dict):
-        return Topology.from_dict(config)
-    return Topology.from_file(config)
-
-
-def is_loopback(host: str) -> bool:
-    """Only this machine can reach an interface named so (a host name other than localhost may be any)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def advertised_host(host: str) -> str:
-    """An address clients can dial: a wildcard bind (0.0.0.0, ::) is this machine's name."""
-    return socket.gethostname() if host in ("", "0.0.0.0", "::") else host
-
-
-def choose_key(host: str, key: str | None) -> str:
-    """The published default key on loopback only; a random one elsewhere unless a key is given."""
-    if key is None:
-        return DEFAULT_KEY if is_loopback(host) else secrets.token_urlsafe(32)
-    if key == DEFAULT_KEY and not is_loopback(host):
-        raise ValueError(
-            f"the published default key is refused on {host}, which other machines reach: "
-            "give a key of your own (--key-file) or omit it for a random one"
-        )
-    return key
-
-
-def connection_string(
-    host: str, port: int, key_name: str, key: str, *, tls: bool = False, entity: str | None = None
-) -> str:
-    """Over TLS the SDK's production path (no ``UseDevelopmentEmulator``, which means plain AMQP).
-    ``entity``: the ``EntityPath`` of a connection string for an entity's own policy."""
-    base = f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};SharedAccessKey={key}"
-    if entity is not None:
-        base += f";EntityPath={entity}"
-    return base if tls else f"{base};UseDevelopmentEmulator=true"
-
-
-class Emulator:
+class Emulator(Timekeeping):
     """An embedded Service Bus emulator serving AMQP on ``host:port``.
 
     >>> with Emulator(port=0) as emu:
@@ -137,7 +70,7 @@ class Emulator:
         port: int = 0,
         key: str | None = None,
         key_name: str = DEFAULT_KEY_NAME,
-        clock: Clock | None = None,
+        clock: Clock | ClockKind | None = None,
         latency_ms: float = 0.0,
         admin_port: int | Literal["auto"] | None = "auto",
         data_dir: str | Path | None = None,
@@ -147,6 +80,8 @@ class Emulator:
         tls_dir: str | Path | None = None,
         principals: list[Principal | str] | None = None,
         tenant: str | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+        deadlines: Deadlines | None = None,
     ) -> None:
         """``tls=True``: AMQP, WebSockets and the admin API over TLS on the one port (nothing in the
         clear), with a certificate from a local CA made under ``tls_dir`` (default: ``data_dir``/tls,
@@ -154,7 +89,13 @@ class Emulator:
 
         With TLS the emulator is also an Entra ID authority (``entra_authority``, ``tenant``) for
         ``principals`` (``Principal`` or ``"CLIENT_ID:SECRET:ROLE[,ROLE]"``) and those of the topology
-        file; ``credential(roles=[...])`` gives tests a token credential directly."""
+        file; ``credential(roles=[...])`` gives tests a token credential directly.
+
+        ``clock="manual"``: the broker's time starts at real now and moves only with ``advance()``
+        (timekeeping.py); default the system clock.
+
+        ``max_connections`` AMQP connections at once (Service Bus's 5,000); ``deadlines`` for peers
+        that stall (net/limits.py; docs/emulator.md, "Connections")."""
         self.topology = load_topology(config)
         self.host = host
         self._requested_port = port
@@ -164,18 +105,24 @@ class Emulator:
         self._key = key
         self._key_name = key_name
         self._journal = Journal(data_dir) if data_dir is not None else None
-        self.broker = open_broker(self.topology, clock, self._journal)
+        self.broker = open_broker(self.topology, make_clock(clock), self._journal)
         self._tls: ServerCertificate | None = None
         self.issuer: Issuer | None = None
         if tls:
-            self._tls = _server_certificate(tls_cert, tls_key, tls_dir, data_dir)
+            self._tls = server_certificate(tls_cert, tls_key, tls_dir, data_dir)
             declared = [p if isinstance(p, Principal) else Principal.parse(p) for p in principals or ()]
-            self.issuer = Issuer(tenant or _tenant_id(self._tls), self.topology.principals + declared)
+            self.issuer = Issuer(tenant or tenant_id(self._tls), self.topology.principals + declared)
         elif principals or tenant:
             raise ValueError("Entra ID principals need TLS (tls=True, --tls): tokens are never sent in the clear")
-        # The root policy, and the namespace's and entities' policies of the topology file
-        self.keys = KeyRing([Policy(key_name, key, key), *self.topology.policies])
-        self._handler = BrokerHandler(self.broker, self.keys, self.issuer)
+        # The root policy and the namespace's policies of the topology file; queues' and topics'
+        # policies are kept by the broker's entities (the topology's, and the administration API's)
+        namespace_policies = [p for p in self.topology.policies if p.entity is None]
+        self.keys = KeyRing([Policy(key_name, key, key), *namespace_policies], entities=self.broker)
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, not {max_connections}")
+        self.deadlines = deadlines or Deadlines()
+        self._max_connections = max_connections
+        self._handler = BrokerHandler(self.broker, self.keys, self.issuer, self.deadlines)
         self._thread: threading.Thread | None = None
         self._loop: EventLoop | None = None
         self.stopped = threading.Event()
@@ -186,6 +133,8 @@ class Emulator:
         self._admin: AdminServer | None = None  # the API on a port of its own (optional)
         # the API (and the Entra authority) on the AMQP port (always)
         self._api = AdminServer(self.broker, self.keys, issuer=self.issuer)
+        self._api.clock = self  # /$emulator/clock: --advance and --status from another process
+        self._api.on_delete = self._detach_deleted
         self.admin_port: int | None = None
 
     def __repr__(self) -> str:
@@ -216,12 +165,17 @@ class Emulator:
         self, key_name: str, rights: list[str], entity: str | None = None, *, key: str | None = None
     ) -> Policy:
         """Declare a shared access policy now (as ``AuthorizationRules`` in the topology file), of
-        ``entity`` (a queue or topic) or of the namespace, with ``rights`` (Send, Listen, Manage)."""
+        ``entity`` (a queue or topic that exists: it keeps the policy, replacing its rule of that
+        name) or of the namespace, with ``rights`` (Send, Listen, Manage)."""
         if entity is not None and "/" in entity.strip("/"):
             raise ValueError(f"{entity!r}: policies belong to queues and topics (a subscription uses its topic's)")
-        primary = key if key is not None else secrets.token_urlsafe(32)
-        policy = Policy(key_name, primary, secrets.token_urlsafe(32), rights_of(rights), entity)
-        self.keys.add(policy)
+        primary = key if key is not None else new_key()
+        policy = Policy(key_name, primary, new_key(), rights_of(rights), entity)
+        if entity is None:
+            self.keys.add(policy)
+        else:  # the entity keeps it (replacing one of the same name), as a rule added through the API
+            others = [p for p in self.broker.policies_of(entity) if p.name != key_name]
+            self.broker.set_policies(entity, [*others, policy])
         return policy
 
     @property
@@ -284,14 +238,18 @@ class Emulator:
             tick=TICK_SECONDS,
             max_frame_size=MAX_FRAME_SIZE,
             http=self._api.serve_connection,
+            tls=self._tls.context() if self._tls is not None else None,
+            max_connections=self._max_connections,
+            deadlines=self.deadlines,
         )
-        if self._tls is not None:
-            self._loop.tls = TlsRelay(self._tls.context(), self._loop.adopt)
+        self._api.status = self._loop.status  # GET /$emulator/status: what --status shows
         self._loop.latency = self._latency
         self._api.latency = self._latency
         self.port = self._loop.port
         if self._admin_requested is not None:
             self._admin = self._start_admin(self._admin_requested)
+            self._admin.clock = self
+            self._admin.on_delete = self._detach_deleted
             self._admin.start()
             self.admin_port = self._admin.port
         self.stopped.clear()
@@ -329,6 +287,34 @@ class Emulator:
             fn()
         else:
             self._loop.call_soon(fn)
+
+    def _detach_deleted(self) -> None:
+        """Detach the links of entities just deleted, on the broker's thread, and wait (bounded) for
+        it: the administration API answers a DELETE after its entity's links are detached."""
+        done = threading.Event()
+
+        def detach() -> None:
+            try:
+                self._handler.flush()  # flush detaches the links of deleted entities first
+            finally:
+                done.set()
+
+        loop, thread = self._loop, self._thread
+        if loop is None or threading.current_thread() is thread:
+            return  # not serving (no links), or on the loop already (its next flush detaches them)
+        loop.call_soon(detach)
+        done.wait(DETACH_WAIT)
+
+    @property
+    def max_connections(self) -> int:
+        """The connection cap (``--max-connections``)."""
+        return self._max_connections
+
+    @property
+    def connections(self) -> int:
+        """AMQP connections open now, counted against ``max_connections`` (0 when not running)."""
+        loop = self._loop
+        return loop.amqp_connections if loop is not None else 0
 
     @property
     def admin_url(self) -> str:

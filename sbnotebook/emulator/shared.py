@@ -28,9 +28,12 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from .security.sas import DEFAULT_KEY_NAME, sign
 
 ENV_HOME = "SBNOTEBOOK_HOME"
 START_TIMEOUT = 30.0
@@ -87,6 +90,11 @@ def ensure_key(directory: Path) -> Path:
 
 def read_state(directory: Path) -> Running | None:
     return _read_state_file(directory / "state.json")
+
+
+def read_state_file(path: Path) -> Running | None:
+    """The emulator a ``--state-file`` names, if the file is there and whole (no key is in it)."""
+    return _read_state_file(path)
 
 
 def _read_state_file(path: Path) -> Running | None:
@@ -160,6 +168,21 @@ def answers(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+def connections(running: Running, timeout: float = 2.0) -> dict[str, int] | None:
+    """The AMQP connections it has open and its cap (its administration API's ``/$emulator/status``,
+    with a token signed by the key file); None when it does not say."""
+    url = f"http://{running.host}:{running.port}/$emulator/status"
+    token = sign(f"sb://{running.host}:{running.port}", DEFAULT_KEY_NAME, running.key, time.time() + 60)
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers={"Authorization": token}), timeout=timeout
+        ) as r:
+            answer = json.loads(r.read())
+        return {"connections": int(answer["connections"]), "max_connections": int(answer["max_connections"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def alive(state: Running | None) -> bool:
     return state is not None and _pid_alive(state.pid) and answers(state.host, state.port)
 
@@ -174,8 +197,9 @@ def status(directory: Path | None = None) -> Running | None:
 # ------------------------------------------------------------------ start / stop
 
 
-def ensure(directory: Path | None = None, *, timeout: float = START_TIMEOUT) -> Running:
-    """The running shared emulator, started (detached, durable) if there is none."""
+def ensure(directory: Path | None = None, *, timeout: float = START_TIMEOUT, clock: str = "system") -> Running:
+    """The running shared emulator, started (detached, durable) if there is none; ``clock="manual"``
+    starts it with ``--clock manual`` (one already running keeps the clock it has)."""
     directory = _private_dir(directory or home())
     state = read_state(directory)
     if alive(state):
@@ -186,10 +210,10 @@ def ensure(directory: Path | None = None, *, timeout: float = START_TIMEOUT) -> 
         if alive(state):
             assert state is not None
             return state
-        return _start(directory, timeout)
+        return _start(directory, timeout, clock)
 
 
-def _start(directory: Path, timeout: float) -> Running:
+def _start(directory: Path, timeout: float, clock: str = "system") -> Running:
     key_file = ensure_key(directory)
     data = _private_dir(directory / "data")
     log_path = directory / "emulator.log"
@@ -207,6 +231,8 @@ def _start(directory: Path, timeout: float) -> Running:
         "--state-file",
         str(directory / "state.json"),
         "--quiet",
+        "--clock",
+        clock,
     ]
     try:
         process = subprocess.Popen(

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .security.entra import Principal
-from .security.sas import Policy, rights_of
+from .security.sas import Policy, new_key, rights_of
 
 # Service Bus defaults (Standard tier).
 DEFAULT_LOCK_DURATION = 60.0
@@ -39,6 +38,7 @@ DEFAULT_MAX_DELIVERY_COUNT = 10
 DEFAULT_DUPLICATE_WINDOW = 600.0
 INFINITE_TTL = 10675199 * 86400.0  # TimeSpan.MaxValue in days, as Service Bus reports it
 DEFAULT_MAX_MESSAGE_SIZE = 256 * 1024
+DEFAULT_MAX_SIZE_MB = 1024
 
 _DURATION = re.compile(
     r"^P(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?"
@@ -79,12 +79,15 @@ def format_duration(seconds: float) -> str:
 @dataclass
 class RuleConfig:
     name: str
-    filter_type: str = "Sql"  # "Sql" | "Correlation"
+    filter_type: str = "Sql"  # "Sql" | "Correlation" | "True" | "False" (SQL filters of fixed value)
     sql_expression: str = "1=1"
     correlation: dict[str, Any] = field(default_factory=dict)
     action: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)  # the SQL filter's @parameters
     action_parameters: dict[str, Any] = field(default_factory=dict)  # the action's @parameters
+    # XML Schema types given through the administration API where the value does not say it
+    # ("long", "dateTime", "duration"), by "filter:@name", "action:@name" or "property:name"
+    xsd_types: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -100,6 +103,18 @@ class EntityProperties:
     forward_dead_lettered_messages_to: str | None = None
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     enable_partitioning: bool = False  # only what Service Bus refuses on one (batch delete) differs
+    # Kept and reported by the administration API; what of them the broker acts on, docs/emulator.md says
+    status: str = "Active"
+    auto_delete_on_idle: float = INFINITE_TTL
+    enable_batched_operations: bool = True
+    user_metadata: str | None = None
+    max_size_in_megabytes: int = DEFAULT_MAX_SIZE_MB
+    enable_express: bool = False
+    support_ordering: bool = True
+    filtering_messages_before_publishing: bool = False
+    dead_lettering_on_filter_evaluation_exceptions: bool = True
+    # A queue's or topic's shared access policies (keys never in a repr)
+    policies: tuple[Policy, ...] = ()
 
 
 @dataclass
@@ -279,7 +294,7 @@ def _policies(raw: Any, entity: str | None, where: str) -> list[Policy]:
         for which in ("PrimaryKey", "SecondaryKey"):
             key = rule.get(which)
             if key is None:
-                key = secrets.token_urlsafe(32)  # as Azure makes keys left out; told by the emulator
+                key = new_key()  # as Azure makes keys left out; told by the emulator
             elif not isinstance(key, str) or not key:
                 raise TopologyError(f"{rwhere}.{which}: expected a non-empty string")
             keys.append(key)
@@ -294,17 +309,38 @@ def _rule(raw: dict[str, Any], where: str) -> RuleConfig:
     props = raw.get("Properties") or {}
     ftype = str(props.get("FilterType", "Sql"))
     action = (props.get("Action") or {}).get("SqlExpression")
+    # Parameters (extension: the format has none; `sbnotebook topology export` writes them)
+    action_parameters = _parameters((props.get("Action") or {}).get("Parameters"), f"{where}.Action")
     if ftype.lower() == "sql":
-        expr = (props.get("SqlFilter") or {}).get("SqlExpression")
+        sql = props.get("SqlFilter") or {}
+        expr = sql.get("SqlExpression")
         if not expr:
             raise TopologyError(f"{where}: Sql filter needs SqlFilter.SqlExpression")
-        return RuleConfig(name, "Sql", sql_expression=str(expr), action=action)
+        parameters = _parameters(sql.get("Parameters"), f"{where}.SqlFilter")
+        return RuleConfig(
+            name,
+            "Sql",
+            sql_expression=str(expr),
+            action=action,
+            parameters=parameters,
+            action_parameters=action_parameters,
+        )
     if ftype.lower() == "correlation":
         corr = props.get("CorrelationFilter")
         if not isinstance(corr, dict):
             raise TopologyError(f"{where}: Correlation filter needs a CorrelationFilter object")
-        return RuleConfig(name, "Correlation", correlation=dict(corr), action=action)
+        return RuleConfig(
+            name, "Correlation", correlation=dict(corr), action=action, action_parameters=action_parameters
+        )
     raise TopologyError(f"{where}: FilterType must be 'Sql' or 'Correlation', not {ftype!r}")
+
+
+def _parameters(raw: Any, where: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise TopologyError(f"{where}.Parameters: expected an object of @name: value")
+    return dict(raw)
 
 
 def _name(raw: Any, where: str) -> str:

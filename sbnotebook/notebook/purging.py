@@ -17,6 +17,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import core
 from ..core import (
@@ -26,6 +27,7 @@ from ..core import (
     LiveConnection,
     Report,
     SbError,
+    TimeWindow,
     is_unauthorized,
     requires_sessions,
 )
@@ -56,6 +58,8 @@ class PurgePlan:
     held: list[str] = field(default_factory=list)  # sessions another receiver holds: not counted, not purged
     sessions: tuple[str, ...] | None = None  # only these sessions (session-enabled entities)
     by_peek: bool = False  # counted by peeking: the administration API refused the key (no Manage)
+    window: TimeWindow | None = None  # only messages enqueued within it (counted by peeking its numbers)
+    active_total: dict[str, int | None] = field(default_factory=dict)  # active messages in all, per entity
 
     @property
     def total(self) -> int:
@@ -78,7 +82,30 @@ class PurgePlan:
             )
         if self.by_peek:
             text += f". {BY_PEEK}"
+        if self.window is not None:
+            text += f". {self.window_path()}"
         return text + "."
+
+    def window_path(self) -> str:
+        """Which way a windowed purge takes, and what that costs (core/incidents/purge_window.py)."""
+        w = self.window
+        assert w is not None
+        text = f"Only messages {w.describe()}, counted by peeking the window's sequence numbers (found by a search)"
+        if not {"active", "dlq"} & set(self.kinds):
+            return text
+        if w.after is None:
+            return text + (
+                ". Active ones are deleted on the server (batch delete, with the window's end as its cut-off):"
+                " none received or locked"
+            )
+        totals = [n for n in self.active_total.values() if n is not None]
+        inside = sum(self.counts.get(k, 0) for k in ("active", "dlq"))
+        others = f"up to {max(sum(totals) - inside, 0)}" if totals else "the"
+        return text + (
+            ". Batch delete cannot select by a start time, so active ones are received with a peek-lock and"
+            f" completed: {others} other active message(s) before the window's end are locked while the purge"
+            " passes them and given back (released: their delivery count is not raised), a receive of each"
+        )
 
     def run(self, progress: Callable[[Report], None] | None = None, *, connection: LiveConnection) -> list[Report]:
         """One Report per entity purged: the entity itself, then its dead-letter queue (each only
@@ -95,19 +122,29 @@ class PurgePlan:
                     session_ids=self.sessions,
                     progress=progress,
                     connection=connection,
+                    **self._within(),
                 )
             )
         if "dlq" in self.kinds and self.counts.get("dlq", 1):
             dlq = str(EntityPath.parse(self.entity).dead_letter)
-            reports.append(core.purge(dlq, progress=progress, connection=connection))
+            reports.append(core.purge(dlq, progress=progress, connection=connection, **self._within()))
         if self.by_peek:
             for report in reports:
                 report.note(BY_PEEK_NOTE)
         return reports
 
+    def _within(self) -> dict[str, Any]:
+        w = self.window
+        return {} if w is None else {"enqueued_after": w.after, "enqueued_before": w.before}
+
 
 def plan_purge(
-    entity: str, kinds: tuple[str, ...], *, sessions: tuple[str, ...] | None = None, connection: LiveConnection
+    entity: str,
+    kinds: tuple[str, ...],
+    *,
+    sessions: tuple[str, ...] | None = None,
+    connection: LiveConnection,
+    window: TimeWindow | None = None,
 ) -> PurgePlan:
     """Count what a purge of these kinds would remove: counts from the administration API, deferred
     messages by scanning (Service Bus counts them as active). With ``sessions``, only those sessions
@@ -122,6 +159,10 @@ def plan_purge(
         return _plan_sessions(path, kinds, sessions, connection)
     if path.sub_queue is not None:
         path, kinds = path.parent, ("dlq",)
+    if window is not None:
+        if sessions is not None:
+            raise InvalidInputError("A purge of named sessions takes them whole: give --session-ids or a window.")
+        return _plan_window(path, kinds, window, connection)
     try:
         counts = core.counts(str(path), connection=connection)
     except SbError as exc:
@@ -137,6 +178,28 @@ def plan_purge(
     found["dlq"] = counts.dead_letter
     ordered = tuple(k for k in KINDS if k in kinds)
     return PurgePlan(str(path), ordered, {k: found[k] for k in ordered}, held)
+
+
+def _plan_window(path: EntityPath, kinds: tuple[str, ...], window: TimeWindow, connection: LiveConnection) -> PurgePlan:
+    """What a purge of ``window`` removes, counted by peeking only the window's sequence numbers."""
+    ordered = tuple(k for k in KINDS if k in kinds)
+    found: Counter[str] = Counter()
+    if set(OWN) & set(kinds):
+        found.update(r["state"] for page in core.scan_window(str(path), window, connection=connection) for r in page)
+    if "dlq" in kinds:
+        found["dlq"] = sum(len(page) for page in core.scan_window(str(path.dead_letter), window, connection=connection))
+    plan = PurgePlan(str(path), ordered, {k: found[k] for k in ordered}, window=window)
+    try:
+        counts = core.counts(str(path), connection=connection)
+    except SbError as exc:
+        if not is_unauthorized(exc):
+            raise
+        return plan  # no Manage: the question says "the other" messages without a number
+    plan.active_total = {
+        "active": counts.active if "active" in kinds else 0,
+        "dlq": counts.dead_letter if "dlq" in kinds else 0,
+    }
+    return plan
 
 
 def _plan_sessions(

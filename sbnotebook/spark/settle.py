@@ -18,6 +18,7 @@ from ..core import (
     renamed,
 )
 from .deferred import ACTIONS, CHUNK, OLD_ACTIONS, Action, settle_chunk
+from .options import OptionError
 from .registered import registered_connection
 from .secrets import connection_of, is_ref, parse_ref
 
@@ -35,8 +36,14 @@ def settle(
 ) -> Report:
     """Settle the deferred messages behind a `mode=defer` DataFrame (its entity and sequence_number
     columns): complete, dead-letter (with reason), resubmit a copy (to `target`, default the entity
-    itself; copy first, then complete), or requeue (a fresh copy back to active, then complete), with
-    at most `max_in_flight` fetches of 200 sequence numbers at once.
+    itself; copy first, then complete), or requeue (a fresh copy back to active, then complete).
+
+    Runs in this process (the driver, or the Spark Connect client), not in Spark tasks: the two
+    columns are collected here and settled in chunks of 200 sequence numbers per request, at most
+    `max_in_flight` chunks at once (default 4), each on a receiver of its own. `connection` defaults
+    to what `register()` was given. Returns one `Report` (numbers no longer deferred are
+    `not_found`, so a rerun is safe); an unknown action or a DataFrame without the two columns is
+    an `OptionError` before anything is settled.
 
     Call it after the downstream work has succeeded. If the job fails before, nothing is lost: the
     messages stay deferred, and `settle(..., action="requeue")` puts them back."""
@@ -44,10 +51,10 @@ def settle(
         deprecated(f'sbspark.settle(action="{action}")', f'sbspark.settle(action="{OLD_ACTIONS[action]}")')
         action = OLD_ACTIONS[action]
     if action not in ACTIONS:
-        raise ValueError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
+        raise OptionError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
     missing = {"entity", "sequence_number"} - set(df.columns)
     if missing:
-        raise ValueError(
+        raise OptionError(
             f"settle() needs the entity and sequence_number columns of a mode=defer read; missing: {missing}"
         )
     if isinstance(connection, str) and is_ref(connection):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 FAULTS_NEED_EMULATOR = (
@@ -52,6 +53,19 @@ class Namespace:
             return client_type.from_connection_string(self.connection_string, **options)
         credential = self.credential(aio) if callable(self.credential) else self.credential
         return client_type(self.fully_qualified_namespace, credential, **options)
+
+    def now(self) -> datetime:
+        """The namespace's time: the emulator's clock (manual or system); live, real time."""
+        return self.emulator.now() if self.emulator is not None else datetime.now(UTC)
+
+    def advance(self, by: timedelta | float | str) -> datetime:
+        """Move the emulator's manual clock on (``@pytest.mark.servicebus_clock("manual")``) and fire
+        what fell due before returning: ``timedelta``, seconds, or ``90s``/``10m``/``2h``/``1d``."""
+        if self.emulator is None:
+            from .clock import LIVE_ADVANCE
+
+            raise RuntimeError(LIVE_ADVANCE)
+        return self.emulator.advance(by)
 
     def admin_client(self, *, aio: bool = False, **kwargs: Any) -> Any:
         """A ``ServiceBusAdministrationClient`` (``aio=True``: the async one) for this namespace."""

@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 
-from sbnotebook.emulator import Emulator, Topology, TopologyError
+from sbnotebook.emulator import MAX_CONNECTIONS, Emulator, Topology, TopologyError
 
+from .clock import LIVE_SKIP, clock_of
 from .model import FAULTS_NEED_EMULATOR, Namespace
 from .topology import marker_topology
 
@@ -38,10 +39,11 @@ class SessionResources:
     """What one pytest session's namespaces share, removed when it ends: a temporary folder (the
     TLS CA, made once and trusted per test) and, live, the namespace's admin client."""
 
-    def __init__(self, *, latency: float, tls: bool, live: bool) -> None:
+    def __init__(self, *, latency: float, tls: bool, live: bool, max_connections: int | None = None) -> None:
         self.latency = latency
         self.tls = tls
         self.live = live
+        self.max_connections = max_connections  # None: the emulator's default (Service Bus's 5,000)
         self._folder: Path | None = None
         self._ca_bundle: Path | None = None
         self.live_namespace: Any = None
@@ -52,6 +54,7 @@ class SessionResources:
             latency=float(config.getoption("servicebus_latency_ms", 0.0) or 0.0) / 1000.0,
             tls=bool(config.getoption("servicebus_tls", False)),
             live=bool(config.getoption("servicebus_live", False)),
+            max_connections=config.getoption("servicebus_max_connections", None),
         )
         if resources.live:
             from .live import LiveNamespace
@@ -110,23 +113,32 @@ def topology_for(marker: pytest.Mark | None, node: pytest.Item) -> Topology:
 @contextlib.contextmanager
 def open_namespace(resources: SessionResources, marker: pytest.Mark | None, node: pytest.Item) -> Iterator[Namespace]:
     topology = topology_for(marker, node)
+    clock = clock_of(node)
     if resources.live_namespace is not None:
         if topology.faults or topology.principals:
             pytest.skip(f"the topology declares Faults or Principals: {FAULTS_NEED_EMULATOR}")
+        if clock == "manual":
+            pytest.skip(LIVE_SKIP)
         with resources.live_namespace.entities(topology, uuid.uuid4().hex[:8]) as namespace:
             yield namespace
         return
-    with _emulated(resources, topology) as namespace:
+    with _emulated(resources, topology, clock) as namespace:
         yield namespace
 
 
 @contextlib.contextmanager
-def _emulated(resources: SessionResources, topology: Topology) -> Iterator[Namespace]:
+def _emulated(resources: SessionResources, topology: Topology, clock: str) -> Iterator[Namespace]:
     # admin_port=None: the admin API stays on the AMQP port (what the connection string names); a
     # second listening port would cost ~50 ms a test to shut down and serve nothing more.
     tls_dir = resources.folder / "tls" if resources.tls else None
     emulator = Emulator(
-        topology, admin_port=None, latency_ms=resources.latency * 1000.0, tls=resources.tls, tls_dir=tls_dir
+        topology,
+        admin_port=None,
+        latency_ms=resources.latency * 1000.0,
+        tls=resources.tls,
+        tls_dir=tls_dir,
+        clock="manual" if clock == "manual" else "system",
+        max_connections=resources.max_connections or MAX_CONNECTIONS,
     )
     emulator.start()
     saved: dict[str, str | None] = {}

@@ -10,6 +10,7 @@ import pytest
 from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
+from sbnotebook.core.connections import trust
 from sbnotebook.core.connections.live import LiveConnection
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
@@ -50,7 +51,7 @@ def test_one_tls_context_serves_every_link(emulator: Emulator, monkeypatch: pyte
             return _f(self, *args, **kw)
 
         monkeypatch.setattr(ssl.SSLContext, name, counted)
-    core.trust._context.cache_clear()
+    trust._context.cache_clear()
     try:
         with core.connect(emulator.connection_string, warm=False) as conn:
             core.send("q", ["one"], connection=conn)
@@ -59,7 +60,7 @@ def test_one_tls_context_serves_every_link(emulator: Emulator, monkeypatch: pyte
             assert conn.links_opened >= 4
         assert len(loads) <= 1, f"CA certificates loaded {len(loads)} times: {loads}"
     finally:
-        core.trust._context.cache_clear()
+        trust._context.cache_clear()
 
 
 def test_the_same_settings_share_one_live_connection(emulator: Emulator) -> None:

@@ -86,15 +86,16 @@ def test_a_copy_killed_midway_sends_only_what_is_left_from_another_process(emula
 
 
 @pytest.mark.timeout(180)
-def test_a_copy_holds_at_most_one_page_of_messages() -> None:
+def test_a_copy_holds_at_most_two_pages_of_messages() -> None:
     """Far from the namespace (50 ms), a copy of 3,000 messages of 1 KB between two brokers holds
-    at most one page (PAGE_SIZE) of source messages in memory at once: counted by the copy from the
-    moment a peek's answer brings them until the target confirms them (the next half page is peeked
+    at most two pages (2 * PAGE_SIZE) of source messages in memory at once: counted by the copy from
+    the moment a peek's answer brings them until the target confirms them (the next page is peeked
     while the one before is sent), and, read independently, the memory it allocated while it ran
-    beyond what its Report keeps (tracemalloc; the brokers in their own processes) stays within 1.6
-    times what one page of peeked messages takes: measured 1.19 (the page in both forms, peeked and
-    copied); holding two pages (HELD = 2 * PAGE_SIZE) measured 2.07-2.13, so this fails then. Before
-    the bound, the sends in flight held up to max_in_flight batches besides two pages: 3.7."""
+    beyond what its Report keeps (tracemalloc; the brokers in their own processes) stays within 3.0
+    times what one page of peeked messages takes: two pages held measured 2.07-2.13, and 2.6 since a
+    peeked message keeps its encoded bytes until it is copied (its AMQP types: sdk/encoded.py); one
+    page held measured 1.19. Before the bound, the sends in flight held up to max_in_flight batches
+    besides two pages: 3.7, so this fails then."""
     import tracemalloc
 
     n = 3000
@@ -118,9 +119,9 @@ def test_a_copy_holds_at_most_one_page_of_messages() -> None:
         assert report.ok and report.count("sent") == n, report
         assert core.counts("results", connection=dst).active == n + 300
         assert core.counts("orders", connection=src).active == n
-        assert 0 < report.stats["peak_held"] <= core.PAGE_SIZE, report.stats["peak_held"]
+        assert 0 < report.stats["peak_held"] <= 2 * core.PAGE_SIZE, report.stats["peak_held"]
         working = (peak - kept) / one_page
-        assert working <= 1.6, f"the copy held {working:.2f} pages' worth of memory"
+        assert working <= 3.0, f"the copy held {working:.2f} pages' worth of memory"
     finally:
         core.close_all()
         for proc in (a, b):

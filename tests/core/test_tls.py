@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sbnotebook import core
+from sbnotebook.core.connections import trust
 from sbnotebook.core.errors import ConfigurationError, SbError
 from sbnotebook.emulator import Emulator
 
@@ -56,10 +57,10 @@ def test_without_the_ca_the_kit_fails_on_the_certificate(tls_emulator: Emulator)
 def test_a_ca_setting_naming_no_file_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
     with pytest.raises(ConfigurationError, match="SSL_CERT_FILE"):
-        core.trust.ca_bundle()
+        trust.ca_bundle()
 
 
 def test_the_kit_setting_wins_over_the_environment(tls_emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SBNOTEBOOK_CA_BUNDLE", str(tls_emulator.ca_file))
     monkeypatch.setenv("SSL_CERT_FILE", "/nonexistent/ca.pem")
-    assert core.trust.ca_bundle() == str(tls_emulator.ca_file)
+    assert trust.ca_bundle() == str(tls_emulator.ca_file)

@@ -25,7 +25,12 @@ def _owner(owner: str) -> object:
 def test_every_private_proton_name_the_emulator_uses_still_exists() -> None:
     # ``_impl`` is set per object: look on real ones (a link and a delivery need no transport).
     link = proton.Connection().session().sender("q")
-    objects = {"proton.Collector": proton.Collector(), "proton.Link": link, "proton.Delivery": link.delivery(b"t")}
+    objects = {
+        "proton.Collector": proton.Collector(),
+        "proton.Connection": link.connection,
+        "proton.Link": link,
+        "proton.Delivery": link.delivery(b"t"),
+    }
     for owner, name in PRIVATE_NAMES:
         obj = objects.get(owner, _owner(owner))
         assert hasattr(obj, name), f"the installed proton has no {owner}.{name}: update sbnotebook/emulator"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sbnotebook.emulator import shared
+from sbnotebook.emulator import cli, shared
 
 pytestmark = pytest.mark.slow
 
@@ -113,3 +114,14 @@ def test_reset_deletes_the_messages_and_the_key(home: Path) -> None:
     assert shared.status(home) is None
     assert json.loads(python(PEEK, home)) == []
     assert (home / "key").read_text() != key
+
+
+def test_status_shows_the_open_connections_and_the_cap(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    running = shared.ensure(home)
+    with socket.create_connection((running.host, running.port), timeout=5) as held:
+        held.sendall(b"AMQP\x03\x01\x00\x00")
+        assert held.recv(8) == b"AMQP\x03\x01\x00\x00"  # an AMQP connection, counted
+        assert cli.main(["--status"]) == 0
+    said = capsys.readouterr().out
+    assert f"running on {running.host}:{running.port}" in said
+    assert "AMQP connections open: 1 of 5000 allowed" in said

@@ -69,6 +69,8 @@ def test_entities_subscriptions_named_connections_options_and_actions(
         # Options from the command's argparse spec, choices of options and positionals.
         assert completions(ip, "%sb_peek q --") == [
             "--dlq",
+            "--enqueued-after",
+            "--enqueued-before",
             "--from-sequence-number",
             "--json",
             "--max-messages",

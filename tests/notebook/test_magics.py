@@ -326,3 +326,17 @@ def test_where_type_mismatch_hint_missing_entities_and_forward_next_page(
     shown = first["sequence_number"].tolist()
     nxt = int(out.split("--from-sequence-number ")[1].split(".")[0])
     assert nxt > max(shown)
+
+
+def test_a_comment_after_a_magic_is_not_read_as_arguments(
+    ip: Any, sb: SbMagics, client: ServiceBusClient, emulator: Emulator, capsys: Any
+) -> None:
+    """IPython hands a line magic its whole line, comment included; the docs write a comment after
+    most magics (``%sb_connect  # the embedded emulator``). A ``#`` that begins a word outside quotes
+    ends the line, as in a shell; one inside a word or in quotes is an argument's."""
+    send(client, "q", "#1 in text", "plain")
+    line(ip, f"sb_connect {emulator.connection_string}   # a comment")
+    capsys.readouterr()
+    page = line(ip, "sb_peek q --where '\"#1\" in text'   # only the first")
+    assert list(page["body_text"]) == ["#1 in text"]
+    assert "--session-id" in magic_fails(ip, "sb_peek q --session-id # nothing after the flag")

@@ -201,6 +201,22 @@ def test_every_tutorial_is_in_the_docs_site() -> None:
     assert re.search(r"^\s+execute: true\b", text, re.M) and re.search(r"^\s+cache: false\b", text, re.M)
 
 
+def test_every_tutorial_opens_with_the_decision_it_teaches_and_ends_checking_the_broker() -> None:
+    """Each tutorial's first cell says the decision it teaches; its last code cells check what it did on
+    the broker, read apart from the kit's reports (counts from the administration API, messages
+    peeked with the SDK or the kit's scanner, with asserts), not only a Report (issue 52)."""
+    import json
+
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        assert "**The decision:**" in "".join(cells[0]["source"]).split("**You will learn**")[0], path.name
+        code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        checks = "\n".join(code[-4:])
+        assert "assert " in checks and re.search(r"counts\(|peek_messages\(|\.peek\(|on_(the_)?broker\(", checks), (
+            path.name
+        )
+
+
 ANALYST_PAGES = ["cheatsheet.md", "from-explorer.md", "glossary.md"]
 
 

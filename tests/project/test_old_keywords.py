@@ -85,7 +85,7 @@ for _copy in ("core.copy", "core.acopy", "core.copy_record", "core.copy_resume_p
         (_copy, "keep_ids"): {"keep_message_id": True, "max_messages": 1, "same": point},
         (_copy, "concurrency"): {"max_in_flight": 2, "max_messages": 1, "same": True},
     }
-for _moving in ("core.resubmit", "core.aresubmit", "core.discard"):
+for _moving in ("core.resubmit", "core.aresubmit", "core.discard", "core.adiscard"):
     GIVEN[(_moving, "limit")] = {"max_messages": 1}
 for _scheduling in ("core.schedule", "core.aschedule", "core.copy_then_complete", "core.acopy_then_complete"):
     GIVEN[(_scheduling, "at")] = {"schedule_at": "in an hour", "same": True}
@@ -188,6 +188,7 @@ def _core_calls(cs: str, conn: core.LiveConnection, tmp_path: Path) -> dict[str,
             lambda kw: conn.run(core.aresubmit("short/$deadletterqueue", target="dl-target", connection=conn, **kw))
         ),
         "core.discard": moved(lambda kw: core.discard("short/$deadletterqueue", connection=cs, **kw)),
+        "core.adiscard": moved(lambda kw: conn.run(core.adiscard("short/$deadletterqueue", connection=conn, **kw))),
         "core.schedule": scheduled(lambda kw: core.schedule("q", ["later"], connection=cs, **kw).count("scheduled")),
         "core.aschedule": scheduled(
             lambda kw: conn.run(core.aschedule("q", ["later"], connection=conn, **kw)).count("scheduled")

@@ -23,6 +23,7 @@ PACKAGE = "sbnotebook"
 # code is not checked here.
 BOUNDARIES = {
     "sbnotebook.core.sdk",
+    "sbnotebook.core.sdk.encoded",
     "sbnotebook.core.sdk.management",
     "sbnotebook.core.sdk.messages",
     "sbnotebook.core.sdk.opening",

@@ -100,10 +100,13 @@ def test_every_test_file_and_tutorial_runs_in_a_session() -> None:
 def test_dbr15_runs_nothing_that_needs_spark_and_spark40_everything_that_does() -> None:
     dbr15, spark40 = _run("dbr15").pytest_files(), _run("spark40").pytest_files()
     assert not [p for p in dbr15 if suites.needs_spark(p)]
-    grouped = sorted(p for p in suites.test_files() + suites.notebooks() if spark_group(p) is not None)
+    grouped = sorted(
+        p for p in suites.test_files() + suites.notebooks() + suites.doc_pages() if spark_group(p) is not None
+    )
     assert len(grouped) == len(_SPARK_GROUPS)  # each JVM group entry names a file that exists
     build_only = {p for p in suites.BUILD_ONLY if p in grouped}  # test_release is in a JVM group (a Spark read)
-    assert set(grouped) - set(spark40) == set(suites.ONLY_ON_PYSPARK_41) | build_only
+    pages = set(suites.doc_pages())  # the main run's only (test_doc_pages_run_in_the_main_run)
+    assert set(grouped) - set(spark40) == set(suites.ONLY_ON_PYSPARK_41) | build_only | (pages & set(grouped))
     # Every file that mentions pyspark in code runs in spark40 (a skip in dbr15 would hide it otherwise).
     code_line = re.compile(r"^\s*((import|from) pyspark|(\w+ = )?pytest\.importorskip\(\"pyspark)", re.M)
     mentions = [p for p in suites.test_files() if code_line.search((ROOT / p).read_text(encoding="utf-8"))]
@@ -174,3 +177,17 @@ def test_every_test_file_is_in_a_folder_that_mirrors_the_package() -> None:
     misplaced = [p for p in suites.test_files() if Path(p).parent.relative_to("tests").as_posix() not in suites.FOLDERS]
     assert not misplaced
     assert {p.split("/")[1] for p in suites.test_files()} == set(suites.FOLDERS)  # and each folder holds tests
+
+
+def test_doc_pages_run_in_the_main_run() -> None:
+    """README.md and every docs/*.md page are in pyproject.toml's testpaths (Sybil collects their Python
+    blocks: tests/doc_examples.py); the nox sessions pass test files and tutorials only."""
+    import glob
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+    found = {Path(p).as_posix() for pattern in config["testpaths"] for p in glob.glob(pattern, root_dir=ROOT)}
+    assert set(suites.doc_pages()) <= found and len(suites.doc_pages()) > 10
+    assert "docs" not in config["testpaths"]  # docs/tutorials links to notebooks/: they would run twice
+    for name in ("dbr15", "spark40", "sdk-floor"):
+        assert not [a for r in _run(name).runs for a in r if a.endswith(".md")]

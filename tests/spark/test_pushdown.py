@@ -14,8 +14,12 @@ from zoneinfo import ZoneInfo
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
+from sbnotebook.core.operations.bounds import FANOUT, PROBE_PAGE
 from sbnotebook.emulator import Emulator
+from sbnotebook.notebook.magics import SbMagics
+from tests import shell
 from tests.helpers import counted_peeks, send
+from tests.shell import line
 
 pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import functions as F  # noqa: E402
@@ -26,6 +30,7 @@ from sbnotebook.spark.options import OptionError  # noqa: E402
 from sbnotebook.spark.spec import ReadSpec  # noqa: E402
 
 pytestmark = pytest.mark.slow
+ip, sb = shell.ip, shell.sb  # the shell fixtures: %sb_peek against the Spark read (issue 53)
 CONF = "spark.sql.python.filterPushdown.enabled"
 PUSHDOWN = hasattr(DataSourceReader, "pushFilters")  # pyspark 4.1+
 needs_pushdown = pytest.mark.skipif(
@@ -187,7 +192,7 @@ def test_planning_with_pushed_filters_costs_a_few_peeks_not_a_scan(
     sp: Any, client: ServiceBusClient, emulator: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """2,000 messages in four groups; a window around the third. Planning (explain: Spark pushes the
-    filters and plans the partitions) peeks about log2(2000) pages per bound, counted at the broker;
+    filters and plans the partitions) peeks a few rounds of small probes per bound, counted at the broker;
     the read then peeks only the window's numbers."""
     for g in range(4):
         send(client, "q", *[f"g{g}-{i}" for i in range(500)])
@@ -201,7 +206,10 @@ def test_planning_with_pushed_filters_costs_a_few_peeks_not_a_scan(
     peeks = counted_peeks(emulator, monkeypatch)
     df.explain()  # plans the query: the same plan collect() runs below
     planning = list(peeks)
-    assert 0 < len(planning) <= 2 + 2 * 12, planning  # the snapshot's two, then ~log2(2000) + 1 per bound
+    # The snapshot's two, then per bound at most 3 rounds of FANOUT small probes (log33(2000) + 1; issue 53
+    # traded peeks for round trips), fewer messages in all than the 2,000 a scan peeks.
+    assert 0 < len(planning) <= 2 + 2 * (3 * FANOUT + 1), planning
+    assert all(count <= PROBE_PAGE for _, count in planning[2:]) and sum(c for _, c in planning[2:]) < 2000
     del peeks[:]
     assert sorted(r.body_text for r in df.collect()) == sorted(f"g2-{i}" for i in range(500))
     assert peeks and all(1001 <= start <= 1500 for start, _ in peeks), peeks  # the window's numbers only
@@ -308,3 +316,24 @@ def test_the_narrower_start_wins_at_the_same_time(client: ServiceBusClient, emul
     equal, before = EqualTo(("enqueued_time",), tb), LessThan(("enqueued_time",), tb)
     assert planned_and_read(given, [equal]) == (where(state, lambda s, t: t == tb), [])
     assert planned_and_read(given, [equal, before]) == ([], [])
+
+
+def test_sb_peek_and_the_spark_read_return_the_same_window(
+    sp: Any, ip: Any, sb: SbMagics, client: ServiceBusClient
+) -> None:
+    """Issue 53: the magic's window is the Spark options' (half-open, found by bisection), at a
+    boundary ten messages share, and pushed down where Spark can."""
+    state = groups(client)
+    tb, tc = (time_of(state, f"{g}0") for g in "bc")
+    after, before = tb.isoformat(), tc.isoformat()
+    expected = where(state, lambda s, t: tb <= t < tc)
+    assert expected == [f"b{i}" for i in range(10)]
+    peeked = line(ip, f"sb_peek q -n 100 --enqueued-after {after} --enqueued-before {before}")
+    options = sp.read.format("servicebus").option("entity", "q").option("enqueuedAfter", after)
+    read = options.option("enqueuedBefore", before).load()
+    assert sorted(peeked["body_text"]) == bodies(read) == expected
+    from_b = line(ip, f"sb_peek q -n 100 --enqueued-after {after}")
+    assert sorted(from_b["body_text"]) == bodies(load(sp, enqueuedAfter=after)) == where(state, lambda s, t: t >= tb)
+    if PUSHDOWN:
+        col = F.col("enqueued_time")
+        assert bodies(load(sp).where((col >= tb) & (col < tc))) == expected

@@ -15,7 +15,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.core import Connection, EntityPath, resolve
-from sbnotebook.core.operations.bounds import TimeWindow
+from sbnotebook.core.operations.bounds import FANOUT, PROBE_PAGE, TimeWindow
 from sbnotebook.emulator import Emulator
 from tests.helpers import counted_peeks, send
 
@@ -108,8 +108,8 @@ def test_scheduled_messages_numbered_before_the_window_are_read(conn: Connection
 def test_planning_costs_a_few_peeks_not_a_scan(
     conn: Connection, client: ServiceBusClient, emulator: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """2,000 messages in four groups: a window around the third takes about log2(2000) peeks per
-    bound (counted at the broker), not the 8 pages of a scan."""
+    """2,000 messages in four groups: a window around the third takes a few rounds of at most
+    ``FANOUT`` small peeks per bound (counted at the broker: log17(2000), 3 rounds), not a scan."""
     for g in range(4):
         send(client, "q", *[f"g{g}-{i}" for i in range(500)])
         time.sleep(0.05)
@@ -119,7 +119,10 @@ def test_planning_costs_a_few_peeks_not_a_scan(
     peeks = counted_peeks(emulator, monkeypatch)
     ranges = reading.plan_peek(conn, EntityPath.parse("q"), 1, 4, None, window)
     assert (ranges[0].first, ranges[-1].last) == (1001, 1500)
-    assert len(peeks) <= 2 + 2 * 12, peeks  # the snapshot's two, then at most ~log2(2000) + 1 per bound
+    # The snapshot's two, then per bound at most 3 rounds of FANOUT probes (one more for the end's
+    # neighbour), each peeking PROBE_PAGE messages: fewer than the 2,000 a scan peeks.
+    assert len(peeks) <= 2 + 2 * (3 * FANOUT + 1) and all(count <= PROBE_PAGE for _, count in peeks[2:]), peeks
+    assert sum(count for _, count in peeks[2:]) < 2000, peeks
     monkeypatch.undo()
     assert read_window(conn, "q", window, 4) == sorted(f"g2-{i}" for i in range(500))
 

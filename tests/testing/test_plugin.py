@@ -228,6 +228,29 @@ def test_timed_send(servicebus_client, servicebus_emulator):
     result.stderr.fnmatch_lines(["*--servicebus-latency-ms cannot be negative*"])
 
 
+def test_max_connections_option_fails_a_test_that_leaks_clients(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        """
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.exceptions import ServiceBusConnectionError
+
+@pytest.mark.servicebus_topology(queues=["orders"])
+def test_leaks(servicebus_connection_string, servicebus_emulator):
+    assert servicebus_emulator.max_connections == 1
+    leaked = ServiceBusClient.from_connection_string(servicebus_connection_string).get_queue_sender("orders")
+    leaked.__enter__()  # opened and never closed: the one connection allowed
+    sender = ServiceBusClient.from_connection_string(servicebus_connection_string).get_queue_sender("orders")
+    with pytest.raises(ServiceBusConnectionError, match="resource-limit-exceeded"), sender:
+        sender.send_messages(ServiceBusMessage("over the cap"))
+    leaked.close()
+"""
+    )
+    run(project, "--servicebus-max-connections", "1").assert_outcomes(passed=1)
+    result = run(project, "--servicebus-max-connections", "0")
+    result.stderr.fnmatch_lines(["*--servicebus-max-connections must be at least 1*"])
+
+
 def test_tls_option_serves_the_sdk_production_path(project: pytest.Pytester) -> None:
     """Over TLS: no UseDevelopmentEmulator in the connection string, the CA trusted for the test
     (the client options, and the CA settings the admin clients honour), and untrusted after it. The

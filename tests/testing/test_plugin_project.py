@@ -5,8 +5,10 @@ with two subscriptions, refuse a send, see a fresh namespace in each test, and r
 ``--servicebus-latency-ms 80`` (a timed send takes at least 80 ms). The plugin is found through the
 installed entry point, as in any project. Afterwards nothing the runs started is left (processes,
 ports, temporary folders), and an unrelated test run imports nothing more than it does with
-``-p no:servicebus``. Slow (a venv and an install: about 30 s from pip's warm cache, then four
-pytest runs)."""
+``-p no:servicebus``. Issue 54's too: docs/testing.md's "Testing time" passes there on the manual
+clock (a lock, a TTL, a day-ahead schedule, a session lock, shifted enqueued times), each body far
+shorter than what it simulates, and its plain test on real time. Slow (a venv and an install:
+about 30 s from pip's warm cache, then five pytest runs)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import pytest
 
 from tests.processes import port_open
 from tests.testing.sessions import USER_TESTS, plugin_extra_modules
+from tests.testing.test_docs_example import TIME_TEST_SECONDS, TIME_TESTS, call_seconds, example_files
 
 ROOT = Path(__file__).resolve().parents[2]
 # The tree as a source checkout has it (the build may package more than the code: the tutorials),
@@ -77,6 +80,8 @@ def test_a_throwaway_project_that_installed_the_kit(tmp_path: Path) -> None:
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
     shutil.copy(USER_TESTS, project / "tests" / "test_servicebus.py")
+    # docs/testing.md's "Testing time", as the page shows it (issue 54's "done when")
+    (project / "tests" / "test_time.py").write_text(example_files()["tests/test_time.py"])
     (project / "tests" / "test_unrelated.py").write_text(UNRELATED)
     temp = tmp_path / "tmp"  # the runs' TMPDIR: whatever they leave there is seen
     temp.mkdir()
@@ -111,6 +116,17 @@ def test_a_throwaway_project_that_installed_the_kit(tmp_path: Path) -> None:
     assert timed[1]["seconds"] >= 0.08
     fresh = [r for r in seen if r["test"] == "fresh"]
     assert len(fresh) == 4 and len({(r["pid"], r["port"]) for r in fresh}) == 4
+
+    # Time on the manual clock: a minute's lock, an hour's TTL, a day-ahead schedule, a session
+    # lock, shifted enqueued times, each in a body far shorter than what it simulates; a plain test
+    # still on real time.
+    junit = tmp_path / "time.xml"
+    timed = pytest_run("tests/test_time.py", f"--junitxml={junit}", "-o", "junit_duration_report=call")
+    assert timed.returncode == 0, timed.stdout + timed.stderr
+    assert f"{TIME_TESTS} passed" in timed.stdout
+    bodies = call_seconds(junit)
+    assert len(bodies) == TIME_TESTS and max(bodies.values()) < TIME_TEST_SECONDS, bodies
+    print("time tests' bodies (s):", {name: round(seconds, 2) for name, seconds in bodies.items()})
 
     # An unrelated run: nothing imported beyond the plugin's own module.
     modules = {}

@@ -16,10 +16,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..entities import EntityPath
+from ..errors import is_entity_not_found, is_management_link_lost
 from ..sdk.api import ServiceBusSubQueue
 from ..sdk.opening import close_now, open_without_sleeps
 
 log = logging.getLogger("sbnotebook.live")
+
+
+class StaleLink(Exception):
+    """A pooled link that had been open failed with "entity not found": Service Bus detaches the
+    links of an entity when it is deleted, and it may have been made again under the same name since.
+    The link is closed; ``LinkPools.reconnecting`` runs the work once more on a new one (whose attach
+    says whether the entity exists now)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def stale(exc: BaseException, new: bool) -> bool:
+    """Did a link that was reused from a pool fail because its entity was deleted under it? Its
+    receive link is detached with not-found, its management link forced off (the SDK says only that
+    the management operation failed)."""
+    return not new and (is_entity_not_found(exc) or is_management_link_lost(exc))
 
 
 @dataclass
@@ -58,6 +77,13 @@ class LinkPool:
             return
         self.forget(link)
         await close_now(link)
+
+    async def give_back_stale(self, link: Any) -> None:
+        """Close a link detached with its deleted entity, and the idle ones beside it: attached to
+        the same entity, they were detached too (a retry must not pick one of them)."""
+        await quietly(self.give_back(link, keep=False))
+        for other in self.take_idle():
+            await quietly(close_now(other))
 
     def take_idle(self, older_than: float | None = None) -> list[Any]:
         now = time.monotonic()

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from ..entities import EntityPath
 from ..errors import SbError, ServiceError, from_sdk, is_connection_lost
 from ..sdk.api import async_client_class
+from ..sdk.encoded import keep_encoded
 from ..sdk.spares import SpareConnections
 from ..sdk.websockets import transport_options
 from . import trust
@@ -124,6 +125,7 @@ class LiveConnection(LinkPools):
         """The SDK client with the kit's options, and its spare connections (``LinkPools.sdk_client``
         calls this on the loop when there is no client: the first call, and the first after a reconnect)."""
         ServiceBusClient = async_client_class()
+        keep_encoded()  # messages received and peeked keep their bytes: a copy keeps their AMQP types
         # retry_total=0: the kit retries itself (sends by policy, everything else once after a
         # reconnect), so a failure is reported in seconds, not after the SDK's own backoff.
         # try_timeout: every attempt ends, in a reply or a retryable timeout (TRY_TIMEOUT).

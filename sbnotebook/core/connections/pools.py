@@ -39,7 +39,7 @@ from ..errors import EntityNameError, ServiceError, from_sdk, is_connection_lost
 from ..sdk.api import ServiceBusReceiveMode
 from ..sdk.management import session_browser
 from ..sdk.opening import close_now, open_without_sleeps
-from .links import LinkPool, quietly, receiver_for
+from .links import LinkPool, StaleLink, quietly, receiver_for, stale
 from .loop import LoopThread
 
 if TYPE_CHECKING:
@@ -157,10 +157,13 @@ class LinkPools(LoopThread):
         receive-and-delete, "sessions") for one operation. A link whose
         connection broke is closed instead of going back to the pool."""
         pool = self.pool(kind, path)
-        link, _ = await pool.acquire()
+        link, new = await pool.acquire()
         try:
             yield link
         except BaseException as exc:
+            if stale(exc, new):
+                await pool.give_back_stale(link)
+                raise StaleLink(exc) from exc
             await quietly(pool.give_back(link, keep=not is_connection_lost(exc)))
             raise
         else:
@@ -186,6 +189,9 @@ class LinkPools(LoopThread):
         generation = self._generation
         try:
             return await work()
+        except StaleLink as first:
+            # Not a lost connection: a link of a deleted entity, closed; once more on a new link.
+            log.info("a link of %s was detached (%s): opening another", self.settings, from_sdk(first.cause).message)
         except Exception as first:
             if not is_connection_lost(first):
                 raise
@@ -193,6 +199,8 @@ class LinkPools(LoopThread):
                 await self.reconnect(why=first)  # logged there, with why
         try:
             result = await work()
+        except StaleLink as second:
+            raise second.cause from None  # the entity is gone again: its own error
         except Exception as second:
             if not is_connection_lost(second):
                 raise

@@ -1,7 +1,8 @@
 """Copies for resubmission, and the one "copy first, then complete".
 
-The copy keeps body bytes, content type, subject, correlation id, session id, partition key,
-reply-to, to and application properties; drops the dead-letter properties; records how often it
+The copy keeps the body (its AMQP kind: data, value or sequence, and its content), content type,
+subject, correlation id, session id, partition key, reply-to, to and application properties, each
+with its AMQP type (``operations.typed``); drops the dead-letter properties; records how often it
 was resubmitted (``sbnotebook-resubmit-count``) and the original id; and takes a new message id
 unless ``keep_message_id=True`` (duplicate detection on the target would drop it otherwise).
 
@@ -23,10 +24,19 @@ from ..entities import EntityPath
 from ..operations.batch import LockedBatch
 from ..operations.messages import message_id, to_message
 from ..operations.pipeline import RetryPolicy, send_all
+from ..operations.typed import (
+    Unsendable,
+    Unsupported,
+    body_arguments,
+    typed_content,
+    typed_properties,
+    unsendable,
+)
 from ..outcome import MAX_DETAILS, Outcome, Report
 from ..renames import renamed
-from ..sdk.api import AmqpAnnotatedMessage
+from ..sdk.api import AmqpAnnotatedMessage, AmqpMessageBodyType
 from ..sdk.messages import amqp_properties, as_service_bus_message
+from ..views.amqp import TypedMessage
 from ..views.records import RECORD_FIELDS, SENDABLE_FIELDS, body_bytes, to_record
 
 Record = dict[str, Any]
@@ -63,8 +73,9 @@ def copy_message(
 ) -> Any:
     """A faithful copy for resubmission (see the module docstring), as a ``ServiceBusMessage``. Its
     message id is the original's with ``keep_message_id``, else ``message_id`` when given, else
-    :func:`copy_id` when the ``source`` is named, else a random one. A body that is not data (an
-    AMQP value or sequence) becomes data: its JSON text.
+    :func:`copy_id` when the ``source`` is named, else a random one. The body keeps its AMQP kind
+    (data, value, sequence) and every application property its type (``operations.typed``); a
+    message the SDK cannot send so comes back :class:`Unsendable` (the send reports why).
 
     ``resubmission=False`` makes a plain copy (``core.copy``): every application property kept, the
     dead-letter reason and description too, no resubmit count; the time to live kept, and a
@@ -73,35 +84,19 @@ def copy_message(
     # Each getter of a received message lists its AMQP sections: the properties are read at once.
     properties = amqp_properties(msg)
     original_id = properties["message_id"]
-    props: dict[str, Any] = {}
-    for key, value in (msg.application_properties or {}).items():
-        name = key.decode() if isinstance(key, bytes) else str(key)
-        if resubmission and name.lower() in DEAD_LETTER_PROPERTIES:
-            continue
-        props[name] = value.decode() if isinstance(value, bytes) else value
-    if resubmission:
-        previous = props.get(RESUBMIT_COUNT, 0)
-        try:
-            props[RESUBMIT_COUNT] = int(previous) + 1
-        except (TypeError, ValueError):
-            props[RESUBMIT_COUNT] = 1
-    if resubmission or not keep_message_id:
-        props.setdefault(ORIGINAL_ID, str(original_id))
-    body = body_bytes(msg)
-    if keep_message_id:
-        properties["message_id"] = str(original_id)
-    elif message_id is not None:
-        properties["message_id"] = message_id
-    elif source is not None:
-        properties["message_id"] = copy_id(msg, source, original_id)
-    else:
-        properties["message_id"] = str(uuid.uuid4())
+    properties["message_id"] = _copy_id(msg, properties["message_id"], keep_message_id, message_id, source)
+    typed = typed_content(msg)
+    try:
+        props = _copied_properties(msg, typed, resubmission, keep_message_id, original_id)
+        body = body_arguments(typed) if typed is not None else {"data_body": body_bytes(msg)}
+    except Unsupported as exc:
+        return unsendable(properties["message_id"], exc)
     partition_key = msg.partition_key
     # Built as the AMQP message the SDK would make from ServiceBusMessage(body, subject=..., ...),
     # without its property setters (each lists the message's sections again): a third of the cost.
     # tests/core/test_copies.py checks the two encode to the same bytes.
     annotated = AmqpAnnotatedMessage(
-        data_body=body,
+        **body,
         properties=properties,
         application_properties=cast(Any, props),
         annotations=cast(Any, {PARTITION_KEY: partition_key}) if partition_key else None,
@@ -114,6 +109,36 @@ def copy_message(
         if when is not None and when > dt.datetime.now(dt.UTC):
             copy.scheduled_enqueue_time_utc = when
     return copy
+
+
+def _copy_id(msg: Any, original: Any, keep: bool, given: str | None, source: str | None) -> str:
+    if keep:
+        return str(original)
+    if given is not None:
+        return given
+    return copy_id(msg, source, original) if source is not None else str(uuid.uuid4())
+
+
+def _copied_properties(
+    msg: Any, typed: TypedMessage | None, resubmission: bool, keep_message_id: bool, original_id: Any
+) -> dict[str, Any]:
+    """The copy's application properties, each with its type (the SDK's decoded values when the
+    message's bytes were not kept), less the dead-letter ones on a resubmission, plus the kit's."""
+    if typed is not None:
+        props = typed_properties(typed.properties)
+    else:
+        raw = msg.application_properties or {}
+        props = {_text(k): v.decode() if isinstance(v, bytes) else v for k, v in raw.items()}
+    if resubmission:
+        props = {k: v for k, v in props.items() if k.lower() not in DEAD_LETTER_PROPERTIES}
+        previous = (msg.application_properties or {}).get(RESUBMIT_COUNT.encode(), 0)
+        try:
+            props[RESUBMIT_COUNT] = int(previous) + 1
+        except (TypeError, ValueError):
+            props[RESUBMIT_COUNT] = 1
+    if resubmission or not keep_message_id:
+        props.setdefault(ORIGINAL_ID, str(original_id))
+    return props
 
 
 def copy_for(
@@ -136,7 +161,11 @@ _NOT_SENT = set(RECORD_FIELDS) - set(SENDABLE_FIELDS)  # broker-set fields an ed
 
 def apply_edit(copy: Any, original: Record, edited: Record) -> Any:
     """Rebuild the copy from an edited record, keeping the resubmission bookkeeping.
-    An edited ``body`` wins; otherwise an edited ``body_text`` becomes the body."""
+    An edited ``body`` wins; otherwise an edited ``body_text`` becomes the body (a data body); a
+    body left as it was keeps its kind (a value or a sequence stays one)."""
+    if isinstance(copy, Unsendable):
+        return copy
+    kept_body = edited.get("body") == original.get("body") and edited.get("body_text") == original.get("body_text")
     record = {k: v for k, v in edited.items() if k not in _NOT_SENT}
     for timing in ("time_to_live", "scheduled_enqueue_time"):  # like copy_message: only if the edit set them
         if record.get(timing) == original.get(timing):
@@ -151,7 +180,30 @@ def apply_edit(copy: Any, original: Record, edited: Record) -> Any:
     props.update({k: v for k, v in after.items() if k not in before or before[k] != v})
     record["application_properties"] = {k: v for k, v in props.items() if k.lower() not in DEAD_LETTER_PROPERTIES}
     record["message_id"] = copy.message_id
-    return to_message(record)
+    made = to_message(record)
+    return _with_body_of(copy, made) if kept_body else made
+
+
+def _with_body_of(copy: Any, made: Any) -> Any:
+    """``made`` with ``copy``'s body when that is an AMQP value or sequence (the record holds it as
+    JSON text, which would make it a data body)."""
+    raw = copy.raw_amqp_message
+    if raw.body_type == AmqpMessageBodyType.VALUE:
+        body: dict[str, Any] = {"value_body": raw.body}
+    elif raw.body_type == AmqpMessageBodyType.SEQUENCE:
+        body = {"sequence_body": list(raw.body)}
+    else:
+        return made
+    parts = made.raw_amqp_message
+    return as_service_bus_message(
+        AmqpAnnotatedMessage(
+            **body,
+            header=parts.header,
+            properties=parts.properties,
+            application_properties=parts.application_properties,
+            annotations=parts.annotations,
+        )
+    )
 
 
 def _text(key: Any) -> str:

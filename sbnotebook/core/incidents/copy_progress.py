@@ -103,8 +103,12 @@ def record_key(
     where: str | None,
     keep_message_id: bool,
     max_messages: int | None,
+    window: tuple[str | None, str | None] = (None, None),
 ) -> dict[str, Any]:
-    return {
+    # A window is in the key only when given (as given: an age resumes as typed), so records of
+    # copies without one keep their keys.
+    extra = {"window": list(window)} if window != (None, None) else {}
+    return extra | {
         "source_namespace": src.namespace.lower(),
         "source": str(source).lower(),
         "target_namespace": dst.namespace.lower(),

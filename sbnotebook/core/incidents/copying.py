@@ -7,10 +7,10 @@ reason and description kept, time to live, a scheduled time still ahead) and goe
 send pipeline (``pipeline.send_all``: batches, at most ``max_in_flight`` sends, retries, one outcome
 per message) on the target's connection.
 
-Never more than one page in memory: at most ``HELD`` (``PAGE_SIZE``) source messages are in memory
-at once, counted from the moment a peek's answer brings them until the target confirmed (or refused)
-each copy (or the copy skipped it). Peeks ask for half a page (``PEEK``), one at a time, each as soon
-as what is held leaves room for its whole answer, so the next half page is on its way while the one
+Never more than two pages in memory: at most ``HELD`` (``2 * PAGE_SIZE``) source messages are in
+memory at once, counted from the moment a peek's answer brings them until the target confirmed (or
+refused) each copy (or the copy skipped it). Peeks ask for a page (``PEEK``), one at a time, each as
+soon as what is held leaves room for its whole answer, so the next page is on its way while the one
 before is copied and sent. The copies go out in batches of ``SEND_EVERY`` as a page is read, and the
 rest at its end (``pipeline.FLUSH``). ``report.stats["peak_held"]`` is the most that were in memory.
 
@@ -47,26 +47,29 @@ from ..entities import EntityPath
 from ..errors import InvalidInputError, SbError, from_sdk
 from ..operations.pipeline import FLUSH, RetryPolicy, send_all
 from ..operations.scan import PAGE_SIZE, apeek_once, sessions_refused
+from ..operations.window import Span, When, enqueued_window, given_text, locate
 from ..outcome import Outcome, Report
 from ..renames import renamed
 from ..views.records import to_record
-from ..views.search import Where, predicate
+from ..views.search import WhereLike, as_where
 from .copies import copy_message
 from .copy_progress import CopyProgress, Record, created_times, load, record_key, record_path
 from .resumable import LineTracker
 
 log = logging.getLogger(__name__)
 
-HELD = PAGE_SIZE  # source messages a copy holds in memory at most: peeked, not yet confirmed copied
-# Each peek asks for half a page, as soon as what is held leaves room for its answer: the next half
-# is on its way while the one before is copied and sent, and what is in memory stays within a page.
-# Any size is near the bound a page sets (docs/benchmarks.md): 5,000 messages at 80 ms in 4.2-4.3 s,
-# whole pages 4.3-4.5 s; peeks of whatever room there was once a fifth of a page was free (many
-# small ones, each a round trip) took 4.7 s.
-PEEK = HELD // 2
+# Source messages a copy holds in memory at most: peeked, not yet confirmed copied. Each is held for
+# a peek's round trip (the room its answer needs is kept while it is on its way) and a send's, so the
+# copy moves at most HELD per two round trips (Little's law): one page was 4.0-4.4 s for 5,000
+# messages at 80 ms, 3.3-3.6x an export and an import; two pages 2.6-2.7 s (docs/benchmarks.md).
+HELD = 2 * PAGE_SIZE
+# Each peek asks for a page (the most one returns), as soon as what is held leaves room for its
+# answer: the next page is on its way while the one before is copied and sent. Peeks are one at a
+# time (each starts after the last one found), so half pages with two pages held would move only
+# half a page per round trip: 4.1-4.3 s, no faster than one page held.
+PEEK = PAGE_SIZE
 # Copies sent in batches of at most this many, as the page is read: a copy leaves before the rest
-# of its page is copied (~0.5 ms a message), so less is held: working memory 1.2 pages (2.0 with a
-# batch per page, measured before the half-page peeks), for the same speed (docs/benchmarks.md).
+# of its page is copied (~0.5 ms a message), so less is held for the same speed (docs/benchmarks.md).
 SEND_EVERY = PAGE_SIZE // 5
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -93,6 +96,16 @@ class _Start:
     tracker: LineTracker
     record: Path | None = None
     set_aside: str | None = None
+    # A fresh record's creation times, asked for while the first peek is on its way (one round trip
+    # sooner); the record is saved with them before the first send (``saved``).
+    created: asyncio.Future[dict[str, str | None]] | None = None
+
+    async def saved(self) -> None:
+        """Before the first send: the record on disk, so a run after a kill finds the same seed."""
+        if self.created is not None:
+            record: Any = self.tracker.state  # the Record the tracker saves
+            record.created, self.created = await self.created, None
+            self.tracker.save()
 
 
 async def _start(
@@ -100,11 +113,12 @@ async def _start(
     src_path: EntityPath,
     dst: LiveConnection,
     dst_path: EntityPath,
-    where: Where,
+    where: WhereLike,
     keep_message_id: bool,
     max_messages: int | None,
     state: CopyProgress | None,
     resume: bool,
+    window: tuple[str | None, str | None] = (None, None),
 ) -> _Start:
     """The progress a copy resumes: ``state`` if given, else its record on disk (unless ``resume`` is
     False, or the record was set aside), else a fresh one; a record is saved before the first send."""
@@ -114,18 +128,19 @@ async def _start(
             state = CopyProgress(str(src_path), str(dst_path))
         state.complete = False
         return _Start(state, LineTracker(state, None))
-    key = record_key(src, src_path, dst, dst_path, where, keep_message_id, max_messages)
+    key = record_key(src, src_path, dst, dst_path, where, keep_message_id, max_messages, window)
     record = record_path(key)
-    created = await asyncio.to_thread(created_times, src, src_path, dst, dst_path)
-    found, set_aside = load(record, created) if resume else (None, None)
+    asked = asyncio.ensure_future(asyncio.to_thread(created_times, src, src_path, dst, dst_path))
+    found, set_aside = (None, None)
+    if resume and record.is_file():  # a record to check against the entities' creation times first
+        found, set_aside = load(record, await asked)
     state = found if found is not None and found.pending else CopyProgress(str(src_path), str(dst_path))
     state.complete = False
-    saved: Any = Record(state, key, created)  # a Resumable, but its failed is read-only (mypy's protocols)
+    saved: Any = Record(state, key, {})  # a Resumable, but its failed is read-only (mypy's protocols)
     tracker = LineTracker(saved, record)
     saved.tracker = tracker
     record.parent.mkdir(parents=True, exist_ok=True)
-    tracker.save()  # before the first send: a run after a kill finds the same seed, so the same ids
-    return _Start(state, tracker, record, set_aside)
+    return _Start(state, tracker, record, set_aside, created=asked)  # saved before the first send
 
 
 class _CopyRun:
@@ -142,8 +157,10 @@ class _CopyRun:
         matches: Callable[[dict[str, Any]], bool] | None,
         keep_message_id: bool,
         max_messages: int | None,
+        span: Span | bool | None = False,
     ) -> None:
         self.src, self.src_path, self.name = src, src_path, str(src_path)
+        self.span = span  # a window's sequence numbers (None: nothing can be in it; False: no window)
         self.start, self.state, self.tracker = start, start.state, start.tracker
         self.matches, self.keep_message_id = matches, keep_message_id
         self.seed = uuid.UUID(self.state.seed)
@@ -179,10 +196,21 @@ class _CopyRun:
 
     async def peek_ahead(self) -> None:
         """Peek ahead, one peek at a time (each starts after the last sequence number the one before
-        found), while the pages before are copied and sent. A peek asks only for the room its
-        answer will find: what is in memory now, ``held``, only falls until the answer comes, so
-        with it ``held`` stays at most ``HELD``."""
-        at = self.first
+        found), while the pages before are copied and sent; with a window, only its numbers. A peek
+        asks only for the room its answer will find: what is in memory now, ``held``, only falls
+        until the answer comes, so with it ``held`` stays at most ``HELD``."""
+        if self.span is False:
+            parts: list[tuple[int, int | None, bool]] = [(self.first, None, False)]
+        else:
+            found = self.span.parts() if isinstance(self.span, Span) else []
+            parts = [(max(a, self.first), b, s) for a, b, s in found if max(a, self.first) <= b]
+        for first, last, scheduled_only in parts:
+            if not await self.peek_part(first, last, scheduled_only):
+                return
+        self.pages.put_nowait(None)
+
+    async def peek_part(self, at: int, last: int | None, scheduled_only: bool) -> bool:
+        """Sequence numbers ``at..last`` (None: to the end); False when a peek failed (said on ``pages``)."""
         while True:
             while HELD - self.held < PEEK:
                 self.room.clear()
@@ -192,14 +220,18 @@ class _CopyRun:
             except Exception as exc:
                 error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=self.name)
                 self.pages.put_nowait(sessions_refused(self.src_path, error, "a copy") or error)
-                return
-            self.held += len(page)
+                return False
+            inside = page if last is None else [m for m in page if int(m.sequence_number) <= last]
+            kept = (
+                inside if not isinstance(self.span, Span) else [m for m in inside if self.span.keeps(m, scheduled_only)]
+            )
+            self.held += len(kept)
             self.peak = max(self.peak, self.held)
-            if not page:
-                self.pages.put_nowait(None)
-                return
+            if kept:
+                self.pages.put_nowait(kept)
+            if not page or len(inside) < len(page):
+                return True
             at = int(page[-1].sequence_number) + 1
-            self.pages.put_nowait(page)
 
     def skipped(self, msg: Any, seq: int) -> bool:
         """Copied by an earlier run (and not failed then), or not selected by ``where``."""
@@ -231,6 +263,8 @@ class _CopyRun:
                     if self.left is not None and taken >= self.left:
                         self.release(1 + len(page))
                         return
+                    if not taken:
+                        await self.start.saved()
                     taken += 1
                     self.tracker.taken(seq)
                     copied = copy_message(
@@ -320,7 +354,7 @@ async def acopy(
     source: str | EntityPath,
     target: str | EntityPath,
     *,
-    where: Where = None,
+    where: WhereLike = None,
     max_messages: int | None = None,
     keep_message_id: bool = False,
     max_in_flight: int = 10,
@@ -328,6 +362,8 @@ async def acopy(
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
     resume: bool = True,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
     """Copy the messages of ``source`` (an entity, a subscription, a dead-letter queue), all or those
@@ -338,19 +374,35 @@ async def acopy(
     Resumable through its record on disk (see the module docstring; ``resume=False`` starts afresh,
     a ``where`` given as a function keeps no record). ``state``: a ``CopyProgress`` to resume and
     update instead (no record on disk). One ``sent`` or ``failed`` outcome per message;
-    ``report.stats["peak_held"]``: the most source messages in memory at once (at most ``HELD``)."""
+    ``report.stats["peak_held"]``: the most source messages in memory at once (at most ``HELD``).
+    ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only
+    messages enqueued within that window, found by a search over peeks (window.py). A search that
+    raised on every message fails (``WhereFailed``); on some, the Report's ``stats["unevaluated"]``
+    and a note say how many."""
     src_path = EntityPath.parse(source)
     dst_path = copy_target(target)
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
         raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
     if not isinstance(max_in_flight, int) or max_in_flight < 1:
         raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
-    matches = predicate(where)
+    matches = as_where(where)
+    window = enqueued_window(enqueued_after, enqueued_before)
     dst = live(connection)
     src = dst if source_connection is None else live(source_connection)
-    start = await _start(src, src_path, dst, dst_path, where, keep_message_id, max_messages, state, resume)
-    run = _CopyRun(src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages)
-    return _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
+    # The window's numbers, found by blocking peeks: off the loop those peeks run on.
+    span = False if window is None else await asyncio.to_thread(locate, src, src_path, window)
+    given = (given_text(enqueued_after), given_text(enqueued_before))
+    start = await _start(src, src_path, dst, dst_path, where, keep_message_id, max_messages, state, resume, given)
+    run = _CopyRun(
+        src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages, span=span
+    )
+    report = _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
+    if matches is not None:
+        matches.check()  # raised on every message: a mistake, and nothing was sent
+        if matches.errors:
+            report.stats.update(matches.stats())
+            report.note(f"{matches.describe()}: not copied")
+    return report
 
 
 copy = renamed(**COPY_RENAMED)(
@@ -397,7 +449,8 @@ def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath,
     dst = live(given["connection"])
     src = dst if given["source_connection"] is None else live(given["source_connection"])
     source, target = EntityPath.parse(given["source"]), EntityPath.parse(given["target"])
-    key = record_key(src, source, dst, target, given["where"], given["keep_message_id"], given["max_messages"])
+    window = (given_text(given["enqueued_after"]), given_text(given["enqueued_before"]))
+    key = record_key(src, source, dst, target, given["where"], given["keep_message_id"], given["max_messages"], window)
     return record_path(key), src, source, dst, target
 
 

@@ -7,13 +7,19 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import SbError
-from ..views.search import Where, predicate
+from ..operations.scan import ascan, sessions_refused
+from ..operations.typed import typed_content
+from ..operations.window import When, enqueued_window, given_text, locate, span_pages
+from ..views.records import to_record
+from ..views.search import WhereLike, as_where
+from ..views.where import Where
 from .jsonl import to_json_record
 from .resumable import write_atomically
 
@@ -43,11 +49,34 @@ def _first_word_on(marker: Path) -> bool:
     return True
 
 
-def export_resume_point(entity: str | EntityPath, path: str | Path, where: Where = None) -> tuple[int, int] | None:
-    """Where an interrupted export of ``entity`` (and the same ``where``) into ``path`` stopped:
-    (messages in the file, the last one's sequence number), or None when there is nothing to resume
-    (no export of that entity and search was interrupted there, or ``where`` is a function, which
-    leaves no record of itself: the export starts the file again)."""
+class Exported(int):
+    """How many messages an export's file holds (an int), with what its ``where`` could not evaluate:
+    ``unevaluated`` messages, ``unevaluated_by_error``, and the line that says so (``unevaluated_text``)."""
+
+    unevaluated: int = 0
+    unevaluated_by_error: dict[str, int]
+    unevaluated_text: str | None = None
+
+
+def _key(where: str | None, window: tuple[str | None, str | None]) -> dict[str, object]:
+    """What an export's marker records of its arguments (the window as given: an age resumes as typed)."""
+    key: dict[str, object] = {"where": where}
+    if window != (None, None):
+        key["window"] = list(window)
+    return key
+
+
+def export_resume_point(
+    entity: str | EntityPath,
+    path: str | Path,
+    where: WhereLike = None,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
+) -> tuple[int, int] | None:
+    """Where an interrupted export of ``entity`` (and the same ``where`` and window) into ``path``
+    stopped: (messages in the file, the last one's sequence number), or None when there is nothing
+    to resume (no export of that entity and search was interrupted there, or ``where`` is a
+    function, which leaves no record of itself: the export starts the file again)."""
     marker, file = _export_marker(path), Path(path)
     if callable(where) or not marker.is_file() or not file.is_file():
         return None
@@ -61,7 +90,11 @@ def export_resume_point(entity: str | EntityPath, path: str | Path, where: Where
                 "export marker %s is unreadable (%s): the export starts over, writing %s afresh", marker, exc, file
             )
         return None
-    if info.get("entity") != str(EntityPath.parse(entity)) or info.get("where") != where:
+    wanted = _key(where, (given_text(enqueued_after), given_text(enqueued_before)))
+    if info.get("entity") != str(EntityPath.parse(entity)) or {k: info.get(k) for k in ("where", "window")} != {
+        "where": wanted["where"],
+        "window": wanted.get("window"),
+    }:
         return None
     lines, last = _complete_lines(file)
     return lines, last
@@ -97,29 +130,34 @@ def export_jsonl(
     entity: str | EntityPath,
     path: str | Path,
     *,
-    where: Where = None,
+    where: WhereLike = None,
     progress: Callable[[int, int], None] | None = None,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
     connection: ConnectionLike = None,
-) -> int:
+) -> Exported:
     """Write every message of an entity (or, with ``where``, every match: a search expression, see
     ``compile_where``, or a function of a record) as JSON lines, read with the scanner page by page
     (memory stays flat whatever the size).
-    ``progress(read, written)`` after each page. Returns how many messages the file holds.
+    ``progress(read, written)`` after each page. Returns how many messages the file holds (an int,
+    with ``unevaluated``: messages the search raised on; one that raised on every message fails,
+    ``WhereFailed``, and the file is not kept). ``enqueued_after`` / ``enqueued_before``: only messages
+    enqueued within that window (window.py: found by a search over peeks, not by reading everything).
 
     Resumable: while it runs, a marker file (``path`` + ``.exporting``) says the export is not
     complete. Interrupted (a kernel interrupt, the process killed), the same call appends from the
     message after the last one in the file (its sequence number), so nothing is written twice; a
     line cut by the kill is removed first. A complete export started again replaces the file. An
     export with a ``where`` function starts afresh each time (a function cannot be recorded)."""
-    from ..operations.scan import scan, sessions_refused
 
-    matches = predicate(where)
+    matches = as_where(where)
     path = Path(path)
     name = str(EntityPath.parse(entity))
     conn = live(connection)
-    resume = export_resume_point(name, path, where)
+    given = (given_text(enqueued_after), given_text(enqueued_before))
+    resume = export_resume_point(name, path, where, enqueued_after, enqueued_before)
     before, last = resume if resume is not None else (0, 0)
-    pages = scan(name, from_sequence_number=last + 1, connection=conn)
+    pages = _pages(conn, name, last + 1, enqueued_window(enqueued_after, enqueued_before))
     try:
         # The first page before the file or the marker is touched: an export refused there (a
         # session-enabled entity, no such entity, no Listen right) leaves the file as it was and no
@@ -136,18 +174,46 @@ def export_jsonl(
     if callable(where):
         marker.unlink(missing_ok=True)  # no record to resume from: an old one must not name this file
     else:
-        write_atomically(marker, {"entity": name, "where": where})
+        write_atomically(marker, {"entity": name, **_key(where, given)})
     read = written = 0
     with path.open("a" if resume is not None else "w", encoding="utf-8") as f:
         for page in itertools.chain([first] if first is not None else [], pages):
             read += len(page)
-            for r in page:
+            for msg in page:
+                r = to_record(msg, name)
                 if matches is None or matches(r):
-                    f.write(json.dumps(to_json_record(r), ensure_ascii=False) + "\n")
+                    f.write(json.dumps(to_json_record(r, typed_content(msg)), ensure_ascii=False) + "\n")
                     written += 1
             f.flush()  # a kill loses at most the page being written
             if progress is not None:
                 progress(before + read, before + written)
         os.fsync(f.fileno())
     marker.unlink(missing_ok=True)
-    return before + written
+    return _counted(before + written, matches, path, resume is None)
+
+
+def _pages(conn: Any, name: str, start: int, window: Any) -> Iterator[list[Any]]:
+    """The entity's pages of the SDK's messages from ``start`` (their types are read from them), or
+    only its window's (found by a search over peeks)."""
+    if window is None:
+        return conn.iterate(ascan(name, from_sequence_number=start, connection=conn))
+    span = locate(conn, name, window, start)
+    log.info("export of %s: %s, %s", name, window.describe(), "nothing there" if span is None else span)
+    if span is None:
+        return iter(())
+    return ([msg for msg, _ in page] for page in span_pages(name, span, from_sequence_number=start, connection=conn))
+
+
+def _counted(n: int, matches: Where | None, path: Path, fresh: bool) -> Exported:
+    """The count, with what the search could not evaluate; a search that raised on every message
+    fails, and a file it started holds nothing worth keeping."""
+    out = Exported(n)
+    out.unevaluated_by_error = {}
+    if matches is None:
+        return out
+    if matches.failed_everywhere and fresh:
+        path.unlink(missing_ok=True)
+    matches.check()
+    out.unevaluated, out.unevaluated_by_error = matches.unevaluated, matches.by_error()
+    out.unevaluated_text = matches.describe()
+    return out

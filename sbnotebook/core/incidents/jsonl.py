@@ -2,10 +2,19 @@
 
 One JSON object per message with every field in schema order: times as ISO strings, the body as
 text in ``body`` (what ``core.send`` and ``%%sb_send`` send back), and binary bodies, which have no
-text, as ``body_base64`` so they come back byte for byte. Application properties are the record's
-map of strings (non-string values JSON-encoded); ``import_jsonl(decode_properties=True)`` turns
-JSON numbers and booleans back into numbers and booleans. Exporting and importing whole entities
-with it: core/incidents/exporting.py and core/incidents/importing.py.
+text, as ``body_base64`` so they come back byte for byte. What a message is, kinds and types, is
+written too (``views.amqp``'s JSON forms), so an import sends the same message:
+
+- ``application_properties``: each value in its JSON form (a number, ``true``, text, base64 for
+  binary, ISO 8601 for a timestamp), and ``application_property_types`` its AMQP type (``int``,
+  ``long``, ``double``, ``boolean``, ``string``, ``timestamp``, ``uuid``, ``binary``, ...);
+- ``body_kind``: ``data``, ``value`` or ``sequence``; a value or sequence body's typed content in
+  ``body_amqp`` (``body`` holds it as readable JSON text, as ``body_text`` does).
+
+Lines without types (written before types were recorded, or by another tool) hold properties as
+strings: they are sent as strings, or with ``import_jsonl(decode_properties=True)`` JSON numbers and
+booleans as numbers and booleans. Exporting and importing whole entities with it:
+core/incidents/exporting.py and core/incidents/importing.py.
 """
 
 from __future__ import annotations
@@ -19,13 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError
+from ..views.amqp import TypedMessage, form, to_json
 from ..views.records import FIELDS
 
 Record = dict[str, Any]
+TYPED_KEYS = ("application_property_types", "body_kind", "body_amqp")  # beside the record's fields
 
 
-def to_json_record(record: Record) -> Record:
-    """A record as a JSON-ready dict (see the module docstring)."""
+def to_json_record(record: Record, typed: TypedMessage | None = None) -> Record:
+    """A record as a JSON-ready dict (see the module docstring), with ``typed``, the message's body
+    and properties with their types (``operations.typed.typed_content``), when known."""
     out: Record = {}
     for f in FIELDS:
         value = record.get(f.name)
@@ -37,12 +49,29 @@ def to_json_record(record: Record) -> Record:
             out[f.name] = value.isoformat()
         else:
             out[f.name] = value
+    if typed is not None:
+        out.update(typed_fields(typed))
+    return out
+
+
+def typed_fields(typed: TypedMessage) -> Record:
+    """The export line's kinds and types (see the module docstring)."""
+    out: Record = {
+        "application_properties": {k: form(t) for k, t in typed.properties.items()},
+        "application_property_types": {k: t.type for k, t in typed.properties.items()},
+        "body_kind": typed.kind,
+    }
+    if typed.kind == "value" and typed.value is not None:
+        out["body_amqp"] = to_json(typed.value)
+    elif typed.kind == "sequence":
+        out["body_amqp"] = [[to_json(v) for v in section] for section in typed.sequence]
     return out
 
 
 def from_json_record(obj: Record) -> Record:
-    """An exported object back as a record: bytes body, datetimes for the timestamp fields."""
-    record: Record = {}
+    """An exported object back as a record: bytes body, datetimes for the timestamp fields, and the
+    kinds and types the line records (what ``core.send`` sends it with again)."""
+    record: Record = {key: obj[key] for key in TYPED_KEYS if key in obj}
     for f in FIELDS:
         value = obj.get(f.name)
         if f.kind == "binary":
@@ -113,18 +142,22 @@ def sendable(
     """An imported record as it is sent: a fresh message id (``message_id``, else a random one)
     unless ``keep_message_id``; a scheduled time
     only when it is still ahead (it is kept on messages that were scheduled once); the broker's
-    dead-letter reason and description dropped (as a resubmit drops them)."""
+    dead-letter reason and description dropped (as a resubmit drops them). ``decode_properties``
+    applies to lines without types (see the module docstring): a typed line's types win."""
     from .copies import DEAD_LETTER_PROPERTIES
 
     out = dict(record)
-    props = out.get("application_properties") or {}
-    out["application_properties"] = {k: v for k, v in props.items() if k.lower() not in DEAD_LETTER_PROPERTIES}
+    for key in ("application_properties", "application_property_types"):
+        if isinstance(out.get(key), dict):
+            out[key] = {k: v for k, v in out[key].items() if k.lower() not in DEAD_LETTER_PROPERTIES}
+    out.setdefault("application_properties", {})
+    out["application_properties"] = out["application_properties"] or {}
     if not keep_message_id:
         out["message_id"] = message_id or str(uuid.uuid4())
     when = out.get("scheduled_enqueue_time")
     if when is not None and when <= (now or dt.datetime.now(dt.UTC)):
         out["scheduled_enqueue_time"] = None
-    if decode_properties:
+    if decode_properties and "application_property_types" not in out:
         out["application_properties"] = {k: decode_property(v) for k, v in out["application_properties"].items()}
     return out
 

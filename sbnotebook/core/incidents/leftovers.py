@@ -73,6 +73,7 @@ async def account_for_what_is_left(
     session_id: str | None = None,
     unexplained: str | None = None,
     still_there: str | None = None,
+    numbers: tuple[int, int | None] = (1, None),
 ) -> None:
     """Peek what ``path`` still holds. Each message in a state of ``asked`` (active, deferred,
     scheduled), not in ``skip`` (sequence numbers the report already accounts for) and matching
@@ -82,14 +83,18 @@ async def account_for_what_is_left(
     ``unexplained``: the reason of messages not locked by another receiver, when the caller knows it
     (the operation failed on them), instead of ``arrived while ...`` or ``still there``.
     ``still_there``: the reason of messages neither locked nor new, when the caller knows more than
-    the peek shows (how its run passed them); else ``STILL_THERE``."""
+    the peek shows (how its run passed them); else ``STILL_THERE``. ``numbers``: the sequence numbers
+    to peek, first and past the last (None: to the end): what the operation could have taken (a
+    window's), so what it left is counted without reading the whole entity."""
     now = dt.datetime.now(dt.UTC)
     op = report.operation
     why: Counter[str] = Counter()
     kept: Counter[str] = Counter()
     lock_ends: dt.datetime | None = None
     where = f"session {session_id!r}: " if session_id is not None else ""
-    async for page in ascan(path, session_id=session_id, connection=conn):
+    async for page in ascan(
+        path, from_sequence_number=numbers[0], before_sequence_number=numbers[1], session_id=session_id, connection=conn
+    ):
         for m in page:
             seq = int(m.sequence_number or 0)
             if seq in skip or (match is not None and not match(m)):

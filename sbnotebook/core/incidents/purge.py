@@ -56,21 +56,23 @@ from ..errors import (
     from_sdk,
     requires_sessions,
 )
+from ..operations.bounds import TimeWindow
 from ..operations.messages import message_id
 from ..operations.receive import fetch_batch
 from ..operations.scan import STATES, SessionHold, anything_there, ascan, message_state
 from ..operations.sessions import each_session, hold_session, list_session_ids
+from ..operations.window import When, enqueued_window
 from ..outcome import Outcome, Report
 from ..sdk.api import ServiceBusError, ServiceBusReceiveMode
 from ..sdk.receiver import drain_credit, forget_deliveries, settle_by_tokens
 from .leftovers import account_for_what_is_left, count_what_sessions_left, locked_until
 from .purge_on_server import delete_on_server
+from .purge_window import BY_SEQUENCE, cancel_scheduled, delete_deferred, purge_window
 
 log = logging.getLogger("sbnotebook.core.incidents.purge")
 
 PURGE_BATCH = 500
 PARALLEL_RECEIVERS = 4
-BY_SEQUENCE = 100  # sequence numbers per receive-deferred / cancel-scheduled request
 
 
 def _removed(m: Any) -> Outcome:
@@ -86,6 +88,7 @@ async def _purge(
     include_scheduled: bool,
     session_ids: list[str] | None,
     progress: Callable[[Report], None] | None,
+    window: TimeWindow | None = None,
 ) -> Report:
     """Batch delete on the server (or, where refused, receive-and-delete with several receivers at
     once), then deferred messages by sequence number, then cancel scheduled ones (queues and topics
@@ -107,6 +110,11 @@ async def _purge(
     except SbError as exc:
         if not requires_sessions(exc):
             raise
+        if window is not None:
+            raise InvalidInputError(
+                f"{path} requires sessions: a purge with a time window peeks the entity, which Service Bus refuses"
+                " without a session. Purge its sessions whole (session_ids), or its dead-letter queue by time."
+            ) from None
         log.info("%s requires sessions: purging it session by session", path)
         since = dt.datetime.now(dt.UTC)
         ids = session_ids if session_ids is not None else await list_session_ids(conn, path)
@@ -127,6 +135,10 @@ async def _purge(
     if session_ids is not None:
         raise InvalidInputError(f"{path} does not require sessions: purge it without session_ids.")
     if empty:
+        report.elapsed = time.perf_counter() - started
+        return report
+    if window is not None:
+        await purge_window(conn, path, window, report, tick, asked)
         report.elapsed = time.perf_counter() - started
         return report
     since = dt.datetime.now(dt.UTC)
@@ -199,15 +211,9 @@ async def _purge_by_number(
     if on_server and ((deferred and found["deferred"]) or (scheduled and found["scheduled"])):
         _note_slow_path(report, "deferred and scheduled messages are not eligible for batch delete")
     if deferred and found["deferred"]:
-        numbers = found["deferred"]
-        rcv = receiver_for(client, path, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
-        async with opened(rcv):
-            for k in range(0, len(numbers), BY_SEQUENCE):
-                got = await rcv.receive_deferred_messages(numbers[k : k + BY_SEQUENCE])
-                report.extend(_removed(m) for m in got)
-                tick()
+        await delete_deferred(client, path, found["deferred"], report, tick)
     if scheduled:
-        await _cancel_scheduled(conn, path, found["scheduled"], report, tick)
+        await cancel_scheduled(conn, path, found["scheduled"], report, tick)
 
 
 async def _scan_named_sessions(
@@ -253,23 +259,6 @@ def _note_slow_path(report: Report, why: str) -> None:
         report.note(text)
 
 
-async def _cancel_scheduled(
-    conn: LiveConnection, path: EntityPath, scheduled: list[int], report: Report, tick: Callable[[], None]
-) -> None:
-    """Scheduled messages are cancelled on the queue or topic (a subscription or DLQ has none)."""
-    if not scheduled or path.is_subscription or path.is_dead_letter:
-        return
-    for k in range(0, len(scheduled), BY_SEQUENCE):
-        chunk = scheduled[k : k + BY_SEQUENCE]
-
-        async def cancel(sender: Any, chunk: list[int] = chunk) -> None:
-            await sender.cancel_scheduled_messages(chunk)
-
-        await conn.with_link("sender", path, cancel)
-        report.extend(Outcome(None, s, "purged", "scheduled: cancelled") for s in chunk)
-        tick()
-
-
 async def _purge_sessions(
     conn: LiveConnection,
     path: EntityPath,
@@ -299,7 +288,7 @@ async def _purge_sessions(
         try:
             scheduled = await hold_session(conn, path, session_id, work)
             if include_scheduled:
-                await _cancel_scheduled(conn, path, scheduled, report, tick)
+                await cancel_scheduled(conn, path, scheduled, report, tick)
         except (SbError, ServiceBusError) as exc:  # reported per session, with the reason; the purge goes on
             error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=str(path))
             if isinstance(error, SessionLockedError):
@@ -367,10 +356,15 @@ async def apurge(
     include_scheduled: bool = True,
     session_ids: Iterable[str] | None = None,
     progress: Callable[[Report], None] | None = None,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
     """The async form of :func:`purge`."""
     path = EntityPath.parse(entity)
+    window = enqueued_window(enqueued_after, enqueued_before)
+    if window is not None and session_ids is not None:
+        raise InvalidInputError("A purge of named sessions takes them whole: give session_ids or a time window.")
     conn = live(connection)
     return await conn.call_on(
         path,
@@ -382,6 +376,7 @@ async def apurge(
             include_scheduled=include_scheduled,
             session_ids=_session_ids(session_ids),
             progress=progress,
+            window=window,
         ),
     )
 
@@ -391,5 +386,7 @@ purge = sync_form(
     """Remove every message from an entity (or its DLQ). One outcome per removed message.
     ``include_active=False`` leaves active messages (purge only deferred and/or scheduled ones).
     ``session_ids``: on a session-enabled entity, purge these sessions only (default: every session
-    Service Bus lists, which leaves out sessions holding nothing but deferred or scheduled messages).""",
+    Service Bus lists, which leaves out sessions holding nothing but deferred or scheduled messages).
+    ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only
+    messages enqueued within that window (purge_window.py says which path each kind takes).""",
 )

@@ -32,11 +32,18 @@ def _deleted(report: Report, n: int, tick: Callable[[], None]) -> None:
         tick()
 
 
-async def delete_on_server(conn: LiveConnection, path: EntityPath, report: Report, tick: Callable[[], None]) -> bool:
-    """Delete the active messages with ``batch-delete-messages`` until the server says none are left
-    (status 204), ``DELETES_IN_FLIGHT`` requests at a time. Returns False, with a note and a log
-    line, when the service refuses it (then nothing was deleted here and the caller receives)."""
-    cutoff = dt.datetime.now(dt.UTC) + CLOCK_SKEW
+async def delete_on_server(
+    conn: LiveConnection,
+    path: EntityPath,
+    report: Report,
+    tick: Callable[[], None],
+    before: dt.datetime | None = None,
+) -> bool:
+    """Delete the active messages (``before``: those enqueued strictly before it) with
+    ``batch-delete-messages`` until the server says none are left (status 204),
+    ``DELETES_IN_FLIGHT`` requests at a time. Returns False, with a note and a log line, when the
+    service refuses it (then nothing was deleted here and the caller receives)."""
+    cutoff = before if before is not None else dt.datetime.now(dt.UTC) + CLOCK_SKEW
     handler = management_handler(conn.sdk_client(), path)
     try:
         size = BATCH_DELETE_MAX

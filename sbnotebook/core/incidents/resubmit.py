@@ -30,12 +30,14 @@ from ..connections.syncforms import sync_form
 from ..entities import EntityPath
 from ..errors import EntityNameError, InvalidInputError, from_sdk
 from ..operations.batch import LockedBatch
+from ..operations.bounds import TimeWindow
 from ..operations.messages import message_id
 from ..operations.receive import receive_batch
 from ..operations.scan import anything_there
+from ..operations.window import When, enqueued_window
 from ..outcome import Outcome, Report
 from ..renames import renamed
-from ..views.search import Where, predicate
+from ..views.search import WhereLike, as_where
 from .copies import acopy_then_complete, copy_for
 from .leftovers import account_for_what_is_left
 from .selection import Selection, peeked_selection
@@ -104,6 +106,7 @@ async def _resubmit(
     max_in_flight: int,
     batch_size: int,
     progress: Callable[[Report], None] | None = None,
+    window: TimeWindow | None = None,
 ) -> Report:
     """Copy first (send), complete second (one request per batch), with up to ``max_in_flight``
     batches on their way at once (each worker: receive, send the copies, complete the originals),
@@ -112,7 +115,9 @@ async def _resubmit(
     since = dt.datetime.now(dt.UTC)
     report = Report("resubmit" if dst is not None else "discard", str(src), str(dst) if dst else None)
     report.stats.update(batches=0, workers=0)
-    selection = await peeked_selection(conn, src, where, limit) if where is not None else None
+    selected = where is not None or window is not None
+    selection = await peeked_selection(conn, src, where, limit, window) if selected else None
+    _say_unevaluated(report, selection)
     # With a selection the limit is on the selected messages (it ends the selection), not on the
     # messages received on the way past unselected ones.
     run = _Run(report, limit if selection is None else None, selection, progress)
@@ -141,6 +146,13 @@ async def _resubmit(
     return report
 
 
+def _say_unevaluated(report: Report, selection: Selection | None) -> None:
+    """What the where could not evaluate when the selection was made: the Report's stats and a note."""
+    if selection is not None and selection.unevaluated_text is not None:
+        report.stats.update(selection.unevaluated)
+        report.note(f"{selection.unevaluated_text}: not taken")
+
+
 async def _until_all_ended(workers: set[asyncio.Task[None]], run: _Run) -> None:
     """Wait for every worker, those started meanwhile included. The first failure stops the others
     and is raised once all have ended."""
@@ -163,6 +175,8 @@ async def _account_for_the_rest(
 ) -> None:
     """One ``left`` outcome for each message still there that the run was asked to take."""
     report, selection = run.report, run.selection
+    if selection is not None and not selection.count:
+        return  # nothing was selected: nothing the run was asked to take can be left
     # Locked by another receiver (a run that was interrupted holds its locks until they expire), or
     # new: not moved by this run, and the report must not look complete. Each is a `left` outcome,
     # read from the broker; what this run reported already (held back, or copied and not completed)
@@ -177,6 +191,8 @@ async def _account_for_the_rest(
         verb="resubmit" if dst is not None else "discard",
         skip={_seq(b.messages[i]) for b, keep in run.held for i in keep} | set(run.copied),
         match=None if selection is None else functools.partial(selection.takes, src),
+        # What was selected lies between its lowest and highest numbers (a window's: not the whole entity).
+        numbers=(1, None) if selection is None else (selection.first, selection.last + 1),
         not_asked="not taken: a resubmit takes active messages (deferred ones: receive_deferred)",
         # What the run knows of them: its receives ended on one that got nothing. Why (held by
         # another receiver then, a slow delivery) the broker does not say.
@@ -334,7 +350,7 @@ async def _move(
     return keep
 
 
-async def _moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, **kwargs: Any) -> Report:
+async def moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, **kwargs: Any) -> Report:
     """``_resubmit`` with the one "reconnect once, then retry" (safe: a failure with nothing moved
     changed nothing) and SDK errors turned into the kit's."""
 
@@ -344,7 +360,7 @@ async def _moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, 
     return await conn.call_on(src, conn.reconnecting(lambda: _resubmit(conn, src, dst, **kwargs), after=noted))
 
 
-def _check_limit(limit: int | None, max_in_flight: int, batch_size: int) -> None:
+def check_limit(limit: int | None, max_in_flight: int, batch_size: int) -> None:
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise InvalidInputError("max_messages must be a positive whole number.")
     for name, value in (("max_in_flight", max_in_flight), ("batch_size", batch_size)):
@@ -364,7 +380,7 @@ async def aresubmit(
     source: str | EntityPath,
     *,
     target: str | EntityPath | None = None,
-    where: Where = None,
+    where: WhereLike = None,
     edit: Callable[[Record], Record | None] | None = None,
     max_messages: int | None = None,
     keep_message_id: bool = False,
@@ -372,19 +388,23 @@ async def aresubmit(
     max_in_flight: int = MAX_IN_FLIGHT,
     batch_size: int = BATCH_SIZE,
     progress: Callable[[Report], None] | None = None,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
     """The async form of :func:`resubmit`."""
     src = EntityPath.parse(source)
     dst = _target(src, target, allow_fan_out)
-    _check_limit(max_messages, max_in_flight, batch_size)
-    selects = predicate(where)  # a bad expression fails before anything is received
+    check_limit(max_messages, max_in_flight, batch_size)
+    matches = as_where(where)  # a bad expression fails before anything is received
+    window = enqueued_window(enqueued_after, enqueued_before)
     conn = live(connection)
-    return await _moved(
+    return await moved(
         conn,
         src,
         dst,
-        where=selects,
+        window=window,
+        where=matches,
         edit=edit,
         limit=max_messages,
         keep_message_id=keep_message_id,
@@ -399,42 +419,14 @@ resubmit = renamed(limit="max_messages")(
         aresubmit,
         """Move messages from ``source`` to ``target``: copy first, complete second.
 
-    ``where`` selects messages (a search expression, see ``compile_where``, or a function of a record;
-    others are released untouched); ``edit(record)`` returns the
+    ``where`` selects messages (a search expression, see ``compile_where``, or a function of a
+    record; others are released untouched; one that raised on every message fails before anything
+    moves, on some they are counted in the Report's stats and notes); ``enqueued_after`` /
+    ``enqueued_before`` (a datetime, ISO 8601, or an age such as ``2h``) only messages enqueued within
+    that window; ``edit(record)`` returns the
     record to send (its ``body``/``body_text``/properties changed) or None to leave the message where
     it is. One outcome per message: resubmitted, skipped, duplicated or failed. ``progress(report)``
     after each batch (from the connection's thread). Run again after an interruption, it finishes
     what is left (see the module docstring).""",
     )
 )
-
-
-@renamed(limit="max_messages")
-def discard(
-    source: str | EntityPath,
-    *,
-    where: Where = None,
-    max_messages: int | None = None,
-    progress: Callable[[Report], None] | None = None,
-    connection: ConnectionLike = None,
-) -> Report:
-    """Remove the messages ``where`` selects (as in ``resubmit``) for good (complete them). Others are
-    released untouched, with no delivery counted. Destructive: the notebook layers ask first."""
-    src = EntityPath.parse(source)
-    _check_limit(max_messages, MAX_IN_FLIGHT, BATCH_SIZE)
-    selects = predicate(where)
-    conn = live(connection)
-    return conn.run(
-        _moved(
-            conn,
-            src,
-            None,
-            where=selects,
-            edit=None,
-            limit=max_messages,
-            keep_message_id=False,
-            max_in_flight=MAX_IN_FLIGHT,
-            batch_size=BATCH_SIZE,
-            progress=progress,
-        )
-    )

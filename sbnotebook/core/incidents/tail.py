@@ -34,7 +34,8 @@ from ..operations.bounds import message_count, snapshot
 from ..operations.scan import PAGE_SIZE, peek_page, sessions_refused
 from ..timing import Timed
 from ..views.records import RECORD_FIELDS, to_dataframe
-from ..views.search import Where, predicate
+from ..views.search import WhereLike, as_where
+from ..views.where import Where
 
 Record = dict[str, Any]
 TAIL_INTERVAL = 1.0  # seconds between two polls
@@ -50,7 +51,7 @@ class Tail(Timed):
     connection: LiveConnection
     interval: float = TAIL_INTERVAL
     seconds: float | None = None
-    where: Where = None
+    where: WhereLike = None
     from_sequence_number: int | None = None
     next_sequence_number: int = 1  # where the next poll peeks from
     started_at: int | None = None  # the first sequence number it would show (after what was there)
@@ -78,10 +79,12 @@ class Tail(Timed):
         if self.from_sequence_number is not None and self.from_sequence_number < 0:
             raise InvalidInputError(f"The first sequence number must be 0 or more, not {self.from_sequence_number}.")
         self._path = path
-        self._matches: Callable[[Record], bool] = predicate(self.where) or (lambda r: True)
-        if isinstance(self.where, str):
+        # What the search could not evaluate is counted there (status() says it; where.py).
+        self.matcher: Where | None = as_where(self.where)
+        self._matches: Callable[[Record], bool] = self.matcher if self.matcher is not None else lambda r: True
+        if self.matcher is not None and isinstance(self.where, str):
             # A misspelled name fails now, not at the first message (which may come in an hour).
-            self._matches(dict.fromkeys(RECORD_FIELDS))
+            self.matcher.probe(dict.fromkeys(RECORD_FIELDS))
 
     # ------------------------------------------------------------------ running
 
@@ -195,9 +198,11 @@ class Tail(Timed):
             if self.below
             else ""
         )
+        unevaluated = self.matcher.describe() if self.matcher is not None else None
         return (
             f"{shown} in {self.elapsed:.1f} s ({self.rate:,.1f} msg/s){last}; peeking {self.entity} every "
             f"{self.interval:g} s from sequence number {self.next_sequence_number} (nothing locked or counted){below}"
+            + (f"; {unevaluated}" if unevaluated else "")
         )
 
     def to_pandas(self) -> Any:
@@ -210,7 +215,7 @@ def tail(
     *,
     interval: float = TAIL_INTERVAL,
     seconds: float | None = None,
-    where: Where = None,
+    where: WhereLike = None,
     from_sequence_number: int | None = None,
     connection: ConnectionLike = None,
 ) -> Tail:

@@ -6,18 +6,21 @@ message that was there: the Spark reader plans a snapshot read up to it, and a l
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import EntityNotFoundError, SbError
 from ..renames import renamed
 from .counts import counts
-from .scan import peek_numbers
+from .scan import apeek_once, peek_numbers
 
 # Messages peeked at the expected end of the entity. A short window has seen the end; a full one
 # (producers faster than a round trip, or holes in the numbering) falls back to a search. 32
@@ -112,7 +115,17 @@ def message_count(conn: ConnectionLike, path: EntityPath) -> int | None:
 
 # ------------------------------------------------------------------ time windows
 
-PROBE_PAGE = 16  # messages peeked per bisection step: the first one not scheduled is the probe
+# Messages peeked per probe: the first one not scheduled is the probe. Few, as FANOUT probes are in
+# flight at once and a message may be large; a run of scheduled messages costs another peek.
+PROBE_PAGE = 4
+FANOUT = 32  # probes in flight per round of a window's search
+# Numbers an edge's search may leave undecided: the read filters every message by its time anyway, and
+# so many more cost no round trip in the page it peeks. 10^4 messages take 2 rounds, 10^5 and 10^6 3.
+SLACK = 128
+
+
+def _stamp(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
 @dataclass(frozen=True)
@@ -153,6 +166,16 @@ class TimeWindow:
             before, before_closed = other.before, other.before_closed
         return TimeWindow(after, before, after_open, before_closed)
 
+    def describe(self) -> str:
+        """``enqueued from 2026-11-25 14:00:00.000 UTC and before 15:00:00.000 UTC`` (the half-open
+        window of ``enqueued_after`` / ``enqueued_before``; a pushed-down ``>`` or ``<=`` says so)."""
+        parts = []
+        if self.after is not None:
+            parts.append(f"{'after' if self.after_open else 'from'} {_stamp(self.after)}")
+        if self.before is not None:
+            parts.append(f"{'until' if self.before_closed else 'before'} {_stamp(self.before)}")
+        return "enqueued " + " and ".join(parts) if parts else "any time"
+
     @property
     def bounded(self) -> bool:
         return self.after is not None or self.before is not None
@@ -179,39 +202,73 @@ class WindowBounds:
     peeks: int
 
 
-def _probe(conn: ConnectionLike, path: EntityPath, seq: int, stop: int, peeks: list[int]) -> tuple[int, Any] | None:
-    """The first message at or after `seq` (up to `stop`) that was not scheduled, as (number,
-    enqueued time): a scheduled message is numbered when it is scheduled but enqueued later, so
-    its time says nothing about its neighbours'. None: no such message."""
-    from .scan import peek_page
-
-    while seq <= stop:
-        page = peek_page(path, from_sequence_number=seq, max_messages=PROBE_PAGE, connection=conn)
+async def _aprobe(conn: LiveConnection, path: EntityPath, seq: int, peeks: list[int]) -> tuple[int, Any] | None:
+    """The first message at or after `seq` that was not scheduled, as (number, enqueued time): a
+    scheduled message is numbered when it is scheduled but enqueued later, so its time says nothing
+    about its neighbours'. None: no such message. (One that arrived after a snapshot is later than
+    every message in it: as much after a window as the snapshot's end.)"""
+    while True:
+        page = await apeek_once(conn, path, seq, PROBE_PAGE)
         peeks[0] += 1
-        for r in page:
-            if int(r["sequence_number"]) > stop:
-                return None
-            if r.get("scheduled_enqueue_time") is None and r.get("enqueued_time") is not None:
-                return int(r["sequence_number"]), r["enqueued_time"]
+        for m in page:
+            t = m.enqueued_time_utc
+            if m.scheduled_enqueue_time_utc is None and t is not None:
+                return int(m.sequence_number), t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
         if len(page) < PROBE_PAGE:
             return None
-        seq = int(page[-1]["sequence_number"]) + 1
-    return None
+        seq = int(page[-1].sequence_number) + 1
 
 
-def _first_where(conn: ConnectionLike, path: EntityPath, low: int, high: int, holds: Any, peeks: list[int]) -> int:
-    """The lowest s in low..high+1 such that the first message not scheduled at or after s (up to
-    `high`) is missing or `holds(its enqueued time)`: a predicate that, once true, stays true in
-    sequence order. Bisection, jumping past each probed message that fails it."""
+def _points(lo: int, hi: int) -> list[int]:
+    """Where one round of the search probes, in lo..hi-1: every number when few are left, else
+    ``FANOUT`` evenly spread from ``lo``."""
+    if hi - lo <= FANOUT:
+        return list(range(lo, hi))
+    step = (hi - lo) / (FANOUT + 1)
+    return sorted({lo + int(step * i) for i in range(FANOUT)})
+
+
+def _first_where(
+    conn: ConnectionLike,
+    path: EntityPath,
+    low: int,
+    high: int,
+    holds: Any,
+    peeks: list[int],
+    end: Callable[[], int] | None = None,
+    slack: int = 0,
+) -> tuple[int, tuple[int, Any] | None]:
+    """The lowest s from `low` on such that the first message not scheduled at or after s is
+    missing or `holds(its enqueued time)`: a predicate that, once true, stays true in sequence
+    order; and that message (None: missing, or s is past `high`). A search of ``FANOUT`` probes at
+    once per round (their peeks in flight together, so about log33(n) round trips, not log2(n): far
+    from the namespace the rounds are the cost), jumping past each probed message that fails it.
+
+    `high` is the highest number present, or with `end` a guess of it (from the message count): the
+    search starts on the guess while `end()` finds the real one (their round trips overlap), and
+    goes on past the guess only if every number up to it fails. With `slack`, it may stop with up
+    to that many numbers undecided: the s returned is then the lowest of them (every number below it
+    fails), and the message the highest one's probe found."""
+    c = live(conn)
     lo, hi = low, high + 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        got = _probe(conn, path, mid, high, peeks)
-        if got is not None and not holds(got[1]):
-            lo = got[0] + 1
-        else:
-            hi = mid
-    return lo
+    at_hi: tuple[int, Any] | None = None
+    while True:
+        while hi - lo > slack:
+            points = _points(lo, hi)
+
+            async def probes(points: list[int] = points) -> list[tuple[int, Any] | None]:
+                return list(await asyncio.gather(*(_aprobe(c, path, p, peeks) for p in points)))
+
+            for point, got in zip(points, c.run_on(path, probes()), strict=True):
+                if got is not None and not holds(got[1]):
+                    lo = max(lo, got[0] + 1)  # every number up to the message found fails too
+                else:
+                    hi, at_hi = point, got  # holds here, so from here on (numbers below were probed and failed)
+                    end = None  # found below the guess: the real end changes nothing
+                    break
+        if end is None:
+            return lo, at_hi
+        hi, end = max(hi, end() + 1), None  # the guess was low (holes in the numbering, arrivals)
 
 
 @renamed(conn="connection", path="entity", first="from_sequence_number", last="to_sequence_number")
@@ -221,11 +278,15 @@ def time_bounds(
     from_sequence_number: int,
     to_sequence_number: int,
     window: TimeWindow,
+    end: Callable[[], int] | None = None,
+    slack: int = 0,
 ) -> WindowBounds | None:
     """The sequence numbers that hold the messages enqueued within `window`, among
-    from_sequence_number..to_sequence_number (both included: the snapshot's bounds), found by
-    bisection: about log2(to - from) peeks of one page per bound (None: no message can be in the
-    window).
+    from_sequence_number..to_sequence_number (both included: the snapshot's bounds; with `end`,
+    `to_sequence_number` is a guess and `end()` the real last number), found by a search of
+    ``FANOUT`` probes at once: about log33(to - from) rounds of one peek each in flight per bound
+    (None: no message can be in the window). ``slack``: numbers an edge may be left undecided by (the
+    range then takes them in: a reader that filters by time does not mind).
 
     Service Bus numbers messages in order of arrival, so the enqueued times of messages that were not
     scheduled grow with their numbers. A scheduled message is numbered when it is scheduled and
@@ -236,19 +297,62 @@ def time_bounds(
     filters rows by time, so the edges are exact."""
     conn, path, first, last = connection, entity, from_sequence_number, to_sequence_number
     peeks = [0]
-    lo = first
-    if window.after is not None:
-        lo = _first_where(conn, path, first, last, lambda t: not window.below(t), peeks)
-    hi = last
-    if window.before is not None and lo <= last:
-        end = _first_where(conn, path, lo, last, window.beyond, peeks)
-        # Scheduled messages between `end` and the first message after the window stay in range.
-        after = _probe(conn, path, end, last, peeks) if end <= last else None
-        hi = after[0] - 1 if after is not None else last
-    sweep = (first, lo - 1) if window.after is not None and lo > first and _may_hold_scheduled(conn, path) else None
+    # Whether the entity holds scheduled messages (one request to the administration API) is asked
+    # while the search runs: the answer is only needed at its end.
+    pool = ThreadPoolExecutor(max_workers=1) if window.after is not None else None
+    scheduled = pool.submit(_may_hold_scheduled, conn, path) if pool is not None else None
+    try:
+        return _bounds(conn, path, (first, last, end, slack), window, peeks, scheduled)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+
+def _bounds(
+    conn: ConnectionLike,
+    path: EntityPath,
+    span: tuple[int, int, Callable[[], int] | None, int],
+    window: TimeWindow,
+    peeks: list[int],
+    scheduled: Future[bool] | None,
+) -> WindowBounds | None:
+    """Both edges searched at once (each from first on: the end does not need the start)."""
+    first, last, end, slack = span
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        start = stop = None
+        if window.after is not None:
+            start = pool.submit(_first_where, conn, path, first, last, lambda t: not window.below(t), peeks, end, slack)
+        if window.before is not None:
+            stop = pool.submit(_first_where, conn, path, first, last, window.beyond, peeks, end, slack)
+        lo = start.result()[0] if start is not None else first
+        # Scheduled messages between the end and the first message after the window stay in range:
+        # the range ends before that message (the search's own probe at the end).
+        after = stop.result()[1] if stop is not None else None
+    last = end() if end is not None else last
+    hi = min(after[0] - 1, last) if after is not None else last
+    sweep = (first, lo - 1) if scheduled is not None and lo > first and scheduled.result() else None
     if lo > hi and sweep is None:
         return None
     return WindowBounds(lo, hi, sweep, peeks[0])
+
+
+def window_bounds(conn: ConnectionLike, path: EntityPath, start: int, window: TimeWindow) -> WindowBounds | None:
+    """``snapshot`` and ``time_bounds`` with their round trips overlapped: the count and the first
+    number at once, then the search from the count's guess of the end while the end is checked
+    (``last_present``), each edge left undecided by at most ``SLACK`` numbers (the core's windowed
+    reads keep each message by its time). Far from the namespace that saves the snapshot's second
+    round trip and a round of the search."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counting = pool.submit(message_count, conn, path)
+        first = first_present(conn, path, start)
+        count = counting.result()
+        if first is None or window.empty:
+            return None
+        if count is None:
+            return time_bounds(conn, path, first, last_present(conn, path, first, None), window, slack=SLACK)
+        checked = pool.submit(last_present, conn, path, first, count)
+        guess = first + max(count, 1) - 1
+        return time_bounds(conn, path, first, guess, window, end=checked.result, slack=SLACK)
 
 
 def _may_hold_scheduled(conn: ConnectionLike, path: EntityPath) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
-from ..entities import EntityPath
+from ..entities import EntityPath, entity_name
 from ..errors import InvalidInputError, SbError
 from ..sdk.api import CorrelationRuleFilter, SqlRuleAction, SqlRuleFilter
 from .counts import admin_error
@@ -178,9 +178,13 @@ def _kind_of(admin: Any, path: EntityPath) -> str:
 
 
 def _plain(kind: str, props: Any) -> dict[str, Any]:
-    return {"kind": kind, "name": props.name} | {
+    plain = {"kind": kind, "name": props.name} | {
         name: getattr(props, name, None) for name in PROPERTIES[kind] if hasattr(props, name)
     }
+    for forward in ("forward_to", "forward_dead_lettered_messages_to"):  # by name, as the kit takes them
+        if forward in plain:
+            plain[forward] = entity_name(plain[forward])
+    return plain
 
 
 def _path(entity: str | EntityPath) -> EntityPath:

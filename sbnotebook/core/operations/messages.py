@@ -11,7 +11,10 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from ..sdk.api import AmqpAnnotatedMessage, ServiceBusMessage
+from ..sdk.encoded import Unsupported
+from ..sdk.messages import as_service_bus_message
 from ..views.records import RECORD_KIND, SENDABLE_FIELDS
+from .typed import Unsendable, body_arguments, export_body, export_properties, typed_properties, unsendable
 
 
 def to_message(item: Any) -> Any:
@@ -22,6 +25,8 @@ def to_message(item: Any) -> Any:
     """
     if isinstance(item, (ServiceBusMessage, AmqpAnnotatedMessage)):
         return item
+    if isinstance(item, Unsendable):
+        raise InvalidInputError(item.reason)
     if isinstance(item, (str, bytes, bytearray)):
         return ServiceBusMessage(bytes(item) if isinstance(item, bytearray) else item)
     if isinstance(item, dict):
@@ -45,6 +50,13 @@ _RECORD_KEYS = tuple(f for f in SENDABLE_FIELDS if RECORD_KIND[f] == "string")
 
 
 def _from_record(record: dict[str, Any]) -> Any:
+    typed = export_body(record)
+    try:
+        props = _properties(record)
+        if typed is not None:  # an export's value or sequence body: sent as that kind again
+            return _typed_message(record, body_arguments(typed), props)
+    except Unsupported as exc:
+        raise InvalidInputError(unsendable(record.get("message_id"), exc).reason) from None
     body = record.get("body")
     if body is None or (isinstance(body, float) and body != body):  # NaN from pandas
         text = record.get("body_text")
@@ -68,10 +80,36 @@ def _from_record(record: dict[str, Any]) -> Any:
     scheduled = record.get("scheduled_enqueue_time")
     if scheduled is not None and scheduled == scheduled:
         kwargs["scheduled_enqueue_time_utc"] = as_datetime(scheduled)
-    props = record.get("application_properties")
-    if isinstance(props, dict) and props:
-        kwargs["application_properties"] = {str(k): v for k, v in props.items()}
+    if props:
+        kwargs["application_properties"] = props
     return ServiceBusMessage(bytes(body) if isinstance(body, (bytearray, memoryview)) else body, **kwargs)
+
+
+def _properties(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's application properties as sent: with the types an export recorded, else as given."""
+    typed = export_properties(record)
+    if typed is not None:
+        return typed_properties(typed)
+    props = record.get("application_properties")
+    return {str(k): v for k, v in props.items()} if isinstance(props, dict) else {}
+
+
+def _typed_message(record: dict[str, Any], body: dict[str, Any], props: dict[str, Any]) -> Any:
+    """A record whose body is an AMQP value or sequence: its fields set on a message of that body."""
+    message = as_service_bus_message(AmqpAnnotatedMessage(**body))
+    for key in _RECORD_KEYS:
+        value = record.get(key)
+        if value is not None and value == value:
+            setattr(message, key, str(value))
+    ttl = record.get("time_to_live")
+    if ttl is not None and ttl == ttl:
+        message.time_to_live = ttl if isinstance(ttl, dt.timedelta) else dt.timedelta(seconds=float(ttl))
+    scheduled = record.get("scheduled_enqueue_time")
+    if scheduled is not None and scheduled == scheduled:
+        message.scheduled_enqueue_time_utc = as_datetime(scheduled)
+    if props:
+        message.application_properties = props
+    return message
 
 
 def as_datetime(value: Any) -> dt.datetime:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..connections.registry import ConnectionLike
+from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..renames import renamed
 from ..views.records import to_dataframe
-from ..views.search import Where, predicate, type_hint
+from ..views.search import WhereLike, as_where, type_hint
+from .bounds import TimeWindow
 from .scan import scan
+from .window import When, enqueued_at, enqueued_window, locate, scan_span
 
 Record = dict[str, Any]
 SAMPLE = 200  # scanned records a page keeps to explain an empty search
@@ -22,15 +24,22 @@ MAX_SCANNED = 10_000  # messages a search looks through by default (%sb_peek --m
 @dataclass
 class PeekPage:
     """One page of peeked messages as records, with where the next page starts. With a search
-    (``where``), ``records`` are the matches and ``scanned`` how many messages were looked at."""
+    (``where``), ``records`` are the matches and ``scanned`` how many messages were looked at;
+    ``unevaluated`` how many of those the search raised on (not matches), by error in
+    ``unevaluated_by_error``. With a time window (``window``), only messages enqueued within it are
+    looked at."""
 
     entity: str
     from_sequence_number: int
     records: list[Record] = field(default_factory=list)
     scanned: int = 0
     next_sequence_number: int = 0  # after every scanned message (0: from_sequence_number)
-    where: Where = None
+    where: WhereLike = None
     sample: list[Record] = field(default_factory=list, repr=False)  # the first scanned, for hint()
+    window: TimeWindow | None = None
+    unevaluated: int = 0
+    unevaluated_by_error: dict[str, int] = field(default_factory=dict)
+    unevaluated_text: str | None = None  # how many could not be evaluated, by error, in one line
 
     def __post_init__(self) -> None:
         self.next_sequence_number = self.next_sequence_number or self.from_sequence_number
@@ -66,9 +75,11 @@ def peek(
     *,
     max_messages: int = 100,
     from_sequence_number: int = 1,
-    where: Where = None,
+    where: WhereLike = None,
     max_scanned: int = MAX_SCANNED,
     session_id: str | None = None,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
     connection: ConnectionLike = None,
 ) -> PeekPage:
     """Peek up to ``max_messages`` messages from ``from_sequence_number`` on (active, deferred and,
@@ -76,26 +87,70 @@ def peek(
 
     With ``where`` (a search expression, see ``compile_where``, or a function of a record), only
     matching messages, looking through at most ``max_scanned`` messages and stopping as soon as
-    ``max_messages`` matched (no further page is read)."""
+    ``max_messages`` matched (no further page is read). A search that raises on every message it
+    looked at fails (``WhereFailed``); on some, they are counted (``unevaluated``). ``enqueued_after``
+    / ``enqueued_before`` (a datetime, ISO 8601 text, or an age such as ``2h``): only messages
+    enqueued at or after / strictly before, found by a search over peeks (window.py), not by reading
+    all."""
     path = EntityPath.parse(entity)
-    matches = predicate(where)  # a bad expression fails before any peek
-    page = PeekPage(str(path), from_sequence_number, where=where)
-    most = max_messages if matches is None else max_scanned
-    pages = scan(
-        path, from_sequence_number=from_sequence_number, max_messages=most, session_id=session_id, connection=connection
-    )
+    matches = as_where(where)  # a bad expression fails before any peek
+    window = enqueued_window(enqueued_after, enqueued_before)
+    text = where if isinstance(where, str) or where is None else "<function>"
+    page = PeekPage(str(path), from_sequence_number, where=text, window=window)
+    limit = max_messages if matches is None else max_scanned
+    pages = _pages(path, from_sequence_number, limit, session_id, window, connection)
     try:
-        for batch in pages:
-            for record in batch:
-                page.scanned += 1
-                # Forward only: a page in another order (a dead-letter queue) never sends the next one back.
-                page.next_sequence_number = max(page.next_sequence_number, int(record["sequence_number"]) + 1)
-                if len(page.sample) < SAMPLE:
-                    page.sample.append(record)
-                if matches is None or matches(record):
-                    page.records.append(record)
-                    if len(page.records) >= max_messages:
-                        return page
+        _fill(page, pages, matches, max_messages, limit)
     finally:
         pages.close()  # stops the scan's read-ahead once enough matched
+    if matches is not None:
+        page.unevaluated, page.unevaluated_by_error = matches.unevaluated, matches.by_error()
+        page.unevaluated_text = matches.describe()
+        matches.check()  # raised on every message looked at: a mistake, said, not an empty page
     return page
+
+
+def _fill(
+    page: PeekPage, pages: Iterator[list[Record]], matches: Callable[[Record], bool] | None, most: int, limit: int
+) -> None:
+    """Look at the pages' records until ``most`` matched or ``limit`` were looked at."""
+    for batch in pages:
+        for record in batch:
+            page.scanned += 1
+            # Forward only: a page in another order (a dead-letter queue) never sends the next one back.
+            page.next_sequence_number = max(page.next_sequence_number, int(record["sequence_number"]) + 1)
+            if len(page.sample) < SAMPLE:
+                page.sample.append(record)
+            if matches is None or matches(record):
+                page.records.append(record)
+                if len(page.records) >= most:
+                    return
+            if page.scanned >= limit:
+                return
+
+
+def _pages(
+    path: EntityPath,
+    start: int,
+    limit: int,
+    session_id: str | None,
+    window: TimeWindow | None,
+    connection: ConnectionLike,
+) -> Generator[list[Record], None, None]:
+    """Pages of records to look at: from ``start`` (at most ``limit``), or, with a window, those
+    enqueued within it (their sequence numbers found by bisection; a session's are peeked through
+    its one receiver and kept by time)."""
+    if window is None:
+        pages = scan(path, from_sequence_number=start, max_messages=limit, session_id=session_id, connection=connection)
+    elif session_id is not None:
+        pages = scan(path, from_sequence_number=start, session_id=session_id, connection=connection)
+    else:
+        span = locate(live(connection), path, window, start)
+        if span is None:
+            return
+        pages = scan_span(path, span, from_sequence_number=start, connection=connection)
+    try:
+        for batch in pages:
+            yield batch if window is None else [r for r in batch if window.holds(enqueued_at(r))]
+    finally:
+        pages.close()

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..connections.links import receiver_for
+from ..connections.links import StaleLink, receiver_for, stale
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
@@ -105,7 +105,7 @@ async def receive_batch(
     pooled = session_id is None
     if pooled:
         pool = conn.pool("deleting-receiver" if deletes else "receiver", path)
-        rcv, _ = await pool.acquire()
+        rcv, new = await pool.acquire()
     else:
         # A session receiver holds its session: it is closed with the batch.
         kwargs: dict[str, Any] = {"prefetch_count": 0, "session_id": session_id, "max_wait_time": max(wait, 0.5)}
@@ -123,6 +123,9 @@ async def receive_batch(
     except BaseException as exc:
         # A receive-and-delete link that may still have credit out goes: idle, it would take
         # messages with nobody to hand them to.
+        if pooled and stale(exc, new):
+            await pool.give_back_stale(rcv)
+            raise StaleLink(exc) from exc  # its entity was deleted under it: once more on a new link
         if pooled:
             await pool.give_back(rcv, keep=not is_connection_lost(exc) and not (deletes and has_credit(rcv)))
         else:

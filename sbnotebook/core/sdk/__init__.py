@@ -17,6 +17,9 @@ relies on:
 - ``messages.py``, messages and batches: a message added to a batch with one encoding, a
   ``ServiceBusMessage`` made without its property setters (pinned: ``BATCH_ADD_SOURCE``,
   ``BATCH_ENCODE_SOURCE``, ``TRACE_SOURCE``, ``WRAP_SOURCE``);
+- ``encoded.py``, typed values: the encoded bytes of each message received or peeked kept beside
+  the SDK's decoded values (pinned: ``DECODE_CALLS``), and typed values handed to its encoder, so a
+  copy keeps every AMQP type;
 - ``spares.py``, AMQP connections opened ahead of need, their session begun and CBS links
   attached, lent to the next link (pinned: ``SPARE_OPEN_TAIL``).
 
@@ -89,6 +92,11 @@ USED_BY: dict[str, dict[str, str]] = {
         "azure.servicebus._pyamqp.utils": "add_batch get_message_encoded_size",
         "azure.servicebus._transport._pyamqp_transport.PyamqpTransport": "set_batch_envelope_properties",
         "azure.servicebus._common.message.ServiceBusMessage": "_raw_amqp_message",
+    },
+    "encoded": {
+        "azure.servicebus._pyamqp.message": "Message",
+        "azure.servicebus._pyamqp.types": "AMQPTypes",  # and its TYPE and VALUE keys
+        "azure.servicebus._common.message.ServiceBusReceivedMessage": "_message",
     },
     "spares": {
         "azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver": (

@@ -31,7 +31,13 @@ from azure.servicebus.exceptions import (
     SessionCannotBeLockedError,
     SessionLockLostError,
 )
-from azure.servicebus.management import CorrelationRuleFilter, SqlRuleAction, SqlRuleFilter
+from azure.servicebus.management import (
+    CorrelationRuleFilter,
+    FalseRuleFilter,
+    SqlRuleAction,
+    SqlRuleFilter,
+    TrueRuleFilter,
+)
 
 __all__ = [
     "NEXT_AVAILABLE_SESSION",
@@ -39,6 +45,7 @@ __all__ = [
     "AmqpMessageBodyType",
     "AzureError",
     "CorrelationRuleFilter",
+    "FalseRuleFilter",
     "MessageLockLostError",
     "MessageSizeExceededError",
     "ServiceBusCommunicationError",
@@ -52,6 +59,7 @@ __all__ = [
     "SqlRuleAction",
     "SqlRuleFilter",
     "TransportType",
+    "TrueRuleFilter",
     "async_client_class",
     "default_azure_credential",
     "sdk_errors",

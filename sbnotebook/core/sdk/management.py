@@ -62,13 +62,25 @@ def management_handler(client: Any, path: Any) -> Any:
     return without_sleeps(client._create_session_browser(name, subscription_name=subscription))
 
 
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+MILLISECOND = dt.timedelta(milliseconds=1)
+
+
+def cutoff_ms(before: dt.datetime) -> int:
+    """``before`` in whole milliseconds since the epoch, rounded up: enqueued times are whole
+    milliseconds, so "enqueued before" means the same at both precisions (a float's
+    ``timestamp() * 1000`` can land a millisecond low and take in a message at the boundary)."""
+    aware = before if before.tzinfo is not None else before.replace(tzinfo=dt.UTC)
+    return -((EPOCH - aware) // MILLISECOND)
+
+
 def _batch_delete_request(
     handler: Any, count: int, before: dt.datetime | None, session_id: str | None
 ) -> tuple[bytes, dict[str, Any], Any]:
     transport = handler._amqp_transport
     body: dict[str, Any] = {"message-count": transport.AMQP_INT_VALUE(int(count))}
     if before is not None:
-        body["enqueued-time-utc"] = transport.AMQP_TIMESTAMP_VALUE(int(before.timestamp() * 1000))
+        body["enqueued-time-utc"] = transport.AMQP_TIMESTAMP_VALUE(cutoff_ms(before))
     if session_id is not None:
         body["session-id"] = session_id
 

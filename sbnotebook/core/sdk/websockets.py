@@ -22,6 +22,7 @@ from typing import Any
 
 from ...about import install
 from ..errors import ConfigurationError
+from .api import TransportType
 
 
 def endpoint_of(connection_string: str) -> str:
@@ -35,8 +36,6 @@ def endpoint_of(connection_string: str) -> str:
 
 def websocket_options(connection_string: str) -> dict[str, Any]:
     """Keyword arguments for ``ServiceBusClient.from_connection_string``: AMQP over WebSockets."""
-    from azure.servicebus import TransportType
-
     return {
         "transport_type": TransportType.AmqpOverWebsocket,
         "custom_endpoint_address": endpoint_of(connection_string),
@@ -52,8 +51,6 @@ def transport_options(namespace: str, *, tls: bool) -> dict[str, Any]:
         raise ConfigurationError(
             f"AMQP over WebSockets needs aiohttp (the SDK's WebSocket library): {install().pip_install('websockets')}."
         )
-    from azure.servicebus import TransportType
-
     options: dict[str, Any] = {"transport_type": TransportType.AmqpOverWebsocket}
     if urllib.parse.urlsplit(f"//{namespace}").port is not None:
         options["custom_endpoint_address"] = f"{'https' if tls else 'sb'}://{namespace}"

@@ -16,7 +16,9 @@ A search is a Python expression evaluated per record. The names it sees:
   computed only when the expression names it.
 
 A field a message does not have is "missing": comparisons with it are false, so messages of other
-shapes simply do not match instead of raising.
+shapes simply do not match instead of raising. A message the expression does raise on (``len()`` of a
+number, a string compared with a number) does not match either, and is counted: where.py says how
+many, by error, and fails an expression that raised on every message.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 from ..errors import InvalidInputError
 from ..renames import deprecated
 from .signatures import signature as signature_of
+from .where import NotAMatch, Where
 
 Record = dict[str, Any]
 _DOLLAR = re.compile(r"\$(?=[.\[])|\$$|\$(?=\s)")
@@ -65,7 +68,7 @@ class _Missing:
     def __iter__(self) -> Any:
         # Without it Python iterates by __getitem__, which answers every index: a loop for ever.
         # Raising makes ``any(x for x in body_json.missing)`` a non-match, as every use of a missing field is.
-        raise TypeError("a missing field is not iterable")
+        raise NotAMatch("a missing field is not iterable")
 
     def __hash__(self) -> int:
         return 0
@@ -153,8 +156,10 @@ def _old_names(expression: str, tree: ast.AST) -> None:
         )
 
 
-def compile_where(expression: str) -> Callable[[Record], bool]:
-    """A predicate over records. Bad syntax and unknown names fail at once, with one clear message."""
+def compile_where(expression: str) -> Where:
+    """A predicate over records. Bad syntax and unknown names fail at once, with one clear message.
+    A message the expression raises on does not match and is counted (where.py: ``unevaluated``,
+    ``check()``)."""
     source = _DOLLAR.sub("body_json", expression.strip())
     if not source:
         raise InvalidInputError("The search expression is empty.")
@@ -173,33 +178,37 @@ def compile_where(expression: str) -> Callable[[Record], bool]:
         except NameError as exc:
             known = ", ".join(["body_json", "props", "text", "signature", *(f for f in record if f != "body")])
             raise InvalidInputError(f"Unknown name in the search: {exc.name}. Known names: {known}.") from None
-        except Exception:  # a message of another shape (a string compared with a number, ...)
+        except NotAMatch:  # a loop over a field the message does not have: a non-match, as any use of one
             return False
+        # Anything else it raised (a string compared with a number, ...) the Where counts and says.
 
-    return matches
-
-
-Where = str | Callable[[Record], bool] | None  # what every ``where=`` takes (docs/names.md)
+    return Where(matches, expression)
 
 
-def predicate(where: Where) -> Callable[[Record], bool] | None:
-    """What a ``where=`` selects, as a function of a record: a search expression compiled (a bad one
-    fails here, before anything is read), a function as it is; None (or an empty string) selects
-    every message. The one reading of ``where`` for every function that takes it."""
+WhereLike = str | Callable[[Record], bool] | None  # what every ``where=`` takes (docs/names.md)
+
+
+def as_where(where: WhereLike) -> Where | None:
+    """What a ``where=`` selects, as a :class:`Where`: a search expression compiled (a bad one fails
+    here, before anything is read), a function wrapped; None (or an empty string) selects every
+    message. The one reading of ``where`` for every function that takes it."""
     if where is None or (isinstance(where, str) and not where.strip()):
         return None
+    if isinstance(where, Where):
+        return where
     if isinstance(where, str):
         return compile_where(where)
-    if callable(where):
-        return where
-    raise InvalidInputError(
-        f"where takes a search expression (a string) or a function of a record, not {type(where).__name__}."
-    )
+    if not callable(where):
+        raise InvalidInputError(f"where takes a search expression or a function of a record, not {where!r}.")
+    return Where(where)
 
 
 def filter_records(records: Iterable[Record], expression: str) -> list[Record]:
+    """The records matching ``expression``; one that raised on every record fails (``WhereFailed``)."""
     predicate = compile_where(expression)
-    return [r for r in records if predicate(r)]
+    found = [r for r in records if predicate(r)]
+    predicate.check()
+    return found
 
 
 def json_columns(frame: Any, prefix: str = "body_json.") -> Any:

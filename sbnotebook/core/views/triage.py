@@ -26,6 +26,7 @@ from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..operations.counts import counts
 from ..operations.scan import scan
+from ..operations.window import When, enqueued_window, scan_window
 from ..renames import renamed
 from ..timing import Timed
 from .signatures import signature
@@ -196,6 +197,8 @@ def group_counts(
     into: GroupCounts | None = None,
     max_groups: int = MAX_GROUPS,
     max_messages: int | None = None,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
     connection: ConnectionLike = None,
 ) -> GroupCounts:
     """Count the messages of ``entity`` (a dead-letter queue, or any queue or subscription) by each
@@ -205,15 +208,21 @@ def group_counts(
     properties, one round trip). ``progress(counts)`` is called after each page. Setting ``cancel``
     stops the scan after the page in flight; so does an interrupted cell (KeyboardInterrupt is
     raised again, the partial counts are in ``into`` when one was given). ``max_messages``: count at most
-    that many messages (the first ones), and call that done."""
+    that many messages (the first ones), and call that done. ``enqueued_after`` / ``enqueued_before``:
+    only messages enqueued within that window (found by bisection, window.py); the total is then
+    what the window held, known once counted."""
     path = EntityPath.parse(entity)
     conn = live(connection)
     out = into if into is not None else GroupCounts(str(path), by=tuple(by), max_groups=max_groups)
     out.max_messages = max_messages
-    pages = scan(path, max_messages=max_messages, connection=conn)
+    window = enqueued_window(enqueued_after, enqueued_before)
+    if window is None:
+        pages = scan(path, max_messages=max_messages, connection=conn)
+    else:
+        pages = scan_window(path, window, max_messages=max_messages, connection=conn)
     stopped = True
     try:
-        if out.total is None:
+        if out.total is None and window is None:
             out.total = total if total is not None else _total(path, conn)
         for page in pages:
             out.add(page)
@@ -223,6 +232,8 @@ def group_counts(
                 break
         else:
             stopped = False
+            if window is not None and max_messages is None:
+                out.total = out.scanned  # the window's messages, every one counted
     finally:
         pages.close()  # stops the windows still in flight
         out.finish(cancelled=stopped)

@@ -12,44 +12,29 @@ Routes (case-insensitive, ``api-version`` ignored):
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import logging
-import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, cast
+from typing import Any
 
-from ..broker.broker import Broker, Queue, Topic
+from ..broker.broker import Broker, Topic
 from ..errors import BrokerError, Conflict, EntityNotFound
+from ..net.peerio import Wire
 from ..rules.filters import Rule
 from ..security.entra import MAX_FORM, EntraError, Issuer
 from ..security.sas import MANAGE, KeyRing, TokenError, covers, validate
-from ..topology import (
-    QueueConfig,
-    SubscriptionConfig,
-    TopicConfig,
-    TopologyError,
-)
-from .atom import (
-    entry,
-    error_xml,
-    feed,
-    fields_of,
-    local_name,
-    namespace_xml,
-    page,
-    parse_description,
-    properties_from,
-    queue_xml,
-    rule_config_from,
-    rule_xml,
-    subscription_xml,
-    topic_xml,
-)
+from ..topology import TopologyError
+from .atom import entry, error_xml, feed, namespace_xml, page, parse_description
+from .clockroute import CLOCK_ROOT, ClockOwner, serve_clock
+from .documents import entity_xml, subscription_xml
+from .entities import put_entity, put_subscription
+from .handoff import HandoffServer, Prefixed
+from .rulexml import rule_config_from, rule_xml
 
 log = logging.getLogger("sbnotebook.emulator")
 
@@ -81,6 +66,10 @@ class AdminServer:
         self.keys = KeyRing.of(keys)
         self.issuer = issuer  # Entra ID: its authority's endpoints, and Bearer tokens (with --tls)
         self.latency = 0.0  # seconds added to every reply, as the AMQP side does (simulated distance)
+        self.clock: ClockOwner | None = None  # /$emulator/clock (clockroute.py), set by the Emulator
+        # Set by the Emulator: detaches the links of what a DELETE removed before it is answered, so a
+        # client told "deleted" finds its links detached (not a tick later, on an entity made again).
+        self.on_delete: Callable[[], None] | None = None
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -90,7 +79,7 @@ class AdminServer:
                 super().setup()
                 prefix = getattr(self.server, "prefixes", {}).pop(self.client_address, b"")
                 if prefix:  # bytes the AMQP port read while telling HTTP from AMQP
-                    self.rfile = io.BufferedReader(_Prefixed(prefix, self.rfile))
+                    self.rfile = io.BufferedReader(Prefixed(prefix, self.rfile))
 
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug("admin: " + format, *args)
@@ -107,8 +96,8 @@ class AdminServer:
             def do_POST(self) -> None:
                 server._serve(self, "POST")
 
-        self._handler = Handler
-        self._shared = _HandoffServer()
+        self._shared = HandoffServer(Handler)
+        self.status: Callable[[], dict[str, int]] | None = None  # the loop's counts (GET /$emulator/status)
         self.httpd: ThreadingHTTPServer | None = None
         self.port: int | None = None
         if host is not None:
@@ -136,26 +125,9 @@ class AdminServer:
         if self._thread is not None:
             self._thread.join(5)
 
-    def serve_connection(self, sock: socket.socket, prefix: bytes) -> None:
-        """Serve one HTTP connection (keep-alive included) on a thread of its own."""
-        threading.Thread(
-            target=self._run_connection, args=(sock, prefix), name="sbnotebook-admin-conn", daemon=True
-        ).start()
-
-    def _run_connection(self, sock: socket.socket, prefix: bytes) -> None:
-        key = ("amqp-port", id(sock))  # stands in for the client address
-        self._shared.prefixes[key] = prefix
-        try:
-            sock.settimeout(300)
-            self._handler(sock, key, cast(Any, self._shared))
-        except OSError:
-            pass
-        except Exception:
-            log.exception("admin request failed")
-        finally:
-            self._shared.prefixes.pop(key, None)
-            with contextlib.suppress(OSError):
-                sock.close()
+    def serve_connection(self, sock: Wire, prefix: bytes) -> None:
+        """Serve one HTTP connection the AMQP port accepted (on a thread of its own: handoff.py)."""
+        self._shared.serve(sock, prefix)
 
     # ----------------------------------------------------------- dispatch
 
@@ -190,10 +162,11 @@ class AdminServer:
         except (BrokerError, ValueError, TopologyError) as exc:
             status, payload = 400, error_xml(400, getattr(exc, "description", str(exc)))
         data = payload.encode()
+        kind = "application/json" if payload.startswith("{") else "application/atom+xml;type=entry;charset=utf-8"
         if self.latency:
             time.sleep(self.latency)  # this connection's own thread: other requests are not held up
         req.send_response(status)
-        req.send_header("Content-Type", "application/atom+xml;type=entry;charset=utf-8")
+        req.send_header("Content-Type", kind)
         req.send_header("Content-Length", str(len(data)))
         if req.close_connection:
             req.send_header("Connection", "close")
@@ -266,6 +239,10 @@ class AdminServer:
     ) -> tuple[int, str]:
         lowered = [p.lower() for p in parts]
         b = self.broker
+        if lowered == ["$emulator", "status"] and method == "GET" and self.status is not None:
+            return 200, json.dumps(self.status())  # the emulator's own: connections open and the cap
+        if lowered[:1] == [CLOCK_ROOT]:  # the rest of /$emulator/: its clock (clockroute.py)
+            return serve_clock(self.clock, method, lowered[1:], query)
         if method == "POST":
             raise _HttpError(405, "The administration API takes GET, PUT and DELETE.")
         if lowered == ["$namespaceinfo"] and method == "GET":
@@ -276,10 +253,7 @@ class AdminServer:
                 raise _HttpError(404, f"Unknown resource list '{parts[1]}'.")
             with b.lock:
                 entities = page([e for e in b.entities if (e.kind == "queue") == (kind == "queues")], query)
-                entries = [
-                    entry(base, e.name, e.name, queue_xml(e) if isinstance(e, Queue) else topic_xml(e))
-                    for e in entities
-                ]
+                entries = [entry(base, e.name, e.name, entity_xml(e, _host(base))) for e in entities]
             return 200, feed(base, f"$Resources/{parts[1]}", entries, entities.next_skip, entities.top)
         if len(parts) == 1:
             return self._entity(method, parts[0], body, base, headers)
@@ -290,7 +264,7 @@ class AdminServer:
                 # Ids echo the request's path as written: the JS admin client finds the names in
                 # them by the case-sensitive '/Subscriptions/' and '/Rules/'.
                 path = "/".join(parts)
-                entries = [entry(base, f"{path}/{s.name}", s.name, subscription_xml(s)) for s in subs]
+                entries = [entry(base, f"{path}/{s.name}", s.name, subscription_xml(s, _host(base))) for s in subs]
             return 200, feed(base, path, entries, subs.next_skip, subs.top)
         if len(parts) == 3 and lowered[1] == "subscriptions":
             return self._subscription(method, parts[0], parts[2], body, base, headers, "/".join(parts))
@@ -307,55 +281,42 @@ class AdminServer:
 
     def _entity(self, method: str, name: str, body: bytes, base: str, headers: Any) -> tuple[int, str]:
         b = self.broker
+        if method == "DELETE":
+            b.delete_entity(name)  # under the broker's lock, released before the links are detached
+            self._detached()
+            return 200, ""
         with b.lock:
             if method == "GET":
                 try:
                     entity = b.entity(name)
                 except EntityNotFound:
                     return 200, feed(base, name, [])  # Service Bus answers a missing entity with an empty feed
-                content = queue_xml(entity) if isinstance(entity, Queue) else topic_xml(entity)
-                return 200, entry(base, entity.name, entity.name, content)
-            if method == "DELETE":
-                b.delete_entity(name)
-                return 200, ""
-            desc = parse_description(body)
-            fields = fields_of(desc)
-            update = headers.get("If-Match") == "*"
-            kind = local_name(desc.tag)
-            if update:
-                entity = b.entity(name)
-                b.update_properties(entity, properties_from(fields, entity.props))
-                created, status = entity, 200
-            elif kind == "QueueDescription":
-                created, status = b.add_queue(QueueConfig(name, properties_from(fields))), 201
-            elif kind == "TopicDescription":
-                created, status = b.add_topic(TopicConfig(name, properties_from(fields))), 201
-            else:
-                raise _HttpError(400, f"Cannot create an entity from a {kind}.")
-            content = queue_xml(created) if isinstance(created, Queue) else topic_xml(created)
-            return status, entry(base, created.name, created.name, content)
+                return 200, entry(base, entity.name, entity.name, entity_xml(entity, _host(base)))
+            status, made = put_entity(b, name, parse_description(body), headers.get("If-Match") == "*")
+            return status, entry(base, made.name, made.name, entity_xml(made, _host(base)))
 
     def _subscription(
         self, method: str, topic: str, name: str, body: bytes, base: str, headers: Any, path: str
     ) -> tuple[int, str]:
         b = self.broker
+        if method == "DELETE":
+            b.delete_subscription(topic, name)
+            self._detached()
+            return 200, ""
         with b.lock:
             if method == "GET":
                 try:
                     sub = b.subscription(topic, name)
                 except EntityNotFound:
                     return 200, feed(base, path, [])
-                return 200, entry(base, path, sub.name, subscription_xml(sub))
-            if method == "DELETE":
-                b.delete_subscription(topic, name)
-                return 200, ""
-            fields = fields_of(parse_description(body))
-            if headers.get("If-Match") == "*":
-                sub = b.subscription(topic, name)
-                b.update_properties(sub, properties_from(fields, sub.props))
-                return 200, entry(base, path, sub.name, subscription_xml(sub))
-            sub = b.add_subscription(topic, SubscriptionConfig(name, properties_from(fields)))
-            return 201, entry(base, path, sub.name, subscription_xml(sub))
+                return 200, entry(base, path, sub.name, subscription_xml(sub, _host(base)))
+            update = headers.get("If-Match") == "*"
+            status, sub = put_subscription(b, topic, name, parse_description(body), update)
+            return status, entry(base, path, sub.name, subscription_xml(sub, _host(base)))
+
+    def _detached(self) -> None:
+        if self.on_delete is not None:
+            self.on_delete()
 
     def _rule(
         self, method: str, topic: str, sub_name: str, name: str, body: bytes, base: str, headers: Any, path: str
@@ -382,6 +343,11 @@ class AdminServer:
                 return 200, entry(base, path, name, rule_xml(config))
             b.put_rule(sub, rule)
             return 201, entry(base, path, name, rule_xml(config))
+
+
+def _host(base: str) -> str:
+    """The namespace as the caller addressed it (``https://host:port`` -> ``host:port``)."""
+    return base.partition("://")[2]
 
 
 def _topic(b: Broker, name: str) -> Topic:
@@ -419,31 +385,3 @@ def _token_audience(token: str) -> str:
     """The ``sr`` a SAS token names (its signature is checked against exactly this)."""
     fields = dict(p.partition("=")[::2] for p in token.removeprefix("SharedAccessSignature ").split("&"))
     return urllib.parse.unquote_plus(fields.get("sr", ""))
-
-
-class _HandoffServer:
-    """What a request handler needs of its server when the AMQP listener accepted the socket."""
-
-    def __init__(self) -> None:
-        self.prefixes: dict[object, bytes] = {}
-
-
-class _Prefixed(io.RawIOBase):
-    """A socket's reader with bytes already taken from it put back in front."""
-
-    def __init__(self, prefix: bytes, rest: Any) -> None:
-        self._prefix = prefix
-        self._rest = rest
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self._prefix:
-            n = min(len(buffer), len(self._prefix))
-            buffer[:n] = self._prefix[:n]
-            self._prefix = self._prefix[n:]
-            return n
-        data = self._rest.read1(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)

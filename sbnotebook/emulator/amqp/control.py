@@ -40,7 +40,7 @@ class ControlLinks:
     def _conn(self, connection: Any) -> ConnectionState:
         state = self._conns.get(connection)
         if state is None:
-            state = self._conns[connection] = ConnectionState()
+            state = self._conns[connection] = ConnectionState(connection)
         return state
 
     def _authorize(self, conn: ConnectionState, address: str, right: str | None = None) -> None:

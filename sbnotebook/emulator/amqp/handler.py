@@ -20,11 +20,23 @@ from cproton_ffi import lib
 from proton import Delivery, Endpoint, Event, Handler, Link, Terminus, ulong
 
 from ..broker.broker import Broker
+from ..broker.entities import Entity, Subscription
+from ..broker.status import check_can_receive, check_can_send
 from ..broker.store import MessageStore
-from ..errors import BadRequest, BrokerError, EntityNotFound, MessageSizeExceeded, OperationTimeout
+from ..errors import (
+    MORE,
+    BadRequest,
+    BrokerError,
+    EntityNotFound,
+    LinkDetachForced,
+    MessageSizeExceeded,
+    OperationTimeout,
+)
+from ..net.limits import Deadlines
 from ..security.entra import Issuer
 from ..security.sas import LISTEN, SEND, KeyRing
 from .codec import DecodeError, decode_transfer
+from .connrules import CONTAINER, ConnectionRules, is_cbs
 from .control import ControlLinks
 from .deliver import Deliveries
 from .management import ManagementHandler
@@ -55,9 +67,16 @@ log = logging.getLogger("sbnotebook.emulator")
 
 
 class BrokerHandler(ControlLinks, Deliveries, Handler):
-    def __init__(self, broker: Broker, keys: KeyRing | dict[str, str], issuer: Issuer | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        keys: KeyRing | dict[str, str],
+        issuer: Issuer | None = None,
+        deadlines: Deadlines | None = None,
+    ) -> None:
         super().__init__()
         self.broker = broker
+        self.rules = ConnectionRules(deadlines or Deadlines(), broker.namespace)
         self.keys = KeyRing.of(keys)
         self.issuer = issuer  # Entra ID tokens (with --tls); None: SAS tokens only
         self._conns: dict[Any, ConnectionState] = {}
@@ -65,6 +84,7 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
         self._by_store: dict[MessageStore, set[OutLink]] = defaultdict(set)
         self._management: dict[Link, ManagementHandler] = {}
         self._targets: dict[Link, str] = {}
+        self._entity_of: dict[Link, Entity | Subscription] = {}  # detached when it is deleted
         self.loop: Any = None  # set by the EventLoop: latency, slow entities, aborts
         self._waiting: list[WaitingAttach] = []
         self._plain_tags = itertools.count(1)
@@ -75,6 +95,8 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
         """Called by the loop every TICK_SECONDS: fire due timers, feed waiting receivers."""
         self.broker.tick()
         self._try_sessions()
+        for idle in self.rules.due():
+            self.rules.close_idle(idle, self.loop)
         self.flush()
 
     def on_peer_closed(self, connection: Any) -> None:
@@ -83,13 +105,17 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
 
     def on_connection_remote_open(self, event: Event) -> None:
         conn = need(event.connection, "connection")
-        self._conn(conn)
+        if self.rules.refused(conn, self.loop):
+            return
+        self.rules.opened(self._conn(conn))
         if conn.state & Endpoint.LOCAL_UNINIT:
-            conn.container = "sbnotebook-emulator"
+            conn.container = CONTAINER
             conn.open()
 
     def on_session_remote_open(self, event: Event) -> None:
         ssn = need(event.session, "session")
+        if ssn.connection.state & Endpoint.LOCAL_CLOSED:
+            return  # a connection refused or closed by the broker takes nothing new
         if ssn.state & Endpoint.LOCAL_UNINIT:
             ssn.incoming_capacity = SESSION_CAPACITY
             ssn.open()
@@ -126,7 +152,7 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
 
     def on_link_remote_open(self, event: Event) -> None:
         link = cast(Link, need(event.link, "link"))
-        if not link.state & Endpoint.LOCAL_UNINIT:
+        if not link.state & Endpoint.LOCAL_UNINIT or link.connection.state & Endpoint.LOCAL_CLOSED:
             return
         conn = self._conn(link.connection)
         try:
@@ -138,6 +164,8 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
             self._refuse(link, exc)
             return
         conn.links.add(link)
+        if not is_cbs(link):
+            conn.idle_until = None
 
     def _attach_outgoing(self, link: Link, conn: ConnectionState) -> None:
         address = normalise_address(link.remote_source.address)
@@ -150,13 +178,14 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
         if address.lower().endswith(MANAGEMENT_SUFFIX):
             self._authorize(conn, address)
             entity = address[: -len(MANAGEMENT_SUFFIX)]
-            self._check_entity(entity)
+            self._entity_of[link] = self._check_entity(entity)
             self._out[link] = OutLink(link, peek_lock=False)
             link.open()
             return
         self._authorize(conn, address, LISTEN)
         source = self.broker.resolve_source(address)
         self.broker._reject_forwarding(source)
+        check_can_receive(source.entity, self.broker.namespace)  # a disabled entity refuses the link
         peek_lock = link.remote_snd_settle_mode != Link.SND_SETTLED
         out = OutLink(link, source=source, peek_lock=peek_lock)
         self._apply_entity_faults(link, address)
@@ -174,6 +203,7 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
         assert out.source is not None
         self._out[out.link] = out
         self._by_store[out.source.store].add(out)
+        self._entity_of[out.link] = out.source.entity
         out.link.open()
 
     def _try_sessions(self) -> None:
@@ -220,13 +250,15 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
         elif address.lower().endswith(MANAGEMENT_SUFFIX):
             self._authorize(conn, address)
             entity = address[: -len(MANAGEMENT_SUFFIX)]
-            self._check_entity(entity)
+            self._entity_of[link] = self._check_entity(entity)
             self._management[link] = ManagementHandler(self.broker, entity)
             self._apply_entity_faults(link, entity)
             self._targets[link] = address
         else:
             self._authorize(conn, address, SEND)
             target = self.broker.resolve_target(address)
+            check_can_send(target, self.broker.namespace)
+            self._entity_of[link] = target
             link.max_message_size = target.props.max_message_size
             # SDK 7.15 sizes ServiceBusMessageBatch from this vendor property when present.
             link.properties = {MAX_BATCH_SIZE: ulong(target.props.max_message_size)}
@@ -240,11 +272,11 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
         if faults is not None and faults.delay > 0 and self.loop is not None:
             self.loop.set_delay(link.connection, faults.delay)
 
-    def _check_entity(self, entity: str) -> None:
+    def _check_entity(self, entity: str) -> Entity | Subscription:
         try:
-            self.broker.resolve_source(entity)
+            return self.broker.resolve_source(entity).entity
         except EntityNotFound:
-            self.broker.resolve_target(entity)
+            return self.broker.resolve_target(entity)
 
     @staticmethod
     def _mirror_termini(link: Link) -> None:
@@ -267,6 +299,7 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
         conn = self._conns.get(link.connection)
         if conn is not None:
             conn.links.discard(link)
+            self.rules.link_closed(conn)
         self._forget_link(link)
         if link.state & Endpoint.LOCAL_ACTIVE:
             link.close()
@@ -280,6 +313,46 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
             self.broker.release_owner(out)  # unsettled locks: given back
         self._management.pop(link, None)
         self._targets.pop(link, None)
+        self._entity_of.pop(link, None)
+
+    # ------------------------------------------------------- deleted entities
+
+    def _detach_deleted(self, deleted: list[Entity | Subscription]) -> None:
+        """Service Bus detaches the links of a deleted entity (senders, receivers, sub-queues,
+        sessions, ``$management``), so clients reattach on their next call: to the entity made
+        again under that name, or to nothing (not found). Left attached, a link would read the
+        deleted entity's empty stores for ever."""
+        gone = set(deleted)
+        for link, entity in list(self._entity_of.items()):
+            if entity in gone:
+                self._detach(link, self._deleted_error(link))
+        waiting = [w for w in self._waiting if w.out.source is not None and w.out.source.entity in gone]
+        self._waiting = [w for w in self._waiting if w not in waiting]
+        for wait in waiting:  # a session receiver still waiting to attach: refused, not left to time out
+            self._refuse(wait.out.link, self._deleted_error(wait.out.link))
+
+    def _deleted_error(self, link: Link) -> BrokerError:
+        terminus = link.remote_source if link.is_sender else link.remote_target
+        address = normalise_address(terminus.address)
+        if link in self._management or address.lower().endswith(MANAGEMENT_SUFFIX):
+            # What Service Bus sent on a $management link of a deleted queue (azure-sdk-for-net#30028).
+            return LinkDetachForced(
+                f"The link '{link.name}' is force detached. Code: ServerError. Details: "
+                "AmqpControlProtocolClient.Fault.",
+                entity=address,
+            )
+        host = link.connection.remote_hostname
+        where = f"sb://{host}/{address}" if host else address
+        return EntityNotFound(f"The messaging entity '{where}' could not be found. {MORE}", entity=address)
+
+    def _detach(self, link: Link, error: BrokerError) -> None:
+        conn = self._conns.get(link.connection)
+        if conn is not None:
+            conn.links.discard(link)
+        self._forget_link(link)  # its locks went with the entity; a session it held is released
+        if link.state & Endpoint.LOCAL_ACTIVE:
+            link.condition = error_condition(error)
+            link.close()  # a closing detach: the client's answer is handled as any remote close
 
     # ---------------------------------------------------------------- credit
 
@@ -292,6 +365,9 @@ class BrokerHandler(ControlLinks, Deliveries, Handler):
             self._pump(out)
 
     def flush(self) -> None:
+        deleted = self.broker.pop_deleted()
+        if deleted:
+            self._detach_deleted(deleted)
         dirty = self.broker.pop_dirty()
         if dirty and self._waiting:
             self._try_sessions()

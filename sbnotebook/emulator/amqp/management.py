@@ -326,7 +326,8 @@ class ManagementHandler:
             rules = [r.config for r in self._subscription().rules][skip : skip + top]
         if not rules:
             return NO_CONTENT, None
-        return OK, {"rules": [{"rule-description": rule_to_amqp(r)} for r in rules]}
+        now = self.broker.clock.now()  # rules keep no creation time: "now", on the broker's clock
+        return OK, {"rules": [{"rule-description": rule_to_amqp(r, now)} for r in rules]}
 
     def _batch_delete(self, body: dict[Any, Any], owner: object) -> tuple[int, dict[str, Any] | None]:
         count = _get(body, "message-count")

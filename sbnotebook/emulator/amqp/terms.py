@@ -53,10 +53,13 @@ def error_condition(exc: BrokerError) -> Condition:
 
 @dataclass(eq=False)
 class ConnectionState:
+    connection: Any = None
     grants: list[Grant] = field(default_factory=list)
     deliveries: int = 0
     cbs_sender: Link | None = None
     links: set[Link] = field(default_factory=set)
+    idle_until: float | None = None  # closed then unless a link comes (connrules.py); None: in use
+    idle_after: float = 0.0  # the idle rule's seconds
 
     def authorized(self, path: str, right: str | None = None) -> bool:
         now = time.time()

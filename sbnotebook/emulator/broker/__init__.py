@@ -4,5 +4,6 @@
 queues, topics, subscriptions; ``store.py`` one message log; ``model.py`` and ``values.py`` messages as
 stored; ``locks.py`` peek locks; ``settlement.py`` complete, abandon, defer, dead-letter, renew;
 ``sessions.py`` and ``sessionlocks.py`` sessions; ``scheduling.py`` scheduled and deferred lookups;
-``clock.py``, ``timers.py`` and ``firing.py`` what falls due when; ``faults.py`` fault injection.
+``clock.py``, ``timers.py`` and ``firing.py`` what falls due when; ``faults.py`` fault injection;
+``policies.py`` queues' and topics' shared access policies; ``status.py`` what a disabled entity refuses.
 """

@@ -47,9 +47,11 @@ from .faults import FaultError, Faults, InjectedFailure
 from .firing import Firing
 from .locks import Lock, LockTable
 from .model import MessageData, MessageState, StoredMessage
+from .policies import EntityPolicyStore
 from .sessionlocks import SessionLocks
 from .sessions import Sessions
 from .settlement import Settlement
+from .status import check_can_receive, check_can_send
 from .store import MessageStore
 from .timers import SCHEDULED, Timers
 
@@ -59,7 +61,7 @@ MAX_BATCH_DELETE = 4000  # messages one batch-delete-messages request may ask fo
 _NOTHING_DIRTY: frozenset[MessageStore] = frozenset()
 
 
-class Broker(Settlement, Firing, SessionLocks):
+class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
     """The broker: entity lifecycle, send, receive, peek, batch delete and counts here; settlement,
     timers and session locks in their own modules, on the shared ``BrokerCore``."""
 
@@ -73,6 +75,7 @@ class Broker(Settlement, Firing, SessionLocks):
         self.sessions = Sessions()
         self.timers = Timers()
         self._dirty: set[MessageStore] = set()
+        self._deleted: list[Entity | Subscription] = []  # until the AMQP face detaches their links
         self.faults = Faults()
         self.restored = 0
         self.compacted_at_start = False
@@ -85,6 +88,7 @@ class Broker(Settlement, Firing, SessionLocks):
             self.add_queue(q)
         for t in topology.topics:
             self.add_topic(t)
+        self._adopt_policies(topology)
         try:
             self.faults.load(topology.faults)
         except FaultError as exc:
@@ -136,6 +140,9 @@ class Broker(Settlement, Firing, SessionLocks):
         self._drop_locks_in(stores_of(entity))
         self.registry.remove(entity)
         record_deleted(self.journal, entity)
+        self._deleted.append(entity)
+        if isinstance(entity, Topic):
+            self._deleted.extend(entity.subscriptions.values())
 
     @locked
     def delete_subscription(self, topic_name: str, name: str) -> None:
@@ -143,6 +150,7 @@ class Broker(Settlement, Firing, SessionLocks):
         self._drop_locks_in(stores_of(sub))
         del sub.topic.subscriptions[sub.name.lower()]
         record_deleted(self.journal, sub)
+        self._deleted.append(sub)
 
     def _drop_locks_in(self, stores: list[MessageStore]) -> None:
         for lock in self.locks.in_stores(stores):
@@ -192,6 +200,7 @@ class Broker(Settlement, Firing, SessionLocks):
     def send(self, path: str, messages: list[MessageData]) -> list[int]:
         """Accept a message or a batch, all or nothing. Returns sequence numbers (0 = dropped duplicate)."""
         target = self.resolve_target(path)
+        check_can_send(target, self.namespace)
         faults = self.faults.get(target.name)
         if faults is not None and (kind := faults.take_rejection()) is not None:
             raise InjectedFailure(kind, target.name)
@@ -294,6 +303,7 @@ class Broker(Settlement, Firing, SessionLocks):
         """Take up to ``max_count`` available messages: locked (peek-lock) or removed.
         On a session-enabled entity, ``session_id`` names a session the caller holds."""
         self._reject_forwarding(source)
+        check_can_receive(source.entity, self.namespace)
         now = self.clock.now()
         out: list[StoredMessage] = []
         store = source.store
@@ -370,6 +380,15 @@ class Broker(Settlement, Firing, SessionLocks):
         with self.lock:
             dirty, self._dirty = self._dirty, set()
             return dirty
+
+    def pop_deleted(self) -> list[Entity | Subscription]:
+        """Entities deleted since the last call (a topic's subscriptions with it): the AMQP face
+        detaches the links still attached to them, as Service Bus does."""
+        if not self._deleted:
+            return []
+        with self.lock:
+            deleted, self._deleted = self._deleted, []
+            return deleted
 
     # ------------------------------------------------------------------ counts
 

@@ -27,7 +27,9 @@ class Firing(BrokerCore):
             if kind == LOCK:
                 self._fire_lock(key, due)
             elif kind == SCHEDULED:
-                self._fire_scheduled(key[0], key[1], now)
+                # Enqueued at its scheduled time, not when the tick saw it: a manual clock advanced a
+                # day past it must not report the day's end (and its TTL runs from that time).
+                self._fire_scheduled(key[0], key[1], due)
             elif kind == TTL:
                 self._fire_ttl(key[0], key[1], now)
             elif kind == SESSION:
@@ -52,7 +54,7 @@ class Firing(BrokerCore):
         self.locks.end(lock)
         self._count_failed_delivery(lock.entity, lock.store, msg)
 
-    def _fire_scheduled(self, target: Entity, seq: int, now: float) -> None:
+    def _fire_scheduled(self, target: Entity, seq: int, at: float) -> None:
         store = scheduled_store(target)
         msg = store.messages.get(seq)
         if msg is None or msg.state is not MessageState.SCHEDULED:
@@ -62,9 +64,9 @@ class Firing(BrokerCore):
         # As Service Bus does: "appended to the queue as if it had been enqueued at the current
         # instant, which includes assigning a new SequenceNumber" (Microsoft's message-sequencing
         # page); the number it was scheduled under is gone (cancelling it finds nothing).
-        msg.enqueued_time = now
+        msg.enqueued_time = at
         msg.sequence_number = self._number(target)
-        self._enqueue(target, msg, now, hops=0)
+        self._enqueue(target, msg, at, hops=0)
 
     def _fire_ttl(self, entity: Receivable, seq: int, now: float) -> None:
         msg = entity.store.messages.get(seq)

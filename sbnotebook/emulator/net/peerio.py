@@ -13,42 +13,56 @@ from typing import TYPE_CHECKING
 from proton import Collector, Connection, Transport
 
 from .sequencing import TransferOrder
+from .tlsio import TlsSocket
 
 if TYPE_CHECKING:
     from .websocket import WebSocket  # imported by the loop on the first upgrade
 
 
+# What the loop reads and writes: a socket, or one whose TLS it ends in memory (tlsio.py).
+Wire = socket.socket | TlsSocket
+
+
 class Sniffing:
     """A new connection whose protocol (AMQP, WebSocket or HTTP) is not known yet."""
 
-    __slots__ = ("buf", "sock")
+    __slots__ = ("addr", "buf", "sock", "tls", "want_write")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: Wire, addr: str) -> None:
         self.sock = sock
+        self.addr = addr  # host:port, for the log
+        self.tls = sock if isinstance(sock, TlsSocket) else None
         self.buf = b""
+        self.want_write = False  # TLS handshake bytes wait for the socket
 
 
 class Peer:
     __slots__ = (
         "aborted",
+        "addr",
         "backlog",
-        "collector",
+        "closing",
         "connection",
+        "counted",
         "delay",
         "order",
         "outbox",
         "sock",
+        "tls",
         "transport",
         "want_write",
         "ws",
         "ws_out",
     )
 
-    def __init__(self, sock: socket.socket, max_frame_size: int) -> None:
+    def __init__(self, sock: Wire, max_frame_size: int, addr: str, counted: bool, collector: Collector) -> None:
         self.sock = sock
+        self.addr = addr
+        self.tls = sock if isinstance(sock, TlsSocket) else None
+        self.counted = counted  # within the connection cap (else refused at its open)
+        self.closing = False  # the emulator closed it (logged once); dropped if the peer does not answer
         self.connection = Connection()
-        self.collector = Collector()
-        self.connection.collect(self.collector)
+        self.connection.collect(collector)  # the loop's one collector: its events name their connection
         self.transport = Transport(Transport.SERVER)
         self.transport.max_frame_size = max_frame_size
         sasl = self.transport.sasl()
@@ -69,7 +83,8 @@ class PeerIO:
 
     latency: float
     selector: selectors.BaseSelector
-    _peers: dict[socket.socket, Peer]
+    _peers: dict[Wire, Peer]
+    _delayed: set[Peer]  # peers with replies held back by latency
 
     def _push(self, peer: Peer, data: bytes) -> None:
         transport = peer.transport
@@ -109,6 +124,12 @@ class PeerIO:
             transport.close_tail()
 
     def _write(self, peer: Peer) -> None:
+        if peer.tls is not None and peer.tls.unsent:
+            try:
+                peer.tls.flush()  # ciphertext of earlier writes first
+            except OSError:
+                self._lost(peer)
+                return
         if peer.ws is not None:
             self._write_ws(peer)
             return
@@ -179,17 +200,28 @@ class PeerIO:
         except (BlockingIOError, InterruptedError):
             return 0
         except OSError:
-            peer.outbox.clear()
-            peer.transport.close_head()
-            peer.transport.close_tail()
+            self._lost(peer)
             return None
 
+    @staticmethod
+    def _lost(peer: Peer) -> None:
+        peer.outbox.clear()
+        peer.transport.close_head()
+        peer.transport.close_tail()
+
     def _want_write(self, peer: Peer, want: bool) -> None:
+        if peer.tls is not None and peer.tls.unsent:
+            want = True
         if want != peer.want_write:
             peer.want_write = want
             mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if want else 0)
             self.selector.modify(peer.sock, mask, peer)
 
     def _next_outbox_due(self) -> float:
-        due = [p.outbox[0][0] for p in self._peers.values() if p.outbox]
-        return min(due) if due else float("inf")
+        """When the first reply held back by latency is due (peers with none leave ``_delayed``). A
+        peer whose socket is full is left to the selector, which says when it can take more: counting
+        its due reply here would make the loop spin until then."""
+        delayed = self._delayed
+        for peer in [p for p in delayed if not p.outbox]:
+            delayed.discard(peer)
+        return min((p.outbox[0][0] for p in delayed if not p.want_write), default=float("inf"))

@@ -15,6 +15,7 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("cproton", "pn_collector_peek"),
     ("cproton", "pn_collector_pop"),
     ("cproton", "pn_delivery"),
+    ("cproton", "pn_event_connection"),
     ("cproton", "pn_event_delivery"),
     ("cproton", "pn_event_type"),
     ("cproton", "pn_link_send"),
@@ -31,6 +32,7 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("cproton_ffi.lib", "pn_link_is_sender"),
     # the wrappers' C handles, and wrapping a handle without the event machinery
     ("proton.Collector", "_impl"),
+    ("proton.Connection", "_impl"),
     ("proton.Delivery", "_impl"),
     ("proton.Link", "_impl"),
     ("proton.Delivery", "wrap"),

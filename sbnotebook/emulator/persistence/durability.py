@@ -160,6 +160,9 @@ def _restore_entities(broker: Broker, journal: Journal) -> None:
                 pass
             continue
         props: EntityProperties = doc["properties"]
+        existing = broker.registry.get(parts[0]) if len(parts) == 1 else None
+        if "policies" not in doc and existing is not None:  # a journal from before policies were kept
+            props.policies = existing.props.policies
         entity: Any
         if doc["kind"] == "subscription":
             rules: list[RuleConfig] = doc.get("rules") or []

@@ -18,6 +18,7 @@ from proton import Data
 
 from ..broker.model import MessageData, MessageState, StoredMessage
 from ..broker.values import NO_ENTRIES, copy_value
+from ..security.sas import Policy, rights_of
 from ..topology import EntityProperties, RuleConfig
 
 MessageRow = tuple[str, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
@@ -152,7 +153,10 @@ def entity_doc(
 ) -> str:
     """An entity's definition as JSON: kind, name, properties (and a subscription's topic and rules),
     and when it was created (a restart keeps the administration API's CreatedAt)."""
-    doc: dict[str, Any] = {"kind": kind, "name": name, "properties": dataclasses.asdict(props)}
+    fields = {f.name: getattr(props, f.name) for f in dataclasses.fields(props) if f.name != "policies"}
+    doc: dict[str, Any] = {"kind": kind, "name": name, "properties": fields}
+    # the keys too: the data directory is the namespace's own store, as Azure's is
+    doc["policies"] = [_policy_doc(p) for p in props.policies]
     if created_at is not None:
         doc["created_at"] = created_at.isoformat()
     if topic is not None:
@@ -167,6 +171,8 @@ def parse_entity_doc(text: str) -> dict[str, Any]:
         doc = json.loads(text)
         fields = {f.name for f in dataclasses.fields(EntityProperties)}
         doc["properties"] = EntityProperties(**{k: v for k, v in doc["properties"].items() if k in fields})
+        if "policies" in doc:  # else written before policies were journaled: the entity keeps its own
+            doc["properties"].policies = tuple(_policy_from(p, doc["name"]) for p in doc["policies"])
         if "rules" in doc:
             doc["rules"] = [RuleConfig(**r) for r in doc["rules"]]
         if doc["kind"] not in ("queue", "topic", "subscription") or not isinstance(doc["name"], str):
@@ -176,3 +182,31 @@ def parse_entity_doc(text: str) -> dict[str, Any]:
         return dict(doc)
     except (KeyError, TypeError, ValueError) as exc:
         raise RowError(f"a stored entity does not decode: {exc}") from None
+
+
+def _policy_doc(policy: Policy) -> dict[str, Any]:
+    return {
+        "name": policy.name,
+        "primary_key": policy.primary_key,
+        "secondary_key": policy.secondary_key,
+        "rights": list(policy.rights_listed),
+        "created_at": policy.created_at.isoformat() if policy.created_at else None,
+        "modified_at": policy.modified_at.isoformat() if policy.modified_at else None,
+    }
+
+
+def _policy_from(doc: dict[str, Any], entity: str) -> Policy:
+    def when(key: str) -> datetime | None:
+        return datetime.fromisoformat(doc[key]) if doc.get(key) else None
+
+    listed = tuple(str(r) for r in doc["rights"])
+    return Policy(
+        str(doc["name"]),
+        str(doc["primary_key"]),
+        str(doc["secondary_key"]),
+        rights_of(listed),
+        entity,
+        listed=listed,
+        created_at=when("created_at"),
+        modified_at=when("modified_at"),
+    )

@@ -113,7 +113,7 @@ def _correlation_matcher(spec: dict[str, Any]) -> Callable[[StoredMessage], bool
     return match
 
 
-DEFAULT_RULE = RuleConfig(name="$Default", filter_type="Sql", sql_expression="1=1")
+DEFAULT_RULE = RuleConfig(name="$Default", filter_type="True", sql_expression="1=1")  # as Service Bus makes it
 
 
 def admit(rules: list[Rule], msg: StoredMessage, number: Callable[[], int]) -> list[StoredMessage]:

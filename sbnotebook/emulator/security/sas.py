@@ -11,12 +11,16 @@ nothing outside that entity, the namespace included.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
+import secrets
 import time
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
 
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
 DEFAULT_KEY = "SAS_KEY_VALUE"  # as in Microsoft's Service Bus emulator
@@ -26,6 +30,23 @@ ALL_RIGHTS = frozenset({SEND, LISTEN, MANAGE})
 
 
 RIGHTS = (MANAGE, SEND, LISTEN)  # as Service Bus spells them
+KEY_LENGTH = 44  # a key as Service Bus and the SDKs make one: 32 random bytes, base64-encoded
+
+
+def new_key() -> str:
+    """A key as Azure makes one (32 random bytes in base64, 44 characters)."""
+    return base64.b64encode(secrets.token_bytes(32)).decode("ascii")
+
+
+def is_service_bus_key(key: str) -> bool:
+    """A 44-character base64 text (what Service Bus takes for a rule's key through its API)."""
+    if len(key) != KEY_LENGTH or not key.isascii():
+        return False
+    try:
+        base64.b64decode(key, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
 
 
 class TokenError(Exception):
@@ -55,6 +76,15 @@ class Policy:
     secondary_key: str = field(repr=False)
     rights: frozenset[str] = ALL_RIGHTS
     entity: str | None = None
+    # As the administration API reports them: the rights in the order given, and when the rule was
+    # made and last changed (None: when the emulator started)
+    listed: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    created_at: datetime | None = field(default=None, compare=False, repr=False)
+    modified_at: datetime | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def rights_listed(self) -> tuple[str, ...]:
+        return self.listed or tuple(r for r in RIGHTS if r in self.rights)
 
     def signs(self, message: bytes, signature: bytes) -> bool:
         """Whether ``signature`` is this message's HMAC under the primary or the secondary key."""
@@ -65,11 +95,22 @@ class Policy:
         return found
 
 
-class KeyRing:
-    """The policies whose keys sign tokens: the namespace's and each queue's or topic's."""
+class EntityPolicies(Protocol):
+    """Where the policies of queues and topics live (the broker: each entity holds its own, so they
+    go with it when it is deleted and are journaled with it)."""
 
-    def __init__(self, policies: Iterable[Policy] = ()) -> None:
+    def policies_of(self, entity: str) -> Sequence[Policy]: ...
+
+    def entity_policies(self) -> list[Policy]: ...
+
+
+class KeyRing:
+    """The policies whose keys sign tokens: the namespace's and each queue's or topic's. An entity's
+    come from ``entities`` when given (the broker), else from this ring."""
+
+    def __init__(self, policies: Iterable[Policy] = (), entities: EntityPolicies | None = None) -> None:
         self._policies: dict[tuple[str | None, str], Policy] = {}
+        self._entities = entities
         for policy in policies:
             self.add(policy)
 
@@ -81,14 +122,19 @@ class KeyRing:
         return cls(Policy(name, key, key) for name, key in keys.items())
 
     def add(self, policy: Policy) -> None:
+        if policy.entity is not None and self._entities is not None:
+            raise ValueError("an entity's policies are kept by the entity (Broker.set_policies)")
         entity = policy.entity.lower() if policy.entity is not None else None
         self._policies[(entity, policy.name)] = policy
 
     def get(self, name: str, entity: str | None = None) -> Policy | None:
-        return self._policies.get((entity.lower() if entity is not None else None, name))
+        if entity is None or self._entities is None:
+            return self._policies.get((entity.lower() if entity is not None else None, name))
+        return next((p for p in self._entities.policies_of(entity) if p.name == name), None)
 
     def policies(self) -> list[Policy]:
-        return list(self._policies.values())
+        held = list(self._policies.values())
+        return held + (self._entities.entity_policies() if self._entities is not None else [])
 
     def candidates(self, key_name: str, path: str) -> list[Policy]:
         """Policies named ``key_name`` that may sign a token for ``path`` (``q``, ``t/subscriptions/s``,
@@ -96,7 +142,7 @@ class KeyRing:
         first = next((p for p in path.lower().split("/") if p), None)
         found = [self._policies.get((None, key_name))]
         if first is not None:
-            found.append(self._policies.get((first, key_name)))
+            found.append(self.get(key_name, first))
         return [p for p in found if p is not None]
 
     def __repr__(self) -> str:

@@ -167,7 +167,7 @@ class Parser(argparse.ArgumentParser):
 
     def parse_line(self, line: str) -> argparse.Namespace:
         try:
-            argv = shlex.split(line)
+            argv = shlex.split(without_comment(line))
         except ValueError as exc:
             raise UsageError(f"{self.prog}: {exc}") from None
         if "-h" in argv or "--help" in argv:
@@ -177,6 +177,26 @@ class Parser(argparse.ArgumentParser):
 
 
 PARSERS: list[Parser] = []  # every command's parser, for the docs test
+
+
+def without_comment(line: str) -> str:
+    """The line up to a ``#`` that begins a word outside quotes, as a shell reads it: IPython hands a
+    line magic its whole line, so ``%sb_connect  # the emulator`` would pass the comment as arguments.
+    A ``#`` inside a word (``--session-id a#b``) or in quotes (``--where '"#" in text'``) stays."""
+    quote = ""
+    escaped = False
+    for i, char in enumerate(line):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i]
+    return line
 
 
 def whole(minimum: int) -> Callable[[str], int]:

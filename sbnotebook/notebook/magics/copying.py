@@ -7,10 +7,12 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ... import core
-from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection
+from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection, TimeWindow
 from .command import COUNT, command, parser
+from .copying_many import copy_many
 from .progress import Progress
 from .targets import address, check_exists, named_in
+from .windows import add_window, records, said, unevaluated, window_of
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -21,25 +23,46 @@ COPY = parser(
     "TARGET, of this connection or a named one (NAME:ENTITY), by peeking: nothing is locked, no\n"
     "delivery counted, the source is left as it is. Every property is kept (the dead-letter reason\n"
     "and description too); message ids are fresh unless --keep-message-id. Counts first, then asks (type\n"
-    "'copy') unless --yes. Interrupted, the same command again copies only what is left.",
+    "'copy') unless --yes. Interrupted, the same command again copies only what is left. A glob\n"
+    "(prod:orders*, 'prod:orders*/$deadletterqueue') copies each queue it matches into the queue of\n"
+    "the same name of the TARGET namespace (NAME:); missing ones are refused, or made with --create.",
     f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders     # production's dead letters, home\n"
     "  %sb_copy orders orders-copy --where 'body_json.total > 100' --max-messages 1000\n"
-    "  %sb_copy prod:events/subscriptions/audit audit --keep-message-id --yes",
+    "  %sb_copy prod:events/subscriptions/audit audit --keep-message-id --yes\n"
+    f"  %sb_copy 'prod:orders*/{DEAD_LETTER_QUEUE}' home:            # each DLQ into the queue of its name at home\n"
+    f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders --enqueued-after 2h   # the last two hours' only",
 )
 COPY.add_argument("source", help=f"ENTITY or NAME:ENTITY to copy from (queue, subscription, .../{DEAD_LETTER_QUEUE})")
 COPY.add_argument("target", help="ENTITY or NAME:ENTITY: the queue or topic the copies go to")
 COPY.add_argument("--where", help="only messages matching this search expression")
 COPY.add_argument("-n", "--max-messages", type=COUNT, help="at most this many messages")
+add_window(COPY)
 COPY.add_argument("--keep-message-id", action="store_true", help="keep the message ids (duplicate detection may drop)")
 COPY.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+COPY.add_argument("--create", action="store_true", help="make targets that are missing from the source's description")
 COPY.add_argument("--yes", action="store_true", help="do not ask first")
 COPY.rename("--limit", "--max-messages")
 COPY.rename("--keep-ids", "--keep-message-id")
 
 
-def _count(source: str, where: Any, conn: LiveConnection) -> int:
-    """How many messages SOURCE holds (with a search: how many match, by scanning; nothing kept)."""
+def _create_like(source: str, target: str, src: LiveConnection, dst: LiveConnection) -> None:
+    """--create: the missing target queue made from the source queue's description."""
+    path = EntityPath.parse(source)
+    if path.is_subscription:
+        raise core.InvalidInputError(
+            "--create makes a queue from a queue's description; this source is a subscription."
+        )
+    made = core.Report("create", target)
+    core.ensure_targets([core.Match(path, EntityPath.parse(target))], src, dst, create=True, report=made)
+    print(f"Made {target} from the description of {path.parent}. " + " ".join(made.notes[:-1]))
+
+
+def _count(source: str, where: Any, conn: LiveConnection, window: TimeWindow | None = None) -> int:
+    """How many messages SOURCE holds (with a search: how many match, by scanning; with a window,
+    how many it holds, peeking only its numbers; nothing kept)."""
     said = None
+    if window is not None:
+        return sum(1 for r in records(source, window, conn) if where is None or where(r))
     if where is None:
         path = EntityPath.parse(source)
         try:
@@ -62,14 +85,23 @@ def _count(source: str, where: Any, conn: LiveConnection) -> int:
 
 @command(COPY)
 def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
+    if core.is_glob(args.source.split(":", 1)[-1]):
+        if args.enqueued_after or args.enqueued_before:  # not applied to a glob yet: refused, never ignored
+            raise core.InvalidInputError(
+                "--enqueued-after/--enqueued-before take one source entity, not a glob: copy each entity's "
+                "window on its own (%sb_copy prod:orders home:orders --enqueued-after 2h); nothing was copied."
+            )
+        return copy_many(self, args, _count)
     source, src = address(self, args.source)
     target, dst = address(self, args.target)
     core.copy_target(target)  # a subscription or a DLQ: said before anything is read
     try:
         check_exists(target, dst)
     except core.EntityNotFoundError as exc:  # named as typed: home:orders, not orders
-        name, _ = core.split_address(args.target)  # read by address() above: the one reader of NAME:
-        raise type(exc)(named_in(exc.message, name, target) if name else exc.message) from None
+        if not args.create:
+            name, _ = core.split_address(args.target)  # read by address() above: the one reader of NAME:
+            raise type(exc)(named_in(exc.message, name, target) if name else exc.message) from None
+        _create_like(source, target, src, dst)
     try:  # one peek: a session-enabled source is refused before anything is counted or asked
         core.peek_numbers(source, max_messages=1, connection=src)
     except core.SbError as exc:
@@ -79,25 +111,33 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
         name, _ = core.split_address(args.source)  # the line says prod:q, as typed
         raise core.InvalidInputError(named_in(refused.message, name, source) if name else refused.message) from None
     where = core.compile_where(args.where) if args.where else None
+    window = window_of(args)
     options: dict[str, Any] = {
         "where": args.where,
         "keep_message_id": args.keep_message_id,
         "max_messages": args.max_messages,
     }
+    # The window as typed: the copy's record on disk keys on it, so the same command resumes.
+    options |= {"enqueued_after": args.enqueued_after, "enqueued_before": args.enqueued_before}
     state = core.copy_resume_point(source, target, source_connection=src, connection=dst, **options)
     copied = 0
     if state is not None and state.pending:  # recorded on disk: after an interrupt or a kernel restart
         copied = state.copied
         print(f"Resuming the copy: {copied} message(s) copied before.")
-    found = _count(source, where, src)
+    found = _count(source, where, src, window)
+    unevaluated(where)  # a search that raised on every message fails here: nothing copied
     todo = found if args.max_messages is None else min(found, args.max_messages)
     todo = max(todo - copied, 0)
     what = "matching message(s)" if where is not None else "message(s)"
     if not todo:
-        print(f"Nothing to copy from {args.source}" + (" matching --where." if where is not None else "."))
+        matching = " matching --where" if where is not None else ""
+        print(f"Nothing to copy from {args.source}{matching}{said(window)}.")
         return None
     ids = "their message ids" if args.keep_message_id else "fresh message ids"
-    print(f"Copy {todo} {what} from {args.source} to {args.target} with {ids} (peeked: the source is left as it is).")
+    print(
+        f"Copy {todo} {what} from {args.source}{said(window)} to {args.target} with {ids}"
+        " (peeked: the source is left as it is)."
+    )
     if not args.yes:
         self.ask("Nothing is taken from the source.", "copy")
     progress = Progress(args.target, f"Copying {args.source} to", "sent", total=todo, relabel=False)

@@ -7,9 +7,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ... import core
-from ...core import EntityPath, GroupCounts, LiveConnection
+from ...core import EntityPath, GroupCounts, LiveConnection, TimeWindow
 from .command import COUNT, command, parser
 from .progress import Progress
+from .windows import add_window, said, window_of, within
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -28,29 +29,39 @@ DLQ = parser(
     "reason and description with their variable parts masked (numbers, GUIDs, ids, times, quoted values, "
     "e-mail addresses, URL segments): select its messages with --where 'signature == \"...\"'.",
     "  %sb_dlq orders\n  %sb_dlq orders --count\n  %sb_dlq orders --summary --by signature\n"
-    "  %sb_dlq events/subscriptions/audit --summary --by subject",
+    "  %sb_dlq events/subscriptions/audit --summary --by subject\n"
+    "  %sb_dlq orders --summary --enqueued-after 2h    # only messages enqueued in the last 2 hours",
 )
 DLQ.add_argument("entity", help="the entity whose dead-letter queue to look at")
 DLQ.add_argument("--summary", action="store_true", help="the counts table, not the panel")
 DLQ.add_argument("--by", choices=list(BY), default="reason", help="what the summary groups by (default: reason)")
 DLQ.add_argument("--count", action="store_true", help="the panel starts counting every message at once")
 DLQ.add_argument("-n", "--max-messages", type=COUNT, help="count at most this many messages (default: all)")
+add_window(DLQ)  # with a window, the counts table (the panel reads the whole queue)
 
 
 @command(DLQ)
 def sb_dlq(self: MagicsState, args: argparse.Namespace) -> Any:
     path = EntityPath.parse(args.entity).parent
-    if not args.summary:
+    window = window_of(args)
+    if not args.summary and window is None:
         panel = triage_panel(str(path), self.conn())
         if panel is not None:
             panel.by.value = BY[args.by]
             if args.count:
                 panel.count()
             return panel
-    return summary(path, self.conn(), args.by, args.max_messages, self.bound_name)
+    return summary(path, self.conn(), args.by, args.max_messages, self.bound_name, window)
 
 
-def summary(path: EntityPath, conn: LiveConnection, by: str, limit: int | None, name: str | None = None) -> Any:
+def summary(
+    path: EntityPath,
+    conn: LiveConnection,
+    by: str,
+    limit: int | None,
+    name: str | None = None,
+    window: TimeWindow | None = None,
+) -> Any:
     """Count the dead-letter queue by ``by`` (reason, description, subject, signature) with a live
     progress line; an interrupt shows the partial counts. ``name``: the named connection the entity
     belongs to (its lines say NAME:ENTITY), None for the default one."""
@@ -67,7 +78,7 @@ def summary(path: EntityPath, conn: LiveConnection, by: str, limit: int | None, 
 
     interrupted = False
     try:
-        core.group_counts(dlq, into=counting, progress=progress, max_messages=limit, connection=conn)
+        core.group_counts(dlq, into=counting, progress=progress, max_messages=limit, connection=conn, **within(window))
     except KeyboardInterrupt:
         interrupted = True
         print(f"Interrupted: partial counts of the first {counting.scanned:,} messages.")
@@ -75,7 +86,7 @@ def summary(path: EntityPath, conn: LiveConnection, by: str, limit: int | None, 
     for note in counting.notes:
         print(f"Note: {note}")
     table = counting.to_pandas(BY[by])
-    print(counted_line(counting, prefix + str(path), by, interrupted))
+    print(counted_line(counting, prefix + str(path) + said(window), by, interrupted))
     return table
 
 

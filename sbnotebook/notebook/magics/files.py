@@ -15,6 +15,7 @@ from ...core import count_jsonl, export_resume_point, import_resume_point
 from .command import COUNT, command, parser
 from .progress import Progress
 from .targets import shown, with_dlq
+from .windows import add_window, said, window_of
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -26,7 +27,8 @@ EXPORT = parser(
     "Interrupted, the same command again appends what is left (FILE.exporting marks it unfinished).",
     "  %sb_export orders orders.jsonl\n"
     "  %sb_export orders parked.jsonl --dlq\n"
-    "  %sb_export orders big.jsonl --where 'body_json.total > 100'",
+    "  %sb_export orders big.jsonl --where 'body_json.total > 100'\n"
+    "  %sb_export orders outage.jsonl --dlq --enqueued-after 2026-11-25T14:00 --enqueued-before 2026-11-25T15:00",
 )
 EXPORT.add_argument("entity")
 EXPORT.add_argument(
@@ -34,20 +36,24 @@ EXPORT.add_argument(
 )
 EXPORT.add_argument("--dlq", action="store_true", help="export the dead-letter queue")
 EXPORT.add_argument("--where", help="only messages matching this search expression")
+add_window(EXPORT)
 
 IMPORT = parser(
     "sb_import",
-    "Send every message of a JSON lines export to a queue or topic, with its properties (body bytes,\n"
-    "content type, subject, correlation id, session id, application properties, TTL). Message ids\n"
-    "are fresh unless --keep-message-id. The file is checked first: a bad line sends nothing. Interrupted,\n"
-    "same command again sends only what is left (FILE.importing-ENTITY keeps track).",
-    "  %sb_import orders-copy orders.jsonl\n  %sb_import orders parked.jsonl --keep-message-id --decode-properties",
+    "Send every message of a JSON lines export to a queue or topic as it was: the body of its kind\n"
+    "(data, AMQP value or sequence), content type, subject, correlation id, session id, TTL, and every\n"
+    "application property with the type the file records. Message ids are fresh unless\n"
+    "--keep-message-id. The file is checked first: a bad line sends nothing. Interrupted, the same\n"
+    "command again sends only what is left (FILE.importing-ENTITY keeps track).",
+    "  %sb_import orders-copy orders.jsonl\n  %sb_import orders parked.jsonl --keep-message-id",
 )
 IMPORT.add_argument("entity", help="queue or topic")
 IMPORT.add_argument("file", help="a JSON lines export (%%sb_export, the browser's Export JSON)")
 IMPORT.add_argument("--keep-message-id", action="store_true", help="keep the exported message ids")
 IMPORT.add_argument(
-    "--decode-properties", action="store_true", help="send JSON-encoded property values as numbers and booleans"
+    "--decode-properties",
+    action="store_true",
+    help="for files without property types (written by other tools): send JSON numbers and booleans as such",
 )
 IMPORT.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 IMPORT.rename("--keep-ids", "--keep-message-id")
@@ -75,13 +81,21 @@ class _ReadProgress:
 @command(EXPORT)
 def sb_export(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
-    resume = export_resume_point(entity, args.file, args.where)
+    window = window_of(args)  # a bad WHEN fails before the file is touched
+    given = {"enqueued_after": args.enqueued_after, "enqueued_before": args.enqueued_before}
+    resume = export_resume_point(entity, args.file, args.where, **given)
     if resume is not None:
         print(f"Resuming the export into {args.file}: {resume[0]} messages already written.")
     progress = _ReadProgress(shown(self, entity))
-    written = core.export_jsonl(entity, args.file, where=args.where, progress=progress.update, connection=self.conn())
+    # The window as typed: an interrupted export of "2h" resumes with the same command.
+    written = core.export_jsonl(
+        entity, args.file, where=args.where, progress=progress.update, connection=self.conn(), **given
+    )
     what = "matching messages" if args.where else "messages"
-    print(f"Exported {written} {what} of {shown(self, entity)} to {Path(args.file)}.")
+    print(f"Exported {written} {what} of {shown(self, entity)}{said(window)} to {Path(args.file)}.")
+    text = getattr(written, "unevaluated_text", None)
+    if text:
+        print(f"Note: {text}; they are not matches.")
     return None
 
 

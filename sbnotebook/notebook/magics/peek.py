@@ -9,6 +9,7 @@ from ... import core
 from ...core import DEAD_LETTER_QUEUE
 from .command import COUNT, command, parser, whole
 from .targets import shown, with_dlq
+from .windows import add_window, said, window_of, within
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -21,7 +22,9 @@ PEEK = parser(
     "  %sb_peek orders --from-sequence-number 101     # the next page\n"
     "  %sb_peek orders --dlq --where 'dead_letter_reason == \"MaxDeliveryCountExceeded\"'\n"
     '  %sb_peek orders --where \'body_json.customer.id == "c-7" and props.priority == "high"\'\n'
-    "  %sb_peek sessions --session-id s-1",
+    "  %sb_peek sessions --session-id s-1\n"
+    "  %sb_peek orders --enqueued-after 2026-11-25T14:00 --enqueued-before 2026-11-25T15:00\n"
+    "  %sb_peek orders --dlq --enqueued-after 2h       # what dead-lettered messages were enqueued in the last 2 hours",
 )
 PEEK.add_argument("entity", help=f"queue, topic/subscriptions/name, or either with /{DEAD_LETTER_QUEUE}")
 PEEK.add_argument(
@@ -39,6 +42,7 @@ PEEK.add_argument(
     "--max-scanned", type=COUNT, default=core.MAX_SCANNED, help="with --where: look through at most this many messages"
 )
 PEEK.add_argument("--json", action="store_true", help="decode JSON bodies into body_json.* columns")
+add_window(PEEK)
 PEEK.rename("--session", "--session-id")
 PEEK.rename("--from-seq", "--from-sequence-number")
 PEEK.rename("--scan", "--max-scanned")
@@ -58,6 +62,7 @@ BROWSE.rename("-n", "--page-size")  # -n is at most N messages wherever it is (d
 def sb_peek(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
     count = args.max_messages if args.max_messages is not None else self.peek_max_messages
+    window = window_of(args)
     found = core.peek(
         entity,
         from_sequence_number=args.from_sequence_number,
@@ -66,8 +71,9 @@ def sb_peek(self: MagicsState, args: argparse.Namespace) -> Any:
         max_scanned=args.max_scanned,
         session_id=args.session_id,
         connection=self.conn(),
+        **within(window),
     )
-    summarise_page(shown(self, entity), found, args.max_scanned)
+    summarise_page(shown(self, entity) + said(window), found, args.max_scanned)
     frame = core.to_dataframe(found.records)
     return core.json_columns(frame) if args.json else frame
 
@@ -96,6 +102,8 @@ def summarise_page(entity: str, found: core.PeekPage, max_scanned: int) -> None:
     if found.scanned and found.next_sequence_number > found.from_sequence_number:
         text += f"; next page: --from-sequence-number {found.next_sequence_number}"
     print(text + ".")
+    if found.unevaluated_text:
+        print(f"Note: {found.unevaluated_text}; they are not matches.")
     hint = found.hint()
     if hint:
         print(hint)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from IPython.core.error import UsageError
+
 from ... import core
 from ..purging import plan_purge, scheduled_to_cancel
 from .command import command, parser
 from .progress import Progress
 from .targets import relabel, shown
+from .windows import add_window, window_of
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -24,7 +27,9 @@ PURGE = parser(
     "  %sb_purge orders --deferred --scheduled # deferred and scheduled ones only\n"
     "  %sb_purge orders --all --yes            # everything, DLQ included, without asking\n"
     "  %sb_purge carts --deferred --session-ids c-7 # one session of a session-enabled queue\n"
-    "  %sb_purge orders --panel                # buttons, with the same counted confirmation",
+    "  %sb_purge orders --panel                # buttons, with the same counted confirmation\n"
+    "  %sb_purge orders --enqueued-before 2026-11-25T14:00  # test messages sent before the fix: batch delete\n"
+    "  %sb_purge orders --dlq --enqueued-after 2h           # the last two hours' dead letters only",
 )
 PURGE.add_argument("entity", help="queue or topic/subscriptions/name")
 PURGE.add_argument("--active", action="store_true", help="active messages (the default when nothing is named)")
@@ -38,6 +43,7 @@ PURGE.add_argument(
     help="session-enabled entities: only these sessions (needed for a session holding nothing but deferred"
     " or scheduled messages, which Service Bus does not list)",
 )
+add_window(PURGE)
 PURGE.add_argument("--yes", action="store_true", help="do not ask first")
 PURGE.add_argument("--panel", action="store_true", help="the purge panel (purge and cancel-scheduled buttons)")
 PURGE.rename("--session", "--session-ids")
@@ -55,7 +61,10 @@ CANCEL.add_argument("--yes", action="store_true", help="do not ask first")
 
 @command(PURGE)
 def sb_purge(self: MagicsState, args: argparse.Namespace) -> Any:
+    window = window_of(args)
     if args.panel:
+        if window is not None:
+            raise UsageError("%sb_purge --panel purges whole kinds: give the window without --panel.")
         from ..widgets.purge import PurgePanel
 
         return PurgePanel(args.entity, connection=self.conn())
@@ -64,7 +73,7 @@ def sb_purge(self: MagicsState, args: argparse.Namespace) -> Any:
     sessions = tuple(s.strip() for s in args.session_ids.split(",")) if args.session_ids is not None else None
     if sessions is not None and args.all:
         kinds = ("active", "deferred", "scheduled")  # a session has no dead-letter queue of its own
-    plan = plan_purge(args.entity, kinds, sessions=sessions, connection=self.conn())
+    plan = plan_purge(args.entity, kinds, sessions=sessions, connection=self.conn(), window=window)
     if plan.total == 0:
         print(f"Nothing to purge: {relabel(self, plan.describe(), plan.entity)}")
         return None

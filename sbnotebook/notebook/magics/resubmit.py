@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
 from ... import core
-from ...core import EntityPath, default_target, duration
+from ...core import EntityPath, TimeWindow, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
 from .command import COUNT, command, parser, whole
 from .progress import Progress
 from .targets import label_report
 from .targets import shown as named
+from .windows import add_window, records, said, unevaluated, window_of, within
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -29,7 +31,8 @@ RESUBMIT = parser(
     "  %sb_resubmit orders --where 'dead_letter_reason == \"bad-total\"' --patch '{\"total\": 0}'\n"
     "  %sb_resubmit orders --prop retried=yes --prop priority:=3 --remove-prop debug --subject order\n"
     "  %sb_resubmit orders --ttl 1h --to-session-id s-1 --max-messages 10 --yes\n"
-    "  %sb_resubmit events/subscriptions/audit --target audit-retry",
+    "  %sb_resubmit events/subscriptions/audit --target audit-retry\n"
+    "  %sb_resubmit orders --enqueued-after 2026-11-25T14:00 --enqueued-before 2026-11-25T15:00  # the outage",
 )
 RESUBMIT.add_argument("entity", help="the entity whose dead-letter queue to resubmit from (or the DLQ's path)")
 RESUBMIT.add_argument("--where", help="only messages matching this search expression")
@@ -43,6 +46,7 @@ RESUBMIT.add_argument("--subject", help="set the subject")
 RESUBMIT.add_argument("--ttl", metavar="D", help="set the time to live (30m, 1d)")
 RESUBMIT.add_argument("--to-session-id", help="set the copies' session id")
 RESUBMIT.add_argument("-n", "--max-messages", type=COUNT, help="at most this many messages")
+add_window(RESUBMIT)
 RESUBMIT.add_argument(
     "--keep-message-id", action="store_true", help="keep the message ids (duplicate detection may drop)"
 )
@@ -67,11 +71,15 @@ def message_edit(args: argparse.Namespace) -> MessageEdit:
     return edit
 
 
-def _selection(source: str, where: Any, limit: int | None, preview: int, conn: Any) -> tuple[int, list[dict[str, Any]]]:
+def _selection(
+    source: str, where: Any, limit: int | None, preview: int, conn: Any, window: TimeWindow | None = None
+) -> tuple[int, list[dict[str, Any]]]:
     """How many messages the command would move (at most ``limit``) and the first ``preview`` of
     them, for the confirmation. Memory stays flat: nothing else is kept. Without a search the
     count is the dead-letter count (one request to the administration API); where that is refused,
-    or with a search, the DLQ is scanned."""
+    or with a search, the DLQ is scanned; with a window, only its numbers are."""
+    if window is not None:
+        return _counted(records(source, window, conn), where, limit, preview)
     first = list(next(iter(core.scan(source, max_messages=max(preview, 1), connection=conn)), []))
     if where is None:
         try:
@@ -81,16 +89,20 @@ def _selection(source: str, where: Any, limit: int | None, preview: int, conn: A
         else:
             total = total if EntityPath.parse(source).is_dead_letter else len(first)
             return (total if limit is None else min(total, limit)), first[:preview]
+    return _counted((r for page in core.scan(source, connection=conn) for r in page), where, limit, preview)
+
+
+def _counted(found: Iterable[dict[str, Any]], where: Any, limit: int | None, preview: int) -> tuple[int, list[Any]]:
+    """How many records ``where`` selects (at most ``limit``), and the first ``preview`` of them."""
     count = 0
     shown: list[dict[str, Any]] = []
-    for page in core.scan(source, connection=conn):
-        for record in page:
-            if where is None or where(record):
-                count += 1
-                if len(shown) < preview:
-                    shown.append(record)
-        if limit is not None and count >= limit:
-            return limit, shown
+    for record in found:
+        if where is None or where(record):
+            count += 1
+            if len(shown) < preview:
+                shown.append(record)
+            if count == limit:
+                break
     return count, shown
 
 
@@ -106,12 +118,18 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     edit = message_edit(args)
     where = core.compile_where(args.where) if args.where else None
     conn = self.conn()
-    count, shown = _selection(source, where, args.max_messages, args.preview, conn)
+    window = window_of(args)
+    count, shown = _selection(source, where, args.max_messages, args.preview, conn, window)
+    unevaluated(where)  # a search that raised on every message fails here: nothing moves
     if not count:
-        print(f"Nothing to resubmit in {named(self, source)}" + (" matching --where." if where else "."))
+        matching = " matching --where" if where else ""
+        print(f"Nothing to resubmit in {named(self, source)}{matching}{said(window)}.")
         return None
     target = args.target or str(default_target(EntityPath.parse(source)))
-    print(f"Resubmit {count} message(s) from {named(self, source)} to {named(self, target)}; edit: {edit.describe()}.")
+    print(
+        f"Resubmit {count} message(s) from {named(self, source)}{said(window)} to {named(self, target)};"
+        f" edit: {edit.describe()}."
+    )
     if not edit.empty:
         for record in shown:
             print(diff(record, edit))
@@ -123,7 +141,7 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     report = core.resubmit(
         source,
         target=target,
-        where=where,
+        where=args.where,  # compiled afresh: the Report counts what the resubmit's own peek could not evaluate
         edit=None if edit.empty else edit,
         max_messages=count,
         keep_message_id=args.keep_message_id,
@@ -131,6 +149,7 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
         max_in_flight=self.max_in_flight,
         progress=progress.update,
         connection=conn,
+        **within(window),
     )
     label_report(self, report)
     print(report.summary())

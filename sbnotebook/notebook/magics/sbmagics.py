@@ -12,7 +12,23 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from ... import core
 from ...core import LiveConnection, LockedBatch, deprecated
 from ..config import project_settings
-from . import connect, copying, dlq, entities, files, peek, purge, receive, resubmit, send, sessions, stats, tail
+from . import (
+    connect,
+    copying,
+    discard,
+    dlq,
+    entities,
+    files,
+    peek,
+    purge,
+    receive,
+    resubmit,
+    send,
+    sessions,
+    stats,
+    tail,
+    topology,
+)
 from .command import Declined, fail
 from .sdklogs import SdkLogSummary
 from .settings import RENAMED_SETTINGS
@@ -41,8 +57,10 @@ class SbMagics(Magics, MagicsState):
     sb_export = line_magic(files.sb_export)
     sb_import = line_magic(files.sb_import)
     sb_resubmit = line_magic(resubmit.sb_resubmit)
+    sb_discard = line_magic(discard.sb_discard)
     sb_copy = line_magic(copying.sb_copy)
     sb_tail = line_magic(tail.sb_tail)
+    sb_topology = line_magic(topology.sb_topology)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         # Read first: an unknown setting fails loading before this object joins the shell's configurables.

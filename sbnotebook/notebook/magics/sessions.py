@@ -25,7 +25,7 @@ SESSIONS = parser(
     "a moment to look (nothing is received); --ids-only skips that.",
     "  %sb_sessions orders-by-customer\n"
     "  df = %sb_sessions events/subscriptions/audit --max-sessions 500 --ids-only\n"
-    "  %sb_sessions orders-by-customer --updated-after -1h     # state set in the last hour\n"
+    "  %sb_sessions orders-by-customer --updated-after=-1h     # state set in the last hour\n"
     "  %sb_sessions orders-by-customer --panel                 # list, view and edit state",
 )
 SESSIONS.add_argument("entity", help="a session-enabled queue or topic/subscriptions/name")
@@ -35,7 +35,9 @@ SESSIONS.add_argument(
     "--max-counted", type=whole(0), default=core.PAGE_SIZE, help="count each session's messages up to this many"
 )
 SESSIONS.add_argument(
-    "--updated-after", metavar="WHEN", help="only sessions whose state was set after this time (-1h, -30m, ISO)"
+    "--updated-after",
+    metavar="WHEN",
+    help="only sessions whose state was set after this time (--updated-after=-1h: with '=', or an ISO time)",
 )
 SESSIONS.add_argument("--panel", action="store_true", help="the sessions panel: list, peek, view and edit state")
 SESSIONS.rename("-n", "--max-sessions")  # -n is at most N messages wherever it is (docs/names.md)

@@ -61,6 +61,8 @@ def sb_tail(self: MagicsState, args: argparse.Namespace) -> Any:
     finally:
         tail.stop()
     view.finish(why)
+    if tail.matcher is not None:
+        tail.matcher.check()  # the search raised on every message that came: a mistake, not a quiet tail
     return tail.to_pandas()
 
 

@@ -1,0 +1,217 @@
+"""Many entities in one copy: the queues a glob matches (``orders*``, or their dead-letter queues:
+``orders*/$deadletterqueue``), each copied by ``acopy`` into the entity of the same name in the target
+namespace. One Report, with a part per entity; entities the glob does not match are not read.
+
+Every target must exist before anything is copied: those missing are refused by name, or created from
+the source's description with ``create=True`` (its properties; forwarding only to entities the target
+namespace has). Resumable per entity: each entity's copy keeps its own record (``acopy``), and the
+glob's record (beside them, in the copies folder) lists the entities already copied in full, so the
+same call again copies only the rest, and of an interrupted entity only what is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..connections.live import LiveConnection
+from ..connections.registry import ConnectionLike, live
+from ..connections.syncforms import sync_form
+from ..entities import EntityPath
+from ..errors import EntityNotFoundError, InvalidInputError, SbError
+from ..operations.counts import admin_error
+from ..operations.manage import QUEUE_PROPERTIES, create_entity, entity_properties, update_entity
+from ..outcome import Report
+from .copy_progress import copy_records
+from .copying import acopy
+from .resumable import write_atomically
+
+log = logging.getLogger(__name__)
+GLOB_CHARACTERS = "*?["
+# What a queue made from the source's description takes of it (forwarding: only to what is there).
+CREATED_FROM = tuple(QUEUE_PROPERTIES)
+
+
+def is_glob(text: str) -> bool:
+    """Whether an entity address names many (a glob in its queue part)."""
+    return any(c in text.split("/", 1)[0] for c in GLOB_CHARACTERS)
+
+
+@dataclass(frozen=True)
+class Match:
+    source: EntityPath  # a queue, or its dead-letter queue
+    target: EntityPath  # the queue of the same name in the target namespace
+
+
+def _pattern(pattern: str) -> tuple[str, str]:
+    """(the glob of queue names, the sub-queue suffix: '' or '/$deadletterqueue'), checked."""
+    glob, _, rest = pattern.strip().partition("/")
+    if any(c in rest for c in GLOB_CHARACTERS) or "subscriptions" in rest.lower():
+        raise InvalidInputError(
+            f"{pattern!r}: a glob names queues ('orders*', 'orders*/$deadletterqueue'); a subscription's messages "
+            "go to its topic, where every subscription would get them: copy subscriptions one at a time."
+        )
+    path = EntityPath.parse(f"placeholder/{rest}" if rest else "placeholder")
+    return glob, ("/" + str(path).split("/", 1)[1]) if "/" in str(path) else ""
+
+
+def _admin(conn: LiveConnection, work: Callable[[Any], Any]) -> Any:
+    try:
+        return work(conn.admin())
+    except SbError:
+        raise
+    except Exception as exc:
+        raise admin_error(exc, conn) from None
+
+
+def glob_matches(pattern: str, src: LiveConnection) -> tuple[list[Match], list[str]]:
+    """The queues of ``src`` the glob matches (case-insensitive, in name order), and the topics it
+    matches (not copied: a topic holds no messages of its own)."""
+    glob, suffix = _pattern(pattern)
+    queues = _admin(src, lambda admin: [q.name for q in admin.list_queues()])
+    topics = _admin(src, lambda admin: [t.name for t in admin.list_topics()])
+
+    def hit(name: str) -> bool:
+        return fnmatch.fnmatchcase(name.lower(), glob.lower())
+
+    found = [Match(EntityPath.parse(q + suffix), EntityPath.parse(q)) for q in sorted(queues, key=str.lower) if hit(q)]
+    return found, [t for t in topics if hit(t)]
+
+
+def _names(admin: Any) -> set[str]:
+    return {q.name.lower() for q in admin.list_queues()} | {t.name.lower() for t in admin.list_topics()}
+
+
+def missing_targets(found: list[Match], dst: LiveConnection) -> list[Match]:
+    """The matches whose target the target namespace does not have."""
+    there = _admin(dst, _names)
+    return [m for m in found if m.target.name.lower() not in there]
+
+
+FORWARDING = ("forward_to", "forward_dead_lettered_messages_to")
+
+
+def ensure_targets(
+    found: list[Match], src: LiveConnection, dst: LiveConnection, *, create: bool, report: Report
+) -> list[str]:
+    """Every target there, or ``EntityNotFoundError`` naming those missing (``create``: made from
+    the source's description, named in a note; forwarding set once all are made, to what the target
+    namespace then has). Returns the names made."""
+    missing = missing_targets(found, dst)
+    if missing and not create:
+        names = ", ".join(m.target.name for m in missing)
+        raise EntityNotFoundError(
+            f"Not in the target namespace: {names}. Create them first, or copy with --create (create=True) to make "
+            "each from its source's description; nothing was copied."
+        )
+    forwards: dict[str, dict[str, str]] = {}
+    for m in missing:
+        described = entity_properties(m.source.name, connection=src)  # the source queue's description
+        values = {k: v for k, v in described.items() if k in CREATED_FROM and v is not None}
+        forwards[m.target.name] = {k: str(values.pop(k)).rsplit("/", 1)[-1] for k in FORWARDING if values.get(k)}
+        create_entity(m.target.name, kind="queue", properties=values, connection=dst)
+    there = _admin(dst, _names)
+    for name, targets in forwards.items():
+        kept = {k: t for k, t in targets.items() if t.lower() in there}
+        for key, target in targets.items():
+            if key not in kept:
+                report.note(f"{name} made without {key} (its target {target} is not in the target namespace)")
+        if kept:
+            update_entity(name, properties=kept, connection=dst)
+    if missing:
+        report.note(f"made from the source's description: {', '.join(forwards)}")
+    return list(forwards)
+
+
+def _record(src: LiveConnection, dst: LiveConnection, pattern: str, options: dict[str, Any]) -> Path:
+    key = {
+        "source_namespace": src.namespace.lower(),
+        "pattern": pattern.lower(),
+        "target_namespace": dst.namespace.lower(),
+    }
+    digest = hashlib.sha256(json.dumps({**key, **options}, sort_keys=True).encode()).hexdigest()[:24]
+    return copy_records() / f"copy-many-{digest}.json"
+
+
+def _done(record: Path) -> list[str]:
+    try:
+        return list(json.loads(record.read_text(encoding="utf-8")).get("done", []))
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+async def acopy_many(
+    pattern: str,
+    *,
+    source_connection: ConnectionLike = None,
+    connection: ConnectionLike = None,
+    create: bool = False,
+    where: str | None = None,
+    max_messages: int | None = None,
+    keep_message_id: bool = False,
+    max_in_flight: int = 10,
+    progress: Callable[[Match, Report], None] | None = None,
+) -> Report:
+    """Copy the queues ``pattern`` matches (or their dead-letter queues) of ``source_connection`` into
+    the queues of the same names of ``connection`` (see the module docstring). ``max_messages``: per
+    entity. ``progress(match, report)`` as each entity's copy starts (an empty report), then after each of its sends."""
+    src, dst = live(source_connection), live(connection)
+    # The administration API is HTTP, called synchronously: off the connection's loop, which the
+    # copies' links share.
+    found, topics = await asyncio.to_thread(glob_matches, pattern, src)
+    report = Report("copy", pattern, target=dst.namespace)
+    if topics:
+        report.note(f"topics matched but not copied (their messages are in their subscriptions): {', '.join(topics)}")
+    if not found:
+        return report
+    await asyncio.to_thread(ensure_targets, found, src, dst, create=create, report=report)
+    options = {"where": where, "max_messages": max_messages, "keep_message_id": keep_message_id}
+    record = _record(src, dst, pattern, options)
+    done = _done(record)
+    started = time.perf_counter()
+    for m in found:
+        if str(m.source) in done:
+            report.parts.append(
+                Report("copy", str(m.source), str(m.target), notes=["copied in full by an earlier run"])
+            )
+            continue
+        if progress is not None:
+            progress(m, Report("copy", str(m.source), str(m.target)))  # this entity's copy starts
+        part = await acopy(
+            m.source,
+            m.target,
+            where=where,
+            max_messages=max_messages,
+            keep_message_id=keep_message_id,
+            max_in_flight=max_in_flight,
+            progress=None if progress is None else (lambda r, m=m: progress(m, r)),  # type: ignore[misc]
+            source_connection=src,
+            connection=dst,
+        )
+        report.parts.append(part)
+        report.merge(part)
+        if part.ok and not part.failures:
+            done.append(str(m.source))
+            record.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(record, {"pattern": pattern, "done": done})
+    report.elapsed = time.perf_counter() - started
+    if all(p.ok for p in report.parts):
+        record.unlink(missing_ok=True)  # complete: the same call again copies everything again
+    return report
+
+
+copy_many = sync_form(
+    acopy_many,
+    """Copy the queues a glob matches (or their dead-letter queues) into the queues of the same names
+    of another namespace, one ``acopy`` per entity, one Report with a part per entity (see
+    ``acopy_many`` and the module docstring).""",
+    grace=2.0,  # interrupted: the records are saved before the cell ends
+)

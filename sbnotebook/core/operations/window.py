@@ -1,0 +1,237 @@
+"""Enqueued-time windows on the commands and core functions that read or act (``enqueued_after=`` /
+``enqueued_before=``, ``--enqueued-after`` / ``--enqueued-before``): WHEN read, the sequence numbers
+holding the window found by a search over peeks (``bounds.window_bounds``: ``time_bounds``, the
+Spark reader's ``enqueuedAfter`` / ``enqueuedBefore``), and the scan of only those numbers.
+
+The window is Spark's: half-open, at or after ``enqueued_after``, strictly before ``enqueued_before``.
+Each message read is kept by its own enqueued time, so the edges are exact (a batch sharing the
+boundary time is all in, or all out); the search only decides where to peek, so a window holding
+the last 1% of an entity peeks about 1% of it plus a few rounds of 32 small peeks in flight.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import AsyncGenerator, Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+from ..connections.registry import ConnectionLike, live
+from ..entities import EntityPath
+from ..errors import InvalidInputError
+from ..views.records import to_record
+from .bounds import TimeWindow, window_bounds
+from .manage import duration
+from .scan import ascan
+
+When = str | dt.datetime | dt.timedelta
+_AGE = re.compile(r"^\s*\d+(?:\.\d+)?\s*(ms|s|m|h|d)\s*$", re.I)
+_ISO_DURATION = re.compile(r"^P(?:\d|T\d)", re.I)
+WHEN_FORMS = "an ISO 8601 time (2026-11-25T14:00; without a zone it is UTC) or an age (90s, 30m, 2h, 1d: that long ago)"
+
+
+def utc(value: dt.datetime) -> dt.datetime:
+    """Aware and in UTC; a time without a zone is UTC (as Spark's options and Service Bus's times)."""
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def when(value: When, name: str = "enqueued_after", now: dt.datetime | None = None) -> dt.datetime:
+    """A time from ``value``: a datetime (without a zone: UTC), an ISO 8601 text (without a zone:
+    UTC, never the kernel's local zone), or an age (``90s``, ``30m``, ``2h``, ``1d``, a timedelta:
+    that long before ``now``)."""
+    now = now or dt.datetime.now(dt.UTC)
+    if isinstance(value, dt.datetime):
+        return utc(value)
+    is_age = isinstance(value, str) and bool(_AGE.match(value) or _ISO_DURATION.match(value.strip()))
+    if isinstance(value, dt.timedelta) or is_age:
+        age = duration(value, name)  # the kit's one duration reader (manage.py: 30s, 5m, 2h, 7d, PT30S)
+        if age < dt.timedelta(0):
+            raise InvalidInputError(f"{name}: an age is 0 or more (that long ago), not {value!r}.")
+        return now - age
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} takes {WHEN_FORMS}, or a datetime; not {value!r}.")
+    text = value.strip()
+    try:
+        parsed = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "Zz" and text else text)
+    except ValueError:
+        raise InvalidInputError(f"{name} takes {WHEN_FORMS}; not {value!r}.") from None
+    return utc(parsed)
+
+
+def given_text(value: When | None) -> str | None:
+    """A WHEN as given, as text: what a resumable operation's record keys on (an age resumes as typed)."""
+    return None if value is None else value.isoformat() if isinstance(value, dt.datetime) else str(value)
+
+
+def enqueued_window(
+    enqueued_after: When | None, enqueued_before: When | None, now: dt.datetime | None = None
+) -> TimeWindow | None:
+    """The window ``enqueued_after <= enqueued time < enqueued_before`` (either may be None), or None
+    when neither is given. Ages are taken from one ``now``."""
+    if enqueued_after is None and enqueued_before is None:
+        return None
+    now = now or dt.datetime.now(dt.UTC)
+    after = when(enqueued_after, "enqueued_after", now) if enqueued_after is not None else None
+    before = when(enqueued_before, "enqueued_before", now) if enqueued_before is not None else None
+    if after is not None and before is not None and not after < before:
+        raise InvalidInputError(
+            f"enqueued_after ({after.isoformat()}) must be before enqueued_before ({before.isoformat()})."
+        )
+    return TimeWindow(after, before)
+
+
+def enqueued_at(m: Any) -> dt.datetime | None:
+    """A record's or an SDK message's enqueued time, aware (UTC)."""
+    t = m.get("enqueued_time") if isinstance(m, dict) else getattr(m, "enqueued_time_utc", None)
+    return utc(t) if isinstance(t, dt.datetime) else None
+
+
+def _scheduled(m: Any) -> bool:
+    t = m.get("scheduled_enqueue_time") if isinstance(m, dict) else getattr(m, "scheduled_enqueue_time_utc", None)
+    return t is not None
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a window's messages are: sequence numbers ``first..last`` (each message kept by its
+    time), and below them, when the entity holds scheduled messages, ``sweep``: numbers whose
+    scheduled messages may be enqueued within the window (a scheduled message is numbered when it
+    is scheduled). ``peeks``: what the search cost."""
+
+    window: TimeWindow
+    first: int
+    last: int
+    sweep: tuple[int, int] | None
+    peeks: int
+
+    def parts(self) -> list[tuple[int, int, bool]]:
+        """(first, last, scheduled only) in sequence order: the sweep, then the window's numbers."""
+        out = [(self.sweep[0], self.sweep[1], True)] if self.sweep is not None else []
+        return out + ([(self.first, self.last, False)] if self.first <= self.last else [])
+
+    def keeps(self, m: Any, scheduled_only: bool = False) -> bool:
+        """Whether a record or SDK message is in the window (in the sweep: and was scheduled)."""
+        return (not scheduled_only or _scheduled(m)) and self.window.holds(enqueued_at(m))
+
+    def holds(self, m: Any) -> bool:
+        """Whether a record or SDK message is in the window, wherever it was found."""
+        return self.window.holds(enqueued_at(m))
+
+
+def locate(connection: ConnectionLike, entity: str | EntityPath, window: TimeWindow, start: int = 1) -> Span | None:
+    """The sequence numbers holding ``window`` from ``start`` on, found as the Spark reader finds
+    them (``snapshot`` and ``time_bounds``, their round trips overlapped: ``window_bounds``; a few
+    peeks, never a read of the entity); None when no
+    message can be in it. Blocking: from a coroutine on the connection's loop, ``asyncio.to_thread``."""
+    path = EntityPath.parse(entity)
+    bounds = window_bounds(live(connection), path, start, window)
+    if bounds is None:
+        return None
+    # A dead-letter queue holds no scheduled message: nothing below the window to sweep.
+    sweep = None if path.is_dead_letter else bounds.sweep
+    if bounds.first > bounds.last and sweep is None:
+        return None
+    return Span(window, bounds.first, bounds.last, sweep, bounds.peeks)
+
+
+async def ascan_span(
+    entity: str | EntityPath,
+    span: Span,
+    *,
+    from_sequence_number: int = 1,
+    connection: ConnectionLike = None,
+    **kwargs: Any,
+) -> AsyncGenerator[list[Any], None]:
+    """Pages of the SDK messages in ``span``'s window, from ``from_sequence_number`` on, in sequence order (``ascan``
+    over each part of the span, its keywords passed on); pages may be empty."""
+    for first, last, scheduled_only in span.parts():
+        if max(first, from_sequence_number) > last:
+            continue
+        pages = ascan(
+            entity,
+            from_sequence_number=max(first, from_sequence_number),
+            before_sequence_number=last + 1,
+            connection=connection,
+            **kwargs,
+        )
+        try:
+            async for page in pages:
+                yield [m for m in page if span.keeps(m, scheduled_only)]
+        finally:
+            await pages.aclose()
+
+
+def span_pages(
+    entity: str | EntityPath,
+    span: Span,
+    *,
+    from_sequence_number: int = 1,
+    progress: Callable[[int], None] | None = None,
+    connection: ConnectionLike = None,
+) -> Generator[list[tuple[Any, dict[str, Any]]], None, None]:
+    """Pages of ``span``'s window as (the SDK's message, its record) pairs (peeks, on the
+    connection's loop): an export reads the message's typed values, a scan keeps the records. The
+    scanned count ``progress(n)`` gets counts every message peeked, in the window or not."""
+    path = EntityPath.parse(entity)
+    conn = live(connection)
+    done = 0
+    for first, last, scheduled_only in span.parts():
+        if max(first, from_sequence_number) > last:
+            continue
+        for page in conn.iterate(
+            ascan(
+                path,
+                from_sequence_number=max(first, from_sequence_number),
+                before_sequence_number=last + 1,
+                connection=conn,
+            )
+        ):
+            done += len(page)
+            if progress is not None:
+                progress(done)
+            pairs = ((m, to_record(m, str(path))) for m in page)
+            yield [(m, r) for m, r in pairs if span.keeps(r, scheduled_only)]
+
+
+def scan_span(
+    entity: str | EntityPath,
+    span: Span,
+    *,
+    from_sequence_number: int = 1,
+    progress: Callable[[int], None] | None = None,
+    connection: ConnectionLike = None,
+) -> Generator[list[dict[str, Any]], None, None]:
+    """Pages of records in ``span``'s window (``span_pages``' records)."""
+    for page in span_pages(
+        entity, span, from_sequence_number=from_sequence_number, progress=progress, connection=connection
+    ):
+        yield [record for _, record in page]
+
+
+def scan_window(
+    entity: str | EntityPath,
+    window: TimeWindow,
+    *,
+    from_sequence_number: int = 1,
+    max_messages: int | None = None,
+    connection: ConnectionLike = None,
+) -> Generator[list[dict[str, Any]], None, None]:
+    """Pages of records enqueued within ``window`` (at most ``max_messages``), from ``from_sequence_number`` on: the
+    window located (``locate``), then only its numbers scanned. ``close()`` stops the read-ahead."""
+    conn = live(connection)
+    span = locate(conn, entity, window, from_sequence_number)
+    if span is None:
+        return
+    left = max_messages
+    pages = scan_span(entity, span, from_sequence_number=from_sequence_number, connection=conn)
+    try:
+        for page in pages:
+            if left is not None:
+                page, left = page[:left], left - len(page[:left])
+            if page:
+                yield page
+            if left == 0:
+                return
+    finally:
+        pages.close()

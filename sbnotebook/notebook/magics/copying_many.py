@@ -1,0 +1,81 @@
+"""%sb_copy with a glob: the queues it matches (or their dead-letter queues) of one connection, each
+into the queue of the same name of another (``%sb_copy prod:orders* home:``): ``core.copy_many``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from ... import core
+from .progress import Progress
+
+if TYPE_CHECKING:
+    from .state import MagicsState
+
+
+def _side(self: MagicsState, text: str) -> tuple[str, core.LiveConnection, str]:
+    """(the connection's name as typed, or '', its connection, what follows the colon)."""
+    if ":" not in text:
+        return "", self.conn(), text
+    name, rest = text.split(":", 1)
+    return name, self.named(name), rest
+
+
+def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
+    """``%sb_copy`` of a glob (``count(source, where, connection)``: how many a source holds)."""
+    src_name, src, pattern = _side(self, args.source)
+    dst_name, dst, rest = _side(self, args.target)
+    if rest.strip() or not dst_name:
+        raise core.InvalidInputError(
+            f"A glob copies each entity into the one of the same name of a namespace: give the target as NAME: "
+            f"(%sb_copy {args.source} home:), not {args.target!r}."
+        )
+    found, topics = core.glob_matches(pattern, src)
+    if topics:
+        print(f"Not copied (topics: their messages are in their subscriptions): {', '.join(topics)}.")
+    if not found:
+        print(f"No queue of {src_name or 'this connection'} matches {pattern!r}: nothing copied.")
+        return None
+    missing = {m.target.name for m in core.missing_targets(found, dst)}
+    if missing and not args.create:
+        raise core.EntityNotFoundError(
+            f"Not in {dst_name}: {', '.join(sorted(missing))}. Create them first, or add --create to make each "
+            "from its source's description; nothing was copied."
+        )
+    where = core.compile_where(args.where) if args.where else None
+    held: dict[str, int] = {}
+    for m in found:
+        made = " (made from the source's description)" if m.target.name in missing else ""
+        held[str(m.source)] = count(str(m.source), where, src)
+        print(f"  {src_name}:{m.source} -> {dst_name}:{m.target}: {held[str(m.source)]} message(s){made}")
+    ids = "their message ids" if args.keep_message_id else "fresh message ids"
+    print(f"Copy {len(found)} entities with {ids} (peeked: the sources are left as they are).")
+    if not args.yes:
+        self.ask("Nothing is taken from the sources.", "copy")
+    bars: dict[str, Progress] = {}
+
+    def progress(match: Any, report: core.Report) -> None:
+        bar = bars.get(str(match.source))
+        if bar is None:  # the entity's copy starts
+            what, total = f"Copying {src_name}:{match.source} to", held[str(match.source)]
+            bar = bars[str(match.source)] = Progress(f"{dst_name}:{match.target}", what, "sent", total, relabel=False)
+        bar.update(report)
+
+    report = core.copy_many(
+        pattern,
+        source_connection=src,
+        connection=dst,
+        create=args.create,
+        where=args.where,
+        max_messages=args.max_messages,
+        keep_message_id=args.keep_message_id,
+        max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
+        progress=progress,
+    )
+    report.entity, report.target = args.source, f"{dst_name} namespace"
+    for part in report.parts:
+        bar = bars.get(part.entity)
+        part.entity, part.target = f"{src_name}:{part.entity}", f"{dst_name}:{part.target}"
+        if bar is not None:
+            bar.finish(part)
+    return report

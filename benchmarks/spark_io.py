@@ -295,7 +295,9 @@ def _ten_groups(n: int, connection: Any) -> tuple[int, Any, Any]:
         time.sleep(0.05)
 
     def first_of(g: int) -> Any:
-        return core.peek_page("orders", start=group * g + 1, count=1, connection=connection)[0]["enqueued_time"]
+        return core.peek_page("orders", from_sequence_number=group * g + 1, max_messages=1, connection=connection)[0][
+            "enqueued_time"
+        ]
 
     return group, first_of(6), first_of(7)
 

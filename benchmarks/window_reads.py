@@ -43,7 +43,7 @@ def fill(n: int, connection: Any) -> tuple[int, Any]:
     core.send(QUEUE, (f"{i} {BODY}" for i in range(n - window)), max_in_flight=32, connection=connection)
     time.sleep(0.05)
     core.send(QUEUE, (f"{i} {BODY}" for i in range(n - window, n)), max_in_flight=32, connection=connection)
-    first = core.peek_page(QUEUE, start=n - window + 1, count=1, connection=connection)[0]
+    first = core.peek_page(QUEUE, from_sequence_number=n - window + 1, max_messages=1, connection=connection)[0]
     return window, first["enqueued_time"]
 
 
@@ -61,7 +61,9 @@ def measure(n: int, latency_ms: float, rounds: int) -> dict[str, float]:
         reads: dict[str, Callable[[], int]] = {
             "window": lambda: len(core.peek(QUEUE, max_messages=n, enqueued_after=start, connection=conn)),
             "where": lambda: len(
-                core.peek(QUEUE, max_messages=n, scan_limit=n, where=f"sequence_number > {n - window}", connection=conn)
+                core.peek(
+                    QUEUE, max_messages=n, max_scanned=n, where=f"sequence_number > {n - window}", connection=conn
+                )
             ),
             "full": lambda: len(core.scan_records(QUEUE, connection=conn)),
         }

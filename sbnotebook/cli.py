@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser, with its subcommands (tests/project/test_names.py reads its flags)."""
     from .about import versions_line
 
     parser = argparse.ArgumentParser(prog="sbnotebook", description=__doc__)
@@ -27,7 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     tut = sub.add_parser("tutorials", help="write the tutorial notebooks into a folder")
     tut.add_argument("dir", nargs="?", default="sbnotebook-tutorials", help="where (default: %(default)s)")
     tut.add_argument("--force", action="store_true", help="overwrite tutorials already there")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "emulator":
         from .emulator.cli import run
 

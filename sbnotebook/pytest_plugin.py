@@ -9,7 +9,7 @@ Fixtures (each test gets a fresh namespace: nothing one test sends is seen by th
 - ``servicebus_namespace``: the namespace (connection string, entity names, ``client()``,
   ``admin_client()``); works in every mode.
 - ``servicebus_emulator``: the running ``sbnotebook.emulator.Emulator`` with its fault controls
-  (``reject_sends``, ``lose_locks``, ``lose_session_locks``, ``drop_connections_after``, ``slow_down``, ``latency``)
+  (``reject_sends``, ``lose_locks``, ``lose_session_locks``, ``drop_connections_after``, ``slow_down``, ``latency_ms``)
   and its clock (``now()``, ``advance()``); skipped under ``--servicebus-live``.
 - ``servicebus_connection_string``, ``servicebus_client`` (a sync ``ServiceBusClient``, closed
   after the test), ``servicebus_admin_client``.

@@ -17,8 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description=(
             "Read the namespace's queues, topics, subscriptions and rules through the administration API "
             "(the Manage right) and write them as Microsoft's emulator Config.json: `sbnotebook emulator "
-            "--config FILE` starts an emulator with the same entities. Without --connection or --namespace: "
-            "SERVICEBUS_CONNECTION_STRING, then SERVICEBUS_FULLY_QUALIFIED_NAMESPACE."
+            "--config FILE` starts an emulator with the same entities. Without --connection or "
+            "--fully-qualified-namespace: SERVICEBUS_CONNECTION_STRING, then SERVICEBUS_FULLY_QUALIFIED_NAMESPACE."
         ),
     )
     where = export.add_mutually_exclusive_group()
@@ -28,12 +28,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a connection string, or env:VARIABLE holding one (keeps the key out of argv)",
     )
     where.add_argument(
-        "--namespace", metavar="NS", help="FQDN of the namespace (Entra ID: --credential, or your sign-in)"
+        "--fully-qualified-namespace",
+        metavar="FQDN",
+        help="the namespace's host name (Entra ID: --credential, or your sign-in)",
     )
     export.add_argument(
         "--credential",
         metavar="REF",
-        help="with --namespace: callable:package.module:function or service-credential:NAME",
+        help="with --fully-qualified-namespace: callable:package.module:function or service-credential:NAME",
     )
     export.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: standard output)")
     export.add_argument("--entities", metavar="GLOB", help="queue and topic names to export: orders* or orders*,audit")
@@ -52,11 +54,16 @@ def _connection(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from . import core
 
-    if args.credential is not None and args.namespace is None:
-        print("sbnotebook topology export: --credential goes with --namespace", file=sys.stderr)
+    if args.credential is not None and args.fully_qualified_namespace is None:
+        print("sbnotebook topology export: --credential goes with --fully-qualified-namespace", file=sys.stderr)
         return 2
     try:
-        conn = core.connect(_connection(args), namespace=args.namespace, credential=args.credential, warm=False)
+        conn = core.connect(
+            _connection(args),
+            fully_qualified_namespace=args.fully_qualified_namespace,
+            credential=args.credential,
+            warm=False,
+        )
         result = core.export_topology(args.output, entities=args.entities, connection=conn)
     except core.SbError as exc:
         print(f"sbnotebook topology export: {exc.message}", file=sys.stderr)

@@ -19,6 +19,7 @@ _SPARK_GROUPS = {  # by path, without the suffix
     "tests/spark/test_entra": "spark",
     "tests/spark/test_least_privilege": "spark",
     "tests/spark/test_pushdown": "spark",
+    "tests/spark/test_old_names": "spark",
     "notebooks/06_spark": "spark",
     "tests/spark/test_cluster": "spark-jvm",  # restarts PySpark's JVM in its process
     "tests/spark/test_connect": "spark-jvm",  # a Connect server, and Connect mode in its process

@@ -48,7 +48,7 @@ def copy_vs_files(cs: str, target_cs: str, n: int, tmp: Any, repeat: int) -> dic
     tracemalloc.stop()
     report.raise_for_failures()
     out["copy peak MiB"] = peak / 2**20
-    # What the copy held while it ran, beyond what it returns: the Report keeps up to DETAIL_LIMIT
+    # What the copy held while it ran, beyond what it returns: the Report keeps up to MAX_DETAILS
     # outcomes (about 0.3 KB each), which grows with the copy, not with what is in flight.
     out["copy working MiB"] = (peak - kept) / 2**20
     out["held"].append(report.stats["peak_held"])

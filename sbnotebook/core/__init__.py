@@ -23,11 +23,10 @@ Where things are (each sub-package opens with its own map):
 The layers above import only from ``sbnotebook.core`` itself (``__all__``), never from these modules.
 """
 
-from .connections.connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, parse_connection_string, resolve
+from .connections.connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, resolve
 from .connections.credentials import (
     CredentialRef,
     credential_of,
-    is_credential_ref,
     is_secret_ref,
     parse_credential_ref,
     parse_secret_ref,
@@ -57,10 +56,10 @@ from .errors import (
 )
 from .incidents.copies import acopy_then_complete, copy_message, copy_then_complete
 from .incidents.copy_many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
-from .incidents.copying import COPY_CONCURRENCY, CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
+from .incidents.copying import CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
 from .incidents.discarding import adiscard, discard
 from .incidents.exporting import export_jsonl, export_resume_point
-from .incidents.importing import ImportProgress, import_jsonl, import_resume_point
+from .incidents.importing import import_jsonl, import_resume_point
 from .incidents.jsonl import (
     count_jsonl,
     from_json_record,
@@ -75,7 +74,7 @@ from .incidents.tail import TAIL_INTERVAL, Tail, tail
 from .incidents.topology import TopologyExport, export_topology
 from .operations import deferral
 from .operations.batch import LockedBatch
-from .operations.bounds import BOUND_WINDOW, TimeWindow, WindowBounds, snapshot, time_bounds
+from .operations.bounds import TimeWindow, snapshot, time_bounds
 from .operations.counts import EntityCounts, counts, list_entities
 from .operations.manage import (
     RuleInfo,
@@ -88,7 +87,7 @@ from .operations.manage import (
     list_rules,
     update_entity,
 )
-from .operations.peek import SEARCH_SCAN_LIMIT, PeekPage, peek
+from .operations.peek import MAX_SCANNED, PeekPage, peek
 from .operations.pipeline import RetryPolicy
 from .operations.process import DeadLetter, Done, Policy, Retry, Skip, Stop, process
 from .operations.receive import receive, receive_deferred
@@ -105,7 +104,6 @@ from .operations.scan import (
 from .operations.send import acancel_scheduled, aschedule, asend, cancel_scheduled, schedule, send
 from .operations.sessions import (
     SessionInfo,
-    SessionStates,
     count_session_states,
     get_session_state,
     list_sessions,
@@ -114,32 +112,28 @@ from .operations.sessions import (
 )
 from .operations.window import enqueued_window, scan_window
 from .outcome import PROBLEMS, Outcome, Report
-from .renames import deprecated
+from .renames import deprecated, renamed
 from .sdk.api import NEXT_AVAILABLE_SESSION
-from .views.records import FIELDS, RECORD_FIELDS, Field, to_dataframe, to_record, utf8
-from .views.search import as_where, compile_where, filter_records, json_columns
+from .views.records import FIELDS, RECORD_FIELDS, to_dataframe, to_record, utf8
+from .views.search import as_where, compile_where, json_columns
 from .views.signatures import mask, signature
 from .views.triage import GROUP_FIELDS, GroupCounts, group_counts, group_value
-from .views.triage import NONE as GROUP_NONE
 from .views.triage import OTHER as GROUP_OTHER
 from .views.where import Where, WhereFailed
 
 __all__ = [
-    "BOUND_WINDOW",
     "CONNECTION_NAME",
-    "COPY_CONCURRENCY",
     "DEAD_LETTER_QUEUE",
     "ENV_CONNECTION_STRING",
     "ENV_NAMESPACE",
     "FIELDS",
     "GROUP_FIELDS",
-    "GROUP_NONE",
     "GROUP_OTHER",
+    "MAX_SCANNED",
     "NEXT_AVAILABLE_SESSION",
     "PAGE_SIZE",
     "PROBLEMS",
     "RECORD_FIELDS",
-    "SEARCH_SCAN_LIMIT",
     "SERVICE_ERRORS",
     "TAIL_INTERVAL",
     "ConfigurationError",
@@ -153,9 +147,7 @@ __all__ = [
     "EntityNameError",
     "EntityNotFoundError",
     "EntityPath",
-    "Field",
     "GroupCounts",
-    "ImportProgress",
     "InvalidInputError",
     "LiveConnection",
     "LockLostError",
@@ -174,7 +166,6 @@ __all__ = [
     "ServiceError",
     "SessionInfo",
     "SessionLockedError",
-    "SessionStates",
     "Skip",
     "Stop",
     "Tail",
@@ -182,7 +173,6 @@ __all__ = [
     "TopologyExport",
     "Where",
     "WhereFailed",
-    "WindowBounds",
     "acancel_scheduled",
     "acopy",
     "acopy_many",
@@ -224,7 +214,6 @@ __all__ = [
     "export_jsonl",
     "export_resume_point",
     "export_topology",
-    "filter_records",
     "from_json_record",
     "get_session_state",
     "glob_matches",
@@ -232,7 +221,6 @@ __all__ = [
     "group_value",
     "import_jsonl",
     "import_resume_point",
-    "is_credential_ref",
     "is_glob",
     "is_message_not_found",
     "is_no_session_available",
@@ -247,7 +235,6 @@ __all__ = [
     "live_connection",
     "mask",
     "missing_targets",
-    "parse_connection_string",
     "parse_credential_ref",
     "parse_secret_ref",
     "peek",
@@ -260,6 +247,7 @@ __all__ = [
     "receive",
     "receive_deferred",
     "redact",
+    "renamed",
     "requires_sessions",
     "resolve",
     "resubmit",
@@ -283,3 +271,37 @@ __all__ = [
     "utf8",
     "write_jsonl",
 ]
+
+# Names public before 0.2.0, kept for one release (docs/names.md): each still works from here and says
+# once what replaced it. Renamed constants, and names no layer above used nor any page named (private
+# now, in the module given).
+_OLD_NAMES = {
+    "SEARCH_SCAN_LIMIT": ("operations.peek", "MAX_SCANNED", "core.MAX_SCANNED"),
+    "COPY_CONCURRENCY": (
+        "incidents.copying",
+        None,
+        "core.copy(max_in_flight=) (sends in flight; its peeks go one at a time)",
+    ),
+    "BOUND_WINDOW": ("operations.bounds", "BOUND_WINDOW", None),
+    "GROUP_NONE": ("views.triage", "NONE", None),
+    "Field": ("views.records", "Field", None),
+    "ImportProgress": ("incidents.importing", "ImportProgress", None),
+    "SessionStates": ("operations.sessions", "SessionStates", None),
+    "WindowBounds": ("operations.bounds", "WindowBounds", None),
+    "filter_records": ("views.search", "filter_records", None),
+    "is_credential_ref": ("connections.credentials", "is_credential_ref", None),
+    "parse_connection_string": ("connections.connection", "parse_connection_string", None),
+}
+
+
+def __getattr__(name: str) -> object:
+    """``core.SEARCH_SCAN_LIMIT`` and the other old public names, for one release, each with a
+    FutureWarning saying what replaced it (or that it is private now: where it lives)."""
+    if name not in _OLD_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module, attribute, instead = _OLD_NAMES[name]
+    private = f"sbnotebook.core.{module}.{attribute} (private: no longer part of core's API)"
+    deprecated(f"core.{name}", instead or private)
+    return 1 if attribute is None else getattr(importlib.import_module(f".{module}", __name__), attribute)

@@ -5,7 +5,7 @@ renew, resubmit, discard, purge, process, the Spark write and settle) returns a 
 one :class:`Outcome` per message (message id, sequence number, outcome, error), the same summary
 line, the same pandas view, and the same ``raise_for_failures()``.
 
-Failures are always kept in full. Successes are kept up to ``detail_limit`` (then only counted),
+Failures are always kept in full. Successes are kept up to ``max_details`` (then only counted),
 so a million-message send does not hold a million objects. Counts are always complete: summaries,
 ``ok`` and totals come from them. Code that needs every outcome (which rows were confirmed) reads
 ``every()``, which refuses a Report that only counted some; the operations whose input is already
@@ -21,10 +21,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import SbError
+from .renames import renamed
 
 # Outcomes that mean the message did not end up where it was asked to go.
 PROBLEMS = frozenset({"failed", "lock_lost", "duplicated", "not_found", "left"})
-DETAIL_LIMIT = 10_000
+MAX_DETAILS = 10_000
 OUTCOME_COLUMNS = (
     "index",
     "message_id",
@@ -78,7 +79,7 @@ class Report:
     stats: dict[str, Any] = field(default_factory=dict)  # operation-specific figures (operations, peak in flight)
     # One operation over many entities (a glob copy): each entity's own Report, merged into this one.
     parts: list[Report] = field(default_factory=list)
-    detail_limit: int = DETAIL_LIMIT
+    max_details: int = MAX_DETAILS
     # Told of every outcome as it is added, for work that must follow each message past the detail
     # limit (a resumable import's progress marker); None: nobody listens.
     listener: Callable[[Outcome], None] | None = field(default=None, repr=False, compare=False)
@@ -89,7 +90,7 @@ class Report:
 
     def add(self, outcome: Outcome) -> Outcome:
         self._counts[outcome.outcome] += 1
-        if not outcome.ok or len(self._outcomes) < self.detail_limit:
+        if not outcome.ok or len(self._outcomes) < self.max_details:
             self._outcomes.append(outcome)
         if self.listener is not None:
             self.listener(outcome)
@@ -167,11 +168,11 @@ class Report:
 
     def every(self) -> list[Outcome]:
         """Every outcome, for code that must see each one; raises when some were only counted (past
-        ``detail_limit``), so a caller never mistakes part of the outcomes for all of them."""
+        ``max_details``), so a caller never mistakes part of the outcomes for all of them."""
         if not self.detailed:
             raise RuntimeError(
                 f"this {self.operation} report keeps {len(self._outcomes)} of its {self.total} outcomes in"
-                " detail (detail_limit); create it with a limit that covers its input"
+                " detail (max_details); create it with a max_details that covers its input"
             )
         return list(self._outcomes)
 
@@ -254,3 +255,7 @@ class Report:
                 retryable=bool(first.retryable) if first else False,
             )
         return self
+
+
+# The old keyword (docs/names.md), kept for one release: it says once what replaced it.
+Report.__init__ = renamed(detail_limit="max_details")(Report.__init__)  # type: ignore[method-assign]

@@ -49,14 +49,25 @@ def no_effect(old: str, why: str, *, stacklevel: int = 2) -> None:
     )
 
 
+def typed_as(fn: Callable[..., Any]) -> str:
+    """How a user types the function (or the class, for its ``__init__``): ``core.peek``,
+    ``sbspark.settle``, ``TriagePanel``, ``Emulator``."""
+    name = fn.__qualname__.removesuffix(".__init__")
+    if fn.__module__.startswith("sbnotebook.core"):
+        return f"core.{name}"
+    if fn.__module__.startswith("sbnotebook.spark"):
+        return f"sbspark.{name}"
+    return name
+
+
 def renamed(**old_to_new: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """A function's keywords renamed: ``@renamed(count="max_messages")`` takes ``count=`` as
     ``max_messages=`` with a warning, and refuses both at once. The signature shown (help,
-    ``inspect.signature``) is the new one; a coroutine function stays one."""
+    ``inspect.signature``) is the new one; a coroutine function stays one. A class's ``__init__``
+    can be renamed so too (``Cls.__init__ = renamed(...)(Cls.__init__)``)."""
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
-        module = fn.__module__.split(".")
-        where = f"core.{fn.__name__}" if module[:2] == ["sbnotebook", "core"] else f"{fn.__module__}.{fn.__name__}"
+        where = typed_as(fn)
 
         def moved(kwargs: dict[str, Any]) -> None:
             for old, new in old_to_new.items():

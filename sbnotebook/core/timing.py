@@ -18,7 +18,7 @@ class Timed:
         """Seconds from the start to now, or to the finish once finished."""
         return (self.finished if self.finished is not None else time.monotonic()) - self.started
 
-    def per_second(self, count: int) -> float:
-        """``count`` per second of ``elapsed`` (0 before any time has passed)."""
+    def per_second(self, n: int) -> float:
+        """``n`` (messages, polls) per second of ``elapsed`` (0 before any time has passed)."""
         elapsed = self.elapsed
-        return count / elapsed if elapsed > 0 else 0.0
+        return n / elapsed if elapsed > 0 else 0.0

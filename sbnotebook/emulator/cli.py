@@ -221,7 +221,7 @@ def _started(args: argparse.Namespace) -> Emulator:
         host=args.host,
         port=args.port,
         key=args.key,
-        latency=args.latency_ms / 1000.0,
+        latency_ms=args.latency_ms,
         data_dir=args.data_dir,
         admin_port=args.admin_port if args.admin_port is not None else (args.port + 1 if args.port else 0),
         tls=args.tls,
@@ -312,7 +312,7 @@ def _apply_fault_flags(emulator: Emulator, args: argparse.Namespace) -> None:
             emulator.reject_sends(entity, int(count), condition or "server-busy")
         for spec in args.slow:
             entity, value = _pair(spec, "--slow")
-            emulator.slow_down(entity, float(value) / 1000.0)
+            emulator.slow_down(entity, latency_ms=float(value))
         for spec in args.drop_after:
             entity, value = _pair(spec, "--drop-after")
             emulator.drop_connections_after(entity, int(value))

@@ -27,6 +27,7 @@ from .endpoints import (
 )
 from .net.limits import MAX_CONNECTIONS, Deadlines
 from .net.loop import EventLoop
+from .oldnames import deprecated, renamed
 from .persistence.durability import compact, compact_if_large, open_broker
 from .persistence.journal import Journal
 from .security.entra import AsyncEmulatorCredential, EmulatorCredential, Issuer, Principal, role_name
@@ -60,6 +61,7 @@ class Emulator(Timekeeping):
     ...     client = ServiceBusClient.from_connection_string(emu.connection_string)
     """
 
+    @renamed("Emulator", latency=("latency_ms", 1000.0))  # seconds, as the old name took them
     def __init__(
         self,
         config: str | Path | dict[str, Any] | Topology | None = None,
@@ -69,7 +71,7 @@ class Emulator(Timekeeping):
         key: str | None = None,
         key_name: str = DEFAULT_KEY_NAME,
         clock: Clock | ClockKind | None = None,
-        latency: float = 0.0,
+        latency_ms: float = 0.0,
         admin_port: int | Literal["auto"] | None = "auto",
         data_dir: str | Path | None = None,
         tls: bool = False,
@@ -124,7 +126,7 @@ class Emulator(Timekeeping):
         self._thread: threading.Thread | None = None
         self._loop: EventLoop | None = None
         self.stopped = threading.Event()
-        self._latency = latency
+        self._latency = latency_ms / 1000.0  # seconds, as the event loop and the admin API count them
         if tls:
             admin_port = None  # the one port serves HTTPS; a second plain-HTTP port would undo that
         self._admin_requested = admin_port
@@ -332,19 +334,33 @@ class Emulator(Timekeeping):
         return self.broker.requests
 
     @property
-    def latency(self) -> float:
-        """Seconds added to every broker reply (simulated network distance)."""
-        return self._latency
+    def latency_ms(self) -> float:
+        """Milliseconds added to every broker reply (simulated network distance), as the command
+        line's --latency-ms; settable while the emulator runs."""
+        return self._latency * 1000.0
 
-    @latency.setter
-    def latency(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ValueError("latency cannot be negative")
+    @latency_ms.setter
+    def latency_ms(self, ms: float) -> None:
+        if ms < 0:
+            raise ValueError("latency_ms cannot be negative")
+        seconds = ms / 1000.0
         self._latency = seconds
         self._api.latency = seconds
         loop = self._loop
         if loop is not None:
             self.call_soon(lambda: setattr(loop, "latency", seconds))
+
+    def _old_latency(self) -> float:
+        deprecated("Emulator.latency", "Emulator.latency_ms")
+        return self._latency
+
+    def _set_old_latency(self, seconds: float) -> None:
+        deprecated("Emulator.latency", "Emulator.latency_ms")
+        self.latency_ms = seconds * 1000.0
+
+    _old_latency.__renamed_to__ = "latency_ms"  # type: ignore[attr-defined]  # read by tests/project/surface.py
+    # The old name, in seconds, kept for one release (docs/names.md): it says once what replaced it.
+    latency = property(_old_latency, _set_old_latency)
 
     def reject_sends(self, entity: str, count: int = 1, condition: str = "server-busy") -> None:
         """Refuse the next ``count`` sends to ``entity`` with ``condition``
@@ -372,10 +388,19 @@ class Emulator(Timekeeping):
         with self.broker.lock:
             self.broker.faults.of(entity).drop_after = deliveries
 
-    def slow_down(self, entity: str, seconds: float) -> None:
-        """Add ``seconds`` to every reply on connections that attach to ``entity`` from now on."""
+    @renamed("Emulator.slow_down", seconds=("latency_ms", 1000.0))
+    def slow_down(self, entity: str, _seconds: float | None = None, *, latency_ms: float | None = None) -> None:
+        """Add ``latency_ms`` milliseconds to every reply on connections that attach to ``entity``
+        from now on (as the command line's ``--slow ENTITY=MS``)."""
+        if _seconds is not None:  # the old call, slow_down(entity, seconds): kept for one release
+            if latency_ms is not None:
+                raise TypeError("Emulator.slow_down() takes latency_ms= (not also seconds, its old form)")
+            deprecated("Emulator.slow_down(entity, seconds)", "Emulator.slow_down(entity, latency_ms=MS)", stacklevel=3)
+            latency_ms = _seconds * 1000.0
+        if latency_ms is None or latency_ms < 0:
+            raise ValueError(f"slow_down takes latency_ms=, 0 or more milliseconds, not {latency_ms!r}")
         with self.broker.lock:
-            self.broker.faults.of(entity).delay = seconds
+            self.broker.faults.of(entity).delay = latency_ms / 1000.0
 
     def stop(self, timeout: float = 10.0) -> None:
         if self._thread is None or self._loop is None:

@@ -227,7 +227,7 @@ def _requires_sessions(path: EntityPath, connection: LiveConnection) -> bool:
             raise
         log.info("purge of %s: asking a peek whether it requires sessions: %s", path, exc)
     try:
-        core.peek_numbers(str(path), count=1, connection=connection)
+        core.peek_numbers(str(path), max_messages=1, connection=connection)
     except SbError as exc:
         if requires_sessions(exc):
             return True
@@ -269,7 +269,7 @@ def _deferred(path: EntityPath, connection: LiveConnection) -> tuple[int, list[s
         if not requires_sessions(exc):
             raise
 
-    listed = core.list_sessions(str(path), details=False, limit=SESSIONS_LIMIT, connection=connection)
+    listed = core.list_sessions(str(path), details=False, max_sessions=SESSIONS_LIMIT, connection=connection)
     seen = core.count_session_states(str(path), [s.session_id for s in listed], connection=connection)
     return seen.total("deferred"), seen.held
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import ConfigurationError, Connection, Report, resolve, to_dataframe
+from ..core import ConfigurationError, Connection, Report, renamed, resolve, to_dataframe
 from . import registered
 from .options import OptionError
 from .schema import RECORD_DDL, record_schema
 from .secrets import Source, source_of
-from .settle import release, settle
+from .settle import release as release  # the old name of requeue, kept for one release (not in __all__)
+from .settle import requeue, settle
 from .source import ServiceBusDataSource
 from .writing import SendFailedError
 
@@ -30,7 +31,7 @@ __all__ = [
     "local_session",
     "record_schema",
     "register",
-    "release",
+    "requeue",
     "settle",
     "to_spark",
     "write",
@@ -40,36 +41,38 @@ __all__ = [
 DEFAULT_PARTITIONS = 4  # read partitions when neither register() nor numPartitions says
 
 
+@renamed(namespace="fully_qualified_namespace", default_partitions="default_num_partitions")
 def register(
     spark: Any,
     connection: str | Connection | None = None,
     *,
-    namespace: str | None = None,
+    fully_qualified_namespace: str | None = None,
     credential: str | None = None,
     websockets: bool = False,
-    default_partitions: int | None = None,
+    default_num_partitions: int | None = None,
 ) -> Any:
     """Register the `servicebus` format with this session.
 
     `connection` becomes the default for reads and writes without a connection option. A secret
     reference (``"env:NAME"``, ``"secret:scope/key"``) stays a reference: each Spark process
     resolves it where it needs the connection, so the key never passes through the notebook.
-    ``namespace=`` with ``credential=``, a credential reference (``"service-credential:NAME"``, a Unity
+    ``fully_qualified_namespace=`` with ``credential=``, a credential reference (``"service-credential:NAME"``, a Unity
     Catalog service credential; ``"callable:package.module:function"``), signs in with Entra ID:
     each Spark process makes that credential itself, and there is no key at all (serverless).
-    Anything else is resolved here, in the notebook (argument, ``namespace=`` alone with
+    Anything else is resolved here, in the notebook (argument, ``fully_qualified_namespace=`` alone with
     DefaultAzureCredential, environment, else the embedded emulator): Spark runs the data source in
     its own Python workers, which could not find the notebook's emulator. ``websockets=True``: every
-    process dials AMQP over WebSockets (port 443) where port 5671 is blocked."""
-    if default_partitions is not None and default_partitions < 1:
-        raise OptionError(f"servicebus: default_partitions must be 1 or more, not {default_partitions}.")
-    conn = source_of(connection, namespace=namespace, credential=credential, websockets=websockets)
+    process dials AMQP over WebSockets (port 443) where port 5671 is blocked.
+    ``default_num_partitions``: the ``numPartitions`` of a read that does not give it."""
+    if default_num_partitions is not None and default_num_partitions < 1:
+        raise OptionError(f"servicebus: default_num_partitions must be 1 or more, not {default_num_partitions}.")
+    conn = source_of(connection, namespace=fully_qualified_namespace, credential=credential, websockets=websockets)
     if conn is None:
         conn = resolve(websockets=websockets)
     if isinstance(conn, Connection):
         _check_reachable(spark, conn)
     # No sparkContext: Spark Connect (Databricks serverless and shared clusters) has none.
-    partitions = DEFAULT_PARTITIONS if default_partitions is None else default_partitions
+    partitions = DEFAULT_PARTITIONS if default_num_partitions is None else default_num_partitions
     source = _registered(conn, partitions)
     registered.set_default(conn)
     spark.dataSource.register(source)
@@ -124,28 +127,34 @@ def local_session(app_name: str = "sbnotebook", cores: int = 2) -> Any:
         .config("spark.log.level", "ERROR")
         .getOrCreate()
     )
-    return register(spark, default_partitions=cores)
+    return register(spark, default_num_partitions=cores)
 
 
+@renamed(sample="body_sample_size", start="from_sequence_number")
 def infer_body_schema(
-    entity: str, sample: int | None = None, *, connection: str | Connection | None = None, start: int = 1
+    entity: str,
+    body_sample_size: int | None = None,
+    *,
+    connection: str | Connection | None = None,
+    from_sequence_number: int = 1,
 ) -> str:
     """The body schema a ``bodyFormat=json`` read would infer for `entity`, as the DDL the bodySchema
     option takes: pin it so that a later read (or a stream's restart) keeps these columns. Peeks at
-    most `sample` bodies (nothing locked); runs here, needs no Spark session."""
+    most `body_sample_size` bodies (the read's bodySampleSize) from `from_sequence_number` on
+    (nothing locked); runs here, needs no Spark session."""
     from .body_schema import ddl, inferred_struct
     from .options import entity as entity_path
     from .spec import DEFAULT_SAMPLE, MAX_SAMPLE
 
-    size = DEFAULT_SAMPLE if sample is None else sample
+    size = DEFAULT_SAMPLE if body_sample_size is None else body_sample_size
     if not 1 <= size <= MAX_SAMPLE:
-        raise OptionError(f"servicebus: sample must be 1 to {MAX_SAMPLE}, not {size}.")
+        raise OptionError(f"servicebus: body_sample_size must be 1 to {MAX_SAMPLE}, not {size}.")
     conn = resolve(connection) if connection is not None or registered.default() is None else None
     if conn is None:
         from .secrets import connection_of
 
         conn = connection_of(registered.default())  # type: ignore[arg-type]
-    return ddl(inferred_struct(conn, entity_path({"entity": entity}), start, size))
+    return ddl(inferred_struct(conn, entity_path({"entity": entity}), from_sequence_number, size))
 
 
 def to_spark(source: Any, spark: Any) -> Any:
@@ -172,19 +181,22 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def from_spark(df: Any, limit: int | None = 10_000) -> Any:
-    """A Spark DataFrame (record schema) -> a pandas DataFrame of records, on the driver. The rows
-    can go to `core.send` (they keep their properties) or to the widgets."""
-    rows = (df.limit(limit) if limit else df).collect()
+@renamed(limit="max_messages")
+def from_spark(df: Any, max_messages: int | None = 10_000) -> Any:
+    """A Spark DataFrame (record schema) -> a pandas DataFrame of records, on the driver: at most
+    `max_messages` rows (None: every row). The rows can go to `core.send` (they keep their
+    properties) or to the widgets."""
+    rows = (df.limit(max_messages) if max_messages else df).collect()
     return to_dataframe(r.asDict(recursive=True) for r in rows)
 
 
+@renamed(namespace="fully_qualified_namespace")
 def write(
     df: Any,
     entity: str,
     *,
     connection: str | Connection | None = None,
-    namespace: str | None = None,
+    fully_qualified_namespace: str | None = None,
     credential: str | None = None,
     websockets: bool = False,
     max_in_flight: int = 10,
@@ -203,7 +215,9 @@ def write(
 
     if not isinstance(df.schema, StructType):
         raise TypeError("write() takes a DataFrame")
-    given = source_of(connection, namespace=namespace, credential=credential)  # as register() takes them
+    given = source_of(
+        connection, namespace=fully_qualified_namespace, credential=credential
+    )  # as register() takes them
     opts = WriteOptions.parse(
         {
             "entity": entity,

@@ -142,7 +142,7 @@ def sample_bodies(conn: Any, path: Any, start: int, sample: int) -> list[bytes]:
     """Up to `sample` bodies from `start` on, peeked (nothing locked, nothing counted): one round trip
     for a sample of up to one peek page, a few for a bigger one."""
     records = scan_records(
-        path, start=max(start, 1), max_messages=sample, page_size=min(sample, PAGE_SIZE), connection=conn
+        path, from_sequence_number=max(start, 1), max_messages=sample, page_size=min(sample, PAGE_SIZE), connection=conn
     )
     return [r["body"] for r in records]
 

@@ -1,6 +1,6 @@
 """Deferred messages by sequence number, for the Spark layer's second phase (``settle.py``) and the
 streaming source's commit (``streaming.py``): which numbers are still deferred, a locked batch of
-them, and one chunk settled (a copy sent first, then the original completed, for resubmit/release)."""
+them, and one chunk settled (a copy sent first, then the original completed, for resubmit/requeue)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,11 @@ from ..core import (
     scan,
 )
 
-Action = Literal["complete", "dead_letter", "resubmit", "release"]
-ACTIONS = ("complete", "dead_letter", "resubmit", "release")
+Action = Literal["complete", "dead_letter", "resubmit", "requeue"]
+ACTIONS = ("complete", "dead_letter", "resubmit", "requeue")
+OLD_ACTIONS: dict[str, Action] = {
+    "release": "requeue"
+}  # kept for one release (docs/names.md): "release" gives a lock back
 CHUNK = 200  # sequence numbers per fetch request
 
 
@@ -33,7 +36,14 @@ def still_deferred(entity: str, seqs: list[int], conn: LiveConnection, session_i
     and far cheaper than a fetch that fails for one missing number."""
     wanted = set(seqs)
     found: list[int] = []
-    pages = scan(entity, start=seqs[0], stop=seqs[-1] + 1, states=("deferred",), session_id=session_id, connection=conn)
+    pages = scan(
+        entity,
+        from_sequence_number=seqs[0],
+        before_sequence_number=seqs[-1] + 1,
+        states=("deferred",),
+        session_id=session_id,
+        connection=conn,
+    )
     for page in pages:
         found += [int(r["sequence_number"]) for r in page if int(r["sequence_number"]) in wanted]
     return found
@@ -81,7 +91,7 @@ def settle_chunk(
         return out
     with batch:
         rows = list(range(len(batch)))
-        if action in ("resubmit", "release"):
+        if action in ("resubmit", "requeue"):
             target = opts.get("target") or str(default_target(EntityPath.parse(entity)))
             copies = [(i, copy_message(m)) for i, m in enumerate(batch.messages)]
             out.merge(copy_then_complete(batch, copies, target))  # the copy first, the original second

@@ -36,7 +36,6 @@ _WHERE = (
     "secretRef",
     "connectionString",
     "fullyQualifiedNamespace",
-    "namespace",
     "credentialRef",
     "websockets",
 )
@@ -74,7 +73,13 @@ KNOWN_OPTIONS: dict[str, tuple[str, ...]] = {
 SPARK_OWN = ("path",)  # what Spark adds itself (`.load(path)`): not refused here, said by `entity` checks
 # Old names kept for one release, per kind: old -> new (docs/names.md). Taken, never suggested; each
 # says once that it is now the new name (``option``).
-RENAMED_OPTIONS: dict[str, dict[str, str]] = {"stream": {"sessionId": "sessionIds"}}
+# `namespace` is Spark's own word for a catalog's schema: the option says the SDK's word.
+RENAMED_OPTIONS: dict[str, dict[str, str]] = {
+    "read": {"namespace": "fullyQualifiedNamespace"},
+    "stream": {"sessionId": "sessionIds", "namespace": "fullyQualifiedNamespace"},
+    "write": {"namespace": "fullyQualifiedNamespace"},
+    "stream write": {"namespace": "fullyQualifiedNamespace"},
+}
 
 
 def check_known(options: Mapping[str, str], *kinds: str) -> None:
@@ -99,11 +104,17 @@ def check_known(options: Mapping[str, str], *kinds: str) -> None:
         raise OptionError(f"servicebus: unknown option {key!r} for a {kind}{note}{hint}")
 
 
-def option(options: Mapping[str, str], name: str, kind: str) -> str | None:
-    """The value of option ``name`` of a ``kind`` of read or write, given by its name or by its old
-    one (RENAMED_OPTIONS: it still works, and says once what replaced it); both at once is refused."""
+def option(options: Mapping[str, str], name: str, kind: str | None) -> str | None:
+    """The value of option ``name`` of a ``kind`` of read or write (None: an option every kind
+    shares), given by its name or by its old one (RENAMED_OPTIONS: it still works, and says once
+    what replaced it); both at once is refused."""
     value = options.get(name)
-    for old, new in RENAMED_OPTIONS.get(kind, {}).items():
+    renamed = (
+        RENAMED_OPTIONS.get(kind, {})
+        if kind is not None
+        else {k: v for r in RENAMED_OPTIONS.values() for k, v in r.items()}
+    )
+    for old, new in renamed.items():
         if new == name and options.get(old) is not None:
             if value is not None:
                 raise OptionError(f"servicebus: option {new} is given twice: as {new} and as {old} (its old name).")
@@ -212,7 +223,7 @@ def _where(options: Mapping[str, str], default: Source | None) -> Source:
     Python workers, never in the notebook's process, so it cannot start an emulator of its own."""
     ref = options.get("secretRef")
     text = options.get("connectionString")
-    namespace = options.get("fullyQualifiedNamespace") or options.get("namespace")
+    namespace = option(options, "fullyQualifiedNamespace", None)
     credential_ref = options.get("credentialRef")
     try:
         if sum(1 for given in (ref, text, namespace) if given) > 1:
@@ -227,7 +238,7 @@ def _where(options: Mapping[str, str], default: Source | None) -> Source:
         if credential_ref and namespace:
             return entra_ref(namespace, credential_ref)
         if text or namespace:
-            return resolve(text or None, namespace=namespace or None)
+            return resolve(text or None, fully_qualified_namespace=namespace or None)
         if default is not None:
             return default
         if os.environ.get(ENV_CONNECTION_STRING) or os.environ.get(ENV_NAMESPACE):

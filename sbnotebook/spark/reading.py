@@ -147,10 +147,10 @@ def read_peek(conn: Connection, path: EntityPath, part: PeekRange, schema: Any, 
     # messages that were not scheduled before it finds one that was).
     pages = scan(
         path,
-        start=part.first,
-        stop=part.last + 1,
+        from_sequence_number=part.first,
+        before_sequence_number=part.last + 1,
         max_messages=None if filtered else part.limit,
-        concurrency=in_flight,
+        max_in_flight=in_flight,
         connection=conn,
     )
     left = part.limit
@@ -177,7 +177,9 @@ def read_session_peek(
     for session in part.sessions:
         # With a window the limit counts rows kept, not messages peeked.
         most = left if window is None else None
-        pages = scan(path, start=start, max_messages=most, session_id=session, concurrency=1, connection=conn)
+        pages = scan(
+            path, from_sequence_number=start, max_messages=most, session_id=session, max_in_flight=1, connection=conn
+        )
         try:
             for records in pages:
                 if window is not None:  # a session is peeked whole: no bisection through its lock

@@ -85,7 +85,7 @@ def over_websockets(source: Source) -> Source:
 
 def entra_ref(namespace: str, credential_ref: str) -> EntraRef:
     """``fullyQualifiedNamespace`` + ``credentialRef``, checked for form (nothing resolved here)."""
-    return EntraRef(resolve(namespace=namespace).namespace, parse_credential_ref(credential_ref))
+    return EntraRef(resolve(fully_qualified_namespace=namespace).namespace, parse_credential_ref(credential_ref))
 
 
 def source_of(
@@ -113,7 +113,8 @@ def _source_of(connection: str | Connection | None, *, namespace: str | None, cr
             )
         if namespace is None or connection is not None:
             raise ConfigurationError(
-                "credential= goes with namespace= (a connection string or secret reference carries its own key)."
+                "credential= goes with fully_qualified_namespace= (a connection string or secret reference carries "
+                "its own key)."
             )
         return entra_ref(namespace, credential)
     if isinstance(connection, str) and is_ref(connection):
@@ -122,7 +123,7 @@ def _source_of(connection: str | Connection | None, *, namespace: str | None, cr
         return parse_ref(connection)
     if connection is None and namespace is None:
         return None
-    return resolve(connection, namespace=namespace)
+    return resolve(connection, fully_qualified_namespace=namespace)
 
 
 def is_ref(text: str) -> bool:
@@ -166,7 +167,8 @@ def _signed_in_connection(source: EntraRef) -> Connection:
         made = credential_of(source.credential, dbutils=_dbutils())
         with _lock:
             found = _signed_in.setdefault(
-                key, resolve(namespace=source.namespace, credential=made, websockets=source.websockets)
+                key,
+                resolve(fully_qualified_namespace=source.namespace, credential=made, websockets=source.websockets),
             )
     return found
 

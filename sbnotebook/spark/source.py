@@ -32,7 +32,7 @@ MAX_SESSIONS = 100_000  # listed per read; Service Bus pages the listing, so thi
 
 def _session_ids(entity: EntityPath, conn: Connection) -> list[str]:
     """Every session of the entity with messages or state: ids only (no session is accepted)."""
-    return [s.session_id for s in list_sessions(entity, details=False, limit=MAX_SESSIONS, connection=conn)]
+    return [s.session_id for s in list_sessions(entity, details=False, max_sessions=MAX_SESSIONS, connection=conn)]
 
 
 class ServiceBusDataSource(DataSource):

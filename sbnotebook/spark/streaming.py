@@ -244,7 +244,12 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         assert self._target is not None
         for attempt in range(1, AVAILABLE_NOW_RETRIES + 1):
             left = scan_records(
-                o.entity, start=1, stop=self._target + 1, max_messages=1, states=("active",), connection=o.conn()
+                o.entity,
+                from_sequence_number=1,
+                before_sequence_number=self._target + 1,
+                max_messages=1,
+                states=("active",),
+                connection=o.conn(),
             )
             if not left:
                 return []

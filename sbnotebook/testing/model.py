@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 FAULTS_NEED_EMULATOR = (
-    "fault controls (reject_sends, lose_locks, lose_session_locks, drop_connections_after, slow_down, latency) "
+    "fault controls (reject_sends, lose_locks, lose_session_locks, drop_connections_after, slow_down, latency_ms) "
     "need the embedded emulator; --servicebus-live runs against a real Service Bus namespace"
 )
 

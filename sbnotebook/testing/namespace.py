@@ -134,7 +134,7 @@ def _emulated(resources: SessionResources, topology: Topology, clock: str) -> It
     emulator = Emulator(
         topology,
         admin_port=None,
-        latency=resources.latency,
+        latency_ms=resources.latency * 1000.0,
         tls=resources.tls,
         tls_dir=tls_dir,
         clock="manual" if clock == "manual" else "system",

@@ -46,12 +46,12 @@ test_malformed_addresses_are_explained = refusal_test(
 
 def test_resolution_order() -> None:
     assert resolve(CONN).kind == "connection-string"
-    assert resolve(namespace="ns.servicebus.windows.net").kind == "entra-id"
+    assert resolve(fully_qualified_namespace="ns.servicebus.windows.net").kind == "entra-id"
     env = {"SERVICEBUS_CONNECTION_STRING": CONN, "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE": "other.servicebus.windows.net"}
     assert resolve(env=env).namespace == "ns.servicebus.windows.net"  # the string wins over the namespace
     assert resolve(env={"SERVICEBUS_FULLY_QUALIFIED_NAMESPACE": "other.servicebus.windows.net"}).kind == "entra-id"
     with pytest.raises(ConfigurationError, match="not both"):
-        resolve(CONN, namespace="x")
+        resolve(CONN, fully_qualified_namespace="x")
 
 
 def test_no_configuration_starts_the_embedded_emulator_once() -> None:

@@ -169,25 +169,31 @@ def test_the_sdk_constructor_path_copies_rely_on_is_still_there() -> None:
         assert line in source, f"ServiceBusMessage.__init__ no longer has {line!r}: see sbnotebook/core/sdk/messages.py"
 
 
-def test_copys_concurrency_keyword_says_once_that_it_does_nothing(
+def test_copys_max_in_flight_bounds_its_sends_and_its_old_name_concurrency_sets_it(
     emulator: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """core.copy(concurrency=) is accepted for old callers but no longer sets anything (a copy peeks
-    one page at a time): it says so once instead of being ignored in silence, and the copy still runs."""
+    """core.copy(max_in_flight=) bounds the sends in flight (the report's peak says how many were);
+    its old name concurrency= (ignored before 0.2.0) sets it now, saying once what replaced it. With
+    each reply 50 ms late the batches of a 300-message copy overlap: 4 allowed, more than one flies."""
     from sbnotebook.core import renames
 
     monkeypatch.setattr(renames, "WARNED", set())
     cs = emulator.connection_string
-    core.send("q", ["a", "b"], connection=cs)
-    with pytest.warns(FutureWarning, match=r"^copy\(concurrency=\) has no effect: a copy peeks one page at a"):
-        report = core.copy("q", "once", concurrency=4, resume=False, connection=cs)
-    assert report.ok and report.count("sent") == 2
-    assert emulator.broker.counts("once")["active"] == 2 and emulator.broker.counts("q")["active"] == 2
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        core.copy("q", "once", concurrency=4, resume=False, connection=cs)  # said once per process
+    core.send("q", [str(i) for i in range(300)], connection=cs)
+    emulator.latency_ms = 50
+    try:
+        wide = core.copy("q", "once", max_in_flight=4, resume=False, connection=cs)
+        with pytest.warns(
+            FutureWarning, match=r"core\.copy\(concurrency=\) is deprecated: use core\.copy\(max_in_flight=\)"
+        ):
+            narrow = core.copy("q", "once", concurrency=1, resume=False, connection=cs)
+    finally:
+        emulator.latency_ms = 0
+    assert wide.ok and wide.count("sent") == 300 and wide.stats["peak_in_flight"] > 1, wide.stats
+    assert narrow.ok and narrow.count("sent") == 300 and narrow.stats["peak_in_flight"] == 1, narrow.stats
+    assert emulator.broker.counts("once")["active"] == 600 and emulator.broker.counts("q")["active"] == 300
+    with pytest.raises(TypeError, match="not also concurrency="):
+        core.copy("q", "once", concurrency=1, max_in_flight=2, connection=cs)
 
 
 @pytest.mark.timeout(60)

@@ -51,14 +51,14 @@ def namespace(emu: Emulator) -> str:
 
 
 def test_a_callable_reference_signs_in_once_per_process(tls_emulator: Emulator) -> None:
-    with core.connect(namespace=namespace(tls_emulator), credential=stand_in.REF) as conn:
+    with core.connect(fully_qualified_namespace=namespace(tls_emulator), credential=stand_in.REF) as conn:
         assert conn.settings.kind == "entra-id" and SECRET not in repr(conn) + str(conn.settings)
         core.send("q", ["signed in by reference"], connection=conn)
         assert "signed in by reference" in [r["body_text"] for r in core.peek("q", connection=conn).records]
         with core.receive("q", max_messages=10, wait_seconds=2, connection=conn) as batch:
             assert batch.complete().ok
     core.close_all()
-    with core.connect(namespace=namespace(tls_emulator), credential=stand_in.REF, warm=False) as again:
+    with core.connect(fully_qualified_namespace=namespace(tls_emulator), credential=stand_in.REF, warm=False) as again:
         core.send("q", ["again"], connection=again)
         assert core.receive("q", max_messages=10, wait_seconds=2, connection=again).complete().ok
     assert len(stand_in.made) == 1  # made once, kept by the process
@@ -96,7 +96,11 @@ def test_what_a_reference_cannot_make_is_said_with_the_process(monkeypatch: pyte
 def test_a_service_credential_outside_databricks_is_a_clear_error() -> None:
     assert "databricks.service_credentials" not in sys.modules
     with pytest.raises(ConfigurationError, match=r"needs Databricks' Unity Catalog service credentials .* \(pid"):
-        core.connect(namespace="contoso.servicebus.windows.net", credential="service-credential:sb-sender", warm=False)
+        core.connect(
+            fully_qualified_namespace="contoso.servicebus.windows.net",
+            credential="service-credential:sb-sender",
+            warm=False,
+        )
 
 
 @pytest.fixture
@@ -128,7 +132,9 @@ def databricks_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
 def test_a_service_credential_where_databricks_provides_it(
     tls_emulator: Emulator, databricks_worker: list[str]
 ) -> None:
-    with core.connect(namespace=namespace(tls_emulator), credential="service-credential:sb-sender") as conn:
+    with core.connect(
+        fully_qualified_namespace=namespace(tls_emulator), credential="service-credential:sb-sender"
+    ) as conn:
         core.send("q", ["via a service credential"], connection=conn)
         with core.receive("q", max_messages=10, wait_seconds=2, connection=conn) as batch:
             assert [r["body_text"] for r in batch.records] == ["via a service credential"]
@@ -146,7 +152,8 @@ def ip() -> Any:
 
 
 def test_sb_connect_takes_a_credential_reference(ip: Any, tls_emulator: Emulator, capsys: Any) -> None:
-    """%sb_connect --namespace NS --credential service-credential:NAME uses the notebook's dbutils.credentials."""
+    """%sb_connect --fully-qualified-namespace NS --credential service-credential:NAME uses the
+    notebook's dbutils.credentials."""
 
     class Credentials:
         asked: list[str] = []
@@ -161,13 +168,14 @@ def test_sb_connect_takes_a_credential_reference(ip: Any, tls_emulator: Emulator
     unload_ipython_extension(ip)
     magics = load_ipython_extension(ip)
     try:
-        assert "--credential goes with --namespace" in magic_fails(
+        assert "--credential goes with --fully-qualified-namespace" in magic_fails(
             ip, "sb_connect --credential service-credential:sb-sender"
         )
         ip.user_ns["dbutils"] = DbUtils()
         try:
             ip.run_line_magic(
-                "sb_connect", f"--namespace {namespace(tls_emulator)} --credential service-credential:sb-sender"
+                "sb_connect",
+                f"--fully-qualified-namespace {namespace(tls_emulator)} --credential service-credential:sb-sender",
             )
         finally:
             del ip.user_ns["dbutils"]

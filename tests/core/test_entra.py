@@ -1,5 +1,5 @@
 """The kit's Azure path with Entra ID, end to end over the TLS emulator: core.connect(namespace=,
-credential=), %sb_connect --namespace with DefaultAzureCredential (a service principal in the
+credential=), %sb_connect --fully-qualified-namespace with DefaultAzureCredential (a service principal in the
 environment, AZURE_AUTHORITY_HOST pointing at the emulator), and one clear line naming the role
 a refused operation needs."""
 
@@ -51,7 +51,7 @@ def _service_principal_env(monkeypatch: pytest.MonkeyPatch, emu: Emulator) -> No
 
 
 def test_core_with_a_token_credential_sends_peeks_receives_and_counts(entra: Emulator) -> None:
-    with core.connect(namespace=_ns(entra), credential=entra.credential(["Owner"])) as conn:
+    with core.connect(fully_qualified_namespace=_ns(entra), credential=entra.credential(["Owner"])) as conn:
         core.send("orders", ["with a credential"], connection=conn)
         assert "with a credential" in [r["body_text"] for r in core.peek("orders", connection=conn).records]
         assert core.counts("orders", connection=conn).active >= 1  # the admin API with a Bearer token
@@ -66,7 +66,7 @@ def test_core_with_default_azure_credential_from_the_environment(
     """DefaultAzureCredential's EnvironmentCredential signs in as the service principal at the
     emulator's authority: no network to login.microsoftonline.com (instance discovery disabled)."""
     _service_principal_env(monkeypatch, entra)
-    with core.connect(namespace=_ns(entra)) as conn:
+    with core.connect(fully_qualified_namespace=_ns(entra)) as conn:
         core.send("orders", ["with DefaultAzureCredential"], connection=conn)
         assert core.counts("orders", connection=conn).active >= 1
         with core.receive("orders", max_messages=50, wait_seconds=3, connection=conn) as batch:
@@ -84,7 +84,7 @@ def test_sb_connect_namespace_with_default_azure_credential(
     unload_ipython_extension(ip)
     load_ipython_extension(ip)
     try:
-        ip.run_line_magic("sb_connect", f"--namespace {_ns(entra)}")
+        ip.run_line_magic("sb_connect", f"--fully-qualified-namespace {_ns(entra)}")
         out = capsys.readouterr().out
         assert f"Connected to {_ns(entra)} (entra-id)" in out
         ip.run_cell_magic("sb_send", "orders", '["from-the-magic"]')
@@ -121,7 +121,7 @@ def test_a_missing_role_is_one_line_naming_the_role(
         "receive": lambda conn: core.receive("orders", max_messages=1, wait_seconds=1, connection=conn).__enter__(),
         "counts": lambda conn: core.counts("orders", connection=conn),
     }
-    with core.connect(namespace=_ns(entra), credential=entra.credential(roles)) as conn:
+    with core.connect(fully_qualified_namespace=_ns(entra), credential=entra.credential(roles)) as conn:
         with pytest.raises(ConfigurationError) as refused:
             calls[operation](conn)
     message = str(refused.value)
@@ -134,7 +134,7 @@ def test_panels_work_over_tls_with_entra_id(entra: Emulator) -> None:
     dead-letter count (the admin API with a Bearer token) and its first page, over TLS + Entra ID."""
     from sbnotebook.notebook.widgets import MessageBrowser, TriagePanel
 
-    with core.connect(namespace=_ns(entra), credential=entra.credential(["Owner"])) as conn:
+    with core.connect(fully_qualified_namespace=_ns(entra), credential=entra.credential(["Owner"])) as conn:
         core.purge("orders", connection=conn)
         core.purge("orders/$deadletterqueue", connection=conn)
         core.send("orders", ["for the browser", "for the triage panel"], connection=conn)
@@ -162,7 +162,7 @@ def test_a_sign_in_for_the_wrong_tenant_is_one_line_and_fixing_it_needs_no_resta
     monkeypatch.setenv("AZURE_TENANT_ID", "00000000-0000-0000-0000-000000000000")
     caplog.set_level(logging.DEBUG)
     with pytest.raises(ConfigurationError) as refused:
-        core.connect(namespace=_ns(entra))
+        core.connect(fully_qualified_namespace=_ns(entra))
     message = str(refused.value)
     assert "\n" not in message
     assert message.startswith("Sign-in failed: AADSTS90002: Tenant '00000000-0000-0000-0000-000000000000' not found")
@@ -171,11 +171,13 @@ def test_a_sign_in_for_the_wrong_tenant_is_one_line_and_fixing_it_needs_no_resta
     said = message.split(" not found")[0].replace("'00000000-0000-0000-0000-000000000000'", "'...'")
     assert said in troubleshooting_text() and message.split(". ", 1)[1][:60] in troubleshooting_text()
     with pytest.raises(ConfigurationError, match=r"^Sign-in failed \(orders\): EnvironmentCredential: ") as refused:
-        core.counts("orders", connection=core.connect(namespace=_ns(entra), warm=False))  # the admin API
+        core.counts(
+            "orders", connection=core.connect(fully_qualified_namespace=_ns(entra), warm=False)
+        )  # the admin API
     assert "tenant" in str(refused.value) and "\n" not in str(refused.value)
     core.close_all()
     monkeypatch.setenv("AZURE_TENANT_ID", str(entra.tenant))
-    with core.connect(namespace=_ns(entra)) as conn:  # no restart: the refused connection was dropped
+    with core.connect(fully_qualified_namespace=_ns(entra)) as conn:  # no restart: the refused connection was dropped
         core.send("orders", ["after the fix"], connection=conn)
         peeked = core.peek("orders", max_messages=100, connection=conn).records
         assert "after the fix" in [r["body_text"] for r in peeked]

@@ -192,7 +192,7 @@ def test_a_reply_later_than_the_attempt_bound_is_a_retryable_error_not_a_wait(em
     from sbnotebook.core import ServiceError
 
     core.send("q", ["x"], connection=emulator.connection_string)
-    emulator.slow_down("q", 2.0)  # every reply on q's connections 2 s late
+    emulator.slow_down("q", latency_ms=2000)  # every reply on q's connections 2 s late
     bounded = LiveConnection(core.resolve(emulator.connection_string), try_timeout=0.8)
     patient = LiveConnection(core.resolve(emulator.connection_string), try_timeout=30)
     try:

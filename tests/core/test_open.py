@@ -63,12 +63,12 @@ def test_the_management_link_is_attached_with_the_entity_link_so_the_first_peek_
 ) -> None:
     rt = 0.2
     core.send("q", ["one"], connection=emulator.connection_string)
-    emulator.latency = rt
+    emulator.latency_ms = rt * 1000
     try:
         first = asyncio.run(_first_peek_after_open(emulator, True))
         late = asyncio.run(_first_peek_after_open(emulator, False))  # the SDK attaches it on the peek
     finally:
-        emulator.latency = 0
+        emulator.latency_ms = 0
     assert first < 1.5 * rt, f"first peek {first / rt:.1f} round trips"
     assert late >= 2 * rt, f"without the early attach {late / rt:.1f} round trips"
 
@@ -109,11 +109,11 @@ def test_an_open_cancelled_in_flight_cancels_its_keep_alive_instead_of_waiting_i
             await close_now(rcv)
             return in_flight, keep_alive
 
-    emulator.latency = 0.2
+    emulator.latency_ms = 200
     try:
         in_flight, keep_alive = asyncio.run(go())
     finally:
-        emulator.latency = 0
+        emulator.latency_ms = 0
     assert in_flight
     assert keep_alive.done() and keep_alive.cancelled()
 

@@ -9,10 +9,10 @@ import datetime as dt
 import pytest
 
 from sbnotebook import core
-from sbnotebook.core.outcome import DETAIL_LIMIT
+from sbnotebook.core.outcome import MAX_DETAILS
 from sbnotebook.emulator import Emulator
 
-N = DETAIL_LIMIT + 50
+N = MAX_DETAILS + 50
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -83,7 +83,7 @@ def test_schedule_of_10050_reports_every_sequence_number_and_cancel_takes_them(e
 
 
 def test_a_report_that_counted_past_its_limit_refuses_to_list_every_outcome() -> None:
-    report = core.Report("send", "q", detail_limit=2)
+    report = core.Report("send", "q", max_details=2)
     for i in range(3):
         report.add(core.Outcome(None, i + 1, "sent", index=i))
     assert report.count("sent") == 3 and len(report.outcomes) == 2 and not report.detailed

@@ -145,11 +145,11 @@ def test_where_the_service_refuses_batch_delete_the_purge_receives(partitioned: 
 def _left_after_an_interrupted_purge(emulator: Emulator, queue: str, latency: float) -> int:
     """Purge ``queue`` with replies ``latency`` s late, interrupted at its first progress call; the
     active count once it has stopped changing for half a second (work cancelled, nothing more removed)."""
-    emulator.latency = latency
+    emulator.latency_ms = latency * 1000
     hook = InterruptAtFirstProgress()
     with hook.interrupting():
         core.purge(queue, connection=emulator.connection_string, progress=hook)
-    emulator.latency = 0
+    emulator.latency_ms = 0
     last = emulator.broker.counts(queue)["active"]
     while True:
         time.sleep(0.5)
@@ -203,9 +203,9 @@ def test_a_purge_killed_midway_finishes_when_run_again(emulator: Emulator, clien
     cs = emulator.connection_string
     total = 20_000
     _fill(client, "q", total, size=16)
-    emulator.latency = 0.4  # every request slow enough to kill the purge between two of them
+    emulator.latency_ms = 400  # every request slow enough to kill the purge between two of them
     run_and_kill(_PURGER, ["q", cs], lambda: emulator.broker.counts("q")["active"] < total, timeout=30)
-    emulator.latency = 0
+    emulator.latency_ms = 0
     left = emulator.broker.counts("q")["active"]
     assert 0 < left < total  # it was stopped in the middle
     time.sleep(0.2)

@@ -165,10 +165,10 @@ def test_receive_and_delete_returns_what_was_on_its_way_when_the_wait_ran_out(em
     cs = emulator.connection_string
     core.send("q", ["on its way"], connection=cs)
     core.peek("q", connection=cs)  # the live connection is open before the latency starts
-    emulator.latency = 1.0  # every frame from the broker arrives 1 s after it was sent
+    emulator.latency_ms = 1000  # every frame from the broker arrives 1 s after it was sent
     with core.receive("q", max_messages=count, mode="receive-and-delete", wait_seconds=0.2, connection=cs) as batch:
         got = [r["body_text"] for r in batch.records]
-    emulator.latency = 0
+    emulator.latency_ms = 0
     assert emulator.broker.counts("q")["active"] == 0  # the broker sent it: it is gone from there
     assert got == ["on its way"]
 
@@ -201,7 +201,7 @@ def test_a_receive_and_delete_whose_connection_drops_while_draining_returns_what
     cs = emulator.connection_string
     core.send("q", ["in hand"], connection=cs)
     core.peek("q", connection=cs)
-    emulator.latency = 1.0  # the drain's answer takes a second: the connection drops before it
+    emulator.latency_ms = 1000  # the drain's answer takes a second: the connection drops before it
 
     def drop_while_draining() -> None:
         deadline = time.monotonic() + 20
@@ -217,6 +217,6 @@ def test_a_receive_and_delete_whose_connection_drops_while_draining_returns_what
     with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=3, connection=cs) as batch:
         got = [r["body_text"] for r in batch.records]
     dropper.join()
-    emulator.latency = 0
+    emulator.latency_ms = 0
     assert got == ["in hand"]
     assert "failed after 1 message(s) had been received" in caplog.text

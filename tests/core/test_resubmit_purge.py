@@ -162,9 +162,9 @@ def test_purge_counts_the_messages_still_on_their_way_when_it_stops(emulator: Em
     cs = emulator.connection_string
     core.send("q", ["first"], connection=cs)
     core.peek("q", connection=cs)  # connected before the latency starts
-    emulator.latency = 1.5  # longer than the purge's 1 s wait for a batch
+    emulator.latency_ms = 1500  # longer than the purge's 1 s wait for a batch
     report = core.purge("q", include_deferred=False, include_scheduled=False, connection=cs)
-    emulator.latency = 0
+    emulator.latency_ms = 0
     assert emulator.broker.counts("q")["active"] == 0
     assert report.count("purged") == 1 and report.ok
 

@@ -48,7 +48,7 @@ def test_a_resubmit_killed_between_copy_and_complete_finishes_when_run_again_wit
     cs = emulator.connection_string
     n = 3000
     _dead_letters(cs, n, lambda: emulator.broker.counts("src"))
-    emulator.latency = 0.3  # each reply: a batch copied stays uncompleted for a visible 0.3 s
+    emulator.latency_ms = 300  # each reply: a batch copied stays uncompleted for a visible 0.3 s
 
     def overlap() -> int:  # copies in the target whose originals are still in the DLQ
         return emulator.broker.counts("dst")["active"] + emulator.broker.counts("src")["dead_letter"] - n
@@ -62,7 +62,7 @@ def test_a_resubmit_killed_between_copy_and_complete_finishes_when_run_again_wit
     assert overlap() > 0, "killed between the copy and the completion of at least one batch"
     left = emulator.broker.counts("src")["dead_letter"]
     assert 0 < left < n
-    emulator.latency = 0
+    emulator.latency_ms = 0
     # The killed run's locks lapse (2 s), as on Service Bus; read at the broker: a fixed 2.5 s sleep
     # was too short on a loaded machine (deliveries locked as the kill landed: 50 left locked).
     wait_until(lambda: len(emulator.broker.locks) == 0, timeout=30)
@@ -88,11 +88,11 @@ def test_a_resubmit_interrupted_in_the_kernel_gives_its_locks_back_and_finishes_
     # about locks given back by the interrupt (2 s locks lapsed under a full suite: copies then
     # counted as duplicated, honestly, but not what is tested here).
     core.update_entity("src", {"lock_duration": "60s"}, connection=cs)
-    emulator.latency = 0.3
+    emulator.latency_ms = 300
     hook = InterruptAtFirstProgress()
     with hook.interrupting():
         core.resubmit(DLQ, target="dst", connection=cs, progress=hook)
-    emulator.latency = 0
+    emulator.latency_ms = 0
     # The cancelled work gives its batches back on the connection's thread: wait for that, not a time.
     wait_until(lambda: not emulator.broker._locks, timeout=30, interval=0.05)
     left = emulator.broker.counts("src")["dead_letter"]
@@ -157,9 +157,9 @@ def test_an_export_killed_midway_appends_what_is_left_when_run_again(emulator: E
     n = 6000
     core.send("plain", ({"body": f"{i:06d}", "message_id": f"m-{i}"} for i in range(n)), connection=cs)
     out = tmp_path / "plain.jsonl"
-    emulator.latency = 0.1  # a page of the scan per round trip
+    emulator.latency_ms = 100  # a page of the scan per round trip
     run_and_kill(_EXPORT, ["plain", str(out), cs], lambda: _lines(out) >= 1000)
-    emulator.latency = 0
+    emulator.latency_ms = 0
     written = out.read_bytes()
     assert Path(f"{out}{EXPORTING}").is_file()  # the killed export left its marker: not complete
     kept = written[: written.rindex(b"\n") + 1]
@@ -194,9 +194,9 @@ def test_an_import_killed_midway_sends_only_what_is_left_when_run_again(emulator
     write_jsonl(
         ({"body": f"{i:06d}".encode(), "body_text": f"{i:06d}", "message_id": f"m-{i}"} for i in range(n)), export
     )
-    emulator.latency = 0.2
+    emulator.latency_ms = 200
     run_and_kill(_IMPORT, ["dst", str(export), cs], lambda: emulator.broker.counts("dst")["active"] >= 1500)
-    emulator.latency = 0
+    emulator.latency_ms = 0
     before = emulator.broker.counts("dst")["active"]
     assert 1500 <= before < n
     marker = next(tmp_path.glob(f"in.jsonl{IMPORTING}*"))

@@ -63,9 +63,9 @@ def test_a_copy_killed_midway_sends_only_what_is_left_from_another_process(emula
     cs = emulator.connection_string
     n = 3000
     core.send("plain", ({"body": f"{i:06d}", "message_id": f"m-{i}"} for i in range(n)), connection=cs)
-    emulator.latency = 0.1
+    emulator.latency_ms = 100
     run_and_kill(_COPY, ["plain", "dst", cs], lambda: emulator.broker.counts("dst")["active"] >= 800)
-    emulator.latency = 0
+    emulator.latency_ms = 0
     before = emulator.broker.counts("dst")["active"]
     assert 800 <= before < n
     recorded = core.copy_resume_point("plain", "dst", connection=cs)
@@ -134,7 +134,7 @@ def test_a_copys_own_arguments_name_its_record(emulator: Emulator) -> None:
     do not choose the record (max_in_flight, progress, resume) change nothing; a copy that keeps no
     record (state=, a where function) is refused rather than given a file it never writes."""
     cs = emulator.connection_string
-    options: dict[str, Any] = {"where": "body_text == 'b'", "keep_ids": True, "max_messages": 5}
+    options: dict[str, Any] = {"where": "body_text == 'b'", "keep_message_id": True, "max_messages": 5}
     record = core.copy_record("plain", "dst", connection=cs, **options)
     same = core.copy_record("plain", "dst", max_in_flight=3, progress=print, resume=False, connection=cs, **options)
     assert same == record != core.copy_record("plain", "dst", connection=cs)
@@ -187,11 +187,11 @@ def test_a_copy_whose_source_was_created_again_since_it_stopped_copies_the_new_o
     cs = emulator.connection_string
     n = 600
     core.send("plain", ({"body": f"old-{i:04d}"} for i in range(n)), connection=cs).raise_for_failures()
-    emulator.latency = 0.05
+    emulator.latency_ms = 50
     hook = InterruptAtFirstProgress()
     with hook.interrupting():
         core.copy("plain", "dst", max_in_flight=1, progress=hook, connection=cs)
-    emulator.latency = 0
+    emulator.latency_ms = 0
     wait_until(lambda: (core.copy_resume_point("plain", "dst", connection=cs) or core.CopyProgress("", "")).done > 0)
     recorded = core.copy_resume_point("plain", "dst", connection=cs)
     assert recorded is not None and recorded.pending and 0 < recorded.done < n, recorded

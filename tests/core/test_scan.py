@@ -14,11 +14,11 @@ def _seqs(pages: list[list[dict]]) -> list[int]:  # type: ignore[type-arg]
     return [int(r["sequence_number"]) for p in pages for r in p]
 
 
-@pytest.mark.parametrize("concurrency", [1, 4])
-def test_scan_returns_every_message_once_in_order(emulator: Emulator, concurrency: int) -> None:
+@pytest.mark.parametrize("max_in_flight", [1, 4])
+def test_scan_returns_every_message_once_in_order(emulator: Emulator, max_in_flight: int) -> None:
     cs = emulator.connection_string
     core.send("q", [f"m{i}" for i in range(1300)], connection=cs)
-    pages = list(core.scan("q", concurrency=concurrency, connection=cs))
+    pages = list(core.scan("q", max_in_flight=max_in_flight, connection=cs))
     seqs = _seqs(pages)
     assert len(seqs) == 1300 and seqs == sorted(set(seqs))
     assert all(len(p) <= core.PAGE_SIZE for p in pages)
@@ -40,7 +40,7 @@ def test_scan_over_gaps_and_interleaved_entities(emulator: Emulator, client: Ser
                     r.abandon_message(m)
                 done += 1
     expected = _seqs([core.peek("q", max_messages=10_000, connection=cs).records])
-    scanned = _seqs(list(core.scan("q", concurrency=4, page_size=50, connection=cs)))
+    scanned = _seqs(list(core.scan("q", max_in_flight=4, page_size=50, connection=cs)))
     assert scanned == expected and len(scanned) == len(set(scanned))
 
 
@@ -48,9 +48,11 @@ def test_scan_bounds_limit_and_states(emulator: Emulator, client: ServiceBusClie
     cs = emulator.connection_string
     core.send("q", [f"m{i}" for i in range(600)], connection=cs)
     first = core.peek("q", max_messages=1, connection=cs).records[0]["sequence_number"]
-    ranged = _seqs(list(core.scan("q", start=first + 100, stop=first + 400, connection=cs)))
+    ranged = _seqs(
+        list(core.scan("q", from_sequence_number=first + 100, before_sequence_number=first + 400, connection=cs))
+    )
     assert ranged == list(range(first + 100, first + 400))
-    assert len(core.scan_records("q", max_messages=333, concurrency=3, connection=cs)) == 333
+    assert len(core.scan_records("q", max_messages=333, max_in_flight=3, connection=cs)) == 333
     with client.get_queue_receiver("q", max_wait_time=3) as r:
         for m in r.receive_messages(max_message_count=5, max_wait_time=3):
             r.defer_message(m)
@@ -63,7 +65,14 @@ def test_scan_bounds_limit_and_states(emulator: Emulator, client: ServiceBusClie
 
 def test_scan_rejects_bad_arguments(emulator: Emulator) -> None:
     cs = emulator.connection_string
-    for kwargs in ({"limit": 0}, {"concurrency": 0}, {"page_size": 251}, {"start": -1}, {"states": ["gone"]}):
+    bad = (
+        {"max_messages": 0},
+        {"max_in_flight": 0},
+        {"page_size": 251},
+        {"from_sequence_number": -1},
+        {"states": ["gone"]},
+    )
+    for kwargs in bad:
         with pytest.raises(InvalidInputError):
             list(core.scan("q", connection=cs, **kwargs))  # type: ignore[arg-type]
 

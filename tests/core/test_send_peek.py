@@ -102,7 +102,7 @@ def test_in_flight_limit_and_batching(emulator: Emulator) -> None:
 
 def test_input_is_streamed_not_read_ahead(emulator: Emulator) -> None:
     """With one unbatched send in flight, the kit pulls at most the next message before the first completes."""
-    emulator.latency = 0.05
+    emulator.latency_ms = 50
     pulled = {"n": 0, "at_first_completion": None}
 
     def generate():  # type: ignore[no-untyped-def]

@@ -38,7 +38,7 @@ def test_list_sessions_with_state_counts_and_lock_status(emulator: Emulator, cli
         assert [m.delivery_count for m in got] == [0, 0]
     ids = core.list_sessions("sq60", details=False, connection=conn)
     assert sorted(s.session_id for s in ids) == ["a", "b", "c"]
-    capped = core.list_sessions("sq60", limit=2, count_limit=1, connection=conn)
+    capped = core.list_sessions("sq60", max_sessions=2, max_counted=1, connection=conn)
     assert len(capped) == 2 and all(s.messages == 1 for s in capped) and capped[0].more is (capped[0].session_id == "a")
 
 
@@ -127,16 +127,16 @@ def test_listing_sessions_pages_past_one_page_on_a_handler_that_stays_open(emula
     core.send("sq60", [{"body": "m", "session_id": f"s{i:03}"} for i in range(250)], connection=conn)
     conn.settle()  # the warm-up and the spare connections: open before counting
     before = server_sockets(emulator.port)
-    first = core.list_sessions("sq60", details=False, limit=1000, connection=conn)
+    first = core.list_sessions("sq60", details=False, max_sessions=1000, connection=conn)
     conn.settle()
     kept = server_sockets(emulator.port)
     # The listing's handler took a spare connection (counted before) and one more spare was opened.
     assert len(kept - before) == 1
-    again = core.list_sessions("sq60", details=False, limit=1000, connection=conn)
+    again = core.list_sessions("sq60", details=False, max_sessions=1000, connection=conn)
     expected = [f"s{i:03}" for i in range(250)]
     assert sorted(s.session_id for s in first) == expected == sorted(s.session_id for s in again)
     assert server_sockets(emulator.port) == kept  # the second listing used the same connection
-    assert len(core.list_sessions("sq60", details=False, limit=120, connection=conn)) == 120
+    assert len(core.list_sessions("sq60", details=False, max_sessions=120, connection=conn)) == 120
 
 
 def test_listing_sessions_of_an_entity_without_sessions_says_why_in_plain_text(emulator: Emulator) -> None:

@@ -1,5 +1,5 @@
 """The live tail (issue 40 point 4): ``core.tail``, ``%sb_tail`` and its panel. Messages that arrive
-are shown, those already there are not (unless --from-seq), and the broker is left exactly as it
+are shown, those already there are not (unless --from-sequence-number), and the broker is left exactly as it
 was: no lock, no delivery counted, no credit (another consumer gets every message meanwhile)."""
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def test_tail_magic_seconds_from_seq_and_dlq(
     with client.get_queue_receiver("q") as r:
         for m in r.receive_messages(max_message_count=2, max_wait_time=5):
             r.dead_letter_message(m, reason="broken", error_description=f"id {m.sequence_number}")
-    frame = sb.shell.run_line_magic("sb_tail", "q --dlq --seconds 0.5 --from-seq 1")
+    frame = sb.shell.run_line_magic("sb_tail", "q --dlq --seconds 0.5 --from-sequence-number 1")
     assert frame["dead_letter_reason"].tolist() == ["broken", "broken"]
     out = capsys.readouterr().out
     assert "broken:" in out and "Ended (time is up)" in out
@@ -198,13 +198,13 @@ def test_a_tail_on_a_missing_entity_or_a_topic_fails_the_cell_in_one_line(sb: An
     assert "Entity not found (nope)" in magic_fails(ip, "sb_tail nope --seconds 1")
     assert "receive from one of its subscriptions" in magic_fails(ip, "sb_tail t --seconds 1")
     # A session-enabled entity: refused in one line saying why (a peek there takes a session's lock)
-    # and what to do, whether the tail starts after what is there or --from-seq.
-    for line in ("sb_tail sq --seconds 1", "sb_tail sq --seconds 1 --from-seq 1"):
+    # and what to do, whether the tail starts after what is there or --from-sequence-number.
+    for line in ("sb_tail sq --seconds 1", "sb_tail sq --seconds 1 --from-sequence-number 1"):
         shown = magic_fails(ip, line)
         assert "sq is session-enabled, and a tail peeks with nothing locked" in shown, shown
         assert "only through one session's lock" in shown and "(sq/$deadletterqueue)" in shown, shown
     assert "--seconds" in magic_fails(ip, "sb_tail q --seconds 0")
-    assert "--from-seq" in magic_fails(ip, "sb_tail q --from-seq -1")
+    assert "--from-sequence-number" in magic_fails(ip, "sb_tail q --from-sequence-number -1")
     assert "Unknown name in the search: nme" in magic_fails(ip, "sb_tail q --seconds 1 --where 'nme == 1'")
     assert "No connection named 'prod'" in magic_fails(ip, "sb_tail prod:orders --seconds 1")
     result = ip.run_cell("%sb_tail nope --seconds 1")  # as Run All sees it: the cell failed

@@ -68,7 +68,7 @@ def test_group_counts_counts_every_message_by_each_field_with_progress(
     # With a limit, the line does not say "done" as if every message was counted (it did).
     first = group_counts(DLQ, max_messages=250, connection=conn)
     assert first.scanned == 250 and first.total == 703
-    assert first.progress_text().endswith(", done: the first 250 only (limit)"), first.progress_text()
+    assert first.progress_text().endswith(", done: the first 250 only (max_messages)"), first.progress_text()
     assert group_counts(DLQ, max_messages=703, connection=conn).progress_text().endswith(", done")  # all: done
     frame = counted.to_pandas("dead_letter_reason")
     assert frame[["dead_letter_reason", "messages"]].values.tolist() == [[EXPIRED, 700], ["schema", 2], [NONE, 1]]
@@ -132,13 +132,15 @@ def test_panel_opens_on_a_large_dlq_in_one_round_trip_plus_the_first_page(emulat
     TriagePanel("ttl-dl", connection=conn)  # links open (a notebook's connect() warms them)
     near = time.perf_counter() - t0
     emulator.requests.clear()
-    emulator.latency = 1.0  # a far namespace; a whole second so that CPU contention (0.5 s seen) cannot pass for a trip
+    emulator.latency_ms = (
+        1000  # a far namespace; a whole second so that CPU contention (0.5 s seen) cannot pass for a trip
+    )
     try:
         t0 = time.perf_counter()
         panel = TriagePanel("ttl-dl", connection=conn)
         far = time.perf_counter() - t0
     finally:
-        emulator.latency = 0
+        emulator.latency_ms = 0
     assert emulator.requests["admin GET"] == 1  # the runtime counts
     assert peeks(emulator) == 1 and emulator.requests["peeked messages"] == core.PAGE_SIZE  # one page
     # The counts and the page are asked at once: distance adds one round trip (two would add 2 s).
@@ -175,17 +177,17 @@ def test_panel_finds_a_page_of_a_group_beyond_the_first_page(
     assert panel.wait(30)
     assert [r["dead_letter_reason"] for r in panel.visible] == ["late", "late"]
     assert "2 messages shown" in panel.rows_note.value
-    frame = panel.to_pandas(limit=5)  # asked for: a DataFrame of the group, capped
+    frame = panel.to_pandas(max_messages=5)  # asked for: a DataFrame of the group, capped
     assert frame["dead_letter_reason"].tolist() == ["late", "late"]
     panel.select_group(None)
-    assert len(panel.to_pandas(limit=300)) == 300
+    assert len(panel.to_pandas(max_messages=300)) == 300
 
 
 def test_panel_stop_button_ends_counting_with_partial_counts(emulator: Emulator, big_dlq: int) -> None:
     from sbnotebook.notebook.widgets import TriagePanel
 
     panel = TriagePanel("ttl-dl", connection=emulator.connection_string)
-    emulator.latency = 0.05  # so that counting runs long enough to be stopped
+    emulator.latency_ms = 50  # so that counting runs long enough to be stopped
     try:
         counting = panel.count()
         assert panel.stop_button.disabled is False and panel.count_button.disabled is True
@@ -196,7 +198,7 @@ def test_panel_stop_button_ends_counting_with_partial_counts(emulator: Emulator,
         panel.stop_button.click()
         assert panel.wait(30)
     finally:
-        emulator.latency = 0
+        emulator.latency_ms = 0
     assert counting.cancelled and 1_000 <= counting.scanned < big_dlq
     time.sleep(0.3)  # a peek sent just before the stop may reach the emulator a little later
     asked = peeks(emulator)

@@ -21,6 +21,7 @@ from sbnotebook import core
 from sbnotebook.core import InvalidInputError, WhereFailed
 from sbnotebook.core.operations.bounds import FANOUT
 from sbnotebook.core.operations.window import enqueued_window, when
+from sbnotebook.core.views.search import filter_records
 from sbnotebook.emulator import Emulator
 from tests.helpers import InterruptAtFirstProgress, counted_peeks, dead_letter, send, wait_until
 from tests.windows import bodies, broker, first_time, groups, naive_utc_text
@@ -122,7 +123,7 @@ def test_a_search_that_fails_on_every_message_fails_and_on_some_is_counted(
     assert core.peek("q", where="body_json.nothing > 1", connection=cs).unevaluated == 0
     assert core.peek("q", where="any(x for x in body_json.nothing)", connection=cs).unevaluated == 0
     with pytest.raises(WhereFailed):
-        core.filter_records([{"body_text": '{"n": 1}', "sequence_number": 1}], "len(body_json.n) > 1")
+        filter_records([{"body_text": '{"n": 1}', "sequence_number": 1}], "len(body_json.n) > 1")
 
 
 def test_discard_removes_exactly_the_window_and_gives_the_rest_back(
@@ -297,11 +298,11 @@ def test_an_interrupted_discard_of_a_window_loses_nothing_and_the_same_call_fini
     cs = emulator.connection_string
     state = groups(client, names="ab", size=1000)
     tb = first_time(state, "b")
-    emulator.latency = 0.2
+    emulator.latency_ms = 200
     hook = InterruptOnceDiscarded()
     with hook.interrupting():
         core.discard("q", enqueued_after=tb, connection=cs, progress=hook)
-    emulator.latency = 0
+    emulator.latency_ms = 0
     wait_until(lambda: not emulator.broker._locks, timeout=30, interval=0.05)  # the locks given back
     middle = broker(client)
     assert 1000 < len(middle) < 2000, len(middle)  # some of b gone, not all

@@ -332,7 +332,7 @@ def test_a_peer_that_stops_reading_never_stalls_the_others(emulator: Emulator) -
     """Rule: replies held back by latency for a peer whose socket is full wait for it to drain, without
     spinning; the loop serves everyone else meanwhile (a pass that kept retrying them never ended,
     once)."""
-    emulator.latency = 0.02
+    emulator.latency_ms = 20
     with QuickCloseClient.from_connection_string(emulator.connection_string) as c:
         with c.get_queue_sender("q") as sender:
             for _ in range(100):

@@ -125,7 +125,7 @@ def test_latency_delays_every_reply_but_pipelining_overlaps_it() -> None:
     # latency, and on a busy host it made 5 overlapped 100 ms sends take 0.40 s against 0.52 s
     # sequential (a contended suite run failed so); at 300 ms the overlap still shows plainly.
     latency = 0.3
-    with Emulator(TEST_TOPOLOGY, latency=latency) as emu:
+    with Emulator(TEST_TOPOLOGY, latency_ms=latency * 1000) as emu:
         with QuickCloseClient.from_connection_string(emu.connection_string) as c, c.get_queue_sender("q") as s:
             start = time.perf_counter()
             for i in range(5):
@@ -147,7 +147,7 @@ def test_latency_delays_every_reply_but_pipelining_overlaps_it() -> None:
 
 
 def test_slow_entity_is_slow_and_others_are_not(emulator: Emulator) -> None:
-    emulator.slow_down("q", 0.3)
+    emulator.slow_down("q", latency_ms=300)
     with QuickCloseClient.from_connection_string(emulator.connection_string) as c:
         with c.get_queue_sender("q") as slow, c.get_queue_sender("dedup") as fast:
             t0 = time.perf_counter()
@@ -185,12 +185,12 @@ def test_latency_delays_the_administration_api_too() -> None:
     """Simulated distance applies to every reply on the AMQP port, HTTP (admin) ones included."""
     from sbnotebook.core.sdk.admin import emulator_admin_client
 
-    with Emulator(latency=0.3) as emu, emulator_admin_client(emu.connection_string) as admin:
+    with Emulator(latency_ms=300) as emu, emulator_admin_client(emu.connection_string) as admin:
         admin.get_queue_runtime_properties("orders")
         t0 = time.monotonic()
         admin.get_queue_runtime_properties("orders")
         assert time.monotonic() - t0 >= 0.3
-        emu.latency = 0.0
+        emu.latency_ms = 0
         t0 = time.monotonic()
         admin.get_queue_runtime_properties("orders")
         assert time.monotonic() - t0 < 0.3

@@ -71,10 +71,10 @@ def test_entities_subscriptions_named_connections_options_and_actions(
             "--dlq",
             "--enqueued-after",
             "--enqueued-before",
-            "--from-seq",
+            "--from-sequence-number",
             "--json",
             "--max-messages",
-            "--scan",
+            "--max-scanned",
             "--session-id",
             "--where",
         ]
@@ -108,7 +108,7 @@ def test_a_cold_cache_waits_about_one_round_trip_and_a_warm_one_none(ip: Any, ca
     unload_ipython_extension(ip)
     sb = load_ipython_extension(ip)
     try:
-        with Emulator(TEST_TOPOLOGY, latency=0.5) as far:
+        with Emulator(TEST_TOPOLOGY, latency_ms=500) as far:
             ip.run_line_magic("sb_connect", far.connection_string)
             names = completer(sb).names_of(sb.conn())
             wait_until(lambda: names.top(wait=0)[0] != [], timeout=30)  # %sb_connect listed them in the background

@@ -103,7 +103,7 @@ def test_bad_connection_names_are_one_line(ip: Any, sb: SbMagics, capsys: Any) -
         ("sb_peek q/$deadletterqueue:prod", "a colon only follows a connection name"),
         ("sb_peek prod:", "no entity after"),
         ("sb_connect --as 9x --emulator", "a name is letters"),
-        ("sb_connect --as home", "give CONNECTION, --namespace, --secret or --emulator"),
+        ("sb_connect --as home", "give CONNECTION, --fully-qualified-namespace, --secret or --emulator"),
         ("sb_resubmit q --target prod:q", "a resubmit moves messages within one namespace"),
     ]:
         shown = magic_fails(ip, text)
@@ -176,8 +176,8 @@ def test_copy_between_namespaces_by_peeking_keeps_every_property_and_leaves_the_
         props = {k: v for k, v in copy.application_properties.items() if k != b"sbnotebook-original-message-id"}
         assert props == original.application_properties  # n, ok, ratio keep their types; the reason too
         assert copy.dead_letter_reason == "bad-total" and copy.delivery_count == 0
-    # --keep-ids, --where and --max-messages.
-    line(ip, "sb_copy prod:q/$deadletterqueue q --keep-ids --where 'props.n >= 4' --max-messages 3 --yes")
+    # --keep-message-id, --where and --max-messages.
+    line(ip, "sb_copy prod:q/$deadletterqueue q --keep-message-id --where 'props.n >= 4' --max-messages 3 --yes")
     kept = drain(client, "q")
     wanted = {
         m.message_id: m.application_properties[b"n"] for m in before if m.application_properties[b"n"] in (4, 5, 6)

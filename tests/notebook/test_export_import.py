@@ -13,6 +13,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.core import InvalidInputError, Report
+from sbnotebook.core.incidents.importing import ImportProgress
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
 from tests import shell
@@ -62,8 +63,8 @@ def test_round_trip_keeps_every_property_but_ids(emulator: Emulator, client: Ser
     assert after[1]["body"] == b"\x00\x01\x02binary\xff" and after[1]["session_id"] == "s-9"
     assert after[3]["state"] == "scheduled" and after[0]["time_to_live"] == 7200
     assert {r["message_id"] for r in after}.isdisjoint({r["message_id"] for r in before})  # fresh ids
-    # --keep-ids keeps them; typed properties come back as numbers and booleans on request.
-    core.import_jsonl("fwd-dst", path, keep_ids=True, decode_properties=True, connection=conn)
+    # --keep-message-id keeps them; typed properties come back as numbers and booleans on request.
+    core.import_jsonl("fwd-dst", path, keep_message_id=True, decode_properties=True, connection=conn)
     kept = core.scan_records("fwd-dst", connection=conn)
     assert [r["message_id"] for r in kept] == [r["message_id"] for r in before]
     with client.get_queue_receiver("fwd-dst", max_wait_time=1) as r:
@@ -128,7 +129,7 @@ def test_export_and_import_magics_say_when_they_resume(
     assert [json.loads(x)["body_text"] for x in out.read_text().splitlines()] == [f"m{i}" for i in range(30)]
     report = core.import_jsonl("dl-target", out, connection=sb.conn())
     assert report.count("sent") == 30 and not list(tmp_path.glob("q.jsonl.importing-*"))
-    state = core.ImportProgress("dl-target", "6b1f3c52-3f0e-4a57-9a39-2b8f1d0c7e41", 0, 0, done=20)
+    state = ImportProgress("dl-target", "6b1f3c52-3f0e-4a57-9a39-2b8f1d0c7e41", 0, 0, done=20)
     stat = out.stat()
     state.size, state.mtime_ns = stat.st_size, stat.st_mtime_ns
     Path(f"{out}.importing-dl-target").write_text(json.dumps(state.to_json()))

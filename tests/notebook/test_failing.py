@@ -145,16 +145,16 @@ def test_a_job_cannot_answer_a_confirmation_so_the_notebook_stops_there(
     ("command", "option"),
     [
         ("%sb_peek q -n 0", "-n/--max-messages"),
-        ("%sb_peek q --scan -1", "--scan"),
+        ("%sb_peek q --max-scanned -1", "--max-scanned"),
         ("%sb_receive q -n 0", "-n/--max-messages"),
         ("%sb_receive q --wait-seconds -1", "--wait-seconds"),
-        ("%sb_browse q -n 0", "-n"),
+        ("%sb_browse q --page-size 0", "--page-size"),
         ("%sb_dlq q --summary -n 0", "-n/--max-messages"),
         ("%sb_stats q --samples 0", "--samples"),
         ("%sb_stats q --interval -1", "--interval"),
-        ("%sb_stats q -n 0", "-n"),
-        ("%sb_sessions sq -n 0", "-n"),
-        ("%sb_sessions sq --count-limit -1", "--count-limit"),
+        ("%sb_stats q -n 0", "-n/--max-messages"),
+        ("%sb_sessions sq --max-sessions 0", "--max-sessions"),
+        ("%sb_sessions sq --max-counted -1", "--max-counted"),
         ("%sb_resubmit q --max-messages 0", "-n/--max-messages"),
         ("%sb_resubmit q --preview -1", "--preview"),
         ("%sb_import q nofile.jsonl --max-in-flight 0", "--max-in-flight"),
@@ -182,7 +182,7 @@ def test_settings_are_validated_when_set(ip: Any, sb: SbMagics, caplog: pytest.L
         assert getattr(sb, setting) == before and "should not be less than 1" in caplog.text, setting
         with pytest.raises(TraitError):
             setattr(sb, setting, -1)
-    for setting in ("wait_seconds", "max_renewal"):
+    for setting in ("wait_seconds", "max_renewal_seconds"):
         with pytest.raises(TraitError):
             setattr(sb, setting, -1.0)
 

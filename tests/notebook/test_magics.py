@@ -210,8 +210,8 @@ def test_peek_returns_the_record_schema_and_changes_nothing(
     df = line(ip, "sb_peek q -n 5")
     assert list(df.columns) == list(RECORD_FIELDS)
     assert df["body_text"].tolist() == [f"m{i}" for i in range(5)]
-    assert "next page: --from-seq 6" in capsys.readouterr().out
-    nxt = line(ip, "sb_peek q --from-seq 6")
+    assert "next page: --from-sequence-number 6" in capsys.readouterr().out
+    nxt = line(ip, "sb_peek q --from-sequence-number 6")
     assert nxt["body_text"].tolist() == ["m5", "m6"]
     again = line(ip, "sb_peek q")
     assert (again["delivery_count"] == 0).all() and again["lock_token"].isna().all()
@@ -246,14 +246,15 @@ def test_peek_search_stops_once_enough_matched_and_says_how_many_it_scanned(
     hits = line(ip, "sb_peek q -n 2 --where 'text.endswith(\"5\")'")
     assert hits["body_text"].tolist() == ["m5", "m15"]
     out = capsys.readouterr().out
-    assert "2 of 16 scanned messages matched" in out and "next page: --from-seq 17" in out
-    nxt = line(ip, "sb_peek q -n 2 --from-seq 17 --where 'text.endswith(\"5\")'")
+    assert "2 of 16 scanned messages matched" in out and "next page: --from-sequence-number 17" in out
+    nxt = line(ip, "sb_peek q -n 2 --from-sequence-number 17 --where 'text.endswith(\"5\")'")
     assert nxt["body_text"].tolist() == ["m25", "m35"]
     capsys.readouterr()
-    none = line(ip, "sb_peek q --scan 10 --where 'text == \"nothing\"'")
+    none = line(ip, "sb_peek q --max-scanned 10 --where 'text == \"nothing\"'")
     assert len(none) == 0 and list(none.columns) == list(RECORD_FIELDS)
     out = capsys.readouterr().out
-    assert "0 of 10 scanned messages matched" in out and "--scan limit of 10" in out and "--from-seq 11" in out
+    assert "0 of 10 scanned messages matched" in out and "--max-scanned 10" in out
+    assert "--from-sequence-number 11" in out
 
 
 def test_peek_dead_letter_queue_and_sessions(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
@@ -323,7 +324,7 @@ def test_where_type_mismatch_hint_missing_entities_and_forward_next_page(
     first = line(ip, "sb_peek once --dlq -n 2")
     out = capsys.readouterr().out
     shown = first["sequence_number"].tolist()
-    nxt = int(out.split("--from-seq ")[1].split(".")[0])
+    nxt = int(out.split("--from-sequence-number ")[1].split(".")[0])
     assert nxt > max(shown)
 
 

@@ -57,7 +57,7 @@ def test_dlq_summary_counts_every_message_by_subject_and_an_interrupt_shows_part
     )
 
     time.sleep(0.5)  # the windows the capped count left in flight are answered
-    emulator.latency = 0.05  # long enough to be interrupted half way
+    emulator.latency_ms = 50  # long enough to be interrupted half way
     peeked = emulator.requests["peeked messages"]
 
     def interrupt() -> None:
@@ -75,7 +75,7 @@ def test_dlq_summary_counts_every_message_by_subject_and_an_interrupt_shows_part
             finally:
                 sender.join()
     finally:
-        emulator.latency = 0
+        emulator.latency_ms = 0
     out = capsys.readouterr().out
     assert "Interrupted: partial counts" in out and "stopped: partial counts" in out
     assert "of 3,000 dead-lettered messages in ttl-dl by reason (interrupted: the rest were not counted)" in out

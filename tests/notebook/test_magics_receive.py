@@ -71,7 +71,7 @@ def test_settle_all_asks_first_and_says_which_rows(
 
 def test_a_lost_lock_shows_as_lost(ip: Any, sb: SbMagics, client: ServiceBusClient, capsys: Any) -> None:
     send(client, "short", "slow")
-    ip.run_line_magic("config", "SbMagics.max_renewal = 0")
+    ip.run_line_magic("config", "SbMagics.max_renewal_seconds = 0")
     line(ip, "sb_receive short -n 1")
     time.sleep(1.6)
     shown = magic_fails(ip, "sb_settle complete 0")  # a lost lock fails the cell: Run All stops there
@@ -124,7 +124,7 @@ def test_settle_all_after_lock_expiry_reports_the_lost_locks_and_summarises_sdk_
     import logging
 
     send(client, "short", "a", "b", "c")
-    ip.run_line_magic("config", "SbMagics.max_renewal = 0")
+    ip.run_line_magic("config", "SbMagics.max_renewal_seconds = 0")
     line(ip, "sb_receive short -n 3")
     time.sleep(1.6)
     assert magic_fails(ip, "sb_settle complete 0").startswith("%sb_settle: 1 lock-lost of 1 ")
@@ -182,9 +182,9 @@ def test_send_reports_bad_json_by_line_and_sends_nothing(
 
 
 def test_send_schedules_and_reports_failures(ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any) -> None:
-    report = ip.run_cell_magic("sb_send", "q --schedule +1h", '{"later": true}')
+    report = ip.run_cell_magic("sb_send", "q --schedule-at +1h", '{"later": true}')
     assert report.ok and counts("q", connection=sb.conn()).scheduled == 1
-    assert "is not a time" in magic_fails(ip, "sb_send q --schedule tomorrow", "[1]")
+    assert "is not a time" in magic_fails(ip, "sb_send q --schedule-at tomorrow", "[1]")
     shown = magic_fails(ip, "sb_send tiny", '{"big": "' + "x" * 6000 + '"}\n{"small": 1}')
     assert shown == "%sb_send: 1 failed, 1 sent of 2 (the report above; it is also in sb_last_report)", shown
     report = ip.user_ns["sb_last_report"]

@@ -31,9 +31,9 @@ def test_sessions_lists_count_state_and_lock(ip: Any, sb: SbMagics, client: Serv
     rows = frame.set_index("session_id")
     assert rows.loc["a", "messages"] == 2 and rows.loc["a", "state"] == '{"step": 1}' and not rows.loc["a", "locked"]
     assert bool(rows.loc["b", "locked"])
-    ids = line(ip, "sb_sessions sq60 --ids-only -n 1")
+    ids = line(ip, "sb_sessions sq60 --ids-only --max-sessions 1")
     assert list(ids.columns) == ["session_id"] and len(ids) == 1
-    assert "stopped at -n 1" in capsys.readouterr().out
+    assert "stopped at --max-sessions 1" in capsys.readouterr().out
     assert "not session-enabled" in magic_fails(ip, "sb_sessions q")  # one line
     assert "is not a time" in magic_fails(ip, "sb_sessions sq60 --updated-after yesterday")
 

@@ -1,333 +1,331 @@
-"""docs/names.md against the code: every name of its table is where its row says (a magic's flag in
-that magic's parser, a ``core`` keyword in that function's signature, a Spark option in that kind's
-KNOWN_OPTIONS, a setting in SbMagics and the [tool.sbnotebook] loader), and every old name of its
-second table still works, against the emulator, and says once what replaced it."""
+"""docs/names.md against the code, with what is checked read from the code (tests/project/surface.py:
+every flag, every public parameter, every Spark option, every setting), not from a list kept by hand:
+
+- no name a user types holds a retired word (names.md's "Retired words"), unless names.md says it is
+  another idea ("Same word, another idea");
+- ``-n`` is at most N messages wherever it exists, and a short flag means one thing in every magic;
+- a unit is said once: a name with ``_ms`` has no twin in seconds;
+- each row's name is in every place the row says, and in no place it does not say; its cells are
+  the same words (camelCase, kebab-case, a setting's command prefix);
+- each old name of "Old names" is taken where the row says and nowhere used as a name of its own,
+  and every old name the code still takes is in that table.
+
+Each check is a function returning what it found wrong; the last tests run them on a small made-up
+surface and see them fail. The old names' behaviour (they work, and warn once) is in
+tests/project/test_old_names.py."""
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import os
+import argparse
 import re
-import warnings
-from collections.abc import Callable, Iterator
+from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from azure.servicebus import ServiceBusClient
 
-from sbnotebook import core
-from sbnotebook.core import renames
-from sbnotebook.emulator import Emulator
-from sbnotebook.notebook import magics
 from sbnotebook.notebook.config import project_settings
 from sbnotebook.notebook.magics import SbMagics
-from tests import shell
-from tests.helpers import databricks_secret, send
-from tests.shell import line
-
-ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
+from tests.project import surface
+from tests.project.surface import Typed, words
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOC = ROOT / "docs" / "names.md"
-PARSERS = {p.prog: p for p in magics.PARSERS}
 
 
-def _table(heading: str) -> list[list[str]]:
+def table(heading: str, doc: Path = DOC) -> list[list[str]]:
     """The rows of the first table under ``## heading``, each a list of its cells."""
-    text = DOC.read_text(encoding="utf-8")
+    text = doc.read_text(encoding="utf-8")
     section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("|")]
     return [[c.strip() for c in row.strip("|").split("|")] for row in rows[2:]]  # past the header and |---|
 
 
-NAMES = _table("The names")
-OLD = _table("Old names")
+def codes(text: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", text)
 
 
-def _cell(text: str) -> tuple[str, str | None, list[str]] | None:
+def cell(text: str) -> tuple[str, str | None, list[str]] | None:
     """`name` (`-s`): `place`, `place` -> (name, short, places); a dash -> None."""
     if text in ("\u2013", "-"):  # an en dash, as the docs write it, or a hyphen
         return None
     head, _, places = text.partition(":")
-    codes = re.findall(r"`([^`]+)`", head)
-    return codes[0], (codes[1] if len(codes) > 1 else None), re.findall(r"`([^`]+)`", places)
+    named = codes(head)
+    return named[0], (named[1] if len(named) > 1 else None), codes(places)
+
+
+NAMES = table("The names")
+EMULATOR = table("The emulator and the pytest plugin")
+OTHER_IDEAS = table("Same word, another idea")
+RETIRED = table("Retired words")
+OLD = table("Old names")
+
+# Which places each column's names live in, and how a cell's place is written there.
+FAMILIES = {
+    "magic": lambda p: p.startswith("%"),
+    "python": lambda p: not p.startswith(("%", "Spark ", "SbMagics", "sbnotebook", "pytest", "servicebus_topology")),
+    "spark": lambda p: p.startswith("Spark "),
+    "setting": lambda p: p == "SbMagics",
+    "cli": lambda p: p.startswith("sbnotebook"),
+    "pytest": lambda p: p == "pytest",
+}
+COLUMNS = {"names": ("magic", "python", "spark", "setting"), "emulator": ("cli", "python", "pytest")}
+QUALIFIERS = {"peek", "receive", "tail", "default", "no", "servicebus"}  # a setting's command, a default of, ...
+
+
+def family_places(family: str, places: list[str]) -> list[str]:
+    return [f"Spark {p}" for p in places] if family == "spark" else places
+
+
+def declared() -> dict[tuple[str, str], set[str] | None]:
+    """(family, name) -> the places the tables give it (None: the cell names none, so anywhere)."""
+    found: dict[tuple[str, str], set[str] | None] = {}
+    for rows, columns in ((NAMES, COLUMNS["names"]), (EMULATOR, COLUMNS["emulator"])):
+        for row in rows:
+            for family, text in zip(columns, row[1:], strict=True):
+                if family == "setting":
+                    for name in codes(text):
+                        found[(family, name)] = {"SbMagics"}
+                    continue
+                said = cell(text)
+                if said is None:
+                    continue
+                name, short, places = said
+                listed = set(family_places(family, places))
+                for key in [(family, name), *([(family, short)] if short else [])]:
+                    before = found.get(key, set())
+                    found[key] = None if before is None or not listed else before | listed
+    return found
+
+
+# ------------------------------------------------------------------------------------ checks
+
+
+def retired_problems(typed: Iterable[Typed], retired: list[list[str]], other: set[tuple[str, str]]) -> list[str]:
+    """Each name in use that holds a retired word (a sequence of words), unless it is another idea."""
+    out = []
+    for t in surface.live(typed):
+        w = words(t.name)
+        for word in retired:
+            held = any(w[i : i + len(word)] == word for i in range(len(w) - len(word) + 1))
+            if held and (t.name, t.place) not in other:
+                out.append(f"{t.place} {t.name}: holds the retired word {' '.join(word)!r}")
+    return out
+
+
+def short_flag_problems(parsers: dict[str, argparse.ArgumentParser]) -> list[str]:
+    """``-n`` is ``--max-messages`` wherever it is (and ``--max-messages`` has ``-n``); any other
+    short flag stands for the same long one in every parser."""
+    out = []
+    meaning: dict[str, set[str]] = defaultdict(set)
+    for prog, parser in parsers.items():
+        options = dict(parser._option_string_actions)
+        for option, action in options.items():
+            if len(option) == 2 and option.startswith("-") and option != "-h":
+                longs = [o for o in action.option_strings if o.startswith("--")]
+                meaning[option].add(longs[0] if longs else f"(no long name, dest {action.dest})")
+                if option == "-n" and longs != ["--max-messages"]:
+                    out.append(f"{prog}: -n is {longs or action.dest}, not --max-messages")
+        if "--max-messages" in options and options.get("-n") is not options["--max-messages"]:
+            out.append(f"{prog}: --max-messages without -n")
+    out += [f"{short} means {sorted(longs)} in different parsers" for short, longs in meaning.items() if len(longs) > 1]
+    return out
+
+
+def unit_problems(typed: Iterable[Typed]) -> list[str]:
+    """A unit is said once: ``ms`` only at the end of a name, and a name in milliseconds has no twin
+    without a unit or in seconds (``latency`` beside ``latency_ms``)."""
+    names = {t.name: t for t in surface.live(typed)}
+    by_words = {tuple(words(n)): t for n, t in names.items()}
+    out = []
+    for t in names.values():
+        w = words(t.name)
+        if ("ms" in w[:-1]) or any(x in w for x in ("millis", "milliseconds")):
+            out.append(f"{t.place} {t.name}: milliseconds are said by a last word ms")
+        if w[-1:] == ["ms"]:
+            for twin in (tuple(w[:-1]), (*w[:-1], "seconds")):
+                if twin in by_words:
+                    found = by_words[twin]
+                    out.append(f"{found.place} {found.name}: the same idea as {t.name} ({t.place}) in another unit")
+    return out
+
+
+def row_problems(typed: Iterable[Typed], tables: dict[tuple[str, str], set[str] | None]) -> list[str]:
+    """Each name of the tables is in every place they give it, and in use nowhere else."""
+    where: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for t in surface.live(typed):
+        for family, holds in FAMILIES.items():
+            if holds(t.place):
+                where[(family, t.name)].add(t.place)
+    out = []
+    spark = surface.spark_installed()
+    for (family, name), places in tables.items():
+        if family == "spark" and not spark:
+            continue
+        found = where.get((family, name), set())
+        if places is None:
+            if not found:
+                out.append(f"{name}: in no {family} place")
+            continue
+        out += [f"{place}: has no {name}" for place in sorted(places - found)]
+        out += [f"{place} takes {name}, which docs/names.md does not list there" for place in sorted(found - places)]
+    return out
+
+
+def same_words(row: list[str], columns: tuple[str, ...]) -> list[str]:
+    """A row's names are the same words: a leading qualifier (a setting's command, ``default``,
+    ``no``) aside, and a Spark option's trailing ``Ref`` (it takes a reference)."""
+    spellings = []
+    for family, text in zip(columns, row[1:], strict=True):
+        named = codes(text) if family == "setting" else ([] if cell(text) is None else [cell(text)[0]])  # type: ignore[index]
+        for name in named:
+            w = words(name)
+            w = w[1:] if len(w) > 1 and w[0] in QUALIFIERS else w
+            spellings.append(w[:-1] if family == "spark" and w[-1:] == ["ref"] and len(w) > 1 else w)
+    return [] if len({tuple(s) for s in spellings}) <= 1 else [f"{row[0]}: {spellings}"]
+
+
+def old_places(where: str) -> list[str]:
+    """The places an old-names row gives, as surface.py writes them; none for a value (a search's
+    word, a reference, an action) or a module's own name (``core``, ``sbspark``: test_old_names.py)."""
+    named = codes(where)
+    if where.startswith("Spark"):
+        return [f"Spark {kind}" for kind in named] if surface.spark_installed() else []
+    if where.startswith("`SbMagics`"):
+        return ["SbMagics"]
+    if "action" in where or named in ([], ["core"], ["sbspark"]) or any(" " in n for n in named):
+        return []
+    return named
+
+
+def old_name_problems(typed: Iterable[Typed], old_rows: list[list[str]]) -> list[str]:
+    """Each old name is still taken (as old) where its row says and is no name in use there; each
+    old name the code takes is in the table."""
+    taken = {(t.place, t.name) for t in typed if t.old}
+    in_use = {(t.place, t.name) for t in surface.live(typed)}
+    listed = {(place, old.strip("`")) for old, where, _ in old_rows for place in old_places(where)}
+    out = [f"{p}: {n} is a name in use, and an old name in docs/names.md" for p, n in sorted(listed & in_use)]
+    out += [f"{p}: takes the old name {n}, which docs/names.md does not list" for p, n in sorted(taken - listed)]
+    out += [
+        f"{p}: docs/names.md lists the old name {n}, which it does not take" for p, n in sorted(listed - taken - in_use)
+    ]
+    return out
+
+
+# ----------------------------------------------------------------------- the code, checked
+
+
+TYPED = surface.everything()
 
 
 def test_the_tables_are_read() -> None:
-    """The checks below find something: each table has its rows and each row its five cells."""
-    assert len(NAMES) >= 7 and all(len(row) == 5 for row in NAMES), NAMES
-    assert len(OLD) >= 10 and all(len(row) == 3 for row in OLD), OLD
+    """The checks below find something: each table has its rows and each row its cells, and the code
+    has names to check (magics, core, panels, the emulator; Spark's where pyspark is installed)."""
+    assert len(NAMES) >= 30 and all(len(row) == 5 for row in NAMES), NAMES
+    assert len(EMULATOR) >= 3 and all(len(row) == 4 for row in EMULATOR), EMULATOR
+    assert len(OLD) >= 50 and all(len(row) == 3 for row in OLD), OLD
+    assert len(RETIRED) >= 8 and len(OTHER_IDEAS) >= 3
+    places = {t.place.split(".")[0].split(" ")[0] for t in TYPED}
+    assert {"%sb_peek", "core", "TriagePanel", "Emulator", "SbMagics", "sbnotebook", "pytest"} <= places
 
 
-@pytest.mark.parametrize("row", NAMES, ids=lambda r: r[0])
-def test_each_name_is_where_the_table_says(row: list[str]) -> None:
-    idea, flag, keyword, option, settings = row
-    said = _cell(flag)
-    if said is not None:
-        name, short, places = said
-        assert places, f"{idea}: no magic named"
-        for prog in places:
-            options = PARSERS[prog].options()
-            assert name in options, f"{prog} has no {name}"
-            if short is not None:
-                assert options[short] is options[name], f"{prog}: {short} is not short for {name}"
-    said = _cell(keyword)
-    if said is not None:
-        name, _, places = said
-        for function in places:
-            assert name in inspect.signature(getattr(core, function)).parameters, f"core.{function} takes no {name}="
-    said = _cell(option)
-    if said is not None:
-        name, _, kinds = said
-        pytest.importorskip("pyspark")
-        from sbnotebook.spark.options import KNOWN_OPTIONS
+def test_no_name_in_use_holds_a_retired_word() -> None:
+    retired = [codes(row[0])[0].split() for row in RETIRED]
+    other = {(codes(row[0])[0], codes(row[1])[0]) for row in OTHER_IDEAS}
+    assert retired_problems(TYPED, retired, other) == []
 
-        for kind in kinds:
-            assert name in KNOWN_OPTIONS[kind], f"a Spark {kind} does not know {name}"
-    for name in re.findall(r"`([^`]+)`", settings):
-        assert name in SbMagics.class_trait_names(config=True), f"SbMagics has no setting {name}"
+
+def test_n_is_at_most_n_messages_wherever_it_is() -> None:
+    found = surface.parsers()
+    assert sum("-n" in p._option_string_actions for p in found.values()) >= 6
+    assert short_flag_problems(found) == []
+
+
+def test_a_unit_is_said_once() -> None:
+    assert unit_problems(TYPED) == []
+
+
+def test_each_name_is_where_docs_names_md_says_and_nowhere_else() -> None:
+    assert row_problems(TYPED, declared()) == []
+
+
+@pytest.mark.parametrize("row", [(r, "names") for r in NAMES] + [(r, "emulator") for r in EMULATOR], ids=str)
+def test_a_rows_names_are_the_same_words(row: tuple[list[str], str]) -> None:
+    cells, which = row
+    if which == "emulator" and cells[0].startswith("milliseconds added to every reply on one entity"):
+        pytest.skip("--slow ENTITY=MS: the command line's value says the unit (docs/names.md)")
+    assert same_words(cells, COLUMNS[which]) == []
+
+
+def test_each_old_name_is_taken_where_the_table_says_and_only_there() -> None:
+    assert old_name_problems(TYPED, OLD) == []
 
 
 def test_each_setting_is_taken_by_the_settings_loader(tmp_path: Path) -> None:
-    named = [n for row in NAMES for n in re.findall(r"`([^`]+)`", row[4])]
+    named = [n for row in NAMES for n in codes(row[4])]
     assert named
     keys = "\n".join(f"{n.replace('_', '-')} = 1" for n in named)
     (tmp_path / "pyproject.toml").write_text(f"[tool.sbnotebook]\n{keys}\n")
     assert set(project_settings(SbMagics.class_trait_names(config=True), tmp_path)) == set(named)
 
 
-# ------------------------------------------------------------------ old names: work, and warn once
+# ------------------------------------------------------------ the checks, seen failing
 
 
-@pytest.fixture
-def said() -> Iterator[Callable[[str], list[str]]]:
-    """The FutureWarnings said while the test runs, with this process's 'said once' forgotten first."""
-    saved = set(renames.WARNED)
-    renames.WARNED.clear()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+def _made_up() -> tuple[dict[str, argparse.ArgumentParser], list[Typed]]:
+    """A small surface with what the checks refuse: -n as a page size, a --from-seq flag, a
+    count= keyword, a latency in seconds beside one in milliseconds."""
+    browse = argparse.ArgumentParser(prog="%sb_made_up_browse", add_help=False)
+    browse.add_argument("-n", "--page-size", type=int)
+    peek = argparse.ArgumentParser(prog="%sb_made_up_peek", add_help=False)
+    peek.add_argument("--max-messages", type=int)
+    peek.add_argument("--from-seq", type=int)
 
-        def lines(old: str) -> list[str]:
-            return [str(w.message) for w in caught if issubclass(w.category, FutureWarning) and old in str(w.message)]
+    def made_up(entity: str, *, count: int = 1, latency: float = 0.0, latency_ms: float = 0.0) -> None:
+        """A function with a retired word and a unit said twice."""
 
-        yield lines
-    renames.WARNED.clear()
-    renames.WARNED.update(saved)
-
-
-def _once(said: Callable[[str], list[str]], old: str, new: str) -> None:
-    lines = said(old)
-    assert len(lines) == 1, f"{old}: said {len(lines)} times: {lines}"
-    assert new in lines[0] and "\n" not in lines[0] and "0.3.0" in lines[0], lines[0]
+    parsers = {"%sb_made_up_browse": browse, "%sb_made_up_peek": peek}
+    typed = [t for prog, p in parsers.items() for t in surface.parser_flags(prog, p)]
+    typed += list(surface.parameters("core.made_up", made_up))
+    return parsers, typed
 
 
-FLAG_VALUES = {"--limit": "1", "--wait": "0.5", "--session": "s-1"}
+def test_the_checks_fail_on_a_made_up_surface() -> None:
+    parsers, typed = _made_up()
+    retired = [codes(row[0])[0].split() for row in RETIRED]
+    assert retired_problems(typed, retired, set()) == [
+        "%sb_made_up_peek --from-seq: holds the retired word 'seq'",
+        "core.made_up count: holds the retired word 'count'",
+    ]
+    assert short_flag_problems(parsers) == [
+        "%sb_made_up_browse: -n is ['--page-size'], not --max-messages",
+        "%sb_made_up_peek: --max-messages without -n",
+    ]
+    assert unit_problems(typed) == ["core.made_up latency: the same idea as latency_ms (core.made_up) in another unit"]
+    rows = {("magic", "--max-messages"): {"%sb_made_up_peek", "%sb_other"}, ("python", "count"): {"core.made_up"}}
+    assert row_problems(typed, rows) == [
+        "%sb_other: has no --max-messages",
+    ]
+    assert row_problems(typed, {("python", "latency_ms"): set()}) == [
+        "core.made_up takes latency_ms, which docs/names.md does not list there"
+    ]
+    assert same_words(["idea", "`--max-messages`: `%sb_peek`", "`limit`: `core.peek`", "-", "-"], COLUMNS["names"])
+    old_rows = [["`count`", "`core.made_up`", "`max_messages`"]]
+    assert old_name_problems(typed, old_rows) == [
+        "core.made_up: count is a name in use, and an old name in docs/names.md"
+    ]
 
 
-def _flag(row: list[str], said: Callable[[str], list[str]]) -> None:
-    old, new = row[0].strip("`"), row[2].strip("`")
-    for prog in re.findall(r"`([^`]+)`", row[1]):
-        parser = PARSERS[prog]
-        assert parser.renamed.get(old) == new, f"{prog} does not take {old} as {new}"
-        renames.WARNED.clear()
-        entities = " ".join("q" for a in parser.positionals() if a.nargs is None)
-        args = parser.parse_line(f"{entities} {old} {FLAG_VALUES[old]}")
-        new_args = parser.parse_line(f"{entities} {new} {FLAG_VALUES[old]}")
-        assert vars(args) == vars(new_args), f"{prog} {old} is not {new}"
-        assert vars(parser.parse_line(f"{entities} {old}={FLAG_VALUES[old]}")) == vars(new_args)  # said once
-        _once(said, f"{prog} {old}", new)
+def test_the_changelog_names_every_rename_with_its_old_name() -> None:
+    """Each row of "Old names" is in CHANGELOG.md's unreleased section: its old name and its new one,
+    each in a code span there."""
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    unreleased = text.split("\n## ", 2)[1]
+    assert unreleased.startswith("Unreleased"), unreleased[:40]
+    spans = codes(unreleased)
 
+    def said(name: str) -> bool:
+        return any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", span) for span in spans)
 
-def _keyword(
-    row: list[str], said: Callable[[str], list[str]], calls: dict[str, Callable[[dict[str, Any]], None]]
-) -> None:
-    old, new = row[0].strip("`"), row[2].strip("`")
-    for function in re.findall(r"`([^`]+)`", row[1]):
-        fn = getattr(core, function)
-        assert getattr(fn, "__renamed__", {}).get(old) == new, f"core.{function} does not take {old}= as {new}="
-        assert new in inspect.signature(fn).parameters and old not in inspect.signature(fn).parameters
-        renames.WARNED.clear()
-        calls[function]({old: 1 if old != "wait" else 0.5})  # runs against the emulator: it works
-        calls[function]({old: 1 if old != "wait" else 0.5})
-        _once(said, f"core.{function}({old}=)", f"{new}=")
-        with pytest.raises(TypeError, match=f"not also {old}="):  # both at once: refused before any call
-            both = fn("q", **{old: 1, new: 1})
-            if inspect.iscoroutine(both):
-                asyncio.run(both)
-
-
-@pytest.fixture
-def calls(emulator: Emulator, client: ServiceBusClient, tmp_path: Path) -> dict[str, Callable[[dict[str, Any]], None]]:
-    """One real call of each renamed function with the keyword given, checked for its effect."""
-    cs = emulator.connection_string
-    send(client, "q", *[f"m{i}" for i in range(3)])
-
-    def peek(kw: dict[str, Any]) -> None:
-        assert len(core.peek("q", connection=cs, **kw)) == 1
-
-    def receive(kw: dict[str, Any]) -> None:
-        with core.receive("q", connection=cs, **kw) as batch:
-            assert len(batch) >= 1
-            batch.abandon()
-
-    def process(kw: dict[str, Any]) -> None:
-        send(client, "once", "p")
-        report = core.process("once", lambda record: None, max_messages=1, connection=cs, **kw)
-        assert report.count("completed") == 1, report.summary()
-
-    def dead_letters() -> None:  # two more in short's dead-letter queue: a call with the old name takes one
-        send(client, "short", "d1", "d2")
-        with core.receive("short", max_messages=2, wait_seconds=2, connection=cs) as batch:
-            assert len(batch) == 2 and batch.dead_letter(reason="test").ok
-
-    def copy(kw: dict[str, Any]) -> None:
-        report = core.copy("q", "dl-target", resume=False, connection=cs, **kw)
-        assert report.count("sent") == 1, report.summary()
-
-    def acopy(kw: dict[str, Any]) -> None:
-        conn = core.live_connection(cs)
-        report = conn.run(core.acopy("q", "dl-target", resume=False, connection=conn, **kw))
-        assert report.count("sent") == 1, report.summary()
-
-    def resubmit(kw: dict[str, Any]) -> None:
-        dead_letters()
-        report = core.resubmit("short/$deadletterqueue", target="dl-target", connection=cs, **kw)
-        assert report.count("resubmitted") == 1, report.summary()
-
-    def aresubmit(kw: dict[str, Any]) -> None:
-        dead_letters()
-        conn = core.live_connection(cs)
-        report = conn.run(core.aresubmit("short/$deadletterqueue", target="dl-target", connection=conn, **kw))
-        assert report.count("resubmitted") == 1, report.summary()
-
-    def discard(kw: dict[str, Any]) -> None:
-        dead_letters()
-        report = core.discard("short/$deadletterqueue", connection=cs, **kw)
-        assert report.total == 1, report.summary()
-
-    def group_counts(kw: dict[str, Any]) -> None:
-        assert core.group_counts("q", connection=cs, **kw).scanned == 1
-
-    def copy_record(kw: dict[str, Any]) -> None:
-        assert core.copy_record("q", "dl-target", connection=cs, **kw) != core.copy_record(
-            "q", "dl-target", connection=cs
-        )
-
-    def copy_resume_point(kw: dict[str, Any]) -> None:
-        assert core.copy_resume_point("q", "dl-target", connection=cs, **kw) is None
-
-    return {
-        "peek": peek,
-        "receive": receive,
-        "process": process,
-        "copy": copy,
-        "acopy": acopy,
-        "resubmit": resubmit,
-        "aresubmit": aresubmit,
-        "discard": discard,
-        "group_counts": group_counts,
-        "copy_record": copy_record,
-        "copy_resume_point": copy_resume_point,
-    }
-
-
-def _setting(row: list[str], said: Callable[[str], list[str]], ip: Any, tmp_path: Path) -> None:
-    from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
-
-    old, new = row[0].strip("`"), row[2].strip("`")
-    unload_ipython_extension(ip)
-    sb = load_ipython_extension(ip)
-    try:
-        renames.WARNED.clear()
-        ip.run_line_magic("config", f"SbMagics.{old} = 3")
-        assert getattr(sb, new) == 3, f"%config SbMagics.{old} did not set {new}"
-        _once(said, f"SbMagics.{old}", f"SbMagics.{new}")
-    finally:
-        ip.config.SbMagics.pop(old, None)  # the shell keeps what %config was given
-        unload_ipython_extension(ip)
-    (tmp_path / "pyproject.toml").write_text(f"[tool.sbnotebook]\n{old.replace('_', '-')} = 4\n")
-    cwd = Path.cwd()
-    try:
-        os.chdir(tmp_path)
-        sb = load_ipython_extension(ip)
-        assert getattr(sb, new) == 4, f"{old} in [tool.sbnotebook] did not set {new}"
-        _once(said, f"{old.replace('_', '-')} in [tool.sbnotebook]", new.replace("_", "-"))
-    finally:
-        os.chdir(cwd)
-        unload_ipython_extension(ip)
-
-
-def _search(row: list[str], said: Callable[[str], list[str]]) -> None:
-    old, new = row[0].strip("`"), row[2].strip("`")
-    record = {"body_text": '{"customer": "c-7"}', "application_properties": {}}
-    for expression in (f'{old} == "c-7"', f'{new} == "c-7"'):
-        assert core.compile_where(expression)(record), expression
-    assert not core.compile_where(f'{old} == "c-8"')(record)
-    _once(said, f"'{old.split('.')[0]}' in a search", new.split(".")[0])
-
-
-def _secret(row: list[str], said: Callable[[str], list[str]], ip: Any, emulator: Emulator) -> None:
-    old, new = row[0].strip("`"), row[2].strip("`")
-    if row[1] == "secret reference":
-        assert core.parse_secret_ref(old.replace("SCOPE/KEY", "s/k")) == new.replace("SCOPE/KEY", "s/k")
-        core.parse_secret_ref(old.replace("SCOPE/KEY", "s/k"))
-        _once(said, "secretRef databricks:SCOPE/KEY", new)
-        return
-
-    with databricks_secret(ip, "sb-scope", "conn", emulator.connection_string):
-        line(ip, "sb_connect --secret sb-scope/conn")
-        line(ip, "sb_connect --secret sb-scope/conn")
-    _once(said, "%sb_connect --secret SCOPE/KEY", "--secret secret:SCOPE/KEY")
-
-
-def _credential(row: list[str], said: Callable[[str], list[str]]) -> None:
-    old, new = row[0].strip("`"), row[2].strip("`")
-    assert core.parse_credential_ref(old.replace("NAME", "sb-cred")).ref == new.replace("NAME", "sb-cred")
-    core.parse_credential_ref(old.replace("NAME", "sb-cred"))
-    _once(said, "credentialRef databricks:NAME", new)
-
-
-def _spark_option(row: list[str], said: Callable[[str], list[str]], emulator: Emulator) -> None:
-    pytest.importorskip("pyspark")
-    from sbnotebook.spark.options import KNOWN_OPTIONS, RENAMED_OPTIONS, OptionError, check_known
-    from sbnotebook.spark.spec import ReadSpec
-
-    old, new = row[0].strip("`"), row[2].strip("`")
-    for kind in re.findall(r"`([^`]+)`", row[1]):
-        assert RENAMED_OPTIONS[kind][old] == new and old not in KNOWN_OPTIONS[kind] and new in KNOWN_OPTIONS[kind]
-        conn = {"connectionString": emulator.connection_string}
-        check_known({old: "s-1"}, kind)  # accepted, not refused as unknown
-        parsed = ReadSpec({"entity": "sq", old: "s-1", **conn}, 2, None).stream()
-        assert parsed == ReadSpec({"entity": "sq", new: "s-1", **conn}, 2, None).stream()
-        _once(said, f"the Spark option {old}", new)
-        with pytest.raises(OptionError, match=f"as {new} and as {old}"):
-            ReadSpec({"entity": "sq", old: "a", new: "b", **conn}, 2, None).stream()
-
-
-@pytest.mark.parametrize("row", OLD, ids=lambda r: f"{r[0]} in {r[1]}")
-def test_each_old_name_still_works_and_says_once_what_replaced_it(
-    row: list[str],
-    said: Callable[[str], list[str]],
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-) -> None:
-    where = row[1]
-    if where.startswith("`%") and "--" not in where:
-        _flag(row, said)
-    elif where == "`SbMagics`, `[tool.sbnotebook]`":
-        _setting(row, said, request.getfixturevalue("ip"), tmp_path)
-    elif where == "search":
-        _search(row, said)
-    elif where in ("secret reference", "`%sb_connect --secret`"):
-        request.getfixturevalue("sb")
-        _secret(row, said, request.getfixturevalue("ip"), request.getfixturevalue("emulator"))
-    elif where == "credential reference":
-        _credential(row, said)
-    elif where.startswith("Spark "):
-        _spark_option(row, said, request.getfixturevalue("emulator"))
-    elif all(hasattr(core, name) for name in re.findall(r"`([^`]+)`", where)):
-        _keyword(row, said, request.getfixturevalue("calls"))
-    else:
-        pytest.fail(f"docs/names.md: no check for an old name in {where!r}: add one here")
+    missing = [f"{old} -> {new}" for old, _, new in OLD if not (said(old.strip("`")) and said(new.strip("`")))]
+    assert missing == [], f"CHANGELOG.md does not say these renames: {missing}"

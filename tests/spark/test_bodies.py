@@ -158,7 +158,7 @@ def test_infer_body_schema_and_sb_peek_json_agree(sp: Any, client: ServiceBusCli
         json.dumps({"order": {"id": i, "lines": 2}, "price": 1.5 * i, "ok": i % 2 == 0, "who": "c"}) for i in range(5)
     ]
     send(client, "q", *texts)
-    ddl = sbspark.infer_body_schema("q", sample=50)
+    ddl = sbspark.infer_body_schema("q", body_sample_size=50)
     assert ddl == "`ok` boolean, `order` struct<`id`: bigint, `lines`: bigint>, `price` double, `who` string"
     assert read(sp, "q", bodyFormat="json").schema["body_json"].dataType == spark_type(ddl)
 

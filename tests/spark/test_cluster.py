@@ -190,7 +190,7 @@ def test_a_credential_reference_alone_reads_writes_and_streams_on_two_executors(
     assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=100, **by_ref).count() == 300
     # sbspark.write takes the same reference (its Report comes back through Spark).
     namespace = by_ref["fullyQualifiedNamespace"]
-    report = sbspark.write(rows, "once", namespace=namespace, credential=stand_in.REF)
+    report = sbspark.write(rows, "once", fully_qualified_namespace=namespace, credential=stand_in.REF)
     assert (report.count("sent"), report.failed, report.stats["tasks"]) == (300, 0, 2)
     plan = df._jdf.queryExecution().toString()
     assert SIGNING_KEY not in plan and "SharedAccessSignature" not in plan

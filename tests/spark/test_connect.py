@@ -234,7 +234,9 @@ def write_read_and_stream_by_reference(
     try:
         # The format needs registering on a Connect session; given only the same reference
         # (the stream below uses it), while the batch write and read name it in their options.
-        sbspark.register(spark, namespace=by_ref["fullyQualifiedNamespace"], credential=by_ref["credentialRef"])
+        sbspark.register(
+            spark, fully_qualified_namespace=by_ref["fullyQualifiedNamespace"], credential=by_ref["credentialRef"]
+        )
         rows = spark.range(count).selectExpr(f"concat('{prefix}', id) as body").repartition(2)
         rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
         df = spark.read.format("servicebus").options(entity="q", **by_ref).load()
@@ -303,7 +305,7 @@ def test_entra_id_by_credential_reference_alone_over_connect(tmp_path: Path) -> 
         try:
             os.environ["SBNOTEBOOK_CA_BUNDLE"] = str(emu.ca_file)
             with core.connect(
-                namespace=by_ref["fullyQualifiedNamespace"], credential=emu.credential(["Owner"])
+                fully_qualified_namespace=by_ref["fullyQualifiedNamespace"], credential=emu.credential(["Owner"])
             ) as conn:
                 assert len(core.peek("q", max_messages=100, connection=conn)) == 0  # every message completed
         finally:

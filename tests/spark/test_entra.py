@@ -58,7 +58,7 @@ def spark(entra: Emulator) -> Iterator[Any]:
     with pytest.MonkeyPatch.context() as mp:
         for name, value in env.items():
             mp.setenv(name, value)
-        sbspark.register(session, from_namespace(f"localhost:{entra.port}"), default_partitions=2)
+        sbspark.register(session, from_namespace(f"localhost:{entra.port}"), default_num_partitions=2)
         yield session
     session.stop()
     core.close_all()
@@ -74,7 +74,9 @@ def _read(spark: Any, emu: Emulator, entity: str) -> Any:
 
 
 def test_read_and_write_with_fully_qualified_namespace_and_entra_id(spark: Any, entra: Emulator) -> None:
-    with core.connect(namespace=f"localhost:{entra.port}", credential=entra.credential(["Owner"])) as conn:
+    with core.connect(
+        fully_qualified_namespace=f"localhost:{entra.port}", credential=entra.credential(["Owner"])
+    ) as conn:
         core.send("orders", [f"e{i}" for i in range(20)], connection=conn)
     bodies = {r.body_text for r in _read(spark, entra, "orders").select("body_text").collect()}
     assert {f"e{i}" for i in range(20)} <= bodies
@@ -113,7 +115,7 @@ def test_a_principal_without_the_role_gets_one_line_naming_it(spark: Any, entra:
         builder = builder.config(f"spark.executorEnv.{name}", value)
     session = builder.config("spark.log.level", "ERROR").getOrCreate()
     try:
-        sbspark.register(session, from_namespace(f"localhost:{entra.port}"), default_partitions=1)
+        sbspark.register(session, from_namespace(f"localhost:{entra.port}"), default_num_partitions=1)
         with pytest.raises(Exception) as refused:
             _read(session, entra, "orders").collect()
         text = str(refused.value)

@@ -84,14 +84,14 @@ def test_counts_and_limits_are_refused_never_replaced(emulator: Emulator) -> Non
     assert (parsed.max_in_flight, parsed.num_partitions, parsed.wait_seconds) == (1, 1, 0.5)
 
 
-def test_register_refuses_zero_default_partitions() -> None:
+def test_register_refuses_zero_default_num_partitions() -> None:
     from sbnotebook import spark as sbspark
 
-    with pytest.raises(OptionError, match="default_partitions must be 1 or more, not 0"):
+    with pytest.raises(OptionError, match="default_num_partitions must be 1 or more, not 0"):
         sbspark.register(
             object(),
             "Endpoint=sb://localhost:1;SharedAccessKeyName=k;SharedAccessKey=x;UseDevelopmentEmulator=true",
-            default_partitions=0,
+            default_num_partitions=0,
         )
 
 

@@ -14,6 +14,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.core import Connection, EntityPath, resolve
+from sbnotebook.core.operations.bounds import BOUND_WINDOW
 from sbnotebook.emulator import Emulator
 from tests.helpers import counted_peeks, send
 
@@ -59,7 +60,7 @@ def test_planning_costs_one_peek_more_than_before(
     peeks = counted_peeks(emulator, monkeypatch)
     ranges = reading.plan_peek(conn, EntityPath.parse("q"), 1, 4, None)
     assert ranges[-1].last == 500
-    assert peeks == [(1, 1), (500, core.BOUND_WINDOW)]
+    assert peeks == [(1, 1), (500, BOUND_WINDOW)]
 
 
 def test_the_end_is_found_past_holes_wider_than_the_window(conn: Connection, client: ServiceBusClient) -> None:

@@ -177,7 +177,7 @@ def test_a_failed_job_between_read_and_settle_loses_nothing(
         df.select(downstream("body_text")).collect()
     peeked = core.peek("q", max_messages=100, connection=emulator.connection_string)
     assert len(peeked) == 30 and {r["state"] for r in peeked} == {"deferred"}
-    report = sbspark.release(df)
+    report = sbspark.requeue(df)
     assert report.count("completed") == 30
     back = drain(client, "q")
     assert sorted(str(m) for m in back) == sorted(f"m{i}" for i in range(30))

@@ -191,7 +191,7 @@ def test_lost_lock(servicebus_emulator, servicebus_client):
             receiver.complete_message(message)
 
 def test_latency(servicebus_emulator, servicebus_client):
-    servicebus_emulator.latency = 0.15
+    servicebus_emulator.latency_ms = 150
     with servicebus_client.get_queue_sender("orders") as sender:
         sender.send_messages(ServiceBusMessage("warm-up"))
         start = time.perf_counter()
@@ -216,13 +216,13 @@ def test_timed_send(servicebus_client, servicebus_emulator):
         sender.send_messages(ServiceBusMessage("warm-up"))  # the link is open: what follows is one send
         start = time.perf_counter()
         sender.send_messages(ServiceBusMessage("timed"))
-        record(seconds=time.perf_counter() - start, latency=servicebus_emulator.latency)
+        record(seconds=time.perf_counter() - start, latency_ms=servicebus_emulator.latency_ms)
 """
     )
     run(project, "--servicebus-latency-ms", "80").assert_outcomes(passed=1)
     run(project).assert_outcomes(passed=1)
     slow, plain = records(project.path / "record.jsonl")
-    assert slow["latency"] == 0.08 and plain["latency"] == 0.0
+    assert slow["latency_ms"] == 80 and plain["latency_ms"] == 0
     assert slow["seconds"] >= 0.08
     result = run(project, "--servicebus-latency-ms", "-5")
     result.stderr.fnmatch_lines(["*--servicebus-latency-ms cannot be negative*"])

@@ -112,7 +112,7 @@ def test_a_throwaway_project_that_installed_the_kit(tmp_path: Path) -> None:
     assert slow.returncode == 0, slow.stdout + slow.stderr
     seen = _records(record)
     timed = [r for r in seen if r["test"] == "timed"]
-    assert [r["latency"] for r in timed] == [0.0, 0.08]
+    assert [r["latency_ms"] for r in timed] == [0.0, 80.0]
     assert timed[1]["seconds"] >= 0.08
     fresh = [r for r in seen if r["test"] == "fresh"]
     assert len(fresh) == 4 and len({(r["pid"], r["port"]) for r in fresh}) == 4

@@ -141,7 +141,7 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     nb = nbformat.v4.new_notebook()
     # One cell: a single Shift+Enter runs it all (keys sent while the page settles can be lost,
     # and one cell can simply be run again).
-    panels = "triage = %sb_dlq orders\nbrowser = %sb_browse orders --dlq -n 2\ndisplay(triage, browser)"
+    panels = "triage = %sb_dlq orders\nbrowser = %sb_browse orders --dlq --page-size 2\ndisplay(triage, browser)"
     nb.cells = [nbformat.v4.new_code_cell("%load_ext sbnotebook\n" + CHARTS[form] + SETUP.strip() + "\n" + panels)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, root / "triage.ipynb")

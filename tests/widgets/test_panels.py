@@ -96,7 +96,7 @@ def test_browser_exports_are_resendable_with_all_properties(
 
 def test_browser_reads_the_dead_letter_queue(emulator: Emulator, client: ServiceBusClient) -> None:
     dead_letter(client, "q", ["bad"])
-    b = MessageBrowser("q", dead_letter=True, connection=emulator.connection_string)
+    b = MessageBrowser("q", dlq=True, connection=emulator.connection_string)
     assert b.entity == "q/$deadletterqueue" and len(b.records) == 1
     b.dlq_box.value = False  # the checkbox is a synced trait: flipping it reloads
     assert b.records == [] and b.entity == "q"
@@ -292,7 +292,7 @@ def test_message_lists_are_grids_with_the_body_and_dead_letter_reason(
     assert panel.rows.widget._dt_args.get("select")  # rows are selectable in the browser
     panel.rows.widget.selected_rows = [1]  # what a click in the grid syncs back
     assert panel.selected == [panel.visible[1]] and "timeout happened" in panel.detail.value
-    b = MessageBrowser("q", dead_letter=True, connection=emulator.connection_string)
+    b = MessageBrowser("q", dlq=True, connection=emulator.connection_string)
     assert "reason" in b.rows.widget.df.columns
     b.dlq_box.value = False
     assert "reason" not in b.rows.widget.df.columns and list(b.rows.widget.df.columns)[-1] == "body"

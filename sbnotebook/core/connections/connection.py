@@ -1,6 +1,6 @@
 """Where Service Bus is, resolved in a fixed order:
 
-1. an explicit argument (a connection string, or ``namespace=`` for Entra ID);
+1. an explicit argument (a connection string, or ``fully_qualified_namespace=`` for Entra ID);
 2. ``SERVICEBUS_CONNECTION_STRING``;
 3. ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE`` with ``DefaultAzureCredential``;
 4. otherwise the shared embedded emulator: one detached, durable emulator process per user and
@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from ...about import install
 from ..errors import ConfigurationError, redact
+from ..renames import renamed
 from ..sdk.api import TransportType, default_azure_credential
 
 _log = logging.getLogger("sbnotebook.connection")
@@ -223,17 +224,18 @@ class _EmbeddedEmulator:
 embedded = _EmbeddedEmulator()
 
 
+@renamed(namespace="fully_qualified_namespace")
 def resolve(
     connection: str | Connection | None = None,
     *,
-    namespace: str | None = None,
+    fully_qualified_namespace: str | None = None,
     credential: Any = None,
     websockets: bool = False,
     env: Mapping[str, str] | None = None,
 ) -> Connection:
     """Resolve where Service Bus is, in the documented order; ``websockets``: dial AMQP over
     WebSockets (port 443) instead of AMQP (5671), for networks that allow only HTTPS out."""
-    found = _resolve(connection, namespace=namespace, credential=credential, env=env)
+    found = _resolve(connection, namespace=fully_qualified_namespace, credential=credential, env=env)
     return replace(found, websockets=True) if websockets and not found.websockets else found
 
 
@@ -241,7 +243,9 @@ def _resolve(
     connection: str | Connection | None, *, namespace: str | None, credential: Any, env: Mapping[str, str] | None
 ) -> Connection:
     if credential is not None and namespace is None:
-        raise ConfigurationError("A credential goes with namespace= (a connection string carries its own key).")
+        raise ConfigurationError(
+            "A credential goes with fully_qualified_namespace= (a connection string carries its own key)."
+        )
     if isinstance(credential, str):  # a credential reference (core/connections/credentials.py), made in this process
         from .credentials import credential_of, parse_credential_ref
 

@@ -21,8 +21,8 @@ it is wherever it is written. The prefix ``databricks:`` meant either (a secret 
 a service credential as ``databricks:NAME``); it still works for one release, with a warning
 (docs/names.md).
 
-Used with a namespace (``core.connect(namespace=..., credential=credential_of(ref))``, the Spark
-options ``fullyQualifiedNamespace`` + ``credentialRef``, ``%sb_connect --namespace NS --credential
+Used with a namespace (``core.connect(fully_qualified_namespace=..., credential=credential_of(ref))``, the Spark
+options ``fullyQualifiedNamespace`` + ``credentialRef``, ``%sb_connect --fully-qualified-namespace NS --credential
 REF``). Nothing here holds a key: the credential object is made in memory and never printed.
 """
 

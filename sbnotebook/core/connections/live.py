@@ -179,12 +179,12 @@ class LiveConnection(LinkPools):
 
     # ------------------------------------------------------------------ warm
 
-    def warm_in_background(self, limit: int = WARM_LIMIT) -> None:
-        """Open a receiver (and its management link) on up to ``limit`` listed entities, in the
+    def warm_in_background(self, max_entities: int = WARM_LIMIT) -> None:
+        """Open a receiver (and its management link) on up to ``max_entities`` listed entities, in the
         background, so a first peek or receive on them costs one round trip; returns at once. What
         fails is logged (the key was checked by ``check``). ``close()`` stops it."""
         self.warmed = True
-        self._warming = self.run(self._start(self._warm_listed(limit)))
+        self._warming = self.run(self._start(self._warm_listed(max_entities)))
 
     @staticmethod
     async def _start(work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..renames import renamed
 from .connection import Connection, resolve
 from .live import LiveConnection
 
@@ -77,10 +78,11 @@ registry = _Registry()
 ConnectionLike = str | Connection | LiveConnection | None
 
 
+@renamed(namespace="fully_qualified_namespace")
 def connect(
     connection: str | Connection | None = None,
     *,
-    namespace: str | None = None,
+    fully_qualified_namespace: str | None = None,
     credential: Any = None,
     websockets: bool = False,
     warm: bool = True,
@@ -88,17 +90,21 @@ def connect(
     """The live connection for these settings (resolved in the documented order: argument,
     ``SERVICEBUS_CONNECTION_STRING``, ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE``, embedded emulator).
 
-    ``namespace`` is ``FQDN`` or ``FQDN:PORT`` (a port is dialled as given, never replaced by 5671);
-    ``credential`` (with ``namespace``) is an azure-core token credential, sync or async, or a
-    credential reference (``"callable:package.module:function"``, ``"service-credential:NAME"``: see
-    core/connections/credentials.py); without it ``DefaultAzureCredential`` signs in. ``websockets`` dials AMQP
+    ``fully_qualified_namespace`` is ``FQDN`` or ``FQDN:PORT`` (a port is dialled as given, never
+    replaced by 5671); ``credential`` (with ``fully_qualified_namespace``) is an azure-core token
+    credential, sync or async, or a credential reference (``"callable:package.module:function"``,
+    ``"service-credential:NAME"``: see core/connections/credentials.py); without it
+    ``DefaultAzureCredential`` signs in. ``websockets`` dials AMQP
     over WebSockets (443, or the namespace's own port) where 5671 is blocked (core/sdk/websockets.py).
 
     With ``warm`` (the default) the first connect checks that the namespace is reachable and the
     key or credential accepted (``LiveConnection.check``: about 4 round trips), then returns while
     receivers open on up to ``WARM_LIMIT`` listed entities in the background, so a first peek on
     them costs one round trip."""
-    conn = registry.get(resolve(connection, namespace=namespace, credential=credential, websockets=websockets))
+    settings = resolve(
+        connection, fully_qualified_namespace=fully_qualified_namespace, credential=credential, websockets=websockets
+    )
+    conn = registry.get(settings)
     if warm and not conn.warmed:
         try:
             conn.check()

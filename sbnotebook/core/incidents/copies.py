@@ -32,7 +32,8 @@ from ..operations.typed import (
     typed_properties,
     unsendable,
 )
-from ..outcome import DETAIL_LIMIT, Outcome, Report
+from ..outcome import MAX_DETAILS, Outcome, Report
+from ..renames import renamed
 from ..sdk.api import AmqpAnnotatedMessage, AmqpMessageBodyType
 from ..sdk.messages import amqp_properties, as_service_bus_message
 from ..views.amqp import TypedMessage
@@ -222,16 +223,17 @@ def check_target(connection: LiveConnection, target: EntityPath) -> None:
     connection.run_on(target, connection.with_link("sender", target, _sender_ready))
 
 
+@renamed(at="schedule_at")
 async def acopy_then_complete(
     batch: LockedBatch,
     copies: Sequence[tuple[int, Any]],
     target: str | EntityPath,
     *,
-    at: dt.datetime | None = None,
+    schedule_at: dt.datetime | None = None,
     also_complete: Sequence[int] = (),
 ) -> Report:
     """Send ``copies`` (pairs of a row of ``batch`` and the message to send for it) to ``target``,
-    scheduled for ``at`` when given; then complete, in one settlement, the rows whose copy Service
+    scheduled for ``schedule_at`` when given; then complete, in one settlement, the rows whose copy Service
     Bus confirmed and the rows of ``also_complete`` (copied earlier). One outcome per row, with the
     row as its index: ``completed``; ``failed`` (the copy was not confirmed: the original is left
     locked, untouched); or ``duplicated`` (the copy was sent, the original not completed). When no
@@ -239,10 +241,10 @@ async def acopy_then_complete(
     path = EntityPath.parse(target)
     # Every outcome is kept, here and in the send and the settlement below: which copies were
     # confirmed is read by position, and the caller (resubmit, process) reads every row's outcome.
-    # The batch holds each message already; past DETAIL_LIMIT only counts were kept, and 10,050
+    # The batch holds each message already; past MAX_DETAILS only counts were kept, and 10,050
     # copies were reported "10000 completed, 50 failed" with those 50 originals left locked.
-    limit = max(DETAIL_LIMIT, len(copies) + len(also_complete))
-    report = Report("copy-then-complete", batch.entity, str(path), detail_limit=limit)
+    limit = max(MAX_DETAILS, len(copies) + len(also_complete))
+    report = Report("copy-then-complete", batch.entity, str(path), max_details=limit)
     sent = Report("send", str(path))
     if copies:
         sent = await send_all(
@@ -253,8 +255,8 @@ async def acopy_then_complete(
             batch=True,
             retry=RetryPolicy(),
             progress=None,
-            schedule_at=at,
-            detail_limit=limit,
+            schedule_at=schedule_at,
+            max_details=limit,
         )
     confirmed = {o.index for o in sent.every() if o.outcome in ("sent", "scheduled")}
     failures = {o.index: o for o in sent.failures if o.index is not None}
@@ -287,8 +289,13 @@ async def acopy_then_complete(
     return report
 
 
+@renamed(at="schedule_at")
 def copy_then_complete(
-    batch: LockedBatch, copies: Sequence[tuple[int, Any]], target: str | EntityPath, *, at: dt.datetime | None = None
+    batch: LockedBatch,
+    copies: Sequence[tuple[int, Any]],
+    target: str | EntityPath,
+    *,
+    schedule_at: dt.datetime | None = None,
 ) -> Report:
     """Copy first, then complete (see :func:`acopy_then_complete`), from outside the connection's loop."""
-    return batch.connection.run(acopy_then_complete(batch, copies, target, at=at))
+    return batch.connection.run(acopy_then_complete(batch, copies, target, schedule_at=schedule_at))

@@ -190,7 +190,7 @@ async def acopy_many(
             m.target,
             where=where,
             max_messages=max_messages,
-            keep_ids=keep_message_id,
+            keep_message_id=keep_message_id,
             max_in_flight=max_in_flight,
             progress=None if progress is None else (lambda r, m=m: progress(m, r)),  # type: ignore[misc]
             source_connection=src,

@@ -3,7 +3,7 @@ interrupted or after a kernel restart, copies only what is left.
 
 A :class:`CopyProgress` records the source sequence numbers copied (every one up to ``done`` but
 those in ``failed``), kept while the copy is not complete in ``$SBNOTEBOOK_HOME/copies/`` (default
-``~/.sbnotebook/copies/``): one small JSON file per source, target, search, ``keep_ids`` and
+``~/.sbnotebook/copies/``): one small JSON file per source, target, search, ``keep_message_id`` and
 ``max_messages``, with the two namespaces (``record_key``, ``record_path``). The record also keeps
 when the source and the target were created (``created_times``): an entity deleted and created again
 numbers its messages from 1 again and holds none of the copies, so ``load`` sets such a record aside.
@@ -101,7 +101,7 @@ def record_key(
     dst: LiveConnection,
     target: EntityPath,
     where: str | None,
-    keep_ids: bool,
+    keep_message_id: bool,
     max_messages: int | None,
     window: tuple[str | None, str | None] = (None, None),
 ) -> dict[str, Any]:
@@ -114,8 +114,9 @@ def record_key(
         "target_namespace": dst.namespace.lower(),
         "target": str(target).lower(),
         "where": where,
-        "keep_ids": keep_ids,
-        "limit": max_messages,  # the record's own key, as before the rename: unfinished copies still resume
+        # The record's own keys, as before the renames (keep_message_id, max_messages): unfinished copies still resume
+        "keep_ids": keep_message_id,
+        "limit": max_messages,
     }
 
 

@@ -49,9 +49,9 @@ from ..operations.pipeline import FLUSH, RetryPolicy, send_all
 from ..operations.scan import PAGE_SIZE, apeek_once, sessions_refused
 from ..operations.window import Span, When, enqueued_window, given_text, locate
 from ..outcome import Outcome, Report
-from ..renames import no_effect, renamed
+from ..renames import renamed
 from ..views.records import to_record
-from ..views.search import as_where
+from ..views.search import WhereLike, as_where
 from .copies import copy_message
 from .copy_progress import CopyProgress, Record, created_times, load, record_key, record_path
 from .resumable import LineTracker
@@ -71,7 +71,6 @@ PEEK = PAGE_SIZE
 # Copies sent in batches of at most this many, as the page is read: a copy leaves before the rest
 # of its page is copied (~0.5 ms a message), so less is held for the same speed (docs/benchmarks.md).
 SEND_EVERY = PAGE_SIZE // 5
-COPY_CONCURRENCY = 1  # kept for callers: peeks are one at a time (each starts where the last ended)
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -114,8 +113,8 @@ async def _start(
     src_path: EntityPath,
     dst: LiveConnection,
     dst_path: EntityPath,
-    where: str | Callable[[dict[str, Any]], bool] | None,
-    keep_ids: bool,
+    where: WhereLike,
+    keep_message_id: bool,
     max_messages: int | None,
     state: CopyProgress | None,
     resume: bool,
@@ -129,7 +128,7 @@ async def _start(
             state = CopyProgress(str(src_path), str(dst_path))
         state.complete = False
         return _Start(state, LineTracker(state, None))
-    key = record_key(src, src_path, dst, dst_path, where, keep_ids, max_messages, window)
+    key = record_key(src, src_path, dst, dst_path, where, keep_message_id, max_messages, window)
     record = record_path(key)
     asked = asyncio.ensure_future(asyncio.to_thread(created_times, src, src_path, dst, dst_path))
     found, set_aside = (None, None)
@@ -156,14 +155,14 @@ class _CopyRun:
         start: _Start,
         *,
         matches: Callable[[dict[str, Any]], bool] | None,
-        keep_ids: bool,
+        keep_message_id: bool,
         max_messages: int | None,
         span: Span | bool | None = False,
     ) -> None:
         self.src, self.src_path, self.name = src, src_path, str(src_path)
         self.span = span  # a window's sequence numbers (None: nothing can be in it; False: no window)
         self.start, self.state, self.tracker = start, start.state, start.tracker
-        self.matches, self.keep_ids = matches, keep_ids
+        self.matches, self.keep_message_id = matches, keep_message_id
         self.seed = uuid.UUID(self.state.seed)
         self.before = self.state.copied
         self.left = None if max_messages is None else max(max_messages - self.state.copied, 0)
@@ -270,7 +269,7 @@ class _CopyRun:
                     self.tracker.taken(seq)
                     copied = copy_message(
                         msg,
-                        keep_message_id=self.keep_ids,
+                        keep_message_id=self.keep_message_id,
                         message_id=str(uuid.uuid5(self.seed, str(seq))),
                         resubmission=False,
                     )
@@ -346,19 +345,22 @@ def _finish(report: Report, run: _CopyRun, dst_path: EntityPath) -> Report:
     return report
 
 
-@renamed(limit="max_messages")
+# Old keywords (docs/names.md), kept for one release: each says once what replaced it.
+COPY_RENAMED = {"limit": "max_messages", "keep_ids": "keep_message_id", "concurrency": "max_in_flight"}
+
+
+@renamed(**COPY_RENAMED)
 async def acopy(
     source: str | EntityPath,
     target: str | EntityPath,
     *,
-    where: str | Callable[[dict[str, Any]], bool] | None = None,
+    where: WhereLike = None,
     max_messages: int | None = None,
-    keep_ids: bool = False,
+    keep_message_id: bool = False,
     max_in_flight: int = 10,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
-    concurrency: int | None = None,
     resume: bool = True,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
@@ -366,22 +368,23 @@ async def acopy(
 ) -> Report:
     """Copy the messages of ``source`` (an entity, a subscription, a dead-letter queue), all or those
     ``where`` selects (a search, as for ``compile_where``), at most ``max_messages``, to the queue or topic
-    ``target`` (see the module docstring). ``source_connection``: the source's namespace (default:
-    ``connection``, the target's). Fresh message ids (the original's in
-    ``sbnotebook-original-message-id``) unless ``keep_ids``. Resumable through its record on disk
-    (see the module docstring; ``resume=False`` starts afresh, a ``where`` given as a function keeps
-    no record). ``state``: a ``CopyProgress`` to resume and update instead (no record on disk).
-    One ``sent`` or ``failed`` outcome per message; ``report.stats["peak_held"]``: the most source
-    messages in memory at once (at most ``HELD``). ``enqueued_after`` / ``enqueued_before`` (a
-    datetime, ISO 8601 or an age such as ``2h``): only messages enqueued within that window, found
-    by a search over peeks (window.py). A search that raised on every message fails (``WhereFailed``); on some,
-    the Report's ``stats["unevaluated"]`` and a note say how many."""
-    if concurrency is not None:  # a peek at a time since the held bound: say so rather than ignore it
-        no_effect("copy(concurrency=)", "a copy peeks one page at a time and its held bound sets the pace")
+    ``target`` (see the module docstring), with at most ``max_in_flight`` sends in flight.
+    ``source_connection``: the source's namespace (default: ``connection``, the target's). Fresh
+    message ids (the original's in ``sbnotebook-original-message-id``) unless ``keep_message_id``.
+    Resumable through its record on disk (see the module docstring; ``resume=False`` starts afresh,
+    a ``where`` given as a function keeps no record). ``state``: a ``CopyProgress`` to resume and
+    update instead (no record on disk). One ``sent`` or ``failed`` outcome per message;
+    ``report.stats["peak_held"]``: the most source messages in memory at once (at most ``HELD``).
+    ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only
+    messages enqueued within that window, found by a search over peeks (window.py). A search that
+    raised on every message fails (``WhereFailed``); on some, the Report's ``stats["unevaluated"]``
+    and a note say how many."""
     src_path = EntityPath.parse(source)
     dst_path = copy_target(target)
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
         raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
+    if not isinstance(max_in_flight, int) or max_in_flight < 1:
+        raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
     matches = as_where(where)
     window = enqueued_window(enqueued_after, enqueued_before)
     dst = live(connection)
@@ -389,8 +392,10 @@ async def acopy(
     # The window's numbers, found by blocking peeks: off the loop those peeks run on.
     span = False if window is None else await asyncio.to_thread(locate, src, src_path, window)
     given = (given_text(enqueued_after), given_text(enqueued_before))
-    start = await _start(src, src_path, dst, dst_path, where, keep_ids, max_messages, state, resume, given)
-    run = _CopyRun(src, src_path, start, matches=matches, keep_ids=keep_ids, max_messages=max_messages, span=span)
+    start = await _start(src, src_path, dst, dst_path, where, keep_message_id, max_messages, state, resume, given)
+    run = _CopyRun(
+        src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages, span=span
+    )
     report = _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
     if matches is not None:
         matches.check()  # raised on every message: a mistake, and nothing was sent
@@ -400,7 +405,7 @@ async def acopy(
     return report
 
 
-copy = renamed(limit="max_messages")(
+copy = renamed(**COPY_RENAMED)(
     sync_form(
         acopy,
         """Copy messages by peeking (nothing locked, no delivery counted, the source untouched) to a
@@ -445,22 +450,22 @@ def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath,
     src = dst if given["source_connection"] is None else live(given["source_connection"])
     source, target = EntityPath.parse(given["source"]), EntityPath.parse(given["target"])
     window = (given_text(given["enqueued_after"]), given_text(given["enqueued_before"]))
-    key = record_key(src, source, dst, target, given["where"], given["keep_ids"], given["max_messages"], window)
+    key = record_key(src, source, dst, target, given["where"], given["keep_message_id"], given["max_messages"], window)
     return record_path(key), src, source, dst, target
 
 
-@renamed(limit="max_messages")
+@renamed(**COPY_RENAMED)
 @_with_arguments_of(acopy)
 def copy_record(given: dict[str, Any]) -> Path:
     """The file that records an unfinished copy made with these arguments (``acopy``'s: a copy's own
     can be given as they are); it exists only while such a copy is not complete. The source, the
-    target, their connections, ``where``, ``keep_ids`` and ``max_messages`` choose it; the other
+    target, their connections, ``where``, ``keep_message_id`` and ``max_messages`` choose it; the other
     arguments change nothing here. A copy given ``state`` or a ``where`` function keeps no record:
     ``InvalidInputError``."""
     return _record_of(given)[0]
 
 
-@renamed(limit="max_messages")
+@renamed(**COPY_RENAMED)
 @_with_arguments_of(acopy)
 def copy_resume_point(given: dict[str, Any]) -> CopyProgress | None:
     """What an unfinished copy with these arguments (``acopy``'s, as for ``copy_record``) did, from

@@ -18,6 +18,7 @@ from ..operations.scan import ascan, sessions_refused
 from ..operations.typed import typed_content
 from ..operations.window import When, enqueued_window, given_text, locate, span_pages
 from ..views.records import to_record
+from ..views.search import WhereLike, as_where
 from ..views.where import Where
 from .jsonl import to_json_record
 from .resumable import write_atomically
@@ -68,16 +69,16 @@ def _key(where: str | None, window: tuple[str | None, str | None]) -> dict[str, 
 def export_resume_point(
     entity: str | EntityPath,
     path: str | Path,
-    where: str | None = None,
+    where: WhereLike = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
 ) -> tuple[int, int] | None:
     """Where an interrupted export of ``entity`` (and the same ``where`` and window) into ``path``
     stopped: (messages in the file, the last one's sequence number), or None when there is nothing
-    to resume (no export of that entity and search was interrupted there: the export starts the file
-    again)."""
+    to resume (no export of that entity and search was interrupted there, or ``where`` is a
+    function, which leaves no record of itself: the export starts the file again)."""
     marker, file = _export_marker(path), Path(path)
-    if not marker.is_file() or not file.is_file():
+    if callable(where) or not marker.is_file() or not file.is_file():
         return None
     try:
         info = json.loads(marker.read_text(encoding="utf-8"))
@@ -129,14 +130,15 @@ def export_jsonl(
     entity: str | EntityPath,
     path: str | Path,
     *,
-    where: str | None = None,
+    where: WhereLike = None,
     progress: Callable[[int, int], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
     connection: ConnectionLike = None,
 ) -> Exported:
-    """Write every message of an entity (or, with ``where``, every match; see ``compile_where``) as
-    JSON lines, read with the scanner page by page (memory stays flat whatever the size).
+    """Write every message of an entity (or, with ``where``, every match: a search expression, see
+    ``compile_where``, or a function of a record) as JSON lines, read with the scanner page by page
+    (memory stays flat whatever the size).
     ``progress(read, written)`` after each page. Returns how many messages the file holds (an int,
     with ``unevaluated``: messages the search raised on; one that raised on every message fails,
     ``WhereFailed``, and the file is not kept). ``enqueued_after`` / ``enqueued_before``: only messages
@@ -145,10 +147,10 @@ def export_jsonl(
     Resumable: while it runs, a marker file (``path`` + ``.exporting``) says the export is not
     complete. Interrupted (a kernel interrupt, the process killed), the same call appends from the
     message after the last one in the file (its sequence number), so nothing is written twice; a
-    line cut by the kill is removed first. A complete export started again replaces the file."""
-    from ..views.search import compile_where
+    line cut by the kill is removed first. A complete export started again replaces the file. An
+    export with a ``where`` function starts afresh each time (a function cannot be recorded)."""
 
-    matches = compile_where(where) if where else None
+    matches = as_where(where)
     path = Path(path)
     name = str(EntityPath.parse(entity))
     conn = live(connection)
@@ -169,7 +171,10 @@ def export_jsonl(
     if resume is not None:
         log.info("export of %s into %s resumes after %d messages (sequence number %d)", name, path, before, last)
     marker = _export_marker(path)
-    write_atomically(marker, {"entity": name, **_key(where, given)})
+    if callable(where):
+        marker.unlink(missing_ok=True)  # no record to resume from: an old one must not name this file
+    else:
+        write_atomically(marker, {"entity": name, **_key(where, given)})
     read = written = 0
     with path.open("a" if resume is not None else "w", encoding="utf-8") as f:
         for page in itertools.chain([first] if first is not None else [], pages):
@@ -183,7 +188,7 @@ def export_jsonl(
             if progress is not None:
                 progress(before + read, before + written)
         os.fsync(f.fileno())
-    marker.unlink()
+    marker.unlink(missing_ok=True)
     return _counted(before + written, matches, path, resume is None)
 
 
@@ -191,12 +196,12 @@ def _pages(conn: Any, name: str, start: int, window: Any) -> Iterator[list[Any]]
     """The entity's pages of the SDK's messages from ``start`` (their types are read from them), or
     only its window's (found by a search over peeks)."""
     if window is None:
-        return conn.iterate(ascan(name, start=start, connection=conn))
+        return conn.iterate(ascan(name, from_sequence_number=start, connection=conn))
     span = locate(conn, name, window, start)
     log.info("export of %s: %s, %s", name, window.describe(), "nothing there" if span is None else span)
     if span is None:
         return iter(())
-    return ([msg for msg, _ in page] for page in span_pages(name, span, start=start, connection=conn))
+    return ([msg for msg, _ in page] for page in span_pages(name, span, from_sequence_number=start, connection=conn))
 
 
 def _counted(n: int, matches: Where | None, path: Path, fresh: bool) -> Exported:

@@ -18,6 +18,7 @@ from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..outcome import Report
+from ..renames import renamed
 from .jsonl import Record, count_jsonl, from_json_record, sendable
 from .resumable import LineTracker
 
@@ -79,11 +80,12 @@ def import_resume_point(entity: str | EntityPath, path: str | Path) -> ImportPro
     return state
 
 
+@renamed(keep_ids="keep_message_id")
 def import_jsonl(
     entity: str | EntityPath,
     path: str | Path,
     *,
-    keep_ids: bool = False,
+    keep_message_id: bool = False,
     decode_properties: bool = False,
     max_in_flight: int = 10,
     progress: Callable[[Report], None] | None = None,
@@ -92,13 +94,13 @@ def import_jsonl(
     """Send every message of a JSON lines export to a queue or topic, keeping body bytes, content
     type, subject, correlation id, session id, partition key, to, reply-to, application properties,
     time to live and (when still ahead) the scheduled time. Message ids are fresh unless
-    ``keep_ids`` (duplicate detection would drop copies with the old ids). The file is checked
+    ``keep_message_id`` (duplicate detection would drop copies with the old ids). The file is checked
     first: a bad line sends nothing. One outcome per message; lines are read as they are sent.
 
     Resumable: while it runs, a marker beside the file (``path`` + ``.importing-`` + the target)
     records the lines sent. Interrupted (a kernel interrupt, the process killed) or with lines that
     failed, the same call again sends only what is left. Lines in flight at a kill are sent again:
-    with the same message ids (the exported ones with ``keep_ids``, else fresh ids derived from the
+    with the same message ids (the exported ones with ``keep_message_id``, else fresh ids derived from the
     marker), so a target with duplicate detection drops them; without it they are duplicated."""
     if not Path(path).is_file():
         raise InvalidInputError(f"No file {path}: give the path of a JSON lines export.")
@@ -111,7 +113,14 @@ def import_jsonl(
     retry, start = sorted(state.failed), state.done
     # Made inside the send: only the send holds the generator (and the open file), and not past its end.
     records = functools.partial(
-        _records, path, state, tracker, seed, start, keep_ids=keep_ids, decode_properties=decode_properties
+        _records,
+        path,
+        state,
+        tracker,
+        seed,
+        start,
+        keep_message_id=keep_message_id,
+        decode_properties=decode_properties,
     )
     conn = live(connection)
     try:
@@ -150,7 +159,7 @@ def _records(
     seed: uuid.UUID,
     start: int,
     *,
-    keep_ids: bool,
+    keep_message_id: bool,
     decode_properties: bool,
 ) -> Iterator[Record]:
     """The messages still to send, read as they are sent: the lines after ``start`` and those that
@@ -160,7 +169,7 @@ def _records(
             tracker.taken(number)
             yield sendable(
                 record,
-                keep_ids=keep_ids,
+                keep_message_id=keep_message_id,
                 decode_properties=decode_properties,
                 message_id=str(uuid.uuid5(seed, str(number))),
             )

@@ -134,13 +134,13 @@ def decode_property(value: Any) -> Any:
 def sendable(
     record: Record,
     *,
-    keep_ids: bool,
+    keep_message_id: bool,
     decode_properties: bool,
     now: dt.datetime | None = None,
     message_id: str | None = None,
 ) -> Record:
     """An imported record as it is sent: a fresh message id (``message_id``, else a random one)
-    unless ``keep_ids``; a scheduled time
+    unless ``keep_message_id``; a scheduled time
     only when it is still ahead (it is kept on messages that were scheduled once); the broker's
     dead-letter reason and description dropped (as a resubmit drops them). ``decode_properties``
     applies to lines without types (see the module docstring): a typed line's types win."""
@@ -152,7 +152,7 @@ def sendable(
             out[key] = {k: v for k, v in out[key].items() if k.lower() not in DEAD_LETTER_PROPERTIES}
     out.setdefault("application_properties", {})
     out["application_properties"] = out["application_properties"] or {}
-    if not keep_ids:
+    if not keep_message_id:
         out["message_id"] = message_id or str(uuid.uuid4())
     when = out.get("scheduled_enqueue_time")
     if when is not None and when <= (now or dt.datetime.now(dt.UTC)):

@@ -92,7 +92,9 @@ async def account_for_what_is_left(
     kept: Counter[str] = Counter()
     lock_ends: dt.datetime | None = None
     where = f"session {session_id!r}: " if session_id is not None else ""
-    async for page in ascan(path, start=numbers[0], stop=numbers[1], session_id=session_id, connection=conn):
+    async for page in ascan(
+        path, from_sequence_number=numbers[0], before_sequence_number=numbers[1], session_id=session_id, connection=conn
+    ):
         for m in page:
             seq = int(m.sequence_number or 0)
             if seq in skip or (match is not None and not match(m)):

@@ -37,7 +37,7 @@ from ..operations.scan import anything_there
 from ..operations.window import When, enqueued_window
 from ..outcome import Outcome, Report
 from ..renames import renamed
-from ..views.search import as_where
+from ..views.search import WhereLike, as_where
 from .copies import acopy_then_complete, copy_for
 from .leftovers import account_for_what_is_left
 from .selection import Selection, peeked_selection
@@ -380,7 +380,7 @@ async def aresubmit(
     source: str | EntityPath,
     *,
     target: str | EntityPath | None = None,
-    where: str | Callable[[Record], bool] | None = None,
+    where: WhereLike = None,
     edit: Callable[[Record], Record | None] | None = None,
     max_messages: int | None = None,
     keep_message_id: bool = False,
@@ -396,7 +396,7 @@ async def aresubmit(
     src = EntityPath.parse(source)
     dst = _target(src, target, allow_fan_out)
     check_limit(max_messages, max_in_flight, batch_size)
-    matches = as_where(where)
+    matches = as_where(where)  # a bad expression fails before anything is received
     window = enqueued_window(enqueued_after, enqueued_before)
     conn = live(connection)
     return await moved(
@@ -419,10 +419,11 @@ resubmit = renamed(limit="max_messages")(
         aresubmit,
         """Move messages from ``source`` to ``target``: copy first, complete second.
 
-    ``where`` (a search expression, or a function of a record) selects messages (others are released
-    untouched; one that raised on every message fails before anything moves, on some they are counted
-    in the Report's stats and notes); ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601,
-    or an age such as ``2h``) only messages enqueued within that window; ``edit(record)`` returns the
+    ``where`` selects messages (a search expression, see ``compile_where``, or a function of a
+    record; others are released untouched; one that raised on every message fails before anything
+    moves, on some they are counted in the Report's stats and notes); ``enqueued_after`` /
+    ``enqueued_before`` (a datetime, ISO 8601, or an age such as ``2h``) only messages enqueued within
+    that window; ``edit(record)`` returns the
     record to send (its ``body``/``body_text``/properties changed) or None to leave the message where
     it is. One outcome per message: resubmitted, skipped, duplicated or failed. ``progress(report)``
     after each batch (from the connection's thread). Run again after an interruption, it finishes

@@ -34,7 +34,7 @@ from ..operations.bounds import message_count, snapshot
 from ..operations.scan import PAGE_SIZE, peek_page, sessions_refused
 from ..timing import Timed
 from ..views.records import RECORD_FIELDS, to_dataframe
-from ..views.search import compile_where
+from ..views.search import WhereLike, as_where
 from ..views.where import Where
 
 Record = dict[str, Any]
@@ -51,7 +51,7 @@ class Tail(Timed):
     connection: LiveConnection
     interval: float = TAIL_INTERVAL
     seconds: float | None = None
-    where: str | None = None
+    where: WhereLike = None
     from_sequence_number: int | None = None
     next_sequence_number: int = 1  # where the next poll peeks from
     started_at: int | None = None  # the first sequence number it would show (after what was there)
@@ -80,9 +80,9 @@ class Tail(Timed):
             raise InvalidInputError(f"The first sequence number must be 0 or more, not {self.from_sequence_number}.")
         self._path = path
         # What the search could not evaluate is counted there (status() says it; where.py).
-        self.matcher: Where | None = compile_where(self.where) if self.where else None
+        self.matcher: Where | None = as_where(self.where)
         self._matches: Callable[[Record], bool] = self.matcher if self.matcher is not None else lambda r: True
-        if self.matcher is not None:
+        if self.matcher is not None and isinstance(self.where, str):
             # A misspelled name fails now, not at the first message (which may come in an hour).
             self.matcher.probe(dict.fromkeys(RECORD_FIELDS))
 
@@ -155,7 +155,10 @@ class Tail(Timed):
         while True:
             try:
                 page = peek_page(
-                    self._path, start=self.next_sequence_number, count=PAGE_SIZE, connection=self.connection
+                    self._path,
+                    from_sequence_number=self.next_sequence_number,
+                    max_messages=PAGE_SIZE,
+                    connection=self.connection,
                 )
             except SbError as exc:
                 raise sessions_refused(self._path, exc, "a tail") or exc from None
@@ -212,14 +215,15 @@ def tail(
     *,
     interval: float = TAIL_INTERVAL,
     seconds: float | None = None,
-    where: str | None = None,
+    where: WhereLike = None,
     from_sequence_number: int | None = None,
     connection: ConnectionLike = None,
 ) -> Tail:
     """A live tail of ``entity`` (a queue, a subscription, or a dead-letter queue), started: where it
     begins is found now (after every message present, or at ``from_sequence_number``). Iterate it
-    for each poll's new records; ``seconds`` ends it, so does ``stop()`` or an interrupt. See the
-    module docstring for what it cannot see."""
+    for each poll's new records, polled every ``interval`` seconds; ``seconds`` ends it, so does
+    ``stop()`` or an interrupt. ``where``: only the messages it selects (a search expression, see
+    ``compile_where``, or a function of a record). See the module docstring for what it cannot see."""
     conn = live(connection)
     return Tail(
         str(EntityPath.parse(entity)),

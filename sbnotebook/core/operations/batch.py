@@ -20,7 +20,7 @@ from typing import Any, Literal
 from ..connections.live import LiveConnection
 from ..entities import EntityPath
 from ..errors import InvalidInputError, from_sdk, is_lock_lost, tracking_id_of
-from ..outcome import DETAIL_LIMIT, Outcome, Report
+from ..outcome import MAX_DETAILS, Outcome, Report
 from ..sdk.api import MessageLockLostError, SessionLockLostError
 from ..sdk.opening import close_now
 from ..sdk.receiver import abandon_with_properties, release, renew_by_tokens, settle_by_tokens
@@ -30,7 +30,7 @@ from .messages import message_id
 log = logging.getLogger("sbnotebook.receive")
 Mode = Literal["peek-lock", "receive-and-delete"]
 Action = Literal["complete", "abandon", "dead_letter", "defer"]
-DEFAULT_MAX_RENEWAL = 300.0
+DEFAULT_MAX_RENEWAL_SECONDS = 300.0
 TOKENS_PER_REQUEST = 100  # lock tokens per update-disposition / renew-lock request
 _DONE = {"complete": "completed", "abandon": "abandoned", "dead_letter": "dead_lettered", "defer": "deferred"}
 
@@ -49,7 +49,7 @@ class LockedBatch:
 
     def __init__(
         self,
-        conn: LiveConnection,
+        connection: LiveConnection,
         entity: str,
         mode: Mode,
         receiver: Any,
@@ -57,11 +57,11 @@ class LockedBatch:
         *,
         max_in_flight: int,
         auto_renew: bool,
-        max_renewal: float,
+        max_renewal_seconds: float,
         session: bool = False,
         pooled: bool = True,
     ) -> None:
-        self.connection = conn
+        self.connection = connection
         self.entity = entity
         # How its lines (repr, reports) name the entity: the notebook sets NAME:ENTITY for a batch of
         # a named connection (prod:orders), since orders alone reads as the default connection's.
@@ -70,7 +70,7 @@ class LockedBatch:
         self.messages = messages
         self.max_in_flight = max_in_flight
         self.auto_renew = auto_renew
-        self.max_renewal = max_renewal
+        self.max_renewal_seconds = max_renewal_seconds
         self.session = session
         self._receiver = receiver
         self._pooled = pooled
@@ -81,7 +81,7 @@ class LockedBatch:
         self._closed = receiver is None
         left = [x for x in self.seconds_left() if x is not None]
         self._lock_duration = max(left) if left else 0.0
-        self._renewer = conn.spawn(self._renew_loop()) if mode == "peek-lock" and messages else None
+        self._renewer = connection.spawn(self._renew_loop()) if mode == "peek-lock" and messages else None
 
     # --------------------------------------------------------------- views
 
@@ -200,9 +200,9 @@ class LockedBatch:
     async def settle_async(self, action: Action, indexes: Sequence[int], **kwargs: Any) -> Report:
         """Settle rows on the connection's loop (for code already running there)."""
         started = time.perf_counter()
-        # Every outcome kept (not only counted past DETAIL_LIMIT): the batch holds each message and
+        # Every outcome kept (not only counted past MAX_DETAILS): the batch holds each message and
         # its outcome already, and callers read which rows were settled (copy_then_complete, defer).
-        report = Report(action.replace("_", "-"), self.label, detail_limit=max(DETAIL_LIMIT, len(indexes)))
+        report = Report(action.replace("_", "-"), self.label, max_details=max(MAX_DETAILS, len(indexes)))
         slots = asyncio.Semaphore(self.max_in_flight)
         now = dt.datetime.now(dt.UTC)
         todo: list[int] = []
@@ -307,7 +307,7 @@ class LockedBatch:
     async def release_async(self, indexes: Sequence[int]) -> Report:
         """Give locks back without counting a delivery (AMQP released): for messages the caller
         looked at but did not select."""
-        report = Report("release", self.label, detail_limit=max(DETAIL_LIMIT, len(indexes)))
+        report = Report("release", self.label, max_details=max(MAX_DETAILS, len(indexes)))
         for i in indexes:
             if i in self._outcomes or i in self._lost:
                 continue
@@ -329,7 +329,7 @@ class LockedBatch:
 
     async def _renew_rows(self) -> Report:
         todo = [i for i in self.unsettled if i not in self._lapsing]
-        report = Report("renew", self.label, detail_limit=max(DETAIL_LIMIT, len(todo)))
+        report = Report("renew", self.label, max_details=max(MAX_DETAILS, len(todo)))
         if self.session:
             try:
                 await self._receiver.session.renew_lock()
@@ -373,10 +373,10 @@ class LockedBatch:
             ]
 
     async def _renew_loop(self) -> None:
-        """Renew locks at half their remaining time while someone holds the batch, up to max_renewal."""
+        """Renew locks at half their remaining time while someone holds the batch, up to max_renewal_seconds."""
         while not self._closed:
             await asyncio.sleep(0.25)
-            if not self.auto_renew or time.monotonic() - self._received_at > self.max_renewal:
+            if not self.auto_renew or time.monotonic() - self._received_at > self.max_renewal_seconds:
                 continue
             left = [s for i, s in enumerate(self.seconds_left()) if s is not None and i not in self._lapsing]
             if left and min(left) < max(0.2, self._lock_duration / 2):

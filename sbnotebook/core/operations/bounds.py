@@ -18,6 +18,7 @@ from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import EntityNotFoundError, SbError
+from ..renames import renamed
 from .counts import counts
 from .scan import apeek_once, peek_numbers
 
@@ -32,19 +33,21 @@ log = logging.getLogger(__name__)
 
 def first_present(conn: ConnectionLike, path: EntityPath, start: int) -> int | None:
     """The lowest sequence number present from `start` on: one peek of one message."""
-    got = peek_numbers(path, start=max(start, 1), count=1, connection=conn)
+    got = peek_numbers(path, from_sequence_number=max(start, 1), max_messages=1, connection=conn)
     return got[0] if got else None
 
 
-def snapshot(conn: ConnectionLike, path: str | EntityPath, start: int) -> tuple[int, int] | None:
-    """The lowest and highest sequence numbers present from `start` on, now (None: no message).
+@renamed(conn="connection", path="entity", start="from_sequence_number")
+def snapshot(connection: ConnectionLike, entity: str | EntityPath, from_sequence_number: int) -> tuple[int, int] | None:
+    """The lowest and highest sequence numbers present from `from_sequence_number` on, now (None: no
+    message).
 
     Every message enqueued after this returns has a higher number than the second one, and every
     message present before it was called has a number at most that. Costs two round trips when the
     numbering is dense: the count (administration API) and the first number (a peek) at once, then
     one peek of ``BOUND_WINDOW`` messages where the count says the end is. Without the count (no
     Manage rights) the end is searched, logged once."""
-    path = EntityPath.parse(path)
+    conn, path, start = connection, EntityPath.parse(entity), from_sequence_number
     # The count and the first number are independent: ask both at once, the round trips overlap.
     with ThreadPoolExecutor(max_workers=2) as pool:
         counting = pool.submit(message_count, conn, path)
@@ -70,7 +73,7 @@ def last_present(conn: ConnectionLike, path: EntityPath, first: int, count: int 
     if count is None:
         return _search(conn, path, first, None, GALLOP_STEP)
     guess = first + max(count, 1) - 1
-    window = peek_numbers(path, start=guess, count=BOUND_WINDOW, connection=conn)
+    window = peek_numbers(path, from_sequence_number=guess, max_messages=BOUND_WINDOW, connection=conn)
     if window and len(window) < BOUND_WINDOW:
         return window[-1]
     why = "no message at or after it" if not window else "a full window after it"
@@ -268,20 +271,22 @@ def _first_where(
         hi, end = max(hi, end() + 1), None  # the guess was low (holes in the numbering, arrivals)
 
 
+@renamed(conn="connection", path="entity", first="from_sequence_number", last="to_sequence_number")
 def time_bounds(
-    conn: ConnectionLike,
-    path: EntityPath,
-    first: int,
-    last: int,
+    connection: ConnectionLike,
+    entity: EntityPath,
+    from_sequence_number: int,
+    to_sequence_number: int,
     window: TimeWindow,
     end: Callable[[], int] | None = None,
     slack: int = 0,
 ) -> WindowBounds | None:
-    """The sequence numbers that hold the messages enqueued within `window`, among first..last (the
-    snapshot's bounds; with `end`, `last` is a guess and `end()` the real last number), found by a
-    search of ``FANOUT`` probes at once: about log33(last - first) rounds of one peek each in flight
-    per bound (None: no message can be in the window). ``slack``: numbers an edge may be left
-    undecided by (the range then takes them in: a reader that filters by time does not mind).
+    """The sequence numbers that hold the messages enqueued within `window`, among
+    from_sequence_number..to_sequence_number (both included: the snapshot's bounds; with `end`,
+    `to_sequence_number` is a guess and `end()` the real last number), found by a search of
+    ``FANOUT`` probes at once: about log33(to - from) rounds of one peek each in flight per bound
+    (None: no message can be in the window). ``slack``: numbers an edge may be left undecided by (the
+    range then takes them in: a reader that filters by time does not mind).
 
     Service Bus numbers messages in order of arrival, so the enqueued times of messages that were not
     scheduled grow with their numbers. A scheduled message is numbered when it is scheduled and
@@ -290,6 +295,7 @@ def time_bounds(
     before it; a scheduled message below `first` can still be enqueued within the window: `sweep`
     says where to look for those (only when the entity holds scheduled messages now). The read
     filters rows by time, so the edges are exact."""
+    conn, path, first, last = connection, entity, from_sequence_number, to_sequence_number
     peeks = [0]
     # Whether the entity holds scheduled messages (one request to the administration API) is asked
     # while the search runs: the answer is only needed at its end.

@@ -140,7 +140,7 @@ def resubmit_scheduled(
     if retry:
         copies = [(i, copy_message(batch.messages[i])) for i in retry]
         try:
-            report.merge(copy_then_complete(batch, copies, destination, at=when))
+            report.merge(copy_then_complete(batch, copies, destination, schedule_at=when))
         except SbError as exc:
             if not give_up:
                 raise  # nothing changed yet: the error is the answer

@@ -11,14 +11,14 @@ from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..renames import renamed
 from ..views.records import to_dataframe
-from ..views.search import as_where, type_hint
+from ..views.search import WhereLike, as_where, type_hint
 from .bounds import TimeWindow
 from .scan import scan
 from .window import When, enqueued_at, enqueued_window, locate, scan_span
 
 Record = dict[str, Any]
 SAMPLE = 200  # scanned records a page keeps to explain an empty search
-SEARCH_SCAN_LIMIT = 10_000  # messages a search looks through by default (%sb_peek --scan, the browser)
+MAX_SCANNED = 10_000  # messages a search looks through by default (%sb_peek --max-scanned, the browser)
 
 
 @dataclass
@@ -34,7 +34,7 @@ class PeekPage:
     records: list[Record] = field(default_factory=list)
     scanned: int = 0
     next_sequence_number: int = 0  # after every scanned message (0: from_sequence_number)
-    where: str | None = None
+    where: WhereLike = None
     sample: list[Record] = field(default_factory=list, repr=False)  # the first scanned, for hint()
     window: TimeWindow | None = None
     unevaluated: int = 0
@@ -46,8 +46,8 @@ class PeekPage:
 
     def hint(self) -> str | None:
         """Why a search matched nothing, when the messages say (a number compared with a string, ...)."""
-        if not self.where or self.records or not self.sample:
-            return None
+        if not isinstance(self.where, str) or not self.where or self.records or not self.sample:
+            return None  # a function explains nothing about itself
         return type_hint(self.where, self.sample)
 
     def __len__(self) -> int:
@@ -69,14 +69,14 @@ class PeekPage:
         return f"<p>{html.escape(repr(self))}</p>" + self.to_pandas().to_html(max_rows=50, notebook=True)
 
 
-@renamed(count="max_messages")
+@renamed(count="max_messages", scan_limit="max_scanned")
 def peek(
     entity: str | EntityPath,
     *,
     max_messages: int = 100,
     from_sequence_number: int = 1,
-    where: str | Callable[[Record], bool] | None = None,
-    scan_limit: int = SEARCH_SCAN_LIMIT,
+    where: WhereLike = None,
+    max_scanned: int = MAX_SCANNED,
     session_id: str | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
@@ -85,18 +85,19 @@ def peek(
     """Peek up to ``max_messages`` messages from ``from_sequence_number`` on (active, deferred and,
     on queues, scheduled ones, each with its state). Works on dead-letter queues and sessions.
 
-    With ``where`` (a search, see ``compile_where``, or a function of a record), only matching
-    messages, looking through at most ``scan_limit`` messages and stopping as soon as ``max_messages``
-    matched (no further page is read). A search that raises on every message it looked at fails
-    (``WhereFailed``); on some, they are counted (``unevaluated``). ``enqueued_after`` /
-    ``enqueued_before`` (a datetime, ISO 8601 text, or an age such as ``2h``): only messages enqueued
-    at or after / strictly before, found by bisection over peeks (window.py), not by reading all."""
+    With ``where`` (a search expression, see ``compile_where``, or a function of a record), only
+    matching messages, looking through at most ``max_scanned`` messages and stopping as soon as
+    ``max_messages`` matched (no further page is read). A search that raises on every message it
+    looked at fails (``WhereFailed``); on some, they are counted (``unevaluated``). ``enqueued_after``
+    / ``enqueued_before`` (a datetime, ISO 8601 text, or an age such as ``2h``): only messages
+    enqueued at or after / strictly before, found by a search over peeks (window.py), not by reading
+    all."""
     path = EntityPath.parse(entity)
     matches = as_where(where)  # a bad expression fails before any peek
     window = enqueued_window(enqueued_after, enqueued_before)
     text = where if isinstance(where, str) or where is None else "<function>"
     page = PeekPage(str(path), from_sequence_number, where=text, window=window)
-    limit = max_messages if matches is None else scan_limit
+    limit = max_messages if matches is None else max_scanned
     pages = _pages(path, from_sequence_number, limit, session_id, window, connection)
     try:
         _fill(page, pages, matches, max_messages, limit)
@@ -140,14 +141,14 @@ def _pages(
     enqueued within it (their sequence numbers found by bisection; a session's are peeked through
     its one receiver and kept by time)."""
     if window is None:
-        pages = scan(path, start=start, max_messages=limit, session_id=session_id, connection=connection)
+        pages = scan(path, from_sequence_number=start, max_messages=limit, session_id=session_id, connection=connection)
     elif session_id is not None:
-        pages = scan(path, start=start, session_id=session_id, connection=connection)
+        pages = scan(path, from_sequence_number=start, session_id=session_id, connection=connection)
     else:
         span = locate(live(connection), path, window, start)
         if span is None:
             return
-        pages = scan_span(path, span, start=start, connection=connection)
+        pages = scan_span(path, span, from_sequence_number=start, connection=connection)
     try:
         for batch in pages:
             yield batch if window is None else [r for r in batch if window.holds(enqueued_at(r))]

@@ -31,7 +31,7 @@ from ..errors import (
     is_retryable,
     tracking_id_of,
 )
-from ..outcome import DETAIL_LIMIT, Outcome, Report
+from ..outcome import MAX_DETAILS, Outcome, Report
 from ..sdk.api import MessageSizeExceededError
 from ..sdk.messages import add_to_batch, tracing_on
 from .messages import iter_input, message_id, to_message
@@ -344,12 +344,12 @@ async def send_all(
     progress: Callable[[Report], None] | None,
     schedule_at: dt.datetime | None,
     on_outcome: Callable[[Outcome], None] | None = None,
-    detail_limit: int = DETAIL_LIMIT,
+    max_details: int = MAX_DETAILS,
 ) -> Report:
     """Send ``messages`` and report one outcome per message (see the module docstring).
-    ``detail_limit``: outcomes kept in detail; a caller that reads every outcome (which positions
+    ``max_details``: outcomes kept in detail; a caller that reads every outcome (which positions
     were confirmed) passes the input's length (its messages are held already)."""
-    report = Report("send", str(path), listener=on_outcome, detail_limit=detail_limit)
+    report = Report("send", str(path), listener=on_outcome, max_details=max_details)
     report.stats.update(latencies=[], operations=0, peak_in_flight=0)
     started = time.perf_counter()
     senders = _Senders(conn, path, report, max_in_flight=max_in_flight, retry=retry)

@@ -20,7 +20,7 @@ from ..renames import renamed
 from ..sdk.api import ServiceBusReceiveMode
 from ..sdk.opening import close_now, open_without_sleeps
 from ..sdk.receiver import DRAIN_TIMEOUT, drain_credit, forget_deliveries, has_credit, revoke_credit
-from .batch import DEFAULT_MAX_RENEWAL, LockedBatch, Mode
+from .batch import DEFAULT_MAX_RENEWAL_SECONDS, LockedBatch, Mode
 
 log = logging.getLogger("sbnotebook.receive")
 
@@ -96,7 +96,7 @@ async def receive_batch(
     mode: Mode = "peek-lock",
     max_in_flight: int = 10,
     auto_renew: bool = True,
-    max_renewal: float = DEFAULT_MAX_RENEWAL,
+    max_renewal_seconds: float = DEFAULT_MAX_RENEWAL_SECONDS,
     session_id: str | None = None,
     sequence_numbers: list[int] | None = None,
 ) -> LockedBatch:
@@ -147,7 +147,7 @@ async def receive_batch(
         messages,
         max_in_flight=max_in_flight,
         auto_renew=auto_renew,
-        max_renewal=max_renewal,
+        max_renewal_seconds=max_renewal_seconds,
         session=session_id is not None,
         pooled=pooled,
     )
@@ -157,7 +157,7 @@ def _run_receive(conn: LiveConnection, path: EntityPath, **kwargs: Any) -> Locke
     return conn.run_on(path, conn.reconnecting(lambda: receive_batch(conn, path, **kwargs)))
 
 
-@renamed(count="max_messages", wait="wait_seconds")
+@renamed(count="max_messages", wait="wait_seconds", max_renewal="max_renewal_seconds")
 def receive(
     entity: str | EntityPath,
     *,
@@ -166,11 +166,12 @@ def receive(
     wait_seconds: float = 5.0,
     max_in_flight: int = 10,
     auto_renew: bool = True,
-    max_renewal: float = DEFAULT_MAX_RENEWAL,
+    max_renewal_seconds: float = DEFAULT_MAX_RENEWAL_SECONDS,
     session_id: str | None = None,
     connection: ConnectionLike = None,
 ) -> LockedBatch:
-    """Receive up to ``max_messages`` messages, waiting at most ``wait_seconds`` for the first.
+    """Receive up to ``max_messages`` messages, waiting at most ``wait_seconds`` for the first. While
+    the batch is open its locks are renewed (``auto_renew``) for at most ``max_renewal_seconds``.
 
     ``mode="receive-and-delete"`` removes them from Service Bus as they are delivered:
     if this process dies before the work is done, they are gone (at-most-once).
@@ -187,11 +188,12 @@ def receive(
         wait=wait_seconds,
         max_in_flight=max_in_flight,
         auto_renew=auto_renew,
-        max_renewal=max_renewal,
+        max_renewal_seconds=max_renewal_seconds,
         session_id=session_id,
     )
 
 
+@renamed(max_renewal="max_renewal_seconds")
 def receive_deferred(
     entity: str | EntityPath,
     sequence_numbers: Iterable[int],
@@ -199,7 +201,7 @@ def receive_deferred(
     session_id: str | None = None,  # beside the numbers: in a session entity they are found in a session
     max_in_flight: int = 10,
     auto_renew: bool = True,
-    max_renewal: float = DEFAULT_MAX_RENEWAL,
+    max_renewal_seconds: float = DEFAULT_MAX_RENEWAL_SECONDS,
     connection: ConnectionLike = None,
 ) -> LockedBatch:
     """Fetch deferred messages by sequence number, locked, for settlement. A number that is not
@@ -217,7 +219,7 @@ def receive_deferred(
         wait=0,
         max_in_flight=max_in_flight,
         auto_renew=auto_renew,
-        max_renewal=max_renewal,
+        max_renewal_seconds=max_renewal_seconds,
         session_id=session_id,
         sequence_numbers=seqs,
     )

@@ -6,10 +6,10 @@ message browser. ``PAGE_SIZE`` is the one page-size setting.
 
 How it stays fast far from the namespace: one peek returns at most ``PAGE_SIZE`` messages, so a
 large entity takes many round trips. After the first page, the scan splits the sequence numbers
-ahead into windows of about one page each and peeks up to ``concurrency`` windows at once, each
+ahead into windows of about one page each and peeks up to ``max_in_flight`` windows at once, each
 on its own link, then hands the pages back in order. A window that finds nothing in its range but
 a message further on moves the next windows past the gap; a window that finds nothing at all ends
-the scan. At most ``concurrency`` windows are held at once, so memory stays bounded.
+the scan. At most ``max_in_flight`` windows are held at once, so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -36,8 +36,16 @@ from ..sdk.opening import close_now, open_without_sleeps
 from ..views.records import to_record
 
 PAGE_SIZE = 250  # the most the SDK returns per peek call in practice
-DEFAULT_CONCURRENCY = 16  # windows in flight: at 80 ms, 20,000 messages take 0.91 s warm (8: 1.25 s, 24: 0.85 s)
+DEFAULT_MAX_IN_FLIGHT = 16  # windows in flight: at 80 ms, 20,000 messages take 0.91 s warm (8: 1.25 s, 24: 0.85 s)
 STATES = ("active", "deferred", "scheduled")
+
+# Old keywords (docs/names.md), kept for one release: each says once what replaced it.
+SCAN_RENAMED = {
+    "limit": "max_messages",
+    "start": "from_sequence_number",
+    "stop": "before_sequence_number",
+    "concurrency": "max_in_flight",
+}
 
 log = logging.getLogger(__name__)
 
@@ -62,38 +70,41 @@ def message_state(message: Any) -> str:
     return state.name.lower() if state is not None else "active"
 
 
-def _check(start: int, stop: int | None, max_messages: int | None, concurrency: int, page_size: int) -> None:
+def _check(start: int, stop: int | None, max_messages: int | None, max_in_flight: int, page_size: int) -> None:
     if not isinstance(start, int) or start < 0:
-        raise InvalidInputError(f"The first sequence number must be 0 or more, not {start!r}.")
+        raise InvalidInputError(f"from_sequence_number must be 0 or more, not {start!r}.")
     if stop is not None and (not isinstance(stop, int) or stop < start):
-        raise InvalidInputError(f"The last sequence number must be at least the first, not {stop!r}.")
+        raise InvalidInputError(f"before_sequence_number must be at least from_sequence_number, not {stop!r}.")
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
         raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
-    if not isinstance(concurrency, int) or concurrency < 1:
-        raise InvalidInputError(f"concurrency must be a positive whole number, not {concurrency!r}.")
+    if not isinstance(max_in_flight, int) or max_in_flight < 1:
+        raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
     if not isinstance(page_size, int) or not 1 <= page_size <= PAGE_SIZE:
         raise InvalidInputError(f"page_size must be between 1 and {PAGE_SIZE}, not {page_size!r}.")
 
 
-@renamed(limit="max_messages")
+@renamed(**SCAN_RENAMED)
 async def ascan(
     entity: str | EntityPath,
     *,
-    start: int = 1,
-    stop: int | None = None,
+    from_sequence_number: int = 1,
+    before_sequence_number: int | None = None,
     max_messages: int | None = None,
     states: Iterable[str] | None = None,
     session_id: str | None = None,
     held: SessionHold | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     page_size: int = PAGE_SIZE,
     connection: ConnectionLike = None,
 ) -> AsyncGenerator[list[Any], None]:
-    """Yield pages of peeked SDK messages with ``start <= sequence number < stop``, in order, at
-    most ``max_messages`` messages (after the ``states`` filter). Runs on the live connection's loop.
-    ``held``: peek the session that receiver holds (it stays open) instead of accepting one."""
+    """Yield pages of peeked SDK messages with ``from_sequence_number <= sequence number <
+    before_sequence_number``, in order, at most ``max_messages`` messages (after the ``states``
+    filter), peeking up to ``max_in_flight`` windows at once (each one peek of up to ``page_size``).
+    Runs on the live connection's loop. ``held``: peek the session that receiver holds (it stays
+    open) instead of accepting one."""
     path = EntityPath.parse(entity)
-    _check(start, stop, max_messages, concurrency, page_size)
+    start, stop = from_sequence_number, before_sequence_number
+    _check(start, stop, max_messages, max_in_flight, page_size)
     wanted = {s.lower() for s in states} if states is not None else None
     if wanted is not None and not wanted <= set(STATES):
         raise InvalidInputError(f"states must be among {', '.join(STATES)}, not {sorted(wanted)}.")
@@ -102,7 +113,7 @@ async def ascan(
     remaining = max_messages
     one_link = session_id is not None or held is not None  # a session is peeked through its one receiver
     try:
-        async for page in pager.pages(max(start, 1), stop, 1 if one_link else concurrency, max_messages):
+        async for page in pager.pages(max(start, 1), stop, 1 if one_link else max_in_flight, max_messages):
             if wanted is not None:
                 page = [m for m in page if message_state(m) in wanted]
             if remaining is not None:
@@ -195,7 +206,7 @@ class _Pager:
         return w
 
     async def pages(
-        self, start: int, stop: int | None, concurrency: int, limit: int | None
+        self, start: int, stop: int | None, max_in_flight: int, limit: int | None
     ) -> AsyncIterator[list[Any]]:
         first_count = min(self.page_size, limit) if limit is not None else self.page_size
         raw = await self.peek(start, first_count)
@@ -221,8 +232,8 @@ class _Pager:
             running.append((w, asyncio.ensure_future(self.window(w))))
             at = end
 
-        # A short first page is most likely the end: confirm with one window, not `concurrency`.
-        target = 1 if len(raw) < first_count else concurrency
+        # A short first page is most likely the end: confirm with one window, not `max_in_flight`.
+        target = 1 if len(raw) < first_count else max_in_flight
         try:
             while len(running) < target and (stop is None or at < stop):
                 launch()
@@ -237,7 +248,7 @@ class _Pager:
                 if w.next_present is not None and w.next_present > at:
                     at = w.next_present  # skip a gap in the numbering
                 if w.messages:
-                    target = concurrency
+                    target = max_in_flight
                 while len(running) < target and (stop is None or at < stop):
                     launch()
         finally:
@@ -255,7 +266,7 @@ async def apeek_once(conn: LiveConnection, path: EntityPath, start: int, count: 
 async def anything_there(conn: LiveConnection, path: EntityPath) -> bool:
     """Whether ``path`` holds any message: one peek of one from the first sequence number. A peek sees
     every message there is (active, locked, deferred, scheduled) and locks nothing."""
-    async with contextlib.aclosing(ascan(path, max_messages=1, page_size=1, concurrency=1, connection=conn)) as pages:
+    async with contextlib.aclosing(ascan(path, max_messages=1, page_size=1, max_in_flight=1, connection=conn)) as pages:
         async for _ in pages:
             return True
     return False
@@ -274,17 +285,17 @@ def sessions_refused(path: EntityPath, exc: BaseException, what: str) -> Invalid
     )
 
 
-@renamed(limit="max_messages")
+@renamed(**SCAN_RENAMED)
 def scan(
     entity: str | EntityPath,
     *,
     progress: Callable[[int], None] | None = None,  # scan's own; the rest are ascan's, in its order
-    start: int = 1,
-    stop: int | None = None,
+    from_sequence_number: int = 1,
+    before_sequence_number: int | None = None,
     max_messages: int | None = None,
     states: Iterable[str] | None = None,
     session_id: str | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     page_size: int = PAGE_SIZE,
     connection: ConnectionLike = None,
 ) -> Generator[list[dict[str, Any]], None, None]:
@@ -295,12 +306,12 @@ def scan(
     conn = live(connection)
     pages = ascan(
         path,
-        start=start,
-        stop=stop,
+        from_sequence_number=from_sequence_number,
+        before_sequence_number=before_sequence_number,
         max_messages=max_messages,
         states=states,
         session_id=session_id,
-        concurrency=concurrency,
+        max_in_flight=max_in_flight,
         page_size=page_size,
         connection=conn,
     )
@@ -333,35 +344,42 @@ def sequence_numbers(
     return out
 
 
-@renamed(limit="max_messages")
+@renamed(**SCAN_RENAMED)
 def scan_records(entity: str | EntityPath, **kwargs: Any) -> list[dict[str, Any]]:
     """Every record :func:`scan` yields, as one list (mind the size of what you ask for)."""
     return [r for page in scan(entity, **kwargs) for r in page]
 
 
+@renamed(start="from_sequence_number", count="max_messages")
 def peek_numbers(
-    entity: str | EntityPath, *, start: int = 1, count: int = 1, connection: ConnectionLike = None
+    entity: str | EntityPath, *, from_sequence_number: int = 1, max_messages: int = 1, connection: ConnectionLike = None
 ) -> list[int]:
-    """The sequence numbers of the first ``count`` (at most ``PAGE_SIZE``) messages at or after
-    ``start``, from exactly one peek: one round trip. (:func:`scan` would spend a second one
-    confirming that a short page is the end; bounds searches want the short page itself.)"""
-    return [int(m.sequence_number) for m in _peek_once(entity, start, count, connection)]
+    """The sequence numbers of the first ``max_messages`` (at most ``PAGE_SIZE``) messages at or
+    after ``from_sequence_number``, from exactly one peek: one round trip. (:func:`scan` would spend a
+    second one confirming that a short page is the end; bounds searches want the short page itself.)"""
+    return [int(m.sequence_number) for m in _peek_once(entity, from_sequence_number, max_messages, connection)]
 
 
+@renamed(start="from_sequence_number", count="max_messages")
 def peek_page(
-    entity: str | EntityPath, *, start: int = 1, count: int = PAGE_SIZE, connection: ConnectionLike = None
+    entity: str | EntityPath,
+    *,
+    from_sequence_number: int = 1,
+    max_messages: int = PAGE_SIZE,
+    connection: ConnectionLike = None,
 ) -> list[dict[str, Any]]:
-    """The first ``count`` (at most ``PAGE_SIZE``) messages at or after ``start`` as records, from
-    exactly one peek (a live tail's poll: one round trip, nothing locked or counted)."""
+    """The first ``max_messages`` (at most ``PAGE_SIZE``) messages at or after
+    ``from_sequence_number`` as records, from exactly one peek (a live tail's poll: one round trip,
+    nothing locked or counted)."""
     path = EntityPath.parse(entity)
-    return [to_record(m, str(path)) for m in _peek_once(path, start, count, connection)]
+    return [to_record(m, str(path)) for m in _peek_once(path, from_sequence_number, max_messages, connection)]
 
 
 def _peek_once(entity: str | EntityPath, start: int, count: int, connection: ConnectionLike) -> list[Any]:
     path = EntityPath.parse(entity)
     _check(start, None, count, 1, PAGE_SIZE)
     if count > PAGE_SIZE:
-        raise InvalidInputError(f"count must be at most {PAGE_SIZE}, not {count!r}.")
+        raise InvalidInputError(f"max_messages must be at most {PAGE_SIZE}, not {count!r}.")
     conn = live(connection)
 
     async def one() -> list[Any]:

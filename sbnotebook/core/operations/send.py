@@ -18,7 +18,8 @@ from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
 from ..entities import EntityPath
 from ..errors import InvalidInputError, from_sdk
-from ..outcome import DETAIL_LIMIT, Outcome, Report
+from ..outcome import MAX_DETAILS, Outcome, Report
+from ..renames import renamed
 from .messages import as_datetime, iter_input, message_id, to_message
 from .pipeline import RetryPolicy, send_all
 
@@ -75,7 +76,7 @@ send = sync_form(
 
 async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], when: dt.datetime) -> Report:
     # Every sequence number kept (the caller cancels by them): the messages are held here already.
-    report = Report("schedule", str(path), detail_limit=max(DETAIL_LIMIT, len(items)))
+    report = Report("schedule", str(path), max_details=max(MAX_DETAILS, len(items)))
     started = time.perf_counter()
 
     async def op(sender: Any) -> list[int]:
@@ -88,20 +89,24 @@ async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], wh
     return report
 
 
+@renamed(at="schedule_at")
 async def aschedule(
-    entity: str | EntityPath, messages: Any, at: dt.datetime, *, connection: ConnectionLike = None
+    entity: str | EntityPath, messages: Any, schedule_at: dt.datetime, *, connection: ConnectionLike = None
 ) -> Report:
     path = EntityPath.parse(entity)
-    when = as_datetime(at)
+    when = as_datetime(schedule_at)
     items = [to_message(m) for m in iter_input(messages)]
     conn = live(connection)
     return await conn.call(_schedule(conn, path, items, when))
 
 
-schedule = sync_form(
-    aschedule,
-    """Schedule messages to become active at ``at``. The report holds each message's sequence
-    number (``[o.sequence_number for o in report]``), which ``cancel_scheduled`` takes.""",
+schedule = renamed(at="schedule_at")(
+    sync_form(
+        aschedule,
+        """Schedule messages to become active at ``schedule_at`` (as ``send(..., schedule_at=)``). The
+    report holds each message's sequence number (``[o.sequence_number for o in report]``), which
+    ``cancel_scheduled`` takes.""",
+    )
 )
 
 

@@ -10,7 +10,7 @@ What the protocol gives, and how it is used:
   accepting it for a moment (no message is received, no delivery count changes) and closing the
   receiver, which gives the session back. A session another receiver holds cannot be accepted:
   that is how "locked" is known; its state and messages are then unknown (None).
-- The message count is a peek of at most ``count_limit`` messages on that receiver (``more`` says
+- The message count is a peek of at most ``max_counted`` messages on that receiver (``more`` says
   the session holds more), and ``last_enqueued`` the newest enqueued time among them.
 """
 
@@ -29,6 +29,7 @@ from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import InvalidInputError, SessionLockedError, from_sdk
+from ..renames import renamed
 from ..sdk.api import SessionCannotBeLockedError
 from ..sdk.management import session_id_page
 from ..sdk.opening import close_now, open_without_sleeps
@@ -120,17 +121,17 @@ async def hold_session(
         await quietly(close_now(rcv))  # gives the session back
 
 
-async def _details(conn: LiveConnection, path: EntityPath, session_id: str, count_limit: int) -> SessionInfo:
+async def _details(conn: LiveConnection, path: EntityPath, session_id: str, max_counted: int) -> SessionInfo:
     async def look(rcv: Any) -> SessionInfo:
         state = await rcv.session.get_state()
-        peeked = await rcv.peek_messages(max_message_count=count_limit, sequence_number=1) if count_limit else []
+        peeked = await rcv.peek_messages(max_message_count=max_counted, sequence_number=1) if max_counted else []
         times = [m.enqueued_time_utc for m in peeked if m.enqueued_time_utc is not None]
         return SessionInfo(
             session_id,
             locked=False,
             state=bytes(state) if state else None,
             messages=len(peeked),
-            more=len(peeked) >= count_limit > 0,
+            more=len(peeked) >= max_counted > 0,
             last_enqueued=max(times) if times else None,
         )
 
@@ -146,12 +147,12 @@ async def _list_sessions(
     updated_after: dt.datetime | None,
     limit: int,
     details: bool,
-    count_limit: int,
+    max_counted: int,
 ) -> list[SessionInfo]:
     ids = await list_session_ids(conn, path, updated_after, limit)
     if not details:
         return [SessionInfo(sid, locked=False) for sid in ids]
-    return await each_session(ids, lambda sid: _details(conn, path, sid, count_limit))
+    return await each_session(ids, lambda sid: _details(conn, path, sid, max_counted))
 
 
 async def each_session(session_ids: Sequence[str], work: Callable[[str], Awaitable[T]]) -> list[T]:
@@ -173,26 +174,28 @@ async def each_session(session_ids: Sequence[str], work: Callable[[str], Awaitab
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+@renamed(limit="max_sessions", count_limit="max_counted")
 def list_sessions(
     entity: str | EntityPath,
     *,
     updated_after: dt.datetime | None = None,
-    limit: int = 100,
+    max_sessions: int = 100,
     details: bool = True,
-    count_limit: int = PAGE_SIZE,
+    max_counted: int = PAGE_SIZE,
     connection: ConnectionLike = None,
 ) -> list[SessionInfo]:
     """The sessions of a session-enabled queue or subscription that have messages or state (or,
-    with ``updated_after``, whose state was set after that time), at most ``limit`` of them.
+    with ``updated_after``, whose state was set after that time), at most ``max_sessions`` of them.
 
     With ``details`` each session is accepted for a moment to read its state and count its
-    messages (up to ``count_limit``, by peeking); a session another receiver holds shows as
-    ``locked``. Without, only the ids (``locked`` False: not looked at)."""
-    if limit < 1 or count_limit < 0:
-        raise InvalidInputError("limit must be 1 or more and count_limit 0 or more.")
+    messages (at most ``max_counted`` of each session's are counted, by peeking; 0 counts none); a
+    session another receiver holds shows as ``locked``. Without, only the ids (``locked`` False:
+    not looked at)."""
+    if max_sessions < 1 or max_counted < 0:
+        raise InvalidInputError("max_sessions must be 1 or more and max_counted 0 or more.")
     path = _session_path(entity)
     conn = live(connection)
-    return list(conn.run_on(path, _list_sessions(conn, path, updated_after, limit, details, count_limit)))
+    return list(conn.run_on(path, _list_sessions(conn, path, updated_after, max_sessions, details, max_counted)))
 
 
 def get_session_state(entity: str | EntityPath, session_id: str, *, connection: ConnectionLike = None) -> bytes | None:

@@ -136,14 +136,25 @@ def locate(connection: ConnectionLike, entity: str | EntityPath, window: TimeWin
 
 
 async def ascan_span(
-    entity: str | EntityPath, span: Span, *, start: int = 1, connection: ConnectionLike = None, **kwargs: Any
+    entity: str | EntityPath,
+    span: Span,
+    *,
+    from_sequence_number: int = 1,
+    connection: ConnectionLike = None,
+    **kwargs: Any,
 ) -> AsyncGenerator[list[Any], None]:
-    """Pages of the SDK messages in ``span``'s window, from ``start`` on, in sequence order (``ascan``
+    """Pages of the SDK messages in ``span``'s window, from ``from_sequence_number`` on, in sequence order (``ascan``
     over each part of the span, its keywords passed on); pages may be empty."""
     for first, last, scheduled_only in span.parts():
-        if max(first, start) > last:
+        if max(first, from_sequence_number) > last:
             continue
-        pages = ascan(entity, start=max(first, start), stop=last + 1, connection=connection, **kwargs)
+        pages = ascan(
+            entity,
+            from_sequence_number=max(first, from_sequence_number),
+            before_sequence_number=last + 1,
+            connection=connection,
+            **kwargs,
+        )
         try:
             async for page in pages:
                 yield [m for m in page if span.keeps(m, scheduled_only)]
@@ -155,7 +166,7 @@ def span_pages(
     entity: str | EntityPath,
     span: Span,
     *,
-    start: int = 1,
+    from_sequence_number: int = 1,
     progress: Callable[[int], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Generator[list[tuple[Any, dict[str, Any]]], None, None]:
@@ -166,9 +177,16 @@ def span_pages(
     conn = live(connection)
     done = 0
     for first, last, scheduled_only in span.parts():
-        if max(first, start) > last:
+        if max(first, from_sequence_number) > last:
             continue
-        for page in conn.iterate(ascan(path, start=max(first, start), stop=last + 1, connection=conn)):
+        for page in conn.iterate(
+            ascan(
+                path,
+                from_sequence_number=max(first, from_sequence_number),
+                before_sequence_number=last + 1,
+                connection=conn,
+            )
+        ):
             done += len(page)
             if progress is not None:
                 progress(done)
@@ -180,12 +198,14 @@ def scan_span(
     entity: str | EntityPath,
     span: Span,
     *,
-    start: int = 1,
+    from_sequence_number: int = 1,
     progress: Callable[[int], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Generator[list[dict[str, Any]], None, None]:
     """Pages of records in ``span``'s window (``span_pages``' records)."""
-    for page in span_pages(entity, span, start=start, progress=progress, connection=connection):
+    for page in span_pages(
+        entity, span, from_sequence_number=from_sequence_number, progress=progress, connection=connection
+    ):
         yield [record for _, record in page]
 
 
@@ -193,18 +213,18 @@ def scan_window(
     entity: str | EntityPath,
     window: TimeWindow,
     *,
-    start: int = 1,
+    from_sequence_number: int = 1,
     max_messages: int | None = None,
     connection: ConnectionLike = None,
 ) -> Generator[list[dict[str, Any]], None, None]:
-    """Pages of records enqueued within ``window`` (at most ``max_messages``), from ``start`` on: the
+    """Pages of records enqueued within ``window`` (at most ``max_messages``), from ``from_sequence_number`` on: the
     window located (``locate``), then only its numbers scanned. ``close()`` stops the read-ahead."""
     conn = live(connection)
-    span = locate(conn, entity, window, start)
+    span = locate(conn, entity, window, from_sequence_number)
     if span is None:
         return
     left = max_messages
-    pages = scan_span(entity, span, start=start, connection=conn)
+    pages = scan_span(entity, span, from_sequence_number=from_sequence_number, connection=conn)
     try:
         for page in pages:
             if left is not None:

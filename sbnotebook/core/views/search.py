@@ -185,10 +185,16 @@ def compile_where(expression: str) -> Where:
     return Where(matches, expression)
 
 
-def as_where(where: str | Callable[[Record], bool] | None) -> Where | None:
-    """A ``where`` given as a search expression or a function, as a :class:`Where` (None: none).
-    A bad expression fails here, before anything is read."""
-    if where is None or isinstance(where, Where):
+WhereLike = str | Callable[[Record], bool] | None  # what every ``where=`` takes (docs/names.md)
+
+
+def as_where(where: WhereLike) -> Where | None:
+    """What a ``where=`` selects, as a :class:`Where`: a search expression compiled (a bad one fails
+    here, before anything is read), a function wrapped; None (or an empty string) selects every
+    message. The one reading of ``where`` for every function that takes it."""
+    if where is None or (isinstance(where, str) and not where.strip()):
+        return None
+    if isinstance(where, Where):
         return where
     if isinstance(where, str):
         return compile_where(where)

@@ -84,7 +84,7 @@ class GroupCounts(Timed):
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
     cancelled: bool = False  # stopped before the end (cancel, interrupt or error): the counts are partial
-    limit: int | None = None  # counted at most this many (group_counts' max_messages): "done" is the first ones only
+    max_messages: int | None = None  # counted at most this many (group_counts'): "done" is the first ones only
 
     def __post_init__(self) -> None:
         unknown = [b for b in self.by if b not in GROUP_FIELDS]
@@ -172,8 +172,14 @@ class GroupCounts(Timed):
         share = f" ({min(100, 100 * self.scanned // self.total)} %)" if self.total else ""
         state = "" if self.running else (", stopped: partial counts" if self.cancelled else ", done")
         more = self.total is None or self.scanned < self.total
-        if not self.running and not self.cancelled and self.limit is not None and self.scanned >= self.limit and more:
-            state = f", done: the first {self.scanned:,} only (limit)"  # more may be there: not "done" with all
+        if (
+            not self.running
+            and not self.cancelled
+            and self.max_messages is not None
+            and self.scanned >= self.max_messages
+            and more
+        ):
+            state = f", done: the first {self.scanned:,} only (max_messages)"  # more may be there: not "done" with all
         return f"{self.scanned:,}{of} messages scanned{share}, {self.rate:,.0f} msg/s in {self.elapsed:.1f} s{state}"
 
     def __repr__(self) -> str:
@@ -208,7 +214,7 @@ def group_counts(
     path = EntityPath.parse(entity)
     conn = live(connection)
     out = into if into is not None else GroupCounts(str(path), by=tuple(by), max_groups=max_groups)
-    out.limit = max_messages
+    out.max_messages = max_messages
     window = enqueued_window(enqueued_after, enqueued_before)
     if window is None:
         pages = scan(path, max_messages=max_messages, connection=conn)

@@ -125,12 +125,14 @@ class Parser(argparse.ArgumentParser):
         self.renamed[old] = new
 
     def _new_names(self, argv: list[str]) -> list[str]:
-        """The words with each old flag (``--limit`` or ``--limit=5``) turned into its new name. Done
-        before argparse sees them: argparse would take ``--wait`` as an abbreviation of
-        ``--wait-seconds`` by itself, silently."""
+        """The words with each old flag (``--limit``, ``--limit=5``, or a short one: ``-n 5``,
+        ``-n5``) turned into its new name. Done before argparse sees them: argparse would take
+        ``--wait`` as an abbreviation of ``--wait-seconds`` by itself, silently."""
         out = []
         for word in argv:
             flag, eq, value = word.partition("=")
+            if flag not in self.renamed and not word.startswith("--") and word[:2] in self.renamed:
+                flag, eq, value = word[:2], "=", word[2:]  # a short flag with its value attached: -n5
             new = self.renamed.get(flag)
             if new is not None:
                 deprecated(f"{self.prog} {flag}", f"{self.prog} {new}", stacklevel=4)
@@ -336,9 +338,9 @@ def explain(exc: BaseException, args: argparse.Namespace | None) -> BaseExceptio
     entity = args.entity
     # core's own one line for a refused session read (sessions_refused) keeps Service Bus's refusal as its cause
     if requires_sessions(exc) or (exc.__cause__ is not None and requires_sessions(exc.__cause__)):
-        # Only %sb_peek (its --scan) and %sb_receive (its --mode) read one session by --session-id;
-        # %sb_resubmit's --session-id sets the copies' session, and the others read none (an export, a count).
-        if not (hasattr(args, "session_id") and (hasattr(args, "scan") or hasattr(args, "mode"))):
+        # Only %sb_peek and %sb_receive read one session (--session-id; %sb_resubmit's --to-session-id
+        # sets the copies' session), and the others read none (an export, a count).
+        if not hasattr(args, "session_id"):
             return UsageError(
                 f"{entity} requires sessions, and this command reads it without one: Service Bus reads a "
                 f"session-enabled entity only through one session's lock. %sb_peek {entity} --session-id ID reads "

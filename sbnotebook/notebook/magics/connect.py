@@ -22,23 +22,28 @@ CONNECT = parser(
     "Choose the Service Bus namespace. With nothing configured, use the embedded emulator.",
     "  %sb_connect                                   # env settings, else the embedded emulator\n"
     "  %sb_connect $conn_str                         # a connection string held in a variable\n"
-    "  %sb_connect --namespace contoso.servicebus.windows.net   # Entra ID (DefaultAzureCredential)\n"
-    "  %sb_connect --namespace NS --credential service-credential:my-sb  # a Unity Catalog service credential\n"
+    "  %sb_connect --fully-qualified-namespace contoso.servicebus.windows.net  # Entra ID (DefaultAzureCredential)\n"
+    "  %sb_connect --fully-qualified-namespace NS --credential service-credential:my-sb  # a Unity Catalog\n"
+    "                                                # service credential\n"
     "  %sb_connect --secret secret:my-scope/servicebus   # a Databricks secret (scope/key)\n"
     "  %sb_connect --secret env:SERVICEBUS_PROD      # an environment variable\n"
     "  %sb_connect --emulator                        # the embedded emulator, whatever is configured\n"
     "  %sb_connect --as prod $prod_conn_str          # a named connection: %sb_peek prod:orders\n"
     "  %sb_connect --as home --emulator              # the embedded emulator, named home\n"
-    "  %sb_connect --namespace NS --websockets       # AMQP over WebSockets (443): port 5671 blocked\n"
+    "  %sb_connect --fully-qualified-namespace NS --websockets  # AMQP over WebSockets (443): 5671 blocked\n"
     "  %sb_connect --list                            # the connections (never a key)",
 )
 CONNECT.add_argument("connection", nargs="?", help="a connection string (never echoed)")
-CONNECT.add_argument("--namespace", help="fully qualified namespace, signed in with DefaultAzureCredential")
+CONNECT.add_argument(
+    "--fully-qualified-namespace",
+    metavar="NS",
+    help="the namespace's host name (contoso.servicebus.windows.net), signed in with DefaultAzureCredential",
+)
 CONNECT.add_argument(
     "--credential",
     metavar="REF",
-    help="with --namespace: sign in with service-credential:NAME (a Unity Catalog service credential) or "
-    "callable:package.module:function (returns an azure-core TokenCredential)",
+    help="with --fully-qualified-namespace: sign in with service-credential:NAME (a Unity Catalog service "
+    "credential) or callable:package.module:function (returns an azure-core TokenCredential)",
 )
 CONNECT.add_argument(
     "--secret",
@@ -58,6 +63,7 @@ CONNECT.add_argument(
     help="keep this connection under NAME beside the default one (NAME:ENTITY names its entities)",
 )
 CONNECT.add_argument("--list", action="store_true", help="show the connections: the default and the named ones")
+CONNECT.rename("--namespace", "--fully-qualified-namespace")  # the SDK's word, and Spark's option's
 
 
 def _forget(self: MagicsState, exc: BaseException, args: argparse.Namespace | None) -> None:
@@ -75,32 +81,37 @@ def _forget(self: MagicsState, exc: BaseException, args: argparse.Namespace | No
 
 @command(CONNECT, on_failure=_forget)
 def sb_connect(self: MagicsState, args: argparse.Namespace) -> Any:
-    chosen = [x for x in (args.connection, args.namespace, args.secret) if x] + ([True] if args.emulator else [])
+    namespace = args.fully_qualified_namespace
+    chosen = [x for x in (args.connection, namespace, args.secret) if x] + ([True] if args.emulator else [])
     if args.list:
         if chosen or args.name:
             raise UsageError("%sb_connect --list takes no other option.")
         return listing(self)
     if len(chosen) > 1:
-        raise UsageError("%sb_connect: give one of CONNECTION, --namespace, --secret or --emulator.")
-    if args.credential and not args.namespace:
-        raise UsageError("%sb_connect: --credential goes with --namespace (a connection string carries its own key).")
+        raise UsageError("%sb_connect: give one of CONNECTION, --fully-qualified-namespace, --secret or --emulator.")
+    if args.credential and not namespace:
+        raise UsageError(
+            "%sb_connect: --credential goes with --fully-qualified-namespace (a connection string carries its own key)."
+        )
     if args.name is not None:
         if not core.CONNECTION_NAME.match(args.name):
             raise UsageError(
                 f"%sb_connect --as {args.name}: a name is letters, digits, '_' and '-', starting with a letter."
             )
         if not chosen:
-            raise UsageError(f"%sb_connect --as {args.name}: give CONNECTION, --namespace, --secret or --emulator.")
+            raise UsageError(
+                f"%sb_connect --as {args.name}: give CONNECTION, --fully-qualified-namespace, --secret or --emulator."
+            )
     websockets = args.websockets or self.websockets  # the flag, or the setting
     if args.emulator:
         conn = core.connect(core.resolve(env={}), websockets=websockets)  # nothing configured: the embedded emulator
     elif args.secret:
         conn = core.connect(secret_value(self, args.secret), websockets=websockets)
-    elif args.namespace and args.credential:
+    elif namespace and args.credential:
         credential = named_credential(self, args.credential)
-        conn = core.connect(namespace=args.namespace, credential=credential, websockets=websockets)
-    elif args.connection or args.namespace:
-        conn = core.connect(args.connection, namespace=args.namespace, websockets=websockets)
+        conn = core.connect(fully_qualified_namespace=namespace, credential=credential, websockets=websockets)
+    elif args.connection or namespace:
+        conn = core.connect(args.connection, fully_qualified_namespace=namespace, websockets=websockets)
     elif self.connection is not None and (self.connection.settings.websockets or not websockets):
         conn = self.connection
     else:  # the current connection's namespace (else the resolved default), over WebSockets

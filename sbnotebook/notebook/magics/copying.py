@@ -22,13 +22,13 @@ COPY = parser(
     "Copy the messages of SOURCE (a queue, subscription or dead-letter queue) to the queue or topic\n"
     "TARGET, of this connection or a named one (NAME:ENTITY), by peeking: nothing is locked, no\n"
     "delivery counted, the source is left as it is. Every property is kept (the dead-letter reason\n"
-    "and description too); message ids are fresh unless --keep-ids. Counts first, then asks (type\n"
+    "and description too); message ids are fresh unless --keep-message-id. Counts first, then asks (type\n"
     "'copy') unless --yes. Interrupted, the same command again copies only what is left. A glob\n"
     f"(prod:orders*, 'prod:orders*/{DEAD_LETTER_QUEUE}') copies each queue it matches into the queue of\n"
     "the same name of the TARGET namespace (NAME:); missing ones are refused, or made with --create.",
     f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders     # production's dead letters, home\n"
     "  %sb_copy orders orders-copy --where 'body_json.total > 100' --max-messages 1000\n"
-    "  %sb_copy prod:events/subscriptions/audit audit --keep-ids --yes\n"
+    "  %sb_copy prod:events/subscriptions/audit audit --keep-message-id --yes\n"
     f"  %sb_copy 'prod:orders*/{DEAD_LETTER_QUEUE}' home:            # each DLQ into the queue of its name at home\n"
     f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders --enqueued-after 2h   # the last two hours' only",
 )
@@ -37,11 +37,12 @@ COPY.add_argument("target", help="ENTITY or NAME:ENTITY: the queue or topic the 
 COPY.add_argument("--where", help="only messages matching this search expression")
 COPY.add_argument("-n", "--max-messages", type=COUNT, help="at most this many messages")
 add_window(COPY)
-COPY.add_argument("--keep-ids", action="store_true", help="keep the message ids (duplicate detection may drop)")
+COPY.add_argument("--keep-message-id", action="store_true", help="keep the message ids (duplicate detection may drop)")
 COPY.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 COPY.add_argument("--create", action="store_true", help="make targets that are missing from the source's description")
 COPY.add_argument("--yes", action="store_true", help="do not ask first")
 COPY.rename("--limit", "--max-messages")
+COPY.rename("--keep-ids", "--keep-message-id")
 
 
 def _create_like(source: str, target: str, src: LiveConnection, dst: LiveConnection) -> None:
@@ -102,7 +103,7 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
             raise type(exc)(named_in(exc.message, name, target) if name else exc.message) from None
         _create_like(source, target, src, dst)
     try:  # one peek: a session-enabled source is refused before anything is counted or asked
-        core.peek_numbers(source, count=1, connection=src)
+        core.peek_numbers(source, max_messages=1, connection=src)
     except core.SbError as exc:
         refused = core.sessions_refused(EntityPath.parse(source), exc, "a copy")
         if refused is None:
@@ -111,7 +112,11 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
         raise core.InvalidInputError(named_in(refused.message, name, source) if name else refused.message) from None
     where = core.compile_where(args.where) if args.where else None
     window = window_of(args)
-    options: dict[str, Any] = {"where": args.where, "keep_ids": args.keep_ids, "max_messages": args.max_messages}
+    options: dict[str, Any] = {
+        "where": args.where,
+        "keep_message_id": args.keep_message_id,
+        "max_messages": args.max_messages,
+    }
     # The window as typed: the copy's record on disk keys on it, so the same command resumes.
     options |= {"enqueued_after": args.enqueued_after, "enqueued_before": args.enqueued_before}
     state = core.copy_resume_point(source, target, source_connection=src, connection=dst, **options)
@@ -128,7 +133,7 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
         matching = " matching --where" if where is not None else ""
         print(f"Nothing to copy from {args.source}{matching}{said(window)}.")
         return None
-    ids = "their message ids" if args.keep_ids else "fresh message ids"
+    ids = "their message ids" if args.keep_message_id else "fresh message ids"
     print(
         f"Copy {todo} {what} from {args.source}{said(window)} to {args.target} with {ids}"
         " (peeked: the source is left as it is)."

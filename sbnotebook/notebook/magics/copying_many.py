@@ -48,7 +48,7 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
         made = " (made from the source's description)" if m.target.name in missing else ""
         held[str(m.source)] = count(str(m.source), where, src)
         print(f"  {src_name}:{m.source} -> {dst_name}:{m.target}: {held[str(m.source)]} message(s){made}")
-    ids = "their message ids" if args.keep_ids else "fresh message ids"
+    ids = "their message ids" if args.keep_message_id else "fresh message ids"
     print(f"Copy {len(found)} entities with {ids} (peeked: the sources are left as they are).")
     if not args.yes:
         self.ask("Nothing is taken from the sources.", "copy")
@@ -68,7 +68,7 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
         create=args.create,
         where=args.where,
         max_messages=args.max_messages,
-        keep_message_id=args.keep_ids,
+        keep_message_id=args.keep_message_id,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         progress=progress,
     )

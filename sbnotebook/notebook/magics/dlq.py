@@ -95,7 +95,7 @@ def counted_line(counting: GroupCounts, path: str, by: str, interrupted: bool) -
     uncounted, and the line must not read as the size of the dead-letter queue."""
     total = counting.total
     if total is not None and counting.scanned < total:
-        why = "interrupted" if interrupted else "--max-messages" if counting.limit is not None else "stopped"
+        why = "interrupted" if interrupted else "--max-messages" if counting.max_messages is not None else "stopped"
         return (
             f"The first {counting.scanned:,} of {total:,} dead-lettered messages in {path} by {by} "
             f"({why}: the rest were not counted)."

@@ -42,20 +42,21 @@ IMPORT = parser(
     "sb_import",
     "Send every message of a JSON lines export to a queue or topic as it was: the body of its kind\n"
     "(data, AMQP value or sequence), content type, subject, correlation id, session id, TTL, and every\n"
-    "application property with the type the file records. Message ids are fresh unless --keep-ids. The\n"
-    "file is checked first: a bad line sends nothing. Interrupted, the same command again sends only\n"
-    "what is left (FILE.importing-ENTITY keeps track).",
-    "  %sb_import orders-copy orders.jsonl\n  %sb_import orders parked.jsonl --keep-ids",
+    "application property with the type the file records. Message ids are fresh unless\n"
+    "--keep-message-id. The file is checked first: a bad line sends nothing. Interrupted, the same\n"
+    "command again sends only what is left (FILE.importing-ENTITY keeps track).",
+    "  %sb_import orders-copy orders.jsonl\n  %sb_import orders parked.jsonl --keep-message-id",
 )
 IMPORT.add_argument("entity", help="queue or topic")
 IMPORT.add_argument("file", help="a JSON lines export (%%sb_export, the browser's Export JSON)")
-IMPORT.add_argument("--keep-ids", action="store_true", help="keep the exported message ids")
+IMPORT.add_argument("--keep-message-id", action="store_true", help="keep the exported message ids")
 IMPORT.add_argument(
     "--decode-properties",
     action="store_true",
     help="for files without property types (written by other tools): send JSON numbers and booleans as such",
 )
 IMPORT.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+IMPORT.rename("--keep-ids", "--keep-message-id")
 
 
 class _ReadProgress:
@@ -106,7 +107,7 @@ def sb_import(self: MagicsState, args: argparse.Namespace) -> Any:
     # import in one line, which then follows no "Importing ..." for an import that does not happen.
     resume = import_resume_point(args.entity, args.file)
     total = count_jsonl(args.file)
-    ids = "their exported message ids" if args.keep_ids else "fresh message ids"
+    ids = "their exported message ids" if args.keep_message_id else "fresh message ids"
     print(f"Importing {total} messages from {args.file} into {shown(self, args.entity)} with {ids}.")
     if resume is not None and resume.pending:
         print(f"Resuming: lines up to {resume.done} were sent before ({len(resume.failed)} of them failed).")
@@ -114,7 +115,7 @@ def sb_import(self: MagicsState, args: argparse.Namespace) -> Any:
     report = core.import_jsonl(
         args.entity,
         args.file,
-        keep_ids=args.keep_ids,
+        keep_message_id=args.keep_message_id,
         decode_properties=args.decode_properties,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         progress=progress.update,

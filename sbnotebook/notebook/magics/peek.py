@@ -19,7 +19,7 @@ PEEK = parser(
     "Look at messages without locking them or raising delivery counts. Returns a DataFrame.",
     "  %sb_peek orders\n"
     "  df = %sb_peek orders -n 500 --json\n"
-    "  %sb_peek orders --from-seq 101                 # the next page\n"
+    "  %sb_peek orders --from-sequence-number 101     # the next page\n"
     "  %sb_peek orders --dlq --where 'dead_letter_reason == \"MaxDeliveryCountExceeded\"'\n"
     '  %sb_peek orders --where \'body_json.customer.id == "c-7" and props.priority == "high"\'\n'
     "  %sb_peek sessions --session-id s-1\n"
@@ -34,25 +34,28 @@ PEEK.add_argument(
     dest="max_messages",
     help="at most this many (default: SbMagics.peek_max_messages)",
 )
-PEEK.add_argument("--from-seq", type=whole(0), default=1, dest="from_seq", help="first sequence number")
+PEEK.add_argument("--from-sequence-number", type=whole(0), default=1, help="first sequence number")
 PEEK.add_argument("--dlq", action="store_true", help="peek the entity's dead-letter queue")
 PEEK.add_argument("--session-id", help="peek one session")
 PEEK.add_argument("--where", help="search expression over properties and body fields (body_json.a.b, props.p)")
 PEEK.add_argument(
-    "--scan", type=COUNT, default=core.SEARCH_SCAN_LIMIT, help="with --where: look through at most this many messages"
+    "--max-scanned", type=COUNT, default=core.MAX_SCANNED, help="with --where: look through at most this many messages"
 )
 PEEK.add_argument("--json", action="store_true", help="decode JSON bodies into body_json.* columns")
 add_window(PEEK)
 PEEK.rename("--session", "--session-id")
+PEEK.rename("--from-seq", "--from-sequence-number")
+PEEK.rename("--scan", "--max-scanned")
 
 BROWSE = parser(
     "sb_browse",
     "The message browser: page by sequence number, search bodies and properties, inspect, export.",
-    "  %sb_browse orders\n  %sb_browse orders --dlq -n 100",
+    "  %sb_browse orders\n  %sb_browse orders --dlq --page-size 100",
 )
 BROWSE.add_argument("entity")
 BROWSE.add_argument("--dlq", action="store_true", help="browse the dead-letter queue")
-BROWSE.add_argument("-n", type=COUNT, dest="count", default=50, help="messages per page")
+BROWSE.add_argument("--page-size", type=COUNT, default=50, help="messages per page")
+BROWSE.rename("-n", "--page-size")  # -n is at most N messages wherever it is (docs/names.md)
 
 
 @command(PEEK)
@@ -62,15 +65,15 @@ def sb_peek(self: MagicsState, args: argparse.Namespace) -> Any:
     window = window_of(args)
     found = core.peek(
         entity,
-        from_sequence_number=args.from_seq,
+        from_sequence_number=args.from_sequence_number,
         max_messages=count,
         where=args.where,
-        scan_limit=args.scan,
+        max_scanned=args.max_scanned,
         session_id=args.session_id,
         connection=self.conn(),
         **within(window),
     )
-    summarise_page(shown(self, entity) + said(window), found, args.scan)
+    summarise_page(shown(self, entity) + said(window), found, args.max_scanned)
     frame = core.to_dataframe(found.records)
     return core.json_columns(frame) if args.json else frame
 
@@ -81,23 +84,23 @@ def sb_browse(self: MagicsState, args: argparse.Namespace) -> Any:
 
     return MessageBrowser(
         args.address,
-        dead_letter=args.dlq,
-        page_size=args.count,
+        dlq=args.dlq,
+        page_size=args.page_size,
         connection=self.connection if self.connection is not None else self.conn(),
         connections=self.connections,
     )
 
 
-def summarise_page(entity: str, found: core.PeekPage, scan_limit: int) -> None:
+def summarise_page(entity: str, found: core.PeekPage, max_scanned: int) -> None:
     records, searched = found.records, found.where is not None
     text = f"{len(records)} of {found.scanned} scanned messages matched" if searched else f"{len(records)} messages"
     text += f" from {entity}"
     if records:
         text += f" (sequence numbers {records[0]['sequence_number']}..{records[-1]['sequence_number']})"
-    if searched and found.scanned >= scan_limit:
-        text += f"; stopped at the --scan limit of {scan_limit}"
+    if searched and found.scanned >= max_scanned:
+        text += f"; stopped at --max-scanned {max_scanned}"
     if found.scanned and found.next_sequence_number > found.from_sequence_number:
-        text += f"; next page: --from-seq {found.next_sequence_number}"
+        text += f"; next page: --from-sequence-number {found.next_sequence_number}"
     print(text + ".")
     if found.unevaluated_text:
         print(f"Note: {found.unevaluated_text}; they are not matches.")

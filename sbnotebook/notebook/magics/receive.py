@@ -69,7 +69,7 @@ def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
     count = args.max_messages if args.max_messages is not None else self.receive_max_messages
     common: dict[str, Any] = {
         "max_in_flight": self.max_in_flight,
-        "max_renewal": self.max_renewal,
+        "max_renewal_seconds": self.max_renewal_seconds,
         "connection": self.conn(),
     }
     if args.deferred:
@@ -95,7 +95,7 @@ def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
         left = [s for s in batch.seconds_left() if s is not None]
         print(
             f"{len(batch)} messages locked from {shown(self, entity)} (locks {min(left):.0f} s, renewed for up to "
-            f"{self.max_renewal:.0f} s). Settle with %sb_settle or the batch's methods."
+            f"{self.max_renewal_seconds:.0f} s). Settle with %sb_settle or the batch's methods."
         )
     else:
         print(f"{len(batch)} messages received and deleted from {shown(self, entity)}.")

@@ -30,7 +30,7 @@ RESUBMIT = parser(
     "  %sb_resubmit orders\n"
     "  %sb_resubmit orders --where 'dead_letter_reason == \"bad-total\"' --patch '{\"total\": 0}'\n"
     "  %sb_resubmit orders --prop retried=yes --prop priority:=3 --remove-prop debug --subject order\n"
-    "  %sb_resubmit orders --ttl 1h --session-id s-1 --max-messages 10 --yes\n"
+    "  %sb_resubmit orders --ttl 1h --to-session-id s-1 --max-messages 10 --yes\n"
     "  %sb_resubmit events/subscriptions/audit --target audit-retry\n"
     "  %sb_resubmit orders --enqueued-after 2026-11-25T14:00 --enqueued-before 2026-11-25T15:00  # the outage",
 )
@@ -44,18 +44,22 @@ RESUBMIT.add_argument(
 RESUBMIT.add_argument("--remove-prop", metavar="NAME", action="append", default=[], help="remove a property")
 RESUBMIT.add_argument("--subject", help="set the subject")
 RESUBMIT.add_argument("--ttl", metavar="D", help="set the time to live (30m, 1d)")
-RESUBMIT.add_argument("--session-id", dest="session_id", help="set the session id")
+RESUBMIT.add_argument("--to-session-id", help="set the copies' session id")
 RESUBMIT.add_argument("-n", "--max-messages", type=COUNT, help="at most this many messages")
 add_window(RESUBMIT)
-RESUBMIT.add_argument("--keep-ids", action="store_true", help="keep the message ids (duplicate detection may drop)")
+RESUBMIT.add_argument(
+    "--keep-message-id", action="store_true", help="keep the message ids (duplicate detection may drop)"
+)
 RESUBMIT.add_argument("--allow-fan-out", action="store_true", help="allow the topic as target (every subscription)")
 RESUBMIT.add_argument("--preview", type=whole(0), default=3, help="how many messages the diff shows")
 RESUBMIT.add_argument("--yes", action="store_true", help="do not ask first")
 RESUBMIT.rename("--limit", "--max-messages")
+RESUBMIT.rename("--keep-ids", "--keep-message-id")
+RESUBMIT.rename("--session-id", "--to-session-id")  # --session-id reads a session (%sb_peek, %sb_receive)
 
 
 def message_edit(args: argparse.Namespace) -> MessageEdit:
-    edit = MessageEdit(subject=args.subject, session_id=args.session_id, remove_properties=list(args.remove_prop))
+    edit = MessageEdit(subject=args.subject, session_id=args.to_session_id, remove_properties=list(args.remove_prop))
     if args.patch is not None:
         try:
             edit.patch = json.loads(args.patch)
@@ -140,7 +144,7 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
         where=args.where,  # compiled afresh: the Report counts what the resubmit's own peek could not evaluate
         edit=None if edit.empty else edit,
         max_messages=count,
-        keep_message_id=args.keep_ids,
+        keep_message_id=args.keep_message_id,
         allow_fan_out=args.allow_fan_out,
         max_in_flight=self.max_in_flight,
         progress=progress.update,

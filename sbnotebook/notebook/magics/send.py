@@ -21,13 +21,14 @@ SEND = parser(
     "Every send is awaited; at most --max-in-flight operations are outstanding. Invalid JSON sends nothing.",
     '  %%sb_send orders\n  {"order": 1, "total": 9.5}\n  {"order": 2, "total": 12}\n\n'
     "  %%sb_send results --max-in-flight 32\n  results_df\n\n"
-    '  %%sb_send orders --schedule +10m\n  [{"body": {"order": 3}, "subject": "reminder"}]',
+    '  %%sb_send orders --schedule-at +10m\n  [{"body": {"order": 3}, "subject": "reminder"}]',
 )
 SEND.add_argument("entity", help="queue or topic")
 SEND.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
-SEND.add_argument("--schedule", metavar="WHEN", help="+30s, 10m, 2h, or an ISO time")
+SEND.add_argument("--schedule-at", metavar="WHEN", help="+30s, 10m, 2h, or an ISO time")
 SEND.add_argument("--format", choices=["auto", "json", "jsonl", "python"], default="auto")
 SEND.add_argument("--no-batch", action="store_true", help="one message per send operation")
+SEND.rename("--schedule", "--schedule-at")  # core.send's schedule_at
 
 COMPOSE = parser(
     "sb_compose",
@@ -53,8 +54,8 @@ def sb_send(self: MagicsState, args: argparse.Namespace, cell: str) -> Any:
         "progress": progress.update,
         "connection": self.conn(),
     }
-    if args.schedule:
-        kwargs["schedule_at"] = parse_when(args.schedule)
+    if args.schedule_at:
+        kwargs["schedule_at"] = parse_when(args.schedule_at)
     report = core.send(args.entity, messages, **kwargs)
     progress.finish(report)
     return report

@@ -24,15 +24,15 @@ SESSIONS = parser(
     "count, state preview, and whether another receiver holds the session. Each session is accepted for\n"
     "a moment to look (nothing is received); --ids-only skips that.",
     "  %sb_sessions orders-by-customer\n"
-    "  df = %sb_sessions events/subscriptions/audit -n 500 --ids-only\n"
+    "  df = %sb_sessions events/subscriptions/audit --max-sessions 500 --ids-only\n"
     "  %sb_sessions orders-by-customer --updated-after=-1h     # state set in the last hour\n"
     "  %sb_sessions orders-by-customer --panel                 # list, view and edit state",
 )
 SESSIONS.add_argument("entity", help="a session-enabled queue or topic/subscriptions/name")
-SESSIONS.add_argument("-n", type=COUNT, dest="limit", default=100, help="at most this many sessions")
+SESSIONS.add_argument("--max-sessions", type=COUNT, default=100, help="at most this many sessions")
 SESSIONS.add_argument("--ids-only", action="store_true", help="only the ids: no state, count or lock status")
 SESSIONS.add_argument(
-    "--count-limit", type=whole(0), default=core.PAGE_SIZE, help="count each session's messages up to this many"
+    "--max-counted", type=whole(0), default=core.PAGE_SIZE, help="count each session's messages up to this many"
 )
 SESSIONS.add_argument(
     "--updated-after",
@@ -40,6 +40,8 @@ SESSIONS.add_argument(
     help="only sessions whose state was set after this time (--updated-after=-1h: with '=', or an ISO time)",
 )
 SESSIONS.add_argument("--panel", action="store_true", help="the sessions panel: list, peek, view and edit state")
+SESSIONS.rename("-n", "--max-sessions")  # -n is at most N messages wherever it is (docs/names.md)
+SESSIONS.rename("--count-limit", "--max-counted")
 
 SESSION_STATE = parser(
     "sb_session_state",
@@ -82,21 +84,21 @@ def sb_sessions(self: MagicsState, args: argparse.Namespace) -> Any:
     if args.panel:
         from ..widgets.sessions import SessionsPanel
 
-        return SessionsPanel(args.entity, connection=self.conn(), limit=args.limit, updated_after=after)
+        return SessionsPanel(args.entity, connection=self.conn(), max_sessions=args.max_sessions, updated_after=after)
     found = core.list_sessions(
         args.entity,
         updated_after=after,
-        limit=args.limit,
+        max_sessions=args.max_sessions,
         details=not args.ids_only,
-        count_limit=args.count_limit,
+        max_counted=args.max_counted,
         connection=self.conn(),
     )
     held = sum(s.locked for s in found)
     text = f"{len(found)} sessions in {shown(self, args.entity)}"
     if held:
         text += f", {held} held by another receiver (state and count unknown)"
-    if len(found) >= args.limit:
-        text += f"; stopped at -n {args.limit}"
+    if len(found) >= args.max_sessions:
+        text += f"; stopped at --max-sessions {args.max_sessions}"
     print(text + ".")
     frame = sessions_frame(found)
     return frame[["session_id"]] if args.ids_only else frame

@@ -14,7 +14,11 @@ from ... import core
 from ...core import deprecated
 from ..widgets import grid as grid_mod
 
-RENAMED_SETTINGS = {"peek_count": "peek_max_messages", "receive_count": "receive_max_messages"}  # old -> new
+RENAMED_SETTINGS = {  # old -> new
+    "peek_count": "peek_max_messages",
+    "receive_count": "receive_max_messages",
+    "max_renewal": "max_renewal_seconds",
+}
 
 
 class MagicsSettings(Configurable):
@@ -29,9 +33,9 @@ class MagicsSettings(Configurable):
     )
     max_in_flight = Int(10, min=1, help="Send and settlement operations in flight at once.").tag(config=True)
     wait_seconds = Float(5.0, min=0.0, help="How long %sb_receive waits for the first message.").tag(config=True)
-    max_renewal = Float(300.0, min=0.0, help="Seconds a received batch's locks are renewed for while open.").tag(
-        config=True
-    )
+    max_renewal_seconds = Float(
+        300.0, min=0.0, help="Seconds a received batch's locks are renewed for while open."
+    ).tag(config=True)
     tail_interval = Float(
         core.TAIL_INTERVAL, min=0.01, help="Seconds between two polls of %sb_tail (each poll is one peek)."
     ).tag(config=True)
@@ -47,6 +51,7 @@ class MagicsSettings(Configurable):
     # None by default, so that any value given (even the default's) is seen and passed on.
     peek_count = Int(None, allow_none=True, min=1, help="Deprecated: peek_max_messages.").tag(config=True)
     receive_count = Int(None, allow_none=True, min=1, help="Deprecated: receive_max_messages.").tag(config=True)
+    max_renewal = Float(None, allow_none=True, min=0.0, help="Deprecated: max_renewal_seconds.").tag(config=True)
 
     # Annotated: traitlets types an enum's value as Any otherwise.
     grid: CaselessStrEnum[str] = CaselessStrEnum(

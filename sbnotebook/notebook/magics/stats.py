@@ -26,7 +26,9 @@ STATS = parser(
 STATS.add_argument("entity")
 STATS.add_argument("--samples", type=COUNT, default=1, help="how many count samples to take now")
 STATS.add_argument("--interval", type=seconds(zero=True), default=1.0, help="seconds between samples")
-STATS.add_argument("-n", type=COUNT, dest="count", default=AGE_SAMPLE, help="how many messages to peek for their age")
+STATS.add_argument(
+    "-n", "--max-messages", type=COUNT, default=AGE_SAMPLE, help="at most this many messages peeked for their age"
+)
 STATS.add_argument("--reset", action="store_true", help="forget earlier samples of this entity")
 
 
@@ -40,7 +42,7 @@ def sb_stats(self: MagicsState, args: argparse.Namespace) -> Any:
         if i:
             time.sleep(args.interval)
         history.append((dt.datetime.now(dt.UTC), core.counts(path, connection=self.conn())))
-    page = core.peek(path, max_messages=args.count, connection=self.conn())
+    page = core.peek(path, max_messages=args.max_messages, connection=self.conn())
     return stats_figure(shown(self, path), history, page.records)
 
 

@@ -22,28 +22,29 @@ TAIL = parser(
     "sb_tail",
     "Show messages as they arrive, by peeking from the last sequence number seen: nothing is locked, "
     "removed or counted, so consumers get every message as if nobody watched. Messages already there "
-    "are not shown unless --from-seq asks. In a notebook a live table with a rate line, in a terminal "
-    "one line per message; a kernel interrupt (or --seconds) stops it, and it returns what it showed "
+    "are not shown unless --from-sequence-number asks. In a notebook a live table with a rate line, in a "
+    "terminal one line per message; a kernel interrupt (or --seconds) stops it, and it returns what it showed "
     "as a DataFrame. Polls every SbMagics.tail_interval seconds.",
     "  %sb_tail orders\n"
     "  df = %sb_tail orders --seconds 60\n"
     "  %sb_tail orders --dlq --where 'dead_letter_reason == \"MaxDeliveryCountExceeded\"'\n"
-    "  %sb_tail events/subscriptions/audit --from-seq 1200\n"
+    "  %sb_tail events/subscriptions/audit --from-sequence-number 1200\n"
     "  %sb_tail prod:orders --panel",
 )
 TAIL.add_argument("entity", help=f"queue, topic/subscriptions/name, or either with /{DEAD_LETTER_QUEUE}")
 TAIL.add_argument("--dlq", action="store_true", help="the entity's dead-letter queue")
 TAIL.add_argument("--seconds", type=seconds(zero=False), help="stop after this many seconds (default: at an interrupt)")
 TAIL.add_argument("--where", help="show only messages matching this search expression")
-TAIL.add_argument("--from-seq", type=whole(0), dest="from_seq", help="show messages from this sequence number on, too")
+TAIL.add_argument("--from-sequence-number", type=whole(0), help="show messages from this sequence number on, too")
 TAIL.add_argument("--panel", action="store_true", help="a panel that tails in the background (Stop button)")
+TAIL.rename("--from-seq", "--from-sequence-number")
 ROWS = 20  # the live table shows the last ROWS messages
 
 
 @command(TAIL)
 def sb_tail(self: MagicsState, args: argparse.Namespace) -> Any:
     entity = with_dlq(args.entity, args.dlq)
-    options = {"where": args.where, "from_sequence_number": args.from_seq, "connection": self.conn()}
+    options = {"where": args.where, "from_sequence_number": args.from_sequence_number, "connection": self.conn()}
     if args.panel:
         from ..widgets.tail import TailPanel
 

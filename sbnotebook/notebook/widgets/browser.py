@@ -12,7 +12,7 @@ from typing import Any
 import ipywidgets as W
 
 from ... import core
-from ...core import ConnectionLike, EntityPath, LiveConnection, live_connection
+from ...core import ConnectionLike, EntityPath, LiveConnection, live_connection, renamed
 from ..addresses import lookup, resolve
 from ..export import to_json_record, write_jsonl
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, Column, GridSelection, MessageGrid
@@ -22,20 +22,23 @@ from .render import guard
 class MessageBrowser(GridSelection, W.VBox):
     """Read-only: peeks never lock and never count a delivery."""
 
+    @renamed(dead_letter="dlq", scan_limit="max_scanned")
     def __init__(
         self,
         entity: str,
         *,
-        dead_letter: bool = False,
+        dlq: bool = False,
         page_size: int = 50,
         connection: ConnectionLike = None,
-        scan_limit: int = core.SEARCH_SCAN_LIMIT,
+        max_scanned: int = core.MAX_SCANNED,
         connections: Mapping[str, LiveConnection] | None = None,
     ) -> None:
+        """``dlq``: browse the dead-letter queue (as ``--dlq``); ``page_size`` messages a page; a
+        search looks through at most ``max_scanned`` messages."""
         self.default_connection = live_connection(connection)
         self.named = lookup(connections or {})  # NAME:ENTITY typed into the entity box
         self.page_size = page_size
-        self.scan_limit = scan_limit
+        self.max_scanned = max_scanned
         self.records: list[dict[str, Any]] = []
         self.history: list[int] = []  # where earlier pages started, for "previous"
         self.start = 1
@@ -45,7 +48,7 @@ class MessageBrowser(GridSelection, W.VBox):
         name, _, bare = entity.rpartition(":")
         shown = str(EntityPath.parse(bare).parent)
         self.entity_box = W.Text(value=f"{name}:{shown}" if name else shown, description="Entity")
-        self.dlq_box = W.Checkbox(value=dead_letter, description="Dead-letter queue")
+        self.dlq_box = W.Checkbox(value=dlq, description="Dead-letter queue")
         # continuous_update=False: the frontend sends the text only when the user commits it (Enter
         # or leaving the box), so observing 'value' runs one search per commit, not one per
         # keystroke. Text.on_submit did this before; ipywidgets 8 deprecates it (7.7 has both).
@@ -58,7 +61,7 @@ class MessageBrowser(GridSelection, W.VBox):
         self.prev_button = W.Button(description="◀ Previous")
         self.next_button = W.Button(description="Next ▶")
         self.jump_button = W.Button(description="Go")
-        self.rows = MessageGrid(columns=self._columns(dead_letter))
+        self.rows = MessageGrid(columns=self._columns(dlq))
         self.detail = W.HTML()
         self.status = W.HTML()
         self.export_csv_button = W.Button(description="Export CSV")
@@ -117,7 +120,7 @@ class MessageBrowser(GridSelection, W.VBox):
             from_sequence_number=start,
             max_messages=self.page_size,
             where=self.where,
-            scan_limit=self.scan_limit,
+            max_scanned=self.max_scanned,
             connection=self.connection,
         )
         self.start, self.next_start, self.records = start, found.next_sequence_number, found.records

@@ -12,7 +12,7 @@ import json
 import ipywidgets as W
 
 from ... import core
-from ...core import ConnectionLike, InvalidInputError, SessionInfo, live_connection, pretty_state
+from ...core import ConnectionLike, InvalidInputError, SessionInfo, live_connection, pretty_state, renamed
 from .confirm import ConfirmRow, Pending
 from .render import guard
 
@@ -26,20 +26,22 @@ def _label(s: SessionInfo) -> str:
 
 
 class SessionsPanel(W.VBox):
+    @renamed(limit="max_sessions", peek_count="max_messages")
     def __init__(
         self,
         entity: str,
         *,
         connection: ConnectionLike = None,
-        limit: int = 100,
+        max_sessions: int = 100,
         updated_after: dt.datetime | None = None,
-        peek_count: int = 50,
+        max_messages: int = 50,
     ) -> None:
+        """At most ``max_sessions`` sessions listed, at most ``max_messages`` of one peeked (Peek)."""
         self.connection = live_connection(connection)
         self.entity = entity
-        self.limit = limit
+        self.max_sessions = max_sessions
         self.updated_after = updated_after
-        self.peek_count = peek_count
+        self.max_messages = max_messages
         self.sessions: list[SessionInfo] = []
         self.status = W.HTML()
         self.refresh_button = W.Button(description="Refresh", icon="refresh")
@@ -79,7 +81,7 @@ class SessionsPanel(W.VBox):
     def refresh(self) -> None:
         self.cancel()
         self.sessions = core.list_sessions(
-            self.entity, updated_after=self.updated_after, limit=self.limit, connection=self.connection
+            self.entity, updated_after=self.updated_after, max_sessions=self.max_sessions, connection=self.connection
         )
         keep = self.selected
         self.list.options = [(_label(s), s.session_id) for s in self.sessions]
@@ -145,7 +147,7 @@ class SessionsPanel(W.VBox):
     def peek(self) -> None:
         """The selected session's messages (peeked: nothing is locked or counted)."""
         session_id = self._need_session()
-        page = core.peek(self.entity, max_messages=self.peek_count, session_id=session_id, connection=self.connection)
+        page = core.peek(self.entity, max_messages=self.max_messages, session_id=session_id, connection=self.connection)
         frame = page.to_pandas()
         shown = frame[["sequence_number", "state", "subject", "enqueued_time", "body_text"]].copy()
         shown["body_text"] = shown["body_text"].map(lambda text: None if text is None else str(text)[:120])

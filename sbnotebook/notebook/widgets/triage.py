@@ -27,6 +27,7 @@ from ...core import (
     InvalidInputError,
     group_value,
     live_connection,
+    renamed,
 )
 from .background import Background, bars_html
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, GridSelection, MessageGrid
@@ -48,13 +49,15 @@ PROGRESS_EVERY = 0.25  # seconds between two redraws while counting
 class TriagePanel(GridSelection, W.VBox, TriageActions):
     """Everything destructive (resubmit moves, discard removes) waits for an explicit confirmation."""
 
-    def __init__(self, entity: str, *, connection: ConnectionLike = None, limit: int = PAGE) -> None:
+    @renamed(limit="max_messages")
+    def __init__(self, entity: str, *, connection: ConnectionLike = None, max_messages: int = PAGE) -> None:
+        """``max_messages``: at most this many messages in the first page (one peek), 1 to ``PAGE``."""
         self.connection = live_connection(connection)
         self.source = EntityPath.parse(entity).parent
         self.dlq = str(self.source.dead_letter)
-        if not isinstance(limit, int) or not 1 <= limit <= PAGE:
-            raise InvalidInputError(f"limit is the first page's size, 1 to {PAGE}, not {limit!r}.")
-        self.limit = limit
+        if not isinstance(max_messages, int) or not 1 <= max_messages <= PAGE:
+            raise InvalidInputError(f"max_messages is the first page's size, 1 to {PAGE}, not {max_messages!r}.")
+        self.max_messages = max_messages
         self.total: int | None = None  # dead-lettered messages, from the runtime properties
         self.first_page: list[dict[str, Any]] = []
         self.records: list[dict[str, Any]] = []  # what is loaded: the first page, or a group's page
@@ -133,11 +136,11 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         # The runtime counts (administration API) and the first page (a peek) at once: one round trip.
         with ThreadPoolExecutor(1, thread_name_prefix="sbnotebook-counts") as pool:
             counted = pool.submit(core.counts, self.source, connection=self.connection)
-            self.first_page = core.peek(self.dlq, max_messages=self.limit, connection=self.connection).records
+            self.first_page = core.peek(self.dlq, max_messages=self.max_messages, connection=self.connection).records
             self.total = counted.result().dead_letter
         self.records = self.first_page
         self._found.clear()
-        whole = len(self.first_page) < self.limit  # the peek reached the end: nothing else to count
+        whole = len(self.first_page) < self.max_messages  # the peek reached the end: nothing else to count
         self.grouping = GroupCounts.of(self.first_page, self.dlq) if whole else None
         self.progress.layout.display = "none"
         self.progress_text.value = "" if whole else "<i>counts per group: press Count groups</i>"
@@ -258,7 +261,7 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         if found is not None:
             self._show(found, wanted)
             return
-        if value is None or wanted is None or len(in_page) >= min(wanted, self.limit) or not find:
+        if value is None or wanted is None or len(in_page) >= min(wanted, self.max_messages) or not find:
             self._show(in_page, wanted)
             return
         # The group has messages past the first page: find a page of them with the scanner.
@@ -277,7 +280,7 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         by = self.by.value
         group = (self.grouping.groups.get(by, {}) if self.grouping else {}).get(value)
         start = int(group.first_sequence_number or 1) if group is not None else 1
-        found = self._collect(keep, self.limit, stop, start=start, moved_on=lambda: self._chosen() != value)
+        found = self._collect(keep, self.max_messages, stop, start=start, moved_on=lambda: self._chosen() != value)
         wanted = self._chosen() == value and self.by.value == by  # still the group the reader wants
         if wanted and not stop.is_set():
             self._found[(by, value)] = found
@@ -291,13 +294,13 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         stop: threading.Event | None,
         *,
         start: int = 1,
-        scan_limit: int | None = None,
+        max_scanned: int | None = None,
         moved_on: Callable[[], bool] = lambda: False,
     ) -> list[dict[str, Any]]:
         """Up to ``limit`` dead-lettered messages that ``keep`` takes, scanned from ``start`` (at most
-        ``scan_limit`` looked at); ends early on ``stop`` or when the reader has ``moved_on``."""
+        ``max_scanned`` looked at); ends early on ``stop`` or when the reader has ``moved_on``."""
         found: list[dict[str, Any]] = []
-        pages = core.scan(self.dlq, start=start, max_messages=scan_limit, connection=self.connection)
+        pages = core.scan(self.dlq, from_sequence_number=start, max_messages=max_scanned, connection=self.connection)
         try:
             for page in pages:
                 found.extend(r for r in page if keep(r))
@@ -319,20 +322,23 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
 
     # ---------------------------------------------------------- a DataFrame, when asked for
 
-    def to_pandas(self, limit: int = FRAME_LIMIT, *, stop: threading.Event | None = None) -> Any:
-        """Up to ``limit`` messages of the chosen group (or of the whole queue) as a DataFrame in the
-        record schema, read with the scanner; the explicit way to hold many rows in the kernel."""
-        if not isinstance(limit, int) or limit < 1:
-            raise InvalidInputError(f"limit must be a positive whole number, not {limit!r}.")
+    @renamed(limit="max_messages", stop="cancel")
+    def to_pandas(self, max_messages: int = FRAME_LIMIT, *, cancel: threading.Event | None = None) -> Any:
+        """Up to ``max_messages`` messages of the chosen group (or of the whole queue) as a DataFrame
+        in the record schema, read with the scanner; the explicit way to hold many rows in the kernel.
+        ``cancel``: set it (from another thread) to stop with what was read so far."""
+        if not isinstance(max_messages, int) or max_messages < 1:
+            raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
         value = self._chosen()
-        found = self._collect(self._in_group(value), limit, stop, scan_limit=limit if value is None else None)
+        max_scanned = max_messages if value is None else None
+        found = self._collect(self._in_group(value), max_messages, cancel, max_scanned=max_scanned)
         return core.to_dataframe(found)
 
     def _load_frame_in_background(self) -> None:
         limit = int(self.frame_limit.value)
 
         def job(stop: threading.Event) -> None:
-            self.frame = self.to_pandas(limit, stop=stop)
+            self.frame = self.to_pandas(limit, cancel=stop)
             partial = " (stopped: partial)" if stop.is_set() else ""
             self.status.value = f"<code>panel.frame</code>: a DataFrame of {len(self.frame):,} messages{partial}"
 

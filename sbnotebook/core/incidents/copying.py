@@ -31,18 +31,17 @@ interrupted) and ``_finish`` (the report's notes, the record removed once comple
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
-from ..connections.syncforms import sync_form
+from ..connections.syncforms import sync_form, with_arguments_of
 from ..entities import EntityPath
 from ..errors import InvalidInputError, SbError, from_sdk
 from ..operations.pipeline import FLUSH, RetryPolicy, send_all
@@ -71,8 +70,6 @@ PEEK = PAGE_SIZE
 # Copies sent in batches of at most this many, as the page is read: a copy leaves before the rest
 # of its page is copied (~0.5 ms a message), so less is held for the same speed (docs/benchmarks.md).
 SEND_EVERY = PAGE_SIZE // 5
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 def copy_target(target: str | EntityPath) -> EntityPath:
@@ -416,29 +413,6 @@ copy = renamed(**COPY_RENAMED)(
 )
 
 
-def _with_arguments_of(
-    operation: Callable[P, Any],
-) -> Callable[[Callable[[dict[str, Any]], R]], Callable[P, R]]:
-    """``read(arguments)``, taking ``operation``'s arguments (``arguments``: each by name, defaults
-    filled in, refused as a call of ``operation`` would refuse them): its signature (help,
-    ``inspect.signature``, type checkers) with ``read``'s name, documentation and return type."""
-    signature = inspect.signature(operation)
-
-    def decorate(read: Callable[[dict[str, Any]], R]) -> Callable[P, R]:
-        def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            given = signature.bind(*args, **kwargs)
-            given.apply_defaults()
-            return read(given.arguments)
-
-        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
-            setattr(call, attribute, getattr(read, attribute))
-        returns = inspect.signature(read).return_annotation
-        call.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
-        return call
-
-    return decorate
-
-
 def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath, LiveConnection, EntityPath]:
     """The file of the record a copy with these arguments (``acopy``'s, by name) keeps, and the
     copy's two ends: source connection and path, target connection and path."""
@@ -455,7 +429,7 @@ def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath,
 
 
 @renamed(**COPY_RENAMED)
-@_with_arguments_of(acopy)
+@with_arguments_of(acopy)
 def copy_record(given: dict[str, Any]) -> Path:
     """The file that records an unfinished copy made with these arguments (``acopy``'s: a copy's own
     can be given as they are); it exists only while such a copy is not complete. The source, the
@@ -466,7 +440,7 @@ def copy_record(given: dict[str, Any]) -> Path:
 
 
 @renamed(**COPY_RENAMED)
-@_with_arguments_of(acopy)
+@with_arguments_of(acopy)
 def copy_resume_point(given: dict[str, Any]) -> CopyProgress | None:
     """What an unfinished copy with these arguments (``acopy``'s, as for ``copy_record``) did, from
     its record on disk, or None (none, or its source or target was deleted and created again since:

@@ -50,6 +50,7 @@ TEST_TOOLS = [
     "sybil>=10.1",  # tests/project/test_doc_examples.py parses the docs with it (the pages run in the main run only)
     "ipykernel",
     "psutil>=5.9",
+    "jsonschema>=4.0",
     "aiohttp>=3.9",
 ]
 

@@ -5,6 +5,7 @@ from its text, and a scripted answer to a confirmation prompt."""
 from __future__ import annotations
 
 import builtins
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,12 +26,15 @@ def ip() -> Any:
 
 @pytest.fixture
 def sb(ip: Any, emulator: Emulator, capsys: pytest.CaptureFixture[str]) -> Iterator[SbMagics]:
+    config = copy.deepcopy(ip.config)  # a test's %config stays in it (the shell is the process's)
     unload_ipython_extension(ip)
     magics = load_ipython_extension(ip)
     ip.run_line_magic("sb_connect", emulator.connection_string)
     capsys.readouterr()
     yield magics
     unload_ipython_extension(ip)
+    ip.config.clear()
+    ip.config.update(config)
 
 
 def line(ip: Any, text: str) -> Any:

@@ -26,8 +26,8 @@ from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
 from ..entities import DEAD_LETTER_QUEUE, EntityPath
-from ..errors import EntityNotFoundError, InvalidInputError, SbError
-from ..operations.counts import admin_error
+from ..errors import EntityNotFoundError, InvalidInputError
+from ..operations.counts import admin_call
 from ..operations.manage import QUEUE_PROPERTIES, create_entity, entity_properties, update_entity
 from ..outcome import Report
 from .copy_progress import copy_records
@@ -63,21 +63,12 @@ def _pattern(pattern: str) -> tuple[str, str]:
     return glob, ("/" + str(path).split("/", 1)[1]) if "/" in str(path) else ""
 
 
-def _admin(conn: LiveConnection, work: Callable[[Any], Any]) -> Any:
-    try:
-        return work(conn.admin())
-    except SbError:
-        raise
-    except Exception as exc:
-        raise admin_error(exc, conn) from None
-
-
 def glob_matches(pattern: str, src: LiveConnection) -> tuple[list[Match], list[str]]:
     """The queues of ``src`` the glob matches (case-insensitive, in name order), and the topics it
     matches (not copied: a topic holds no messages of its own)."""
     glob, suffix = _pattern(pattern)
-    queues = _admin(src, lambda admin: [q.name for q in admin.list_queues()])
-    topics = _admin(src, lambda admin: [t.name for t in admin.list_topics()])
+    queues = admin_call(src, lambda admin: [q.name for q in admin.list_queues()])
+    topics = admin_call(src, lambda admin: [t.name for t in admin.list_topics()])
 
     def hit(name: str) -> bool:
         return fnmatch.fnmatchcase(name.lower(), glob.lower())
@@ -92,7 +83,7 @@ def _names(admin: Any) -> set[str]:
 
 def missing_targets(found: list[Match], dst: LiveConnection) -> list[Match]:
     """The matches whose target the target namespace does not have."""
-    there = _admin(dst, _names)
+    there = admin_call(dst, _names)
     return [m for m in found if m.target.name.lower() not in there]
 
 
@@ -118,7 +109,7 @@ def ensure_targets(
         values = {k: v for k, v in described.items() if k in CREATED_FROM and v is not None}
         forwards[m.target.name] = {k: str(values.pop(k)).rsplit("/", 1)[-1] for k in FORWARDING if values.get(k)}
         create_entity(m.target.name, kind="queue", properties=values, connection=dst)
-    there = _admin(dst, _names)
+    there = admin_call(dst, _names)
     for name, targets in forwards.items():
         kept = {k: t for k, t in targets.items() if t.lower() in there}
         for key, target in targets.items():

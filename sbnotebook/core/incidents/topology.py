@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import entity_name
-from ..errors import InvalidInputError, SbError
-from ..operations.counts import admin_error
+from ..errors import InvalidInputError
+from ..operations.counts import admin_call
 from .config_json import (
     MAX_ENTITIES,
     MAX_SUBSCRIPTIONS,
@@ -76,15 +74,6 @@ class TopologyExport:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(str(self))
-
-
-def _admin(conn: LiveConnection, work: Callable[[Any], T]) -> T:
-    try:
-        return work(conn.admin())
-    except SbError:
-        raise
-    except Exception as exc:
-        raise admin_error(exc, conn) from None
 
 
 def _globs(entities: str | None) -> list[str]:
@@ -162,7 +151,7 @@ def export_topology(
     they forward to) as Microsoft's emulator Config.json, written to ``path`` when given (see the
     module docstring). Its ``notes`` say what the format or Microsoft's emulator cannot hold."""
     conn = live(connection)
-    ns = _admin(conn, _read)
+    ns = admin_call(conn, _read)
     names, added = _chosen(ns, _globs(entities))
     notes = Notes()
     out_queues = []

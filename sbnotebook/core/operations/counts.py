@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
@@ -18,6 +19,8 @@ from ..errors import (
     role_needed,
     sign_in_failure,
 )
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,16 @@ def counts(entity: str | EntityPath, *, connection: ConnectionLike = None) -> En
     except Exception as exc:
         raise admin_error(exc, conn, str(path)) from None
     return _counts_of(str(path), p, size, "subscription" if path.is_subscription else "queue")
+
+
+def admin_call(conn: LiveConnection, work: Callable[[Any], T], entity: str | None = None) -> T:
+    """``work(admin client)``, an administration API failure said in one line (``admin_error``)."""
+    try:
+        return work(conn.admin())
+    except SbError:
+        raise
+    except Exception as exc:
+        raise admin_error(exc, conn, entity) from None
 
 
 def _counts_of(name: str, p: Any, size: int | None, kind: str) -> EntityCounts:

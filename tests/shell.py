@@ -5,6 +5,7 @@ from its text, and a scripted answer to a confirmation prompt."""
 from __future__ import annotations
 
 import builtins
+import contextlib
 import copy
 from collections.abc import Iterator
 from typing import Any
@@ -24,17 +25,28 @@ def ip() -> Any:
     return globalipapp.start_ipython() or globalipapp.get_ipython()
 
 
-@pytest.fixture
-def sb(ip: Any, emulator: Emulator, capsys: pytest.CaptureFixture[str]) -> Iterator[SbMagics]:
-    config = copy.deepcopy(ip.config)  # a test's %config stays in it (the shell is the process's)
+@contextlib.contextmanager
+def loaded(ip: Any, capsys: pytest.CaptureFixture[str], *connects: str) -> Iterator[SbMagics]:
+    """The extension loaded afresh, each ``%sb_connect`` line run; after, unloaded and the shell's
+    config as it was (a test's %config stays in it otherwise: the shell is the process's)."""
+    config = copy.deepcopy(ip.config)
     unload_ipython_extension(ip)
     magics = load_ipython_extension(ip)
-    ip.run_line_magic("sb_connect", emulator.connection_string)
+    for connect in connects:
+        ip.run_line_magic("sb_connect", connect)
     capsys.readouterr()
-    yield magics
-    unload_ipython_extension(ip)
-    ip.config.clear()
-    ip.config.update(config)
+    try:
+        yield magics
+    finally:
+        unload_ipython_extension(ip)
+        ip.config.clear()
+        ip.config.update(config)
+
+
+@pytest.fixture
+def sb(ip: Any, emulator: Emulator, capsys: pytest.CaptureFixture[str]) -> Iterator[SbMagics]:
+    with loaded(ip, capsys, emulator.connection_string) as magics:
+        yield magics
 
 
 def line(ip: Any, text: str) -> Any:

@@ -14,13 +14,12 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook.core import EntityNameError, Report, copy_resume_point, counts, split_address
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
-from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics, copying
 from sbnotebook.notebook.widgets import SettlementPanel
 from tests import shell
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import HttpOnlyProxy, InterruptAtFirstProgress, drain, magic_fails, send, wait_until
-from tests.shell import answer, line
+from tests.shell import answer, line, loaded
 
 ip = shell.ip  # the shell: one real IPython shell per process
 
@@ -40,13 +39,8 @@ def prod_client(prod: Emulator) -> Iterator[ServiceBusClient]:
 
 @pytest.fixture
 def sb(ip: Any, emulator: Emulator, prod: Emulator, capsys: pytest.CaptureFixture[str]) -> Iterator[SbMagics]:
-    unload_ipython_extension(ip)
-    magics = load_ipython_extension(ip)
-    ip.run_line_magic("sb_connect", emulator.connection_string)
-    ip.run_line_magic("sb_connect", f"--as prod {prod.connection_string}")
-    capsys.readouterr()
-    yield magics
-    unload_ipython_extension(ip)
+    with loaded(ip, capsys, emulator.connection_string, f"--as prod {prod.connection_string}") as magics:
+        yield magics
 
 
 def test_split_address_reads_the_connection_prefix_and_says_what_is_wrong() -> None:

@@ -12,12 +12,11 @@ import pytest
 
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
-from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics
 from tests import shell
 from tests.core.test_topology_export import EMPTY, build_rich_namespace, namespace
 from tests.helpers import magic_fails
-from tests.shell import line
+from tests.shell import line, loaded
 
 ip = shell.ip
 
@@ -31,13 +30,8 @@ def prod() -> Iterator[Emulator]:
 
 @pytest.fixture
 def sb(ip: Any, emulator: Emulator, prod: Emulator, capsys: pytest.CaptureFixture[str]) -> Iterator[SbMagics]:
-    unload_ipython_extension(ip)
-    magics = load_ipython_extension(ip)
-    ip.run_line_magic("sb_connect", emulator.connection_string)
-    ip.run_line_magic("sb_connect", f"--as prod {prod.connection_string}")
-    capsys.readouterr()
-    yield magics
-    unload_ipython_extension(ip)
+    with loaded(ip, capsys, emulator.connection_string, f"--as prod {prod.connection_string}") as magics:
+        yield magics
 
 
 def test_sb_topology_exports_this_connection_and_a_named_one(

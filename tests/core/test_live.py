@@ -243,3 +243,20 @@ def test_sends_that_meet_one_outage_together_reconnect_once() -> None:
     finally:
         conn.close()
         first.stop()
+
+
+def test_a_client_that_never_reached_the_broker_is_not_replaced() -> None:
+    """A send that starts after another call's reconnect, while the broker is still down, used to
+    reconnect again (two reconnects for one outage, when the sends were spawned one by one): its
+    client was made during the outage and had never opened a link, so replacing it changes
+    nothing. Nothing listens on the port here: every client is such a client."""
+    conn = core.connect(
+        f"Endpoint=sb://127.0.0.1:{free_port()};SharedAccessKeyName=k;SharedAccessKey=x;UseDevelopmentEmulator=true",
+        warm=False,
+    )
+    try:
+        with pytest.raises(core.ServiceError):
+            core.send("q", ["never"], connection=conn)
+        assert conn.reconnects == 0
+    finally:
+        conn.close()

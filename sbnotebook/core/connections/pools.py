@@ -61,6 +61,7 @@ class Generation:
     client: Any  # azure.servicebus.aio.ServiceBusClient
     own_credential: Any = None  # a DefaultAzureCredential made for this client: closed with it
     spares: SpareConnections | None = None  # AMQP connections opened ahead of need (sdk_spares.py)
+    opened_a_link: bool = False  # a client that never reached the broker is not stale: no reconnect
 
     async def close(self) -> None:
         """Close the client, and with it every handler it made (only once nothing borrows them)."""
@@ -129,6 +130,7 @@ class LinkPools(LoopThread):
 
     async def _open(self, kind: str, path: EntityPath) -> Any:
         client = self.sdk_client()
+        generation = self._current
         if kind == "sender":
             if path.subscription is not None or path.sub_queue is not None:
                 raise EntityNameError(
@@ -149,6 +151,8 @@ class LinkPools(LoopThread):
             await quietly(close_now(link))
             raise
         self.links_opened += 1
+        if generation is not None:
+            generation.opened_a_link = True
         return link
 
     @asynccontextmanager
@@ -195,8 +199,7 @@ class LinkPools(LoopThread):
         except Exception as first:
             if not is_connection_lost(first):
                 raise
-            if self._generation == generation:
-                await self.reconnect(why=first)  # logged there, with why
+            await self.reconnect_if_stale(generation, why=first)
         try:
             result = await work()
         except StaleLink as second:
@@ -211,6 +214,17 @@ class LinkPools(LoopThread):
         if after is not None:
             after(result)
         return result
+
+    async def reconnect_if_stale(self, generation: int, *, why: BaseException) -> bool:
+        """Reconnect after a call that began in ``generation`` lost the connection, unless that is
+        no longer needed: another call has reconnected since (``generation`` changed), or the
+        current client has never opened a link (made after the outage began: replacing it would
+        only make another that cannot connect either). One outage, one reconnect."""
+        current = self._current
+        if self._generation != generation or current is None or not current.opened_a_link:
+            return False
+        await self.reconnect(why=why)  # logged there, with why
+        return True
 
     async def reconnect(self, *, why: BaseException | None = None) -> None:
         """End the current generation: close every idle link and the spare connections, and start

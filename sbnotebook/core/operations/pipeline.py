@@ -194,9 +194,10 @@ class _Senders:
                 if not is_retryable(exc) or attempt >= self.retry.attempts:
                     raise
                 if attempt == 1 and is_connection_lost(exc):
-                    if self.conn.generation == generation:  # else another call has reconnected already
-                        await self.conn.reconnect(why=exc)  # logged there, with why
-                    self.report.note("reconnected: the connection had dropped")
+                    if await self.conn.reconnect_if_stale(generation, why=exc):
+                        self.report.note("reconnected: the connection had dropped")
+                    else:  # another call reconnected, or this client has never reached the broker
+                        self.report.note("the connection had dropped: retried opening a sender")
                     self.pool = self.conn.pool("sender", self.path)
                 else:
                     log.info("opening a sender for %s failed (try %d): %s", self.path, attempt, from_sdk(exc).message)

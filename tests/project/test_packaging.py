@@ -61,7 +61,10 @@ def _runtime_venv(constraints: Path) -> Path:
     shutil.rmtree(building, ignore_errors=True)
     venv.create(building, with_pip=True, symlinks=True)
     pip = [str(building / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "install", "--only-binary", ":all:", "-r", str(constraints)], check=True, timeout=800)
+    # --no-compile: no .pyc files for the venv's 17,000 modules, which nothing here imports (pip only
+    # reads the installed distributions' metadata): 13 s of CPU instead of 35 per set, cold.
+    install = [*pip, "install", "--no-compile", "--only-binary", ":all:", "-r", str(constraints)]
+    subprocess.run(install, check=True, timeout=800)
     (building / "ready").write_text("ok\n")
     try:
         building.rename(home)

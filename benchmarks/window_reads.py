@@ -7,7 +7,8 @@ the best of ``--rounds``:
 
   window : ``core.peek(enqueued_after=<the last 1 %'s first time>)`` (``%sb_peek --enqueued-after``):
            the window's sequence numbers found by a search over peeks (``window_bounds``: 32 probes in
-           flight per round, ``core.time_bounds``), then only those peeked
+           flight per round, ``core.time_bounds``; from the second round on, packed around an
+           interpolated guess of the edge), then only those peeked, their pages all at once
   where  : what an analyst had before: ``core.peek(where=...)`` over every message, the search
            keeping the same 1 % (``sequence_number >= K``: a read of everything, as a ``--where`` over
            ``enqueued_time`` is)
@@ -30,7 +31,7 @@ from typing import Any
 from _common import start_emulator  # the one way the benchmarks start `sbnotebook emulator`
 
 from sbnotebook import core
-from sbnotebook.core.operations.bounds import window_bounds  # what core.peek's window costs in peeks
+from sbnotebook.core.operations.window_search import window_bounds  # what core.peek's window costs in peeks
 
 QUEUE = "orders"  # a queue of the emulator's default topology
 TARGET_AT_0_MS = 1 / 3  # the window read in at most a third of a full read's time

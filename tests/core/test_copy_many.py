@@ -4,6 +4,8 @@ state read by the administration API and a second client, not the kit's report."
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +18,7 @@ from sbnotebook.core import close_all
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.helpers import InterruptAtFirstProgress
+from tests.windows import broker
 
 EMPTY = {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [], "Topics": []}]}}
 SENT = {"orders-eu": 30, "orders-us": 300, "payments": 10}  # orders-us: several sends (an interrupt between)
@@ -119,3 +122,42 @@ def test_an_interrupted_glob_copy_resumes_per_entity_without_duplicates(prod: Em
     assert "copied in full by an earlier run" in str(again.parts[0])
     assert _active(at_home, "orders-eu") == 26 and _active(at_home, "orders-us") == 300
     assert _bodies(home, "orders-us") == _bodies(prod, "orders-us")
+
+
+def test_a_glob_copy_takes_each_entity_s_window_and_resumes_with_the_same_instants(
+    prod: Emulator, home: Emulator
+) -> None:
+    """A window on a glob: each entity's messages enqueued in it, no other. An age is read once, for
+    every entity; interrupted, the same call again takes the instants the first run read it as (read
+    anew, the window would start after every message sent late, and the rest would never come)."""
+    t_mid = dt.datetime.now(dt.UTC)
+    time.sleep(0.1)
+    late = {"orders-eu": 5, "orders-us": 250}
+    with ServiceBusClient.from_connection_string(prod.connection_string) as client:
+        for name, n in late.items():
+            with client.get_queue_sender(name) as sender:
+                sender.send_messages([ServiceBusMessage(f"{name} late {i}") for i in range(n)])
+    emulator_admin_client(home.connection_string).create_queue(
+        "orders-us", requires_duplicate_detection=True, duplicate_detection_history_time_window=core.duration("10m")
+    )
+    age = dt.datetime.now(dt.UTC) - t_mid  # "that long ago": t_mid, read now
+    hook = InterruptAtFirstProgress()
+
+    def second_entity(match: Any, report: core.Report) -> None:
+        if match.source.name == "orders-us":
+            hook(report)
+
+    kwargs: dict[str, Any] = {"source_connection": prod.connection_string, "connection": home.connection_string}
+    with hook.interrupting():
+        core.copy_many("orders*", enqueued_after=age, max_in_flight=1, progress=second_entity, **kwargs)
+    at_home = emulator_admin_client(home.connection_string)
+    assert _active(at_home, "orders-eu") == 5 and _active(at_home, "orders-us") < 250
+    time.sleep(0.2)  # the same age read now would start after every late message
+    again = core.copy_many("orders*", enqueued_after=age, **kwargs)
+    assert "copied in full by an earlier run" in str(again.parts[0])
+    with ServiceBusClient.from_connection_string(prod.connection_string) as client:
+        at_prod = {name: broker(client, name) for name in late}
+    for name, n in late.items():
+        in_window = sorted(p.body for p in at_prod[name] if p.enqueued >= t_mid)  # read from the source
+        assert _bodies(home, name) == in_window == sorted(f"{name} late {i}" for i in range(n))
+    assert _active(at_home, "payments") == 0

@@ -3,10 +3,13 @@ line per entity, missing targets refused by name or made with --create."""
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook.core import Report
 from sbnotebook.core.sdk.admin import emulator_admin_client
@@ -17,6 +20,7 @@ from tests import shell
 from tests.core.test_copy_many import _active, _bodies, home, prod
 from tests.helpers import magic_fails
 from tests.shell import line
+from tests.windows import broker, naive_utc_text
 
 ip = shell.ip
 __all__ = ["home", "prod"]  # the fixtures, from the core tests
@@ -47,3 +51,23 @@ def test_sb_copy_of_a_glob(ip: Any, sb: SbMagics, prod: Emulator, home: Emulator
     assert str(report).splitlines()[1].startswith("  copy prod:orders-eu/$deadletterqueue -> home:orders-eu: 4 sent")
     assert _bodies(home, "orders-eu") == sorted(f"orders-eu {i}" for i in range(4))
     assert _active(emulator_admin_client(home.connection_string), "payments") == 0
+
+
+def test_sb_copy_of_a_glob_with_a_window(ip: Any, sb: SbMagics, prod: Emulator, home: Emulator, capsys: Any) -> None:
+    """Each matching queue's messages enqueued in the window, counted and copied; no other."""
+    t_mid = dt.datetime.now(dt.UTC)
+    time.sleep(0.1)
+    late = {"orders-eu": 3, "orders-us": 4}
+    with ServiceBusClient.from_connection_string(prod.connection_string) as client:
+        for name, n in late.items():
+            with client.get_queue_sender(name) as sender:
+                sender.send_messages([ServiceBusMessage(f"{name} late {i}") for i in range(n)])
+        at_prod = {name: broker(client, name) for name in late}
+    report = line(ip, f"sb_copy 'prod:orders*' home: --create --yes --enqueued-after {naive_utc_text(t_mid)}")
+    printed = capsys.readouterr().out
+    assert "prod:orders-eu -> home:orders-eu: 3 message(s)" in printed, printed
+    assert "home:orders-us: 4 message(s) (made from the source's description)" in printed
+    assert "Copy 2 entities (enqueued from " in printed
+    assert isinstance(report, Report) and report.count("sent") == 7
+    for name in late:
+        assert _bodies(home, name) == sorted(p.body for p in at_prod[name] if p.enqueued >= t_mid)

@@ -12,6 +12,7 @@ same call again copies only the rest, and of an interrupted entity only what is 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import fnmatch
 import hashlib
 import json
@@ -27,8 +28,10 @@ from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
 from ..entities import DEAD_LETTER_QUEUE, EntityPath
 from ..errors import EntityNotFoundError, InvalidInputError
+from ..operations.bounds import TimeWindow
 from ..operations.counts import admin_call
 from ..operations.manage import QUEUE_PROPERTIES, create_entity, entity_properties, update_entity
+from ..operations.window import When, enqueued_window, given_text
 from ..outcome import Report
 from .copy_progress import copy_records
 from .copying import acopy
@@ -132,11 +135,36 @@ def _record(src: LiveConnection, dst: LiveConnection, pattern: str, options: dic
     return copy_records() / f"copy-many-{digest}.json"
 
 
-def _done(record: Path) -> list[str]:
+def _saved(record: Path) -> dict[str, Any]:
     try:
-        return list(json.loads(record.read_text(encoding="utf-8")).get("done", []))
-    except (OSError, ValueError, AttributeError):
-        return []
+        found = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _done(record: Path) -> list[str]:
+    return [str(name) for name in _saved(record).get("done", [])]
+
+
+def _window(record: Path) -> TimeWindow | None:
+    """The window an earlier run of the same call took (its ages resolved then), or None."""
+    ends = _saved(record).get("window")
+    if not isinstance(ends, list) or len(ends) != 2:
+        return None
+    try:
+        after, before = (None if t is None else dt.datetime.fromisoformat(t) for t in ends)
+    except (TypeError, ValueError):
+        return None
+    return TimeWindow(after, before)
+
+
+def _save(record: Path, pattern: str, done: list[str], window: TimeWindow | None) -> None:
+    saved: dict[str, Any] = {"pattern": pattern, "done": done}
+    if window is not None:
+        saved["window"] = [None if t is None else t.isoformat() for t in (window.after, window.before)]
+    record.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(record, saved)
 
 
 async def acopy_many(
@@ -150,10 +178,17 @@ async def acopy_many(
     keep_message_id: bool = False,
     max_in_flight: int = 10,
     progress: Callable[[Match, Report], None] | None = None,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
 ) -> Report:
     """Copy the queues ``pattern`` matches (or their dead-letter queues) of ``source_connection`` into
     the queues of the same names of ``connection`` (see the module docstring). ``max_messages``: per
-    entity. ``progress(match, report)`` as each entity's copy starts (an empty report), then after each of its sends."""
+    entity. ``progress(match, report)`` as each entity's copy starts (an empty report), then after each of its sends.
+    ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only each
+    entity's messages enqueued within that window (found in each by a search over peeks, window.py);
+    an age is taken from one instant for every entity, kept in the glob's record so that the same
+    call again resumes with the same window."""
+    window = enqueued_window(enqueued_after, enqueued_before)  # a bad WHEN fails before anything is read
     src, dst = live(source_connection), live(connection)
     # The administration API is HTTP, called synchronously: off the connection's loop, which the
     # copies' links share.
@@ -165,8 +200,13 @@ async def acopy_many(
         return report
     await asyncio.to_thread(ensure_targets, found, src, dst, create=create, report=report)
     options = {"where": where, "max_messages": max_messages, "keep_message_id": keep_message_id}
+    if window is not None:  # as typed: an age keys the record as typed (the same call resumes)
+        options |= {"enqueued_after": given_text(enqueued_after), "enqueued_before": given_text(enqueued_before)}
     record = _record(src, dst, pattern, options)
-    done = _done(record)
+    done, saved = _done(record), _window(record)
+    window = saved if window is not None and saved is not None else window
+    if window is not None:  # the instants every entity's copy takes, saved before the first
+        _save(record, pattern, done, window)
     started = time.perf_counter()
     for m in found:
         if str(m.source) in done:
@@ -186,13 +226,14 @@ async def acopy_many(
             progress=None if progress is None else (lambda r, m=m: progress(m, r)),  # type: ignore[misc]
             source_connection=src,
             connection=dst,
+            enqueued_after=None if window is None else window.after,
+            enqueued_before=None if window is None else window.before,
         )
         report.parts.append(part)
         report.merge(part)
         if part.ok and not part.failures:
             done.append(str(m.source))
-            record.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(record, {"pattern": pattern, "done": done})
+            _save(record, pattern, done, window)
     report.elapsed = time.perf_counter() - started
     if all(p.ok for p in report.parts):
         record.unlink(missing_ok=True)  # complete: the same call again copies everything again

@@ -11,7 +11,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..connections.live import LiveConnection
@@ -20,7 +20,7 @@ from ..entities import EntityPath
 from ..errors import EntityNotFoundError, SbError
 from ..renames import renamed
 from .counts import counts
-from .scan import apeek_once, peek_numbers
+from .scan import PAGE_SIZE, apeek_once, peek_numbers
 
 # Messages peeked at the expected end of the entity. A short window has seen the end; a full one
 # (producers faster than a round trip, or holes in the numbering) falls back to a search. 32
@@ -119,9 +119,11 @@ def message_count(conn: ConnectionLike, path: EntityPath) -> int | None:
 # flight at once and a message may be large; a run of scheduled messages costs another peek.
 PROBE_PAGE = 4
 FANOUT = 32  # probes in flight per round of a window's search
-# Numbers an edge's search may leave undecided: the read filters every message by its time anyway, and
-# so many more cost no round trip in the page it peeks. 10^4 messages take 2 rounds, 10^5 and 10^6 3.
-SLACK = 128
+# Numbers an edge's search may leave undecided: the read filters every message by its time anyway,
+# and peeks its pages all at once (``ascan_range``), so two pages more cost no round trip. 10^4
+# messages take 1 round (32 probes leave 10^4 / 32 = 313), 10^5 2 (the second round's probes placed
+# by interpolation around where the edge's time should be).
+SLACK = 2 * PAGE_SIZE
 
 
 def _stamp(t: dt.datetime) -> str:
@@ -200,6 +202,7 @@ class WindowBounds:
     last: int
     sweep: tuple[int, int] | None
     peeks: int
+    head: tuple[Any, ...] | None = field(default=None, repr=False)  # the SDK's messages first..last, when peeked
 
 
 async def _aprobe(conn: LiveConnection, path: EntityPath, seq: int, peeks: list[int]) -> tuple[int, Any] | None:
@@ -219,13 +222,34 @@ async def _aprobe(conn: LiveConnection, path: EntityPath, seq: int, peeks: list[
         seq = int(page[-1].sequence_number) + 1
 
 
-def _points(lo: int, hi: int) -> list[int]:
+def _points(lo: int, hi: int, guess: int | None = None) -> list[int]:
     """Where one round of the search probes, in lo..hi-1: every number when few are left, else
-    ``FANOUT`` evenly spread from ``lo``."""
+    ``FANOUT`` evenly spread from ``lo``; with a `guess` of where the edge is, half of them evenly
+    spread (whatever the guess, the next bracket is at most twice the even one's) and half packed
+    around the guess, closer near it (a right guess leaves a bracket of a few numbers)."""
     if hi - lo <= FANOUT:
         return list(range(lo, hi))
-    step = (hi - lo) / (FANOUT + 1)
-    return sorted({lo + int(step * i) for i in range(FANOUT)})
+    if guess is None or not lo <= guess < hi:
+        step = (hi - lo) / FANOUT  # from lo (it may hold: the whole range in the window), hi excluded
+        return sorted({lo + int(step * i) for i in range(FANOUT)})
+    half = FANOUT // 2
+    side = (FANOUT - half - 1) // 2  # each side of the guess, out to one even step from it
+    step = (hi - lo) / half
+    points = {lo + int(step * i) for i in range(half)} | {guess}
+    for k in range(1, side + 1):
+        offset = max(k, round(step * (k / side) ** 2))
+        points |= {guess - offset, guess + offset}
+    return sorted(p for p in points if lo <= p < hi)
+
+
+def _interpolated(below: tuple[int, Any] | None, above: tuple[int, Any] | None, target: Any) -> int | None:
+    """Where the enqueued time `target` should fall between two probed messages (number, time), were
+    the times linear in the numbers; None when that cannot be said. Only where to probe: a wrong guess
+    costs a wider bracket, never a wrong edge."""
+    if below is None or above is None or target is None or not below[1] < above[1]:
+        return None
+    share = (target - below[1]) / (above[1] - below[1])
+    return below[0] + round(min(max(share, 0.0), 1.0) * (above[0] - below[0]))
 
 
 def _first_where(
@@ -237,6 +261,7 @@ def _first_where(
     peeks: list[int],
     end: Callable[[], int] | None = None,
     slack: int = 0,
+    target: dt.datetime | None = None,
 ) -> tuple[int, tuple[int, Any] | None]:
     """The lowest s from `low` on such that the first message not scheduled at or after s is
     missing or `holds(its enqueued time)`: a predicate that, once true, stays true in sequence
@@ -248,13 +273,16 @@ def _first_where(
     search starts on the guess while `end()` finds the real one (their round trips overlap), and
     goes on past the guess only if every number up to it fails. With `slack`, it may stop with up
     to that many numbers undecided: the s returned is then the lowest of them (every number below it
-    fails), and the message the highest one's probe found."""
+    fails), and the message the highest one's probe found. `target`: the time where the predicate
+    turns true (the window's edge): from the second round on, the probes are packed around where
+    it falls between the messages either side of the bracket (``_interpolated``)."""
     c = live(conn)
     lo, hi = low, high + 1
     at_hi: tuple[int, Any] | None = None
+    below: tuple[int, Any] | None = None  # the highest message probed that fails
     while True:
         while hi - lo > slack:
-            points = _points(lo, hi)
+            points = _points(lo, hi, _interpolated(below, at_hi, target))
 
             async def probes(points: list[int] = points) -> list[tuple[int, Any] | None]:
                 return list(await asyncio.gather(*(_aprobe(c, path, p, peeks) for p in points)))
@@ -262,6 +290,7 @@ def _first_where(
             for point, got in zip(points, c.run_on(path, probes()), strict=True):
                 if got is not None and not holds(got[1]):
                     lo = max(lo, got[0] + 1)  # every number up to the message found fails too
+                    below = got if below is None or got[0] > below[0] else below
                 else:
                     hi, at_hi = point, got  # holds here, so from here on (numbers below were probed and failed)
                     end = None  # found below the guess: the real end changes nothing
@@ -321,9 +350,11 @@ def _bounds(
     with ThreadPoolExecutor(max_workers=2) as pool:
         start = stop = None
         if window.after is not None:
-            start = pool.submit(_first_where, conn, path, first, last, lambda t: not window.below(t), peeks, end, slack)
+            start = pool.submit(
+                _first_where, conn, path, first, last, lambda t: not window.below(t), peeks, end, slack, window.after
+            )
         if window.before is not None:
-            stop = pool.submit(_first_where, conn, path, first, last, window.beyond, peeks, end, slack)
+            stop = pool.submit(_first_where, conn, path, first, last, window.beyond, peeks, end, slack, window.before)
         lo = start.result()[0] if start is not None else first
         # Scheduled messages between the end and the first message after the window stay in range:
         # the range ends before that message (the search's own probe at the end).
@@ -334,25 +365,6 @@ def _bounds(
     if lo > hi and sweep is None:
         return None
     return WindowBounds(lo, hi, sweep, peeks[0])
-
-
-def window_bounds(conn: ConnectionLike, path: EntityPath, start: int, window: TimeWindow) -> WindowBounds | None:
-    """``snapshot`` and ``time_bounds`` with their round trips overlapped: the count and the first
-    number at once, then the search from the count's guess of the end while the end is checked
-    (``last_present``), each edge left undecided by at most ``SLACK`` numbers (the core's windowed
-    reads keep each message by its time). Far from the namespace that saves the snapshot's second
-    round trip and a round of the search."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        counting = pool.submit(message_count, conn, path)
-        first = first_present(conn, path, start)
-        count = counting.result()
-        if first is None or window.empty:
-            return None
-        if count is None:
-            return time_bounds(conn, path, first, last_present(conn, path, first, None), window, slack=SLACK)
-        checked = pool.submit(last_present, conn, path, first, count)
-        guess = first + max(count, 1) - 1
-        return time_bounds(conn, path, first, guess, window, end=checked.result, slack=SLACK)
 
 
 def _may_hold_scheduled(conn: ConnectionLike, path: EntityPath) -> bool:

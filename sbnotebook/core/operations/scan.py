@@ -108,12 +108,44 @@ async def ascan(
     wanted = {s.lower() for s in states} if states is not None else None
     if wanted is not None and not wanted <= set(STATES):
         raise InvalidInputError(f"states must be among {', '.join(STATES)}, not {sorted(wanted)}.")
-    conn = live(connection)
-    pager = _Pager(conn, path, session_id, page_size, held)
-    remaining = max_messages
     one_link = session_id is not None or held is not None  # a session is peeked through its one receiver
+    pager = _Pager(live(connection), path, session_id, page_size, held)
+    async with contextlib.aclosing(
+        _paged(pager, max(start, 1), stop, 1 if one_link else max_in_flight, max_messages, wanted)
+    ) as pages:
+        async for page in pages:
+            yield page
+
+
+async def ascan_range(
+    entity: str | EntityPath, first: int, last: int, connection: ConnectionLike = None
+) -> AsyncGenerator[list[Any], None]:
+    """Pages of the SDK messages numbered ``first..last``, a range known to be there (a time window's,
+    found by a search): ``ascan``'s, but its windows peeked all at once from the first one, not after
+    a first page peeked alone (which only tells how densely the numbers run and whether the entity
+    ends there): far from the namespace, a round trip less."""
+    pager = _Pager(live(connection), EntityPath.parse(entity), None, PAGE_SIZE, None)
+    async with contextlib.aclosing(
+        _paged(pager, max(first, 1), last + 1, DEFAULT_MAX_IN_FLIGHT, None, None, at_once=True)
+    ) as pages:
+        async for page in pages:
+            yield page
+
+
+async def _paged(
+    pager: _Pager,
+    start: int,
+    stop: int | None,
+    max_in_flight: int,
+    max_messages: int | None,
+    wanted: set[str] | None,
+    at_once: bool = False,
+) -> AsyncGenerator[list[Any], None]:
+    """The pager's pages, in the ``states`` wanted, at most ``max_messages``; the SDK's errors as the
+    kit's; the pager closed at the end."""
+    remaining = max_messages
     try:
-        async for page in pager.pages(max(start, 1), stop, 1 if one_link else max_in_flight, max_messages):
+        async for page in pager.pages(start, stop, max_in_flight, max_messages, at_once):
             if wanted is not None:
                 page = [m for m in page if message_state(m) in wanted]
             if remaining is not None:
@@ -126,7 +158,7 @@ async def ascan(
     except (SbError, asyncio.CancelledError, GeneratorExit):
         raise
     except Exception as exc:
-        raise from_sdk(exc, entity=str(path)) from None
+        raise from_sdk(exc, entity=str(pager.path)) from None
     finally:
         await pager.close()
 
@@ -206,21 +238,25 @@ class _Pager:
         return w
 
     async def pages(
-        self, start: int, stop: int | None, max_in_flight: int, limit: int | None
+        self, start: int, stop: int | None, max_in_flight: int, limit: int | None, at_once: bool = False
     ) -> AsyncIterator[list[Any]]:
-        first_count = min(self.page_size, limit) if limit is not None else self.page_size
-        raw = await self.peek(start, first_count)
-        head = [m for m in raw if stop is None or int(m.sequence_number) < stop]
-        if head:
-            yield head
-        if not head or len(head) < len(raw) or (limit is not None and len(head) >= limit):
-            return
-        low, high = int(head[0].sequence_number), int(head[-1].sequence_number)
-        # Windows sized to hold about one page, from how densely the first page was numbered.
-        density = len(head) / max(1, high - low + 1)
-        width = max(self.page_size, math.floor(self.page_size / density))
-        seen = len(head)
-        at = high + 1
+        """``at_once`` (a range ``start..stop`` known to be there): no first page alone, every window
+        launched from ``start``, each a page wide (dense numbering: a gap only costs peeks)."""
+        if at_once and stop is not None:
+            width, seen, at, short = self.page_size, 0, start, False
+        else:
+            first_count = min(self.page_size, limit) if limit is not None else self.page_size
+            raw = await self.peek(start, first_count)
+            head = [m for m in raw if stop is None or int(m.sequence_number) < stop]
+            if head:
+                yield head
+            if not head or len(head) < len(raw) or (limit is not None and len(head) >= limit):
+                return
+            low, high = int(head[0].sequence_number), int(head[-1].sequence_number)
+            # Windows sized to hold about one page, from how densely the first page was numbered.
+            density = len(head) / max(1, high - low + 1)
+            width = max(self.page_size, math.floor(self.page_size / density))
+            seen, at, short = len(head), high + 1, len(raw) < first_count
         running: deque[tuple[_Window, asyncio.Task[_Window]]] = deque()
 
         def launch() -> None:
@@ -233,7 +269,7 @@ class _Pager:
             at = end
 
         # A short first page is most likely the end: confirm with one window, not `max_in_flight`.
-        target = 1 if len(raw) < first_count else max_in_flight
+        target = 1 if short else max_in_flight
         try:
             while len(running) < target and (stop is None or at < stop):
                 launch()

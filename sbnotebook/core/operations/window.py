@@ -1,6 +1,6 @@
 """Enqueued-time windows on the commands and core functions that read or act (``enqueued_after=`` /
 ``enqueued_before=``, ``--enqueued-after`` / ``--enqueued-before``): WHEN read, the sequence numbers
-holding the window found by a search over peeks (``bounds.window_bounds``: ``time_bounds``, the
+holding the window found by a search over peeks (``window_search.window_bounds``: ``time_bounds``, the
 Spark reader's ``enqueuedAfter`` / ``enqueuedBefore``), and the scan of only those numbers.
 
 The window is Spark's: half-open, at or after ``enqueued_after``, strictly before ``enqueued_before``.
@@ -14,16 +14,17 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import AsyncGenerator, Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..views.records import to_record
-from .bounds import TimeWindow, window_bounds
+from .bounds import TimeWindow
 from .manage import duration
-from .scan import ascan
+from .scan import ascan_range
+from .window_search import window_bounds
 
 When = str | dt.datetime | dt.timedelta
 _AGE = re.compile(r"^\s*\d+(?:\.\d+)?\s*(ms|s|m|h|d)\s*$", re.I)
@@ -97,13 +98,15 @@ class Span:
     """Where a window's messages are: sequence numbers ``first..last`` (each message kept by its
     time), and below them, when the entity holds scheduled messages, ``sweep``: numbers whose
     scheduled messages may be enqueued within the window (a scheduled message is numbered when it
-    is scheduled). ``peeks``: what the search cost."""
+    is scheduled). ``peeks``: what the search cost. ``head``: the SDK's messages ``first..last``, all
+    of them, when the search peeked them already (a window in the entity's last page: window_search.py)."""
 
     window: TimeWindow
     first: int
     last: int
     sweep: tuple[int, int] | None
     peeks: int
+    head: tuple[Any, ...] | None = field(default=None, repr=False)
 
     def parts(self) -> list[tuple[int, int, bool]]:
         """(first, last, scheduled only) in sequence order: the sweep, then the window's numbers."""
@@ -132,7 +135,23 @@ def locate(connection: ConnectionLike, entity: str | EntityPath, window: TimeWin
     sweep = None if path.is_dead_letter else bounds.sweep
     if bounds.first > bounds.last and sweep is None:
         return None
-    return Span(window, bounds.first, bounds.last, sweep, bounds.peeks)
+    return Span(window, bounds.first, bounds.last, sweep, bounds.peeks, bounds.head)
+
+
+async def _apart(
+    entity: str | EntityPath, span: Span, first: int, last: int, scheduled_only: bool, connection: ConnectionLike
+) -> AsyncGenerator[list[Any], None]:
+    """The pages of one part of ``span`` (numbers ``first..last``), as peeked: the window's own numbers
+    from its ``head`` when the search peeked them already, else ``ascan_range``'s."""
+    if span.head is not None and not scheduled_only:
+        yield [m for m in span.head if first <= int(m.sequence_number) <= last]
+        return
+    pages = ascan_range(entity, first, last, connection=connection)
+    try:
+        async for page in pages:
+            yield page
+    finally:
+        await pages.aclose()
 
 
 async def ascan_span(
@@ -141,20 +160,13 @@ async def ascan_span(
     *,
     from_sequence_number: int = 1,
     connection: ConnectionLike = None,
-    **kwargs: Any,
 ) -> AsyncGenerator[list[Any], None]:
-    """Pages of the SDK messages in ``span``'s window, from ``from_sequence_number`` on, in sequence order (``ascan``
-    over each part of the span, its keywords passed on); pages may be empty."""
+    """Pages of the SDK messages in ``span``'s window, from ``from_sequence_number`` on, in sequence order
+    (``_apart`` over each part of the span: its pages all in flight at once); pages may be empty."""
     for first, last, scheduled_only in span.parts():
         if max(first, from_sequence_number) > last:
             continue
-        pages = ascan(
-            entity,
-            from_sequence_number=max(first, from_sequence_number),
-            before_sequence_number=last + 1,
-            connection=connection,
-            **kwargs,
-        )
+        pages = _apart(entity, span, max(first, from_sequence_number), last, scheduled_only, connection)
         try:
             async for page in pages:
                 yield [m for m in page if span.keeps(m, scheduled_only)]
@@ -179,14 +191,7 @@ def span_pages(
     for first, last, scheduled_only in span.parts():
         if max(first, from_sequence_number) > last:
             continue
-        for page in conn.iterate(
-            ascan(
-                path,
-                from_sequence_number=max(first, from_sequence_number),
-                before_sequence_number=last + 1,
-                connection=conn,
-            )
-        ):
+        for page in conn.iterate(_apart(path, span, max(first, from_sequence_number), last, scheduled_only, conn)):
             done += len(page)
             if progress is not None:
                 progress(done)

@@ -30,7 +30,8 @@ COPY = parser(
     "  %sb_copy orders orders-copy --where 'body_json.total > 100' --max-messages 1000\n"
     "  %sb_copy prod:events/subscriptions/audit audit --keep-message-id --yes\n"
     f"  %sb_copy 'prod:orders*/{DEAD_LETTER_QUEUE}' home:            # each DLQ into the queue of its name at home\n"
-    f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders --enqueued-after 2h   # the last two hours' only",
+    f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders --enqueued-after 2h   # the last two hours' only\n"
+    "  %sb_copy 'prod:orders*' home: --enqueued-after 2h      # each queue's last two hours, into its namesake",
 )
 COPY.add_argument("source", help=f"ENTITY or NAME:ENTITY to copy from (queue, subscription, .../{DEAD_LETTER_QUEUE})")
 COPY.add_argument("target", help="ENTITY or NAME:ENTITY: the queue or topic the copies go to")
@@ -86,11 +87,6 @@ def _count(source: str, where: Any, conn: LiveConnection, window: TimeWindow | N
 @command(COPY)
 def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     if core.is_glob(args.source.split(":", 1)[-1]):
-        if args.enqueued_after or args.enqueued_before:  # not applied to a glob yet: refused, never ignored
-            raise core.InvalidInputError(
-                "--enqueued-after/--enqueued-before take one source entity, not a glob: copy each entity's "
-                "window on its own (%sb_copy prod:orders home:orders --enqueued-after 2h); nothing was copied."
-            )
         return copy_many(self, args, _count)
     source, src = address(self, args.source)
     target, dst = address(self, args.target)

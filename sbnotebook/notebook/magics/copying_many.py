@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import core
 from .progress import Progress
+from .windows import said, window_of
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -22,7 +23,8 @@ def _side(self: MagicsState, text: str) -> tuple[str, core.LiveConnection, str]:
 
 
 def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
-    """``%sb_copy`` of a glob (``count(source, where, connection)``: how many a source holds)."""
+    """``%sb_copy`` of a glob (``count(source, where, connection, window)``: how many a source holds,
+    in the window)."""
     src_name, src, pattern = _side(self, args.source)
     dst_name, dst, rest = _side(self, args.target)
     if rest.strip() or not dst_name:
@@ -43,13 +45,14 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
             "from its source's description; nothing was copied."
         )
     where = core.compile_where(args.where) if args.where else None
+    window = window_of(args)  # each entity's messages of this window only (a bad WHEN fails here)
     held: dict[str, int] = {}
     for m in found:
         made = " (made from the source's description)" if m.target.name in missing else ""
-        held[str(m.source)] = count(str(m.source), where, src)
+        held[str(m.source)] = count(str(m.source), where, src, window)
         print(f"  {src_name}:{m.source} -> {dst_name}:{m.target}: {held[str(m.source)]} message(s){made}")
     ids = "their message ids" if args.keep_message_id else "fresh message ids"
-    print(f"Copy {len(found)} entities with {ids} (peeked: the sources are left as they are).")
+    print(f"Copy {len(found)} entities{said(window)} with {ids} (peeked: the sources are left as they are).")
     if not args.yes:
         self.ask("Nothing is taken from the sources.", "copy")
     bars: dict[str, Progress] = {}
@@ -71,6 +74,9 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
         keep_message_id=args.keep_message_id,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         progress=progress,
+        # As typed: the glob's record on disk keys on it (an age resumes as typed, with its first instants).
+        enqueued_after=args.enqueued_after,
+        enqueued_before=args.enqueued_before,
     )
     report.entity, report.target = args.source, f"{dst_name} namespace"
     for part in report.parts:

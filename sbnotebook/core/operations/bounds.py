@@ -266,7 +266,7 @@ def _first_where(
     """The lowest s from `low` on such that the first message not scheduled at or after s is
     missing or `holds(its enqueued time)`: a predicate that, once true, stays true in sequence
     order; and that message (None: missing, or s is past `high`). A search of ``FANOUT`` probes at
-    once per round (their peeks in flight together, so about log33(n) round trips, not log2(n): far
+    once per round (their peeks in flight together, so about log32(n) round trips, not log2(n): far
     from the namespace the rounds are the cost), jumping past each probed message that fails it.
 
     `high` is the highest number present, or with `end` a guess of it (from the message count): the
@@ -313,7 +313,7 @@ def time_bounds(
     """The sequence numbers that hold the messages enqueued within `window`, among
     from_sequence_number..to_sequence_number (both included: the snapshot's bounds; with `end`,
     `to_sequence_number` is a guess and `end()` the real last number), found by a search of
-    ``FANOUT`` probes at once: about log33(to - from) rounds of one peek each in flight per bound
+    ``FANOUT`` probes at once: about log32(to - from) rounds of one peek each in flight per bound
     (None: no message can be in the window). ``slack``: numbers an edge may be left undecided by (the
     range then takes them in: a reader that filters by time does not mind).
 

@@ -14,9 +14,10 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.core.operations import bounds, window_search
+from sbnotebook.core.operations.scan import PAGE_SIZE
 from sbnotebook.emulator import Emulator
-from tests.helpers import wait_until
-from tests.windows import Peeked, broker
+from tests.helpers import counted_peeks, wait_until
+from tests.windows import Peeked, broker, first_time, groups
 
 BURSTS = (120, 3, 150, 1, 2, 90, 40)  # messages per batch (one enqueued time each), 50 ms apart
 
@@ -101,3 +102,31 @@ def test_a_scheduled_message_that_became_active_is_renumbered_and_found_by_its_t
     assert s.sequence_number in numbers(cs, enqueued_after=s.enqueued)
     later = s.enqueued + dt.timedelta(microseconds=1000)
     assert numbers(cs, enqueued_before=later) == expected(state, before=later)
+
+
+def test_a_sparse_dead_letter_queue_s_window_is_read_in_windows_as_wide_as_its_numbers_are_sparse(
+    emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every tenth of 1,500 messages dead-lettered: the dead-letter queue holds a tenth of the numbers
+    it spans. Its window is read with all its windows at once, each sized from the count over the
+    span (about a page of messages, 2,500 numbers), not a page of numbers: one peek of a page, where
+    windows 250 numbers wide would each bring back the same messages beyond them."""
+    state = groups(client, size=500)
+    with client.get_queue_receiver("q") as r:
+        done = 0
+        while done < 1500:
+            for m in r.receive_messages(max_message_count=250, max_wait_time=5):
+                done += 1
+                if int(str(m)[1:]) % 10 == 0:
+                    r.dead_letter_message(m, reason="tenth")
+                else:
+                    r.complete_message(m)
+    dlq = broker(client, sub_queue="deadletter")
+    assert len(dlq) == 150 and dlq[-1].sequence_number - dlq[0].sequence_number > 1400
+    tc = first_time(state, "c")
+    peeks = counted_peeks(emulator, monkeypatch)
+    page = core.peek("q/$deadletterqueue", max_messages=1000, enqueued_before=tc, connection=emulator.connection_string)
+    assert [r["sequence_number"] for r in page.records] == [p.sequence_number for p in dlq if p.enqueued < tc]
+    assert len(page.records) == 100
+    reads = [p for p in peeks if p[1] == PAGE_SIZE]  # the probes peek 4, the end's check 32
+    assert len(reads) == 1, peeks

@@ -203,6 +203,7 @@ class WindowBounds:
     sweep: tuple[int, int] | None
     peeks: int
     head: tuple[Any, ...] | None = field(default=None, repr=False)  # the SDK's messages first..last, when peeked
+    density: float = 1.0  # the share of the entity's numbers that hold a message (its count over its span)
 
 
 async def _aprobe(conn: LiveConnection, path: EntityPath, seq: int, peeks: list[int]) -> tuple[int, Any] | None:

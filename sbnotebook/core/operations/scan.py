@@ -118,15 +118,17 @@ async def ascan(
 
 
 async def ascan_range(
-    entity: str | EntityPath, first: int, last: int, connection: ConnectionLike = None
+    entity: str | EntityPath, first: int, last: int, connection: ConnectionLike = None, density: float = 1.0
 ) -> AsyncGenerator[list[Any], None]:
     """Pages of the SDK messages numbered ``first..last``, a range known to be there (a time window's,
     found by a search): ``ascan``'s, but its windows peeked all at once from the first one, not after
     a first page peeked alone (which only tells how densely the numbers run and whether the entity
-    ends there): far from the namespace, a round trip less."""
+    ends there): far from the namespace, a round trip less. ``density``: the share of the numbers
+    that hold a message, known beforehand (the message count over the entity's span of numbers: a
+    dead-letter queue's are sparse), so that each window holds about a page."""
     pager = _Pager(live(connection), EntityPath.parse(entity), None, PAGE_SIZE, None)
     async with contextlib.aclosing(
-        _paged(pager, max(first, 1), last + 1, DEFAULT_MAX_IN_FLIGHT, None, None, at_once=True)
+        _paged(pager, max(first, 1), last + 1, DEFAULT_MAX_IN_FLIGHT, None, None, density)
     ) as pages:
         async for page in pages:
             yield page
@@ -139,13 +141,13 @@ async def _paged(
     max_in_flight: int,
     max_messages: int | None,
     wanted: set[str] | None,
-    at_once: bool = False,
+    density: float | None = None,
 ) -> AsyncGenerator[list[Any], None]:
     """The pager's pages, in the ``states`` wanted, at most ``max_messages``; the SDK's errors as the
     kit's; the pager closed at the end."""
     remaining = max_messages
     try:
-        async for page in pager.pages(start, stop, max_in_flight, max_messages, at_once):
+        async for page in pager.pages(start, stop, max_in_flight, max_messages, density):
             if wanted is not None:
                 page = [m for m in page if message_state(m) in wanted]
             if remaining is not None:
@@ -238,12 +240,14 @@ class _Pager:
         return w
 
     async def pages(
-        self, start: int, stop: int | None, max_in_flight: int, limit: int | None, at_once: bool = False
+        self, start: int, stop: int | None, max_in_flight: int, limit: int | None, density: float | None = None
     ) -> AsyncIterator[list[Any]]:
-        """``at_once`` (a range ``start..stop`` known to be there): no first page alone, every window
-        launched from ``start``, each a page wide (dense numbering: a gap only costs peeks)."""
-        if at_once and stop is not None:
-            width, seen, at, short = self.page_size, 0, start, False
+        """With ``density`` (a range ``start..stop`` known to be there, that share of its numbers
+        holding a message): no first page alone, every window launched from ``start``, each sized to
+        hold about a page (a gap only costs peeks)."""
+        if density is not None and stop is not None:
+            width = max(self.page_size, math.floor(self.page_size / max(density, 1e-9)))
+            seen, at, short = 0, start, False
         else:
             first_count = min(self.page_size, limit) if limit is not None else self.page_size
             raw = await self.peek(start, first_count)

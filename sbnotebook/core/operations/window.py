@@ -107,6 +107,7 @@ class Span:
     sweep: tuple[int, int] | None
     peeks: int
     head: tuple[Any, ...] | None = field(default=None, repr=False)
+    density: float = 1.0  # the share of the entity's numbers that hold a message
 
     def parts(self) -> list[tuple[int, int, bool]]:
         """(first, last, scheduled only) in sequence order: the sweep, then the window's numbers."""
@@ -135,7 +136,7 @@ def locate(connection: ConnectionLike, entity: str | EntityPath, window: TimeWin
     sweep = None if path.is_dead_letter else bounds.sweep
     if bounds.first > bounds.last and sweep is None:
         return None
-    return Span(window, bounds.first, bounds.last, sweep, bounds.peeks, bounds.head)
+    return Span(window, bounds.first, bounds.last, sweep, bounds.peeks, bounds.head, bounds.density)
 
 
 async def _apart(
@@ -146,7 +147,7 @@ async def _apart(
     if span.head is not None and not scheduled_only:
         yield [m for m in span.head if first <= int(m.sequence_number) <= last]
         return
-    pages = ascan_range(entity, first, last, connection=connection)
+    pages = ascan_range(entity, first, last, connection=connection, density=span.density)
     try:
         async for page in pages:
             yield page

@@ -77,10 +77,17 @@ def window_bounds(conn: ConnectionLike, path: EntityPath, start: int, window: Ti
         guess = first + max(count, 1) - 1
         if window.before is not None:
             checked = pool.submit(last_present, conn, path, first, count)
-            return time_bounds(conn, path, first, guess, window, end=checked.result, slack=SLACK)
+            found = time_bounds(conn, path, first, guess, window, end=checked.result, slack=SLACK)
+            return _dense(found, count, first, checked.result())
         peeked = pool.submit(last_page, conn, path, first, count)
         found = time_bounds(conn, path, first, guess, window, end=lambda: peeked.result().end, slack=SLACK)
-        return with_last_page(found, peeked.result(), first, window)
+        return _dense(with_last_page(found, peeked.result(), first, window), count, first, peeked.result().end)
+
+
+def _dense(found: WindowBounds | None, count: int, first: int, end: int) -> WindowBounds | None:
+    """``found`` with how densely the entity is numbered: a dead-letter queue holds a few of its
+    entity's numbers, so its reads peek wider windows (``ascan_range``)."""
+    return None if found is None else replace(found, density=min(1.0, max(count, 1) / max(1, end - first + 1)))
 
 
 def _before_the_window(page: LastPage, window: TimeWindow) -> bool:

@@ -171,7 +171,7 @@ def test_a_message_that_does_not_fit_is_refused_with_the_envelope_counted() -> N
 def test_core_send_delivers_batches_packed_this_way(emulator: Emulator) -> None:
     bodies = [f"body {i}" * 40 for i in range(120)]  # several batches' worth of messages of 280 bytes
     conn = emulator.connection_string
-    core.send("q", bodies, batch=True, connection=conn).raise_for_failures()
+    core.send("q", bodies, connection=conn).raise_for_failures()
     assert [r["body_text"] for r in core.peek("q", max_messages=200, connection=conn)] == bodies
 
 
@@ -203,10 +203,10 @@ def test_with_a_tracer_configured_every_message_core_send_packs_is_traced(emulat
     conn = emulator.connection_string
     settings.tracing_implementation.set_value(_Span)
     try:
-        core.send("q", [f"traced {i}" for i in range(5)], batch=True, connection=conn).raise_for_failures()
+        core.send("q", [f"traced {i}" for i in range(5)], connection=conn).raise_for_failures()
     finally:
         settings.tracing_implementation.unset_value()
-    core.send("q", ["not traced"], batch=True, connection=conn).raise_for_failures()
+    core.send("q", ["not traced"], connection=conn).raise_for_failures()
     records = core.peek("q", max_messages=10, connection=conn)
     assert [(r["application_properties"] or {}).get("Diagnostic-Id") for r in records] == [TRACEPARENT] * 5 + [None]
 

@@ -110,7 +110,7 @@ def test_a_purge_reports_what_arrived_after_it_and_what_it_was_not_asked_for(
                 s.send_messages([ServiceBusMessage("new"), ServiceBusMessage("new")])
             sent.append(2)
 
-    report = core.purge("q", include_deferred=False, progress=late_arrivals, connection=cs)
+    report = core.purge("q", deferred=False, progress=late_arrivals, connection=cs)
     assert sent
     assert emulator.broker.counts("q") == {"active": 2, "deferred": 3, "scheduled": 0, "dead_letter": 0}
     assert report.count("purged") == 18 and report.count("left") == 2 and report.total == 20, report
@@ -118,7 +118,7 @@ def test_a_purge_reports_what_arrived_after_it_and_what_it_was_not_asked_for(
     assert [o.error for o in report.failures] == ["arrived while the purge ran"] * 2
     assert "2 left: arrived while the purge ran (purge again to remove them)" in report.notes, report.notes
     assert "3 deferred message(s) not asked for: left as they are" in report.notes, report.notes
-    again = core.purge("q", include_deferred=False, connection=cs)
+    again = core.purge("q", deferred=False, connection=cs)
     assert again.count("purged") == 2 and again.ok and again.total == 2, again
 
 

@@ -151,7 +151,7 @@ def test_purge_finds_messages_that_are_only_scheduled_or_only_deferred(
     with client.get_queue_receiver("q", max_wait_time=3) as r:
         (m,) = r.receive_messages(max_wait_time=3)
         r.defer_message(m)
-    report = core.purge("q", include_scheduled=False, connection=cs)
+    report = core.purge("q", scheduled=False, connection=cs)
     assert report.count("purged") == 1 and report.ok
     assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}
 
@@ -163,7 +163,7 @@ def test_purge_counts_the_messages_still_on_their_way_when_it_stops(emulator: Em
     core.send("q", ["first"], connection=cs)
     core.peek("q", connection=cs)  # connected before the latency starts
     emulator.latency_ms = 1500  # longer than the purge's 1 s wait for a batch
-    report = core.purge("q", include_deferred=False, include_scheduled=False, connection=cs)
+    report = core.purge("q", deferred=False, scheduled=False, connection=cs)
     emulator.latency_ms = 0
     assert emulator.broker.counts("q")["active"] == 0
     assert report.count("purged") == 1 and report.ok
@@ -329,7 +329,7 @@ def test_a_purge_of_named_sessions_reads_what_they_still_hold(emulator: Emulator
     with client.get_queue_receiver("sq60", session_id="e", max_wait_time=3) as r:
         (first,) = r.receive_messages(max_message_count=1, max_wait_time=3)
         r.defer_message(first)
-    report = core.purge("sq60", session_ids=["e"], include_deferred=False, connection=conn)
+    report = core.purge("sq60", session_ids=["e"], deferred=False, connection=conn)
     assert report.count("purged") == 2 and report.ok and report.total == 2, report
     assert report.notes == ["session 'e': 1 deferred message(s) not asked for: left as they are"]
     assert [m["state"] for m in core.scan_records("sq60", session_id="e", connection=conn)] == ["deferred"]

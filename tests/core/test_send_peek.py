@@ -94,7 +94,7 @@ def test_in_flight_limit_and_batching(emulator: Emulator) -> None:
     assert batched.stats["peak_in_flight"] <= 3
     assert batched.stats["operations"] < 3000 / 50  # packed into batches
     single = core.send(
-        "q", (f"s{i}" for i in range(200)), batch=False, max_in_flight=4, connection=emulator.connection_string
+        "q", (f"s{i}" for i in range(200)), one_per_send=True, max_in_flight=4, connection=emulator.connection_string
     )
     assert single.ok and single.stats["operations"] == 200 and single.stats["peak_in_flight"] <= 4
     assert emulator.broker.counts("q")["active"] == 3200
@@ -115,7 +115,7 @@ def test_input_is_streamed_not_read_ahead(emulator: Emulator) -> None:
             pulled["at_first_completion"] = pulled["n"]
 
     report = core.send(
-        "q", generate(), batch=False, max_in_flight=1, progress=progress, connection=emulator.connection_string
+        "q", generate(), one_per_send=True, max_in_flight=1, progress=progress, connection=emulator.connection_string
     )
     assert report.ok
     assert pulled["at_first_completion"] is not None and pulled["at_first_completion"] <= 2

@@ -63,6 +63,7 @@ from ..operations.scan import STATES, SessionHold, anything_there, ascan, messag
 from ..operations.sessions import each_session, hold_session, list_session_ids
 from ..operations.window import When, enqueued_window
 from ..outcome import Outcome, Report
+from ..renames import renamed
 from ..sdk.api import ServiceBusError, ServiceBusReceiveMode
 from ..sdk.receiver import drain_credit, forget_deliveries, settle_by_tokens
 from .leftovers import account_for_what_is_left, count_what_sessions_left, locked_until
@@ -348,12 +349,17 @@ def _session_ids(given: Iterable[str] | None) -> list[str] | None:
     return ids
 
 
+# The kinds a purge removes are named as %sb_purge's flags name them (--active, --deferred, --scheduled).
+PURGE_RENAMED = {"include_active": "active", "include_deferred": "deferred", "include_scheduled": "scheduled"}
+
+
+@renamed(**PURGE_RENAMED)
 async def apurge(
     entity: str | EntityPath,
     *,
-    include_active: bool = True,
-    include_deferred: bool = True,
-    include_scheduled: bool = True,
+    active: bool = True,
+    deferred: bool = True,
+    scheduled: bool = True,
     session_ids: Iterable[str] | None = None,
     progress: Callable[[Report], None] | None = None,
     enqueued_after: When | None = None,
@@ -371,9 +377,9 @@ async def apurge(
         _purge(
             conn,
             path,
-            include_active=include_active,
-            include_deferred=include_deferred,
-            include_scheduled=include_scheduled,
+            include_active=active,
+            include_deferred=deferred,
+            include_scheduled=scheduled,
             session_ids=_session_ids(session_ids),
             progress=progress,
             window=window,
@@ -381,12 +387,15 @@ async def apurge(
     )
 
 
-purge = sync_form(
-    apurge,
-    """Remove every message from an entity (or its DLQ). One outcome per removed message.
-    ``include_active=False`` leaves active messages (purge only deferred and/or scheduled ones).
+purge = renamed(**PURGE_RENAMED)(
+    sync_form(
+        apurge,
+        """Remove every message from an entity (or its DLQ). One outcome per removed message.
+    ``active=False`` leaves active messages (purge only deferred and/or scheduled ones), as
+    ``deferred=False`` and ``scheduled=False`` leave those.
     ``session_ids``: on a session-enabled entity, purge these sessions only (default: every session
     Service Bus lists, which leaves out sessions holding nothing but deferred or scheduled messages).
     ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only
     messages enqueued within that window (purge_window.py says which path each kind takes).""",
+    )
 )

@@ -76,9 +76,11 @@ def renamed(**old_to_new: str | tuple[str, Callable[[Any], Any]]) -> Callable[[C
                 if old in kwargs:
                     if new in kwargs:
                         raise TypeError(f"{where}() takes {new}= (not also {old}=, its old name)")
-                    deprecated(f"{where}({old}=)", f"{where}({new}=)", stacklevel=3)
                     value = kwargs.pop(old)
                     kwargs[new] = value if turn is None else turn(value)
+                    # A turned value is said as it now reads: batch=False is one_per_send=True.
+                    said = f"{new}=" if turn is None else f"{new}={kwargs[new]!r}"
+                    deprecated(f"{where}({old}=)", f"{where}({said})", stacklevel=3)
 
         call: Any
         if inspect.iscoroutinefunction(fn):

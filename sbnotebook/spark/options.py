@@ -120,10 +120,10 @@ def option(options: Mapping[str, str], name: str, kind: str | None) -> str | Non
         if new == name and options.get(old) is not None:
             if value is not None:
                 raise OptionError(f"servicebus: option {new} is given twice: as {new} and as {old} (its old name).")
-            deprecated(f"the Spark option {old}", new, stacklevel=3)
             value = options.get(old)
             if (old, new) in OPPOSITES:
                 value = {"true": "false", "false": "true"}.get(str(value).strip().lower(), value)
+            deprecated(f"the Spark option {old}", f"{new}={value}" if (old, new) in OPPOSITES else new, stacklevel=3)
     return value
 
 

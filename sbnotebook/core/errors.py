@@ -6,8 +6,7 @@ and carries the broker's tracking id and whether a retry could help, where known
     ├── EntityNameError             a malformed entity address
     ├── EntityNotFoundError         the entity does not exist
     ├── InvalidInputError           messages or options the kit cannot use (bad JSON, bad types)
-    │   ├── WhereFailed             a search raised on every message it was run on: nothing done
-    │   └── Unsupported             a typed value the SDK's encoder cannot write (the copy is reported)
+    │   └── WhereFailed             a search raised on every message it was run on: nothing done
     ├── MessageTooLargeError        a message over the entity's size limit
     ├── LockLostError               a lock expired or was lost before settlement
     ├── ServiceError                any other failure reported by Service Bus
@@ -20,7 +19,7 @@ and carries the broker's tracking id and whether a retry could help, where known
     ├── notebook.magics.CommandFailed  (also IPython's UsageError) a command's one line; the cell fails
     ├── notebook.magics.Declined    a destructive action not confirmed: nothing done
     └── (signals caught where they are raised, never shown: magics' HelpShown, spark's _Misfit,
-         core's StaleLink and NotAMatch)
+         core's StaleLink, NotAMatch and Unsupported, an InvalidInputError a copy's outcome reports)
 
 tests/core/test_error_tree.py fails on any exception class of the package (the emulator aside: it imports
 nothing from the rest) that is not an SbError, or not named in this tree.

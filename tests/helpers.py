@@ -351,7 +351,7 @@ def counted_peeks(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[
 class HttpOnlyProxy:
     """A stand-in for a firewall that lets only HTTP(S) out: forwards HTTP (WebSocket upgrades, the
     admin API) to the emulator and closes a connection that opens with the AMQP header. A test behind
-    it passes only if every AMQP byte travelled inside WebSockets (tests/core/test_websockets.py)."""
+    it passes only if every AMQP byte travelled inside WebSockets (tests/core/connections/test_websockets.py)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port

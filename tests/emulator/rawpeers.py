@@ -1,13 +1,16 @@
 """Peers that talk to the emulator's port below the SDK: sockets that stall at each stage (a part of
 a protocol header, a TLS handshake, a WebSocket upgrade), TLS and WebSocket peers that only say
-their protocol header, and a minimal AMQP client on proton's engine that opens a connection and
-links as the tests need and reads how the broker closes it."""
+their protocol header, a minimal AMQP client on proton's engine that opens a connection and
+links as the tests need and reads how the broker closes it, and the answer to a plain HTTP request
+(the administration API as the SDK never calls it)."""
 
 from __future__ import annotations
 
 import socket
 import ssl
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +24,15 @@ UPGRADE = (
     b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
     b"Sec-WebSocket-Protocol: AMQPWSB10\r\n\r\n"
 )
+
+
+def http_reply(request: urllib.request.Request, timeout: float = 10.0) -> tuple[int, str]:
+    """The status and body of the answer to ``request``, a refusal (4xx, 5xx) as well."""
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
 
 
 def masked(first: int, payload: bytes, length: int | None = None) -> bytes:

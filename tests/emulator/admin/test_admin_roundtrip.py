@@ -32,7 +32,7 @@ from azure.servicebus.management import (
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import DEFAULT_KEY, DEFAULT_KEY_NAME, Emulator
 from sbnotebook.emulator.security.sas import sign
-from tests.emulator.rawpeers import http_reply
+from tests.emulator.net.rawpeers import http_reply
 
 # What the service reports and the SDK sends back without the caller setting it
 READ_ONLY = {"name", "availability_status", "size_in_bytes", "created_at_utc"}

@@ -19,7 +19,7 @@ from azure.servicebus.exceptions import MessageLockLostError, SessionCannotBeLoc
 
 from sbnotebook.emulator import ClockError, Emulator
 from sbnotebook.emulator.security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, sign
-from tests.emulator.rawpeers import http_reply
+from tests.emulator.net.rawpeers import http_reply
 from tests.helpers import QuickCloseClient, emulator_config
 
 pytestmark = pytest.mark.timeout(60)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.core.sdk.websockets import websocket_options
 from sbnotebook.emulator import Emulator
-from tests.emulator.rawpeers import SASL_HEADER, UPGRADE, connect, masked, upgrade
+from tests.emulator.net.rawpeers import SASL_HEADER, UPGRADE, connect, masked, upgrade
 from tests.helpers import QuickCloseClient, drain, send
 from tests.processes import start_cli_emulator
 

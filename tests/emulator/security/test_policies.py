@@ -31,7 +31,7 @@ from azure.servicebus.exceptions import (
 from sbnotebook.emulator import Emulator, Topology, TopologyError
 from sbnotebook.emulator.security.sas import KeyRing, Policy, TokenError, sign, validate
 from tests.conftest import TEST_TOPOLOGY
-from tests.emulator.rawpeers import http_reply
+from tests.emulator.net.rawpeers import http_reply
 from tests.helpers import send
 
 REFUSED_TOKEN = (ServiceBusAuthenticationError, ServiceBusConnectionError)  # the SDK reports a 401 on $cbs as either

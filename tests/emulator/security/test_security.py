@@ -19,7 +19,7 @@ from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from sbnotebook.emulator.errors import EntityNotFound
 from sbnotebook.emulator.security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, sign
-from tests.emulator.rawpeers import http_reply
+from tests.emulator.net.rawpeers import http_reply
 from tests.processes import run_cli_emulator, start_cli_emulator
 
 KEY_NAME = DEFAULT_KEY_NAME

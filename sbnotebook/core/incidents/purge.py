@@ -66,7 +66,7 @@ from ..outcome import Outcome, Report
 from ..renames import renamed
 from ..sdk.api import ServiceBusError, ServiceBusReceiveMode
 from ..sdk.receiver import drain_credit, forget_deliveries, settle_by_tokens
-from .leftovers import account_for_what_is_left, count_what_sessions_left, locked_until
+from .leftovers import count_what_sessions_left, locked_until, what_purge_left
 from .purge_on_server import delete_on_server
 from .purge_window import BY_SEQUENCE, cancel_scheduled, delete_deferred, purge_window
 
@@ -151,7 +151,7 @@ async def _purge(
         await _purge_by_number(
             conn, path, report, tick, on_server=on_server, deferred=include_deferred, scheduled=include_scheduled
         )
-    await account_for_what_is_left(conn, path, report, asked=asked, since=since, again="purge again", verb="remove")
+    await what_purge_left(conn, path, report, asked=asked, since=since)
     report.elapsed = time.perf_counter() - started
     return report
 
@@ -233,16 +233,8 @@ async def _scan_named_sessions(
 
     async def one(session_id: str) -> None:
         try:
-            await account_for_what_is_left(
-                conn,
-                path,
-                report,
-                asked=asked,
-                since=since,
-                again="purge again",
-                verb="remove",
-                session_id=session_id,
-                unexplained=failed.get(session_id),
+            await what_purge_left(
+                conn, path, report, asked=asked, since=since, session_id=session_id, unexplained=failed.get(session_id)
             )
         except SessionLockedError:
             report.error(

@@ -238,14 +238,14 @@ def test_messages_a_purge_left_unlocked_are_left_with_what_the_peek_shows(
     began' (it read 'given back by a receiver after the purge passed it')."""
     conn = core.connect(emulator.connection_string)
     core.send("q", ["a", "b"], connection=conn)
-    real = purge_module.account_for_what_is_left
+    real = purge_module.what_purge_left
     ended: list[int] = []
 
     async def locks_end_first(*args: Any, **kwargs: Any) -> None:
         ended.append(emulator.lose_locks("q"))
         await real(*args, **kwargs)
 
-    monkeypatch.setattr(purge_module, "account_for_what_is_left", locks_end_first)
+    monkeypatch.setattr(purge_module, "what_purge_left", locks_end_first)
     monkeypatch.setattr(leftovers, "ARRIVAL_MARGIN", dt.timedelta(0))  # as above
     with client.get_queue_receiver("q", max_wait_time=3) as other:
         assert len(other.receive_messages(max_message_count=2, max_wait_time=3)) == 2

@@ -17,7 +17,7 @@ from sbnotebook.core.views.signatures import mask, signature
 from sbnotebook.core.views.triage import OTHER, group_counts
 from sbnotebook.emulator import Emulator
 from tests import shell
-from tests.core.test_triage import dead_letter
+from tests.core.views.test_triage import dead_letter
 from tests.helpers import drain
 
 DLQ = "q/$deadletterqueue"
@@ -188,7 +188,7 @@ def test_resubmit_where_with_a_limit_counts_selected_messages_not_those_passed_o
 def test_the_masking_table_in_docs_magics_md_is_what_mask_does() -> None:
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "docs" / "magics.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[3] / "docs" / "magics.md").read_text(encoding="utf-8")
     table = text.split("| mask | what | written | becomes |", 1)[1].split("\n\n", 1)[0]
     pairs = []
     for row in table.strip().splitlines()[1:]:

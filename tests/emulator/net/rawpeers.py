@@ -1,13 +1,16 @@
 """Peers that talk to the emulator's port below the SDK: sockets that stall at each stage (a part of
 a protocol header, a TLS handshake, a WebSocket upgrade), TLS and WebSocket peers that only say
-their protocol header, and a minimal AMQP client on proton's engine that opens a connection and
-links as the tests need and reads how the broker closes it."""
+their protocol header, a minimal AMQP client on proton's engine that opens a connection and
+links as the tests need and reads how the broker closes it, and the answer to a plain HTTP request
+(the administration API as the SDK never calls it)."""
 
 from __future__ import annotations
 
 import socket
 import ssl
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,10 +26,22 @@ UPGRADE = (
 )
 
 
-def masked_binary(payload: bytes) -> bytes:
-    """One client WebSocket binary frame (masked, as RFC 6455 requires of clients)."""
+def http_reply(request: urllib.request.Request, timeout: float = 10.0) -> tuple[int, str]:
+    """The status and body of the answer to ``request``, a refusal (4xx, 5xx) as well."""
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+def masked(first: int, payload: bytes, length: int | None = None) -> bytes:
+    """A client WebSocket frame (masked, as RFC 6455 requires of clients): first byte (FIN, RSV bits,
+    opcode), masked payload; ``length`` may lie."""
     key = b"\x01\x02\x03\x04"
-    return bytes([0x82, 0x80 | len(payload)]) + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    n = len(payload) if length is None else length
+    head = bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    return bytes([first]) + head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
 
 
 def connect(port: int, timeout: float = 5.0) -> socket.socket:
@@ -42,8 +57,8 @@ def tls_peer(port: int, ca: Path, *, header: bool = True) -> ssl.SSLSocket:
     return sock
 
 
-def websocket_peer(sock: socket.socket) -> socket.socket:
-    """Upgrade ``sock`` to AMQP over WebSockets and say the protocol header in one binary message."""
+def upgrade(sock: socket.socket) -> bytes:
+    """Ask for the WebSocket upgrade on ``sock``; the server's answer (101 asserted), read to its blank line."""
     sock.sendall(UPGRADE)
     head = b""
     while b"\r\n\r\n" not in head:
@@ -51,7 +66,13 @@ def websocket_peer(sock: socket.socket) -> socket.socket:
         assert chunk, head
         head += chunk
     assert head.startswith(b"HTTP/1.1 101"), head
-    sock.sendall(masked_binary(SASL_HEADER))
+    return head
+
+
+def websocket_peer(sock: socket.socket) -> socket.socket:
+    """Upgrade ``sock`` to AMQP over WebSockets and say the protocol header in one binary message."""
+    upgrade(sock)
+    sock.sendall(masked(0x82, SASL_HEADER))
     return sock
 
 

@@ -153,7 +153,9 @@ def test_a_copy_encodes_as_the_public_constructor_would_make_it(emulator: Emulat
             if msg.body_type == AmqpMessageBodyType.DATA:
                 assert _encoded(copy) == _encoded(_reference_copy(msg, str(copy.message_id)))
         assert copy.message_id == msg.message_id  # kept
-    for msg in received[2:4]:  # a value, a sequence: the same kind and content (tests/core/test_typed_copies.py)
+    for msg in received[
+        2:4
+    ]:  # a value, a sequence: the same kind and content (tests/core/incidents/test_typed_copies.py)
         copy, original = read_message(_encoded(core.copy_message(msg))), read_message(encoded(msg) or b"")
         assert (copy.kind, copy.value, copy.sequence) == (original.kind, original.value, original.sequence)
         assert copy.kind in ("value", "sequence")

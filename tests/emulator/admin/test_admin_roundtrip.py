@@ -9,7 +9,6 @@ import base64
 import datetime as dt
 import os
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +32,7 @@ from azure.servicebus.management import (
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import DEFAULT_KEY, DEFAULT_KEY_NAME, Emulator
 from sbnotebook.emulator.security.sas import sign
+from tests.emulator.net.rawpeers import http_reply
 
 # What the service reports and the SDK sends back without the caller setting it
 READ_ONLY = {"name", "availability_status", "size_in_bytes", "created_at_utc"}
@@ -352,11 +352,7 @@ def _put(emu: Emulator, path: str, description: str, *, update: bool = False) ->
     ).encode()
     headers = {"Authorization": token, "Content-Type": "application/atom+xml", **({"If-Match": "*"} if update else {})}
     request = urllib.request.Request(f"{emu.admin_url}/{path}?api-version=2021-05", body, headers, method="PUT")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+    return http_reply(request)
 
 
 SBNS = 'xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"'

@@ -13,7 +13,7 @@ import proton
 from sbnotebook.emulator.net.protonprivate import MODULES, PRIVATE_NAMES
 from tests.project.test_structure import BOUNDARIES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _owner(owner: str) -> object:

@@ -9,7 +9,6 @@ import struct
 import time
 import urllib.request
 from collections.abc import Iterator
-from urllib.error import HTTPError
 
 import pytest
 from azure.core.exceptions import ClientAuthenticationError
@@ -20,6 +19,7 @@ from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from sbnotebook.emulator.errors import EntityNotFound
 from sbnotebook.emulator.security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, sign
+from tests.emulator.net.rawpeers import http_reply
 from tests.processes import run_cli_emulator, start_cli_emulator
 
 KEY_NAME = DEFAULT_KEY_NAME
@@ -40,11 +40,7 @@ def _call(emulator: Emulator, method: str, path: str, token: str, body: bytes = 
         method=method,
         headers={"Authorization": token, "Content-Type": "application/atom+xml"},
     )
-    try:
-        with urllib.request.urlopen(request, timeout=5) as reply:
-            return int(reply.status)
-    except HTTPError as err:
-        return int(err.code)
+    return http_reply(request, timeout=5)[0]
 
 
 QUEUE_BODY = (

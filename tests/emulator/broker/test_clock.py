@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,6 +19,7 @@ from azure.servicebus.exceptions import MessageLockLostError, SessionCannotBeLoc
 
 from sbnotebook.emulator import ClockError, Emulator
 from sbnotebook.emulator.security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, sign
+from tests.emulator.net.rawpeers import http_reply
 from tests.helpers import QuickCloseClient, emulator_config
 
 pytestmark = pytest.mark.timeout(60)
@@ -225,11 +225,7 @@ def test_a_manual_clock_starts_at_real_now_and_advances_before_start_too() -> No
 def _clock_request(emu: Emulator, method: str, query: str = "", token: str | None = None) -> tuple[int, str]:
     headers = {"Authorization": token} if token is not None else {}
     request = urllib.request.Request(f"{emu.admin_url}/$emulator/clock{query}", method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as refused:
-        return refused.code, refused.read().decode()
+    return http_reply(request)
 
 
 def test_the_clock_endpoint_takes_the_namespaces_manage_right_only(emu: Emulator) -> None:

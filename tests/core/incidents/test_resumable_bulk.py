@@ -15,8 +15,8 @@ from sbnotebook.core.incidents.exporting import EXPORTING
 from sbnotebook.core.incidents.importing import IMPORTING
 from sbnotebook.core.incidents.jsonl import write_jsonl
 from sbnotebook.emulator import Emulator
-from tests.core import bulk
-from tests.core.bulk import TOPOLOGY
+from tests.core.incidents import bulk
+from tests.core.incidents.bulk import TOPOLOGY
 from tests.helpers import InterruptAtFirstProgress, rss_growth_during, wait_until
 from tests.processes import run_and_kill, start_cli_emulator
 
@@ -248,7 +248,7 @@ def test_resubmit_export_and_import_of_100_000_messages_keep_the_kernel_flat(tmp
     the bodies would take over 100 MiB. The working set is the batches in flight and the Report's
     kept outcomes; a resubmit measured 17-23 MiB alone and 42 MiB in a CI run of the whole suite,
     four workers on two cores (garbage collected later under load). A per-message leak too small for
-    this bound is guarded where it was found: tests/core/test_sdk_memory.py."""
+    this bound is guarded where it was found: tests/core/sdk/test_sdk_memory.py."""
     config = tmp_path / "topology.json"
     config.write_text(json.dumps(TOPOLOGY))
     proc, conn = start_cli_emulator("--port", "0", "--admin-port", "0", "--config", str(config))

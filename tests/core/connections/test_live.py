@@ -185,7 +185,7 @@ def test_connect_checks_the_key_and_the_namespace(emulator: Emulator) -> None:
 
 def test_a_reply_later_than_the_attempt_bound_is_a_retryable_error_not_a_wait(emulator: Emulator) -> None:
     """The SDK waits for a management reply with no bound unless given one, and can drop a reply
-    that arrives before it has registered the request (tests/emulator/test_concurrency.py): the
+    that arrives before it has registered the request (tests/emulator/amqp/test_concurrency.py): the
     kit's client bounds every attempt (``try_timeout``), so a call ends in a reply or an error."""
     import time
 

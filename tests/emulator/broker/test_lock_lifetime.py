@@ -9,7 +9,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, drain
+from tests.helpers import QuickCloseClient, drain, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,6 +42,9 @@ def test_locks_of_a_closed_receiver_expire_with_a_delivery_attempt() -> None:
         with c.get_queue_receiver("q", max_wait_time=5) as r:
             (m,) = r.receive_messages(max_wait_time=5)
         assert drain(c, "q", wait=0.5) == []  # still locked after its receiver closed
+        # The drain's link had credit in receive-and-delete: had the broker not yet read its close when
+        # the lock expired, the message would have gone to it and been deleted (seen under load, nox).
+        wait_until(lambda: emu.connections == 0)
         emu.advance(31)  # fires the expiry before it returns
         assert emu.broker.peek(emu.broker.resolve_source("q"), 1, 1)[0].lock_token is None
         (back,) = drain(c, "q", wait=3)

@@ -15,7 +15,6 @@ import datetime as dt
 import json
 import logging
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -32,6 +31,7 @@ from azure.servicebus.exceptions import (
 from sbnotebook.emulator import Emulator, Topology, TopologyError
 from sbnotebook.emulator.security.sas import KeyRing, Policy, TokenError, sign, validate
 from tests.conftest import TEST_TOPOLOGY
+from tests.emulator.net.rawpeers import http_reply
 from tests.helpers import send
 
 REFUSED_TOKEN = (ServiceBusAuthenticationError, ServiceBusConnectionError)  # the SDK reports a 401 on $cbs as either
@@ -221,11 +221,7 @@ def _plain(emu: Emulator) -> dict[str, Any]:
 
 def _admin_get(emu: Emulator, path: str, token: str) -> tuple[int, str]:
     request = urllib.request.Request(f"{emu.admin_url}/{path}?api-version=2021-05", headers={"Authorization": token})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+    return http_reply(request)
 
 
 def test_administration_api_needs_manage(emu: Emulator) -> None:

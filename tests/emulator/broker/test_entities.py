@@ -7,7 +7,7 @@ import time
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus import ServiceBusReceiveMode as Mode
-from azure.servicebus.exceptions import ServiceBusAuthenticationError
+from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusError
 
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
@@ -65,6 +65,14 @@ def test_forward_to_moves_messages_on_arrival(client: ServiceBusClient) -> None:
     """Rule: ForwardTo moves each arriving message to the target entity."""
     send(client, "fwd-src", "hop")
     assert [str(m) for m in drain(client, "fwd-dst")] == ["hop"]
+
+
+def test_a_queue_that_forwards_refuses_a_receiver(client: ServiceBusClient) -> None:
+    """Rule (Service Bus): an entity with ForwardTo cannot be received from; its dead-letter queue can."""
+    with pytest.raises(ServiceBusError, match="auto-forwards to 'fwd-dst'"):
+        with client.get_queue_receiver("fwd-src", max_wait_time=1) as r:
+            r.receive_messages(max_wait_time=1)
+    assert drain(client, "fwd-src", sub_queue=ServiceBusSubQueue.DEAD_LETTER, wait=0.5) == []
 
 
 def test_forward_dead_lettered_messages_to_another_entity(client: ServiceBusClient) -> None:

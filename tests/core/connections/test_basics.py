@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from sbnotebook import core
@@ -96,3 +99,18 @@ def test_public_api_is_exported() -> None:
         assert hasattr(core, name), name
     public = {n for n in dir(core) if not n.startswith("_")}
     assert set(core.__all__) <= public
+
+
+@pytest.mark.parametrize(
+    ("call", "says"),
+    [
+        (core.entity_properties, "orders/$deadletterqueue is a dead-letter queue: manage orders instead."),
+        (core.delete_entity, "orders/$deadletterqueue is a dead-letter queue: manage orders instead."),
+        (core.list_sessions, "orders/$deadletterqueue is a dead-letter queue: sessions are listed on orders."),
+    ],
+)
+def test_what_only_an_entity_has_is_refused_on_its_dead_letter_queue(call: Callable[..., Any], says: str) -> None:
+    """Refused before any connection is made (the fake namespace is never dialled)."""
+    with pytest.raises(core.InvalidInputError) as refused:
+        call("orders/$deadletterqueue", connection=CONN)
+    assert says in str(refused.value)

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.core.sdk.websockets import websocket_options
 from sbnotebook.emulator import Emulator
+from tests.emulator.net.rawpeers import SASL_HEADER, UPGRADE, connect, masked, upgrade
 from tests.helpers import QuickCloseClient, drain, send
 from tests.processes import start_cli_emulator
 
@@ -152,31 +153,12 @@ def test_async_admin_client_on_the_amqp_port(emulator: Emulator) -> None:
 # ---------------------------------------------------------------- the WebSocket framing (wsproto)
 
 WS_PATH = "/$servicebus/websocket"
-UPGRADE = (
-    b"GET /$servicebus/websocket HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-    b"Sec-WebSocket-Protocol: AMQPWSB10\r\n\r\n"
-)
-SASL_HEADER = b"AMQP\x03\x01\x00\x00"  # what an AMQP client says first; the broker answers with its own
-
-
-def _masked(first: int, payload: bytes, length: int | None = None) -> bytes:
-    """A client frame: first byte (FIN, RSV bits, opcode), masked payload; `length` may lie."""
-    key = b"\x01\x02\x03\x04"
-    n = len(payload) if length is None else length
-    head = bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big")
-    return bytes([first]) + head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
 
 
 def _upgraded(port: int) -> socket.socket:
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(UPGRADE)
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = s.recv(1024)
-        assert chunk, head
-        head += chunk
-    assert head.startswith(b"HTTP/1.1 101") and b"Sec-WebSocket-Protocol: AMQPWSB10" in head, head
+    s = connect(port)
+    head = upgrade(s)
+    assert b"Sec-WebSocket-Protocol: AMQPWSB10" in head, head
     assert head.endswith(b"\r\n\r\n")  # nothing else until the client speaks
     return s
 
@@ -246,13 +228,13 @@ def test_websocket_fragments_pings_and_the_close_handshake(emulator: Emulator) -
     ("frame", "code"),
     [
         pytest.param(b"\x82\x08" + SASL_HEADER, 1002, id="unmasked client frame"),
-        pytest.param(_masked(0x09, b"x"), 1002, id="ping not final"),
-        pytest.param(_masked(0x80, SASL_HEADER), 1002, id="continuation with nothing to continue"),
-        pytest.param(_masked(0x83, SASL_HEADER), 1002, id="reserved opcode"),
-        pytest.param(_masked(0xC2, SASL_HEADER), 1002, id="RSV1 without an extension"),
-        pytest.param(_masked(0x89, b"p" * 126), 1002, id="control frame over 125 bytes"),
-        pytest.param(_masked(0x88, (999).to_bytes(2, "big")), 1002, id="close code out of range"),
-        pytest.param(_masked(0x81, b"AMQP"), 1003, id="text message"),
+        pytest.param(masked(0x09, b"x"), 1002, id="ping not final"),
+        pytest.param(masked(0x80, SASL_HEADER), 1002, id="continuation with nothing to continue"),
+        pytest.param(masked(0x83, SASL_HEADER), 1002, id="reserved opcode"),
+        pytest.param(masked(0xC2, SASL_HEADER), 1002, id="RSV1 without an extension"),
+        pytest.param(masked(0x89, b"p" * 126), 1002, id="control frame over 125 bytes"),
+        pytest.param(masked(0x88, (999).to_bytes(2, "big")), 1002, id="close code out of range"),
+        pytest.param(masked(0x81, b"AMQP"), 1003, id="text message"),
     ],
 )
 def test_websocket_frames_that_break_the_rfc_are_refused_with_a_close_frame(
@@ -308,7 +290,7 @@ def test_without_wsproto_an_upgrade_gets_503_and_amqp_is_still_served(
 
 _frames = st.lists(
     st.tuples(st.integers(0, 255), st.binary(max_size=40), st.booleans()).map(
-        lambda f: _masked(f[0], f[1]) if f[2] else bytes([f[0], len(f[1])]) + f[1]
+        lambda f: masked(f[0], f[1]) if f[2] else bytes([f[0], len(f[1])]) + f[1]
     ),
     max_size=6,
 ).map(b"".join)

@@ -33,7 +33,7 @@ from sbnotebook.core.sdk.messages import (
     envelope_growth,
 )
 from sbnotebook.emulator import Emulator
-from tests.core.test_batch_envelope import encoded_size
+from tests.core.sdk.test_batch_envelope import encoded_size
 
 
 def _statements(fn: Any) -> tuple[str, ...]:
@@ -161,7 +161,7 @@ def test_the_batches_core_send_makes_are_packed_with_one_encoding(emulator: Emul
 
 def test_a_message_that_does_not_fit_is_refused_with_the_envelope_counted() -> None:
     """Refused where the SDK refuses it, or earlier: where the batch, envelope and all, would encode
-    over the limit (tests/core/test_batch_envelope.py fills batches to that edge)."""
+    over the limit (tests/core/sdk/test_batch_envelope.py fills batches to that edge)."""
     theirs, ours = _batch(3000), _batch(3000)
     assert _fill(ours, add_to_batch) == _fill(theirs, ServiceBusMessageBatch.add_message) == 4
     assert ours.size_in_bytes == encoded_size(ours) <= 3000

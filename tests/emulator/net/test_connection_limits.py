@@ -30,7 +30,7 @@ from azure.servicebus.exceptions import ServiceBusConnectionError
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from sbnotebook.emulator.net.limits import Deadlines
-from tests.emulator.rawpeers import (
+from tests.emulator.net.rawpeers import (
     SASL_HEADER,
     UPGRADE,
     RawAmqp,

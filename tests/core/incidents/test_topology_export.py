@@ -25,7 +25,7 @@ from sbnotebook import core
 from sbnotebook.core import close_all
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
-from tests.core.microsoft_schema import SCHEMA
+from tests.core.incidents.microsoft_schema import SCHEMA
 
 # "big" comes from the topology file: a Standard namespace's administration API refuses a message
 # size other than 256 KB (as Service Bus does), the file may set it (an emulator extension).

@@ -15,7 +15,7 @@ import pytest
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
-from tests.core import bulk
+from tests.core.incidents import bulk
 from tests.helpers import InterruptAtFirstProgress, wait_until
 from tests.processes import run_and_kill, start_cli_emulator
 

@@ -123,7 +123,7 @@ def test_a_data_dir_holding_pickles_is_refused_and_never_unpickled(tmp_path: Pat
         "--data-dir",
         str(tmp_path),
         cwd=tmp_path,  # where the payload would write
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},  # this checkout's emulator
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},  # this checkout's emulator
     )
     assert not (tmp_path / "BOOM").exists()
     assert result.returncode != 0

@@ -38,9 +38,12 @@ class PeekAhead:
     """The source peeked ahead into ``pages`` (``read``), ``held`` of its messages in memory: each
     leaves it when the copy calls ``release`` (confirmed, refused or skipped); ``peak`` the most held."""
 
-    def __init__(self, src: LiveConnection, src_path: EntityPath, first: int, span: Span | bool | None) -> None:
+    def __init__(
+        self, src: LiveConnection, src_path: EntityPath, first: int, span: Span | bool | None, wanted: int | None
+    ) -> None:
         self.src, self.src_path, self.name = src, src_path, str(src_path)
         self.first = first
+        self.wanted = wanted  # the copy's max_messages left: no more asked for at once (None: no limit)
         self.span = span  # a window's sequence numbers (None: nothing can be in it; False: no window)
         self.held = 0
         self.asked = 0  # room kept for the answers of the peeks on their way
@@ -79,7 +82,7 @@ class PeekAhead:
         covered = at - 1
         try:
             while True:
-                while self.held + self.asked + PEEK <= HELD and (last is None or at <= last):
+                while self.held + self.asked + PEEK <= HELD and (last is None or at <= last) and self._wanted():
                     at = max(at, covered + 1)
                     ahead.append(asyncio.ensure_future(self._peek(at)))
                     self.asked += PEEK
@@ -107,6 +110,10 @@ class PeekAhead:
                     at = covered + 1
         finally:
             self._drop(ahead)
+
+    def _wanted(self) -> bool:
+        """Whether the copy may want more than is held and asked for (``-n 5`` asks for one peek, not ten)."""
+        return self.wanted is None or self.held + self.asked < self.wanted
 
     async def _peek(self, at: int) -> list[Any]:
         """One peek on the source's connection (its loop), made only when it starts: a peek

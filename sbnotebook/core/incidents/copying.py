@@ -155,7 +155,7 @@ class _CopyRun:
         self.before = self.state.copied
         self.left = None if max_messages is None else max(max_messages - self.state.copied, 0)
         first = min(self.state.failed) if self.state.failed else self.state.done + 1
-        self.peeks = PeekAhead(src, src_path, first, span)
+        self.peeks = PeekAhead(src, src_path, first, span, self.left)
         self.release = self.peeks.release
 
     def counted(self, o: Outcome) -> None:

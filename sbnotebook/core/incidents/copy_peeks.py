@@ -27,8 +27,9 @@ from ..operations.window import Span
 # Source messages a copy holds in memory at most: peeked (or asked for), not yet confirmed copied.
 HELD = 2 * PAGE_SIZE
 # Messages one peek asks for: a tenth of what may be held, so ten peeks' room is released as their
-# sends are confirmed, batch by batch, and no answer waits for a whole page's sends. Whole pages, one
-# peek at a time, moved 5,000 messages in 2.2-2.3 s at 80 ms on a quiet machine (docs/benchmarks.md).
+# sends are confirmed, batch by batch, and no answer waits for a whole page's sends. 5,000 at 80 ms:
+# 1.92-1.93 s, where whole pages one at a time took 2.29-2.37 s; peeks of 25 cost 15% more CPU for
+# no gain (docs/benchmarks.md).
 PEEK = HELD // 10
 
 Ahead = deque[asyncio.Future[list[Any]]]

@@ -344,3 +344,12 @@ def test_message_ids_keep_their_types_through_copy_resubmit_and_export_import(
     report = core.resubmit("q/$deadletterqueue", target="dl-target", keep_message_id=True, connection=conn)
     assert report.count("resubmitted") == 4
     assert _ids(emulator, "dl-target") == source
+    with client.get_queue_receiver("dl-target", max_wait_time=5) as receiver:  # once more, with an edit
+        for msg in receiver.receive_messages(max_message_count=4, max_wait_time=5):
+            receiver.dead_letter_message(msg, reason="r")
+
+    def edit(record: dict[str, Any]) -> dict[str, Any]:
+        return {**record, "subject": "fixed"}
+
+    report = core.resubmit("dl-target/$deadletterqueue", target="q", edit=edit, keep_message_id=True, connection=conn)
+    assert report.count("resubmitted") == 4 and _ids(emulator, "q") == source

@@ -184,6 +184,11 @@ def apply_edit(copy: Any, original: Record, edited: Record) -> Any:
     record["application_properties"] = {k: v for k, v in props.items() if k.lower() not in DEAD_LETTER_PROPERTIES}
     record["message_id"] = copy.message_id
     made = to_message(record)
+    # The record holds the ids as text: the copy's own, and a correlation id the edit left, keep their type.
+    ids = copy.raw_amqp_message.properties
+    made.message_id = ids.message_id
+    if edited.get("correlation_id") == original.get("correlation_id"):
+        made.correlation_id = ids.correlation_id
     return _with_body_of(copy, made) if kept_body else made
 
 

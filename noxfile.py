@@ -13,7 +13,7 @@ notebooks folders (tests/suites.py; tests/project/test_suites.py checks that eve
                       credential references, Entra ID, the Spark soak; the pyspark tests of
                       test_credential_ref.py; tutorial 06) on pyspark 4.0.x with DBR 17.3 LTS's set
                       (Spark 4.0.0 there). Not tutorial 08 (tests/suites.py says why).
-    nox -s sdk-floor  every file in tests/core/ and tests/emulator/ on azure-servicebus pinned to
+    nox -s sdk-floor  every file in tests/core/ and tests/emulator/ (sub-folders too) on azure-servicebus pinned to
                       pyproject.toml's floor (7.15.0), the rest of the libraries the newest; the main
                       run (a fresh ``pip install -e '.[dev]'``) takes the newest azure-servicebus
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import collections
 import contextlib
 import datetime as dt
@@ -174,6 +175,19 @@ def refusal_test(parse: Callable[[str], object], error: type[Exception], says: d
             parse(given)
 
     return test
+
+
+def names_in(tree: ast.AST) -> set[str]:
+    """The names code mentions: names, attributes, imported names (not words in strings)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            found.update(alias.name for alias in node.names)
+    return found
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.05) -> None:
@@ -351,7 +365,7 @@ def counted_peeks(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[
 class HttpOnlyProxy:
     """A stand-in for a firewall that lets only HTTP(S) out: forwards HTTP (WebSocket upgrades, the
     admin API) to the emulator and closes a connection that opens with the AMQP header. A test behind
-    it passes only if every AMQP byte travelled inside WebSockets (tests/core/test_websockets.py)."""
+    it passes only if every AMQP byte travelled inside WebSockets (tests/core/connections/test_websockets.py)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port

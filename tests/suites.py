@@ -47,8 +47,8 @@ def _rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
-# The folders of tests/, mirroring the package (README.md, "Layout"); a test file
-# directly in tests/ or in another folder is refused by tests/project/test_suites.py.
+# The folders of tests/, mirroring the package (README.md, "Layout"), core/ and emulator/ down to their
+# sub-packages; a test file directly in tests/ or in another folder is refused by tests/project/test_suites.py.
 FOLDERS = ("core", "emulator", "spark", "notebook", "widgets", "testing", "project")
 
 

@@ -19,7 +19,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import EntityNameError
+from .errors import EntityNameError, InvalidInputError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,259}$")
 CONNECTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")  # %sb_connect --as NAME
@@ -113,6 +113,15 @@ class EntityPath:
         if self.sub_queue == "transfer_dead_letter":
             return f"{base}/$transfer/{DEAD_LETTER_QUEUE}"
         return base
+
+
+def not_dead_letter(entity: str | EntityPath, instead: str) -> EntityPath:
+    """``entity``'s path, refused (``InvalidInputError``) when it is a dead-letter queue, for what only
+    its entity has (properties, sessions): ``instead`` says where to go, ``{parent}`` naming the entity."""
+    path = EntityPath.parse(entity)
+    if path.sub_queue is not None:
+        raise InvalidInputError(f"{path} is a dead-letter queue: " + instead.format(parent=path.parent))
+    return path
 
 
 def split_address(text: str) -> tuple[str | None, EntityPath]:

@@ -6,6 +6,7 @@ and carries the broker's tracking id and whether a retry could help, where known
     ├── EntityNameError             a malformed entity address
     ├── EntityNotFoundError         the entity does not exist
     ├── InvalidInputError           messages or options the kit cannot use (bad JSON, bad types)
+    │   └── WhereFailed             a search raised on every message it was run on: nothing done
     ├── MessageTooLargeError        a message over the entity's size limit
     ├── LockLostError               a lock expired or was lost before settlement
     ├── ServiceError                any other failure reported by Service Bus
@@ -17,10 +18,11 @@ and carries the broker's tracking id and whether a retry could help, where known
     ├── spark.SendFailedError       (also a RuntimeError) a write task could not send some messages
     ├── notebook.magics.CommandFailed  (also IPython's UsageError) a command's one line; the cell fails
     ├── notebook.magics.Declined    a destructive action not confirmed: nothing done
-    └── (signals caught where they are raised, never shown: magics' HelpShown, spark's _Misfit)
+    └── (signals caught where they are raised, never shown: magics' HelpShown, spark's _Misfit,
+         core's StaleLink, NotAMatch and Unsupported, an InvalidInputError a copy's outcome reports)
 
 tests/core/test_error_tree.py fails on any exception class of the package (the emulator aside: it imports
-nothing from the rest) that is not in this tree.
+nothing from the rest) that is not an SbError, or not named in this tree.
 """
 
 from __future__ import annotations

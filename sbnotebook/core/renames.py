@@ -60,22 +60,27 @@ def typed_as(fn: Callable[..., Any]) -> str:
     return name
 
 
-def renamed(**old_to_new: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+def renamed(**old_to_new: str | tuple[str, Callable[[Any], Any]]) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """A function's keywords renamed: ``@renamed(count="max_messages")`` takes ``count=`` as
-    ``max_messages=`` with a warning, and refuses both at once. The signature shown (help,
-    ``inspect.signature``) is the new one; a coroutine function stays one. A class's ``__init__``
-    can be renamed so too (``Cls.__init__ = renamed(...)(Cls.__init__)``)."""
+    ``max_messages=`` with a warning, and refuses both at once. A new name that says the opposite
+    takes the old value turned: ``@renamed(batch=("one_per_send", operator.not_))``. The signature
+    shown (help, ``inspect.signature``) is the new one; a coroutine function stays one. A class's
+    ``__init__`` can be renamed so too (``Cls.__init__ = renamed(...)(Cls.__init__)``)."""
+    turns = {old: (new, None) if isinstance(new, str) else new for old, new in old_to_new.items()}
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         where = typed_as(fn)
 
         def moved(kwargs: dict[str, Any]) -> None:
-            for old, new in old_to_new.items():
+            for old, (new, turn) in turns.items():
                 if old in kwargs:
                     if new in kwargs:
                         raise TypeError(f"{where}() takes {new}= (not also {old}=, its old name)")
-                    deprecated(f"{where}({old}=)", f"{where}({new}=)", stacklevel=3)
-                    kwargs[new] = kwargs.pop(old)
+                    value = kwargs.pop(old)
+                    kwargs[new] = value if turn is None else turn(value)
+                    # A turned value is said as it now reads: batch=False is one_per_send=True.
+                    said = f"{new}=" if turn is None else f"{new}={kwargs[new]!r}"
+                    deprecated(f"{where}({old}=)", f"{where}({said})", stacklevel=3)
 
         call: Any
         if inspect.iscoroutinefunction(fn):
@@ -92,7 +97,7 @@ def renamed(**old_to_new: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
                 moved(kwargs)
                 return fn(*args, **kwargs)
 
-        call.__renamed__ = dict(old_to_new)  # read by tests/project/test_names.py
+        call.__renamed__ = {old: new for old, (new, _) in turns.items()}  # read by tests/project/test_names.py
         if hasattr(fn, "__wrapped__"):
             # A sync form (syncforms.py) stands for its async operation: so does its renamed form.
             call.__wrapped__ = fn.__wrapped__

@@ -116,9 +116,9 @@ class PurgePlan:
             reports.append(
                 core.purge(
                     self.entity,
-                    include_active="active" in own,
-                    include_deferred="deferred" in own,
-                    include_scheduled="scheduled" in own,
+                    active="active" in own,
+                    deferred="deferred" in own,
+                    scheduled="scheduled" in own,
                     session_ids=self.sessions,
                     progress=progress,
                     connection=connection,

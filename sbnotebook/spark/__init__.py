@@ -9,6 +9,7 @@ See docs/spark.md for the options and guarantees.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from ..core import ConfigurationError, Connection, Report, renamed, resolve, to_dataframe
@@ -190,7 +191,7 @@ def from_spark(df: Any, max_messages: int | None = 10_000) -> Any:
     return to_dataframe(r.asDict(recursive=True) for r in rows)
 
 
-@renamed(namespace="fully_qualified_namespace")
+@renamed(namespace="fully_qualified_namespace", batch=("one_per_send", operator.not_))  # as core.send
 def write(
     df: Any,
     entity: str,
@@ -200,7 +201,7 @@ def write(
     credential: str | None = None,
     websockets: bool = False,
     max_in_flight: int = 10,
-    batch: bool = True,
+    one_per_send: bool = False,
 ) -> Report:
     """Send a DataFrame's rows (the columns a `servicebus` write takes) and return the one Report:
     every row's outcome is counted, every failure listed with its condition and tracking id. The
@@ -222,7 +223,7 @@ def write(
         {
             "entity": entity,
             "maxInFlight": str(max_in_flight),
-            "batch": str(batch).lower(),
+            "onePerSend": str(one_per_send).lower(),
             "websockets": str(websockets).lower(),
         },
         df.schema,

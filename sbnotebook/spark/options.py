@@ -67,8 +67,8 @@ KNOWN_OPTIONS: dict[str, tuple[str, ...]] = {
         "fromSequenceNumber",
         *_BODY,
     ),
-    "write": (*_WHERE, "maxInFlight", "batch"),
-    "stream write": (*_WHERE, "maxInFlight", "batch", "checkpointLocation"),  # Spark's own, passed along
+    "write": (*_WHERE, "maxInFlight", "onePerSend"),
+    "stream write": (*_WHERE, "maxInFlight", "onePerSend", "checkpointLocation"),  # Spark's own, passed along
 }
 SPARK_OWN = ("path",)  # what Spark adds itself (`.load(path)`): not refused here, said by `entity` checks
 # Old names kept for one release, per kind: old -> new (docs/names.md). Taken, never suggested; each
@@ -77,9 +77,11 @@ SPARK_OWN = ("path",)  # what Spark adds itself (`.load(path)`): not refused her
 RENAMED_OPTIONS: dict[str, dict[str, str]] = {
     "read": {"namespace": "fullyQualifiedNamespace"},
     "stream": {"sessionId": "sessionIds", "namespace": "fullyQualifiedNamespace"},
-    "write": {"namespace": "fullyQualifiedNamespace"},
-    "stream write": {"namespace": "fullyQualifiedNamespace"},
+    "write": {"namespace": "fullyQualifiedNamespace", "batch": "onePerSend"},
+    "stream write": {"namespace": "fullyQualifiedNamespace", "batch": "onePerSend"},
 }
+# Old names whose new name says the opposite: the old value is taken turned (batch=false is onePerSend=true).
+OPPOSITES = {("batch", "onePerSend")}
 
 
 def check_known(options: Mapping[str, str], *kinds: str) -> None:
@@ -118,8 +120,10 @@ def option(options: Mapping[str, str], name: str, kind: str | None) -> str | Non
         if new == name and options.get(old) is not None:
             if value is not None:
                 raise OptionError(f"servicebus: option {new} is given twice: as {new} and as {old} (its old name).")
-            deprecated(f"the Spark option {old}", new, stacklevel=3)
             value = options.get(old)
+            if (old, new) in OPPOSITES:
+                value = {"true": "false", "false": "true"}.get(str(value).strip().lower(), value)
+            deprecated(f"the Spark option {old}", f"{new}={value}" if (old, new) in OPPOSITES else new, stacklevel=3)
     return value
 
 
@@ -208,10 +212,12 @@ def connection(options: Mapping[str, str], default: Source | None) -> Source:
 
 
 def bool_option(options: Mapping[str, str], name: str, default: bool = False) -> bool:
-    """``true`` or ``false`` (any case; not given: ``default``); anything else is refused, naming the option."""
-    raw = str(options.get(name, str(default))).strip().lower()
+    """``true`` or ``false`` (any case; not given: ``default``; given by its old name: ``option``);
+    anything else is refused, naming the option."""
+    given = option(options, name, None)
+    raw = str(default if given is None else given).strip().lower()
     if raw not in ("true", "false"):
-        raise OptionError(f"servicebus: option {name} must be true or false, not {options.get(name)!r}.")
+        raise OptionError(f"servicebus: option {name} must be true or false, not {given!r}.")
     return raw == "true"
 
 

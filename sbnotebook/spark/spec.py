@@ -286,7 +286,7 @@ class ReadSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class WriteOptions(Target):
-    batch: bool
+    one_per_send: bool
     struct_columns: tuple[str, ...] = ()  # body / body_json given as a struct: sent as JSON (spark/bodies.py)
 
     @classmethod
@@ -326,7 +326,7 @@ class WriteOptions(Target):
             connection=connection(options, default_connection),
             entity=path,
             max_in_flight=int_option(options, "maxInFlight", 10, 1),
-            batch=bool_option(options, "batch", default=True),
+            one_per_send=bool_option(options, "onePerSend", default=False),
             struct_columns=structs,
         )
         check_exists(parsed.connection, path)

@@ -88,7 +88,11 @@ def send_rows(options: WriteOptions, rows: Iterable[Any]) -> Report:
     records = (plain_row(r.asDict(recursive=True) if hasattr(r, "asDict") else r, options.struct_columns) for r in rows)
     # A secret reference is resolved here, on the executor.
     return send(
-        options.entity, records, max_in_flight=options.max_in_flight, batch=options.batch, connection=options.conn()
+        options.entity,
+        records,
+        max_in_flight=options.max_in_flight,
+        one_per_send=options.one_per_send,
+        connection=options.conn(),
     )
 
 

@@ -12,6 +12,7 @@ from sbnotebook import core
 from sbnotebook.core.outcome import Outcome, Report
 from sbnotebook.core.sdk import PRIVATE_NAMES, USED_BY
 from sbnotebook.core.views import records
+from tests.helpers import names_in
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -41,18 +42,12 @@ def test_every_private_sdk_name_the_kit_uses_still_exists() -> None:
 def mentioned(source: str) -> set[str]:
     """Every name a module's code mentions (attributes, names, imported names, words of the SDK lines
     it pins: string constants other than docstrings)."""
-    found: set[str] = set()
-    for top in ast.parse(source).body:
-        docstrings = {id(n.value) for n in ast.walk(top) if isinstance(n, ast.Expr)}
-        for node in ast.walk(top):
-            if isinstance(node, ast.Attribute):
-                found.add(node.attr)
-            elif isinstance(node, ast.Name):
-                found.add(node.id)
-            elif isinstance(node, ast.ImportFrom):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-                found.update(re.findall(r"\w+", node.value))
+    tree = ast.parse(source)
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    found = names_in(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            found.update(re.findall(r"\w+", node.value))
     return found
 
 

@@ -81,7 +81,7 @@ def test_a_batch_freed_while_the_loop_is_being_scheduled_on_does_not_deadlock(mo
     allocation can run the cycle collector, and the collector can free a ``LockedBatch`` whose
     ``__del__`` calls ``spawn_if_running`` again, on the same thread: with a plain Lock that thread
     waited for itself forever (a 10^5 resubmit on the loop thread, then ``close_all`` waiting for the
-    loop: tests/core/test_resumable_bulk.py hung until its 900 s timeout in ``nox -s dbr15``). Here the
+    loop: tests/core/incidents/test_resumable_bulk.py hung until its 900 s timeout in ``nox -s dbr15``). Here the
     collector's part is played by dropping the last reference inside the scheduling call."""
     import asyncio
     import threading

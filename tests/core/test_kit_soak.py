@@ -92,7 +92,7 @@ def test_a_send_to_a_broker_that_stays_down_stops_and_says_so(tmp_path: Path) ->
         conn = core.connect(broker.connection_string, warm=False)
         assert core.send(QUEUE, ["warm"], connection=conn).ok
         broker.kill()
-        report = core.send(QUEUE, [f"m{i}" for i in range(300)], batch=False, connection=conn)
+        report = core.send(QUEUE, [f"m{i}" for i in range(300)], one_per_send=True, connection=conn)
         assert not report.ok and report.count("sent") == 0
         assert any(o.index is None and "stopped" in (o.error or "") for o in report.failures), report
         assert all(o.error for o in report.failures)

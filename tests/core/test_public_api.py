@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from sbnotebook import core
+from tests.helpers import names_in
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sbnotebook"
@@ -17,16 +18,7 @@ PACKAGE = ROOT / "sbnotebook"
 
 def used_in(files: Iterable[Path]) -> set[str]:
     """The names code mentions: names, attributes, imported names (not words in strings)."""
-    found: set[str] = set()
-    for path in files:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Name):
-                found.add(node.id)
-            elif isinstance(node, ast.Attribute):
-                found.add(node.attr)
-            elif isinstance(node, ast.ImportFrom):
-                found.update(alias.name for alias in node.names)
-    return found
+    return {name for path in files for name in names_in(ast.parse(path.read_text(encoding="utf-8")))}
 
 
 def named_in(pages: Iterable[Path]) -> set[str]:

@@ -14,7 +14,7 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics
 from tests import shell
-from tests.core.test_copy_many import _active, _bodies, home, prod
+from tests.core.incidents.test_copy_many import _active, _bodies, home, prod
 from tests.helpers import magic_fails
 from tests.shell import line
 

@@ -47,7 +47,7 @@ def test_receive_then_settle_rows_by_number(ip: Any, sb: SbMagics, client: Servi
     ]
     left = line(ip, "sb_peek q")
     assert dict(zip(left["body_text"], left["state"], strict=True)) == {"m3": "deferred", "m4": "active"}
-    deferred = line(ip, "sb_receive q --deferred 4")
+    deferred = line(ip, "sb_receive q --sequence-numbers 4")
     assert [r["body_text"] for r in deferred.records] == ["m3"]
     assert "'nope' is not a variable holding a locked batch" in magic_fails(ip, "sb_settle complete 0 --batch nope")
     ip.user_ns["held"] = deferred
@@ -150,7 +150,7 @@ def test_settle_all_after_lock_expiry_reports_the_lost_locks_and_summarises_sdk_
 
 def test_receive_deferred_unknown_number_is_one_quick_line(ip: Any, sb: SbMagics, capsys: Any) -> None:
     started = time.monotonic()
-    shown = magic_fails(ip, "sb_receive q --deferred 999")
+    shown = magic_fails(ip, "sb_receive q --sequence-numbers 999")
     assert time.monotonic() - started < 3
     assert "No deferred message with sequence number 999 in q" in shown and not capsys.readouterr().err
     assert "b'" not in shown and 'b"' not in shown
@@ -165,7 +165,8 @@ def test_send_json_lines_array_and_python_expression(ip: Any, sb: SbMagics, clie
     ip.run_cell_magic("sb_send", "q --max-in-flight 2", '[{"n": 3}, {"n": 4}, {"n": 5}]')
     ip.user_ns["frame"] = pd.DataFrame({"body": ['{"n": 6}', '{"n": 7}'], "subject": ["s", "s"]})
     ip.run_cell_magic("sb_send", "q", "frame")
-    ip.run_cell_magic("sb_send", "q --no-batch", "[{'n': i} for i in range(8, 10)]")
+    one_each = ip.run_cell_magic("sb_send", "q --one-per-send", "[{'n': i} for i in range(8, 10)]")
+    assert one_each.stats["operations"] == 2  # one message per send operation (without: one operation)
     got = drain(client, "q")
     assert [str(m) for m in got] == [f'{{"n": {i}}}' for i in range(1, 10)]
     assert [m.subject for m in got][5:7] == ["s", "s"]

@@ -2,18 +2,20 @@
 magic and command line (``sbnotebook``, the pytest plugin's options), the parameters of every public
 function and class of ``sbnotebook.core`` (``__all__``), ``sbnotebook.spark`` (``__all__``), the
 pytest plugin (its ``Namespace``, the ``Emulator`` its fixture hands out, its marker's keywords) and
-the panels, every Spark option and every setting. tests/project/test_names.py checks them against
-docs/names.md."""
+the panels (and the labels they show), every Spark option and every setting.
+tests/project/test_names.py checks them against docs/names.md."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import inspect
 import pkgutil
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -145,6 +147,31 @@ def panels() -> dict[str, type]:
             own = inspect.isclass(obj) and obj.__module__ == module.__name__
             if own and (name.endswith("Panel") or name == "MessageBrowser"):
                 found[name] = obj
+    return found
+
+
+def labels_in(source: str) -> Iterator[Typed]:
+    """The labels a panel shows beside its boxes and on its buttons (each widget's constant
+    ``description="..."``) in a module's source, each with the class it is in."""
+    tree = ast.parse(source)
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        for node in ast.walk(cls):
+            if isinstance(node, ast.Call):
+                for kw in node.keywords:
+                    constant = isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)
+                    if kw.arg == "description" and constant:
+                        yield Typed(cls.name, kw.value.value)  # type: ignore[attr-defined]
+
+
+def labels() -> list[Typed]:
+    """Every constant label of the panels (sbnotebook/notebook/widgets/): what a user reads and
+    types beside, so it says an idea in the idea's words ("From sequence number", not "From seq")."""
+    from sbnotebook.notebook import widgets
+
+    found: list[Typed] = []
+    for info in pkgutil.iter_modules(widgets.__path__):
+        path = Path(widgets.__path__[0]) / f"{info.name}.py"
+        found += labels_in(path.read_text(encoding="utf-8"))
     return found
 
 

@@ -2,7 +2,7 @@
 every flag, every public parameter, every Spark option, every setting), not from a list kept by hand:
 
 - no name a user types holds a retired word (names.md's "Retired words"), unless names.md says it is
-  another idea ("Same word, another idea");
+  another idea ("Same word, another idea"); nor does a label a panel shows;
 - ``-n`` is at most N messages wherever it exists, and a short flag means one thing in every magic;
 - a unit is said once: a name with ``_ms`` has no twin in seconds;
 - each row's name is in every place the row says, and in no place it does not say; its cells are
@@ -150,10 +150,16 @@ def unit_problems(typed: Iterable[Typed]) -> list[str]:
     return out
 
 
-def row_problems(typed: Iterable[Typed], tables: dict[tuple[str, str], set[str] | None]) -> list[str]:
-    """Each name of the tables is in every place they give it, and in use nowhere else."""
+def row_problems(
+    typed: Iterable[Typed], tables: dict[tuple[str, str], set[str] | None], other: Iterable[tuple[str, str]] = ()
+) -> list[str]:
+    """Each name of the tables is in every place they give it, and in use nowhere else (but where
+    names.md says the same word is another idea: ``other``, (name, place) pairs)."""
     where: dict[tuple[str, str], set[str]] = defaultdict(set)
+    elsewhere = set(other)
     for t in surface.live(typed):
+        if (t.name, t.place) in elsewhere:
+            continue
         for family, holds in FAMILIES.items():
             if holds(t.place):
                 where[(family, t.name)].add(t.place)
@@ -162,6 +168,10 @@ def row_problems(typed: Iterable[Typed], tables: dict[tuple[str, str], set[str] 
     for (family, name), places in tables.items():
         if family == "spark" and not spark:
             continue
+        if places and not spark:  # sbspark's functions are read only where pyspark is installed
+            places = {place for place in places if not place.startswith("sbspark")}
+            if not places:
+                continue
         found = where.get((family, name), set())
         if places is None:
             if not found:
@@ -170,6 +180,25 @@ def row_problems(typed: Iterable[Typed], tables: dict[tuple[str, str], set[str] 
         out += [f"{place}: has no {name}" for place in sorted(places - found)]
         out += [f"{place} takes {name}, which docs/names.md does not list there" for place in sorted(found - places)]
     return out
+
+
+def unwritten_problems(typed: Iterable[Typed], written: set[str]) -> list[str]:
+    """A name a magic takes as a flag and Python as a keyword (the same words) is written in
+    docs/names.md, as one idea on a row of its tables or as a word that is another idea somewhere:
+    so a second meaning cannot come in unsaid (``--batch``, a locked batch, beside a send's
+    ``batch=``, which packed messages into one operation)."""
+    families: dict[tuple[str, ...], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for t in surface.live(typed):
+        for family in ("magic", "python"):
+            if FAMILIES[family](t.place):
+                families[tuple(words(t.name))][family].add(t.place)
+    said = {tuple(words(name)) for name in written}
+    return [
+        f"{'-'.join(w)}: a flag of {sorted(f['magic'])} and a keyword of {sorted(f['python'])[:4]} that"
+        " docs/names.md does not write down (a row if one idea, 'Same word, another idea' if not)"
+        for w, f in sorted(families.items())
+        if len(f) == 2 and w not in said
+    ]
 
 
 def same_words(row: list[str], columns: tuple[str, ...]) -> list[str]:
@@ -204,6 +233,8 @@ def old_name_problems(typed: Iterable[Typed], old_rows: list[list[str]]) -> list
     taken = {(t.place, t.name) for t in typed if t.old}
     in_use = {(t.place, t.name) for t in surface.live(typed)}
     listed = {(place, old.strip("`")) for old, where, _ in old_rows for place in old_places(where)}
+    if not surface.spark_installed():  # sbspark's functions are read only where pyspark is installed
+        listed = {(place, name) for place, name in listed if not place.startswith("sbspark")}
     out = [f"{p}: {n} is a name in use, and an old name in docs/names.md" for p, n in sorted(listed & in_use)]
     out += [f"{p}: takes the old name {n}, which docs/names.md does not list" for p, n in sorted(taken - listed)]
     out += [
@@ -229,10 +260,21 @@ def test_the_tables_are_read() -> None:
     assert {"%sb_peek", "core", "TriagePanel", "Emulator", "SbMagics", "sbnotebook", "pytest"} <= places
 
 
+OTHER = {(codes(row[0])[0], place) for row in OTHER_IDEAS for place in codes(row[1])}
+
+
 def test_no_name_in_use_holds_a_retired_word() -> None:
     retired = [codes(row[0])[0].split() for row in RETIRED]
-    other = {(codes(row[0])[0], codes(row[1])[0]) for row in OTHER_IDEAS}
-    assert retired_problems(TYPED, retired, other) == []
+    assert retired_problems(TYPED, retired, OTHER) == []
+
+
+def test_no_panel_label_holds_a_retired_word() -> None:
+    """A panel's labels say an idea in its words: the browser's first sequence number is "From
+    sequence number", as --from-sequence-number says it (it was "From seq")."""
+    found = surface.labels()
+    assert {"From sequence number", "Count groups", "Search"} <= {t.name for t in found}
+    retired = [codes(row[0])[0].split() for row in RETIRED]
+    assert retired_problems(found, retired, OTHER) == []
 
 
 def test_n_is_at_most_n_messages_wherever_it_is() -> None:
@@ -246,7 +288,12 @@ def test_a_unit_is_said_once() -> None:
 
 
 def test_each_name_is_where_docs_names_md_says_and_nowhere_else() -> None:
-    assert row_problems(TYPED, declared()) == []
+    assert row_problems(TYPED, declared(), OTHER) == []
+
+
+def test_a_name_both_a_flag_and_a_keyword_is_written_down() -> None:
+    written = {name for _, name in declared()} | {name for name, _ in OTHER}
+    assert unwritten_problems(TYPED, written) == []
 
 
 @pytest.mark.parametrize("row", [(r, "names") for r in NAMES] + [(r, "emulator") for r in EMULATOR], ids=str)
@@ -280,9 +327,12 @@ def _made_up() -> tuple[dict[str, argparse.ArgumentParser], list[Typed]]:
     peek = argparse.ArgumentParser(prog="%sb_made_up_peek", add_help=False)
     peek.add_argument("--max-messages", type=int)
     peek.add_argument("--from-seq", type=int)
+    peek.add_argument("--batch")
 
-    def made_up(entity: str, *, count: int = 1, latency: float = 0.0, latency_ms: float = 0.0) -> None:
-        """A function with a retired word and a unit said twice."""
+    def made_up(
+        entity: str, *, count: int = 1, latency: float = 0.0, latency_ms: float = 0.0, batch: bool = True
+    ) -> None:
+        """A function with a retired word and a unit said twice, and a ``batch`` that is no locked batch."""
 
     parsers = {"%sb_made_up_browse": browse, "%sb_made_up_peek": peek}
     typed = [t for prog, p in parsers.items() for t in surface.parser_flags(prog, p)]
@@ -309,7 +359,17 @@ def test_the_checks_fail_on_a_made_up_surface() -> None:
     assert row_problems(typed, {("python", "latency_ms"): set()}) == [
         "core.made_up takes latency_ms, which docs/names.md does not list there"
     ]
+    assert row_problems(typed, {("python", "latency_ms"): set()}, {("latency_ms", "core.made_up")}) == []
+    assert unwritten_problems(typed, {"latency_ms"}) == [
+        "batch: a flag of ['%sb_made_up_peek'] and a keyword of ['core.made_up'] that docs/names.md does not"
+        " write down (a row if one idea, 'Same word, another idea' if not)"
+    ]
+    assert unwritten_problems(typed, {"--batch"}) == []
     assert same_words(["idea", "`--max-messages`: `%sb_peek`", "`limit`: `core.peek`", "-", "-"], COLUMNS["names"])
+    label = 'class Browser:\n    def __init__(self):\n        self.box = W.IntText(value=1, description="From seq")\n'
+    assert retired_problems(surface.labels_in(label), retired, set()) == [
+        "Browser From seq: holds the retired word 'seq'"
+    ]
     old_rows = [["`count`", "`core.made_up`", "`max_messages`"]]
     assert old_name_problems(typed, old_rows) == [
         "core.made_up: count is a name in use, and an old name in docs/names.md"

@@ -68,7 +68,11 @@ GIVEN: dict[tuple[str, str], dict[str, Any]] = {
     ("Emulator.slow_down", "seconds"): {"latency_ms": 200.0, "same": True},  # without: refused
     ("sbspark.infer_body_schema", "sample"): {"body_sample_size": 1},
     ("sbspark.infer_body_schema", "start"): {"from_sequence_number": 2},
+    ("core.send", "batch"): {"one_per_send": True},
+    ("core.asend", "batch"): {"one_per_send": True},
 }
+for _purge in ("core.purge", "core.apurge"):
+    GIVEN |= {(_purge, f"include_{kind}"): {kind: False} for kind in ("active", "deferred", "scheduled")}
 for _time_bounds in ("conn", "path", "first", "last"):
     GIVEN[("core.time_bounds", _time_bounds)] = {"same": True}  # every argument is needed: see calls()
 for _scan in ("core.scan", "core.ascan", "core.scan_records"):
@@ -90,6 +94,7 @@ for _moving in ("core.resubmit", "core.aresubmit", "core.discard", "core.adiscar
 for _scheduling in ("core.schedule", "core.aschedule", "core.copy_then_complete", "core.acopy_then_complete"):
     GIVEN[(_scheduling, "at")] = {"schedule_at": "in an hour", "same": True}
 OLD_VALUES = {("Emulator", "latency"): 0.05, ("Emulator.slow_down", "seconds"): 0.2}  # seconds, the old unit
+OLD_VALUES |= {("core.send", "batch"): False, ("core.asend", "batch"): False}  # the opposite of one_per_send
 
 
 def _seqs(records: Any) -> list[int]:
@@ -157,6 +162,23 @@ def _core_calls(cs: str, conn: core.LiveConnection, tmp_path: Path) -> dict[str,
 
         return call
 
+    def purged(purge: Callable[..., Any]) -> Call:
+        """What a purge of "once" removed, by kind, when it holds two active messages, a deferred and
+        a scheduled one; the rest is purged after, so each call starts from the same."""
+
+        def call(kw: dict[str, Any]) -> Any:
+            core.send("once", ["a", "b", "c"], connection=cs)
+            with core.receive("once", max_messages=1, wait_seconds=5, connection=cs) as batch:
+                assert batch.defer().ok
+            core.schedule("once", ["later"], dt.datetime.now(dt.UTC) + dt.timedelta(hours=1), connection=cs)
+            try:
+                report = purge(kw)
+                return sorted(report.counts.items()), report.total
+            finally:
+                core.purge("once", connection=cs)
+
+        return call
+
     def copied_then_completed(kw: dict[str, Any], run: Callable[..., Any]) -> Any:
         with core.receive("q", max_messages=1, connection=cs) as batch:
             return run(batch, [(0, core.copy_message(batch.messages[0]))], "dl-target", **kw).count("completed")
@@ -200,6 +222,10 @@ def _core_calls(cs: str, conn: core.LiveConnection, tmp_path: Path) -> dict[str,
         "core.resolve": lambda kw: (core.resolve(**kw).kind, core.resolve(**kw).namespace),
         "core.connect": lambda kw: core.connect(**kw).settings.namespace,
         "core.Report": lambda kw: core.Report("send", "q", **kw).max_details,
+        "core.send": lambda kw: core.send("q", ["a", "b", "c"], connection=cs, **kw).stats["operations"],
+        "core.asend": lambda kw: conn.run(core.asend("q", ["a", "b", "c"], connection=conn, **kw)).stats["operations"],
+        "core.purge": purged(lambda kw: core.purge("once", connection=cs, **kw)),
+        "core.apurge": purged(lambda kw: conn.run(core.apurge("once", connection=conn, **kw))),
     }
 
 

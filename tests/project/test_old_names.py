@@ -40,6 +40,8 @@ FLAG_VALUES = {
     "--session-id": "s-1",
     "--namespace": "contoso.servicebus.windows.net",
     "--schedule": "+10m",
+    "--no-batch": None,
+    "--deferred": "5",
 }
 
 
@@ -114,6 +116,14 @@ def test_an_old_spark_option_is_its_new_name_and_says_so_once(row: list[str], sa
             both = {"entity": "sq", old: "a", new: "b", **conn}
             with pytest.raises(OptionError, match=f"as {new} and as {old}"):
                 ReadSpec(both, 2, None).stream()
+        elif new == "onePerSend":  # the opposite of the old name: batch=false is onePerSend=true
+            from sbnotebook.spark.options import bool_option
+
+            check_known({"entity": "q", old: "false"}, kind)  # accepted, not refused as unknown
+            assert bool_option({old: "false"}, new) is True and bool_option({old: "true"}, new) is False
+            assert bool_option({}, new) is False
+            with pytest.raises(OptionError, match=f"as {new} and as {old}"):
+                bool_option({old: "true", new: "true"}, new)
         else:  # where to connect: the namespace, as Entra ID signs in to it
             host = "contoso.servicebus.windows.net"
             check_known({"entity": "q", old: host}, kind)

@@ -94,6 +94,9 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--disable-pip-version-check",
             "-q",
             "install",
+            # No .pyc files for the venv's modules at install: the ones the tests import are compiled
+            # when first imported (as from any source tree), the rest (most of plotly and pyspark) never.
+            "--no-compile",
             f"{wheel}[notebook,spark]",
         ],
         capture_output=True,

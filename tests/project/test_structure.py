@@ -19,7 +19,7 @@ PACKAGE = "sbnotebook"
 # sdk_messages, sdk_spares) reach into the SDK's private API on purpose, each listing what it uses,
 # with a test that fails when the SDK changes (tests/core/test_boundary.py); the emulator's AMQP layer, its link
 # terms and its event loop do the same with proton's (sbnotebook/emulator/net/protonprivate.py lists the
-# names, tests/emulator/test_proton_boundary.py checks them). Their reach-through into third-party
+# names, tests/emulator/net/test_proton_boundary.py checks them). Their reach-through into third-party
 # code is not checked here.
 BOUNDARIES = {
     "sbnotebook.core.sdk",

@@ -84,13 +84,13 @@ def test_every_test_file_and_tutorial_runs_in_a_session() -> None:
     assert len(everything) > 80  # the folders were found
     assert everything - set(dbr15) - set(spark40) == set(suites.ONLY_ON_PYSPARK_41) | set(suites.BUILD_ONLY)
     for name in (
-        "core/test_batches",
-        "core/test_copies",
-        "core/test_triage",
-        "core/test_spares",
-        "core/test_open",
-        "core/test_loop",
-        "core/test_resumable_bulk",
+        "core/sdk/test_batches",
+        "core/incidents/test_copies",
+        "core/views/test_triage",
+        "core/sdk/test_spares",
+        "core/sdk/test_open",
+        "core/connections/test_loop",
+        "core/incidents/test_resumable_bulk",
         "notebook/test_fuzz_inputs",
         "project/test_suites",
     ):
@@ -111,9 +111,11 @@ def test_dbr15_runs_nothing_that_needs_spark_and_spark40_everything_that_does() 
     code_line = re.compile(r"^\s*((import|from) pyspark|(\w+ = )?pytest\.importorskip\(\"pyspark)", re.M)
     mentions = [p for p in suites.test_files() if code_line.search((ROOT / p).read_text(encoding="utf-8"))]
     assert set(mentions) - set(suites.BUILD_ONLY) <= set(spark40)
-    assert {"tests/spark/test_connect.py", "tests/spark/test_writing.py", "tests/core/test_credential_ref.py"} <= set(
-        spark40
-    )
+    assert {
+        "tests/spark/test_connect.py",
+        "tests/spark/test_writing.py",
+        "tests/core/connections/test_credential_ref.py",
+    } <= set(spark40)
 
 
 def test_the_sessions_install_what_their_docs_say() -> None:
@@ -122,7 +124,7 @@ def test_the_sessions_install_what_their_docs_say() -> None:
     floor = _run("sdk-floor")
     assert suites.sdk_floor_pin() == "azure-servicebus==7.15.0" and suites.sdk_floor_pin() in floor.installs
     files = floor.pytest_files()
-    assert "tests/core/test_basics.py" in files and "tests/emulator/test_send_receive.py" in files
+    assert "tests/core/connections/test_basics.py" in files and "tests/emulator/broker/test_send_receive.py" in files
     assert sorted(files) == sorted(p for p in suites.test_files() if re.match(r"tests/(core|emulator)/", p))
     # docs/emulator.md names that version as the oldest the kit supports, and says where it runs.
     emulator_md = (ROOT / "docs" / "emulator.md").read_text(encoding="utf-8")
@@ -146,10 +148,10 @@ def test_a_hand_list_that_leaves_a_file_out_is_caught(tmp_path: Path) -> None:
     text = (ROOT / "noxfile.py").read_text(encoding="utf-8")
     assert "suites.dbr15()" in text
     hand = tmp_path / "noxfile.py"
-    hand.write_text(text.replace("suites.dbr15()", '["tests/core/test_basics.py"]'), encoding="utf-8")
+    hand.write_text(text.replace("suites.dbr15()", '["tests/core/connections/test_basics.py"]'), encoding="utf-8")
     dbr15, spark40 = _run("dbr15", hand).pytest_files(), _run("spark40", hand).pytest_files()
     left_out = set(suites.test_files() + suites.notebooks()) - set(dbr15) - set(spark40)
-    assert "tests/core/test_batches.py" in left_out
+    assert "tests/core/sdk/test_batches.py" in left_out
 
 
 @pytest.mark.parametrize(
@@ -172,10 +174,19 @@ def test_what_needs_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sourc
 
 
 def test_every_test_file_is_in_a_folder_that_mirrors_the_package() -> None:
-    """tests/ mirrors the package (README.md, "Layout"): a test file directly in tests/ or in a folder of its
-    own would still run, but nobody would find it."""
-    misplaced = [p for p in suites.test_files() if Path(p).parent.relative_to("tests").as_posix() not in suites.FOLDERS]
-    assert not misplaced
+    """tests/ mirrors the package (README.md, "Layout"), down to the sub-packages where a folder of tests
+    has one (tests/core/connections/ for sbnotebook/core/connections/): a test file directly in tests/ or
+    in a folder of its own would still run, but nobody would find it. Each folder is a package (two
+    files are named test_tls.py)."""
+
+    def mirrors(path: str) -> bool:
+        top, *sub = Path(path).parent.relative_to("tests").parts or ("",)
+        return top in suites.FOLDERS and (
+            not sub or (len(sub) == 1 and (ROOT / "sbnotebook" / top / sub[0] / "__init__.py").is_file())
+        )
+
+    assert not [p for p in suites.test_files() if not mirrors(p)]
+    assert not [p for p in suites.test_files() if not (ROOT / Path(p).parent / "__init__.py").is_file()]
     assert {p.split("/")[1] for p in suites.test_files()} == set(suites.FOLDERS)  # and each folder holds tests
 
 

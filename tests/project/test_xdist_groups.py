@@ -23,7 +23,7 @@ def test_spark_files_are_grouped_and_the_rest_is_not() -> None:
     assert spark_group("tests/spark/test_source.py::test_x") == spark_group("notebooks/06_spark.ipynb") == "spark"
     assert spark_group("tests/spark/test_connect.py::test_y[a]") == "spark-jvm"
     assert spark_group("notebooks/08_streaming.ipynb::08_streaming.ipynb") == "spark-jvm"
-    assert spark_group("tests/core/test_live.py::test_z") is None
+    assert spark_group("tests/core/connections/test_live.py::test_z") is None
     assert spark_group("tests/core/test_source.py::test_z") is None  # by path: the same name elsewhere is not
 
 
@@ -47,7 +47,7 @@ def test_the_browser_tests_share_one_worker_and_are_not_a_spark_group() -> None:
     a, b = "tests/widgets/test_browser.py::test_x[grid]", "tests/widgets/test_browser.py::test_y[plain]"
     assert work_unit(a) == work_unit(b) == "browser"
     assert spark_group(a) is None  # so tests/suites.py keeps them out of spark40
-    assert work_unit("tests/core/test_live.py::test_z") == "tests/core/test_live.py::test_z"
+    assert work_unit("tests/core/connections/test_live.py::test_z") == "tests/core/connections/test_live.py::test_z"
     assert work_unit("tests/spark/test_source.py::test_x") == "spark"
 
 
@@ -65,13 +65,17 @@ def test_a_worker_that_dies_is_reported_once_and_the_run_ends(tmp_path: Path) ->
     (tmp_path / "test_rest.py").write_text(
         "import pytest\n\n@pytest.mark.parametrize('i', range(8))\ndef test_other(i):\n    pass\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # Only xdist and the hook: every installed plugin (nbmake, sybil, ...) loaded in each of the five
+    # processes (the run, two workers, the two that replace the dead ones) was most of this test's CPU.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     report = tmp_path / "report.xml"
     done = subprocess.run(
         [
             sys.executable,
             "-m",
             "pytest",
+            "-p",
+            "xdist.plugin",
             "-n",
             "2",
             "-p",

@@ -9,7 +9,9 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from sbnotebook.core.operations.bounds import FANOUT
 from sbnotebook.emulator import Emulator
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, counted_peeks, drain, send, stream_to_parquet
+from tests.helpers import QuickCloseClient, counted_peeks, drain, send, stream_to_parquet, wait_until
 from tests.processes import free_port, port_open, stop_process, wait_for_server
 from tests.spark import bodies_scenarios, snapshot_scenarios
 from tests.spark.helpers import logged
@@ -74,10 +76,76 @@ def connect_server(workdir: Path, extra_env: dict[str, str] | None = None) -> It
         stop_process(proc, timeout=30)
 
 
+SECRET_REF = "SBNOTEBOOK_TEST_CONNECT_SB"  # the server's variable holding a connection string (env:NAME)
+CREDENTIAL_KEY = "connect-credential-key-61e0b3"  # the stand-in issuer's key, in the server's environment only
+CLIENT_ID, CLIENT_SECRET = "connect-entra-app", "connect-entra-secret-93c7d1"  # a principal's, the same
+
+
+@dataclass
+class Server:
+    """The module's one Connect server, and the namespaces whose credentials its environment holds
+    (on Databricks: the cluster's; this process never has them). One server, not one per test that
+    needs an environment: each start took 10 s of CPU and more. Each test reads only the part of the
+    logs written while it ran (``mark``, ``since``); the whole of them, complete once the server
+    stops, is read again at the end of the module for every key."""
+
+    url: str
+    events: Path
+    log: Path
+    by_env: Emulator  # key SECRET, its connection string under SECRET_REF
+    by_key: Emulator  # TLS, key CREDENTIAL_KEY: the stand-in issuer signs with it
+    by_entra: Emulator  # TLS (the same CA), the principal CLIENT_ID
+    env: dict[str, str]  # what the server's environment has that this process has not
+
+    def mark(self) -> dict[Path, int]:
+        """How much of each log file is written now."""
+        return {p: p.stat().st_size for p in [*self.events.rglob("*"), self.log] if p.is_file()}
+
+    def since(self, mark: dict[Path, int], spark: Any) -> list[bytes]:
+        """What each log file got after ``mark``, up to a query run now on ``spark`` and seen in the
+        event log: its listener writes events in order and flushes at each query, so what the test
+        did before is on disk."""
+        token = f"flushed-{uuid.uuid4().hex}"
+        spark.range(1).selectExpr(f"'{token}' AS marker").collect()
+        wait_until(lambda: any(token.encode() in t for t in logged(self.events)), timeout=60, interval=0.2)
+        out = []
+        for path in [*self.events.rglob("*"), self.log]:
+            if path.is_file():
+                with open(path, "rb") as f:
+                    f.seek(mark.get(path, 0))
+                    out.append(f.read())
+        return out
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
-    with connect_server(tmp_path_factory.mktemp("connect")) as running:
-        yield running
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    work = tmp_path_factory.mktemp("connect")
+    tls = work / "tls"  # one CA for both TLS namespaces: the server trusts one bundle
+    root = str(Path(__file__).resolve().parents[2])  # the references import tests.stand_in_credential
+    with (
+        Emulator(TEST_TOPOLOGY, key=SECRET) as by_env,
+        Emulator(TEST_TOPOLOGY, key=CREDENTIAL_KEY, tls=True, tls_dir=tls) as by_key,
+        Emulator(TEST_TOPOLOGY, tls=True, tls_dir=tls, principals=[f"{CLIENT_ID}:{CLIENT_SECRET}:Owner"]) as by_entra,
+    ):
+        assert by_entra.tenant is not None and by_entra.entra_authority is not None
+        assert by_key.ca_file == by_entra.ca_file
+        env = {
+            SECRET_REF: by_env.connection_string,
+            stand_in.KEY: CREDENTIAL_KEY,
+            "SBNOTEBOOK_CA_BUNDLE": str(by_key.ca_file),
+            "AZURE_TENANT_ID": by_entra.tenant,
+            "AZURE_CLIENT_ID": CLIENT_ID,
+            "AZURE_CLIENT_SECRET": CLIENT_SECRET,
+            "AZURE_AUTHORITY_HOST": by_entra.entra_authority,
+            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+        }
+        assert not (set(env) - {"PYTHONPATH"}) & set(os.environ)  # only the server has them
+        with connect_server(work, env) as (url, events, log):
+            yield Server(url, events, log, by_env, by_key, by_entra, env)
+        core.close_all()
+    texts = logged(events, log)  # complete: the server has stopped
+    leaks = (SECRET, CREDENTIAL_KEY, CLIENT_SECRET, "eyJ", "SharedAccessSignature")  # keys, a JWT, a SAS
+    assert not [s for s in leaks for t in texts if s.encode() in t], "a key in the Connect server's logs"
 
 
 @contextlib.contextmanager
@@ -96,11 +164,11 @@ def connect_mode_env() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def remote(server: tuple[str, Path, Path]) -> Iterator[Any]:
+def remote(server: Server) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     with connect_mode_env():
-        session = SparkSession.builder.remote(server[0]).getOrCreate()
+        session = SparkSession.builder.remote(server.url).getOrCreate()
         assert type(session).__module__.startswith("pyspark.sql.connect")
         yield session
         session.stop()
@@ -156,20 +224,20 @@ def test_receive_and_delete_takes_exactly_what_it_returns(sp: Any, keyed: Emulat
         assert len(drain(client, "q", wait=0.5)) == 200  # nothing taken beyond the rows returned
 
 
-def test_the_key_never_reaches_the_server_or_its_logs(tmp_path: Path) -> None:
+def test_the_key_never_reaches_the_server_or_its_logs(server: Server) -> None:
     """register() keeps the key out of options, plans, the server log and the event log. As a control,
     a key given the way the docs advise against (the connectionString option) is found by the same grep."""
     from pyspark.sql import SparkSession
 
     control = "control-key-7d02aa"
+    mark = server.mark()
     with (
         Emulator(TEST_TOPOLOGY, key=SECRET) as kept,
         Emulator(TEST_TOPOLOGY, key=control) as leaked,
-        connect_server(tmp_path) as (url, events, log),
         connect_mode_env(),
     ):
         spark = SparkSession.builder.remote(
-            url
+            server.url
         ).create()  # not getOrCreate: that may hand back another server's session
         try:
             with QuickCloseClient.from_connection_string(kept.connection_string) as client:
@@ -181,28 +249,25 @@ def test_the_key_never_reaches_the_server_or_its_logs(tmp_path: Path) -> None:
             assert sbspark.write(spark.createDataFrame([("a",)], "body string"), "once").ok
             by_option = spark.read.format("servicebus").option("entity", "q")
             assert by_option.option("connectionString", leaked.connection_string).load().count() == 0
+            texts = server.since(mark, spark)
         finally:
             spark.stop()
             core.close_all()
-    texts = logged(events, log)
     assert any(control.encode() in t for t in texts), "the grep would not see a leak"
     assert all(SECRET.encode() not in t for t in texts + [p.encode() for p in plans])
 
 
-def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(tmp_path: Path) -> None:
+def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(server: Server, tmp_path: Path) -> None:
     """The documented way on serverless: the connection string lives in the server's environment and
     the notebook names it (env:NAME). A stream from a queue to Parquet runs on the server, completes
     every message after its batch committed, and the key reaches no log."""
     from pyspark.sql import SparkSession
 
-    name = "SBNOTEBOOK_TEST_CONNECT_SB"
+    name, emu = SECRET_REF, server.by_env
     assert name not in os.environ  # only the server has it
-    with (
-        Emulator(TEST_TOPOLOGY, key=SECRET) as emu,
-        connect_server(tmp_path, {name: emu.connection_string}) as (url, events, log),
-        connect_mode_env(),
-    ):
-        spark = SparkSession.builder.remote(url).create()
+    mark = server.mark()
+    with connect_mode_env():
+        spark = SparkSession.builder.remote(server.url).create()
         try:
             with QuickCloseClient.from_connection_string(emu.connection_string) as client:
                 send(client, "q", *[f"m{i}" for i in range(25)])
@@ -214,107 +279,91 @@ def test_a_stream_to_parquet_over_connect_with_only_a_secret_reference(tmp_path:
                 assert written == sorted(f"m{i}" for i in range(25))
                 # Every batch completed after its commit (AvailableNow asks once more at the end).
                 assert len(core.peek("q", max_messages=100, connection=emu.connection_string)) == 0
+            texts = server.since(mark, spark)
         finally:
             spark.stop()
             core.close_all()
-    texts = logged(events, log)
     assert any(name.encode() in t for t in texts)  # the secretRef option is logged: the grep reads these files
     assert all(SECRET.encode() not in t for t in texts)
 
 
 def write_read_and_stream_by_reference(
-    url: str, tmp_path: Path, by_ref: dict[str, str], prefix: str, count: int, per_trigger: int
-) -> list[str]:
-    """On a new session of the Connect server at ``url``, given only a namespace and a credential
-    reference (``by_ref``): ``count`` rows (``prefix0``, ``prefix1``, ...) written to q, read back, and
-    streamed to Parquet ``per_trigger`` at a time, each message completed after its batch's commit.
-    Returns the read's plans (for the leak grep)."""
+    server: Server, tmp_path: Path, by_ref: dict[str, str], prefix: str, count: int, per_trigger: int
+) -> tuple[list[str], list[bytes]]:
+    """On a new session of the Connect server, given only a namespace and a credential reference
+    (``by_ref``): ``count`` rows (``prefix0``, ``prefix1``, ...) written to q, read back, and streamed
+    to Parquet ``per_trigger`` at a time, each message completed after its batch's commit. Returns the
+    read's plans and what the server logged meanwhile (for the leak grep)."""
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.remote(url).create()
-    try:
-        # The format needs registering on a Connect session; given only the same reference
-        # (the stream below uses it), while the batch write and read name it in their options.
-        sbspark.register(
-            spark, fully_qualified_namespace=by_ref["fullyQualifiedNamespace"], credential=by_ref["credentialRef"]
-        )
-        rows = spark.range(count).selectExpr(f"concat('{prefix}', id) as body").repartition(2)
-        rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
-        df = spark.read.format("servicebus").options(entity="q", **by_ref).load()
-        assert sorted(r.body_text for r in df.collect()) == sorted(f"{prefix}{i}" for i in range(count))
-        plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
-        assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=per_trigger).count() == count
-        return plans
-    finally:
-        spark.stop()
+    mark = server.mark()
+    with connect_mode_env():
+        spark = SparkSession.builder.remote(server.url).create()
+        try:
+            # The format needs registering on a Connect session; given only the same reference
+            # (the stream below uses it), while the batch write and read name it in their options.
+            sbspark.register(
+                spark, fully_qualified_namespace=by_ref["fullyQualifiedNamespace"], credential=by_ref["credentialRef"]
+            )
+            rows = spark.range(count).selectExpr(f"concat('{prefix}', id) as body").repartition(2)
+            rows.write.format("servicebus").mode("append").options(entity="q", **by_ref).save()
+            df = spark.read.format("servicebus").options(entity="q", **by_ref).load()
+            assert sorted(r.body_text for r in df.collect()) == sorted(f"{prefix}{i}" for i in range(count))
+            plans = [df._explain_string(extended=True)] if hasattr(df, "_explain_string") else []
+            assert stream_to_parquet(spark, tmp_path, entity="q", maxMessagesPerTrigger=per_trigger).count() == count
+            return plans, server.since(mark, spark)
+        finally:
+            spark.stop()
 
 
-def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(tmp_path: Path) -> None:
+def test_a_credential_reference_alone_reads_writes_and_streams_over_connect(server: Server, tmp_path: Path) -> None:
     """Serverless' way in: no key anywhere near the notebook, only the namespace and a credential
     reference (on Databricks `service-credential:NAME`, a Unity Catalog service credential; here the plug
     point `callable:...`). The Connect server and its executors make the credential themselves; the
     client has neither the issuer's key nor the CA. A batch write, a batch read and a stream to
     Parquet run, every message is completed after its batch's commit, and no log holds the key or a token."""
-    key = "connect-credential-key-61e0b3"
+    key, emu = CREDENTIAL_KEY, server.by_key
     assert stand_in.KEY not in os.environ and "SBNOTEBOOK_CA_BUNDLE" not in os.environ  # only the server has them
-    root = str(Path(__file__).resolve().parents[2])  # the reference imports tests.stand_in_credential
-    with Emulator(TEST_TOPOLOGY, key=key, tls=True, tls_dir=tmp_path / "tls") as emu:
-        server_env = {
-            stand_in.KEY: key,
-            "SBNOTEBOOK_CA_BUNDLE": str(emu.ca_file),
-            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
-        }
-        by_ref = {"fullyQualifiedNamespace": f"localhost:{emu.port}", "credentialRef": stand_in.REF}
-        with connect_server(tmp_path, server_env) as (url, events, log), connect_mode_env():
-            plans = write_read_and_stream_by_reference(url, tmp_path, by_ref, "c", count=40, per_trigger=15)
-        try:
-            os.environ["SBNOTEBOOK_CA_BUNDLE"] = str(emu.ca_file)
-            with core.connect(emu.connection_string, warm=False) as conn:  # with the key, from here
-                assert len(core.peek("q", max_messages=100, connection=conn)) == 0
-        finally:
-            os.environ.pop("SBNOTEBOOK_CA_BUNDLE", None)
-            core.close_all()
-    texts = logged(events, log)
+    by_ref = {"fullyQualifiedNamespace": f"localhost:{emu.port}", "credentialRef": stand_in.REF}
+    plans, texts = write_read_and_stream_by_reference(server, tmp_path, by_ref, "c", count=40, per_trigger=15)
+    try:
+        os.environ["SBNOTEBOOK_CA_BUNDLE"] = str(emu.ca_file)
+        with core.connect(emu.connection_string, warm=False) as conn:  # with the key, from here
+            assert len(core.peek("q", max_messages=100, connection=conn)) == 0
+    finally:
+        os.environ.pop("SBNOTEBOOK_CA_BUNDLE", None)
+        core.close_all()
     assert any(stand_in.REF.encode() in t for t in texts)  # the options are logged: the grep reads these files
     assert all(key.encode() not in t and b"SharedAccessSignature" not in t for t in texts + [p.encode() for p in plans])
 
 
-def test_entra_id_by_credential_reference_alone_over_connect(tmp_path: Path) -> None:
+def test_entra_id_by_credential_reference_alone_over_connect(server: Server, tmp_path: Path) -> None:
     """Serverless with Entra ID: the notebook gives only the namespace and a credential reference;
     the Connect server and its executors sign in as a service principal from their own environment
     (azure-identity's ClientSecretCredential, a JWT from the TLS emulator's issuer, checked by the
-    broker). No key or connection string exists on the server or the client. A batch write, a batch
+    broker). No key or connection string of this namespace exists on the server or the client (the
+    server's environment holds other namespaces' keys: the other tests'). A batch write, a batch
     read and a stream to Parquet run; the queue, read afterwards with another principal, is empty, and
     no log or plan holds the client secret or a token."""
-    client_id, secret = "connect-entra-app", "connect-entra-secret-93c7d1"
-    root = str(Path(__file__).resolve().parents[2])  # the reference imports tests.stand_in_credential
-    with Emulator(TEST_TOPOLOGY, tls=True, tls_dir=tmp_path / "tls", principals=[f"{client_id}:{secret}:Owner"]) as emu:
-        assert emu.tenant is not None and emu.entra_authority is not None
-        server_env = {
-            "AZURE_TENANT_ID": emu.tenant,
-            "AZURE_CLIENT_ID": client_id,
-            "AZURE_CLIENT_SECRET": secret,
-            "AZURE_AUTHORITY_HOST": emu.entra_authority,
-            "SBNOTEBOOK_CA_BUNDLE": str(emu.ca_file),
-            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
-        }
-        assert not (set(server_env) - {"PYTHONPATH"}) & set(os.environ)  # only the server has them
-        assert stand_in.KEY not in os.environ  # and no stand-in issuer's key anywhere
-        by_ref = {"fullyQualifiedNamespace": f"localhost:{emu.port}", "credentialRef": stand_in.ENTRA_REF}
-        with connect_server(tmp_path, server_env) as (url, events, log), connect_mode_env():
-            plans = write_read_and_stream_by_reference(url, tmp_path, by_ref, "e", count=30, per_trigger=12)
-        try:
-            os.environ["SBNOTEBOOK_CA_BUNDLE"] = str(emu.ca_file)
-            with core.connect(
-                fully_qualified_namespace=by_ref["fullyQualifiedNamespace"], credential=emu.credential(["Owner"])
-            ) as conn:
-                assert len(core.peek("q", max_messages=100, connection=conn)) == 0  # every message completed
-        finally:
-            os.environ.pop("SBNOTEBOOK_CA_BUNDLE", None)
-            core.close_all()
-    texts = logged(events, log)
+    emu = server.by_entra
+    assert emu.tenant is not None and emu.entra_authority is not None
+    assert not (set(server.env) - {"PYTHONPATH"}) & set(os.environ)  # only the server has them
+    assert stand_in.KEY not in os.environ  # and no stand-in issuer's key here
+    own = dict(part.split("=", 1) for part in emu.connection_string.split(";") if part)["SharedAccessKey"]
+    assert not [name for name, value in server.env.items() if own in value]  # nor this namespace's key there
+    by_ref = {"fullyQualifiedNamespace": f"localhost:{emu.port}", "credentialRef": stand_in.ENTRA_REF}
+    plans, texts = write_read_and_stream_by_reference(server, tmp_path, by_ref, "e", count=30, per_trigger=12)
+    try:
+        os.environ["SBNOTEBOOK_CA_BUNDLE"] = str(emu.ca_file)
+        with core.connect(
+            fully_qualified_namespace=by_ref["fullyQualifiedNamespace"], credential=emu.credential(["Owner"])
+        ) as conn:
+            assert len(core.peek("q", max_messages=100, connection=conn)) == 0  # every message completed
+    finally:
+        os.environ.pop("SBNOTEBOOK_CA_BUNDLE", None)
+        core.close_all()
     assert any(stand_in.ENTRA_REF.encode() in t for t in texts)  # the options are logged: the grep reads these
-    leaks = (secret.encode(), b"eyJ", b"SharedAccessSignature")  # the client secret, a JWT, a SAS
+    leaks = (CLIENT_SECRET.encode(), b"eyJ", b"SharedAccessSignature")  # the client secret, a JWT, a SAS
     assert not [s for s in leaks for t in texts + [p.encode() for p in plans] if s in t]
 
 

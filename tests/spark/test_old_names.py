@@ -30,6 +30,7 @@ CHECKED = {
     ("namespace", "sbspark.register"),
     ("namespace", "sbspark.write"),
     ("default_partitions", "sbspark.register"),
+    ("batch", "sbspark.write"),
 }
 
 
@@ -93,3 +94,18 @@ def test_register_and_write_take_their_old_keywords(
         partitions.append(sp.read.format("servicebus").option("entity", "q").load().rdd.getNumPartitions())
     assert partitions == [3, 3, sbspark.DEFAULT_PARTITIONS], partitions
     once(said, "sbspark.register(default_partitions=)", "default_num_partitions=")
+
+
+def test_writes_batch_is_one_per_send_turned(sp: Any, emulator: Emulator, said: Any) -> None:
+    """batch=False is one_per_send=True (the old name said the opposite: core.send's, whose
+    operations show it, is in tests/project/test_old_keywords.py); both at once are refused."""
+    sbspark.register(sp, emulator.connection_string)
+    rows = sp.createDataFrame([(f"m{i}",) for i in range(3)], "body string")
+    assert sbspark.write(rows, "q", batch=False).count("sent") == 3
+    once(said, "sbspark.write(batch=)", "one_per_send=")
+    assert sbspark.write(rows, "q", one_per_send=True).count("sent") == 3
+    assert sorted(r["body_text"] for r in core.peek("q", connection=emulator.connection_string)) == sorted(
+        [f"m{i}" for i in range(3)] * 2
+    )
+    with pytest.raises(TypeError, match="not also batch="):
+        sbspark.write(rows, "q", batch=True, one_per_send=False)

@@ -153,7 +153,7 @@ def test_the_websockets_option_reaches_every_kind_of_source(
 ) -> None:
     """websockets=true: the settings each Spark process resolves dial AMQP over WebSockets, whether
     they come from connectionString, a secretRef read there, or what register() passed (what such
-    settings do is tests/core/test_websockets.py's)."""
+    settings do is tests/core/connections/test_websockets.py's)."""
     from sbnotebook.core import resolve
     from sbnotebook.spark.secrets import SecretRef
 

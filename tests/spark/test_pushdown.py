@@ -333,7 +333,8 @@ def test_sb_peek_and_the_spark_read_return_the_same_window(
     read = options.option("enqueuedBefore", before).load()
     assert sorted(peeked["body_text"]) == bodies(read) == expected
     from_b = line(ip, f"sb_peek q -n 100 --enqueued-after {after}")
-    assert sorted(from_b["body_text"]) == bodies(load(sp, enqueuedAfter=after)) == where(state, lambda s, t: t >= tb)
+    read_from_b = sp.read.format("servicebus").option("entity", "q").option("enqueuedAfter", after).load()
+    assert sorted(from_b["body_text"]) == bodies(read_from_b) == where(state, lambda s, t: t >= tb)
     if PUSHDOWN:
         col = F.col("enqueued_time")
         assert bodies(load(sp).where((col >= tb) & (col < tc))) == expected

@@ -362,7 +362,7 @@ def test_settle_without_a_known_connection_is_an_error_not_a_new_emulator(
 def test_write_returns_each_failure_in_the_report(sp: Any, emulator: Emulator, client: ServiceBusClient) -> None:
     emulator.reject_sends("q", 1, "quota-exceeded")
     df = sp.createDataFrame([("a",), ("b",), ("c",)], "body string").coalesce(1)
-    report = sbspark.write(df, "q", batch=False, max_in_flight=1)
+    report = sbspark.write(df, "q", one_per_send=True, max_in_flight=1)
     assert report.count("sent") == 2 and report.failed == 1 and not report.ok
     (failure,) = report.failures
     assert failure.condition == "amqp:resource-limit-exceeded" and failure.tracking_id and failure.index == 0

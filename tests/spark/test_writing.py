@@ -56,7 +56,7 @@ def test_a_refused_message_fails_the_format_task_and_comes_back_whole_from_write
     emulator: Emulator, client: ServiceBusClient
 ) -> None:
     emulator.reject_sends("q", 1, "quota-exceeded")
-    w = writer(emulator, batch="false", maxInFlight="1")
+    w = writer(emulator, onePerSend="true", maxInFlight="1")
     with pytest.raises(SendFailedError, match=r"1 of 3 messages to q failed: row 0: amqp:resource-limit-exceeded"):
         w.write(iter([Row(body=b, message_id=b) for b in "abc"]))
     # The rows sbspark.write's tasks yield carry every field of the failure through Spark's types.

@@ -60,7 +60,8 @@ def tls_context() -> ssl.SSLContext:
     """One TLS context for every connection of the process, trusting the configured CA bundle
     (``trust.py``: SBNOTEBOOK_CA_BUNDLE, SSL_CERT_FILE, REQUESTS_CA_BUNDLE, else certifi's). Without
     it the SDK builds a context and loads a bundle again for each TCP connection, and it opens one
-    per link: about 65 ms of CPU each time an entity is first touched (measured; tests/core/test_live.py)."""
+    per link: about 65 ms of CPU each time an entity is first touched (measured;
+    tests/core/connections/test_live.py)."""
     return trust.tls_context()
 
 

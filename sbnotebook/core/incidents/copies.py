@@ -97,7 +97,7 @@ def copy_message(
     partition_key = msg.partition_key
     # Built as the AMQP message the SDK would make from ServiceBusMessage(body, subject=..., ...),
     # without its property setters (each lists the message's sections again): a third of the cost.
-    # tests/core/test_copies.py checks the two encode to the same bytes.
+    # tests/core/incidents/test_copies.py checks the two encode to the same bytes.
     annotated = AmqpAnnotatedMessage(
         **body,
         properties=properties,

@@ -128,6 +128,16 @@ async def account_for_what_is_left(
         report.note(where + ", ".join(f"{n} {s}" for s, n in kept.items()) + f" message(s) {not_asked}")
 
 
+async def what_purge_left(
+    conn: LiveConnection, path: EntityPath, report: Report, *, asked: Collection[str], since: dt.datetime, **more: Any
+) -> None:
+    """``account_for_what_is_left`` in a purge's words (``purge again`` to ``remove`` them); ``more``
+    as it takes them (a session, a window's numbers, ...)."""
+    await account_for_what_is_left(
+        conn, path, report, asked=asked, since=since, again="purge again", verb="remove", **more
+    )
+
+
 async def count_what_sessions_left(
     conn: LiveConnection,
     path: EntityPath,

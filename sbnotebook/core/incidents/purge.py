@@ -63,9 +63,10 @@ from ..operations.scan import STATES, SessionHold, anything_there, ascan, messag
 from ..operations.sessions import each_session, hold_session, list_session_ids
 from ..operations.window import When, enqueued_window
 from ..outcome import Outcome, Report
+from ..renames import renamed
 from ..sdk.api import ServiceBusError, ServiceBusReceiveMode
 from ..sdk.receiver import drain_credit, forget_deliveries, settle_by_tokens
-from .leftovers import account_for_what_is_left, count_what_sessions_left, locked_until
+from .leftovers import count_what_sessions_left, locked_until, what_purge_left
 from .purge_on_server import delete_on_server
 from .purge_window import BY_SEQUENCE, cancel_scheduled, delete_deferred, purge_window
 
@@ -150,7 +151,7 @@ async def _purge(
         await _purge_by_number(
             conn, path, report, tick, on_server=on_server, deferred=include_deferred, scheduled=include_scheduled
         )
-    await account_for_what_is_left(conn, path, report, asked=asked, since=since, again="purge again", verb="remove")
+    await what_purge_left(conn, path, report, asked=asked, since=since)
     report.elapsed = time.perf_counter() - started
     return report
 
@@ -232,16 +233,8 @@ async def _scan_named_sessions(
 
     async def one(session_id: str) -> None:
         try:
-            await account_for_what_is_left(
-                conn,
-                path,
-                report,
-                asked=asked,
-                since=since,
-                again="purge again",
-                verb="remove",
-                session_id=session_id,
-                unexplained=failed.get(session_id),
+            await what_purge_left(
+                conn, path, report, asked=asked, since=since, session_id=session_id, unexplained=failed.get(session_id)
             )
         except SessionLockedError:
             report.error(
@@ -348,12 +341,17 @@ def _session_ids(given: Iterable[str] | None) -> list[str] | None:
     return ids
 
 
+# The kinds a purge removes are named as %sb_purge's flags name them (--active, --deferred, --scheduled).
+PURGE_RENAMED = {"include_active": "active", "include_deferred": "deferred", "include_scheduled": "scheduled"}
+
+
+@renamed(**PURGE_RENAMED)
 async def apurge(
     entity: str | EntityPath,
     *,
-    include_active: bool = True,
-    include_deferred: bool = True,
-    include_scheduled: bool = True,
+    active: bool = True,
+    deferred: bool = True,
+    scheduled: bool = True,
     session_ids: Iterable[str] | None = None,
     progress: Callable[[Report], None] | None = None,
     enqueued_after: When | None = None,
@@ -371,9 +369,9 @@ async def apurge(
         _purge(
             conn,
             path,
-            include_active=include_active,
-            include_deferred=include_deferred,
-            include_scheduled=include_scheduled,
+            include_active=active,
+            include_deferred=deferred,
+            include_scheduled=scheduled,
             session_ids=_session_ids(session_ids),
             progress=progress,
             window=window,
@@ -381,12 +379,15 @@ async def apurge(
     )
 
 
-purge = sync_form(
-    apurge,
-    """Remove every message from an entity (or its DLQ). One outcome per removed message.
-    ``include_active=False`` leaves active messages (purge only deferred and/or scheduled ones).
+purge = renamed(**PURGE_RENAMED)(
+    sync_form(
+        apurge,
+        """Remove every message from an entity (or its DLQ). One outcome per removed message.
+    ``active=False`` leaves active messages (purge only deferred and/or scheduled ones), as
+    ``deferred=False`` and ``scheduled=False`` leave those.
     ``session_ids``: on a session-enabled entity, purge these sessions only (default: every session
     Service Bus lists, which leaves out sessions holding nothing but deferred or scheduled messages).
     ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only
     messages enqueued within that window (purge_window.py says which path each kind takes).""",
+    )
 )

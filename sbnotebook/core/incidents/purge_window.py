@@ -36,7 +36,7 @@ from ..operations.scan import message_state
 from ..operations.window import Span, ascan_span, locate
 from ..outcome import Outcome, Report
 from ..sdk.api import ServiceBusReceiveMode
-from .leftovers import account_for_what_is_left
+from .leftovers import what_purge_left
 from .purge_on_server import delete_on_server
 from .resubmit import BATCH_SIZE, MAX_IN_FLIGHT, moved
 
@@ -155,14 +155,12 @@ async def purge_window(
     def left(m: Any) -> bool:  # active ones a discard took were counted by it, if it left any
         return span.holds(m) and not (received and message_state(m) == "active")
 
-    await account_for_what_is_left(
+    await what_purge_left(
         conn,
         path,
         report,
         asked=asked,
         since=since,
-        again="purge again",
-        verb="remove",
         match=left,
         not_asked="in the window, not asked for: left as they are",
         numbers=(first, span.last + 1),

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
-from ..entities import EntityPath, entity_name
+from ..entities import EntityPath, entity_name, not_dead_letter
 from ..errors import InvalidInputError, SbError
 from ..sdk.api import CorrelationRuleFilter, SqlRuleAction, SqlRuleFilter
 from .counts import admin_error
@@ -188,10 +188,7 @@ def _plain(kind: str, props: Any) -> dict[str, Any]:
 
 
 def _path(entity: str | EntityPath) -> EntityPath:
-    path = EntityPath.parse(entity)
-    if path.sub_queue is not None:
-        raise InvalidInputError(f"{path} is a dead-letter queue: manage {path.parent} instead.")
-    return path
+    return not_dead_letter(entity, "manage {parent} instead.")
 
 
 def entity_properties(entity: str | EntityPath, *, connection: ConnectionLike = None) -> dict[str, Any]:

@@ -9,6 +9,7 @@ async forms hold the bodies; the sync forms are thin calls on the live connectio
 from __future__ import annotations
 
 import datetime as dt
+import operator
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -32,12 +33,17 @@ def _check_in_flight(max_in_flight: int) -> None:
         raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
 
 
+# A send's batch was the one word for two ideas; a batch is a locked batch now (docs/names.md).
+SEND_RENAMED: dict[str, Any] = {"batch": ("one_per_send", operator.not_)}
+
+
+@renamed(**SEND_RENAMED)
 async def asend(
     entity: str | EntityPath,
     messages: Any,
     *,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-    batch: bool = True,
+    one_per_send: bool = False,
     retry: RetryPolicy | None = None,
     progress: Callable[[Report], None] | None = None,
     schedule_at: dt.datetime | None = None,
@@ -56,7 +62,7 @@ async def asend(
         path,
         messages,
         max_in_flight=max_in_flight,
-        batch=batch,
+        batch=not one_per_send,
         retry=retry or RetryPolicy(),
         progress=progress,
         schedule_at=schedule_at,
@@ -65,12 +71,15 @@ async def asend(
     return await conn.call(coro)
 
 
-send = sync_form(
-    asend,
-    """Send ``messages`` (str, bytes, dicts, records, a DataFrame, any iterable) to a queue or topic
-    and wait for every outcome. At most ``max_in_flight`` operations at once; batches packed under
-    the entity's size limit; retryable failures retried by ``retry``. ``progress(report)`` is called
-    after each operation (from the connection's thread).""",
+send = renamed(**SEND_RENAMED)(
+    sync_form(
+        asend,
+        """Send ``messages`` (str, bytes, dicts, records, a DataFrame, any iterable) to a queue or topic
+    and wait for every outcome. At most ``max_in_flight`` operations at once; each operation sends as
+    many messages as fit under the entity's size limit (``one_per_send=True``: one message each);
+    retryable failures retried by ``retry``. ``progress(report)`` is called after each operation
+    (from the connection's thread).""",
+    )
 )
 
 

@@ -27,7 +27,7 @@ from ..connections.links import quietly, receiver_for
 from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
-from ..entities import EntityPath
+from ..entities import EntityPath, not_dead_letter
 from ..errors import InvalidInputError, SessionLockedError, from_sdk
 from ..renames import renamed
 from ..sdk.api import SessionCannotBeLockedError
@@ -77,10 +77,7 @@ def pretty_state(state: bytes | None) -> str:
 
 
 def _session_path(entity: str | EntityPath) -> EntityPath:
-    path = EntityPath.parse(entity)
-    if path.sub_queue is not None:
-        raise InvalidInputError(f"{path} is a dead-letter queue: sessions are listed on {path.parent}.")
-    return path
+    return not_dead_letter(entity, "sessions are listed on {parent}.")
 
 
 async def list_session_ids(

@@ -11,7 +11,7 @@ pyamqp decodes a received or peeked message into Python values that lose their A
 - ``sdk_value`` / ``value_body``: a ``views.amqp.Typed`` value as pyamqp's encoder takes a typed
   value (``{TYPE: ..., VALUE: ...}``), for application properties and body sections.
 
-``sdk.USED_BY`` lists the private names used here; tests/core/test_typed_copies.py pins the lines.
+``sdk.USED_BY`` lists the private names used here; tests/core/incidents/test_typed_copies.py pins the lines.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..views.amqp import EPOCH, Typed
 
 # Where the SDK decodes a message a receiver gets (the async link: the kit's receivers are async) or
 # a peek or a deferred receive returns (the transport's parser): the lines calling the module's own
-# ``decode_payload``, which ``keep_encoded`` wraps. tests/core/test_typed_copies.py fails when they change.
+# ``decode_payload``, which ``keep_encoded`` wraps. tests/core/incidents/test_typed_copies.py fails when they change.
 DECODE_CALLS: dict[str, tuple[str, ...]] = {
     "azure.servicebus._pyamqp.aio._receiver_async": (
         "message = decode_payload(memoryview(self._received_payload))",

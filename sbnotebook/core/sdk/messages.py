@@ -4,10 +4,10 @@
   encoded once where the SDK encodes it twice, and the batch's envelope counted whole (the SDK's
   batch leaves out the first message's ids it copies there: ``envelope_growth``);
   ``BATCH_ADD_SOURCE``, ``BATCH_ENCODE_SOURCE`` and ``TRACE_SOURCE`` pin the SDK lines it repeats
-  (tests/core/test_batches.py);
+  (tests/core/sdk/test_batches.py);
 - ``as_service_bus_message``: a ``ServiceBusMessage`` over an ``AmqpAnnotatedMessage``, made as the
   SDK makes one to send it, without the public constructor's property setters (``WRAP_SOURCE``,
-  tests/core/test_copies.py);
+  tests/core/incidents/test_copies.py);
 - ``amqp_properties``: a message's AMQP properties read at once, as its getters return them.
 
 ``sdk.USED_BY`` lists the private names used here.
@@ -24,7 +24,7 @@ from typing import Any
 # message once: the SDK encodes it to measure it (``get_message_encoded_size``), then again to add
 # it (``add_batch``), about 35 us of the 90 us a 1 KB message costs to add. These are the statements
 # of ``_add`` (comments and docstring left out) and the two helpers it repeats;
-# tests/core/test_batches.py fails when an installed SDK's differ.
+# tests/core/sdk/test_batches.py fails when an installed SDK's differ.
 BATCH_ADD_SOURCE: tuple[str, ...] = (
     "def _add(self, add_message: Union[ServiceBusMessage, Mapping[str, Any], AmqpAnnotatedMessage]) -> None:",
     "outgoing_sb_message = transform_outbound_messages(",
@@ -114,7 +114,7 @@ def _batch_parts() -> _BatchParts:
 
 # The first lines of ``trace_message``: a message is traced only when azure-core has a tracing
 # implementation, which it looks up in its settings (and the environment) on every call.
-# tests/core/test_batches.py fails when they change.
+# tests/core/sdk/test_batches.py fails when they change.
 TRACE_SOURCE: tuple[str, ...] = (
     "span_impl_type: Optional[Type[AbstractSpan]] = settings.tracing_implementation()",
     "if span_impl_type is not None:",
@@ -166,7 +166,7 @@ def envelope_growth(batch: Any, first: Any) -> int:
     key are copied into it (``set_batch_envelope_properties``). The SDK's ``_add`` copies them after
     sizing the batch, so its batches encode up to this much over ``max_size_in_bytes`` (56 bytes for
     a GUID id; more with a session id and partition key), and Service Bus refuses a transfer over
-    the link's limit (tests/core/test_batch_envelope.py). Reserved here, as the .NET and Java SDKs
+    the link's limit (tests/core/sdk/test_batch_envelope.py). Reserved here, as the .NET and Java SDKs
     reserve it, so a batch the kit packs encodes within the limit."""
     transport = batch._amqp_transport
     envelope = list(batch._message)  # a copy: the batch's own envelope is set when the message is added
@@ -193,7 +193,7 @@ def amqp_properties(msg: Any) -> dict[str, Any]:
     """A message's AMQP properties (``AMQP_PROPERTIES``) as its getters return them: text decoded
     from UTF-8 where the SDK decodes it. Read at once: each getter first tests the properties
     section for emptiness, which lists its fields (1-2 us a getter; a copy reads eight).
-    tests/core/test_copies.py compares this with the getters."""
+    tests/core/incidents/test_copies.py compares this with the getters."""
     props = msg.raw_amqp_message.properties
     if not props:
         return dict.fromkeys(AMQP_PROPERTIES)
@@ -213,7 +213,7 @@ def _as_text(value: Any) -> Any:
 
 # ``as_service_bus_message`` uses ServiceBusMessage's constructor as the SDK itself does when it sends
 # an AmqpAnnotatedMessage (``_convert_to_single_service_bus_message``): these lines of ``__init__``
-# take the annotated message as it is. tests/core/test_copies.py fails when they change.
+# take the annotated message as it is. tests/core/incidents/test_copies.py fails when they change.
 WRAP_SOURCE: tuple[str, ...] = (
     'if "message" in kwargs:',
     'self._message = kwargs["message"]',

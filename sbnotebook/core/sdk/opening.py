@@ -12,7 +12,7 @@
 
 What it reaches into: a handler's ``_create_handler`` (async receiver, sender, session browser),
 the ``client_ready_async`` of the AMQP client that makes, and the client's keep-alive task;
-``POLLING_OPENS`` pins the SDK methods whose shape this relies on (tests/core/test_open.py), and
+``POLLING_OPENS`` pins the SDK methods whose shape this relies on (tests/core/sdk/test_open.py), and
 ``sdk.USED_BY`` lists the names.
 """
 
@@ -30,7 +30,7 @@ log = logging.getLogger("sbnotebook.core.sdk")
 
 # SDK methods whose shape ``open_without_sleeps`` relies on: each creates its AMQP client with
 # ``self._create_handler`` and then polls ``client_ready_async()``, sleeping 50 ms while it says
-# False. tests/core/test_open.py reads their source and fails when that is no longer so.
+# False. tests/core/sdk/test_open.py reads their source and fails when that is no longer so.
 POLLING_OPENS: tuple[str, ...] = (
     "azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver._open",
     "azure.servicebus.aio._servicebus_sender_async.ServiceBusSender._open",

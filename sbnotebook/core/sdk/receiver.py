@@ -54,7 +54,7 @@ def forget_deliveries(receiver: Any, messages: Sequence[Any] = ()) -> None:
     removes it only when the link sends a disposition; a message settled over the management link
     (``settle_by_tokens``) or received pre-settled never has one, so without this a receiver kept
     open grows by one entry per message: about 50 MiB over 10^6 messages in the receive-path purge,
-    20-40 MiB over a 10^5 resubmit (tests/core/test_sdk_memory.py)."""
+    20-40 MiB over a 10^5 resubmit (tests/core/sdk/test_sdk_memory.py)."""
     from azure.servicebus import ServiceBusReceiveMode
 
     link = receiver._handler._link if receiver._handler is not None else None

@@ -32,7 +32,7 @@ from ..errors import sign_in_failure
 log = logging.getLogger("sbnotebook.core.sdk")
 
 # What ``open_async`` does after making its connection, session and CBS authenticator, which
-# ``_give`` does for a spare; tests/core/test_spares.py fails when the SDK's
+# ``_give`` does for a spare; tests/core/sdk/test_spares.py fails when the SDK's
 # ``AMQPClientAsync.open_async`` no longer contains each of these lines.
 SPARE_OPEN_TAIL: tuple[str, ...] = (
     "if self._session:",

@@ -171,7 +171,7 @@ def to_record(message: Any, entity: str) -> dict[str, Any]:
     state, dead_letter_reason, ...) each walk them again, which made this function the largest part
     of a peek's client CPU after the SDK's own decoding (a Spark read is CPU-bound on its workers).
     Same values as the accessors: bytes decoded as UTF-8, unset fields None, timestamps in UTC;
-    ``tests/core/test_records.py`` compares the two on every kind of message. Lock fields still come from
+    ``tests/core/views/test_records.py`` compares the two on every kind of message. Lock fields still come from
     the SDK, which updates them when a lock is renewed."""
     raw = body_bytes(message)
     amqp = message.raw_amqp_message
@@ -208,7 +208,7 @@ def to_record(message: Any, entity: str) -> dict[str, Any]:
         "body": raw,
         "entity": entity,
     }
-    return record  # built in RECORD_FIELDS order (tests/core/test_records.py)
+    return record  # built in RECORD_FIELDS order (tests/core/views/test_records.py)
 
 
 def _prop(props: Any, name: str) -> str | None:

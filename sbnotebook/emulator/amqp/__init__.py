@@ -1,8 +1,9 @@
 """The AMQP 1.0 face of the broker, on python-qpid-proton.
 
-``handler.py`` the proton handler (connections, links, transfers); ``terms.py`` what it keeps per
-connection and link; ``control.py`` the ``$cbs`` and ``$management`` links; ``management.py`` the
-``$management`` operations; ``rules.py`` rules in the request-response encoding; ``deliver.py``
-messages out by link credit; ``settle.py`` dispositions onto settlement; ``codec.py`` and
-``sections.py`` messages between proton and the broker.
+``handler.py`` the proton handler (connections, links, transfers); ``attach.py`` links attached
+(receivers, sessions, senders) and detached; ``terms.py`` what it keeps per connection and link;
+``control.py`` the ``$cbs`` and ``$management`` links; ``management.py`` the ``$management``
+operations; ``rules.py`` rules in the request-response encoding; ``deliver.py`` messages out by link
+credit; ``settle.py`` dispositions onto settlement; ``codec.py`` and ``sections.py`` messages between
+proton and the broker.
 """

@@ -302,7 +302,7 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
     ) -> list[StoredMessage]:
         """Take up to ``max_count`` available messages: locked (peek-lock) or removed.
         On a session-enabled entity, ``session_id`` names a session the caller holds."""
-        self._reject_forwarding(source)
+        self.reject_forwarding(source)
         check_can_receive(source.entity, self.namespace)
         now = self.clock.now()
         out: list[StoredMessage] = []

@@ -100,7 +100,7 @@ class BrokerCore:
         if msg.expires_at < now + NEVER:
             self.timers.add(msg.expires_at, TTL, (entity, msg.sequence_number))
 
-    def _reject_forwarding(self, source: Source) -> None:
+    def reject_forwarding(self, source: Source) -> None:
         if source.entity.props.forward_to and not source.is_dead_letter:
             raise BadRequest(
                 f"Cannot receive from '{source.store.path}': it auto-forwards to '{source.entity.props.forward_to}'.",

@@ -3,7 +3,7 @@
 The broker drives proton's engine from its own loop and, on the hot paths (a delivery's tag and
 lock token, sending a stored message, draining a connection's events), calls proton's C binding
 directly instead of its wrappers (docs/emulator.md, Performance). proton does not promise these
-names: ``tests/emulator/test_proton_boundary.py`` checks that each still exists in the installed proton and
+names: ``tests/emulator/net/test_proton_boundary.py`` checks that each still exists in the installed proton and
 that no other module touches them, as ``core.sdk.PRIVATE_NAMES`` does for the Service Bus SDK."""
 
 from __future__ import annotations

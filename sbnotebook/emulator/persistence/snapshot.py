@@ -129,7 +129,7 @@ def write(path: Path, stores: Iterable[tuple[str, Iterable[StoredMessage]]]) -> 
 def pause_for_tests(point: str) -> None:
     """``SBNOTEBOOK_COMPACTION_PAUSE=before-rename`` (the new snapshot written, not yet renamed)
     or ``after-rename`` (renamed, the tail not yet cleared): say so on stdout and wait a minute,
-    so that a test can kill the emulator there (tests/emulator/test_compaction.py)."""
+    so that a test can kill the emulator there (tests/emulator/persistence/test_compaction.py)."""
     if os.environ.get("SBNOTEBOOK_COMPACTION_PAUSE") == point:
         import time
 

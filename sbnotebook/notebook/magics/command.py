@@ -351,9 +351,9 @@ def explain(exc: BaseException, args: argparse.Namespace | None) -> BaseExceptio
             f"{entity} requires sessions: name one with --session-id ID "
             f"(for example {command} {entity} --session-id s-1)."
         )
-    if getattr(args, "deferred", None) and is_message_not_found(exc):
+    if getattr(args, "sequence_numbers", None) and is_message_not_found(exc):  # %sb_receive --sequence-numbers
         return UsageError(
-            f"No deferred message with sequence number {args.deferred} in {entity}: "
+            f"No deferred message with sequence number {args.sequence_numbers} in {entity}: "
             f"%sb_peek {entity} shows the sequence numbers whose state is 'deferred'."
         )
     return exc

@@ -22,7 +22,7 @@ RECEIVE = parser(
     "  batch = %sb_receive orders -n 20\n"
     "  batch.complete([0, 1]); batch.dead_letter([2], reason='bad-total')\n"
     "  %sb_receive orders --mode receive-and-delete --yes\n"
-    "  %sb_receive orders --deferred 41,42              # fetch deferred messages by sequence number",
+    "  %sb_receive orders --sequence-numbers 41,42      # fetch deferred messages by sequence number",
 )
 RECEIVE.add_argument("entity")
 RECEIVE.add_argument(
@@ -40,11 +40,16 @@ RECEIVE.add_argument(
 )
 RECEIVE.add_argument("--dlq", action="store_true", help="receive from the dead-letter queue")
 RECEIVE.add_argument("--session-id", help="receive from one session")
-RECEIVE.add_argument("--deferred", metavar="SEQ,...", help="fetch these deferred messages by sequence number")
+RECEIVE.add_argument(
+    "--sequence-numbers",
+    metavar="N,...",
+    help="fetch these deferred messages (only a deferred message is received by its sequence number)",
+)
 RECEIVE.add_argument("--yes", action="store_true", help="do not ask before receive-and-delete")
 RECEIVE.add_argument("--panel", action="store_true", help="show the settlement panel for the batch")
 RECEIVE.rename("--wait", "--wait-seconds")
 RECEIVE.rename("--session", "--session-id")
+RECEIVE.rename("--deferred", "--sequence-numbers")  # --deferred is a kind of message (%sb_purge --deferred)
 
 SETTLE = parser(
     "sb_settle",
@@ -72,8 +77,8 @@ def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
         "max_renewal_seconds": self.max_renewal_seconds,
         "connection": self.conn(),
     }
-    if args.deferred:
-        seqs = sequence_numbers(args.deferred)
+    if args.sequence_numbers:
+        seqs = sequence_numbers(args.sequence_numbers)
         batch = core.receive_deferred(entity, seqs, **common)
     else:
         if args.mode == "receive-and-delete" and not args.yes:

@@ -27,8 +27,11 @@ SEND.add_argument("entity", help="queue or topic")
 SEND.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 SEND.add_argument("--schedule-at", metavar="WHEN", help="+30s, 10m, 2h, or an ISO time")
 SEND.add_argument("--format", choices=["auto", "json", "jsonl", "python"], default="auto")
-SEND.add_argument("--no-batch", action="store_true", help="one message per send operation")
+SEND.add_argument(
+    "--one-per-send", action="store_true", help="one message per send operation (default: as many as fit)"
+)
 SEND.rename("--schedule", "--schedule-at")  # core.send's schedule_at
+SEND.rename("--no-batch", "--one-per-send")  # a batch is a locked batch (%sb_settle --batch; docs/names.md)
 
 COMPOSE = parser(
     "sb_compose",
@@ -50,7 +53,7 @@ def sb_send(self: MagicsState, args: argparse.Namespace, cell: str) -> Any:
     progress = Progress(shown(self, args.entity))
     kwargs: dict[str, Any] = {
         "max_in_flight": self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
-        "batch": not args.no_batch,
+        "one_per_send": args.one_per_send,
         "progress": progress.update,
         "connection": self.conn(),
     }

@@ -97,7 +97,7 @@ def with_dlq(entity: str, dlq: bool) -> EntityPath:
     return path.dead_letter if dlq else path
 
 
-def sequence_numbers(text: str, option: str = "--deferred") -> list[int]:
+def sequence_numbers(text: str, option: str = "--sequence-numbers") -> list[int]:
     try:
         return [int(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:

@@ -57,7 +57,10 @@ class MessageBrowser(GridSelection, W.VBox):
             description="Search",
             continuous_update=False,
         )
-        self.jump_box = W.BoundedIntText(value=1, min=0, max=2**62, description="From seq")
+        # The label is the first sequence number's name (docs/names.md: --from-sequence-number), in full.
+        self.jump_box = W.BoundedIntText(
+            value=1, min=0, max=2**62, description="From sequence number", style={"description_width": "initial"}
+        )
         self.prev_button = W.Button(description="◀ Previous")
         self.next_button = W.Button(description="Next ▶")
         self.jump_button = W.Button(description="Go")

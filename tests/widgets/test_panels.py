@@ -19,7 +19,7 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import plots
 from sbnotebook.notebook.export import read_jsonl
 from sbnotebook.notebook.widgets import MessageBrowser, SendPanel, TriagePanel
-from tests.core.test_typed_copies import _send_every_kind, _without_kit, stored
+from tests.core.incidents.test_typed_copies import _send_every_kind, _without_kit, stored
 from tests.helpers import drain, send
 from tests.widgets.fill import dead_letter
 

@@ -19,6 +19,7 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import plots
 from sbnotebook.notebook.export import read_jsonl
 from sbnotebook.notebook.widgets import MessageBrowser, SendPanel, TriagePanel
+from tests.core.incidents.test_typed_copies import _send_every_kind, _without_kit, stored
 from tests.helpers import drain, send
 from tests.widgets.fill import dead_letter
 
@@ -81,7 +82,8 @@ def test_browser_exports_are_resendable_with_all_properties(
     assert list(frame.columns) == list(core.RECORD_FIELDS) and len(frame) == 2
     drain(client, "q")
     lines = [json.loads(x) for x in exported.read_text().splitlines()]
-    assert list(lines[0]) == [f.name for f in core.FIELDS]  # the schema's fields, in its order
+    fields = [f.name for f in core.FIELDS]
+    assert list(lines[0]) == [*fields, "application_property_types", "body_kind"]  # the schema's, then the types
     assert "body_base64" in lines[1] and lines[1]["body"] is None  # binary: no text, base64 bytes
     for loaded in (lines, read_jsonl(exported)):  # the raw JSON, and records read back
         core.send("q", loaded, connection=emulator.connection_string)
@@ -219,6 +221,31 @@ def test_browser_exports_the_whole_entity_or_search_with_one_suffix(
     assert pd.read_csv(tmp_path / "hundreds.csv")["sequence_number"].tolist() == [1, 101, 201, 301, 401, 501]
     b.select([0])
     assert len(read_jsonl(b.export_json(tmp_path / "one.jsonl", selection=True))) == 1
+
+
+def test_the_browsers_json_export_is_core_export_jsonl_and_imports_back_the_same_messages(
+    emulator: Emulator, client: ServiceBusClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Export JSON in the panel writes what ``core.export_jsonl`` writes (body kinds, typed
+    properties), so an import of the panel's file puts the same messages in the broker: read from the
+    emulator's stored bytes by proton, not by the kit. Before, the panel wrote records without types:
+    a value body came back a data body, a ``long`` a string."""
+    monkeypatch.chdir(tmp_path)
+    _send_every_kind(client)
+    conn = emulator.connection_string
+    b = MessageBrowser("q", connection=conn)
+    b.export_path.value = "panel"
+    b.export_json_button.click()
+    core.export_jsonl("q", tmp_path / "core.jsonl", connection=conn)
+    assert (tmp_path / "panel.jsonl").read_text() == (tmp_path / "core.jsonl").read_text()
+    assert core.import_jsonl("dl-target", tmp_path / "panel.jsonl", connection=conn).count("sent") == 4
+    source = stored(emulator, "q")
+    assert source[1]["body"][0][0] == 0x77 and source[0]["properties"]["big"] == ("int", 5)  # a value body, a long
+    assert _without_kit(stored(emulator, "dl-target")) == source
+    b.select([1, 2])  # the selection: the same lines for those rows
+    chosen = b.export_json(tmp_path / "two.jsonl", selection=True).read_text().splitlines()
+    assert chosen == (tmp_path / "core.jsonl").read_text().splitlines()[1:3]
+    assert "Exported 2 messages" in b.status.value
 
 
 # ------------------------------------------------------------------ send panel and charts

@@ -28,6 +28,7 @@ from ..operations.typed import (
     Unsendable,
     Unsupported,
     body_arguments,
+    id_values,
     typed_content,
     typed_properties,
     unsendable,
@@ -84,8 +85,10 @@ def copy_message(
     # Each getter of a received message lists its AMQP sections: the properties are read at once.
     properties = amqp_properties(msg)
     original_id = properties["message_id"]
-    properties["message_id"] = _copy_id(msg, properties["message_id"], keep_message_id, message_id, source)
     typed = typed_content(msg)
+    if typed is not None:  # the ids with their AMQP types (a ulong, a uuid, binary), not as the SDK reads them
+        properties.update(id_values(typed.ids))
+    properties["message_id"] = _copy_id(msg, properties["message_id"], keep_message_id, message_id, source)
     try:
         props = _copied_properties(msg, typed, resubmission, keep_message_id, original_id)
         body = body_arguments(typed) if typed is not None else {"data_body": body_bytes(msg)}
@@ -111,9 +114,9 @@ def copy_message(
     return copy
 
 
-def _copy_id(msg: Any, original: Any, keep: bool, given: str | None, source: str | None) -> str:
+def _copy_id(msg: Any, original: Any, keep: bool, given: str | None, source: str | None) -> Any:
     if keep:
-        return str(original)
+        return original  # as it was: a ulong, uuid or binary id stays one
     if given is not None:
         return given
     return copy_id(msg, source, original) if source is not None else str(uuid.uuid4())
@@ -181,6 +184,11 @@ def apply_edit(copy: Any, original: Record, edited: Record) -> Any:
     record["application_properties"] = {k: v for k, v in props.items() if k.lower() not in DEAD_LETTER_PROPERTIES}
     record["message_id"] = copy.message_id
     made = to_message(record)
+    # The record holds the ids as text: the copy's own, and a correlation id the edit left, keep their type.
+    ids = copy.raw_amqp_message.properties
+    made.message_id = ids.message_id
+    if edited.get("correlation_id") == original.get("correlation_id"):
+        made.correlation_id = ids.correlation_id
     return _with_body_of(copy, made) if kept_body else made
 
 

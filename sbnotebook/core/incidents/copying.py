@@ -8,11 +8,12 @@ send pipeline (``pipeline.send_all``: batches, at most ``max_in_flight`` sends, 
 per message) on the target's connection.
 
 Never more than two pages in memory: at most ``HELD`` (``2 * PAGE_SIZE``) source messages are in
-memory at once, counted from the moment a peek's answer brings them until the target confirmed (or
-refused) each copy (or the copy skipped it). Peeks ask for a page (``PEEK``), one at a time, each as
-soon as what is held leaves room for its whole answer, so the next page is on its way while the one
-before is copied and sent. The copies go out in batches of ``SEND_EVERY`` as a page is read, and the
-rest at its end (``pipeline.FLUSH``). ``report.stats["peak_held"]`` is the most that were in memory.
+memory at once, counted from the moment a peek that may bring them is sent until the target
+confirmed (or refused) each copy (or the copy skipped it). The source is read ahead by
+``copy_peeks.PeekAhead``: small peeks, several at once, each as soon as there is room for its whole
+answer, so a message holds room for little more than a peek's round trip and a send's. The copies go
+out in batches as the answers come (a ``FLUSH`` at the end of each). ``report.stats["peak_held"]``
+is the most that were in memory.
 
 Resumable, as an import is: a :class:`CopyProgress` records the source sequence numbers copied,
 kept on disk while the copy is not complete. Interrupted, or the kernel restarted, the same call
@@ -43,30 +44,21 @@ from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form, with_arguments_of
 from ..entities import EntityPath
-from ..errors import InvalidInputError, SbError, from_sdk
+from ..errors import InvalidInputError
 from ..operations.pipeline import FLUSH, RetryPolicy, send_all
-from ..operations.scan import PAGE_SIZE, apeek_once, sessions_refused
+from ..operations.scan import PAGE_SIZE
 from ..operations.window import Span, When, enqueued_window, given_text, locate
 from ..outcome import Outcome, Report
 from ..renames import renamed
 from ..views.records import to_record
 from ..views.search import WhereLike, as_where
 from .copies import copy_message
+from .copy_peeks import PeekAhead
 from .copy_progress import CopyProgress, Record, created_times, load, record_key, record_path
 from .resumable import LineTracker
 
 log = logging.getLogger(__name__)
 
-# Source messages a copy holds in memory at most: peeked, not yet confirmed copied. Each is held for
-# a peek's round trip (the room its answer needs is kept while it is on its way) and a send's, so the
-# copy moves at most HELD per two round trips (Little's law): one page was 4.0-4.4 s for 5,000
-# messages at 80 ms, 3.3-3.6x an export and an import; two pages 2.6-2.7 s (docs/benchmarks.md).
-HELD = 2 * PAGE_SIZE
-# Each peek asks for a page (the most one returns), as soon as what is held leaves room for its
-# answer: the next page is on its way while the one before is copied and sent. Peeks are one at a
-# time (each starts after the last one found), so half pages with two pages held would move only
-# half a page per round trip: 4.1-4.3 s, no faster than one page held.
-PEEK = PAGE_SIZE
 # Copies sent in batches of at most this many, as the page is read: a copy leaves before the rest
 # of its page is copied (~0.5 ms a message), so less is held for the same speed (docs/benchmarks.md).
 SEND_EVERY = PAGE_SIZE // 5
@@ -141,9 +133,9 @@ async def _start(
 
 
 class _CopyRun:
-    """One run of a copy: the source peeked ahead into ``pages`` (``read``), each page made into
-    copies for the send pipeline (``copies``), each outcome followed into the progress
-    (``counted``), with at most ``HELD`` source messages in memory (``held``)."""
+    """One run of a copy: the source peeked ahead (``peeks``, at most ``copy_peeks.HELD`` source
+    messages in memory), each answer made into copies for the send pipeline (``copies``), each
+    outcome followed into the progress (``counted``, which gives the room back)."""
 
     def __init__(
         self,
@@ -156,25 +148,15 @@ class _CopyRun:
         max_messages: int | None,
         span: Span | bool | None = False,
     ) -> None:
-        self.src, self.src_path, self.name = src, src_path, str(src_path)
-        self.span = span  # a window's sequence numbers (None: nothing can be in it; False: no window)
+        self.name = str(src_path)
         self.start, self.state, self.tracker = start, start.state, start.tracker
         self.matches, self.keep_message_id = matches, keep_message_id
         self.seed = uuid.UUID(self.state.seed)
         self.before = self.state.copied
         self.left = None if max_messages is None else max(max_messages - self.state.copied, 0)
-        self.first = min(self.state.failed) if self.state.failed else self.state.done + 1
-        # Source messages in memory: come with a peek's answer, not yet confirmed copied, skipped or failed.
-        self.held = 0
-        self.peak = 0
-        self.room = asyncio.Event()
-        # Pages peeked and not yet copied, in order; None: the source has no more; an exception: the peek failed.
-        self.pages: asyncio.Queue[list[Any] | BaseException | None] = asyncio.Queue()
-
-    def release(self, n: int = 1) -> None:
-        """``n`` source messages leave memory: room for the next peek."""
-        self.held -= n
-        self.room.set()
+        first = min(self.state.failed) if self.state.failed else self.state.done + 1
+        self.peeks = PeekAhead(src, src_path, first, span, self.left)
+        self.release = self.peeks.release
 
     def counted(self, o: Outcome) -> None:
         """A send outcome: its source message leaves memory, the progress follows it."""
@@ -182,53 +164,6 @@ class _CopyRun:
             self.release()
         self.tracker.outcome(o)
         self.state.copied = self.before + self.tracker.confirmed
-
-    async def read(self) -> None:
-        """``peek_ahead``, whose failure anywhere ends the copy with it: the copy waits on ``pages``,
-        so a reader that ended without a word there would leave it waiting for ever."""
-        try:
-            await self.peek_ahead()
-        except Exception as exc:
-            self.pages.put_nowait(exc)
-
-    async def peek_ahead(self) -> None:
-        """Peek ahead, one peek at a time (each starts after the last sequence number the one before
-        found), while the pages before are copied and sent; with a window, only its numbers. A peek
-        asks only for the room its answer will find: what is in memory now, ``held``, only falls
-        until the answer comes, so with it ``held`` stays at most ``HELD``."""
-        if self.span is False:
-            parts: list[tuple[int, int | None, bool]] = [(self.first, None, False)]
-        else:
-            found = self.span.parts() if isinstance(self.span, Span) else []
-            parts = [(max(a, self.first), b, s) for a, b, s in found if max(a, self.first) <= b]
-        for first, last, scheduled_only in parts:
-            if not await self.peek_part(first, last, scheduled_only):
-                return
-        self.pages.put_nowait(None)
-
-    async def peek_part(self, at: int, last: int | None, scheduled_only: bool) -> bool:
-        """Sequence numbers ``at..last`` (None: to the end); False when a peek failed (said on ``pages``)."""
-        while True:
-            while HELD - self.held < PEEK:
-                self.room.clear()
-                await self.room.wait()
-            try:
-                page = await self.src.call(apeek_once(self.src, self.src_path, at, PEEK))
-            except Exception as exc:
-                error = exc if isinstance(exc, SbError) else from_sdk(exc, entity=self.name)
-                self.pages.put_nowait(sessions_refused(self.src_path, error, "a copy") or error)
-                return False
-            inside = page if last is None else [m for m in page if int(m.sequence_number) <= last]
-            kept = (
-                inside if not isinstance(self.span, Span) else [m for m in inside if self.span.keeps(m, scheduled_only)]
-            )
-            self.held += len(kept)
-            self.peak = max(self.peak, self.held)
-            if kept:
-                self.pages.put_nowait(kept)
-            if not page or len(inside) < len(page):
-                return True
-            at = int(page[-1].sequence_number) + 1
 
     def skipped(self, msg: Any, seq: int) -> bool:
         """Copied by an earlier run (and not failed then), or not selected by ``where``."""
@@ -241,10 +176,10 @@ class _CopyRun:
         stops with the last), at most ``max_messages``; a ``FLUSH`` every ``SEND_EVERY`` copies and
         at each page's end."""
         taken = batched = 0
-        reader = asyncio.ensure_future(self.read())
+        reader = asyncio.ensure_future(self.peeks.read())
         try:
             while self.left is None or taken < self.left:
-                page = await self.pages.get()
+                page = await self.peeks.pages.get()
                 if page is None:
                     self.tracker.exhausted = True
                     return
@@ -320,7 +255,7 @@ def _finish(report: Report, run: _CopyRun, dst_path: EntityPath) -> Report:
     state, tracker, record = run.state, run.tracker, run.start.record
     tracker.save()
     report.operation, report.entity, report.target = "copy", run.name, str(dst_path)
-    report.stats["peak_held"] = run.peak
+    report.stats["peak_held"] = run.peeks.peak
     if run.before:
         report.note(f"resumed: {run.before} copied before")
     if run.start.set_aside is not None:

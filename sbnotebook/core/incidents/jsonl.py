@@ -9,7 +9,10 @@ written too (``views.amqp``'s JSON forms), so an import sends the same message:
   binary, ISO 8601 for a timestamp), and ``application_property_types`` its AMQP type (``int``,
   ``long``, ``double``, ``boolean``, ``string``, ``timestamp``, ``uuid``, ``binary``, ...);
 - ``body_kind``: ``data``, ``value`` or ``sequence``; a value or sequence body's typed content in
-  ``body_amqp`` (``body`` holds it as readable JSON text, as ``body_text`` does).
+  ``body_amqp`` (``body`` holds it as readable JSON text, as ``body_text`` does);
+- ``message_id_type`` / ``correlation_id_type``: for an id that is not a string (AMQP message ids
+  may be a ``ulong``, ``uuid`` or ``binary``), its type, and the id in its JSON form (a number, the
+  uuid's text, base64), so an import that keeps message ids sends the same id.
 
 Lines without types (written before types were recorded, or by another tool) hold properties as
 strings: they are sent as strings, or with ``import_jsonl(decode_properties=True)`` JSON numbers and
@@ -32,7 +35,8 @@ from ..views.amqp import TypedMessage, form, to_json
 from ..views.records import FIELDS
 
 Record = dict[str, Any]
-TYPED_KEYS = ("application_property_types", "body_kind", "body_amqp")  # beside the record's fields
+# Beside the record's fields (``message_id_type`` and ``correlation_id_type`` only for an id that is not a string).
+TYPED_KEYS = ("application_property_types", "body_kind", "body_amqp", "message_id_type", "correlation_id_type")
 
 
 def to_json_record(record: Record, typed: TypedMessage | None = None) -> Record:
@@ -65,6 +69,9 @@ def typed_fields(typed: TypedMessage) -> Record:
         out["body_amqp"] = to_json(typed.value)
     elif typed.kind == "sequence":
         out["body_amqp"] = [[to_json(v) for v in section] for section in typed.sequence]
+    for name, t in typed.ids.items():
+        if t.type != "string":  # a ulong, uuid or binary id: its JSON form and its type
+            out[name], out[f"{name}_type"] = form(t), t.type
     return out
 
 
@@ -154,6 +161,7 @@ def sendable(
     out["application_properties"] = out["application_properties"] or {}
     if not keep_message_id:
         out["message_id"] = message_id or str(uuid.uuid4())
+        out.pop("message_id_type", None)  # the fresh id is a string
     when = out.get("scheduled_enqueue_time")
     if when is not None and when <= (now or dt.datetime.now(dt.UTC)):
         out["scheduled_enqueue_time"] = None

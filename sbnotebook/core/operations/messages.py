@@ -14,7 +14,15 @@ from ..sdk.api import AmqpAnnotatedMessage, ServiceBusMessage
 from ..sdk.encoded import Unsupported
 from ..sdk.messages import as_service_bus_message
 from ..views.records import RECORD_KIND, SENDABLE_FIELDS
-from .typed import Unsendable, body_arguments, export_body, export_properties, typed_properties, unsendable
+from .typed import (
+    Unsendable,
+    body_arguments,
+    export_body,
+    export_ids,
+    export_properties,
+    typed_properties,
+    unsendable,
+)
 
 
 def to_message(item: Any) -> Any:
@@ -82,6 +90,7 @@ def _from_record(record: dict[str, Any]) -> Any:
         kwargs["scheduled_enqueue_time_utc"] = as_datetime(scheduled)
     if props:
         kwargs["application_properties"] = props
+    kwargs.update(export_ids(record))  # an id an export recorded as a ulong, uuid or binary
     return ServiceBusMessage(bytes(body) if isinstance(body, (bytearray, memoryview)) else body, **kwargs)
 
 
@@ -109,6 +118,8 @@ def _typed_message(record: dict[str, Any], body: dict[str, Any], props: dict[str
         message.scheduled_enqueue_time_utc = as_datetime(scheduled)
     if props:
         message.application_properties = props
+    for key, value in export_ids(record).items():
+        setattr(message, key, value)
     return message
 
 

@@ -82,5 +82,27 @@ def export_body(record: Mapping[str, Any]) -> TypedMessage | None:
     return None
 
 
+# The types an AMQP message id may have, and the Python value the SDK's encoder writes with each
+# (pyamqp's ``encode_message_id``: int as ulong, UUID as uuid, bytes as binary, str as string).
+ID_TYPES = ("ulong", "uuid", "binary", "string")
+
+
+def id_values(ids: Mapping[str, Typed]) -> dict[str, Any]:
+    """A message's ``message_id`` / ``correlation_id`` (``TypedMessage.ids``) as the SDK sends each
+    with the same type; an id of a type a message id cannot have is left out (the SDK's value stays)."""
+    return {name: t.value for name, t in ids.items() if t.type in ID_TYPES}
+
+
+def export_ids(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The ids of an export line whose types it recorded (``message_id_type``, ``correlation_id_type``:
+    written when not a string), as the SDK sends each with that type."""
+    typed = {}
+    for name in ("message_id", "correlation_id"):
+        kind, value = record.get(f"{name}_type"), record.get(name)
+        if kind in ID_TYPES and value is not None:
+            typed[name] = from_form(str(kind), value)
+    return id_values(typed)
+
+
 def unsendable(msg_id: str | None, exc: Unsupported) -> Unsendable:
     return Unsendable(msg_id, f"Not sent: it holds {exc}, which would change what the message is.")

@@ -126,7 +126,9 @@ def _elements(buf: bytes | memoryview, at: int, count: int) -> list[Typed]:
     return out
 
 
-DATA, SEQUENCE, VALUE, APPLICATION_PROPERTIES = 0x75, 0x76, 0x77, 0x74
+DATA, SEQUENCE, VALUE, APPLICATION_PROPERTIES, PROPERTIES = 0x75, 0x76, 0x77, 0x74, 0x73
+# The properties section's fields that are AMQP message ids (a ulong, uuid, binary or string): by position.
+ID_FIELDS = {"message_id": 0, "correlation_id": 5}
 
 
 @dataclass
@@ -140,11 +142,14 @@ class TypedMessage:
     value: Typed | None = None
     sequence: list[list[Typed]] = field(default_factory=list)
     properties: dict[str, Typed] = field(default_factory=dict)
+    # ``message_id`` and ``correlation_id`` (``ID_FIELDS``) that are set, each with its type: the SDK
+    # hands a string id and a binary one back alike, and the kit's records hold either as text.
+    ids: dict[str, Typed] = field(default_factory=dict)
 
 
 def read_message(encoded: bytes | memoryview) -> TypedMessage:
-    """The body and application properties of an encoded message; the other sections (header,
-    annotations, properties, footer) are stepped over undecoded: a copy reads them from the SDK."""
+    """The body, application properties and ids of an encoded message; the other sections (header,
+    annotations, footer) and the other properties are not kept: a copy reads them from the SDK."""
     out = TypedMessage()
     pos, end = 0, len(encoded)
     while pos < end:
@@ -168,8 +173,33 @@ def read_message(encoded: bytes | memoryview) -> TypedMessage:
             value, pos = decode(encoded, start)
             if value.type == "map":
                 out.properties = {str(k.value): v for k, v in value.value}
+        elif code == PROPERTIES:
+            out.ids = _ids(encoded, start)
+            pos = skip(encoded, start)
         else:
             pos = skip(encoded, start)
+    return out
+
+
+def _ids(buf: bytes | memoryview, pos: int) -> dict[str, Typed]:
+    """The ``ID_FIELDS`` of the properties list encoded at ``pos`` that are set; the fields between
+    them are stepped over (a copy reads a page of these: only the two ids are decoded)."""
+    code = buf[pos]
+    if code == 0xC0:  # list8: size, count
+        count, at = buf[pos + 2], pos + 3
+    elif code == 0xD0:  # list32
+        count, at = struct.unpack_from(">I", buf, pos + 5)[0], pos + 9
+    else:  # an empty list: no field set
+        return {}
+    wanted = {i: name for name, i in ID_FIELDS.items()}
+    out: dict[str, Typed] = {}
+    for i in range(min(count, max(wanted) + 1)):
+        if i not in wanted:
+            at = skip(buf, at)
+            continue
+        value, at = decode(buf, at)
+        if value.type != "null":
+            out[wanted[i]] = value
     return out
 
 

@@ -14,7 +14,7 @@ import ipywidgets as W
 from ... import core
 from ...core import ConnectionLike, EntityPath, LiveConnection, live_connection, renamed
 from ..addresses import lookup, resolve
-from ..export import to_json_record, write_jsonl
+from ..export import to_json_record
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, Column, GridSelection, MessageGrid
 from .render import guard
 
@@ -203,11 +203,21 @@ class MessageBrowser(GridSelection, W.VBox):
         return Path(name + suffix)
 
     def export_records(self, *, selection: bool = False) -> list[dict[str, Any]]:
-        """What an export writes: the selected rows with ``selection=True``; otherwise the whole
+        """What a CSV export writes: the selected rows with ``selection=True``; otherwise the whole
         entity (or, with a search, every match in it), read through ``core.scan`` with progress."""
         if selection and self.rows.value:
             return [self.records[i] for i in self.rows.value]
         matches = core.compile_where(self.where) if self.where else None
+        progress = self._export_progress()
+        out: list[dict[str, Any]] = []
+        for page in core.scan(self.entity, progress=progress, connection=self.connection):
+            out.extend(r for r in page if matches is None or matches(r))
+        self._export_done()
+        return out
+
+    def _export_progress(self) -> Callable[[int], None]:
+        """The export bar shown, against the entity's count when there is one; what it calls with
+        the messages read so far."""
         total = 0
         try:
             counts = core.counts(str(EntityPath.parse(self.entity).parent), connection=self.connection)
@@ -222,20 +232,29 @@ class MessageBrowser(GridSelection, W.VBox):
             bar.value = done
             self.status.value = f"Exporting {self.entity}: {done} messages read" + (f" of {total}" if total else "")
 
-        out: list[dict[str, Any]] = []
-        for page in core.scan(self.entity, progress=progress, connection=self.connection):
-            out.extend(r for r in page if matches is None or matches(r))
+        return progress
+
+    def _export_done(self) -> None:
+        bar = self.export_progress
         bar.max = max(bar.value, 1)
         bar.value = bar.max
-        return out
 
     def export_json(self, path: str | Path, *, selection: bool = False) -> Path:
-        """JSON lines with every property (binary bodies base64) of the whole entity or search result
-        (``selection=True``: the selected rows); `%%sb_send` / core.send send them back as they were.
-        See sbnotebook.notebook.export."""
+        """The whole entity or search result (``selection=True``: the selected rows) written by
+        ``core.export_jsonl``, what ``%sb_export`` writes: every property, the body's kind and the
+        application properties' AMQP types, so ``core.import_jsonl`` sends the same messages back
+        (core/incidents/jsonl.py). The selected rows are read again from the entity by their
+        sequence numbers (a page's records hold no types); one gone since is said."""
         out = Path(path)
-        n = write_jsonl(self.export_records(selection=selection), out)
-        self.status.value = f"Exported {n} messages to {out}"
+        chosen = {int(self.records[i]["sequence_number"]) for i in self.rows.value} if selection else set()
+        where = _numbered(chosen) if chosen else self.where
+        progress = self._export_progress()
+        n = core.export_jsonl(
+            self.entity, out, where=where, progress=lambda read, _: progress(read), connection=self.connection
+        )
+        self._export_done()
+        gone = f" ({len(chosen) - n} of the selected rows are no longer in {self.entity})" if n < len(chosen) else ""
+        self.status.value = f"Exported {n} messages to {out}{gone}"
         return out
 
     def export_csv(self, path: str | Path, *, selection: bool = False) -> Path:
@@ -247,3 +266,12 @@ class MessageBrowser(GridSelection, W.VBox):
         frame.to_csv(out, index=False)
         self.status.value = f"Exported {len(records)} messages to {out}"
         return out
+
+
+def _numbered(numbers: set[int]) -> Callable[[dict[str, Any]], bool]:
+    """A search for the messages with these sequence numbers."""
+
+    def where(record: dict[str, Any]) -> bool:
+        return record["sequence_number"] in numbers
+
+    return where

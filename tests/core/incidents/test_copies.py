@@ -205,12 +205,12 @@ def test_a_failure_in_the_copys_reader_fails_the_copy_instead_of_leaving_it_wait
     """The reader that peeks ahead hands pages to the sender through a queue: a failure outside the
     peek itself (here the translation of the broker's refusal, made to fail as a bug in it would)
     ended the reader with nothing in the queue, and the copy waited for a page for ever."""
-    from sbnotebook.core.incidents import copying
+    from sbnotebook.core.incidents import copy_peeks
 
     def broken(*args: Any) -> None:
         raise RuntimeError("translating the refusal failed")
 
-    monkeypatch.setattr(copying, "sessions_refused", broken)
+    monkeypatch.setattr(copy_peeks, "sessions_refused", broken)
     cs = emulator.connection_string
     core.send("sq", [{"body": "a", "session_id": "s1"}], connection=cs).raise_for_failures()
     with pytest.raises(core.SbError, match="translating the refusal failed"):

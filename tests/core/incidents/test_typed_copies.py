@@ -287,3 +287,69 @@ def test_an_edited_resubmission_keeps_the_body_kind_and_the_types_it_did_not_edi
     for copy, original in zip(copies, _without_kit(source), strict=True):
         assert copy["properties"].pop("x") == ("str", "1")
         assert {k: v for k, v in copy["properties"].items() if k not in KIT} == original["properties"]
+
+
+def _ids(emulator: Emulator, entity: str) -> list[tuple[Any, Any]]:
+    """Each stored message's message id and correlation id, with their types, as proton decodes the
+    properties section the broker keeps as sent (not the kit, not the SDK)."""
+    broker = emulator.broker
+    out = []
+    for msg in broker.peek(broker.resolve_source(entity), 1, 1000):
+        d = Data()
+        d.decode(msg.data.raw_properties)
+        fields = d.get_object().value
+        out.append(tuple(_shape(fields[i]) if i < len(fields) and fields[i] is not None else None for i in (0, 5)))
+    return out
+
+
+def _send_every_id(client: ServiceBusClient) -> None:
+    """Message ids and correlation ids of each type AMQP allows: ulong, uuid, binary (one that reads
+    as text too), string; sent through the SDK's raw AMQP message."""
+    ids = [(ID, 7), (12345, b"\x00\x01"), (b"binary-id", "text"), ("text-id", ID)]
+    with client.get_queue_sender("q") as sender:
+        sender.send_messages(
+            [AmqpAnnotatedMessage(data_body=b"x", properties={"message_id": m, "correlation_id": c}) for m, c in ids]
+        )
+
+
+def test_message_ids_keep_their_types_through_copy_resubmit_and_export_import(
+    emulator: Emulator, client: ServiceBusClient, tmp_path: Path
+) -> None:
+    """A ulong, uuid or binary message id (or correlation id) stays one in a copy that keeps ids,
+    a resubmission and an export + import; a copy with fresh ids keeps the correlation ids' types.
+    Before, each came out a string (the SDK reads a binary id as text, the kit wrote str(id))."""
+    _send_every_id(client)
+    conn = emulator.connection_string
+    source = _ids(emulator, "q")
+    assert [m for m, _ in source] == [("UUID", ID), ("ulong", 12345), ("bytes", b"binary-id"), ("str", "text-id")]
+    assert [c for _, c in source] == [("ulong", 7), ("bytes", b"\x00\x01"), ("str", "text"), ("UUID", ID)]
+    assert core.copy("q", "dl-target", keep_message_id=True, connection=conn).count("sent") == 4
+    assert _ids(emulator, "dl-target") == source
+    core.purge("dl-target", connection=conn)
+    assert core.copy("q", "dl-target", resume=False, connection=conn).count("sent") == 4
+    fresh = _ids(emulator, "dl-target")
+    assert [c for _, c in fresh] == [c for _, c in source] and all(m[0] == "str" for m, _ in fresh)
+    core.purge("dl-target", connection=conn)
+    path = tmp_path / "ids.jsonl"
+    assert core.export_jsonl("q", path, connection=conn) == 4
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [line.get("message_id_type") for line in lines] == ["uuid", "ulong", "binary", None]
+    assert lines[1]["message_id"] == 12345 and lines[3]["correlation_id_type"] == "uuid"
+    assert core.import_jsonl("dl-target", path, keep_message_id=True, connection=conn).count("sent") == 4
+    assert _ids(emulator, "dl-target") == source
+    core.purge("dl-target", connection=conn)
+    with client.get_queue_receiver("q", max_wait_time=5) as receiver:
+        for msg in receiver.receive_messages(max_message_count=4, max_wait_time=5):
+            receiver.dead_letter_message(msg, reason="r")
+    report = core.resubmit("q/$deadletterqueue", target="dl-target", keep_message_id=True, connection=conn)
+    assert report.count("resubmitted") == 4
+    assert _ids(emulator, "dl-target") == source
+    with client.get_queue_receiver("dl-target", max_wait_time=5) as receiver:  # once more, with an edit
+        for msg in receiver.receive_messages(max_message_count=4, max_wait_time=5):
+            receiver.dead_letter_message(msg, reason="r")
+
+    def edit(record: dict[str, Any]) -> dict[str, Any]:
+        return {**record, "subject": "fixed"}
+
+    report = core.resubmit("dl-target/$deadletterqueue", target="q", edit=edit, keep_message_id=True, connection=conn)
+    assert report.count("resubmitted") == 4 and _ids(emulator, "q") == source

@@ -103,10 +103,10 @@ def test_unknown_options_are_refused_naming_the_closest(kind: str) -> None:
 
     for name in KNOWN_OPTIONS[kind]:
         check_known({name.lower(): "x", name: "x"}, kind)  # known, in any case
-    typo = {"read": "maxMesages", "stream": "maxMessagesPerTriger", "write": "maxInFlite", "stream write": "batchh"}[
+    typo = {"read": "maxMesages", "stream": "maxMessagesPerTriger", "write": "maxInFlite", "stream write": "onePerSnd"}[
         kind
     ]
-    meant = {"read": "maxMessages", "stream": "maxMessagesPerTrigger", "write": "maxInFlight", "stream write": "batch"}
+    meant = {"read": "maxMessages", "stream": "maxMessagesPerTrigger", "write": "maxInFlight", "stream write": "onePerSend"}
     with pytest.raises(OptionError) as err:
         check_known({"entity": "q", typo.lower(): "10"}, kind)
     assert str(err.value) == f"servicebus: unknown option {typo.lower()!r} for a {kind}: did you mean {meant[kind]}?"
@@ -170,17 +170,19 @@ def test_the_websockets_option_reaches_every_kind_of_source(
         parse("read", {**given, "websockets": "yes"})
 
 
-def test_batch_is_true_or_false_as_every_boolean_option_is(emulator: Emulator) -> None:
-    """A write's batch option is read as websockets is: true or false, anything else refused (a '0' or a
-    misspelt 'flase' batched the sends before, silently)."""
+def test_one_per_send_is_true_or_false_as_every_boolean_option_is(emulator: Emulator) -> None:
+    """A write's onePerSend option (the old `batch`, its opposite) is read as websockets is: true or
+    false, anything else refused (a '0' or a misspelt 'flase' batched the sends before, silently)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     from sbnotebook.spark.spec import WriteOptions
 
     schema = StructType([StructField("body", StringType())])
     given = {"entity": "q", "connectionString": emulator.connection_string}
-    assert WriteOptions.parse(given, schema).batch is True
-    assert WriteOptions.parse({**given, "batch": "False"}, schema).batch is False
+    assert WriteOptions.parse(given, schema).one_per_send is False
+    assert WriteOptions.parse({**given, "onePerSend": "True"}, schema).one_per_send is True
+    with pytest.warns(FutureWarning, match="onePerSend=true"):
+        assert WriteOptions.parse({**given, "batch": "False"}, schema).one_per_send is True  # the old name, turned
     for bad in ("0", "no", "flase"):
-        with pytest.raises(OptionError, match="option batch must be true or false"):
-            WriteOptions.parse({**given, "batch": bad}, schema)
+        with pytest.raises(OptionError, match="option onePerSend must be true or false"):
+            WriteOptions.parse({**given, "onePerSend": bad}, schema)

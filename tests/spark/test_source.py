@@ -236,7 +236,7 @@ def test_write_reports_send_failures_with_conditions_and_tracking_ids(
     emulator.reject_sends("q", 1, "quota-exceeded")
     df = sp.createDataFrame([("a",), ("b",)], "body string").coalesce(1)
     with pytest.raises(Exception) as info:
-        df.write.format("servicebus").mode("append").option("entity", "q").option("batch", "false").save()
+        df.write.format("servicebus").mode("append").option("entity", "q").option("onePerSend", "true").save()
     text = error_text(info.value)
     assert "messages to q failed" in text and "quota-exceeded" in text.lower().replace(
         "quotaexceeded", "quota-exceeded"

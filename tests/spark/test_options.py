@@ -106,7 +106,12 @@ def test_unknown_options_are_refused_naming_the_closest(kind: str) -> None:
     typo = {"read": "maxMesages", "stream": "maxMessagesPerTriger", "write": "maxInFlite", "stream write": "onePerSnd"}[
         kind
     ]
-    meant = {"read": "maxMessages", "stream": "maxMessagesPerTrigger", "write": "maxInFlight", "stream write": "onePerSend"}
+    meant = {
+        "read": "maxMessages",
+        "stream": "maxMessagesPerTrigger",
+        "write": "maxInFlight",
+        "stream write": "onePerSend",
+    }
     with pytest.raises(OptionError) as err:
         check_known({"entity": "q", typo.lower(): "10"}, kind)
     assert str(err.value) == f"servicebus: unknown option {typo.lower()!r} for a {kind}: did you mean {meant[kind]}?"

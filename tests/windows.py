@@ -47,6 +47,20 @@ def groups(client: ServiceBusClient, queue: str = "q", names: str = "abc", size:
     return state
 
 
+def dead_letter_every_tenth(client: ServiceBusClient, total: int, page: int, queue: str = "q") -> None:
+    """Receive ``total`` messages of ``groups`` (``page`` at a time): dead-letter those whose number is a
+    multiple of ten, complete the rest, so the dead-letter queue's numbers are ten times as sparse."""
+    with client.get_queue_receiver(queue) as receiver:
+        done = 0
+        while done < total:
+            for m in receiver.receive_messages(max_message_count=page, max_wait_time=5):
+                done += 1
+                if int(str(m)[1:]) % 10 == 0:
+                    receiver.dead_letter_message(m, reason="tenth")
+                else:
+                    receiver.complete_message(m)
+
+
 def first_time(state: list[Peeked], name: str) -> dt.datetime:
     return next(p.enqueued for p in state if p.body == f"{name}0")
 

@@ -67,6 +67,21 @@ def _bodies(emulator: Emulator, entity: str) -> list[str]:
             return sorted(str(m) for m in receiver.peek_messages(max_message_count=400))
 
 
+def _copy_interrupted_in_orders_us(prod: Emulator, home: Emulator, **options: Any) -> dict[str, Any]:
+    """``core.copy_many("orders*", ...)`` one send at a time, interrupted at the first progress of its
+    second entity (orders-us); returns the connections, for the same call again."""
+    hook = InterruptAtFirstProgress()
+
+    def second_entity(match: Any, report: core.Report) -> None:
+        if match.source.name == "orders-us":
+            hook(report)
+
+    kwargs: dict[str, Any] = {"source_connection": prod.connection_string, "connection": home.connection_string}
+    with hook.interrupting():
+        core.copy_many("orders*", max_in_flight=1, progress=second_entity, **options, **kwargs)
+    return kwargs
+
+
 def test_a_glob_copy_fills_each_matching_entity_at_home_and_leaves_the_rest(prod: Emulator, home: Emulator) -> None:
     at_home, at_prod = emulator_admin_client(home.connection_string), emulator_admin_client(prod.connection_string)
     with pytest.raises(core.EntityNotFoundError, match="Not in the target namespace: orders-us"):
@@ -107,15 +122,7 @@ def test_an_interrupted_glob_copy_resumes_per_entity_without_duplicates(prod: Em
     emulator_admin_client(home.connection_string).create_queue(
         "orders-us", requires_duplicate_detection=True, duplicate_detection_history_time_window=window
     )
-    hook = InterruptAtFirstProgress()
-
-    def second_entity(match: Any, report: core.Report) -> None:
-        if match.source.name == "orders-us":
-            hook(report)
-
-    kwargs: dict[str, Any] = {"source_connection": prod.connection_string, "connection": home.connection_string}
-    with hook.interrupting():
-        core.copy_many("orders*", create=True, max_in_flight=1, progress=second_entity, **kwargs)
+    kwargs = _copy_interrupted_in_orders_us(prod, home, create=True)
     at_home = emulator_admin_client(home.connection_string)
     assert _active(at_home, "orders-eu") == 26 and _active(at_home, "orders-us") < 300
     again = core.copy_many("orders*", create=True, **kwargs)
@@ -141,15 +148,7 @@ def test_a_glob_copy_takes_each_entity_s_window_and_resumes_with_the_same_instan
         "orders-us", requires_duplicate_detection=True, duplicate_detection_history_time_window=core.duration("10m")
     )
     age = dt.datetime.now(dt.UTC) - t_mid  # "that long ago": t_mid, read now
-    hook = InterruptAtFirstProgress()
-
-    def second_entity(match: Any, report: core.Report) -> None:
-        if match.source.name == "orders-us":
-            hook(report)
-
-    kwargs: dict[str, Any] = {"source_connection": prod.connection_string, "connection": home.connection_string}
-    with hook.interrupting():
-        core.copy_many("orders*", enqueued_after=age, max_in_flight=1, progress=second_entity, **kwargs)
+    kwargs = _copy_interrupted_in_orders_us(prod, home, enqueued_after=age)
     at_home = emulator_admin_client(home.connection_string)
     assert _active(at_home, "orders-eu") == 5 and _active(at_home, "orders-us") < 250
     time.sleep(0.2)  # the same age read now would start after every late message

@@ -17,7 +17,7 @@ from sbnotebook.core.operations import bounds, window_search
 from sbnotebook.core.operations.scan import PAGE_SIZE
 from sbnotebook.emulator import Emulator
 from tests.helpers import counted_peeks, wait_until
-from tests.windows import Peeked, broker, first_time, groups
+from tests.windows import Peeked, broker, dead_letter_every_tenth, first_time, groups
 
 BURSTS = (120, 3, 150, 1, 2, 90, 40)  # messages per batch (one enqueued time each), 50 ms apart
 
@@ -112,15 +112,7 @@ def test_a_sparse_dead_letter_queue_s_window_is_read_in_windows_as_wide_as_its_n
     span (about a page of messages, 2,500 numbers), not a page of numbers: one peek of a page, where
     windows 250 numbers wide would each bring back the same messages beyond them."""
     state = groups(client, size=500)
-    with client.get_queue_receiver("q") as r:
-        done = 0
-        while done < 1500:
-            for m in r.receive_messages(max_message_count=250, max_wait_time=5):
-                done += 1
-                if int(str(m)[1:]) % 10 == 0:
-                    r.dead_letter_message(m, reason="tenth")
-                else:
-                    r.complete_message(m)
+    dead_letter_every_tenth(client, 1500, 250)
     dlq = broker(client, sub_queue="deadletter")
     assert len(dlq) == 150 and dlq[-1].sequence_number - dlq[0].sequence_number > 1400
     tc = first_time(state, "c")

@@ -24,7 +24,7 @@ from sbnotebook.core.operations.window import enqueued_window, when
 from sbnotebook.core.views.search import filter_records
 from sbnotebook.emulator import Emulator
 from tests.helpers import InterruptAtFirstProgress, counted_peeks, dead_letter, send, wait_until
-from tests.windows import bodies, broker, first_time, groups, naive_utc_text
+from tests.windows import bodies, broker, dead_letter_every_tenth, first_time, groups, naive_utc_text
 
 
 @pytest.fixture
@@ -260,15 +260,7 @@ def test_a_sparse_dead_letter_queue_is_searched_past_the_count_s_guess(
     count's guess of its end (first + 29) is far too low; the search goes on to the real end."""
     cs = emulator.connection_string
     state = groups(client, size=100)
-    with client.get_queue_receiver("q") as r:
-        done = 0
-        while done < 300:
-            for m in r.receive_messages(max_message_count=100, max_wait_time=5):
-                done += 1
-                if int(str(m)[1:]) % 10 == 0:
-                    r.dead_letter_message(m, reason="tenth")
-                else:
-                    r.complete_message(m)
+    dead_letter_every_tenth(client, 300, 100)
     dlq = broker(client, sub_queue="deadletter")
     assert len(dlq) == 30 and dlq[-1].sequence_number - dlq[0].sequence_number > 250
     tb, tc = first_time(state, "b"), first_time(state, "c")

@@ -80,6 +80,9 @@ class LiveConnection(LinkPools):
         self._admin_lock = threading.Lock()
         self._logged: set[str] = set()
         self.warmed = False
+        # The last sequence number a peek saw at each entity's end (a page shorter than asked): where a
+        # window to the end looks first next time (window_search.py). A guess: the page checks itself.
+        self.ends: dict[EntityPath, int] = {}
 
     # ------------------------------------------------------------------ views
 

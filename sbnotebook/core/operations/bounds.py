@@ -19,7 +19,7 @@ from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import EntityNotFoundError, SbError
 from ..renames import renamed
-from .counts import counts
+from .counts import EntityCounts, counts
 from .scan import PAGE_SIZE, apeek_once, peek_numbers
 
 # Messages peeked at the expected end of the entity. A short window has seen the end; a full one
@@ -100,14 +100,24 @@ def _search(conn: ConnectionLike, path: EntityPath, low: int, high: int | None, 
     return low
 
 
-def message_count(conn: ConnectionLike, path: EntityPath) -> int | None:
-    """How many messages the entity (or its dead-letter queue) holds, or None without admin rights."""
+def counts_or_none(conn: ConnectionLike, path: EntityPath) -> EntityCounts | None:
+    """The entity's counts (``counts``), or None without admin rights."""
     try:
-        c = counts(path, connection=conn)
+        return counts(path, connection=conn)
     except EntityNotFoundError:
         raise
     except SbError:
         return None
+
+
+def message_count(conn: ConnectionLike, path: EntityPath) -> int | None:
+    """How many messages the entity (or its dead-letter queue) holds, or None without admin rights."""
+    c = counts_or_none(conn, path)
+    return None if c is None else held(c, path)
+
+
+def held(c: EntityCounts, path: EntityPath) -> int:
+    """How many of the entity's counts ``c`` are messages of ``path`` (the entity or a dead-letter queue)."""
     if path.is_dead_letter:
         return c.dead_letter if path.sub_queue == "dead_letter" else c.transfer_dead_letter
     return c.total - c.dead_letter - c.transfer_dead_letter
@@ -371,10 +381,9 @@ def _bounds(
 def _may_hold_scheduled(conn: ConnectionLike, path: EntityPath) -> bool:
     """Whether the entity (or, for a subscription, its topic) holds scheduled messages now; unknown
     (no Manage rights) counts as yes."""
-    try:
-        c = counts(path, connection=conn)
-    except EntityNotFoundError:
-        raise
-    except SbError:
-        return True
-    return bool(c.scheduled)
+    return may_hold_scheduled(counts_or_none(conn, path))
+
+
+def may_hold_scheduled(c: EntityCounts | None) -> bool:
+    """Whether counts ``c`` say scheduled messages are held; unknown (None: no Manage rights) is yes."""
+    return c is None or bool(c.scheduled)

@@ -195,7 +195,10 @@ class _Pager:
             async def op(link: Any) -> list[Any]:
                 return list(await link.peek_messages(max_message_count=count, sequence_number=first))
 
-            return await self.conn.with_link("receiver", self.path, op)
+            got = await self.conn.with_link("receiver", self.path, op)
+            if got and len(got) < count:  # it saw the entity's end
+                self.conn.ends[self.path] = int(got[-1].sequence_number)
+            return got
         try:
             rcv = await self._session()
             return list(await rcv.peek_messages(max_message_count=count, sequence_number=first))

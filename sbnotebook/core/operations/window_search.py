@@ -28,9 +28,11 @@ from .bounds import (
     SLACK,
     TimeWindow,
     WindowBounds,
+    counts_or_none,
     first_present,
+    held,
     last_present,
-    message_count,
+    may_hold_scheduled,
     time_bounds,
 )
 from .scan import PAGE_SIZE, apeek_once
@@ -47,18 +49,24 @@ class LastPage:
     complete: bool
 
 
-def last_page(conn: ConnectionLike, path: EntityPath, first: int, count: int) -> LastPage:
-    """The page of ``PAGE_SIZE`` messages that ends ``BOUND_WINDOW`` numbers past where a densely
-    numbered entity holding ``count`` messages from ``first`` ends: one round trip. A full page (the
-    end is further: producers, holes) or an empty one (messages taken meanwhile) leaves the end to
-    ``last_present``'s search, and the page unused."""
-    guess = first + max(count, 1) - 1
-    start = max(first, guess + BOUND_WINDOW - PAGE_SIZE + 1)
+def page_ending_near(conn: ConnectionLike, path: EntityPath, lowest: int, end: int) -> LastPage:
+    """The page of ``PAGE_SIZE`` messages (none below ``lowest``) that ends ``BOUND_WINDOW`` numbers
+    past ``end``, a guess of where the entity ends: one round trip. ``complete`` when it was not full
+    (it saw the end); a full page (the end is further: producers, holes) or an empty one (messages
+    taken meanwhile) keeps no message."""
+    start = max(lowest, end + BOUND_WINDOW - PAGE_SIZE + 1)
     c = live(conn)
     page = c.run_on(path, apeek_once(c, path, start, PAGE_SIZE))
     if page and len(page) < PAGE_SIZE:
         return LastPage(start, tuple(page), int(page[-1].sequence_number), True)
-    return LastPage(start, (), last_present(conn, path, first, count), False)
+    return LastPage(start, (), end, False)
+
+
+def last_page(conn: ConnectionLike, path: EntityPath, first: int, count: int) -> LastPage:
+    """``page_ending_near`` where a densely numbered entity holding ``count`` messages from ``first``
+    ends; when the page did not see the end, the end from ``last_present``'s search."""
+    page = page_ending_near(conn, path, first, first + max(count, 1) - 1)
+    return page if page.complete else replace(page, end=last_present(conn, path, first, count))
 
 
 def window_bounds(conn: ConnectionLike, path: EntityPath, start: int, window: TimeWindow) -> WindowBounds | None:
@@ -66,12 +74,20 @@ def window_bounds(conn: ConnectionLike, path: EntityPath, start: int, window: Ti
     each edge left undecided by at most ``SLACK`` numbers (the core's windowed reads keep each
     message by its time). With the window's messages in the last page, ``head`` holds them: the read
     is done."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        counting = pool.submit(message_count, conn, path)
+    remembered = live(conn).ends.get(path) if window.before is None and window.after is not None else None
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        counting = pool.submit(counts_or_none, conn, path)
+        # A window to the end, on an entity whose end a peek saw before: its page there, in this round
+        near = pool.submit(page_ending_near, conn, path, start, remembered) if remembered is not None else None
         first = first_present(conn, path, start)
-        count = counting.result()
+        counted = counting.result()
+        count = None if counted is None else held(counted, path)
         if first is None or window.empty:
             return None
+        if near is not None:
+            found = _within_page(near.result(), first, may_hold_scheduled(counted), window)
+            if found is not None:
+                return found if count is None else _dense(found, count, first, found.last)
         if count is None:
             return time_bounds(conn, path, first, last_present(conn, path, first, None), window, slack=SLACK)
         guess = first + max(count, 1) - 1
@@ -82,6 +98,19 @@ def window_bounds(conn: ConnectionLike, path: EntityPath, start: int, window: Ti
         peeked = pool.submit(last_page, conn, path, first, count)
         found = time_bounds(conn, path, first, guess, window, end=lambda: peeked.result().end, slack=SLACK)
         return _dense(with_last_page(found, peeked.result(), first, window), count, first, peeked.result().end)
+
+
+def _within_page(page: LastPage, first: int, scheduled: bool, window: TimeWindow) -> WindowBounds | None:
+    """The window (to the entity's end) read from ``page`` alone, when the page says so: it saw the
+    end, and either it starts at or below ``first`` (it holds every message there is), or its first
+    message not scheduled is before the window and the entity holds no scheduled message (then every
+    message below the page is before the window: times grow with numbers). Else None: searched."""
+    if not page.complete or first > page.end:
+        return None
+    if page.start > first and (scheduled or not _before_the_window(page, window)):
+        return None
+    lo = max(first, page.start)
+    return WindowBounds(lo, page.end, None, 1, tuple(m for m in page.messages if int(m.sequence_number) >= lo))
 
 
 def _dense(found: WindowBounds | None, count: int, first: int, end: int) -> WindowBounds | None:

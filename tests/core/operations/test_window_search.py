@@ -122,3 +122,57 @@ def test_a_sparse_dead_letter_queue_s_window_is_read_in_windows_as_wide_as_its_n
     assert len(page.records) == 100
     reads = [p for p in peeks if p[1] == PAGE_SIZE]  # the probes peek 4, the end's check 32
     assert len(reads) == 1, peeks
+
+
+def test_a_window_to_the_end_read_again_is_one_peek_where_a_peek_saw_the_end_and_checks_itself(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    """A connection remembers where a peek saw each entity's end; a window to the end (``enqueued_after``
+    alone) peeks the page there in its first round, and when that page saw the end and begins before
+    the window, it is the read: one peek, no search. Every case where the page cannot say (the
+    window starts below it, more arrived than a page since, a scheduled message below it) is
+    searched as before: the numbers are always the broker's."""
+    groups(client, names="a", size=1000)  # more than a search may leave undecided: probes run
+    state = groups(client, names="b", size=150)
+    path = core.EntityPath.parse("q")
+    conn = core.connect(emulator.connection_string, warm=False)
+    try:
+        tb = first_time(state, "b")
+        cold = window_search.window_bounds(conn, path, 1, bounds.TimeWindow(after=tb))
+        assert cold is not None and cold.peeks > 1  # searched: nothing remembered yet
+        assert conn.ends[path] == state[-1].sequence_number  # the last page saw the end
+        again = window_search.window_bounds(conn, path, 1, bounds.TimeWindow(after=tb))
+        assert again is not None and again.peeks == 1 and again.head is not None
+        b_only = [
+            r["sequence_number"] for r in core.peek("q", max_messages=5000, enqueued_after=tb, connection=conn).records
+        ]
+        assert b_only == expected(state, after=tb)
+
+        ta = first_time(state, "a")  # the window starts below the remembered page: searched
+        wide = window_search.window_bounds(conn, path, 1, bounds.TimeWindow(after=ta))
+        assert wide is not None and wide.peeks > 1
+        assert [
+            r["sequence_number"] for r in core.peek("q", max_messages=5000, enqueued_after=ta, connection=conn).records
+        ] == expected(state, after=ta)
+
+        state = groups(client, names="c", size=300)  # more than a page arrived since
+        tc = first_time(state, "c")
+        assert conn.ends[path] < state[-1].sequence_number - PAGE_SIZE
+        arrived = window_search.window_bounds(conn, path, 1, bounds.TimeWindow(after=tc))
+        assert arrived is not None and arrived.peeks > 1  # the remembered page was full: searched
+        assert [
+            r["sequence_number"] for r in core.peek("q", max_messages=5000, enqueued_after=tc, connection=conn).records
+        ] == expected(state, after=tc)
+
+        with client.get_queue_sender("q") as sender:  # due in an hour: held below the next messages
+            sender.schedule_messages(ServiceBusMessage("s"), dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
+        state = groups(client, names="d", size=20)
+        td = first_time(state, "d")
+        core.peek("q", max_messages=5000, enqueued_after=td, connection=conn)  # a peek sees the end
+        held = window_search.window_bounds(conn, path, 1, bounds.TimeWindow(after=td))
+        assert held is not None and held.peeks > 1  # a scheduled message may sit below: searched
+        assert [
+            r["sequence_number"] for r in core.peek("q", max_messages=5000, enqueued_after=td, connection=conn).records
+        ] == expected(state, after=td)
+    finally:
+        conn.close()

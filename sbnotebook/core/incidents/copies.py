@@ -84,13 +84,13 @@ def copy_message(
     ``sbnotebook-original-message-id`` when the copy has a new one."""
     # Each getter of a received message lists its AMQP sections: the properties are read at once.
     properties = amqp_properties(msg)
-    original_id = properties["message_id"]
     typed = typed_content(msg)
     if typed is not None:  # the ids with their AMQP types (a ulong, a uuid, binary), not as the SDK reads them
         properties.update(id_values(typed.ids))
-    properties["message_id"] = _copy_id(msg, properties["message_id"], keep_message_id, message_id, source)
+    typed_id = properties["message_id"]  # with its AMQP type: the copy's original-id property keeps it
+    properties["message_id"] = _copy_id(msg, typed_id, keep_message_id, message_id, source)
     try:
-        props = _copied_properties(msg, typed, resubmission, keep_message_id, original_id)
+        props = _copied_properties(msg, typed, resubmission, keep_message_id, typed_id)
         body = body_arguments(typed) if typed is not None else {"data_body": body_bytes(msg)}
     except Unsupported as exc:
         return unsendable(properties["message_id"], exc)
@@ -139,9 +139,16 @@ def _copied_properties(
             props[RESUBMIT_COUNT] = int(previous) + 1
         except (TypeError, ValueError):
             props[RESUBMIT_COUNT] = 1
-    if resubmission or not keep_message_id:
-        props.setdefault(ORIGINAL_ID, str(original_id))
+    if (resubmission or not keep_message_id) and original_id is not None:
+        props.setdefault(ORIGINAL_ID, _typed_id(typed, original_id))
     return props
+
+
+def _typed_id(typed: TypedMessage | None, original_id: Any) -> Any:
+    """The original's message id as a property value of its AMQP type: a ulong, uuid or binary id
+    stays one (``str()`` made the text "b'...'" of a binary id, an int of a ulong)."""
+    kept = typed.ids.get("message_id") if typed is not None else None
+    return original_id if kept is None else typed_properties({ORIGINAL_ID: kept})[ORIGINAL_ID]
 
 
 def copy_for(

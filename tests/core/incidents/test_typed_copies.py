@@ -329,6 +329,9 @@ def test_message_ids_keep_their_types_through_copy_resubmit_and_export_import(
     assert core.copy("q", "dl-target", resume=False, connection=conn).count("sent") == 4
     fresh = _ids(emulator, "dl-target")
     assert [c for _, c in fresh] == [c for _, c in source] and all(m[0] == "str" for m, _ in fresh)
+    # each copy names its original's id as it was (a binary id was the text "b'binary-id'")
+    originals = [m["properties"]["sbnotebook-original-message-id"] for m in stored(emulator, "dl-target")]
+    assert originals == [("UUID", ID), ("ulong", 12345), ("bytes", b"binary-id"), ("str", "text-id")]
     core.purge("dl-target", connection=conn)
     path = tmp_path / "ids.jsonl"
     assert core.export_jsonl("q", path, connection=conn) == 4

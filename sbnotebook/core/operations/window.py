@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import AsyncGenerator, Callable, Generator
+from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,22 +180,16 @@ def span_pages(
     span: Span,
     *,
     from_sequence_number: int = 1,
-    progress: Callable[[int], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Generator[list[tuple[Any, dict[str, Any]]], None, None]:
     """Pages of ``span``'s window as (the SDK's message, its record) pairs (peeks, on the
-    connection's loop): an export reads the message's typed values, a scan keeps the records. The
-    scanned count ``progress(n)`` gets counts every message peeked, in the window or not."""
+    connection's loop): an export reads the message's typed values, a scan keeps the records."""
     path = EntityPath.parse(entity)
     conn = live(connection)
-    done = 0
     for first, last, scheduled_only in span.parts():
         if max(first, from_sequence_number) > last:
             continue
         for page in conn.iterate(_apart(path, span, max(first, from_sequence_number), last, scheduled_only, conn)):
-            done += len(page)
-            if progress is not None:
-                progress(done)
             pairs = ((m, to_record(m, str(path))) for m in page)
             yield [(m, r) for m, r in pairs if span.keeps(r, scheduled_only)]
 
@@ -205,13 +199,10 @@ def scan_span(
     span: Span,
     *,
     from_sequence_number: int = 1,
-    progress: Callable[[int], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Generator[list[dict[str, Any]], None, None]:
     """Pages of records in ``span``'s window (``span_pages``' records)."""
-    for page in span_pages(
-        entity, span, from_sequence_number=from_sequence_number, progress=progress, connection=connection
-    ):
+    for page in span_pages(entity, span, from_sequence_number=from_sequence_number, connection=connection):
         yield [record for _, record in page]
 
 

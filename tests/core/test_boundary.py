@@ -8,6 +8,8 @@ import inspect
 import pathlib
 import re
 
+import pytest
+
 from sbnotebook import core
 from sbnotebook.core.outcome import Outcome, Report
 from sbnotebook.core.sdk import PRIVATE_NAMES, USED_BY
@@ -147,6 +149,35 @@ def test_each_sync_form_is_its_async_operation_run_to_the_end() -> None:
         sync, async_ = getattr(core, name), getattr(core, f"a{name}")
         assert getattr(sync, "__wrapped__", None) is async_, name
         assert inspect.signature(sync) == inspect.signature(async_), name
+
+
+def test_a_sync_form_that_declares_other_parameters_than_its_operation_fails_to_load() -> None:
+    """The sync form's ``def`` states its signature again (for help() and the API reference, read
+    from the source): ``sync_form`` refuses one that differs from the async operation's, in a
+    default, a name or a kind, when the module loads; ``arguments_of`` likewise."""
+    from sbnotebook.core.connections.syncforms import arguments_of, sync_form
+
+    async def aoperation(entity: str, *, limit: int = 10, connection: object = None) -> int:
+        return limit
+
+    def declared(entity: str, *, limit: int = 10, connection: object = None) -> int:
+        raise NotImplementedError
+
+    def other_default(entity: str, *, limit: int = 5, connection: object = None) -> int:
+        raise NotImplementedError
+
+    def other_kind(entity: str, limit: int = 10, connection: object = None) -> int:
+        raise NotImplementedError
+
+    def other_name(source: str, *, limit: int = 10, connection: object = None) -> int:
+        raise NotImplementedError
+
+    assert inspect.signature(sync_form(aoperation)(declared)) == inspect.signature(aoperation)
+    assert arguments_of(aoperation)(declared) is declared
+    for wrong in (other_default, other_kind, other_name):
+        for decorator in (sync_form(aoperation), arguments_of(aoperation)):
+            with pytest.raises(TypeError, match="aoperation's parameters; they differ at"):
+                decorator(wrong)
 
 
 def test_one_field_list() -> None:

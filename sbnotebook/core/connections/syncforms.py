@@ -1,9 +1,12 @@
-"""The sync form of an async operation, written once: the async function holds the body and the
-explicit keyword signature; its sync form runs it on the live connection's event loop. And
-``with_arguments_of``: a function that reads another's arguments, with that one's signature.
+"""The sync form of an async operation, and a function that takes another's arguments: each a
+``def`` with its own signature and docstring, which help(), IPython's completion and the API
+reference (read from the source, without importing it) all show.
 
-``help()``, ``inspect.signature`` and IPython's keyword completion follow ``__wrapped__`` to the
-async function's signature, and mypy sees the same parameters (a ``ParamSpec``)."""
+``@sync_form(aoperation)`` on a ``def`` whose body never runs: the ``def`` declares the sync form
+(name, signature, docstring), the async function holds the body. ``@arguments_of(operation)`` on a
+``def`` that takes ``operation``'s arguments. Either checks, as the module loads, that the
+signature is the operation's (mypy checks the types too, through the ``ParamSpec``): the two
+cannot drift apart."""
 
 from __future__ import annotations
 
@@ -16,43 +19,52 @@ from .registry import live
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
-def sync_form(afn: Callable[P, Coroutine[Any, Any, R]], doc: str, *, grace: float = 0.0) -> Callable[P, R]:
-    """``afn`` run to its end from the calling thread (a notebook cell), on the connection named by
-    its ``connection`` keyword (the default connection when not given). ``grace``: seconds an
-    interrupted call waits for the cancelled work's clean-up (``LoopThread.run``)."""
-    body: Any = afn
-
-    @functools.wraps(afn)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        conn = live(kwargs.pop("connection", None))  # type: ignore[arg-type]
-        result: R = conn.run(body(*args, connection=conn, **kwargs), grace=grace)
-        return result
-
-    run.__name__ = run.__qualname__ = afn.__name__.removeprefix("a")
-    run.__doc__ = doc
-    return run
+def check_same_parameters(declared: Callable[..., Any], operation: Callable[..., Any]) -> None:
+    """Raise ``TypeError`` unless ``declared`` takes exactly ``operation``'s parameters: names,
+    kinds, defaults and annotations (``inspect.signature``, which follows ``__wrapped__``)."""
+    mine, theirs = inspect.signature(declared).parameters, inspect.signature(operation).parameters
+    if list(mine.values()) != list(theirs.values()):
+        differ = [n for n in dict.fromkeys([*mine, *theirs]) if mine.get(n) != theirs.get(n)]
+        raise TypeError(
+            f"{declared.__qualname__} must take {operation.__qualname__}'s parameters; they differ at "
+            + ", ".join(f"{n} ({mine.get(n)} here, {theirs.get(n)} there)" for n in differ)
+        )
 
 
-def with_arguments_of(
-    operation: Callable[P, Any],
-) -> Callable[[Callable[[dict[str, Any]], R]], Callable[P, R]]:
-    """``read(arguments)``, taking ``operation``'s arguments (``arguments``: each by name, defaults
-    filled in, refused as a call of ``operation`` would refuse them): its signature (help,
-    ``inspect.signature``, type checkers) with ``read``'s name, documentation and return type."""
-    signature = inspect.signature(operation)
+def sync_form(
+    afn: Callable[P, Coroutine[Any, Any, R]], *, grace: float = 0.0
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """The decorated ``def`` becomes ``afn`` run to its end from the calling thread (a notebook
+    cell), on the connection named by its ``connection`` keyword (the default connection when not
+    given). The ``def`` gives the name, signature (``afn``'s, checked) and docstring; its body never
+    runs. ``grace``: seconds an interrupted call waits for the cancelled work's clean-up
+    (``LoopThread.run``)."""
 
-    def decorate(read: Callable[[dict[str, Any]], R]) -> Callable[P, R]:
-        def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            given = signature.bind(*args, **kwargs)
-            given.apply_defaults()
-            return read(given.arguments)
+    def decorate(declared: Callable[P, R]) -> Callable[P, R]:
+        check_same_parameters(declared, afn)
+        body: Any = afn
 
-        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
-            setattr(call, attribute, getattr(read, attribute))
-        returns = inspect.signature(read).return_annotation
-        call.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
-        return call
+        @functools.wraps(declared)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            conn = live(kwargs.pop("connection", None))  # type: ignore[arg-type]
+            result: R = conn.run(body(*args, connection=conn, **kwargs), grace=grace)
+            return result
+
+        # The sync form stands for its async operation (help() and inspect.signature follow it).
+        run.__wrapped__ = afn  # type: ignore[assignment]
+        return run
+
+    return decorate
+
+
+def arguments_of(operation: Callable[P, Any]) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """The decorated ``def`` takes ``operation``'s arguments: checked, and returned as it is."""
+
+    def decorate(fn: Callable[P, T]) -> Callable[P, T]:
+        check_same_parameters(fn, operation)
+        return fn
 
     return decorate

@@ -240,10 +240,23 @@ async def acopy_many(
     return report
 
 
-copy_many = sync_form(
-    acopy_many,
+# grace: interrupted, the records are saved before the cell ends
+@sync_form(acopy_many, grace=2.0)
+def copy_many(
+    pattern: str,
+    *,
+    source_connection: ConnectionLike = None,
+    connection: ConnectionLike = None,
+    create: bool = False,
+    where: str | None = None,
+    max_messages: int | None = None,
+    keep_message_id: bool = False,
+    max_in_flight: int = 10,
+    progress: Callable[[Match, Report], None] | None = None,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
+) -> Report:
     """Copy the queues a glob matches (or their dead-letter queues) into the queues of the same names
     of another namespace, one ``acopy`` per entity, one Report with a part per entity (see
-    ``acopy_many`` and the module docstring).""",
-    grace=2.0,  # interrupted: the records are saved before the cell ends
-)
+    ``acopy_many`` and the module docstring)."""
+    raise NotImplementedError  # never runs: @sync_form runs acopy_many

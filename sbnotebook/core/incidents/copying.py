@@ -42,7 +42,7 @@ from typing import Any
 
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
-from ..connections.syncforms import sync_form, with_arguments_of
+from ..connections.syncforms import arguments_of, sync_form
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..operations.pipeline import FLUSH, RetryPolicy, send_all
@@ -337,15 +337,29 @@ async def acopy(
     return report
 
 
-copy = renamed(**COPY_RENAMED)(
-    sync_form(
-        acopy,
-        """Copy messages by peeking (nothing locked, no delivery counted, the source untouched) to a
+# grace: interrupted, the record is saved before the cell ends (the same command again reads it)
+@renamed(**COPY_RENAMED)
+@sync_form(acopy, grace=2.0)
+def copy(
+    source: str | EntityPath,
+    target: str | EntityPath,
+    *,
+    where: WhereLike = None,
+    max_messages: int | None = None,
+    keep_message_id: bool = False,
+    max_in_flight: int = 10,
+    progress: Callable[[Report], None] | None = None,
+    state: CopyProgress | None = None,
+    source_connection: ConnectionLike = None,
+    resume: bool = True,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
+    connection: ConnectionLike = None,
+) -> Report:
+    """Copy messages by peeking (nothing locked, no delivery counted, the source untouched) to a
     queue or topic of the same or another namespace (``source_connection``), through the send
-    pipeline, resumable (see ``acopy`` and the module docstring).""",
-        grace=2.0,  # interrupted: the record is saved before the cell ends (the same command again reads it)
-    )
-)
+    pipeline, resumable (see ``acopy`` and the module docstring)."""
+    raise NotImplementedError  # never runs: @sync_form runs acopy
 
 
 def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath, LiveConnection, EntityPath]:
@@ -364,21 +378,51 @@ def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath,
 
 
 @renamed(**COPY_RENAMED)
-@with_arguments_of(acopy)
-def copy_record(given: dict[str, Any]) -> Path:
+@arguments_of(acopy)
+def copy_record(
+    source: str | EntityPath,
+    target: str | EntityPath,
+    *,
+    where: WhereLike = None,
+    max_messages: int | None = None,
+    keep_message_id: bool = False,
+    max_in_flight: int = 10,
+    progress: Callable[[Report], None] | None = None,
+    state: CopyProgress | None = None,
+    source_connection: ConnectionLike = None,
+    resume: bool = True,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
+    connection: ConnectionLike = None,
+) -> Path:
     """The file that records an unfinished copy made with these arguments (``acopy``'s: a copy's own
     can be given as they are); it exists only while such a copy is not complete. The source, the
     target, their connections, ``where``, ``keep_message_id`` and ``max_messages`` choose it; the other
     arguments change nothing here. A copy given ``state`` or a ``where`` function keeps no record:
     ``InvalidInputError``."""
-    return _record_of(given)[0]
+    return _record_of(locals())[0]  # the arguments, by name (nothing else is defined yet)
 
 
 @renamed(**COPY_RENAMED)
-@with_arguments_of(acopy)
-def copy_resume_point(given: dict[str, Any]) -> CopyProgress | None:
+@arguments_of(acopy)
+def copy_resume_point(
+    source: str | EntityPath,
+    target: str | EntityPath,
+    *,
+    where: WhereLike = None,
+    max_messages: int | None = None,
+    keep_message_id: bool = False,
+    max_in_flight: int = 10,
+    progress: Callable[[Report], None] | None = None,
+    state: CopyProgress | None = None,
+    source_connection: ConnectionLike = None,
+    resume: bool = True,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
+    connection: ConnectionLike = None,
+) -> CopyProgress | None:
     """What an unfinished copy with these arguments (``acopy``'s, as for ``copy_record``) did, from
     its record on disk, or None (none, or its source or target was deleted and created again since:
     see ``copy_progress.created_times``). A copy with ``resume=False`` starts afresh all the same."""
-    record, src, source, dst, target = _record_of(given)
+    record, src, source, dst, target = _record_of(locals())  # the arguments, by name
     return load(record, created_times(src, source, dst, target))[0]

@@ -414,10 +414,25 @@ async def aresubmit(
     )
 
 
-resubmit = renamed(limit="max_messages")(
-    sync_form(
-        aresubmit,
-        """Move messages from ``source`` to ``target``: copy first, complete second.
+@renamed(limit="max_messages")
+@sync_form(aresubmit)
+def resubmit(
+    source: str | EntityPath,
+    *,
+    target: str | EntityPath | None = None,
+    where: WhereLike = None,
+    edit: Callable[[Record], Record | None] | None = None,
+    max_messages: int | None = None,
+    keep_message_id: bool = False,
+    allow_fan_out: bool = False,
+    max_in_flight: int = MAX_IN_FLIGHT,
+    batch_size: int = BATCH_SIZE,
+    progress: Callable[[Report], None] | None = None,
+    enqueued_after: When | None = None,
+    enqueued_before: When | None = None,
+    connection: ConnectionLike = None,
+) -> Report:
+    """Move messages from ``source`` to ``target``: copy first, complete second.
 
     ``where`` selects messages (a search expression, see ``compile_where``, or a function of a
     record; others are released untouched; one that raised on every message fails before anything
@@ -427,6 +442,5 @@ resubmit = renamed(limit="max_messages")(
     record to send (its ``body``/``body_text``/properties changed) or None to leave the message where
     it is. One outcome per message: resubmitted, skipped, duplicated or failed. ``progress(report)``
     after each batch (from the connection's thread). Run again after an interruption, it finishes
-    what is left (see the module docstring).""",
-    )
-)
+    what is left (see the module docstring)."""
+    raise NotImplementedError  # never runs: @sync_form runs aresubmit

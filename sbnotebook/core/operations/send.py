@@ -71,16 +71,26 @@ async def asend(
     return await conn.call(coro)
 
 
-send = renamed(**SEND_RENAMED)(
-    sync_form(
-        asend,
-        """Send ``messages`` (str, bytes, dicts, records, a DataFrame, any iterable) to a queue or topic
+@renamed(**SEND_RENAMED)
+@sync_form(asend)
+def send(
+    entity: str | EntityPath,
+    messages: Any,
+    *,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    one_per_send: bool = False,
+    retry: RetryPolicy | None = None,
+    progress: Callable[[Report], None] | None = None,
+    schedule_at: dt.datetime | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
+    connection: ConnectionLike = None,
+) -> Report:
+    """Send ``messages`` (str, bytes, dicts, records, a DataFrame, any iterable) to a queue or topic
     and wait for every outcome. At most ``max_in_flight`` operations at once; each operation sends as
     many messages as fit under the entity's size limit (``one_per_send=True``: one message each);
     retryable failures retried by ``retry``. ``progress(report)`` is called after each operation
-    (from the connection's thread).""",
-    )
-)
+    (from the connection's thread)."""
+    raise NotImplementedError  # never runs: @sync_form runs asend
 
 
 async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], when: dt.datetime) -> Report:
@@ -109,14 +119,15 @@ async def aschedule(
     return await conn.call(_schedule(conn, path, items, when))
 
 
-schedule = renamed(at="schedule_at")(
-    sync_form(
-        aschedule,
-        """Schedule messages to become active at ``schedule_at`` (as ``send(..., schedule_at=)``). The
+@renamed(at="schedule_at")
+@sync_form(aschedule)
+def schedule(
+    entity: str | EntityPath, messages: Any, schedule_at: dt.datetime, *, connection: ConnectionLike = None
+) -> Report:
+    """Schedule messages to become active at ``schedule_at`` (as ``send(..., schedule_at=)``). The
     report holds each message's sequence number (``[o.sequence_number for o in report]``), which
-    ``cancel_scheduled`` takes.""",
-    )
-)
+    ``cancel_scheduled`` takes."""
+    raise NotImplementedError  # never runs: @sync_form runs aschedule
 
 
 async def _cancel(
@@ -160,14 +171,21 @@ async def acancel_scheduled(
     progress: Callable[[Report], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
+    """The async form of :func:`cancel_scheduled`."""
     path = EntityPath.parse(entity)
     seqs = _seqs(sequence_numbers)
     conn = live(connection)
     return await conn.call(_cancel(conn, path, seqs, progress))
 
 
-cancel_scheduled = sync_form(
-    acancel_scheduled,
+@sync_form(acancel_scheduled)
+def cancel_scheduled(
+    entity: str | EntityPath,
+    sequence_numbers: Iterable[int],
+    *,
+    progress: Callable[[Report], None] | None = None,
+    connection: ConnectionLike = None,
+) -> Report:
     """Cancel scheduled messages by sequence number (as ``schedule`` reported them), in requests
-    of ``CANCEL_CHUNK``; ``progress(report)`` after each. One outcome per number.""",
-)
+    of ``CANCEL_CHUNK``; ``progress(report)`` after each. One outcome per number."""
+    raise NotImplementedError  # never runs: @sync_form runs acancel_scheduled

@@ -1,6 +1,17 @@
 """sbnotebook: Azure Service Bus in notebooks, with an embedded emulator.
 
 ``%load_ext sbnotebook`` registers the %sb_* magics (needs the ``notebook`` extra).
+
+Where things are (each sub-package opens with its own map):
+
+- ``core/``: the settlement library every layer above goes through (the only place that imports
+  ``azure.*``, in ``core/sdk/``); ``emulator/``: the embedded broker (imports nothing of the rest);
+- ``notebook/``: the %sb_* magics, the panels and the charts; ``spark/``: the ``servicebus`` data
+  source; ``testing/``: what the pytest plugin does once a test asks for a namespace;
+- here: ``pytest_plugin.py`` (the plugin ``servicebus``: its options, marker and fixtures),
+  ``cli.py`` (the ``sbnotebook`` command), ``topology_cli.py`` (``sbnotebook topology export``),
+  ``demo.py`` (``sbnotebook demo``), ``about.py`` (what this install is: versions, where it runs
+  from, which install command fits), ``_version.py`` (the version, written once).
 """
 
 from typing import Any

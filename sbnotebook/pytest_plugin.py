@@ -34,10 +34,22 @@ if TYPE_CHECKING:  # pragma: no cover - types only, never imported at run time
     from sbnotebook.testing.model import Namespace
     from sbnotebook.testing.namespace import SessionResources
 
+__all__ = [
+    "LIVE_ENV",
+    "servicebus_admin_client",
+    "servicebus_client",
+    "servicebus_connection_string",
+    "servicebus_emulator",
+    "servicebus_namespace",
+]
+
 LIVE_ENV = ("SERVICEBUS_CONNECTION_STRING", "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE")
+"""Where ``--servicebus-live`` finds the real namespace: a connection string, or a fully qualified
+namespace signed in to with Entra ID; one of them must be set."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """The plugin's command-line options (``--servicebus-...``), in a group of their own."""
     group = parser.getgroup("servicebus", "Service Bus namespace for tests (sbnotebook)")
     group.addoption(
         "--servicebus-latency-ms",
@@ -70,6 +82,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Declare the plugin's markers, and refuse options that do not go together (or a live run with
+    no namespace to run on) before any test starts."""
     config.addinivalue_line(
         "markers",
         "servicebus_topology(queues=None, topics=None, config=None): the entities of the test's "

@@ -5,7 +5,9 @@ The tutorials link their screenshots as ``../docs/images/...``: right when a not
 so the same link asks for ``docs/images/`` at the site's root: the images are copied there too.
 
 The magics' reference (docs/reference/magics.md) is each command's ``-h`` text, made here from the
-commands' own parsers (``sbnotebook.notebook.magics.PARSERS``) when the page is built.
+commands' own parsers (``sbnotebook.notebook.magics.PARSERS``) when the page is built. The errors'
+reference (docs/reference/errors.md) gets an entry for each class of the tree, found in the code
+(``reference_check.error_classes``, beside this file; mkdocs puts this folder on the path).
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from reference_check import error_classes  # tools/, on the path while mkdocs loads this file
+
 MAGICS_PAGE = "reference/magics.md"
 MAGICS_MARK = "<!-- the help of every magic is put here when the site is built -->"
+ERRORS_PAGE = "reference/errors.md"
+ERRORS_MARK = "<!-- an entry for each error class is put here when the site is built -->"
 
 
 def magics_help() -> str:
@@ -28,11 +34,19 @@ def magics_help() -> str:
     return "\n".join(sections)
 
 
+def error_entries() -> str:
+    """A mkdocstrings entry for each error class of the tree, where it is defined, in the tree's order."""
+    options = "    options:\n      show_root_heading: true\n      show_root_toc_entry: true\n"
+    return "\n".join(f"::: {cls.__module__}.{cls.__qualname__}\n{options}" for cls in error_classes())
+
+
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
-    if page.file.src_uri == MAGICS_PAGE:
-        if MAGICS_MARK not in markdown:
-            raise ValueError(f"{MAGICS_PAGE} lost its mark {MAGICS_MARK!r}: the magics' help has nowhere to go")
-        return markdown.replace(MAGICS_MARK, magics_help())
+    made = {MAGICS_PAGE: (MAGICS_MARK, magics_help), ERRORS_PAGE: (ERRORS_MARK, error_entries)}
+    if page.file.src_uri in made:
+        mark, make = made[page.file.src_uri]
+        if mark not in markdown:
+            raise ValueError(f"{page.file.src_uri} lost its mark {mark!r}: what is made for it has nowhere to go")
+        return markdown.replace(mark, make())
     return markdown
 
 

@@ -22,15 +22,23 @@ from typing import Any, Literal
 from .errors import EntityNameError, InvalidInputError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,259}$")
-CONNECTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")  # %sb_connect --as NAME
+CONNECTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
+"""What a connection's name may be (``%sb_connect --as NAME``, the ``NAME`` of ``NAME:ENTITY``): a
+letter or ``_`` first, then letters, digits, ``_`` and ``-``, 64 characters at most."""
 SubQueue = Literal["dead_letter", "transfer_dead_letter"] | None
 # The one spelling of the sub-queue above core (tests/core/test_one_address.py): a path's dead-letter form
 # is ``EntityPath.dead_letter``; help texts name the suffix through this constant.
 DEAD_LETTER_QUEUE = "$deadletterqueue"
+"""The suffix of a dead-letter queue's address: ``orders/$deadletterqueue``,
+``events/subscriptions/audit/$deadletterqueue``."""
 
 
 @dataclass(frozen=True)
 class EntityPath:
+    """An entity's address, parsed once: a queue or topic ``name``, a ``subscription`` of that topic,
+    and a ``sub_queue`` (its dead-letter queue, or its transfer dead-letter queue).
+    ``EntityPath.parse("events/subscriptions/audit/$deadletterqueue")``; ``str()`` gives the address back."""
+
     name: str  # queue or topic
     subscription: str | None = None
     sub_queue: SubQueue = None

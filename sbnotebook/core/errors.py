@@ -121,7 +121,9 @@ def redact(text: str) -> str:
 
 
 class SbError(Exception):
-    """Base of every sbnotebook error."""
+    """Base of every sbnotebook error: its ``message`` (one line, secrets redacted), the broker's
+    ``tracking_id`` and AMQP error ``condition`` where known, and ``retryable``: whether trying again
+    could help."""
 
     def __init__(
         self,
@@ -140,31 +142,31 @@ class SbError(Exception):
 
 
 class ConfigurationError(SbError):
-    pass
+    """Connection settings that are missing or wrong (a connection string, a credential reference)."""
 
 
 class EntityNameError(SbError, ValueError):
-    pass
+    """A malformed entity address (``orders//x``, a ``:`` where a connection's name does not belong)."""
 
 
 class EntityNotFoundError(SbError):
-    pass
+    """The entity does not exist on the namespace."""
 
 
 class InvalidInputError(SbError, ValueError):
-    pass
+    """Messages or options the kit cannot use (bad JSON, a bad type or value)."""
 
 
 class MessageTooLargeError(SbError):
-    pass
+    """A message over the entity's size limit."""
 
 
 class LockLostError(SbError):
-    pass
+    """A message's lock expired or was lost before it was settled."""
 
 
 class ServiceError(SbError):
-    pass
+    """Any other failure Service Bus reported (``retryable`` says whether trying again could help)."""
 
 
 class SessionLockedError(ServiceError):
@@ -334,6 +336,7 @@ def is_no_session_available(exc: BaseException) -> bool:
     return "No session is available" in str(exc)
 
 
-# What a failed call to Service Bus can raise: the kit's errors, and the SDK's own where a layer
-# above calls the SDK through a core object (a batch's receiver, a panel's client).
 SERVICE_ERRORS: tuple[type[Exception], ...] = (SbError, AzureError)
+"""What a failed call to Service Bus can raise (``except core.SERVICE_ERRORS``): the kit's errors,
+and the SDK's own where a layer above calls the SDK through a core object (a batch's receiver, a
+panel's client)."""

@@ -23,8 +23,8 @@ from typing import Any
 from .errors import SbError
 from .renames import renamed
 
-# Outcomes that mean the message did not end up where it was asked to go.
 PROBLEMS = frozenset({"failed", "lock_lost", "duplicated", "not_found", "left"})
+"""The outcomes that mean a message did not end up where it was asked to go (``Report.failures``)."""
 MAX_DETAILS = 10_000
 OUTCOME_COLUMNS = (
     "index",

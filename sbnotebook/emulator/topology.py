@@ -139,6 +139,10 @@ class QueueConfig:
 
 @dataclass
 class Topology:
+    """The emulator's namespace, queues, topics (with subscriptions and rules) and its extensions
+    (faults, Entra ID principals, shared access policies): Microsoft's emulator Config.json as read
+    by ``Topology.from_file`` or ``Topology.from_dict``."""
+
     namespace: str = "sbemulatorns"
     queues: list[QueueConfig] = field(default_factory=list)
     topics: list[TopicConfig] = field(default_factory=list)
@@ -422,7 +426,10 @@ DEFAULT_TOPOLOGY: dict[str, Any] = {
         ]
     }
 }
+"""The entities an emulator started without a topology has, in Microsoft's Config.json form
+(docs/emulator.md has them as a table)."""
 
 
 def default_topology() -> Topology:
+    """``DEFAULT_TOPOLOGY`` as a ``Topology``."""
     return Topology.from_dict(DEFAULT_TOPOLOGY)

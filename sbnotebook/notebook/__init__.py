@@ -1,4 +1,17 @@
-"""The notebook layer: IPython magics, ipywidgets panels and plotly charts, all built on sbnotebook.core."""
+"""The notebook layer: IPython magics, ipywidgets panels and plotly charts, all built on sbnotebook.core.
+
+Where to change what:
+
+- ``magics/``: the %sb_* commands (one module per command family); ``widgets/``: the panels;
+- ``plots.py``: the charts, plain functions returning plotly figures;
+- what the magics and panels share, none of it importing IPython or ipywidgets: ``addresses.py``
+  (``NAME:ENTITY``, which connection an entity belongs to), ``cells.py`` (reading what analysts
+  type: cell bodies, row selections, times), ``edits.py`` (a resubmit's merge patch and property
+  edits, with their diff), ``purging.py`` (what a purge or a cancel will remove, counted first),
+  ``export.py`` (the JSON lines format, from core), ``config.py`` (``[tool.sbnotebook]`` in
+  pyproject.toml);
+- here: ``%load_ext sbnotebook`` (registers the magics and their completion once per shell).
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,22 @@
     df = spark.read.format("servicebus").option("entity", "orders").load()
 
 See docs/spark.md for the options and guarantees.
+
+Where to change what:
+
+- the data source: ``source.py`` (the ``servicebus`` format: read, write, readStream), ``spec.py``
+  (what a read, a stream or a write was given, parsed once), ``options.py`` (the option names and
+  one parser per kind of value), ``reading.py`` (what each read partition does, on the executors),
+  ``streaming.py`` (the micro-batch source that settles after commit), ``writing.py`` (each task
+  sends its rows through ``core.send``), ``pushdown.py`` (Spark's filters as a read's bounds);
+- the columns: ``schema.py`` (the record schema as Spark and Arrow types), ``bodies.py``,
+  ``body_schema.py`` and ``body_stream.py`` (``bodyFormat=json``: the body's columns, its inferred
+  schema, the schema a stream's checkpoint records);
+- the second phase of ``mode=defer``: ``settle.py`` (``settle``, ``requeue``), ``deferred.py``
+  (deferred messages by sequence number);
+- the connection: ``registered.py`` (the one ``register()`` resolved in this process),
+  ``secrets.py`` (secret references, resolved where they are used);
+- here: ``register``, ``local_session``, ``infer_body_schema``, ``to_spark``, ``from_spark``, ``write``.
 """
 
 from __future__ import annotations

@@ -31,6 +31,8 @@ def columns_ddl(columns: Columns) -> str:
 
 
 RECORD_DDL = columns_ddl((f.name, f.kind) for f in FIELDS)
+"""The record schema (``core.FIELDS``) as Spark DDL: the columns of every read of the data source
+(``record_schema()`` is the same as a ``StructType``)."""
 
 # Spark types a write accepts for each kind of sendable field (a string body is sent as text).
 _WRITABLE = {

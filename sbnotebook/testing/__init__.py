@@ -1,2 +1,16 @@
 """What the pytest plugin ``servicebus`` (``sbnotebook/pytest_plugin.py``) does once a test asks
-for a namespace: loaded by its fixtures only, never when the plugin itself loads."""
+for a namespace: loaded by its fixtures only, never when the plugin itself loads.
+
+Where to change what:
+
+- ``namespace.py``: a fresh namespace per test (an emulator of its own, or live entities), and
+  what the whole session shares; ``model.py``: ``Namespace``, what a test gets;
+- ``topology.py``: the ``servicebus_topology`` marker as a topology; ``clock.py``: the
+  ``servicebus_clock`` marker;
+- ``live.py``: ``--servicebus-live``, the same tests on a real namespace (uniquely named entities,
+  created and deleted through the administration API).
+"""
+
+from .model import Namespace
+
+__all__ = ["Namespace"]

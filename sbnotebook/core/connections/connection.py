@@ -28,7 +28,10 @@ from ..sdk.api import TransportType, default_azure_credential
 
 _log = logging.getLogger("sbnotebook.connection")
 ENV_CONNECTION_STRING = "SERVICEBUS_CONNECTION_STRING"
+"""The environment variable a connection string is read from when no connection is given."""
 ENV_NAMESPACE = "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"
+"""The environment variable a namespace signed in to with Entra ID is read from when no connection
+is given."""
 Kind = Literal["connection-string", "entra-id", "emulator"]
 
 

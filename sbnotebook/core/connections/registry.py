@@ -76,6 +76,8 @@ class _Registry:
 
 registry = _Registry()
 ConnectionLike = str | Connection | LiveConnection | None
+"""What every ``connection=`` takes: a connection string, ``Connection`` settings, a live connection,
+or None (the documented resolution order)."""
 
 
 @renamed(namespace="fully_qualified_namespace")

@@ -50,6 +50,8 @@ def is_glob(text: str) -> bool:
 
 @dataclass(frozen=True)
 class Match:
+    """One entity a glob matched (``copy_many``): where it is copied from and to."""
+
     source: EntityPath  # a queue, or its dead-letter queue
     target: EntityPath  # the queue of the same name in the target namespace
 

@@ -38,7 +38,8 @@ from ..views.search import WhereLike, as_where
 from ..views.where import Where
 
 Record = dict[str, Any]
-TAIL_INTERVAL = 1.0  # seconds between two polls
+TAIL_INTERVAL = 1.0
+"""Seconds between two polls of a tail, by default (``tail(interval=)``)."""
 KEEP = 10_000  # records a tail keeps for its DataFrame (the last ones): a tail may run for hours
 
 

@@ -25,6 +25,10 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class EntityCounts:
+    """An entity's message counts, as the administration API gives them (``counts``,
+    ``list_entities``): active, dead-lettered, scheduled, in transfer, the ``total`` Service Bus
+    reports, and the size in bytes."""
+
     entity: str
     active: int
     dead_letter: int

@@ -18,7 +18,9 @@ from .window import When, enqueued_at, enqueued_window, locate, scan_span
 
 Record = dict[str, Any]
 SAMPLE = 200  # scanned records a page keeps to explain an empty search
-MAX_SCANNED = 10_000  # messages a search looks through by default (%sb_peek --max-scanned, the browser)
+MAX_SCANNED = 10_000
+"""Messages a search looks through by default (``peek(max_scanned=)``, ``%sb_peek --max-scanned``,
+the browser) before it stops and says so."""
 
 
 @dataclass

@@ -50,6 +50,9 @@ class Stop:
 
 @dataclass(frozen=True)
 class DeadLetter:
+    """Dead-letter this message, with this ``reason`` and ``description`` (to the native dead-letter
+    queue, or to the policy's ``dead_letter_to``)."""
+
     reason: str
     description: str | None = None
 
@@ -59,6 +62,11 @@ Result = type[Done] | type[Skip] | type[Retry] | type[Stop] | DeadLetter | None
 
 @dataclass(frozen=True)
 class Policy:
+    """How ``process`` settles what a handler did not decide: a handler that raised is abandoned
+    (``on_error="abandon"``: the delivery count rises) or dead-lettered (``"dead_letter"``, reason
+    ``HandlerError``); ``dead_letter_to`` sends every dead-lettered message to that queue or topic
+    instead of the native dead-letter queue (copy first, then complete)."""
+
     on_error: Literal["abandon", "dead_letter"] = "abandon"
     dead_letter_to: str | None = None  # a queue or topic instead of the native DLQ (with fault metadata)
 

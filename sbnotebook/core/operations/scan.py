@@ -35,7 +35,8 @@ from ..sdk.api import SessionLockLostError
 from ..sdk.opening import close_now, open_without_sleeps
 from ..views.records import to_record
 
-PAGE_SIZE = 250  # the most the SDK returns per peek call in practice
+PAGE_SIZE = 250
+"""Messages asked for per peek call: the most the SDK returns per peek call in practice."""
 DEFAULT_MAX_IN_FLIGHT = 16  # windows in flight: at 80 ms, 20,000 messages take 0.91 s warm (8: 1.25 s, 24: 0.85 s)
 STATES = ("active", "deferred", "scheduled")
 

@@ -112,6 +112,7 @@ async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], wh
 async def aschedule(
     entity: str | EntityPath, messages: Any, schedule_at: dt.datetime, *, connection: ConnectionLike = None
 ) -> Report:
+    """The async form of :func:`schedule`."""
     path = EntityPath.parse(entity)
     when = as_datetime(schedule_at)
     items = [to_message(m) for m in iter_input(messages)]

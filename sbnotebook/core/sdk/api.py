@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from azure.core.exceptions import AzureError
+from azure.servicebus import NEXT_AVAILABLE_SESSION as _NEXT_AVAILABLE_SESSION
 from azure.servicebus import (
-    NEXT_AVAILABLE_SESSION,
     ServiceBusMessage,
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
@@ -38,6 +38,10 @@ from azure.servicebus.management import (
     SqlRuleFilter,
     TrueRuleFilter,
 )
+
+NEXT_AVAILABLE_SESSION = _NEXT_AVAILABLE_SESSION
+"""The SDK's own value, passed on: ``receive(entity, session_id=NEXT_AVAILABLE_SESSION)`` takes
+whichever session is free."""
 
 __all__ = [
     "NEXT_AVAILABLE_SESSION",

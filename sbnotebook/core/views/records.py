@@ -31,7 +31,6 @@ class Field:
     shown: bool = True  # in the widgets' message tables
 
 
-# The one list of record fields. Body first: what the message says comes before how it travelled.
 FIELDS: tuple[Field, ...] = (
     Field("body_text", "string", "the body decoded as UTF-8 text; None for binary bodies"),
     Field("application_properties", "map", "application properties; non-string values JSON-encoded", True),
@@ -57,7 +56,10 @@ FIELDS: tuple[Field, ...] = (
     Field("body", "binary", "the body bytes, whatever the AMQP body type", True, shown=False),
     Field("entity", "string", "the entity it was read from", shown=False),
 )
+"""The one list of record fields, each with its kind and what it holds. Body first: what the
+message says comes before how it travelled."""
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS)
+"""The record's field names, in ``FIELDS``' order: the columns of every DataFrame of records."""
 SENDABLE_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS if f.sendable)
 SHOWN_FIELDS: tuple[str, ...] = tuple(f.name for f in FIELDS if f.shown)
 RECORD_KIND: dict[str, str] = {f.name: f.kind for f in FIELDS}

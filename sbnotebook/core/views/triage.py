@@ -33,9 +33,13 @@ from .signatures import signature
 
 SIGNATURE = "signature"  # not a record field: computed from the reason and the description
 GROUP_FIELDS: tuple[str, ...] = ("dead_letter_reason", "dead_letter_error_description", "subject", SIGNATURE)
+"""What ``group_counts`` can group dead-lettered messages by (its ``by``): three record fields and the
+``signature`` (the reason and description with their variable parts masked)."""
 MAX_GROUPS = 1_000  # distinct values kept per field: error descriptions can be unique per message
 NONE = "(none)"  # the group of messages without the field
-OTHER = "(other values)"  # what is counted once a field has MAX_GROUPS distinct values
+OTHER = "(other values)"
+"""The group (``core.GROUP_OTHER``) a field's messages are counted under once it has ``max_groups``
+distinct values."""
 TABLE_COLUMNS = ("messages", "oldest", "newest", "example_description", "first_sequence_number")
 
 log = logging.getLogger(__name__)

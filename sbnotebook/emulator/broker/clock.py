@@ -35,6 +35,8 @@ class Clock(Protocol):
 
 
 class SystemClock:
+    """The emulator's default clock: real time."""
+
     def now(self) -> float:
         return time.time()
 

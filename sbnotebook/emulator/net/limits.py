@@ -21,7 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-MAX_CONNECTIONS = 5000  # Service Bus Standard: AMQP connections per namespace
+MAX_CONNECTIONS = 5000
+"""AMQP connections an emulator accepts at once by default (``Emulator(max_connections=)``): Service
+Bus Standard's cap per namespace."""
 # Seconds a connection the emulator closed has to answer the close before its socket is dropped
 CLOSE_GRACE = 5.0
 

@@ -23,7 +23,10 @@ from datetime import datetime
 from typing import Protocol
 
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
-DEFAULT_KEY = "SAS_KEY_VALUE"  # as in Microsoft's Service Bus emulator
+"""The name of the emulator's shared access key (``Emulator(key_name=)``), as on Azure."""
+DEFAULT_KEY = "SAS_KEY_VALUE"
+"""The published key of Microsoft's Service Bus emulator: an emulator on loopback given no key uses
+it; on an address other machines reach it is refused, and no key given means a random one."""
 # Service Bus's claims (rights). The emulator's one key is a RootManageSharedAccessKey: all three.
 SEND, LISTEN, MANAGE = "Send", "Listen", "Manage"
 ALL_RIGHTS = frozenset({SEND, LISTEN, MANAGE})

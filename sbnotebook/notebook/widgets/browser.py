@@ -20,7 +20,10 @@ from .render import guard
 
 
 class MessageBrowser(GridSelection, W.VBox):
-    """Read-only: peeks never lock and never count a delivery."""
+    """Page through ``entity`` (its dead-letter queue with ``dlq=True``) by sequence number,
+    ``page_size`` messages at a time; search (looking through at most ``max_scanned`` messages),
+    inspect a message, export the entity. Read-only: peeks never lock and never count a delivery.
+    ``connections``: the named connections an entity typed as ``NAME:ENTITY`` is looked up in."""
 
     @renamed(dead_letter="dlq", scan_limit="max_scanned")
     def __init__(

@@ -21,6 +21,9 @@ def _properties(text: str) -> dict[str, Any]:
 
 
 class EntityPanel(W.VBox):
+    """The namespace's queues, topics and subscriptions with their counts; create, update or delete
+    them and a subscription's rules (a delete waits for the entity's name typed back)."""
+
     def __init__(self, *, connection: ConnectionLike = None) -> None:
         self.connection = live_connection(connection)
         self.status = W.HTML()

@@ -18,6 +18,9 @@ from .render import guard
 
 
 class PurgePanel(W.VBox):
+    """Purge the chosen kinds of ``entity``'s messages (active, deferred, scheduled, its dead-letter
+    queue), or cancel scheduled ones, each after the count is shown and the word typed back."""
+
     def __init__(self, entity: str, *, connection: ConnectionLike = None) -> None:
         self.connection = live_connection(connection)
         self.entity = entity

@@ -17,6 +17,11 @@ from .render import guard
 
 
 class SendPanel(W.VBox):
+    """Compose one message for ``entity`` (body, content type, subject, application properties,
+    schedule time), or ``send_dataframe(df)``; each send goes through ``core.send`` with at most
+    ``max_in_flight`` in flight, and the panel shows its progress and ``Report``. ``connections``:
+    the named connections an entity typed as ``NAME:ENTITY`` is looked up in."""
+
     def __init__(
         self,
         entity: str,

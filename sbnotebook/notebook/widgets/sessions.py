@@ -26,6 +26,10 @@ def _label(s: SessionInfo) -> str:
 
 
 class SessionsPanel(W.VBox):
+    """The sessions of a session-enabled ``entity`` (at most ``max_sessions``; ``updated_after``: those
+    whose state was set after that time): peek one's messages (at most ``max_messages``), view and edit
+    its state, each change confirmed first."""
+
     @renamed(limit="max_sessions", peek_count="max_messages")
     def __init__(
         self,

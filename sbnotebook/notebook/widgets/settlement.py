@@ -17,6 +17,10 @@ from .render import detail_html, guard, row_label
 
 
 class SettlementPanel(W.VBox):
+    """Settle the rows of a locked ``batch`` (``core.receive``): Complete, Abandon, Dead-letter or
+    Defer the selected rows (``act(operation, rows)`` returns the ``Report``), with each lock's
+    countdown refreshed every ``tick`` seconds (0: no countdown) and auto-renewal bound to the batch."""
+
     def __init__(self, batch: LockedBatch, *, tick: float = 1.0) -> None:
         self.batch = batch
         self.problems: dict[int, tuple[str, Outcome]] = {}  # row -> (operation, what went wrong)

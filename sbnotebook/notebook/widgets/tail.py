@@ -19,6 +19,10 @@ SHOWN = 200  # rows the panel's table keeps (the tail keeps more for to_pandas()
 
 
 class TailPanel(W.VBox):
+    """``core.tail`` as a panel, on a thread of its own: the messages arriving in ``entity`` (peeked
+    every ``interval`` seconds, for ``seconds`` or until ``stop()``; ``where``: a search;
+    ``from_sequence_number``: where to start) and their rate, while the cell returns at once."""
+
     def __init__(
         self,
         entity: str | EntityPath,

@@ -47,7 +47,10 @@ PROGRESS_EVERY = 0.25  # seconds between two redraws while counting
 
 
 class TriagePanel(GridSelection, W.VBox, TriageActions):
-    """Everything destructive (resubmit moves, discard removes) waits for an explicit confirmation."""
+    """Dead-letter triage of ``entity``'s dead-letter queue (``entity``: the queue or subscription, or
+    its dead-letter queue): its messages grouped by reason, error description, subject or signature, from a first page
+    of ``max_messages``; inspect, repair in bulk, resubmit (copy first) or discard. Everything
+    destructive (resubmit moves, discard removes) waits for an explicit confirmation."""
 
     @renamed(limit="max_messages")
     def __init__(self, entity: str, *, connection: ConnectionLike = None, max_messages: int = PAGE) -> None:

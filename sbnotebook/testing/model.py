@@ -30,6 +30,7 @@ class Namespace:
         return f"<servicebus Namespace {kind} {self.fully_qualified_namespace} entities={sorted(self.names)}>"
 
     def name(self, entity: str) -> str:
+        """The real name of ``entity``, as the test's ``servicebus_topology`` marker names it."""
         try:
             return self.names[entity]
         except KeyError:

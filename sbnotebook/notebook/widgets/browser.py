@@ -156,16 +156,19 @@ class MessageBrowser(GridSelection, W.VBox):
         self.jump(self.jump_box.value)
 
     def jump(self, sequence_number: int) -> None:
+        """Show the page that starts at ``sequence_number``."""
         self.history.clear()
         self._load(max(int(sequence_number), 1))
 
     def next_page(self) -> None:
+        """Show the next page."""
         if not self.records:
             return
         self.history.append(self.start)
         self._load(self.next_start)
 
     def previous_page(self) -> None:
+        """Show the page before this one."""
         if self.history:
             self._load(self.history.pop())
 

@@ -92,6 +92,7 @@ class EntityPanel(W.VBox):
         return self.selected
 
     def refresh(self) -> None:
+        """List the entities and their counts again."""
         self.cancel()
         rows = core.list_entities(connection=self.connection)
         keep = self.selected
@@ -129,6 +130,7 @@ class EntityPanel(W.VBox):
         self.detail.value = text
 
     def create(self) -> dict[str, Any]:
+        """Create the entity of the form's kind and name, with the properties in the JSON box."""
         name = self.name.value.strip()
         if not name:
             raise InvalidInputError("Give the new entity a name.")
@@ -141,6 +143,7 @@ class EntityPanel(W.VBox):
         return made
 
     def update(self) -> dict[str, Any]:
+        """Change the selected entity's properties to those in the JSON box; says each before -> after."""
         entity = self._need()
         props = _properties(self.props.value)
         if not props:
@@ -153,6 +156,7 @@ class EntityPanel(W.VBox):
         return change
 
     def ask_delete(self) -> None:
+        """Ask to delete the selected entity, saying what it holds; nothing is deleted before its name is typed back."""
         entity = self._need()
         kind = core.entity_properties(entity, connection=self.connection)["kind"]
         held = ""
@@ -165,6 +169,7 @@ class EntityPanel(W.VBox):
         )
 
     def confirm_delete(self, typed: str) -> str:
+        """Delete the entity asked about when ``typed`` is its name (else nothing is deleted); its kind."""
         kind: str = self.confirm_row.take(typed)()
         return kind
 
@@ -175,9 +180,11 @@ class EntityPanel(W.VBox):
         return kind
 
     def cancel(self) -> None:
+        """Drop the question asked, if any: nothing changes."""
         self.confirm_row.cancel()
 
     def add_rule(self) -> core.RuleInfo:
+        """Add the rule in the form (its name and SQL filter) to the selected subscription."""
         entity = self._need()
         if not self.rule_name.value.strip() or not self.rule_sql.value.strip():
             raise InvalidInputError("A rule needs a name and a SQL filter.")
@@ -193,6 +200,7 @@ class EntityPanel(W.VBox):
         return rule
 
     def delete_rule(self) -> None:
+        """Delete the rule named in the form from the selected subscription."""
         entity, name = self._need(), self.rule_name.value.strip()
         if not name:
             raise InvalidInputError("Give the name of the rule to delete.")

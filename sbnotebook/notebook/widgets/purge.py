@@ -71,6 +71,8 @@ class PurgePanel(W.VBox):
         self._ask(plan.describe(), "purge", lambda: plan.run(self._progress, connection=self.connection))
 
     def ask_cancel_scheduled(self) -> None:
+        """Ask to cancel the scheduled messages the box names (``all`` or sequence numbers); nothing is
+        cancelled before ``cancel`` is typed back."""
         numbers = scheduled_to_cancel(self.entity, self.which.value or "", connection=self.connection)
         if not numbers:
             self.cancel()
@@ -87,6 +89,7 @@ class PurgePanel(W.VBox):
         self.progress.value = min(report.total, self.progress.max)
 
     def confirm(self, typed: str) -> list[Report]:
+        """Do what was asked when ``typed`` is the word asked for (else nothing happens); the Reports."""
         reports: list[Report] = self.confirm_row.take(typed)()
         self.reports.extend(reports)
         self.progress.value = self.progress.max
@@ -94,4 +97,5 @@ class PurgePanel(W.VBox):
         return reports
 
     def cancel(self) -> None:
+        """Drop the question asked, if any: nothing changes."""
         self.confirm_row.cancel()

@@ -106,4 +106,5 @@ class SendPanel(W.VBox):
         return report
 
     def send_dataframe(self, frame: Any) -> Report | None:
+        """Send ``frame``'s rows (a DataFrame) as messages: ``send(frame)``."""
         return self.send(frame)

@@ -83,6 +83,7 @@ class SessionsPanel(W.VBox):
         return str(value) if value is not None else None
 
     def refresh(self) -> None:
+        """List the sessions again."""
         self.cancel()
         self.sessions = core.list_sessions(
             self.entity, updated_after=self.updated_after, max_sessions=self.max_sessions, connection=self.connection
@@ -109,6 +110,8 @@ class SessionsPanel(W.VBox):
         return self.selected
 
     def ask_save(self) -> None:
+        """Ask to save the editor's text as the selected session's state (JSON is checked), showing it
+        now and after."""
         session_id = self._need_session()
         new = self.state.value.strip()
         if not new:
@@ -121,6 +124,7 @@ class SessionsPanel(W.VBox):
         self._ask(session_id, new)
 
     def ask_clear(self) -> None:
+        """Ask to clear the selected session's state, showing it now and after."""
         self._ask(self._need_session(), "")
 
     @property
@@ -138,6 +142,7 @@ class SessionsPanel(W.VBox):
         )
 
     def confirm(self) -> None:
+        """Make the change asked about."""
         self.confirm_row.take()()
 
     def _save(self, session_id: str, new: str) -> None:
@@ -146,6 +151,7 @@ class SessionsPanel(W.VBox):
         self.status.value = f"Session {html.escape(session_id)}: state {'replaced' if new else 'cleared'}."
 
     def cancel(self) -> None:
+        """Drop the question asked, if any: nothing changes."""
         self.confirm_row.cancel()
 
     def peek(self) -> None:

@@ -72,6 +72,7 @@ class SettlementPanel(W.VBox):
                 self._relabel()
 
     def close(self) -> None:
+        """Stop the countdown and close the panel (the batch stays as it is)."""
         self._stop.set()
         super().close()
 
@@ -120,6 +121,7 @@ class SettlementPanel(W.VBox):
             self.rows.value = tuple(i for i in selected if i < len(options))
 
     def refresh(self) -> None:
+        """Redraw the rows' labels, the locks line and the status line."""
         with self._view:
             self._relabel()
             self._show_locks()
@@ -136,6 +138,7 @@ class SettlementPanel(W.VBox):
     # ---------------------------------------------------------- actions
 
     def select(self, rows: list[int]) -> None:
+        """Select these rows (what the actions act on by default)."""
         self.rows.value = tuple(rows)
 
     def act(self, action: str, rows: list[int] | None = None) -> Report | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -57,13 +58,13 @@ def parameters_of(obj: Any) -> tuple[str, ...] | None:
     return tuple(n for n in signature.parameters if not n.startswith("_") and n not in ("self", "cls"))
 
 
-def error_classes() -> list[type]:
+def error_classes(without: Collection[str] = ()) -> list[type]:
     """Every error class of the tree a public module exports (its ``__all__``), depth first from
-    ``SbError``, each level by name."""
+    ``SbError``, each level by name; none of the modules ``without`` (not installed, say)."""
     from sbnotebook.core import SbError
 
     exported = set()
-    for module in ERROR_MODULES:
+    for module in (m for m in ERROR_MODULES if m not in without):
         mod = importlib.import_module(module)
         exported |= {obj for obj in (getattr(mod, n) for n in mod.__all__) if inspect.isclass(obj)}
 
@@ -74,15 +75,16 @@ def error_classes() -> list[type]:
     return [cls for cls in below(SbError) if cls in exported]
 
 
-def documented() -> dict[str, list[Public]]:
-    """Each reference page and the public names it must show."""
+def documented(without: Collection[str] = ()) -> dict[str, list[Public]]:
+    """Each reference page and the public names it must show, but those of the modules ``without``
+    (``sbnotebook.spark`` where pyspark is not installed)."""
     pages: dict[str, list[Public]] = {}
     for page, modules in PAGES.items():
         pages[page] = []
-        for module in modules:
+        for module in (m for m in modules if m not in without):
             mod = importlib.import_module(module)
             pages[page] += [Public(module, n, parameters_of(getattr(mod, n))) for n in mod.__all__]
-    pages[ERRORS_PAGE] = [Public(c.__module__, c.__qualname__, parameters_of(c)) for c in error_classes()]
+    pages[ERRORS_PAGE] = [Public(c.__module__, c.__qualname__, parameters_of(c)) for c in error_classes(without)]
     return pages
 
 

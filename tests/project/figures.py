@@ -12,7 +12,8 @@ size (``B``, ``KB``, ``KiB``, ``MB``, ``MiB``, ``GB``, ``GiB``, ``bytes``), a ra
 2. A figure set by the words right before it is a specification: *default*, *at most*, *up to*,
    *limit*, *maximum*, *timeout*, *deadline*, *every*, *target*, *simulated*, *documented*, ... (the
    three words before the number), or by the noun right after its unit: a ``5 s lock``, a
-   ``30 s keep-alive``, a ``256 KB limit``, a ``70 ms round trip`` given to the emulator.
+   ``30 s keep-alive``, a ``256 KB limit``, a ``70 ms round trip`` given to the emulator; and so is
+   every figure of a sentence that cites documentation or quotas (Service Bus's, the SDK's).
 3. Otherwise it is a measurement when it looks like one: a decimal (``0.45 s``, ``2.1 RT``), a
    range (``0.36-0.46 s``), a ratio or a rate (``996x``, ``12,132 msg/s``, ``0.13 of a full
    read``), or a whole number a measuring word comes right before (*took*, *about*, *~*,
@@ -54,6 +55,7 @@ SETTING_AFTER = re.compile(
     r"latency|delay|sleeps?|intervals?|budget|by default|default)",
     re.I,
 )
+CITED = re.compile(r"\bdocument(?:s|ed|ation)\b|\bquotas?\b", re.I)  # what Service Bus or the SDK documents
 MEASURING_BEFORE = re.compile(
     r"(?:\b(?:took|takes|take|taking|measured|median|mean|average|about|around|roughly|nearly|peak|peaked|"
     r"costs?|faster|slower)\W*|~\s*)$",
@@ -102,12 +104,18 @@ def _words_before(text: str, start: int, n: int = 3) -> str:
     return " ".join(head.split()[-n:]) + (" " if head.endswith(" ") else "")
 
 
+def _sentence(text: str, start: int, end: int) -> str:
+    head = re.split(r"[.;!?]\s", text[:start])[-1]
+    return head + text[start:end] + re.split(r"[.;!?]\s", text[end:])[0]
+
+
 def measurements(text: str) -> list[str]:
     """The figures of one unit of prose that rules 2-4 call measurements."""
     found: list[str] = []
     for m in FIGURE.finditer(text):
         before = _words_before(text, m.start())
-        if SETTING_BEFORE.search(before) or SETTING_AFTER.match(text[m.end() :]):
+        cited = CITED.search(_sentence(text, m.start(), m.end()))
+        if cited or SETTING_BEFORE.search(before) or SETTING_AFTER.match(text[m.end() :]):
             continue  # rule 2
         shaped = "." in m["num"] or m["range"] or m["times"] or m["of"] or (m["unit"] or "") in ("msg/s", "messages/s")
         if "." not in m["num"] and not m["range"] and (m["of"] or (m["unit"] or "").startswith(("RT", "round"))):

@@ -137,7 +137,7 @@ def sdk(cs: str, repeat: int) -> dict[str, float]:
         ServiceBusClient.from_connection_string(cs) as client,
         client.get_queue_receiver(QUEUE) as receiver,
         client.get_queue_sender(QUEUE) as sender,
-        admin_client(connection_string=cs, namespace=settings.namespace, emulator=True) as admin,
+        admin_client(connection_string=cs, namespace=settings.fully_qualified_namespace, emulator=True) as admin,
     ):
         receiver.peek_messages(max_message_count=1)
         out["peek 10"] = median_ms(lambda: receiver.peek_messages(max_message_count=10), repeat)

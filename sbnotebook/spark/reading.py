@@ -218,7 +218,7 @@ def read_and_delete(
             batch = receive(
                 path,
                 max_messages=min(PAGE_SIZE, left),
-                mode="receive-and-delete",
+                mode="receive_and_delete",
                 wait_seconds=wait if first else 1.0,
                 session_id=session,
                 connection=conn,

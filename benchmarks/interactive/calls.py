@@ -62,7 +62,7 @@ def own_receivers(conn: core.LiveConnection, repeat: int) -> dict[str, float]:
     only once drained) and a session (opened and closed every time: it holds its session)."""
 
     def delete_one() -> None:
-        with core.receive(QUEUE, max_messages=1, mode="receive-and-delete", connection=conn) as batch:
+        with core.receive(QUEUE, max_messages=1, mode="receive_and_delete", connection=conn) as batch:
             assert len(batch) == 1
 
     def session_one() -> float:

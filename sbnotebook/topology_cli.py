@@ -7,23 +7,44 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+class ExportParser(argparse.ArgumentParser):
+    """The export's parser. An old flag (``renamed``, docs/names.md) is taken as its new name, and
+    says once what replaced it: ``--connection`` took a connection string here, where every magic's
+    ``--connection`` names a named connection."""
+
+    renamed = {"--connection": "--connection-string"}
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        words = list(sys.argv[1:] if args is None else args)
+        for i, word in enumerate(words):
+            flag, eq, value = word.partition("=")
+            if flag in self.renamed:  # before argparse, which would take it as an abbreviation silently
+                from .core import deprecated  # the command line imports core only when it runs
+
+                deprecated(f"sbnotebook topology export {flag}", self.renamed[flag])
+                words[i] = self.renamed[flag] + eq + value
+        return super().parse_known_args(words, namespace)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    actions = parser.add_subparsers(dest="action", required=True)
+    actions = parser.add_subparsers(dest="action", required=True, parser_class=ExportParser)
     export = actions.add_parser(
         "export",
         help="write the namespace's entities and rules as Microsoft's emulator Config.json (no keys)",
         description=(
             "Read the namespace's queues, topics, subscriptions and rules through the administration API "
             "(the Manage right) and write them as Microsoft's emulator Config.json: `sbnotebook emulator "
-            "--config FILE` starts an emulator with the same entities. Without --connection or "
+            "--config FILE` starts an emulator with the same entities. Without --connection-string or "
             "--fully-qualified-namespace: SERVICEBUS_CONNECTION_STRING, then SERVICEBUS_FULLY_QUALIFIED_NAMESPACE."
         ),
     )
     where = export.add_mutually_exclusive_group()
     where.add_argument(
-        "--connection",
+        "--connection-string",
         metavar="CONN",
         help="a connection string, or env:VARIABLE holding one (keeps the key out of argv)",
     )
@@ -42,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _connection(args: argparse.Namespace) -> str | None:
-    text: str | None = args.connection
+    text: str | None = args.connection_string
     if text is not None and text.lower().startswith("env:"):
         name = text[4:]
         text = os.environ.get(name)

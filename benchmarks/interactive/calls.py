@@ -62,7 +62,7 @@ def own_receivers(conn: core.LiveConnection, repeat: int) -> dict[str, float]:
     only once drained) and a session (opened and closed every time: it holds its session)."""
 
     def delete_one() -> None:
-        with core.receive(QUEUE, max_messages=1, mode="receive-and-delete", connection=conn) as batch:
+        with core.receive(QUEUE, max_messages=1, mode="receive_and_delete", connection=conn) as batch:
             assert len(batch) == 1
 
     def session_one() -> float:
@@ -137,7 +137,7 @@ def sdk(cs: str, repeat: int) -> dict[str, float]:
         ServiceBusClient.from_connection_string(cs) as client,
         client.get_queue_receiver(QUEUE) as receiver,
         client.get_queue_sender(QUEUE) as sender,
-        admin_client(connection_string=cs, namespace=settings.namespace, emulator=True) as admin,
+        admin_client(connection_string=cs, namespace=settings.fully_qualified_namespace, emulator=True) as admin,
     ):
         receiver.peek_messages(max_message_count=1)
         out["peek 10"] = median_ms(lambda: receiver.peek_messages(max_message_count=10), repeat)

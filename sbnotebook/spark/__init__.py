@@ -99,13 +99,13 @@ def register(
 def _check_reachable(spark: Any, conn: Connection) -> None:
     """An emulator on this machine's loopback is unreachable from executors on other hosts: say so
     now, instead of letting every task fail to connect."""
-    host = conn.namespace.rsplit(":", 1)[0]
+    host = conn.fully_qualified_namespace.rsplit(":", 1)[0]
     if not conn.is_emulator or host not in ("127.0.0.1", "localhost", "::1"):
         return
     master = str(spark.conf.get("spark.master", "local") or "local")
     if not master.startswith("local"):
         raise ConfigurationError(
-            f"The emulator at {conn.namespace} listens on this machine's loopback, which executors on "
+            f"The emulator at {conn.fully_qualified_namespace} listens on this machine's loopback, which executors on "
             f"other hosts ({master}) cannot reach: run `sbnotebook emulator --host 0.0.0.0` on a host "
             "they can reach and pass its connection string (with that host name) to register()."
         )

@@ -283,7 +283,7 @@ def read_schema(spec: ReadSpec) -> Any:
         return f"{RECORD_DDL}, `{BODY_JSON}` {struct_ddl(body.schema)}, `{RESCUED}` string"
     path = spec.entity
     conn = connection_of(spec.connection)
-    struct = inferred_struct(conn, path, spec.from_sequence_number, body.sample)
+    struct = inferred_struct(conn, path, spec.body_sample_from, body.sample)
     fields = [*record_schema().fields, StructField(BODY_JSON, struct, True), StructField(RESCUED, StringType(), True)]
     return StructType(fields)
 

@@ -64,7 +64,7 @@ KNOWN_OPTIONS: dict[str, tuple[str, ...]] = {
         "sessionIds",
         "waitSeconds",
         "maxInFlight",
-        "fromSequenceNumber",
+        "bodySampleFromSequenceNumber",
         *_BODY,
     ),
     "write": (*_WHERE, "maxInFlight", "onePerSend"),
@@ -76,7 +76,11 @@ SPARK_OWN = ("path",)  # what Spark adds itself (`.load(path)`): not refused her
 # `namespace` is Spark's own word for a catalog's schema: the option says the SDK's word.
 RENAMED_OPTIONS: dict[str, dict[str, str]] = {
     "read": {"namespace": "fullyQualifiedNamespace"},
-    "stream": {"sessionId": "sessionIds", "namespace": "fullyQualifiedNamespace"},
+    "stream": {
+        "sessionId": "sessionIds",
+        "namespace": "fullyQualifiedNamespace",
+        "fromSequenceNumber": "bodySampleFromSequenceNumber",  # a stream starts at no number
+    },
     "write": {"namespace": "fullyQualifiedNamespace", "batch": "onePerSend"},
     "stream write": {"namespace": "fullyQualifiedNamespace", "batch": "onePerSend"},
 }
@@ -275,4 +279,5 @@ def entity(options: Mapping[str, str]) -> EntityPath:
 
 def summary(opts: Any) -> dict[str, Any]:
     """What is safe to show (logs, errors): no connection string."""
-    return {k: str(v) for k, v in vars(opts).items() if k != "connection"} | {"namespace": opts.connection.namespace}
+    shown = {k: str(v) for k, v in vars(opts).items() if k != "connection"}
+    return shown | {"namespace": opts.connection.fully_qualified_namespace}

@@ -74,7 +74,7 @@ def plan_peek(
     """Sequence-number ranges for a snapshot read: first..last present at planning (see
     :func:`snapshot`), split evenly, none above `stop` (a pushed-down ``sequence_number <=``). Holes
     in the numbering only make some ranges hold fewer. With a time window, the numbers that hold it,
-    found by bisection (:func:`time_bounds`), and a last range for scheduled messages below it when
+    found by a search over peeks (:func:`time_bounds`), and a last range for scheduled messages below it when
     the entity has any."""
     if window is not None and window.empty:
         return []
@@ -218,7 +218,7 @@ def read_and_delete(
             batch = receive(
                 path,
                 max_messages=min(PAGE_SIZE, left),
-                mode="receive-and-delete",
+                mode="receive_and_delete",
                 wait_seconds=wait if first else 1.0,
                 session_id=session,
                 connection=conn,

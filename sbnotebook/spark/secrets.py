@@ -56,7 +56,7 @@ class SecretRef(CredentialRef):
         return f"SecretRef({self.ref!r}{over})"
 
     @property
-    def namespace(self) -> str:
+    def fully_qualified_namespace(self) -> str:
         """What logs and summaries show instead of the namespace (resolving it would read the secret)."""
         return f"secret {self.ref}"
 
@@ -66,13 +66,13 @@ class EntraRef:
     """A namespace and where its token credential comes from (Entra ID, no key); safe to print,
     pickle and log. Each process makes the credential itself (``connection_of``)."""
 
-    namespace: str  # host[:port]
+    fully_qualified_namespace: str  # host[:port]
     credential: CredentialRef
     websockets: bool = False  # dial AMQP over WebSockets
 
     def __repr__(self) -> str:
         over = ", websockets=True" if self.websockets else ""
-        return f"EntraRef({self.namespace!r}, {self.credential.ref!r}{over})"
+        return f"EntraRef({self.fully_qualified_namespace!r}, {self.credential.ref!r}{over})"
 
 
 Source = Connection | SecretRef | EntraRef  # what options, register() and the readers carry
@@ -85,7 +85,8 @@ def over_websockets(source: Source) -> Source:
 
 def entra_ref(namespace: str, credential_ref: str) -> EntraRef:
     """``fullyQualifiedNamespace`` + ``credentialRef``, checked for form (nothing resolved here)."""
-    return EntraRef(resolve(fully_qualified_namespace=namespace).namespace, parse_credential_ref(credential_ref))
+    host = resolve(fully_qualified_namespace=namespace).fully_qualified_namespace
+    return EntraRef(host, parse_credential_ref(credential_ref))
 
 
 def source_of(
@@ -158,7 +159,7 @@ def connection_of(source: Source) -> Connection:
 
 
 def _signed_in_connection(source: EntraRef) -> Connection:
-    key = (source.namespace, source.credential.ref, source.websockets)
+    key = (source.fully_qualified_namespace, source.credential.ref, source.websockets)
     with _lock:
         found = _signed_in.get(key)
     if found is None:
@@ -168,7 +169,11 @@ def _signed_in_connection(source: EntraRef) -> Connection:
         with _lock:
             found = _signed_in.setdefault(
                 key,
-                resolve(fully_qualified_namespace=source.namespace, credential=made, websockets=source.websockets),
+                resolve(
+                    fully_qualified_namespace=source.fully_qualified_namespace,
+                    credential=made,
+                    websockets=source.websockets,
+                ),
             )
     return found
 

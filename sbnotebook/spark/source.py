@@ -142,7 +142,7 @@ class _Reader(DataSourceReader):
                 yield from reading.read_sessions_and_delete(conn, o.entity, work, o.wait_seconds, schema)
         elif o.mode == "peek":
             yield from reading.read_peek(conn, o.entity, work, schema, o.max_in_flight)
-        elif o.mode == "receive-and-delete":
+        elif o.mode == "receive_and_delete":
             yield from reading.read_and_delete(conn, o.entity, work, o.wait_seconds, schema)
         else:
             yield from reading.read_and_defer(conn, o.entity, work, o.wait_seconds, o.max_in_flight, schema)

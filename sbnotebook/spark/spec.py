@@ -22,6 +22,7 @@ from ..core import (
     EntityPath,
     SbError,
     TimeWindow,
+    deprecated,
     entity_properties,
     redact,
 )
@@ -40,7 +41,8 @@ from .options import (
 from .secrets import EntraRef, SecretRef, Source, connection_of
 
 log = logging.getLogger("sbnotebook.spark")
-MODES = ("peek", "receive-and-delete", "defer")
+MODES = ("peek", "receive_and_delete", "defer")
+OLD_MODES = {"receive-and-delete": "receive_and_delete"}  # kept for one release (docs/names.md)
 DESTRUCTIVE_BOUND = 1000  # maxMessages of a receive-and-delete or defer read that gives none: always a bound
 ALL_SESSIONS = "*"  # sessionIds: every session (a stream reads them one after another)
 DEFAULT_PER_TRIGGER = 1000  # messages per micro-batch when maxMessagesPerTrigger is not given
@@ -212,11 +214,21 @@ class ReadSpec:
     def from_sequence_number(self) -> int:
         return int_option(self.options, "fromSequenceNumber", 1, 0)
 
+    @cached_property
+    def body_sample_from(self) -> int:
+        """Where the bodies sampled for a JSON schema start: a stream's bodySampleFromSequenceNumber
+        (its old name there: fromSequenceNumber), a read's fromSequenceNumber (where the read starts)."""
+        given = int_option(self.options, "bodySampleFromSequenceNumber", None, 0)
+        return self.from_sequence_number if given is None else given
+
     def read(self) -> ReadOptions:
         """A batch read's options, checked against the entity (sessions, existence) before any job runs."""
         options = self.options
         check_known(options, "read")
         mode = (options.get("mode") or "peek").strip().lower()
+        if mode in OLD_MODES:
+            deprecated(f"the Spark option mode={mode}", f"mode={OLD_MODES[mode]}", stacklevel=2)
+            mode = OLD_MODES[mode]
         if mode not in MODES:
             raise OptionError(f"servicebus: option mode must be one of {', '.join(MODES)}, not {mode!r}.")
         path = self.entity  # a missing entity is the first thing to say
@@ -251,7 +263,7 @@ class ReadSpec:
         if session_enabled and mode == "defer":
             raise OptionError(
                 f"servicebus: {path} requires sessions, and mode=defer does not support them (a deferred session "
-                "message can be settled only by a receiver holding its session): use peek or receive-and-delete."
+                "message can be settled only by a receiver holding its session): use peek or receive_and_delete."
             )
         return replace(parsed, session_enabled=session_enabled)
 
@@ -262,6 +274,9 @@ class ReadSpec:
         _ = self.entity  # a missing entity is the first thing to say
         if options.get("mode"):
             raise OptionError("servicebus: a stream always reads in peek-lock and settles after commit; drop 'mode'.")
+        # fromSequenceNumber never said where a stream starts (it takes what is there and what arrives):
+        # on a stream it is bodySampleFromSequenceNumber's old name (schema() read it), said once here.
+        option(options, "bodySampleFromSequenceNumber", "stream")
         return self._reading(
             StreamOptions,
             wait_seconds=1.0,

@@ -81,7 +81,9 @@ def test_entities_subscriptions_named_connections_options_and_actions(
         assert completions(ip, "%sb_peek q --w") == ["--where"]
         assert completions(ip, "%sb_settle ") == ["complete", "abandon", "dead-letter", "defer", "renew", "close"]
         assert completions(ip, "%sb_settle d") == ["dead-letter", "defer"]
-        assert {"reason", "description", "subject"} <= set(completions(ip, "%sb_dlq q --summary --by "))
+        assert {"dead_letter_reason", "dead_letter_error_description", "subject"} <= set(
+            completions(ip, "%sb_dlq q --summary --by ")
+        )
         assert completions(ip, "%sb_receive q --mode r") == ["receive-and-delete"]
         # The older API (terminal IPython, some frontends) finds the same.
         assert ip.complete(None, "%sb_peek t/") == (

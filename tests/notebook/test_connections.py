@@ -73,8 +73,9 @@ def test_named_connections_beside_the_default_and_the_list_never_shows_a_key(
     assert list(line(ip, "sb_peek prod:q")["body_text"]) == ["p1", "p2"]
     assert list(line(ip, "sb_peek q")["body_text"]) == ["h1"]  # the unnamed connection stays the default
     assert list(line(ip, "sb_peek q --dlq")["body_text"]) == []
-    assert sb.bound is None and sb.connection is not None and sb.connection.namespace.endswith(f":{emulator.port}")
-    assert sb.connections["prod"].namespace.endswith(f":{prod.port}")
+    assert sb.bound is None and sb.connection is not None
+    assert sb.connection.fully_qualified_namespace.endswith(f":{emulator.port}")
+    assert sb.connections["prod"].fully_qualified_namespace.endswith(f":{prod.port}")
     listed = line(ip, "sb_connect --list")
     assert list(listed["name"]) == ["(default)", "prod"]
     assert list(listed["namespace"]) == [f"{emulator.host}:{emulator.port}", f"{prod.host}:{prod.port}"]

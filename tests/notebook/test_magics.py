@@ -173,7 +173,8 @@ def test_connect_holds_one_live_connection_and_warm_peeks_open_no_links(
     ip: Any, sb: SbMagics, emulator: Emulator, client: ServiceBusClient
 ) -> None:
     conn = sb.connection
-    assert isinstance(conn, LiveConnection) and conn.settings.namespace == f"{emulator.host}:{emulator.port}"
+    assert isinstance(conn, LiveConnection)
+    assert conn.settings.fully_qualified_namespace == f"{emulator.host}:{emulator.port}"
     send(client, "q", "a", "b")
     assert len(line(ip, "sb_peek q")) == 2
     conn.settle()  # connect()'s warm-up opens links in the background

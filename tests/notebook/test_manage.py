@@ -84,7 +84,7 @@ def test_entities_magic_create_update_show_and_delete_after_asking(
     shown = line(ip, "sb_entities show jobs").set_index("property")["value"]
     assert shown["lock_duration"] == "0:01:00" and shown["requires_session"] == "True"
     assert shown["default_message_time_to_live"] == "2:00:00"
-    line(ip, "sb_entities update jobs --max-delivery-count 8 --set user_metadata=team-a")
+    line(ip, "sb_entities update jobs --max-delivery-count 8 --property user_metadata=team-a")
     out = capsys.readouterr().out
     assert "jobs: max_delivery_count 5 -> 8" in out and "user_metadata None -> team-a" in out
     assert "cannot change later" in magic_fails(ip, "sb_entities update jobs --requires-session")

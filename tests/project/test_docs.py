@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 
 from sbnotebook.notebook import magics
 from sbnotebook.notebook.magics.settings import RENAMED_SETTINGS
+from tests.project.anchors import headings as _headings
 
 ROOT = Path(__file__).resolve().parents[2]
 PARSERS = magics.PARSERS
@@ -73,21 +73,6 @@ def test_relative_links_resolve(doc: Path) -> None:
         if not (doc.parent / file).exists():
             broken.append(target)
     assert not broken, f"{doc.name}: links to missing files: {broken}"
-
-
-def _headings(path: Path) -> set[str]:
-    """The anchors of a page's headings, as the docs site makes them (Python-Markdown's toc slugify;
-    a repeated heading gets _1, _2, ...)."""
-    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
-    found: set[str] = set()
-    for heading in re.findall(r"^#+\s+(.*?)\s*#*$", text, re.M):
-        plain = unicodedata.normalize("NFKD", heading).encode("ascii", "ignore").decode("ascii")
-        slug = re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", plain).strip().lower())
-        n = 0
-        while (f"{slug}_{n}" if n else slug) in found:
-            n += 1
-        found.add(f"{slug}_{n}" if n else slug)
-    return found
 
 
 @pytest.mark.parametrize("doc", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: p.name)

@@ -4,6 +4,8 @@ every flag, every public parameter, every Spark option, every setting), not from
 - no name a user types holds a retired word (names.md's "Retired words"), unless names.md says it is
   another idea ("Same word, another idea"); nor does a label a panel shows;
 - ``-n`` is at most N messages wherever it exists, and a short flag means one thing in every magic;
+- a flag takes one kind of value wherever it is: one metavar in every magic and command line
+  (``--connection NAME`` beside ``--connection CONN``, a connection string, were two ideas);
 - a unit is said once: a name with ``_ms`` has no twin in seconds;
 - each row's name is in every place the row says, and in no place it does not say; its cells are
   the same words (camelCase, kebab-case, a setting's command prefix);
@@ -132,6 +134,28 @@ def short_flag_problems(parsers: dict[str, argparse.ArgumentParser]) -> list[str
     return out
 
 
+def metavar_problems(parsers: dict[str, argparse.ArgumentParser]) -> list[str]:
+    """A flag that takes a value takes the same kind wherever it is, said by its metavar (``NAME``,
+    ``NAME=VALUE``, ``JSON``): ``%sb_entities --set NAME=VALUE`` beside ``%sb_session_state --set
+    JSON`` were two ideas under one word. Subcommands' flags count (``sbnotebook topology export``)."""
+    said: dict[str, dict[str, str]] = defaultdict(dict)
+
+    def walk(place: str, parser: argparse.ArgumentParser) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(f"{place} {name}", sub)
+            elif action.nargs != 0 and action.option_strings:
+                for option in action.option_strings:
+                    if option.startswith("--"):
+                        said[option][place] = str(action.metavar or action.dest.upper())
+
+    for prog, parser in parsers.items():
+        walk(prog, parser)
+    clashes = [(flag, by) for flag, by in sorted(said.items()) if len(set(by.values())) > 1]
+    return [f"{flag} takes {dict(sorted(by.items()))}" for flag, by in clashes]
+
+
 def unit_problems(typed: Iterable[Typed]) -> list[str]:
     """A unit is said once: ``ms`` only at the end of a name, and a name in milliseconds has no twin
     without a unit or in seconds (``latency`` beside ``latency_ms``)."""
@@ -218,10 +242,14 @@ def old_places(where: str) -> list[str]:
     """The places an old-names row gives, as surface.py writes them; none for a value (a search's
     word, a reference, an action) or a module's own name (``core``, ``sbspark``: test_old_names.py)."""
     named = codes(where)
+    if where.endswith(" value"):  # a value a name takes (test_old_names.py), not a name
+        return []
     if where.startswith("Spark"):
         return [f"Spark {kind}" for kind in named] if surface.spark_installed() else []
     if where.startswith("`SbMagics`"):
         return ["SbMagics"]
+    if where.startswith("`sbnotebook "):  # a command line's subcommand: its flags, as surface.py places them
+        return named
     if "action" in where or named in ([], ["core"], ["sbspark"]) or any(" " in n for n in named):
         return []
     return named
@@ -281,6 +309,12 @@ def test_n_is_at_most_n_messages_wherever_it_is() -> None:
     found = surface.parsers()
     assert sum("-n" in p._option_string_actions for p in found.values()) >= 6
     assert short_flag_problems(found) == []
+
+
+def test_a_flag_takes_one_kind_of_value_wherever_it_is() -> None:
+    found = surface.parsers()
+    assert sum("--connection" in p._option_string_actions for p in found.values()) >= 1
+    assert metavar_problems(found) == []
 
 
 def test_a_unit_is_said_once() -> None:
@@ -352,6 +386,14 @@ def test_the_checks_fail_on_a_made_up_surface() -> None:
         "%sb_made_up_peek: --max-messages without -n",
     ]
     assert unit_problems(typed) == ["core.made_up latency: the same idea as latency_ms (core.made_up) in another unit"]
+    state = argparse.ArgumentParser(prog="%sb_made_up_state", add_help=False)
+    state.add_argument("--set", metavar="JSON")
+    entities = argparse.ArgumentParser(prog="%sb_made_up_entities", add_help=False)
+    entities.add_argument("--set", metavar="NAME=VALUE", action="append")
+    entities.add_argument("--yes", action="store_true")
+    assert metavar_problems({"%sb_made_up_state": state, "%sb_made_up_entities": entities}) == [
+        "--set takes {'%sb_made_up_entities': 'NAME=VALUE', '%sb_made_up_state': 'JSON'}"
+    ]
     rows = {("magic", "--max-messages"): {"%sb_made_up_peek", "%sb_other"}, ("python", "count"): {"core.made_up"}}
     assert row_problems(typed, rows) == [
         "%sb_other: has no --max-messages",

@@ -57,6 +57,8 @@ GIVEN: dict[tuple[str, str], dict[str, Any]] = {
         "same": True,
     },
     ("core.Report", "detail_limit"): {"max_details": 3},
+    # "same": without it the constructor lacks a required argument
+    ("core.Connection", "namespace"): {"fully_qualified_namespace": "contoso.servicebus.windows.net", "same": True},
     ("TriagePanel", "limit"): {"max_messages": 3},
     ("TriagePanel.to_pandas", "limit"): {"max_messages": 2},
     ("TriagePanel.to_pandas", "stop"): {"cancel": threading.Event(), "same": True},
@@ -219,9 +221,10 @@ def _core_calls(cs: str, conn: core.LiveConnection, tmp_path: Path) -> dict[str,
         "core.acopy_then_complete": scheduled(
             lambda kw: copied_then_completed(kw, lambda *a, **k: conn.run(core.acopy_then_complete(*a, **k)))
         ),
-        "core.resolve": lambda kw: (core.resolve(**kw).kind, core.resolve(**kw).namespace),
-        "core.connect": lambda kw: core.connect(**kw).settings.namespace,
+        "core.resolve": lambda kw: (core.resolve(**kw).kind, core.resolve(**kw).fully_qualified_namespace),
+        "core.connect": lambda kw: core.connect(**kw).settings.fully_qualified_namespace,
         "core.Report": lambda kw: core.Report("send", "q", **kw).max_details,
+        "core.Connection": lambda kw: repr(core.Connection("entra-id", **kw)),
         "core.send": lambda kw: core.send("q", ["a", "b", "c"], connection=cs, **kw).stats["operations"],
         "core.asend": lambda kw: conn.run(core.asend("q", ["a", "b", "c"], connection=conn, **kw)).stats["operations"],
         "core.purge": purged(lambda kw: core.purge("once", connection=cs, **kw)),

@@ -42,6 +42,7 @@ FLAG_VALUES = {
     "--schedule": "+10m",
     "--no-batch": None,
     "--deferred": "5",
+    "--set": "user_metadata=team-a",
 }
 
 
@@ -99,7 +100,29 @@ def test_an_old_setting_sets_its_new_name_and_says_so_once(row: list[str], said:
     _setting(row[0].strip("`"), row[2].strip("`"), said, ip, tmp_path)
 
 
-@pytest.mark.parametrize("row", [r for r in OLD if r[1].startswith("Spark")], ids=lambda r: f"{r[0]} in {r[1]}")
+def is_command_line_flag(row: list[str]) -> bool:
+    return row[0].startswith("`-") and row[1].startswith("`sbnotebook ")
+
+
+@pytest.mark.parametrize("row", [r for r in OLD if is_command_line_flag(r)], ids=lambda r: f"{r[0]} in {r[1]}")
+def test_an_old_command_line_flag_is_its_new_name_and_says_so_once(row: list[str], said: Any) -> None:
+    from sbnotebook import cli
+
+    old, new, words = row[0].strip("`"), row[2].strip("`"), codes(row[1])[0].split()[1:]
+    parser = cli.build_parser()
+    renames.WARNED.clear()
+    as_old = vars(parser.parse_args([*words, old, "env:SB"]))
+    assert as_old == vars(parser.parse_args([*words, new, "env:SB"]))
+    assert as_old == vars(parser.parse_args([*words, f"{old}=env:SB"]))
+    assert as_old != vars(parser.parse_args(words)), f"{new} changes nothing"
+    once(said, f"{codes(row[1])[0]} {old}", new)
+
+
+def is_spark_option(row: list[str]) -> bool:
+    return row[1].startswith("Spark") and not row[1].endswith(" value")
+
+
+@pytest.mark.parametrize("row", [r for r in OLD if is_spark_option(r)], ids=lambda r: f"{r[0]} in {r[1]}")
 def test_an_old_spark_option_is_its_new_name_and_says_so_once(row: list[str], said: Any, emulator: Emulator) -> None:
     pytest.importorskip("pyspark")
     from sbnotebook.spark.options import KNOWN_OPTIONS, RENAMED_OPTIONS, OptionError, check_known, connection
@@ -116,6 +139,14 @@ def test_an_old_spark_option_is_its_new_name_and_says_so_once(row: list[str], sa
             both = {"entity": "sq", old: "a", new: "b", **conn}
             with pytest.raises(OptionError, match=f"as {new} and as {old}"):
                 ReadSpec(both, 2, None).stream()
+        elif new == "bodySampleFromSequenceNumber":  # a stream's JSON sample: schema() reads it, stream() says so
+            conn = {"connectionString": emulator.connection_string}
+            check_known({old: "7"}, kind)
+            as_old = ReadSpec({"entity": "q", old: "7", **conn}, 2, None)
+            assert as_old.body_sample_from == ReadSpec({"entity": "q", new: "7", **conn}, 2, None).body_sample_from == 7
+            as_old.stream()
+            with pytest.raises(OptionError, match=f"as {new} and as {old}"):
+                ReadSpec({"entity": "q", old: "7", new: "8", **conn}, 2, None).stream()
         elif new == "onePerSend":  # the opposite of the old name: batch=false is onePerSend=true
             from sbnotebook.spark.options import bool_option
 
@@ -128,7 +159,7 @@ def test_an_old_spark_option_is_its_new_name_and_says_so_once(row: list[str], sa
             host = "contoso.servicebus.windows.net"
             check_known({"entity": "q", old: host}, kind)
             assert connection({old: host}, None) == connection({new: host}, None)
-            assert connection({old: host}, None).namespace == host
+            assert connection({old: host}, None).fully_qualified_namespace == host
             with pytest.raises(OptionError, match=f"as {new} and as {old}"):
                 connection({old: host, new: host}, None)
     once(said, f"the Spark option {old}", new)  # once per process, whatever the kind
@@ -171,6 +202,17 @@ def test_the_emulators_old_latency_attribute_and_slow_down_in_seconds_still_work
             emu.slow_down("q", 0.2, latency_ms=200)
 
 
+def test_the_old_namespace_attribute_of_a_connection_is_its_fully_qualified_namespace(
+    said: Any, emulator: Emulator
+) -> None:
+    settings = core.resolve(emulator.connection_string)
+    assert settings.namespace == settings.fully_qualified_namespace == f"{emulator.host}:{emulator.port}"
+    once(said, "core.Connection.namespace", "core.Connection.fully_qualified_namespace")
+    conn = core.live_connection(emulator.connection_string)
+    assert conn.namespace == conn.fully_qualified_namespace == settings.fully_qualified_namespace
+    once(said, "core.LiveConnection.namespace", "core.LiveConnection.fully_qualified_namespace")
+
+
 def _search(old: str, new: str, said: Any) -> None:
     record = {"body_text": '{"customer": "c-7"}', "application_properties": {}}
     for expression in (f'{old} == "c-7"', f'{new} == "c-7"'):
@@ -198,7 +240,45 @@ def _credential(old: str, new: str, said: Any) -> None:
     once(said, "credentialRef databricks:NAME", new)
 
 
-VALUES = ("search", "secret reference", "`%sb_connect --secret`", "credential reference")
+def _mode(old: str, new: str, where: str, said: Any, emulator: Emulator) -> None:
+    """A mode's old value (kebab-case) reads as the new one (snake_case), and says so once."""
+    cs = emulator.connection_string
+    if where.startswith("Spark"):
+        pytest.importorskip("pyspark")
+        from sbnotebook.spark.spec import ReadSpec
+
+        def parsed(mode: str) -> str:
+            return ReadSpec({"entity": "q", "mode": mode, "connectionString": cs}, 2, None).read().mode
+
+        assert parsed(old) == parsed(new) == new
+        once(said, f"the Spark option mode={old}", f"mode={new}")
+        return
+    core.send("q", ["a", "b"], connection=cs)
+    for mode in (old, new):
+        with core.receive("q", max_messages=1, mode=mode, wait_seconds=5, connection=cs) as batch:
+            assert batch.mode == new and len(batch) == 1
+            if new == "peek_lock":
+                assert batch.complete().ok
+    assert core.peek("q", connection=cs).records == []
+    once(said, f"core.receive(mode='{old}')", f"mode='{new}'")
+
+
+def _dlq_by(old: str, new: str, said: Any) -> None:
+    dlq = PROGS["%sb_dlq"]
+    assert vars(dlq.parse_line(f"q --summary --by {old}")) == vars(dlq.parse_line(f"q --summary --by {new}"))
+    assert dlq.parse_line(f"q --by {old}").by == new != dlq.parse_line("q --by subject").by
+    once(said, f"%sb_dlq --by {old}", f"--by {new}")
+
+
+VALUES = (
+    "search",
+    "secret reference",
+    "`%sb_connect --secret`",
+    "credential reference",
+    "`%sb_dlq --by` value",
+    "`core.receive` mode value",
+    "Spark `read` mode value",
+)
 
 
 @pytest.mark.parametrize("row", [r for r in OLD if r[1] in VALUES], ids=lambda r: f"{r[0]} in {r[1]}")
@@ -206,7 +286,11 @@ def test_an_old_word_in_a_value_still_works_and_says_so_once(
     row: list[str], said: Any, request: pytest.FixtureRequest
 ) -> None:
     old, new = row[0].strip("`"), row[2].strip("`")
-    if row[1] == "search":
+    if row[1].endswith("mode value"):
+        _mode(old.strip('"'), new.strip('"'), row[1], said, request.getfixturevalue("emulator"))
+    elif row[1] == "`%sb_dlq --by` value":
+        _dlq_by(old, new, said)
+    elif row[1] == "search":
         _search(old, new, said)
     elif row[1] == "credential reference":
         _credential(old, new, said)
@@ -224,6 +308,7 @@ def test_every_old_name_has_its_check() -> None:
     checked_here = (
         is_flag,
         is_keyword,
+        is_command_line_flag,
         lambda r: r[1].startswith(("`SbMagics`", "Spark")) or r[1] in VALUES,
         lambda r: r[1] == "`core`",
         lambda r: any(p in IN_SPARK_TESTS for p in codes(r[1])),

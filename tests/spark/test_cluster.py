@@ -145,7 +145,7 @@ def test_peek_reads_every_message_once_on_two_executors(spark: Any, client: Serv
 
 def test_receive_and_delete_takes_exactly_what_it_returns(spark: Any, client: ServiceBusClient) -> None:
     send(client, "q", *[f"m{i}" for i in range(300)])
-    rows = read(spark, "q", mode="receive-and-delete", maxMessages=100, numPartitions=2, waitSeconds=2).collect()
+    rows = read(spark, "q", mode="receive_and_delete", maxMessages=100, numPartitions=2, waitSeconds=2).collect()
     assert len(rows) == 100
     assert len(drain(client, "q", wait=0.5)) == 200
 

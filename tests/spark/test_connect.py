@@ -214,7 +214,7 @@ def test_receive_and_delete_takes_exactly_what_it_returns(sp: Any, keyed: Emulat
         df = (
             sp.read.format("servicebus")
             .option("entity", "q")
-            .option("mode", "receive-and-delete")
+            .option("mode", "receive_and_delete")
             .option("maxMessages", 100)
             .option("numPartitions", 2)
             .load()

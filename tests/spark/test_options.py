@@ -30,7 +30,8 @@ def test_batch_and_stream_parse_the_shared_options_alike(emulator: Emulator, kin
     given = {"entity": "q", "connectionString": emulator.connection_string, "numPartitions": "3", "maxInFlight": "4"}
     parsed = parse(kind, given)
     assert (str(parsed.entity), parsed.num_partitions, parsed.max_in_flight) == ("q", 3, 4)
-    assert parsed.conn().namespace == parsed.connection.namespace  # settings as they are, resolved once
+    # settings as they are, resolved once
+    assert parsed.conn().fully_qualified_namespace == parsed.connection.fully_qualified_namespace
     assert parsed.wait_seconds == (5.0 if kind == "read" else 1.0)  # each kind's own default
     for bad, said in [
         ({"numPartitions": "0"}, "option numPartitions must be 1 or more, not 0."),

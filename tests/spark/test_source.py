@@ -90,7 +90,7 @@ def test_a_misspelt_option_fails_at_planning_and_deletes_nothing(
     name, instead of draining up to the default 1,000; the broker still holds all 30 messages."""
     send(client, "q", *[f"m{i}" for i in range(30)])
     with pytest.raises(Exception) as err:
-        read(sp, "q", mode="receive-and-delete", maxMesages=10).collect()
+        read(sp, "q", mode="receive_and_delete", maxMesages=10).collect()
     last = error_text(err.value).strip().splitlines()
     assert any(
         "servicebus: unknown option 'maxmesages' for a read or stream: did you mean maxMessages?" in line
@@ -136,7 +136,7 @@ def test_peek_keeps_properties_and_binary_bodies(sp: Any, client: ServiceBusClie
 
 def test_receive_and_delete_drains(sp: Any, client: ServiceBusClient) -> None:
     send(client, "q", *[f"m{i}" for i in range(300)])
-    df = read(sp, "q", mode="receive-and-delete", maxMessages=1000, numPartitions=2, waitSeconds=1)
+    df = read(sp, "q", mode="receive_and_delete", maxMessages=1000, numPartitions=2, waitSeconds=1)
     bodies = [r.body_text for r in df.select("body_text").collect()]
     assert sorted(bodies) == sorted(f"m{i}" for i in range(300))
     assert drain(client, "q", wait=0.5) == []

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from ...about import install
 from ..errors import ConfigurationError, redact
-from ..renames import renamed
+from ..renames import deprecated, renamed
 from ..sdk.api import TransportType, default_azure_credential
 
 _log = logging.getLogger("sbnotebook.connection")
@@ -67,7 +67,7 @@ class Connection:
     """Resolved connection settings. Create clients from it; print it safely."""
 
     kind: Kind
-    namespace: str  # host[:port]
+    fully_qualified_namespace: str  # host[:port]
     entity_path: str | None = None
     _connection_string: str | None = field(default=None, repr=False, compare=False)
     home: str | None = None  # the shared emulator's directory (see sbnotebook.emulator.shared)
@@ -76,17 +76,25 @@ class Connection:
 
     def __repr__(self) -> str:
         over = ", websockets=True" if self.websockets else ""
-        return f"Connection(kind={self.kind!r}, namespace={self.namespace!r}{over})"
+        return f"Connection(kind={self.kind!r}, fully_qualified_namespace={self.fully_qualified_namespace!r}{over})"
 
     def __str__(self) -> str:
         over = ", over WebSockets" if self.websockets else ""
         if self.home is not None:
             return (
-                f"{self.namespace} (the embedded emulator shared by your notebooks{over}; messages kept in "
+                f"{self.fully_qualified_namespace} (the embedded emulator shared by your notebooks{over}; "
+                f"messages kept in "
                 f"{self.home}; stop or empty it: sbnotebook emulator --stop / --reset)"
             )
         where = "embedded emulator" if self.kind == "emulator" else self.kind
-        return f"{self.namespace} ({where}{over})"
+        return f"{self.fully_qualified_namespace} ({where}{over})"
+
+    @property
+    def namespace(self) -> str:
+        """The old name of ``fully_qualified_namespace`` (the SDK's word, and the kit's keywords'), kept
+        for one release."""
+        deprecated("core.Connection.namespace", "core.Connection.fully_qualified_namespace")
+        return self.fully_qualified_namespace
 
     @property
     def is_emulator(self) -> bool:
@@ -96,6 +104,9 @@ class Connection:
     def connection_string(self) -> str | None:
         """The secret itself: hand it to an SDK client, never to a log or a display."""
         return self._connection_string
+
+
+Connection.__init__ = renamed(namespace="fully_qualified_namespace")(Connection.__init__)  # type: ignore[method-assign]  # one release
 
 
 # Entra ID's public clouds: azure-identity validates any other authority host by asking

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from ..entities import EntityPath
 from ..errors import SbError, ServiceError, from_sdk, is_connection_lost
+from ..renames import deprecated
 from ..sdk.api import async_client_class
 from ..sdk.encoded import keep_encoded
 from ..sdk.spares import SpareConnections
@@ -87,8 +88,14 @@ class LiveConnection(LinkPools):
     # ------------------------------------------------------------------ views
 
     @property
+    def fully_qualified_namespace(self) -> str:
+        return self.settings.fully_qualified_namespace
+
+    @property
     def namespace(self) -> str:
-        return self.settings.namespace
+        """The old name of ``fully_qualified_namespace``, kept for one release."""
+        deprecated("core.LiveConnection.namespace", "core.LiveConnection.fully_qualified_namespace")
+        return self.settings.fully_qualified_namespace
 
     @property
     def is_emulator(self) -> bool:
@@ -139,15 +146,15 @@ class LiveConnection(LinkPools):
             "try_timeout": self.try_timeout,
             "ssl_context": tls_context(),
             **(
-                transport_options(self.namespace, tls=tls)
+                transport_options(self.fully_qualified_namespace, tls=tls)
                 if self.settings.websockets
-                else explicit_port(self.namespace, tls=tls)
+                else explicit_port(self.fully_qualified_namespace, tls=tls)
             ),
         }
         if self.settings.connection_string is not None:
             generation = Generation(ServiceBusClient.from_connection_string(self.settings.connection_string, **options))
         else:
-            host = self.namespace.rsplit(":", 1)[0] if ":" in self.namespace else self.namespace
+            host = self.fully_qualified_namespace.rsplit(":", 1)[0]  # host[:port]
             token_credential = async_credential(self.settings.credential)
             generation = Generation(ServiceBusClient(host, token_credential, **options))
             if self.settings.credential is None:  # made here (DefaultAzureCredential): closed here
@@ -256,7 +263,7 @@ class LiveConnection(LinkPools):
             if self._admin is None:
                 self._admin = admin_client(
                     connection_string=self.settings.connection_string,
-                    namespace=self.namespace,
+                    namespace=self.fully_qualified_namespace,
                     emulator=self.is_emulator,
                     credential=None if self.settings.connection_string else (self.settings.credential or credential()),
                 )

@@ -36,7 +36,7 @@ class _Registry:
     def get(self, settings: Connection) -> LiveConnection:
         key = (
             settings.kind,
-            settings.namespace,
+            settings.fully_qualified_namespace,
             settings.connection_string or "",
             id(settings.credential),
             settings.websockets,  # over WebSockets or not: two connections (another SDK transport)

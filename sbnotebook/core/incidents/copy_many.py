@@ -129,9 +129,9 @@ def ensure_targets(
 
 def _record(src: LiveConnection, dst: LiveConnection, pattern: str, options: dict[str, Any]) -> Path:
     key = {
-        "source_namespace": src.namespace.lower(),
+        "source_namespace": src.fully_qualified_namespace.lower(),
         "pattern": pattern.lower(),
-        "target_namespace": dst.namespace.lower(),
+        "target_namespace": dst.fully_qualified_namespace.lower(),
     }
     digest = hashlib.sha256(json.dumps({**key, **options}, sort_keys=True).encode()).hexdigest()[:24]
     return copy_records() / f"copy-many-{digest}.json"
@@ -195,7 +195,7 @@ async def acopy_many(
     # The administration API is HTTP, called synchronously: off the connection's loop, which the
     # copies' links share.
     found, topics = await asyncio.to_thread(glob_matches, pattern, src)
-    report = Report("copy", pattern, target=dst.namespace)
+    report = Report("copy", pattern, target=dst.fully_qualified_namespace)
     if topics:
         report.note(f"topics matched but not copied (their messages are in their subscriptions): {', '.join(topics)}")
     if not found:

@@ -109,9 +109,9 @@ def record_key(
     # copies without one keep their keys.
     extra = {"window": list(window)} if window != (None, None) else {}
     return extra | {
-        "source_namespace": src.namespace.lower(),
+        "source_namespace": src.fully_qualified_namespace.lower(),
         "source": str(source).lower(),
-        "target_namespace": dst.namespace.lower(),
+        "target_namespace": dst.fully_qualified_namespace.lower(),
         "target": str(target).lower(),
         "where": where,
         # The record's own keys, as before the renames (keep_message_id, max_messages): unfinished copies still resume

@@ -28,7 +28,7 @@ from ..views.records import SHOWN_FIELDS, to_dataframe, to_record
 from .messages import message_id
 
 log = logging.getLogger("sbnotebook.receive")
-Mode = Literal["peek-lock", "receive-and-delete"]
+Mode = Literal["peek_lock", "receive_and_delete"]
 Action = Literal["complete", "abandon", "dead_letter", "defer"]
 DEFAULT_MAX_RENEWAL_SECONDS = 300.0
 TOKENS_PER_REQUEST = 100  # lock tokens per update-disposition / renew-lock request
@@ -81,7 +81,7 @@ class LockedBatch:
         self._closed = receiver is None
         left = [x for x in self.seconds_left() if x is not None]
         self._lock_duration = max(left) if left else 0.0
-        self._renewer = connection.spawn(self._renew_loop()) if mode == "peek-lock" and messages else None
+        self._renewer = connection.spawn(self._renew_loop()) if mode == "peek_lock" and messages else None
 
     # --------------------------------------------------------------- views
 
@@ -90,7 +90,7 @@ class LockedBatch:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self.unsettled)} unsettled"
-        return f"<LockedBatch {self.label}: {len(self.messages)} messages ({self.mode}), {state}>"
+        return f"<LockedBatch {self.label}: {len(self.messages)} messages ({self.mode.replace('_', '-')}), {state}>"
 
     def _repr_html_(self) -> str:
         frame = self.to_pandas()
@@ -117,7 +117,7 @@ class LockedBatch:
         now = dt.datetime.now(dt.UTC)
         out: list[float | None] = []
         for i in range(len(self.messages)):
-            until = None if self.mode != "peek-lock" or i in self._outcomes or i in self._lost else self.locked_until(i)
+            until = None if self.mode != "peek_lock" or i in self._outcomes or i in self._lost else self.locked_until(i)
             out.append(None if until is None else max(0.0, (until - now).total_seconds()))
         return out
 
@@ -136,7 +136,7 @@ class LockedBatch:
             return self._outcomes[i].outcome
         if i in self._lost:
             return "lock_lost"
-        return "locked" if self.mode == "peek-lock" else "received"
+        return "locked" if self.mode == "peek_lock" else "received"
 
     def to_pandas(self) -> Any:
         frame = to_dataframe(self.records)
@@ -188,7 +188,7 @@ class LockedBatch:
         return [_seq(self.messages[i]) for i in indexes]
 
     def _check_open(self) -> None:
-        if self.mode != "peek-lock":
+        if self.mode != "peek_lock":
             raise InvalidInputError("Messages received in receive-and-delete mode are already removed.")
         if self._closed:
             raise InvalidInputError("This batch is closed: its locks were given back.")
@@ -404,7 +404,7 @@ class LockedBatch:
             renewer.cancel()
         left = [i for i in self.unsettled if i not in self._lapsing]
         try:
-            if left and self.mode == "peek-lock":
+            if left and self.mode == "peek_lock":
                 await self.settle_async("abandon", left)
         finally:
             await self._give_back()

@@ -47,7 +47,7 @@ FLUSH: Any = object()
 class RetryPolicy:
     """Exponential backoff with jitter: delay = min(max_delay, base_delay * 2**(try-1)) * (1 +- jitter)."""
 
-    attempts: int = 5
+    attempts: int = 5  # tries in all, the first included: a send and up to 4 retries
     base_delay: float = 0.4
     max_delay: float = 10.0
     jitter: float = 0.3

@@ -36,7 +36,7 @@ CONNECT = parser(
 CONNECT.add_argument("connection", nargs="?", help="a connection string (never echoed)")
 CONNECT.add_argument(
     "--fully-qualified-namespace",
-    metavar="NS",
+    metavar="FQDN",
     help="the namespace's host name (contoso.servicebus.windows.net), signed in with DefaultAzureCredential",
 )
 CONNECT.add_argument(
@@ -148,7 +148,7 @@ def _row(name: str, conn: Any) -> dict[str, str]:
     prefix = "" if name == "(default)" else f"{name}:"
     return {
         "name": name,
-        "namespace": conn.namespace,
+        "namespace": conn.fully_qualified_namespace,
         "kind": "embedded emulator" if conn.is_emulator else conn.settings.kind,
         "entities": f"{prefix}ENTITY",
     }

@@ -27,7 +27,7 @@ ENTITIES = parser(
     "  %sb_entities create queue orders --lock-duration 1m --max-delivery-count 5 --requires-session\n"
     "  %sb_entities create topic events --ttl 7d\n"
     "  %sb_entities create subscription events/subscriptions/audit --forward-dlq-to audit-dlq\n"
-    "  %sb_entities update orders --max-delivery-count 10 --set user_metadata=team-a\n"
+    "  %sb_entities update orders --max-delivery-count 10 --property user_metadata=team-a\n"
     "  %sb_entities delete orders\n"
     "  %sb_entities rules events/subscriptions/audit\n"
     "  %sb_entities rule add events/subscriptions/audit eu --sql \"region = 'eu'\" --action \"SET tier = 'eu'\"\n"
@@ -44,7 +44,9 @@ ENTITIES.add_argument("--duplicate-detection", metavar="D", help="duplicate dete
 ENTITIES.add_argument("--forward-to", metavar="ENTITY", help="forward every message to this queue or topic")
 ENTITIES.add_argument("--forward-dlq-to", metavar="ENTITY", help="forward dead-lettered messages to this entity")
 ENTITIES.add_argument("--max-size-mb", metavar="N", help="maximum size in megabytes (queues, topics)")
-ENTITIES.add_argument("--set", metavar="NAME=VALUE", action="append", default=[], help="any property by SDK name")
+ENTITIES.add_argument(
+    "--property", metavar="NAME=VALUE", action="append", default=[], help="any property by its SDK name"
+)
 ENTITIES.add_argument("--sql", metavar="EXPR", help="rule add: a SQL filter")
 ENTITIES.add_argument("--correlation", metavar="JSON", help="rule add: a correlation filter (fields, properties)")
 ENTITIES.add_argument("--action", metavar="SQL", help="rule add: a SQL action (SET / REMOVE)")
@@ -53,6 +55,7 @@ ENTITIES.add_argument("--panel", action="store_true", help="the entity panel: li
 ENTITIES.add_argument(
     "--connection", metavar="NAME", help="a named connection's entities (as NAME: alone, or NAME:ENTITY, says)"
 )
+ENTITIES.rename("--set", "--property")  # --set took JSON in %sb_session_state: one flag, one kind of value
 
 # Option -> the SDK property it sets.
 _OPTIONS = {
@@ -75,10 +78,10 @@ def _properties(args: argparse.Namespace, creating: bool) -> dict[str, Any]:
         props["requires_session"] = True
     if creating and args.duplicate_detection:
         props["requires_duplicate_detection"] = True
-    for item in args.set:
+    for item in args.property:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise UsageError(f"--set takes NAME=VALUE (an SDK property name), not {item!r}.")
+            raise UsageError(f"--property takes NAME=VALUE (an SDK property name), not {item!r}.")
         props[name.strip()] = value
     return props
 
@@ -99,7 +102,7 @@ def _listing(self: MagicsState, conn: LiveConnection, name: str | None) -> Any:
     frame = pd.DataFrame([{c: getattr(r, c) for c in columns} for r in rows], columns=columns)
     if name is not None:
         frame["entity"] = [f"{name}:{e}" for e in frame["entity"]]
-        print(f"{len(frame)} entities of {name} ({conn.namespace}).")
+        print(f"{len(frame)} entities of {name} ({conn.fully_qualified_namespace}).")
     return frame
 
 

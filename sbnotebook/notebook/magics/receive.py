@@ -87,7 +87,7 @@ def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
         batch = core.receive(
             entity,
             max_messages=count,
-            mode=args.mode,
+            mode=args.mode.replace("-", "_"),  # typed kebab-case, as %sb_settle dead-letter; snake in Python
             wait_seconds=self.wait_seconds if args.wait_seconds is None else args.wait_seconds,
             session_id=args.session_id,
             **common,
@@ -96,7 +96,7 @@ def sb_receive(self: MagicsState, args: argparse.Namespace) -> Any:
     self.batches.append(batch)
     if len(batch) == 0:
         print(f"No messages arrived from {shown(self, entity)}.")
-    elif batch.mode == "peek-lock":
+    elif batch.mode == "peek_lock":
         left = [s for s in batch.seconds_left() if s is not None]
         print(
             f"{len(batch)} messages locked from {shown(self, entity)} (locks {min(left):.0f} s, renewed for up to "

@@ -107,7 +107,8 @@ class SbMagics(Magics, MagicsState):
             self.connection = core.connect(websockets=self.websockets)
             if self.connection.is_emulator:
                 print(
-                    f"Using the embedded Service Bus emulator at {self.connection.namespace} (%sb_connect to change)."
+                    f"Using the embedded Service Bus emulator at {self.connection.fully_qualified_namespace} "
+                    "(%sb_connect to change)."
                 )
         return self.connection
 

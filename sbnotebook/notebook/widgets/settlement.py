@@ -59,7 +59,7 @@ class SettlementPanel(W.VBox):
         )
         self.refresh()
         self._stop = threading.Event()
-        if tick > 0 and batch.mode == "peek-lock":
+        if tick > 0 and batch.mode == "peek_lock":
             threading.Thread(target=self._tick, args=(tick,), daemon=True, name="sbnotebook-countdown").start()
 
     def _tick(self, every: float) -> None:
@@ -127,9 +127,8 @@ class SettlementPanel(W.VBox):
             self._show_locks()
             open_ = len(self.batch.unsettled)
             where = html.escape(self.batch.label)  # prod:orders for a batch of a named connection
-            self.status.value = (
-                f"<b>{where}</b>: {len(self.batch.records)} messages, {open_} unsettled ({self.batch.mode})"
-            )
+            mode = self.batch.mode.replace("_", "-")  # as %sb_receive --mode types it
+            self.status.value = f"<b>{where}</b>: {len(self.batch.records)} messages, {open_} unsettled ({mode})"
 
     def _on_select(self, _: Any) -> None:
         chosen = list(self.rows.value)

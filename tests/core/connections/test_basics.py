@@ -51,7 +51,8 @@ def test_resolution_order() -> None:
     assert resolve(CONN).kind == "connection-string"
     assert resolve(fully_qualified_namespace="ns.servicebus.windows.net").kind == "entra-id"
     env = {"SERVICEBUS_CONNECTION_STRING": CONN, "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE": "other.servicebus.windows.net"}
-    assert resolve(env=env).namespace == "ns.servicebus.windows.net"  # the string wins over the namespace
+    # The string wins over the namespace.
+    assert resolve(env=env).fully_qualified_namespace == "ns.servicebus.windows.net"
     assert resolve(env={"SERVICEBUS_FULLY_QUALIFIED_NAMESPACE": "other.servicebus.windows.net"}).kind == "entra-id"
     with pytest.raises(ConfigurationError, match="not both"):
         resolve(CONN, fully_qualified_namespace="x")

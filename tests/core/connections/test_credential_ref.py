@@ -220,5 +220,6 @@ def test_a_secret_reference_is_a_reference_of_the_same_shape_never_a_credential(
     ref = parse_ref("env:SB_SECRET_NAME")
     assert isinstance(ref, credentials.CredentialRef) and ref == SecretRef("env:SB_SECRET_NAME")
     assert ref != credentials.CredentialRef("env:SB_SECRET_NAME")  # a secret is never taken for a credential
-    assert repr(ref) == "SecretRef('env:SB_SECRET_NAME')" and ref.namespace == "secret env:SB_SECRET_NAME"
+    assert repr(ref) == "SecretRef('env:SB_SECRET_NAME')"
+    assert ref.fully_qualified_namespace == "secret env:SB_SECRET_NAME"
     assert pickle.loads(pickle.dumps(ref)) == ref

@@ -251,7 +251,18 @@ def test_sbnotebook_topology_export_round_trips_through_sbnotebook_emulator_conf
     monkeypatch.setenv("SB_SOURCE", source.connection_string)
     path = tmp_path / "Config.json"
     assert (
-        main(["topology", "export", "--connection", "env:SB_SOURCE", "-o", str(path), "--entities", "orders,events"])
+        main(
+            [
+                "topology",
+                "export",
+                "--connection-string",
+                "env:SB_SOURCE",
+                "-o",
+                str(path),
+                "--entities",
+                "orders,events",
+            ]
+        )
         == 0
     )
     said = capsys.readouterr().err
@@ -264,4 +275,4 @@ def test_sbnotebook_topology_export_round_trips_through_sbnotebook_emulator_conf
         proc.terminate()
         proc.wait(timeout=10)
     with pytest.raises(SystemExit, match="NOT_SET_ANYWHERE is not set"):
-        main(["topology", "export", "--connection", "env:NOT_SET_ANYWHERE"])
+        main(["topology", "export", "--connection-string", "env:NOT_SET_ANYWHERE"])

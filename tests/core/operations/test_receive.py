@@ -78,7 +78,7 @@ def test_lost_locks_from_the_service_side(emulator: Emulator) -> None:
 def test_receive_and_delete_is_already_settled(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("q", ["gone"], connection=cs)
-    with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=1, connection=cs) as batch:
+    with core.receive("q", max_messages=5, mode="receive_and_delete", wait_seconds=1, connection=cs) as batch:
         assert [r["body_text"] for r in batch.records] == ["gone"]
         with pytest.raises(InvalidInputError, match="already removed"):
             batch.complete()
@@ -166,7 +166,7 @@ def test_receive_and_delete_returns_what_was_on_its_way_when_the_wait_ran_out(em
     core.send("q", ["on its way"], connection=cs)
     core.peek("q", connection=cs)  # the live connection is open before the latency starts
     emulator.latency_ms = 1000  # every frame from the broker arrives 1 s after it was sent
-    with core.receive("q", max_messages=count, mode="receive-and-delete", wait_seconds=0.2, connection=cs) as batch:
+    with core.receive("q", max_messages=count, mode="receive_and_delete", wait_seconds=0.2, connection=cs) as batch:
         got = [r["body_text"] for r in batch.records]
     emulator.latency_ms = 0
     assert emulator.broker.counts("q")["active"] == 0  # the broker sent it: it is gone from there
@@ -179,14 +179,14 @@ def test_receive_and_delete_keeps_its_drained_link_which_takes_nothing_while_idl
     nothing: a message it took then would be deleted with nobody to hand it to."""
     with core.connect(emulator.connection_string) as conn:
         core.send("q", ["a"], connection=conn)
-        with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=0.3, connection=conn) as batch:
+        with core.receive("q", max_messages=5, mode="receive_and_delete", wait_seconds=0.3, connection=conn) as batch:
             assert [r["body_text"] for r in batch.records] == ["a"]  # 1 of 5: the wait ended with credit left
         conn.settle()  # connect()'s warm-up opens links in the background
         opened = conn.links_opened
         core.send("q", ["b", "c"], connection=conn)
         time.sleep(0.3)  # a delivery to a link with credit happens at once
         assert emulator.broker.counts("q")["active"] == 2  # still there: the idle link took nothing
-        with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=0.3, connection=conn) as batch:
+        with core.receive("q", max_messages=5, mode="receive_and_delete", wait_seconds=0.3, connection=conn) as batch:
             assert sorted(r["body_text"] for r in batch.records) == ["b", "c"]
         assert conn.links_opened == opened  # the same link
     assert emulator.broker.counts("q")["active"] == 0
@@ -214,7 +214,7 @@ def test_a_receive_and_delete_whose_connection_drops_while_draining_returns_what
 
     dropper = threading.Thread(target=drop_while_draining)
     dropper.start()
-    with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=3, connection=cs) as batch:
+    with core.receive("q", max_messages=5, mode="receive_and_delete", wait_seconds=3, connection=cs) as batch:
         got = [r["body_text"] for r in batch.records]
     dropper.join()
     emulator.latency_ms = 0

@@ -146,6 +146,7 @@ def test_retries_give_up_after_the_limit(emulator: Emulator) -> None:
     report = core.send("q", ["x"], retry=FAST_RETRY, connection=emulator.connection_string)
     (failure,) = report.failures
     assert failure.retryable and failure.attempts == 4 and failure.condition == "com.microsoft:server-busy"
+    assert report.retries == 3  # attempts are tries in all: the send and 3 retries (docs/azure-and-databricks.md)
 
 
 def test_oversize_and_invalid_items_fail_alone(emulator: Emulator) -> None:

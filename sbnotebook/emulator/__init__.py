@@ -5,7 +5,7 @@ The official ``azure-servicebus`` SDK connects to it with
 imports nothing from the rest of sbnotebook.
 
 The parts, top down (each sub-package opens with its own map; docs/emulator.md has the long form).
-A part imports only from its own line and the lines below it (tests/project/test_folder_order.py):
+A part imports only from its own bullet and the bullets below it (tests/project/test_folder_order.py):
 
 - ``cli.py`` (``sbnotebook emulator``, ``python -m sbnotebook.emulator``), ``clockcli.py`` (a running
   emulator's clock from another process) and ``userprocess.py`` (the per-user emulator process the

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 
 class Recorder(Protocol):
+    """The broker's changes, noted as they happen and kept by ``flush``."""
+
     @property
     def dirty(self) -> bool:
         """Changes noted and not yet flushed."""

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from sbnotebook.emulator import shared
+from sbnotebook.emulator import userprocess
 from tests.doc_examples import pytest_collect_file  # noqa: F401  README.md and docs/*.md: their Python blocks (Sybil)
 from tests.xdist_groups import make_scheduler, spark_group
 
@@ -250,24 +250,24 @@ def _dump_notebook_threads(client: Any, cell_index: int, timeout: float) -> None
 
 # Isolation from the user's shared emulator (see the module docstring).
 _BASE = Path(tempfile.mkdtemp(prefix="sbnotebook-home-"))
-os.environ[shared.ENV_HOME] = str(_BASE / "run")
+os.environ[userprocess.ENV_HOME] = str(_BASE / "run")
 
 
 def _stop_all() -> None:
     for state in _BASE.glob("**/emulator/state.json"):
-        shared.stop(state.parent)
+        userprocess.stop(state.parent)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.path.suffix == ".ipynb":  # a tutorial under nbmake: an emulator home of its own
-        os.environ[shared.ENV_HOME] = tempfile.mkdtemp(prefix=f"{item.path.stem}-", dir=_BASE)
+        os.environ[userprocess.ENV_HOME] = tempfile.mkdtemp(prefix=f"{item.path.stem}-", dir=_BASE)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     if item.path.suffix == ".ipynb":
-        shared.stop(shared.home())
-        os.environ[shared.ENV_HOME] = str(_BASE / "run")
+        userprocess.stop(userprocess.home())
+        os.environ[userprocess.ENV_HOME] = str(_BASE / "run")
     yield
     # What the test left for the cyclic collector (the SDK's unclosed aiohttp sessions over
     # WebSockets among it) is collected here, after its fixtures. Seen once in a dbr15 run: 8 tests

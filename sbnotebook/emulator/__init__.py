@@ -4,19 +4,26 @@ The official ``azure-servicebus`` SDK connects to it with
 ``UseDevelopmentEmulator=true`` exactly as it connects to Azure. This package
 imports nothing from the rest of sbnotebook.
 
-Where to change what (each sub-package opens with its own map; docs/emulator.md has the long form):
+The parts, top down (each sub-package opens with its own map; docs/emulator.md has the long form).
+A part imports only from its own bullet and the bullets below it (tests/project/test_folder_order.py):
 
-- ``broker/``: the broker as a state machine (entities, messages, locks, sessions, settlement,
-  scheduling, the clock and what falls due, faults); ``rules/``: subscription filters and actions;
+- ``cli.py`` (``sbnotebook emulator``, ``python -m sbnotebook.emulator``), ``clockcli.py`` (a running
+  emulator's clock from another process) and ``userprocess.py`` (the per-user emulator process the
+  notebooks share, kept on disk);
+- ``server.py`` (``Emulator``, the in-process server), ``timekeeping.py`` (its clock: ``now()``,
+  ``advance()`` of a manual clock), ``endpoints.py`` (its host, key, connection string, certificate);
+- ``admin/``: the administration API (ATOM over HTTP);
 - ``amqp/``: the AMQP face (links, ``$cbs``, ``$management``, delivery, dispositions, the codec);
 - ``net/``: the port (event loop, protocol detection, TLS and WebSockets on the loop, the
   connection cap and deadlines);
-- ``admin/``: the administration API (ATOM over HTTP); ``security/``: SAS, Entra ID, TLS;
-- ``persistence/``: ``--data-dir`` (journal, snapshot);
-- here: ``server.py`` (``Emulator``, the in-process server), ``endpoints.py`` (its host, key,
-  connection string, certificate), ``timekeeping.py`` (its clock: ``now()``, ``advance()`` of a
-  manual clock), ``cli.py``, ``clockcli.py`` and ``shared.py`` (the command line and the shared
-  per-user emulator), ``topology.py`` (Microsoft's config format), ``errors.py``, ``ports.py``.
+- ``persistence/``: ``--data-dir`` (journal, snapshot): it implements the broker's recorder;
+- ``broker/``: the broker as a state machine (entities, messages, locks, sessions, settlement,
+  scheduling, subscription rules, the clock and what falls due, faults, the recorder it reports to);
+- ``topology.py``: entities and policies in Microsoft's config format;
+- ``security/``: SAS, Entra ID, TLS;
+- ``sql/``: the SQL filter and action language of subscription rules (imports nothing);
+- ``errors.py`` (the broker's errors, by AMQP condition), ``ports.py`` (a port to restart on),
+  ``oldnames.py`` (old names of the Python API, for one release).
 """
 
 from .broker.broker import Broker

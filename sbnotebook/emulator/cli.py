@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from . import clockcli, shared
+from . import clockcli, userprocess
 from .broker.faults import FaultError
 from .endpoints import advertised_host, is_loopback
 from .net.limits import MAX_CONNECTIONS
@@ -116,20 +116,20 @@ def _add_fault_and_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def manage_shared(args: argparse.Namespace) -> int:
-    """--status / --start / --stop / --reset on the shared emulator (see sbnotebook.emulator.shared)."""
-    where = shared.home()
+    """--status / --start / --stop / --reset on the shared emulator (see sbnotebook.emulator.userprocess)."""
+    where = userprocess.home()
     if args.start:
-        running = shared.ensure(where, clock=args.clock)
+        running = userprocess.ensure(where, clock=args.clock)
         print(f"Shared emulator running on {running.host}:{running.port} (pid {running.pid}); data in {where}")
         print(clockcli.time_line(running.host, running.port, running.key))
     elif args.stop:
-        pid = shared.stop(where)
+        pid = userprocess.stop(where)
         print(f"Shared emulator stopped (pid {pid}); its messages stay in {where}" if pid else "None was running.")
     elif args.reset:
-        shared.reset(where)
+        userprocess.reset(where)
         print(f"Shared emulator stopped and its messages and key deleted from {where}.")
     else:
-        found = shared.status(where)
+        found = userprocess.status(where)
         print(
             f"Shared emulator running on {found.host}:{found.port} (pid {found.pid}); data in {where}"
             if found
@@ -137,7 +137,7 @@ def manage_shared(args: argparse.Namespace) -> int:
         )
         if found:
             print(clockcli.time_line(found.host, found.port, found.key))
-        counts = shared.connections(found) if found else None
+        counts = userprocess.connections(found) if found else None
         if counts:
             print(f"AMQP connections open: {counts['connections']} of {counts['max_connections']} allowed")
     return 0
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     signals = _recorded_signals()
     assert emulator.port is not None
     if args.state_file:
-        shared.write_state(Path(args.state_file), advertised_host(emulator.host), emulator.port, os.getpid())
+        userprocess.write_state(Path(args.state_file), advertised_host(emulator.host), emulator.port, os.getpid())
     if not args.quiet:
         _print_banner(emulator, args)
     return _serve(emulator, args, signals)
@@ -227,7 +227,7 @@ def _started(args: argparse.Namespace) -> Emulator:
         tls=args.tls,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
-        tls_dir=None if args.data_dir else shared.home().parent / "tls",
+        tls_dir=None if args.data_dir else userprocess.home().parent / "tls",
         principals=args.principal,
         clock=args.clock,
         max_connections=args.max_connections,
@@ -291,7 +291,7 @@ def _serve(emulator: Emulator, args: argparse.Namespace, signals: list[int]) -> 
         emulator.stop()
     finally:
         if args.state_file:
-            shared.clear_state(Path(args.state_file), os.getpid())
+            userprocess.clear_state(Path(args.state_file), os.getpid())
     if not args.quiet:
         print("Service Bus emulator stopped", flush=True)
     return 0

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import shared
+from . import userprocess
 from .broker.clock import CLOCK_KINDS, span_seconds
 from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, sign
 
@@ -118,15 +118,15 @@ def find(args: argparse.Namespace) -> Target:
     key = _given_key(args)
     if args.state_file:
         path = Path(args.state_file)
-        state = shared.read_state_file(path)
-        if state is None or not shared.alive(state):
+        state = userprocess.read_state_file(path)
+        if state is None or not userprocess.alive(state):
             raise RuntimeError(f"no emulator is running by the state file {path}")
         beside = path.parent / "key"
         if key is None and beside.exists():
             key = beside.read_text(encoding="ascii").strip()
         return Target(state.host, state.port, key or DEFAULT_KEY, f"the emulator on {state.host}:{state.port}")
     if "port" not in getattr(args, "given", ()):
-        running = shared.status()
+        running = userprocess.status()
         if running is not None:
             return Target(running.host, running.port, key or running.key, "the shared emulator")
     return Target(args.host, args.port, key or DEFAULT_KEY, f"the emulator on {args.host}:{args.port}")

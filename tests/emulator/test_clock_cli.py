@@ -14,7 +14,7 @@ import pytest
 from azure.servicebus import ServiceBusMessage
 from azure.servicebus.exceptions import MessageLockLostError
 
-from sbnotebook.emulator import shared
+from sbnotebook.emulator import userprocess
 from tests.helpers import QuickCloseClient
 from tests.processes import free_port, run_cli_emulator, start_cli_emulator
 
@@ -88,7 +88,7 @@ def test_the_system_clock_and_bad_durations_are_refused_in_one_line(tmp_path: Pa
 
 @pytest.mark.slow
 def test_the_shared_emulator_on_a_manual_clock(tmp_path: Path) -> None:
-    env = {**os.environ, shared.ENV_HOME: str(tmp_path)}  # never the user's own shared emulator
+    env = {**os.environ, userprocess.ENV_HOME: str(tmp_path)}  # never the user's own shared emulator
     try:
         started = sbnotebook("--start", "--clock", "manual", env=env)
         assert started.returncode == 0, started.stderr
@@ -98,4 +98,4 @@ def test_the_shared_emulator_on_a_manual_clock(tmp_path: Path) -> None:
         status = sbnotebook("--status", env=env)
         assert "Shared emulator running" in status.stdout and "(manual clock, 59m" in status.stdout, status.stdout
     finally:
-        shared.stop(tmp_path / "emulator")
+        userprocess.stop(tmp_path / "emulator")

@@ -25,7 +25,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from sbnotebook.emulator import shared
+from sbnotebook.emulator import userprocess
 from tests.processes import free_port, stop_process, wait_for_server
 from tests.widgets.lab_pages import (
     CELL_EDITOR,
@@ -156,7 +156,7 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     port, token = free_port(), "sbnotebook-test-token"
     # Each form's kernels share an emulator of their own (the whole run's would carry the other
     # form's messages over), stopped with the lab.
-    home = Path(os.environ[shared.ENV_HOME]).parent / f"browser-{form}-{port}"
+    home = Path(os.environ[userprocess.ENV_HOME]).parent / f"browser-{form}-{port}"
     log = (root / "lab.log").open("w")
     proc = subprocess.Popen(
         [
@@ -173,7 +173,7 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, **FORMS[form], shared.ENV_HOME: str(home)},  # the kernels inherit it
+        env={**os.environ, **FORMS[form], userprocess.ENV_HOME: str(home)},  # the kernels inherit it
     )
     base = f"http://127.0.0.1:{port}"
 
@@ -188,7 +188,7 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     finally:
         stop_process(proc, timeout=20)
         log.close()
-        shared.stop(home / "emulator")
+        userprocess.stop(home / "emulator")
 
 
 def test_panels_render_in_jupyterlab_and_respond_to_a_click(lab: tuple[str, Path, str]) -> None:

@@ -5,7 +5,7 @@
 3. ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE`` with ``DefaultAzureCredential``;
 4. otherwise the shared embedded emulator: one detached, durable emulator process per user and
    machine, started by the first kernel that needs it and found by every later one, so notebooks
-   see each other's messages and keep them across kernel restarts (``sbnotebook.emulator.shared``:
+   see each other's messages and keep them across kernel restarts (``sbnotebook.emulator.userprocess``:
    data and key in ``~/.sbnotebook/emulator/``, or ``$SBNOTEBOOK_HOME/emulator/``).
 
 The key never appears in a repr, a log line or an error message.
@@ -70,7 +70,7 @@ class Connection:
     fully_qualified_namespace: str  # host[:port]
     entity_path: str | None = None
     _connection_string: str | None = field(default=None, repr=False, compare=False)
-    home: str | None = None  # the shared emulator's directory (see sbnotebook.emulator.shared)
+    home: str | None = None  # the shared emulator's directory (see sbnotebook.emulator.userprocess)
     credential: Any = field(default=None, repr=False, compare=False)  # Entra ID; None: DefaultAzureCredential
     websockets: bool = False  # AMQP over WebSockets (port 443, or the namespace's own port): core/sdk/websockets.py
 
@@ -221,10 +221,10 @@ class _EmbeddedEmulator:
         self._running: Any = None
 
     def connection(self) -> Connection:
-        from ...emulator import DEFAULT_KEY_NAME, connection_string, shared
+        from ...emulator import DEFAULT_KEY_NAME, connection_string, userprocess
 
         with self._lock:
-            self._running = shared.ensure()
+            self._running = userprocess.ensure()
             run = self._running
         text = connection_string(run.host, run.port, DEFAULT_KEY_NAME, run.key)
         return Connection("emulator", f"{run.host}:{run.port}", None, text, home=str(run.directory))

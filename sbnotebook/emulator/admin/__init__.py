@@ -1,5 +1,7 @@
-"""The administration API (ATOM over HTTP): ``api.py`` the requests; ``entities.py`` creating and
-updating entities from ``properties.py`` (what a description sets), ``limits.py`` (what Service Bus
-refuses) and ``authrules.py`` (shared access rules); ``documents.py`` and ``rulexml.py`` the entities'
-and rules' XML; ``atom.py`` the ATOM envelopes; ``clockroute.py`` the emulator's own
-``/$emulator/clock`` (its time; a manual clock advanced)."""
+"""The administration API (ATOM over HTTP): ``api.py`` the requests; ``handoff.py`` the HTTP
+connections the AMQP port hands over, each served on a thread; ``entities.py`` creating and updating
+entities from ``properties.py`` (what a description sets), ``limits.py`` (what Service Bus refuses)
+and ``policyxml.py`` (shared access policies, Service Bus's ``AuthorizationRules``);
+``documents.py`` and ``rulexml.py`` the entities' and subscription rules' XML; ``atom.py`` the ATOM
+envelopes; ``clockroute.py`` the emulator's own ``/$emulator/clock`` (its time; a manual clock
+advanced)."""

@@ -23,9 +23,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..broker.broker import Broker, Topic
+from ..broker.rules import Rule
 from ..errors import BrokerError, Conflict, EntityNotFound
 from ..net.peerio import Wire
-from ..rules.filters import Rule
 from ..security.entra import MAX_FORM, EntraError, Issuer
 from ..security.sas import MANAGE, KeyRing, TokenError, covers, validate
 from ..topology import TopologyError

@@ -15,7 +15,7 @@ from xml.sax.saxutils import escape
 from ..broker.entities import Queue, Subscription, Topic
 from ..broker.model import MessageState
 from ..topology import INFINITE_TTL, EntityProperties, format_duration
-from .authrules import authorization_rules_xml
+from .policyxml import authorization_rules_xml
 
 SB = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
 SB_COUNTS = "http://schemas.microsoft.com/netservices/2011/06/servicebus"

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from ..broker.broker import Broker, Queue, Subscription, Topic
 from ..topology import QueueConfig, SubscriptionConfig, TopicConfig
-from .authrules import policies_from
 from .limits import refuse
+from .policyxml import policies_from
 from .properties import entity_properties, local_name
 from .rulexml import rule_config_from
 

@@ -5,7 +5,7 @@ a figure Service Bus computes (counts, sizes, times), or refused with a 400, as 
 what it does not take: nothing is dropped silently. An update replaces the description, as Service
 Bus's does (an element left out takes its default: the SDK leaves out ``forward_to=None`` to clear
 forwarding); what cannot change after creation keeps its value when left out. Range checks are in
-``limits.py``; shared access policies in ``authrules.py``.
+``limits.py``; shared access policies in ``policyxml.py``.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ READ_ONLY: dict[str, set[str]] = {
     "Subscription": _COMPUTED,
 }
 OWN_MODULES = {
-    "Queue": {"AuthorizationRules"},  # authrules.py
+    "Queue": {"AuthorizationRules"},  # policyxml.py
     "Topic": {"AuthorizationRules"},
     "Subscription": {"DefaultRuleDescription"},  # entities.py, rulexml.py
 }
@@ -146,7 +146,7 @@ def entity_properties(
 ) -> EntityProperties:
     """The properties a description of a ``kind`` ("Queue", "Topic", "Subscription") gives: for a
     new entity (``current`` None) or in place of ``current`` (an update). ``policies``: the
-    entity's shared access policies, read by ``authrules.py``."""
+    entity's shared access policies, read by ``policyxml.py``."""
     fields = {local_name(child.tag): child for child in desc}
     unknown = sorted(set(fields) - KEPT[kind] - READ_ONLY[kind] - OWN_MODULES[kind])
     if unknown:

@@ -16,6 +16,7 @@ from proton import Data, symbol
 
 from ..broker.model import MessageData, StoredMessage
 from ..broker.values import NO_ENTRIES, copy_value, section_value
+from ..net.amqpvalues import EncodingError
 from .sections import (
     APPLICATION_PROPERTIES,
     BODY_SECTIONS,
@@ -24,7 +25,6 @@ from .sections import (
     HEADER,
     MESSAGE_ANNOTATIONS,
     PROPERTIES,
-    SectionError,
     Sections,
     batch_messages,
     split_sections,
@@ -83,13 +83,13 @@ def decode_transfer(encoded: bytes, batch: bool | None = None) -> list[MessageDa
     then the envelope's shape decides."""
     try:
         sections = split_sections(encoded)
-    except SectionError as exc:
+    except EncodingError as exc:
         raise DecodeError(f"malformed AMQP message: {exc}") from None
     if batch is False:
         return [decode_message(encoded, sections)]
     try:
         inner = batch_messages(encoded, sections, strict=batch is True)
-    except SectionError as exc:
+    except EncodingError as exc:
         raise DecodeError(f"malformed batch: {exc}") from None
     if inner is not None:
         return [decode_message(m, parts) for m, parts in inner]
@@ -107,7 +107,7 @@ def decode_message(encoded: bytes, sections: Sections | None = None) -> MessageD
         ann = section_value(encoded, *values[MESSAGE_ANNOTATIONS]) if MESSAGE_ANNOTATIONS in values else None
         props = section_value(encoded, *values[PROPERTIES]) if PROPERTIES in values else None
         app = section_value(encoded, *values[APPLICATION_PROPERTIES]) if APPLICATION_PROPERTIES in values else None
-    except Exception as exc:  # SectionError, or proton's DataException family
+    except Exception as exc:  # EncodingError, or proton's DataException family
         raise DecodeError(f"malformed AMQP message: {exc}") from None
     header = list(header or []) + [None] * 5
     fields = list(props or []) + [None] * 13

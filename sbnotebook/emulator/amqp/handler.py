@@ -29,7 +29,7 @@ from ..security.entra import Issuer
 from ..security.sas import KeyRing
 from .attach import Attaches
 from .codec import DecodeError, decode_transfer
-from .connrules import CONTAINER, ConnectionRules, is_cbs
+from .connlimits import CONTAINER, ConnectionLimits, is_cbs
 from .control import ControlLinks
 from .deliver import Deliveries
 from .management import ManagementHandler
@@ -61,7 +61,7 @@ class BrokerHandler(Attaches, ControlLinks, Deliveries, Handler):
     ) -> None:
         super().__init__()
         self.broker = broker
-        self.rules = ConnectionRules(deadlines or Deadlines(), broker.namespace)
+        self.limits = ConnectionLimits(deadlines or Deadlines(), broker.namespace)
         self.keys = KeyRing.of(keys)
         self.issuer = issuer  # Entra ID tokens (with --tls); None: SAS tokens only
         self._conns: dict[Any, ConnectionState] = {}
@@ -80,8 +80,8 @@ class BrokerHandler(Attaches, ControlLinks, Deliveries, Handler):
         """Called by the loop every TICK_SECONDS: fire due timers, feed waiting receivers."""
         self.broker.tick()
         self._try_sessions()
-        for idle in self.rules.due():
-            self.rules.close_idle(idle, self.loop)
+        for idle in self.limits.due():
+            self.limits.close_idle(idle, self.loop)
         self.flush()
 
     def on_peer_closed(self, connection: Any) -> None:
@@ -90,9 +90,9 @@ class BrokerHandler(Attaches, ControlLinks, Deliveries, Handler):
 
     def on_connection_remote_open(self, event: Event) -> None:
         conn = need(event.connection, "connection")
-        if self.rules.refused(conn, self.loop):
+        if self.limits.refused(conn, self.loop):
             return
-        self.rules.opened(self._conn(conn))
+        self.limits.opened(self._conn(conn))
         if conn.state & Endpoint.LOCAL_UNINIT:
             conn.container = CONTAINER
             conn.open()
@@ -157,7 +157,7 @@ class BrokerHandler(Attaches, ControlLinks, Deliveries, Handler):
         conn = self._conns.get(link.connection)
         if conn is not None:
             conn.links.discard(link)
-            self.rules.link_closed(conn)
+            self.limits.link_closed(conn)
         self._forget_link(link)
         if link.state & Endpoint.LOCAL_ACTIVE:
             link.close()

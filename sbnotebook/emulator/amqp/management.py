@@ -14,8 +14,8 @@ from typing import Any, cast
 from proton import UNDESCRIBED, Array, Data, Message, int32, symbol, timestamp
 
 from ..broker.broker import Broker, Source, Subscription
+from ..broker.rules import Rule
 from ..errors import BadRequest, BrokerError, Conflict, EntityNotFound, NotImplementedOperation
-from ..rules.filters import Rule
 from ..security.sas import LISTEN, SEND
 from .codec import DecodeError, decode_message, encode_stored
 from .rules import rule_from_amqp, rule_to_amqp

@@ -1,4 +1,4 @@
-"""Just enough AMQP 1.0 type-system parsing to split a message into its sections.
+"""A message split into its sections (``net/amqpvalues.py`` finds where each one ends).
 
 proton decodes a message with several data sections as if it had one, and does
 not expose a transfer's message-format, so batch envelopes (format 0x80013700,
@@ -8,6 +8,8 @@ one complete encoded message per data section) are unpacked here.
 from __future__ import annotations
 
 import struct
+
+from ..net.amqpvalues import EncodingError, value_end
 
 HEADER = 0x70
 DELIVERY_ANNOTATIONS = 0x71
@@ -21,52 +23,22 @@ FOOTER = 0x78
 BODY_SECTIONS = {DATA, AMQP_SEQUENCE, AMQP_VALUE}
 _SECTION_ORDER = [HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES]
 
-_FIXED = {0x4: 0, 0x5: 1, 0x6: 2, 0x7: 4, 0x8: 8, 0x9: 16}
-_VARIABLE = {0xA: 1, 0xB: 4, 0xC: 1, 0xD: 4, 0xE: 1, 0xF: 4}
-
-
-class SectionError(ValueError):
-    pass
-
-
-def value_end(buf: bytes | memoryview, pos: int) -> int:
-    if pos >= len(buf):
-        raise SectionError("truncated value")
-    code = buf[pos]
-    pos += 1
-    if code == 0x00:  # described: descriptor, then value
-        return value_end(buf, value_end(buf, pos))
-    high = code >> 4
-    if high in _FIXED:
-        end = pos + _FIXED[high]
-    elif high in _VARIABLE:
-        width = _VARIABLE[high]
-        if pos + width > len(buf):
-            raise SectionError("truncated size")
-        size = buf[pos] if width == 1 else struct.unpack_from(">I", buf, pos)[0]
-        end = pos + width + size
-    else:
-        raise SectionError(f"unknown type constructor 0x{code:02x}")
-    if end > len(buf):
-        raise SectionError("truncated value")
-    return end
-
 
 def split_sections(buf: bytes | memoryview) -> list[tuple[int, int, int]]:
-    """[(section code, start, end)] covering the whole buffer, or SectionError."""
+    """[(section code, start, end)] covering the whole buffer, or EncodingError."""
     out = []
     pos = 0
     while pos < len(buf):
         if buf[pos] != 0x00 or pos + 2 > len(buf):
-            raise SectionError("not a described section")
+            raise EncodingError("not a described section")
         if buf[pos + 1] == 0x53:
             code = buf[pos + 2]
         elif buf[pos + 1] == 0x80 and pos + 10 <= len(buf):
             code = struct.unpack_from(">Q", buf, pos + 2)[0]
         else:
-            raise SectionError("unexpected section descriptor")
+            raise EncodingError("unexpected section descriptor")
         if code < HEADER or code > FOOTER:
-            raise SectionError(f"unknown section 0x{code:x}")
+            raise EncodingError(f"unknown section 0x{code:x}")
         end = value_end(buf, pos)
         out.append((code, pos, end))
         pos = end
@@ -88,7 +60,7 @@ def _message_sections(buf: bytes, *, need_body: bool) -> Sections | None:
     Delivery annotations may come anywhere: the SDK's encoder writes them after the body."""
     try:
         sections = split_sections(buf)
-    except SectionError:
+    except EncodingError:
         return None
     codes = [c for c, _, _ in sections]
     if not codes or (need_body and not any(c in BODY_SECTIONS for c in codes)):
@@ -106,12 +78,12 @@ def batch_messages(
     given, or None if ``buf`` is a plain message.
 
     ``strict``: the transfer's message-format says this is a batch, so each data section must be a
-    message (SectionError otherwise). Without it the shape decides: all data sections must be
+    message (EncodingError otherwise). Without it the shape decides: all data sections must be
     complete messages with a body, else it is one plain message."""
     data = [(s, e) for c, s, e in sections if c == DATA]
     if not data or any(c in (AMQP_VALUE, AMQP_SEQUENCE) for c, _, _ in sections):
         if strict:
-            raise SectionError("a batch envelope must hold its messages in data sections")
+            raise EncodingError("a batch envelope must hold its messages in data sections")
         return None
     inner = []
     for s, e in data:
@@ -119,7 +91,7 @@ def batch_messages(
         parts = _message_sections(payload, need_body=not strict)
         if parts is None:
             if strict:
-                raise SectionError("a data section of the batch is not an AMQP message")
+                raise EncodingError("a data section of the batch is not an AMQP message")
             return None
         inner.append((payload, parts))
     return inner

@@ -58,7 +58,7 @@ class ConnectionState:
     deliveries: int = 0
     cbs_sender: Link | None = None
     links: set[Link] = field(default_factory=set)
-    idle_until: float | None = None  # closed then unless a link comes (connrules.py); None: in use
+    idle_until: float | None = None  # closed then unless a link comes (connlimits.py); None: in use
     idle_after: float = 0.0  # the idle rule's seconds
 
     def authorized(self, path: str, right: str | None = None) -> bool:

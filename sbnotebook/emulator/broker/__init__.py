@@ -5,5 +5,8 @@ queues, topics, subscriptions; ``store.py`` one message log; ``model.py`` and ``
 stored; ``locks.py`` peek locks; ``settlement.py`` complete, abandon, defer, dead-letter, renew;
 ``sessions.py`` and ``sessionlocks.py`` sessions; ``scheduling.py`` scheduled and deferred lookups;
 ``clock.py``, ``timers.py`` and ``firing.py`` what falls due when; ``faults.py`` fault injection;
-``policies.py`` queues' and topics' shared access policies; ``status.py`` what a disabled entity refuses.
+``policies.py`` queues' and topics' shared access policies; ``status.py`` what a disabled entity refuses;
+``rules.py`` subscription rules (which topic messages a subscription receives, its actions applied;
+their SQL is ``sql/``); ``recorder.py`` what the broker tells the store that keeps it (``--data-dir``,
+implemented by ``persistence/``).
 """

@@ -11,7 +11,7 @@ message moves (arrival, locking, dead-lettering, expiry); ``settlement.py``, ``f
 (timers) and ``sessionlocks.py`` the operations beside this module's; ``entities.py``
 queues/topics/subscriptions and their stores; ``locks.py`` peek locks; ``sessions.py`` session
 locks and state; ``timers.py`` due times; ``scheduling.py`` scheduled and deferred messages;
-``filters.py`` subscription rules and actions; ``durability.py`` + ``journal.py`` ``--data-dir``.
+``rules.py`` subscription rules and actions; ``recorder.py`` what ``--data-dir`` keeps (told as it changes).
 
 Rules followed (Azure Service Bus):
 - peek-lock locks for the entity's LockDuration; abandon and lock expiry raise
@@ -35,9 +35,6 @@ from collections import Counter
 from collections.abc import Iterable
 
 from ..errors import BadRequest, EntityNotFound, MessageSizeExceeded, NotAllowed
-from ..persistence.journal import Journal
-from ..persistence.recording import record, record_deleted
-from ..rules.filters import Rule
 from ..topology import EntityProperties, QueueConfig, SubscriptionConfig, TopicConfig, Topology, TopologyError
 from . import scheduling
 from .brokercore import locked
@@ -48,6 +45,8 @@ from .firing import Firing
 from .locks import Lock, LockTable
 from .model import MessageData, MessageState, StoredMessage
 from .policies import EntityPolicyStore
+from .recorder import Recorder, record, record_deleted
+from .rules import Rule
 from .sessionlocks import SessionLocks
 from .sessions import Sessions
 from .settlement import Settlement
@@ -66,7 +65,7 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
     timers and session locks in their own modules, on the shared ``BrokerCore``."""
 
     def __init__(self, topology: Topology, clock: Clock | None = None) -> None:
-        self.journal: Journal | None = None  # attached after the topology is built and restored (durability.py)
+        self.journal: Recorder | None = None  # attached after the topology is built and restored (durability.py)
         self.clock: Clock = clock or SystemClock()
         self.lock = threading.RLock()
         self.namespace = topology.namespace
@@ -94,7 +93,7 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
         except FaultError as exc:
             raise TopologyError(str(exc)) from None
 
-    def attach_journal(self, journal: Journal) -> None:
+    def attach_journal(self, journal: Recorder) -> None:
         """Journal every change from now on (``durability.open_broker`` restores first)."""
         self.journal = journal
         for entity in self.registry:

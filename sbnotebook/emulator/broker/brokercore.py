@@ -13,12 +13,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from ..errors import BadRequest
-from ..persistence.journal import Journal
 from .clock import Clock
 from .entities import Entity, Receivable, Registry, Source, Topic
 from .faults import Faults
 from .locks import Lock, LockTable
 from .model import MessageState, StoredMessage
+from .recorder import Recorder
 from .sessions import Sessions
 from .store import MessageStore, SessionState
 from .timers import LOCK, NEVER, TTL, Timers
@@ -50,7 +50,7 @@ def locked(method: F) -> F:
 class BrokerCore:
     """State set by ``Broker.__init__``; the methods every operation shares."""
 
-    journal: Journal | None
+    journal: Recorder | None
     clock: Clock
     lock: threading.RLock
     registry: Registry

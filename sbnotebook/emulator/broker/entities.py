@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ..errors import Conflict, EntityNotFound
-from ..rules.filters import DEFAULT_RULE, Rule, admit
 from ..topology import EntityProperties, QueueConfig, SubscriptionConfig, TopicConfig
 from .model import StoredMessage
+from .rules import DEFAULT_RULE, Rule, admit
 from .store import MessageStore
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..errors import EntityNotFound
-from ..persistence.recording import record
 from ..security.sas import Policy
 from ..topology import Topology
 from .brokercore import BrokerCore, locked
 from .entities import Subscription
+from .recorder import record
 
 
 class EntityPolicyStore(BrokerCore):

@@ -34,7 +34,7 @@ class MessageStore:
         self.path = path
         self.is_dead_letter = is_dead_letter
         self.sessions: dict[str, SessionState] | None = {} if sessions else None
-        self.journal: Any = None  # a Journal when the broker persists (--data-dir)
+        self.journal: Any = None  # the broker's Recorder (recorder.py) when it persists (--data-dir)
         self.messages: dict[int, StoredMessage] = {}
         self._order: list[int] = []  # sorted sequence numbers, with lazily removed entries
         self._stale = 0

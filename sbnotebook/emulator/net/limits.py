@@ -3,12 +3,12 @@
 Service Bus (Standard tier) allows 5,000 concurrent AMQP connections per namespace; further ones are
 refused and the calling code gets an exception (Microsoft's "Service Bus quotas" page). The emulator
 counts AMQP connections (plain, TLS, WebSockets) from their protocol header on and refuses the one
-over the cap at its open (``amqp/connrules.py``). Administration API requests do not count, as
+over the cap at its open (``amqp/connlimits.py``). Administration API requests do not count, as
 "REST operations don't count toward concurrent TCP connections" there.
 
 ``Deadlines``: how long a peer may take before it is closed. ``handshake`` bounds everything before
 the AMQP open (TCP to the first bytes, the TLS handshake, the protocol header, SASL, a WebSocket
-upgrade's request head); ``first_link`` and ``no_links`` are Service Bus's idle rules for open
+upgrade's request head); ``first_link`` and ``no_links`` are Service Bus's idle deadlines for open
 connections (Microsoft's "AMQP errors in Azure Service Bus": a connection that creates no link
 within 1 minute, or whose links all closed 5 minutes ago, is closed by its 'LinkTracker').
 """

@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 import time
 
-from ..amqp.sections import SectionError, value_end
+from .amqpvalues import EncodingError, value_end
 
 BEGIN = 0x11
 TRANSFER = 0x14
@@ -57,7 +57,7 @@ def _uint(buf: bytes, pos: int) -> tuple[int | None, int]:
         return buf[pos + 1], pos + 2
     if code == 0x70:
         return struct.unpack_from(">I", buf, pos + 1)[0], pos + 5
-    raise SectionError(f"not a uint: 0x{code:02x}")
+    raise EncodingError(f"not a uint: 0x{code:02x}")
 
 
 def _list_fields(buf: bytes, pos: int) -> tuple[int, int]:
@@ -69,7 +69,7 @@ def _list_fields(buf: bytes, pos: int) -> tuple[int, int]:
         return pos + 3, buf[pos + 2]
     if code == 0xD0:
         return pos + 9, struct.unpack_from(">I", buf, pos + 5)[0]
-    raise SectionError(f"not a list: 0x{code:02x}")
+    raise EncodingError(f"not a list: 0x{code:02x}")
 
 
 def _performative(frame: bytes) -> tuple[int, int] | None:
@@ -148,7 +148,7 @@ class TransferOrder:
                 channel = unpack(">H", buf, pos + 6)[0]
                 try:
                     keep = self._route(channel, buf[body + 2], frame, body + 3 - pos)
-                except (SectionError, IndexError, struct.error):
+                except (EncodingError, IndexError, struct.error):
                     keep = True  # not ours to judge: proton will
                 if not keep:
                     out.append(buf[start:pos])

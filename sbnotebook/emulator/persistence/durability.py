@@ -16,9 +16,9 @@ from ..broker.broker import Broker
 from ..broker.clock import Clock
 from ..broker.entities import Queue, Subscription, Topic, stores_of
 from ..broker.model import MessageState
+from ..broker.rules import Rule
 from ..broker.timers import NEVER, SCHEDULED, TTL
 from ..errors import EntityNotFound
-from ..rules.filters import Rule
 from ..topology import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig, Topology
 from .journal import Journal
 

@@ -32,11 +32,15 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..broker.model import StoredMessage
 from . import snapshot
+from .recording import deleted_paths, entity_row
 from .rows import MessageRow, message_from_row, message_row, parse_entity_doc
+
+if TYPE_CHECKING:
+    from ..broker.entities import Entity, Subscription
 
 SCHEMA_VERSION = 2
 SCHEMA = """
@@ -86,6 +90,9 @@ class JournalError(RuntimeError):
 
 
 class Journal:
+    """The data directory's store, and the broker's ``Recorder`` (``broker/recorder.py``): the
+    broker notes its changes here, ``flush`` writes them."""
+
     def __init__(self, data_dir: str | Path) -> None:
         path = Path(data_dir)
         path.mkdir(parents=True, exist_ok=True)
@@ -151,6 +158,14 @@ class Journal:
             self._sequences[key] = 0
             self._forget_seen.add(key)
             self._seen = {k: v for k, v in self._seen.items() if k[0] != key}
+
+    def record(self, entity: Entity | Subscription) -> None:
+        """The broker's ``Recorder``: an entity created or changed, noted as a row (``recording.py``)."""
+        self.entity(*entity_row(entity))
+
+    def record_deleted(self, entity: Entity | Subscription) -> None:
+        for path in deleted_paths(entity):
+            self.entity_deleted(path)
 
     def duplicate_seen(self, entity: str, message_id: str, when: float) -> None:
         self._seen[(entity.lower(), message_id)] = when

@@ -1,17 +1,15 @@
-"""What the journal notes when an entity is created, changed or deleted (``--data-dir``).
-The broker calls these; ``durability.py`` reads the notes back at start-up."""
+"""The broker's entities as the journal keeps them (``--data-dir``): ``Journal.record`` and
+``Journal.record_deleted`` (the broker's ``Recorder``) note these rows when an entity is created,
+changed or deleted; ``durability.py`` reads them back at start-up."""
 
 from __future__ import annotations
 
 from ..broker.entities import Entity, Subscription, Topic
-from .journal import Journal
 from .rows import entity_doc
 
 
-def record(journal: Journal | None, entity: Entity | Subscription) -> None:
-    """Note an entity's definition (after a change through the administration API)."""
-    if journal is None:
-        return
+def entity_row(entity: Entity | Subscription) -> tuple[str, str]:
+    """An entity's path and its definition (JSON), as the journal notes them."""
     if isinstance(entity, Subscription):
         doc = entity_doc(
             "subscription",
@@ -21,15 +19,11 @@ def record(journal: Journal | None, entity: Entity | Subscription) -> None:
             rules=[r.config for r in entity.rules],
             created_at=entity.created_at,
         )
-        journal.entity(entity.path, doc)
-    else:
-        journal.entity(entity.name, entity_doc(entity.kind, entity.name, entity.props, created_at=entity.created_at))
+        return entity.path, doc
+    return entity.name, entity_doc(entity.kind, entity.name, entity.props, created_at=entity.created_at)
 
 
-def record_deleted(journal: Journal | None, entity: Entity | Subscription) -> None:
-    if journal is None:
-        return
-    if isinstance(entity, Topic):
-        for sub in entity.subscriptions.values():
-            journal.entity_deleted(sub.path)
-    journal.entity_deleted(entity.path if isinstance(entity, Subscription) else entity.name)
+def deleted_paths(entity: Entity | Subscription) -> list[str]:
+    """The paths an entity's deletion ends: a topic's subscriptions, then the entity's own."""
+    paths = [sub.path for sub in entity.subscriptions.values()] if isinstance(entity, Topic) else []
+    return [*paths, entity.path if isinstance(entity, Subscription) else entity.name]

@@ -11,11 +11,11 @@ from proton import Data
 from sbnotebook.emulator.broker.entities import Registry
 from sbnotebook.emulator.broker.locks import LockTable
 from sbnotebook.emulator.broker.model import MessageData, StoredMessage
+from sbnotebook.emulator.broker.rules import Rule, admit
 from sbnotebook.emulator.broker.sessions import Sessions
 from sbnotebook.emulator.broker.timers import Timers
 from sbnotebook.emulator.errors import Conflict, LockLost, SessionCannotBeLocked
 from sbnotebook.emulator.net.sequencing import BATCH_FORMAT, TransferOrder
-from sbnotebook.emulator.rules.filters import Rule, admit
 from sbnotebook.emulator.topology import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
 
 pytestmark = pytest.mark.timeout(30)

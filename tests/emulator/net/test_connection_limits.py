@@ -1,7 +1,7 @@
 """The port under load and attack: Azure's connection cap (the connection over it refused with
 Service Bus's error, the SDK failing at once, served again once others close), deadlines for peers
 that stall at each stage (protocol header, TLS handshake, SASL, a WebSocket upgrade) and Service
-Bus's idle rules for connections without links, each closed peer logged once with why; TLS and
+Bus's idle deadlines for connections without links, each closed peer logged once with why; TLS and
 WebSockets held without a thread per connection; HTTP connections held with a bounded number."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sbnotebook.emulator.rules.sqlfilter import MISSING, SqlFilterError, compile_filter
+from sbnotebook.emulator.sql.sqlfilter import MISSING, SqlFilterError, compile_filter
 
 
 def ctx(user: dict[str, Any], sys: dict[str, Any] | None = None):  # type: ignore[no-untyped-def]

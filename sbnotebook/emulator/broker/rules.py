@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..broker.model import StoredMessage
+from ..sql.sqlaction import compile_action
+from ..sql.sqlfilter import MISSING, compile_filter
 from ..topology import RuleConfig
-from .sqlaction import compile_action
-from .sqlfilter import MISSING, compile_filter
+from .model import StoredMessage
 
 RULE_NAME = "RuleName"
 

@@ -1,10 +1,10 @@
-"""Service Bus's rules for whole AMQP connections, for ``amqp.BrokerHandler``.
+"""Service Bus's limits on whole AMQP connections, for ``amqp.BrokerHandler``.
 
 - **The namespace's connection cap**: the loop counts AMQP connections (``net/limits.py``); one over
   the cap gets its open answered, then closed at once with ``amqp:resource-limit-exceeded`` and the
   words Service Bus uses for it ("ConnectionsQuotaExceeded for namespace ..."). The SDK raises
   ``ServiceBusQuotaExceededError`` and does not retry it.
-- **LinkTracker's idle rules** (Microsoft's "AMQP errors in Azure Service Bus"): a connection that
+- **LinkTracker's idle deadlines** (Microsoft's "AMQP errors in Azure Service Bus"): a connection that
   opens no link within ``Deadlines.first_link`` (1 minute there), or has had none for
   ``Deadlines.no_links`` since its last one closed (5 minutes), is closed with
   ``amqp:connection:forced`` and Service Bus's words ("The connection was inactive for more than
@@ -44,7 +44,7 @@ def in_use(links: Iterable[Link]) -> bool:
     return any(not is_cbs(link) for link in links)
 
 
-class ConnectionRules:
+class ConnectionLimits:
     def __init__(self, deadlines: Deadlines, namespace: str) -> None:
         self.deadlines = deadlines
         self.namespace = namespace

@@ -1,7 +1,7 @@
-"""A queue's or topic's ``AuthorizationRules`` (its shared access policies) in the administration
-API: read from a create or update, written into the entity's description.
+"""A queue's or topic's shared access policies in the administration API's XML (Service Bus calls
+them ``AuthorizationRules``): read from a create or update, written into the entity's description.
 
-Service Bus's rule, as the SDKs send it::
+A policy, as the SDKs send it::
 
     <AuthorizationRule i:type="SharedAccessAuthorizationRule">
       <ClaimType>SharedAccessKey</ClaimType><ClaimValue>None</ClaimValue>
@@ -9,11 +9,11 @@ Service Bus's rule, as the SDKs send it::
       <KeyName>reader</KeyName><PrimaryKey>...</PrimaryKey><SecondaryKey>...</SecondaryKey>
     </AuthorizationRule>
 
-What Service Bus would not take is refused (400) saying which rule and why; a key is never quoted.
-The SDKs' own checks are the rule here (the .NET SDK's ``SharedAccessAuthorizationRule``): a key
+What Service Bus would not take is refused (400) saying which policy and why; a key is never quoted.
+The SDKs' own checks decide here (the .NET SDK's ``SharedAccessAuthorizationRule``): a key
 name of 1 to 256 URL-safe characters, rights unique with Manage only beside Send and Listen, keys of
-44 base64 characters. A rule without its ``i:type`` is refused: Service Bus answered such rules
-(azure-servicebus before 7.14.1 left it out) with a 400. A key the entity's rule of that name
+44 base64 characters. A policy without its ``i:type`` is refused: Service Bus answered such policies
+(azure-servicebus before 7.14.1 left it out) with a 400. A key the entity's policy of that name
 already holds is not judged again (keys of the topology file or ``Emulator.add_policy``).
 """
 
@@ -66,7 +66,7 @@ def _policy(rule: ET.Element, index: int, entity: str, held: dict[str, Policy], 
     if not _KEY_NAME.match(name):
         raise refuse(f"{where} needs a KeyName of 1 to 256 letters, digits or ._-!*() characters.")
     if text.get("ClaimType", CLAIM_TYPE) != CLAIM_TYPE or text.get("ClaimValue", CLAIM_VALUE) != CLAIM_VALUE:
-        raise refuse(f"{where}: a shared access rule has ClaimType '{CLAIM_TYPE}' and ClaimValue '{CLAIM_VALUE}'.")
+        raise refuse(f"{where}: a shared access policy has ClaimType '{CLAIM_TYPE}' and ClaimValue '{CLAIM_VALUE}'.")
     listed = _rights(fields.get("Rights"), where)
     before = held.get(name.lower())
     keys = [_key(text.get(which, ""), which, where, before) for which in ("PrimaryKey", "SecondaryKey")]

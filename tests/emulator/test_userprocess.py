@@ -1,4 +1,4 @@
-"""The shared embedded emulator (sbnotebook.emulator.shared): one per user, found by every process,
+"""The shared embedded emulator (sbnotebook.emulator.userprocess): one per user, found by every process,
 kept across kernel restarts, restarted when its state file names a dead process, started once when
 kernels start together. Each test has its own SBNOTEBOOK_HOME, so the user's real one is never touched."""
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sbnotebook.emulator import cli, shared
+from sbnotebook.emulator import cli, userprocess
 
 pytestmark = pytest.mark.slow
 
@@ -33,22 +33,22 @@ from sbnotebook import core
 print(json.dumps([r["body_text"] for r in core.peek("orders")]))
 """
 ENSURE = """
-from sbnotebook.emulator import shared
-r = shared.ensure()
+from sbnotebook.emulator import userprocess
+r = userprocess.ensure()
 print(r.pid, r.port)
 """
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv(shared.ENV_HOME, str(tmp_path))
+    monkeypatch.setenv(userprocess.ENV_HOME, str(tmp_path))
     yield tmp_path / "emulator"
-    shared.stop(tmp_path / "emulator")
+    userprocess.stop(tmp_path / "emulator")
 
 
 def python(code: str, home: Path) -> str:
     """Run ``code`` in a new Python process (a kernel, as far as the emulator can tell)."""
-    env = {**os.environ, shared.ENV_HOME: str(home.parent)}
+    env = {**os.environ, userprocess.ENV_HOME: str(home.parent)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -63,7 +63,7 @@ def test_two_processes_see_the_same_messages_and_the_key_stays_private(home: Pat
     assert stat.S_IMODE((home / "key").stat().st_mode) == 0o600
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     assert key not in (home / "state.json").read_text()
-    running = shared.status(home)
+    running = userprocess.status(home)
     assert running is not None and key not in repr(running)
     # the key is not on the emulator's command line, which every user of the machine can read
     cmdline = Path(f"/proc/{running.pid}/cmdline")
@@ -73,51 +73,51 @@ def test_two_processes_see_the_same_messages_and_the_key_stays_private(home: Pat
 
 def test_the_emulator_outlives_the_kernel_and_a_restart_of_its_own_keeps_the_messages(home: Path) -> None:
     python(SEND, home)
-    first = shared.status(home)
+    first = userprocess.status(home)
     assert first is not None  # the sending process has exited; the emulator has not
-    assert shared.stop(home) == first.pid
-    assert shared.status(home) is None
+    assert userprocess.stop(home) == first.pid
+    assert userprocess.status(home) is None
     assert json.loads(python(PEEK, home)) == ['{"from": "process one"}']  # a new emulator, same store
-    second = shared.status(home)
+    second = userprocess.status(home)
     assert second is not None and second.pid != first.pid
 
 
 def test_a_state_file_naming_a_dead_process_starts_a_fresh_emulator(home: Path) -> None:
     python(SEND, home)
-    old = shared.status(home)
+    old = userprocess.status(home)
     assert old is not None
     os.kill(old.pid, signal.SIGKILL)  # killed: it cannot remove its state file
     deadline = time.monotonic() + 10
-    while shared.answers(old.host, old.port, 0.2) and time.monotonic() < deadline:
+    while userprocess.answers(old.host, old.port, 0.2) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert json.loads((home / "state.json").read_text())["pid"] == old.pid
     assert json.loads(python(PEEK, home)) == ['{"from": "process one"}']
-    new = shared.status(home)
+    new = userprocess.status(home)
     assert new is not None and new.pid != old.pid
 
 
 def test_kernels_starting_together_get_one_emulator(home: Path) -> None:
-    env = {**os.environ, shared.ENV_HOME: str(home.parent)}
+    env = {**os.environ, userprocess.ENV_HOME: str(home.parent)}
     starts = [
         subprocess.Popen([sys.executable, "-c", ENSURE], env=env, stdout=subprocess.PIPE, text=True) for _ in range(4)
     ]
     seen = {p.communicate(timeout=90)[0].strip() for p in starts}
     assert len(seen) == 1, seen
-    running = shared.status(home)
+    running = userprocess.status(home)
     assert running is not None and seen == {f"{running.pid} {running.port}"}
 
 
 def test_reset_deletes_the_messages_and_the_key(home: Path) -> None:
     python(SEND, home)
     key = (home / "key").read_text()
-    shared.reset(home)
-    assert shared.status(home) is None
+    userprocess.reset(home)
+    assert userprocess.status(home) is None
     assert json.loads(python(PEEK, home)) == []
     assert (home / "key").read_text() != key
 
 
 def test_status_shows_the_open_connections_and_the_cap(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    running = shared.ensure(home)
+    running = userprocess.ensure(home)
     with socket.create_connection((running.host, running.port), timeout=5) as held:
         held.sendall(b"AMQP\x03\x01\x00\x00")
         assert held.recv(8) == b"AMQP\x03\x01\x00\x00"  # an AMQP connection, counted

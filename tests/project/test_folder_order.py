@@ -88,7 +88,9 @@ def part_imports(root: Path, package: str) -> Iterator[tuple[str, str | None, st
 def unmapped(root: Path, package: str) -> list[str]:
     ranks = declared_order(root, package)
     found = [f"{package}: {name} is not in the map's bullets" for name in sorted(parts(root, package) - set(ranks))]
-    found += [f"{package}: the map names {name}, which is not there" for name in sorted(set(ranks) - parts(root, package))]
+    found += [
+        f"{package}: the map names {name}, which is not there" for name in sorted(set(ranks) - parts(root, package))
+    ]
     return found
 
 
@@ -139,7 +141,7 @@ def gone_names(root: Path, files: set[str]) -> list[str]:
     (by path, or by its file name when the name has no folder)."""
     basenames = {f.rsplit("/", 1)[-1] for f in files}
     found = []
-    for name, path in sorted(modules(root).items()):
+    for _name, path in sorted(modules(root).items()):
         text = path.read_text(encoding="utf-8")
         for match in PY_NAME.finditer(text):
             said = match.group(1)

@@ -107,7 +107,7 @@ def credential_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     requests too, and, for an ``AZURE_AUTHORITY_HOST`` that is not a Microsoft cloud (a sovereign
     or private authority, the TLS emulator), ``disable_instance_discovery`` (else azure-identity
     asks login.microsoftonline.com about that host, which fails offline and for private hosts)."""
-    from .trust import ca_bundle
+    from ..trust import ca_bundle
 
     env = os.environ if env is None else env
     options: dict[str, Any] = {}

@@ -12,7 +12,7 @@ each:
   once: ``reconnects`` counts it, the log says why, and if the second attempt fails too the error
   says so), the clients they retired and the reaper that closes links idle for ``idle_timeout``;
 - the client's lifecycle (this module): the SDK client made with the kit's options and its spare
-  AMQP connections (``sdk_spares.py``: the first call on a new entity costs the token, the attach
+  AMQP connections (``sdk/spares.py``: the first call on a new entity costs the token, the attach
   and the call), the check that the namespace answers and the key is accepted, the warm-up of
   listed entities in the background, the administration client, and ``close()``.
 
@@ -30,13 +30,14 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from .. import trust
 from ..entities import EntityPath
-from ..errors import SbError, ServiceError, from_sdk, is_connection_lost
+from ..errors import SbError, ServiceError
 from ..sdk.api import async_client_class
 from ..sdk.encoded import keep_encoded
+from ..sdk.failures import from_sdk, is_connection_lost
 from ..sdk.spares import SpareConnections
 from ..sdk.websockets import transport_options
-from . import trust
 from .connection import Connection, async_credential, credential, explicit_port
 from .links import receiver_for
 from .pools import IDLE_TIMEOUT, Generation, LinkPools

@@ -9,16 +9,8 @@ from typing import Any, TypeVar
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
-from ..errors import (
-    UNAUTHORIZED,
-    ConfigurationError,
-    EntityNotFoundError,
-    SbError,
-    ServiceError,
-    from_sdk,
-    role_needed,
-    sign_in_failure,
-)
+from ..errors import ConfigurationError, EntityNotFoundError, SbError, ServiceError
+from ..sdk.failures import UNAUTHORIZED, from_sdk, role_needed, sign_in_failure
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from azure.core.pipeline.transport import RequestsTransport
 
-from ..connections import trust
+from .. import trust
 
 
 def _plain_http(url: str, netloc: str | None) -> str:

@@ -17,7 +17,7 @@ from sbnotebook.core.operations.triage import OTHER, group_counts
 from sbnotebook.core.views.signatures import mask, signature
 from sbnotebook.emulator import Emulator
 from tests import shell
-from tests.core.views.test_triage import dead_letter
+from tests.core.operations.test_triage import dead_letter
 from tests.helpers import drain
 
 DLQ = "q/$deadletterqueue"

@@ -27,7 +27,14 @@ Each sub-package opens with its own map.
 The layers above import only from ``sbnotebook.core`` itself (``__all__``), never from these modules.
 """
 
-from .connections.connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, resolve
+from .connections.connection import (
+    ENV_CONNECTION_STRING,
+    ENV_NAMESPACE,
+    Connection,
+    default_credential,
+    resolve,
+    tls_port_options,
+)
 from .connections.credentials import (
     CredentialRef,
     credential_of,
@@ -113,9 +120,12 @@ from .operations.triage import OTHER as GROUP_OTHER
 from .operations.window import enqueued_window, scan_window
 from .outcome import PROBLEMS, Outcome, Report
 from .renames import deprecated, renamed
+from .sdk.admin import emulator_admin_client
 from .sdk.api import NEXT_AVAILABLE_SESSION
+from .sdk.clients import rule_arguments, sdk_admin_client, sdk_client
 from .sdk.failures import (
     SERVICE_ERRORS,
+    is_entity_not_found,
     is_message_not_found,
     is_no_session_available,
     is_session_locked,
@@ -207,6 +217,7 @@ __all__ = [
     "create_entity",
     "create_rule",
     "credential_of",
+    "default_credential",
     "default_target",
     "deferral",
     "delete_entity",
@@ -214,6 +225,7 @@ __all__ = [
     "deprecated",
     "discard",
     "duration",
+    "emulator_admin_client",
     "enqueued_window",
     "ensure_targets",
     "entity_properties",
@@ -227,6 +239,7 @@ __all__ = [
     "group_value",
     "import_jsonl",
     "import_resume_point",
+    "is_entity_not_found",
     "is_glob",
     "is_message_not_found",
     "is_no_session_available",
@@ -257,10 +270,13 @@ __all__ = [
     "requires_sessions",
     "resolve",
     "resubmit",
+    "rule_arguments",
     "scan",
     "scan_records",
     "scan_window",
     "schedule",
+    "sdk_admin_client",
+    "sdk_client",
     "send",
     "sequence_numbers",
     "sessions_refused",
@@ -270,6 +286,7 @@ __all__ = [
     "split_address",
     "tail",
     "time_bounds",
+    "tls_port_options",
     "to_dataframe",
     "to_json_record",
     "to_record",

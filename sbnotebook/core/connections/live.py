@@ -38,7 +38,7 @@ from ..sdk.encoded import keep_encoded
 from ..sdk.failures import from_sdk, is_connection_lost
 from ..sdk.spares import SpareConnections
 from ..sdk.websockets import transport_options
-from .connection import Connection, async_credential, credential, explicit_port
+from .connection import Connection, async_credential, default_credential, tls_port_options
 from .links import receiver_for
 from .pools import IDLE_TIMEOUT, Generation, LinkPools
 
@@ -135,15 +135,15 @@ class LiveConnection(LinkPools):
         # reconnect), so a failure is reported in seconds, not after the SDK's own backoff.
         # try_timeout: every attempt ends, in a reply or a retryable timeout (TRY_TIMEOUT).
         tls = not self.is_emulator
+        if self.settings.websockets:
+            dial = transport_options(self.namespace, tls=tls)
+        else:
+            dial = tls_port_options(self.namespace) if tls else {}
         options: dict[str, Any] = {
             "retry_total": 0,
             "try_timeout": self.try_timeout,
             "ssl_context": tls_context(),
-            **(
-                transport_options(self.namespace, tls=tls)
-                if self.settings.websockets
-                else explicit_port(self.namespace, tls=tls)
-            ),
+            **dial,
         }
         if self.settings.connection_string is not None:
             generation = Generation(ServiceBusClient.from_connection_string(self.settings.connection_string, **options))
@@ -259,7 +259,9 @@ class LiveConnection(LinkPools):
                     connection_string=self.settings.connection_string,
                     namespace=self.namespace,
                     emulator=self.is_emulator,
-                    credential=None if self.settings.connection_string else (self.settings.credential or credential()),
+                    credential=None
+                    if self.settings.connection_string
+                    else (self.settings.credential or default_credential()),
                 )
             return self._admin
 

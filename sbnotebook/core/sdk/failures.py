@@ -26,6 +26,7 @@ from ..errors import (
 from .api import (
     AzureError,
     MessageLockLostError,
+    ResourceNotFoundError,
     ServiceBusCommunicationError,
     ServiceBusConnectionError,
     sdk_errors,
@@ -194,8 +195,10 @@ def is_connection_lost(exc: BaseException) -> bool:
 
 
 def is_entity_not_found(exc: BaseException) -> bool:
-    """The broker says the entity does not exist (at attach, or detaching a link of one deleted)."""
-    return isinstance(exc, (sdk_errors.MessagingEntityNotFoundError, EntityNotFoundError))
+    """The entity does not exist: the broker says so (at attach, or detaching a link of one deleted),
+    the administration API answers 404 (``ResourceNotFoundError``), or the kit raised
+    :class:`EntityNotFoundError`."""
+    return isinstance(exc, (sdk_errors.MessagingEntityNotFoundError, ResourceNotFoundError, EntityNotFoundError))
 
 
 def is_management_link_lost(exc: BaseException) -> bool:

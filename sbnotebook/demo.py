@@ -92,11 +92,9 @@ EXPECTED_DEAD = ["order-4"]
 
 def _dead_lettered_ids(emu: Emulator, entity: str) -> list[str]:
     """The message ids in ``entity``'s dead-letter queue, peeked with the SDK on a client of its own."""
-    from azure.servicebus import ServiceBusClient, ServiceBusSubQueue
-
     with (
-        ServiceBusClient.from_connection_string(emu.connection_string) as client,
-        client.get_queue_receiver(entity, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as receiver,
+        core.sdk_client(emu.connection_string) as client,
+        client.get_queue_receiver(entity, sub_queue="deadletter") as receiver,  # ServiceBusSubQueue.DEAD_LETTER
     ):
         found: list[Any] = []
         while page := receiver.peek_messages(

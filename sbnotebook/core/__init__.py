@@ -10,20 +10,31 @@ It imports nothing from IPython, ipywidgets, plotly or Spark.
 Every function also takes ``connection=`` as a connection string or ``Connection`` settings (or
 nothing: the documented resolution order); calls with the same settings share one live connection.
 
-Where things are (each sub-package opens with its own map):
+Where things are, top down: a part imports from its own line and the lines below it, never from
+one above, and no two parts import each other (tests/project/test_folder_order.py reads the imports).
+Each sub-package opens with its own map.
 
+- ``incidents/``: purge, resubmit, discard, copy, export and import, tail (whole entities, nothing lost);
+- ``operations/``: peek, scan, receive and settle, defer, process, sessions, send, one message copied,
+  dead-letter triage, manage, counts;
+- ``views/``: the record schema, search and its ``where``, dead-letter signatures;
 - ``connections/``: where Service Bus is, credentials, the live connection, its loop and link pools;
-- ``operations/``: peek, scan, receive and settle, defer, process, sessions, send, manage, counts;
-- ``incidents/``: purge, resubmit, copy, export and import, tail (whole entities, nothing lost);
-- ``views/``: the record schema, search, dead-letter signatures, triage;
-- ``sdk/``: the SDK seam, the only modules that import ``azure.*``;
-- here: ``entities.py`` (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one
-  result type), ``renames.py`` (old names for one release), ``timing.py``.
+- ``sdk/``: the SDK seam, the only modules that import ``azure.*``, and what an SDK failure means;
+- at the bottom, for all of them: ``amqp_codec.py`` (AMQP values with their types, and their JSON),
+  ``entities.py`` (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one result
+  type), ``renames.py`` (old names for one release), ``timing.py``, ``trust.py`` (the CAs TLS trusts).
 
 The layers above import only from ``sbnotebook.core`` itself (``__all__``), never from these modules.
 """
 
-from .connections.connection import ENV_CONNECTION_STRING, ENV_NAMESPACE, Connection, resolve
+from .connections.connection import (
+    ENV_CONNECTION_STRING,
+    ENV_NAMESPACE,
+    Connection,
+    default_credential,
+    resolve,
+    tls_port_options,
+)
 from .connections.credentials import (
     CredentialRef,
     credential_of,
@@ -36,7 +47,6 @@ from .connections.registry import ConnectionLike, close_all, connect
 from .connections.registry import live as live_connection
 from .entities import CONNECTION_NAME, DEAD_LETTER_QUEUE, EntityPath, split_address
 from .errors import (
-    SERVICE_ERRORS,
     ConfigurationError,
     EntityNameError,
     EntityNotFoundError,
@@ -47,14 +57,8 @@ from .errors import (
     SbError,
     ServiceError,
     SessionLockedError,
-    is_message_not_found,
-    is_no_session_available,
-    is_session_locked,
-    is_unauthorized,
     redact,
-    requires_sessions,
 )
-from .incidents.copies import acopy_then_complete, copy_message, copy_then_complete
 from .incidents.copy_many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
 from .incidents.copying import CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
 from .incidents.discarding import adiscard, discard
@@ -75,6 +79,7 @@ from .incidents.topology import TopologyExport, export_topology
 from .operations import deferral
 from .operations.batch import LockedBatch
 from .operations.bounds import TimeWindow, snapshot, time_bounds
+from .operations.copies import acopy_then_complete, copy_message, copy_then_complete
 from .operations.counts import EntityCounts, counts, list_entities
 from .operations.manage import (
     RuleInfo,
@@ -110,15 +115,26 @@ from .operations.sessions import (
     pretty_state,
     set_session_state,
 )
+from .operations.triage import GROUP_FIELDS, GroupCounts, group_counts, group_value
+from .operations.triage import OTHER as GROUP_OTHER
 from .operations.window import enqueued_window, scan_window
 from .outcome import PROBLEMS, Outcome, Report
 from .renames import deprecated, renamed
+from .sdk.admin import emulator_admin_client
 from .sdk.api import NEXT_AVAILABLE_SESSION
+from .sdk.clients import rule_arguments, sdk_admin_client, sdk_client
+from .sdk.failures import (
+    SERVICE_ERRORS,
+    is_entity_not_found,
+    is_message_not_found,
+    is_no_session_available,
+    is_session_locked,
+    is_unauthorized,
+    requires_sessions,
+)
 from .views.records import FIELDS, RECORD_FIELDS, to_dataframe, to_record, utf8
 from .views.search import as_where, compile_where, json_columns
 from .views.signatures import mask, signature
-from .views.triage import GROUP_FIELDS, GroupCounts, group_counts, group_value
-from .views.triage import OTHER as GROUP_OTHER
 from .views.where import Where, WhereFailed
 
 __all__ = [
@@ -201,6 +217,7 @@ __all__ = [
     "create_entity",
     "create_rule",
     "credential_of",
+    "default_credential",
     "default_target",
     "deferral",
     "delete_entity",
@@ -208,6 +225,7 @@ __all__ = [
     "deprecated",
     "discard",
     "duration",
+    "emulator_admin_client",
     "enqueued_window",
     "ensure_targets",
     "entity_properties",
@@ -221,6 +239,7 @@ __all__ = [
     "group_value",
     "import_jsonl",
     "import_resume_point",
+    "is_entity_not_found",
     "is_glob",
     "is_message_not_found",
     "is_no_session_available",
@@ -251,10 +270,13 @@ __all__ = [
     "requires_sessions",
     "resolve",
     "resubmit",
+    "rule_arguments",
     "scan",
     "scan_records",
     "scan_window",
     "schedule",
+    "sdk_admin_client",
+    "sdk_client",
     "send",
     "sequence_numbers",
     "sessions_refused",
@@ -264,6 +286,7 @@ __all__ = [
     "split_address",
     "tail",
     "time_bounds",
+    "tls_port_options",
     "to_dataframe",
     "to_json_record",
     "to_record",
@@ -283,7 +306,7 @@ _OLD_NAMES = {
         "core.copy(max_in_flight=) (sends in flight; its peeks go one at a time)",
     ),
     "BOUND_WINDOW": ("operations.bounds", "BOUND_WINDOW", None),
-    "GROUP_NONE": ("views.triage", "NONE", None),
+    "GROUP_NONE": ("operations.triage", "NONE", None),
     "Field": ("views.records", "Field", None),
     "ImportProgress": ("incidents.importing", "ImportProgress", None),
     "SessionStates": ("operations.sessions", "SessionStates", None),

@@ -96,18 +96,17 @@ def entity_keywords(props: EntityProperties, fields: tuple[str, ...], names: Map
     return out
 
 
-def rule_arguments(rule: RuleConfig) -> dict[str, Any]:
-    from azure.servicebus.management import CorrelationRuleFilter, SqlRuleAction, SqlRuleFilter
+def sdk_rule(rule: RuleConfig) -> dict[str, Any]:
+    """A topology's rule as the SDK administration client's ``create_rule`` takes it."""
+    from sbnotebook.core import rule_arguments
 
-    out: dict[str, Any] = {}
+    action, action_parameters = rule.action or None, rule.action_parameters
     if rule.filter_type == "Correlation":
-        kwargs = {_CORRELATION[k]: v for k, v in rule.correlation.items() if k in _CORRELATION}
-        out["filter"] = CorrelationRuleFilter(**kwargs)
-    else:
-        out["filter"] = SqlRuleFilter(rule.sql_expression, parameters=rule.parameters or None)
-    if rule.action:
-        out["action"] = SqlRuleAction(rule.action, parameters=rule.action_parameters or None)
-    return out
+        correlation = {_CORRELATION[k]: v for k, v in rule.correlation.items() if k in _CORRELATION}
+        return rule_arguments(correlation=correlation, action=action, action_parameters=action_parameters)
+    return rule_arguments(
+        sql=rule.sql_expression, sql_parameters=rule.parameters, action=action, action_parameters=action_parameters
+    )
 
 
 def _queue_order(queues: list[QueueConfig]) -> list[QueueConfig]:
@@ -151,7 +150,7 @@ def create_entities(admin: Any, topology: Topology, names: Mapping[str, str], cr
             )
             if sub.rules:  # the rules replace the $Default rule (true filter) the service creates
                 for rule in sub.rules:
-                    admin.create_rule(names[topic.name], sub.name, rule.name, **rule_arguments(rule))
+                    admin.create_rule(names[topic.name], sub.name, rule.name, **sdk_rule(rule))
                 if all(r.name != "$Default" for r in sub.rules):
                     admin.delete_rule(names[topic.name], sub.name, "$Default")
 
@@ -159,33 +158,29 @@ def create_entities(admin: Any, topology: Topology, names: Mapping[str, str], cr
 def delete_entities(admin: Any, created: list[str]) -> list[str]:
     """Delete what was created, newest first (a topic takes its subscriptions with it). Returns
     what could not be deleted, with why; tries every one."""
-    from azure.core.exceptions import ResourceNotFoundError
+    from sbnotebook.core import is_entity_not_found
 
     failed: list[str] = []
     for name in reversed(created):
         try:
             try:
                 admin.delete_queue(name)
-            except ResourceNotFoundError:
+            except Exception as exc:
+                if not is_entity_not_found(exc):  # not a queue: a topic, or nothing
+                    raise
                 admin.delete_topic(name)
         except Exception as exc:
             failed.append(f"{name}: {type(exc).__name__}: {exc}")
     return failed
 
 
-def _endpoint_host(connection_string: str) -> tuple[str, bool]:
-    """The namespace host (with its port, if any) and whether ``UseDevelopmentEmulator=true``."""
-    host, emulator = "", False
+def _endpoint_host(connection_string: str) -> str:
+    """The namespace host (with its port, if any)."""
     for part in connection_string.split(";"):
         key, _, value = part.partition("=")
-        key = key.strip().lower()
-        if key == "endpoint":
-            host = urllib.parse.urlsplit(value.strip()).netloc
-        elif key == "usedevelopmentemulator":
-            emulator = value.strip().lower() == "true"
-    if not host:
-        raise ValueError("SERVICEBUS_CONNECTION_STRING has no Endpoint=sb://...")
-    return host, emulator
+        if key.strip().lower() == "endpoint":
+            return urllib.parse.urlsplit(value.strip()).netloc
+    raise ValueError("SERVICEBUS_CONNECTION_STRING has no Endpoint=sb://...")
 
 
 class LiveNamespace:
@@ -195,9 +190,8 @@ class LiveNamespace:
     def __init__(self, connection_string: str | None, fully_qualified_namespace: str) -> None:
         self.connection_string = connection_string
         self.fully_qualified_namespace = fully_qualified_namespace
-        self._emulator = False
         if connection_string is not None:
-            self.fully_qualified_namespace, self._emulator = _endpoint_host(connection_string)
+            self.fully_qualified_namespace = _endpoint_host(connection_string)
         self._credentials: dict[bool, Any] = {}
         self._admin: Any = None
 
@@ -210,39 +204,22 @@ class LiveNamespace:
         return cls(conn, env.get("SERVICEBUS_FULLY_QUALIFIED_NAMESPACE", ""))
 
     def credential(self, aio: bool = False) -> Any:
+        """DefaultAzureCredential as the kit makes it (``core.default_credential``), one per kind."""
+        from sbnotebook.core import default_credential
+
         if aio not in self._credentials:
-            try:
-                if aio:
-                    from azure.identity.aio import DefaultAzureCredential as AsyncDefault
-
-                    self._credentials[aio] = AsyncDefault()
-                else:
-                    from azure.identity import DefaultAzureCredential
-
-                    self._credentials[aio] = DefaultAzureCredential()
-            except ImportError:
-                raise RuntimeError(
-                    "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE (Entra ID) needs azure-identity: pip install azure-identity"
-                ) from None
+            self._credentials[aio] = default_credential(aio=aio)
         return self._credentials[aio]
 
     def admin_client(self, *, aio: bool = False, **kwargs: Any) -> Any:
-        if self.connection_string is not None and self._emulator:
-            # UseDevelopmentEmulator=true: plain HTTP, which the SDK's admin client never speaks itself
-            from sbnotebook.core.sdk.admin import emulator_admin_client
+        """The SDK's administration client (an emulator's connection string: its plain HTTP API)."""
+        from sbnotebook.core import sdk_admin_client
 
-            return emulator_admin_client(self.connection_string, aio=aio, **kwargs)
-        if aio:
-            from azure.servicebus.aio.management import ServiceBusAdministrationClient as AsyncAdmin
-
-            admin_type: Any = AsyncAdmin
-        else:
-            from azure.servicebus.management import ServiceBusAdministrationClient
-
-            admin_type = ServiceBusAdministrationClient
         if self.connection_string is not None:
-            return admin_type.from_connection_string(self.connection_string, **kwargs)
-        return admin_type(self.fully_qualified_namespace, self.credential(aio), **kwargs)
+            return sdk_admin_client(self.connection_string, aio=aio, **kwargs)
+        return sdk_admin_client(
+            fully_qualified_namespace=self.fully_qualified_namespace, credential=self.credential(aio), aio=aio, **kwargs
+        )
 
     @contextlib.contextmanager
     def entities(self, topology: Topology, suffix: str) -> Iterator[Namespace]:

@@ -41,19 +41,15 @@ class Namespace:
     def client(self, *, aio: bool = False, **kwargs: Any) -> Any:
         """A ``ServiceBusClient`` (``aio=True``: ``azure.servicebus.aio.ServiceBusClient``) for this
         namespace, with what the mode needs (under ``--servicebus-tls``: the port and the CA)."""
-        if aio:
-            from azure.servicebus.aio import ServiceBusClient as AsyncClient
+        from sbnotebook.core import sdk_client
 
-            client_type: Any = AsyncClient
-        else:
-            from azure.servicebus import ServiceBusClient
-
-            client_type = ServiceBusClient
         options = {**self.client_options, **kwargs}
         if self.connection_string is not None:
-            return client_type.from_connection_string(self.connection_string, **options)
+            return sdk_client(self.connection_string, aio=aio, **options)
         credential = self.credential(aio) if callable(self.credential) else self.credential
-        return client_type(self.fully_qualified_namespace, credential, **options)
+        return sdk_client(
+            fully_qualified_namespace=self.fully_qualified_namespace, credential=credential, aio=aio, **options
+        )
 
     def now(self) -> datetime:
         """The namespace's time: the emulator's clock (manual or system); live, real time."""

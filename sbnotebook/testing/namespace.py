@@ -173,13 +173,9 @@ def _emulated(resources: SessionResources, topology: Topology, clock: str) -> It
 
 def _tls_client_options(emulator: Emulator, ca: str) -> dict[str, Any]:
     """Over TLS the SDK dials 5671 unless told the port: the endpoint again, plain AMQP over TLS."""
-    from azure.servicebus import TransportType
+    from sbnotebook.core import tls_port_options
 
-    return {
-        "custom_endpoint_address": f"sb://{emulator.address}:{emulator.port}",
-        "transport_type": TransportType.Amqp,
-        "connection_verify": ca,
-    }
+    return {**tls_port_options(f"{emulator.address}:{emulator.port}"), "connection_verify": ca}
 
 
 def _emulator_admin_factory(namespace: Namespace, ca: str | None) -> Any:
@@ -187,17 +183,11 @@ def _emulator_admin_factory(namespace: Namespace, ca: str | None) -> Any:
     assert conn is not None
 
     def make(*, aio: bool = False, **kwargs: Any) -> Any:
-        if not ca:  # plain HTTP on the AMQP port; the SDK's admin client always speaks HTTPS
-            from sbnotebook.core.sdk.admin import emulator_admin_client
+        from sbnotebook.core import sdk_admin_client
 
-            return emulator_admin_client(conn, aio=aio, **kwargs)
-        if aio:
-            from azure.servicebus.aio.management import ServiceBusAdministrationClient as AsyncAdmin
-
-            return AsyncAdmin.from_connection_string(conn, connection_verify=ca, **kwargs)
-        from azure.servicebus.management import ServiceBusAdministrationClient
-
-        return ServiceBusAdministrationClient.from_connection_string(conn, connection_verify=ca, **kwargs)
+        # Without TLS the connection string says UseDevelopmentEmulator=true: the API in plain HTTP on the AMQP port.
+        trust = {"connection_verify": ca} if ca else {}
+        return sdk_admin_client(conn, aio=aio, **trust, **kwargs)
 
     return make
 

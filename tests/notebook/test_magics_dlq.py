@@ -44,7 +44,7 @@ def test_dlq_summary_counts_every_message_by_subject_and_an_interrupt_shows_part
     kernel interrupt) while it counts stops the scan and shows the counts so far."""
     import threading
 
-    from tests.core.views.test_triage import fill_dlq
+    from tests.core.operations.test_triage import fill_dlq
 
     fill_dlq(emulator.connection_string, 3_000)
     table = line(ip, "sb_dlq ttl-dl --summary --by subject")

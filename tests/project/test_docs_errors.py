@@ -15,7 +15,7 @@ from sbnotebook.core import SbError
 DOC = Path(__file__).resolve().parents[2] / "docs" / "azure-and-databricks.md"
 # Caught where raised, never shown: HelpShown, _Misfit (core/errors.py); StaleLink (a pooled link of a
 # deleted entity: connections/pools.py opens another); NotAMatch (a search's non-match, views/where.py);
-# Unsupported (a value the SDK cannot encode: that message's outcome says so, incidents/copies.py).
+# Unsupported (a value the SDK cannot encode: that message's outcome says so, operations/copies.py).
 SIGNALS = {"HelpShown", "_Misfit", "StaleLink", "NotAMatch", "Unsupported"}
 
 

@@ -168,8 +168,8 @@ def test_an_old_spark_option_is_its_new_name_and_says_so_once(row: list[str], sa
 def test_cores_old_module_names_still_give_what_they_gave_and_say_what_replaced_them(said: Any) -> None:
     """core.SEARCH_SCAN_LIMIT and COPY_CONCURRENCY, renamed, and the names that left core.__all__:
     each still comes from core for one release, and says once where it is now."""
-    from sbnotebook.core.operations import bounds
-    from sbnotebook.core.views import records, triage
+    from sbnotebook.core.operations import bounds, triage
+    from sbnotebook.core.views import records
 
     assert core.SEARCH_SCAN_LIMIT == core.MAX_SCANNED
     assert core.COPY_CONCURRENCY == 1

@@ -1,6 +1,8 @@
 """The package's structure, checked from its imports: no import circles (``TYPE_CHECKING`` imports
-included), no private name of one module used by another, and the notebook and Spark layers using
-only the settlement library's public surface (``sbnotebook.core.__all__``).
+included), no private name of one module used by another, the notebook and Spark layers, the pytest
+plugin's ``testing/`` and ``demo.py`` using only the settlement library's public surface
+(``sbnotebook.core.__all__``), and ``azure.*`` imported at run time only in the SDK seam
+(``core/sdk/``).
 
 Each rule is a function of a source tree, so each has a test on a small tree that breaks it."""
 
@@ -15,8 +17,8 @@ import sbnotebook.core
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "sbnotebook"
 
-# The SDK boundary modules (core/sdk/__init__.py lists them: sdk_receiver, sdk_open, sdk_management,
-# sdk_messages, sdk_spares) reach into the SDK's private API on purpose, each listing what it uses,
+# The SDK boundary modules (core/sdk/__init__.py lists them: receiver, opening, management, messages,
+# encoded, spares) reach into the SDK's private API on purpose, each listing what it uses,
 # with a test that fails when the SDK changes (tests/core/test_boundary.py); the emulator's AMQP layer, its link
 # terms and its event loop do the same with proton's (sbnotebook/emulator/net/protonprivate.py lists the
 # names, tests/emulator/net/test_proton_boundary.py checks them). Their reach-through into third-party
@@ -35,6 +37,16 @@ BOUNDARIES = {
     "sbnotebook.emulator.net.loop",
 }
 DUNDER_PROTOCOLS = {"_repr_html_", "_repr_mimebundle_", "_ipython_display_"}
+# Modules outside the SDK seam that import ``azure.*`` at run time, each with why. The emulator imports
+# nothing from the rest of the kit, so it cannot take azure-core's types from core.
+SDK_OUTSIDE_THE_SEAM = {
+    # The emulator's Entra ID tenant: EmulatorCredential.get_token hands the SDK azure-core's AccessToken
+    # and refuses a scope with azure-core's ClientAuthenticationError, as azure-identity's credentials do
+    # (the kit tells a credential's failure by that class: core/sdk/failures.py sign_in_failure).
+    "sbnotebook.emulator.security.entra",
+}
+# What uses core from outside it through its public surface only (core.__all__).
+CORE_USERS = (f"{PACKAGE}.notebook", f"{PACKAGE}.spark", f"{PACKAGE}.testing", f"{PACKAGE}.demo")
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -151,15 +163,35 @@ def private_uses(root: Path) -> list[str]:
     return sorted(found)
 
 
-def outside_core_surface(root: Path, public: set[str]) -> list[str]:
-    """Names the notebook and Spark layers take from core that are not in ``core.__all__``."""
+def outside_core_surface(root: Path, public: set[str], users: tuple[str, ...] = CORE_USERS[:2]) -> list[str]:
+    """Names the ``users`` (modules or packages; the notebook and Spark layers by default) take from
+    core that are not in ``core.__all__``: imported from it or from one of its modules, or read as an
+    attribute of core itself (``from sbnotebook import core`` ... ``core.name``)."""
+
+    def within(module: str) -> bool:
+        return any(module == user or module.startswith(user + ".") for user in users)
+
     found = []
     for source, target, name in imports(root):
-        upper = source.startswith((f"{PACKAGE}.notebook", f"{PACKAGE}.spark"))
-        if not upper or not target.startswith(f"{PACKAGE}.core"):
+        if not within(source) or not target.startswith(f"{PACKAGE}.core"):
             continue
         if target != f"{PACKAGE}.core" or name not in public:
             found.append(f"{source} imports {target}.{name}")
+    for source, path in modules(root).items():
+        if not within(source):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        bound = {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and _imported(source, path, node) == PACKAGE
+            for alias in node.names
+            if alias.name == "core"
+        }
+        attributes = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)]
+        for node in attributes:
+            if getattr(node.value, "id", None) in bound and node.attr not in public:
+                found.append(f"{source}:{node.lineno} uses core.{node.attr}")
     return sorted(found)
 
 
@@ -187,6 +219,12 @@ def runtime_imports_of(path: Path, prefix: str) -> bool:
 def sdk_importers(root: Path) -> list[str]:
     """The package's modules that import ``azure.*`` at run time."""
     return sorted(name for name, path in modules(root).items() if runtime_imports_of(path, "azure"))
+
+
+def outside_the_seam(root: Path, allowed: set[str]) -> list[str]:
+    """Modules that import ``azure.*`` at run time outside ``core/sdk/`` and are not ``allowed``."""
+    seam = f"{PACKAGE}.core.sdk"
+    return [m for m in sdk_importers(root) if m != seam and not m.startswith(seam + ".") and m not in allowed]
 
 
 def layout(root: Path, package: str) -> tuple[list[str], list[str]]:
@@ -218,13 +256,13 @@ def test_core_and_the_emulator_are_folders_of_parts() -> None:
 
 
 def test_only_the_sdk_seam_imports_the_sdk() -> None:
-    # One seam where an SDK upgrade lands (core/sdk/); the layers above take SDK names from core.
+    # One seam where an SDK upgrade lands (core/sdk/), anywhere in the package; the layers above, the
+    # pytest plugin and the demo take what they need from core's public names.
     importers = sdk_importers(ROOT)
-    core = [m for m in importers if m.startswith(f"{PACKAGE}.core.")]
-    assert core and all(m.startswith(f"{PACKAGE}.core.sdk.") for m in core), core
-    assert len(core) <= 8, core
-    upper = [m for m in importers if m.startswith((f"{PACKAGE}.notebook", f"{PACKAGE}.spark"))]
-    assert upper == []
+    seam = [m for m in importers if m.startswith(f"{PACKAGE}.core.sdk.")]
+    assert seam and len(seam) <= 8, seam
+    assert outside_the_seam(ROOT, SDK_OUTSIDE_THE_SEAM) == []
+    assert set(importers) >= SDK_OUTSIDE_THE_SEAM  # an exception whose module imports azure no longer goes
 
 
 def test_no_function_is_over_80_lines() -> None:
@@ -242,6 +280,14 @@ def test_no_private_name_crosses_a_module() -> None:
 
 def test_the_notebook_and_spark_layers_use_only_core_all() -> None:
     assert outside_core_surface(ROOT, set(sbnotebook.core.__all__)) == []
+
+
+def test_the_pytest_plugin_and_the_demo_use_only_core_all() -> None:
+    public = set(sbnotebook.core.__all__)
+    users = (f"{PACKAGE}.testing", f"{PACKAGE}.demo")
+    assert outside_core_surface(ROOT, public, users) == []
+    # the check sees them: testing/ and demo.py do use core
+    assert outside_core_surface(ROOT, public - {"sdk_client", "sdk_admin_client"}, users)
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -276,6 +322,28 @@ def test_the_structure_checks_can_fail(tmp_path: Path) -> None:
     assert outside_core_surface(root, {"ok"}) == ["sbnotebook.spark.s imports sbnotebook.core.a.ok"]
 
 
+def test_the_core_surface_check_can_fail_for_the_plugin_and_the_demo(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "core/__init__.py": "from .a import ok\n__all__ = ['ok']\n",
+            "core/a.py": "ok = 1\nhidden = 2\n",
+            "testing/__init__.py": "",
+            "testing/t.py": "def f():\n    from sbnotebook.core.a import hidden\n    return hidden\n",
+            "testing/u.py": "from sbnotebook.core import ok\n",
+            "demo.py": "from . import core as kit\n\nkit.ok\nkit.hidden\n",
+            "demo_more.py": "from .core.a import hidden\n",  # not the demo: a module whose name begins the same
+        },
+    )
+    users = ("sbnotebook.testing", "sbnotebook.demo")
+    assert outside_core_surface(root, {"ok"}, users) == [
+        "sbnotebook.demo:4 uses core.hidden",
+        "sbnotebook.testing.t imports sbnotebook.core.a.hidden",
+    ]
+    assert outside_core_surface(root, {"ok"}) == []  # the notebook and Spark layers: none here
+
+
 def test_the_seam_layout_and_length_checks_can_fail(tmp_path: Path) -> None:
     long_body = "".join(f"    x{i} = {i}\n" for i in range(80))
     root = _tree(
@@ -291,6 +359,27 @@ def test_the_seam_layout_and_length_checks_can_fail(tmp_path: Path) -> None:
             "spark/s.py": f"def g():\n{long_body}",
         },
     )
+    seam = _tree(
+        tmp_path / "seam",
+        {
+            "__init__.py": "",
+            "demo.py": "def peek():\n    from azure.servicebus import ServiceBusClient\n",
+            "testing/__init__.py": "",
+            "testing/live.py": "import azure.identity\n",
+            "emulator/__init__.py": "",
+            "emulator/entra.py": "def token():\n    from azure.core.credentials import AccessToken\n",
+            "core/__init__.py": "",
+            "core/sdk/__init__.py": "",
+            "core/sdk/api.py": "import azure.servicebus\n",
+        },
+    )
+    assert outside_the_seam(seam, set()) == [
+        "sbnotebook.demo",
+        "sbnotebook.emulator.entra",
+        "sbnotebook.testing.live",
+    ]
+    assert outside_the_seam(seam, {"sbnotebook.emulator.entra"}) == ["sbnotebook.demo", "sbnotebook.testing.live"]
     assert sdk_importers(root) == ["sbnotebook.core.a", "sbnotebook.core.sdk.api"]
+    assert outside_the_seam(root, set()) == ["sbnotebook.core.a"]
     assert layout(root, "sbnotebook.core") == (["__init__", "a", "b"], ["sdk"])
     assert long_functions(root, 80) == ["sbnotebook.spark.s.g: 81 lines"]

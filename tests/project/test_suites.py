@@ -85,8 +85,8 @@ def test_every_test_file_and_tutorial_runs_in_a_session() -> None:
     assert everything - set(dbr15) - set(spark40) == set(suites.ONLY_ON_PYSPARK_41) | set(suites.BUILD_ONLY)
     for name in (
         "core/sdk/test_batches",
-        "core/incidents/test_copies",
-        "core/views/test_triage",
+        "core/operations/test_copies",
+        "core/operations/test_triage",
         "core/sdk/test_spares",
         "core/sdk/test_open",
         "core/connections/test_loop",

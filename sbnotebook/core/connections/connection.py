@@ -121,7 +121,7 @@ def credential_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     requests too, and, for an ``AZURE_AUTHORITY_HOST`` that is not a Microsoft cloud (a sovereign
     or private authority, the TLS emulator), ``disable_instance_discovery`` (else azure-identity
     asks login.microsoftonline.com about that host, which fails offline and for private hosts)."""
-    from .trust import ca_bundle
+    from ..trust import ca_bundle
 
     env = os.environ if env is None else env
     options: dict[str, Any] = {}
@@ -137,8 +137,11 @@ def credential_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return options
 
 
-def credential(*, aio: bool = False) -> Any:
-    """DefaultAzureCredential (Entra ID), sync or async, with ``credential_options()``."""
+def default_credential(*, aio: bool = False) -> Any:
+    """azure-identity's ``DefaultAzureCredential`` (Entra ID; ``aio=True``: the async one), with what
+    the kit gives it (``credential_options()``: the CAs the kit trusts, no instance discovery for an
+    authority that is not a Microsoft cloud). Raises ``ConfigurationError`` saying how to install
+    azure-identity when it is missing."""
     try:
         return default_azure_credential(aio=aio, **credential_options())
     except ImportError:
@@ -156,11 +159,12 @@ def from_connection_string(text: str) -> Connection:
     return Connection(kind, host, fields.get("entitypath"), text.strip(), websockets=websockets)
 
 
-def explicit_port(namespace: str, *, tls: bool) -> dict[str, Any]:
-    """SDK options that make it dial the port in ``host:port``: with TLS and no custom endpoint the SDK
-    dials 5671 whatever port it is given. Empty for a bare host name (Azure's own ports)."""
-    if tls and urllib.parse.urlsplit(f"//{namespace}").port is not None:
-        return {"custom_endpoint_address": f"sb://{namespace}", "transport_type": TransportType.Amqp}
+def tls_port_options(fully_qualified_namespace: str) -> dict[str, Any]:
+    """The SDK client's options that make it dial the port in ``host:port`` over TLS: without a custom
+    endpoint the SDK dials 5671 whatever port it is given (and with one alone it speaks WebSockets).
+    Empty for a bare host name (Azure's own ports)."""
+    if urllib.parse.urlsplit(f"//{fully_qualified_namespace}").port is not None:
+        return {"custom_endpoint_address": f"sb://{fully_qualified_namespace}", "transport_type": TransportType.Amqp}
     return {}
 
 
@@ -168,7 +172,7 @@ def async_credential(given: Any = None) -> Any:
     """An async token credential for the async SDK client: ``given`` as it is if async, wrapped if
     sync (its get_token runs on a worker thread), else DefaultAzureCredential."""
     if given is None:
-        return credential(aio=True)
+        return default_credential(aio=True)
     import inspect
 
     if inspect.iscoroutinefunction(getattr(given, "get_token", None)):

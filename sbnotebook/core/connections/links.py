@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..entities import EntityPath
-from ..errors import SbError, is_entity_not_found, is_management_link_lost
+from ..errors import SbError
 from ..sdk.api import ServiceBusSubQueue
+from ..sdk.failures import is_entity_not_found, is_management_link_lost
 from ..sdk.opening import close_now, open_without_sleeps
 
 log = logging.getLogger("sbnotebook.live")

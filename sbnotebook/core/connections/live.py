@@ -12,7 +12,7 @@ each:
   once: ``reconnects`` counts it, the log says why, and if the second attempt fails too the error
   says so), the clients they retired and the reaper that closes links idle for ``idle_timeout``;
 - the client's lifecycle (this module): the SDK client made with the kit's options and its spare
-  AMQP connections (``sdk_spares.py``: the first call on a new entity costs the token, the attach
+  AMQP connections (``sdk/spares.py``: the first call on a new entity costs the token, the attach
   and the call), the check that the namespace answers and the key is accepted, the warm-up of
   listed entities in the background, the administration client, and ``close()``.
 
@@ -30,15 +30,16 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from .. import trust
 from ..entities import EntityPath
-from ..errors import SbError, ServiceError, from_sdk, is_connection_lost
+from ..errors import SbError, ServiceError
 from ..renames import deprecated
 from ..sdk.api import async_client_class
 from ..sdk.encoded import keep_encoded
+from ..sdk.failures import from_sdk, is_connection_lost
 from ..sdk.spares import SpareConnections
 from ..sdk.websockets import transport_options
-from . import trust
-from .connection import Connection, async_credential, credential, explicit_port
+from .connection import Connection, async_credential, default_credential, tls_port_options
 from .links import receiver_for
 from .pools import IDLE_TIMEOUT, Generation, LinkPools
 
@@ -141,15 +142,15 @@ class LiveConnection(LinkPools):
         # reconnect), so a failure is reported in seconds, not after the SDK's own backoff.
         # try_timeout: every attempt ends, in a reply or a retryable timeout (TRY_TIMEOUT).
         tls = not self.is_emulator
+        if self.settings.websockets:
+            dial = transport_options(self.fully_qualified_namespace, tls=tls)
+        else:
+            dial = tls_port_options(self.fully_qualified_namespace) if tls else {}
         options: dict[str, Any] = {
             "retry_total": 0,
             "try_timeout": self.try_timeout,
             "ssl_context": tls_context(),
-            **(
-                transport_options(self.fully_qualified_namespace, tls=tls)
-                if self.settings.websockets
-                else explicit_port(self.fully_qualified_namespace, tls=tls)
-            ),
+            **dial,
         }
         if self.settings.connection_string is not None:
             generation = Generation(ServiceBusClient.from_connection_string(self.settings.connection_string, **options))
@@ -265,7 +266,9 @@ class LiveConnection(LinkPools):
                     connection_string=self.settings.connection_string,
                     namespace=self.fully_qualified_namespace,
                     emulator=self.is_emulator,
-                    credential=None if self.settings.connection_string else (self.settings.credential or credential()),
+                    credential=None
+                    if self.settings.connection_string
+                    else (self.settings.credential or default_credential()),
                 )
             return self._admin
 

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..entities import EntityPath
-from ..errors import EntityNameError, ServiceError, from_sdk, is_connection_lost
+from ..errors import EntityNameError, ServiceError
 from ..sdk.api import ServiceBusReceiveMode
+from ..sdk.failures import from_sdk, is_connection_lost
 from ..sdk.management import session_browser
 from ..sdk.opening import close_now, open_without_sleeps
 from .links import LinkPool, StaleLink, quietly, receiver_for, stale
@@ -60,7 +61,7 @@ class Generation:
 
     client: Any  # azure.servicebus.aio.ServiceBusClient
     own_credential: Any = None  # a DefaultAzureCredential made for this client: closed with it
-    spares: SpareConnections | None = None  # AMQP connections opened ahead of need (sdk_spares.py)
+    spares: SpareConnections | None = None  # AMQP connections opened ahead of need (sdk/spares.py)
     opened_a_link: bool = False  # a client that never reached the broker is not stale: no reconnect
 
     async def close(self) -> None:

@@ -1,10 +1,16 @@
 """The incident tools: operations over a whole entity that must never lose a message.
 
-- ``purge.py`` (and ``purge_on_server.py``, the server-side batch delete), ``leftovers.py`` (what is
+- ``purge.py`` (and ``purge_window.py``, a purge of a time window and the removals by sequence number
+  every purge shares; ``purge_on_server.py``, the server-side batch delete), ``leftovers.py`` (what is
   still there after a take-everything operation, and why).
-- ``resubmit.py`` (move messages, copy first then complete) with ``selection.py`` (what its ``where``
-  selects), ``copies.py`` (one copy of one message), ``copying.py`` with ``copy_progress.py`` (copy an
-  entity, to another namespace too, resumably).
+- ``resubmit.py`` (move messages, copy first then complete: ``operations/copies.py``) with
+  ``selection.py`` (what its ``where`` selects), ``discarding.py`` (a resubmit without the copy: the
+  selected messages removed for good).
+- ``copying.py`` (copy an entity, to another namespace too, resumably) with ``copy_peeks.py`` (its
+  source read ahead by peeking, a bounded number held) and ``copy_progress.py`` (its record on disk),
+  ``copy_many.py`` (the entities a glob matches, each copied).
 - ``exporting.py``, ``importing.py`` and ``jsonl.py`` (the JSON lines file), ``resumable.py`` (the state
   file that lets an interrupted send go on), ``tail.py`` (a live tail, by peeking).
+- ``topology.py`` (a namespace's entities read through the administration API) written by
+  ``config_json.py`` as Microsoft's emulator reads them (its ``Config.json``).
 """

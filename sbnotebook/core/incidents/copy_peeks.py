@@ -20,9 +20,10 @@ from typing import Any
 
 from ..connections.live import LiveConnection
 from ..entities import EntityPath
-from ..errors import SbError, from_sdk
+from ..errors import SbError
 from ..operations.scan import PAGE_SIZE, apeek_once, sessions_refused
 from ..operations.window import Span
+from ..sdk.failures import from_sdk
 
 # Source messages a copy holds in memory at most: peeked (or asked for), not yet confirmed copied.
 HELD = 2 * PAGE_SIZE

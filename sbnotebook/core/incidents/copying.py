@@ -45,6 +45,7 @@ from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import arguments_of, sync_form
 from ..entities import EntityPath
 from ..errors import InvalidInputError
+from ..operations.copies import copy_message
 from ..operations.pipeline import FLUSH, RetryPolicy, send_all
 from ..operations.scan import PAGE_SIZE
 from ..operations.window import Span, When, enqueued_window, given_text, locate
@@ -52,7 +53,6 @@ from ..outcome import Outcome, Report
 from ..renames import renamed
 from ..views.records import to_record
 from ..views.search import WhereLike, as_where
-from .copies import copy_message
 from .copy_peeks import PeekAhead
 from .copy_progress import CopyProgress, Record, created_times, load, record_key, record_path
 from .resumable import LineTracker

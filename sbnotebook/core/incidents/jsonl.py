@@ -3,7 +3,7 @@
 One JSON object per message with every field in schema order: times as ISO strings, the body as
 text in ``body`` (what ``core.send`` and ``%%sb_send`` send back), and binary bodies, which have no
 text, as ``body_base64`` so they come back byte for byte. What a message is, kinds and types, is
-written too (``views.amqp``'s JSON forms), so an import sends the same message:
+written too (``amqp_codec``'s JSON forms), so an import sends the same message:
 
 - ``application_properties``: each value in its JSON form (a number, ``true``, text, base64 for
   binary, ISO 8601 for a timestamp), and ``application_property_types`` its AMQP type (``int``,
@@ -30,8 +30,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..amqp_codec import TypedMessage, form, to_json
 from ..errors import InvalidInputError
-from ..views.amqp import TypedMessage, form, to_json
 from ..views.records import FIELDS
 
 Record = dict[str, Any]
@@ -151,7 +151,7 @@ def sendable(
     only when it is still ahead (it is kept on messages that were scheduled once); the broker's
     dead-letter reason and description dropped (as a resubmit drops them). ``decode_properties``
     applies to lines without types (see the module docstring): a typed line's types win."""
-    from .copies import DEAD_LETTER_PROPERTIES
+    from ..operations.copies import DEAD_LETTER_PROPERTIES
 
     out = dict(record)
     for key in ("application_properties", "application_property_types"):

@@ -27,11 +27,12 @@ from typing import Any
 
 from ..connections.live import LiveConnection
 from ..entities import EntityPath
-from ..errors import SbError, is_unauthorized
+from ..errors import SbError
 from ..operations.counts import counts
 from ..operations.messages import message_id
 from ..operations.scan import ascan, message_state
 from ..outcome import Outcome, Report
+from ..sdk.failures import is_unauthorized
 
 log = logging.getLogger("sbnotebook.core.incidents.leftovers")
 purge_log = logging.getLogger("sbnotebook.core.incidents.purge")  # the purge's logger: one place to turn its lines on

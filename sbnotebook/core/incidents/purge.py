@@ -49,13 +49,7 @@ from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
 from ..entities import EntityPath
-from ..errors import (
-    InvalidInputError,
-    SbError,
-    SessionLockedError,
-    from_sdk,
-    requires_sessions,
-)
+from ..errors import InvalidInputError, SbError, SessionLockedError
 from ..operations.bounds import TimeWindow
 from ..operations.messages import message_id
 from ..operations.receive import fetch_batch
@@ -65,6 +59,7 @@ from ..operations.window import When, enqueued_window
 from ..outcome import Outcome, Report
 from ..renames import renamed
 from ..sdk.api import ServiceBusError, ServiceBusReceiveMode
+from ..sdk.failures import from_sdk, requires_sessions
 from ..sdk.receiver import drain_credit, forget_deliveries, settle_by_tokens
 from .leftovers import count_what_sessions_left, locked_until, what_purge_left
 from .purge_on_server import delete_on_server

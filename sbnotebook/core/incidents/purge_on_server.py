@@ -13,9 +13,9 @@ from collections.abc import Callable
 from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..entities import EntityPath
-from ..errors import from_sdk, is_connection_lost
 from ..outcome import Report
 from ..sdk.api import ServiceBusError
+from ..sdk.failures import from_sdk, is_connection_lost
 from ..sdk.management import BATCH_DELETE_MAX, batch_delete, management_handler
 from ..sdk.opening import close_now
 

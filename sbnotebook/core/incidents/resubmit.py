@@ -28,17 +28,18 @@ from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
 from ..entities import EntityPath
-from ..errors import EntityNameError, InvalidInputError, from_sdk
+from ..errors import EntityNameError, InvalidInputError
 from ..operations.batch import LockedBatch
 from ..operations.bounds import TimeWindow
+from ..operations.copies import acopy_then_complete, copy_for
 from ..operations.messages import message_id
 from ..operations.receive import receive_batch
 from ..operations.scan import anything_there
 from ..operations.window import When, enqueued_window
 from ..outcome import Outcome, Report
 from ..renames import renamed
+from ..sdk.failures import from_sdk
 from ..views.search import WhereLike, as_where
-from .copies import acopy_then_complete, copy_for
 from .leftovers import account_for_what_is_left
 from .selection import Selection, peeked_selection
 

@@ -19,9 +19,10 @@ from typing import Any, Literal
 
 from ..connections.live import LiveConnection
 from ..entities import EntityPath
-from ..errors import InvalidInputError, from_sdk, is_lock_lost, tracking_id_of
+from ..errors import InvalidInputError, tracking_id_of
 from ..outcome import MAX_DETAILS, Outcome, Report
 from ..sdk.api import MessageLockLostError, SessionLockLostError
+from ..sdk.failures import from_sdk, is_lock_lost
 from ..sdk.opening import close_now
 from ..sdk.receiver import abandon_with_properties, release, renew_by_tokens, settle_by_tokens
 from ..views.records import SHOWN_FIELDS, to_dataframe, to_record

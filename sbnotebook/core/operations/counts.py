@@ -9,16 +9,8 @@ from typing import Any, TypeVar
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
-from ..errors import (
-    UNAUTHORIZED,
-    ConfigurationError,
-    EntityNotFoundError,
-    SbError,
-    ServiceError,
-    from_sdk,
-    role_needed,
-    sign_in_failure,
-)
+from ..errors import ConfigurationError, EntityNotFoundError, SbError, ServiceError
+from ..sdk.failures import UNAUTHORIZED, from_sdk, is_entity_not_found, role_needed, sign_in_failure
 
 T = TypeVar("T")
 
@@ -44,7 +36,7 @@ def admin_error(exc: BaseException, conn: LiveConnection, entity: str | None = N
     """An administration API failure in one line (no raw XML, no secret)."""
     name = type(exc).__name__
     where = f" ({entity})" if entity else ""
-    if name == "ResourceNotFoundError":
+    if is_entity_not_found(exc):
         return EntityNotFoundError(f"Entity not found{where}: check the name with core.list_entities().")
     if sign_in_failure(exc) is not None:
         return from_sdk(exc, entity=entity)  # no token at all: not a missing right

@@ -17,11 +17,12 @@ from typing import Any
 
 from ..connections.registry import ConnectionLike
 from ..entities import EntityPath
-from ..errors import InvalidInputError, PartlyDoneError, SbError, from_sdk
-from ..incidents.copies import RESUBMIT_COUNT, check_target, copy_message, copy_then_complete
+from ..errors import InvalidInputError, PartlyDoneError, SbError
 from ..outcome import Outcome, Report
 from ..sdk.api import ServiceBusMessage
+from ..sdk.failures import from_sdk
 from .batch import LockedBatch
+from .copies import RESUBMIT_COUNT, check_target, copy_message, copy_then_complete
 from .messages import message_id
 from .receive import receive_deferred
 from .send import schedule

@@ -18,7 +18,8 @@ from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath, entity_name, not_dead_letter
 from ..errors import InvalidInputError, SbError
-from ..sdk.api import CorrelationRuleFilter, SqlRuleAction, SqlRuleFilter
+from ..sdk.clients import rule_arguments
+from ..sdk.failures import is_entity_not_found
 from .counts import admin_error
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$", re.I)
@@ -148,7 +149,7 @@ def _queue_or_topic(name: str, as_queue: Callable[[str], Any], as_topic: Callabl
     except (AttributeError, TypeError):
         pass  # the name is a topic: the SDK cannot read its description as a queue's
     except Exception as exc:
-        if type(exc).__name__ != "ResourceNotFoundError":
+        if not is_entity_not_found(exc):
             raise
     return "topic", as_topic(name)  # not found either: the caller's error handler says so
 
@@ -342,10 +343,9 @@ def create_rule(
     path = _subscription(subscription)
     if (sql is None) == (correlation is None):
         raise InvalidInputError("A rule takes a SQL filter or a correlation filter (one of them).")
-    if sql is not None:
-        rule_filter: Any = SqlRuleFilter(sql)
-    else:
-        fields = dict(correlation or {})
+    fields = None
+    if correlation is not None:
+        fields = dict(correlation)
         if "subject" in fields:
             fields["label"] = fields.pop("subject")
         unknown = set(fields) - {*CORRELATION_FIELDS, "properties"}
@@ -354,19 +354,9 @@ def create_rule(
                 f"A correlation filter has no field {sorted(unknown)}; it has: "
                 f"{', '.join(CORRELATION_FIELDS)} (or subject) and properties."
             )
-        rule_filter = CorrelationRuleFilter(**fields)
+    arguments = rule_arguments(sql=sql, correlation=fields, action=action)
     conn = live(connection)
-    rule = _admin(
-        conn,
-        str(path),
-        lambda admin: admin.create_rule(
-            path.name,
-            path.subscription,
-            name,
-            filter=rule_filter,
-            action=SqlRuleAction(action) if action else None,
-        ),
-    )
+    rule = _admin(conn, str(path), lambda admin: admin.create_rule(path.name, path.subscription, name, **arguments))
     return _rule_info(rule)
 
 

@@ -22,17 +22,10 @@ from typing import Any
 from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..entities import EntityPath
-from ..errors import (
-    InvalidInputError,
-    SbError,
-    condition_of,
-    from_sdk,
-    is_connection_lost,
-    is_retryable,
-    tracking_id_of,
-)
+from ..errors import InvalidInputError, SbError, condition_of, tracking_id_of
 from ..outcome import MAX_DETAILS, Outcome, Report
 from ..sdk.api import MessageSizeExceededError
+from ..sdk.failures import from_sdk, is_connection_lost, is_retryable
 from ..sdk.messages import add_to_batch, tracing_on
 from .messages import iter_input, message_id, to_message
 

@@ -24,10 +24,10 @@ from typing import Any, Literal
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import InvalidInputError, SbError
-from ..incidents.copies import check_target, copy_message, copy_then_complete
 from ..outcome import Outcome, Report
 from ..renames import renamed
 from .batch import LockedBatch
+from .copies import check_target, copy_message, copy_then_complete
 from .messages import message_id
 from .receive import receive
 

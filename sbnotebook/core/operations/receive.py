@@ -15,9 +15,10 @@ from ..connections.links import StaleLink, receiver_for, stale
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
-from ..errors import InvalidInputError, from_sdk, is_connection_lost
+from ..errors import InvalidInputError
 from ..renames import deprecated, renamed
 from ..sdk.api import ServiceBusReceiveMode
+from ..sdk.failures import from_sdk, is_connection_lost
 from ..sdk.opening import close_now, open_without_sleeps
 from ..sdk.receiver import DRAIN_TIMEOUT, drain_credit, forget_deliveries, has_credit, revoke_credit
 from .batch import DEFAULT_MAX_RENEWAL_SECONDS, LockedBatch, Mode

@@ -29,9 +29,10 @@ from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
-from ..errors import InvalidInputError, SbError, from_sdk, requires_sessions
+from ..errors import InvalidInputError, SbError
 from ..renames import renamed
 from ..sdk.api import SessionLockLostError
+from ..sdk.failures import from_sdk, requires_sessions
 from ..sdk.opening import close_now, open_without_sleeps
 from ..views.records import to_record
 

@@ -18,9 +18,10 @@ from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
 from ..entities import EntityPath
-from ..errors import InvalidInputError, from_sdk
+from ..errors import InvalidInputError
 from ..outcome import MAX_DETAILS, Outcome, Report
 from ..renames import renamed
+from ..sdk.failures import from_sdk
 from .messages import as_datetime, iter_input, message_id, to_message
 from .pipeline import RetryPolicy, send_all
 

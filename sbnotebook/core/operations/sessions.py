@@ -28,9 +28,10 @@ from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath, not_dead_letter
-from ..errors import InvalidInputError, SessionLockedError, from_sdk
+from ..errors import InvalidInputError, SessionLockedError
 from ..renames import renamed
 from ..sdk.api import SessionCannotBeLockedError
+from ..sdk.failures import from_sdk
 from ..sdk.management import session_id_page
 from ..sdk.opening import close_now, open_without_sleeps
 from ..views.records import utf8

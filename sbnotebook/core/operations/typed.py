@@ -1,6 +1,6 @@
 """A message's body and application properties as they are sent again, each with its AMQP type.
 
-Read from a received message (its encoded bytes: ``sdk.encoded``, ``views.amqp``) or from an export
+Read from a received message (its encoded bytes: ``sdk.encoded``, ``amqp_codec``) or from an export
 line (``application_property_types``, ``body_kind``, ``body_amqp``: core/incidents/jsonl.py), and
 handed to the SDK as typed values, so a copy, a resubmission or an import is the same message: a
 value body stays a value, a sequence a sequence, a ``long`` a ``long``, a binary property binary.
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..amqp_codec import Typed, TypedMessage, from_form, from_json, read_message
 from ..sdk.encoded import Unsupported, encoded, sdk_value, value_body
-from ..views.amqp import Typed, TypedMessage, from_form, from_json, read_message
 
 log = logging.getLogger("sbnotebook.copy")
 

@@ -1,7 +1,11 @@
-"""The SDK seam: the only modules of the kit that import ``azure.*`` (at run time).
+"""The SDK seam: the only modules of the kit that import ``azure.*`` (at run time; the embedded
+emulator's Entra ID tenant aside, which imports nothing of the kit: tests/project/test_structure.py).
 
-``api.py`` holds the SDK's public names the kit uses (classes, constants, exceptions); ``admin.py``
-makes the administration client; ``websockets.py`` the options for AMQP over WebSockets. The rest of
+``api.py`` holds the SDK's public names the kit uses (classes, constants, exceptions); ``failures.py``
+says what an exception the SDK raised means (translated into the kit's ``errors.py``, classified:
+a lost connection, a lost lock, a missing right); ``admin.py`` makes the administration client;
+``websockets.py`` the options for AMQP over WebSockets; ``clients.py`` the SDK's own clients for code
+that speaks the SDK itself (the pytest plugin, the demo's independent check). The rest of
 this package reaches into the SDK's private API, one concern a module, because the public SDK has no
 call for a few things Service Bus itself offers and the kit needs them. Each pins the SDK lines it
 relies on:

@@ -15,7 +15,7 @@ from typing import Any
 
 from azure.core.pipeline.transport import RequestsTransport
 
-from ..connections import trust
+from .. import trust
 
 
 def _plain_http(url: str, netloc: str | None) -> str:
@@ -67,8 +67,10 @@ def admin_client(
 
 
 def emulator_admin_client(connection_string: str, *, port: int | None = None, aio: bool = False, **kwargs: Any) -> Any:
-    """An SDK ``ServiceBusAdministrationClient`` (``aio=True``: the async one) for an emulator's
-    connection string: its AMQP port serves the API; ``port`` picks an emulator's ``--admin-port``."""
+    """The SDK's ``ServiceBusAdministrationClient`` (``aio=True``: the async one) for an emulator's
+    connection string (``Emulator().connection_string``, ``sbnotebook emulator``): the emulator serves
+    the administration API over plain HTTP on its AMQP port, which the SDK's client alone never
+    speaks; ``port`` picks an emulator's separate ``--admin-port``; ``kwargs`` go to the SDK."""
     endpoint = next((p.split("=", 1)[1] for p in connection_string.split(";") if p.lower().startswith("endpoint=")), "")
     host = urllib.parse.urlsplit(endpoint.strip()).hostname or "127.0.0.1"
     netloc = f"{host}:{port}" if port is not None else None

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from azure.core.exceptions import AzureError
+from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.servicebus import NEXT_AVAILABLE_SESSION as _NEXT_AVAILABLE_SESSION
 from azure.servicebus import (
+    ServiceBusClient,
     ServiceBusMessage,
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
@@ -34,6 +35,7 @@ from azure.servicebus.exceptions import (
 from azure.servicebus.management import (
     CorrelationRuleFilter,
     FalseRuleFilter,
+    ServiceBusAdministrationClient,
     SqlRuleAction,
     SqlRuleFilter,
     TrueRuleFilter,
@@ -52,6 +54,9 @@ __all__ = [
     "FalseRuleFilter",
     "MessageLockLostError",
     "MessageSizeExceededError",
+    "ResourceNotFoundError",
+    "ServiceBusAdministrationClient",
+    "ServiceBusClient",
     "ServiceBusCommunicationError",
     "ServiceBusConnectionError",
     "ServiceBusError",
@@ -64,6 +69,7 @@ __all__ = [
     "SqlRuleFilter",
     "TransportType",
     "TrueRuleFilter",
+    "async_admin_client_class",
     "async_client_class",
     "default_azure_credential",
     "sdk_errors",
@@ -75,6 +81,14 @@ def async_client_class() -> Any:
     from azure.servicebus.aio import ServiceBusClient
 
     return ServiceBusClient
+
+
+def async_admin_client_class() -> Any:
+    """``azure.servicebus.aio.management.ServiceBusAdministrationClient``, imported on first use (it
+    brings aiohttp)."""
+    from azure.servicebus.aio.management import ServiceBusAdministrationClient
+
+    return ServiceBusAdministrationClient
 
 
 def default_azure_credential(*, aio: bool, **options: Any) -> Any:

@@ -7,8 +7,8 @@ pyamqp decodes a received or peeked message into Python values that lose their A
 - ``keep_encoded``: the modules that decode received and peeked messages (``DECODE_CALLS``: the
   async receiver link, the transport's peek and deferred-receive parser) call ``decode_payload``
   through a wrapper that returns the same ``Message`` carrying the bytes it was decoded from; the
-  values are the SDK's, unchanged (``encoded(msg)`` reads the bytes: ``views.amqp`` reads types);
-- ``sdk_value`` / ``value_body``: a ``views.amqp.Typed`` value as pyamqp's encoder takes a typed
+  values are the SDK's, unchanged (``encoded(msg)`` reads the bytes: ``amqp_codec`` reads types);
+- ``sdk_value`` / ``value_body``: an ``amqp_codec.Typed`` value as pyamqp's encoder takes a typed
   value (``{TYPE: ..., VALUE: ...}``), for application properties and body sections.
 
 ``sdk.USED_BY`` lists the private names used here; tests/core/incidents/test_typed_copies.py pins the lines.
@@ -22,8 +22,8 @@ import importlib
 import uuid
 from typing import Any
 
+from ..amqp_codec import EPOCH, Typed
 from ..errors import InvalidInputError
-from ..views.amqp import EPOCH, Typed
 
 # Where the SDK decodes a message a receiver gets (the async link: the kit's receivers are async) or
 # a peek or a deferred receive returns (the transport's parser): the lines calling the module's own

@@ -9,7 +9,7 @@
 What it reaches into: the client's ``_create_session_browser`` and the handlers' management request
 (``_mgmt_request_response_with_retry``) with the SDK's own request bodies and reply handlers;
 ``sdk.USED_BY`` lists them. The handlers open without the
-SDK's sleeps (``sdk_open.py``).
+SDK's sleeps (``opening.py``).
 """
 
 from __future__ import annotations

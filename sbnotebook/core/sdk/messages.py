@@ -7,7 +7,7 @@
   (tests/core/sdk/test_batches.py);
 - ``as_service_bus_message``: a ``ServiceBusMessage`` over an ``AmqpAnnotatedMessage``, made as the
   SDK makes one to send it, without the public constructor's property setters (``WRAP_SOURCE``,
-  tests/core/incidents/test_copies.py);
+  tests/core/operations/test_copies.py);
 - ``amqp_properties``: a message's AMQP properties read at once, as its getters return them.
 
 ``sdk.USED_BY`` lists the private names used here.
@@ -193,7 +193,7 @@ def amqp_properties(msg: Any) -> dict[str, Any]:
     """A message's AMQP properties (``AMQP_PROPERTIES``) as its getters return them: text decoded
     from UTF-8 where the SDK decodes it. Read at once: each getter first tests the properties
     section for emptiness, which lists its fields (1-2 us a getter; a copy reads eight).
-    tests/core/incidents/test_copies.py compares this with the getters."""
+    tests/core/operations/test_copies.py compares this with the getters."""
     props = msg.raw_amqp_message.properties
     if not props:
         return dict.fromkeys(AMQP_PROPERTIES)
@@ -213,7 +213,7 @@ def _as_text(value: Any) -> Any:
 
 # ``as_service_bus_message`` uses ServiceBusMessage's constructor as the SDK itself does when it sends
 # an AmqpAnnotatedMessage (``_convert_to_single_service_bus_message``): these lines of ``__init__``
-# take the annotated message as it is. tests/core/incidents/test_copies.py fails when they change.
+# take the annotated message as it is. tests/core/operations/test_copies.py fails when they change.
 WRAP_SOURCE: tuple[str, ...] = (
     'if "message" in kwargs:',
     'self._message = kwargs["message"]',

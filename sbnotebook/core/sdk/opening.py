@@ -3,7 +3,7 @@
 - ``without_sleeps`` / ``open_without_sleeps``: the SDK's ``_open`` polls ``client_ready_async()``
   and sleeps 50 ms after each False; here the AMQP client it creates reads frames until it is
   ready, with the entity's ``$management`` link attached in the same flight. On a loop with spare
-  AMQP connections (``sdk_spares.py``), the new client is lent one here.
+  AMQP connections (``spares.py``), the new client is lent one here.
 - ``close_now``: a sender or receiver closed without waiting out its keep-alive's one-second sleep;
   the AMQP client a handler makes here closes that way too when the SDK closes it itself (an open
   that fails or is cancelled).

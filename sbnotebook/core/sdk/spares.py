@@ -1,4 +1,4 @@
-"""Spare AMQP connections: the part of the SDK boundary (``sdk.py``) that opens connections ahead of need.
+"""Spare AMQP connections: the part of the SDK seam (``sdk/``) that opens connections ahead of need.
 
 The SDK opens one AMQP connection per sender or receiver. A new entity paid SASL (2 round trips),
 the AMQP open with the session and CBS links (1), the token (1), the attach (1) and the call. A
@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import sign_in_failure
+from .failures import sign_in_failure
 
 log = logging.getLogger("sbnotebook.core.sdk")
 

@@ -1,6 +1,7 @@
 """Records and the views made of them.
 
 ``records.py`` is the one record schema (a message as a flat dict); ``search.py`` selects records by
-body and properties; ``signatures.py`` groups dead-letter reasons by shape; ``triage.py`` counts a
-dead-letter queue by reason at any size.
+body and properties, and ``where.py`` says what a ``where`` could not evaluate; ``signatures.py``
+groups dead-letter reasons by shape. (Counting a dead-letter queue by those shapes reads the entity:
+``operations/triage.py``.)
 """

@@ -10,7 +10,7 @@ import pytest
 from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
-from sbnotebook.core.connections import trust
+from sbnotebook.core import trust
 from sbnotebook.core.connections.live import LiveConnection
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY

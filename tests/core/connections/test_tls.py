@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sbnotebook import core
-from sbnotebook.core.connections import trust
+from sbnotebook.core import trust
 from sbnotebook.core.errors import ConfigurationError, SbError
 from sbnotebook.emulator import Emulator
 

@@ -195,14 +195,14 @@ def test_a_file_without_types_is_sent_as_it_says(emulator: Emulator, tmp_path: P
     "when", [dt.datetime(1970, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 1, 1, 0, 0, 0, 123000, dt.UTC)]
 )
 def test_a_timestamp_reads_back_to_the_millisecond(when: dt.datetime) -> None:
-    from sbnotebook.core.views.amqp import Typed, form, from_form
+    from sbnotebook.core.amqp_codec import Typed, form, from_form
 
     ms = (when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(milliseconds=1)
     assert from_form("timestamp", form(Typed("timestamp", ms))).value == ms
 
 
 def _every_type() -> list[Any]:
-    from sbnotebook.core.views.amqp import Typed
+    from sbnotebook.core.amqp_codec import Typed
 
     s = Typed("string", "k")
     return [
@@ -228,12 +228,12 @@ def _every_type() -> list[Any]:
 
 
 def test_every_amqp_type_is_read_and_written_back_with_its_type() -> None:
-    """The kit's reader (views.amqp) against the SDK's encoder given typed values (sdk.encoded), and
+    """The kit's reader (amqp_codec) against the SDK's encoder given typed values (sdk.encoded), and
     the export's JSON form: each value comes back with its type."""
     from azure.servicebus._pyamqp._encode import encode_value
 
+    from sbnotebook.core.amqp_codec import Typed, decode, from_json, to_json
     from sbnotebook.core.sdk.encoded import Unsupported, sdk_value
-    from sbnotebook.core.views.amqp import Typed, decode, from_json, to_json
 
     for typed in _every_type():
         out = bytearray()

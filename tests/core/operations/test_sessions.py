@@ -98,7 +98,7 @@ def test_a_session_receiver_is_closed_at_once_and_its_session_is_free_when_the_c
     emulator: Emulator, client: ServiceBusClient
 ) -> None:
     """The kit closes the receivers it opens per call (session receivers, receive-and-delete) without
-    waiting out the SDK's keep-alive sleep (``sdk_open.close_now``). The session must still be given back
+    waiting out the SDK's keep-alive sleep (``sdk/opening.close_now``). The session must still be given back
     before the call returns, and no keep-alive task may be left running on the live connection."""
     import asyncio
 

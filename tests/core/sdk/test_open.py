@@ -176,7 +176,7 @@ def test_without_sleeps_is_applied_once() -> None:
 def test_the_sdk_open_still_has_the_shape_without_sleeps_relies_on() -> None:
     """``without_sleeps`` replaces the client that ``_create_handler`` makes with one whose
     ``client_ready_async`` returns once ready; the SDK's ``_open`` must still create the client
-    that way and poll that method. Fails on an SDK whose open changed: read it, update sdk_open.py."""
+    that way and poll that method. Fails on an SDK whose open changed: read it, update core/sdk/opening.py."""
     for dotted in POLLING_OPENS:
         module, cls, method = dotted.rsplit(".", 2)
         source = inspect.getsource(getattr(getattr(importlib.import_module(module), cls), method))

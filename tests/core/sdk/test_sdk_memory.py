@@ -2,7 +2,7 @@
 
 pyamqp's receiver link keeps each delivery tag until the link sends a disposition for it. The kit
 settles many locks in one management request and receives pre-settled in receive-and-delete, so
-neither ever sends one: before ``sdk_receiver.forget_deliveries`` a pooled or long-running receiver held one
+neither ever sends one: before ``sdk/receiver.forget_deliveries`` a pooled or long-running receiver held one
 tag per message (a 10^5 resubmit grew the kernel by 20-40 MiB, a 10^6 purge by about 50 MiB)."""
 
 from __future__ import annotations

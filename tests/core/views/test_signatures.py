@@ -13,11 +13,11 @@ import pytest
 from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
+from sbnotebook.core.operations.triage import OTHER, group_counts
 from sbnotebook.core.views.signatures import mask, signature
-from sbnotebook.core.views.triage import OTHER, group_counts
 from sbnotebook.emulator import Emulator
 from tests import shell
-from tests.core.views.test_triage import dead_letter
+from tests.core.operations.test_triage import dead_letter
 from tests.helpers import drain
 
 DLQ = "q/$deadletterqueue"

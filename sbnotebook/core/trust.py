@@ -14,7 +14,7 @@ import ssl
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import ConfigurationError
+from .errors import ConfigurationError
 
 CA_BUNDLE_SETTINGS = ("SBNOTEBOOK_CA_BUNDLE", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidInputError
+from .errors import InvalidInputError
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 

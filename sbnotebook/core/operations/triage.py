@@ -24,12 +24,12 @@ from typing import Any
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import InvalidInputError
-from ..operations.counts import counts
-from ..operations.scan import scan
-from ..operations.window import When, enqueued_window, scan_window
 from ..renames import renamed
 from ..timing import Timed
-from .signatures import signature
+from ..views.signatures import signature
+from .counts import counts
+from .scan import scan
+from .window import When, enqueued_window, scan_window
 
 SIGNATURE = "signature"  # not a record field: computed from the reason and the description
 GROUP_FIELDS: tuple[str, ...] = ("dead_letter_reason", "dead_letter_error_description", "subject", SIGNATURE)

@@ -19,7 +19,7 @@ import pytest
 from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
-from sbnotebook.core.views.triage import NONE, OTHER, GroupCounts, group_counts
+from sbnotebook.core.operations.triage import NONE, OTHER, GroupCounts, group_counts
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import send
@@ -93,7 +93,7 @@ def test_group_counts_keeps_at_most_max_groups_values_and_says_so(
     emulator: Emulator, client: ServiceBusClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     dead_letter(client, "q", [("r", f"unique description {i}") for i in range(6)])
-    with caplog.at_level("INFO", logger="sbnotebook.core.views.triage"):
+    with caplog.at_level("INFO", logger="sbnotebook.core.operations.triage"):
         counted = group_counts("q/$deadletterqueue", max_groups=4, connection=emulator.connection_string)
     described = counted.counts("dead_letter_error_description")
     assert len(described) == 5 and described[OTHER] == 2 and sum(described.values()) == 6

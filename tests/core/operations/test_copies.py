@@ -14,10 +14,10 @@ from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
 from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
 
 from sbnotebook import core
-from sbnotebook.core.incidents.copies import DEAD_LETTER_PROPERTIES, ORIGINAL_ID, RESUBMIT_COUNT
+from sbnotebook.core.amqp_codec import read_message
+from sbnotebook.core.operations.copies import DEAD_LETTER_PROPERTIES, ORIGINAL_ID, RESUBMIT_COUNT
 from sbnotebook.core.sdk.encoded import encoded, keep_encoded
 from sbnotebook.core.sdk.messages import WRAP_SOURCE, amqp_properties
-from sbnotebook.core.views.amqp import read_message
 from sbnotebook.emulator import Emulator
 
 

@@ -19,12 +19,18 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from ..amqp_codec import TypedMessage
 from ..connections.live import LiveConnection
 from ..entities import EntityPath
-from ..operations.batch import LockedBatch
-from ..operations.messages import message_id, to_message
-from ..operations.pipeline import RetryPolicy, send_all
-from ..operations.typed import (
+from ..outcome import MAX_DETAILS, Outcome, Report
+from ..renames import renamed
+from ..sdk.api import AmqpAnnotatedMessage, AmqpMessageBodyType
+from ..sdk.messages import amqp_properties, as_service_bus_message
+from ..views.records import RECORD_FIELDS, SENDABLE_FIELDS, body_bytes, to_record
+from .batch import LockedBatch
+from .messages import message_id, to_message
+from .pipeline import RetryPolicy, send_all
+from .typed import (
     Unsendable,
     Unsupported,
     body_arguments,
@@ -33,12 +39,6 @@ from ..operations.typed import (
     typed_properties,
     unsendable,
 )
-from ..outcome import MAX_DETAILS, Outcome, Report
-from ..renames import renamed
-from ..sdk.api import AmqpAnnotatedMessage, AmqpMessageBodyType
-from ..sdk.messages import amqp_properties, as_service_bus_message
-from ..views.amqp import TypedMessage
-from ..views.records import RECORD_FIELDS, SENDABLE_FIELDS, body_bytes, to_record
 
 Record = dict[str, Any]
 
@@ -97,7 +97,7 @@ def copy_message(
     partition_key = msg.partition_key
     # Built as the AMQP message the SDK would make from ServiceBusMessage(body, subject=..., ...),
     # without its property setters (each lists the message's sections again): a third of the cost.
-    # tests/core/incidents/test_copies.py checks the two encode to the same bytes.
+    # tests/core/operations/test_copies.py checks the two encode to the same bytes.
     annotated = AmqpAnnotatedMessage(
         **body,
         properties=properties,

@@ -1,6 +1,6 @@
 """What the AMQP handler keeps per connection and link, and the Service Bus link terms it reads
 and writes (session filter, timeouts, lock tokens, .NET ticks): plain functions and records, no
-handler state (``amqp.py`` is the handler)."""
+handler state (``handler.py`` is the handler)."""
 
 from __future__ import annotations
 

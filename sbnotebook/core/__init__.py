@@ -18,7 +18,8 @@ Where things are (each sub-package opens with its own map):
 - ``views/``: the record schema, search, dead-letter signatures, triage;
 - ``sdk/``: the SDK seam, the only modules that import ``azure.*``;
 - here: ``entities.py`` (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one
-  result type), ``renames.py`` (old names for one release), ``timing.py``.
+  result type), ``renames.py`` (old names for one release), ``times.py`` (the one time grammar:
+  ``parse_time``, ``utc``), ``timing.py``.
 
 The layers above import only from ``sbnotebook.core`` itself (``__all__``), never from these modules.
 """
@@ -114,6 +115,7 @@ from .operations.window import enqueued_window, scan_window
 from .outcome import PROBLEMS, Outcome, Report
 from .renames import deprecated, renamed
 from .sdk.api import NEXT_AVAILABLE_SESSION
+from .times import FUTURE_TIME_FORMS, TIME_FORMS, parse_time, utc
 from .views.records import FIELDS, RECORD_FIELDS, to_dataframe, to_record, utf8
 from .views.search import as_where, compile_where, json_columns
 from .views.signatures import mask, signature
@@ -127,6 +129,7 @@ __all__ = [
     "ENV_CONNECTION_STRING",
     "ENV_NAMESPACE",
     "FIELDS",
+    "FUTURE_TIME_FORMS",
     "GROUP_FIELDS",
     "GROUP_OTHER",
     "MAX_SCANNED",
@@ -136,6 +139,7 @@ __all__ = [
     "RECORD_FIELDS",
     "SERVICE_ERRORS",
     "TAIL_INTERVAL",
+    "TIME_FORMS",
     "ConfigurationError",
     "Connection",
     "ConnectionLike",
@@ -237,6 +241,7 @@ __all__ = [
     "missing_targets",
     "parse_credential_ref",
     "parse_secret_ref",
+    "parse_time",
     "peek",
     "peek_numbers",
     "peek_page",
@@ -268,6 +273,7 @@ __all__ = [
     "to_json_record",
     "to_record",
     "update_entity",
+    "utc",
     "utf8",
     "write_jsonl",
 ]

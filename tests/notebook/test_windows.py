@@ -120,7 +120,8 @@ def test_a_windowed_purge_says_its_path_and_removes_only_the_window(
     assert report.count("purged") == 10 and sorted(p.body for p in left) == bodies(state, tb, tc)
     assert all(p.delivery_count == 0 for p in left)
     assert "give the window without --panel" in magic_fails(ip, "sb_purge q --panel --enqueued-after 1h")
-    assert "enqueued_after takes an ISO 8601 time" in magic_fails(ip, "sb_purge q --enqueued-after soon --yes")
+    refused = magic_fails(ip, "sb_purge q --enqueued-after soon --yes")
+    assert refused == f"sbnotebook: %sb_purge: --enqueued-after takes {core.TIME_FORMS}; not 'soon'.", refused
     assert len(broker(client)) == 10
 
 

@@ -21,6 +21,7 @@ from ..entities import EntityPath
 from ..errors import InvalidInputError, from_sdk
 from ..outcome import MAX_DETAILS, Outcome, Report
 from ..renames import renamed
+from ..times import When
 from .messages import as_datetime, iter_input, message_id, to_message
 from .pipeline import RetryPolicy, send_all
 
@@ -46,7 +47,7 @@ async def asend(
     one_per_send: bool = False,
     retry: RetryPolicy | None = None,
     progress: Callable[[Report], None] | None = None,
-    schedule_at: dt.datetime | None = None,
+    schedule_at: When | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
@@ -65,7 +66,7 @@ async def asend(
         batch=not one_per_send,
         retry=retry or RetryPolicy(),
         progress=progress,
-        schedule_at=schedule_at,
+        schedule_at=None if schedule_at is None else as_datetime(schedule_at, "schedule_at"),
         on_outcome=on_outcome,
     )
     return await conn.call(coro)
@@ -100,10 +101,10 @@ async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], wh
 
 @renamed(at="schedule_at")
 async def aschedule(
-    entity: str | EntityPath, messages: Any, schedule_at: dt.datetime, *, connection: ConnectionLike = None
+    entity: str | EntityPath, messages: Any, schedule_at: When, *, connection: ConnectionLike = None
 ) -> Report:
     path = EntityPath.parse(entity)
-    when = as_datetime(schedule_at)
+    when = as_datetime(schedule_at, "schedule_at")
     items = [to_message(m) for m in iter_input(messages)]
     conn = live(connection)
     return await conn.call(_schedule(conn, path, items, when))

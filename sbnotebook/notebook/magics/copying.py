@@ -12,7 +12,7 @@ from .command import COUNT, command, parser
 from .copying_many import copy_many
 from .progress import Progress
 from .targets import address, check_exists, named_in
-from .windows import add_window, records, said, unevaluated, window_of
+from .times import add_window, records, said, unevaluated, window_of
 
 if TYPE_CHECKING:
     from .state import MagicsState

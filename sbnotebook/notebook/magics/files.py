@@ -15,7 +15,7 @@ from ...core import count_jsonl, export_resume_point, import_resume_point
 from .command import COUNT, command, parser
 from .progress import Progress
 from .targets import shown, with_dlq
-from .windows import add_window, said, window_of
+from .times import add_window, said, window_of
 
 if TYPE_CHECKING:
     from .state import MagicsState

@@ -9,7 +9,7 @@ from ... import core
 from ...core import DEAD_LETTER_QUEUE
 from .command import COUNT, command, parser, whole
 from .targets import shown, with_dlq
-from .windows import add_window, said, window_of, within
+from .times import add_window, said, window_of, within
 
 if TYPE_CHECKING:
     from .state import MagicsState

@@ -12,7 +12,7 @@ import ipywidgets as W
 from ... import core
 from ...core import ConnectionLike, InvalidInputError, LiveConnection, Report, live_connection
 from ..addresses import lookup, resolve
-from ..cells import json_object, parse_when
+from ..cells import json_object
 from .render import guard
 
 
@@ -33,7 +33,9 @@ class SendPanel(W.VBox):
         self.content_type = W.Text(value="application/json", description="Content type")
         self.subject = W.Text(description="Subject")
         self.properties = W.Textarea(placeholder='{"priority": "high"}', description="Properties", rows=2)
-        self.schedule = W.Text(description="Schedule", placeholder="+10m, 2h or an ISO time (empty: now)")
+        # A time to come, in core's grammar (docs/names.md, Times): +10m or ISO 8601; empty: now.
+        self.schedule = W.Text(description="Schedule", placeholder="+10m or ISO 8601 (empty: now)")
+        self.schedule.tooltip = core.FUTURE_TIME_FORMS
         self.send_button = W.Button(description="Send", button_style="primary")
         self.progress = W.IntProgress(value=0, min=0, max=1, description="Sent")
         self.status = W.HTML()
@@ -75,7 +77,8 @@ class SendPanel(W.VBox):
         """Send the composed message, or `messages` (a DataFrame, records, ...) when given."""
         try:
             items = [self.compose()] if messages is None else messages
-            when = parse_when(self.schedule.value) if self.schedule.value.strip() else None
+            text = self.schedule.value.strip()
+            when = core.parse_time(text, future=True, name="Schedule") if text else None
         except InvalidInputError as exc:
             self.status.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
             return None

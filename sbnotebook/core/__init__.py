@@ -17,9 +17,10 @@ Where things are (each sub-package opens with its own map):
 - ``incidents/``: purge, resubmit, copy, export and import, tail (whole entities, nothing lost);
 - ``views/``: the record schema, search, dead-letter signatures, triage;
 - ``sdk/``: the SDK seam, the only modules that import ``azure.*``;
-- here: ``entities.py`` (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one
-  result type), ``renames.py`` (old names for one release), ``times.py`` (the one time grammar:
-  ``parse_time``, ``utc``), ``timing.py``.
+- here: ``defaults.py`` (the defaults the layers share, and the in-flight check), ``entities.py``
+  (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one result type),
+  ``renames.py`` (old names for one release), ``times.py`` (the one time grammar: ``parse_time``,
+  ``utc``), ``timing.py``.
 
 The layers above import only from ``sbnotebook.core`` itself (``__all__``), never from these modules.
 """
@@ -35,6 +36,15 @@ from .connections.credentials import (
 from .connections.live import LiveConnection
 from .connections.registry import ConnectionLike, close_all, connect
 from .connections.registry import live as live_connection
+from .defaults import (
+    MAX_IN_FLIGHT,
+    MAX_RENEWAL_SECONDS,
+    MAX_SESSIONS,
+    PEEK_MAX_MESSAGES,
+    RECEIVE_MAX_MESSAGES,
+    WAIT_SECONDS,
+    check_max_in_flight,
+)
 from .entities import CONNECTION_NAME, DEAD_LETTER_QUEUE, EntityPath, split_address
 from .errors import (
     SERVICE_ERRORS,
@@ -132,14 +142,20 @@ __all__ = [
     "FUTURE_TIME_FORMS",
     "GROUP_FIELDS",
     "GROUP_OTHER",
+    "MAX_IN_FLIGHT",
+    "MAX_RENEWAL_SECONDS",
     "MAX_SCANNED",
+    "MAX_SESSIONS",
     "NEXT_AVAILABLE_SESSION",
     "PAGE_SIZE",
+    "PEEK_MAX_MESSAGES",
     "PROBLEMS",
+    "RECEIVE_MAX_MESSAGES",
     "RECORD_FIELDS",
     "SERVICE_ERRORS",
     "TAIL_INTERVAL",
     "TIME_FORMS",
+    "WAIT_SECONDS",
     "ConfigurationError",
     "Connection",
     "ConnectionLike",
@@ -189,6 +205,7 @@ __all__ = [
     "aschedule",
     "asend",
     "cancel_scheduled",
+    "check_max_in_flight",
     "close_all",
     "compile_where",
     "connect",

@@ -14,10 +14,12 @@ from ..core import (
     DEAD_LETTER_QUEUE,
     ENV_CONNECTION_STRING,
     ENV_NAMESPACE,
+    MAX_IN_FLIGHT,
     EntityPath,
     InvalidInputError,
     SbError,
     TimeWindow,
+    check_max_in_flight,
     deprecated,
     parse_time,
     redact,
@@ -150,6 +152,19 @@ def int_option(options: Mapping[str, str], name: str, default: int | None, minim
     if value < minimum:
         raise OptionError(f"servicebus: option {name} must be {minimum} or more, not {value}.")
     return value
+
+
+def in_flight_option(options: Mapping[str, str]) -> int:
+    """``maxInFlight``, for every kind that takes it: ``core.MAX_IN_FLIGHT`` when not given, else
+    checked by the kit's one check of an in-flight limit (``core.check_max_in_flight``)."""
+    raw = options.get("maxInFlight")
+    if raw is None or str(raw).strip() == "":
+        return MAX_IN_FLIGHT
+    text = str(raw).strip()
+    try:
+        return check_max_in_flight(int(text) if text.lstrip("+-").isdigit() else text, "option maxInFlight")
+    except InvalidInputError as exc:
+        raise OptionError(f"servicebus: {exc.message}") from None
 
 
 def float_option(options: Mapping[str, str], name: str, default: float) -> float:

@@ -17,6 +17,7 @@ from typing import Any
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
+from ..defaults import MAX_IN_FLIGHT, check_max_in_flight
 from ..entities import EntityPath
 from ..errors import InvalidInputError, from_sdk
 from ..outcome import MAX_DETAILS, Outcome, Report
@@ -25,13 +26,7 @@ from ..times import When
 from .messages import as_datetime, iter_input, message_id, to_message
 from .pipeline import RetryPolicy, send_all
 
-DEFAULT_MAX_IN_FLIGHT = 10
 CANCEL_CHUNK = 100  # sequence numbers per cancel-scheduled request
-
-
-def _check_in_flight(max_in_flight: int) -> None:
-    if not isinstance(max_in_flight, int) or max_in_flight < 1:
-        raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
 
 
 # A send's batch was the one word for two ideas; a batch is a locked batch now (docs/names.md).
@@ -43,7 +38,7 @@ async def asend(
     entity: str | EntityPath,
     messages: Any,
     *,
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    max_in_flight: int = MAX_IN_FLIGHT,
     one_per_send: bool = False,
     retry: RetryPolicy | None = None,
     progress: Callable[[Report], None] | None = None,
@@ -56,7 +51,7 @@ async def asend(
     thread), also past the Report's detail limit: for work that follows every message (a
     resumable import's progress marker)."""
     path = EntityPath.parse(entity)
-    _check_in_flight(max_in_flight)
+    check_max_in_flight(max_in_flight)
     conn = live(connection)
     coro = send_all(
         conn,

@@ -27,6 +27,7 @@ from ..connections.links import quietly, receiver_for
 from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
+from ..defaults import MAX_SESSIONS
 from ..entities import EntityPath, not_dead_letter
 from ..errors import InvalidInputError, SessionLockedError, from_sdk
 from ..renames import renamed
@@ -177,7 +178,7 @@ def list_sessions(
     entity: str | EntityPath,
     *,
     updated_after: When | None = None,
-    max_sessions: int = 100,
+    max_sessions: int = MAX_SESSIONS,
     details: bool = True,
     max_counted: int = PAGE_SIZE,
     connection: ConnectionLike = None,

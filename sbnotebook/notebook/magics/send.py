@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ... import core
 from ...core import InvalidInputError, SbError
 from ..cells import parse_cell
-from .command import COUNT, command, parser
+from .command import add_max_in_flight, command, parser
 from .progress import Progress
 from .targets import check_exists, shown
 from .times import add_time
@@ -25,7 +25,7 @@ SEND = parser(
     '  %%sb_send orders --schedule-at +10m\n  [{"body": {"order": 3}, "subject": "reminder"}]',
 )
 SEND.add_argument("entity", help="queue or topic")
-SEND.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+add_max_in_flight(SEND)
 add_time(SEND, "--schedule-at", "schedule the messages for WHEN", future=True)
 SEND.add_argument("--format", choices=["auto", "json", "jsonl", "python"], default="auto")
 SEND.add_argument(

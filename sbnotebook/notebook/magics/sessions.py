@@ -28,7 +28,7 @@ SESSIONS = parser(
     "  %sb_sessions orders-by-customer --panel                 # list, view and edit state",
 )
 SESSIONS.add_argument("entity", help="a session-enabled queue or topic/subscriptions/name")
-SESSIONS.add_argument("--max-sessions", type=COUNT, default=100, help="at most this many sessions")
+SESSIONS.add_argument("--max-sessions", type=COUNT, default=core.MAX_SESSIONS, help="at most this many sessions")
 SESSIONS.add_argument("--ids-only", action="store_true", help="only the ids: no state, count or lock status")
 SESSIONS.add_argument(
     "--max-counted", type=whole(0), default=core.PAGE_SIZE, help="count each session's messages up to this many"

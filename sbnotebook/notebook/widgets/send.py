@@ -23,11 +23,11 @@ class SendPanel(W.VBox):
         *,
         connection: ConnectionLike = None,
         connections: Mapping[str, LiveConnection] | None = None,
-        max_in_flight: int = 10,
+        max_in_flight: int = core.MAX_IN_FLIGHT,
     ) -> None:
+        self.max_in_flight = core.check_max_in_flight(max_in_flight)  # refused here, not at the first send
         self.connection = live_connection(connection)
         self.named = lookup(connections or {})  # NAME:ENTITY typed into the entity box
-        self.max_in_flight = max_in_flight
         self.entity_box = W.Text(value=entity, description="Entity")
         self.body = W.Textarea(placeholder='{"order": 1}', description="Body", rows=5, layout=W.Layout(width="100%"))
         self.content_type = W.Text(value="application/json", description="Content type")

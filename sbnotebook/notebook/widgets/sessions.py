@@ -32,7 +32,7 @@ class SessionsPanel(W.VBox):
         entity: str,
         *,
         connection: ConnectionLike = None,
-        max_sessions: int = 100,
+        max_sessions: int = core.MAX_SESSIONS,
         updated_after: str | dt.datetime | dt.timedelta | None = None,
         max_messages: int = 50,
     ) -> None:

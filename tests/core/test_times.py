@@ -7,8 +7,6 @@ the broker's times in tests/notebook/test_times.py and tests/spark/test_source.p
 from __future__ import annotations
 
 import datetime as dt
-import time
-from collections.abc import Iterator
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -17,19 +15,10 @@ from sbnotebook import core
 from sbnotebook.core import FUTURE_TIME_FORMS, TIME_FORMS, InvalidInputError, parse_time, utc
 from sbnotebook.core.operations.window import enqueued_window
 from sbnotebook.emulator import Emulator
+from tests import windows
 
 NOW = dt.datetime(2026, 11, 25, 15, 0, tzinfo=dt.UTC)
-
-
-@pytest.fixture
-def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The process's local zone is New York's: a time typed without a zone must still mean UTC."""
-    monkeypatch.setenv("TZ", "America/New_York")
-    time.tzset()
-    assert time.timezone != 0
-    yield
-    monkeypatch.undo()
-    time.tzset()
+new_york = windows.new_york  # the fixture: the process's local zone is New York's
 
 
 def test_iso_text_and_datetimes_mean_utc_in_a_non_utc_kernel(new_york: None) -> None:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +18,14 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 from sbnotebook import core
 from sbnotebook.core import Report
 from sbnotebook.notebook.magics import SbMagics
-from tests import shell
+from tests import shell, windows
 from tests.helpers import dead_letter, magic_fails, send
 from tests.shell import answer, line
 from tests.windows import bodies, broker, first_time, groups, naive_utc_text
 
+new_york = windows.new_york  # the fixture: the kernel's local zone is New York's
 ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 DLQ = "deadletter"  # the SDK's sub_queue for a dead-letter queue
-
-
-@pytest.fixture
-def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The kernel's local zone is New York's: a time typed without a zone must still mean UTC."""
-    monkeypatch.setenv("TZ", "America/New_York")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def test_each_reading_command_takes_exactly_the_window_in_a_non_utc_kernel(

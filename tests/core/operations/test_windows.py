@@ -10,7 +10,6 @@ import asyncio
 import datetime as dt
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,20 +21,11 @@ from sbnotebook.core import WhereFailed
 from sbnotebook.core.operations.bounds import FANOUT
 from sbnotebook.core.views.search import filter_records
 from sbnotebook.emulator import Emulator
+from tests import windows
 from tests.helpers import InterruptAtFirstProgress, counted_peeks, dead_letter, send, wait_until
 from tests.windows import bodies, broker, dead_letter_every_tenth, first_time, groups, naive_utc_text
 
-
-@pytest.fixture
-def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The process's local zone is New York's (UTC-5 or -4) for the test: a time typed without a
-    zone must still mean UTC."""
-    monkeypatch.setenv("TZ", "America/New_York")
-    time.tzset()
-    assert time.timezone != 0
-    yield
-    monkeypatch.undo()
-    time.tzset()
+new_york = windows.new_york  # the fixture: the process's local zone is New York's
 
 
 def peeked(cs: str, entity: str = "q", **window: object) -> list[str]:

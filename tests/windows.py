@@ -6,9 +6,23 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+
+@pytest.fixture
+def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's (the kernel's) local zone is New York's (UTC-5 or -4) for the test: a time typed
+    without a zone must still mean UTC."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    assert time.timezone != 0
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 @dataclass(frozen=True)

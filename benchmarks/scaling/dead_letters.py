@@ -8,11 +8,11 @@ import uuid
 from typing import Any
 
 from sbnotebook import core
-from sbnotebook.core.incidents.resubmit import BATCH_SIZE, MAX_IN_FLIGHT
+from sbnotebook.core.incidents.resubmit import BATCH_SIZE
 
 from .steps import BODY, DLQ, EXPIRING, RETRY, SIGNED, Run
 
-RESUBMIT_IN_FLIGHT, RESUBMIT_BATCH = MAX_IN_FLIGHT, BATCH_SIZE  # core.resubmit's defaults
+RESUBMIT_IN_FLIGHT, RESUBMIT_BATCH = core.MAX_IN_FLIGHT, BATCH_SIZE  # core.resubmit's defaults
 
 
 def fill_dead_letters(run: Run) -> int:

@@ -21,8 +21,10 @@ Each sub-package opens with its own map.
 - ``connections/``: where Service Bus is, credentials, the live connection, its loop and link pools;
 - ``sdk/``: the SDK seam, the only modules that import ``azure.*``, and what an SDK failure means;
 - at the bottom, for all of them: ``amqp_codec.py`` (AMQP values with their types, and their JSON),
-  ``entities.py`` (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one result
-  type), ``renames.py`` (old names for one release), ``timing.py``, ``trust.py`` (the CAs TLS trusts).
+  ``defaults.py`` (the defaults the layers share, and the in-flight check), ``entities.py``
+  (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one result type),
+  ``renames.py`` (old names for one release), ``times.py`` (the one time grammar: ``parse_time``,
+  ``utc``), ``timing.py``, ``trust.py`` (the CAs TLS trusts).
 
 The layers above import only from ``sbnotebook.core`` itself (``__all__``), never from these modules.
 """
@@ -45,6 +47,15 @@ from .connections.credentials import (
 from .connections.live import LiveConnection
 from .connections.registry import ConnectionLike, close_all, connect
 from .connections.registry import live as live_connection
+from .defaults import (
+    MAX_IN_FLIGHT,
+    MAX_RENEWAL_SECONDS,
+    MAX_SESSIONS,
+    PEEK_MAX_MESSAGES,
+    RECEIVE_MAX_MESSAGES,
+    WAIT_SECONDS,
+    check_max_in_flight,
+)
 from .entities import CONNECTION_NAME, DEAD_LETTER_QUEUE, EntityPath, split_address
 from .errors import (
     ConfigurationError,
@@ -132,6 +143,7 @@ from .sdk.failures import (
     is_unauthorized,
     requires_sessions,
 )
+from .times import FUTURE_TIME_FORMS, TIME_FORMS, parse_time, utc
 from .views.records import FIELDS, RECORD_FIELDS, to_dataframe, to_record, utf8
 from .views.search import as_where, compile_where, json_columns
 from .views.signatures import mask, signature
@@ -143,15 +155,23 @@ __all__ = [
     "ENV_CONNECTION_STRING",
     "ENV_NAMESPACE",
     "FIELDS",
+    "FUTURE_TIME_FORMS",
     "GROUP_FIELDS",
     "GROUP_OTHER",
+    "MAX_IN_FLIGHT",
+    "MAX_RENEWAL_SECONDS",
     "MAX_SCANNED",
+    "MAX_SESSIONS",
     "NEXT_AVAILABLE_SESSION",
     "PAGE_SIZE",
+    "PEEK_MAX_MESSAGES",
     "PROBLEMS",
+    "RECEIVE_MAX_MESSAGES",
     "RECORD_FIELDS",
     "SERVICE_ERRORS",
     "TAIL_INTERVAL",
+    "TIME_FORMS",
+    "WAIT_SECONDS",
     "ConfigurationError",
     "Connection",
     "ConnectionLike",
@@ -201,6 +221,7 @@ __all__ = [
     "aschedule",
     "asend",
     "cancel_scheduled",
+    "check_max_in_flight",
     "close_all",
     "compile_where",
     "connect",
@@ -256,6 +277,7 @@ __all__ = [
     "missing_targets",
     "parse_credential_ref",
     "parse_secret_ref",
+    "parse_time",
     "peek",
     "peek_numbers",
     "peek_page",
@@ -291,6 +313,7 @@ __all__ = [
     "to_json_record",
     "to_record",
     "update_entity",
+    "utc",
     "utf8",
     "write_jsonl",
 ]

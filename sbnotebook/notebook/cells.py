@@ -1,16 +1,13 @@
-"""Reading what analysts type: `%%sb_send` cell bodies, row selections and times."""
+"""Reading what analysts type: `%%sb_send` cell bodies and row selections (times: ``core.parse_time``)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import re
 from typing import Any, Literal
 
 from ..core import InvalidInputError
 
 CellFormat = Literal["auto", "json", "jsonl", "python"]
-_RELATIVE = re.compile(r"^\+?\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)$", re.I)
 
 
 def json_object(text: str, what: str, example: str) -> dict[str, Any] | None:
@@ -120,20 +117,3 @@ def parse_rows(text: str | None, size: int) -> list[int] | None:
         if not 0 <= r < size:
             raise InvalidInputError(f"Row {r} is not in this batch (rows 0..{size - 1}).")
     return rows
-
-
-def parse_when(text: str, now: dt.datetime | None = None) -> dt.datetime:
-    """'+30s', '5m', '2h' from now, or an ISO 8601 time (taken as UTC when it has no zone)."""
-    now = now or dt.datetime.now(dt.UTC)
-    match = _RELATIVE.match(text.strip())
-    if match:
-        amount, unit = float(match.group(1)), match.group(2).lower()
-        scale = 1 if unit.startswith("s") else 60 if unit.startswith("m") else 3600
-        return now + dt.timedelta(seconds=amount * scale)
-    try:
-        when = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidInputError(
-            f"{text!r} is not a time: use +30s, 5m, 2h, or an ISO time such as 2026-12-01T09:00:00Z."
-        ) from None
-    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when

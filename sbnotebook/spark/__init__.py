@@ -28,7 +28,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from ..core import ConfigurationError, Connection, Report, renamed, resolve, to_dataframe
+from ..core import MAX_IN_FLIGHT, ConfigurationError, Connection, Report, renamed, resolve, to_dataframe
 from . import registered
 from .options import OptionError
 from .schema import RECORD_DDL, record_schema
@@ -216,7 +216,7 @@ def write(
     fully_qualified_namespace: str | None = None,
     credential: str | None = None,
     websockets: bool = False,
-    max_in_flight: int = 10,
+    max_in_flight: int = MAX_IN_FLIGHT,
     one_per_send: bool = False,
 ) -> Report:
     """Send a DataFrame's rows (the columns a `servicebus` write takes) and return the one Report:

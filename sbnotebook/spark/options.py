@@ -14,10 +14,14 @@ from ..core import (
     DEAD_LETTER_QUEUE,
     ENV_CONNECTION_STRING,
     ENV_NAMESPACE,
+    MAX_IN_FLIGHT,
     EntityPath,
+    InvalidInputError,
     SbError,
     TimeWindow,
+    check_max_in_flight,
     deprecated,
+    parse_time,
     redact,
     resolve,
 )
@@ -154,6 +158,19 @@ def int_option(options: Mapping[str, str], name: str, default: int | None, minim
     return value
 
 
+def in_flight_option(options: Mapping[str, str]) -> int:
+    """``maxInFlight``, for every kind that takes it: ``core.MAX_IN_FLIGHT`` when not given, else
+    checked by the kit's one check of an in-flight limit (``core.check_max_in_flight``)."""
+    raw = options.get("maxInFlight")
+    if raw is None or str(raw).strip() == "":
+        return MAX_IN_FLIGHT
+    text = str(raw).strip()
+    try:
+        return check_max_in_flight(int(text) if text.lstrip("+-").isdigit() else text, "option maxInFlight")
+    except InvalidInputError as exc:
+        raise OptionError(f"servicebus: {exc.message}") from None
+
+
 def float_option(options: Mapping[str, str], name: str, default: float) -> float:
     """Seconds: more than 0 (0 or less is refused, naming the option), never replaced."""
     raw = options.get(name)
@@ -176,29 +193,22 @@ def list_option(options: Mapping[str, str], name: str) -> tuple[str, ...] | None
     return tuple(dict.fromkeys(s.strip() for s in str(raw).split(",") if s.strip()))
 
 
-def time_option(options: Mapping[str, str], name: str) -> dt.datetime | None:
-    """An enqueued-time bound: ISO 8601 (``2026-11-25``, ``2026-11-25T08:00:00+01:00``; without a zone
-    it is UTC, as Service Bus's times) or seconds since the epoch (``1764028800``)."""
+def time_option(options: Mapping[str, str], name: str, now: dt.datetime | None = None) -> dt.datetime | None:
+    """An enqueued-time bound in core's one grammar (``core.parse_time``, docs/names.md Times): ISO
+    8601 (``2026-11-25``, ``2026-11-25T08:00:00+01:00``; without a zone it is UTC, as Service Bus's
+    times) or an age (``2h``: that long before ``now``, on the driver as the read is planned)."""
     raw = options.get(name)
     if raw is None or not str(raw).strip():
         return None
-    text = str(raw).strip()
     try:
-        return dt.datetime.fromtimestamp(float(text), dt.UTC)
-    except (ValueError, OverflowError, OSError):
-        pass
-    try:
-        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise OptionError(
-            f"servicebus: option {name} must be an ISO 8601 time (2026-11-25T08:00:00Z; without a zone: UTC) "
-            f"or seconds since the epoch, not {text!r}."
-        ) from None
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+        return parse_time(str(raw), name=f"option {name}", now=now)
+    except InvalidInputError as exc:
+        raise OptionError(f"servicebus: {exc.message}") from None
 
 
 def time_window(options: Mapping[str, str]) -> TimeWindow | None:
-    after, before = time_option(options, "enqueuedAfter"), time_option(options, "enqueuedBefore")
+    now = dt.datetime.now(dt.UTC)  # both ends' ages from one instant
+    after, before = time_option(options, "enqueuedAfter", now), time_option(options, "enqueuedBefore", now)
     if after is None and before is None:
         return None
     if after is not None and before is not None and not after < before:

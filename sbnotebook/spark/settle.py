@@ -13,6 +13,7 @@ from ..core import (
     Connection,
     LiveConnection,
     Report,
+    check_max_in_flight,
     deprecated,
     live_connection,
     renamed,
@@ -21,6 +22,10 @@ from .deferred import ACTIONS, CHUNK, OLD_ACTIONS, Action, settle_chunk
 from .options import OptionError
 from .registered import registered_connection
 from .secrets import connection_of, is_ref, parse_ref
+
+# Receivers settling chunks of deferred messages at once, on the driver: a fact of its own, not
+# core.MAX_IN_FLIGHT's operations of one call.
+RECEIVERS_IN_FLIGHT = 4
 
 
 @renamed(parallelism="max_in_flight")
@@ -32,7 +37,7 @@ def settle(
     description: str | None = None,
     target: str | None = None,
     connection: str | Connection | LiveConnection | None = None,
-    max_in_flight: int = 4,
+    max_in_flight: int = RECEIVERS_IN_FLIGHT,
 ) -> Report:
     """Settle the deferred messages behind a `mode=defer` DataFrame (its entity and sequence_number
     columns): complete, dead-letter (with reason), resubmit a copy (to `target`, default the entity
@@ -52,6 +57,7 @@ def settle(
         action = OLD_ACTIONS[action]
     if action not in ACTIONS:
         raise OptionError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
+    check_max_in_flight(max_in_flight)  # refused, never made 1
     missing = {"entity", "sequence_number"} - set(df.columns)
     if missing:
         raise OptionError(

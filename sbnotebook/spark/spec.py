@@ -17,6 +17,7 @@ from typing import Any, Self, TypeVar
 from ..core import (
     PAGE_SIZE,
     RECORD_FIELDS,
+    WAIT_SECONDS,
     Connection,
     EntityNotFoundError,
     EntityPath,
@@ -33,6 +34,7 @@ from .options import (
     connection,
     entity,
     float_option,
+    in_flight_option,
     int_option,
     list_option,
     option,
@@ -246,7 +248,7 @@ class ReadSpec:
             max_messages = DESTRUCTIVE_BOUND
         parsed, requires_session = self._reading(
             ReadOptions,
-            wait_seconds=5.0,
+            wait_seconds=WAIT_SECONDS,
             mode=mode,
             max_messages=max_messages,
             from_sequence_number=self.from_sequence_number,
@@ -291,7 +293,7 @@ class ReadSpec:
         parsed = kind(
             connection=self.connection,
             entity=self.entity,
-            max_in_flight=int_option(options, "maxInFlight", 10, 1),
+            max_in_flight=in_flight_option(options),
             num_partitions=int_option(options, "numPartitions", self.default_partitions, 1),
             wait_seconds=float_option(options, "waitSeconds", wait_seconds),
             **own,
@@ -340,7 +342,7 @@ class WriteOptions(Target):
         parsed = cls(
             connection=connection(options, default_connection),
             entity=path,
-            max_in_flight=int_option(options, "maxInFlight", 10, 1),
+            max_in_flight=in_flight_option(options),
             one_per_send=bool_option(options, "onePerSend", default=False),
             struct_columns=structs,
         )

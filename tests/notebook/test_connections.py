@@ -198,7 +198,7 @@ def test_copy_bad_input_is_one_line_and_copies_nothing(
         ("sb_copy prod:q nosuchqueue --yes", "nosuchqueue"),
         ("sb_copy q prod:nosuchqueue --yes", "Entity not found (prod:nosuchqueue)"),  # the target's connection
         ("sb_copy prod:q q --max-messages 0", "argument -n/--max-messages: must be 1 or more"),
-        ("sb_copy prod:q q --max-in-flight 0", "argument --max-in-flight: must be 1 or more"),
+        ("sb_copy prod:q q --max-in-flight 0", "argument --max-in-flight: must be a whole number of 1 or more"),
         ("sb_copy prod:t q --yes", "receive from one of its subscriptions"),  # a topic holds nothing to peek
         # A session-enabled source: refused before it is counted or asked about (a peek there takes a
         # session's lock from its consumers), saying what can be copied instead.

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
+from sbnotebook import core
 from sbnotebook.core import LockedBatch, Report, counts
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
@@ -185,7 +186,8 @@ def test_send_reports_bad_json_by_line_and_sends_nothing(
 def test_send_schedules_and_reports_failures(ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any) -> None:
     report = ip.run_cell_magic("sb_send", "q --schedule-at +1h", '{"later": true}')
     assert report.ok and counts("q", connection=sb.conn()).scheduled == 1
-    assert "is not a time" in magic_fails(ip, "sb_send q --schedule-at tomorrow", "[1]")
+    refused = magic_fails(ip, "sb_send q --schedule-at tomorrow", "[1]")
+    assert refused == f"sbnotebook: %sb_send: --schedule-at takes {core.FUTURE_TIME_FORMS}; not 'tomorrow'.", refused
     shown = magic_fails(ip, "sb_send tiny", '{"big": "' + "x" * 6000 + '"}\n{"small": 1}')
     assert shown == "%sb_send: 1 failed, 1 sent of 2 (the report above; it is also in sb_last_report)", shown
     report = ip.user_ns["sb_last_report"]

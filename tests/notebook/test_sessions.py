@@ -35,7 +35,8 @@ def test_sessions_lists_count_state_and_lock(ip: Any, sb: SbMagics, client: Serv
     assert list(ids.columns) == ["session_id"] and len(ids) == 1
     assert "stopped at --max-sessions 1" in capsys.readouterr().out
     assert "not session-enabled" in magic_fails(ip, "sb_sessions q")  # one line
-    assert "is not a time" in magic_fails(ip, "sb_sessions sq60 --updated-after yesterday")
+    refused = magic_fails(ip, "sb_sessions sq60 --updated-after yesterday")
+    assert refused == f"sbnotebook: %sb_sessions: --updated-after takes {core.TIME_FORMS}; not 'yesterday'.", refused
 
 
 def test_session_state_show_set_and_clear_ask_first(

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +18,14 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 from sbnotebook import core
 from sbnotebook.core import Report
 from sbnotebook.notebook.magics import SbMagics
-from tests import shell
+from tests import shell, windows
 from tests.helpers import dead_letter, magic_fails, send
 from tests.shell import answer, line
 from tests.windows import bodies, broker, first_time, groups, naive_utc_text
 
+new_york = windows.new_york  # the fixture: the kernel's local zone is New York's
 ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 DLQ = "deadletter"  # the SDK's sub_queue for a dead-letter queue
-
-
-@pytest.fixture
-def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The kernel's local zone is New York's: a time typed without a zone must still mean UTC."""
-    monkeypatch.setenv("TZ", "America/New_York")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def test_each_reading_command_takes_exactly_the_window_in_a_non_utc_kernel(
@@ -120,7 +109,8 @@ def test_a_windowed_purge_says_its_path_and_removes_only_the_window(
     assert report.count("purged") == 10 and sorted(p.body for p in left) == bodies(state, tb, tc)
     assert all(p.delivery_count == 0 for p in left)
     assert "give the window without --panel" in magic_fails(ip, "sb_purge q --panel --enqueued-after 1h")
-    assert "enqueued_after takes an ISO 8601 time" in magic_fails(ip, "sb_purge q --enqueued-after soon --yes")
+    refused = magic_fails(ip, "sb_purge q --enqueued-after soon --yes")
+    assert refused == f"sbnotebook: %sb_purge: --enqueued-after takes {core.TIME_FORMS}; not 'soon'.", refused
     assert len(broker(client)) == 10
 
 

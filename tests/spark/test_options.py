@@ -35,11 +35,11 @@ def test_batch_and_stream_parse_the_shared_options_alike(emulator: Emulator, kin
     assert parsed.wait_seconds == (5.0 if kind == "read" else 1.0)  # each kind's own default
     for bad, said in [
         ({"numPartitions": "0"}, "option numPartitions must be 1 or more, not 0."),
-        ({"maxInFlight": "x"}, "option maxInFlight must be a whole number, not 'x'."),
+        ({"maxInFlight": "x"}, "option maxInFlight must be a whole number of 1 or more, not 'x'."),
         ({"waitSeconds": "-1"}, "option waitSeconds must be more than 0 seconds, not -1."),
         ({"waitSeconds": "0"}, "option waitSeconds must be more than 0 seconds, not 0."),
-        ({"maxInFlight": "0"}, "option maxInFlight must be 1 or more, not 0."),
-        ({"maxInFlight": "-2"}, "option maxInFlight must be 1 or more, not -2."),
+        ({"maxInFlight": "0"}, "option maxInFlight must be a whole number of 1 or more, not 0."),
+        ({"maxInFlight": "-2"}, "option maxInFlight must be a whole number of 1 or more, not -2."),
         ({"entity": "nope"}, "entity not found: nope"),
     ]:
         with pytest.raises(OptionError, match=said.replace(".", r"\.")):

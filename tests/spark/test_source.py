@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +12,12 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
-from sbnotebook.emulator import Emulator
+from sbnotebook.core import close_all
+from sbnotebook.emulator import Emulator, ManualClock
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import HttpOnlyProxy, drain, send
+from tests.helpers import HttpOnlyProxy, QuickCloseClient, drain, send
 from tests.spark.helpers import read
+from tests.windows import broker, naive_utc_text
 
 pyspark = pytest.importorskip("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
@@ -68,10 +72,8 @@ def test_peek_options_from_sequence_number_max_messages_and_dead_letter_queue(
 
 
 def test_peek_between_enqueued_times_through_spark(sp: Any, client: ServiceBusClient, emulator: Emulator) -> None:
-    """enqueuedAfter (ISO 8601 with a zone) and enqueuedBefore (epoch seconds) as Spark options: exactly
-    the middle group, as an independent peek of the broker says."""
-    import time
-
+    """enqueuedAfter (ISO 8601 with a zone) and enqueuedBefore (ISO 8601 without one: UTC) as Spark
+    options: exactly the middle group, as an independent peek of the broker says."""
     for name in "abc":
         send(client, "q", *[f"{name}{i}" for i in range(20)])
         time.sleep(0.05)
@@ -79,8 +81,40 @@ def test_peek_between_enqueued_times_through_spark(sp: Any, client: ServiceBusCl
         r["body"].decode(): r["enqueued_time"]
         for r in core.peek("q", max_messages=100, connection=emulator.connection_string).records
     }
-    df = read(sp, "q", enqueuedAfter=t["b0"].isoformat(), enqueuedBefore=f"{t['c0'].timestamp():.6f}", numPartitions=3)
+    df = read(sp, "q", enqueuedAfter=t["b0"].isoformat(), enqueuedBefore=naive_utc_text(t["c0"]), numPartitions=3)
     assert sorted(r.body_text for r in df.select("body_text").collect()) == sorted(f"b{i}" for i in range(20))
+
+
+def test_enqueued_after_2h_is_two_hours_ago_as_in_core_and_the_magics(spark: Any) -> None:
+    """The time grammar of the whole kit (core.parse_time, docs/names.md Times) in a Spark read: with
+    the emulator's manual clock started three hours back, 'old' is enqueued three hours ago and 'new'
+    one hour ago (the broker's own peek says so); ``enqueuedAfter=2h`` reads only 'new', as
+    ``core.peek(enqueued_after="2h")`` does, and an ISO 8601 time between them the same. Epoch
+    seconds are refused at planning, in one line, as everywhere."""
+    with Emulator(TEST_TOPOLOGY, clock=ManualClock(time.time() - 3 * 3600)) as emu:
+        try:
+            cs = emu.connection_string
+            session = sbspark.register(spark, cs)
+            with QuickCloseClient.from_connection_string(cs) as client:
+                send(client, "q", "old")
+                emu.advance("2h")
+                send(client, "q", "new")
+                enqueued = {p.body: p.enqueued for p in broker(client)}
+            assert enqueued["old"] < core.parse_time("2h") < enqueued["new"]
+            middle = naive_utc_text(enqueued["old"] + dt.timedelta(hours=1))
+            for given in ("2h", "120m", middle):
+                df = read(session, "q", enqueuedAfter=given, numPartitions=2)
+                assert [r.body_text for r in df.select("body_text").collect()] == ["new"], given
+                assert [r["body_text"] for r in core.peek("q", enqueued_after=given, connection=cs).records] == ["new"]
+                df = read(session, "q", enqueuedBefore=given, numPartitions=2)
+                assert [r.body_text for r in df.select("body_text").collect()] == ["old"], given
+            epoch = str(int(enqueued["new"].timestamp()))
+            with pytest.raises(Exception) as refused:
+                read(session, "q", enqueuedAfter=epoch).collect()
+            said = f"servicebus: option enqueuedAfter takes {core.TIME_FORMS}; not '{epoch}'"
+            assert said in error_text(refused.value)
+        finally:
+            close_all()
 
 
 def test_a_misspelt_option_fails_at_planning_and_deletes_nothing(

@@ -134,16 +134,31 @@ def test_planning_costs_a_few_peeks_not_a_scan(
         ("2026-11-25T08:30:00", dt.datetime(2026, 11, 25, 8, 30, tzinfo=dt.UTC)),  # no zone: UTC
         ("2026-11-25T08:30:00Z", dt.datetime(2026, 11, 25, 8, 30, tzinfo=dt.UTC)),
         ("2026-11-25T09:30:00+01:00", dt.datetime(2026, 11, 25, 8, 30, tzinfo=dt.UTC)),
-        ("1795595400", dt.datetime(2026, 11, 25, 8, 30, tzinfo=dt.UTC)),
-        ("1795595400.5", dt.datetime(2026, 11, 25, 8, 30, 0, 500000, tzinfo=dt.UTC)),
+        ("2h", dt.datetime(2026, 11, 25, 6, 30, tzinfo=dt.UTC)),  # an age: that long before the planning
+        ("90m", dt.datetime(2026, 11, 25, 7, 0, tzinfo=dt.UTC)),
     ],
 )
-def test_times_are_iso_8601_or_epoch_seconds(given: str, expected: dt.datetime) -> None:
-    assert time_option({"enqueuedAfter": given}, "enqueuedAfter") == expected
+def test_times_are_core_s_grammar(given: str, expected: dt.datetime) -> None:
+    now = dt.datetime(2026, 11, 25, 8, 30, tzinfo=dt.UTC)
+    assert time_option({"enqueuedAfter": given}, "enqueuedAfter", now) == expected == core.parse_time(given, now=now)
 
 
-def test_bad_times_are_refused_in_one_line() -> None:
-    with pytest.raises(OptionError, match=r"^servicebus: option enqueuedAfter must be an ISO 8601 time .*'yesterday'"):
-        time_option({"enqueuedAfter": "yesterday"}, "enqueuedAfter")
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("yesterday", "'yesterday'."),
+        ("1795595400", "(seconds since the epoch are taken nowhere: 1795595400 is 2026-11-25T08:30:00Z)."),
+        ("+2h", "(that is in the future: 2h ago is 2h)."),
+    ],
+)
+def test_bad_times_are_refused_in_one_line_naming_the_forms(given: str, says: str) -> None:
+    with pytest.raises(OptionError) as refused:
+        time_option({"enqueuedAfter": given}, "enqueuedAfter")
+    text = str(refused.value)
+    assert text.startswith(f"servicebus: option enqueuedAfter takes {core.TIME_FORMS}; not ") and text.endswith(says)
+    assert "\n" not in text
+
+
+def test_a_window_s_ends_are_ordered() -> None:
     with pytest.raises(OptionError, match="must be before enqueuedBefore"):
         time_window({"enqueuedAfter": "2026-11-25", "enqueuedBefore": "2026-11-24"})

@@ -26,6 +26,7 @@ from typing import Any
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
+from ..defaults import MAX_IN_FLIGHT
 from ..entities import DEAD_LETTER_QUEUE, EntityPath
 from ..errors import EntityNotFoundError, InvalidInputError
 from ..operations.bounds import TimeWindow
@@ -178,7 +179,7 @@ async def acopy_many(
     where: str | None = None,
     max_messages: int | None = None,
     keep_message_id: bool = False,
-    max_in_flight: int = 10,
+    max_in_flight: int = MAX_IN_FLIGHT,
     progress: Callable[[Match, Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
@@ -253,7 +254,7 @@ def copy_many(
     where: str | None = None,
     max_messages: int | None = None,
     keep_message_id: bool = False,
-    max_in_flight: int = 10,
+    max_in_flight: int = MAX_IN_FLIGHT,
     progress: Callable[[Match, Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,

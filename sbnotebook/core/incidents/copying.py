@@ -43,6 +43,7 @@ from typing import Any
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import arguments_of, sync_form
+from ..defaults import MAX_IN_FLIGHT, check_max_in_flight
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..operations.copies import copy_message
@@ -289,7 +290,7 @@ async def acopy(
     where: WhereLike = None,
     max_messages: int | None = None,
     keep_message_id: bool = False,
-    max_in_flight: int = 10,
+    max_in_flight: int = MAX_IN_FLIGHT,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
@@ -315,8 +316,7 @@ async def acopy(
     dst_path = copy_target(target)
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
         raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
-    if not isinstance(max_in_flight, int) or max_in_flight < 1:
-        raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
+    check_max_in_flight(max_in_flight)
     matches = as_where(where)
     window = enqueued_window(enqueued_after, enqueued_before)
     dst = live(connection)
@@ -347,7 +347,7 @@ def copy(
     where: WhereLike = None,
     max_messages: int | None = None,
     keep_message_id: bool = False,
-    max_in_flight: int = 10,
+    max_in_flight: int = MAX_IN_FLIGHT,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
@@ -386,7 +386,7 @@ def copy_record(
     where: WhereLike = None,
     max_messages: int | None = None,
     keep_message_id: bool = False,
-    max_in_flight: int = 10,
+    max_in_flight: int = MAX_IN_FLIGHT,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
@@ -412,7 +412,7 @@ def copy_resume_point(
     where: WhereLike = None,
     max_messages: int | None = None,
     keep_message_id: bool = False,
-    max_in_flight: int = 10,
+    max_in_flight: int = MAX_IN_FLIGHT,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,

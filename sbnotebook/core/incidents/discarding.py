@@ -18,12 +18,13 @@ from typing import Any
 
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
+from ..defaults import MAX_IN_FLIGHT
 from ..entities import EntityPath
 from ..operations.window import When, enqueued_window
 from ..outcome import Report
 from ..renames import renamed
 from ..views.search import as_where
-from .resubmit import BATCH_SIZE, MAX_IN_FLIGHT, check_limit, moved
+from .resubmit import BATCH_SIZE, check_limit, moved
 
 Record = dict[str, Any]
 

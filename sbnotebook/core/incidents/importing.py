@@ -15,6 +15,7 @@ from typing import Any
 
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
+from ..defaults import MAX_IN_FLIGHT
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..outcome import Report
@@ -87,7 +88,7 @@ def import_jsonl(
     *,
     keep_message_id: bool = False,
     decode_properties: bool = False,
-    max_in_flight: int = 10,
+    max_in_flight: int = MAX_IN_FLIGHT,
     progress: Callable[[Report], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:

@@ -33,6 +33,7 @@ from ..operations.messages import message_id
 from ..operations.scan import ascan, message_state
 from ..outcome import Outcome, Report
 from ..sdk.failures import is_unauthorized
+from ..times import utc
 
 log = logging.getLogger("sbnotebook.core.incidents.leftovers")
 purge_log = logging.getLogger("sbnotebook.core.incidents.purge")  # the purge's logger: one place to turn its lines on
@@ -42,12 +43,6 @@ LOCKED_UNTIL = b"x-opt-locked-until"
 LOCKED = "locked by another receiver"
 # Only what the peek shows: not locked now, and there before the operation began.
 STILL_THERE = "still there: not locked, and enqueued before the {op} began"
-
-
-def utc(value: dt.datetime | None) -> dt.datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
 def locked_until(m: Any, now: dt.datetime) -> dt.datetime | None:
@@ -105,7 +100,7 @@ async def account_for_what_is_left(
                 kept[state] += 1
                 continue
             until = locked_until(m, now)
-            enqueued = utc(m.enqueued_time_utc)
+            enqueued = None if m.enqueued_time_utc is None else utc(m.enqueued_time_utc)
             if until is not None:
                 reason = LOCKED
                 lock_ends = until if lock_ends is None else max(lock_ends, until)

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..connections.links import opened, receiver_for
 from ..connections.live import LiveConnection
+from ..defaults import MAX_IN_FLIGHT
 from ..entities import EntityPath
 from ..operations.bounds import TimeWindow
 from ..operations.messages import message_id
@@ -38,7 +39,7 @@ from ..outcome import Outcome, Report
 from ..sdk.api import ServiceBusReceiveMode
 from .leftovers import what_purge_left
 from .purge_on_server import delete_on_server
-from .resubmit import BATCH_SIZE, MAX_IN_FLIGHT, moved
+from .resubmit import BATCH_SIZE, moved
 
 BY_SEQUENCE = 100  # sequence numbers per receive-deferred / cancel-scheduled request
 

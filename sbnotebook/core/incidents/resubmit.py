@@ -27,6 +27,7 @@ from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
+from ..defaults import MAX_IN_FLIGHT, check_max_in_flight
 from ..entities import EntityPath
 from ..errors import EntityNameError, InvalidInputError
 from ..operations.batch import LockedBatch
@@ -45,7 +46,6 @@ from .selection import Selection, peeked_selection
 
 Record = dict[str, Any]
 
-MAX_IN_FLIGHT = 10  # batches on their way at once (receive, send the copies, complete the originals)
 BATCH_SIZE = 50  # messages per batch
 
 
@@ -364,9 +364,9 @@ async def moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, *
 def check_limit(limit: int | None, max_in_flight: int, batch_size: int) -> None:
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise InvalidInputError("max_messages must be a positive whole number.")
-    for name, value in (("max_in_flight", max_in_flight), ("batch_size", batch_size)):
-        if not isinstance(value, int) or value < 1:
-            raise InvalidInputError(f"{name} must be a positive whole number, not {value!r}.")
+    check_max_in_flight(max_in_flight)  # batches on their way at once (receive, send the copies, complete)
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInputError(f"batch_size must be a positive whole number, not {batch_size!r}.")
 
 
 def _target(src: EntityPath, target: str | EntityPath | None, allow_fan_out: bool) -> EntityPath:

@@ -31,7 +31,6 @@ from .messages import message_id
 log = logging.getLogger("sbnotebook.receive")
 Mode = Literal["peek_lock", "receive_and_delete"]
 Action = Literal["complete", "abandon", "dead_letter", "defer"]
-DEFAULT_MAX_RENEWAL_SECONDS = 300.0
 TOKENS_PER_REQUEST = 100  # lock tokens per update-disposition / renew-lock request
 _DONE = {"complete": "completed", "abandon": "abandoned", "dead_letter": "dead_lettered", "defer": "deferred"}
 

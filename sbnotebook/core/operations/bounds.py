@@ -19,6 +19,7 @@ from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import EntityNotFoundError, SbError
 from ..renames import renamed
+from ..times import utc
 from .counts import EntityCounts, counts
 from .scan import PAGE_SIZE, apeek_once, peek_numbers
 
@@ -227,7 +228,7 @@ async def _aprobe(conn: LiveConnection, path: EntityPath, seq: int, peeks: list[
         for m in page:
             t = m.enqueued_time_utc
             if m.scheduled_enqueue_time_utc is None and t is not None:
-                return int(m.sequence_number), t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
+                return int(m.sequence_number), utc(t)
         if len(page) < PROBE_PAGE:
             return None
         seq = int(page[-1].sequence_number) + 1

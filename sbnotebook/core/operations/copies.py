@@ -26,6 +26,7 @@ from ..outcome import MAX_DETAILS, Outcome, Report
 from ..renames import renamed
 from ..sdk.api import AmqpAnnotatedMessage, AmqpMessageBodyType
 from ..sdk.messages import amqp_properties, as_service_bus_message
+from ..times import When, parse_time
 from ..views.records import RECORD_FIELDS, SENDABLE_FIELDS, body_bytes, to_record
 from .batch import LockedBatch
 from .messages import message_id, to_message
@@ -244,7 +245,7 @@ async def acopy_then_complete(
     copies: Sequence[tuple[int, Any]],
     target: str | EntityPath,
     *,
-    schedule_at: dt.datetime | None = None,
+    schedule_at: When | None = None,
     also_complete: Sequence[int] = (),
 ) -> Report:
     """Send ``copies`` (pairs of a row of ``batch`` and the message to send for it) to ``target``,
@@ -270,7 +271,7 @@ async def acopy_then_complete(
             batch=True,
             retry=RetryPolicy(),
             progress=None,
-            schedule_at=schedule_at,
+            schedule_at=None if schedule_at is None else parse_time(schedule_at, future=True, name="schedule_at"),
             max_details=limit,
         )
     confirmed = {o.index for o in sent.every() if o.outcome in ("sent", "scheduled")}
@@ -310,7 +311,7 @@ def copy_then_complete(
     copies: Sequence[tuple[int, Any]],
     target: str | EntityPath,
     *,
-    schedule_at: dt.datetime | None = None,
+    schedule_at: When | None = None,
 ) -> Report:
     """Copy first, then complete (see :func:`acopy_then_complete`), from outside the connection's loop."""
     return batch.connection.run(acopy_then_complete(batch, copies, target, schedule_at=schedule_at))

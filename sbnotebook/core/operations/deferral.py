@@ -21,6 +21,7 @@ from ..errors import InvalidInputError, PartlyDoneError, SbError
 from ..outcome import Outcome, Report
 from ..sdk.api import ServiceBusMessage
 from ..sdk.failures import from_sdk
+from ..times import When, parse_time
 from .batch import LockedBatch
 from .copies import RESUBMIT_COUNT, check_target, copy_message, copy_then_complete
 from .messages import message_id
@@ -51,7 +52,7 @@ def wait_then_abandon(batch: LockedBatch, which: Any = None, *, seconds: float) 
 
 
 def defer_with_reminder(
-    batch: LockedBatch, which: Any = None, *, remind_at: dt.datetime | dt.timedelta, reminder_entity: str | None = None
+    batch: LockedBatch, which: Any = None, *, remind_at: When, reminder_entity: str | None = None
 ) -> list[int]:
     """Defer the messages and schedule one reminder per message (to ``reminder_entity``, default the
     batch's own queue) carrying the deferred sequence number. Returns the deferred sequence numbers.
@@ -62,7 +63,7 @@ def defer_with_reminder(
     numbers (its ``sequence_numbers`` and its message): a deferred message is never left without its
     handle (``receive_deferred(entity, exc.sequence_numbers)`` fetches them)."""
     indexes = batch.indexes(which)
-    when = dt.datetime.now(dt.UTC) + remind_at if isinstance(remind_at, dt.timedelta) else remind_at
+    when = parse_time(remind_at, future=True, name="remind_at")  # a timedelta, +2h: that long from now
     source = EntityPath.parse(batch.entity)
     target = EntityPath.parse(reminder_entity) if reminder_entity else source.parent
     if target.is_subscription:

@@ -13,6 +13,7 @@ from ..errors import InvalidInputError
 from ..sdk.api import AmqpAnnotatedMessage, ServiceBusMessage
 from ..sdk.encoded import Unsupported
 from ..sdk.messages import as_service_bus_message
+from ..times import parse_time
 from ..views.records import RECORD_KIND, SENDABLE_FIELDS
 from .typed import (
     Unsendable,
@@ -123,15 +124,12 @@ def _typed_message(record: dict[str, Any], body: dict[str, Any], props: dict[str
     return message
 
 
-def as_datetime(value: Any) -> dt.datetime:
-    """A date and time (pandas, ISO text or datetime) with a time zone (UTC when none is given)."""
+def as_datetime(value: Any, name: str = "scheduled_enqueue_time") -> dt.datetime:
+    """When a message is scheduled for: a time pointing into the future in the kit's grammar (a
+    datetime, ISO 8601 text, ``+2h``: ``times.parse_time``) or a pandas Timestamp; aware, in UTC."""
     if hasattr(value, "to_pydatetime"):
         value = value.to_pydatetime()
-    if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value)
-    if not isinstance(value, dt.datetime):
-        raise InvalidInputError(f"{value!r} is not a date and time")
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    return parse_time(value, future=True, name=name)
 
 
 def iter_input(messages: Any) -> Iterator[Any]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..connections.registry import ConnectionLike, live
+from ..defaults import PEEK_MAX_MESSAGES
 from ..entities import EntityPath
 from ..renames import renamed
 from ..views.records import to_dataframe
@@ -75,7 +76,7 @@ class PeekPage:
 def peek(
     entity: str | EntityPath,
     *,
-    max_messages: int = 100,
+    max_messages: int = PEEK_MAX_MESSAGES,
     from_sequence_number: int = 1,
     where: WhereLike = None,
     max_scanned: int = MAX_SCANNED,

@@ -22,8 +22,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..connections.registry import ConnectionLike, live
+from ..defaults import check_max_in_flight
 from ..entities import EntityPath
-from ..errors import InvalidInputError, SbError
+from ..errors import SbError
 from ..outcome import Outcome, Report
 from ..renames import renamed
 from .batch import LockedBatch
@@ -60,6 +61,11 @@ class DeadLetter:
 Result = type[Done] | type[Skip] | type[Retry] | type[Stop] | DeadLetter | None
 
 
+# Handlers running at once (threads running the caller's code; each settles what it took): a fact
+# of its own, not core.MAX_IN_FLIGHT's sends and settlements.
+HANDLERS_IN_FLIGHT = 4
+
+
 @dataclass(frozen=True)
 class Policy:
     """How ``process`` settles what a handler did not decide: a handler that raised is abandoned
@@ -78,7 +84,7 @@ def process(
     *,
     policy: Policy | None = None,
     max_messages: int | None = None,
-    max_in_flight: int = 4,
+    max_in_flight: int = HANDLERS_IN_FLIGHT,
     wait_seconds: float = 2.0,
     connection: ConnectionLike = None,
 ) -> Report:
@@ -86,8 +92,7 @@ def process(
     message by the policy once its handler has finished. Stops when the entity is empty (for
     ``wait_seconds``), after ``max_messages``, or when a handler returns ``Stop``."""
     path = EntityPath.parse(entity)
-    if not isinstance(max_in_flight, int) or max_in_flight < 1:
-        raise InvalidInputError("max_in_flight must be a positive whole number.")
+    check_max_in_flight(max_in_flight)
     policy = policy or Policy()
     conn = live(connection)
     if policy.dead_letter_to:

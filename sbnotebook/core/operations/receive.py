@@ -14,6 +14,7 @@ from typing import Any
 from ..connections.links import StaleLink, receiver_for, stale
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
+from ..defaults import MAX_IN_FLIGHT, MAX_RENEWAL_SECONDS, RECEIVE_MAX_MESSAGES, WAIT_SECONDS, check_max_in_flight
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..renames import deprecated, renamed
@@ -21,7 +22,7 @@ from ..sdk.api import ServiceBusReceiveMode
 from ..sdk.failures import from_sdk, is_connection_lost
 from ..sdk.opening import close_now, open_without_sleeps
 from ..sdk.receiver import DRAIN_TIMEOUT, drain_credit, forget_deliveries, has_credit, revoke_credit
-from .batch import DEFAULT_MAX_RENEWAL_SECONDS, LockedBatch, Mode
+from .batch import LockedBatch, Mode
 
 OLD_MODES: dict[str, Mode] = {"peek-lock": "peek_lock", "receive-and-delete": "receive_and_delete"}
 
@@ -36,8 +37,7 @@ def _check(count: int, wait: float, max_in_flight: int) -> None:
         raise InvalidInputError(f"max_messages must be a positive whole number, not {count!r}.")
     if not isinstance(wait, (int, float)) or wait < 0:
         raise InvalidInputError("wait_seconds must be 0 seconds or more.")
-    if not isinstance(max_in_flight, int) or max_in_flight < 1:
-        raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
+    check_max_in_flight(max_in_flight)
 
 
 async def fetch_batch(rcv: Any, count: int, wait: float, *, deletes: bool = False) -> list[Any]:
@@ -97,9 +97,9 @@ async def receive_batch(
     count: int,
     wait: float,
     mode: Mode = "peek_lock",
-    max_in_flight: int = 10,
+    max_in_flight: int = MAX_IN_FLIGHT,
     auto_renew: bool = True,
-    max_renewal_seconds: float = DEFAULT_MAX_RENEWAL_SECONDS,
+    max_renewal_seconds: float = MAX_RENEWAL_SECONDS,
     session_id: str | None = None,
     sequence_numbers: list[int] | None = None,
 ) -> LockedBatch:
@@ -164,12 +164,12 @@ def _run_receive(conn: LiveConnection, path: EntityPath, **kwargs: Any) -> Locke
 def receive(
     entity: str | EntityPath,
     *,
-    max_messages: int = 10,
+    max_messages: int = RECEIVE_MAX_MESSAGES,
     mode: Mode = "peek_lock",
-    wait_seconds: float = 5.0,
-    max_in_flight: int = 10,
+    wait_seconds: float = WAIT_SECONDS,
+    max_in_flight: int = MAX_IN_FLIGHT,
     auto_renew: bool = True,
-    max_renewal_seconds: float = DEFAULT_MAX_RENEWAL_SECONDS,
+    max_renewal_seconds: float = MAX_RENEWAL_SECONDS,
     session_id: str | None = None,
     connection: ConnectionLike = None,
 ) -> LockedBatch:
@@ -205,9 +205,9 @@ def receive_deferred(
     sequence_numbers: Iterable[int],
     *,
     session_id: str | None = None,  # beside the numbers: in a session entity they are found in a session
-    max_in_flight: int = 10,
+    max_in_flight: int = MAX_IN_FLIGHT,
     auto_renew: bool = True,
-    max_renewal_seconds: float = DEFAULT_MAX_RENEWAL_SECONDS,
+    max_renewal_seconds: float = MAX_RENEWAL_SECONDS,
     connection: ConnectionLike = None,
 ) -> LockedBatch:
     """Fetch deferred messages by sequence number, locked, for settlement. A number that is not

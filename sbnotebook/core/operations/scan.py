@@ -28,6 +28,7 @@ from ..connections.links import receiver_for
 from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
+from ..defaults import check_max_in_flight
 from ..entities import EntityPath
 from ..errors import InvalidInputError, SbError
 from ..renames import renamed
@@ -79,8 +80,7 @@ def _check(start: int, stop: int | None, max_messages: int | None, max_in_flight
         raise InvalidInputError(f"before_sequence_number must be at least from_sequence_number, not {stop!r}.")
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
         raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
-    if not isinstance(max_in_flight, int) or max_in_flight < 1:
-        raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
+    check_max_in_flight(max_in_flight)
     if not isinstance(page_size, int) or not 1 <= page_size <= PAGE_SIZE:
         raise InvalidInputError(f"page_size must be between 1 and {PAGE_SIZE}, not {page_size!r}.")
 

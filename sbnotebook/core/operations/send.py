@@ -17,21 +17,17 @@ from typing import Any
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
+from ..defaults import MAX_IN_FLIGHT, check_max_in_flight
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..outcome import MAX_DETAILS, Outcome, Report
 from ..renames import renamed
 from ..sdk.failures import from_sdk
+from ..times import When
 from .messages import as_datetime, iter_input, message_id, to_message
 from .pipeline import RetryPolicy, send_all
 
-DEFAULT_MAX_IN_FLIGHT = 10
 CANCEL_CHUNK = 100  # sequence numbers per cancel-scheduled request
-
-
-def _check_in_flight(max_in_flight: int) -> None:
-    if not isinstance(max_in_flight, int) or max_in_flight < 1:
-        raise InvalidInputError(f"max_in_flight must be a positive whole number, not {max_in_flight!r}.")
 
 
 # A send's batch was the one word for two ideas; a batch is a locked batch now (docs/names.md).
@@ -43,11 +39,11 @@ async def asend(
     entity: str | EntityPath,
     messages: Any,
     *,
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    max_in_flight: int = MAX_IN_FLIGHT,
     one_per_send: bool = False,
     retry: RetryPolicy | None = None,
     progress: Callable[[Report], None] | None = None,
-    schedule_at: dt.datetime | None = None,
+    schedule_at: When | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
@@ -56,7 +52,7 @@ async def asend(
     thread), also past the Report's detail limit: for work that follows every message (a
     resumable import's progress marker)."""
     path = EntityPath.parse(entity)
-    _check_in_flight(max_in_flight)
+    check_max_in_flight(max_in_flight)
     conn = live(connection)
     coro = send_all(
         conn,
@@ -66,7 +62,7 @@ async def asend(
         batch=not one_per_send,
         retry=retry or RetryPolicy(),
         progress=progress,
-        schedule_at=schedule_at,
+        schedule_at=None if schedule_at is None else as_datetime(schedule_at, "schedule_at"),
         on_outcome=on_outcome,
     )
     return await conn.call(coro)
@@ -78,11 +74,11 @@ def send(
     entity: str | EntityPath,
     messages: Any,
     *,
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    max_in_flight: int = MAX_IN_FLIGHT,
     one_per_send: bool = False,
     retry: RetryPolicy | None = None,
     progress: Callable[[Report], None] | None = None,
-    schedule_at: dt.datetime | None = None,
+    schedule_at: When | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
@@ -111,11 +107,11 @@ async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], wh
 
 @renamed(at="schedule_at")
 async def aschedule(
-    entity: str | EntityPath, messages: Any, schedule_at: dt.datetime, *, connection: ConnectionLike = None
+    entity: str | EntityPath, messages: Any, schedule_at: When, *, connection: ConnectionLike = None
 ) -> Report:
     """The async form of :func:`schedule`."""
     path = EntityPath.parse(entity)
-    when = as_datetime(schedule_at)
+    when = as_datetime(schedule_at, "schedule_at")
     items = [to_message(m) for m in iter_input(messages)]
     conn = live(connection)
     return await conn.call(_schedule(conn, path, items, when))
@@ -124,7 +120,7 @@ async def aschedule(
 @renamed(at="schedule_at")
 @sync_form(aschedule)
 def schedule(
-    entity: str | EntityPath, messages: Any, schedule_at: dt.datetime, *, connection: ConnectionLike = None
+    entity: str | EntityPath, messages: Any, schedule_at: When, *, connection: ConnectionLike = None
 ) -> Report:
     """Schedule messages to become active at ``schedule_at`` (as ``send(..., schedule_at=)``). The
     report holds each message's sequence number (``[o.sequence_number for o in report]``), which

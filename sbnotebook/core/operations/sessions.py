@@ -27,6 +27,7 @@ from ..connections.links import quietly, receiver_for
 from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
+from ..defaults import MAX_SESSIONS
 from ..entities import EntityPath, not_dead_letter
 from ..errors import InvalidInputError, SessionLockedError
 from ..renames import renamed
@@ -34,6 +35,7 @@ from ..sdk.api import SessionCannotBeLockedError
 from ..sdk.failures import from_sdk
 from ..sdk.management import session_id_page
 from ..sdk.opening import close_now, open_without_sleeps
+from ..times import When, parse_time
 from ..views.records import utf8
 from .scan import PAGE_SIZE, ascan, message_state
 
@@ -176,14 +178,15 @@ async def each_session(session_ids: Sequence[str], work: Callable[[str], Awaitab
 def list_sessions(
     entity: str | EntityPath,
     *,
-    updated_after: dt.datetime | None = None,
-    max_sessions: int = 100,
+    updated_after: When | None = None,
+    max_sessions: int = MAX_SESSIONS,
     details: bool = True,
     max_counted: int = PAGE_SIZE,
     connection: ConnectionLike = None,
 ) -> list[SessionInfo]:
     """The sessions of a session-enabled queue or subscription that have messages or state (or,
-    with ``updated_after``, whose state was set after that time), at most ``max_sessions`` of them.
+    with ``updated_after``, whose state was set after that time: a datetime, ISO 8601 or an age such
+    as ``2h``, ``parse_time``), at most ``max_sessions`` of them.
 
     With ``details`` each session is accepted for a moment to read its state and count its
     messages (at most ``max_counted`` of each session's are counted, by peeking; 0 counts none); a
@@ -191,9 +194,10 @@ def list_sessions(
     not looked at)."""
     if max_sessions < 1 or max_counted < 0:
         raise InvalidInputError("max_sessions must be 1 or more and max_counted 0 or more.")
+    after = None if updated_after is None else parse_time(updated_after, name="updated_after")
     path = _session_path(entity)
     conn = live(connection)
-    return list(conn.run_on(path, _list_sessions(conn, path, updated_after, max_sessions, details, max_counted)))
+    return list(conn.run_on(path, _list_sessions(conn, path, after, max_sessions, details, max_counted)))
 
 
 def get_session_state(entity: str | EntityPath, session_id: str, *, connection: ConnectionLike = None) -> bytes | None:

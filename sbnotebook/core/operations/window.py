@@ -1,7 +1,8 @@
 """Enqueued-time windows on the commands and core functions that read or act (``enqueued_after=`` /
-``enqueued_before=``, ``--enqueued-after`` / ``--enqueued-before``): WHEN read, the sequence numbers
-holding the window found by a search over peeks (``window_search.window_bounds``: ``time_bounds``, the
-Spark reader's ``enqueuedAfter`` / ``enqueuedBefore``), and the scan of only those numbers.
+``enqueued_before=``, ``--enqueued-after`` / ``--enqueued-before``): WHEN read (``times.parse_time``),
+the sequence numbers holding the window found by a search over peeks (``window_search.window_bounds``:
+``time_bounds``, the Spark reader's ``enqueuedAfter`` / ``enqueuedBefore``), and the scan of only those
+numbers.
 
 The window is Spark's: half-open, at or after ``enqueued_after``, strictly before ``enqueued_before``.
 Each message read is kept by its own enqueued time, so the edges are exact (a batch sharing the
@@ -12,7 +13,6 @@ the last 1% of an entity peeks about 1% of it plus a few rounds of 32 small peek
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,44 +20,11 @@ from typing import Any
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import InvalidInputError
+from ..times import When, parse_time, utc
 from ..views.records import to_record
 from .bounds import TimeWindow
-from .manage import duration
 from .scan import ascan_range
 from .window_search import window_bounds
-
-When = str | dt.datetime | dt.timedelta
-_AGE = re.compile(r"^\s*\d+(?:\.\d+)?\s*(ms|s|m|h|d)\s*$", re.I)
-_ISO_DURATION = re.compile(r"^P(?:\d|T\d)", re.I)
-WHEN_FORMS = "an ISO 8601 time (2026-11-25T14:00; without a zone it is UTC) or an age (90s, 30m, 2h, 1d: that long ago)"
-
-
-def utc(value: dt.datetime) -> dt.datetime:
-    """Aware and in UTC; a time without a zone is UTC (as Spark's options and Service Bus's times)."""
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
-
-
-def when(value: When, name: str = "enqueued_after", now: dt.datetime | None = None) -> dt.datetime:
-    """A time from ``value``: a datetime (without a zone: UTC), an ISO 8601 text (without a zone:
-    UTC, never the kernel's local zone), or an age (``90s``, ``30m``, ``2h``, ``1d``, a timedelta:
-    that long before ``now``)."""
-    now = now or dt.datetime.now(dt.UTC)
-    if isinstance(value, dt.datetime):
-        return utc(value)
-    is_age = isinstance(value, str) and bool(_AGE.match(value) or _ISO_DURATION.match(value.strip()))
-    if isinstance(value, dt.timedelta) or is_age:
-        age = duration(value, name)  # the kit's one duration reader (manage.py: 30s, 5m, 2h, 7d, PT30S)
-        if age < dt.timedelta(0):
-            raise InvalidInputError(f"{name}: an age is 0 or more (that long ago), not {value!r}.")
-        return now - age
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{name} takes {WHEN_FORMS}, or a datetime; not {value!r}.")
-    text = value.strip()
-    try:
-        parsed = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "Zz" and text else text)
-    except ValueError:
-        raise InvalidInputError(f"{name} takes {WHEN_FORMS}; not {value!r}.") from None
-    return utc(parsed)
 
 
 def given_text(value: When | None) -> str | None:
@@ -73,8 +40,8 @@ def enqueued_window(
     if enqueued_after is None and enqueued_before is None:
         return None
     now = now or dt.datetime.now(dt.UTC)
-    after = when(enqueued_after, "enqueued_after", now) if enqueued_after is not None else None
-    before = when(enqueued_before, "enqueued_before", now) if enqueued_before is not None else None
+    after = parse_time(enqueued_after, name="enqueued_after", now=now) if enqueued_after is not None else None
+    before = parse_time(enqueued_before, name="enqueued_before", now=now) if enqueued_before is not None else None
     if after is not None and before is not None and not after < before:
         raise InvalidInputError(
             f"enqueued_after ({after.isoformat()}) must be before enqueued_before ({before.isoformat()})."

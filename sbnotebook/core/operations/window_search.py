@@ -16,13 +16,13 @@ as any read's are, and a window that starts before the page is read as the searc
 
 from __future__ import annotations
 
-import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
+from ..times import utc
 from .bounds import (
     BOUND_WINDOW,
     SLACK,
@@ -125,7 +125,7 @@ def _before_the_window(page: LastPage, window: TimeWindow) -> bool:
     for m in page.messages:
         t = m.enqueued_time_utc
         if m.scheduled_enqueue_time_utc is None and t is not None:
-            return window.below(t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC))
+            return window.below(utc(t))
     return False
 
 

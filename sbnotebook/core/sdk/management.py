@@ -18,6 +18,7 @@ import datetime as dt
 import logging
 from typing import Any
 
+from ..times import utc
 from .opening import without_sleeps
 
 log = logging.getLogger("sbnotebook.core.sdk")
@@ -70,8 +71,7 @@ def cutoff_ms(before: dt.datetime) -> int:
     """``before`` in whole milliseconds since the epoch, rounded up: enqueued times are whole
     milliseconds, so "enqueued before" means the same at both precisions (a float's
     ``timestamp() * 1000`` can land a millisecond low and take in a message at the boundary)."""
-    aware = before if before.tzinfo is not None else before.replace(tzinfo=dt.UTC)
-    return -((EPOCH - aware) // MILLISECOND)
+    return -((EPOCH - utc(before)) // MILLISECOND)
 
 
 def _batch_delete_request(

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from ..sdk.api import AmqpMessageBodyType
 from ..sdk.receiver import is_peeked
+from ..times import utc
 
 
 @dataclass(frozen=True)
@@ -141,14 +142,6 @@ def body_text(body: bytes, content_type: str | None) -> str | None:
     return utf8(body)
 
 
-def _utc(value: Any) -> dt.datetime | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        return value.replace(tzinfo=dt.UTC)
-    return value.astimezone(dt.UTC)
-
-
 # Service Bus's message annotations and the dead-letter application properties, by their wire names.
 _SEQUENCE = b"x-opt-sequence-number"
 _ENQUEUED = b"x-opt-enqueued-time"
@@ -185,6 +178,7 @@ def to_record(message: Any, entity: str) -> dict[str, Any]:
     ttl_ms = header.time_to_live if header is not None else None
     peeked = is_peeked(message)
     lock_token = None if peeked else _safe(lambda: message.lock_token)
+    locked_until = None if peeked else _safe(lambda: message.locked_until_utc)
     record = {
         "body_text": body_text(raw, content_type),
         "application_properties": application_properties(app),
@@ -197,7 +191,7 @@ def to_record(message: Any, entity: str) -> dict[str, Any]:
         "dead_letter_reason": _text(app.get(_DEAD_LETTER_REASON)),
         "dead_letter_error_description": _text(app.get(_DEAD_LETTER_DESCRIPTION)),
         "dead_letter_source": _text(annotations.get(_DEAD_LETTER_SOURCE)),
-        "locked_until": None if peeked else _utc(_safe(lambda: message.locked_until_utc)),
+        "locked_until": None if locked_until is None else utc(locked_until),
         "lock_token": str(lock_token) if lock_token else None,
         "session_id": _prop(props, "group_id"),
         "partition_key": _text(annotations.get(_PARTITION_KEY)),

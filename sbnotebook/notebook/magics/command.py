@@ -32,7 +32,17 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ...core import SERVICE_ERRORS, Report, SbError, deprecated, is_message_not_found, redact, requires_sessions
+from ...core import (
+    SERVICE_ERRORS,
+    InvalidInputError,
+    Report,
+    SbError,
+    check_max_in_flight,
+    deprecated,
+    is_message_not_found,
+    redact,
+    requires_sessions,
+)
 from .progress import errors_of
 from .targets import bound_entity, label_report, named_in
 
@@ -232,7 +242,25 @@ def seconds(*, zero: bool) -> Callable[[str], float]:
     return parse
 
 
-COUNT = whole(1)  # how many messages, operations in flight, samples: 1 or more
+COUNT = whole(1)  # how many messages, samples: 1 or more
+
+
+def in_flight(text: str) -> int:
+    """``--max-in-flight``'s type: the kit's one check of an in-flight limit (``core.check_max_in_flight``),
+    its refusal said as argparse says any bad value (``argument --max-in-flight: must be ...``)."""
+    try:
+        number: object = int(text)
+    except ValueError:
+        number = text
+    try:
+        return check_max_in_flight(number, "--max-in-flight")
+    except InvalidInputError as exc:  # a ValueError: argparse would put its own words instead
+        raise argparse.ArgumentTypeError(exc.message.removeprefix("--max-in-flight ").removesuffix(".")) from None
+
+
+def add_max_in_flight(parser: Parser) -> None:
+    """``--max-in-flight N`` on ``parser``; not given: the setting ``SbMagics.max_in_flight``."""
+    parser.add_argument("--max-in-flight", type=in_flight, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 
 
 def parser(name: str, description: str, examples: str) -> Parser:

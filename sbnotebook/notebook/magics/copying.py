@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from ... import core
 from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection, TimeWindow
-from .command import COUNT, command, parser
+from .command import COUNT, add_max_in_flight, command, parser
 from .copying_many import copy_many
 from .progress import Progress
 from .targets import address, check_exists, named_in
-from .windows import add_window, records, said, unevaluated, window_of
+from .times import add_window, records, said, unevaluated, window_of
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -39,7 +39,7 @@ COPY.add_argument("--where", help="only messages matching this search expression
 COPY.add_argument("-n", "--max-messages", type=COUNT, help="at most this many messages")
 add_window(COPY)
 COPY.add_argument("--keep-message-id", action="store_true", help="keep the message ids (duplicate detection may drop)")
-COPY.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+add_max_in_flight(COPY)
 COPY.add_argument("--create", action="store_true", help="make targets that are missing from the source's description")
 COPY.add_argument("--yes", action="store_true", help="do not ask first")
 COPY.rename("--limit", "--max-messages")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import core
 from .progress import Progress
-from .windows import said, window_of
+from .times import said, window_of
 
 if TYPE_CHECKING:
     from .state import MagicsState

@@ -18,7 +18,7 @@ from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection, TimeWindow, W
 from .command import COUNT, command, parser
 from .progress import Progress
 from .targets import shown, with_dlq
-from .windows import add_window, records, said, unevaluated, window_of, within
+from .times import add_window, records, said, unevaluated, window_of, within
 
 if TYPE_CHECKING:
     from .state import MagicsState

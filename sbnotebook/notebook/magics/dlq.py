@@ -10,7 +10,7 @@ from ... import core
 from ...core import GROUP_FIELDS, EntityPath, GroupCounts, LiveConnection, TimeWindow, deprecated
 from .command import COUNT, command, parser
 from .progress import Progress
-from .windows import add_window, said, window_of, within
+from .times import add_window, said, window_of, within
 
 if TYPE_CHECKING:
     from .state import MagicsState

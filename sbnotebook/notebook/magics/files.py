@@ -12,10 +12,10 @@ from IPython.display import display
 
 from ... import core
 from ...core import count_jsonl, export_resume_point, import_resume_point
-from .command import COUNT, command, parser
+from .command import add_max_in_flight, command, parser
 from .progress import Progress
 from .targets import shown, with_dlq
-from .windows import add_window, said, window_of
+from .times import add_window, said, window_of
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -55,7 +55,7 @@ IMPORT.add_argument(
     action="store_true",
     help="for files without property types (written by other tools): send JSON numbers and booleans as such",
 )
-IMPORT.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+add_max_in_flight(IMPORT)
 IMPORT.rename("--keep-ids", "--keep-message-id")
 
 

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from ... import core
 from ...core import DEAD_LETTER_QUEUE
+from ..widgets import browser
 from .command import COUNT, command, parser, whole
 from .targets import shown, with_dlq
-from .windows import add_window, said, window_of, within
+from .times import add_window, said, window_of, within
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -54,7 +55,7 @@ BROWSE = parser(
 )
 BROWSE.add_argument("entity")
 BROWSE.add_argument("--dlq", action="store_true", help="browse the dead-letter queue")
-BROWSE.add_argument("--page-size", type=COUNT, default=50, help="messages per page")
+BROWSE.add_argument("--page-size", type=COUNT, default=browser.PAGE_SIZE, help="messages per page")
 BROWSE.rename("-n", "--page-size")  # -n is at most N messages wherever it is (docs/names.md)
 
 

@@ -12,7 +12,7 @@ from ..purging import plan_purge, scheduled_to_cancel
 from .command import command, parser
 from .progress import Progress
 from .targets import relabel, shown
-from .windows import add_window, window_of
+from .times import add_window, window_of
 
 if TYPE_CHECKING:
     from .state import MagicsState

@@ -17,7 +17,7 @@ from .command import COUNT, command, parser, whole
 from .progress import Progress
 from .targets import label_report
 from .targets import shown as named
-from .windows import add_window, records, said, unevaluated, window_of, within
+from .times import add_window, records, said, unevaluated, window_of, within
 
 if TYPE_CHECKING:
     from .state import MagicsState

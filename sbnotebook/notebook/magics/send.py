@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from ... import core
 from ...core import InvalidInputError, SbError
-from ..cells import parse_cell, parse_when
-from .command import COUNT, command, parser
+from ..cells import parse_cell
+from .command import add_max_in_flight, command, parser
 from .progress import Progress
 from .targets import check_exists, shown
+from .times import add_time
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -24,8 +25,8 @@ SEND = parser(
     '  %%sb_send orders --schedule-at +10m\n  [{"body": {"order": 3}, "subject": "reminder"}]',
 )
 SEND.add_argument("entity", help="queue or topic")
-SEND.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
-SEND.add_argument("--schedule-at", metavar="WHEN", help="+30s, 10m, 2h, or an ISO time")
+add_max_in_flight(SEND)
+add_time(SEND, "--schedule-at", "schedule the messages for WHEN", future=True)
 SEND.add_argument("--format", choices=["auto", "json", "jsonl", "python"], default="auto")
 SEND.add_argument(
     "--one-per-send", action="store_true", help="one message per send operation (default: as many as fit)"
@@ -58,7 +59,7 @@ def sb_send(self: MagicsState, args: argparse.Namespace, cell: str) -> Any:
         "connection": self.conn(),
     }
     if args.schedule_at:
-        kwargs["schedule_at"] = parse_when(args.schedule_at)
+        kwargs["schedule_at"] = args.schedule_at  # checked as the line was read; +2h from the send
     report = core.send(args.entity, messages, **kwargs)
     progress.finish(report)
     return report

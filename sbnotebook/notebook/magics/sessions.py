@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -11,9 +10,9 @@ from IPython.core.error import UsageError
 
 from ... import core
 from ...core import SessionInfo, pretty_state
-from ..cells import parse_when
 from .command import COUNT, command, parser, whole
 from .targets import shown
+from .times import add_time
 
 if TYPE_CHECKING:
     from .state import MagicsState
@@ -25,20 +24,16 @@ SESSIONS = parser(
     "a moment to look (nothing is received); --ids-only skips that.",
     "  %sb_sessions orders-by-customer\n"
     "  df = %sb_sessions events/subscriptions/audit --max-sessions 500 --ids-only\n"
-    "  %sb_sessions orders-by-customer --updated-after=-1h     # state set in the last hour\n"
+    "  %sb_sessions orders-by-customer --updated-after 1h      # state set in the last hour\n"
     "  %sb_sessions orders-by-customer --panel                 # list, view and edit state",
 )
 SESSIONS.add_argument("entity", help="a session-enabled queue or topic/subscriptions/name")
-SESSIONS.add_argument("--max-sessions", type=COUNT, default=100, help="at most this many sessions")
+SESSIONS.add_argument("--max-sessions", type=COUNT, default=core.MAX_SESSIONS, help="at most this many sessions")
 SESSIONS.add_argument("--ids-only", action="store_true", help="only the ids: no state, count or lock status")
 SESSIONS.add_argument(
     "--max-counted", type=whole(0), default=core.PAGE_SIZE, help="count each session's messages up to this many"
 )
-SESSIONS.add_argument(
-    "--updated-after",
-    metavar="WHEN",
-    help="only sessions whose state was set after this time (--updated-after=-1h: with '=', or an ISO time)",
-)
+add_time(SESSIONS, "--updated-after", "only sessions whose state was set after WHEN")
 SESSIONS.add_argument("--panel", action="store_true", help="the sessions panel: list, peek, view and edit state")
 SESSIONS.rename("-n", "--max-sessions")  # -n is at most N messages wherever it is (docs/names.md)
 SESSIONS.rename("--count-limit", "--max-counted")
@@ -80,7 +75,7 @@ def sessions_frame(found: list[SessionInfo], preview: int = 80) -> Any:
 
 @command(SESSIONS)
 def sb_sessions(self: MagicsState, args: argparse.Namespace) -> Any:
-    after = past(args.updated_after) if args.updated_after else None
+    after = core.parse_time(args.updated_after, name="--updated-after") if args.updated_after else None
     if args.panel:
         from ..widgets.sessions import SessionsPanel
 
@@ -102,14 +97,6 @@ def sb_sessions(self: MagicsState, args: argparse.Namespace) -> Any:
     print(text + ".")
     frame = sessions_frame(found)
     return frame[["session_id"]] if args.ids_only else frame
-
-
-def past(text: str) -> dt.datetime:
-    """-1h, -30m (that long ago) or an ISO time."""
-    now = dt.datetime.now(dt.UTC)
-    if text.strip().startswith("-"):
-        return now - (parse_when(text.strip()[1:], now) - now)
-    return parse_when(text, now)
 
 
 def state_value(args: argparse.Namespace) -> tuple[bool, str | None]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traitlets import Bool, CaselessStrEnum, Float, Int, observe
+from traitlets import Bool, CaselessStrEnum, Float, Int, TraitError, observe, validate
 from traitlets.config import Configurable
 
 from ... import core
@@ -27,14 +27,19 @@ class MagicsSettings(Configurable):
     ``%config SbMagics.x``, ``c.SbMagics.x`` and ``class_trait_names(config=True)`` see them on
     ``SbMagics`` as if declared there."""
 
-    peek_max_messages = Int(100, min=1, help="At most this many messages %sb_peek shows by default.").tag(config=True)
-    receive_max_messages = Int(10, min=1, help="At most this many messages %sb_receive takes by default.").tag(
+    # Each default is core's (core/defaults.py): the library and the magics start from the same.
+    peek_max_messages = Int(
+        core.PEEK_MAX_MESSAGES, min=1, help="At most this many messages %sb_peek shows by default."
+    ).tag(config=True)
+    receive_max_messages = Int(
+        core.RECEIVE_MAX_MESSAGES, min=1, help="At most this many messages %sb_receive takes by default."
+    ).tag(config=True)
+    max_in_flight = Int(core.MAX_IN_FLIGHT, help="Send and settlement operations in flight at once.").tag(config=True)
+    wait_seconds = Float(core.WAIT_SECONDS, min=0.0, help="How long %sb_receive waits for the first message.").tag(
         config=True
     )
-    max_in_flight = Int(10, min=1, help="Send and settlement operations in flight at once.").tag(config=True)
-    wait_seconds = Float(5.0, min=0.0, help="How long %sb_receive waits for the first message.").tag(config=True)
     max_renewal_seconds = Float(
-        300.0, min=0.0, help="Seconds a received batch's locks are renewed for while open."
+        core.MAX_RENEWAL_SECONDS, min=0.0, help="Seconds a received batch's locks are renewed for while open."
     ).tag(config=True)
     tail_interval = Float(
         core.TAIL_INTERVAL, min=0.01, help="Seconds between two polls of %sb_tail (each poll is one peek)."
@@ -60,6 +65,13 @@ class MagicsSettings(Configurable):
         help="The panels' message lists: 'itables' grids, 'plain' lists, or 'auto' (plain on Databricks). "
         "Panels read it here when they draw a list (widgets/grid.py).",
     ).tag(config=True)
+
+    @validate("max_in_flight")
+    def _max_in_flight(self, proposal: Any) -> int:
+        try:
+            return core.check_max_in_flight(proposal["value"], "SbMagics.max_in_flight")  # the kit's one check
+        except core.InvalidInputError as exc:
+            raise TraitError(exc.message) from None
 
     @observe(*RENAMED_SETTINGS)
     def _renamed_setting(self, change: Any) -> None:

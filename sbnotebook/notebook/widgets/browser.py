@@ -18,6 +18,8 @@ from ..export import to_json_record
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, Column, GridSelection, MessageGrid
 from .render import guard
 
+PAGE_SIZE = 50  # messages a page unless told otherwise (%sb_browse --page-size too)
+
 
 class MessageBrowser(GridSelection, W.VBox):
     """Page through ``entity`` (its dead-letter queue with ``dlq=True``) by sequence number,
@@ -31,7 +33,7 @@ class MessageBrowser(GridSelection, W.VBox):
         entity: str,
         *,
         dlq: bool = False,
-        page_size: int = 50,
+        page_size: int = PAGE_SIZE,
         connection: ConnectionLike = None,
         max_scanned: int = core.MAX_SCANNED,
         connections: Mapping[str, LiveConnection] | None = None,

@@ -12,7 +12,7 @@ import ipywidgets as W
 from ... import core
 from ...core import ConnectionLike, InvalidInputError, LiveConnection, Report, live_connection
 from ..addresses import lookup, resolve
-from ..cells import json_object, parse_when
+from ..cells import json_object
 from .render import guard
 
 
@@ -28,17 +28,19 @@ class SendPanel(W.VBox):
         *,
         connection: ConnectionLike = None,
         connections: Mapping[str, LiveConnection] | None = None,
-        max_in_flight: int = 10,
+        max_in_flight: int = core.MAX_IN_FLIGHT,
     ) -> None:
+        self.max_in_flight = core.check_max_in_flight(max_in_flight)  # refused here, not at the first send
         self.connection = live_connection(connection)
         self.named = lookup(connections or {})  # NAME:ENTITY typed into the entity box
-        self.max_in_flight = max_in_flight
         self.entity_box = W.Text(value=entity, description="Entity")
         self.body = W.Textarea(placeholder='{"order": 1}', description="Body", rows=5, layout=W.Layout(width="100%"))
         self.content_type = W.Text(value="application/json", description="Content type")
         self.subject = W.Text(description="Subject")
         self.properties = W.Textarea(placeholder='{"priority": "high"}', description="Properties", rows=2)
-        self.schedule = W.Text(description="Schedule", placeholder="+10m, 2h or an ISO time (empty: now)")
+        # A time to come, in core's grammar (docs/names.md, Times): +10m or ISO 8601; empty: now.
+        self.schedule = W.Text(description="Schedule", placeholder="+10m or ISO 8601 (empty: now)")
+        self.schedule.tooltip = core.FUTURE_TIME_FORMS
         self.send_button = W.Button(description="Send", button_style="primary")
         self.progress = W.IntProgress(value=0, min=0, max=1, description="Sent")
         self.status = W.HTML()
@@ -80,7 +82,8 @@ class SendPanel(W.VBox):
         """Send the composed message, or `messages` (a DataFrame, records, ...) when given."""
         try:
             items = [self.compose()] if messages is None else messages
-            when = parse_when(self.schedule.value) if self.schedule.value.strip() else None
+            text = self.schedule.value.strip()
+            when = core.parse_time(text, future=True, name="Schedule") if text else None
         except InvalidInputError as exc:
             self.status.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
             return None

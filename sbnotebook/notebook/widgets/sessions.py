@@ -36,15 +36,17 @@ class SessionsPanel(W.VBox):
         entity: str,
         *,
         connection: ConnectionLike = None,
-        max_sessions: int = 100,
-        updated_after: dt.datetime | None = None,
+        max_sessions: int = core.MAX_SESSIONS,
+        updated_after: str | dt.datetime | dt.timedelta | None = None,
         max_messages: int = 50,
     ) -> None:
-        """At most ``max_sessions`` sessions listed, at most ``max_messages`` of one peeked (Peek)."""
+        """At most ``max_sessions`` sessions listed, at most ``max_messages`` of one peeked (Peek);
+        with ``updated_after`` (a time in core's grammar: ``2h``, ISO 8601, a datetime; taken once,
+        here), only the sessions whose state was set after it."""
         self.connection = live_connection(connection)
         self.entity = entity
         self.max_sessions = max_sessions
-        self.updated_after = updated_after
+        self.updated_after = None if updated_after is None else core.parse_time(updated_after, name="updated_after")
         self.max_messages = max_messages
         self.sessions: list[SessionInfo] = []
         self.status = W.HTML()

@@ -10,7 +10,6 @@ import asyncio
 import datetime as dt
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,47 +17,20 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook import core
-from sbnotebook.core import InvalidInputError, WhereFailed
+from sbnotebook.core import WhereFailed
 from sbnotebook.core.operations.bounds import FANOUT
-from sbnotebook.core.operations.window import enqueued_window, when
 from sbnotebook.core.views.search import filter_records
 from sbnotebook.emulator import Emulator
+from tests import windows
 from tests.helpers import InterruptAtFirstProgress, counted_peeks, dead_letter, send, wait_until
 from tests.windows import bodies, broker, dead_letter_every_tenth, first_time, groups, naive_utc_text
 
-
-@pytest.fixture
-def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The process's local zone is New York's (UTC-5 or -4) for the test: a time typed without a
-    zone must still mean UTC."""
-    monkeypatch.setenv("TZ", "America/New_York")
-    time.tzset()
-    assert time.timezone != 0
-    yield
-    monkeypatch.undo()
-    time.tzset()
+new_york = windows.new_york  # the fixture: the process's local zone is New York's
 
 
 def peeked(cs: str, entity: str = "q", **window: object) -> list[str]:
     page = core.peek(entity, max_messages=1000, connection=cs, **window)  # type: ignore[arg-type]
     return sorted(r["body_text"] for r in page.records)
-
-
-def test_when_reads_iso_times_as_utc_ages_and_datetimes(new_york: None) -> None:
-    now = dt.datetime(2026, 11, 25, 15, 0, tzinfo=dt.UTC)
-    assert when("2026-11-25T14:00", now=now) == dt.datetime(2026, 11, 25, 14, 0, tzinfo=dt.UTC)
-    assert when("2026-11-25T14:00Z", now=now) == when("2026-11-25T15:00+01:00", now=now)
-    assert when("2026-11-25", now=now) == dt.datetime(2026, 11, 25, tzinfo=dt.UTC)
-    assert when(dt.datetime(2026, 11, 25, 14, 0), now=now).tzinfo == dt.UTC  # a naive datetime: UTC too
-    assert when("90s", now=now) == now - dt.timedelta(seconds=90)
-    assert when("2h", now=now) == when("120m", now=now) == when(dt.timedelta(hours=2), now=now)
-    assert when("1d", now=now) == now - dt.timedelta(days=1)
-    for bad, says in [("soon", "an ISO 8601 time"), ("-2h", "an ISO 8601 time"), ("3600", "an ISO 8601 time")]:
-        with pytest.raises(InvalidInputError, match=says):
-            when(bad, now=now)
-    with pytest.raises(InvalidInputError, match="must be before enqueued_before"):
-        enqueued_window("1h", "2h")
-    assert enqueued_window(None, None) is None
 
 
 def test_peek_returns_exactly_the_window_with_a_shared_boundary_in_a_non_utc_kernel(

@@ -1,0 +1,47 @@
+"""The defaults more than one layer starts from, each declared once: the core functions take them as
+their defaults, and the magics' settings, the panels and the Spark data source import them from here
+(``tests/project/test_defaults.py`` reads every signature, flag, setting and option that means one of
+them). And the one check of an in-flight limit.
+
+(``MAX_SCANNED``, ``PAGE_SIZE`` and ``TAIL_INTERVAL`` are declared beside the code they bound:
+``operations/peek.py``, ``operations/scan.py``, ``incidents/tail.py``.)"""
+
+from __future__ import annotations
+
+from .errors import InvalidInputError
+
+MAX_IN_FLIGHT = 10
+"""Operations one call keeps in flight at once unless told otherwise (``max_in_flight=``): sends
+(``send``, ``copy``, ``copy_many``, ``import_jsonl``), settlement requests of a received batch
+(``receive``, ``receive_deferred``), a resubmit's or discard's batches. ``SbMagics.max_in_flight``,
+the send panel, ``sbspark.write`` and the Spark option ``maxInFlight`` start from it."""
+
+PEEK_MAX_MESSAGES = 100
+"""Messages a peek returns unless told otherwise: ``core.peek(max_messages=)`` and
+``SbMagics.peek_max_messages`` (``%sb_peek -n``)."""
+
+RECEIVE_MAX_MESSAGES = 10
+"""Messages a receive takes unless told otherwise: ``core.receive(max_messages=)`` and
+``SbMagics.receive_max_messages`` (``%sb_receive -n``)."""
+
+WAIT_SECONDS = 5.0
+"""Seconds a receive waits for its first message unless told otherwise: ``core.receive``,
+``SbMagics.wait_seconds`` (``%sb_receive``) and a destructive Spark read's ``waitSeconds``."""
+
+MAX_RENEWAL_SECONDS = 300.0
+"""Seconds a received batch's locks are renewed for while it is open, unless told otherwise:
+``core.receive``, ``core.receive_deferred`` and ``SbMagics.max_renewal_seconds``."""
+
+MAX_SESSIONS = 100
+"""Sessions a listing returns at most unless told otherwise: ``core.list_sessions``, the sessions
+panel and ``%sb_sessions --max-sessions``."""
+
+
+def check_max_in_flight(value: object, name: str = "max_in_flight") -> int:
+    """``value`` when it is a whole number of 1 or more (an ``int``, not a ``bool``); otherwise an
+    ``InvalidInputError`` naming ``name``, in one line. Every in-flight limit of the kit is checked
+    here: core's keywords, ``--max-in-flight``, ``SbMagics.max_in_flight``, the send panel and the
+    Spark option ``maxInFlight``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"{name} must be a whole number of 1 or more, not {value!r}.")
+    return value

@@ -14,8 +14,8 @@ Where to change what:
   ``files.py`` (%sb_export, %sb_import), ``sessions.py`` (%sb_sessions, %sb_session_state),
   ``stats.py`` (%sb_stats), ``tail.py`` (%sb_tail), ``topology.py`` (%sb_topology);
 - what the commands share: ``command.py`` (the parser and the one error handler), ``targets.py``
-  (the entity and sequence-number arguments), ``windows.py`` (``--enqueued-after`` /
-  ``--enqueued-before`` and ``--where``), ``progress.py`` (the live progress line),
+  (the entity and sequence-number arguments), ``times.py`` (every time flag, read by
+  ``core.parse_time``, and ``--where``), ``progress.py`` (the live progress line),
   ``sdklogs.py`` (the SDK's log noise, summarised);
 - the magics object: ``sbmagics.py`` (``SbMagics``: registers every family), ``settings.py`` (each
   setting once, with its default), ``state.py`` (what a family needs of it, typed without an

@@ -10,7 +10,8 @@ BrokerError                    condition + description (+ tracking id)
 ├── EntityDisabled             com.microsoft:entity-disabled
 ├── BadRequest                 amqp:invalid-field / com.microsoft:argument-error
 ├── ConnectionsQuotaExceeded   amqp:resource-limit-exceeded (a connection over the cap, at its open)
-└── ConnectionForced           amqp:connection:forced (a connection without links, closed)
+├── ConnectionForced           amqp:connection:forced (a connection without links, closed)
+└── ServerError                amqp:internal-error (what Service Bus answers a batch of over 4,500 messages)
 """
 
 from __future__ import annotations
@@ -114,3 +115,16 @@ class ConnectionsQuotaExceeded(BrokerError):
 class ConnectionForced(BrokerError):
     condition = "amqp:connection:forced"  # the SDK reconnects on its next operation
     status_code = 410
+
+
+class ServerError(BrokerError):
+    """Service Bus's answer to a request it does not serve and does not explain (its text for an
+    internal error, which the SDKs retry)."""
+
+    DESCRIPTION = (
+        "The service was unable to process the request; please retry the operation. For more information on "
+        "exception types and proper exception handling, please refer to http://go.microsoft.com/fwlink/?LinkId=761101"
+    )
+
+    def __init__(self, *, entity: str | None = None) -> None:
+        super().__init__(self.DESCRIPTION, entity=entity)

@@ -23,7 +23,7 @@ from proton import Delivery, Endpoint, Event, Handler, Link
 from ..broker.broker import Broker
 from ..broker.entities import Entity, Subscription
 from ..broker.store import MessageStore
-from ..errors import BadRequest, BrokerError, MessageSizeExceeded
+from ..errors import BadRequest, BrokerError, MessageSizeExceeded, ServerError
 from ..net.limits import Deadlines
 from ..security.entra import Issuer
 from ..security.sas import KeyRing
@@ -36,6 +36,7 @@ from .management import ManagementHandler
 from .settle import settle
 from .terms import (
     CBS,
+    MAX_BATCH_MESSAGES,
     PN_ACCEPTED,
     SENDER_CREDIT,
     SESSION_CAPACITY,
@@ -253,6 +254,12 @@ class BrokerHandler(Attaches, ControlLinks, Deliveries, Handler):
             delivery.settle()
 
     def _publish(self, link: Link, target: str, data: bytes, batch: bool | None) -> None:
+        """A transfer counts whole against the link's max-message-size, a batch's envelope and the
+        ids it copies from its first message included: Service Bus's AMQP layer refuses a delivery
+        whose transferred bytes exceed it (Microsoft.Azure.Amqp's ``ReceivingAmqpLink``), and the .NET
+        SDK counts that envelope in a batch's size. (The Python SDK sizes a batch before copying the
+        first message's ids into the envelope: its full batches can encode over the limit, and are
+        refused: docs/emulator.md "A batch's size".) A batch also holds at most MAX_BATCH_MESSAGES."""
         limit = link.max_message_size or 0
         if limit and len(data) > limit:
             raise MessageSizeExceeded(
@@ -264,4 +271,6 @@ class BrokerHandler(Attaches, ControlLinks, Deliveries, Handler):
             messages = decode_transfer(data, batch)
         except DecodeError as exc:
             raise BadRequest(str(exc), entity=target) from None
+        if len(messages) > MAX_BATCH_MESSAGES:
+            raise ServerError(entity=target)
         self.broker.send(target, messages)

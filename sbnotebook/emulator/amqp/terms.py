@@ -81,6 +81,11 @@ PN_ACCEPTED = int(Delivery.ACCEPTED)
 SESSION_FILTER = symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = symbol("com.microsoft:locked-until-utc")
 MAX_BATCH_SIZE = symbol("com.microsoft:max-message-batch-size")
+# The most messages one batch may hold (Basic and Standard tiers; Premium takes about 15,885): more is
+# refused with an internal error, whatever the bytes (Azure/azure-service-bus#397; the .NET SDK stops
+# a batch there, Azure/azure-sdk-for-net#44916). No link property announces it, so the Python SDK
+# admits more: 26,214 empty AmqpAnnotatedMessages fill its 256 KB batch.
+MAX_BATCH_MESSAGES = 4500
 OPERATION_TIMEOUT = symbol("com.microsoft:timeout")
 DEFAULT_SESSION_WAIT = 60.0
 DOTNET_EPOCH_TICKS = 621355968000000000

@@ -18,6 +18,7 @@ from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 
 from .helpers import QuickCloseClient, emulator_config
+from .required import require_tool
 
 TEST_TOPOLOGY: dict[str, Any] = emulator_config(
     "testns",
@@ -127,8 +128,11 @@ def admin(emulator: Emulator) -> Iterator[ServiceBusAdministrationClient]:
 @pytest.fixture(scope="module")
 def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
     """A local Spark session for one test module, stopped after it (the cluster and Connect modules
-    change PySpark's process-wide state in between). Imported here only when a test asks for it."""
+    change PySpark's process-wide state in between). Imported here only when a test asks for it.
+    Without Java it skips, or under CI fails, in one line (tests/required.py) instead of a JVM error."""
     from sbnotebook import spark as sbspark
+
+    require_tool("java")
 
     session = sbspark.local_session(f"sbnotebook-{request.module.__name__.rsplit('.', 1)[-1]}")
     yield session

@@ -15,9 +15,10 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.helpers import send
+from tests.required import require_module
 
-pytest.importorskip("pyspark")
-from sbnotebook.spark.source import ServiceBusDataSource
+require_module("pyspark")
+from sbnotebook.spark.source import ServiceBusDataSource  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

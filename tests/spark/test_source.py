@@ -13,9 +13,10 @@ from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import HttpOnlyProxy, drain, send
+from tests.required import require_module
 from tests.spark.helpers import read
 
-pyspark = pytest.importorskip("pyspark")
+pyspark = require_module("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
 from sbnotebook.spark import registered  # noqa: E402
 

@@ -94,12 +94,14 @@ def entity_keys_emulator() -> Iterator[Emulator]:
 
 @pytest.fixture
 def emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
-    """A fresh emulator on the suite's topology. A module marked ``servicebus_topology`` runs on the
-    kit's own pytest plugin instead (docs/testing.md): the test's namespace on the plugin's emulator."""
+    """A fresh emulator on the suite's topology, on the manual clock when the test is marked
+    ``servicebus_clock("manual")``. A module marked ``servicebus_topology`` runs on the kit's own
+    pytest plugin instead (docs/testing.md): the test's namespace on the plugin's emulator."""
     if request.node.get_closest_marker("servicebus_topology") is not None:
         yield request.getfixturevalue("servicebus_emulator")
         return
-    with Emulator(TEST_TOPOLOGY) as emu:
+    clock = request.node.get_closest_marker("servicebus_clock")  # the plugin's marker: "manual" (tests/waiting.py)
+    with Emulator(TEST_TOPOLOGY, clock=clock.args[0] if clock is not None else None) as emu:
         yield emu
         close_all()  # the live connections this test opened, before their broker goes away
 

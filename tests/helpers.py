@@ -30,6 +30,7 @@ from azure.servicebus import ServiceBusReceiveMode as Mode
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.core import EntityPath, entities
+from tests.waiting import HANG
 
 
 def emulator_config(
@@ -190,7 +191,8 @@ def names_in(tree: ast.AST) -> set[str]:
     return found
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.05) -> None:
+def wait_until(predicate: Callable[[], bool], timeout: float = HANG, interval: float = 0.05) -> None:
+    """Until ``predicate()`` holds; ``timeout`` only ends a hang (tests/waiting.py)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -245,7 +245,7 @@ def test_copy_asks_first_and_an_interrupted_copy_sends_only_what_is_left(
 
     # On disk once the interrupted copy has ended (at once in a kernel; here its thread waited in the
     # hook until the cell saw the interrupt, and the sends in flight then confirm the rest).
-    wait_until(lambda: (r := recorded()) is not None and r.pending and r.copied > 0, timeout=10)
+    wait_until(lambda: (r := recorded()) is not None and r.pending and r.copied > 0)
     assert 0 < recorded().copied <= counts("dedup", connection=sb.conn()).active
     monkeypatch.undo()
     capsys.readouterr()

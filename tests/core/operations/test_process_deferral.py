@@ -131,7 +131,7 @@ def test_defer_with_reminder_and_fetch(emulator: Emulator, client: ServiceBusCli
     with core.receive("q", max_messages=1, connection=cs) as batch:
         (seq,) = deferral.defer_with_reminder(batch, remind_at=dt.timedelta(seconds=1))
     assert emulator.broker.counts("q")["deferred"] == 1
-    wait_until(lambda: emulator.broker.counts("q")["active"] == 1, timeout=10)
+    wait_until(lambda: emulator.broker.counts("q")["active"] == 1)
     with core.receive("q", max_messages=1, connection=cs) as reminders:
         (reminder,) = reminders.records
         assert deferral.is_reminder(reminder)

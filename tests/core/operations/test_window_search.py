@@ -90,7 +90,7 @@ def test_a_scheduled_message_that_became_active_is_renumbered_and_found_by_its_t
     def active() -> bool:
         return any(p.body == "s" and p.sequence_number != scheduled_as for p in broker(client))
 
-    wait_until(active, timeout=15, interval=0.1)
+    wait_until(active, interval=0.1)
     with client.get_queue_sender("q") as sender:
         sender.send_messages([ServiceBusMessage(f"b{i}") for i in range(20)])
     state = broker(client)

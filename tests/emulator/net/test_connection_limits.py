@@ -82,7 +82,7 @@ def test_the_connection_over_the_cap_is_refused_at_once_and_served_again_after_o
         for _ in range(2):
             held.enter_context(connect(emu.port)).sendall(SASL_HEADER)
         held.enter_context(websocket_peer(connect(emu.port)))
-        wait_until(lambda: emu.connections == 3, timeout=5)
+        wait_until(lambda: emu.connections == 3)
         for retries in ({"retry_total": 0}, {}):
             started = time.monotonic()
             with QuickCloseClient.from_connection_string(emu.connection_string, **retries) as c:
@@ -94,7 +94,7 @@ def test_the_connection_over_the_cap_is_refused_at_once_and_served_again_after_o
         with emulator_admin_client(emu.connection_string) as admin:  # REST is not an AMQP connection
             assert admin.get_queue_runtime_properties("orders").active_message_count == 0
         held.close()  # the three go: new clients are served again
-        wait_until(lambda: emu.connections == 0, timeout=5)
+        wait_until(lambda: emu.connections == 0)
         with QuickCloseClient.from_connection_string(emu.connection_string) as c:
             _sdk_round_trip(c, "under the cap again")
     refusals = [r for r in emulator_log.records if "over the connection cap of 3" in r.getMessage()]
@@ -104,7 +104,7 @@ def test_the_connection_over_the_cap_is_refused_at_once_and_served_again_after_o
 def test_the_refusal_is_an_open_then_a_close_with_service_bus_words() -> None:
     with Emulator(max_connections=1) as emu, connect(emu.port or 0) as holder:
         holder.sendall(SASL_HEADER)
-        wait_until(lambda: emu.connections == 1, timeout=5)
+        wait_until(lambda: emu.connections == 1)
         peer = RawAmqp(emu.port or 0)
         try:
             assert peer.pump(lambda: peer.closed, 5)
@@ -256,7 +256,7 @@ def test_five_hundred_tls_connections_hold_no_thread_each(tmp_path: Path, descri
         peers = [tls_peer(emu.port, emu.ca_file) for _ in range(480)]
         peers += [websocket_peer(tls_peer(emu.port, emu.ca_file, header=False)) for _ in range(20)]
         try:
-            wait_until(lambda: emu.connections == 500, timeout=30)
+            wait_until(lambda: emu.connections == 500)
             assert threading.active_count() <= before + 1, [t.name for t in threading.enumerate()]
             for transport in (TransportType.Amqp, TransportType.AmqpOverWebsocket):
                 options = tls_client_options(emu.port, emu.ca_file, transport)
@@ -266,7 +266,7 @@ def test_five_hundred_tls_connections_hold_no_thread_each(tmp_path: Path, descri
         finally:
             for peer in peers:
                 peer.close()
-        wait_until(lambda: emu.connections == 0, timeout=10)
+        wait_until(lambda: emu.connections == 0)
 
 
 def test_http_connections_held_at_once_are_bounded(emulator: Emulator) -> None:
@@ -287,7 +287,7 @@ def test_http_connections_held_at_once_are_bounded(emulator: Emulator) -> None:
         with connect(emulator.port) as extra:
             assert ask(extra).startswith(b"HTTP/1.1 503")
         kept[0].close()
-        wait_until(lambda: threading.active_count() <= before + 63, timeout=5)
+        wait_until(lambda: threading.active_count() <= before + 63)
         with connect(emulator.port) as extra:
             assert ask(extra).startswith(b"HTTP/1.1 401")
 

@@ -140,15 +140,18 @@ def fill_every_kind(client: ServiceBusClient, queue: str) -> list[int]:
 
 
 def drain(
-    client: ServiceBusClient, queue: str, *, sub_queue: str | None = None, wait: float = 1.0
+    client: ServiceBusClient, queue: str, *, sub_queue: str | None = None, wait: float = 1.0, count: int = 0
 ) -> list[ServiceBusReceivedMessage]:
-    """Receive-and-delete everything there is (what is left in an entity)."""
+    """Receive-and-delete everything there is (what is left in an entity): until a receive of
+    ``wait`` seconds brings nothing. The first ``count`` messages, known to be there, are waited for
+    without that bound (up to ``HANG``), so a loaded machine cannot end the drain before they arrive."""
     out: list[ServiceBusReceivedMessage] = []
     with client.get_queue_receiver(
         queue, sub_queue=sub_queue, receive_mode=Mode.RECEIVE_AND_DELETE, max_wait_time=wait
     ) as receiver:
         while True:
-            batch = receiver.receive_messages(max_message_count=100, max_wait_time=wait)
+            window = HANG if len(out) < count else wait
+            batch = receiver.receive_messages(max_message_count=100, max_wait_time=window)
             if not batch:
                 return out
             out.extend(batch)

@@ -128,7 +128,7 @@ def test_a_receive_leaves_no_credit_that_would_lock_the_next_messages_away_from_
     trigger, saw nothing meanwhile (a CI run of notebooks/08 stopped with 10 messages left)."""
     cs = emulator.connection_string
     core.send("q", ["first"], connection=cs)
-    with core.receive("q", max_messages=20, wait_seconds=0.3, connection=cs) as batch:  # 1 of 20: 19 unused
+    with core.receive("q", max_messages=20, wait_seconds=30, connection=cs) as batch:  # 1 of 20: 19 unused
         batch.complete()
     with core.receive("q", max_messages=20, wait_seconds=0.3, connection=cs) as batch:  # 0 of 20
         assert len(batch) == 0
@@ -193,14 +193,14 @@ def test_receive_and_delete_keeps_its_drained_link_which_takes_nothing_while_idl
     nothing: a message it took then would be deleted with nobody to hand it to."""
     with core.connect(emulator.connection_string) as conn:
         core.send("q", ["a"], connection=conn)
-        with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=0.3, connection=conn) as batch:
+        with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=30, connection=conn) as batch:
             assert [r["body_text"] for r in batch.records] == ["a"]  # 1 of 5: the wait ended with credit left
         conn.settle()  # connect()'s warm-up opens links in the background
         opened = conn.links_opened
         wait_until(lambda: credit_at_the_broker(emulator, "q") == 0)  # nothing can be delivered to it
         core.send("q", ["b", "c"], connection=conn)
         assert emulator.broker.counts("q")["active"] == 2  # still there: the idle link took nothing
-        with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=0.3, connection=conn) as batch:
+        with core.receive("q", max_messages=5, mode="receive-and-delete", wait_seconds=30, connection=conn) as batch:
             assert sorted(r["body_text"] for r in batch.records) == ["b", "c"]
         assert conn.links_opened == opened  # the same link
     assert emulator.broker.counts("q")["active"] == 0

@@ -34,7 +34,7 @@ def test_list_sessions_with_state_counts_and_lock_status(emulator: Emulator, cli
     assert found["c"].locked and found["c"].messages is None and found["c"].state is None
     # Looking at a session gives it back: it can be received at once, with no delivery counted.
     with client.get_queue_receiver("sq60", session_id="a", max_wait_time=1) as r:
-        got = r.receive_messages(max_message_count=2, max_wait_time=1)
+        got = r.receive_messages(max_message_count=2, max_wait_time=30)
         assert [m.delivery_count for m in got] == [0, 0]
     ids = core.list_sessions("sq60", details=False, connection=conn)
     assert sorted(s.session_id for s in ids) == ["a", "b", "c"]

@@ -138,10 +138,9 @@ def test_an_unauthorized_huge_body_is_answered_401_without_being_read(emulator: 
         "PUT /q?api-version=2021-05 HTTP/1.1\r\nHost: localhost\r\n"
         "Content-Type: application/atom+xml\r\nContent-Length: 2000000000\r\n\r\n"
     )
-    started = time.monotonic()
-    reply = _raw_request(port, head, b"x" * 65536)
+    # Not timed: a server that waited for the body would answer nothing at all (it never comes).
+    reply = _raw_request(port, head, b"x" * 65536, timeout=HANG)
     assert reply.startswith(b"HTTP/1.1 401"), reply[:200]
-    assert time.monotonic() - started < 3
 
 
 def test_an_authorized_body_over_the_cap_is_answered_413(emulator: Emulator) -> None:

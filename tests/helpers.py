@@ -9,7 +9,6 @@ import datetime as dt
 import signal
 import socket
 import threading
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -142,9 +141,8 @@ def fill_every_kind(client: ServiceBusClient, queue: str) -> list[int]:
 def drain(
     client: ServiceBusClient, queue: str, *, sub_queue: str | None = None, wait: float = 1.0, count: int = 0
 ) -> list[ServiceBusReceivedMessage]:
-    """Receive-and-delete everything there is (what is left in an entity): until a receive of
-    ``wait`` seconds brings nothing. The first ``count`` messages, known to be there, are waited for
-    without that bound (up to ``HANG``), so a loaded machine cannot end the drain before they arrive."""
+    """Receive-and-delete everything there is, until a receive of ``wait`` seconds brings nothing; the
+    first ``count`` messages, known to be there, are waited for up to ``HANG`` (tests/waiting.py)."""
     out: list[ServiceBusReceivedMessage] = []
     with client.get_queue_receiver(
         queue, sub_queue=sub_queue, receive_mode=Mode.RECEIVE_AND_DELETE, max_wait_time=wait
@@ -192,16 +190,6 @@ def names_in(tree: ast.AST) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             found.update(alias.name for alias in node.names)
     return found
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = HANG, interval: float = 0.05) -> None:
-    """Until ``predicate()`` holds; ``timeout`` only ends a hang (tests/waiting.py)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
 
 
 def stream_to_parquet(spark: Any, where: Any, **options: Any) -> Any:

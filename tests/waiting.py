@@ -3,7 +3,7 @@
 A test that waits a fixed time for something to happen (``time.sleep(0.3)``, then an assertion), or
 gives it a short window (a tail of 1 s, a receive of ``max_wait_time=1``), passes on a quiet machine and
 fails on a loaded one. A test waits for the thing itself instead: a condition polled until it holds
-(``helpers.wait_until``), a count that has stopped moving (``settled``), an event, or the emulator's
+(``wait_until``), a count that has stopped moving (``settled``), an event, or the emulator's
 manual clock (``@pytest.mark.servicebus_clock("manual")`` and ``emulator.advance()``, docs/testing.md
 "Testing time") where the broker's time is what the test is about.
 
@@ -20,6 +20,16 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 HANG = 60.0  # seconds
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = HANG, interval: float = 0.05) -> None:
+    """Until ``predicate()`` holds; ``timeout`` only ends a hang."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")
 
 
 def settled(read: Callable[[], T], quiet: float = 0.5, within: float = HANG) -> T:

@@ -16,7 +16,7 @@ from sbnotebook.notebook.magics import SbMagics, completion
 from sbnotebook.notebook.magics.completion import Completer
 from tests import shell
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import wait_until
+from tests.waiting import wait_until
 
 QUEUES = ["dedup", "dl-fwd", "dl-target", "fwd-dst", "fwd-src", "once", "q", "short", "sq", "sq60", "tiny", "ttl-dl"]
 

@@ -18,8 +18,9 @@ from sbnotebook.notebook.magics import SbMagics, copying
 from sbnotebook.notebook.widgets import SettlementPanel
 from tests import shell
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import HttpOnlyProxy, InterruptAtFirstProgress, drain, magic_fails, send, wait_until
+from tests.helpers import HttpOnlyProxy, InterruptAtFirstProgress, drain, magic_fails, send
 from tests.shell import answer, line, loaded
+from tests.waiting import wait_until
 
 ip = shell.ip  # the shell: one real IPython shell per process
 

@@ -12,8 +12,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.widgets import SettlementPanel, TriagePanel, merge_patch
-from tests.helpers import drain, send, wait_until
-from tests.waiting import renewed_past_the_lock
+from tests.helpers import drain, send
+from tests.waiting import renewed_past_the_lock, wait_until
 from tests.widgets.fill import dead_letter
 
 # ------------------------------------------------------------------ settlement panel

@@ -14,9 +14,8 @@ from sbnotebook.core.connections import trust
 from sbnotebook.core.connections.live import LiveConnection
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import wait_until
 from tests.processes import free_port, server_sockets
-from tests.waiting import HANG, settled
+from tests.waiting import HANG, settled, wait_until
 
 
 def test_calls_reuse_the_same_connections(emulator: Emulator) -> None:

@@ -17,8 +17,9 @@ from sbnotebook.core.incidents.jsonl import write_jsonl
 from sbnotebook.emulator import Emulator
 from tests.core.incidents import bulk
 from tests.core.incidents.bulk import TOPOLOGY
-from tests.helpers import InterruptAtFirstProgress, rss_growth_during, wait_until
+from tests.helpers import InterruptAtFirstProgress, rss_growth_during
 from tests.processes import run_and_kill, start_cli_emulator
+from tests.waiting import wait_until
 
 emulator = bulk.emulator  # the fixture: an emulator serving bulk.TOPOLOGY
 

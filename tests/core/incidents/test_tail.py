@@ -15,8 +15,8 @@ from sbnotebook import core
 from sbnotebook.core import RECORD_FIELDS
 from sbnotebook.emulator import Emulator
 from tests import shell
-from tests.helpers import interrupt_main_thread, python_sigint, send, wait_until
-from tests.waiting import HANG
+from tests.helpers import interrupt_main_thread, python_sigint, send
+from tests.waiting import HANG, wait_until
 
 ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 

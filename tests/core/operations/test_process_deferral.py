@@ -11,9 +11,9 @@ from azure.servicebus import ServiceBusClient
 from sbnotebook import core
 from sbnotebook.core.operations import deferral
 from sbnotebook.emulator import Emulator
-from tests.helpers import drain, wait_until
+from tests.helpers import drain
 from tests.processes import start_cli_emulator
-from tests.waiting import HANG, renewed_past_the_lock
+from tests.waiting import HANG, renewed_past_the_lock, wait_until
 
 
 def test_process_settles_by_outcome_after_the_work(emulator: Emulator, client: ServiceBusClient) -> None:

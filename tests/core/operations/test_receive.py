@@ -12,8 +12,8 @@ from azure.servicebus import ServiceBusClient
 from sbnotebook import core
 from sbnotebook.core import InvalidInputError
 from sbnotebook.emulator import Emulator
-from tests.helpers import send, wait_until
-from tests.waiting import HANG, renewed_past_the_lock
+from tests.helpers import send
+from tests.waiting import HANG, renewed_past_the_lock, wait_until
 
 
 def credit_at_the_broker(emulator: Emulator, entity: str) -> int:

@@ -23,7 +23,8 @@ from sbnotebook.core.operations.bounds import FANOUT
 from sbnotebook.core.operations.window import enqueued_window, when
 from sbnotebook.core.views.search import filter_records
 from sbnotebook.emulator import Emulator
-from tests.helpers import InterruptAtFirstProgress, counted_peeks, dead_letter, send, wait_until
+from tests.helpers import InterruptAtFirstProgress, counted_peeks, dead_letter, send
+from tests.waiting import wait_until
 from tests.windows import bodies, broker, dead_letter_every_tenth, first_time, groups, naive_utc_text
 
 

@@ -19,8 +19,9 @@ from azure.servicebus.exceptions import (
 
 from sbnotebook.emulator import Emulator, TopologyError
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, drain, send, wait_until
+from tests.helpers import QuickCloseClient, drain, send
 from tests.processes import run_cli_emulator
+from tests.waiting import wait_until
 
 # These tests run on the kit's own pytest plugin (docs/testing.md): the suite's topology, a fresh
 # namespace per test; the marker makes conftest's emulator (and so its clients) the plugin's.

@@ -9,7 +9,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, drain, wait_until
+from tests.helpers import QuickCloseClient, drain
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

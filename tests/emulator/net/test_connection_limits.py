@@ -43,9 +43,9 @@ from tests.emulator.net.rawpeers import (
     tls_peer,
     websocket_peer,
 )
-from tests.helpers import QuickCloseClient, drain, send, tls_client_options, wait_until
+from tests.helpers import QuickCloseClient, drain, send, tls_client_options
 from tests.processes import start_cli_emulator
-from tests.waiting import settled
+from tests.waiting import settled, wait_until
 
 HANDSHAKE = 2.0  # seconds: the tests' deadline for a peer to open (the default is 30)
 

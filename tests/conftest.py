@@ -18,6 +18,7 @@ from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 
 from .helpers import QuickCloseClient, emulator_config
+from .required import require_tool
 
 TEST_TOPOLOGY: dict[str, Any] = emulator_config(
     "testns",
@@ -93,12 +94,14 @@ def entity_keys_emulator() -> Iterator[Emulator]:
 
 @pytest.fixture
 def emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
-    """A fresh emulator on the suite's topology. A module marked ``servicebus_topology`` runs on the
-    kit's own pytest plugin instead (docs/testing.md): the test's namespace on the plugin's emulator."""
+    """A fresh emulator on the suite's topology, on the manual clock when the test is marked
+    ``servicebus_clock("manual")``. A module marked ``servicebus_topology`` runs on the kit's own
+    pytest plugin instead (docs/testing.md): the test's namespace on the plugin's emulator."""
     if request.node.get_closest_marker("servicebus_topology") is not None:
         yield request.getfixturevalue("servicebus_emulator")
         return
-    with Emulator(TEST_TOPOLOGY) as emu:
+    clock = request.node.get_closest_marker("servicebus_clock")  # the plugin's marker: "manual" (tests/waiting.py)
+    with Emulator(TEST_TOPOLOGY, clock=clock.args[0] if clock is not None else None) as emu:
         yield emu
         close_all()  # the live connections this test opened, before their broker goes away
 
@@ -127,8 +130,11 @@ def admin(emulator: Emulator) -> Iterator[ServiceBusAdministrationClient]:
 @pytest.fixture(scope="module")
 def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
     """A local Spark session for one test module, stopped after it (the cluster and Connect modules
-    change PySpark's process-wide state in between). Imported here only when a test asks for it."""
+    change PySpark's process-wide state in between). Imported here only when a test asks for it.
+    Without Java it skips, or under CI fails, in one line (tests/required.py) instead of a JVM error."""
     from sbnotebook import spark as sbspark
+
+    require_tool("java")
 
     session = sbspark.local_session(f"sbnotebook-{request.module.__name__.rsplit('.', 1)[-1]}")
     yield session

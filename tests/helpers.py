@@ -9,7 +9,6 @@ import datetime as dt
 import signal
 import socket
 import threading
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ from azure.servicebus import ServiceBusReceiveMode as Mode
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.core import EntityPath, entities
+from tests.waiting import HANG
 
 
 def emulator_config(
@@ -139,15 +139,17 @@ def fill_every_kind(client: ServiceBusClient, queue: str) -> list[int]:
 
 
 def drain(
-    client: ServiceBusClient, queue: str, *, sub_queue: str | None = None, wait: float = 1.0
+    client: ServiceBusClient, queue: str, *, sub_queue: str | None = None, wait: float = 1.0, count: int = 0
 ) -> list[ServiceBusReceivedMessage]:
-    """Receive-and-delete everything there is (what is left in an entity)."""
+    """Receive-and-delete everything there is, until a receive of ``wait`` seconds brings nothing; the
+    first ``count`` messages, known to be there, are waited for up to ``HANG`` (tests/waiting.py)."""
     out: list[ServiceBusReceivedMessage] = []
     with client.get_queue_receiver(
         queue, sub_queue=sub_queue, receive_mode=Mode.RECEIVE_AND_DELETE, max_wait_time=wait
     ) as receiver:
         while True:
-            batch = receiver.receive_messages(max_message_count=100, max_wait_time=wait)
+            window = HANG if len(out) < count else wait
+            batch = receiver.receive_messages(max_message_count=100, max_wait_time=window)
             if not batch:
                 return out
             out.extend(batch)
@@ -188,15 +190,6 @@ def names_in(tree: ast.AST) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             found.update(alias.name for alias in node.names)
     return found
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
 
 
 def stream_to_parquet(spark: Any, where: Any, **options: Any) -> Any:

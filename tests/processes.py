@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 
 from sbnotebook.emulator.ports import restartable_port
-from tests.helpers import wait_until
+from tests.waiting import wait_until
 
 ANY_CONNECTION_STRING = re.compile(r"^Endpoint=sb://\S+$")
 

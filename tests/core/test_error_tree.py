@@ -9,10 +9,9 @@ import inspect
 import pkgutil
 import re
 
-import pytest
-
 import sbnotebook
 from sbnotebook.core import SbError
+from tests.required import require_module
 
 
 def _module_names(*, spark: bool) -> list[str]:
@@ -57,7 +56,7 @@ def test_every_exception_the_kit_defines_is_an_sberror() -> None:
 
 
 def test_every_exception_the_spark_layer_defines_is_an_sberror() -> None:
-    pytest.importorskip("pyspark")
+    require_module("pyspark")
     from pyspark.sql import datasource
 
     names = _module_names(spark=True)
@@ -75,7 +74,7 @@ def test_the_old_bases_are_kept_where_users_catch_them() -> None:
     from sbnotebook.notebook.magics import CommandFailed
 
     assert issubclass(CommandFailed, UsageError)
-    pytest.importorskip("pyspark")
+    require_module("pyspark")
     from sbnotebook.spark import OptionError, SendFailedError
 
     assert issubclass(OptionError, ValueError) and issubclass(SendFailedError, RuntimeError)

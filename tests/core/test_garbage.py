@@ -18,6 +18,7 @@ from azure.servicebus import ServiceBusReceivedMessage
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
+from tests.waiting import HANG
 
 
 @pytest.fixture
@@ -30,9 +31,9 @@ def no_cycle_collector() -> Iterator[None]:
         gc.enable()
 
 
-def _gone(ref: weakref.ref[object], within: float = 5.0) -> bool:
+def _gone(ref: weakref.ref[object], within: float = HANG) -> bool:
     """Whether the object is freed within ``within`` seconds (the renewer's cancellation runs on the
-    connection's loop thread)."""
+    connection's loop thread; the bound only ends a hang)."""
     deadline = time.monotonic() + within
     while ref() is not None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -70,7 +71,7 @@ def test_a_resubmit_leaves_no_message_waiting_for_the_cycle_collector(
     before = _received_messages_alive()
     report = core.resubmit("q/$deadletterqueue", target="q", batch_size=20, max_in_flight=4, connection=conn)
     assert report.count("resubmitted") == 200
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG
     while _received_messages_alive() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _received_messages_alive() <= before
@@ -111,7 +112,7 @@ def test_a_batch_freed_while_the_loop_is_being_scheduled_on_does_not_deadlock(mo
     monkeypatch.setattr(asyncio, "run_coroutine_threadsafe", scheduling)
     try:
         threading.Thread(target=spawn, daemon=True, name="sbnotebook-test-spawn").start()
-        finished = done.wait(5)
+        finished = done.wait(HANG)
     finally:
         monkeypatch.undo()
     assert finished, "spawn_if_running waited for itself (the thread holds the loop's start lock forever)"
@@ -119,7 +120,7 @@ def test_a_batch_freed_while_the_loop_is_being_scheduled_on_does_not_deadlock(mo
     lt.stop(asyncio.sleep(0))
 
 
-def _wait_running(lt: object, within: float = 5.0) -> bool:
+def _wait_running(lt: object, within: float = HANG) -> bool:
     deadline = time.monotonic() + within
     while not lt.loop.is_running():  # type: ignore[attr-defined]
         if time.monotonic() > deadline:

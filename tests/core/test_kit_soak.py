@@ -67,7 +67,9 @@ def test_a_send_through_a_broker_restart_reports_every_message(tmp_path: Path, k
             timer = threading.Timer(kill_after, kill_and_restart)
         timer.start()
         items = [{"body": f"m{i}", "message_id": f"m{i}"} for i in range(3000)]
-        report = core.send(QUEUE, items, connection=conn)
+        # Retries enough to outlast a restart however slow the machine makes it (the default's ~6 s
+        # did not always cover the second of downtime plus a new process's start): only a hang bound.
+        report = core.send(QUEUE, items, connection=conn, retry=core.RetryPolicy(attempts=10))
         timer.join()
         assert report.total == len(items) and report.count("sent") == len(items), report
         if kill_after == 0.0:

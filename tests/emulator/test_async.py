@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 
 import pytest
@@ -48,7 +47,7 @@ async def test_batch_send_peek_lock_and_every_settlement(emulator: Emulator) -> 
             await r.abandon_message(got["abandon"])
             await r.defer_message(got["defer"])
             await r.dead_letter_message(got["dead"], reason="R", error_description="D")
-            (again,) = await r.receive_messages(max_message_count=5, max_wait_time=2)
+            (again,) = await r.receive_messages(max_message_count=5, max_wait_time=30)
             assert str(again) == "abandon" and again.delivery_count == 1
             await r.complete_message(again)
             (deferred,) = await r.receive_deferred_messages([got["defer"].sequence_number])
@@ -62,6 +61,7 @@ async def test_batch_send_peek_lock_and_every_settlement(emulator: Emulator) -> 
             await d.complete_message(dead)
 
 
+@pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
 async def test_lock_expiry_renewal_and_lock_lost(emulator: Emulator) -> None:
     """Rule: renewal keeps a lock; an expired lock cannot settle (MessageLockLostError)."""
     async with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:
@@ -70,7 +70,7 @@ async def test_lock_expiry_renewal_and_lock_lost(emulator: Emulator) -> None:
         async with c.get_queue_receiver("short", max_wait_time=3) as r:
             kept, lapsed = await r.receive_messages(max_message_count=2, max_wait_time=3)
             for _ in range(3):
-                await asyncio.sleep(0.5)
+                emulator.advance(0.5)  # never past the 1 s lock between two renewals
                 await r.renew_message_lock(kept)
             await r.complete_message(kept)
             with pytest.raises(MessageLockLostError):
@@ -102,7 +102,7 @@ async def test_sessions_async(emulator: Emulator) -> None:
             with pytest.raises(SessionCannotBeLockedError):
                 async with c.get_queue_receiver("sq60", session_id="z", max_wait_time=1) as other:
                     await other.receive_messages(max_wait_time=1)
-            got = await r.receive_messages(max_message_count=5, max_wait_time=2)
+            got = await r.receive_messages(max_message_count=5, max_wait_time=30)
             assert [str(m) for m in got] == ["m0", "m1", "m2"]
             for m in got:
                 await r.complete_message(m)

@@ -37,7 +37,7 @@ def test_the_broker_stamps_an_id_that_the_message_keeps(client: ServiceBusClient
     _send_without_id(client, "q", b"one", b"two")
     with client.get_queue_receiver("q", max_wait_time=2) as receiver:
         peeked = [m.message_id for m in receiver.peek_messages(10)]
-        received = receiver.receive_messages(2, max_wait_time=2)
+        received = receiver.receive_messages(2, max_wait_time=30)
         ids = [m.message_id for m in received]
         assert len(ids) == 2 and all(GUID_N.match(str(i)) for i in ids), ids
         assert len(set(ids)) == 2
@@ -82,7 +82,7 @@ def test_sql_filter_and_action_parameters(
             ]
         )
     with client.get_subscription_receiver("t", "params", receive_mode=RECEIVE_AND_DELETE) as receiver:
-        got = receiver.receive_messages(10, max_wait_time=1)
+        got = receiver.receive_messages(10, max_wait_time=30)
     assert [(str(m), m.application_properties[b"tag"]) for m in got] == [("hit", b"big red")]
 
 

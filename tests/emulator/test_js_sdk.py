@@ -2,7 +2,8 @@
 
 Each test starts a fresh emulator and runs one flow of ``tests/emulator/js/flows.mjs`` with Node, reading
 the JSON line it prints. The npm packages are installed once per test session into tests/emulator/js (git
-ignores node_modules); the tests skip, saying why, when Node or npm is missing.
+ignores node_modules). Without Node.js (at least package.json's "engines") and npm they skip, saying why,
+or under CI=true fail (tests/required.py).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +21,7 @@ import pytest
 
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
+from tests.required import require_node
 
 JS_DIR = Path(__file__).parent / "js"
 INSTALLED_STAMP = JS_DIR / "node_modules" / ".sbnotebook-lock-sha256"
@@ -56,9 +57,7 @@ def _install(npm: str) -> None:
 
 @pytest.fixture(scope="session")
 def node() -> str:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("the JavaScript SDK tests need Node.js and npm on PATH (not found)")
+    node, npm = require_node()
     if sys.platform == "win32":
         pytest.skip("the JavaScript SDK tests install with a POSIX file lock (fcntl); not on Windows")
     _install(npm)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from sbnotebook.emulator import cli, userprocess
+from tests.waiting import HANG
 
 pytestmark = pytest.mark.slow
 
@@ -87,7 +88,7 @@ def test_a_state_file_naming_a_dead_process_starts_a_fresh_emulator(home: Path) 
     old = userprocess.status(home)
     assert old is not None
     os.kill(old.pid, signal.SIGKILL)  # killed: it cannot remove its state file
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG
     while userprocess.answers(old.host, old.port, 0.2) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert json.loads((home / "state.json").read_text())["pid"] == old.pid

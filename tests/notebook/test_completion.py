@@ -4,7 +4,6 @@ JupyterLab, Notebook 7, VS Code and Databricks take: ``Completer.completions``, 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from sbnotebook.notebook.magics import SbMagics, completion
 from sbnotebook.notebook.magics.completion import Completer
 from tests import shell
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import wait_until
+from tests.waiting import wait_until
 
 QUEUES = ["dedup", "dl-fwd", "dl-target", "fwd-dst", "fwd-src", "once", "q", "short", "sq", "sq60", "tiny", "ttl-dl"]
 
@@ -47,7 +46,7 @@ def test_entities_subscriptions_named_connections_options_and_actions(
         ip.run_line_magic("sb_connect", f"--as prod {prod.connection_string}")
         ip.run_line_magic("sb_entities", "create queue only-here")  # on the default connection
         names = completer(sb).names_of(sb.conn())
-        wait_until(lambda: "only-here" in names.top(wait=0)[0], timeout=10)
+        wait_until(lambda: "only-here" in names.top(wait=0)[0])
         assert completions(ip, "%sb_peek only") == ["only-here"]
         assert set(completions(ip, "%sb_peek ")) >= {*QUEUES, "st", "t", "prod:"}
         assert "abs" not in completions(ip, "%sb_peek ")  # no Python builtins
@@ -103,29 +102,35 @@ def test_entities_subscriptions_named_connections_options_and_actions(
     assert "Traceback" not in out + err
 
 
+def admin_requests(emulator: Emulator) -> int:
+    """The administration API's requests the emulator has answered (each listing is one or more)."""
+    return sum(n for name, n in emulator.requests.items() if name.startswith("admin "))
+
+
 def test_a_cold_cache_waits_about_one_round_trip_and_a_warm_one_none(ip: Any, capsys: Any) -> None:
     """0.5 s per round trip, so a listing waited for would show: a cold completion returns within
-    completion.WAIT (offering what it has), the names arrive in the background, a warm completion
-    costs no round trip."""
+    completion.WAIT (offering what it has, not the listing's names), the names arrive in the
+    background, a warm completion costs no round trip (none reaches the broker)."""
     unload_ipython_extension(ip)
     sb = load_ipython_extension(ip)
     try:
         with Emulator(TEST_TOPOLOGY, latency_ms=500) as far:
             ip.run_line_magic("sb_connect", far.connection_string)
             names = completer(sb).names_of(sb.conn())
-            wait_until(lambda: names.top(wait=0)[0] != [], timeout=30)  # %sb_connect listed them in the background
+            wait_until(lambda: names.top(wait=0)[0] != [])  # %sb_connect listed them in the background
             completer(sb).names.clear()  # cold again
-            t0 = time.perf_counter()
+            assert completion.WAIT < 0.5  # shorter than a round trip here
+            # Not timed (a loaded machine may take longer for reasons of its own): a completion that
+            # waited for the listing would offer its names, not the word itself.
             cold = completions(ip, "%sb_peek d")
-            cold_s = time.perf_counter() - t0
-            assert cold_s < completion.WAIT + 0.25, cold_s  # without the bound: a listing, >= 0.5 s
             assert cold == ["d"]  # nothing known yet: the word itself (IPython's own matchers kept quiet)
             names = completer(sb).names_of(sb.conn())
-            wait_until(lambda: names.top(wait=0)[0] != [], timeout=30)
-            t0 = time.perf_counter()
+            wait_until(lambda: names.top(wait=0)[0] != [])
+            listings = admin_requests(far)
+            assert listings > 0  # the listings so far are counted there
             warm = completions(ip, "%sb_peek d")
-            warm_s = time.perf_counter() - t0
-            assert warm == ["dedup", "dl-fwd", "dl-target"] and warm_s < 0.25, warm_s
+            assert warm == ["dedup", "dl-fwd", "dl-target"]
+            assert admin_requests(far) == listings  # no round trip: counted at the broker, not timed
             close_all()
     finally:
         unload_ipython_extension(ip)
@@ -137,14 +142,14 @@ def test_entity_changes_and_listings_refresh_the_names(ip: Any, sb: SbMagics, em
     assert "fresh" not in completions(ip, "%sb_peek fr")
     ip.run_line_magic("sb_entities", "create queue fresh")
     names = completer(sb).names_of(sb.conn())
-    wait_until(lambda: "fresh" in names.top(wait=0)[0], timeout=10)  # listed again in the background
+    wait_until(lambda: "fresh" in names.top(wait=0)[0])  # listed again in the background
     assert completions(ip, "%sb_peek fr") == ["fresh"]
     # Made through the kit anywhere (code, a panel): listed again too.
     from sbnotebook.core import create_entity
     from sbnotebook.core.sdk.admin import emulator_admin_client
 
     create_entity("by-code", kind="queue", connection=sb.conn())
-    wait_until(lambda: completions(ip, "%sb_peek by-") == ["by-code"], timeout=10)
+    wait_until(lambda: completions(ip, "%sb_peek by-") == ["by-code"])
     # Made elsewhere (another notebook, the portal): %sb_entities lists it, and the completion knows
     # it at once; until then the cache (fresh for completion.TTL) does not.
     with emulator_admin_client(emulator.connection_string) as admin:
@@ -153,7 +158,7 @@ def test_entity_changes_and_listings_refresh_the_names(ip: Any, sb: SbMagics, em
     ip.run_line_magic("sb_entities", "")
     assert completions(ip, "%sb_peek elsew") == ["elsewhere"]
     ip.run_line_magic("sb_entities", "delete fresh --yes")
-    wait_until(lambda: "fresh" not in names.top(wait=0)[0], timeout=10)
+    wait_until(lambda: "fresh" not in names.top(wait=0)[0])
 
 
 def test_a_completion_never_raises_or_prints(
@@ -166,9 +171,7 @@ def test_a_completion_never_raises_or_prints(
         completer(sb).names.pop(conn, None)
         capsys.readouterr()
     conn.close()
-    t0 = time.perf_counter()
-    assert completions(ip, "%sb_peek gone:q") == ["gone:q"]
-    assert time.perf_counter() - t0 < completion.WAIT + 0.5
+    assert completions(ip, "%sb_peek gone:q") == ["gone:q"]  # not timed: the failed listing ends at once anyway
     assert completions(ip, "%sb_peek nope:q") == ["nope:q"]  # an unknown name: nothing
     # Whatever goes wrong inside, the completer is not disturbed and nothing is printed.
     monkeypatch.setattr(Completer, "offer", lambda *a: 1 / 0)

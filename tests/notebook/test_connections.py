@@ -18,8 +18,9 @@ from sbnotebook.notebook.magics import SbMagics, copying
 from sbnotebook.notebook.widgets import SettlementPanel
 from tests import shell
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import HttpOnlyProxy, InterruptAtFirstProgress, drain, magic_fails, send, wait_until
+from tests.helpers import HttpOnlyProxy, InterruptAtFirstProgress, drain, magic_fails, send
 from tests.shell import answer, line, loaded
+from tests.waiting import wait_until
 
 ip = shell.ip  # the shell: one real IPython shell per process
 
@@ -246,7 +247,7 @@ def test_copy_asks_first_and_an_interrupted_copy_sends_only_what_is_left(
 
     # On disk once the interrupted copy has ended (at once in a kernel; here its thread waited in the
     # hook until the cell saw the interrupt, and the sends in flight then confirm the rest).
-    wait_until(lambda: (r := recorded()) is not None and r.pending and r.copied > 0, timeout=10)
+    wait_until(lambda: (r := recorded()) is not None and r.pending and r.copied > 0)
     assert 0 < recorded().copied <= counts("dedup", connection=sb.conn()).active
     monkeypatch.undo()
     capsys.readouterr()

@@ -3,7 +3,6 @@ emulator."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from tests.helpers import (
     send,
 )
 from tests.shell import line
+from tests.waiting import HANG, settled
 
 ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
@@ -42,8 +42,7 @@ def test_dlq_summary_counts_every_message_by_subject_and_an_interrupt_shows_part
 ) -> None:
     """The summary counts the whole DLQ over the scanner (not the first 1,000); a real SIGINT (a
     kernel interrupt) while it counts stops the scan and shows the counts so far."""
-    import threading
-
+    from sbnotebook.notebook.magics.progress import Progress
     from tests.core.operations.test_triage import fill_dlq
 
     fill_dlq(emulator.connection_string, 3_000)
@@ -56,34 +55,32 @@ def test_dlq_summary_counts_every_message_by_subject_and_an_interrupt_shows_part
         "The first 300 of 3,000 dead-lettered messages in ttl-dl by reason (--max-messages" in capsys.readouterr().out
     )
 
-    time.sleep(0.5)  # the windows the capped count left in flight are answered
-    emulator.latency_ms = 50  # long enough to be interrupted half way
-    peeked = emulator.requests["peeked messages"]
+    settled(lambda: emulator.requests["peeked messages"])  # the windows the capped count left in flight
+    emulator.latency_ms = 50  # windows in flight when the interrupt comes
+    show = Progress.show
 
-    def interrupt() -> None:
-        deadline = time.monotonic() + 30
-        while emulator.requests["peeked messages"] - peeked < 500 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        interrupt_main_thread()
+    def interrupt_at_the_first_count(progress: Progress, *args: Any, **kwargs: Any) -> None:
+        """The first progress line of the count: a kernel interrupt then (SIGINT to the main thread,
+        which runs the count), not a watcher thread racing a count that may end first."""
+        show(progress, *args, **kwargs)
+        if str(args[-1]).startswith("Counting") and not interrupted:
+            interrupted.append(True)
+            interrupt_main_thread()
 
-    sender = threading.Thread(target=interrupt)
+    interrupted: list[bool] = []
     try:
-        with python_sigint():
-            sender.start()
-            try:
-                table = line(ip, "sb_dlq ttl-dl --summary")
-            finally:
-                sender.join()
+        with python_sigint(), pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Progress, "show", interrupt_at_the_first_count)
+            table = line(ip, "sb_dlq ttl-dl --summary")
     finally:
         emulator.latency_ms = 0
     out = capsys.readouterr().out
     assert "Interrupted: partial counts" in out and "stopped: partial counts" in out
     assert "of 3,000 dead-lettered messages in ttl-dl by reason (interrupted: the rest were not counted)" in out
     assert 0 < table["messages"].sum() < 3_000
-    time.sleep(0.3)  # a peek sent just before the interrupt may reach the emulator a little later
-    asked = emulator.requests["com.microsoft:peek-message"]
-    time.sleep(0.5)
-    assert emulator.requests["com.microsoft:peek-message"] == asked  # the scan stopped with the cell
+    # A peek sent just before the interrupt may reach the emulator later: counted once they stop
+    # coming; a scan left running would never stop (and fail there).
+    settled(lambda: emulator.requests["com.microsoft:peek-message"])
 
 
 def test_dlq_count_opens_the_panel_counting(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:
@@ -93,7 +90,7 @@ def test_dlq_count_opens_the_panel_counting(ip: Any, sb: SbMagics, client: Servi
     dead_letter(client, "q", 2, reason="broken")
     panel = line(ip, "sb_dlq q --count --by subject")
     assert isinstance(panel, TriagePanel) and panel.by.value == "subject"
-    assert panel.wait(30) and panel.complete and panel.reasons == {"broken": 2}
+    assert panel.wait(HANG) and panel.complete and panel.reasons == {"broken": 2}
 
 
 def test_stats_collects_samples_into_a_figure(ip: Any, sb: SbMagics, client: ServiceBusClient) -> None:

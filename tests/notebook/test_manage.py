@@ -62,7 +62,7 @@ def test_core_creates_updates_and_deletes_entities_and_rules(emulator: Emulator,
             ]
         )
     with client.get_subscription_receiver("news", "eu", max_wait_time=1) as r:
-        got = r.receive_messages(max_message_count=5, max_wait_time=1)
+        got = r.receive_messages(max_message_count=5, max_wait_time=30)
     assert sorted(str(m) for m in got) == ["a", "b"]
     assert next(m for m in got if str(m) == "a").application_properties[b"tier"] == b"gold"
     with pytest.raises(InvalidInputError, match="one of them"):
@@ -130,7 +130,7 @@ def test_entities_magic_topics_subscriptions_and_rules(
     with client.get_topic_sender("news") as s:
         s.send_messages([ServiceBusMessage("a", application_properties={"region": "eu"}), ServiceBusMessage("z")])
     with client.get_subscription_receiver("news", "eu", max_wait_time=1) as r:
-        assert [str(m) for m in r.receive_messages(max_wait_time=1)] == ["a"]
+        assert [str(m) for m in r.receive_messages(max_wait_time=30)] == ["a"]
     assert "is not show, create" in magic_fails(ip, "sb_entities frobnicate")
     line(ip, "sb_entities delete news --yes")
     assert "Deleted topic news." in capsys.readouterr().out

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from tests.required import require_module
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = "SBNOTEBOOK_TEST_SHARED"  # a folder every process of one pytest run sees (conftest.py)
@@ -49,14 +49,9 @@ def repository_files() -> list[str]:
 
 
 def need_build_tools() -> None:
-    """build and twine come with the dev extra; CI must have them, elsewhere their absence is a skip."""
+    """build and twine come with the dev extra: without them a skip, or under CI a failure (tests/required.py)."""
     for module in ("build", "twine"):
-        try:
-            __import__(module)
-        except ImportError:
-            if os.environ.get("CI"):
-                raise
-            pytest.skip(f"{module} is not installed here (pip install -e '.[dev]' brings it)")
+        require_module(module)
 
 
 def the_one(folder: Path, pattern: str) -> Path:

@@ -26,6 +26,7 @@ from sbnotebook.core.operations import process, scan
 from sbnotebook.emulator import Emulator
 from tests import shell
 from tests.project import surface
+from tests.required import require_module
 
 ip, sb = shell.ip, shell.sb  # the magics' fixtures (the last test)
 
@@ -304,7 +305,7 @@ def test_the_checks_can_fail_on_made_up_cases(tmp_path: Path) -> None:
 def test_spark_options_start_from_the_constants(emulator: Emulator) -> None:
     """Every kind that takes ``maxInFlight`` parses it with one parser, from ``core.MAX_IN_FLIGHT``;
     a destructive read waits ``core.WAIT_SECONDS`` (what the parsers give, not what they say)."""
-    pytest.importorskip("pyspark")
+    require_module("pyspark")
     from pyspark.sql.types import BinaryType, StructField, StructType
 
     from sbnotebook.spark.options import KNOWN_OPTIONS

@@ -20,6 +20,7 @@ from sbnotebook.core.renames import typed_as
 from sbnotebook.emulator import Emulator
 from tests.project.oldnames import is_keyword, once, rows, said
 from tests.project.surface import spark_installed
+from tests.required import require_module
 
 __all__ = ["said"]  # the fixture, for pytest
 
@@ -316,7 +317,7 @@ def test_an_old_keyword_still_works_and_says_once_what_replaced_it(
     old: str, place: str, new: str, said: Any, calls: dict[str, Call]
 ) -> None:
     if place.startswith("sbspark."):
-        pytest.importorskip("pyspark")
+        require_module("pyspark")
     fn = _function(place)
     assert getattr(fn, "__renamed__", {}).get(old) == new, f"{place} does not take {old}= as {new}="
     given = dict(GIVEN[(place, old)])

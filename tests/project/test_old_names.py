@@ -20,6 +20,7 @@ from tests import shell
 from tests.helpers import databricks_secret
 from tests.project.oldnames import is_keyword, once, said
 from tests.project.test_names import OLD, codes
+from tests.required import require_module
 from tests.shell import line
 
 __all__ = ["said"]  # the fixture, for pytest
@@ -124,7 +125,7 @@ def is_spark_option(row: list[str]) -> bool:
 
 @pytest.mark.parametrize("row", [r for r in OLD if is_spark_option(r)], ids=lambda r: f"{r[0]} in {r[1]}")
 def test_an_old_spark_option_is_its_new_name_and_says_so_once(row: list[str], said: Any, emulator: Emulator) -> None:
-    pytest.importorskip("pyspark")
+    require_module("pyspark")
     from sbnotebook.spark.options import KNOWN_OPTIONS, RENAMED_OPTIONS, OptionError, check_known, connection
     from sbnotebook.spark.spec import ReadSpec
 
@@ -244,7 +245,7 @@ def _mode(old: str, new: str, where: str, said: Any, emulator: Emulator) -> None
     """A mode's old value (kebab-case) reads as the new one (snake_case), and says so once."""
     cs = emulator.connection_string
     if where.startswith("Spark"):
-        pytest.importorskip("pyspark")
+        require_module("pyspark")
         from sbnotebook.spark.spec import ReadSpec
 
         def parsed(mode: str) -> str:

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.required import require_module
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -158,7 +160,7 @@ def test_every_public_name_has_a_docstring_and_every_function_its_signature_in_t
 
 
 def test_every_public_name_of_spark_has_a_docstring_and_its_signature_in_the_source() -> None:
-    pytest.importorskip("pyspark")
+    require_module("pyspark")
     pages = _reference_check().documented()
     publics = pages["spark"] + [p for p in pages["errors"] if p.module.startswith("sbnotebook.spark")]
     assert {"register", "OptionError", "SendFailedError"} <= {p.name for p in publics}

@@ -30,16 +30,23 @@ class _Session:
         self.posargs: list[str] = []
         self.installs: list[str] = []
         self.runs: list[tuple[str, ...]] = []
+        self.envs: list[dict[str, str]] = []
 
     def install(self, *args: str, **_: Any) -> None:
         self.installs.extend(args)
 
-    def run(self, *args: str, **_: Any) -> None:
+    def run(self, *args: str, env: dict[str, str] | None = None, **_: Any) -> None:
         self.runs.append(args)
+        self.envs.append(env or {})
 
     def pytest_files(self) -> list[str]:
         (run,) = [r for r in self.runs if r[:3] == ("python", "-m", "pytest")]
         return [a for a in run if a.startswith(("tests/", "notebooks/"))]
+
+    def pytest_left_out(self) -> set[str]:
+        """The packages the session's pytest run is told it leaves out on purpose (tests/required.py)."""
+        (env,) = [e for r, e in zip(self.runs, self.envs, strict=True) if r[:3] == ("python", "-m", "pytest")]
+        return {name for name in env.get(suites.LEFT_OUT, "").split(",") if name}
 
 
 def _sessions(noxfile: Path = ROOT / "noxfile.py") -> dict[str, Callable[[Any], None]]:
@@ -108,7 +115,7 @@ def test_dbr15_runs_nothing_that_needs_spark_and_spark40_everything_that_does() 
     pages = set(suites.doc_pages())  # the main run's only (test_doc_pages_run_in_the_main_run)
     assert set(grouped) - set(spark40) == set(suites.ONLY_ON_PYSPARK_41) | build_only | (pages & set(grouped))
     # Every file that mentions pyspark in code runs in spark40 (a skip in dbr15 would hide it otherwise).
-    code_line = re.compile(r"^\s*((import|from) pyspark|(\w+ = )?pytest\.importorskip\(\"pyspark)", re.M)
+    code_line = re.compile(r"^\s*((import|from) pyspark|(\w+ = )?require_module\(\"pyspark)", re.M)
     mentions = [p for p in suites.test_files() if code_line.search((ROOT / p).read_text(encoding="utf-8"))]
     assert set(mentions) - set(suites.BUILD_ONLY) <= set(spark40)
     assert {
@@ -116,6 +123,14 @@ def test_dbr15_runs_nothing_that_needs_spark_and_spark40_everything_that_does() 
         "tests/spark/test_writing.py",
         "tests/core/connections/test_credential_ref.py",
     } <= set(spark40)
+
+
+def test_only_the_sessions_without_spark_tell_the_tests_they_leave_pyspark_out() -> None:
+    """Under CI=true a test that finds pyspark missing fails (tests/required.py), but dbr15 and sdk-floor
+    lack it on purpose: they say so, and the few tests there that need it skip (spark40 runs them).
+    spark40 leaves nothing out: a missing pyspark there fails."""
+    assert _run("dbr15").pytest_left_out() == _run("sdk-floor").pytest_left_out() == {"pyspark", "grpc"}
+    assert _run("spark40").pytest_left_out() == set()
 
 
 def test_the_sessions_install_what_their_docs_say() -> None:
@@ -157,11 +172,11 @@ def test_a_hand_list_that_leaves_a_file_out_is_caught(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("source", "needs"),
     [
-        ('import pytest\npyspark = pytest.importorskip("pyspark")\n', True),
+        ('from tests.required import require_module\npyspark = require_module("pyspark")\n', True),
         ("from pyspark.sql import Row\n", True),
         ("from sbnotebook import spark as sbspark\n", True),
         ("def test_x(spark):\n    pass\n", True),
-        ('import pytest\ndef test_x():\n    pytest.importorskip("pyspark")\n', False),  # a mixed file
+        ('from tests.required import require_module\ndef test_x():\n    require_module("pyspark")\n', False),  # mixed
         ("from sbnotebook import core\ndef test_x(emulator):\n    pass\n", False),
     ],
 )
@@ -170,7 +185,7 @@ def test_what_needs_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sourc
     (tmp_path / "tests" / "test_probe.py").write_text(source, encoding="utf-8")
     monkeypatch.setattr(suites, "ROOT", tmp_path)
     assert suites.needs_spark("tests/test_probe.py") is needs
-    assert suites.uses_pyspark_somewhere("tests/test_probe.py") is ("importorskip" in source)
+    assert suites.uses_pyspark_somewhere("tests/test_probe.py") is ("require_module(" in source)
 
 
 def test_every_test_file_is_in_a_folder_that_mirrors_the_package() -> None:

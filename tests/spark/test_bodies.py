@@ -16,9 +16,10 @@ from azure.servicebus import ServiceBusClient
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.helpers import drain, send
+from tests.required import require_module
 from tests.spark.helpers import read
 
-pyspark = pytest.importorskip("pyspark")
+pyspark = require_module("pyspark")
 from pyspark.errors import StreamingQueryException  # noqa: E402
 
 from sbnotebook import spark as sbspark  # noqa: E402

@@ -24,10 +24,11 @@ from sbnotebook.emulator import Emulator
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import QuickCloseClient, drain, send, stream_to_parquet
+from tests.required import require_module
 from tests.spark import bodies_scenarios, snapshot_scenarios
 from tests.spark.helpers import logged, read
 
-pyspark = pytest.importorskip("pyspark")
+pyspark = require_module("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
 from sbnotebook.spark.secrets import parse_ref  # noqa: E402
 from sbnotebook.spark.streaming import ADMISSION_CONTROL  # noqa: E402

@@ -22,13 +22,15 @@ from sbnotebook.core.operations.bounds import FANOUT
 from sbnotebook.emulator import Emulator
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, counted_peeks, drain, send, stream_to_parquet, wait_until
+from tests.helpers import QuickCloseClient, counted_peeks, drain, send, stream_to_parquet
 from tests.processes import free_port, port_open, stop_process, wait_for_server
+from tests.required import require_module
 from tests.spark import bodies_scenarios, snapshot_scenarios
 from tests.spark.helpers import logged
+from tests.waiting import wait_until
 
-pyspark = pytest.importorskip("pyspark")
-pytest.importorskip("grpc")  # the pyspark[connect] extra
+pyspark = require_module("pyspark")
+require_module("grpc")  # the pyspark[connect] extra
 from sbnotebook import spark as sbspark  # noqa: E402
 
 pytestmark = pytest.mark.slow

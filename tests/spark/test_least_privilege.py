@@ -12,8 +12,9 @@ import pytest
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.conftest import entity_keys_emulator
+from tests.required import require_module
 
-pyspark = pytest.importorskip("pyspark")
+pyspark = require_module("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
 
 pytestmark = pytest.mark.slow

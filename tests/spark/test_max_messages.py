@@ -15,9 +15,10 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.helpers import send
+from tests.required import require_module
 
-pytest.importorskip("pyspark")
-from sbnotebook.spark.source import ServiceBusDataSource
+require_module("pyspark")
+from sbnotebook.spark.source import ServiceBusDataSource  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -68,7 +69,7 @@ def test_a_destructive_session_read_deletes_at_most_max_messages(client: Service
     """Four sessions of five, four partitions, maxMessages 10: ten messages deleted, not 4 x 3."""
     with client.get_queue_sender("sq60") as sender:
         sender.send_messages([ServiceBusMessage(f"s{i}-{j}", session_id=f"s{i}") for i in range(4) for j in range(5)])
-    got = read_all(emulator, entity="sq60", mode="receive_and_delete", numPartitions=4, maxMessages=10, waitSeconds=1)
+    got = read_all(emulator, entity="sq60", mode="receive_and_delete", numPartitions=4, maxMessages=10, waitSeconds=30)
     assert len(got) == 10
     left = core.counts("sq60", connection=emulator.connection_string)
     assert left.active == 10, left

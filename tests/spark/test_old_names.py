@@ -15,10 +15,11 @@ from sbnotebook.emulator import Emulator
 from tests.helpers import send
 from tests.project.oldnames import once, said
 from tests.project.test_names import OLD, codes
+from tests.required import require_module
 from tests.spark.helpers import read
 
-pytest.importorskip("pyspark")
-from sbnotebook import spark as sbspark
+require_module("pyspark")
+from sbnotebook import spark as sbspark  # noqa: E402
 
 __all__ = ["said"]  # the fixture, for pytest
 

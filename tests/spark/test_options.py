@@ -13,10 +13,11 @@ from sbnotebook import core
 from sbnotebook.core import EntityPath
 from sbnotebook.emulator import Emulator
 from tests.helpers import counted_parses
+from tests.required import require_module
 
-pytest.importorskip("pyspark")
-from sbnotebook.spark.options import OptionError
-from sbnotebook.spark.spec import ReadOptions, ReadSpec, StreamOptions
+require_module("pyspark")
+from sbnotebook.spark.options import OptionError  # noqa: E402
+from sbnotebook.spark.spec import ReadOptions, ReadSpec, StreamOptions  # noqa: E402
 
 
 def parse(kind: str, options: dict[str, str]) -> ReadOptions | StreamOptions:

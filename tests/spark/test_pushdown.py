@@ -19,9 +19,10 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
 from tests import shell
 from tests.helpers import counted_peeks, send
+from tests.required import require_module
 from tests.shell import line
 
-pyspark = pytest.importorskip("pyspark")
+pyspark = require_module("pyspark")
 from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql.datasource import DataSourceReader  # noqa: E402
 

@@ -17,10 +17,11 @@ from sbnotebook.core import Connection, EntityPath, resolve
 from sbnotebook.core.operations.bounds import BOUND_WINDOW
 from sbnotebook.emulator import Emulator
 from tests.helpers import counted_peeks, send
+from tests.required import require_module
 
-pytest.importorskip("pyspark")
-from sbnotebook.spark import reading
-from sbnotebook.spark.schema import arrow_schema
+require_module("pyspark")
+from sbnotebook.spark import reading  # noqa: E402
+from sbnotebook.spark.schema import arrow_schema  # noqa: E402
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_the_end_is_found_past_holes_wider_than_the_window(conn: Connection, cli
     send(client, "q", *[f"m{i}" for i in range(200)])
     with client.get_queue_receiver("q", max_wait_time=2) as receiver:
         got: list[Any] = []
-        while len(got) < 200 and (batch := receiver.receive_messages(max_message_count=200, max_wait_time=2)):
+        while len(got) < 200 and (batch := receiver.receive_messages(max_message_count=200, max_wait_time=30)):
             got.extend(batch)
         for m in got:
             (receiver.complete_message if 10 <= m.sequence_number < 110 else receiver.abandon_message)(m)
@@ -108,7 +109,7 @@ def test_a_filtered_subscription_and_a_dead_letter_queue_keep_their_bounds(
     send(client, "q", *[f"m{i}" for i in range(60)])
     with client.get_queue_receiver("q", max_wait_time=2) as receiver:
         got = []
-        while len(got) < 60 and (batch := receiver.receive_messages(max_message_count=60, max_wait_time=2)):
+        while len(got) < 60 and (batch := receiver.receive_messages(max_message_count=60, max_wait_time=30)):
             got.extend(batch)
         for m in got:
             (receiver.dead_letter_message if m.sequence_number % 3 == 0 else receiver.abandon_message)(m)

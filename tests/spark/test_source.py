@@ -16,10 +16,11 @@ from sbnotebook.core import close_all
 from sbnotebook.emulator import Emulator, ManualClock
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import HttpOnlyProxy, QuickCloseClient, drain, send
+from tests.required import require_module
 from tests.spark.helpers import read
 from tests.windows import broker, naive_utc_text
 
-pyspark = pytest.importorskip("pyspark")
+pyspark = require_module("pyspark")
 from sbnotebook import spark as sbspark  # noqa: E402
 from sbnotebook.spark import registered  # noqa: E402
 

@@ -13,9 +13,10 @@ from azure.servicebus import ServiceBusClient
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.helpers import QuickCloseClient, drain, emulator_config, send
+from tests.required import require_module
 from tests.spark.helpers import stream
 
-pyspark = pytest.importorskip("pyspark")
+pyspark = require_module("pyspark")
 from pyspark.errors import StreamingQueryException  # noqa: E402
 
 from sbnotebook import spark as sbspark  # noqa: E402
@@ -197,7 +198,7 @@ def test_a_batch_that_keeps_failing_takes_its_messages_to_the_dead_letter_queue(
         failures += 1
     assert 2 <= failures <= 3  # 3 on the emulator: receive+defer, then three failing reads
     assert sorted(delivered) == ["ok-0", "ok-1", "ok-2"]
-    (dead,) = drain(client, "poison", sub_queue="deadletter")
+    (dead,) = drain(client, "poison", sub_queue="deadletter", count=1)
     assert str(dead) == "bad" and dead.dead_letter_reason == "MaxDeliveryCountExceeded"
     assert states(emu, "poison") == {}
 

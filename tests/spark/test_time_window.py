@@ -18,11 +18,12 @@ from sbnotebook.core import Connection, EntityPath, resolve
 from sbnotebook.core.operations.bounds import FANOUT, PROBE_PAGE, TimeWindow
 from sbnotebook.emulator import Emulator
 from tests.helpers import counted_peeks, send
+from tests.required import require_module
 
-pytest.importorskip("pyspark")
-from sbnotebook.spark import reading
-from sbnotebook.spark.options import OptionError, time_option, time_window
-from sbnotebook.spark.schema import arrow_schema
+require_module("pyspark")
+from sbnotebook.spark import reading  # noqa: E402
+from sbnotebook.spark.options import OptionError, time_option, time_window  # noqa: E402
+from sbnotebook.spark.schema import arrow_schema  # noqa: E402
 
 
 @pytest.fixture

@@ -15,12 +15,13 @@ from azure.servicebus import ServiceBusClient
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.helpers import drain
+from tests.required import require_module
 
-pytest.importorskip("pyspark")
-from pyspark.sql import Row
-from pyspark.sql.types import StringType, StructField, StructType
+require_module("pyspark")
+from pyspark.sql import Row  # noqa: E402
+from pyspark.sql.types import StringType, StructField, StructType  # noqa: E402
 
-from sbnotebook.spark import (
+from sbnotebook.spark import (  # noqa: E402
     SendFailedError,
     ServiceBusDataSource,
     writing,

@@ -52,7 +52,7 @@ def test_send_and_receive(servicebus_namespace, servicebus_client, servicebus_ad
         sender.send_messages([ServiceBusMessage("eu", application_properties={"region": "eu"}),
                               ServiceBusMessage("us", application_properties={"region": "us"})])
     with servicebus_client.get_subscription_receiver(events, "eu", max_wait_time=5) as receiver:
-        assert [str(m) for m in receiver.receive_messages(max_message_count=5, max_wait_time=2)] == ["eu"]
+        assert [str(m) for m in receiver.receive_messages(max_message_count=5, max_wait_time=30)] == ["eu"]
 
 def test_fails_and_still_cleans_up(servicebus_namespace):
     record(orders=servicebus_namespace.name("orders"), events=servicebus_namespace.name("events"))

@@ -11,12 +11,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-playwright_api: Any
-try:
-    from playwright import sync_api as playwright_api
-except ImportError:
-    playwright_api = None
+from tests.required import require_module, require_tool
+
+
+def chromium() -> str:
+    """Debian's chromium (chromium-browser elsewhere): its path, or the test skipped or failed (tests/required.py)."""
+    return require_tool("chromium", "chromium-browser")
+
+
+def playwright() -> Any:
+    """Playwright's sync API, or the test skipped or failed (tests/required.py)."""
+    return require_module("playwright.sync_api")
+
 
 KERNEL_IDLE = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
 # The cell's editor in both labs (JupyterLab 4 draws CodeMirror 6's .cm-content, 3 CodeMirror 5's).
@@ -27,8 +33,8 @@ CELL_EDITOR = ".jp-Notebook .jp-Cell .jp-InputArea-editor"
 def notebook_page(url: str, notebook: str, height: int, failure: Path) -> Iterator[Any]:
     """``notebook`` open in the lab in headless Chromium, its one cell run. On an error the page as
     it was is saved to ``failure``; the browser is closed after."""
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+    with playwright().sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), headless=True, args=["--no-sandbox"])
         page: Any = browser.new_page(viewport={"width": 1400, "height": height})
         try:
             page.goto(url.format(notebook=notebook), timeout=120_000)
@@ -66,7 +72,7 @@ def run_the_cell(page: Any) -> None:
         page.keyboard.press("Shift+Enter")
         try:
             taken.or_(asked).first.wait_for(state="visible", timeout=30_000)
-        except playwright_api.TimeoutError:
+        except playwright().TimeoutError:
             if attempt == 2:
                 raise
             continue

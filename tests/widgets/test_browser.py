@@ -29,40 +29,33 @@ from sbnotebook.emulator import userprocess
 from tests.processes import free_port, stop_process, wait_for_server
 from tests.widgets.lab_pages import (
     CELL_EDITOR,
-    CHROMIUM,
     KERNEL_IDLE,
     browse_search_then_clear_it_and_export_the_whole_entity,
+    chromium,
     no_error_shown,
     notebook_page,
     panel,
-    playwright_api,
+    playwright,
     resubmit_with_a_patch_shown_before_confirm_and_cleared_after,
     shot,
     the_lists_are,
 )
 
-MISSING = " and ".join(
-    what for what, gone in (("playwright", playwright_api is None), ("chromium", CHROMIUM is None)) if gone
-)
-# In CI (CI set) a missing browser fails these tests instead of skipping them: a skip there would
-# leave every panel unchecked in a real browser while the run still passed (issue 39).
-IN_CI = bool(os.environ.get("CI"))
 pytestmark = [
     pytest.mark.slow,
     # JupyterLab's first start on a fresh machine, a kernel, Chromium and a dozen clicks: past the
     # suite's 120 s in CI (the fixture's setup counts), so this one file has its own limit.
     pytest.mark.timeout(420),
-    pytest.mark.skipif(
-        bool(MISSING) and not IN_CI, reason=f"needs {MISSING}: Debian's chromium on the PATH (.ci/run installs it)"
-    ),
 ]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _browser_present() -> None:
-    """Reached only with CI set (elsewhere the file is skipped); module scope: before the lab starts."""
-    if MISSING:
-        pytest.fail(f"CI is set and {MISSING} is missing: the real-browser tests cannot run", pytrace=False)
+    """Playwright and chromium, before the lab starts (module scope): without them the tests skip, or
+    under CI=true fail, since a skip there would leave every panel unchecked in a real browser while
+    the run still passed (issue 39; tests/required.py)."""
+    playwright()
+    chromium()
 
 
 def _major(package: str) -> int:

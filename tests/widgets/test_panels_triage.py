@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.widgets import SettlementPanel, TriagePanel, merge_patch
 from tests.helpers import drain, send
+from tests.waiting import renewed_past_the_lock, wait_until
 from tests.widgets.fill import dead_letter
 
 # ------------------------------------------------------------------ settlement panel
@@ -52,8 +54,10 @@ def test_settlement_panel_shows_a_lost_lock_and_the_renewal_switch(
     panel = SettlementPanel(batch, tick=0.2)
     panel.auto_renew.value = False  # synced trait -> the batch stops renewing
     assert batch.auto_renew is False
-    time.sleep(1.5)
-    assert "lock expired" in panel.rows.options[0][0] and "1 lock expired" in panel.locks.value
+    # Until the panel's countdown (its own thread, on the wall clock) and the broker (its timer) both
+    # say so, not for a fixed 1.5 s a loaded machine may not have given either thread.
+    wait_until(lambda: "lock expired" in panel.rows.options[0][0] and "1 lock expired" in panel.locks.value)
+    wait_until(lambda: not emulator.broker._locks)
     report = panel.act("complete", [0])
     assert report is not None and [o.outcome for o in report] == ["lock_lost"] and report.failed == 1
     assert "complete: lock lost" in panel.rows.options[0][0] and "1 lock-lost of 1" in panel.status.value
@@ -81,11 +85,12 @@ def test_the_countdown_keeps_the_selection_and_the_last_outcome(emulator: Emulat
         batch.close()
 
 
+@pytest.mark.servicebus_clock("manual")
 def test_settlement_panel_renewal_keeps_locks_alive(emulator: Emulator, client: ServiceBusClient) -> None:
     send(client, "short", "kept")
     batch = core.receive("short", max_messages=1, connection=emulator.connection_string)
     panel = SettlementPanel(batch, tick=0)
-    time.sleep(2.0)  # twice the 1 s lock: only renewal keeps it
+    renewed_past_the_lock(emulator, lock=1.0)  # the broker's time 2.4 s on: only renewal keeps the 1 s lock
     report = panel.act("complete", [0])
     assert report is not None and report.count("completed") == 1 and report.ok
     assert drain(client, "short", wait=0.5) == []

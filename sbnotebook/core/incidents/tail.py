@@ -113,7 +113,8 @@ class Tail(Timed):
 
     def __iter__(self) -> Iterator[list[Record]]:
         """One list of new records per poll (empty when nothing arrived), until ``seconds`` passed
-        or ``stop()``; an interrupt (KeyboardInterrupt) ends it too, raised again."""
+        or ``stop()``; an interrupt (KeyboardInterrupt) ends it too, raised again. It polls at least
+        once however short ``seconds`` (a slow start on a loaded machine must not leave it blind)."""
         if self.started_at is None:
             self.start()
         counting = self._path.is_dead_letter
@@ -122,7 +123,7 @@ class Tail(Timed):
         due = time.monotonic()
         try:
             while not self._stop.is_set():
-                if self.seconds is not None and time.monotonic() - self.started >= self.seconds:
+                if self.seconds is not None and self.polls and time.monotonic() - self.started >= self.seconds:
                     return
                 asked: Future[int | None] | None = None
                 if pool is not None:  # read beside the peek: no wait added

@@ -24,6 +24,7 @@ from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from tests import stand_in_credential as stand_in
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import magic_fails, refusal_test
+from tests.required import require_module
 
 SECRET = "credential-ref-key-2f9d41"  # the stand-in issuer's key: never in a setting, a repr or an output
 
@@ -189,7 +190,7 @@ def test_sb_connect_takes_a_credential_reference(ip: Any, tls_emulator: Emulator
 
 
 def test_spark_options_carry_only_the_reference() -> None:
-    pytest.importorskip("pyspark")
+    require_module("pyspark")
     from sbnotebook.spark.options import OptionError, connection
     from sbnotebook.spark.secrets import EntraRef, source_of
 
@@ -214,7 +215,7 @@ def test_spark_options_carry_only_the_reference() -> None:
 
 def test_a_secret_reference_is_a_reference_of_the_same_shape_never_a_credential() -> None:
     """spark's SecretRef is core's CredentialRef shape (one printable string), naming a secret."""
-    pytest.importorskip("pyspark")
+    require_module("pyspark")
     from sbnotebook.spark.secrets import SecretRef, parse_ref
 
     ref = parse_ref("env:SB_SECRET_NAME")

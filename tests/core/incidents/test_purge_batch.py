@@ -7,7 +7,6 @@ import asyncio
 import datetime as dt
 import json
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.helpers import InterruptAtFirstProgress, rss_growth_during
 from tests.processes import run_and_kill, start_cli_emulator
+from tests.waiting import settled
 
 PARTITIONED: dict[str, Any] = {
     "UserConfig": {
@@ -150,13 +150,7 @@ def _left_after_an_interrupted_purge(emulator: Emulator, queue: str, latency: fl
     with hook.interrupting():
         core.purge(queue, connection=emulator.connection_string, progress=hook)
     emulator.latency_ms = 0
-    last = emulator.broker.counts(queue)["active"]
-    while True:
-        time.sleep(0.5)
-        now = emulator.broker.counts(queue)["active"]
-        if now == last:
-            return now
-        last = now
+    return settled(lambda: emulator.broker.counts(queue)["active"])
 
 
 def test_an_interrupted_purge_stops_deleting_on_the_server(emulator: Emulator, client: ServiceBusClient) -> None:
@@ -204,11 +198,10 @@ def test_a_purge_killed_midway_finishes_when_run_again(emulator: Emulator, clien
     total = 20_000
     _fill(client, "q", total, size=16)
     emulator.latency_ms = 400  # every request slow enough to kill the purge between two of them
-    run_and_kill(_PURGER, ["q", cs], lambda: emulator.broker.counts("q")["active"] < total, timeout=30)
+    run_and_kill(_PURGER, ["q", cs], lambda: emulator.broker.counts("q")["active"] < total)
     emulator.latency_ms = 0
-    left = emulator.broker.counts("q")["active"]
+    left = settled(lambda: emulator.broker.counts("q")["active"], quiet=1.0)  # what was on its way has landed
     assert 0 < left < total  # it was stopped in the middle
-    time.sleep(0.2)
     report = core.purge("q", connection=cs)
     assert report.count("purged") == left and report.ok
     assert emulator.broker.counts("q") == {"active": 0, "deferred": 0, "scheduled": 0, "dead_letter": 0}

@@ -17,8 +17,9 @@ from sbnotebook.core.incidents.jsonl import write_jsonl
 from sbnotebook.emulator import Emulator
 from tests.core.incidents import bulk
 from tests.core.incidents.bulk import TOPOLOGY
-from tests.helpers import InterruptAtFirstProgress, rss_growth_during, wait_until
+from tests.helpers import InterruptAtFirstProgress, rss_growth_during
 from tests.processes import run_and_kill, start_cli_emulator
+from tests.waiting import wait_until
 
 emulator = bulk.emulator  # the fixture: an emulator serving bulk.TOPOLOGY
 
@@ -65,7 +66,7 @@ def test_a_resubmit_killed_between_copy_and_complete_finishes_when_run_again_wit
     emulator.latency_ms = 0
     # The killed run's locks lapse (2 s), as on Service Bus; read at the broker: a fixed 2.5 s sleep
     # was too short on a loaded machine (deliveries locked as the kill landed: 50 left locked).
-    wait_until(lambda: len(emulator.broker.locks) == 0, timeout=30)
+    wait_until(lambda: len(emulator.broker.locks) == 0)
     report = core.resubmit(DLQ, target="dst", connection=cs)
     assert report.ok and report.count("resubmitted") == left, report
     assert emulator.broker.counts("src")["dead_letter"] == 0
@@ -94,7 +95,7 @@ def test_a_resubmit_interrupted_in_the_kernel_gives_its_locks_back_and_finishes_
         core.resubmit(DLQ, target="dst", connection=cs, progress=hook)
     emulator.latency_ms = 0
     # The cancelled work gives its batches back on the connection's thread: wait for that, not a time.
-    wait_until(lambda: not emulator.broker._locks, timeout=30, interval=0.05)
+    wait_until(lambda: not emulator.broker._locks, interval=0.05)
     left = emulator.broker.counts("src")["dead_letter"]
     copied = emulator.broker.counts("dst")["active"]
     # At most the first batch and the ten in flight moved; each message is still there, copied, or both.

@@ -16,8 +16,9 @@ import pytest
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.core.incidents import bulk
-from tests.helpers import InterruptAtFirstProgress, QuickCloseClient, wait_until
+from tests.helpers import InterruptAtFirstProgress, QuickCloseClient
 from tests.processes import run_and_kill, start_cli_emulator
+from tests.waiting import wait_until
 
 emulator = bulk.emulator  # the fixture: an emulator serving bulk.TOPOLOGY
 

@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from azure.servicebus import ServiceBusClient
 
 from sbnotebook import core
@@ -15,6 +16,7 @@ from sbnotebook.core import RECORD_FIELDS
 from sbnotebook.emulator import Emulator
 from tests import shell
 from tests.helpers import interrupt_main_thread, python_sigint, send
+from tests.waiting import HANG, wait_until
 
 ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 
@@ -38,27 +40,35 @@ def store(emulator: Emulator, entity: str) -> Any:
 def test_tail_shows_what_arrives_not_what_was_there_and_leaves_the_broker_as_it_was(
     emulator: Emulator, client: ServiceBusClient
 ) -> None:
+    """Driven by the tail's own polls, not by the clock: the new messages are sent after its first
+    poll, and a consumer works beside it once it has shown them (``seconds`` only ends a hang)."""
     cs = emulator.connection_string
     send(client, "q", "old-1", "old-2")
-    tail = core.tail("q", interval=0.2, seconds=2.5, connection=cs)
+    tail = core.tail("q", interval=0.2, seconds=HANG, connection=cs)
     assert tail.next_sequence_number == 3  # after the highest number present
     got: list[str] = []
     received: list[str] = []
 
     def consume() -> None:  # a consumer working while the tail watches: it gets every message
-        with client.get_queue_receiver("q", max_wait_time=1) as r:
-            deadline = time.monotonic() + 1.2
+        with client.get_queue_receiver("q") as r:
+            deadline = time.monotonic() + HANG
             while len(received) < 5 and time.monotonic() < deadline:
-                for m in r.receive_messages(max_message_count=5, max_wait_time=0.3):
+                for m in r.receive_messages(max_message_count=5, max_wait_time=5):
                     received.append(str(m))
                     r.complete_message(m)
 
-    later(0.3, lambda: send(client, "q", "new-1", "new-2", "new-3"))
-    consumer = later(1.0, consume)
+    consumer: threading.Thread | None = None
     for records in tail:
         got += [r["body_text"] for r in records]
         # While the tail runs: no message locked by it, no delivery counted by a peek.
         assert all(m.delivery_count == 0 for m in store(emulator, "q").iter_from(1) if not m.locked)
+        if tail.polls == 1:
+            send(client, "q", "new-1", "new-2", "new-3")
+        if len(got) == 3 and consumer is None:
+            consumer = later(0, consume)
+        if consumer is not None and not consumer.is_alive() and tail.polls >= 5:
+            tail.stop()
+    assert consumer is not None
     consumer.join()
     assert got == ["new-1", "new-2", "new-3"]
     assert sorted(received) == ["new-1", "new-2", "new-3", "old-1", "old-2"]  # no credit held by the tail
@@ -68,13 +78,22 @@ def test_tail_shows_what_arrives_not_what_was_there_and_leaves_the_broker_as_it_
     assert (frame["delivery_count"] == 0).all()
 
 
+def test_a_tail_whose_time_is_up_before_it_began_still_polls_once(emulator: Emulator, client: ServiceBusClient) -> None:
+    """A slow start (a loaded machine, a dead-letter count read first) used to end a short tail
+    before its first poll: it showed nothing of what was there to show."""
+    send(client, "q", "a")
+    tail = core.tail("q", seconds=0.01, from_sequence_number=1, connection=emulator.connection_string).start()
+    time.sleep(0.05)  # past its seconds before it is iterated (longer on a loaded machine: the same)
+    assert [r["body_text"] for records in tail for r in records] == ["a"] and tail.polls == 1
+
+
 def test_tail_never_locks_nor_counts_a_delivery(emulator: Emulator, client: ServiceBusClient) -> None:
     """Nobody consumes: after a tail has seen them, every message is still there, unlocked, with a
     delivery count of 0 (broker state read directly)."""
     cs = emulator.connection_string
     # Stopped once all 300 are seen (seconds= only bounds it): a 1 s tail ended before a loaded
     # machine had sent them (0 of 300 in a full run).
-    tail = core.tail("q", interval=0.1, seconds=60.0, connection=cs)
+    tail = core.tail("q", interval=0.1, seconds=HANG, connection=cs)
     later(0.2, lambda: send(client, "q", *[f"m{i}" for i in range(300)]))  # more than one page per poll
     seen = 0
     for records in tail:
@@ -91,7 +110,7 @@ def test_from_seq_shows_what_was_there_and_where_filters(emulator: Emulator, cli
     cs = emulator.connection_string
     send(client, "q", "a", "b", "c")
     tail = core.tail("q", interval=0.1, seconds=0.5, from_sequence_number=2, where='text != "c"', connection=cs)
-    shown = [r["body_text"] for records in tail for r in records]
+    shown = [r["body_text"] for records in tail for r in records]  # the first poll shows them (at least one)
     assert shown == ["b"] and tail.seen == 2 and tail.shown == 1
     assert "1 of 2 messages matched" in tail.status()
 
@@ -105,30 +124,48 @@ def test_a_dead_letter_queue_says_what_arrived_below_the_numbers_seen(
     send(client, "q", "first", "second")
     with client.get_queue_receiver("q") as r:
         one, two = r.receive_messages(max_message_count=2, max_wait_time=5)
-        tail = core.tail("q/$deadletterqueue", interval=0.2, seconds=2.0, connection=cs)
-        later(0.2, lambda: r.dead_letter_message(two, reason="late"))
-        later(0.8, lambda: r.dead_letter_message(one, reason="later still"))
-        shown = [r["body_text"] for records in tail for r in records]
+        tail = core.tail("q/$deadletterqueue", interval=0.2, seconds=HANG, connection=cs)
+        shown: list[str] = []
+        below_sent = False
+        for records in tail:  # each step after a poll of its own, whatever the machine's speed
+            shown += [r["body_text"] for r in records]
+            if tail.polls == 1:
+                r.dead_letter_message(two, reason="late")
+            elif shown == ["second"] and not below_sent:
+                r.dead_letter_message(one, reason="later still")
+                below_sent = True
+            elif below_sent and tail.below:
+                tail.stop()
     assert shown == ["second"]
     assert tail.below == 1 and "grew by at least 1 more than that" in tail.status()
 
 
 def test_interrupt_stops_the_tail_in_the_magic_and_returns_what_it_showed(
-    emulator: Emulator, client: ServiceBusClient, sb: Any, capsys: Any
+    emulator: Emulator, client: ServiceBusClient, sb: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from sbnotebook.notebook.magics import tail as tail_magic
+
     send(client, "q", "there before")
 
+    polled, shown = threading.Event(), threading.Event()
+    add = tail_magic.Lines.add
+
+    def add_and_tell(view: Any, records: list[dict[str, Any]]) -> None:
+        add(view, records)
+        polled.set()  # the tail has begun: what is sent now arrives after it
+        if any(r["body_text"] == "y" for r in records):
+            shown.set()  # the magic has shown both (x came first)
+
+    monkeypatch.setattr(tail_magic.Lines, "add", add_and_tell)
+
     def produce_then_interrupt() -> None:
+        polled.wait(HANG)
         send(client, "q", "x", "y")
-        peeked = emulator.requests["peeked messages"]
-        deadline = time.monotonic() + 20
-        while emulator.requests["peeked messages"] < peeked + 2 and time.monotonic() < deadline:
-            time.sleep(0.02)  # until a poll has peeked both
-        time.sleep(0.2)  # and the magic has shown them
+        shown.wait(HANG)
         interrupt_main_thread()  # a kernel interrupt, as the stop button sends
 
     with python_sigint():
-        stopper = later(0.5, produce_then_interrupt)
+        stopper = later(0, produce_then_interrupt)
         frame = sb.shell.run_line_magic("sb_tail", "q")
         stopper.join()
     out = capsys.readouterr().out
@@ -157,8 +194,7 @@ def test_the_live_table_updates_one_display(emulator: Emulator, client: ServiceB
 
     cs = emulator.connection_string
     send(client, "q", "there before")  # the client's sender open before the tail starts
-    tail = core.tail("q", interval=0.1, seconds=1.0, connection=cs)
-    later(0.1, lambda: send(client, "q", "<b>hi</b>"))
+    tail = core.tail("q", interval=0.1, seconds=HANG, connection=cs)
     updates: list[dict[str, str]] = []
 
     class Handle:
@@ -167,8 +203,12 @@ def test_the_live_table_updates_one_display(emulator: Emulator, client: ServiceB
 
     view = LiveTable(tail)  # the test shell draws it once; the updates go to the handle below
     view.handle = Handle()
-    for records in tail:
+    for records in tail:  # sent after the first poll, then stopped once shown: not raced against a 1 s tail
         view.add(records)
+        if tail.polls == 1:
+            send(client, "q", "<b>hi</b>")
+        if records:
+            tail.stop()
     view.finish("time is up")
     last = updates[-1]
     assert "Ended (time is up): 1 message in" in last["text/plain"]
@@ -180,13 +220,11 @@ def test_tail_panel_runs_in_the_background_until_stopped(emulator: Emulator, cli
 
     panel = TailPanel("q", interval=0.1, connection=emulator.connection_string)
     send(client, "q", "one", "two")
-    deadline = time.monotonic() + 10
-    while len(panel.shown) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: len(panel.shown) >= 2)
     assert [r["body_text"] for r in panel.shown] == ["one", "two"]
     assert not panel.stop_button.disabled
     panel.stop_button.click()
-    assert panel.wait(10)
+    assert panel.wait(HANG)
     assert panel.stop_button.disabled and "Ended: 2 messages" in panel.status.value
     assert panel.to_pandas()["body_text"].tolist() == ["one", "two"]
 

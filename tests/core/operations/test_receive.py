@@ -13,6 +13,15 @@ from sbnotebook import core
 from sbnotebook.core import InvalidInputError
 from sbnotebook.emulator import Emulator
 from tests.helpers import send
+from tests.waiting import HANG, renewed_past_the_lock, wait_until
+
+
+def credit_at_the_broker(emulator: Emulator, entity: str) -> int:
+    """The credit receivers have given the broker on their links from ``entity``: what it may still
+    deliver to them unasked (read on the broker, not by waiting for a delivery)."""
+    store = emulator.broker.resolve_source(entity).store
+    links = [o.link for o in list(emulator._handler._out.values()) if o.source is not None and o.source.store is store]
+    return sum(link.credit for link in links)
 
 
 def test_receive_settle_each_way_and_see_outcomes(emulator: Emulator) -> None:
@@ -45,21 +54,23 @@ def test_receive_settle_each_way_and_see_outcomes(emulator: Emulator) -> None:
     assert emulator.broker.counts("q")["deferred"] == 0
 
 
+@pytest.mark.servicebus_clock("manual")
 def test_locks_are_renewed_while_the_batch_is_held(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("short", ["slow work"], connection=cs)  # LockDuration PT1S
     with core.receive("short", max_messages=1, connection=cs) as batch:
-        time.sleep(2.5)  # far past the 1 s lock
+        renewed_past_the_lock(emulator, lock=1.0)  # the broker's time 2.4 s on: far past the 1 s lock
         (outcome,) = batch.complete()
         assert outcome.outcome == "completed"
     assert emulator.broker.counts("short")["active"] == 0
 
 
+@pytest.mark.servicebus_clock("manual")
 def test_a_lost_lock_is_an_outcome_not_a_crash(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("short", ["a", "b"], connection=cs)
     with core.receive("short", max_messages=2, auto_renew=False, connection=cs) as batch:
-        time.sleep(1.5)
+        emulator.advance(1.5)  # past the 1 s lock, on the broker's clock
         outcomes = batch.complete()
         assert {o.outcome for o in outcomes} == {"lock_lost"} and not outcomes.ok
         assert "lock_lost" in set(batch.to_pandas()["settlement"])
@@ -78,8 +89,8 @@ def test_lost_locks_from_the_service_side(emulator: Emulator) -> None:
 def test_receive_and_delete_is_already_settled(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("q", ["gone"], connection=cs)
-    with core.receive("q", max_messages=5, mode="receive_and_delete", wait_seconds=1, connection=cs) as batch:
-        assert [r["body_text"] for r in batch.records] == ["gone"]
+    with core.receive("q", max_messages=5, mode="receive_and_delete", wait_seconds=HANG, connection=cs) as batch:
+        assert [r["body_text"] for r in batch.records] == ["gone"]  # the wait ends at the first message
         with pytest.raises(InvalidInputError, match="already removed"):
             batch.complete()
     assert emulator.broker.counts("q")["active"] == 0
@@ -97,6 +108,7 @@ def test_empty_receive_and_bad_arguments(emulator: Emulator) -> None:
         core.receive("missing", connection=cs)
 
 
+@pytest.mark.servicebus_clock("manual")  # the 30 s lock cannot run out and give it back instead
 def test_closing_gives_locks_back(emulator: Emulator) -> None:
     cs = emulator.connection_string
     core.send("q", ["held"], connection=cs)
@@ -104,8 +116,7 @@ def test_closing_gives_locks_back(emulator: Emulator) -> None:
     batch.close()
     with pytest.raises(InvalidInputError, match="closed"):
         batch.complete()
-    time.sleep(0.3)
-    assert emulator.broker.counts("q")["active"] == 1
+    wait_until(lambda: emulator.broker.counts("q")["active"] == 1)
 
 
 def test_a_receive_leaves_no_credit_that_would_lock_the_next_messages_away_from_others(
@@ -117,19 +128,22 @@ def test_a_receive_leaves_no_credit_that_would_lock_the_next_messages_away_from_
     trigger, saw nothing meanwhile (a CI run of notebooks/08 stopped with 10 messages left)."""
     cs = emulator.connection_string
     core.send("q", ["first"], connection=cs)
-    with core.receive("q", max_messages=20, wait_seconds=0.3, connection=cs) as batch:  # 1 of 20: 19 unused
+    with core.receive("q", max_messages=20, wait_seconds=30, connection=cs) as batch:  # 1 of 20: 19 unused
         batch.complete()
     with core.receive("q", max_messages=20, wait_seconds=0.3, connection=cs) as batch:  # 0 of 20
         assert len(batch) == 0
+    # Read at the broker, not timed: no credit on the kit's links, so nothing can be delivered to
+    # them now or later (what an idle link held would reach another consumer only after the SDK's
+    # 5 s keep-alive gave it back).
+    wait_until(lambda: credit_at_the_broker(emulator, "q") == 0)
     send(client, "q", *[f"m{i}" for i in range(10)])
-    time.sleep(0.3)  # a delivery to a link with credit happens at once
     store = emulator.broker.resolve_source("q").store
     assert [m.sequence_number for m in store.iter_from(1) if m.locked] == []
     got: list[str] = []
-    deadline = time.monotonic() + 4  # under the SDK's 5 s keep-alive: what an idle link held would come later
+    deadline = time.monotonic() + HANG
     with client.get_queue_receiver("q") as other:
         while len(got) < 10 and time.monotonic() < deadline:
-            for m in other.receive_messages(max_message_count=10, max_wait_time=1):
+            for m in other.receive_messages(max_message_count=10, max_wait_time=5):
                 got.append(str(m))
                 other.complete_message(m)
     assert sorted(got) == sorted(f"m{i}" for i in range(10))
@@ -179,14 +193,14 @@ def test_receive_and_delete_keeps_its_drained_link_which_takes_nothing_while_idl
     nothing: a message it took then would be deleted with nobody to hand it to."""
     with core.connect(emulator.connection_string) as conn:
         core.send("q", ["a"], connection=conn)
-        with core.receive("q", max_messages=5, mode="receive_and_delete", wait_seconds=0.3, connection=conn) as batch:
+        with core.receive("q", max_messages=5, mode="receive_and_delete", wait_seconds=30, connection=conn) as batch:
             assert [r["body_text"] for r in batch.records] == ["a"]  # 1 of 5: the wait ended with credit left
         conn.settle()  # connect()'s warm-up opens links in the background
         opened = conn.links_opened
+        wait_until(lambda: credit_at_the_broker(emulator, "q") == 0)  # nothing can be delivered to it
         core.send("q", ["b", "c"], connection=conn)
-        time.sleep(0.3)  # a delivery to a link with credit happens at once
         assert emulator.broker.counts("q")["active"] == 2  # still there: the idle link took nothing
-        with core.receive("q", max_messages=5, mode="receive_and_delete", wait_seconds=0.3, connection=conn) as batch:
+        with core.receive("q", max_messages=5, mode="receive_and_delete", wait_seconds=30, connection=conn) as batch:
             assert sorted(r["body_text"] for r in batch.records) == ["b", "c"]
         assert conn.links_opened == opened  # the same link
     assert emulator.broker.counts("q")["active"] == 0
@@ -204,7 +218,7 @@ def test_a_receive_and_delete_whose_connection_drops_while_draining_returns_what
     emulator.latency_ms = 1000  # the drain's answer takes a second: the connection drops before it
 
     def drop_while_draining() -> None:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG
         while time.monotonic() < deadline:
             draining = [o.link for o in list(emulator._handler._out.values()) if o.source and o.link.drain_mode]
             if draining:

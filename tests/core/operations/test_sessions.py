@@ -34,7 +34,7 @@ def test_list_sessions_with_state_counts_and_lock_status(emulator: Emulator, cli
     assert found["c"].locked and found["c"].messages is None and found["c"].state is None
     # Looking at a session gives it back: it can be received at once, with no delivery counted.
     with client.get_queue_receiver("sq60", session_id="a", max_wait_time=1) as r:
-        got = r.receive_messages(max_message_count=2, max_wait_time=1)
+        got = r.receive_messages(max_message_count=2, max_wait_time=30)
         assert [m.delivery_count for m in got] == [0, 0]
     ids = core.list_sessions("sq60", details=False, connection=conn)
     assert sorted(s.session_id for s in ids) == ["a", "b", "c"]
@@ -72,6 +72,7 @@ def test_session_state_get_set_clear_and_a_held_session(emulator: Emulator, clie
         core.list_sessions("sq60/$deadletterqueue", connection=conn)
 
 
+@pytest.mark.servicebus_clock("manual")
 @pytest.mark.parametrize("pause", [1.3, 2.6], ids=["renewed-in-time", "lost-between-pages"])
 def test_a_session_scan_slower_than_the_lock_reads_every_page(
     emulator: Emulator, client: ServiceBusClient, pause: float, caplog: pytest.LogCaptureFixture
@@ -79,19 +80,24 @@ def test_a_session_scan_slower_than_the_lock_reads_every_page(
     """Peeking a session needs its lock ("sq" holds it 2 s). Found under CPU contention: a Spark
     session read whose pages took longer than the lock failed with "Lock lost". Now the scan renews
     the lock once half of it is used, and if it is lost all the same (a pause longer than the lock),
-    accepts the session again and peeks that page again: a peek changes nothing."""
+    accepts the session again and peeks that page again: a peek changes nothing.
+
+    The pause is the broker's time (the manual clock), so a renewal a loaded machine made late cannot
+    lose the lock; it is waited for on the wall clock too, which is what the scan renews by."""
     conn = core.connect(emulator.connection_string)
     _send(client, "sq", *[("a", f"m{i}") for i in range(6)])
     seen: list[str] = []
     with caplog.at_level("INFO", logger="sbnotebook.core.operations.scan"):
         for page in core.scan("sq", session_id="a", page_size=2, connection=conn):
             seen += [r["body_text"] for r in page]
-            time.sleep(pause)
+            time.sleep(pause)  # the scan's own clock: over half the lock used, it renews first
+            emulator.advance(pause)  # the broker's: the lock lapses only past 2 s, however late the renewal
     assert seen == [f"m{i}" for i in range(6)]
     accepted_again = "accepted it again" in caplog.text
     assert accepted_again is (pause > 2), caplog.text
-    with client.get_queue_receiver("sq", session_id="a", max_wait_time=1) as r:  # given back, nothing counted
-        assert [m.delivery_count for m in r.receive_messages(max_message_count=6, max_wait_time=1)] == [0] * 6
+    assert (emulator.requests["com.microsoft:renew-session-lock"] >= 2) is (pause < 2)  # renewed, not waited for
+    with client.get_queue_receiver("sq", session_id="a", max_wait_time=30) as r:  # given back, nothing counted
+        assert [m.delivery_count for m in r.receive_messages(max_message_count=6, max_wait_time=30)] == [0] * 6
 
 
 def test_a_session_receiver_is_closed_at_once_and_its_session_is_free_when_the_call_returns(

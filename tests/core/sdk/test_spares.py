@@ -22,6 +22,7 @@ from sbnotebook.core.sdk import spares as sdk_spares
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
 from tests.processes import free_port, server_sockets
+from tests.waiting import HANG
 
 
 def test_the_sdks_open_still_does_what_a_spare_stands_in_for() -> None:
@@ -52,7 +53,7 @@ def test_a_new_entity_opens_on_a_spare_and_closing_leaves_no_connection(emulator
     assert conn.spares.lent == 2
     assert _ready(conn) == SPARE_CONNECTIONS  # opened again in the background
     conn.close()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG
     while server_sockets(emulator.port) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not server_sockets(emulator.port)  # spares closed with the live connection
@@ -92,7 +93,7 @@ def test_spares_the_service_closed_are_dropped_not_lent(monkeypatch: pytest.Monk
         assert _ready(conn) == SPARE_CONNECTIONS and conn.spares is not None
         first.stop()  # every connection to it ends
         with Emulator(TEST_TOPOLOGY, port=port) as second:
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + HANG
             while conn.spares.dropped < SPARE_CONNECTIONS and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert conn.spares.dropped == SPARE_CONNECTIONS and conn.spares.lent == 0
@@ -156,14 +157,14 @@ def test_a_spare_still_opening_when_the_connection_closes_is_closed_too(emulator
 
     conn.spares._namespace_auth = never
     core.send("once", ["on a spare"], connection=conn)  # lends one: another opens, and stops at its token
-    assert entered.wait(10)
+    assert entered.wait(HANG)
     # What earlier tests in this process left for the collector is collected first: only what this
     # close leaves may count (a full run found two transports of a closed loop there).
     gc.collect()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         conn.close()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + HANG
         while server_sockets(emulator.port) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not server_sockets(emulator.port)  # closed, not waiting for the collector

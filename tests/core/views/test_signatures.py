@@ -122,7 +122,7 @@ def test_where_on_the_signature_selects_what_resubmit_and_discard_move(
     ip = sb.shell
     report = ip.run_line_magic("sb_resubmit", f"q --where 'signature == \"{TOTAL}\"' --target dl-target --yes")
     assert report.count("resubmitted") == 4, capsys.readouterr()
-    assert sorted(str(m) for m in drain(client, "dl-target", wait=0.5)) == ["x11", "x2", "x5", "x8"]
+    assert sorted(str(m) for m in drain(client, "dl-target", wait=0.5, count=4)) == ["x11", "x2", "x5", "x8"]
     report = core.discard(DLQ, where=core.compile_where(f"signature == {CUSTOMER!r}"), connection=conn)
     assert report.count("discarded") == 4, report.summary()
     left = core.scan_records(DLQ, connection=conn)
@@ -158,7 +158,7 @@ def test_triage_panel_groups_by_signature_and_resubmits_one_signature(
     assert "Resubmit 3 messages" in panel.ask_resubmit("dl-target")
     report = panel.confirm("resubmit")
     assert report is not None and report.count("resubmitted") == 3
-    assert sorted(str(m) for m in drain(client, "dl-target", wait=0.5)) == ["x2", "x5", "x8"]
+    assert sorted(str(m) for m in drain(client, "dl-target", wait=0.5, count=3)) == ["x2", "x5", "x8"]
     assert core.counts("q", connection=conn).dead_letter == 6
 
 
@@ -181,7 +181,7 @@ def test_resubmit_where_with_a_limit_counts_selected_messages_not_those_passed_o
     where = core.compile_where(f"signature == {TOTAL!r}")
     report = core.resubmit(DLQ, where=where, target="dl-target", max_messages=3, connection=conn)
     assert report.count("resubmitted") == 3, report.summary()
-    assert sorted(str(m) for m in drain(client, "dl-target", wait=0.5)) == ["x2", "x5", "x8"]
+    assert sorted(str(m) for m in drain(client, "dl-target", wait=0.5, count=3)) == ["x2", "x5", "x8"]
     assert core.counts("q", connection=conn).dead_letter == 9
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus import ServiceBusReceiveMode as Mode
@@ -14,34 +12,37 @@ from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import QuickCloseClient, drain, send
 
 
-def test_expired_message_is_dead_lettered_when_configured(client: ServiceBusClient) -> None:
+@pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
+def test_expired_message_is_dead_lettered_when_configured(client: ServiceBusClient, emulator: Emulator) -> None:
     """Rule: with DeadLetteringOnMessageExpiration, an expired message goes to the DLQ with
     reason TTLExpiredException."""
     send(client, "ttl-dl", "stale")  # DefaultMessageTimeToLive PT1S
-    time.sleep(1.5)
+    emulator.advance(1.5)
     assert drain(client, "ttl-dl", wait=0.5) == []
-    (dead,) = drain(client, "ttl-dl", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    (dead,) = drain(client, "ttl-dl", sub_queue=ServiceBusSubQueue.DEAD_LETTER, count=1)
     assert str(dead) == "stale"
     assert dead.dead_letter_reason == "TTLExpiredException"
 
 
-def test_expired_message_is_dropped_by_default(client: ServiceBusClient) -> None:
+@pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
+def test_expired_message_is_dropped_by_default(client: ServiceBusClient, emulator: Emulator) -> None:
     """Rule: without dead-lettering on expiry, an expired message is silently removed."""
     send(client, "ttl-drop", "gone")
-    time.sleep(1.5)
+    emulator.advance(1.5)
     assert drain(client, "ttl-drop", wait=0.5) == []
     assert drain(client, "ttl-drop", sub_queue=ServiceBusSubQueue.DEAD_LETTER, wait=0.5) == []
 
 
-def test_message_ttl_shorter_than_entity_default_wins(client: ServiceBusClient) -> None:
+@pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
+def test_message_ttl_shorter_than_entity_default_wins(client: ServiceBusClient, emulator: Emulator) -> None:
     """Rule: the effective TTL is the smaller of the message's and the entity's."""
     import datetime as dt
 
     with client.get_queue_sender("q") as s:
         s.send_messages(ServiceBusMessage("brief", time_to_live=dt.timedelta(seconds=1)))
         s.send_messages(ServiceBusMessage("lasting"))
-    time.sleep(1.5)
-    assert [str(m) for m in drain(client, "q", wait=0.5)] == ["lasting"]
+    emulator.advance(1.5)
+    assert [str(m) for m in drain(client, "q", wait=0.5, count=1)] == ["lasting"]
 
 
 def test_duplicate_detection_drops_repeated_message_ids(client: ServiceBusClient) -> None:
@@ -82,7 +83,7 @@ def test_forward_dead_lettered_messages_to_another_entity(client: ServiceBusClie
     with client.get_queue_receiver("dl-fwd", max_wait_time=3) as r:
         (m,) = r.receive_messages(max_wait_time=3)
         r.abandon_message(m)
-    (moved,) = drain(client, "dl-target")
+    (moved,) = drain(client, "dl-target", count=1)
     assert str(moved) == "fails-once"
     assert moved.dead_letter_reason == "MaxDeliveryCountExceeded"
     assert moved.dead_letter_source == "dl-fwd"

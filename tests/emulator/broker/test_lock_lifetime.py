@@ -9,7 +9,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook.emulator import Emulator
 from tests.conftest import TEST_TOPOLOGY
-from tests.helpers import QuickCloseClient, drain, wait_until
+from tests.helpers import QuickCloseClient, drain
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,7 +48,7 @@ def test_locks_of_a_closed_receiver_expire_with_a_delivery_attempt() -> None:
         wait_until(lambda: emu.connections == 0)
         emu.advance(31)  # fires the expiry before it returns
         assert emu.broker.peek(emu.broker.resolve_source("q"), 1, 1)[0].lock_token is None
-        (back,) = drain(c, "q", wait=3)
+        (back,) = drain(c, "q", wait=3, count=1)
         assert (back.sequence_number, back.delivery_count) == (m.sequence_number, 1)
 
 

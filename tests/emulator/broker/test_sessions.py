@@ -27,13 +27,13 @@ def test_session_receiver_gets_only_its_session_in_order(client: ServiceBusClien
     _send(client, "sq", ("a", "a1"), ("b", "b1"), ("a", "a2"), ("a", "a3"), ("b", "b2"))
     with client.get_queue_receiver("sq", session_id="a", max_wait_time=2) as r:
         assert r.session.session_id == "a"
-        got = r.receive_messages(max_message_count=10, max_wait_time=2)
+        got = r.receive_messages(max_message_count=10, max_wait_time=30)
         assert [str(m) for m in got] == ["a1", "a2", "a3"]
         assert all(m.session_id == "a" for m in got)
         r.abandon_message(got[0])
         for m in got[1:]:
             r.complete_message(m)
-        (again,) = r.receive_messages(max_message_count=10, max_wait_time=2)
+        (again,) = r.receive_messages(max_message_count=10, max_wait_time=30)
         assert str(again) == "a1" and again.delivery_count == 1
         r.complete_message(again)
 
@@ -49,7 +49,7 @@ def test_next_available_session_and_exclusive_lock(emulator) -> None:  # type: i
         with pytest.raises(SessionCannotBeLockedError):
             with client.get_queue_receiver("sq60", session_id="x", max_wait_time=2) as other:
                 other.receive_messages(max_wait_time=1)
-        (m,) = r.receive_messages(max_wait_time=2)
+        (m,) = r.receive_messages(max_wait_time=30)
         r.complete_message(m)
     client.close()
 
@@ -76,16 +76,17 @@ def test_session_state_and_listing(client: ServiceBusClient) -> None:
     assert sorted(client.list_queue_sessions("sq")) == ["s1", "s2"]
 
 
-def test_session_lock_renewal_and_loss(quick_client: ServiceBusClient) -> None:
+@pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
+def test_session_lock_renewal_and_loss(quick_client: ServiceBusClient, emulator: Emulator) -> None:
     """Rule: renewing keeps the session; once its lock lapses, settling fails with SessionLockLostError."""
     _send(quick_client, "sq", ("r", "r1"), ("r", "r2"))
     with quick_client.get_queue_receiver("sq", session_id="r", max_wait_time=2) as r:
-        first, second = r.receive_messages(max_message_count=2, max_wait_time=2)
-        time.sleep(1.2)
+        first, second = r.receive_messages(max_message_count=2, max_wait_time=30)
+        emulator.advance(1.2)
         r.session.renew_lock()
-        time.sleep(1.2)  # 2.4 s after accepting, with a 2 s lock: alive thanks to the renewal
+        emulator.advance(1.2)  # 2.4 s after accepting, with a 2 s lock: alive thanks to the renewal
         r.complete_message(first)
-        time.sleep(2.5)
+        emulator.advance(2.5)
         with pytest.raises(SessionLockLostError):
             r.complete_message(second)
 
@@ -107,7 +108,7 @@ def test_session_subscription(client: ServiceBusClient) -> None:
     with client.get_topic_sender("st") as s:
         s.send_messages([ServiceBusMessage("t1", session_id="k"), ServiceBusMessage("t2", session_id="k")])
     with client.get_subscription_receiver("st", "s", session_id="k", max_wait_time=2) as r:
-        got = r.receive_messages(max_message_count=5, max_wait_time=2)
+        got = r.receive_messages(max_message_count=5, max_wait_time=30)
         assert [str(m) for m in got] == ["t1", "t2"]
         for m in got:
             r.complete_message(m)

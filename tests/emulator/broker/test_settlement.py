@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import time
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import MessageLockLostError, MessageNotFoundError
 
+from sbnotebook.emulator import Emulator
 from tests.helpers import drain, send
 
 
@@ -53,11 +53,11 @@ def test_max_delivery_count_moves_message_to_dead_letter_queue(client: ServiceBu
     send(client, "short", "poison")  # MaxDeliveryCount 3
     with client.get_queue_receiver("short", max_wait_time=2) as r:
         for expected in range(3):
-            (m,) = r.receive_messages(max_wait_time=2)
+            (m,) = r.receive_messages(max_wait_time=30)
             assert m.delivery_count == expected
             r.abandon_message(m)
         assert r.receive_messages(max_wait_time=1) == []
-    (dead,) = drain(client, "short", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    (dead,) = drain(client, "short", sub_queue=ServiceBusSubQueue.DEAD_LETTER, count=1)
     assert str(dead) == "poison"
     assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
     assert dead.delivery_count == 3
@@ -111,18 +111,21 @@ def test_deferred_message_can_be_dead_lettered_through_management(client: Servic
         r.defer_message(m)
         (d,) = r.receive_deferred_messages([m.sequence_number])
         r.dead_letter_message(d, reason="GaveUp", error_description="after deferral")
-    (dead,) = drain(client, "q", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    (dead,) = drain(client, "q", sub_queue=ServiceBusSubQueue.DEAD_LETTER, count=1)
     assert dead.dead_letter_reason == "GaveUp"
 
 
-def test_lock_expiry_redelivers_with_higher_count_and_old_lock_is_lost(quick_client: ServiceBusClient) -> None:
+@pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
+def test_lock_expiry_redelivers_with_higher_count_and_old_lock_is_lost(
+    quick_client: ServiceBusClient, emulator: Emulator
+) -> None:
     """Rule: when a lock expires the message becomes available again with its delivery count raised;
     settling with the expired lock fails with MessageLockLostError."""
     send(quick_client, "short", "slow")  # LockDuration PT1S
     with quick_client.get_queue_receiver("short", max_wait_time=3) as r:
         (m,) = r.receive_messages(max_wait_time=3)
-        time.sleep(1.5)
-        (again,) = r.receive_messages(max_wait_time=3)
+        emulator.advance(1.5)  # past the lock: it expires, the message is back
+        (again,) = r.receive_messages(max_wait_time=30)
         assert again.delivery_count == 1
         assert again.lock_token != m.lock_token
         with pytest.raises(MessageLockLostError):
@@ -141,14 +144,15 @@ def test_settling_an_unknown_lock_is_lock_lost(quick_client: ServiceBusClient) -
             r.complete_message(m)
 
 
-def test_renew_lock_extends_locked_until(client: ServiceBusClient) -> None:
+@pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
+def test_renew_lock_extends_locked_until(client: ServiceBusClient, emulator: Emulator) -> None:
     """Rule: renew-lock returns a new expiry one LockDuration from now, and the message stays locked."""
     send(client, "short", "renew-me")
     with client.get_queue_receiver("short", max_wait_time=3) as r:
         (m,) = r.receive_messages(max_wait_time=3)
         first = m.locked_until_utc
         for _ in range(3):
-            time.sleep(0.6)
+            emulator.advance(0.6)  # never past the lock between two renewals, however slow the machine
             new = r.renew_message_lock(m)
             assert new > first
         # 1.8 s after receipt with a 1 s lock: still ours because we renewed.
@@ -170,13 +174,14 @@ def test_peek_does_not_lock_or_count(client: ServiceBusClient) -> None:
             r.complete_message(m)
 
 
+@pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
 def test_scheduled_message_is_peekable_then_delivered_on_time(
-    client: ServiceBusClient, quick_client: ServiceBusClient
+    client: ServiceBusClient, quick_client: ServiceBusClient, emulator: Emulator
 ) -> None:
     """Rule: a scheduled message has state 'scheduled' until its time, then is enqueued as if sent
     then, under a new sequence number (Azure's message-sequencing page: the number it was scheduled
     under is only valid while it is scheduled); that old number no longer cancels anything."""
-    when = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
+    when = emulator.now() + dt.timedelta(seconds=3)
     with client.get_queue_sender("q") as s:
         (seq,) = s.schedule_messages(ServiceBusMessage("future"), when)
         s.send_messages(ServiceBusMessage("now"))
@@ -186,10 +191,11 @@ def test_scheduled_message_is_peekable_then_delivered_on_time(
             (seq, "future", "SCHEDULED"),
             (seq + 1, "now", "ACTIVE"),
         ]
-        (first,) = r.receive_messages(max_wait_time=0.5)
+        (first,) = r.receive_messages(max_wait_time=30)
         assert str(first) == "now"
         r.complete_message(first)
-        (m,) = r.receive_messages(max_wait_time=5)
+        emulator.advance(3)  # its time: enqueued before advance() returns
+        (m,) = r.receive_messages(max_wait_time=30)
         assert str(m) == "future"
         assert m.sequence_number == seq + 2  # numbered after "now": appended when it fell due
         assert m.enqueued_time_utc is not None and m.enqueued_time_utc >= when - dt.timedelta(milliseconds=5)
@@ -200,25 +206,28 @@ def test_scheduled_message_is_peekable_then_delivered_on_time(
         s.cancel_scheduled_messages(seq)
 
 
-def test_cancel_scheduled_message(quick_client: ServiceBusClient) -> None:
+@pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
+def test_cancel_scheduled_message(quick_client: ServiceBusClient, emulator: Emulator) -> None:
     """Rule: cancel-scheduled-message removes a scheduled message; unknown numbers are not found."""
-    when = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
+    when = emulator.now() + dt.timedelta(seconds=1)
     with quick_client.get_queue_sender("q") as s:
         seqs = s.schedule_messages([ServiceBusMessage("x"), ServiceBusMessage("y")], when)
         s.cancel_scheduled_messages(seqs)
         with pytest.raises(MessageNotFoundError):
             s.cancel_scheduled_messages(seqs[0])
-    time.sleep(1.5)
+    emulator.advance(1.5)  # past the time they were scheduled for
     assert drain(quick_client, "q", wait=0.5) == []
 
 
-def test_scheduled_via_message_property_on_plain_send(client: ServiceBusClient) -> None:
+@pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
+def test_scheduled_via_message_property_on_plain_send(client: ServiceBusClient, emulator: Emulator) -> None:
     """Rule: a message sent with a scheduled enqueue time waits for it."""
-    when = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
+    when = emulator.now() + dt.timedelta(seconds=3)
     send(client, "q", "prop-scheduled", scheduled_enqueue_time_utc=when)
     with client.get_queue_receiver("q", max_wait_time=3) as r:
         (p,) = r.peek_messages(max_message_count=5, sequence_number=1)
         assert p.state.name == "SCHEDULED"
-        (m,) = r.receive_messages(max_wait_time=6)
+        emulator.advance(3)
+        (m,) = r.receive_messages(max_wait_time=30)
         assert m.enqueued_time_utc >= when - dt.timedelta(milliseconds=5)
         r.complete_message(m)

@@ -106,7 +106,7 @@ def test_fuzzed_frames_never_disturb_well_behaved_clients(emulator: Emulator) ->
             while time.monotonic() < deadline and rounds < 5:
                 with c.get_queue_sender("q") as s:
                     s.send_messages([ServiceBusMessage(f"ok-{rounds}-{i}") for i in range(5)])
-                got = drain(c, "q", wait=0.5)
+                got = drain(c, "q", wait=0.5, count=5)
                 assert sorted(str(m) for m in got) == sorted(f"ok-{rounds}-{i}" for i in range(5))
                 rounds += 1
     finally:

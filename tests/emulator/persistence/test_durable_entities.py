@@ -139,7 +139,7 @@ def test_rows_are_json_and_amqp_not_pickle(tmp_path: Path) -> None:
     assert blobs and not any(b.startswith(b"\x80") for b in blobs)  # pickle streams start with PROTO 0x80
     with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu:
         with QuickCloseClient.from_connection_string(emu.connection_string) as c:
-            (m,) = drain(c, "q")
+            (m,) = drain(c, "q", count=1)
             assert m.application_properties == {b"k": b"\x00\x01"}
 
 

@@ -21,6 +21,7 @@ from sbnotebook.emulator.errors import EntityNotFound
 from sbnotebook.emulator.security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, sign
 from tests.emulator.net.rawpeers import http_reply
 from tests.processes import run_cli_emulator, start_cli_emulator
+from tests.waiting import HANG
 
 KEY_NAME = DEFAULT_KEY_NAME
 
@@ -137,10 +138,9 @@ def test_an_unauthorized_huge_body_is_answered_401_without_being_read(emulator: 
         "PUT /q?api-version=2021-05 HTTP/1.1\r\nHost: localhost\r\n"
         "Content-Type: application/atom+xml\r\nContent-Length: 2000000000\r\n\r\n"
     )
-    started = time.monotonic()
-    reply = _raw_request(port, head, b"x" * 65536)
+    # Not timed: a server that waited for the body would answer nothing at all (it never comes).
+    reply = _raw_request(port, head, b"x" * 65536, timeout=HANG)
     assert reply.startswith(b"HTTP/1.1 401"), reply[:200]
-    assert time.monotonic() - started < 3
 
 
 def test_an_authorized_body_over_the_cap_is_answered_413(emulator: Emulator) -> None:
@@ -175,7 +175,7 @@ def test_a_frame_over_the_max_frame_size_ends_the_connection_at_once(emulator: E
         s.sendall(b"AMQP\x03\x01\x00\x00")  # SASL layer, as the SDK opens
         s.sendall(struct.pack(">IBBH", 32 * 1024 * 1024, 2, 1, 0) + b"\x00" * 4096)
         received = b""
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + HANG  # a buffering broker shows as a recv timing out (5 s), not this
         closed = False
         while time.monotonic() < deadline:
             try:

@@ -30,6 +30,9 @@ from typing import Any
 
 from .security.entra import Principal
 from .security.sas import Policy, new_key, rights_of
+from .sql.lexer import SqlFilterError
+from .sql.sqlaction import compile_action
+from .sql.sqlfilter import compile_filter
 
 # Service Bus defaults (Standard tier).
 DEFAULT_LOCK_DURATION = 60.0
@@ -309,6 +312,18 @@ def _policies(raw: Any, entity: str | None, where: str) -> list[Policy]:
 
 
 def _rule(raw: dict[str, Any], where: str) -> RuleConfig:
+    config = _rule_config(raw, where)
+    try:  # a filter or action outside the grammar: refused here, naming the rule
+        if config.filter_type == "Sql":
+            compile_filter(config.sql_expression, config.parameters)
+        if config.action and config.action.strip():
+            compile_action(config.action, config.action_parameters)
+    except SqlFilterError as exc:
+        raise TopologyError(f"{where} ({config.name}): {exc}") from None
+    return config
+
+
+def _rule_config(raw: dict[str, Any], where: str) -> RuleConfig:
     name = _name(raw, where)
     props = raw.get("Properties") or {}
     ftype = str(props.get("FilterType", "Sql"))

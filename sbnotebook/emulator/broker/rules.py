@@ -7,10 +7,8 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-from ..sql.correlation import CorrelationFilter
 from ..sql.lexer import SqlFilterError
-from ..sql.sqlaction import SqlAction, compile_action
-from ..sql.sqlfilter import SqlFilter, compile_filter
+from ..sql.rule import compile_rule
 from ..topology import RuleConfig, parse_duration
 from .model import StoredMessage
 from .sqlview import UNSETTABLE, MessageView
@@ -35,16 +33,6 @@ def _parameters(values: dict[str, Any], config: RuleConfig, where: str) -> dict[
     return {k: _xsd_value(v, config.xsd_types.get(f"{where}:{k}")) for k, v in values.items()}
 
 
-def _action(config: RuleConfig) -> SqlAction | None:
-    if not (config.action and config.action.strip()):
-        return None
-    action = compile_action(config.action, _parameters(config.action_parameters, config, "action"))
-    for name, pos in action.system_targets:
-        if name in UNSETTABLE:
-            raise SqlFilterError(f"setting sys.{name} is not supported by the emulator", config.action, pos)
-    return action
-
-
 class Rule:
     """A rule's filter and action, compiled when the rule is made (an expression outside the
     grammar is refused then, SqlFilterError, never evaluated as false)."""
@@ -52,26 +40,32 @@ class Rule:
     def __init__(self, config: RuleConfig) -> None:
         self.config = config
         self.name = config.name
-        self.filter: SqlFilter | CorrelationFilter
-        if config.filter_type == "Correlation":
-            self.filter = CorrelationFilter(config.correlation)
-        else:
-            self.filter = compile_filter(config.sql_expression, _parameters(config.parameters, config, "filter"))
-        self.action = _action(config)
+        self.compiled = compile_rule(
+            config.filter_type,
+            config.sql_expression,
+            config.correlation,
+            _parameters(config.parameters, config, "filter"),
+            config.action,
+            _parameters(config.action_parameters, config, "action"),
+        )
+        action = self.compiled.action
+        for name, pos in action.system_targets if action is not None else ():
+            if name in UNSETTABLE:
+                raise SqlFilterError(f"setting sys.{name} is not supported by the emulator", config.action or "", pos)
 
     @property
     def has_action(self) -> bool:
-        return self.action is not None
+        return self.compiled.action is not None
 
     def matches(self, msg: StoredMessage) -> bool:
-        return self.filter.matches(MessageView(msg))
+        return self.compiled.matches(MessageView(msg))
 
     def apply(self, msg: StoredMessage) -> None:
         """Run the rule's action on ``msg`` (a subscription's own copy) and name the rule on it,
         as Service Bus does with the ``RuleName`` property."""
-        if self.action is not None:
+        if self.has_action:
             view = MessageView(msg)
-            self.action.apply(view)
+            self.compiled.apply(view)
             view.set_user(RULE_NAME, self.name)
 
 
@@ -87,9 +81,9 @@ def admit(rules: list[Rule], msg: StoredMessage, number: Callable[[], int]) -> l
     acting: list[Rule] = []
     for rule in rules:
         if rule.has_action:
-            if rule.filter.matches(view):
+            if rule.compiled.matches(view):
                 acting.append(rule)
-        elif not plain and rule.filter.matches(view):
+        elif not plain and rule.compiled.matches(view):
             plain = True
     out: list[StoredMessage] = []
     if plain:

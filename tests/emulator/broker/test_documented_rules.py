@@ -7,9 +7,11 @@ through Config.json."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from azure.core.exceptions import HttpResponseError
-from azure.servicebus import ServiceBusClient
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.management import (
     CorrelationRuleFilter,
     ServiceBusAdministrationClient,
@@ -22,7 +24,7 @@ from sbnotebook.emulator import Emulator, TopologyError
 from sbnotebook.emulator.sql.correlation import CorrelationFilter
 from sbnotebook.emulator.sql.sqlaction import compile_action
 from sbnotebook.emulator.sql.sqlfilter import compile_filter
-from tests.emulator.broker.routing import Expected, Sent, differences, routing
+from tests.emulator.broker.routing import Expected, Sent, differences, peek_all, routing
 from tests.emulator.sql.documented import CASES, REFUSED
 from tests.helpers import subscription_with_one_rule
 
@@ -204,3 +206,63 @@ def test_a_rule_outside_the_grammar_in_config_json_stops_the_emulator_naming_it(
     assert where in str(caught.value)
     with Emulator(_config("[HR-EmployeeID] = 7", "SET sys.CorrelationId = 'x'")):
         pass  # the same file with rules inside the grammar starts
+
+
+SET_SYSTEM = (
+    "SET sys.MessageId = 'm2'; SET sys.Label = sys.Label + '!'; SET sys.To = 'to'; SET sys.ReplyTo = 'rt'; "
+    "SET sys.ContentType = 'text/plain'; SET sys.ReplyToSessionId = 'rs'; SET sys.TimeToLive = @ttl; "
+    "REMOVE sys.CorrelationId"
+)
+
+
+def test_system_properties_read_and_set_through_the_broker(
+    admin: ServiceBusAdministrationClient, client: ServiceBusClient
+) -> None:
+    """The sys. properties the broker sets, read by a filter at the topic; an action setting the
+    sys. properties it can (the subscription's copy only: another subscription sees the original)."""
+    when = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    admin.create_topic("system")
+    read = (
+        "sys.SequenceNumber >= 1 AND sys.EnqueuedTimeUtc > @when AND sys.Size > 0 AND sys.DeliveryCount = 0 "
+        "AND sys.TimeToLive = @hour AND sys.ExpiresAtUtc > sys.EnqueuedTimeUtc AND sys.ScheduledEnqueueTimeUtc IS NULL "
+        "AND sys.PartitionKey = 'pk' AND sys.SessionId = 'pk' AND sys.State = 'Active'"
+    )
+    hour = dt.timedelta(hours=1)
+    wrong = SqlRuleFilter("sys.DeliveryCount = 1 OR sys.State = 'Scheduled' OR sys.Size < 1")
+    subscription_with_one_rule(admin, "system", "wrong", "r", filter=wrong)
+    subscription_with_one_rule(
+        admin, "system", "read", "r", filter=SqlRuleFilter(read, parameters={"@when": when, "@hour": hour})
+    )
+    subscription_with_one_rule(
+        admin,
+        "system",
+        "set",
+        "s",
+        filter=TrueRuleFilter(),
+        action=SqlRuleAction(SET_SYSTEM, parameters={"@ttl": 2 * hour}),
+    )
+    with client.get_topic_sender("system") as sender:
+        sender.send_messages(
+            ServiceBusMessage(
+                "m", subject="l", correlation_id="c", session_id="pk", partition_key="pk", time_to_live=hour
+            )
+        )
+    (seen,) = peek_all(client, "system", "read")
+    assert (seen.subject, seen.correlation_id, seen.to) == ("l", "c", None)  # the action's changes are not there
+    assert peek_all(client, "system", "wrong") == []  # the check can fail: no such message
+    (changed,) = peek_all(client, "system", "set")
+    got = [
+        getattr(changed, a)
+        for a in (
+            "message_id",
+            "subject",
+            "to",
+            "reply_to",
+            "content_type",
+            "reply_to_session_id",
+            "correlation_id",
+            "session_id",
+        )
+    ]
+    assert got == ["m2", "l!", "to", "rt", "text/plain", "rs", None, "pk"]
+    assert changed.time_to_live == 2 * hour and changed.application_properties == {b"RuleName": b"s"}

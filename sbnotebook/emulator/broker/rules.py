@@ -30,6 +30,7 @@ def _xsd_value(value: Any, xsd: str | None) -> Any:
 
 
 def _parameters(values: dict[str, Any], config: RuleConfig, where: str) -> dict[str, Any]:
+    """Parameters (or correlation properties: ``where`` "property") with the types the API gave."""
     return {k: _xsd_value(v, config.xsd_types.get(f"{where}:{k}")) for k, v in values.items()}
 
 
@@ -40,10 +41,13 @@ class Rule:
     def __init__(self, config: RuleConfig) -> None:
         self.config = config
         self.name = config.name
+        correlation = dict(config.correlation)
+        if isinstance(correlation.get("Properties"), dict):
+            correlation["Properties"] = _parameters(correlation["Properties"], config, "property")
         self.compiled = compile_rule(
             config.filter_type,
             config.sql_expression,
-            config.correlation,
+            correlation,
             _parameters(config.parameters, config, "filter"),
             config.action,
             _parameters(config.action_parameters, config, "action"),

@@ -205,3 +205,25 @@ def test_char_and_the_small_decimals_route_as_the_evaluator_says(emulator: Emula
         expected = sum(flt.matches(MessageProperties({k: to_sql(v) for k, v in p.items()})) for p in values)
         count = admin.get_subscription_runtime_properties("small", name).active_message_count
         assert (name, count) == (name, expected) and expected == 1
+
+
+def test_correlation_properties_of_every_type_the_api_carries(
+    admin: ServiceBusAdministrationClient, client: ServiceBusClient
+) -> None:
+    """A correlation filter's properties with the XML Schema types the administration API gives
+    them (dateTime and long included) match messages carrying those values, and only those."""
+    from azure.servicebus.management import CorrelationRuleFilter
+
+    wanted = {"at": T0, "n": 3, "big": 2**40, "ok": True, "r": 2.5, "s": "x"}
+    admin.create_topic("corr")
+    subscription_with_one_rule(admin, "corr", "typed", "r", filter=CorrelationRuleFilter(properties=wanted))
+    same = {**wanted, "big": {TYPE: AMQPTypes.long, VALUE: 2**40}}
+    with client.get_topic_sender("corr") as sender:
+        sender.send_messages(
+            [
+                ServiceBusMessage("m", application_properties={**same, TAG: "same"}),
+                ServiceBusMessage("m", application_properties={**same, "at": T0 + HOUR, TAG: "later"}),
+                ServiceBusMessage("m", application_properties={**same, "n": "3", TAG: "text"}),
+            ]
+        )
+    assert [received(m)[0] for m in peek_all(client, "corr", "typed")] == ["same"]

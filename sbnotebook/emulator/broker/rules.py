@@ -11,16 +11,18 @@ from ..sql.lexer import SqlFilterError
 from ..sql.rule import compile_rule
 from ..topology import RuleConfig, parse_duration
 from .model import StoredMessage
+from .sqlvalues import to_sql
 from .sqlview import UNSETTABLE, MessageView
 
 RULE_NAME = "RuleName"
 
 
-def _xsd_value(value: Any, xsd: str | None) -> Any:
-    """A parameter the administration API gave as text with its XML Schema type (dateTime,
-    duration), as the evaluator compares it: a UTC datetime, a timedelta."""
+def _typed_value(value: Any, xsd: str | None) -> Any:
+    """A parameter as the evaluator compares it: one from AMQP's add-rule in the evaluator's types
+    (``to_sql``); one the administration API gave as text with its XML Schema type (dateTime,
+    duration) as a UTC datetime or a timedelta."""
     if not isinstance(value, str) or xsd not in ("dateTime", "duration"):
-        return value
+        return to_sql(value)
     if xsd == "dateTime":
         parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
@@ -31,7 +33,7 @@ def _xsd_value(value: Any, xsd: str | None) -> Any:
 
 def _parameters(values: dict[str, Any], config: RuleConfig, where: str) -> dict[str, Any]:
     """Parameters (or correlation properties: ``where`` "property") with the types the API gave."""
-    return {k: _xsd_value(v, config.xsd_types.get(f"{where}:{k}")) for k, v in values.items()}
+    return {k: _typed_value(v, config.xsd_types.get(f"{where}:{k}")) for k, v in values.items()}
 
 
 class Rule:

@@ -3,11 +3,14 @@ says operators follow), parameters, compile-once, actions and correlation filter
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import math
 import re
+import sys
 import uuid
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -195,3 +198,29 @@ def test_correlation_filters_are_the_documented_equalities() -> None:
     assert not CorrelationFilter({"Properties": {"version": "2"}}).matches(props({"version": 2}))
     with pytest.raises(SqlFilterError, match="not a field of a correlation filter"):
         CorrelationFilter({"Colour": "x"})
+
+
+def outside_imports(folder: Path) -> list[str]:
+    """Imports of the folder's modules that reach past the folder and the standard library."""
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                name = node.module or ""
+                if node.level > 1 or (node.level == 0 and name.split(".")[0] not in sys.stdlib_module_names):
+                    found.append(f"{path.name}: from {'.' * node.level}{name}")
+            elif isinstance(node, ast.Import):
+                found += [
+                    f"{path.name}: import {a.name}"
+                    for a in node.names
+                    if a.name.split(".")[0] not in sys.stdlib_module_names
+                ]
+    return found
+
+
+def test_the_evaluator_imports_nothing_else_of_the_emulator(tmp_path: Path) -> None:
+    """It moves below both core and the emulator (issue 61, point 3): nothing but itself and the
+    standard library."""
+    assert outside_imports(Path(sqlfilter.__file__).parent) == []
+    (tmp_path / "bad.py").write_text("from ..broker import rules\nimport proton\n", encoding="utf-8")
+    assert outside_imports(tmp_path) == ["bad.py: from ..broker", "bad.py: import proton"]

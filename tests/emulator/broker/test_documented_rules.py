@@ -211,7 +211,7 @@ def test_a_rule_outside_the_grammar_in_config_json_stops_the_emulator_naming_it(
 SET_SYSTEM = (
     "SET sys.MessageId = 'm2'; SET sys.Label = sys.Label + '!'; SET sys.To = 'to'; SET sys.ReplyTo = 'rt'; "
     "SET sys.ContentType = 'text/plain'; SET sys.ReplyToSessionId = 'rs'; SET sys.TimeToLive = @ttl; "
-    "REMOVE sys.CorrelationId"
+    "REMOVE sys.CorrelationId; SET sys.ReplyTo = 5"  # not text: changes nothing (docs/emulator.md)
 )
 
 

@@ -30,6 +30,8 @@ from typing import Any
 
 from .security.entra import Principal
 from .security.sas import Policy, new_key, rights_of
+from .sql.lexer import SqlFilterError
+from .sql.rule import compile_rule
 
 # Service Bus defaults (Standard tier).
 DEFAULT_LOCK_DURATION = 60.0
@@ -308,35 +310,42 @@ def _policies(raw: Any, entity: str | None, where: str) -> list[Policy]:
     return out
 
 
+_FIXED_FILTERS = {"1=1": "True", "1=0": "False"}
+
+
 def _rule(raw: dict[str, Any], where: str) -> RuleConfig:
     name = _name(raw, where)
     props = raw.get("Properties") or {}
     ftype = str(props.get("FilterType", "Sql"))
-    action = (props.get("Action") or {}).get("SqlExpression")
+    action = props.get("Action") or {}
     # Parameters (extension: the format has none; `sbnotebook topology export` writes them)
-    action_parameters = _parameters((props.get("Action") or {}).get("Parameters"), f"{where}.Action")
+    common: dict[str, Any] = {
+        "action": action.get("SqlExpression"),
+        "action_parameters": _parameters(action.get("Parameters"), f"{where}.Action"),
+    }
     if ftype.lower() == "sql":
         sql = props.get("SqlFilter") or {}
-        expr = sql.get("SqlExpression")
+        expr = str(sql.get("SqlExpression") or "")
         if not expr:
             raise TopologyError(f"{where}: Sql filter needs SqlFilter.SqlExpression")
         parameters = _parameters(sql.get("Parameters"), f"{where}.SqlFilter")
-        return RuleConfig(
-            name,
-            "Sql",
-            sql_expression=str(expr),
-            action=action,
-            parameters=parameters,
-            action_parameters=action_parameters,
-        )
-    if ftype.lower() == "correlation":
+        # The format has no true or false filter: 1=1 and 1=0 are read as them (Service Bus's
+        # TrueFilter and FalseFilter are those SQL filters), as `sbnotebook topology export` writes them.
+        fixed = None if parameters else _FIXED_FILTERS.get(expr.replace(" ", ""))
+        config = RuleConfig(name, fixed or "Sql", sql_expression=expr, parameters=parameters, **common)
+    elif ftype.lower() == "correlation":
         corr = props.get("CorrelationFilter")
         if not isinstance(corr, dict):
             raise TopologyError(f"{where}: Correlation filter needs a CorrelationFilter object")
-        return RuleConfig(
-            name, "Correlation", correlation=dict(corr), action=action, action_parameters=action_parameters
-        )
-    raise TopologyError(f"{where}: FilterType must be 'Sql' or 'Correlation', not {ftype!r}")
+        config = RuleConfig(name, "Correlation", correlation=dict(corr), **common)
+    else:
+        raise TopologyError(f"{where}: FilterType must be 'Sql' or 'Correlation', not {ftype!r}")
+    try:  # a filter or action outside the grammar: refused here, naming the rule
+        c = config
+        compile_rule(c.filter_type, c.sql_expression, c.correlation, c.parameters, c.action, c.action_parameters)
+    except SqlFilterError as exc:
+        raise TopologyError(f"{where} ({name}): {exc}") from None
+    return config
 
 
 def _parameters(raw: Any, where: str) -> dict[str, Any]:

@@ -159,12 +159,27 @@ def properties(kind: str, described: Any, fields: Iterable[Field], where: str, n
     return out
 
 
-def rule(described: Any, where: str, notes: Notes) -> dict[str, Any] | None:
-    """One rule in the format (``Name``, ``Properties``: ``FilterType``, the filter, ``Action``);
-    None for the default rule every subscription has unless told otherwise ($Default, true, no action)."""
-    flt, action = described.filter, described.action
-    if described.name == "$Default" and action is None and _always(flt):
+def rules(described: list[Any], where: str, notes: Notes) -> list[dict[str, Any]] | None:
+    """A subscription's ``Rules``, every one of them; None when it has just the rule a subscription
+    gets when the file lists none ($Default, true, no action), so the file need not say it. A
+    ``$Default`` beside other rules is written: left out, an emulator started from the file would
+    route without it."""
+    if len(described) == 1 and _is_default(described[0]):
         return None
+    if not described:
+        notes.add(
+            "subscriptions without rules (the format cannot say so: started from the file, they get $Default)", where
+        )
+    return [rule(r, where, notes) for r in described]
+
+
+def _is_default(described: Any) -> bool:
+    return bool(described.name == "$Default" and described.action is None and _always(described.filter))
+
+
+def rule(described: Any, where: str, notes: Notes) -> dict[str, Any]:
+    """One rule in the format (``Name``, ``Properties``: ``FilterType``, the filter, ``Action``)."""
+    flt, action = described.filter, described.action
     if not NAME.match(described.name):
         notes.add("rule names Microsoft's schema refuses (the kit's emulator takes them)", where)
     props: dict[str, Any]

@@ -29,7 +29,7 @@ from .config_json import (
     TOPIC_FIELDS,
     Notes,
     properties,
-    rule,
+    rules,
 )
 
 T = TypeVar("T")
@@ -132,9 +132,9 @@ def _topic(ns: _Namespace, name: str, notes: Notes) -> dict[str, Any]:
             "Name": sub.name,
             "Properties": properties("subscription", sub, SUBSCRIPTION_FIELDS, where, notes),
         }
-        rules = [r for r in (rule(r, where, notes) for r in ns.rules[(name, sub.name)]) if r is not None]
-        if rules:
-            entry["Rules"] = rules
+        written = rules(ns.rules[(name, sub.name)], where, notes)
+        if written:
+            entry["Rules"] = written
         subs.append(entry)
     if not subs:
         notes.add("topics without subscriptions (Microsoft's schema wants one; the kit's emulator takes none)", name)

@@ -1,88 +1,122 @@
-"""SQL rule actions (``SqlRuleAction``): what a subscription rule changes on the messages it admits.
+"""SQL rule actions (Microsoft's "SQL rule action syntax" page): what a rule changes on the
+messages it admits.
 
-    SET name = expression [; SET ...] [; REMOVE name]
+    <statements> ::= <statement> [, ...n]      <statement> ::= <action> [;]   (semicolon optional)
+    <action> ::= SET <property> = <expression> | REMOVE <property>
 
-``name`` is ``name``, ``user.name`` or ``[odd name]`` (an application property);
-the expression is any expression of the filter language. Statements run in order,
-each seeing what the ones before it set. ``sys.`` properties cannot be set here
-(an emulator limit, refused when the rule is created rather than ignored).
+``<property>`` and ``<expression>`` as in filters (``parser.py``). Statements run in order, each
+seeing what the ones before it set. "SET performs implicit conversion if possible when the
+expression type and the existing property type are different": an integer set on a property
+holding a double (or a decimal) is stored as one. "Action doesn't fail if non-existent user
+properties were referenced": such a value is NULL, and SET stores NULL. A ``sys.`` property the
+broker sets (``SequenceNumber``, ``EnqueuedTimeUtc``, ...) cannot be a target; the page's "Action
+fails if non-existent system properties were referenced" makes an unknown ``sys.`` name an error.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
-from .sqlfilter import MISSING, Lookup, Parameters, Parser, SqlFilterError
+from . import semantics as sem
+from .context import MISSING, PropertyTarget
+from .lexer import ACTION_KEYWORDS, SqlFilterError, Token, tokenize
+from .names import SYSTEM_PROPERTIES
+from .parser import Eval, Node, Parameters, Parser
 
-Properties = dict[str, Any]
-Action = Callable[[Lookup, Properties], None]
-_STATEMENT = re.compile(r"^\s*(SET|REMOVE)\s+(.+?)\s*$", re.IGNORECASE | re.DOTALL)
-
-
-def _statements(text: str) -> list[str]:
-    """Split on ';' outside string literals ('' inside a literal is a quote)."""
-    out: list[str] = []
-    current: list[str] = []
-    quoted = False
-    for ch in text:
-        if ch == "'":
-            quoted = not quoted
-        if ch == ";" and not quoted:
-            out.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    out.append("".join(current))
-    return [s for s in out if s.strip()]
+Statement = Callable[[PropertyTarget], None]
 
 
-def _target(parser: Parser) -> str:
-    tok = parser.expect("ident")
-    scope, name = tok.value
-    if scope == "sys":
-        raise SqlFilterError(f"SET/REMOVE of sys.{name} is not supported by the emulator (position {tok.pos})")
-    return str(name)
+class SqlAction:
+    """A compiled rule action: ``apply`` runs its statements on one message's properties."""
+
+    __slots__ = ("_statements", "system_targets", "text")
+
+    def __init__(self, text: str, statements: list[Statement], system_targets: list[tuple[str, int]]) -> None:
+        self.text, self._statements = text, statements
+        # the sys. properties it sets or removes, with their positions (for a host that cannot set some)
+        self.system_targets = system_targets
+
+    def apply(self, props: PropertyTarget) -> None:
+        for statement in self._statements:
+            statement(props)
+
+    def __repr__(self) -> str:
+        return f"SqlAction({self.text!r})"
 
 
-def _compile_statement(text: str, parameters: Parameters | None) -> Action:
-    match = _STATEMENT.match(text)
-    if not match:
-        raise SqlFilterError(f"expected SET or REMOVE, found {text.strip()[:20]!r}")
-    verb, rest = match.group(1).upper(), match.group(2)
-    parser = Parser(rest, parameters)
-    name = _target(parser)
-    if verb == "REMOVE":
-        parser.expect("end")
-
-        def remove(ctx: Lookup, props: Properties) -> None:
-            for key in [k for k in props if k.lower() == name.lower()]:
-                del props[key]
-
-        return remove
-    parser.expect("op", "=")
-    expr = parser.or_expr()
-    parser.expect("end")
-
-    def assign(ctx: Lookup, props: Properties) -> None:
-        value = expr(ctx)
-        for key in [k for k in props if k.lower() == name.lower() and k != name]:
-            del props[key]  # property names are case-insensitive: one property, the new spelling
-        props[name] = None if value is MISSING else value
-
-    return assign
+def _converted(existing: Any, value: Any) -> Any:
+    """C#'s implicit conversions from an integer to the existing property's type."""
+    if existing is MISSING or sem.kind(value) != sem.INT:
+        return value
+    target = sem.kind(existing)
+    if target == sem.FLOAT:
+        return float(value)
+    if target == sem.DEC:
+        return Decimal(value)
+    return value
 
 
-def compile_action(text: str, parameters: Parameters | None = None) -> Callable[[Lookup, Properties], None]:
-    """Compile a rule action with the values of its ``@parameters``; calling it applies every
-    statement in order to ``props`` (the message's application properties, which ``ctx`` reads)."""
-    statements = [_compile_statement(s, parameters) for s in _statements(text)]
-    if not statements:
-        raise SqlFilterError("empty rule action")
+def _set_user(name: str, expr: Eval) -> Statement:
+    lowered = name.lower()
 
-    def run(ctx: Lookup, props: Properties) -> None:
-        for statement in statements:
-            statement(ctx, props)
+    def run(props: PropertyTarget) -> None:
+        value = expr(props)
+        props.set_user(name, _converted(props.user(lowered), value))
 
     return run
+
+
+def _set_system(name: str, expr: Eval | None) -> Statement:
+    def run(props: PropertyTarget) -> None:
+        props.set_system(name, None if expr is None else expr(props))
+
+    return run
+
+
+def _remove_user(name: str) -> Statement:
+    return lambda props: props.remove_user(name)
+
+
+class _ActionParser(Parser):
+    def statements(self) -> tuple[list[Statement], list[tuple[str, int]]]:
+        out: list[Statement] = []
+        targets: list[tuple[str, int]] = []
+        while self.peek().kind != "end":
+            verb = self.peek()
+            if verb.kind != "kw" or verb.value not in ("SET", "REMOVE"):
+                raise self.fail("expected SET or REMOVE", verb.pos)
+            self.take()
+            target = self._target(self.take())
+            scope, name = target.prop or ("user", "")
+            expr = None
+            if verb.value == "SET":
+                self.expect("op", "=", "'='")
+                expr = self.value(self.additive()).fn
+            if scope == "sys":
+                targets.append((name, target.pos))
+                out.append(_set_system(name, expr))
+            else:
+                out.append(_remove_user(name) if expr is None else _set_user(name, expr))
+            self.accept("op", ";")
+        if not out:
+            raise self.fail("an empty rule action", 0)
+        return out, targets
+
+    def _target(self, tok: Token) -> Node:
+        if tok.kind == "name" and self.peek().kind == "op" and self.peek().value == "(":
+            raise self.fail("a function cannot be set or removed", tok.pos)
+        node = self._property_token(tok)
+        if node.prop and node.prop[0] == "sys" and not SYSTEM_PROPERTIES[node.prop[1]]:
+            raise self.fail(f"sys.{node.prop[1]} is set by the broker and cannot be changed", tok.pos)
+        return node
+
+
+def compile_action(text: str, parameters: Parameters | None = None) -> SqlAction:
+    """Compile a rule action with the values of its ``@parameters``; SqlFilterError (with the
+    position and the text there) for anything outside the grammar."""
+    if not text or not text.strip():
+        raise SqlFilterError("an empty rule action")
+    statements, targets = _ActionParser(text, tokenize(text, ACTION_KEYWORDS), parameters).statements()
+    return SqlAction(text, statements, targets)

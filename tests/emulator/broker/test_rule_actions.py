@@ -113,11 +113,24 @@ def test_actions_from_the_topology_file_async() -> None:
         assert asyncio.run(run(emu.connection_string)) == {"stamped": "yes", "RuleName": "r"}
 
 
-def test_an_action_setting_a_system_property_is_refused(admin: ServiceBusAdministrationClient) -> None:
-    """Emulator limit: refused loudly rather than silently ignored."""
+def test_an_action_setting_a_system_property_the_emulator_cannot_set_is_refused(
+    admin: ServiceBusAdministrationClient,
+) -> None:
+    """Emulator limit (sys.PartitionKey, ForcePersistence, ScheduledEnqueueTimeUtc,
+    ViaPartitionKey), and a property the broker sets: refused with the position, never ignored.
+    sys.Label and the other properties-section fields are set (test_documented_rules.py)."""
     from azure.core.exceptions import HttpResponseError
 
     admin.create_topic("sysact")
     admin.create_subscription("sysact", "s")
-    with pytest.raises(HttpResponseError):
-        admin.create_rule("sysact", "s", "r", filter=TrueRuleFilter(), action=SqlRuleAction("SET sys.Label = 'x'"))
+    for action, said in [
+        (
+            "SET a = 1; SET sys.PartitionKey = 'x'",
+            "setting sys.PartitionKey is not supported by the emulator at position 15",
+        ),
+        ("SET sys.SequenceNumber = 1", "sys.SequenceNumber is set by the broker and cannot be changed at position 4"),
+    ]:
+        with pytest.raises(HttpResponseError) as caught:
+            admin.create_rule("sysact", "s", "r", filter=TrueRuleFilter(), action=SqlRuleAction(action))
+        assert said in str(caught.value)
+    admin.create_rule("sysact", "s", "r", filter=TrueRuleFilter(), action=SqlRuleAction("SET sys.Label = 'x'"))

@@ -1,0 +1,48 @@
+"""A subscription rule compiled once: its filter (SQL, true, false or correlation) and its action."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .context import PropertySource, PropertyTarget
+from .correlation import CorrelationFilter
+from .parser import Parameters
+from .sqlaction import SqlAction, compile_action
+from .sqlfilter import SqlFilter, compile_filter
+
+FIXED_FILTERS = {"True": "1=1", "False": "1=0"}  # Service Bus's TrueFilter and FalseFilter are these SQL filters
+
+
+class CompiledRule:
+    __slots__ = ("action", "filter")
+
+    def __init__(self, flt: SqlFilter | CorrelationFilter, action: SqlAction | None) -> None:
+        self.filter, self.action = flt, action
+
+    def matches(self, props: PropertySource) -> bool:
+        return self.filter.matches(props)
+
+    def apply(self, props: PropertyTarget) -> None:
+        """Run the action (if any) on a message the filter matched."""
+        if self.action is not None:
+            self.action.apply(props)
+
+
+def compile_rule(
+    filter_type: str,
+    sql: str = "1=1",
+    correlation: Mapping[str, Any] | None = None,
+    parameters: Parameters | None = None,
+    action: str | None = None,
+    action_parameters: Parameters | None = None,
+) -> CompiledRule:
+    """``filter_type``: "Sql", "True", "False" or "Correlation"; SqlFilterError (with the position
+    and the text there) for a filter or an action outside the grammar."""
+    flt: SqlFilter | CorrelationFilter
+    if filter_type == "Correlation":
+        flt = CorrelationFilter(correlation or {})
+    else:
+        flt = compile_filter(FIXED_FILTERS.get(filter_type, sql), parameters)
+    compiled_action = compile_action(action, action_parameters) if action and action.strip() else None
+    return CompiledRule(flt, compiled_action)

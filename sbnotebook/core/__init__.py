@@ -31,6 +31,7 @@ from .connections.credentials import (
     parse_credential_ref,
     parse_secret_ref,
 )
+from .connections.interrupts import interrupted
 from .connections.live import LiveConnection
 from .connections.registry import ConnectionLike, close_all, connect
 from .connections.registry import live as live_connection
@@ -69,7 +70,7 @@ from .incidents.jsonl import (
     write_jsonl,
 )
 from .incidents.purge import apurge, purge
-from .incidents.resubmit import aresubmit, default_target, resubmit
+from .incidents.resubmit import aresubmit, default_target, resubmit, resubmit_resume_point
 from .incidents.tail import TAIL_INTERVAL, Tail, tail
 from .incidents.topology import TopologyExport, export_topology
 from .operations import deferral
@@ -221,6 +222,7 @@ __all__ = [
     "group_value",
     "import_jsonl",
     "import_resume_point",
+    "interrupted",
     "is_glob",
     "is_message_not_found",
     "is_no_session_available",
@@ -251,6 +253,7 @@ __all__ = [
     "requires_sessions",
     "resolve",
     "resubmit",
+    "resubmit_resume_point",
     "scan",
     "scan_records",
     "scan_window",

@@ -40,6 +40,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..connections.interrupts import (
+    Interrupted,
+    answers_interrupts,
+    before_anything,
+    mark_interrupted,
+    taken_back,
+)
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form, with_arguments_of
@@ -157,6 +164,7 @@ class _CopyRun:
         first = min(self.state.failed) if self.state.failed else self.state.done + 1
         self.peeks = PeekAhead(src, src_path, first, span, self.left)
         self.release = self.peeks.release
+        self.interrupted = False  # stopped by an interrupt, the copies in flight confirmed
 
     def counted(self, o: Outcome) -> None:
         """A send outcome: its source message leaves memory, the progress follows it."""
@@ -224,7 +232,8 @@ async def _send(
     progress: Callable[[Report], None] | None,
 ) -> Report:
     """The run's copies through the send pipeline on the target's connection. Refused before
-    anything was taken, the record is removed; interrupted, it is saved for the next run."""
+    anything was taken, the record is removed; interrupted, it is saved for the next run, and the
+    copies in flight confirmed first: the Report says what was copied (``connections/interrupts.py``)."""
     try:
         async with aclosing(run.copies()) as messages:  # an interrupt closes the scan on the source at once
             return await dst.call(
@@ -240,6 +249,10 @@ async def _send(
                     on_outcome=run.counted,
                 )
             )
+    except Interrupted as stop:
+        taken_back()  # answered with the Report: saved and said by _finish
+        run.interrupted = True
+        return stop.report
     except BaseException:
         record, tracker = run.start.record, run.tracker
         if record is not None and not run.state.pending and tracker.base == 0 and not tracker.lines:
@@ -267,6 +280,12 @@ def _finish(report: Report, run: _CopyRun, dst_path: EntityPath) -> Report:
             record.unlink(missing_ok=True)
     else:
         failed = sum(1 for o in report.failures if o.index is not None)
+        if run.interrupted:
+            mark_interrupted(
+                report,
+                f"stopped taking messages after {state.copied - run.before} were copied (each copy in flight confirmed "
+                "first); the same copy again copies what is left",
+            )
         if tracker.exhausted or exhausted_limit:
             report.note(f"{failed} messages not copied: the same copy again copies what is left")
         else:  # stopped part-way: what follows in the source was not read, so it is not counted here
@@ -321,10 +340,14 @@ async def acopy(
     window = enqueued_window(enqueued_after, enqueued_before)
     dst = live(connection)
     src = dst if source_connection is None else live(source_connection)
-    # The window's numbers, found by blocking peeks: off the loop those peeks run on.
-    span = False if window is None else await asyncio.to_thread(locate, src, src_path, window)
-    given = (given_text(enqueued_after), given_text(enqueued_before))
-    start = await _start(src, src_path, dst, dst_path, where, keep_message_id, max_messages, state, resume, given)
+    answers_interrupts()  # interrupted: the copies in flight confirmed, then its Report (connections/interrupts.py)
+    try:
+        # The window's numbers, found by blocking peeks: off the loop those peeks run on.
+        span = False if window is None else await asyncio.to_thread(locate, src, src_path, window)
+        given = (given_text(enqueued_after), given_text(enqueued_before))
+        start = await _start(src, src_path, dst, dst_path, where, keep_message_id, max_messages, state, resume, given)
+    except asyncio.CancelledError:
+        return before_anything(Report("copy", str(src_path), str(dst_path)))
     run = _CopyRun(
         src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages, span=span
     )

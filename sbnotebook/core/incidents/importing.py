@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..connections.interrupts import Interrupted, answers_interrupts, mark_interrupted, taken_back
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
@@ -184,9 +185,12 @@ async def _send(
     max_in_flight: int,
     progress: Callable[[Report], None] | None,
 ) -> Report:
-    """``asend`` of ``records()``, every outcome followed by ``tracker``, its marker saved at the end."""
+    """``asend`` of ``records()``, every outcome followed by ``tracker``, its marker saved at the end.
+    Interrupted, it takes no more lines, and returns once the sends in flight are confirmed
+    (``connections/interrupts.py``): the marker then holds every line the target confirmed."""
     from ..operations.send import asend
 
+    answers_interrupts()
     try:
         return await asend(
             name,
@@ -196,6 +200,11 @@ async def _send(
             on_outcome=tracker.outcome,
             connection=conn,
         )
+    except Interrupted as stop:
+        taken_back()  # answered with the Report
+        said = f"stopped taking lines after {stop.report.count('sent')} were sent (each send in flight confirmed first)"
+        mark_interrupted(stop.report, f"{said}; the same import again sends what is left")
+        return stop.report
     finally:
         tracker.save()  # also when interrupted: the next run starts from here
 

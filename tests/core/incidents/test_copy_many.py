@@ -77,8 +77,11 @@ def _copy_interrupted_in_orders_us(prod: Emulator, home: Emulator, **options: An
             hook(report)
 
     kwargs: dict[str, Any] = {"source_connection": prod.connection_string, "connection": home.connection_string}
-    with hook.interrupting():
-        core.copy_many("orders*", max_in_flight=1, progress=second_entity, **options, **kwargs)
+    with hook.answered():
+        report = core.copy_many("orders*", max_in_flight=1, progress=second_entity, **options, **kwargs)
+    # Its Report, not a KeyboardInterrupt: orders-eu copied, orders-us interrupted (what it sent confirmed).
+    assert core.interrupted(report) and [p.entity for p in report.parts] == ["orders-eu", "orders-us"], report
+    assert report.parts[0].ok and core.interrupted(report.parts[1])
     return kwargs
 
 

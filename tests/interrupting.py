@@ -1,0 +1,135 @@
+"""A kernel interrupt that lands at a chosen state of the broker, however loaded the machine: for the
+tests of interrupted moves (tests/core/incidents/test_interrupted_moves.py,
+tests/notebook/test_interrupted_resubmit.py).
+
+:class:`InterruptWhen` checks a condition on the broker's own thread at the start and at the end of
+each of its operations (every send, receive and settlement holds the broker's lock: the watch wraps
+that lock). The first time it holds, the broker stops there: the main thread is interrupted (SIGINT
+aimed at it, as the kernel's stop button sends it) and the broker stays stopped until the kit logs
+that the interrupt reached its run. Nothing is timed: the interrupt reaches the run at exactly that
+state of the broker. The states are read from the broker itself, not through the kit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from sbnotebook.emulator import Emulator
+from tests.helpers import interrupt_main_thread, python_sigint
+
+RESUBMIT_LOG = "sbnotebook.core.incidents.resubmit"  # "... interrupted: ending the batches in flight"
+SEND_LOG = "sbnotebook.send"  # "send to ... interrupted: ending the sends in flight"
+DISPOSITIONS = "com.microsoft:update-disposition"  # a settlement of many messages in one request
+
+
+class _WatchedLock:
+    """The broker's lock, with ``check`` run (holding it) as each outermost operation starts and ends."""
+
+    def __init__(self, inner: Any, check: Callable[[], None]) -> None:
+        self.inner, self.check = inner, check
+        self.depth = 0  # changed only by the thread holding the lock
+        self.checking = False
+
+    def acquire(self, *args: Any, **kwargs: Any) -> bool:
+        got: bool = self.inner.acquire(*args, **kwargs)
+        if got:
+            self.depth += 1
+            if self.depth == 1:
+                self._check()
+        return got
+
+    def release(self) -> None:
+        try:
+            if self.depth == 1:
+                self._check()
+        finally:
+            self.depth -= 1
+            self.inner.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def _check(self) -> None:
+        if self.checking:
+            return  # the check itself read the broker under its lock
+        self.checking = True
+        try:
+            self.check()
+        finally:
+            self.checking = False
+
+
+class _Said(logging.Handler):
+    def __init__(self, heard: threading.Event) -> None:
+        super().__init__(logging.INFO)
+        self.heard = heard
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "interrupted" in record.getMessage():
+            self.heard.set()
+
+
+class InterruptWhen:
+    """``with InterruptWhen(emulator, when):`` interrupts the main thread the first time ``when(broker)``
+    holds (see the module docstring); ``ack``: the logger whose "interrupted" line says the run took it.
+    ``fired``: whether it did."""
+
+    def __init__(self, emulator: Emulator, when: Callable[[Any], bool], ack: str = RESUBMIT_LOG) -> None:
+        self.broker, self.when = emulator.broker, when
+        self.logger = logging.getLogger(ack)
+        self.heard = threading.Event()
+        self.handler = _Said(self.heard)
+        self.fired = False
+        self.acknowledged = False
+        self._sigint = python_sigint()
+
+    def _check(self) -> None:
+        if self.fired or not self.when(self.broker):
+            return
+        self.fired = True
+        interrupt_main_thread()
+        self.acknowledged = self.heard.wait(timeout=60)  # the broker stays here until the run took it
+
+    def __enter__(self) -> InterruptWhen:
+        self._sigint.__enter__()
+        self.level = self.logger.level
+        self.logger.setLevel(logging.INFO)
+        self.logger.addHandler(self.handler)
+        self.lock = self.broker.lock
+        self.broker.lock = _WatchedLock(self.lock, self._check)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.broker.lock = self.lock
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+        self._sigint.__exit__(*exc)
+
+
+def overlap(broker: Any, queue: str, n: int) -> int:
+    """How many of the ``n`` messages resubmitted from ``queue``'s dead-letter queue back to it are
+    in both places now (the broker's own counts)."""
+    counts = broker.counts(queue)
+    return int(counts["active"] + counts["dead_letter"] - n)
+
+
+def between_copy_and_complete(queue: str, n: int) -> Callable[[Any], bool]:
+    """As a settlement request starts while copies are in ``queue`` and their originals still in its
+    dead-letter queue: the kit saw the copies confirmed, its originals' completion is on its way."""
+    return lambda broker: broker.requests[DISPOSITIONS] > 0 and overlap(broker, queue, n) > 0
+
+
+def receiving_before_any_copy(queue: str) -> Callable[[Any], bool]:
+    """Once the first messages are locked for the run, before a copy reached ``queue``."""
+    return lambda broker: len(broker.locks.locks) > 0 and broker.counts(queue)["active"] == 0
+
+
+def copies_at_least(queue: str, copies: int) -> Callable[[Any], bool]:
+    """Once ``queue`` holds ``copies`` copies (the last of them not yet confirmed to the kit)."""
+    return lambda broker: broker.counts(queue)["active"] >= copies

@@ -12,13 +12,18 @@ state of the broker. The states are read from the broker itself, not through the
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+
+from sbnotebook.core.incidents.copies import ORIGINAL_ID
 from sbnotebook.emulator import Emulator
-from tests.helpers import interrupt_main_thread, python_sigint
+from tests.helpers import QuickCloseClient, emulator_config, interrupt_main_thread, python_sigint
 
 RESUBMIT_LOG = "sbnotebook.core.incidents.resubmit"  # "... interrupted: ending the batches in flight"
 SEND_LOG = "sbnotebook.send"  # "send to ... interrupted: ending the sends in flight"
@@ -133,3 +138,65 @@ def receiving_before_any_copy(queue: str) -> Callable[[Any], bool]:
 def copies_at_least(queue: str, copies: int) -> Callable[[Any], bool]:
     """Once ``queue`` holds ``copies`` copies (the last of them not yet confirmed to the kit)."""
     return lambda broker: broker.counts(queue)["active"] >= copies
+
+
+# ------------------------------------------------ 1,000 dead letters, and where each one is
+
+N = 1000
+# No duplicate detection: a copy sent twice would be there twice, and counted.
+TOPOLOGY = emulator_config(
+    "interrupts", {"q": {"LockDuration": "PT60S", "DeadLetteringOnMessageExpiration": True}, "plain": {}}
+)
+
+
+def dead_letters(emulator: Emulator, n: int = N) -> None:
+    """``n`` messages (body ``0000``..., id ``m-0``...) in q's dead-letter queue: expired there."""
+    cs = emulator.connection_string
+    with QuickCloseClient.from_connection_string(cs) as client, client.get_queue_sender("q") as s:
+        for start in range(0, n, 250):
+            s.send_messages(
+                [
+                    ServiceBusMessage(f"{i:04d}", message_id=f"m-{i}", time_to_live=dt.timedelta(seconds=1))
+                    for i in range(start, min(start + 250, n))
+                ]
+            )
+    emulator.advance(2)
+    assert emulator.broker.counts("q")["dead_letter"] == n
+
+
+def peek_all(client: ServiceBusClient, queue: str, sub_queue: Any = None) -> list[Any]:
+    """Every message of ``queue`` (or its ``sub_queue``), peeked through the SDK."""
+    with client.get_queue_receiver(queue, sub_queue=sub_queue) as r:
+        found: list[Any] = []
+        while True:
+            after = found[-1].sequence_number + 1 if found else 0
+            page = r.peek_messages(max_message_count=250, sequence_number=after)
+            if not page:
+                return found
+            found.extend(page)
+
+
+def where_each_is(emulator: Emulator) -> dict[str, Counter[str]]:
+    """Through the SDK (not the kit): for each place, each message's original id (a copy names its
+    original) with its body, counted. A message locked now fails the test: peeked, it says so."""
+    now = dt.datetime.now(dt.UTC)
+    places: dict[str, Counter[str]] = {}
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as client:
+        for place, sub_queue in (("queue", None), ("dlq", ServiceBusSubQueue.DEAD_LETTER)):
+            seen: Counter[str] = Counter()
+            for m in peek_all(client, "q", sub_queue):
+                props = m.application_properties or {}
+                original = props.get(ORIGINAL_ID.encode(), props.get(ORIGINAL_ID, m.message_id))
+                original = original.decode() if isinstance(original, bytes) else str(original)
+                seen[f"{original}={m.body if isinstance(m.body, str) else b''.join(m.body).decode()}"] += 1
+                locked = (m.raw_amqp_message.annotations or {}).get(b"x-opt-locked-until")
+                assert not locked or dt.datetime.fromtimestamp(locked / 1000, dt.UTC) <= now, f"{place}: {m} locked"
+            places[place] = seen
+    return places
+
+
+def exactly_once(places: dict[str, Counter[str]], n: int = N) -> None:
+    """Every message exactly once across the places: none lost, none in two places or twice."""
+    together = places["queue"] + places["dlq"]
+    assert set(together) == {f"m-{i}={i:04d}" for i in range(n)}
+    assert max(together.values()) == 1, [k for k, c in together.items() if c > 1][:5]

@@ -9,30 +9,35 @@ emulator's clock is manual: no lock lapses, so a lock given back is the run's do
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
 
 from sbnotebook import core
 from sbnotebook.core.incidents.copies import ORIGINAL_ID
+from sbnotebook.core.incidents.jsonl import write_jsonl
 from sbnotebook.emulator import Emulator
-from tests.helpers import QuickCloseClient, emulator_config, wait_until
+from tests.helpers import QuickCloseClient, wait_until
 from tests.interrupting import (
+    SEND_LOG,
+    TOPOLOGY,
     InterruptWhen,
+    N,
     between_copy_and_complete,
     copies_at_least,
+    dead_letters,
+    exactly_once,
     overlap,
+    peek_all,
     receiving_before_any_copy,
+    where_each_is,
 )
 
-N = 1000
 DLQ = "q/$deadletterqueue"
-# No duplicate detection on q: a copy sent twice would be there twice, and counted.
-TOPOLOGY = emulator_config("interrupts", {"q": {"LockDuration": "PT60S", "DeadLetteringOnMessageExpiration": True}})
 
 
 @pytest.fixture
@@ -40,58 +45,6 @@ def emulator() -> Iterator[Emulator]:
     with Emulator(TOPOLOGY, clock="manual") as emu:
         yield emu
         core.close_all()
-
-
-def dead_letters(emulator: Emulator, n: int = N) -> None:
-    """``n`` messages (body ``0000``..., id ``m-0``...) in q's dead-letter queue: expired there."""
-    cs = emulator.connection_string
-    with QuickCloseClient.from_connection_string(cs) as client, client.get_queue_sender("q") as s:
-        for start in range(0, n, 250):
-            s.send_messages(
-                [
-                    ServiceBusMessage(f"{i:04d}", message_id=f"m-{i}", time_to_live=dt.timedelta(seconds=1))
-                    for i in range(start, min(start + 250, n))
-                ]
-            )
-    emulator.advance(2)
-    assert emulator.broker.counts("q")["dead_letter"] == n
-
-
-def _peek_all(client: ServiceBusClient, sub_queue: Any) -> list[Any]:
-    with client.get_queue_receiver("q", sub_queue=sub_queue) as r:
-        found: list[Any] = []
-        while True:
-            after = found[-1].sequence_number + 1 if found else 0
-            page = r.peek_messages(max_message_count=250, sequence_number=after)
-            if not page:
-                return found
-            found.extend(page)
-
-
-def where_each_is(emulator: Emulator) -> dict[str, Counter[str]]:
-    """Through the SDK (not the kit): for each place, each message's original id (a copy names its
-    original) with its body, counted. A message locked now fails the test: peeked, it says so."""
-    now = dt.datetime.now(dt.UTC)
-    places: dict[str, Counter[str]] = {}
-    with QuickCloseClient.from_connection_string(emulator.connection_string) as client:
-        for place, sub_queue in (("queue", None), ("dlq", ServiceBusSubQueue.DEAD_LETTER)):
-            seen: Counter[str] = Counter()
-            for m in _peek_all(client, sub_queue):
-                props = m.application_properties or {}
-                original = props.get(ORIGINAL_ID.encode(), props.get(ORIGINAL_ID, m.message_id))
-                original = original.decode() if isinstance(original, bytes) else str(original)
-                seen[f"{original}={m.body if isinstance(m.body, str) else b''.join(m.body).decode()}"] += 1
-                locked = (m.raw_amqp_message.annotations or {}).get(b"x-opt-locked-until")
-                assert not locked or dt.datetime.fromtimestamp(locked / 1000, dt.UTC) <= now, f"{place}: {m} locked"
-            places[place] = seen
-    return places
-
-
-def exactly_once(places: dict[str, Counter[str]], n: int = N) -> None:
-    """Every message exactly once across the places: none lost, none in two places or twice."""
-    together = places["queue"] + places["dlq"]
-    assert set(together) == {f"m-{i}={i:04d}" for i in range(n)}
-    assert max(together.values()) == 1, [k for k, c in together.items() if c > 1][:5]
 
 
 def test_the_checks_fail_on_a_message_lost_doubled_or_locked(emulator: Emulator) -> None:
@@ -157,3 +110,45 @@ def test_a_resubmit_interrupted_returns_its_report_leaves_each_message_once_and_
     assert core.resubmit_resume_point(DLQ, connection=cs) is None  # finished: nothing to resume
     with pytest.raises(core.InvalidInputError, match="Nothing to resume"):
         core.resubmit(DLQ, resume=True, connection=cs)
+
+
+def _bodies(emulator: Emulator, queue: str) -> Counter[str]:
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as client:
+        return Counter(str(m) for m in peek_all(client, queue))
+
+
+def test_an_import_interrupted_returns_its_report_and_the_same_import_sends_each_line_once(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """Interrupted once 300 lines are in the target: the sends in flight are confirmed before the
+    Report returns, so the marker records each line that arrived, and the same import again sends
+    only the others (plain has no duplicate detection: a line sent twice would be there twice)."""
+    cs = emulator.connection_string
+    export = tmp_path / "in.jsonl"
+    write_jsonl(({"body": f"{i:04d}".encode(), "body_text": f"{i:04d}"} for i in range(N)), export)
+    with InterruptWhen(emulator, copies_at_least("plain", 300), ack=SEND_LOG) as interrupt:
+        report = core.import_jsonl("plain", export, max_in_flight=2, connection=cs)
+    assert interrupt.fired and interrupt.acknowledged
+    sent = emulator.broker.counts("plain")["active"]
+    assert core.interrupted(report) and report.count("sent") == sent < N, report
+    assert "the same import again sends what is left" in str(report)
+    again = core.import_jsonl("plain", export, connection=cs)
+    assert again.ok and again.count("sent") == N - sent, again
+    assert _bodies(emulator, "plain") == Counter(f"{i:04d}" for i in range(N))  # each line once
+
+
+def test_a_copy_interrupted_returns_its_report_and_the_same_copy_copies_each_message_once(emulator: Emulator) -> None:
+    """A copy of 1,000 dead letters (peeked: the source stays as it is) interrupted once 300 copies
+    are in the target: its Report counts what the target confirmed, and the same copy again sends
+    only the others."""
+    dead_letters(emulator)
+    cs = emulator.connection_string
+    with InterruptWhen(emulator, copies_at_least("plain", 300), ack=SEND_LOG) as interrupt:
+        report = core.copy(DLQ, "plain", max_in_flight=2, connection=cs)
+    assert interrupt.fired and interrupt.acknowledged
+    copied = emulator.broker.counts("plain")["active"]
+    assert core.interrupted(report) and report.count("sent") == copied < N, report
+    again = core.copy(DLQ, "plain", connection=cs)
+    assert again.ok and again.count("sent") == N - copied, again
+    assert _bodies(emulator, "plain") == Counter(f"{i:04d}" for i in range(N))  # each message once
+    assert emulator.broker.counts("q")["dead_letter"] == N  # the source as it was

@@ -82,11 +82,17 @@ class _Said(logging.Handler):
 
 class InterruptWhen:
     """``with InterruptWhen(emulator, when):`` interrupts the main thread the first time ``when(broker)``
-    holds (see the module docstring); ``ack``: the logger whose "interrupted" line says the run took it.
-    ``fired``: whether it did."""
+    holds (see the module docstring), or calls ``interrupt`` (a task's cancel); ``ack``: the logger
+    whose "interrupted" line says the run took it. ``fired``: whether it did."""
 
-    def __init__(self, emulator: Emulator, when: Callable[[Any], bool], ack: str = RESUBMIT_LOG) -> None:
-        self.broker, self.when = emulator.broker, when
+    def __init__(
+        self,
+        emulator: Emulator,
+        when: Callable[[Any], bool],
+        ack: str = RESUBMIT_LOG,
+        interrupt: Callable[[], None] = interrupt_main_thread,
+    ) -> None:
+        self.broker, self.when, self.interrupt = emulator.broker, when, interrupt
         self.logger = logging.getLogger(ack)
         self.heard = threading.Event()
         self.handler = _Said(self.heard)
@@ -98,7 +104,7 @@ class InterruptWhen:
         if self.fired or not self.when(self.broker):
             return
         self.fired = True
-        interrupt_main_thread()
+        self.interrupt()
         self.acknowledged = self.heard.wait(timeout=60)  # the broker stays here until the run took it
 
     def __enter__(self) -> InterruptWhen:

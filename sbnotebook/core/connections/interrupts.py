@@ -41,7 +41,12 @@ class Submission:
     async def running(self, coro: Coroutine[Any, Any, T]) -> T:
         self.task = asyncio.current_task()
         _SUBMITTED.set(self)  # in this task's own context: what it awaits sees it
-        return await coro
+        try:
+            return await coro
+        finally:
+            # The task's context holds this submission: holding the task too would make a cycle, and
+            # the task's result (a page of messages) would wait for the cycle collector.
+            self.task = None
 
     def interrupt(self, loop: asyncio.AbstractEventLoop) -> None:
         """Cancel the task once, from any thread: the operation answers with its Report."""

@@ -9,6 +9,7 @@ emulator's clock is manual: no lock lapses, so a lock given back is the run's do
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -152,3 +153,26 @@ def test_a_copy_interrupted_returns_its_report_and_the_same_copy_copies_each_mes
     assert again.ok and again.count("sent") == N - copied, again
     assert _bodies(emulator, "plain") == Counter(f"{i:04d}" for i in range(N))  # each message once
     assert emulator.broker.counts("q")["dead_letter"] == N  # the source as it was
+
+
+def test_a_cancelled_task_awaiting_aresubmit_gets_its_report(emulator: Emulator) -> None:
+    """The async form, awaited on another loop (a notebook's) and cancelled between a batch's copies
+    confirmed and its originals completed: the batches in flight end, the ``await`` returns the
+    Report (no CancelledError) and the task is not left cancelling."""
+    dead_letters(emulator)
+    cs = emulator.connection_string
+
+    async def cancelled() -> tuple[core.Report, int, bool]:
+        task = asyncio.create_task(core.aresubmit(DLQ, connection=cs))
+        loop = asyncio.get_running_loop()
+        cancel = lambda: loop.call_soon_threadsafe(task.cancel)  # noqa: E731
+        with InterruptWhen(emulator, between_copy_and_complete("q", N), interrupt=cancel) as interrupt:
+            report = await task
+        return report, task.cancelling(), interrupt.fired and interrupt.acknowledged
+
+    report, cancelling, cancelled_there = asyncio.run(cancelled())
+    assert cancelled_there and core.interrupted(report) and cancelling == 0, report
+    wait_until(lambda: emulator.broker._locks == {}, timeout=30, interval=0.01)
+    places = where_each_is(emulator)
+    exactly_once(places)
+    assert report.count("resubmitted") == sum(places["queue"].values()) >= 50

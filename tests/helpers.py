@@ -293,23 +293,6 @@ class InterruptAtFirstProgress:
             finally:
                 self.seen.set()
 
-    @contextmanager
-    def answered(self) -> Iterator[None]:
-        """For an operation that answers an interrupt with its Report (it returns: no KeyboardInterrupt
-        reaches the cell; core/connections/interrupts.py): the hook holds the connection's thread until
-        the main thread has taken the SIGINT, so the interrupt reaches the run right after that call."""
-
-        def taken(signum: int, frame: Any) -> None:
-            self.seen.set()
-            raise KeyboardInterrupt
-
-        previous = signal.signal(signal.SIGINT, taken)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
-            self.seen.set()
-
 
 @contextmanager
 def databricks_secret(ip: Any, scope: str, key: str, value: str) -> Iterator[None]:

@@ -14,16 +14,24 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import signal
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 
 from sbnotebook.core.incidents.copies import ORIGINAL_ID
 from sbnotebook.emulator import Emulator
-from tests.helpers import QuickCloseClient, emulator_config, interrupt_main_thread, python_sigint
+from tests.helpers import (
+    InterruptAtFirstProgress,
+    QuickCloseClient,
+    emulator_config,
+    interrupt_main_thread,
+    python_sigint,
+)
 
 RESUBMIT_LOG = "sbnotebook.core.incidents.resubmit"  # "... interrupted: ending the batches in flight"
 SEND_LOG = "sbnotebook.send"  # "send to ... interrupted: ending the sends in flight"
@@ -80,6 +88,25 @@ class _Said(logging.Handler):
             self.heard.set()
 
 
+@contextmanager
+def answered(hook: InterruptAtFirstProgress) -> Iterator[None]:
+    """``hook`` (``tests.helpers.InterruptAtFirstProgress``) on an operation that answers an interrupt with
+    its Report (it returns: no KeyboardInterrupt reaches the cell): the hook holds the connection's
+    thread until the main thread has taken the SIGINT, so the interrupt reaches the run right after
+    that call. ``with answered(hook): report = core.copy(..., progress=hook)``."""
+
+    def taken(signum: int, frame: Any) -> None:
+        hook.seen.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, taken)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        hook.seen.set()
+
+
 class InterruptWhen:
     """``with InterruptWhen(emulator, when):`` interrupts the main thread the first time ``when(broker)``
     holds (see the module docstring), or calls ``interrupt`` (a task's cancel); ``ack``: the logger
@@ -97,7 +124,6 @@ class InterruptWhen:
         self.heard = threading.Event()
         self.handler = _Said(self.heard)
         self.fired = False
-        self.acknowledged = False
         self._sigint = python_sigint()
 
     def _check(self) -> None:
@@ -105,7 +131,12 @@ class InterruptWhen:
             return
         self.fired = True
         self.interrupt()
-        self.acknowledged = self.heard.wait(timeout=60)  # the broker stays here until the run took it
+        self.heard.wait(timeout=60)  # the broker stays here until the run took it
+
+    @property
+    def acknowledged(self) -> bool:
+        """Whether the run said it took the interrupt."""
+        return self.heard.is_set()
 
     def __enter__(self) -> InterruptWhen:
         self._sigint.__enter__()

@@ -19,6 +19,7 @@ from sbnotebook.notebook.widgets import SettlementPanel
 from tests import shell
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import HttpOnlyProxy, InterruptAtFirstProgress, drain, magic_fails, send
+from tests.interrupting import answered
 from tests.shell import answer, line, loaded
 
 ip = shell.ip  # the shell: one real IPython shell per process
@@ -235,7 +236,7 @@ def test_copy_asks_first_and_an_interrupted_copy_sends_only_what_is_left(
             super().update(report)
 
     monkeypatch.setattr(copying, "Progress", Interrupting)
-    with hook.answered():
+    with answered(hook):
         said = magic_fails(ip, "sb_copy prod:q dedup --yes --max-in-flight 1")  # the Report shown, the cell failed
     first = counts("dedup", connection=sb.conn()).active
     assert 0 < first < 700, first

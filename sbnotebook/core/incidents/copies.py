@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from ..connections.interrupts import Interrupted
 from ..connections.live import LiveConnection
 from ..entities import EntityPath
 from ..operations.batch import LockedBatch
@@ -262,17 +263,23 @@ async def acopy_then_complete(
     report = Report("copy-then-complete", batch.entity, str(path), max_details=limit)
     sent = Report("send", str(path))
     if copies:
-        sent = await send_all(
-            batch.connection,
-            path,
-            [message for _, message in copies],
-            max_in_flight=1,
-            batch=True,
-            retry=RetryPolicy(),
-            progress=None,
-            schedule_at=schedule_at,
-            max_details=limit,
-        )
+        try:
+            sent = await send_all(
+                batch.connection,
+                path,
+                [message for _, message in copies],
+                max_in_flight=1,
+                batch=True,
+                retry=RetryPolicy(),
+                progress=None,
+                schedule_at=schedule_at,
+                max_details=limit,
+            )
+        except Interrupted as stop:
+            # Cancelled (the loop closing) with the send on its way: its outcomes are known, so the
+            # originals of the copies confirmed are completed below, the others left; the caller's
+            # loop stops at its next round (stop_if_cancelled), the cancellation still pending.
+            sent = stop.report
     confirmed = {o.index for o in sent.every() if o.outcome in ("sent", "scheduled")}
     failures = {o.index: o for o in sent.failures if o.index is not None}
     todo = list(also_complete)

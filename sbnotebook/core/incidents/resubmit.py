@@ -312,7 +312,8 @@ async def aresubmit(
         )
     before = earlier.moved if resume and earlier is not None else None
     limit = None if max_messages is None else max_messages - (before or 0)
-    if limit is not None and limit < 1:
+    if limit is not None and limit < 1:  # the run moved what it was asked to: nothing more, its record done with
+        save(record, earlier if earlier is not None and earlier.copied else None)
         return Report("resubmit", str(src), str(dst), notes=[f"resumed: the {max_messages} asked for were moved"])
     return await moved(
         conn,

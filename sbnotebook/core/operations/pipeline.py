@@ -236,9 +236,14 @@ class _Senders:
         task.add_done_callback(self.tasks.discard)
 
     async def wait(self, *, quietly: bool = False) -> None:
-        """Until every send started has ended (its outcomes reported)."""
+        """Until every send started has ended (its outcomes reported); not ``quietly``, the first
+        that raised raises here. Cancelled while it waits, it leaves the sends running (a gather
+        would cancel them, and a send cut off has no outcome: its copy may be there or not)."""
         while self.tasks:
-            await asyncio.gather(*list(self.tasks), return_exceptions=quietly)
+            done, _ = await asyncio.wait(list(self.tasks), return_when=asyncio.FIRST_EXCEPTION)
+            failed = [t.exception() for t in done if not t.cancelled() and t.exception() is not None]
+            if failed and not quietly:
+                raise failed[0]  # type: ignore[misc]
 
     @property
     def in_flight(self) -> int:

@@ -176,3 +176,31 @@ def test_a_cancelled_task_awaiting_aresubmit_gets_its_report(emulator: Emulator)
     places = where_each_is(emulator)
     exactly_once(places)
     assert report.count("resubmitted") == sum(places["queue"].values()) >= 50
+
+
+def test_a_copy_then_complete_cancelled_with_its_send_on_the_way_completes_the_originals_copied(
+    emulator: Emulator,
+) -> None:
+    """``acopy_then_complete``'s task cancelled (the loop closing, or a caller's cancel) while its
+    copies are on their way: the send's outcomes are known (the pipeline ends what is in flight), so
+    each original whose copy was confirmed is completed, not given back: no message in both places."""
+    dead_letters(emulator, 10)
+    cs = emulator.connection_string
+    conn = core.live_connection(cs)
+    batch = core.receive(DLQ, max_messages=10, wait_seconds=5, connection=cs)
+    assert len(batch.messages) == 10
+    copies = [(i, core.copy_message(m, source=DLQ)) for i, m in enumerate(batch.messages)]
+    running: dict[str, asyncio.Task[Any]] = {}
+
+    async def copy_then_complete() -> core.Report:
+        running["task"] = asyncio.current_task()  # type: ignore[assignment]
+        return await core.acopy_then_complete(batch, copies, "q")
+
+    done = conn.spawn(copy_then_complete())
+    cancel = lambda: conn.loop.call_soon_threadsafe(running["task"].cancel)  # noqa: E731
+    with InterruptWhen(emulator, copies_at_least("q", 10), ack=SEND_LOG, interrupt=cancel) as interrupt:
+        report = done.result(timeout=60)
+    assert interrupt.fired and interrupt.acknowledged
+    assert report.count("completed") == 10 and report.ok, report
+    assert emulator.broker.counts("q") == {**emulator.broker.counts("q"), "active": 10, "dead_letter": 0}
+    batch.close()

@@ -18,6 +18,7 @@ from sbnotebook.emulator import Emulator
 from tests.core.incidents import bulk
 from tests.core.incidents.bulk import TOPOLOGY
 from tests.helpers import InterruptAtFirstProgress, rss_growth_during, wait_until
+from tests.interrupting import answered
 from tests.processes import run_and_kill, start_cli_emulator
 
 emulator = bulk.emulator  # the fixture: an emulator serving bulk.TOPOLOGY
@@ -92,7 +93,7 @@ def test_a_resubmit_interrupted_in_the_kernel_gives_its_locks_back_and_finishes_
     core.update_entity("src", {"lock_duration": "60s"}, connection=cs)
     emulator.latency_ms = 300
     hook = InterruptAtFirstProgress()
-    with hook.answered():
+    with answered(hook):
         first = core.resubmit(DLQ, target="dst", connection=cs, progress=hook)
     emulator.latency_ms = 0
     assert core.interrupted(first) and not first.ok, first

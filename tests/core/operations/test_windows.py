@@ -24,6 +24,7 @@ from sbnotebook.core.operations.window import enqueued_window, when
 from sbnotebook.core.views.search import filter_records
 from sbnotebook.emulator import Emulator
 from tests.helpers import InterruptAtFirstProgress, counted_peeks, dead_letter, send, wait_until
+from tests.interrupting import answered
 from tests.windows import bodies, broker, dead_letter_every_tenth, first_time, groups, naive_utc_text
 
 
@@ -292,7 +293,7 @@ def test_an_interrupted_discard_of_a_window_loses_nothing_and_the_same_call_fini
     tb = first_time(state, "b")
     emulator.latency_ms = 200
     hook = InterruptOnceDiscarded()
-    with hook.answered():
+    with answered(hook):
         stopped = core.discard("q", enqueued_after=tb, connection=cs, progress=hook)
     emulator.latency_ms = 0
     assert core.interrupted(stopped), stopped  # its Report, not a KeyboardInterrupt

@@ -128,7 +128,7 @@ def test_an_import_interrupted_returns_its_report_and_the_same_import_sends_each
     export = tmp_path / "in.jsonl"
     write_jsonl(({"body": f"{i:04d}".encode(), "body_text": f"{i:04d}"} for i in range(N)), export)
     with InterruptWhen(emulator, copies_at_least("plain", 300), ack=SEND_LOG) as interrupt:
-        report = core.import_jsonl("plain", export, max_in_flight=2, connection=cs)
+        report = core.import_jsonl("plain", export, max_in_flight=1, connection=cs)  # one send (of 500) at a time
     assert interrupt.fired and interrupt.acknowledged
     sent = emulator.broker.counts("plain")["active"]
     assert core.interrupted(report) and report.count("sent") == sent < N, report

@@ -204,3 +204,37 @@ def test_a_copy_then_complete_cancelled_with_its_send_on_the_way_completes_the_o
     assert report.count("completed") == 10 and report.ok, report
     assert emulator.broker.counts("q") == {**emulator.broker.counts("q"), "active": 10, "dead_letter": 0}
     batch.close()
+
+
+def test_originals_whose_copies_are_in_the_target_are_completed_by_the_next_run_not_copied_again(
+    emulator: Emulator,
+) -> None:
+    """The one state an interrupted run leaves in two places: a copy confirmed whose original could
+    not be completed (its lock lost as the completion came: a service update). The run reports each
+    ``duplicated`` and its record names it; the next run, not even resumed, completes it without
+    another copy. Without the record, those copies would be sent again (q has no duplicate detection)."""
+    dead_letters(emulator)
+    cs = emulator.connection_string
+    between = between_copy_and_complete("q", N)
+
+    def locks_lost_there(broker: Any) -> bool:
+        if not between(broker):
+            return False
+        broker.lose_locks("q")  # every lock on q and its DLQ: each completion on its way fails
+        return True
+
+    with InterruptWhen(emulator, locks_lost_there) as interrupt:
+        report = core.resubmit(DLQ, connection=cs)
+    assert interrupt.fired and interrupt.acknowledged
+    wait_until(lambda: emulator.broker._locks == {}, timeout=30, interval=0.01)
+    doubled = overlap(emulator.broker, "q", N)
+    assert doubled >= 50 and report.count("duplicated") == doubled, report  # in both places, said so
+    recorded = core.resubmit_resume_point(DLQ, connection=cs)
+    assert recorded is not None and len(recorded.copied) == doubled
+
+    rest = core.resubmit(DLQ, connection=cs)
+    assert rest.ok and rest.count("resubmitted") == N - report.count("resubmitted"), rest
+    places = where_each_is(emulator)
+    exactly_once(places)  # the doubled ones completed, not copied again
+    assert sum(places["queue"].values()) == N and not places["dlq"]
+    assert core.resubmit_resume_point(DLQ, connection=cs) is None

@@ -238,3 +238,20 @@ def test_originals_whose_copies_are_in_the_target_are_completed_by_the_next_run_
     exactly_once(places)  # the doubled ones completed, not copied again
     assert sum(places["queue"].values()) == N and not places["dlq"]
     assert core.resubmit_resume_point(DLQ, connection=cs) is None
+
+
+def test_a_resumed_resubmit_counts_max_messages_over_the_whole_run(emulator: Emulator) -> None:
+    """Asked for 600 and interrupted after 300 copies, the resumed run moves what is left of the 600,
+    not 600 more: the run, not each call, is what ``max_messages`` bounds."""
+    dead_letters(emulator)
+    cs = emulator.connection_string
+    with InterruptWhen(emulator, copies_at_least("q", 300)):
+        first = core.resubmit(DLQ, max_messages=600, connection=cs)
+    assert core.interrupted(first)
+    moved = first.count("resubmitted")
+    rest = core.resubmit(DLQ, max_messages=600, resume=True, connection=cs)
+    assert rest.ok and rest.count("resubmitted") == 600 - moved, rest
+    wait_until(lambda: emulator.broker._locks == {}, timeout=30, interval=0.01)
+    places = where_each_is(emulator)
+    exactly_once(places)
+    assert sum(places["queue"].values()) == 600 and sum(places["dlq"].values()) == N - 600

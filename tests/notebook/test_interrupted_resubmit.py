@@ -2,7 +2,8 @@
 completed (a real SIGINT, at that state of the broker: tests/interrupting.py): the cell shows the
 Report, says what to type next and fails in one line (Run All stops there); the broker, read through
 the SDK, holds each message once, none locked, as many moved as the Report says; ``--resume`` moves
-the rest once, and after that there is nothing to resume. ``--max-in-flight`` reaches the run."""
+the rest once, and after that there is nothing to resume. ``--max-in-flight`` reaches the run (of
+%sb_discard too)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,10 @@ def test_an_interrupted_resubmit_shows_its_report_fails_the_cell_and_resume_move
     exactly_once(places)
     assert sum(places["queue"].values()) == N and not places["dlq"]
     assert magic_fails(ip, "sb_resubmit q --resume --yes").startswith("sbnotebook: Nothing to resume: no resubmit")
+
+
+def test_discard_takes_max_in_flight(ip: Any, sb: SbMagics, emulator: Emulator) -> None:
+    """``--max-in-flight`` reaches the discard's run (its batches on their way at once: its workers)."""
+    dead_letters(emulator, 200)
+    report = line(ip, "sb_discard q --dlq --yes --max-in-flight 2")
+    assert report.ok and report.count("discarded") == 200 and report.stats["workers"] == 2, report

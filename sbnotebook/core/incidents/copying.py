@@ -233,11 +233,17 @@ async def _send(
 ) -> Report:
     """The run's copies through the send pipeline on the target's connection. Refused before
     anything was taken, the record is removed; interrupted, it is saved for the next run, and the
-    copies in flight confirmed first: the Report says what was copied (``connections/interrupts.py``)."""
-    try:
-        async with aclosing(run.copies()) as messages:  # an interrupt closes the scan on the source at once
-            return await dst.call(
-                send_all(
+    copies in flight confirmed first: the Report says what was copied (``connections/interrupts.py``).
+    The pipeline answers the interrupt itself, on the target's loop: an ``acopy`` awaited on another
+    loop (a notebook's) and cancelled gets that answer too."""
+
+    async def answered() -> Report:
+        answers_interrupts()
+        # Made, read and closed on the target's loop (its reader's tasks are there); an interrupt
+        # closes the scan on the source at once.
+        async with aclosing(run.copies()) as messages:
+            try:
+                return await send_all(
                     dst,
                     dst_path,
                     messages,
@@ -248,11 +254,13 @@ async def _send(
                     schedule_at=None,
                     on_outcome=run.counted,
                 )
-            )
-    except Interrupted as stop:
-        taken_back()  # answered with the Report: saved and said by _finish
-        run.interrupted = True
-        return stop.report
+            except Interrupted as stop:
+                taken_back()  # answered with the Report: saved and said by _finish
+                run.interrupted = True
+                return stop.report
+
+    try:
+        return await dst.call(answered())
     except BaseException:
         record, tracker = run.start.record, run.tracker
         if record is not None and not run.state.pending and tracker.base == 0 and not tracker.lines:

@@ -255,3 +255,28 @@ def test_a_resumed_resubmit_counts_max_messages_over_the_whole_run(emulator: Emu
     places = where_each_is(emulator)
     exactly_once(places)
     assert sum(places["queue"].values()) == 600 and sum(places["dlq"].values()) == N - 600
+
+
+def test_a_cancelled_task_awaiting_acopy_gets_its_report_and_the_same_copy_sends_the_rest_once(
+    emulator: Emulator,
+) -> None:
+    """``acopy`` awaited on another loop (a notebook's) runs there; its sends run on the target's
+    loop, and answer the cancellation from there: the copies in flight confirmed and recorded, the
+    ``await`` returns the Report, and the same copy again sends only what is left."""
+    dead_letters(emulator)
+    cs = emulator.connection_string
+
+    async def cancelled() -> tuple[core.Report, bool]:
+        task = asyncio.create_task(core.acopy(DLQ, "plain", max_in_flight=2, connection=cs))
+        loop = asyncio.get_running_loop()
+        cancel = lambda: loop.call_soon_threadsafe(task.cancel)  # noqa: E731
+        with InterruptWhen(emulator, copies_at_least("plain", 300), ack=SEND_LOG, interrupt=cancel) as interrupt:
+            report = await task
+        return report, interrupt.fired and interrupt.acknowledged
+
+    report, cancelled_there = asyncio.run(cancelled())
+    copied = emulator.broker.counts("plain")["active"]
+    assert cancelled_there and core.interrupted(report) and report.count("sent") == copied < N, report
+    again = core.copy(DLQ, "plain", connection=cs)
+    assert again.ok and again.count("sent") == N - copied, again
+    assert _bodies(emulator, "plain") == Counter(f"{i:04d}" for i in range(N))  # each message once

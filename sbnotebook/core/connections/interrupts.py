@@ -13,8 +13,10 @@ discard, copy, import) calls :func:`answers_interrupts` as it starts. Then:
   is not ok (a magic shows it, then fails its cell), saying how to go on. A cancelled task gets
   that Report back from its ``await``, its cancellation taken back (``Task.uncancel``).
 
-:class:`Interrupted` carries the send pipeline's part-done Report up to the operation that called it
-(within one task). It is a ``CancelledError``: a caller that knows nothing of it stops as before.
+The send pipeline, interrupted, raises a plain ``CancelledError`` that carries its part-done Report
+(:func:`interrupted_at`; :func:`report_of` reads it) up to the operation that called it, within one
+task: a caller that knows nothing of it stops as before. (Not a class of the kit's own: the kit's
+exceptions are ``SbError``s, and a cancellation is not an error.)
 """
 
 from __future__ import annotations
@@ -68,12 +70,17 @@ def answers_interrupts() -> None:
         submitted.answers = True
 
 
-class Interrupted(asyncio.CancelledError):
-    """A cancellation that carries what was done before it (the send pipeline's Report)."""
+def interrupted_at(report: Report) -> asyncio.CancelledError:
+    """The cancellation to raise once the steps in flight ended, carrying what was done (``report``)."""
+    stop = asyncio.CancelledError(INTERRUPTED)
+    stop.report = report  # type: ignore[attr-defined]
+    return stop
 
-    def __init__(self, report: Report) -> None:
-        super().__init__(INTERRUPTED)
-        self.report = report
+
+def report_of(stop: asyncio.CancelledError) -> Report | None:
+    """The Report a cancellation carries (``interrupted_at``), or None: it came from elsewhere."""
+    found = getattr(stop, "report", None)
+    return found if isinstance(found, Report) else None
 
 
 async def uninterrupted(work: Awaitable[T]) -> tuple[T, bool]:

@@ -14,12 +14,13 @@ so a failure in between leaves a duplicate (reported ``duplicated``), never a ga
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from ..connections.interrupts import Interrupted
+from ..connections.interrupts import report_of
 from ..connections.live import LiveConnection
 from ..entities import EntityPath
 from ..operations.batch import LockedBatch
@@ -275,11 +276,14 @@ async def acopy_then_complete(
                 schedule_at=schedule_at,
                 max_details=limit,
             )
-        except Interrupted as stop:
+        except asyncio.CancelledError as stop:
             # Cancelled (the loop closing) with the send on its way: its outcomes are known, so the
             # originals of the copies confirmed are completed below, the others left; the caller's
             # loop stops at its next round (stop_if_cancelled), the cancellation still pending.
-            sent = stop.report
+            done = report_of(stop)
+            if done is None:
+                raise
+            sent = done
     confirmed = {o.index for o in sent.every() if o.outcome in ("sent", "scheduled")}
     failures = {o.index: o for o in sent.failures if o.index is not None}
     todo = list(also_complete)

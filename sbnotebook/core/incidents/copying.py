@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from ..connections.interrupts import (
-    Interrupted,
     answers_interrupts,
     before_anything,
     mark_interrupted,
+    report_of,
     taken_back,
 )
 from ..connections.live import LiveConnection
@@ -254,10 +254,13 @@ async def _send(
                     schedule_at=None,
                     on_outcome=run.counted,
                 )
-            except Interrupted as stop:
+            except asyncio.CancelledError as stop:
+                done = report_of(stop)
+                if done is None:
+                    raise  # cancelled before the pipeline took it: as before
                 taken_back()  # answered with the Report: saved and said by _finish
                 run.interrupted = True
-                return stop.report
+                return done
 
     try:
         return await dst.call(answered())

@@ -3,6 +3,7 @@ capped sender, resumable line by line (core/incidents/resumable.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -13,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..connections.interrupts import Interrupted, answers_interrupts, mark_interrupted, taken_back
+from ..connections.interrupts import answers_interrupts, mark_interrupted, report_of, taken_back
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
@@ -200,11 +201,14 @@ async def _send(
             on_outcome=tracker.outcome,
             connection=conn,
         )
-    except Interrupted as stop:
+    except asyncio.CancelledError as stop:
+        done = report_of(stop)
+        if done is None:
+            raise  # cancelled before the pipeline took it: as before
         taken_back()  # answered with the Report
-        said = f"stopped taking lines after {stop.report.count('sent')} were sent (each send in flight confirmed first)"
-        mark_interrupted(stop.report, f"{said}; the same import again sends what is left")
-        return stop.report
+        said = f"stopped taking lines after {done.count('sent')} were sent (each send in flight confirmed first)"
+        mark_interrupted(done, f"{said}; the same import again sends what is left")
+        return done
     finally:
         tracker.save()  # also when interrupted: the next run starts from here
 

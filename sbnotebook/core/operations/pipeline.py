@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..connections.interrupts import Interrupted, uninterrupted
+from ..connections.interrupts import interrupted_at, uninterrupted
 from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..entities import EntityPath
@@ -377,7 +377,7 @@ async def send_all(
             await uninterrupted(senders.wait(quietly=True))
             for index, msg in taken:
                 report.add(_failure(index, msg, "not sent: interrupted", retryable=True, attempts=0))
-            raise Interrupted(report) from None
+            raise interrupted_at(report) from None
         except Exception as exc:
             await senders.wait(quietly=True)  # sends in flight still end with their own outcomes
             if report.total == 0:

@@ -44,6 +44,7 @@ from .connections.credentials import (
     parse_credential_ref,
     parse_secret_ref,
 )
+from .connections.interrupts import interrupted
 from .connections.live import LiveConnection
 from .connections.registry import ConnectionLike, close_all, connect
 from .connections.registry import live as live_connection
@@ -84,7 +85,7 @@ from .incidents.jsonl import (
     write_jsonl,
 )
 from .incidents.purge import apurge, purge
-from .incidents.resubmit import aresubmit, default_target, resubmit
+from .incidents.resubmit import aresubmit, default_target, resubmit, resubmit_resume_point
 from .incidents.tail import TAIL_INTERVAL, Tail, tail
 from .incidents.topology import TopologyExport, export_topology
 from .operations import deferral
@@ -260,6 +261,7 @@ __all__ = [
     "group_value",
     "import_jsonl",
     "import_resume_point",
+    "interrupted",
     "is_entity_not_found",
     "is_glob",
     "is_message_not_found",
@@ -292,6 +294,7 @@ __all__ = [
     "requires_sessions",
     "resolve",
     "resubmit",
+    "resubmit_resume_point",
     "rule_arguments",
     "scan",
     "scan_records",

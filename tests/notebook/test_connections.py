@@ -19,8 +19,8 @@ from sbnotebook.notebook.widgets import SettlementPanel
 from tests import shell
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import HttpOnlyProxy, InterruptAtFirstProgress, drain, magic_fails, send
+from tests.interrupting import answered
 from tests.shell import answer, line, loaded
-from tests.waiting import wait_until
 
 ip = shell.ip  # the shell: one real IPython shell per process
 
@@ -237,18 +237,18 @@ def test_copy_asks_first_and_an_interrupted_copy_sends_only_what_is_left(
             super().update(report)
 
     monkeypatch.setattr(copying, "Progress", Interrupting)
-    with hook.interrupting():
-        line(ip, "sb_copy prod:q dedup --yes --max-in-flight 1")
+    with answered(hook):
+        said = magic_fails(ip, "sb_copy prod:q dedup --yes --max-in-flight 1")  # the Report shown, the cell failed
     first = counts("dedup", connection=sb.conn()).active
     assert 0 < first < 700, first
+    assert said.startswith("%sb_copy: ") and f"{first} sent" in said and "ERROR" in said, said  # the broker's count
+    assert "Interrupted: the same command again copies what is left" in capsys.readouterr().out
 
     def recorded() -> Any:
         return copy_resume_point("q", "dedup", source_connection=sb.connections["prod"], connection=sb.conn())
 
-    # On disk once the interrupted copy has ended (at once in a kernel; here its thread waited in the
-    # hook until the cell saw the interrupt, and the sends in flight then confirm the rest).
-    wait_until(lambda: (r := recorded()) is not None and r.pending and r.copied > 0)
-    assert 0 < recorded().copied <= counts("dedup", connection=sb.conn()).active
+    # On disk when the interrupted copy returned: the sends in flight confirmed first.
+    assert recorded().pending and recorded().copied == first
     monkeypatch.undo()
     capsys.readouterr()
     report = line(ip, "sb_copy prod:q dedup --yes")

@@ -20,6 +20,8 @@ import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from .interrupts import Submission, taken_back, uninterrupted
+
 T = TypeVar("T")
 log = logging.getLogger("sbnotebook.live")
 
@@ -59,26 +61,44 @@ class LoopThread:
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None, *, grace: float = 0.0) -> T:
         """Run a coroutine on this loop and wait for it (from any other thread). Interrupted, it is
-        cancelled, and waited for at most ``grace`` seconds more (its clean-up: a record saved)."""
+        cancelled, and waited for at most ``grace`` seconds more (its clean-up: a record saved); or,
+        if it answers interrupts (``interrupts.py``), waited for: its answer is returned."""
         if self.on_loop():
             coro.close()
             raise RuntimeError(
                 "A synchronous sbnotebook call was made from the connection's own event loop; use the a* form."
             )
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        submitted = Submission()
+        future = asyncio.run_coroutine_threadsafe(submitted.running(coro), self.loop)
         try:
             return future.result(timeout)
-        except (KeyboardInterrupt, concurrent.futures.TimeoutError):
-            future.cancel()  # an interrupted cell stops the work instead of leaving it running
-            if grace:
-                concurrent.futures.wait([future], timeout=grace)
+        except KeyboardInterrupt:
+            if not submitted.answers:
+                _stop(future, grace)
+                raise
+        except concurrent.futures.TimeoutError:
+            _stop(future, grace)
             raise
+        submitted.interrupt(self.loop)
+        return _answer(future)
 
     async def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await a coroutine on this loop from any event loop (the async API)."""
+        """Await a coroutine on this loop from any event loop (the async API). Cancelled, it is
+        cancelled; or, if it answers interrupts, its answer is returned (see ``interrupts.py``)."""
         if self.on_loop():
             return await coro
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+        submitted = Submission()
+        waiting = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(submitted.running(coro), self.loop))
+        try:
+            return await asyncio.shield(waiting)
+        except asyncio.CancelledError:
+            if waiting.cancelled() or not submitted.answers:
+                waiting.cancel()
+                raise
+        submitted.interrupt(self.loop)
+        result, _ = await uninterrupted(waiting)
+        taken_back()  # answered: the caller's task is not cancelling any more
+        return result
 
     def spawn(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Start a coroutine on the loop without waiting."""
@@ -155,6 +175,25 @@ async def _cancel_leftovers(grace: float = 5.0) -> None:
         _, pending = await asyncio.wait(tasks, timeout=grace)
         if pending:
             log.info("closing: %d tasks did not stop within %.0f s", len(pending), grace)
+
+
+def _stop(future: concurrent.futures.Future[Any], grace: float) -> None:
+    """An interrupted cell stops the work instead of leaving it running (``grace``: see ``run``)."""
+    future.cancel()
+    if grace:
+        concurrent.futures.wait([future], timeout=grace)
+
+
+def _answer(future: concurrent.futures.Future[T]) -> T:
+    """What an interrupted operation that answers interrupts returns, once its steps in flight
+    have ended. A second interrupt meanwhile cannot cut a step in two: it is logged, and waited out."""
+    while True:
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            log.warning("interrupted again: still finishing what was in flight (a step is never cut in two)")
+        except concurrent.futures.CancelledError:
+            raise KeyboardInterrupt from None  # cancelled before it could answer: nothing to show
 
 
 def stop_if_cancelled() -> None:

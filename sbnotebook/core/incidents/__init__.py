@@ -4,8 +4,9 @@
   every purge shares; ``purge_on_server.py``, the server-side batch delete), ``leftovers.py`` (what is
   still there after a take-everything operation, and why).
 - ``resubmit.py`` (move messages, copy first then complete: ``operations/copies.py``) with
-  ``selection.py`` (what its ``where`` selects), ``discarding.py`` (a resubmit without the copy: the
-  selected messages removed for good).
+  ``resubmit_batches.py`` (its workers, each batch moved whole), ``resubmit_record.py`` (what a run
+  that did not finish leaves for the next), ``selection.py`` (what its ``where`` selects),
+  ``discarding.py`` (a resubmit without the copy: the selected messages removed for good).
 - ``copying.py`` (copy an entity, to another namespace too, resumably) with ``copy_peeks.py`` (its
   source read ahead by peeking, a bounded number held) and ``copy_progress.py`` (its record on disk),
   ``copy_many.py`` (the entities a glob matches, each copied).

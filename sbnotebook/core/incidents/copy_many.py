@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..connections.interrupts import answers_interrupts, before_anything, interrupted
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
@@ -193,15 +194,20 @@ async def acopy_many(
     call again resumes with the same window."""
     window = enqueued_window(enqueued_after, enqueued_before)  # a bad WHEN fails before anything is read
     src, dst = live(source_connection), live(connection)
-    # The administration API is HTTP, called synchronously: off the connection's loop, which the
-    # copies' links share.
-    found, topics = await asyncio.to_thread(glob_matches, pattern, src)
     report = Report("copy", pattern, target=dst.fully_qualified_namespace)
-    if topics:
-        report.note(f"topics matched but not copied (their messages are in their subscriptions): {', '.join(topics)}")
-    if not found:
-        return report
-    await asyncio.to_thread(ensure_targets, found, src, dst, create=create, report=report)
+    answers_interrupts()  # interrupted: the entity being copied ends as acopy's does, the rest are not begun
+    try:
+        # The administration API is HTTP, called synchronously: off the connection's loop, which the
+        # copies' links share.
+        found, topics = await asyncio.to_thread(glob_matches, pattern, src)
+        if topics:
+            said = ", ".join(topics)
+            report.note(f"topics matched but not copied (their messages are in their subscriptions): {said}")
+        if not found:
+            return report
+        await asyncio.to_thread(ensure_targets, found, src, dst, create=create, report=report)
+    except asyncio.CancelledError:
+        return before_anything(report)
     options = {"where": where, "max_messages": max_messages, "keep_message_id": keep_message_id}
     if window is not None:  # as typed: an age keys the record as typed (the same call resumes)
         options |= {"enqueued_after": given_text(enqueued_after), "enqueued_before": given_text(enqueued_before)}
@@ -237,6 +243,8 @@ async def acopy_many(
         if part.ok and not part.failures:
             done.append(str(m.source))
             _save(record, pattern, done, window)
+        if interrupted(part):
+            break  # the entities after it are not begun: the same call again copies them
     report.elapsed = time.perf_counter() - started
     if all(p.ok for p in report.parts):
         record.unlink(missing_ok=True)  # complete: the same call again copies everything again

@@ -40,6 +40,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..connections.interrupts import (
+    answers_interrupts,
+    before_anything,
+    mark_interrupted,
+    report_of,
+    taken_back,
+)
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import arguments_of, sync_form
@@ -158,6 +165,7 @@ class _CopyRun:
         first = min(self.state.failed) if self.state.failed else self.state.done + 1
         self.peeks = PeekAhead(src, src_path, first, span, self.left)
         self.release = self.peeks.release
+        self.interrupted = False  # stopped by an interrupt, the copies in flight confirmed
 
     def counted(self, o: Outcome) -> None:
         """A send outcome: its source message leaves memory, the progress follows it."""
@@ -225,11 +233,18 @@ async def _send(
     progress: Callable[[Report], None] | None,
 ) -> Report:
     """The run's copies through the send pipeline on the target's connection. Refused before
-    anything was taken, the record is removed; interrupted, it is saved for the next run."""
-    try:
-        async with aclosing(run.copies()) as messages:  # an interrupt closes the scan on the source at once
-            return await dst.call(
-                send_all(
+    anything was taken, the record is removed; interrupted, it is saved for the next run, and the
+    copies in flight confirmed first: the Report says what was copied (``connections/interrupts.py``).
+    The pipeline answers the interrupt itself, on the target's loop: an ``acopy`` awaited on another
+    loop (a notebook's) and cancelled gets that answer too."""
+
+    async def answered() -> Report:
+        answers_interrupts()
+        # Made, read and closed on the target's loop (its reader's tasks are there); an interrupt
+        # closes the scan on the source at once.
+        async with aclosing(run.copies()) as messages:
+            try:
+                return await send_all(
                     dst,
                     dst_path,
                     messages,
@@ -240,7 +255,16 @@ async def _send(
                     schedule_at=None,
                     on_outcome=run.counted,
                 )
-            )
+            except asyncio.CancelledError as stop:
+                done = report_of(stop)
+                if done is None:
+                    raise  # cancelled before the pipeline took it: as before
+                taken_back()  # answered with the Report: saved and said by _finish
+                run.interrupted = True
+                return done
+
+    try:
+        return await dst.call(answered())
     except BaseException:
         record, tracker = run.start.record, run.tracker
         if record is not None and not run.state.pending and tracker.base == 0 and not tracker.lines:
@@ -268,6 +292,12 @@ def _finish(report: Report, run: _CopyRun, dst_path: EntityPath) -> Report:
             record.unlink(missing_ok=True)
     else:
         failed = sum(1 for o in report.failures if o.index is not None)
+        if run.interrupted:
+            mark_interrupted(
+                report,
+                f"stopped taking messages after {state.copied - run.before} were copied (each copy in flight confirmed "
+                "first); the same copy again copies what is left",
+            )
         if tracker.exhausted or exhausted_limit:
             report.note(f"{failed} messages not copied: the same copy again copies what is left")
         else:  # stopped part-way: what follows in the source was not read, so it is not counted here
@@ -321,10 +351,14 @@ async def acopy(
     window = enqueued_window(enqueued_after, enqueued_before)
     dst = live(connection)
     src = dst if source_connection is None else live(source_connection)
-    # The window's numbers, found by blocking peeks: off the loop those peeks run on.
-    span = False if window is None else await asyncio.to_thread(locate, src, src_path, window)
-    given = (given_text(enqueued_after), given_text(enqueued_before))
-    start = await _start(src, src_path, dst, dst_path, where, keep_message_id, max_messages, state, resume, given)
+    answers_interrupts()  # interrupted: the copies in flight confirmed, then its Report (connections/interrupts.py)
+    try:
+        # The window's numbers, found by blocking peeks: off the loop those peeks run on.
+        span = False if window is None else await asyncio.to_thread(locate, src, src_path, window)
+        given = (given_text(enqueued_after), given_text(enqueued_before))
+        start = await _start(src, src_path, dst, dst_path, where, keep_message_id, max_messages, state, resume, given)
+    except asyncio.CancelledError:
+        return before_anything(Report("copy", str(src_path), str(dst_path)))
     run = _CopyRun(
         src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages, span=span
     )

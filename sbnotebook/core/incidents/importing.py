@@ -3,6 +3,7 @@ capped sender, resumable line by line (core/incidents/resumable.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -13,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..connections.interrupts import answers_interrupts, mark_interrupted, report_of, taken_back
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..defaults import MAX_IN_FLIGHT
@@ -185,9 +187,12 @@ async def _send(
     max_in_flight: int,
     progress: Callable[[Report], None] | None,
 ) -> Report:
-    """``asend`` of ``records()``, every outcome followed by ``tracker``, its marker saved at the end."""
+    """``asend`` of ``records()``, every outcome followed by ``tracker``, its marker saved at the end.
+    Interrupted, it takes no more lines, and returns once the sends in flight are confirmed
+    (``connections/interrupts.py``): the marker then holds every line the target confirmed."""
     from ..operations.send import asend
 
+    answers_interrupts()
     try:
         return await asend(
             name,
@@ -197,6 +202,14 @@ async def _send(
             on_outcome=tracker.outcome,
             connection=conn,
         )
+    except asyncio.CancelledError as stop:
+        done = report_of(stop)
+        if done is None:
+            raise  # cancelled before the pipeline took it: as before
+        taken_back()  # answered with the Report
+        said = f"stopped taking lines after {done.count('sent')} were sent (each send in flight confirmed first)"
+        mark_interrupted(done, f"{said}; the same import again sends what is left")
+        return done
     finally:
         tracker.save()  # also when interrupted: the next run starts from here
 

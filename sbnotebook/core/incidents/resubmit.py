@@ -6,11 +6,20 @@ duplicate, never a gap. Messages a filter does not select are released (given ba
 their delivery count), not abandoned.
 
 Bulk work (10^6 messages) streams: up to ``max_in_flight`` batches are on their way at once (receive,
-send the copies, complete the originals), nothing is kept per moved message (the Report counts past
-its detail limit), and ``progress(report)`` is called after each batch. Interrupted (a kernel
-interrupt, the process killed), the same call run again finishes what is left: the originals not
-completed are still there, and the copies already sent carry the same message id again (``copy_id``,
-or the original's with ``keep_message_id``), so a target with duplicate detection drops them.
+send the copies, complete the originals: ``resubmit_batches.py``), nothing is kept per moved message
+(the Report counts past its detail limit), and ``progress(report)`` is called after each batch.
+
+Interrupted (a kernel interrupt, a cancelled task: ``connections/interrupts.py``), a run takes no
+more messages, finishes each batch in flight (copies confirmed, then originals completed) or gives
+it back whole (released, no copy sent), and returns its Report, marked interrupted, its counts those
+the broker confirmed: no message is left locked, and none is in both places unless its original
+could not be completed after its copy was confirmed (``duplicated``). What was moved, and those
+duplicated, are recorded (``resubmit_record.py``); the same call with ``resume=True`` continues the
+run: it moves what is left, its ``max_messages`` counting what the earlier runs moved, and completes
+the duplicated originals without copying them again. Killed (the process ends), the same call again
+finishes what is left: the originals not completed are still there, and the copies already sent
+carry the same message id again (``copy_id``, or the original's with ``keep_message_id``), so a
+target with duplicate detection drops them.
 """
 
 from __future__ import annotations
@@ -18,23 +27,20 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import functools
+import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
+from ..connections.interrupts import answers_interrupts, mark_interrupted, taken_back, uninterrupted
 from ..connections.live import LiveConnection
-from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
 from ..defaults import MAX_IN_FLIGHT, check_max_in_flight
 from ..entities import EntityPath
 from ..errors import EntityNameError, InvalidInputError
-from ..operations.batch import LockedBatch
 from ..operations.bounds import TimeWindow
-from ..operations.copies import acopy_then_complete, copy_for
-from ..operations.messages import message_id
-from ..operations.receive import receive_batch
 from ..operations.scan import anything_there
 from ..operations.window import When, enqueued_window
 from ..outcome import Outcome, Report
@@ -42,8 +48,11 @@ from ..renames import renamed
 from ..sdk.failures import from_sdk
 from ..views.search import WhereLike, as_where
 from .leftovers import account_for_what_is_left
+from .resubmit_batches import Job, Run, seq_of, worker
+from .resubmit_record import ResubmitProgress, load, record_path, save
 from .selection import Selection, peeked_selection
 
+log = logging.getLogger(__name__)
 Record = dict[str, Any]
 
 BATCH_SIZE = 50  # messages per batch
@@ -65,36 +74,6 @@ def default_target(source: EntityPath) -> EntityPath:
     return source.parent
 
 
-@dataclass
-class _Run:
-    """What the workers of one resubmit share. Memory is bounded by what is in flight, the messages
-    held back (not selected, or left by the edit) and the problems: nothing grows per moved message."""
-
-    report: Report
-    limit: int | None
-    selection: Selection | None
-    progress: Callable[[Report], None] | None
-    claimed: int = 0  # messages asked for by receives in flight or done (the limit counts these)
-    moved: int = 0
-    stop: bool = False
-    workers: int = 0
-    # Copied but not completed (lock lost): reported as duplicated at the end unless it comes back
-    # in this run and is completed then. Only problems are kept here, never every message.
-    copied: dict[int, Outcome] = field(default_factory=dict)
-    held: list[tuple[LockedBatch, list[int]]] = field(default_factory=list)  # given back at the end
-    # The wait of the latest receive that got nothing (it ended its worker); None: none did.
-    empty_wait: float | None = None
-
-    def want(self, batch_size: int) -> int:
-        if self.limit is None:
-            return batch_size
-        return max(0, min(batch_size, self.limit - self.claimed))
-
-    def tick(self) -> None:
-        if self.progress is not None:
-            self.progress(self.report)
-
-
 async def _resubmit(
     conn: LiveConnection,
     src: EntityPath,
@@ -108,43 +87,75 @@ async def _resubmit(
     batch_size: int,
     progress: Callable[[Report], None] | None = None,
     window: TimeWindow | None = None,
+    earlier: ResubmitProgress | None = None,
+    record: Path | None = None,
+    before: int | None = None,
 ) -> Report:
     """Copy first (send), complete second (one request per batch), with up to ``max_in_flight``
     batches on their way at once (each worker: receive, send the copies, complete the originals),
-    so a batch costs about three round trips and ``max_in_flight`` of them overlap."""
+    so a batch costs about three round trips and ``max_in_flight`` of them overlap. Interrupted,
+    it takes no more messages, ends the batches in flight and returns its Report (the module
+    docstring). ``earlier``: the record of the runs before (its copies are not sent again), kept
+    up to date in ``record``; ``before``: the messages they moved (a resumed run; None: not resumed)."""
+    answers_interrupts()
     started = time.perf_counter()
-    since = dt.datetime.now(dt.UTC)
     report = Report("resubmit" if dst is not None else "discard", str(src), str(dst) if dst else None)
     report.stats.update(batches=0, workers=0)
-    selected = where is not None or window is not None
-    selection = await peeked_selection(conn, src, where, limit, window) if selected else None
-    _say_unevaluated(report, selection)
-    # With a selection the limit is on the selected messages (it ends the selection), not on the
-    # messages received on the way past unselected ones.
-    run = _Run(report, limit if selection is None else None, selection, progress)
+    run = Run(report, limit, None, progress, in_target=dict(earlier.copied) if earlier else {})
+    job = Job(conn, src, dst, edit, keep_message_id, batch_size, max_in_flight)
     workers: set[asyncio.Task[None]] = set()
 
     def start_worker(first: bool) -> None:
         run.workers += 1
         report.stats["workers"] = max(report.stats["workers"], run.workers)
-        task = asyncio.create_task(
-            _worker(conn, src, dst, run, edit, keep_message_id, batch_size, start_worker, max_in_flight, first)
-        )
-        workers.add(task)
+        workers.add(asyncio.create_task(worker(job, run, start_worker, first)))
 
     try:
-        if selection is None or selection.count:
-            start_worker(True)
-        await _until_all_ended(workers, run)
-        if (limit is None or run.moved < limit) and await anything_there(conn, src):
-            await _account_for_the_rest(conn, src, dst, run, since)
+        await _run(job, run, workers, start_worker, where, window)
+    except asyncio.CancelledError:
+        run.stop = run.interrupted = True
+        taken_back()  # answered with the Report below
+        log.info("%s of %s interrupted: ending the batches in flight", report.operation, src)
     except Exception as exc:
         if not run.moved and not run.copied:
             raise  # nothing moved: the caller may reconnect and start again
         _note_the_stop(run, src, exc)
     finally:
         await _wind_up(run, workers, started)
+    if run.interrupted:
+        _say_interrupted(run, src, dst)
+    if before is not None:
+        report.note(f"resumed: {before} moved before")
+    if record is not None and dst is not None:
+        complete = report.ok and not run.in_target
+        moved = (before or 0) + run.moved
+        save(record, None if complete else ResubmitProgress(str(src), str(dst), moved, run.in_target))
     return report
+
+
+async def _run(
+    job: Job,
+    run: Run,
+    workers: set[asyncio.Task[None]],
+    start_worker: Callable[[bool], None],
+    where: Callable[[Record], bool] | None,
+    window: TimeWindow | None,
+) -> None:
+    """The selection found (with ``where`` or a window), the workers started and ended, and what is
+    left accounted for."""
+    since = dt.datetime.now(dt.UTC)
+    limit = run.limit
+    if where is not None or window is not None:
+        run.selection = await peeked_selection(job.conn, job.src, where, limit, window)
+        _say_unevaluated(run.report, run.selection)
+        # With a selection the limit is on the selected messages (it ends the selection), not on the
+        # messages received on the way past unselected ones.
+        run.limit = None
+    if run.selection is None or run.selection.count:
+        start_worker(True)
+    await _until_all_ended(workers, run)
+    if (limit is None or run.moved < limit) and await anything_there(job.conn, job.src):
+        await _account_for_the_rest(job.conn, job.src, job.dst, run, since)
 
 
 def _say_unevaluated(report: Report, selection: Selection | None) -> None:
@@ -154,7 +165,7 @@ def _say_unevaluated(report: Report, selection: Selection | None) -> None:
         report.note(f"{selection.unevaluated_text}: not taken")
 
 
-async def _until_all_ended(workers: set[asyncio.Task[None]], run: _Run) -> None:
+async def _until_all_ended(workers: set[asyncio.Task[None]], run: Run) -> None:
     """Wait for every worker, those started meanwhile included. The first failure stops the others
     and is raised once all have ended."""
     failure: BaseException | None = None
@@ -172,13 +183,13 @@ async def _until_all_ended(workers: set[asyncio.Task[None]], run: _Run) -> None:
 
 
 async def _account_for_the_rest(
-    conn: LiveConnection, src: EntityPath, dst: EntityPath | None, run: _Run, since: dt.datetime
+    conn: LiveConnection, src: EntityPath, dst: EntityPath | None, run: Run, since: dt.datetime
 ) -> None:
     """One ``left`` outcome for each message still there that the run was asked to take."""
     report, selection = run.report, run.selection
     if selection is not None and not selection.count:
         return  # nothing was selected: nothing the run was asked to take can be left
-    # Locked by another receiver (a run that was interrupted holds its locks until they expire), or
+    # Locked by another receiver (a run that was killed holds its locks until they expire), or
     # new: not moved by this run, and the report must not look complete. Each is a `left` outcome,
     # read from the broker; what this run reported already (held back, or copied and not completed)
     # and what `where` does not select are passed over.
@@ -190,7 +201,7 @@ async def _account_for_the_rest(
         since=since,
         again="run it again",
         verb="resubmit" if dst is not None else "discard",
-        skip={_seq(b.messages[i]) for b, keep in run.held for i in keep} | set(run.copied),
+        skip={seq_of(b.messages[i]) for b, keep in run.held for i in keep} | set(run.copied),
         match=None if selection is None else functools.partial(selection.takes, src),
         # What was selected lies between its lowest and highest numbers (a window's: not the whole entity).
         numbers=(1, None) if selection is None else (selection.first, selection.last + 1),
@@ -203,7 +214,7 @@ async def _account_for_the_rest(
     )
 
 
-def _note_the_stop(run: _Run, src: EntityPath, exc: Exception) -> None:
+def _note_the_stop(run: Run, src: EntityPath, exc: Exception) -> None:
     """A failure after some messages moved: what happened to each is the answer, and the failure
     says where it stopped."""
     why = from_sdk(exc, entity=str(src)).message
@@ -213,142 +224,34 @@ def _note_the_stop(run: _Run, src: EntityPath, exc: Exception) -> None:
     run.report.note(f"stopped early: {why}")
 
 
-async def _wind_up(run: _Run, workers: set[asyncio.Task[None]], started: float) -> None:
-    """However the run ends: the workers stopped, the messages held back given back, the copies
-    not completed reported as duplicated, the time taken."""
-    run.stop = True  # no worker starts others from here on
-    for task in workers:  # cancelled (an interrupted cell): each gives back what it holds
-        task.cancel()
+def _say_interrupted(run: Run, src: EntityPath, dst: EntityPath | None) -> None:
+    """The Report of an interrupted run: what it moved, and how to go on."""
+    done = "resubmitted" if dst is not None else "discarded"
+    again = "resubmit again with resume=True to move it" if dst is not None else "the same discard again removes it"
+    mark_interrupted(
+        run.report,
+        f"stopped taking messages after {run.moved} were {done}; each batch in flight was finished or given back "
+        f"whole; what is left is still in {src}: {again}",
+    )
+
+
+async def _wind_up(run: Run, workers: set[asyncio.Task[None]], started: float) -> None:
+    """However the run ends: the workers ended (each after the batch it holds), the messages held
+    back given back, the copies not completed reported as duplicated, the time taken. An interrupt
+    meanwhile cannot cut this short (it would leave messages locked)."""
+    run.stop = True  # no worker starts others from here on, nor takes another batch
+    _, cut = await uninterrupted(_given_back(run, workers))
+    run.interrupted = run.interrupted or cut
+    run.report.extend(run.copied.values())
+    run.report.elapsed = time.perf_counter() - started
+
+
+async def _given_back(run: Run, workers: set[asyncio.Task[None]]) -> None:
     if workers:
         await asyncio.gather(*workers, return_exceptions=True)
     for batch, keep in run.held:
         await batch.release_async(keep)
         await batch.aclose()
-    run.report.extend(run.copied.values())
-    run.report.elapsed = time.perf_counter() - started
-
-
-async def _worker(
-    conn: LiveConnection,
-    src: EntityPath,
-    dst: EntityPath | None,
-    run: _Run,
-    edit: Callable[[Record], Record | None] | None,
-    keep_message_id: bool,
-    batch_size: int,
-    start_worker: Callable[[bool], None],
-    max_workers: int,
-    first: bool,
-) -> None:
-    """Receive a batch, send its copies, complete its originals; again until the source is empty.
-    The first worker's first batch full means more is waiting: the other workers start."""
-    wait = 2.0 if first else 0.5  # the first messages may take a moment; later, what is there now
-    # (`first` stays true until this worker's first full batch has started the others)
-    try:
-        while not run.stop:
-            stop_if_cancelled()
-            if run.selection is not None and run.selection.done():
-                return  # every selected message has been handled: stop locking others
-            want = run.want(batch_size)
-            if want == 0:
-                return
-            run.claimed += want
-            # Peek-lock, locks renewed while the batch is held, settled one request at a time.
-            batch = await receive_batch(conn, src, count=want, wait=wait, max_in_flight=1)
-            run.claimed -= want - len(batch.messages)
-            batch_wait, wait = wait, 0.5
-            if not batch.messages:
-                run.empty_wait = batch_wait
-                await batch.aclose()
-                return
-            if first and len(batch.messages) == want and not run.stop:
-                first = False
-                # A full first batch: more is waiting. The others start at once (each opens its
-                # links, about half a second, all in parallel rather than one after the other).
-                for _ in range(max_workers - run.workers):
-                    start_worker(False)
-            try:
-                stop_if_cancelled()  # cancelled during the receive: the batch goes back below
-                keep = await _move(src, dst, run, batch, edit, keep_message_id)
-            except BaseException:
-                # Stopped in the middle (cancelled, connection gone): the locks go back without a
-                # delivery counted; a copy already sent is kept in mind by run.copied.
-                await asyncio.shield(_give_back(batch, batch.unsettled))
-                raise
-            run.report.stats["batches"] += 1
-            if keep:
-                run.held.append((batch, keep))  # stays locked so the next receive moves past it
-            else:
-                await batch.aclose()
-            run.tick()
-            if run.selection is not None and min(_seq(m) for m in batch.messages) > run.selection.last:
-                run.stop = True  # past the last selected message: nothing more to find
-    finally:
-        run.workers -= 1
-
-
-async def _give_back(batch: LockedBatch, indexes: list[int]) -> None:
-    try:
-        await batch.release_async(indexes)
-    finally:
-        await batch.aclose()
-
-
-def _seq(msg: Any) -> int:
-    return int(msg.sequence_number or 0)
-
-
-async def _move(
-    src: EntityPath,
-    dst: EntityPath | None,
-    run: _Run,
-    batch: LockedBatch,
-    edit: Callable[[Record], Record | None] | None,
-    keep_message_id: bool,
-) -> list[int]:
-    """One batch: copies sent, then the originals completed. Returns the rows held back."""
-    report = run.report
-    keep: list[int] = []
-    todo: list[int] = []  # completed without a copy: discarded, or copied earlier in this run
-    copies: list[tuple[int, Any]] = []
-    for i, m in enumerate(batch.messages):
-        seq = _seq(m)
-        if run.selection is not None and seq not in run.copied:
-            if not run.selection.takes(src, m):
-                keep.append(i)
-                report.add(Outcome(message_id(m), seq, "skipped", "not selected"))
-                continue
-            run.selection.found += 1
-        if seq in run.copied or dst is None:
-            todo.append(i)
-            continue
-        copy = copy_for(m, str(src), edit, keep_message_id)
-        if copy is None:
-            keep.append(i)  # the edit said: leave it where it is
-            report.add(Outcome(message_id(m), seq, "skipped", "the edit returned None"))
-            continue
-        copies.append((i, copy))
-    if dst is None:
-        settled = await batch.settle_async("complete", todo)
-    else:
-        settled = await acopy_then_complete(batch, copies, dst, also_complete=todo)
-    done = "resubmitted" if dst is not None else "discarded"
-    for o in settled.every():
-        seq = int(o.sequence_number or 0)
-        if o.outcome == "completed":
-            run.copied.pop(seq, None)
-            report.add(Outcome(o.message_id, seq, done))
-            run.moved += 1
-        elif o.outcome == "duplicated":
-            run.copied[seq] = replace(o, index=None)  # reported at the end unless completed later in this run
-        elif dst is not None and o.index is not None:  # the copy was not confirmed: the original stays
-            keep.append(o.index)  # held back, not retried in this run
-            report.add(replace(o, index=None))
-        else:
-            report.add(Outcome(o.message_id, seq, "failed", o.error))
-    for n in settled.notes:
-        report.note(n)
-    return keep
 
 
 async def moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, **kwargs: Any) -> Report:
@@ -391,15 +294,28 @@ async def aresubmit(
     progress: Callable[[Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
+    resume: bool = False,
     connection: ConnectionLike = None,
 ) -> Report:
-    """The async form of :func:`resubmit`."""
+    """The async form of :func:`resubmit`. ``resume=True`` continues a run that did not finish
+    (interrupted): ``max_messages`` counts what it moved (see the module docstring)."""
     src = EntityPath.parse(source)
     dst = _target(src, target, allow_fan_out)
     check_limit(max_messages, max_in_flight, batch_size)
     matches = as_where(where)  # a bad expression fails before anything is received
     window = enqueued_window(enqueued_after, enqueued_before)
     conn = live(connection)
+    record = record_path(conn, src, dst)
+    earlier = load(record)  # resumed or not, the copies it records are not sent again
+    if resume and earlier is None:
+        raise InvalidInputError(
+            f"Nothing to resume: no resubmit from {src} to {dst} was left unfinished (the last one finished)."
+        )
+    before = earlier.moved if resume and earlier is not None else None
+    limit = None if max_messages is None else max_messages - (before or 0)
+    if limit is not None and limit < 1:  # the run moved what it was asked to: nothing more, its record done with
+        save(record, earlier if earlier is not None and earlier.copied else None)
+        return Report("resubmit", str(src), str(dst), notes=[f"resumed: the {max_messages} asked for were moved"])
     return await moved(
         conn,
         src,
@@ -407,12 +323,29 @@ async def aresubmit(
         window=window,
         where=matches,
         edit=edit,
-        limit=max_messages,
+        limit=limit,
         keep_message_id=keep_message_id,
         max_in_flight=max_in_flight,
         batch_size=batch_size,
         progress=progress,
+        earlier=earlier,
+        record=record,
+        before=before,
     )
+
+
+def resubmit_resume_point(
+    source: str | EntityPath,
+    *,
+    target: str | EntityPath | None = None,
+    allow_fan_out: bool = False,
+    connection: ConnectionLike = None,
+) -> ResubmitProgress | None:
+    """What the unfinished runs of a resubmit from ``source`` to ``target`` (``resubmit``'s) did,
+    from its record on disk: how many they moved, and the originals whose copies are in the target
+    (completed by the next run without another copy); None when the last run finished."""
+    src = EntityPath.parse(source)
+    return load(record_path(live(connection), src, _target(src, target, allow_fan_out)))
 
 
 @renamed(limit="max_messages")
@@ -431,6 +364,7 @@ def resubmit(
     progress: Callable[[Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
+    resume: bool = False,
     connection: ConnectionLike = None,
 ) -> Report:
     """Move messages from ``source`` to ``target``: copy first, complete second.
@@ -442,6 +376,8 @@ def resubmit(
     that window; ``edit(record)`` returns the
     record to send (its ``body``/``body_text``/properties changed) or None to leave the message where
     it is. One outcome per message: resubmitted, skipped, duplicated or failed. ``progress(report)``
-    after each batch (from the connection's thread). Run again after an interruption, it finishes
-    what is left (see the module docstring)."""
+    after each batch (from the connection's thread). Interrupted, it ends the batches in flight (none
+    cut in two) and returns its Report (``core.interrupted(report)`` is True); ``resume=True``
+    continues that run, nothing moved twice (``max_messages`` counts over the whole run; see the
+    module docstring)."""
     raise NotImplementedError  # never runs: @sync_form runs aresubmit

@@ -14,12 +14,14 @@ so a failure in between leaves a duplicate (reported ``duplicated``), never a ga
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from ..amqp_codec import TypedMessage
+from ..connections.interrupts import report_of
 from ..connections.live import LiveConnection
 from ..entities import EntityPath
 from ..outcome import MAX_DETAILS, Outcome, Report
@@ -263,17 +265,26 @@ async def acopy_then_complete(
     report = Report("copy-then-complete", batch.entity, str(path), max_details=limit)
     sent = Report("send", str(path))
     if copies:
-        sent = await send_all(
-            batch.connection,
-            path,
-            [message for _, message in copies],
-            max_in_flight=1,
-            batch=True,
-            retry=RetryPolicy(),
-            progress=None,
-            schedule_at=None if schedule_at is None else parse_time(schedule_at, future=True, name="schedule_at"),
-            max_details=limit,
-        )
+        try:
+            sent = await send_all(
+                batch.connection,
+                path,
+                [message for _, message in copies],
+                max_in_flight=1,
+                batch=True,
+                retry=RetryPolicy(),
+                progress=None,
+                schedule_at=None if schedule_at is None else parse_time(schedule_at, future=True, name="schedule_at"),
+                max_details=limit,
+            )
+        except asyncio.CancelledError as stop:
+            # Cancelled (the loop closing) with the send on its way: its outcomes are known, so the
+            # originals of the copies confirmed are completed below, the others left; the caller's
+            # loop stops at its next round (stop_if_cancelled), the cancellation still pending.
+            done = report_of(stop)
+            if done is None:
+                raise
+            sent = done
     confirmed = {o.index for o in sent.every() if o.outcome in ("sent", "scheduled")}
     failures = {o.index: o for o in sent.failures if o.index is not None}
     todo = list(also_complete)

@@ -19,6 +19,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..connections.interrupts import interrupted_at, uninterrupted
 from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..entities import EntityPath
@@ -228,9 +229,14 @@ class _Senders:
         task.add_done_callback(self.tasks.discard)
 
     async def wait(self, *, quietly: bool = False) -> None:
-        """Until every send started has ended (its outcomes reported)."""
+        """Until every send started has ended (its outcomes reported); not ``quietly``, the first
+        that raised raises here. Cancelled while it waits, it leaves the sends running (a gather
+        would cancel them, and a send cut off has no outcome: its copy may be there or not)."""
         while self.tasks:
-            await asyncio.gather(*list(self.tasks), return_exceptions=quietly)
+            done, _ = await asyncio.wait(list(self.tasks), return_when=asyncio.FIRST_EXCEPTION)
+            failed = [t.exception() for t in done if not t.cancelled() and t.exception() is not None]
+            if failed and not quietly:
+                raise failed[0]  # type: ignore[misc]
 
     @property
     def in_flight(self) -> int:
@@ -260,8 +266,12 @@ class _Sends:
         """Start a send for each unit, at most ``max_in_flight`` at once; stop at ``broken``."""
         report = self.report
         async for unit in units:
-            stop_if_cancelled()  # the unit was taken, not sent: as if cancelled in the acquire below
-            sender = await self.senders.acquire() if self.broken is None else None
+            try:
+                stop_if_cancelled()  # the unit was taken, not sent: as if cancelled in the acquire below
+                sender = await self.senders.acquire() if self.broken is None else None
+            except asyncio.CancelledError:
+                taken.extend(unit.items)  # taken from the input and not sent: said so (send_all)
+                raise
             if self.broken is not None:
                 if sender is not None:
                     self.senders.idle.put_nowait(sender)
@@ -353,6 +363,14 @@ async def send_all(
         try:
             batcher = await senders.first()  # sizes batches from the link; also sends
             await sends.pump(_units(batcher, messages, batch, report, schedule_at, taken), taken)
+        except asyncio.CancelledError:
+            # Interrupted: no more input is taken; each send in flight ends with its own outcome (a
+            # copy the broker confirmed is reported sent, so a resumed run does not send it again).
+            log.info("send to %s interrupted: ending the sends in flight", path)
+            await uninterrupted(senders.wait(quietly=True))
+            for index, msg in taken:
+                report.add(_failure(index, msg, "not sent: interrupted", retryable=True, attempts=0))
+            raise interrupted_at(report) from None
         except Exception as exc:
             await senders.wait(quietly=True)  # sends in flight still end with their own outcomes
             if report.total == 0:

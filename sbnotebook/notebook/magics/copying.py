@@ -10,7 +10,7 @@ from ... import core
 from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection, TimeWindow
 from .command import COUNT, add_max_in_flight, command, parser
 from .copying_many import copy_many
-from .progress import Progress
+from .progress import Progress, say_interrupted
 from .targets import address, check_exists, named_in
 from .times import add_window, records, said, unevaluated, window_of
 
@@ -148,4 +148,5 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     )
     report.entity, report.target = args.source, args.target  # as typed: with their connections' names
     progress.finish(report)
+    say_interrupted(report, "the same command again copies what is left")
     return report

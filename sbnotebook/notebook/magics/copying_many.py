@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ... import core
-from .progress import Progress
+from .progress import Progress, say_interrupted
 from .times import said, window_of
 
 if TYPE_CHECKING:
@@ -84,4 +84,5 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
         part.entity, part.target = f"{src_name}:{part.entity}", f"{dst_name}:{part.target}"
         if bar is not None:
             bar.finish(part)
+    say_interrupted(report, "the same command again copies what is left (the entities copied in full are not read)")
     return report

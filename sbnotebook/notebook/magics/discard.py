@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ... import core
 from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection, TimeWindow, Where
 from .command import COUNT, command, parser
-from .progress import Progress
+from .progress import Progress, say_interrupted
 from .targets import shown, with_dlq
 from .times import add_window, records, said, unevaluated, window_of, within
 
@@ -38,6 +38,7 @@ DISCARD.add_argument("--dlq", action="store_true", help="discard from the entity
 DISCARD.add_argument("--where", help="only messages matching this search expression")
 add_window(DISCARD)
 DISCARD.add_argument("-n", "--max-messages", type=COUNT, help="at most this many (the first ones)")
+DISCARD.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 DISCARD.add_argument("--yes", action="store_true", help="do not ask first")
 
 
@@ -108,10 +109,11 @@ def sb_discard(self: MagicsState, args: argparse.Namespace) -> Any:
         entity,
         where=args.where,  # compiled afresh: the Report counts what the discard's own peek could not evaluate
         max_messages=selected.count,  # what was counted and confirmed: not what arrived since
-        max_in_flight=self.max_in_flight,
+        max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         progress=progress.update,
         connection=conn,
         **within(window),
     )
     progress.finish(report)
+    say_interrupted(report, "the same command again discards what is left")
     return report

@@ -13,7 +13,7 @@ from IPython.display import display
 from ... import core
 from ...core import count_jsonl, export_resume_point, import_resume_point
 from .command import add_max_in_flight, command, parser
-from .progress import Progress
+from .progress import Progress, say_interrupted
 from .targets import shown, with_dlq
 from .times import add_window, said, window_of
 
@@ -122,4 +122,5 @@ def sb_import(self: MagicsState, args: argparse.Namespace) -> Any:
         connection=self.conn(),
     )
     progress.finish(report)
+    say_interrupted(report, "the same command again sends what is left")
     return report

@@ -8,7 +8,7 @@ from typing import Any
 
 from IPython.display import display
 
-from ...core import PROBLEMS, Outcome, Report
+from ...core import PROBLEMS, Outcome, Report, interrupted
 
 
 class Progress:
@@ -73,6 +73,13 @@ class Progress:
             # A plain terminal gets one line per failure: pandas' text form cuts the error column.
             plain = "\n".join(_failure_line(o) for o in report.failures)
             display({"text/plain": plain, "text/html": problems.to_html(index=False, notebook=True)}, raw=True)
+
+
+def say_interrupted(report: Report, again: str) -> None:
+    """An interrupted command's line (its Report follows, and the cell fails after it): ``again``
+    says what to type to go on."""
+    if interrupted(report):
+        print(f"Interrupted: {again}.")
 
 
 def verdict_of(report: Report, counted: str) -> str:

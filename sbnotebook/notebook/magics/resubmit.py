@@ -14,7 +14,7 @@ from ... import core
 from ...core import EntityPath, TimeWindow, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
 from .command import COUNT, command, parser, whole
-from .progress import Progress
+from .progress import Progress, say_interrupted
 from .targets import label_report
 from .targets import shown as named
 from .times import add_window, records, said, unevaluated, window_of, within
@@ -32,7 +32,8 @@ RESUBMIT = parser(
     "  %sb_resubmit orders --prop retried=yes --prop priority:=3 --remove-prop debug --subject order\n"
     "  %sb_resubmit orders --ttl 1h --to-session-id s-1 --max-messages 10 --yes\n"
     "  %sb_resubmit events/subscriptions/audit --target audit-retry\n"
-    "  %sb_resubmit orders --enqueued-after 2026-11-25T14:00 --enqueued-before 2026-11-25T15:00  # the outage",
+    "  %sb_resubmit orders --enqueued-after 2026-11-25T14:00 --enqueued-before 2026-11-25T15:00  # the outage\n"
+    "  %sb_resubmit orders --resume --yes     # interrupted: the rest, nothing moved twice",
 )
 RESUBMIT.add_argument("entity", help="the entity whose dead-letter queue to resubmit from (or the DLQ's path)")
 RESUBMIT.add_argument("--where", help="only messages matching this search expression")
@@ -51,6 +52,10 @@ RESUBMIT.add_argument(
     "--keep-message-id", action="store_true", help="keep the message ids (duplicate detection may drop)"
 )
 RESUBMIT.add_argument("--allow-fan-out", action="store_true", help="allow the topic as target (every subscription)")
+RESUBMIT.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+RESUBMIT.add_argument(
+    "--resume", action="store_true", help="continue the resubmit that was interrupted (nothing moved twice)"
+)
 RESUBMIT.add_argument("--preview", type=whole(0), default=3, help="how many messages the diff shows")
 RESUBMIT.add_argument("--yes", action="store_true", help="do not ask first")
 RESUBMIT.rename("--limit", "--max-messages")
@@ -119,7 +124,12 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     where = core.compile_where(args.where) if args.where else None
     conn = self.conn()
     window = window_of(args)
-    count, shown = _selection(source, where, args.max_messages, args.preview, conn, window)
+    before = _resumed(self, source, args, conn).moved if args.resume else 0
+    limit = None if args.max_messages is None else args.max_messages - before
+    if limit is not None and limit < 1:
+        print(f"Nothing to resubmit: the {args.max_messages} asked for were moved.")
+        return None
+    count, shown = _selection(source, where, limit, args.preview, conn, window)
     unevaluated(where)  # a search that raised on every message fails here: nothing moves
     if not count:
         matching = " matching --where" if where else ""
@@ -143,14 +153,30 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
         target=target,
         where=args.where,  # compiled afresh: the Report counts what the resubmit's own peek could not evaluate
         edit=None if edit.empty else edit,
-        max_messages=count,
+        max_messages=before + count,  # with --resume: what the runs before moved counts (core.resubmit)
         keep_message_id=args.keep_message_id,
         allow_fan_out=args.allow_fan_out,
-        max_in_flight=self.max_in_flight,
+        max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         progress=progress.update,
+        resume=args.resume,
         connection=conn,
         **within(window),
     )
     label_report(self, report)
     print(report.summary())
+    say_interrupted(report, "the same command with --resume moves the rest (nothing is moved twice)")
     return report
+
+
+def _resumed(self: MagicsState, source: str, args: argparse.Namespace, conn: Any) -> Any:
+    """--resume: what the unfinished resubmit did, said; refused when there is none."""
+    target = args.target or str(default_target(EntityPath.parse(source)))
+    point = core.resubmit_resume_point(source, target=target, allow_fan_out=args.allow_fan_out, connection=conn)
+    if point is None:
+        raise UsageError(
+            f"Nothing to resume: no resubmit from {named(self, source)} to {named(self, target)} was left unfinished"
+            " (the last one finished). Without --resume, the command moves what is there."
+        )
+    copied = f"; {len(point.copied)} whose copies are in {named(self, target)} are completed, not copied again"
+    print(f"Resuming: {point.moved} message(s) moved before{copied if point.copied else ''}.")
+    return point

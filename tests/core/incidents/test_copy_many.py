@@ -18,6 +18,7 @@ from sbnotebook.core import close_all
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.helpers import InterruptAtFirstProgress
+from tests.interrupting import answered
 from tests.windows import broker
 
 EMPTY = {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [], "Topics": []}]}}
@@ -77,8 +78,11 @@ def _copy_interrupted_in_orders_us(prod: Emulator, home: Emulator, **options: An
             hook(report)
 
     kwargs: dict[str, Any] = {"source_connection": prod.connection_string, "connection": home.connection_string}
-    with hook.interrupting():
-        core.copy_many("orders*", max_in_flight=1, progress=second_entity, **options, **kwargs)
+    with answered(hook):
+        report = core.copy_many("orders*", max_in_flight=1, progress=second_entity, **options, **kwargs)
+    # Its Report, not a KeyboardInterrupt: orders-eu copied, orders-us interrupted (what it sent confirmed).
+    assert core.interrupted(report) and [p.entity for p in report.parts] == ["orders-eu", "orders-us"], report
+    assert report.parts[0].ok and core.interrupted(report.parts[1])
     return kwargs
 
 

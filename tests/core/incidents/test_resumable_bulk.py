@@ -18,6 +18,7 @@ from sbnotebook.emulator import Emulator
 from tests.core.incidents import bulk
 from tests.core.incidents.bulk import TOPOLOGY
 from tests.helpers import InterruptAtFirstProgress, rss_growth_during
+from tests.interrupting import answered
 from tests.processes import run_and_kill, start_cli_emulator
 from tests.waiting import wait_until
 
@@ -79,9 +80,11 @@ def test_a_resubmit_killed_between_copy_and_complete_finishes_when_run_again_wit
 def test_a_resubmit_interrupted_in_the_kernel_gives_its_locks_back_and_finishes_when_run_again(
     emulator: Emulator,
 ) -> None:
-    """A kernel interrupt (KeyboardInterrupt in the thread that called) cancels the work: the batches
-    in hand are released at once (no waiting for locks to lapse), and the same call run again right
-    away moves exactly what is left, any copy sent twice dropped by duplicate detection."""
+    """A kernel interrupt (KeyboardInterrupt in the thread that called): the run takes no more
+    batches, ends those in flight, and returns its Report (no KeyboardInterrupt); every message is
+    still there or moved, none in both places, none locked, and the same call run again right away
+    moves exactly what is left. (Interrupts at chosen states of the broker, and resume=True:
+    test_interrupted_moves.py.)"""
     cs = emulator.connection_string
     n = 2000
     _dead_letters(cs, n, lambda: emulator.broker.counts("src"))
@@ -91,15 +94,16 @@ def test_a_resubmit_interrupted_in_the_kernel_gives_its_locks_back_and_finishes_
     core.update_entity("src", {"lock_duration": "60s"}, connection=cs)
     emulator.latency_ms = 300
     hook = InterruptAtFirstProgress()
-    with hook.interrupting():
-        core.resubmit(DLQ, target="dst", connection=cs, progress=hook)
+    with answered(hook):
+        first = core.resubmit(DLQ, target="dst", connection=cs, progress=hook)
     emulator.latency_ms = 0
-    # The cancelled work gives its batches back on the connection's thread: wait for that, not a time.
-    wait_until(lambda: not emulator.broker._locks, interval=0.05)
+    assert core.interrupted(first) and not first.ok, first
+    # The batches given back: released before the call returned, applied as the broker reads them.
+    wait_until(lambda: not emulator.broker._locks, timeout=30, interval=0.05)
     left = emulator.broker.counts("src")["dead_letter"]
     copied = emulator.broker.counts("dst")["active"]
-    # At most the first batch and the ten in flight moved; each message is still there, copied, or both.
-    assert n - 11 * 50 <= left < n and copied >= n - left, (left, copied)
+    # At most the first batch and the ten in flight moved; each message is still there or moved, once.
+    assert n - 11 * 50 <= left < n and copied == n - left == first.count("resubmitted"), (left, copied, first)
     report = core.resubmit(DLQ, target="dst", connection=cs)  # at once
     assert report.ok and report.count("resubmitted") == left and not report.notes, report
     assert emulator.broker.counts("src")["dead_letter"] == 0

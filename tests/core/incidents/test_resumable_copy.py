@@ -17,8 +17,8 @@ from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests.core.incidents import bulk
 from tests.helpers import InterruptAtFirstProgress, QuickCloseClient
+from tests.interrupting import answered
 from tests.processes import run_and_kill, start_cli_emulator
-from tests.waiting import wait_until
 
 emulator = bulk.emulator  # the fixture: an emulator serving bulk.TOPOLOGY
 
@@ -194,10 +194,10 @@ def test_a_copy_whose_source_was_created_again_since_it_stopped_copies_the_new_o
     core.send("plain", ({"body": f"old-{i:04d}"} for i in range(n)), connection=cs).raise_for_failures()
     emulator.latency_ms = 50
     hook = InterruptAtFirstProgress()
-    with hook.interrupting():
-        core.copy("plain", "dst", max_in_flight=1, progress=hook, connection=cs)
+    with answered(hook):
+        stopped = core.copy("plain", "dst", max_in_flight=1, progress=hook, connection=cs)
     emulator.latency_ms = 0
-    wait_until(lambda: (core.copy_resume_point("plain", "dst", connection=cs) or core.CopyProgress("", "")).done > 0)
+    assert core.interrupted(stopped), stopped  # its Report, the record saved: no waiting for either
     recorded = core.copy_resume_point("plain", "dst", connection=cs)
     assert recorded is not None and recorded.pending and 0 < recorded.done < n, recorded
     created = json.loads(core.copy_record("plain", "dst", connection=cs).read_text())["created"]

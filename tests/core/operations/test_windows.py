@@ -23,6 +23,7 @@ from sbnotebook.core.views.search import filter_records
 from sbnotebook.emulator import Emulator
 from tests import windows
 from tests.helpers import InterruptAtFirstProgress, counted_peeks, dead_letter, send
+from tests.interrupting import answered
 from tests.waiting import wait_until
 from tests.windows import bodies, broker, dead_letter_every_tenth, first_time, groups, naive_utc_text
 
@@ -265,12 +266,14 @@ def test_an_interrupted_discard_of_a_window_loses_nothing_and_the_same_call_fini
     tb = first_time(state, "b")
     emulator.latency_ms = 200
     hook = InterruptOnceDiscarded()
-    with hook.interrupting():
-        core.discard("q", enqueued_after=tb, connection=cs, progress=hook)
+    with answered(hook):
+        stopped = core.discard("q", enqueued_after=tb, connection=cs, progress=hook)
     emulator.latency_ms = 0
-    wait_until(lambda: not emulator.broker._locks, interval=0.05)  # the locks given back
+    assert core.interrupted(stopped), stopped  # its Report, not a KeyboardInterrupt
+    wait_until(lambda: not emulator.broker._locks, timeout=30, interval=0.05)  # the locks given back
     middle = broker(client)
     assert 1000 < len(middle) < 2000, len(middle)  # some of b gone, not all
+    assert stopped.count("discarded") == 2000 - len(middle)  # the broker's count
     assert [p.body for p in middle if p.body[0] == "a"] == [f"a{i}" for i in range(1000)]
     report = core.discard("q", enqueued_after=tb, connection=cs)
     left = broker(client)

@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
-from sbnotebook.core.incidents.copies import ORIGINAL_ID
 
+from sbnotebook.core.operations.copies import ORIGINAL_ID
 from sbnotebook.emulator import Emulator
 from tests.helpers import (
     InterruptAtFirstProgress,

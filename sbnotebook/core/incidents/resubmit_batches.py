@@ -22,10 +22,10 @@ from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..entities import EntityPath
 from ..operations.batch import LockedBatch
+from ..operations.copies import acopy_then_complete, copy_for
 from ..operations.messages import message_id
 from ..operations.receive import receive_batch
 from ..outcome import Outcome, Report
-from .copies import acopy_then_complete, copy_for
 from .resubmit_record import identity
 from .selection import Selection
 

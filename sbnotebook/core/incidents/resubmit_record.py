@@ -28,7 +28,7 @@ from typing import Any
 from ..connections.live import LiveConnection
 from ..entities import EntityPath
 from ..errors import InvalidInputError
-from .copies import copy_id
+from ..operations.copies import copy_id
 from .copy_progress import copy_records
 from .resumable import write_atomically
 

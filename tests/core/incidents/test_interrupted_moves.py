@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
-from sbnotebook.core.incidents.copies import ORIGINAL_ID
 
 from sbnotebook import core
 from sbnotebook.core.incidents.jsonl import write_jsonl
+from sbnotebook.core.operations.copies import ORIGINAL_ID
 from sbnotebook.emulator import Emulator
 from tests.helpers import QuickCloseClient, wait_until
 from tests.interrupting import (

@@ -249,7 +249,7 @@ def test_every_magic_flag_and_setting_starts_from_the_constants() -> None:
     assert wrong_flags(parsers, SbMagics) == []
     assert wrong_settings(SbMagics) == []
     in_flight = [p for p, parser in parsers.items() if "--max-in-flight" in parser._option_string_actions]
-    assert sorted(in_flight) == ["%sb_copy", "%sb_import", "%sb_send"]
+    assert sorted(in_flight) == ["%sb_copy", "%sb_discard", "%sb_import", "%sb_resubmit", "%sb_send"]
 
 
 def test_the_checks_can_fail_on_made_up_cases(tmp_path: Path) -> None:
@@ -314,7 +314,7 @@ def test_spark_options_start_from_the_constants(emulator: Emulator) -> None:
     given = {"entity": "q", "connectionString": emulator.connection_string}
     schema = StructType([StructField("body", BinaryType())])
     parsed = {
-        "read": ReadSpec({**given, "mode": "receive-and-delete"}, 2, None).read(),
+        "read": ReadSpec({**given, "mode": "receive_and_delete"}, 2, None).read(),
         "stream": ReadSpec(given, 2, None).stream(),
         "write": WriteOptions.parse(given, schema),
         "stream write": WriteOptions.parse(given, schema, kind="stream write"),

@@ -19,7 +19,16 @@ from ..broker.model import MessageState
 from ..broker.rules import Rule
 from ..broker.timers import NEVER, SCHEDULED, TTL
 from ..errors import EntityNotFound
-from ..topology import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig, Topology
+from ..sql.lexer import SqlFilterError
+from ..topology import (
+    EntityProperties,
+    QueueConfig,
+    RuleConfig,
+    SubscriptionConfig,
+    TopicConfig,
+    Topology,
+    TopologyError,
+)
 from .journal import Journal
 
 
@@ -146,6 +155,19 @@ def _keep_topology_births(broker: Broker, journal: Journal) -> None:
     journal.keep_births(births)
 
 
+def _check_rules(path: str, rules: list[RuleConfig]) -> None:
+    """A rule kept by an earlier emulator that today's grammar refuses stops the start-up naming it
+    (not a routing silently changed): the data dir is the user's to mend."""
+    for config in rules:
+        try:
+            Rule(config)
+        except SqlFilterError as exc:
+            raise TopologyError(
+                f"--data-dir: subscription {path}, rule {config.name!r}: {exc} (kept by an earlier emulator; "
+                "Service Bus's grammar refuses it: delete the rule there, or start without --data-dir)"
+            ) from None
+
+
 def _restore_entities(broker: Broker, journal: Journal) -> None:
     """Entities as the administration API left them: created, changed or deleted."""
     for path, doc in journal.entities():
@@ -166,6 +188,7 @@ def _restore_entities(broker: Broker, journal: Journal) -> None:
         entity: Any
         if doc["kind"] == "subscription":
             rules: list[RuleConfig] = doc.get("rules") or []
+            _check_rules(path, rules)
             try:
                 entity = broker.subscription(doc["topic"], doc["name"])
                 entity.props.__dict__.update(props.__dict__)

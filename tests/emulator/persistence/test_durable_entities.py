@@ -210,3 +210,23 @@ def test_a_topology_entity_keeps_its_creation_time_across_restarts(tmp_path: Pat
     with Emulator(TEST_TOPOLOGY, data_dir=tmp_path) as emu, emulator_admin_client(emu.connection_string) as admin:
         assert admin.get_queue_runtime_properties("q").created_at_utc > q  # gone, then back: new
         assert admin.get_topic_runtime_properties("st").created_at_utc == topic
+
+
+def test_a_kept_rule_the_grammar_now_refuses_stops_the_start_naming_it(tmp_path: Path) -> None:
+    # A data dir written by an earlier emulator whose evaluator took `_x = 1` (a name may not begin
+    # with `_`): starting on it names the subscription and the rule, instead of routing differently.
+    from sbnotebook.emulator.persistence.journal import Journal
+    from sbnotebook.emulator.persistence.rows import entity_doc
+    from sbnotebook.emulator.topology import EntityProperties, RuleConfig, TopologyError
+    from tests.helpers import emulator_config
+
+    topology = emulator_config("kept", {}, [{"Name": "t", "Properties": {}, "Subscriptions": []}])
+    with Emulator(topology, data_dir=tmp_path):
+        pass  # the data dir made as the emulator makes it
+    journal = Journal(tmp_path)
+    rules = [RuleConfig("old", sql_expression="_x = 1")]
+    journal.entity("t/subscriptions/s", entity_doc("subscription", "s", EntityProperties(), topic="t", rules=rules))
+    journal.flush()
+    journal.close()
+    with pytest.raises(TopologyError, match=r"subscription t/subscriptions/s, rule 'old': .*position"):
+        Emulator(topology, data_dir=tmp_path).__enter__()

@@ -274,6 +274,30 @@ def test_no_import_circles() -> None:
     assert circles(import_graph(ROOT)) == []
 
 
+def unresolved(root: Path) -> list[str]:
+    """Imports of the package's own modules that name none (mypy's ``ignore_missing_imports`` lets a
+    module moved away pass): ``from .gone import x`` or ``from sbnotebook.core.gone import x``."""
+    mods = modules(root)
+    found = set()
+    for source, target, name in imports(root):
+        if target.split(".")[0] != PACKAGE:
+            continue
+        if target not in mods and f"{target}.{name}" not in mods:
+            found.add(f"{source} imports {target}")
+    return sorted(found)
+
+
+def test_every_import_of_the_package_finds_its_module() -> None:
+    assert unresolved(ROOT) == []
+
+
+def test_the_unresolved_import_check_can_fail(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path, {"__init__.py": "", "core/__init__.py": "from .a import ok\nfrom .gone import x\n", "core/a.py": ""}
+    )
+    assert unresolved(root) == ["sbnotebook.core imports sbnotebook.core.gone"]
+
+
 def test_no_private_name_crosses_a_module() -> None:
     assert private_uses(ROOT) == []
 

@@ -16,10 +16,11 @@ from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
 from tests import shell
-from tests.helpers import magic_fails, wait_until
+from tests.helpers import magic_fails
 from tests.interrupting import TOPOLOGY, InterruptWhen, N, between_copy_and_complete, dead_letters, exactly_once
 from tests.interrupting import where_each_is as places_of
 from tests.shell import line
+from tests.waiting import wait_until
 
 ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 

@@ -64,7 +64,11 @@ def identity(msg: Any, source: str) -> str:
 
 
 def record_path(conn: LiveConnection, source: EntityPath, target: EntityPath) -> Path:
-    key = {"namespace": conn.namespace.lower(), "source": str(source).lower(), "target": str(target).lower()}
+    key = {
+        "namespace": conn.fully_qualified_namespace.lower(),
+        "source": str(source).lower(),
+        "target": str(target).lower(),
+    }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
     return copy_records().parent / "resubmits" / f"resubmit-{digest}.json"
 

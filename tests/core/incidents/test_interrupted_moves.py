@@ -22,7 +22,7 @@ from sbnotebook import core
 from sbnotebook.core.incidents.jsonl import write_jsonl
 from sbnotebook.core.operations.copies import ORIGINAL_ID
 from sbnotebook.emulator import Emulator
-from tests.helpers import QuickCloseClient, wait_until
+from tests.helpers import QuickCloseClient
 from tests.interrupting import (
     SEND_LOG,
     TOPOLOGY,
@@ -37,6 +37,7 @@ from tests.interrupting import (
     receiving_before_any_copy,
     where_each_is,
 )
+from tests.waiting import wait_until
 
 DLQ = "q/$deadletterqueue"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_structure import circles, import_graph, modules
+from .test_structure import circles, import_graph, modules, source_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDERED = ("sbnotebook.core", "sbnotebook.emulator")
@@ -175,16 +175,8 @@ def test_no_text_in_the_package_names_a_module_that_is_gone() -> None:
     assert gone_names(ROOT, _repository_files(ROOT)) == []
 
 
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = tmp_path / "sbnotebook" / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return tmp_path
-
-
 def test_the_order_checks_can_fail(tmp_path: Path) -> None:
-    root = _tree(
+    root = source_tree(
         tmp_path,
         {
             "__init__.py": '"""Top: ``core/``."""\n',

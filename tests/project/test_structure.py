@@ -292,7 +292,7 @@ def test_every_import_of_the_package_finds_its_module() -> None:
 
 
 def test_the_unresolved_import_check_can_fail(tmp_path: Path) -> None:
-    root = _tree(
+    root = source_tree(
         tmp_path, {"__init__.py": "", "core/__init__.py": "from .a import ok\nfrom .gone import x\n", "core/a.py": ""}
     )
     assert unresolved(root) == ["sbnotebook.core imports sbnotebook.core.gone"]
@@ -314,7 +314,8 @@ def test_the_pytest_plugin_and_the_demo_use_only_core_all() -> None:
     assert outside_core_surface(ROOT, public - {"sdk_client", "sdk_admin_client"}, users)
 
 
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+def source_tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A made-up package tree under ``tmp_path`` (for the checks' own tests)."""
     for rel, text in files.items():
         path = tmp_path / PACKAGE / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -323,7 +324,7 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_the_structure_checks_can_fail(tmp_path: Path) -> None:
-    root = _tree(
+    root = source_tree(
         tmp_path,
         {
             "__init__.py": "",
@@ -347,7 +348,7 @@ def test_the_structure_checks_can_fail(tmp_path: Path) -> None:
 
 
 def test_the_core_surface_check_can_fail_for_the_plugin_and_the_demo(tmp_path: Path) -> None:
-    root = _tree(
+    root = source_tree(
         tmp_path,
         {
             "__init__.py": "",
@@ -370,7 +371,7 @@ def test_the_core_surface_check_can_fail_for_the_plugin_and_the_demo(tmp_path: P
 
 def test_the_seam_layout_and_length_checks_can_fail(tmp_path: Path) -> None:
     long_body = "".join(f"    x{i} = {i}\n" for i in range(80))
-    root = _tree(
+    root = source_tree(
         tmp_path,
         {
             "__init__.py": "",
@@ -383,7 +384,7 @@ def test_the_seam_layout_and_length_checks_can_fail(tmp_path: Path) -> None:
             "spark/s.py": f"def g():\n{long_body}",
         },
     )
-    seam = _tree(
+    seam = source_tree(
         tmp_path / "seam",
         {
             "__init__.py": "",

@@ -23,6 +23,7 @@ Each sub-package opens with its own map.
 - at the bottom, for all of them: ``amqp_codec.py`` (AMQP values with their types, and their JSON),
   ``defaults.py`` (the defaults the layers share, and the in-flight check), ``entities.py``
   (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one result type),
+  ``rates.py`` (the one rate grammar: ``parse_rate``, and the token bucket that holds a run to it),
   ``renames.py`` (old names for one release), ``times.py`` (the one time grammar: ``parse_time``,
   ``utc``), ``timing.py``, ``trust.py`` (the CAs TLS trusts).
 
@@ -131,6 +132,7 @@ from .operations.triage import GROUP_FIELDS, GroupCounts, group_counts, group_va
 from .operations.triage import OTHER as GROUP_OTHER
 from .operations.window import enqueued_window, scan_window
 from .outcome import PROBLEMS, Outcome, Report
+from .rates import RATE_FORMS, Rate, TokenBucket, parse_rate, said_rate
 from .renames import deprecated, renamed
 from .sdk.admin import emulator_admin_client
 from .sdk.api import NEXT_AVAILABLE_SESSION
@@ -167,6 +169,7 @@ __all__ = [
     "PAGE_SIZE",
     "PEEK_MAX_MESSAGES",
     "PROBLEMS",
+    "RATE_FORMS",
     "RECEIVE_MAX_MESSAGES",
     "RECORD_FIELDS",
     "SERVICE_ERRORS",
@@ -195,6 +198,7 @@ __all__ = [
     "PartlyDoneError",
     "PeekPage",
     "Policy",
+    "Rate",
     "Report",
     "Retry",
     "RetryPolicy",
@@ -207,6 +211,7 @@ __all__ = [
     "Stop",
     "Tail",
     "TimeWindow",
+    "TokenBucket",
     "TopologyExport",
     "Where",
     "WhereFailed",
@@ -278,6 +283,7 @@ __all__ = [
     "mask",
     "missing_targets",
     "parse_credential_ref",
+    "parse_rate",
     "parse_secret_ref",
     "parse_time",
     "peek",
@@ -296,6 +302,7 @@ __all__ = [
     "resubmit",
     "resubmit_resume_point",
     "rule_arguments",
+    "said_rate",
     "scan",
     "scan_records",
     "scan_window",

@@ -35,6 +35,7 @@ from ..operations.counts import admin_call
 from ..operations.manage import QUEUE_PROPERTIES, create_entity, entity_properties, update_entity
 from ..operations.window import When, enqueued_window, given_text
 from ..outcome import Report
+from ..rates import Rate, parse_rate
 from .copy_progress import copy_records
 from .copying import acopy
 from .resumable import write_atomically
@@ -181,6 +182,7 @@ async def acopy_many(
     max_messages: int | None = None,
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
+    rate: Rate | None = None,
     progress: Callable[[Match, Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
@@ -191,8 +193,10 @@ async def acopy_many(
     ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only each
     entity's messages enqueued within that window (found in each by a search over peeks, window.py);
     an age is taken from one instant for every entity, kept in the glob's record so that the same
-    call again resumes with the same window."""
+    call again resumes with the same window. ``rate`` (``50/s``: ``core.parse_rate``): at most that
+    many messages per second over the run (the entities are copied one after another)."""
     window = enqueued_window(enqueued_after, enqueued_before)  # a bad WHEN fails before anything is read
+    parse_rate(rate)  # so does a bad rate
     src, dst = live(source_connection), live(connection)
     report = Report("copy", pattern, target=dst.fully_qualified_namespace)
     answers_interrupts()  # interrupted: the entity being copied ends as acopy's does, the rest are not begun
@@ -232,6 +236,7 @@ async def acopy_many(
             max_messages=max_messages,
             keep_message_id=keep_message_id,
             max_in_flight=max_in_flight,
+            rate=rate,  # the entities are copied one after another: the run keeps to the rate
             progress=None if progress is None else (lambda r, m=m: progress(m, r)),  # type: ignore[misc]
             source_connection=src,
             connection=dst,
@@ -263,6 +268,7 @@ def copy_many(
     max_messages: int | None = None,
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
+    rate: Rate | None = None,
     progress: Callable[[Match, Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,

@@ -58,6 +58,7 @@ from ..operations.pipeline import FLUSH, RetryPolicy, send_all
 from ..operations.scan import PAGE_SIZE
 from ..operations.window import Span, When, enqueued_window, given_text, locate
 from ..outcome import Outcome, Report
+from ..rates import Rate, parse_rate
 from ..renames import renamed
 from ..views.records import to_record
 from ..views.search import WhereLike, as_where
@@ -231,6 +232,7 @@ async def _send(
     dst_path: EntityPath,
     max_in_flight: int,
     progress: Callable[[Report], None] | None,
+    rate: float | None = None,
 ) -> Report:
     """The run's copies through the send pipeline on the target's connection. Refused before
     anything was taken, the record is removed; interrupted, it is saved for the next run, and the
@@ -254,6 +256,7 @@ async def _send(
                     progress=progress,
                     schedule_at=None,
                     on_outcome=run.counted,
+                    rate=rate,
                 )
             except asyncio.CancelledError as stop:
                 done = report_of(stop)
@@ -321,6 +324,7 @@ async def acopy(
     max_messages: int | None = None,
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
+    rate: Rate | None = None,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
@@ -331,7 +335,8 @@ async def acopy(
 ) -> Report:
     """Copy the messages of ``source`` (an entity, a subscription, a dead-letter queue), all or those
     ``where`` selects (a search, as for ``compile_where``), at most ``max_messages``, to the queue or topic
-    ``target`` (see the module docstring), with at most ``max_in_flight`` sends in flight.
+    ``target`` (see the module docstring), with at most ``max_in_flight`` sends in flight, and with a
+    ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``) at most that many messages per second.
     ``source_connection``: the source's namespace (default: ``connection``, the target's). Fresh
     message ids (the original's in ``sbnotebook-original-message-id``) unless ``keep_message_id``.
     Resumable through its record on disk (see the module docstring; ``resume=False`` starts afresh,
@@ -347,6 +352,7 @@ async def acopy(
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
         raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
     check_max_in_flight(max_in_flight)
+    per_second = parse_rate(rate)
     matches = as_where(where)
     window = enqueued_window(enqueued_after, enqueued_before)
     dst = live(connection)
@@ -362,7 +368,7 @@ async def acopy(
     run = _CopyRun(
         src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages, span=span
     )
-    report = _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
+    report = _finish(await _send(run, dst, dst_path, max_in_flight, progress, per_second), run, dst_path)
     if matches is not None:
         matches.check()  # raised on every message: a mistake, and nothing was sent
         if matches.errors:
@@ -382,6 +388,7 @@ def copy(
     max_messages: int | None = None,
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
+    rate: Rate | None = None,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
@@ -421,6 +428,7 @@ def copy_record(
     max_messages: int | None = None,
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
+    rate: Rate | None = None,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
@@ -447,6 +455,7 @@ def copy_resume_point(
     max_messages: int | None = None,
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
+    rate: Rate | None = None,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,

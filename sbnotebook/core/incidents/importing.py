@@ -21,6 +21,7 @@ from ..defaults import MAX_IN_FLIGHT
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..outcome import Report
+from ..rates import Rate, parse_rate
 from ..renames import renamed
 from .jsonl import Record, count_jsonl, from_json_record, sendable
 from .resumable import LineTracker
@@ -91,6 +92,7 @@ def import_jsonl(
     keep_message_id: bool = False,
     decode_properties: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
+    rate: Rate | None = None,
     progress: Callable[[Report], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
@@ -104,7 +106,9 @@ def import_jsonl(
     records the lines sent. Interrupted (a kernel interrupt, the process killed) or with lines that
     failed, the same call again sends only what is left. Lines in flight at a kill are sent again:
     with the same message ids (the exported ones with ``keep_message_id``, else fresh ids derived from the
-    marker), so a target with duplicate detection drops them; without it they are duplicated."""
+    marker), so a target with duplicate detection drops them; without it they are duplicated.
+    ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``): at most that many messages per second."""
+    parse_rate(rate)  # a bad rate fails before the marker is written
     if not Path(path).is_file():
         raise InvalidInputError(f"No file {path}: give the path of a JSON lines export.")
     name = str(EntityPath.parse(entity))
@@ -127,7 +131,7 @@ def import_jsonl(
     )
     conn = live(connection)
     try:
-        report = conn.run_on(EntityPath.parse(name), _send(name, records, tracker, conn, max_in_flight, progress))
+        report = conn.run_on(EntityPath.parse(name), _send(name, records, tracker, conn, max_in_flight, progress, rate))
     except Exception:
         if not state.pending:
             marker.unlink(missing_ok=True)  # refused before anything was sent (no such entity, ...)
@@ -186,6 +190,7 @@ async def _send(
     conn: LiveConnection,
     max_in_flight: int,
     progress: Callable[[Report], None] | None,
+    rate: Rate | None = None,
 ) -> Report:
     """``asend`` of ``records()``, every outcome followed by ``tracker``, its marker saved at the end.
     Interrupted, it takes no more lines, and returns once the sends in flight are confirmed
@@ -198,6 +203,7 @@ async def _send(
             name,
             records(),
             max_in_flight=max_in_flight,
+            rate=rate,
             progress=progress,
             on_outcome=tracker.outcome,
             connection=conn,

@@ -44,6 +44,7 @@ from ..operations.bounds import TimeWindow
 from ..operations.scan import anything_there
 from ..operations.window import When, enqueued_window
 from ..outcome import Outcome, Report
+from ..rates import Rate, TokenBucket, parse_rate
 from ..renames import renamed
 from ..sdk.failures import from_sdk
 from ..views.search import WhereLike, as_where
@@ -90,6 +91,7 @@ async def _resubmit(
     earlier: ResubmitProgress | None = None,
     record: Path | None = None,
     before: int | None = None,
+    rate: float | None = None,
 ) -> Report:
     """Copy first (send), complete second (one request per batch), with up to ``max_in_flight``
     batches on their way at once (each worker: receive, send the copies, complete the originals),
@@ -102,6 +104,7 @@ async def _resubmit(
     report = Report("resubmit" if dst is not None else "discard", str(src), str(dst) if dst else None)
     report.stats.update(batches=0, workers=0)
     run = Run(report, limit, None, progress, in_target=dict(earlier.copied) if earlier else {})
+    run.bucket = None if rate is None else TokenBucket(rate)
     job = Job(conn, src, dst, edit, keep_message_id, batch_size, max_in_flight)
     workers: set[asyncio.Task[None]] = set()
 
@@ -290,6 +293,7 @@ async def aresubmit(
     keep_message_id: bool = False,
     allow_fan_out: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
+    rate: Rate | None = None,
     batch_size: int = BATCH_SIZE,
     progress: Callable[[Report], None] | None = None,
     enqueued_after: When | None = None,
@@ -302,6 +306,7 @@ async def aresubmit(
     src = EntityPath.parse(source)
     dst = _target(src, target, allow_fan_out)
     check_limit(max_messages, max_in_flight, batch_size)
+    per_second = parse_rate(rate)
     matches = as_where(where)  # a bad expression fails before anything is received
     window = enqueued_window(enqueued_after, enqueued_before)
     conn = live(connection)
@@ -331,6 +336,7 @@ async def aresubmit(
         earlier=earlier,
         record=record,
         before=before,
+        rate=per_second,
     )
 
 
@@ -360,6 +366,7 @@ def resubmit(
     keep_message_id: bool = False,
     allow_fan_out: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
+    rate: Rate | None = None,
     batch_size: int = BATCH_SIZE,
     progress: Callable[[Report], None] | None = None,
     enqueued_after: When | None = None,
@@ -379,5 +386,6 @@ def resubmit(
     after each batch (from the connection's thread). Interrupted, it ends the batches in flight (none
     cut in two) and returns its Report (``core.interrupted(report)`` is True); ``resume=True``
     continues that run, nothing moved twice (``max_messages`` counts over the whole run; see the
-    module docstring)."""
+    module docstring). ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``) holds the run to that
+    many messages per second, ``max_in_flight`` still the cap on batches on their way."""
     raise NotImplementedError  # never runs: @sync_form runs aresubmit

@@ -26,6 +26,7 @@ from ..operations.copies import acopy_then_complete, copy_for
 from ..operations.messages import message_id
 from ..operations.receive import receive_batch
 from ..outcome import Outcome, Report
+from ..rates import TokenBucket
 from .resubmit_record import identity
 from .selection import Selection
 
@@ -55,6 +56,7 @@ class Run:
     held: list[tuple[LockedBatch, list[int]]] = field(default_factory=list)  # given back at the end
     # The wait of the latest receive that got nothing (it ended its worker); None: none did.
     empty_wait: float | None = None
+    bucket: TokenBucket | None = None  # a rate: each receive waits for its messages' tokens first
 
     def want(self, batch_size: int) -> int:
         if self.limit is None:
@@ -89,7 +91,7 @@ async def worker(job: Job, run: Run, start_worker: Callable[[bool], None], first
             stop_if_cancelled()
             if run.selection is not None and run.selection.done():
                 return  # every selected message has been handled: stop locking others
-            want = run.want(job.batch_size)
+            want = await _paced(run, run.want(job.batch_size))
             if want == 0:
                 return
             run.claimed += want
@@ -114,6 +116,16 @@ async def worker(job: Job, run: Run, start_worker: Callable[[bool], None], first
             await _moved_whole(job, run, batch)
     finally:
         run.workers -= 1
+
+
+async def _paced(run: Run, want: int) -> int:
+    """With a rate: at most the bucket's burst, once its tokens are there (the run may have stopped
+    meanwhile, or others claimed what the limit leaves: then fewer, or 0)."""
+    if run.bucket is None or want == 0:
+        return want
+    want = min(want, run.bucket.burst)
+    await run.bucket.take(want)
+    return 0 if run.stop else min(want, run.want(want))
 
 
 async def _moved_whole(job: Job, run: Run, batch: LockedBatch) -> None:

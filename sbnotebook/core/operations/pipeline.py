@@ -25,6 +25,7 @@ from ..connections.loop import stop_if_cancelled
 from ..entities import EntityPath
 from ..errors import InvalidInputError, SbError, condition_of, tracking_id_of
 from ..outcome import MAX_DETAILS, Outcome, Report
+from ..rates import TokenBucket
 from ..sdk.api import MessageSizeExceededError
 from ..sdk.failures import from_sdk, is_connection_lost, is_retryable
 from ..sdk.messages import add_to_batch, tracing_on
@@ -84,9 +85,11 @@ async def _units(
     report: Report,
     schedule_at: dt.datetime | None,
     taken: list[tuple[int, Any]],
+    most: int = MAX_BATCH_MESSAGES,
 ) -> AsyncGenerator[_Unit, None]:
-    """The input packed into sends. ``taken`` holds what was taken from the input and not yet handed
-    out as a unit: if packing fails for good, the caller reports those messages failed."""
+    """The input packed into sends of at most ``most`` messages (a rate's burst). ``taken`` holds
+    what was taken from the input and not yet handed out as a unit: if packing fails for good, the
+    caller reports those messages failed."""
     current: Any = None
     items = taken
     tracing = True
@@ -146,7 +149,7 @@ async def _units(
                 )
                 continue
         items.append((index, msg))
-        if len(items) >= MAX_BATCH_MESSAGES:
+        if len(items) >= most:
             unit = _Unit(list(items), current)
             current = None
             items.clear()
@@ -257,8 +260,10 @@ class _Sends:
         report: Report,
         retry: RetryPolicy,
         progress: Callable[[Report], None] | None,
+        bucket: TokenBucket | None = None,
     ) -> None:
         self.senders, self.report, self.retry, self.progress = senders, report, retry, progress
+        self.bucket = bucket  # a rate: each send waits for its messages' tokens before its sender
         self.latencies: list[float] = report.stats["latencies"]
         self.broken: SbError | None = None  # a send failed after every retry: do not make the rest wait it out
 
@@ -268,6 +273,8 @@ class _Sends:
         async for unit in units:
             try:
                 stop_if_cancelled()  # the unit was taken, not sent: as if cancelled in the acquire below
+                if self.bucket is not None and self.broken is None:
+                    await self.bucket.take(len(unit.items))
                 sender = await self.senders.acquire() if self.broken is None else None
             except asyncio.CancelledError:
                 taken.extend(unit.items)  # taken from the input and not sent: said so (send_all)
@@ -349,20 +356,25 @@ async def send_all(
     schedule_at: dt.datetime | None,
     on_outcome: Callable[[Outcome], None] | None = None,
     max_details: int = MAX_DETAILS,
+    rate: float | None = None,
 ) -> Report:
-    """Send ``messages`` and report one outcome per message (see the module docstring).
+    """Send ``messages`` and report one outcome per message (see the module docstring); ``rate``:
+    at most that many messages per second over the whole send (``rates.TokenBucket``), each send
+    at most the bucket's burst.
     ``max_details``: outcomes kept in detail; a caller that reads every outcome (which positions
     were confirmed) passes the input's length (its messages are held already)."""
     report = Report("send", str(path), listener=on_outcome, max_details=max_details)
     report.stats.update(latencies=[], operations=0, peak_in_flight=0)
     started = time.perf_counter()
     senders = _Senders(conn, path, report, max_in_flight=max_in_flight, retry=retry)
-    sends = _Sends(senders, report, retry, progress)
+    bucket = None if rate is None else TokenBucket(rate)
+    sends = _Sends(senders, report, retry, progress, bucket)
     taken: list[tuple[int, Any]] = []  # taken from the input, not yet handed to a send
     try:
         try:
             batcher = await senders.first()  # sizes batches from the link; also sends
-            await sends.pump(_units(batcher, messages, batch, report, schedule_at, taken), taken)
+            most = MAX_BATCH_MESSAGES if bucket is None else min(MAX_BATCH_MESSAGES, bucket.burst)
+            await sends.pump(_units(batcher, messages, batch, report, schedule_at, taken, most), taken)
         except asyncio.CancelledError:
             # Interrupted: no more input is taken; each send in flight ends with its own outcome (a
             # copy the broker confirmed is reported sent, so a resumed run does not send it again).

@@ -26,6 +26,7 @@ from ..defaults import check_max_in_flight
 from ..entities import EntityPath
 from ..errors import SbError
 from ..outcome import Outcome, Report
+from ..rates import Rate, bucket_of
 from ..renames import renamed
 from .batch import LockedBatch
 from .copies import check_target, copy_message, copy_then_complete
@@ -86,13 +87,16 @@ def process(
     max_messages: int | None = None,
     max_in_flight: int = HANDLERS_IN_FLIGHT,
     wait_seconds: float = 2.0,
+    rate: Rate | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
     """Receive, run ``handler`` on each record with at most ``max_in_flight`` at once, and settle each
     message by the policy once its handler has finished. Stops when the entity is empty (for
-    ``wait_seconds``), after ``max_messages``, or when a handler returns ``Stop``."""
+    ``wait_seconds``), after ``max_messages``, or when a handler returns ``Stop``. ``rate`` (``50/s``,
+    ``3000/m``: ``core.parse_rate``): at most that many messages received per second."""
     path = EntityPath.parse(entity)
     check_max_in_flight(max_in_flight)
+    bucket = bucket_of(rate)
     policy = policy or Policy()
     conn = live(connection)
     if policy.dead_letter_to:
@@ -103,6 +107,9 @@ def process(
     with concurrent.futures.ThreadPoolExecutor(max_in_flight, thread_name_prefix="sbnotebook-handler") as pool:
         while not report.stats["stopped"] and (max_messages is None or report.total < max_messages):
             want = max_in_flight if max_messages is None else min(max_in_flight, max_messages - report.total)
+            if bucket is not None:  # nothing is held while it waits: the receive follows
+                want = min(want, bucket.burst)
+                time.sleep(bucket.reserve(want))
             try:
                 with receive(
                     path, max_messages=want, wait_seconds=wait_seconds, max_in_flight=max_in_flight, connection=conn

@@ -21,6 +21,7 @@ from ..defaults import MAX_IN_FLIGHT, check_max_in_flight
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..outcome import MAX_DETAILS, Outcome, Report
+from ..rates import Rate, parse_rate
 from ..renames import renamed
 from ..sdk.failures import from_sdk
 from ..times import When
@@ -40,6 +41,7 @@ async def asend(
     messages: Any,
     *,
     max_in_flight: int = MAX_IN_FLIGHT,
+    rate: Rate | None = None,
     one_per_send: bool = False,
     retry: RetryPolicy | None = None,
     progress: Callable[[Report], None] | None = None,
@@ -53,6 +55,7 @@ async def asend(
     resumable import's progress marker)."""
     path = EntityPath.parse(entity)
     check_max_in_flight(max_in_flight)
+    per_second = parse_rate(rate)
     conn = live(connection)
     coro = send_all(
         conn,
@@ -64,6 +67,7 @@ async def asend(
         progress=progress,
         schedule_at=None if schedule_at is None else as_datetime(schedule_at, "schedule_at"),
         on_outcome=on_outcome,
+        rate=per_second,
     )
     return await conn.call(coro)
 
@@ -75,6 +79,7 @@ def send(
     messages: Any,
     *,
     max_in_flight: int = MAX_IN_FLIGHT,
+    rate: Rate | None = None,
     one_per_send: bool = False,
     retry: RetryPolicy | None = None,
     progress: Callable[[Report], None] | None = None,
@@ -85,8 +90,9 @@ def send(
     """Send ``messages`` (str, bytes, dicts, records, a DataFrame, any iterable) to a queue or topic
     and wait for every outcome. At most ``max_in_flight`` operations at once; each operation sends as
     many messages as fit under the entity's size limit (``one_per_send=True``: one message each);
-    retryable failures retried by ``retry``. ``progress(report)`` is called after each operation
-    (from the connection's thread)."""
+    retryable failures retried by ``retry``; ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``): at
+    most that many messages per second, each operation at most a tenth of a second's worth.
+    ``progress(report)`` is called after each operation (from the connection's thread)."""
     raise NotImplementedError  # never runs: @sync_form runs asend
 
 

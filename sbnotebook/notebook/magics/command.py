@@ -33,6 +33,7 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from ...core import (
+    RATE_FORMS,
     SERVICE_ERRORS,
     InvalidInputError,
     Report,
@@ -40,6 +41,7 @@ from ...core import (
     check_max_in_flight,
     deprecated,
     is_message_not_found,
+    parse_rate,
     redact,
     requires_sessions,
 )
@@ -261,6 +263,20 @@ def in_flight(text: str) -> int:
 def add_max_in_flight(parser: Parser) -> None:
     """``--max-in-flight N`` on ``parser``; not given: the setting ``SbMagics.max_in_flight``."""
     parser.add_argument("--max-in-flight", type=in_flight, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+
+
+def rate(text: str) -> float:
+    """``--rate``'s type: core's one rate grammar (``core.parse_rate``, docs/names.md, Rates), its
+    refusal said as argparse says any bad value (``argument --rate: takes ... 50/s, 3000/m; not '5'``)."""
+    try:
+        return parse_rate(text, name="--rate") or 0.0  # never None: the text is a str
+    except InvalidInputError as exc:  # a ValueError: argparse would put its own words instead
+        raise argparse.ArgumentTypeError(exc.message.removeprefix("--rate ").removesuffix(".")) from None
+
+
+def add_rate(parser: Parser) -> None:
+    """``--rate RATE`` on ``parser``: at most that many messages per second over the whole run."""
+    parser.add_argument("--rate", type=rate, help=f"at most this many messages per second; RATE: {RATE_FORMS}")
 
 
 def parser(name: str, description: str, examples: str) -> Parser:

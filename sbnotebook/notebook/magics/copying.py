@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import core
 from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection, TimeWindow
-from .command import COUNT, add_max_in_flight, command, parser
+from .command import COUNT, add_max_in_flight, add_rate, command, parser
 from .copying_many import copy_many
 from .progress import Progress, say_interrupted
 from .targets import address, check_exists, named_in
@@ -31,7 +31,8 @@ COPY = parser(
     "  %sb_copy prod:events/subscriptions/audit audit --keep-message-id --yes\n"
     f"  %sb_copy 'prod:orders*/{DEAD_LETTER_QUEUE}' home:            # each DLQ into the queue of its name at home\n"
     f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders --enqueued-after 2h   # the last two hours' only\n"
-    "  %sb_copy 'prod:orders*' home: --enqueued-after 2h      # each queue's last two hours, into its namesake",
+    "  %sb_copy 'prod:orders*' home: --enqueued-after 2h      # each queue's last two hours, into its namesake\n"
+    "  %sb_copy orders orders-replay --rate 50/s              # at most 50 messages a second",
 )
 COPY.add_argument("source", help=f"ENTITY or NAME:ENTITY to copy from (queue, subscription, .../{DEAD_LETTER_QUEUE})")
 COPY.add_argument("target", help="ENTITY or NAME:ENTITY: the queue or topic the copies go to")
@@ -40,6 +41,7 @@ COPY.add_argument("-n", "--max-messages", type=COUNT, help="at most this many me
 add_window(COPY)
 COPY.add_argument("--keep-message-id", action="store_true", help="keep the message ids (duplicate detection may drop)")
 add_max_in_flight(COPY)
+add_rate(COPY)
 COPY.add_argument("--create", action="store_true", help="make targets that are missing from the source's description")
 COPY.add_argument("--yes", action="store_true", help="do not ask first")
 COPY.rename("--limit", "--max-messages")
@@ -141,6 +143,7 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
         source,
         target,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
+        rate=args.rate,
         progress=progress.update,
         source_connection=src,
         connection=dst,

@@ -73,6 +73,7 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
         max_messages=args.max_messages,
         keep_message_id=args.keep_message_id,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
+        rate=args.rate,
         progress=progress,
         # As typed: the glob's record on disk keys on it (an age resumes as typed, with its first instants).
         enqueued_after=args.enqueued_after,

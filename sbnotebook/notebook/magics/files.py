@@ -12,7 +12,7 @@ from IPython.display import display
 
 from ... import core
 from ...core import count_jsonl, export_resume_point, import_resume_point
-from .command import add_max_in_flight, command, parser
+from .command import add_max_in_flight, add_rate, command, parser
 from .progress import Progress, say_interrupted
 from .targets import shown, with_dlq
 from .times import add_window, said, window_of
@@ -45,7 +45,8 @@ IMPORT = parser(
     "application property with the type the file records. Message ids are fresh unless\n"
     "--keep-message-id. The file is checked first: a bad line sends nothing. Interrupted, the same\n"
     "command again sends only what is left (FILE.importing-ENTITY keeps track).",
-    "  %sb_import orders-copy orders.jsonl\n  %sb_import orders parked.jsonl --keep-message-id",
+    "  %sb_import orders-copy orders.jsonl\n  %sb_import orders parked.jsonl --keep-message-id\n"
+    "  %sb_import orders parked.jsonl --rate 3000/m",
 )
 IMPORT.add_argument("entity", help="queue or topic")
 IMPORT.add_argument("file", help="a JSON lines export (%%sb_export, the browser's Export JSON)")
@@ -56,6 +57,7 @@ IMPORT.add_argument(
     help="for files without property types (written by other tools): send JSON numbers and booleans as such",
 )
 add_max_in_flight(IMPORT)
+add_rate(IMPORT)
 IMPORT.rename("--keep-ids", "--keep-message-id")
 
 
@@ -118,6 +120,7 @@ def sb_import(self: MagicsState, args: argparse.Namespace) -> Any:
         keep_message_id=args.keep_message_id,
         decode_properties=args.decode_properties,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
+        rate=args.rate,
         progress=progress.update,
         connection=self.conn(),
     )

@@ -40,9 +40,8 @@ class Progress:
         done = report.count(self.counted)
         rate = done / (now - self.started) if now > self.started else 0.0
         of = f" of {self.total}" if self.total else ""
-        self.show(
-            done, f"{self.verb} {self.entity}: {done}{of} {self.counted}, {report.failed} failed, {rate:.0f} msg/s"
-        )
+        text = f"{self.verb} {self.entity}: {done}{of} {self.counted}, {report.failed} failed, {rate:.0f} msg/s"
+        self.show(done, text + time_left(self.total, done, rate))
 
     def show(self, done: int, text: str) -> None:
         """Draw the line now: a bar at ``done`` of the total, and ``text``."""
@@ -73,6 +72,14 @@ class Progress:
             # A plain terminal gets one line per failure: pandas' text form cuts the error column.
             plain = "\n".join(_failure_line(o) for o in report.failures)
             display({"text/plain": plain, "text/html": problems.to_html(index=False, notebook=True)}, raw=True)
+
+
+def time_left(total: int | None, done: int, rate: float) -> str:
+    """``, about 12 s left`` at the rate so far (a ``--rate`` holds it), or "" without a total or a rate yet."""
+    if not total or rate <= 0 or done >= total:
+        return ""
+    seconds = (total - done) / rate
+    return f", about {seconds:.0f} s left" if seconds < 120 else f", about {seconds / 60:.0f} min left"
 
 
 def say_interrupted(report: Report, again: str) -> None:

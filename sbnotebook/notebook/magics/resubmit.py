@@ -13,7 +13,7 @@ from IPython.core.error import UsageError
 from ... import core
 from ...core import EntityPath, TimeWindow, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
-from .command import COUNT, command, parser, whole
+from .command import COUNT, add_rate, command, parser, whole
 from .progress import Progress, say_interrupted
 from .targets import label_report
 from .targets import shown as named
@@ -33,6 +33,7 @@ RESUBMIT = parser(
     "  %sb_resubmit orders --ttl 1h --to-session-id s-1 --max-messages 10 --yes\n"
     "  %sb_resubmit events/subscriptions/audit --target audit-retry\n"
     "  %sb_resubmit orders --enqueued-after 2026-11-25T14:00 --enqueued-before 2026-11-25T15:00  # the outage\n"
+    "  %sb_resubmit orders --rate 50/s        # at most 50 messages a second (also /m)\n"
     "  %sb_resubmit orders --resume --yes     # interrupted: the rest, nothing moved twice",
 )
 RESUBMIT.add_argument("entity", help="the entity whose dead-letter queue to resubmit from (or the DLQ's path)")
@@ -53,6 +54,7 @@ RESUBMIT.add_argument(
 )
 RESUBMIT.add_argument("--allow-fan-out", action="store_true", help="allow the topic as target (every subscription)")
 RESUBMIT.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
+add_rate(RESUBMIT)
 RESUBMIT.add_argument(
     "--resume", action="store_true", help="continue the resubmit that was interrupted (nothing moved twice)"
 )
@@ -157,6 +159,7 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
         keep_message_id=args.keep_message_id,
         allow_fan_out=args.allow_fan_out,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
+        rate=args.rate,
         progress=progress.update,
         resume=args.resume,
         connection=conn,

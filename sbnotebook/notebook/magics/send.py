@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ... import core
 from ...core import InvalidInputError, SbError
 from ..cells import parse_cell
-from .command import add_max_in_flight, command, parser
+from .command import add_max_in_flight, add_rate, command, parser
 from .progress import Progress
 from .targets import check_exists, shown
 from .times import add_time
@@ -26,6 +26,7 @@ SEND = parser(
 )
 SEND.add_argument("entity", help="queue or topic")
 add_max_in_flight(SEND)
+add_rate(SEND)
 add_time(SEND, "--schedule-at", "schedule the messages for WHEN", future=True)
 SEND.add_argument("--format", choices=["auto", "json", "jsonl", "python"], default="auto")
 SEND.add_argument(
@@ -55,6 +56,7 @@ def sb_send(self: MagicsState, args: argparse.Namespace, cell: str) -> Any:
     kwargs: dict[str, Any] = {
         "max_in_flight": self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         "one_per_send": args.one_per_send,
+        "rate": args.rate,
         "progress": progress.update,
         "connection": self.conn(),
     }

@@ -1,0 +1,125 @@
+"""The one rate grammar (``core.parse_rate``) and the token bucket, driven by a clock of the test's
+own: no test here waits on the machine's clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sbnotebook import core
+from sbnotebook.core import InvalidInputError, TokenBucket, parse_rate
+
+
+@pytest.mark.parametrize(
+    ("text", "per_second"),
+    [("50/s", 50.0), ("3000/m", 50.0), (" 1.5 / S ", 1.5), ("30/m", 0.5), (200, 200.0), (0.5, 0.5), (None, None)],
+)
+def test_rates_read(text: object, per_second: float | None) -> None:
+    assert parse_rate(text) == per_second  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["50", "50/h", "fast", "-5/s", "0/s", "/s", 0, -1, True, float("inf"), [50]])
+def test_a_wrong_rate_is_one_line_naming_the_forms(text: object) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        parse_rate(text, name="--rate")  # type: ignore[arg-type]
+    message = caught.value.message
+    assert message.startswith("--rate takes ") and core.RATE_FORMS in message and "\n" not in message
+
+
+def test_said_rate_reads_back() -> None:
+    for text in ["200/s", "30/m", "1/s"]:
+        assert parse_rate(core.said_rate(parse_rate(text) or 0)) == parse_rate(text)
+
+
+class Clock:
+    """Seconds that move only when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _granted(bucket: TokenBucket, clock: Clock, messages: int, takers: int) -> list[float]:
+    """When each of ``messages`` may go, ``takers`` taking a burst each in turn as soon as its
+    previous messages went (as concurrent workers do): the time each take's wait ends."""
+    times: list[float] = []
+    ready = [0.0] * takers
+    left = messages
+    while left:
+        i = min(range(takers), key=lambda k: ready[k])  # the taker that is free first asks next
+        clock.now = max(clock.now, ready[i])
+        n = min(bucket.burst, left)
+        at = clock.now + bucket.reserve(n)
+        times += [at] * n
+        ready[i] = at
+        left -= n
+    return times
+
+
+def most_in_a_second(times: list[float]) -> int:
+    """The most of ``times`` in any window of one second (each window starting at one of them)."""
+    times = sorted(times)
+    j, most = 0, 0
+    for i, t in enumerate(times):
+        while times[j] <= t - 1.0:
+            j += 1
+        most = max(most, i - j + 1)
+    return most
+
+
+@pytest.mark.parametrize(("rate", "takers"), [(200.0, 1), (200.0, 10), (50.0, 4), (5.0, 3), (1000.0, 10)])
+def test_no_second_holds_more_than_the_rate_and_a_burst(rate: float, takers: int) -> None:
+    clock = Clock()
+    bucket = TokenBucket(rate, clock=clock)
+    times = _granted(bucket, clock, int(rate * 10), takers)
+    assert most_in_a_second(times) <= rate + bucket.burst <= max(1.1 * rate, rate + 1)
+    # and the run takes its time: 10 s of messages, less the first burst, at the rate
+    assert max(times) == pytest.approx(10 - bucket.burst / rate, abs=1e-9)
+
+
+def test_the_check_catches_a_bucket_that_lets_a_burst_through() -> None:
+    """The per-second check on a made-up schedule: 2x the rate in one second fails it."""
+    burst = [0.5] * 400 + [1.5 + i / 200 for i in range(200)]
+    assert most_in_a_second(burst) == 400 > 200 + 20
+
+
+def test_a_bucket_left_idle_saves_no_more_than_its_burst() -> None:
+    clock = Clock()
+    bucket = TokenBucket(100.0, clock=clock)
+    assert bucket.burst == 10
+    clock.now = 60.0  # a minute idle
+    assert bucket.reserve(10) == 0.0
+    assert bucket.reserve(10) == pytest.approx(0.1)  # the next burst waits its turn
+    assert bucket.reserve(1) == pytest.approx(0.11)
+
+
+def test_a_slow_rate_takes_one_at_a_time() -> None:
+    clock = Clock()
+    bucket = TokenBucket(parse_rate("30/m") or 0, clock=clock)
+    assert bucket.burst == 1
+    assert [bucket.reserve(1) for _ in range(3)] == pytest.approx([0.0, 2.0, 4.0])
+    with pytest.raises(ValueError, match="take 1 to 1 tokens"):
+        bucket.reserve(2)
+
+
+def test_take_sleeps_what_reserve_says() -> None:
+    clock = Clock()
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.now += seconds
+
+    bucket = TokenBucket(20.0, clock=clock, sleep=sleep)
+
+    async def run() -> None:
+        for _ in range(4):
+            await bucket.take(2)
+
+    asyncio.run(run())
+    assert bucket.burst == 2
+    assert slept == pytest.approx([0.1, 0.1, 0.1])  # the first take from the full bucket, then 2/20 s each
+    assert clock.now == pytest.approx(0.3)

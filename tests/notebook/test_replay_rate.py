@@ -1,0 +1,74 @@
+"""``--rate`` on the commands that move messages: %sb_resubmit, %sb_copy, %sb_import and %%sb_send
+read it with core's one grammar (a wrong one is one line naming the forms), and each run keeps to it
+on the broker (its enqueued times, tests/core/incidents/test_replay_rate.py's checks)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbnotebook import core
+from sbnotebook.emulator import Emulator
+from sbnotebook.notebook.magics import SbMagics
+from sbnotebook.notebook.magics.progress import time_left
+from tests import shell
+from tests.core.incidents.test_replay_rate import dead_letters, enqueued, steady
+from tests.helpers import magic_fails
+from tests.interrupting import TOPOLOGY, exactly_once, where_each_is
+from tests.shell import line
+
+ip, sb = shell.ip, shell.sb
+N, RATE = 300, 200.0
+
+
+@pytest.fixture
+def emulator() -> Iterator[Emulator]:
+    with Emulator(TOPOLOGY) as emu:  # the system clock: the broker stamps the enqueued times
+        yield emu
+        core.close_all()
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["sb_resubmit q --yes", "sb_copy q/$deadletterqueue plain --yes", "sb_import plain x.jsonl", "sb_send plain"],
+)
+@pytest.mark.parametrize("rate", ["200", "200/h", "fast", "0/s"])
+def test_a_wrong_rate_is_one_line_naming_the_forms(ip: Any, sb: SbMagics, command: str, rate: str) -> None:
+    cell = "[1]" if command.startswith("sb_send") else None
+    said = magic_fails(ip, f"{command} --rate {rate}", cell)
+    assert f"argument --rate: takes {core.RATE_FORMS}" in said and repr(rate) in said, said
+
+
+def test_time_left_is_said_at_the_rate_so_far() -> None:
+    assert time_left(2000, 1000, 200.0) == ", about 5 s left"
+    assert time_left(60000, 0, 200.0) == ", about 5 min left"
+    assert time_left(None, 10, 200.0) == time_left(100, 100, 200.0) == time_left(100, 0, 0.0) == ""
+
+
+def test_resubmit_copy_import_and_send_keep_to_the_rate_on_the_broker(
+    ip: Any, sb: SbMagics, emulator: Emulator, tmp_path: Path
+) -> None:
+    dead_letters(emulator, N)
+    copied = line(ip, "sb_copy q/$deadletterqueue plain --rate 200/s --yes")
+    assert copied.ok and copied.count("sent") == N, copied
+    steady(enqueued(emulator, "plain"), RATE)
+    export = tmp_path / "plain.jsonl"
+    core.export_jsonl("plain", export, connection=emulator.connection_string)
+    core.purge("plain", connection=emulator.connection_string)
+
+    report = line(ip, "sb_resubmit q --rate 12000/m --yes")
+    assert report.ok and report.count("resubmitted") == N, report
+    exactly_once(where_each_is(emulator), N)
+    steady(enqueued(emulator, "q"), RATE)
+
+    imported = line(ip, f"sb_import plain {export} --rate 200/s")
+    assert imported.ok and imported.count("sent") == N, imported
+    steady(enqueued(emulator, "plain"), RATE)
+    core.purge("plain", connection=emulator.connection_string)
+
+    sent = ip.run_cell_magic("sb_send", "plain --rate 200/s", f"list(range({N}))")
+    assert sent.ok and sent.count("sent") == N, sent
+    steady(enqueued(emulator, "plain"), RATE)

@@ -132,7 +132,7 @@ from .operations.triage import GROUP_FIELDS, GroupCounts, group_counts, group_va
 from .operations.triage import OTHER as GROUP_OTHER
 from .operations.window import enqueued_window, scan_window
 from .outcome import PROBLEMS, Outcome, Report
-from .rates import RATE_FORMS, Rate, TokenBucket, parse_rate, said_rate
+from .rates import RATE_FORMS, Rate, parse_rate, said_rate
 from .renames import deprecated, renamed
 from .sdk.admin import emulator_admin_client
 from .sdk.api import NEXT_AVAILABLE_SESSION
@@ -211,7 +211,6 @@ __all__ = [
     "Stop",
     "Tail",
     "TimeWindow",
-    "TokenBucket",
     "TopologyExport",
     "Where",
     "WhereFailed",

@@ -8,7 +8,8 @@ import asyncio
 import pytest
 
 from sbnotebook import core
-from sbnotebook.core import InvalidInputError, TokenBucket, parse_rate
+from sbnotebook.core import InvalidInputError, parse_rate
+from sbnotebook.core.rates import TokenBucket
 
 
 @pytest.mark.parametrize(

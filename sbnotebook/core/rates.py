@@ -5,10 +5,12 @@ slash, ``s`` or ``m``), or in core a number (messages per second). Every magic f
 core keyword (``rate=``) and Spark option that takes a rate reads it with ``parse_rate``, refused in
 one line naming the forms.
 
-The bucket holds at most ``burst`` tokens (a tenth of a second's worth, at least one): a run never
-takes more than ``burst`` at once, so no second holds more than ``rate + burst`` messages (1.1x the
-rate from 10/s up, and at most one message more below). ``max_in_flight`` stays the cap on what is
-on its way at once: the bucket only says when the next messages may go.
+The bucket holds at most ``burst`` tokens (``BURST_SECONDS`` of the rate, at least one): a run never
+takes more than ``burst`` at once, so no second's tokens are more than ``rate + burst``. Each step
+takes its tokens as late as it can (a send once its sender is free, a resubmit's batch once it is in
+hand), so its messages reach the broker about one round trip later, whatever the steps before took.
+``max_in_flight`` stays the cap on what is on its way at once: the bucket only says when the next
+messages may go.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ Rate = str | float | int
 RATE_FORMS = "messages per second or per minute: 50/s, 3000/m"
 """The forms a rate takes, as every help text and refusal says them."""
 
-BURST_SECONDS = 0.1
+BURST_SECONDS = 0.05
 """The bucket's size in seconds of the rate: the most a run takes at once."""
 
 _TEXT = re.compile(r"^(\d+(?:\.\d+)?)\s*/\s*([sm])$", re.I)

@@ -91,7 +91,9 @@ async def worker(job: Job, run: Run, start_worker: Callable[[bool], None], first
             stop_if_cancelled()
             if run.selection is not None and run.selection.done():
                 return  # every selected message has been handled: stop locking others
-            want = await _paced(run, run.want(job.batch_size))
+            want = run.want(job.batch_size)
+            if run.bucket is not None:
+                want = min(want, run.bucket.burst)  # its tokens are taken once it is in hand (_paced)
             if want == 0:
                 return
             run.claimed += want
@@ -107,6 +109,8 @@ async def worker(job: Job, run: Run, start_worker: Callable[[bool], None], first
                 run.claimed -= len(batch.messages)
                 await uninterrupted(give_back(batch, batch.unsettled))
                 return
+            if not await _paced(run, batch):
+                return
             if first and len(batch.messages) == want:
                 first = False
                 # A full first batch: more is waiting. The others start at once (each opens its
@@ -118,14 +122,22 @@ async def worker(job: Job, run: Run, start_worker: Callable[[bool], None], first
         run.workers -= 1
 
 
-async def _paced(run: Run, want: int) -> int:
-    """With a rate: at most the bucket's burst, once its tokens are there (the run may have stopped
-    meanwhile, or others claimed what the limit leaves: then fewer, or 0)."""
-    if run.bucket is None or want == 0:
-        return want
-    want = min(want, run.bucket.burst)
-    await run.bucket.take(want)
-    return 0 if run.stop else min(want, run.want(want))
+async def _paced(run: Run, batch: LockedBatch) -> bool:
+    """With a rate: the batch waits for its tokens in hand (its locks renewed), so its copies go as
+    they are taken, not a receive later. False: the run was interrupted meanwhile, and the batch went
+    back whole."""
+    if run.bucket is None:
+        return True
+    try:
+        await run.bucket.take(len(batch.messages))
+    except asyncio.CancelledError:  # the loop closing: the batch goes back
+        await uninterrupted(give_back(batch, batch.unsettled))
+        raise
+    if run.interrupted:
+        run.claimed -= len(batch.messages)
+        await uninterrupted(give_back(batch, batch.unsettled))
+        return False
+    return True
 
 
 async def _moved_whole(job: Job, run: Run, batch: LockedBatch) -> None:

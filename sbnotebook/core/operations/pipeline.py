@@ -271,12 +271,15 @@ class _Sends:
         """Start a send for each unit, at most ``max_in_flight`` at once; stop at ``broken``."""
         report = self.report
         async for unit in units:
+            sender = None
             try:
                 stop_if_cancelled()  # the unit was taken, not sent: as if cancelled in the acquire below
-                if self.bucket is not None and self.broken is None:
-                    await self.bucket.take(len(unit.items))
                 sender = await self.senders.acquire() if self.broken is None else None
+                if self.bucket is not None and sender is not None:  # the tokens last: the send goes as they come
+                    await self.bucket.take(len(unit.items))
             except asyncio.CancelledError:
+                if sender is not None:
+                    self.senders.idle.put_nowait(sender)
                 taken.extend(unit.items)  # taken from the input and not sent: said so (send_all)
                 raise
             if self.broken is not None:

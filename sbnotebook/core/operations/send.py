@@ -91,7 +91,7 @@ def send(
     and wait for every outcome. At most ``max_in_flight`` operations at once; each operation sends as
     many messages as fit under the entity's size limit (``one_per_send=True``: one message each);
     retryable failures retried by ``retry``; ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``): at
-    most that many messages per second, each operation at most a tenth of a second's worth.
+    most that many messages per second, each operation at most the rate's burst (``core/rates.py``).
     ``progress(report)`` is called after each operation (from the connection's thread)."""
     raise NotImplementedError  # never runs: @sync_form runs asend
 

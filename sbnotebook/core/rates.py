@@ -32,6 +32,7 @@ RATE_FORMS = "messages per second or per minute: 50/s, 3000/m"
 BURST_SECONDS = 0.05
 """The bucket's size in seconds of the rate: the most a run takes at once."""
 
+_EPSILON = 1e-9  # of a token
 _TEXT = re.compile(r"^(\d+(?:\.\d+)?)\s*/\s*([sm])$", re.I)
 _PER = {"s": 1.0, "m": 60.0}
 
@@ -60,9 +61,10 @@ def said_rate(per_second: float) -> str:
 
 
 class TokenBucket:
-    """Messages per second over a run. ``reserve(n)`` takes ``n`` tokens (at most ``burst``) and
-    says how long to wait before using them; a bucket in debt makes each later reservation wait its
-    turn, first come first served, so concurrent takers share the rate without a lock.
+    """Messages per second over a run. ``wait_for(n)`` takes ``n`` tokens (at most ``burst``) when
+    they are there, else says how long until they will be; ``take(n)`` waits for them, takers served
+    in turn. Tokens are taken when the messages go, never booked ahead: a run held back (a busy
+    machine, a slow broker) does not catch up in a rush, it goes on at the rate.
 
     ``clock`` (seconds, monotonic) and ``sleep`` are injectable: unit tests drive the bucket without
     the machine's clock."""
@@ -79,22 +81,33 @@ class TokenBucket:
         self.clock, self.sleep = clock, sleep
         self.tokens = float(self.burst)
         self.at = clock()
+        self._turns: asyncio.Lock | None = None  # made on the loop that first takes
 
-    def reserve(self, n: int) -> float:
-        """Take ``n`` tokens (1 to ``burst``); the seconds to wait before the ``n`` messages go."""
+    def wait_for(self, n: int) -> float:
+        """0, and ``n`` tokens (1 to ``burst``) taken, when they are there; else the seconds until
+        they will be (nothing taken)."""
         if not 1 <= n <= self.burst:
             raise ValueError(f"take 1 to {self.burst} tokens at once, not {n}")
         now = self.clock()
         self.tokens = min(float(self.burst), self.tokens + (now - self.at) * self.per_second)
         self.at = now
-        self.tokens -= n
-        return max(0.0, -self.tokens / self.per_second)
+        if self.tokens >= n - _EPSILON:  # a sleep of exactly the time it said can fall a rounding short
+            self.tokens -= n
+            return 0.0
+        return (n - self.tokens) / self.per_second
 
     async def take(self, n: int) -> None:
-        """Wait until ``n`` messages may go (cancelled meanwhile, the tokens are spent: only slower)."""
-        delay = self.reserve(n)
-        if delay > 0:
-            await self.sleep(delay)
+        """Wait until ``n`` messages may go (one taker at a time, first come first served)."""
+        if self._turns is None:
+            self._turns = asyncio.Lock()
+        async with self._turns:
+            while (delay := self.wait_for(n)) > 0:
+                await self.sleep(delay)
+
+    def take_blocking(self, n: int) -> None:
+        """``take`` for a caller without a loop (``process``): the thread sleeps until the tokens are there."""
+        while (delay := self.wait_for(n)) > 0:
+            time.sleep(delay)
 
 
 def bucket_of(rate: Rate | None, *, name: str = "rate") -> TokenBucket | None:

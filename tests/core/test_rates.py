@@ -43,20 +43,23 @@ class Clock:
         return self.now
 
 
-def _granted(bucket: TokenBucket, clock: Clock, messages: int, takers: int) -> list[float]:
-    """When each of ``messages`` may go, ``takers`` taking a burst each in turn as soon as its
-    previous messages went (as concurrent workers do): the time each take's wait ends."""
+def _granted(bucket: TokenBucket, clock: Clock, messages: int, takers: int, stalls: dict[int, float]) -> list[float]:
+    """When each of ``messages`` goes, ``takers`` taking a burst each in turn as soon as its previous
+    messages went (as concurrent workers do). ``stalls``: before the k-th take the machine stalls
+    that many seconds (a busy machine: every taker late)."""
     times: list[float] = []
     ready = [0.0] * takers
-    left = messages
+    left, k = messages, 0
     while left:
-        i = min(range(takers), key=lambda k: ready[k])  # the taker that is free first asks next
-        clock.now = max(clock.now, ready[i])
+        i = min(range(takers), key=lambda j: ready[j])  # the taker free first asks next
+        clock.now = max(clock.now, ready[i]) + stalls.get(k, 0.0)
         n = min(bucket.burst, left)
-        at = clock.now + bucket.reserve(n)
-        times += [at] * n
-        ready[i] = at
+        while (delay := bucket.wait_for(n)) > 0:
+            clock.now += delay  # asleep until the tokens are there
+        times += [clock.now] * n
+        ready[i] = clock.now
         left -= n
+        k += 1
     return times
 
 
@@ -75,10 +78,21 @@ def most_in_a_second(times: list[float]) -> int:
 def test_no_second_holds_more_than_the_rate_and_a_burst(rate: float, takers: int) -> None:
     clock = Clock()
     bucket = TokenBucket(rate, clock=clock)
-    times = _granted(bucket, clock, int(rate * 10), takers)
+    times = _granted(bucket, clock, int(rate * 10), takers, {})
     assert most_in_a_second(times) <= rate + bucket.burst <= max(1.05 * rate, rate + 1)
     # and the run takes its time: 10 s of messages, less the first burst, at the rate
-    assert max(times) == pytest.approx(10 - bucket.burst / rate, abs=1e-9)
+    assert max(times) == pytest.approx(10 - bucket.burst / rate, abs=1e-6)
+
+
+def test_a_run_held_back_does_not_catch_up_in_a_rush() -> None:
+    """Stalls of 0.3 s and 1 s: the messages after each go on at the rate (the stall is lost time),
+    never more than the rate and a burst in a second."""
+    clock = Clock()
+    bucket = TokenBucket(200.0, clock=clock)
+    times = _granted(bucket, clock, 2000, 10, {40: 0.3, 100: 1.0, 101: 1.0})
+    assert most_in_a_second(times) <= 200 + bucket.burst
+    # the stalls added to the run: each lets the bucket fill again (a burst), no more
+    assert max(times) >= 10 + 2.3 - 4 * bucket.burst / 200 - 1e-6
 
 
 def test_the_check_catches_a_bucket_that_lets_a_burst_through() -> None:
@@ -92,21 +106,24 @@ def test_a_bucket_left_idle_saves_no_more_than_its_burst() -> None:
     bucket = TokenBucket(200.0, clock=clock)
     assert bucket.burst == 10  # a twentieth of a second's worth
     clock.now = 60.0  # a minute idle
-    assert bucket.reserve(10) == 0.0
-    assert bucket.reserve(10) == pytest.approx(0.05)  # the next burst waits its turn
-    assert bucket.reserve(1) == pytest.approx(0.055)
+    assert bucket.wait_for(10) == 0.0  # taken
+    assert bucket.wait_for(10) == pytest.approx(0.05)  # the next burst waits its turn (nothing taken)
+    assert bucket.wait_for(1) == pytest.approx(0.005)
+    clock.now += 0.005
+    assert bucket.wait_for(1) == 0.0
 
 
 def test_a_slow_rate_takes_one_at_a_time() -> None:
     clock = Clock()
     bucket = TokenBucket(parse_rate("30/m") or 0, clock=clock)
     assert bucket.burst == 1
-    assert [bucket.reserve(1) for _ in range(3)] == pytest.approx([0.0, 2.0, 4.0])
+    assert bucket.wait_for(1) == 0.0
+    assert bucket.wait_for(1) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="take 1 to 1 tokens"):
-        bucket.reserve(2)
+        bucket.wait_for(2)
 
 
-def test_take_sleeps_what_reserve_says() -> None:
+def test_take_sleeps_until_the_tokens_are_there_takers_in_turn() -> None:
     clock = Clock()
     slept: list[float] = []
 
@@ -117,8 +134,7 @@ def test_take_sleeps_what_reserve_says() -> None:
     bucket = TokenBucket(40.0, clock=clock, sleep=sleep)
 
     async def run() -> None:
-        for _ in range(4):
-            await bucket.take(2)
+        await asyncio.gather(*(bucket.take(2) for _ in range(4)))  # four takers at once, in turn
 
     asyncio.run(run())
     assert bucket.burst == 2

@@ -109,7 +109,7 @@ def process(
             want = max_in_flight if max_messages is None else min(max_in_flight, max_messages - report.total)
             if bucket is not None:  # nothing is held while it waits: the receive follows
                 want = min(want, bucket.burst)
-                time.sleep(bucket.reserve(want))
+                bucket.take_blocking(want)
             try:
                 with receive(
                     path, max_messages=want, wait_seconds=wait_seconds, max_in_flight=max_in_flight, connection=conn

@@ -52,6 +52,7 @@ _EXTRA_QUEUES = [
     {"Name": "audit-retry", "Properties": {}},
     {"Name": "orders-copy", "Properties": {}},
     {"Name": "parked", "Properties": {}},
+    {"Name": "replayed", "Properties": {}},
 ]
 _EXTRA_SUBSCRIPTIONS = [{"Name": "audit", "Properties": {}}, {"Name": "billing", "Properties": {}}]
 

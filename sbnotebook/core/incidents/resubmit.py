@@ -29,7 +29,7 @@ import datetime as dt
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,8 @@ from ..rates import Rate, TokenBucket, parse_rate
 from ..renames import renamed
 from ..sdk.failures import from_sdk
 from ..views.search import WhereLike, as_where
+from .brake import BRAKED, WATCH_INTERVAL, Brake, Watch, brake_of
+from .brake import started as watch_started
 from .leftovers import account_for_what_is_left
 from .resubmit_batches import Job, Run, seq_of, worker
 from .resubmit_record import ResubmitProgress, load, record_path, save
@@ -92,14 +94,17 @@ async def _resubmit(
     record: Path | None = None,
     before: int | None = None,
     rate: float | None = None,
+    brake: Brake | None = None,
 ) -> Report:
     """Copy first (send), complete second (one request per batch), with up to ``max_in_flight``
     batches on their way at once (each worker: receive, send the copies, complete the originals),
     so a batch costs about three round trips and ``max_in_flight`` of them overlap. Interrupted,
     it takes no more messages, ends the batches in flight and returns its Report (the module
     docstring). ``earlier``: the record of the runs before (its copies are not sent again), kept
-    up to date in ``record``; ``before``: the messages they moved (a resumed run; None: not resumed)."""
+    up to date in ``record``; ``before``: the messages they moved (a resumed run; None: not resumed);
+    ``brake``: what stops the run on its own (brake.py), read first before anything moves."""
     answers_interrupts()
+    watch = None if brake is None or dst is None else await watch_started(conn, brake, dst)
     started = time.perf_counter()
     report = Report("resubmit" if dst is not None else "discard", str(src), str(dst) if dst else None)
     report.stats.update(batches=0, workers=0)
@@ -114,7 +119,7 @@ async def _resubmit(
         workers.add(asyncio.create_task(worker(job, run, start_worker, first)))
 
     try:
-        await _run(job, run, workers, start_worker, where, window)
+        await _run(job, run, workers, start_worker, where, window, watch)
     except asyncio.CancelledError:
         run.stop = run.interrupted = True
         taken_back()  # answered with the Report below
@@ -127,6 +132,8 @@ async def _resubmit(
         await _wind_up(run, workers, started)
     if run.interrupted:
         _say_interrupted(run, src, dst)
+    elif watch is not None and watch.why is not None:
+        await _say_braked(run, watch, src)
     if before is not None:
         report.note(f"resumed: {before} moved before")
     if record is not None and dst is not None:
@@ -143,9 +150,10 @@ async def _run(
     start_worker: Callable[[bool], None],
     where: Callable[[Record], bool] | None,
     window: TimeWindow | None,
+    watch: Watch | None = None,
 ) -> None:
-    """The selection found (with ``where`` or a window), the workers started and ended, and what is
-    left accounted for."""
+    """The selection found (with ``where`` or a window), the workers started (with the brake's watch
+    beside them) and ended, and what is left accounted for."""
     since = dt.datetime.now(dt.UTC)
     limit = run.limit
     if where is not None or window is not None:
@@ -154,9 +162,17 @@ async def _run(
         # With a selection the limit is on the selected messages (it ends the selection), not on the
         # messages received on the way past unselected ones.
         run.limit = None
+    watching = None
     if run.selection is None or run.selection.count:
+        if watch is not None:
+            watching = asyncio.create_task(watch.watch(functools.partial(_brake, run)))
         start_worker(True)
-    await _until_all_ended(workers, run)
+    try:
+        await _until_all_ended(workers, run)
+    finally:
+        if watching is not None:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
     if (limit is None or run.moved < limit) and await anything_there(job.conn, job.src):
         await _account_for_the_rest(job.conn, job.src, job.dst, run, since)
 
@@ -202,8 +218,9 @@ async def _account_for_the_rest(
         report,
         asked=("active",),
         since=since,
-        again="run it again",
+        again="resubmit again with resume=True" if run.braked else "run it again",
         verb="resubmit" if dst is not None else "discard",
+        unexplained="not taken: the brake stopped the run" if run.braked else None,
         skip={seq_of(b.messages[i]) for b, keep in run.held for i in keep} | set(run.copied),
         match=None if selection is None else functools.partial(selection.takes, src),
         # What was selected lies between its lowest and highest numbers (a window's: not the whole entity).
@@ -225,6 +242,21 @@ def _note_the_stop(run: Run, src: EntityPath, exc: Exception) -> None:
         Outcome(None, None, "failed", f"stopped after {run.moved} messages: {why}; the rest were not touched")
     )
     run.report.note(f"stopped early: {why}")
+
+
+def _brake(run: Run) -> None:
+    run.stop = run.braked = True  # each worker ends the batch it holds; one waiting for tokens gives it back
+
+
+async def _say_braked(run: Run, watch: Watch, src: EntityPath) -> None:
+    """The Report of a run the brake stopped: why, what it moved, what came back (read once more
+    now), and how to go on. An error: the run is not done (its record stays for ``resume=True``)."""
+    await watch.final()
+    run.report.stats.update(came_back=watch.came_back)
+    run.report.error(
+        f"{BRAKED}: {watch.why}; {run.moved} moved, {watch.came_back} came back; what is left is still in "
+        f"{src}: resubmit again with resume=True to move it"
+    )
 
 
 def _say_interrupted(run: Run, src: EntityPath, dst: EntityPath | None) -> None:
@@ -299,6 +331,10 @@ async def aresubmit(
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
     resume: bool = False,
+    stop_if_dead_letters: int | None = None,
+    stop_if_active: int | None = None,
+    watch: str | Sequence[str] | None = None,
+    watch_interval: float = WATCH_INTERVAL,
     connection: ConnectionLike = None,
 ) -> Report:
     """The async form of :func:`resubmit`. ``resume=True`` continues a run that did not finish
@@ -307,6 +343,7 @@ async def aresubmit(
     dst = _target(src, target, allow_fan_out)
     check_limit(max_messages, max_in_flight, batch_size)
     per_second = parse_rate(rate)
+    brake = brake_of(stop_if_dead_letters, stop_if_active, watch, watch_interval)
     matches = as_where(where)  # a bad expression fails before anything is received
     window = enqueued_window(enqueued_after, enqueued_before)
     conn = live(connection)
@@ -337,6 +374,7 @@ async def aresubmit(
         record=record,
         before=before,
         rate=per_second,
+        brake=brake,
     )
 
 
@@ -372,6 +410,10 @@ def resubmit(
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
     resume: bool = False,
+    stop_if_dead_letters: int | None = None,
+    stop_if_active: int | None = None,
+    watch: str | Sequence[str] | None = None,
+    watch_interval: float = WATCH_INTERVAL,
     connection: ConnectionLike = None,
 ) -> Report:
     """Move messages from ``source`` to ``target``: copy first, complete second.
@@ -387,5 +429,10 @@ def resubmit(
     cut in two) and returns its Report (``core.interrupted(report)`` is True); ``resume=True``
     continues that run, nothing moved twice (``max_messages`` counts over the whole run; see the
     module docstring). ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``) holds the run to that
-    many messages per second, ``max_in_flight`` still the cap on batches on their way."""
+    many messages per second, ``max_in_flight`` still the cap on batches on their way. The brake
+    (``brake.py``): ``stop_if_dead_letters=N`` stops the run once N more messages are in the watched
+    dead-letter queues than when it began, ``stop_if_active=N`` once a watched backlog passes N;
+    ``watch`` the entities (default: the target; a topic: its subscriptions), read every
+    ``watch_interval`` seconds. Stopped so, its Report says why, what moved and what came back, and
+    ``resume=True`` moves the rest."""
     raise NotImplementedError  # never runs: @sync_form runs aresubmit

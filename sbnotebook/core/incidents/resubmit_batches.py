@@ -56,7 +56,8 @@ class Run:
     held: list[tuple[LockedBatch, list[int]]] = field(default_factory=list)  # given back at the end
     # The wait of the latest receive that got nothing (it ended its worker); None: none did.
     empty_wait: float | None = None
-    bucket: TokenBucket | None = None  # a rate: each receive waits for its messages' tokens first
+    bucket: TokenBucket | None = None  # a rate: each batch in hand waits for its tokens
+    braked: bool = False  # the brake stopped the run (brake.py): a batch waiting for its tokens goes back
 
     def want(self, batch_size: int) -> int:
         if self.limit is None:
@@ -125,7 +126,7 @@ async def worker(job: Job, run: Run, start_worker: Callable[[bool], None], first
 async def _paced(run: Run, batch: LockedBatch) -> bool:
     """With a rate: the batch waits for its tokens in hand (its locks renewed), so its copies go as
     they are taken, not a receive later. False: the run was interrupted meanwhile, and the batch went
-    back whole."""
+    back whole (or the brake stopped it)."""
     if run.bucket is None:
         return True
     try:
@@ -133,7 +134,7 @@ async def _paced(run: Run, batch: LockedBatch) -> bool:
     except asyncio.CancelledError:  # the loop closing: the batch goes back
         await uninterrupted(give_back(batch, batch.unsettled))
         raise
-    if run.interrupted:
+    if run.interrupted or run.braked:
         run.claimed -= len(batch.messages)
         await uninterrupted(give_back(batch, batch.unsettled))
         return False

@@ -1,0 +1,137 @@
+"""The brake of a resubmit: what happens downstream, read while it runs, stops it.
+
+Every ``interval`` seconds the watch reads the runtime counts of the watched entities through the
+administration API (the emulator serves it too): by default the target, and for a topic each of its
+subscriptions. ``dead_letters``: the run stops once that many more messages are in their dead-letter
+queues than when it began (the copies coming back: the fix did not work). ``active``: it stops once
+a watched entity's backlog (its active messages) passes that many (a consumer that is not keeping
+up). A stop is the run's own: it takes no more messages, ends each batch in hand (copies confirmed,
+then originals completed) or gives it back whole, and its Report says what it moved, what came back,
+and that ``resume=True`` moves the rest (``resubmit.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..connections.live import LiveConnection
+from ..entities import EntityPath
+from ..errors import InvalidInputError, SbError
+from ..operations.counts import admin_call, counts
+
+WATCH_INTERVAL = 1.0
+"""Seconds between two readings of the watched counts unless told otherwise (``watch_interval=``)."""
+
+BRAKED = "stopped by the brake"  # how a braked run's Report error begins (``braked``)
+
+
+@dataclass(frozen=True)
+class Brake:
+    """When a run stops on its own: ``dead_letters`` more in the watched dead-letter queues than at
+    the start, or a watched backlog above ``active``; ``watch`` the entities (None: the target)."""
+
+    dead_letters: int | None = None
+    active: int | None = None
+    watch: tuple[str, ...] = ()
+    interval: float = WATCH_INTERVAL
+
+
+def brake_of(
+    stop_if_dead_letters: int | None,
+    stop_if_active: int | None,
+    watch: str | Sequence[str] | None,
+    watch_interval: float,
+) -> Brake | None:
+    """The brake the keywords ask for (checked), or None (no ``stop_if_*``: nothing is watched)."""
+    for name, value in (("stop_if_dead_letters", stop_if_dead_letters), ("stop_if_active", stop_if_active)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise InvalidInputError(f"{name} must be a whole number of 0 or more, not {value!r}.")
+    if isinstance(watch_interval, bool) or not isinstance(watch_interval, (int, float)) or not watch_interval > 0:
+        raise InvalidInputError(f"watch_interval must be a number of seconds above 0, not {watch_interval!r}.")
+    watched = (watch,) if isinstance(watch, str) else tuple(watch or ())
+    if stop_if_dead_letters is None and stop_if_active is None:
+        if watched:
+            raise InvalidInputError("watch= says what a brake watches: give stop_if_dead_letters= or stop_if_active=.")
+        return None
+    return Brake(stop_if_dead_letters, stop_if_active, watched, float(watch_interval))
+
+
+def watched_entities(conn: LiveConnection, brake: Brake, target: EntityPath) -> list[str]:
+    """The queues and subscriptions the brake reads: those named (a topic: its subscriptions), or
+    the target. Blocking (the administration API): called off the loop."""
+    names = [str(EntityPath.parse(w).parent) for w in brake.watch] or [str(target.parent)]
+    topics = {t.lower() for t in admin_call(conn, lambda admin: [t.name for t in admin.list_topics()])}
+    out: list[str] = []
+    for name in names:
+        if name.lower() in topics:
+            out += [f"{name}/subscriptions/{s}" for s in _subscriptions(conn, name)]
+        else:
+            out.append(name)
+    return out
+
+
+def _subscriptions(conn: LiveConnection, topic: str) -> list[str]:
+    return admin_call(conn, lambda admin: [str(s.name) for s in admin.list_subscriptions(topic)], topic)
+
+
+@dataclass
+class Reading:
+    """The watched counts at one moment: dead letters summed, and the largest backlog."""
+
+    dead_letters: int
+    active: int
+
+
+def read(conn: LiveConnection, entities: list[str]) -> Reading:
+    """One reading of the watched entities (blocking: the administration API)."""
+    found = [counts(e, connection=conn) for e in entities]
+    return Reading(sum(c.dead_letter for c in found), max((c.active for c in found), default=0))
+
+
+class Watch:
+    """The brake on one run: its first reading at the start, then one every interval until it
+    fires (``why`` says why) or the run ends (the task is cancelled)."""
+
+    def __init__(self, conn: LiveConnection, brake: Brake, entities: list[str], start: Reading) -> None:
+        self.conn, self.brake, self.entities, self.start = conn, brake, entities, start
+        self.last = start
+        self.why: str | None = None
+
+    @property
+    def came_back(self) -> int:
+        """Messages that arrived in the watched dead-letter queues since the start (at the last reading)."""
+        return max(0, self.last.dead_letters - self.start.dead_letters)
+
+    def fired(self, reading: Reading) -> str | None:
+        """Why the run stops at ``reading``, or None."""
+        self.last = reading
+        where = ", ".join(self.entities)
+        if self.brake.dead_letters is not None and self.came_back >= self.brake.dead_letters:
+            limit = self.brake.dead_letters
+            return f"{self.came_back} came back to the dead-letter queues of {where} (stop_if_dead_letters={limit})"
+        if self.brake.active is not None and reading.active > self.brake.active:
+            return f"a backlog of {reading.active} in {where} (stop_if_active={self.brake.active})"
+        return None
+
+    async def watch(self, stop: Callable[[], None]) -> None:
+        """Read every interval; once the brake fires, set ``why`` and call ``stop``. A reading that
+        fails stops the run too: a brake that cannot see is not run past."""
+        while self.why is None:
+            await asyncio.sleep(self.brake.interval)
+            try:
+                self.why = self.fired(await asyncio.to_thread(read, self.conn, self.entities))
+            except SbError as exc:
+                self.why = f"the watch could not read the counts of {', '.join(self.entities)} ({exc.message})"
+        stop()
+
+    async def final(self) -> None:
+        """One last reading once the run has ended: what came back, counted then."""
+        self.last = await asyncio.to_thread(read, self.conn, self.entities)
+
+
+async def started(conn: LiveConnection, brake: Brake, target: EntityPath) -> Watch:
+    """The watch of a run, its entities resolved and its first reading taken (before anything moves)."""
+    entities = await asyncio.to_thread(watched_entities, conn, brake, target)
+    return Watch(conn, brake, entities, await asyncio.to_thread(read, conn, entities))

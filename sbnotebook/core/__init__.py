@@ -72,6 +72,7 @@ from .errors import (
     SessionLockedError,
     redact,
 )
+from .incidents.brake import WATCH_INTERVAL, braked
 from .incidents.copy_many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
 from .incidents.copying import CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
 from .incidents.discarding import adiscard, discard
@@ -176,6 +177,7 @@ __all__ = [
     "TAIL_INTERVAL",
     "TIME_FORMS",
     "WAIT_SECONDS",
+    "WATCH_INTERVAL",
     "ConfigurationError",
     "Connection",
     "ConnectionLike",
@@ -225,6 +227,7 @@ __all__ = [
     "ascan",
     "aschedule",
     "asend",
+    "braked",
     "cancel_scheduled",
     "check_max_in_flight",
     "close_all",

@@ -1,6 +1,7 @@
 """``--rate`` on the commands that move messages: %sb_resubmit, %sb_copy, %sb_import and %%sb_send
 read it with core's one grammar (a wrong one is one line naming the forms), and each run keeps to it
-on the broker (its enqueued times, tests/core/incidents/test_replay_rate.py's checks)."""
+on the broker (its enqueued times, tests/core/incidents/test_replay_rate.py's checks). And the brake
+of %sb_resubmit: stopped, it says the line that goes on, and that line moves the rest."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
 from sbnotebook.notebook.magics.progress import time_left
 from tests import shell
+from tests.core.incidents import test_brake as brake
 from tests.core.incidents.test_replay_rate import dead_letters, enqueued, steady
 from tests.helpers import magic_fails
 from tests.interrupting import TOPOLOGY, exactly_once, where_each_is
@@ -72,3 +74,29 @@ def test_resubmit_copy_import_and_send_keep_to_the_rate_on_the_broker(
     sent = ip.run_cell_magic("sb_send", "plain --rate 200/s", f"list(range({N}))")
     assert sent.ok and sent.count("sent") == N, sent
     steady(enqueued(emulator, "plain"), RATE)
+
+
+def test_a_resubmit_stopped_by_its_brake_says_the_line_that_goes_on(
+    ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any
+) -> None:
+    brake.dead_letters(emulator)
+    typed = "sb_resubmit q --target plain --rate 50/s --stop-if-dead-letters 20 --watch-interval 0.2 --yes"
+    with brake.Consumer(emulator):
+        said = magic_fails(ip, typed)
+        brake.wait_until(lambda: emulator.broker.counts("plain")["active"] == 0)
+    out = capsys.readouterr().out
+    report = ip.user_ns["sb_last_report"]
+    assert core.braked(report) and said.startswith("%sb_resubmit: "), said
+    moved = report.count("resubmitted")
+    again = typed.removeprefix("sb_resubmit ") + " --resume"
+    assert (
+        f"Stopped by the brake: {moved} moved, {report.stats['came_back']} came back. To go on: %sb_resubmit {again}"
+        in out
+    )
+    brake.exactly_once(brake.places(emulator))
+
+    rest = line(ip, f"sb_resubmit {again}")  # the line it said; the consumer is gone: nothing comes back
+    assert rest.ok and rest.count("resubmitted") == brake.N - moved, rest
+    found = brake.places(emulator)
+    brake.exactly_once(found)
+    assert not found["source"]

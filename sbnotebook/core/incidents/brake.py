@@ -20,11 +20,17 @@ from ..connections.live import LiveConnection
 from ..entities import EntityPath
 from ..errors import InvalidInputError, SbError
 from ..operations.counts import admin_call, counts
+from ..outcome import Report
 
 WATCH_INTERVAL = 1.0
 """Seconds between two readings of the watched counts unless told otherwise (``watch_interval=``)."""
 
 BRAKED = "stopped by the brake"  # how a braked run's Report error begins (``braked``)
+
+
+def braked(report: Report) -> bool:
+    """Whether the Report is of a run the brake stopped (its error says why and how to go on)."""
+    return any(e.startswith(f"{BRAKED}:") for e in report.errors)
 
 
 @dataclass(frozen=True)

@@ -306,6 +306,7 @@ def command(
             name = None  # the connection NAME of a NAME:ENTITY argument: every line says NAME:ENTITY
             try:
                 args = parser.parse_line(line)
+                args.typed = line  # as typed: a command that stops part-way says the line that goes on
                 with bound_entity(self, args):
                     name = self.bound_name
                     result = fn(self, args, cell_text) if cell else fn(self, args)

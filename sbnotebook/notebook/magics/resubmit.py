@@ -34,6 +34,7 @@ RESUBMIT = parser(
     "  %sb_resubmit events/subscriptions/audit --target audit-retry\n"
     "  %sb_resubmit orders --enqueued-after 2026-11-25T14:00 --enqueued-before 2026-11-25T15:00  # the outage\n"
     "  %sb_resubmit orders --rate 50/s        # at most 50 messages a second (also /m)\n"
+    "  %sb_resubmit orders --rate 50/s --stop-if-dead-letters 20   # stops if 20 come back dead-lettered\n"
     "  %sb_resubmit orders --resume --yes     # interrupted: the rest, nothing moved twice",
 )
 RESUBMIT.add_argument("entity", help="the entity whose dead-letter queue to resubmit from (or the DLQ's path)")
@@ -55,6 +56,19 @@ RESUBMIT.add_argument(
 RESUBMIT.add_argument("--allow-fan-out", action="store_true", help="allow the topic as target (every subscription)")
 RESUBMIT.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 add_rate(RESUBMIT)
+RESUBMIT.add_argument(
+    "--stop-if-dead-letters", type=whole(0), metavar="N", help="stop once N more are in the watched dead-letter queues"
+)
+RESUBMIT.add_argument("--stop-if-active", type=whole(0), metavar="N", help="stop once a watched backlog passes N")
+RESUBMIT.add_argument(
+    "--watch",
+    metavar="ENTITY",
+    action="append",
+    help="what the brake watches (default: the target; a topic: its subscriptions)",
+)
+RESUBMIT.add_argument(
+    "--watch-interval", type=float, metavar="SECONDS", default=core.WATCH_INTERVAL, help="seconds between two readings"
+)
 RESUBMIT.add_argument(
     "--resume", action="store_true", help="continue the resubmit that was interrupted (nothing moved twice)"
 )
@@ -160,6 +174,10 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
         allow_fan_out=args.allow_fan_out,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         rate=args.rate,
+        stop_if_dead_letters=args.stop_if_dead_letters,
+        stop_if_active=args.stop_if_active,
+        watch=args.watch,
+        watch_interval=args.watch_interval,
         progress=progress.update,
         resume=args.resume,
         connection=conn,
@@ -168,6 +186,11 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     label_report(self, report)
     print(report.summary())
     say_interrupted(report, "the same command with --resume moves the rest (nothing is moved twice)")
+    if core.braked(report):
+        again = args.typed if args.resume else f"{args.typed} --resume"
+        came_back = report.stats.get("came_back", 0)
+        moved = report.count("resubmitted")
+        print(f"Stopped by the brake: {moved} moved, {came_back} came back. To go on: %sb_resubmit {again}")
     return report
 
 

@@ -165,6 +165,7 @@ class _CopyRun:
         self.left = None if max_messages is None else max(max_messages - self.state.copied, 0)
         first = min(self.state.failed) if self.state.failed else self.state.done + 1
         self.peeks = PeekAhead(src, src_path, first, span, self.left)
+        self.rate: float | None = None  # messages per second (``acopy(rate=)``), None: as fast as the sends go
         self.release = self.peeks.release
         self.interrupted = False  # stopped by an interrupt, the copies in flight confirmed
 
@@ -232,7 +233,6 @@ async def _send(
     dst_path: EntityPath,
     max_in_flight: int,
     progress: Callable[[Report], None] | None,
-    rate: float | None = None,
 ) -> Report:
     """The run's copies through the send pipeline on the target's connection. Refused before
     anything was taken, the record is removed; interrupted, it is saved for the next run, and the
@@ -251,12 +251,12 @@ async def _send(
                     dst_path,
                     messages,
                     max_in_flight=max_in_flight,
+                    rate=run.rate,
                     batch=True,
                     retry=RetryPolicy(),
                     progress=progress,
                     schedule_at=None,
                     on_outcome=run.counted,
-                    rate=rate,
                 )
             except asyncio.CancelledError as stop:
                 done = report_of(stop)
@@ -368,7 +368,8 @@ async def acopy(
     run = _CopyRun(
         src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages, span=span
     )
-    report = _finish(await _send(run, dst, dst_path, max_in_flight, progress, per_second), run, dst_path)
+    run.rate = per_second
+    report = _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
     if matches is not None:
         matches.check()  # raised on every message: a mistake, and nothing was sent
         if matches.errors:

@@ -130,8 +130,9 @@ def import_jsonl(
         decode_properties=decode_properties,
     )
     conn = live(connection)
+    pace = {"max_in_flight": max_in_flight, "rate": rate, "progress": progress}
     try:
-        report = conn.run_on(EntityPath.parse(name), _send(name, records, tracker, conn, max_in_flight, progress, rate))
+        report = conn.run_on(EntityPath.parse(name), _send(name, records, tracker, conn, pace))
     except Exception:
         if not state.pending:
             marker.unlink(missing_ok=True)  # refused before anything was sent (no such entity, ...)
@@ -188,13 +189,12 @@ async def _send(
     records: Callable[[], Iterator[Record]],
     tracker: LineTracker,
     conn: LiveConnection,
-    max_in_flight: int,
-    progress: Callable[[Report], None] | None,
-    rate: Rate | None = None,
+    pace: dict[str, Any],
 ) -> Report:
-    """``asend`` of ``records()``, every outcome followed by ``tracker``, its marker saved at the end.
-    Interrupted, it takes no more lines, and returns once the sends in flight are confirmed
-    (``connections/interrupts.py``): the marker then holds every line the target confirmed."""
+    """``asend`` of ``records()`` (``pace``: its ``max_in_flight``, ``rate`` and ``progress``), every
+    outcome followed by ``tracker``, its marker saved at the end. Interrupted, it takes no more lines,
+    and returns once the sends in flight are confirmed (``connections/interrupts.py``): the marker
+    then holds every line the target confirmed."""
     from ..operations.send import asend
 
     answers_interrupts()
@@ -202,11 +202,9 @@ async def _send(
         return await asend(
             name,
             records(),
-            max_in_flight=max_in_flight,
-            rate=rate,
-            progress=progress,
             on_outcome=tracker.outcome,
             connection=conn,
+            **pace,
         )
     except asyncio.CancelledError as stop:
         done = report_of(stop)

@@ -260,10 +260,9 @@ class _Sends:
         report: Report,
         retry: RetryPolicy,
         progress: Callable[[Report], None] | None,
-        bucket: TokenBucket | None = None,
     ) -> None:
         self.senders, self.report, self.retry, self.progress = senders, report, retry, progress
-        self.bucket = bucket  # a rate: each send waits for its messages' tokens before its sender
+        self.bucket: TokenBucket | None = None  # a rate: each send, its sender in hand, waits for its tokens
         self.latencies: list[float] = report.stats["latencies"]
         self.broken: SbError | None = None  # a send failed after every retry: do not make the rest wait it out
 
@@ -371,7 +370,8 @@ async def send_all(
     started = time.perf_counter()
     senders = _Senders(conn, path, report, max_in_flight=max_in_flight, retry=retry)
     bucket = None if rate is None else TokenBucket(rate)
-    sends = _Sends(senders, report, retry, progress, bucket)
+    sends = _Sends(senders, report, retry, progress)
+    sends.bucket = bucket
     taken: list[tuple[int, Any]] = []  # taken from the input, not yet handed to a send
     try:
         try:

@@ -79,6 +79,9 @@ RESUBMIT.rename("--keep-ids", "--keep-message-id")
 RESUBMIT.rename("--session-id", "--to-session-id")  # --session-id reads a session (%sb_peek, %sb_receive)
 
 
+BRAKE = ("stop_if_dead_letters", "stop_if_active", "watch", "watch_interval")  # core.resubmit's brake keywords
+
+
 def message_edit(args: argparse.Namespace) -> MessageEdit:
     edit = MessageEdit(subject=args.subject, session_id=args.to_session_id, remove_properties=list(args.remove_prop))
     if args.patch is not None:
@@ -174,10 +177,7 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
         allow_fan_out=args.allow_fan_out,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         rate=args.rate,
-        stop_if_dead_letters=args.stop_if_dead_letters,
-        stop_if_active=args.stop_if_active,
-        watch=args.watch,
-        watch_interval=args.watch_interval,
+        **{brake: getattr(args, brake) for brake in BRAKE},  # the brake's four, as typed
         progress=progress.update,
         resume=args.resume,
         connection=conn,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
@@ -20,19 +19,16 @@ from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
 from sbnotebook import core
 from sbnotebook.core.incidents.brake import BRAKED
 from sbnotebook.emulator import Emulator
+from tests.core.incidents import test_replay_rate
 from tests.helpers import QuickCloseClient
-from tests.interrupting import TOPOLOGY, peek_all
+from tests.interrupting import peek_all
 from tests.waiting import wait_until
 
 N = 300
 DLQ = "q/$deadletterqueue"
 
 
-@pytest.fixture
-def emulator() -> Iterator[Emulator]:
-    with Emulator(TOPOLOGY) as emu:
-        yield emu
-        core.close_all()
+emulator = test_replay_rate.emulator  # the same namespace on the system clock
 
 
 def body(i: int) -> str:

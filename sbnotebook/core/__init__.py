@@ -73,6 +73,7 @@ from .errors import (
     redact,
 )
 from .incidents.brake import WATCH_INTERVAL, braked
+from .incidents.canary import CANARY_TIMEOUT
 from .incidents.copy_many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
 from .incidents.copying import CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
 from .incidents.discarding import adiscard, discard
@@ -154,6 +155,7 @@ from .views.signatures import mask, signature
 from .views.where import Where, WhereFailed
 
 __all__ = [
+    "CANARY_TIMEOUT",
     "CONNECTION_NAME",
     "DEAD_LETTER_QUEUE",
     "ENV_CONNECTION_STRING",

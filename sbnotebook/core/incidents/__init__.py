@@ -6,8 +6,9 @@
 - ``resubmit.py`` (move messages, copy first then complete: ``operations/copies.py``) with
   ``resubmit_batches.py`` (its workers, each batch moved whole), ``resubmit_record.py`` (what a run
   that did not finish leaves for the next), ``brake.py`` (what stops a run on its own: the target's
-  dead letters and backlog, watched), ``selection.py`` (what its ``where`` selects),
-  ``discarding.py`` (a resubmit without the copy: the selected messages removed for good).
+  dead letters and backlog, watched), ``canary.py`` (K moved first, their fate read at the target),
+  ``selection.py`` (what its ``where`` selects), ``discarding.py`` (a resubmit without the copy: the
+  selected messages removed for good).
 - ``copying.py`` (copy an entity, to another namespace too, resumably) with ``copy_peeks.py`` (its
   source read ahead by peeking, a bounded number held) and ``copy_progress.py`` (its record on disk),
   ``copy_many.py`` (the entities a glob matches, each copied).

@@ -56,12 +56,16 @@ def brake_of(
             raise InvalidInputError(f"{name} must be a whole number of 0 or more, not {value!r}.")
     if isinstance(watch_interval, bool) or not isinstance(watch_interval, (int, float)) or not watch_interval > 0:
         raise InvalidInputError(f"watch_interval must be a number of seconds above 0, not {watch_interval!r}.")
-    watched = (watch,) if isinstance(watch, str) else tuple(watch or ())
     if stop_if_dead_letters is None and stop_if_active is None:
-        if watched:
+        if watched(watch):
             raise InvalidInputError("watch= says what a brake watches: give stop_if_dead_letters= or stop_if_active=.")
         return None
-    return Brake(stop_if_dead_letters, stop_if_active, watched, float(watch_interval))
+    return Brake(stop_if_dead_letters, stop_if_active, watched(watch), float(watch_interval))
+
+
+def watched(watch: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``watch=`` as a tuple of entity names (one name, several, or none: the target)."""
+    return (watch,) if isinstance(watch, str) else tuple(watch or ())
 
 
 def watched_entities(conn: LiveConnection, brake: Brake, target: EntityPath) -> list[str]:
@@ -132,9 +136,15 @@ class Watch:
                 self.why = f"the watch could not read the counts of {', '.join(self.entities)} ({exc.message})"
         stop()
 
-    async def final(self) -> None:
-        """One last reading once the run has ended: what came back, counted then."""
+    async def said(self, report: Report, moved: int, src: EntityPath) -> None:
+        """The Report of a run the brake stopped: why, what it moved, what came back (read once more
+        now), and how to go on. An error: the run is not done (its record stays for ``resume=True``)."""
         self.last = await asyncio.to_thread(read, self.conn, self.entities)
+        report.stats.update(came_back=self.came_back)
+        report.error(
+            f"{BRAKED}: {self.why}; {moved} moved, {self.came_back} came back; what is left is still in "
+            f"{src}: resubmit again with resume=True to move it"
+        )
 
 
 async def started(conn: LiveConnection, brake: Brake, target: EntityPath) -> Watch:

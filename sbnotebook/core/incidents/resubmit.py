@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..connections.interrupts import answers_interrupts, mark_interrupted, taken_back, uninterrupted
+from ..connections.interrupts import interrupted as core_interrupted
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
@@ -48,8 +49,9 @@ from ..rates import Rate, TokenBucket, parse_rate
 from ..renames import renamed
 from ..sdk.failures import from_sdk
 from ..views.search import WhereLike, as_where
-from .brake import BRAKED, WATCH_INTERVAL, Brake, Watch, brake_of
+from .brake import WATCH_INTERVAL, Brake, Watch, brake_of, watched, watched_entities
 from .brake import started as watch_started
+from .canary import CANARY_TIMEOUT, check_canary, fate
 from .leftovers import account_for_what_is_left
 from .resubmit_batches import Job, Run, seq_of, worker
 from .resubmit_record import ResubmitProgress, load, record_path, save
@@ -95,6 +97,7 @@ async def _resubmit(
     before: int | None = None,
     rate: float | None = None,
     brake: Brake | None = None,
+    paused: bool = False,
 ) -> Report:
     """Copy first (send), complete second (one request per batch), with up to ``max_in_flight``
     batches on their way at once (each worker: receive, send the copies, complete the originals),
@@ -133,11 +136,11 @@ async def _resubmit(
     if run.interrupted:
         _say_interrupted(run, src, dst)
     elif watch is not None and watch.why is not None:
-        await _say_braked(run, watch, src)
+        await watch.said(run.report, run.moved, src)
     if before is not None:
         report.note(f"resumed: {before} moved before")
     if record is not None and dst is not None:
-        complete = report.ok and not run.in_target
+        complete = report.ok and not run.in_target and not paused  # paused: a canary, the rest to come
         moved = (before or 0) + run.moved
         save(record, None if complete else ResubmitProgress(str(src), str(dst), moved, run.in_target))
     return report
@@ -248,17 +251,6 @@ def _brake(run: Run) -> None:
     run.stop = run.braked = True  # each worker ends the batch it holds; one waiting for tokens gives it back
 
 
-async def _say_braked(run: Run, watch: Watch, src: EntityPath) -> None:
-    """The Report of a run the brake stopped: why, what it moved, what came back (read once more
-    now), and how to go on. An error: the run is not done (its record stays for ``resume=True``)."""
-    await watch.final()
-    run.report.stats.update(came_back=watch.came_back)
-    run.report.error(
-        f"{BRAKED}: {watch.why}; {run.moved} moved, {watch.came_back} came back; what is left is still in "
-        f"{src}: resubmit again with resume=True to move it"
-    )
-
-
 def _say_interrupted(run: Run, src: EntityPath, dst: EntityPath | None) -> None:
     """The Report of an interrupted run: what it moved, and how to go on."""
     done = "resubmitted" if dst is not None else "discarded"
@@ -335,6 +327,8 @@ async def aresubmit(
     stop_if_active: int | None = None,
     watch: str | Sequence[str] | None = None,
     watch_interval: float = WATCH_INTERVAL,
+    canary: int | None = None,
+    canary_timeout: float = CANARY_TIMEOUT,
     connection: ConnectionLike = None,
 ) -> Report:
     """The async form of :func:`resubmit`. ``resume=True`` continues a run that did not finish
@@ -344,6 +338,7 @@ async def aresubmit(
     check_limit(max_messages, max_in_flight, batch_size)
     per_second = parse_rate(rate)
     brake = brake_of(stop_if_dead_letters, stop_if_active, watch, watch_interval)
+    check_canary(canary, canary_timeout)
     matches = as_where(where)  # a bad expression fails before anything is received
     window = enqueued_window(enqueued_after, enqueued_before)
     conn = live(connection)
@@ -355,10 +350,11 @@ async def aresubmit(
         )
     before = earlier.moved if resume and earlier is not None else None
     limit = None if max_messages is None else max_messages - (before or 0)
+    limit = canary if canary is not None and (limit is None or canary < limit) else limit
     if limit is not None and limit < 1:  # the run moved what it was asked to: nothing more, its record done with
         save(record, earlier if earlier is not None and earlier.copied else None)
         return Report("resubmit", str(src), str(dst), notes=[f"resumed: the {max_messages} asked for were moved"])
-    return await moved(
+    report = await moved(
         conn,
         src,
         dst,
@@ -375,7 +371,12 @@ async def aresubmit(
         before=before,
         rate=per_second,
         brake=brake,
+        paused=canary is not None,
     )
+    if canary is not None and not core_interrupted(report):  # the copies' fate, read at the target
+        entities = await asyncio.to_thread(watched_entities, conn, brake or Brake(watch=watched(watch)), dst)
+        await fate(conn, entities, report, interval=watch_interval, timeout=canary_timeout)
+    return report
 
 
 def resubmit_resume_point(
@@ -414,6 +415,8 @@ def resubmit(
     stop_if_active: int | None = None,
     watch: str | Sequence[str] | None = None,
     watch_interval: float = WATCH_INTERVAL,
+    canary: int | None = None,
+    canary_timeout: float = CANARY_TIMEOUT,
     connection: ConnectionLike = None,
 ) -> Report:
     """Move messages from ``source`` to ``target``: copy first, complete second.
@@ -434,5 +437,8 @@ def resubmit(
     dead-letter queues than when it began, ``stop_if_active=N`` once a watched backlog passes N;
     ``watch`` the entities (default: the target; a topic: its subscriptions), read every
     ``watch_interval`` seconds. Stopped so, its Report says why, what moved and what came back, and
-    ``resume=True`` moves the rest."""
+    ``resume=True`` moves the rest. ``canary=K`` moves K, waits until the target's consumer has had
+    them (none still active there, or ``canary_timeout`` seconds), says what became of them
+    (``report.stats["canary"]``, read from the broker: ``canary.py``) and moves nothing more until
+    the same call with ``resume=True``."""
     raise NotImplementedError  # never runs: @sync_form runs aresubmit

@@ -20,7 +20,7 @@ from tests.core.incidents import test_brake as brake
 from tests.core.incidents.test_replay_rate import dead_letters, enqueued, steady
 from tests.helpers import magic_fails
 from tests.interrupting import TOPOLOGY, exactly_once, where_each_is
-from tests.shell import line
+from tests.shell import answer, line
 
 ip, sb = shell.ip, shell.sb
 N, RATE = 300, 200.0
@@ -100,3 +100,32 @@ def test_a_resubmit_stopped_by_its_brake_says_the_line_that_goes_on(
     found = brake.places(emulator)
     brake.exactly_once(found)
     assert not found["source"]
+
+
+@pytest.mark.parametrize("reply", ["resubmit", "no"])
+def test_a_canary_says_its_fate_then_asks_before_it_moves_the_rest(
+    ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any, monkeypatch: pytest.MonkeyPatch, reply: str
+) -> None:
+    brake.dead_letters(emulator)
+    asked = answer(monkeypatch, reply)
+    with brake.Consumer(emulator):
+        report = line(ip, "sb_resubmit q --target plain --canary 20 --canary-timeout 30 --watch-interval 0.1 --yes")
+        brake.wait_until(lambda: emulator.broker.counts("plain")["active"] == 0)
+    found = brake.places(emulator)
+    brake.exactly_once(found)
+    dead = sum(found["target dlq"].values())
+    moved = dead + sum(found["target"].values())
+    (question,) = asked  # --yes answered the first question; the canary's is asked all the same
+    assert f"The canary's 20 at plain: {20 - 7} settled, 7 dead-lettered, 0 not yet taken." in question
+    assert f"Move the other {brake.N - 20}?" in question
+    if reply == "resubmit":
+        assert moved == brake.N and report.ok and report.count("resubmitted") == brake.N - 20, report
+    else:
+        assert moved == 20 and report.stats["canary"]["dead_lettered"] == 7, report
+        out = capsys.readouterr().out
+        again = "sb_resubmit q --target plain --canary-timeout 30 --watch-interval 0.1 --yes --resume"
+        assert f"Nothing more moved. To go on: %{again}" in out
+        out_line = out.split("To go on: %")[1].splitlines()[0]
+        rest = line(ip, out_line)  # the line it said: the rest, nothing twice
+        assert rest.ok and rest.count("resubmitted") == brake.N - 20, rest
+        brake.exactly_once(brake.places(emulator))

@@ -4,7 +4,9 @@ a body merge patch and property edits, previewed as a diff before anything moves
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +15,7 @@ from IPython.core.error import UsageError
 from ... import core
 from ...core import EntityPath, TimeWindow, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
-from .command import COUNT, add_rate, command, parser, whole
+from .command import COUNT, Declined, add_rate, command, parser, whole
 from .progress import Progress, say_interrupted
 from .targets import label_report
 from .targets import shown as named
@@ -65,6 +67,14 @@ RESUBMIT.add_argument(
     metavar="ENTITY",
     action="append",
     help="what the brake watches (default: the target; a topic: its subscriptions)",
+)
+RESUBMIT.add_argument("--canary", type=COUNT, metavar="K", help="move K first, say their fate, then ask")
+RESUBMIT.add_argument(
+    "--canary-timeout",
+    type=float,
+    metavar="SECONDS",
+    default=core.CANARY_TIMEOUT,
+    help="how long the canary waits at most for its K to be taken",
 )
 RESUBMIT.add_argument(
     "--watch-interval", type=float, metavar="SECONDS", default=core.WATCH_INTERVAL, help="seconds between two readings"
@@ -166,32 +176,64 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
             print(f"... and {count - len(shown)} more, edited the same way.")
     if not args.yes:
         self.ask("The copies are sent first, the originals completed after.", "resubmit")
-    progress = Progress(named(self, source), "Resubmitting from", "resubmitted", total=count)
+
+    run = functools.partial(
+        _moving, self, args, source=source, target=target, edit=edit, most=before + count, conn=conn, window=window
+    )
+    report = run(args.resume, args.canary, count if args.canary is None else min(count, args.canary))
+    left = count - report.count("resubmitted")
+    if args.canary is None or not report.ok or left < 1:
+        return report
+    fate = report.stats["canary"]
+    try:
+        self.ask(
+            f"The canary's {fate['moved']} at {named(self, target)}: {fate['settled']} settled, "
+            f"{fate['dead_lettered']} dead-lettered, {fate['waiting']} not yet taken. Move the other {left}?",
+            "resubmit",
+        )
+    except Declined:  # not told to go on (or nobody to ask): the canary's Report, nothing more moved
+        print(f"Nothing more moved. To go on: %sb_resubmit {_again(args)}")
+        return report
+    return run(True, None, left)
+
+
+def _moving(
+    self: MagicsState, args: argparse.Namespace, resume: bool, canary: int | None, total: int, **plan: Any
+) -> core.Report:
+    """One core.resubmit of the line (``plan``: its source, target, edit, most, conn and window), its
+    progress line and summary, and what to type next when it stopped part-way."""
+    progress = Progress(named(self, plan["source"]), "Resubmitting from", "resubmitted", total=total)
     report = core.resubmit(
-        source,
-        target=target,
+        plan["source"],
+        target=plan["target"],
         where=args.where,  # compiled afresh: the Report counts what the resubmit's own peek could not evaluate
-        edit=None if edit.empty else edit,
-        max_messages=before + count,  # with --resume: what the runs before moved counts (core.resubmit)
+        edit=None if plan["edit"].empty else plan["edit"],
+        max_messages=plan["most"],  # with --resume: what the runs before moved counts (core.resubmit)
         keep_message_id=args.keep_message_id,
         allow_fan_out=args.allow_fan_out,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         rate=args.rate,
         **{brake: getattr(args, brake) for brake in BRAKE},  # the brake's four, as typed
+        canary=canary,
+        canary_timeout=args.canary_timeout,
         progress=progress.update,
-        resume=args.resume,
-        connection=conn,
-        **within(window),
+        resume=resume,
+        connection=plan["conn"],
+        **within(plan["window"]),
     )
     label_report(self, report)
     print(report.summary())
     say_interrupted(report, "the same command with --resume moves the rest (nothing is moved twice)")
     if core.braked(report):
-        again = args.typed if args.resume else f"{args.typed} --resume"
-        came_back = report.stats.get("came_back", 0)
-        moved = report.count("resubmitted")
-        print(f"Stopped by the brake: {moved} moved, {came_back} came back. To go on: %sb_resubmit {again}")
+        came_back, moved = report.stats.get("came_back", 0), report.count("resubmitted")
+        print(f"Stopped by the brake: {moved} moved, {came_back} came back. To go on: %sb_resubmit {_again(args)}")
     return report
+
+
+def _again(args: argparse.Namespace) -> str:
+    """The line that goes on from where a run stopped: as typed, without its canary, with --resume."""
+    typed = re.sub(r"\s--canary(?:=|\s+)\S+", "", f" {args.typed}").strip()
+    return typed if args.resume else f"{typed} --resume"
 
 
 def _resumed(self: MagicsState, source: str, args: argparse.Namespace, conn: Any) -> Any:

@@ -89,7 +89,8 @@ RESUBMIT.rename("--keep-ids", "--keep-message-id")
 RESUBMIT.rename("--session-id", "--to-session-id")  # --session-id reads a session (%sb_peek, %sb_receive)
 
 
-BRAKE = ("stop_if_dead_letters", "stop_if_active", "watch", "watch_interval")  # core.resubmit's brake keywords
+# core.resubmit's keywords the line gives as typed: the copies' ids, the fan-out, the rate, the brake, the canary's wait
+AS_TYPED = "keep_message_id allow_fan_out rate stop_if_dead_letters stop_if_active watch watch_interval canary_timeout"
 
 
 def message_edit(args: argparse.Namespace) -> MessageEdit:
@@ -209,13 +210,9 @@ def _moving(
         where=args.where,  # compiled afresh: the Report counts what the resubmit's own peek could not evaluate
         edit=None if plan["edit"].empty else plan["edit"],
         max_messages=plan["most"],  # with --resume: what the runs before moved counts (core.resubmit)
-        keep_message_id=args.keep_message_id,
-        allow_fan_out=args.allow_fan_out,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
-        rate=args.rate,
-        **{brake: getattr(args, brake) for brake in BRAKE},  # the brake's four, as typed
+        **{name: getattr(args, name) for name in AS_TYPED.split()},
         canary=canary,
-        canary_timeout=args.canary_timeout,
         progress=progress.update,
         resume=resume,
         connection=plan["conn"],

@@ -102,3 +102,14 @@ def test_a_copy_and_a_send_at_a_rate_are_steady_on_the_broker(emulator: Emulator
     sent = core.send("plain", [{"n": i} for i in range(N)], rate=RATE, connection=cs)
     assert sent.ok and sent.count("sent") == N
     steady(enqueued(emulator, "plain"), RATE)
+
+
+def test_process_at_a_rate_takes_no_more_than_the_rate_in_any_second(emulator: Emulator) -> None:
+    """``process(rate=)``: when each message reached the handler (the test's own clock readings),
+    counted per second of the run: the same two checks."""
+    cs = emulator.connection_string
+    core.send("plain", [{"n": i} for i in range(200)], connection=cs)
+    seen: list[dt.datetime] = []
+    report = core.process("plain", lambda r: seen.append(dt.datetime.now(dt.UTC)), rate="100/s", connection=cs)
+    assert report.count("completed") == 200, report
+    steady(seen, 100.0)

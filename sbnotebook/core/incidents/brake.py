@@ -108,11 +108,15 @@ class Watch:
         self.conn, self.brake, self.entities, self.start = conn, brake, entities, start
         self.last = start
         self.why: str | None = None
+        # What the run has taken from the watched dead-letter queues (its source is one of them: a
+        # queue's DLQ resubmitted to the queue), so what came back is not hidden by what left.
+        self.taken: Callable[[], int] = lambda: 0
 
     @property
     def came_back(self) -> int:
-        """Messages that arrived in the watched dead-letter queues since the start (at the last reading)."""
-        return max(0, self.last.dead_letters - self.start.dead_letters)
+        """Messages that arrived in the watched dead-letter queues since the start (at the last reading):
+        their count now, less at the start, plus what the run took from them."""
+        return max(0, self.last.dead_letters - self.start.dead_letters + self.taken())
 
     def fired(self, reading: Reading) -> str | None:
         """Why the run stops at ``reading``, or None."""

@@ -113,6 +113,8 @@ async def _resubmit(
     report.stats.update(batches=0, workers=0)
     run = Run(report, limit, None, progress, in_target=dict(earlier.copied) if earlier else {})
     run.bucket = None if rate is None else TokenBucket(rate)
+    if watch is not None and src.is_dead_letter and str(src.parent) in watch.entities:
+        watch.taken = lambda: run.moved  # the source is a watched dead-letter queue: what left it is not counted out
     job = Job(conn, src, dst, edit, keep_message_id, batch_size, max_in_flight)
     workers: set[asyncio.Task[None]] = set()
 

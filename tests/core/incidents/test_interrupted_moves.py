@@ -281,3 +281,21 @@ def test_a_cancelled_task_awaiting_acopy_gets_its_report_and_the_same_copy_sends
     again = core.copy(DLQ, "plain", connection=cs)
     assert again.ok and again.count("sent") == N - copied, again
     assert _bodies(emulator, "plain") == Counter(f"{i:04d}" for i in range(N))  # each message once
+
+
+def test_a_resubmit_at_a_rate_interrupted_leaves_each_message_once_and_resumes(emulator: Emulator) -> None:
+    """At a rate, batches wait for their tokens in hand: interrupted once 100 copies are in q, the
+    batch waiting goes back whole, those on their way finish; each message once, none locked."""
+    dead_letters(emulator)
+    cs = emulator.connection_string
+    with InterruptWhen(emulator, copies_at_least("q", 100)) as interrupt:
+        report = core.resubmit(DLQ, rate="500/s", connection=cs)
+    assert interrupt.fired and interrupt.acknowledged and core.interrupted(report), report
+    wait_until(lambda: emulator.broker._locks == {}, timeout=30, interval=0.01)
+    places = where_each_is(emulator)
+    exactly_once(places)
+    moved = sum(places["queue"].values())
+    assert report.count("resubmitted") == moved < N, report
+    rest = core.resubmit(DLQ, resume=True, rate="500/s", connection=cs)
+    assert rest.ok and rest.count("resubmitted") == N - moved, rest
+    exactly_once(where_each_is(emulator))

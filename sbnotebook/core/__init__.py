@@ -24,7 +24,8 @@ Each sub-package opens with its own map.
   ``defaults.py`` (the defaults the layers share, and the in-flight check), ``entities.py``
   (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one result type),
   ``renames.py`` (old names for one release), ``times.py`` (the one time grammar: ``parse_time``,
-  ``utc``), ``timing.py``, ``trust.py`` (the CAs TLS trusts).
+  ``utc``), ``timing.py``, ``tracing.py`` (the kit's operations as OpenTelemetry spans, a copy's fresh
+  trace context), ``trust.py`` (the CAs TLS trusts).
 
 The layers above import only from ``sbnotebook.core`` itself (``__all__``), never from these modules.
 """

@@ -20,6 +20,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..tracing import sdk_traced
+
 # ``add_to_batch`` does what ``ServiceBusMessageBatch._add`` does, in the same order, but encodes the
 # message once: the SDK encodes it to measure it (``get_message_encoded_size``), then again to add
 # it (``add_batch``), about 35 us of the 90 us a 1 KB message costs to add. These are the statements
@@ -122,10 +124,12 @@ TRACE_SOURCE: tuple[str, ...] = (
 
 
 def tracing_on() -> bool:
-    """Whether the SDK traces sent messages now (azure-core has a tracing implementation)."""
+    """Whether the SDK traces sent messages now: azure-core has a tracing implementation, and, when it is
+    the kit's (``sdk/tracing.py``), this is an operation of a connection made with ``trace=True``."""
     from azure.core.settings import settings
 
-    return settings.tracing_implementation() is not None
+    span = settings.tracing_implementation()
+    return span is not None and (not getattr(span, "kit_only", False) or sdk_traced.get())
 
 
 def add_to_batch(batch: Any, message: Any, *, tracing: bool = True) -> None:

@@ -19,7 +19,7 @@ span (kind PRODUCER, a child of the operation's span, linked to the original's c
 byte-string keys the SDK writes with ``setdefault``: the SDK keeps it, and the copy holds one of each.
 
 ``sdk_traced`` says, in the task of an operation on a connection made with ``trace=True``, that the
-SDK's own tracing is on for it (``sdk/tracing.py`` reads it).
+SDK's own tracing is on for it (``sdk/messages.py`` ``kit_span`` reads it).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ TRACESTATE = "tracestate"
 ORIGINAL_TRACEPARENT = "sbnotebook-original-traceparent"
 _CONTEXT_KEYS = frozenset({"traceparent", "diagnostic-id", "tracestate"})  # compared lowercased
 
-# The SDK's values (azure/servicebus/_common/tracing.py TraceAttributes), so its spans and ours group alike.
+# The SDK's values (its TraceAttributes), so its spans and ours group alike.
 AZ_NAMESPACE = "Microsoft.ServiceBus"
 SYSTEM = "servicebus"
 # The operation type of OpenTelemetry's messaging conventions, and the SDK's older ``messaging.operation``.

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..renames import renamed
-from ..sdk.tracing import trace_kit_clients
+from ..sdk.messages import trace_kit_clients
 from .connection import Connection, resolve
 from .live import LiveConnection
 
@@ -107,9 +107,10 @@ def connect(
     them costs one round trip.
 
     ``trace=True`` turns the azure-servicebus SDK's own OpenTelemetry tracing on for this connection's
-    clients (not the process's: core/sdk/tracing.py), so its spans join the kit's in one trace; it needs
-    ``pip install 'sbnotebook[tracing]'`` (``ConfigurationError`` without). ``trace=False`` turns it off
-    again; None leaves it as it is. The kit's own spans (core/tracing.py) need no switch."""
+    clients (not the process's: ``trace_kit_clients`` in core/sdk/messages.py), so its spans join the
+    kit's in one trace; it needs ``pip install 'sbnotebook[tracing]'`` (``ConfigurationError`` without).
+    ``trace=False`` turns it off again; None leaves it as it is. The kit's own spans (core/tracing.py)
+    need no switch."""
     settings = resolve(
         connection, fully_qualified_namespace=fully_qualified_namespace, credential=credential, websockets=websockets
     )

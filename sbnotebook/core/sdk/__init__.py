@@ -4,8 +4,7 @@ emulator's Entra ID tenant aside, which imports nothing of the kit: tests/projec
 ``api.py`` holds the SDK's public names the kit uses (classes, constants, exceptions); ``failures.py``
 says what an exception the SDK raised means (translated into the kit's ``errors.py``, classified:
 a lost connection, a lost lock, a missing right); ``admin.py`` makes the administration client;
-``websockets.py`` the options for AMQP over WebSockets; ``tracing.py`` the SDK's tracing on for the kit's
-connections made with ``trace=True``; ``clients.py`` the SDK's own clients for code
+``websockets.py`` the options for AMQP over WebSockets; ``clients.py`` the SDK's own clients for code
 that speaks the SDK itself (the pytest plugin, the demo's independent check). The rest of
 this package reaches into the SDK's private API, one concern a module, because the public SDK has no
 call for a few things Service Bus itself offers and the kit needs them. Each pins the SDK lines it
@@ -20,7 +19,8 @@ relies on:
 - ``management.py``, management-only handlers: sessions listed on a handler kept open, messages
   deleted on the server without receiving them (``batch-delete-messages``);
 - ``messages.py``, messages and batches: a message added to a batch with one encoding, a
-  ``ServiceBusMessage`` made without its property setters (pinned: ``BATCH_ADD_SOURCE``,
+  ``ServiceBusMessage`` made without its property setters, the SDK's tracing on for the kit's traced
+  connections only (pinned: ``BATCH_ADD_SOURCE``,
   ``BATCH_ENCODE_SOURCE``, ``TRACE_SOURCE``, ``WRAP_SOURCE``);
 - ``encoded.py``, typed values: the encoded bytes of each message received or peeked kept beside
   the SDK's decoded values (pinned: ``DECODE_CALLS``), and typed values handed to its encoder, so a

@@ -146,6 +146,8 @@ from .sdk.failures import (
     requires_sessions,
 )
 from .times import FUTURE_TIME_FORMS, TIME_FORMS, parse_time, utc
+from .tracing import ORIGINAL_TRACEPARENT
+from .tracing import operation as operation_span
 from .views.records import FIELDS, RECORD_FIELDS, to_dataframe, to_record, utf8
 from .views.search import as_where, compile_where, json_columns
 from .views.signatures import mask, signature
@@ -165,6 +167,7 @@ __all__ = [
     "MAX_SCANNED",
     "MAX_SESSIONS",
     "NEXT_AVAILABLE_SESSION",
+    "ORIGINAL_TRACEPARENT",
     "PAGE_SIZE",
     "PEEK_MAX_MESSAGES",
     "PROBLEMS",
@@ -278,6 +281,7 @@ __all__ = [
     "live_connection",
     "mask",
     "missing_targets",
+    "operation_span",
     "parse_credential_ref",
     "parse_secret_ref",
     "parse_time",

@@ -146,7 +146,6 @@ from .sdk.failures import (
     requires_sessions,
 )
 from .times import FUTURE_TIME_FORMS, TIME_FORMS, parse_time, utc
-from .tracing import ORIGINAL_TRACEPARENT
 from .tracing import operation as operation_span
 from .views.records import FIELDS, RECORD_FIELDS, to_dataframe, to_record, utf8
 from .views.search import as_where, compile_where, json_columns
@@ -167,7 +166,6 @@ __all__ = [
     "MAX_SCANNED",
     "MAX_SESSIONS",
     "NEXT_AVAILABLE_SESSION",
-    "ORIGINAL_TRACEPARENT",
     "PAGE_SIZE",
     "PEEK_MAX_MESSAGES",
     "PROBLEMS",

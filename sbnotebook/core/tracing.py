@@ -133,18 +133,18 @@ def attributes(operation: str, namespace: str, entity: str) -> dict[str, str]:
 
 
 @contextmanager
-def operation(name: str, conn: Traced, entity: object, *, source: object = None) -> Iterator[Operation]:
+def operation(name: str, connection: Traced, entity: object, *, source: object = None) -> Iterator[Operation]:
     """The span of one operation of the kit on ``entity`` (``source``: where a copy's messages come
     from), current while it runs; an exception marks it failed and goes on. On a connection made with
     ``trace=True`` the SDK's own tracing is on inside it (``sdk_traced``)."""
-    token = sdk_traced.set(True) if conn.traced else None
+    token = sdk_traced.set(True) if connection.traced else None
     try:
         trace = api()
         if trace is None:
             yield _NOTHING
             return
         tracer = _tracer()
-        attrs = attributes(name, conn.fully_qualified_namespace, str(entity))
+        attrs = attributes(name, connection.fully_qualified_namespace, str(entity))
         if source is not None:
             attrs["sbnotebook.source.name"] = str(source)
         with tracer.start_as_current_span(f"sbnotebook.{name}", kind=trace.SpanKind.CLIENT, attributes=attrs) as span:

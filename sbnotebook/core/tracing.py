@@ -157,7 +157,16 @@ def operation(name: str, connection: Traced, entity: object, *, source: object =
                 raise
     finally:
         if token is not None:
-            sdk_traced.reset(token)
+            _reset(token)
+
+
+def _reset(token: contextvars.Token[bool]) -> None:
+    """``sdk_traced`` as it was. A generator's span (a Spark partition's rows) may be closed by the
+    garbage collector in another context, where the token cannot be used: that context never had it set."""
+    try:
+        sdk_traced.reset(token)
+    except ValueError:
+        return
 
 
 def _text(value: Any) -> str | None:

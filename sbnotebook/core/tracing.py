@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+from asyncio import CancelledError
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
@@ -153,7 +154,7 @@ def operation(name: str, connection: Traced, entity: object, *, source: object =
                 yield op
             except BaseException as exc:
                 span.set_attribute("error.type", type(exc).__qualname__)
-                op.outcome("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+                op.outcome("interrupted" if isinstance(exc, KeyboardInterrupt | CancelledError) else "failed")
                 raise
     finally:
         if token is not None:

@@ -181,10 +181,11 @@ def servicebus_admin_client(servicebus_namespace: Namespace) -> Iterator[Any]:
 
 
 @pytest.fixture
-def servicebus_spans() -> Spans:
+def servicebus_spans() -> Iterator[Spans]:
     """The spans that end while the test runs (``sbnotebook.testing.spans.Spans``): ``find("sbnotebook.resubmit")``,
     ``find(message_id=...)``, ``find(trace_id=...)``. Skipped when opentelemetry-sdk is not installed."""
     pytest.importorskip("opentelemetry.sdk.trace", reason="servicebus_spans needs opentelemetry-sdk")
-    from sbnotebook.testing.spans import spans_for_test
+    from sbnotebook.testing.spans import recording
 
-    return spans_for_test()
+    with recording() as spans:
+        yield spans

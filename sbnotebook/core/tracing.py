@@ -208,7 +208,7 @@ def renew_context(props: dict[Any, Any], original: str | None, message_id: Any =
 
 def _message_span(trace: ModuleType, original: str | None, message_id: Any) -> str | None:
     """The traceparent of a new ``sbnotebook.message`` span linked to ``original``, or None when no
-    tracer records (a non-recording span carries no context of its own)."""
+    tracer records it."""
     links = []
     if original:
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -222,7 +222,7 @@ def _message_span(trace: ModuleType, original: str | None, message_id: Any) -> s
     span = _tracer().start_span("sbnotebook.message", kind=trace.SpanKind.PRODUCER, links=links, attributes=attrs)
     try:
         ctx = span.get_span_context()
-        if not ctx.is_valid:
+        if not span.is_recording():  # no tracer, or one that sampled it out: the copy is given no context
             return None
         return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
     finally:

@@ -3,17 +3,39 @@
 OpenTelemetry lets a process set its global tracer provider once (``set_tracer_provider`` ignores,
 with a warning, every later call). So the first test that asks installs one provider for the whole
 session, with one in-memory exporter, as the global provider: the kit's spans, the SDK's and the
-in-process emulator's broker spans (which use the global provider) all reach it. When the process
-already has an SDK tracer provider (the project set its own), the exporter is added to that one
-instead. Each test sees only the spans that ended while it ran: the exporter is cleared when the test
-starts. Needs ``opentelemetry-sdk`` (``pip install 'sbnotebook[tracing]' opentelemetry-sdk``).
+in-process emulator's broker spans (which use the global provider) all reach it. Its sampler records
+only while a test holds the fixture (``recording``): the process's other tests run as without a
+tracer. When the process already has an SDK tracer provider (the project set its own), the exporter
+is added to that one instead, which samples as the project set it. Each test sees only the spans
+that ended while it ran: the exporter is cleared when the test starts. Needs ``opentelemetry-sdk``
+(``pip install 'sbnotebook[tracing]' opentelemetry-sdk``).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+
+class _Switch:
+    """The session provider's sampler: every span recorded while a test holds ``servicebus_spans``
+    (``on``), none otherwise, so the other tests of the process run as without a tracer (a copy the
+    kit makes then carries no trace context of its own: core/tracing.py ``renew_context``)."""
+
+    on = False
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> Any:
+        from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
+
+        return (ALWAYS_ON if self.on else ALWAYS_OFF).should_sample(*args, **kwargs)
+
+    def get_description(self) -> str:
+        return "sbnotebook servicebus_spans: on while a test records"
+
+
+SWITCH = _Switch()
 
 
 @functools.cache
@@ -26,10 +48,10 @@ def session_exporter() -> Any:
 
     exporter = InMemorySpanExporter()
     current = trace.get_tracer_provider()
-    if isinstance(current, TracerProvider):
+    if isinstance(current, TracerProvider):  # the project's own: it samples as it was told to
         current.add_span_processor(SimpleSpanProcessor(exporter))
     else:
-        provider = TracerProvider()
+        provider = TracerProvider(sampler=SWITCH)  # type: ignore[arg-type]
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         trace.set_tracer_provider(provider)
         if trace.get_tracer_provider() is not provider:  # another provider got there first
@@ -79,8 +101,14 @@ class Spans:
         self._exporter.clear()
 
 
-def spans_for_test() -> Spans:
-    """A fresh view for one test: the session's exporter, cleared."""
+@contextmanager
+def recording() -> Iterator[Spans]:
+    """The spans that end inside the ``with`` block, recorded on the session's provider (the
+    ``servicebus_spans`` fixture is this around a test)."""
     exporter = session_exporter()
     exporter.clear()
-    return Spans(exporter)
+    SWITCH.on = True
+    try:
+        yield Spans(exporter)
+    finally:
+        SWITCH.on = False

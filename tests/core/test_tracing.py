@@ -19,7 +19,7 @@ from sbnotebook import core
 from sbnotebook.core.sdk.encoded import encoded
 from sbnotebook.core.tracing import ORIGINAL_TRACEPARENT
 from sbnotebook.emulator import Emulator
-from sbnotebook.testing.spans import Spans
+from sbnotebook.testing.spans import Spans, recording
 from tests.helpers import QuickCloseClient
 from tests.required import require_module
 
@@ -227,6 +227,29 @@ def test_an_imported_message_is_a_new_send_linked_to_its_original(
     servicebus_spans.clear()
     core.import_jsonl("short", export, connection=conn).raise_for_failures()
     _check_copy(conn_str, "short", servicebus_spans, "import", original, None)
+
+
+def test_a_copy_gets_a_context_only_while_a_tracer_records(emulator: Emulator) -> None:
+    """The session's provider records only inside ``recording()`` (the fixture): outside it the kit's
+    spans are sampled out, and a copy carries no context of its own, nor its original's."""
+    conn_str = emulator.connection_string
+    original = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with QuickCloseClient.from_connection_string(conn_str) as client, client.get_queue_sender("q") as sender:
+        props = {"traceparent": original, "Diagnostic-Id": original, "tracestate": "k=v"}
+        sender.send_messages([ServiceBusMessage("poison", application_properties=props) for _ in range(2)])  # type: ignore[arg-type]
+    core.resubmit("q", target="short", max_messages=1, connection=conn_str).raise_for_failures()
+    with recording() as spans:
+        core.resubmit("q", target="short", max_messages=1, connection=conn_str).raise_for_failures()
+    (made,) = spans.find("sbnotebook.message")
+    copies = peeked_raw(conn_str, "short")
+    assert len(copies) == 2
+    (untraced, _), (traced, _) = copies
+    assert text(untraced.application_properties, "traceparent") is None
+    assert text(traced.application_properties, "traceparent") == text(traced.application_properties, "Diagnostic-Id")
+    assert span_id_of(text(traced.application_properties, "traceparent") or "")[1] == made.context.span_id
+    for msg in (untraced, traced):
+        assert text(msg.application_properties, ORIGINAL_TRACEPARENT) == original
+        assert text(msg.application_properties, "tracestate") is None
 
 
 # Run in a process of its own, opentelemetry made missing (or not): the kit's operations, a copy of a

@@ -68,3 +68,25 @@ def test_the_trace_option_is_true_or_false(emulator: Emulator) -> None:
     with pytest.raises(OptionError, match="option trace must be true or false"):
         ReadSpec({**given, "trace": "yes"}, 1, None).read()
     assert ReadSpec({**given, "trace": "TRUE"}, 1, None).stream().trace is True
+
+
+def test_a_streams_partition_is_a_span(emulator: Emulator, servicebus_spans: Spans) -> None:
+    """One micro-batch, its offsets planned, its partitions read and committed as Spark drives a
+    stream source (pyspark 4.0's calls: no admission control)."""
+    from sbnotebook.spark.streaming import ServiceBusStreamReader
+
+    conn_str = emulator.connection_string
+    core.send("q", ["x", "y"], connection=conn_str).raise_for_failures()
+    reader = ServiceBusStreamReader(
+        ReadSpec({"entity": "q", "connectionString": conn_str, "numPartitions": "1"}, 1, None).stream()
+    )
+    start = reader.initialOffset()
+    end = reader.latestOffset()
+    rows = sum(int(batch.num_rows) for part in reader.partitions(start, end) for batch in reader.read(part))
+    reader.commit(end)
+    reader.stop()
+    assert rows == 2
+    (span,) = servicebus_spans.find("sbnotebook.stream")
+    assert (span.attributes["messaging.batch.message_count"], span.attributes["sbnotebook.outcome"]) == (2, "ok")
+    assert span.attributes["messaging.destination.name"] == "q"
+    core.close_all()

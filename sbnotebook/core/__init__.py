@@ -24,7 +24,8 @@ Each sub-package opens with its own map.
   ``defaults.py`` (the defaults the layers share, and the in-flight check), ``entities.py``
   (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one result type),
   ``renames.py`` (old names for one release), ``times.py`` (the one time grammar: ``parse_time``,
-  ``utc``), ``timing.py``, ``trust.py`` (the CAs TLS trusts).
+  ``utc``), ``timing.py``, ``tracing.py`` (the kit's operations as OpenTelemetry spans, a copy's fresh
+  trace context), ``trust.py`` (the CAs TLS trusts).
 
 The layers above import only from ``sbnotebook.core`` itself (``__all__``), never from these modules.
 """
@@ -145,6 +146,7 @@ from .sdk.failures import (
     requires_sessions,
 )
 from .times import FUTURE_TIME_FORMS, TIME_FORMS, parse_time, utc
+from .tracing import operation as operation_span
 from .views.records import FIELDS, RECORD_FIELDS, to_dataframe, to_record, utf8
 from .views.search import as_where, compile_where, json_columns
 from .views.signatures import mask, signature
@@ -277,6 +279,7 @@ __all__ = [
     "live_connection",
     "mask",
     "missing_targets",
+    "operation_span",
     "parse_credential_ref",
     "parse_secret_ref",
     "parse_time",

@@ -59,6 +59,7 @@ from ..operations.scan import PAGE_SIZE
 from ..operations.window import Span, When, enqueued_window, given_text, locate
 from ..outcome import Outcome, Report
 from ..renames import renamed
+from ..tracing import operation
 from ..views.records import to_record
 from ..views.search import WhereLike, as_where
 from .copy_peeks import PeekAhead
@@ -362,7 +363,9 @@ async def acopy(
     run = _CopyRun(
         src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages, span=span
     )
-    report = _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
+    with operation("copy", dst, dst_path, source=src_path) as traced:
+        report = _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
+        traced.report(report)
     if matches is not None:
         matches.check()  # raised on every message: a mistake, and nothing was sent
         if matches.errors:

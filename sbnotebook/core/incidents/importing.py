@@ -22,6 +22,7 @@ from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..outcome import Report
 from ..renames import renamed
+from ..tracing import operation
 from .jsonl import Record, count_jsonl, from_json_record, sendable
 from .resumable import LineTracker
 
@@ -127,7 +128,9 @@ def import_jsonl(
     )
     conn = live(connection)
     try:
-        report = conn.run_on(EntityPath.parse(name), _send(name, records, tracker, conn, max_in_flight, progress))
+        with operation("import", conn, name) as span:
+            report = conn.run_on(EntityPath.parse(name), _send(name, records, tracker, conn, max_in_flight, progress))
+            span.report(report)
     except Exception:
         if not state.pending:
             marker.unlink(missing_ok=True)  # refused before anything was sent (no such entity, ...)

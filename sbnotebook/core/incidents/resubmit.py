@@ -46,6 +46,7 @@ from ..operations.window import When, enqueued_window
 from ..outcome import Outcome, Report
 from ..renames import renamed
 from ..sdk.failures import from_sdk
+from ..tracing import operation
 from ..views.search import WhereLike, as_where
 from .leftovers import account_for_what_is_left
 from .resubmit_batches import Job, Run, seq_of, worker
@@ -316,22 +317,25 @@ async def aresubmit(
     if limit is not None and limit < 1:  # the run moved what it was asked to: nothing more, its record done with
         save(record, earlier if earlier is not None and earlier.copied else None)
         return Report("resubmit", str(src), str(dst), notes=[f"resumed: the {max_messages} asked for were moved"])
-    return await moved(
-        conn,
-        src,
-        dst,
-        window=window,
-        where=matches,
-        edit=edit,
-        limit=limit,
-        keep_message_id=keep_message_id,
-        max_in_flight=max_in_flight,
-        batch_size=batch_size,
-        progress=progress,
-        earlier=earlier,
-        record=record,
-        before=before,
-    )
+    with operation("resubmit", conn, dst, source=src) as span:
+        report = await moved(
+            conn,
+            src,
+            dst,
+            window=window,
+            where=matches,
+            edit=edit,
+            limit=limit,
+            keep_message_id=keep_message_id,
+            max_in_flight=max_in_flight,
+            batch_size=batch_size,
+            progress=progress,
+            earlier=earlier,
+            record=record,
+            before=before,
+        )
+        span.report(report)
+    return report
 
 
 def resubmit_resume_point(

@@ -30,8 +30,8 @@ from typing import Any
 
 from .security.entra import Principal
 from .security.sas import Policy, new_key, rights_of
-from .sql.lexer import SqlFilterError
-from .sql.rule import compile_rule
+from ..sqlrules.lexer import SqlFilterError
+from ..sqlrules.rule import compile_rule
 
 # Service Bus defaults (Standard tier).
 DEFAULT_LOCK_DURATION = 60.0

@@ -1,5 +1,5 @@
 """Subscription rules: which topic messages a subscription receives (the SQL evaluator in
-``sql/`` compiles each rule's filter and action once; ``sqlview.py`` shows it a message)."""
+``sbnotebook/sqlrules/`` compiles each rule's filter and action once; ``sqlview.py`` shows it a message)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-from ..sql.lexer import SqlFilterError
-from ..sql.rule import compile_rule
+from ...sqlrules.lexer import SqlFilterError
+from ...sqlrules.rule import compile_rule
 from ..topology import RuleConfig, parse_duration
 from .model import StoredMessage
 from .sqlvalues import to_sql

@@ -19,7 +19,7 @@ from ..broker.model import MessageState
 from ..broker.rules import Rule
 from ..broker.timers import NEVER, SCHEDULED, TTL
 from ..errors import EntityNotFound
-from ..sql.lexer import SqlFilterError
+from ...sqlrules.lexer import SqlFilterError
 from ..topology import (
     EntityProperties,
     QueueConfig,

@@ -7,6 +7,7 @@ from typing import Any
 
 from .context import PropertySource, PropertyTarget
 from .correlation import CorrelationFilter
+from .explain import Clause
 from .parser import Parameters
 from .sqlaction import SqlAction, compile_action
 from .sqlfilter import SqlFilter, compile_filter
@@ -22,6 +23,10 @@ class CompiledRule:
 
     def matches(self, props: PropertySource) -> bool:
         return self.filter.matches(props)
+
+    def explain(self, props: PropertySource) -> list[Clause]:
+        """Why the filter does not match ``props`` ([] when it does): ``explain.py``."""
+        return self.filter.explain(props)
 
     def apply(self, props: PropertyTarget) -> None:
         """Run the action (if any) on a message the filter matched."""

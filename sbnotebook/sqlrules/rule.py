@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .context import PropertySource, PropertyTarget
@@ -51,3 +51,22 @@ def compile_rule(
         flt = compile_filter(FIXED_FILTERS.get(filter_type, sql), parameters)
     compiled_action = compile_action(action, action_parameters) if action and action.strip() else None
     return CompiledRule(flt, compiled_action)
+
+
+RULE_NAME = "RuleName"  # the application property Service Bus names an acting rule's copy with
+
+
+def admits(rules: Sequence[tuple[str, CompiledRule]], props: PropertySource) -> tuple[bool, list[str]]:
+    """How Service Bus admits a message to a subscription with these (name, rule)s: whether one
+    plain copy goes (some rule without an action matches), and the names of the matching rules with
+    an action (each makes a copy of its own, its action applied and ``RULE_NAME`` set). The broker
+    and core's ``route`` both ask this."""
+    plain = False
+    acting: list[str] = []
+    for name, rule in rules:
+        if rule.action is not None:
+            if rule.matches(props):
+                acting.append(name)
+        elif not plain and rule.matches(props):
+            plain = True
+    return plain, acting

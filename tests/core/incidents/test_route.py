@@ -47,9 +47,7 @@ def answered(result: core.RouteResult) -> Routing:
     for r in result.routed:
         for d in r.deliveries:
             system = {"MessageId": r.message_id, **d.system_properties}
-            out.setdefault(f"{r.subscription}/{r.message_id}", []).append(
-                _copy(d.application_properties, system)
-            )
+            out.setdefault(f"{r.subscription}/{r.message_id}", []).append(_copy(d.application_properties, system))
     return {k: sorted(v) for k, v in out.items()}
 
 

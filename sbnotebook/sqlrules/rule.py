@@ -16,10 +16,11 @@ FIXED_FILTERS = {"True": "1=1", "False": "1=0"}  # Service Bus's TrueFilter and 
 
 
 class CompiledRule:
-    __slots__ = ("action", "filter")
+    __slots__ = ("action", "filter", "test")
 
     def __init__(self, flt: SqlFilter | CorrelationFilter, action: SqlAction | None) -> None:
         self.filter, self.action = flt, action
+        self.test = flt.matches  # ``matches`` without a call in between (admits runs it per message)
 
     def matches(self, props: PropertySource) -> bool:
         return self.filter.matches(props)
@@ -65,8 +66,8 @@ def admits(rules: Sequence[tuple[str, CompiledRule]], props: PropertySource) -> 
     acting: list[str] = []
     for name, rule in rules:
         if rule.action is not None:
-            if rule.matches(props):
+            if rule.test(props):
                 acting.append(name)
-        elif not plain and rule.matches(props):
+        elif not plain and rule.test(props):
             plain = True
     return plain, acting

@@ -101,15 +101,18 @@ def sql_value(t: Typed) -> Any:
     return t.value
 
 
+_NUMBER_START = frozenset("-0123456789")
+
+
 def _untyped(value: Any) -> Any:
     """A property of a record without types: the record's JSON-encoded numbers and booleans back."""
-    if not isinstance(value, str):
-        return value
+    if not isinstance(value, str) or not (value[:1] in _NUMBER_START or value in ("true", "false")):
+        return value  # (JSON is tried only where it could give a number or a boolean: it costs)
     try:
         decoded = json.loads(value)
     except ValueError:
         return value
-    return decoded if isinstance(decoded, bool | int | float) and not isinstance(decoded, str) else value
+    return decoded if isinstance(decoded, bool | int | float) else value
 
 
 def user_properties(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -136,17 +139,18 @@ def properties_of(record: Mapping[str, Any]) -> MessageProperties:
     return MessageProperties(user_properties(record), _system(record))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Delivery:
     """One copy a subscription gets: the acting rule (None: the copy of the rules without an
-    action), and its properties after that rule's action."""
+    action), and its properties after that rule's action (a plain copy shares the message's dicts:
+    read them, never change them)."""
 
     rule: str | None
     application_properties: dict[str, Any]
     system_properties: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Routed:
     """One message and one subscription: the copies it gets (none: not matched), the rules that
     matched, and for a subscription it does not get, why not (per rule, its first failing clause)."""
@@ -190,9 +194,10 @@ def route_one(
     out: list[Routed] = []
     for subscription, rules in topic.items():
         plain, acting = admits(rules, props)
-        deliveries = [Delivery(None, dict(props.user_properties), dict(props.system_properties))] if plain else []
-        by_name = dict(rules)
-        deliveries += [_copy(props, name, by_name[name]) for name in acting]
+        deliveries = [Delivery(None, props.user_properties, props.system_properties)] if plain else []
+        if acting:
+            by_name = dict(rules)
+            deliveries += [_copy(props, name, by_name[name]) for name in acting]
         reasons = why_not(rules, props) if explain and not deliveries else ()
         out.append(
             Routed(

@@ -69,3 +69,21 @@ def test_a_dead_letter_queue_s_summary(
     assert "  eu          1 copy\n  big         1 copy\n  (nowhere)   0 messages" in printed
     counts = core.route("orders", "orders-audit/$deadletterqueue", resubmitted=True, connection=sb.conn()).summary()
     assert counts == {"eu": 1, "big": 1, "(nowhere)": 0}
+
+
+def test_a_resubmit_to_the_topic_shows_where_the_copies_would_go(
+    ip: Any, sb: SbMagics, admin: ServiceBusAdministrationClient, client: ServiceBusClient, capsys: Any
+) -> None:
+    _orders(admin, client)
+    with client.get_subscription_receiver("orders", "eu") as r:
+        for m in r.receive_messages(1, max_wait_time=5):
+            r.dead_letter_message(m, reason="bad")
+    line(ip, "sb_resubmit orders/subscriptions/eu --target orders --allow-fan-out --yes")
+    printed = capsys.readouterr().out
+    assert "1 messages from orders/subscriptions/eu/$deadletterqueue sent to orders" in printed
+    assert "  eu          1 copy\n  big         0 copies\n  (nowhere)   0 messages" in printed
+    # ... and the resubmit did what the summary said: order 16 (a fresh message id) is back in eu, not in big.
+    with client.get_subscription_receiver("orders", "eu") as r:
+        assert [m.application_properties[b"total"] for m in r.peek_messages(10)] == [50]
+    with client.get_subscription_receiver("orders", "big") as r:
+        assert [m.message_id for m in r.peek_messages(10)] == ["17"]

@@ -8,8 +8,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ... import core
-from ...core import EntityPath, InvalidInputError
-from .command import command, parser
+from ...core import EntityPath, InvalidInputError, SbError
+from .command import command, one_line, parser
 from .times import add_window, window_of, within
 
 if TYPE_CHECKING:
@@ -87,6 +87,21 @@ def route(self: MagicsState, args: argparse.Namespace, cell: str | None = None) 
     if cut < len(lines):
         print(f"... {result.messages - SHOWN:,} more messages: the DataFrame returned holds them all.")
     return result.to_pandas()
+
+
+def show_fan_out(source: str, topic: str, where: str | None, window: Any, conn: Any, *, edited: bool) -> None:
+    """For %sb_resubmit to a topic: where the selected messages would go (``--summary``'s counts), in
+    its confirmation; a namespace that refuses the rules (no Manage right) is said in one line."""
+    try:
+        result = core.route(
+            topic, source, where=where, resubmitted=True, explain=False, connection=conn, **within(window)
+        )
+    except SbError as exc:
+        print(f"Where the copies would go is not known: {one_line(exc)}")
+        return
+    print("\n".join(result.summary_lines()))
+    if edited:
+        print("(routed as the messages are now, before the edit)")
 
 
 _line = command(ROUTE)(lambda self, args: route(self, args))

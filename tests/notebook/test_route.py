@@ -11,6 +11,7 @@ from azure.servicebus.management import ServiceBusAdministrationClient, SqlRuleF
 from sbnotebook import core
 from sbnotebook.notebook.magics import SbMagics
 from tests import shell
+from tests.conftest import entity_keys_emulator
 from tests.helpers import dead_letter, magic_fails, subscription_with_one_rule
 from tests.shell import line
 
@@ -87,3 +88,15 @@ def test_a_resubmit_to_the_topic_shows_where_the_copies_would_go(
         assert [m.application_properties[b"total"] for m in r.peek_messages(10)] == [50]
     with client.get_subscription_receiver("orders", "big") as r:
         assert [m.message_id for m in r.peek_messages(10)] == ["17"]
+
+
+def test_a_key_without_manage_is_told_in_one_line_and_a_topology_file_answers_offline(
+    ip: Any, capsys: Any, tmp_path: Any
+) -> None:
+    with entity_keys_emulator() as emu:
+        with shell.loaded(ip, capsys, emu.policy_connection_string("reader", "q")):
+            core.export_topology(tmp_path / "c.json", connection=emu.connection_string)
+            said = magic_fails(ip, 'sb_route t --properties \'{"color": "red"}\'')
+            assert "'Manage' right" in said and "SharedAccessKey" not in said
+            frame = line(ip, f'sb_route t --properties \'{{"color": "red"}}\' --topology {tmp_path / "c.json"}')
+            assert set(frame.subscription) == {"all", "sql", "corr"}

@@ -14,7 +14,7 @@ from ..connections.registry import ConnectionLike, live
 from ..errors import InvalidInputError
 from ..operations.counts import admin_call
 from ..sdk.api import CorrelationRuleFilter, FalseRuleFilter, TrueRuleFilter
-from ..views.routing import RuleSpec
+from ..views.routing import NO_RULES, RuleSpec
 
 # The SDK's correlation attributes by Config.json's names.
 _CORRELATION = {
@@ -54,7 +54,8 @@ def rules_from_admin(topic: str, *, connection: ConnectionLike = None) -> list[R
     def read(admin: Any) -> list[RuleSpec]:
         out: list[RuleSpec] = []
         for sub in admin.list_subscriptions(topic):
-            out += [rule_spec(sub.name, r) for r in admin.list_rules(topic, sub.name)]
+            found = [rule_spec(sub.name, r) for r in admin.list_rules(topic, sub.name)]
+            out += found or [RuleSpec(sub.name, "", NO_RULES)]  # it receives nothing, and route says so
         return out
 
     found: list[RuleSpec] = admin_call(conn, read, topic)
@@ -100,7 +101,7 @@ def rules_from_config(config: str | Path | Mapping[str, Any], topic: str) -> lis
     for i, sub in enumerate(found.get("Subscriptions") or []):
         name = str(sub.get("Name"))
         rules = sub.get("Rules")
-        if rules is None:
+        if not rules:  # the emulators give such a subscription $Default
             out.append(RuleSpec(name, "$Default", "True"))
             continue
         where = f"{found.get('Name')}.Subscriptions[{i}]"

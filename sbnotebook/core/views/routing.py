@@ -44,11 +44,15 @@ SYSTEM_FIELDS = {
 }
 
 
+NO_RULES = "None"  # a RuleSpec's filter_type standing for a subscription that has no rule at all
+
+
 @dataclass(frozen=True)
 class RuleSpec:
     """One rule of a subscription, wherever it was read (the administration API, Config.json, a
-    what-if typed in a cell). ``filter_type``: "Sql", "True", "False" or "Correlation"; correlation
-    fields by Config.json's names (``Label``, ``Properties``, ...)."""
+    what-if typed in a cell). ``filter_type``: "Sql", "True", "False" or "Correlation" (``NO_RULES``:
+    none, the subscription gets nothing); correlation fields by Config.json's names (``Label``,
+    ``Properties``, ...)."""
 
     subscription: str
     name: str
@@ -79,7 +83,9 @@ def compile_topic(rules: Iterable[RuleSpec]) -> dict[str, list[tuple[str, Compil
     """Each subscription's compiled rules, in the order given (a subscription without a rule gets nothing)."""
     out: dict[str, list[tuple[str, CompiledRule]]] = {}
     for spec in rules:
-        out.setdefault(spec.subscription, []).append((spec.name, spec.compiled()))
+        found = out.setdefault(spec.subscription, [])
+        if spec.filter_type != NO_RULES:
+            found.append((spec.name, spec.compiled()))
     return out
 
 

@@ -81,3 +81,10 @@ def test_an_action_s_properties_and_the_summary() -> None:
     assert acted.application_properties == {"region": "eu", "n": 8, "RuleName": "tag"}
     assert result.summary() == {"eu": 3, "us": 0, "(nowhere)": 0}  # $Default: eu gets the apac one too
     assert core.route("t", sent, rules=rules[2:]).summary() == {"us": 0, "(nowhere)": 2}
+
+
+def test_a_subscription_without_rules_gets_nothing_and_says_so() -> None:
+    from sbnotebook.core.views.routing import NO_RULES
+
+    (none,) = core.route("t", [core.typed_in({"a": 1})], rules=[core.RuleSpec("empty", "", NO_RULES)]).routed
+    assert not none.matched and none.why_not == ("no rule: a subscription without rules receives nothing",)

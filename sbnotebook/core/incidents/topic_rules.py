@@ -15,18 +15,8 @@ from ..errors import InvalidInputError
 from ..operations.counts import admin_call
 from ..sdk.api import CorrelationRuleFilter, FalseRuleFilter, TrueRuleFilter
 from ..views.routing import NO_RULES, RuleSpec
+from .config_json import CORRELATION_ATTRIBUTES
 
-# The SDK's correlation attributes by Config.json's names.
-_CORRELATION = {
-    "ContentType": "content_type",
-    "CorrelationId": "correlation_id",
-    "Label": "label",
-    "MessageId": "message_id",
-    "ReplyTo": "reply_to",
-    "ReplyToSessionId": "reply_to_session_id",
-    "SessionId": "session_id",
-    "To": "to",
-}
 WHAT_IF = "what if: "  # the name of a what-if rule's row (its own subscription, beside the real ones)
 
 
@@ -37,7 +27,7 @@ def rule_spec(subscription: str, described: Any) -> RuleSpec:
     act_params = dict(getattr(action, "parameters", None) or {}) if act else {}
     common: dict[str, Any] = {"action": act, "action_parameters": act_params}
     if isinstance(flt, CorrelationRuleFilter):
-        fields: dict[str, Any] = {k: getattr(flt, a) for k, a in _CORRELATION.items() if getattr(flt, a, None)}
+        fields: dict[str, Any] = {k: getattr(flt, a) for k, a in CORRELATION_ATTRIBUTES if getattr(flt, a, None)}
         if flt.properties:
             fields["Properties"] = dict(flt.properties)
         return RuleSpec(subscription, described.name, "Correlation", correlation=fields, **common)

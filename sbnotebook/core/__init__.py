@@ -86,7 +86,7 @@ from .incidents.jsonl import (
 )
 from .incidents.purge import apurge, purge
 from .incidents.resubmit import aresubmit, default_target, resubmit, resubmit_resume_point
-from .incidents.route import route, typed_in
+from .incidents.route import route, topic_rules, typed_in
 from .incidents.tail import TAIL_INTERVAL, Tail, tail
 from .incidents.topic_rules import rules_from_admin, rules_from_config
 from .incidents.topology import TopologyExport, export_topology
@@ -325,6 +325,7 @@ __all__ = [
     "to_json_record",
     "to_record",
     "typed_in",
+    "topic_rules",
     "update_entity",
     "utc",
     "utf8",

@@ -10,8 +10,6 @@ from typing import Any
 
 from ..core import RuleSpec, route, topic_rules
 
-ROUTING_DDL = "subscriptions array<string>, copies int"  # the columns route() adds
-
 
 def _record(row: Mapping[str, Any]) -> dict[str, Any]:
     """A row as a record: Arrow's map as a dict, pandas' NaN and NaT as None."""
@@ -53,10 +51,11 @@ def route_frame(
     """``df`` (the record schema, as a ``servicebus`` read gives it) with two columns more:
     ``subscriptions``, those of ``topic`` that would get the row's message, and ``copies``, how many
     copies they would hold (an acting rule's copy counts apart). Rules as ``core.route`` takes them."""
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
 
     specs, _ = topic_rules(topic, rules=rules, topology=topology, extra_rules=extra_rules, connection=connection)
     for spec in specs:
         spec.compiled()  # a filter outside the grammar refused here, on the driver, with its position
-    schema = StructType(df.schema.fields + StructType.fromDDL(ROUTING_DDL).fields)
+    added = [StructField("subscriptions", ArrayType(StringType())), StructField("copies", IntegerType())]
+    schema = StructType(df.schema.fields + added)
     return df.mapInPandas(partition_task(topic, specs), schema)

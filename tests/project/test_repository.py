@@ -35,7 +35,7 @@ SQL = "sbnotebook.sqlrules"
 
 
 def _offenders(root: Path, folder: str, allowed: tuple[str, ...]) -> dict[str, list[str]]:
-    """Modules under ``root``/sbnotebook/``folder`` that import sbnotebook outside ``allowed``, with what they import."""
+    """Modules under ``root``/sbnotebook/``folder`` importing sbnotebook outside ``allowed``, with what they import."""
     offenders = {
         str(p.relative_to(root)): sorted(
             m

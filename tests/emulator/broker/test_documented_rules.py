@@ -25,8 +25,8 @@ from sbnotebook.sqlrules.correlation import CorrelationFilter
 from sbnotebook.sqlrules.sqlaction import compile_action
 from sbnotebook.sqlrules.sqlfilter import compile_filter
 from tests.emulator.broker.routing import Expected, Sent, differences, peek_all, routing
-from tests.sqlrules.documented import CASES, REFUSED
 from tests.helpers import subscription_with_one_rule
+from tests.sqlrules.documented import CASES, REFUSED
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -87,7 +87,9 @@ from .incidents.jsonl import (
 )
 from .incidents.purge import apurge, purge
 from .incidents.resubmit import aresubmit, default_target, resubmit, resubmit_resume_point
+from .incidents.route import route, topic_rules, typed_in
 from .incidents.tail import TAIL_INTERVAL, Tail, tail
+from .incidents.topic_rules import rules_from_admin, rules_from_config
 from .incidents.topology import TopologyExport, export_topology
 from .operations import deferral
 from .operations.batch import LockedBatch
@@ -148,6 +150,8 @@ from .sdk.failures import (
 from .times import FUTURE_TIME_FORMS, TIME_FORMS, parse_time, utc
 from .tracing import operation as operation_span
 from .views.records import FIELDS, RECORD_FIELDS, to_dataframe, to_record, utf8
+from .views.routes import RouteResult
+from .views.routing import RuleSpec
 from .views.search import as_where, compile_where, json_columns
 from .views.signatures import mask, signature
 from .views.where import Where, WhereFailed
@@ -200,7 +204,9 @@ __all__ = [
     "Report",
     "Retry",
     "RetryPolicy",
+    "RouteResult",
     "RuleInfo",
+    "RuleSpec",
     "SbError",
     "ServiceError",
     "SessionInfo",
@@ -298,7 +304,10 @@ __all__ = [
     "resolve",
     "resubmit",
     "resubmit_resume_point",
+    "route",
     "rule_arguments",
+    "rules_from_admin",
+    "rules_from_config",
     "scan",
     "scan_records",
     "scan_window",
@@ -318,6 +327,8 @@ __all__ = [
     "to_dataframe",
     "to_json_record",
     "to_record",
+    "topic_rules",
+    "typed_in",
     "update_entity",
     "utc",
     "utf8",

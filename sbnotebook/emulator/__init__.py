@@ -2,7 +2,8 @@
 
 The official ``azure-servicebus`` SDK connects to it with
 ``UseDevelopmentEmulator=true`` exactly as it connects to Azure. This package
-imports nothing from the rest of sbnotebook.
+imports nothing from the rest of sbnotebook but ``sbnotebook.sqlrules`` (the SQL of subscription
+rules, which core evaluates too).
 
 The parts, top down (each sub-package opens with its own map; docs/emulator.md has the long form).
 A part imports only from its own bullet and the bullets below it (tests/project/test_folder_order.py):
@@ -21,7 +22,6 @@ A part imports only from its own bullet and the bullets below it (tests/project/
   scheduling, subscription rules, the clock and what falls due, faults, the recorder it reports to);
 - ``topology.py``: entities and policies in Microsoft's config format;
 - ``security/``: SAS, Entra ID, TLS;
-- ``sql/``: the SQL filter and action language of subscription rules (imports nothing);
 - ``errors.py`` (the broker's errors, by AMQP condition), ``ports.py`` (a port to restart on),
   ``oldnames.py`` (old names of the Python API, for one release).
 """

@@ -14,4 +14,6 @@
   file that lets an interrupted send go on), ``tail.py`` (a live tail, by peeking).
 - ``topology.py`` (a namespace's entities read through the administration API) written by
   ``config_json.py`` as Microsoft's emulator reads them (its ``Config.json``).
+- ``route.py`` (which subscriptions of a topic messages go to, and why not: ``core.route``) with
+  ``topic_rules.py`` (a topic's rules read from the administration API, a Config.json, or typed).
 """

@@ -172,7 +172,7 @@ def _export(
     given = (given_text(enqueued_after), given_text(enqueued_before))
     resume = export_resume_point(name, path, where, enqueued_after, enqueued_before)
     before, last = resume if resume is not None else (0, 0)
-    pages = _pages(conn, name, last + 1, enqueued_window(enqueued_after, enqueued_before))
+    pages = entity_pages(conn, name, last + 1, enqueued_window(enqueued_after, enqueued_before))
     try:
         # The first page before the file or the marker is touched: an export refused there (a
         # session-enabled entity, no such entity, no Listen right) leaves the file as it was and no
@@ -207,7 +207,7 @@ def _export(
     return _counted(before + written, matches, path, resume is None)
 
 
-def _pages(conn: Any, name: str, start: int, window: Any) -> Iterator[list[Any]]:
+def entity_pages(conn: Any, name: str, start: int, window: Any) -> Iterator[list[Any]]:
     """The entity's pages of the SDK's messages from ``start`` (their types are read from them), or
     only its window's (found by a search over peeks)."""
     if window is None:

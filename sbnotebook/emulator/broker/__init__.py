@@ -7,7 +7,7 @@ stored; ``locks.py`` peek locks; ``settlement.py`` complete, abandon, defer, dea
 ``clock.py``, ``timers.py`` and ``firing.py`` what falls due when; ``faults.py`` fault injection;
 ``policies.py`` queues' and topics' shared access policies; ``status.py`` what a disabled entity refuses;
 ``rules.py`` subscription rules (which topic messages a subscription receives, its actions applied;
-their SQL is ``sql/``, ``sqlview.py`` a message as it reads one, ``sqlvalues.py`` AMQP values in its
+their SQL is ``sbnotebook/sqlrules/``, ``sqlview.py`` a message as it reads one, ``sqlvalues.py`` AMQP values in its
 types); ``recorder.py`` what the broker tells the store that keeps it (``--data-dir``,
 implemented by ``persistence/``).
 """

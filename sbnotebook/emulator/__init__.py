@@ -19,6 +19,8 @@ A part imports only from its own bullet and the bullets below it (tests/project/
 - ``persistence/``: ``--data-dir`` (journal, snapshot): it implements the broker's recorder;
 - ``broker/``: the broker as a state machine (entities, messages, locks, sessions, settlement,
   scheduling, subscription rules, the clock and what falls due, faults, the recorder it reports to);
+- ``journey/``: each message's journey as the broker notes it (a bounded log, read by
+  ``Emulator.journey`` and ``/$emulator/journey``), and a span per event for OpenTelemetry;
 - ``topology.py``: entities and policies in Microsoft's config format;
 - ``security/``: SAS, Entra ID, TLS;
 - ``sql/``: the SQL filter and action language of subscription rules (imports nothing);

@@ -1,0 +1,11 @@
+"""Each message's journey through the broker, kept so it can be asked, and told to OpenTelemetry.
+
+``log.py`` the events (what happened, when, where, with which delivery count and lock) and the
+bounded log the broker appends them to (the oldest dropped, and counted); ``queries.py`` one
+message's events found in it (by message id, sequence number or trace id, followed through
+forwarding and dead-lettering); ``spans.py`` a span per event when the process has OpenTelemetry
+loaded and a tracer provider set (nothing imported otherwise); ``export.py`` the exporter the
+``sbnotebook emulator`` process sets up from OpenTelemetry's standard environment.
+
+Imports nothing from the rest of the emulator: the broker (above it) calls it.
+"""

@@ -65,9 +65,9 @@ class BrokerCore:
     journey: JourneyLog
     _dirty: set[MessageStore]
 
-    def _note(self, event: str, where: str, msg: StoredMessage, **fields: Any) -> None:
-        """``event`` happened to ``msg`` in ``where``, now (the message's journey: journey/)."""
-        note(self.journey, self.clock.now(), event, where, msg, **fields)
+    def _note(self, event: str, where: str, msg: StoredMessage, at: float | None = None, **fields: Any) -> None:
+        """``event`` happened to ``msg`` in ``where``, now or ``at`` (what fell due: its time), in its journey."""
+        note(self.journey, self.clock.now() if at is None else at, event, where, msg, **fields)
 
     def entity(self, name: str) -> Entity:
         return self.registry.entity(name)
@@ -169,7 +169,7 @@ class BrokerCore:
             events.DEAD_LETTERED,
             store.path,
             msg,
-            delivery_count=msg.delivery_count if lock_token is None else delivery(msg),
+            delivery_count=(msg.delivery_count or None) if lock_token is None else delivery(msg),
             lock_token=lock_token,
             reason=reason,
             description=description,

@@ -54,7 +54,7 @@ class Firing(BrokerCore):
         if msg is None or msg.locked_until != due:
             return  # renewed since, or gone
         self.locks.end(lock)
-        self._note(events.LOCK_EXPIRED, lock.store.path, msg, delivery_count=delivery(msg), lock_token=token)
+        self._note(events.LOCK_EXPIRED, lock.store.path, msg, due, delivery_count=delivery(msg), lock_token=token)
         self._count_failed_delivery(lock.entity, lock.store, msg)
 
     def _fire_scheduled(self, target: Entity, seq: int, at: float) -> None:
@@ -70,7 +70,8 @@ class Firing(BrokerCore):
         msg.enqueued_time = at
         msg.sequence_number = self._number(target)
         if isinstance(target, Queue):  # a topic notes each subscription's copy as it fans out
-            self._note(events.ENQUEUED, target.name, msg, reason="its scheduled time came", description=f"scheduled as {seq}")
+            why = "its scheduled time came"
+            self._note(events.ENQUEUED, target.name, msg, at, reason=why, description=f"scheduled as {seq}")
         self._enqueue(target, msg, at, hops=0)
 
     def _fire_ttl(self, entity: Receivable, seq: int, now: float) -> None:

@@ -8,8 +8,8 @@ The parts, top down (each sub-package opens with its own map; docs/emulator.md h
 A part imports only from its own bullet and the bullets below it (tests/project/test_folder_order.py):
 
 - ``cli.py`` (``sbnotebook emulator``, ``python -m sbnotebook.emulator``), ``clockcli.py`` (a running
-  emulator's clock from another process) and ``userprocess.py`` (the per-user emulator process the
-  notebooks share, kept on disk);
+  emulator's clock from another process), ``journeyclient.py`` (its journey of a message, from another
+  process) and ``userprocess.py`` (the per-user emulator process the notebooks share, kept on disk);
 - ``server.py`` (``Emulator``, the in-process server), ``timekeeping.py`` (its clock: ``now()``,
   ``advance()`` of a manual clock), ``endpoints.py`` (its host, key, connection string, certificate);
 - ``admin/``: the administration API (ATOM over HTTP);
@@ -31,6 +31,8 @@ A part imports only from its own bullet and the bullets below it (tests/project/
 from .broker.broker import Broker
 from .broker.clock import ManualClock, SystemClock
 from .endpoints import connection_string
+from .journey.queries import JourneyAnswer, JourneyQueryError
+from .journeyclient import read_journey
 from .net.limits import MAX_CONNECTIONS, Deadlines
 from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME
 from .server import Emulator
@@ -46,10 +48,13 @@ __all__ = [
     "ClockError",
     "Deadlines",
     "Emulator",
+    "JourneyAnswer",
+    "JourneyQueryError",
     "ManualClock",
     "SystemClock",
     "Topology",
     "TopologyError",
     "connection_string",
     "default_topology",
+    "read_journey",
 ]

@@ -8,8 +8,8 @@ The parts, top down (each sub-package opens with its own map; docs/emulator.md h
 A part imports only from its own bullet and the bullets below it (tests/project/test_folder_order.py):
 
 - ``cli.py`` (``sbnotebook emulator``, ``python -m sbnotebook.emulator``), ``clockcli.py`` (a running
-  emulator's clock from another process), ``journeyclient.py`` (its journey of a message, from another
-  process) and ``userprocess.py`` (the per-user emulator process the notebooks share, kept on disk);
+  emulator's clock from another process) and ``userprocess.py`` (the per-user emulator process the
+  notebooks share, kept on disk);
 - ``server.py`` (``Emulator``, the in-process server), ``timekeeping.py`` (its clock: ``now()``,
   ``advance()`` of a manual clock), ``endpoints.py`` (its host, key, connection string, certificate);
 - ``admin/``: the administration API (ATOM over HTTP);
@@ -20,7 +20,8 @@ A part imports only from its own bullet and the bullets below it (tests/project/
 - ``broker/``: the broker as a state machine (entities, messages, locks, sessions, settlement,
   scheduling, subscription rules, the clock and what falls due, faults, the recorder it reports to);
 - ``journey/``: each message's journey as the broker notes it (a bounded log, read by
-  ``Emulator.journey`` and ``/$emulator/journey``), and a span per event for OpenTelemetry;
+  ``Emulator.journey``, ``/$emulator/journey`` and ``read_journey`` from another process), and a span
+  per event for OpenTelemetry;
 - ``topology.py``: entities and policies in Microsoft's config format;
 - ``security/``: SAS, Entra ID, TLS;
 - ``sql/``: the SQL filter and action language of subscription rules (imports nothing);
@@ -31,8 +32,8 @@ A part imports only from its own bullet and the bullets below it (tests/project/
 from .broker.broker import Broker
 from .broker.clock import ManualClock, SystemClock
 from .endpoints import connection_string
+from .journey.client import read_journey
 from .journey.queries import JourneyAnswer, JourneyQueryError
-from .journeyclient import read_journey
 from .net.limits import MAX_CONNECTIONS, Deadlines
 from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME
 from .server import Emulator

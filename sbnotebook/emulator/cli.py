@@ -14,8 +14,8 @@ from types import FrameType
 
 from . import clockcli, userprocess
 from .broker.faults import FaultError
-from .journey import export
 from .endpoints import advertised_host, is_loopback
+from .journey import export
 from .net.limits import MAX_CONNECTIONS
 from .security.sas import DEFAULT_KEY
 from .server import Emulator

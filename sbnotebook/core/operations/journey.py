@@ -153,7 +153,7 @@ def _from_message(
 ) -> Journey:
     """What the message carries, found in the entity or its dead-letter queue by peeking."""
     match = _matches(message_id, sequence_number, trace_id)
-    found: list[dict[str, Any]] = []
+    found: list[list[dict[str, Any]]] = []
     notes = [ON_AZURE]
     for where in (path.parent, path.parent.dead_letter):
         start = sequence_number if sequence_number is not None else 1
@@ -169,7 +169,7 @@ def _from_message(
 
 def _rows_of(record: dict[str, Any], where: str) -> list[dict[str, Any]]:
     """Rows for what a peeked message tells of its past: enqueued, delivered so far, dead-lettered."""
-    base = {column: None for column in COLUMNS}
+    base: dict[str, Any] = dict.fromkeys(COLUMNS)
     base.update(
         entity=where,
         sequence_number=record.get("sequence_number"),

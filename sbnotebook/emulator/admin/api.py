@@ -25,7 +25,7 @@ from typing import Any
 from ..broker.broker import Broker, Topic
 from ..broker.rules import Rule
 from ..errors import BrokerError, Conflict, EntityNotFound
-from ..journey.queries import JourneyQuery, answer
+from ..journey.queries import answer
 from ..net.peerio import Wire
 from ..security.entra import MAX_FORM, EntraError, Issuer
 from ..security.sas import MANAGE, KeyRing, TokenError, covers, validate

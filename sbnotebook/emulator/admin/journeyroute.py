@@ -30,7 +30,9 @@ def _number(text: str | None, name: str) -> int | None:
 def parse(query: dict[str, list[str]]) -> JourneyQuery:
     unknown = sorted(set(query) - PARAMETERS)
     if unknown:
-        raise JourneyQueryError(f"Unknown parameter {unknown[0][:40]!r}: the journey takes {', '.join(sorted(PARAMETERS))}.")
+        raise JourneyQueryError(
+            f"Unknown parameter {unknown[0][:40]!r}: the journey takes {', '.join(sorted(PARAMETERS))}."
+        )
     twice = sorted(k for k, v in query.items() if len(v) > 1)
     if twice:
         raise JourneyQueryError(f"{twice[0]} is given more than once.")

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import UTC, datetime
 from collections import Counter
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from ..errors import BadRequest, EntityNotFound, MessageSizeExceeded, NotAllowed
 from ..journey import log as events
@@ -294,7 +294,9 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
         for msg in found:
             how = "by its sequence number (deferred)"
             if not peek_lock:
-                self._note(events.RECEIVED_AND_DELETED, source.store.path, msg, delivery_count=delivery(msg), reason=how)
+                self._note(
+                    events.RECEIVED_AND_DELETED, source.store.path, msg, delivery_count=delivery(msg), reason=how
+                )
                 source.store.remove(msg.sequence_number)
                 continue
             if session is not None:

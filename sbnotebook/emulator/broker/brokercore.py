@@ -85,9 +85,7 @@ class BrokerCore:
             self.journal.note_sequence(target.name, seq)
         return seq
 
-    def _enqueue(
-        self, target: Entity, msg: StoredMessage, now: float, hops: int, came_from: str | None = None
-    ) -> None:
+    def _enqueue(self, target: Entity, msg: StoredMessage, now: float, hops: int, came_from: str | None = None) -> None:
         """``came_from``: the entity that moved it here (forwarding), noted as it arrives."""
         if isinstance(target, Topic):
             for sub in target.subscriptions.values():
@@ -212,7 +210,12 @@ class BrokerCore:
             if msg is not None:
                 why = "the session's lock lapsed" if lapsed else "the session was released"
                 self._note(
-                    events.LOCK_LOST, lock.store.path, msg, delivery_count=delivery(msg), lock_token=lock.token, reason=why
+                    events.LOCK_LOST,
+                    lock.store.path,
+                    msg,
+                    delivery_count=delivery(msg),
+                    lock_token=lock.token,
+                    reason=why,
                 )
                 self._count_failed_delivery(lock.entity, lock.store, msg)
         self.sessions.released(session)

@@ -49,7 +49,9 @@ def _exporter(name: str, environ: Mapping[str, str], log: logging.Logger) -> Any
         log.warning("tracing: OTEL_TRACES_EXPORTER names %r, which the emulator does not know (otlp, console)", name)
         return None
     protocol = (
-        environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
+        environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
     )
     if protocol not in _OTLP:
         log.warning("tracing: OTLP protocol %r is not one of %s", protocol, ", ".join(_OTLP))

@@ -79,6 +79,9 @@ class JourneyEvent(NamedTuple):
     traceparent: str | None  # the W3C trace context the message carries (traceparent, or Diagnostic-Id)
     original_message_id: str | None  # sbnotebook-original-message-id: the message this one is a copy of
 
+    def as_dict(self) -> dict[str, object]:
+        return self._asdict()
+
 
 Listener = Callable[[JourneyEvent], None]
 

@@ -133,7 +133,7 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def row(e: JourneyEvent) -> dict[str, Any]:
-    found = e._asdict()
+    found: dict[str, Any] = e.as_dict()
     found["time"] = datetime.fromtimestamp(e.time, UTC)
     found["lock_token"] = None if e.lock_token is None else str(e.lock_token)
     return found

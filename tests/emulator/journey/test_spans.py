@@ -34,7 +34,9 @@ def joins(found: list[dict[str, Any]], message_id: str) -> bool:
     """Every broker span of the message is a child of the SDK's ``ServiceBus.message`` span."""
     roots = [s for s in found if s["name"] == "ServiceBus.message"]
     mine = broker_spans(found, message_id)
-    return bool(mine) and any(all((s["trace_id"], s["parent"]) == (r["trace_id"], r["span_id"]) for s in mine) for r in roots)
+    return bool(mine) and any(
+        all((s["trace_id"], s["parent"]) == (r["trace_id"], r["span_id"]) for s in mine) for r in roots
+    )
 
 
 def test_broker_spans_join_the_senders_trace_when_the_sdk_traces() -> None:

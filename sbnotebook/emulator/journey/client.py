@@ -11,9 +11,9 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
-from .journey.log import MAX_EVENTS
-from .journey.queries import TIME_FORMAT, JourneyAnswer, JourneyQuery
-from .security.sas import sign
+from ..security.sas import sign
+from .log import MAX_EVENTS
+from .queries import TIME_FORMAT, JourneyAnswer, JourneyQuery
 
 REQUEST_TIMEOUT = 30.0
 TOKEN_LIFETIME = 300.0
@@ -37,7 +37,9 @@ def _token(fields: dict[str, str], host: str, port: int) -> str:
         return fields["sharedaccesssignature"]
     if "sharedaccesskeyname" not in fields or "sharedaccesskey" not in fields:
         raise ValueError("Reading the journey needs a key: SharedAccessKeyName and SharedAccessKey.")
-    return sign(f"sb://{host}:{port}/", fields["sharedaccesskeyname"], fields["sharedaccesskey"], time.time() + TOKEN_LIFETIME)
+    return sign(
+        f"sb://{host}:{port}/", fields["sharedaccesskeyname"], fields["sharedaccesskey"], time.time() + TOKEN_LIFETIME
+    )
 
 
 def _query(q: JourneyQuery) -> str:

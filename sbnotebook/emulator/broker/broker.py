@@ -89,8 +89,7 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
         self.requests: Counter[str] = Counter()
         self._next_prune = 0.0
         # Each message's journey, kept for asking (Emulator.journey) and told to OpenTelemetry (spans.py)
-        self.journey = JourneyLog()
-        self.journey.listeners.append(emit)
+        self.journey = JourneyLog(listener=emit)
         for q in topology.queues:
             self.add_queue(q)
         for t in topology.topics:

@@ -20,7 +20,7 @@ from .entities import Entity, Receivable, Registry, Source, Topic
 from .faults import Faults
 from .locks import Lock, LockTable
 from .model import MessageState, StoredMessage
-from .noting import delivery, note
+from .noting import carried, delivery
 from .recorder import Recorder
 from .sessions import Sessions
 from .store import MessageStore, SessionState
@@ -65,9 +65,37 @@ class BrokerCore:
     journey: JourneyLog
     _dirty: set[MessageStore]
 
-    def _note(self, event: str, where: str, msg: StoredMessage, at: float | None = None, **fields: Any) -> None:
+    def _note(
+        self,
+        event: str,
+        where: str,
+        msg: StoredMessage,
+        at: float | None = None,
+        *,
+        delivery_count: int | None = None,
+        lock_token: uuid.UUID | None = None,
+        reason: str | None = None,
+        description: str | None = None,
+        to: str | None = None,
+        came_from: str | None = None,
+    ) -> None:
         """``event`` happened to ``msg`` in ``where``, now or ``at`` (what fell due: its time), in its journey."""
-        note(self.journey, self.clock.now() if at is None else at, event, where, msg, **fields)
+        context, original = carried(msg.data, msg.changed_properties)
+        self.journey.note(
+            self.clock.now() if at is None else at,
+            event,
+            where,
+            msg.sequence_number,
+            msg.data.message_id,
+            context,
+            original,
+            delivery_count,
+            lock_token,
+            reason,
+            description,
+            to,
+            came_from,
+        )
 
     def entity(self, name: str) -> Entity:
         return self.registry.entity(name)

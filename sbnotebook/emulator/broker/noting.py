@@ -1,5 +1,5 @@
-"""What the broker notes in a message's journey (``journey/``): the event with the fields read off
-the stored message (its id, the trace context it carries, the message it is a copy of).
+"""What the broker reads off a message for its journey (``journey/``): the trace context it carries,
+the message it is a copy of, the delivery under way.
 
 Reading them costs a search of the encoded application properties per event: the map is decoded
 (once per message) only when it holds one of the names read here.
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..journey.log import JourneyLog
 from .model import MessageData, StoredMessage
 
 TRACEPARENT = "traceparent"
@@ -36,12 +35,6 @@ def carried(data: MessageData, changed: dict[str, Any] | None = None) -> tuple[s
     props = changed if changed is not None else data.sent_properties()
     context = props.get(TRACEPARENT) or props.get(DIAGNOSTIC_ID)
     return _text(context), _text(props.get(ORIGINAL_ID))
-
-
-def note(journey: JourneyLog, now: float, event: str, where: str, msg: StoredMessage, **fields: Any) -> None:
-    """``event`` happened to ``msg`` in ``where`` (a store's or entity's path) at ``now``."""
-    context, original = carried(msg.data, msg.changed_properties)
-    journey.note(now, event, where, msg.sequence_number, msg.data.message_id, context, original, **fields)
 
 
 def delivery(msg: StoredMessage) -> int:

@@ -11,11 +11,11 @@ less.)
 
 from __future__ import annotations
 
-import threading
+import sys
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 MAX_EVENTS = 100_000  # events kept; the oldest are dropped beyond this
 
@@ -84,19 +84,25 @@ class JourneyEvent(NamedTuple):
 
 
 Listener = Callable[[JourneyEvent], None]
+TRACE_MODULE = "opentelemetry.trace"  # until a process has loaded it, no one can take a span
 
 
 class JourneyLog:
-    """The broker's journey events, oldest first, at most ``capacity`` of them."""
+    """The broker's journey events, oldest first, at most ``capacity`` of them.
 
-    def __init__(self, capacity: int = MAX_EVENTS) -> None:
+    Kept as plain tuples (a ``JourneyEvent`` is made when one is read): noting an event is on the
+    path of every send, delivery and settlement. Appended under the broker's lock; ``events()``
+    copies the deque in one C call, which no append can interleave."""
+
+    def __init__(self, capacity: int = MAX_EVENTS, listener: Listener | None = None) -> None:
         if capacity < 1:
             raise ValueError(f"a journey log keeps at least one event, not {capacity}")
         self.capacity = capacity
-        self._events: deque[JourneyEvent] = deque(maxlen=capacity)
+        self._events: deque[tuple[Any, ...]] = deque(maxlen=capacity)
         self._next = 1
-        self._guard = threading.Lock()  # appends come under the broker's lock; readers hold this too
-        self.listeners: list[Listener] = []  # told each event as it is noted (spans.py)
+        self._modules = sys.modules
+        # Told each event once OpenTelemetry's API is loaded in the process (spans.py)
+        self.listener = listener
 
     @property
     def dropped(self) -> int:
@@ -115,38 +121,34 @@ class JourneyLog:
         message_id: str | None,
         traceparent: str | None = None,
         original_message_id: str | None = None,
-        *,
         delivery_count: int | None = None,
         lock_token: uuid.UUID | None = None,
         reason: str | None = None,
         description: str | None = None,
         to: str | None = None,
         came_from: str | None = None,
-    ) -> JourneyEvent:
-        with self._guard:
-            noted = JourneyEvent(
-                self._next,
-                time,
-                event,
-                entity,
-                sequence_number,
-                message_id,
-                delivery_count,
-                lock_token,
-                reason,
-                description,
-                to,
-                came_from,
-                traceparent,
-                original_message_id,
-            )
-            self._next += 1
-            self._events.append(noted)
-        for listener in self.listeners:
-            listener(noted)
-        return noted
+    ) -> None:
+        row = (
+            self._next,
+            time,
+            event,
+            entity,
+            sequence_number,
+            message_id,
+            delivery_count,
+            lock_token,
+            reason,
+            description,
+            to,
+            came_from,
+            traceparent,
+            original_message_id,
+        )
+        self._next += 1
+        self._events.append(row)
+        if TRACE_MODULE in self._modules and self.listener is not None:
+            self.listener(JourneyEvent(*row))
 
     def events(self) -> list[JourneyEvent]:
-        """Every event kept, oldest first (a copy: the broker goes on appending)."""
-        with self._guard:
-            return list(self._events)
+        """Every event kept, oldest first."""
+        return [JourneyEvent(*row) for row in list(self._events)]

@@ -106,7 +106,9 @@ def test_the_process_exports_as_the_environment_says() -> None:
 def test_span_attributes_name_a_subscription_and_leave_out_what_is_not_known() -> None:
     from sbnotebook.emulator.journey.log import JourneyLog
 
-    event = JourneyLog().note(0.0, "delivered", "t/Subscriptions/s/$DeadLetterQueue", 4, None, delivery_count=2)
+    log = JourneyLog()
+    log.note(0.0, "delivered", "t/Subscriptions/s/$DeadLetterQueue", 4, None, delivery_count=2)
+    (event,) = log.events()
     found = spans.attributes(event)
     assert found[spans.SUBSCRIPTION] == "s"
     assert spans.MESSAGE_ID not in found and spans.REASON not in found

@@ -15,7 +15,7 @@ from ..security.sas import sign
 from .log import MAX_EVENTS
 from .queries import TIME_FORMAT, JourneyAnswer, JourneyQuery
 
-REQUEST_TIMEOUT = 30.0
+REQUEST_TIMEOUT = 30.0  # seconds: a clock advance over many due messages fires them all before answering
 TOKEN_LIFETIME = 300.0
 DEFAULT_PORT = 5672
 
@@ -40,6 +40,20 @@ def _token(fields: dict[str, str], host: str, port: int) -> str:
     return sign(
         f"sb://{host}:{port}/", fields["sharedaccesskeyname"], fields["sharedaccesskey"], time.time() + TOKEN_LIFETIME
     )
+
+
+def admin_request(host: str, port: int, token: str, method: str, path: str, what: str = "") -> tuple[int, bytes]:
+    """One request to a running emulator's administration API (its status and body), signed with
+    ``token``; ``RuntimeError`` when it cannot be reached (``what`` names it: the emulator on host:port)."""
+    conn = http.client.HTTPConnection(host, port, timeout=REQUEST_TIMEOUT)
+    try:
+        conn.request(method, path, headers={"Authorization": token, "Content-Length": "0"})
+        reply = conn.getresponse()
+        return reply.status, reply.read()
+    except OSError as exc:
+        raise RuntimeError(f"cannot reach {what or f'the emulator on {host}:{port}'}: {exc}") from None
+    finally:
+        conn.close()
 
 
 def _query(q: JourneyQuery) -> str:
@@ -68,22 +82,13 @@ def read_journey(
     query = JourneyQuery(entity, message_id, sequence_number, trace_id, limit)
     fields = _fields(connection_string)
     host, port = _address(fields)
-    conn = http.client.HTTPConnection(host, port, timeout=REQUEST_TIMEOUT)
-    try:
-        headers = {"Authorization": _token(fields, host, port), "Content-Length": "0"}
-        conn.request("GET", f"/$emulator/journey?{_query(query)}", headers=headers)
-        reply = conn.getresponse()
-        body = reply.read()
-    except OSError as exc:
-        raise RuntimeError(f"cannot reach the emulator on {host}:{port}: {exc}") from None
-    finally:
-        conn.close()
-    if reply.status != 200:
+    status, body = admin_request(host, port, _token(fields, host, port), "GET", f"/$emulator/journey?{_query(query)}")
+    if status != 200:
         try:
             detail = ET.fromstring(body).findtext("Detail")
         except ET.ParseError:
             detail = None
-        raise RuntimeError(f"the emulator on {host}:{port} refused: {detail or f'HTTP {reply.status}'}")
+        raise RuntimeError(f"the emulator on {host}:{port} refused: {detail or f'HTTP {status}'}")
     found = json.loads(body)
     rows = [{**row, "time": datetime.strptime(row["time"], TIME_FORMAT).replace(tzinfo=UTC)} for row in found["events"]]
     return JourneyAnswer(rows, found["truncated"], found["dropped"], found["capacity"])

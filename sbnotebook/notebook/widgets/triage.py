@@ -101,13 +101,6 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
             tooltip="the group's messages into panel.frame (pandas)",
             layout=W.Layout(width="auto"),  # its full label, never cut
         )
-        self.journey_button = W.Button(
-            description="Journey",
-            icon="road",
-            tooltip="what happened to the selected message, oldest first (into panel.journey_frame)",
-            layout=W.Layout(width="auto"),
-        )
-        self.journey_frame: Any = None  # "Journey" puts the selected message's journey here (core.journey)
         self.status = W.HTML(layout=wide)  # right under the action buttons: prompts, outcomes, mistakes
         acting = self._action_widgets("" if self.source.is_subscription else str(self.source))
         self.work = Background(self.status, self._working)
@@ -115,7 +108,7 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         self.count_button.on_click(guard(self.status, self.count))
         self.stop_button.on_click(guard(self.status, self.stop))
         self.frame_button.on_click(guard(self.status, self._load_frame_in_background))
-        self.journey_button.on_click(guard(self.status, self.journey))
+        self.journey_button = self._journey_button()
         self.by.observe(lambda _: self._show_groups(), names="value")
         self.groups.observe(lambda _: None if self._updating else self._show_group(), names="value")
         self.rows.on_select(self._on_select)
@@ -344,6 +337,17 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         max_scanned = max_messages if value is None else None
         found = self._collect(self._in_group(value), max_messages, cancel, max_scanned=max_scanned)
         return core.to_dataframe(found)
+
+    def _journey_button(self) -> W.Button:
+        self.journey_frame: Any = None  # "Journey" puts the selected message's journey here (core.journey)
+        button = W.Button(
+            description="Journey",
+            icon="road",
+            tooltip="what happened to the selected message, oldest first (into panel.journey_frame)",
+            layout=W.Layout(width="auto"),
+        )
+        button.on_click(guard(self.status, self.journey))
+        return button
 
     def journey(self) -> Any:
         """The journey of the selected message (the last one selected), shown under the rows and kept

@@ -16,7 +16,7 @@ Each sub-package opens with its own map.
 
 - ``incidents/``: purge, resubmit, discard, copy, export and import, tail (whole entities, nothing lost);
 - ``operations/``: peek, scan, receive and settle, defer, process, sessions, send, one message copied,
-  dead-letter triage, manage, counts;
+  dead-letter triage, a message's journey, manage, counts;
 - ``views/``: the record schema, search and its ``where``, dead-letter signatures;
 - ``connections/``: where Service Bus is, credentials, the live connection, its loop and link pools;
 - ``sdk/``: the SDK seam, the only modules that import ``azure.*``, and what an SDK failure means;
@@ -96,6 +96,7 @@ from .operations.batch import LockedBatch
 from .operations.bounds import TimeWindow, snapshot, time_bounds
 from .operations.copies import acopy_then_complete, copy_message, copy_then_complete
 from .operations.counts import EntityCounts, counts, list_entities
+from .operations.journey import Journey, journey
 from .operations.manage import (
     RuleInfo,
     create_entity,
@@ -192,6 +193,7 @@ __all__ = [
     "EntityPath",
     "GroupCounts",
     "InvalidInputError",
+    "Journey",
     "LiveConnection",
     "LockLostError",
     "LockedBatch",
@@ -278,6 +280,7 @@ __all__ = [
     "is_session_locked",
     "is_unauthorized",
     "iter_jsonl",
+    "journey",
     "json_columns",
     "list_entities",
     "list_rules",

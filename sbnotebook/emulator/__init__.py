@@ -20,6 +20,9 @@ A part imports only from its own bullet and the bullets below it (tests/project/
 - ``persistence/``: ``--data-dir`` (journal, snapshot): it implements the broker's recorder;
 - ``broker/``: the broker as a state machine (entities, messages, locks, sessions, settlement,
   scheduling, subscription rules, the clock and what falls due, faults, the recorder it reports to);
+- ``journey/``: each message's journey as the broker notes it (a bounded log, read by
+  ``Emulator.journey``, ``/$emulator/journey`` and ``read_journey`` from another process), and a span
+  per event for OpenTelemetry;
 - ``topology.py``: entities and policies in Microsoft's config format;
 - ``security/``: SAS, Entra ID, TLS;
 - ``errors.py`` (the broker's errors, by AMQP condition), ``ports.py`` (a port to restart on),
@@ -29,6 +32,8 @@ A part imports only from its own bullet and the bullets below it (tests/project/
 from .broker.broker import Broker
 from .broker.clock import ManualClock, SystemClock
 from .endpoints import connection_string
+from .journey.client import read_journey
+from .journey.queries import JourneyAnswer, JourneyQueryError
 from .net.limits import MAX_CONNECTIONS, Deadlines
 from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME
 from .server import Emulator
@@ -44,10 +49,13 @@ __all__ = [
     "ClockError",
     "Deadlines",
     "Emulator",
+    "JourneyAnswer",
+    "JourneyQueryError",
     "ManualClock",
     "SystemClock",
     "Topology",
     "TopologyError",
     "connection_string",
     "default_topology",
+    "read_journey",
 ]

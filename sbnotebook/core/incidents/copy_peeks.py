@@ -38,6 +38,7 @@ def held_size(message: Any) -> int:
     raw = encoded(message)
     return len(raw) if raw is not None else len(str(message))
 
+
 Ahead = deque[tuple[asyncio.Future[list[Any]], int, int]]  # peeks on their way: each with its count and room
 
 

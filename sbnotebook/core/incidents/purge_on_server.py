@@ -25,7 +25,7 @@ log = logging.getLogger("sbnotebook.core.incidents.purge")  # the purge's logger
 # Batch-delete requests at once (each up to BATCH_DELETE_MAX messages), each on a management link and
 # AMQP connection of its own: requests sharing one link wait on each other's reads (each waiter reads
 # the socket with the SDK's read timeout, so one answered through another waits that long: four at
-# once on one link took ~0.2 s each at 0 ms, one alone 7 ms; tests/core/incidents/test_purge_on_server.py).
+# once on one link took ~0.2 s each at 0 ms, one alone 7 ms; tests/core/incidents/test_purge_batch.py).
 DELETES_IN_FLIGHT = 16
 BATCH_DELETE_STANDARD = 500  # the Standard tier's limit per request
 CLOCK_SKEW = dt.timedelta(minutes=5)  # the cut-off is ours + this: a server clock ahead still deletes all

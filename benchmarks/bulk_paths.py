@@ -9,13 +9,16 @@ against a baseline measured in the same run.
   copy    : ``core.copy`` (the default ``max_held_bytes``) of ``--copy-sizes`` messages of 64 KB
             between two emulators at 0 ms, the source filled the same way: the kernel's RSS before and
             at its peak, the most bytes the copy held (``peak_held_bytes``)
+  peek    : ``core.scan`` of ``--peek-sizes`` (2 * 10^4 and 10^5) messages of 1 KB, filled the same
+            way, once to open its links, then timed ``--repeat`` times, at each latency: the ratio of
+            the medians, the far latency's over 0 ms
   first   : ``core.connect()`` then a peek of 10 in a fresh process (imports done before the clock
             starts), ``--repeat`` times at each latency: round trips (time over the latency)
 
 ``--trees A B``: run each part with each tree's ``sbnotebook`` in turn (A B A B ..., ``--rounds``
 times), so a change is measured beside the code before it (``git archive main | tar -x -C /tmp/base``).
 
-    python benchmarks/bulk_paths.py [--parts purge copy first] [--messages 1000000]
+    python benchmarks/bulk_paths.py [--parts purge copy peek first] [--messages 1000000]
         [--latency-ms 0 80] [--rounds 1] [--trees /tmp/base .]
 """
 
@@ -171,6 +174,27 @@ def first_calls(latency_ms: float, repeat: int) -> dict[str, Any]:
         proc.wait()
 
 
+def scans(n: int, latency_ms: float, repeat: int) -> list[float]:
+    from sbnotebook import core
+
+    proc = filled_emulator(n, latency_ms, BODY_1KB)
+    assert proc.stdout is not None and proc.stdin is not None
+    cs = proc.stdout.readline().strip()
+    try:
+        live = core.connect(cs, warm=False)
+        assert sum(len(page) for page in core.scan("orders", connection=live)) == n  # its links open
+        times = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            assert sum(len(page) for page in core.scan("orders", connection=live)) == n
+            times.append(time.perf_counter() - started)
+        return sorted(times)
+    finally:
+        core.close_all()
+        proc.stdin.close()
+        proc.wait()
+
+
 def child(args: argparse.Namespace) -> None:
     """One part in this process (the tree given by PYTHONPATH): its figures as one JSON line."""
     got: dict[str, Any] = {}
@@ -178,6 +202,8 @@ def child(args: argparse.Namespace) -> None:
         got = {str(ms): purge_once(args.messages, ms) for ms in args.latency_ms}
     elif args.child == "copy":
         got = {str(n): copy_once(n, 65536) for n in args.copy_sizes}
+    elif args.child == "peek":
+        got = {str(n): {str(ms): scans(n, ms, args.repeat) for ms in args.latency_ms} for n in args.peek_sizes}
     elif args.child == "first":
         got = {str(ms): first_calls(ms, args.repeat) for ms in args.latency_ms if ms}
     print(json.dumps(got), flush=True)
@@ -185,9 +211,10 @@ def child(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", nargs="+", default=["purge", "copy", "first"])
+    parser.add_argument("--parts", nargs="+", default=["purge", "copy", "peek", "first"])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--copy-sizes", type=int, nargs="+", default=[2_000, 10_000, 20_000])
+    parser.add_argument("--peek-sizes", type=int, nargs="+", default=[20_000, 100_000])
     parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 80.0])
     parser.add_argument("--repeat", type=int, default=5, help="first calls at each latency")
     parser.add_argument("--rounds", type=int, default=1)
@@ -203,6 +230,7 @@ def main() -> None:
                 env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
                 flags = ["--messages", str(args.messages), "--repeat", str(args.repeat), "--latency-ms"]
                 flags += [str(ms) for ms in args.latency_ms] + ["--copy-sizes", *map(str, args.copy_sizes)]
+                flags += ["--peek-sizes", *map(str, args.peek_sizes)]
                 out = subprocess.run(
                     [sys.executable, str(Path(__file__).resolve()), "--child", part, *flags],
                     env=env, capture_output=True, text=True, check=True, cwd=HERE,

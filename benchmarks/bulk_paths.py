@@ -7,8 +7,9 @@ against a baseline measured in the same run.
             requests, the kernel's peak RSS (sampled every 50 ms), the emulator's CPU seconds, what is
             left, and the Report's count against the broker's
   copy    : ``core.copy`` (the default ``max_held_bytes``) of ``--copy-sizes`` messages of 64 KB
-            between two emulators at 0 ms, the source filled the same way: the kernel's RSS before and
-            at its peak, the most bytes the copy held (``peak_held_bytes``)
+            between two emulators at 0 ms, each size in a fresh process, the source filled the same
+            way: the kernel's RSS before and at its peak, the most bytes the copy held
+            (``peak_held_bytes``)
   peek    : ``core.scan`` of ``--peek-sizes`` (2 * 10^4 and 10^5) messages of 1 KB, filled the same
             way, once to open its links, then timed ``--repeat`` times, at each latency: the ratio of
             the medians, the far latency's over 0 ms
@@ -225,17 +226,20 @@ def main() -> None:
         child(args)
         return
     for part in args.parts:
+        # The copy's sizes each in a fresh process: RSS does not shrink, so a size would carry the last's.
+        sizes = [[n] for n in args.copy_sizes] if part == "copy" else [args.copy_sizes]
         for round_ in range(1, args.rounds + 1):
             for tree in args.trees:
-                env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
-                flags = ["--messages", str(args.messages), "--repeat", str(args.repeat), "--latency-ms"]
-                flags += [str(ms) for ms in args.latency_ms] + ["--copy-sizes", *map(str, args.copy_sizes)]
-                flags += ["--peek-sizes", *map(str, args.peek_sizes)]
-                out = subprocess.run(
-                    [sys.executable, str(Path(__file__).resolve()), "--child", part, *flags],
-                    env=env, capture_output=True, text=True, check=True, cwd=HERE,
-                )  # fmt: skip
-                print(f"{part} round {round_} tree {tree}: {out.stdout.strip().splitlines()[-1]}", flush=True)
+                for copy_sizes in sizes:
+                    env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
+                    flags = ["--messages", str(args.messages), "--repeat", str(args.repeat), "--latency-ms"]
+                    flags += [str(ms) for ms in args.latency_ms] + ["--copy-sizes", *map(str, copy_sizes)]
+                    flags += ["--peek-sizes", *map(str, args.peek_sizes)]
+                    out = subprocess.run(
+                        [sys.executable, str(Path(__file__).resolve()), "--child", part, *flags],
+                        env=env, capture_output=True, text=True, check=True, cwd=HERE,
+                    )  # fmt: skip
+                    print(f"{part} round {round_} tree {tree}: {out.stdout.strip().splitlines()[-1]}", flush=True)
 
 
 if __name__ == "__main__":

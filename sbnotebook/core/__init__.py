@@ -50,6 +50,7 @@ from .connections.live import LiveConnection
 from .connections.registry import ConnectionLike, close_all, connect
 from .connections.registry import live as live_connection
 from .defaults import (
+    MAX_HELD_BYTES,
     MAX_IN_FLIGHT,
     MAX_RENEWAL_SECONDS,
     MAX_SESSIONS,
@@ -166,6 +167,7 @@ __all__ = [
     "FUTURE_TIME_FORMS",
     "GROUP_FIELDS",
     "GROUP_OTHER",
+    "MAX_HELD_BYTES",
     "MAX_IN_FLIGHT",
     "MAX_RENEWAL_SECONDS",
     "MAX_SCANNED",

@@ -27,7 +27,7 @@ from ..connections.interrupts import answers_interrupts, before_anything, interr
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
-from ..defaults import MAX_IN_FLIGHT
+from ..defaults import MAX_HELD_BYTES, MAX_IN_FLIGHT
 from ..entities import DEAD_LETTER_QUEUE, EntityPath
 from ..errors import EntityNotFoundError, InvalidInputError
 from ..operations.bounds import TimeWindow
@@ -181,6 +181,7 @@ async def acopy_many(
     max_messages: int | None = None,
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
+    max_held_bytes: int = MAX_HELD_BYTES,
     progress: Callable[[Match, Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
@@ -232,6 +233,7 @@ async def acopy_many(
             max_messages=max_messages,
             keep_message_id=keep_message_id,
             max_in_flight=max_in_flight,
+            max_held_bytes=max_held_bytes,
             progress=None if progress is None else (lambda r, m=m: progress(m, r)),  # type: ignore[misc]
             source_connection=src,
             connection=dst,
@@ -263,6 +265,7 @@ def copy_many(
     max_messages: int | None = None,
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
+    max_held_bytes: int = MAX_HELD_BYTES,
     progress: Callable[[Match, Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,

@@ -52,6 +52,7 @@ TEST_TOOLS = [
     "psutil>=5.9",
     "jsonschema>=4.0",
     "aiohttp>=3.9",
+    "opentelemetry-sdk>=1.20",  # the tracing tests' in-memory spans (with the kit's tracing extra below)
 ]
 
 # What runs where, computed from the tests and notebooks folders (tests/suites.py, checked by
@@ -82,7 +83,14 @@ def dbr15(session: nox.Session) -> None:
     # The browser test's lab is picked by ipywidgets' major version: 7 pairs with JupyterLab 3 and
     # jupyterlab_widgets 1.x (tests/widgets/browser-widgets7.txt), both constrained by the runtime's set too.
     _install_runtime(
-        session, "15.4", "-e", ".[notebook,websockets]", "-c", str(BROWSER_WIDGETS7), "jupyterlab<4", "playwright>=1.40"
+        session,
+        "15.4",
+        "-e",
+        ".[notebook,websockets,tracing]",
+        "-c",
+        str(BROWSER_WIDGETS7),
+        "jupyterlab<4",
+        "playwright>=1.40",
     )
     session.run(
         "python",
@@ -96,7 +104,7 @@ def dbr15(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def spark40(session: nox.Session) -> None:
     """The Spark batch and streaming sources and the Spark tutorials on pyspark 4.0.x (DBR 17.3's set)."""
-    _install_runtime(session, "17.3", "-e", ".[notebook,websockets]", "pyspark[connect]>=4.0,<4.1")
+    _install_runtime(session, "17.3", "-e", ".[notebook,websockets,tracing]", "pyspark[connect]>=4.0,<4.1")
     session.run("python", "-c", "import pyspark; print('pyspark', pyspark.__version__)")
     _pytest(session, suites.spark40(), "2")
 
@@ -107,7 +115,7 @@ def sdk_floor(session: nox.Session) -> None:
     pin = suites.sdk_floor_pin()
     # The websockets extra in every session: aiohttp for the kit's connections over WebSockets (the SDK's
     # async transport), websocket-client for the tests' sync clients over wss (one-port, TLS).
-    session.install("-e", ".[notebook,websockets]", pin, *TEST_TOOLS)
+    session.install("-e", ".[notebook,websockets,tracing]", pin, *TEST_TOOLS)
     installed = "from importlib.metadata import version; print('azure-servicebus', version('azure-servicebus'))"
     session.run("python", "-c", installed)
     _pytest(session, suites.sdk_floor(), "4", left_out=suites.WITHOUT_SPARK)

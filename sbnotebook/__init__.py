@@ -5,7 +5,9 @@
 Where things are (each sub-package opens with its own map):
 
 - ``core/``: the settlement library every layer above goes through (the only place that imports
-  ``azure.*``, in ``core/sdk/``); ``emulator/``: the embedded broker (imports nothing of the rest);
+  ``azure.*``, in ``core/sdk/``); ``emulator/``: the embedded broker (imports nothing of the rest
+  but ``sqlrules/``); ``sqlrules/``: the SQL filter and action language of subscription rules, below
+  both (imports nothing of the kit);
 - ``notebook/``: the %sb_* magics, the panels and the charts; ``spark/``: the ``servicebus`` data
   source; ``testing/``: what the pytest plugin does once a test asks for a namespace;
 - here: ``pytest_plugin.py`` (the plugin ``servicebus``: its options, marker and fixtures),

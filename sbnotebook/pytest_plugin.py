@@ -13,6 +13,9 @@ Fixtures (each test gets a fresh namespace: nothing one test sends is seen by th
   and its clock (``now()``, ``advance()``); skipped under ``--servicebus-live``.
 - ``servicebus_connection_string``, ``servicebus_client`` (a sync ``ServiceBusClient``, closed
   after the test), ``servicebus_admin_client``.
+- ``servicebus_spans``: the OpenTelemetry spans that ended during the test (the kit's, the SDK's, the
+  in-process emulator's), in memory, filtered with ``find(name, message_id=, trace_id=)``; needs
+  opentelemetry-sdk (``sbnotebook/testing/spans.py``: one global tracer provider per session).
 
 Entities come from the marker ``@pytest.mark.servicebus_topology(queues=[...], topics={...},
 config="Config.json")``; a manual clock (time moves only with ``advance()``) from
@@ -33,6 +36,7 @@ import pytest
 if TYPE_CHECKING:  # pragma: no cover - types only, never imported at run time
     from sbnotebook.testing.model import Namespace
     from sbnotebook.testing.namespace import SessionResources
+    from sbnotebook.testing.spans import Spans
 
 __all__ = [
     "LIVE_ENV",
@@ -41,6 +45,7 @@ __all__ = [
     "servicebus_connection_string",
     "servicebus_emulator",
     "servicebus_namespace",
+    "servicebus_spans",
 ]
 
 LIVE_ENV = ("SERVICEBUS_CONNECTION_STRING", "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE")
@@ -173,3 +178,14 @@ def servicebus_admin_client(servicebus_namespace: Namespace) -> Iterator[Any]:
     """A sync ``ServiceBusAdministrationClient`` for the test's namespace, closed after the test."""
     with servicebus_namespace.admin_client() as admin:
         yield admin
+
+
+@pytest.fixture
+def servicebus_spans() -> Iterator[Spans]:
+    """The spans that end while the test runs (``sbnotebook.testing.spans.Spans``): ``find("sbnotebook.resubmit")``,
+    ``find(message_id=...)``, ``find(trace_id=...)``. Skipped when opentelemetry-sdk is not installed."""
+    pytest.importorskip("opentelemetry.sdk.trace", reason="servicebus_spans needs opentelemetry-sdk")
+    from sbnotebook.testing.spans import recording
+
+    with recording() as spans:
+        yield spans

@@ -5,6 +5,7 @@ root ``conftest.py``.)"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,7 +16,7 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook.core import close_all
 from sbnotebook.core.sdk.admin import emulator_admin_client
-from sbnotebook.emulator import Emulator
+from sbnotebook.emulator import Emulator, ManualClock
 
 from .helpers import QuickCloseClient, emulator_config
 from .required import require_tool
@@ -92,6 +93,15 @@ def entity_keys_emulator() -> Iterator[Emulator]:
         close_all()  # the live connections this test opened, before their broker goes away
 
 
+# The SDK checks a lock against this machine's clock before it settles a message (and a session's
+# before every call), without asking the broker. A manual clock started at real now falls behind the
+# machine's at once: on a loaded machine a 2 s session lock taken at the clock's start had passed by the
+# machine's clock before the first receive (the SDK's own SessionLockLostError). A test marked
+# ``manual_clock_ahead`` that settles on a short lock gets a manual clock an hour ahead, so only
+# advance() ends a lock. Not for the kit's own renewal: it renews by the machine's clock too.
+MANUAL_CLOCK_LEAD = 3600.0
+
+
 @pytest.fixture
 def emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
     """A fresh emulator on the suite's topology, on the manual clock when the test is marked
@@ -100,8 +110,14 @@ def emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
     if request.node.get_closest_marker("servicebus_topology") is not None:
         yield request.getfixturevalue("servicebus_emulator")
         return
-    clock = request.node.get_closest_marker("servicebus_clock")  # the plugin's marker: "manual" (tests/waiting.py)
-    with Emulator(TEST_TOPOLOGY, clock=clock.args[0] if clock is not None else None) as emu:
+    clock: str | ManualClock | None = None
+    marker = request.node.get_closest_marker("servicebus_clock")  # the plugin's marker: "manual" (tests/waiting.py)
+    if marker is not None:
+        clock = marker.args[0]
+    if request.node.get_closest_marker("manual_clock_ahead") is not None:
+        assert clock == "manual", "manual_clock_ahead goes with servicebus_clock('manual')"
+        clock = ManualClock(time.time() + MANUAL_CLOCK_LEAD)
+    with Emulator(TEST_TOPOLOGY, clock=clock) as emu:
         yield emu
         close_all()  # the live connections this test opened, before their broker goes away
 

@@ -57,7 +57,7 @@ def _rel(path: Path) -> str:
 
 # The folders of tests/, mirroring the package (README.md, "Layout"), core/ and emulator/ down to their
 # sub-packages; a test file directly in tests/ or in another folder is refused by tests/project/test_suites.py.
-FOLDERS = ("core", "emulator", "spark", "notebook", "widgets", "testing", "project")
+FOLDERS = ("core", "emulator", "sqlrules", "spark", "notebook", "widgets", "testing", "project")
 
 
 # Folders of tests/ whose test_*.py are not this suite's: installed packages, and a user's project

@@ -20,7 +20,7 @@ def copy_vs_files(cs: str, target_cs: str, n: int, tmp: Any, repeat: int) -> dic
     core.create_entity(source, kind="queue", connection=src)
     core.create_entity(target, kind="queue", connection=dst)
     core.send(source, ({"i": i, "pad": "x" * 900} for i in range(n)), connection=src).raise_for_failures()
-    out: dict[str, Any] = {"export": [], "import": [], "copy": [], "held": []}
+    out: dict[str, Any] = {"export": [], "import": [], "copy": [], "held": [], "held bytes": []}
     file = tmp / "copy.jsonl"
     for _ in range(repeat):
         file.unlink(missing_ok=True)
@@ -36,6 +36,7 @@ def copy_vs_files(cs: str, target_cs: str, n: int, tmp: Any, repeat: int) -> dic
         out["copy"].append(time.perf_counter() - t0)
         assert report.count("sent") == n and core.counts(target, connection=dst).active == n
         out["held"].append(report.stats["peak_held"])
+        out["held bytes"].append(report.stats["peak_held_bytes"])
         core.purge(target, connection=dst)
     tracemalloc.start()
     core.import_jsonl(target, file, connection=dst).raise_for_failures()

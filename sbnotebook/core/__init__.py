@@ -16,7 +16,7 @@ Each sub-package opens with its own map.
 
 - ``incidents/``: purge, resubmit, discard, copy, export and import, tail (whole entities, nothing lost);
 - ``operations/``: peek, scan, receive and settle, defer, process, sessions, send, one message copied,
-  dead-letter triage, manage, counts;
+  dead-letter triage, a message's journey, manage, counts;
 - ``views/``: the record schema, search and its ``where``, dead-letter signatures;
 - ``connections/``: where Service Bus is, credentials, the live connection, its loop and link pools;
 - ``sdk/``: the SDK seam, the only modules that import ``azure.*``, and what an SDK failure means;
@@ -25,7 +25,8 @@ Each sub-package opens with its own map.
   (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one result type),
   ``rates.py`` (the one rate grammar: ``parse_rate``, and the token bucket that holds a run to it),
   ``renames.py`` (old names for one release), ``times.py`` (the one time grammar: ``parse_time``,
-  ``utc``), ``timing.py``, ``trust.py`` (the CAs TLS trusts).
+  ``utc``), ``timing.py``, ``tracing.py`` (the kit's operations as OpenTelemetry spans, a copy's fresh
+  trace context), ``trust.py`` (the CAs TLS trusts).
 
 The layers above import only from ``sbnotebook.core`` itself (``__all__``), never from these modules.
 """
@@ -50,6 +51,7 @@ from .connections.live import LiveConnection
 from .connections.registry import ConnectionLike, close_all, connect
 from .connections.registry import live as live_connection
 from .defaults import (
+    MAX_HELD_BYTES,
     MAX_IN_FLIGHT,
     MAX_RENEWAL_SECONDS,
     MAX_SESSIONS,
@@ -89,13 +91,16 @@ from .incidents.jsonl import (
 )
 from .incidents.purge import apurge, purge
 from .incidents.resubmit import aresubmit, default_target, resubmit, resubmit_resume_point
+from .incidents.route import route, topic_rules, typed_in
 from .incidents.tail import TAIL_INTERVAL, Tail, tail
+from .incidents.topic_rules import rules_from_admin, rules_from_config
 from .incidents.topology import TopologyExport, export_topology
 from .operations import deferral
 from .operations.batch import LockedBatch
 from .operations.bounds import TimeWindow, snapshot, time_bounds
 from .operations.copies import acopy_then_complete, copy_message, copy_then_complete
 from .operations.counts import EntityCounts, counts, list_entities
+from .operations.journey import Journey, journey
 from .operations.manage import (
     RuleInfo,
     create_entity,
@@ -149,7 +154,10 @@ from .sdk.failures import (
     requires_sessions,
 )
 from .times import FUTURE_TIME_FORMS, TIME_FORMS, parse_time, utc
+from .tracing import operation as operation_span
 from .views.records import FIELDS, RECORD_FIELDS, to_dataframe, to_record, utf8
+from .views.routes import RouteResult
+from .views.routing import RuleSpec
 from .views.search import as_where, compile_where, json_columns
 from .views.signatures import mask, signature
 from .views.where import Where, WhereFailed
@@ -164,6 +172,7 @@ __all__ = [
     "FUTURE_TIME_FORMS",
     "GROUP_FIELDS",
     "GROUP_OTHER",
+    "MAX_HELD_BYTES",
     "MAX_IN_FLIGHT",
     "MAX_RENEWAL_SECONDS",
     "MAX_SCANNED",
@@ -193,6 +202,7 @@ __all__ = [
     "EntityPath",
     "GroupCounts",
     "InvalidInputError",
+    "Journey",
     "LiveConnection",
     "LockLostError",
     "LockedBatch",
@@ -206,7 +216,9 @@ __all__ = [
     "Report",
     "Retry",
     "RetryPolicy",
+    "RouteResult",
     "RuleInfo",
+    "RuleSpec",
     "SbError",
     "ServiceError",
     "SessionInfo",
@@ -279,6 +291,7 @@ __all__ = [
     "is_session_locked",
     "is_unauthorized",
     "iter_jsonl",
+    "journey",
     "json_columns",
     "list_entities",
     "list_rules",
@@ -286,6 +299,7 @@ __all__ = [
     "live_connection",
     "mask",
     "missing_targets",
+    "operation_span",
     "parse_credential_ref",
     "parse_rate",
     "parse_secret_ref",
@@ -305,7 +319,10 @@ __all__ = [
     "resolve",
     "resubmit",
     "resubmit_resume_point",
+    "route",
     "rule_arguments",
+    "rules_from_admin",
+    "rules_from_config",
     "said_rate",
     "scan",
     "scan_records",
@@ -326,6 +343,8 @@ __all__ = [
     "to_dataframe",
     "to_json_record",
     "to_record",
+    "topic_rules",
+    "typed_in",
     "update_entity",
     "utc",
     "utf8",

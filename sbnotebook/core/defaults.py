@@ -16,6 +16,11 @@ MAX_IN_FLIGHT = 10
 (``receive``, ``receive_deferred``), a resubmit's or discard's batches. ``SbMagics.max_in_flight``,
 the send panel, ``sbspark.write`` and the Spark option ``maxInFlight`` start from it."""
 
+MAX_HELD_BYTES = 16 * 1024 * 1024
+"""Bytes of source messages (their encoded size) a copy holds in memory at most unless told
+otherwise (``max_held_bytes=``): ``copy`` and ``copy_many``, from the peek that may bring a message
+until the target confirms its copy (core/incidents/copy_peeks.py)."""
+
 PEEK_MAX_MESSAGES = 100
 """Messages a peek returns unless told otherwise: ``core.peek(max_messages=)`` and
 ``SbMagics.peek_max_messages`` (``%sb_peek -n``)."""

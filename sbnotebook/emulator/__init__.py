@@ -2,7 +2,8 @@
 
 The official ``azure-servicebus`` SDK connects to it with
 ``UseDevelopmentEmulator=true`` exactly as it connects to Azure. This package
-imports nothing from the rest of sbnotebook.
+imports nothing from the rest of sbnotebook but ``sbnotebook.sqlrules`` (the SQL of subscription
+rules, which core evaluates too).
 
 The parts, top down (each sub-package opens with its own map; docs/emulator.md has the long form).
 A part imports only from its own bullet and the bullets below it (tests/project/test_folder_order.py):
@@ -19,9 +20,11 @@ A part imports only from its own bullet and the bullets below it (tests/project/
 - ``persistence/``: ``--data-dir`` (journal, snapshot): it implements the broker's recorder;
 - ``broker/``: the broker as a state machine (entities, messages, locks, sessions, settlement,
   scheduling, subscription rules, the clock and what falls due, faults, the recorder it reports to);
+- ``journey/``: each message's journey as the broker notes it (a bounded log, read by
+  ``Emulator.journey``, ``/$emulator/journey`` and ``read_journey`` from another process), and a span
+  per event for OpenTelemetry;
 - ``topology.py``: entities and policies in Microsoft's config format;
 - ``security/``: SAS, Entra ID, TLS;
-- ``sql/``: the SQL filter and action language of subscription rules (imports nothing);
 - ``errors.py`` (the broker's errors, by AMQP condition), ``ports.py`` (a port to restart on),
   ``oldnames.py`` (old names of the Python API, for one release).
 """
@@ -29,6 +32,8 @@ A part imports only from its own bullet and the bullets below it (tests/project/
 from .broker.broker import Broker
 from .broker.clock import ManualClock, SystemClock
 from .endpoints import connection_string
+from .journey.client import read_journey
+from .journey.queries import JourneyAnswer, JourneyQueryError
 from .net.limits import MAX_CONNECTIONS, Deadlines
 from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME
 from .server import Emulator
@@ -44,10 +49,13 @@ __all__ = [
     "ClockError",
     "Deadlines",
     "Emulator",
+    "JourneyAnswer",
+    "JourneyQueryError",
     "ManualClock",
     "SystemClock",
     "Topology",
     "TopologyError",
     "connection_string",
     "default_topology",
+    "read_journey",
 ]

@@ -15,6 +15,7 @@ from types import FrameType
 from . import clockcli, userprocess
 from .broker.faults import FaultError
 from .endpoints import advertised_host, is_loopback
+from .journey import export
 from .net.limits import MAX_CONNECTIONS
 from .security.sas import DEFAULT_KEY
 from .server import Emulator
@@ -157,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    export.configure()  # the broker's spans, when OTEL_* asks for them (flushed at exit by the provider)
     try:
         emulator = _started(args)
     except (TopologyError, FaultError, ValueError) as exc:

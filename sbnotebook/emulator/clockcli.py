@@ -11,7 +11,6 @@ listening there; neither: the shared one if it runs, else the one on ``--host``:
 from __future__ import annotations
 
 import argparse
-import http.client
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -22,9 +21,9 @@ from typing import Any
 
 from . import userprocess
 from .broker.clock import CLOCK_KINDS, span_seconds
+from .journey.client import admin_request
 from .security.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, sign
 
-REQUEST_TIMEOUT = 30.0  # seconds: an advance over many due messages fires them all before answering
 TOKEN_LIFETIME = 300.0
 
 
@@ -135,21 +134,13 @@ def find(args: argparse.Namespace) -> Target:
 def ask(target: Target, method: str, query: str = "") -> ClockReading:
     """GET or POST ``/$emulator/clock``; the emulator's answer, or a RuntimeError in its words."""
     token = sign(f"sb://{target.host}:{target.port}/", DEFAULT_KEY_NAME, target.key, time.time() + TOKEN_LIFETIME)
-    conn = http.client.HTTPConnection(target.host, target.port, timeout=REQUEST_TIMEOUT)
-    try:
-        conn.request(method, f"/$emulator/clock{query}", headers={"Authorization": token, "Content-Length": "0"})
-        reply = conn.getresponse()
-        body = reply.read()
-    except OSError as exc:
-        raise RuntimeError(f"cannot reach {target.what}: {exc}") from None
-    finally:
-        conn.close()
+    status, body = admin_request(target.host, target.port, token, method, f"/$emulator/clock{query}", target.what)
     try:
         doc = ET.fromstring(body)
     except ET.ParseError:
-        raise RuntimeError(f"{target.what} did not answer as an sbnotebook emulator (HTTP {reply.status})") from None
-    if reply.status != 200:
-        raise RuntimeError(f"{target.what} refused: {doc.findtext('Detail') or f'HTTP {reply.status}'}")
+        raise RuntimeError(f"{target.what} did not answer as an sbnotebook emulator (HTTP {status})") from None
+    if status != 200:
+        raise RuntimeError(f"{target.what} refused: {doc.findtext('Detail') or f'HTTP {status}'}")
     stamp = (doc.findtext("Now") or "").removesuffix("Z")
     return ClockReading(doc.findtext("Kind") or "?", datetime.fromisoformat(stamp).replace(tzinfo=UTC))
 

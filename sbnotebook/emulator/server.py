@@ -25,6 +25,7 @@ from .endpoints import (
     server_certificate,
     tenant_id,
 )
+from .journey.queries import JourneyAnswer, JourneyQuery, answer
 from .net.limits import MAX_CONNECTIONS, Deadlines
 from .net.loop import EventLoop
 from .oldnames import deprecated, renamed
@@ -361,6 +362,11 @@ class Emulator(Timekeeping):
     _old_latency.__renamed_to__ = "latency_ms"  # type: ignore[attr-defined]  # read by tests/project/surface.py
     # The old name, in seconds, kept for one release (docs/names.md): it says once what replaced it.
     latency = property(_old_latency, _set_old_latency)
+
+    def journey(self, entity: str, **message: Any) -> JourneyAnswer:
+        """One message's journey through the broker, oldest first: ``message`` names it by one of
+        ``message_id``, ``sequence_number``, ``trace_id`` (and ``limit`` caps the rows; journey/queries.py)."""
+        return answer(self.broker.journey, JourneyQuery(entity, **message))
 
     def reject_sends(self, entity: str, count: int = 1, condition: str = "server-busy") -> None:
         """Refuse the next ``count`` sends to ``entity`` with ``condition``

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..sqlrules.lexer import SqlFilterError
+from ..sqlrules.rule import compile_rule
 from .security.entra import Principal
 from .security.sas import Policy, new_key, rights_of
-from .sql.lexer import SqlFilterError
-from .sql.rule import compile_rule
 
 # Service Bus defaults (Standard tier).
 DEFAULT_LOCK_DURATION = 60.0

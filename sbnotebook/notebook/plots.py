@@ -128,3 +128,30 @@ def send_throughput(reports: Mapping[str, Report | float]) -> go.Figure:
         )
     )
     return _layout(fig, "Send throughput", "", "messages per second")
+
+
+def journey_timeline(journey: Any) -> go.Figure:
+    """A message's journey (``core.journey``) as a timeline: one marker per event, a row per entity
+    it was in, the delivery count above each delivery."""
+    frame = journey.to_pandas()
+    fig = go.Figure()
+    timed = frame[frame["time"].notna()]
+    for event, rows in timed.groupby("event", sort=False):
+        shown = rows[["delivery_count", "message_id", "reason", "to"]].astype("object")
+        shown = shown.where(shown.notna(), "")
+        fig.add_trace(
+            go.Scatter(
+                x=rows["time"],
+                y=rows["entity"],
+                mode="markers+text",
+                name=str(event),
+                text=[str(c) for c in shown["delivery_count"]],
+                textposition="top center",
+                customdata=shown[["message_id", "reason", "to"]].values,
+                hovertemplate=(
+                    f"{event}<br>%{{x}}<br>message %{{customdata[0]}}<br>%{{customdata[1]}} %{{customdata[2]}}"
+                    "<extra></extra>"
+                ),
+            )
+        )
+    return _layout(fig, f"Journey in {journey.entity}", "time", "entity")

@@ -20,6 +20,7 @@ Where to change what:
   (deferred messages by sequence number);
 - the connection: ``registered.py`` (the one ``register()`` resolved in this process),
   ``secrets.py`` (secret references, resolved where they are used);
+- routing: ``routing.py`` (``route``: where each row would go through a topic's rules, on the executors);
 - here: ``register``, ``local_session``, ``infer_body_schema``, ``to_spark``, ``from_spark``, ``write``.
 """
 
@@ -31,6 +32,7 @@ from typing import Any
 from ..core import MAX_IN_FLIGHT, ConfigurationError, Connection, Report, renamed, resolve, to_dataframe
 from . import registered
 from .options import OptionError
+from .routing import route_frame as route
 from .schema import RECORD_DDL, record_schema
 from .secrets import Source, source_of
 from .settle import release as release  # the old name of requeue, kept for one release (not in __all__)
@@ -49,6 +51,7 @@ __all__ = [
     "record_schema",
     "register",
     "requeue",
+    "route",
     "settle",
     "to_spark",
     "write",

@@ -42,6 +42,7 @@ _WHERE = (
     "fullyQualifiedNamespace",
     "credentialRef",
     "websockets",
+    "trace",  # the SDK's OpenTelemetry spans too, in each Spark process (core.connect(trace=True))
 )
 _BODY = ("bodyFormat", "bodySchema", "bodySampleSize")
 KNOWN_OPTIONS: dict[str, tuple[str, ...]] = {

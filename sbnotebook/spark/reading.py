@@ -15,6 +15,8 @@ from ..core import (
     SbError,
     TimeWindow,
     is_session_locked,
+    live_connection,
+    operation_span,
     receive,
     scan,
     snapshot,
@@ -274,3 +276,22 @@ def read_and_defer(
                 kept.append(record)
         if kept:
             yield to_arrow(kept, schema)
+
+
+def traced(name: str, options: Any, batches: Iterator[Any]) -> Iterator[Any]:
+    """``batches`` (Arrow record batches) inside one ``sbnotebook.<name>`` span of this process
+    (``read``, ``stream``): the entity, the namespace, how many rows, the outcome. On an executor it
+    reaches the tracer provider of that Python worker (docs/tracing.md)."""
+    conn = live_connection(options.conn())
+    with operation_span(name, conn, options.entity) as span:
+        rows = 0
+        try:
+            for batch in batches:
+                rows += int(getattr(batch, "num_rows", 0))
+                yield batch
+        except GeneratorExit:  # Spark took what it needed (a limit): not a failure
+            span.outcome("stopped")
+            return
+        finally:
+            span.count(rows)
+        span.outcome("ok")

@@ -129,7 +129,7 @@ class _Reader(DataSourceReader):
         if work is None:
             return
         what = f"read of {self.options.entity} partition {getattr(work, 'index', 0)}"
-        yield from self.body.apply(self._records(work), what)
+        yield from self.body.apply(reading.traced("read", self.options, self._records(work)), what)
 
     def _records(self, work: Any) -> Iterator[Any]:
         o = self.options

@@ -23,6 +23,7 @@ from ..core import (
     EntityPath,
     SbError,
     TimeWindow,
+    connect,
     deprecated,
     entity_properties,
     redact,
@@ -152,10 +153,15 @@ class Target:
     connection: Source
     entity: EntityPath
     max_in_flight: int
+    trace: bool = False  # the trace option: the SDK's spans too, in every process that runs this
 
     def conn(self) -> Connection:
-        """The connection, a secret reference resolved in this process (planner, driver or executor)."""
-        return connection_of(self.connection)
+        """The connection, a secret reference resolved in this process (planner, driver or executor);
+        with ``trace``, its live connection here traces the SDK's operations too (``core.connect(trace=True)``)."""
+        settings = connection_of(self.connection)
+        if self.trace:
+            connect(settings, trace=True, warm=False)
+        return settings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -296,6 +302,7 @@ class ReadSpec:
             max_in_flight=in_flight_option(options),
             num_partitions=int_option(options, "numPartitions", self.default_partitions, 1),
             wait_seconds=float_option(options, "waitSeconds", wait_seconds),
+            trace=bool_option(options, "trace"),
             **own,
         )
         return parsed, check_exists(parsed.connection, parsed.entity.parent)
@@ -345,6 +352,7 @@ class WriteOptions(Target):
             max_in_flight=in_flight_option(options),
             one_per_send=bool_option(options, "onePerSend", default=False),
             struct_columns=structs,
+            trace=bool_option(options, "trace"),
         )
         check_exists(parsed.connection, path)
         return parsed

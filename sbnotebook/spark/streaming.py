@@ -54,6 +54,7 @@ from ..core import (
 )
 from .deferred import CHUNK, fetch, settle_chunk, still_deferred
 from .options import OptionError
+from .reading import traced
 from .schema import arrow_schema, to_arrow
 from .spec import ALL_SESSIONS, StreamOptions
 
@@ -370,7 +371,7 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         chunk: SequenceChunk = partition.value
-        yield from read_deferred(self.options, chunk.seqs, chunk.session_id)
+        yield from traced("stream", self.options, read_deferred(self.options, chunk.seqs, chunk.session_id))
 
 
 _said = False

@@ -27,7 +27,7 @@ from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from ..core import PROBLEMS, Outcome, Report, SbError, redact, send
+from ..core import PROBLEMS, Outcome, Report, SbError, live_connection, operation_span, redact, send
 from .bodies import BODY_JSON, RESCUED
 from .schema import arrow_schema_of, columns_ddl
 from .spec import WriteOptions
@@ -87,13 +87,17 @@ def send_rows(options: WriteOptions, rows: Iterable[Any]) -> Report:
     """Send a task's rows (Spark Rows, or the dicts of an Arrow batch) through core.send."""
     records = (plain_row(r.asDict(recursive=True) if hasattr(r, "asDict") else r, options.struct_columns) for r in rows)
     # A secret reference is resolved here, on the executor.
-    return send(
-        options.entity,
-        records,
-        max_in_flight=options.max_in_flight,
-        one_per_send=options.one_per_send,
-        connection=options.conn(),
-    )
+    conn = live_connection(options.conn())
+    with operation_span("write", conn, options.entity) as span:
+        report = send(
+            options.entity,
+            records,
+            max_in_flight=options.max_in_flight,
+            one_per_send=options.one_per_send,
+            connection=conn,
+        )
+        span.report(report)
+    return report
 
 
 def plain_row(row: dict[str, Any], struct_columns: tuple[str, ...] = ()) -> dict[str, Any]:

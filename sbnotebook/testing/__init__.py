@@ -7,6 +7,8 @@ Where to change what:
   what the whole session shares; ``model.py``: ``Namespace``, what a test gets;
 - ``topology.py``: the ``servicebus_topology`` marker as a topology; ``clock.py``: the
   ``servicebus_clock`` marker;
+- ``spans.py``: the ``servicebus_spans`` fixture's spans (one in-memory exporter on the global
+  tracer provider, per session);
 - ``live.py``: ``--servicebus-live``, the same tests on a real namespace (uniquely named entities,
   created and deleted through the administration API).
 """

@@ -62,6 +62,7 @@ async def test_batch_send_peek_lock_and_every_settlement(emulator: Emulator) -> 
 
 
 @pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
+@pytest.mark.manual_clock_ahead  # settles on a short lock after advance(): tests/conftest.py
 async def test_lock_expiry_renewal_and_lock_lost(emulator: Emulator) -> None:
     """Rule: renewal keeps a lock; an expired lock cannot settle (MessageLockLostError)."""
     async with ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as c:

@@ -24,7 +24,7 @@ import pytest
 from .test_structure import circles, import_graph, modules, source_tree
 
 ROOT = Path(__file__).resolve().parents[2]
-ORDERED = ("sbnotebook.core", "sbnotebook.emulator")
+ORDERED = ("sbnotebook.core", "sbnotebook.emulator", "sbnotebook.sqlrules")
 PART = re.compile(r"``([A-Za-z_][\w]*)(/|\.py)``")
 
 

@@ -29,32 +29,61 @@ def _imports(path: Path, root: Path = ROOT) -> set[str]:
     return found
 
 
-def _emulator_offenders(root: Path) -> dict[str, list[str]]:
-    """Modules under ``root``/sbnotebook/emulator that import the rest of sbnotebook, with what they import."""
+# The SQL of subscription rules sits below the emulator and core: the emulator may import it, and
+# it imports nothing of the kit at all.
+SQL = "sbnotebook.sqlrules"
+
+
+def _offenders(root: Path, folder: str, allowed: tuple[str, ...]) -> dict[str, list[str]]:
+    """Modules under ``root``/sbnotebook/``folder`` importing sbnotebook outside ``allowed``, with what they import."""
     offenders = {
         str(p.relative_to(root)): sorted(
-            m for m in _imports(p, root) if m.startswith("sbnotebook") and not m.startswith("sbnotebook.emulator")
+            m
+            for m in _imports(p, root)
+            if m.startswith("sbnotebook") and not any(m == a or m.startswith(a + ".") for a in allowed)
         )
-        for p in (root / "sbnotebook" / "emulator").rglob("*.py")
+        for p in (root / "sbnotebook" / folder).rglob("*.py")
     }
     return {k: v for k, v in offenders.items() if v}
 
 
-def test_the_emulator_imports_nothing_else_from_sbnotebook() -> None:
+def _emulator_offenders(root: Path) -> dict[str, list[str]]:
+    return _offenders(root, "emulator", ("sbnotebook.emulator", SQL))
+
+
+def _sql_offenders(root: Path) -> dict[str, list[str]]:
+    return _offenders(root, "sqlrules", (SQL,))
+
+
+def test_the_emulator_imports_nothing_else_from_sbnotebook_but_the_rules_sql() -> None:
     assert _emulator_offenders(ROOT) == {}
+
+
+def test_the_rules_sql_imports_nothing_from_sbnotebook() -> None:
+    assert _sql_offenders(ROOT) == {}
 
 
 def test_the_layer_check_can_fail(tmp_path: Path) -> None:
     """The same check on a copy of the emulator package with one bad module added (relative and
-    absolute imports of the rest of the kit) reports exactly that module."""
+    absolute imports of the rest of the kit) reports exactly that module; importing the rules' SQL passes."""
     copy = tmp_path / "sbnotebook" / "emulator"
     shutil.copytree(PACKAGE / "emulator", copy, ignore=shutil.ignore_patterns("__pycache__"))
     assert _emulator_offenders(tmp_path) == {}  # the copy is as clean as the original
-    (copy / "_probe_for_test.py").write_text("from ..demo import run_demo\nimport sbnotebook.core\n")
+    (copy / "_probe_for_test.py").write_text(
+        "from ..demo import run_demo\nimport sbnotebook.core\nfrom ..sqlrules.rule import compile_rule\n"
+    )
     assert _emulator_offenders(tmp_path) == {
         "sbnotebook/emulator/_probe_for_test.py": ["sbnotebook.core", "sbnotebook.demo"]
     }
     assert not (PACKAGE / "emulator" / "_probe_for_test.py").exists()
+
+
+def test_the_rules_sql_check_can_fail(tmp_path: Path) -> None:
+    copy = tmp_path / "sbnotebook" / "sqlrules"
+    shutil.copytree(PACKAGE / "sqlrules", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert _sql_offenders(tmp_path) == {}
+    (copy / "_probe_for_test.py").write_text("from ..emulator import Broker\nfrom .rule import compile_rule\n")
+    assert _sql_offenders(tmp_path) == {"sbnotebook/sqlrules/_probe_for_test.py": ["sbnotebook.emulator"]}
 
 
 def test_notebooks_are_committed_without_outputs() -> None:

@@ -82,6 +82,7 @@ class LiveConnection(LinkPools):
         self._admin_lock = threading.Lock()
         self._logged: set[str] = set()
         self.warmed = False
+        self.traced = False  # the SDK's own tracing on for this connection's clients (connect(trace=True))
         # The last sequence number a peek saw at each entity's end (a page shorter than asked): where a
         # window to the end looks first next time (window_search.py). A guess: the page checks itself.
         self.ends: dict[EntityPath, int] = {}

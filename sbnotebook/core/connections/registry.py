@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..renames import renamed
+from ..sdk.messages import trace_kit_clients
 from .connection import Connection, resolve
 from .live import LiveConnection
 
@@ -88,6 +89,7 @@ def connect(
     credential: Any = None,
     websockets: bool = False,
     warm: bool = True,
+    trace: bool | None = None,
 ) -> LiveConnection:
     """The live connection for these settings (resolved in the documented order: argument,
     ``SERVICEBUS_CONNECTION_STRING``, ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE``, embedded emulator).
@@ -102,11 +104,21 @@ def connect(
     With ``warm`` (the default) the first connect checks that the namespace is reachable and the
     key or credential accepted (``LiveConnection.check``: about 4 round trips), then returns while
     receivers open on up to ``WARM_LIMIT`` listed entities in the background, so a first peek on
-    them costs one round trip."""
+    them costs one round trip.
+
+    ``trace=True`` turns the azure-servicebus SDK's own OpenTelemetry tracing on for this connection's
+    clients (not the process's: ``trace_kit_clients`` in core/sdk/messages.py), so its spans join the
+    kit's in one trace; it needs ``pip install 'sbnotebook[tracing]'`` (``ConfigurationError`` without).
+    ``trace=False`` turns it off again; None leaves it as it is. The kit's own spans (core/tracing.py)
+    need no switch."""
     settings = resolve(
         connection, fully_qualified_namespace=fully_qualified_namespace, credential=credential, websockets=websockets
     )
     conn = registry.get(settings)
+    if trace:
+        trace_kit_clients()
+    if trace is not None:
+        conn.traced = trace
     if warm and not conn.warmed:
         try:
             conn.check()

@@ -10,10 +10,12 @@
   ``selection.py`` (what its ``where`` selects), ``discarding.py`` (a resubmit without the copy: the
   selected messages removed for good).
 - ``copying.py`` (copy an entity, to another namespace too, resumably) with ``copy_peeks.py`` (its
-  source read ahead by peeking, a bounded number held) and ``copy_progress.py`` (its record on disk),
+  source read ahead by peeking, bounded in bytes) and ``copy_progress.py`` (its record on disk),
   ``copy_many.py`` (the entities a glob matches, each copied).
 - ``exporting.py``, ``importing.py`` and ``jsonl.py`` (the JSON lines file), ``resumable.py`` (the state
   file that lets an interrupted send go on), ``tail.py`` (a live tail, by peeking).
 - ``topology.py`` (a namespace's entities read through the administration API) written by
   ``config_json.py`` as Microsoft's emulator reads them (its ``Config.json``).
+- ``route.py`` (which subscriptions of a topic messages go to, and why not: ``core.route``) with
+  ``topic_rules.py`` (a topic's rules read from the administration API, a Config.json, or typed).
 """

@@ -216,7 +216,7 @@ def _sql(described: Any, where: str, notes: Notes) -> dict[str, Any]:
     return out
 
 
-_CORRELATION = (
+CORRELATION_ATTRIBUTES = (  # (Config.json's name, the SDK's attribute) of a correlation filter
     ("ContentType", "content_type"),
     ("CorrelationId", "correlation_id"),
     ("Label", "label"),
@@ -229,7 +229,7 @@ _CORRELATION = (
 
 
 def _correlation(described: Any, where: str, notes: Notes) -> dict[str, Any]:
-    out = {name: getattr(described, attribute) for name, attribute in _CORRELATION if getattr(described, attribute)}
+    out = {name: getattr(described, a) for name, a in CORRELATION_ATTRIBUTES if getattr(described, a)}
     if described.properties:
         out["Properties"] = {str(k): _json_value(v, where, notes) for k, v in described.properties.items()}
     if not out:

@@ -27,7 +27,7 @@ from ..connections.interrupts import answers_interrupts, before_anything, interr
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import sync_form
-from ..defaults import MAX_IN_FLIGHT
+from ..defaults import MAX_HELD_BYTES, MAX_IN_FLIGHT
 from ..entities import DEAD_LETTER_QUEUE, EntityPath
 from ..errors import EntityNotFoundError, InvalidInputError
 from ..operations.bounds import TimeWindow
@@ -183,20 +183,17 @@ async def acopy_many(
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
     rate: Rate | None = None,
+    max_held_bytes: int = MAX_HELD_BYTES,
     progress: Callable[[Match, Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
 ) -> Report:
-    """Copy the queues ``pattern`` matches (or their dead-letter queues) of ``source_connection`` into
-    the queues of the same names of ``connection`` (see the module docstring). ``max_messages``: per
-    entity. ``progress(match, report)`` as each entity's copy starts (an empty report), then after each of its sends.
-    ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only each
-    entity's messages enqueued within that window (found in each by a search over peeks, window.py);
-    an age is taken from one instant for every entity, kept in the glob's record so that the same
-    call again resumes with the same window. ``rate`` (``50/s``: ``core.parse_rate``): at most that
-    many messages per second over the run (the entities are copied one after another)."""
-    window = enqueued_window(enqueued_after, enqueued_before)  # a bad WHEN fails before anything is read
-    parse_rate(rate)  # so does a bad rate
+    """Copy the queues ``pattern`` matches (or their DLQs) of ``source_connection`` into the queues of the same names
+    of ``connection`` (the module docstring; ``rate``: ``copy_many``'s). ``max_messages``: per entity. ``progress(match,
+    report)`` as each entity's copy starts (an empty report), then after each of its sends. ``enqueued_after`` /
+    ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): each entity's messages enqueued in that window
+    (found by a search over peeks, window.py); an age is taken once for all, kept in the glob's record to resume."""
+    window, _ = enqueued_window(enqueued_after, enqueued_before), parse_rate(rate)  # a bad WHEN or rate: nothing read
     src, dst = live(source_connection), live(connection)
     report = Report("copy", pattern, target=dst.fully_qualified_namespace)
     answers_interrupts()  # interrupted: the entity being copied ends as acopy's does, the rest are not begun
@@ -237,6 +234,7 @@ async def acopy_many(
             keep_message_id=keep_message_id,
             max_in_flight=max_in_flight,
             rate=rate,  # the entities are copied one after another: the run keeps to the rate
+            max_held_bytes=max_held_bytes,
             progress=None if progress is None else (lambda r, m=m: progress(m, r)),  # type: ignore[misc]
             source_connection=src,
             connection=dst,
@@ -269,11 +267,13 @@ def copy_many(
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
     rate: Rate | None = None,
+    max_held_bytes: int = MAX_HELD_BYTES,
     progress: Callable[[Match, Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
 ) -> Report:
     """Copy the queues a glob matches (or their dead-letter queues) into the queues of the same names
     of another namespace, one ``acopy`` per entity, one Report with a part per entity (see
-    ``acopy_many`` and the module docstring)."""
+    ``acopy_many`` and the module docstring). ``rate`` (``50/s``: ``core.parse_rate``): at most that
+    many messages per second over the run (the entities are copied one after another)."""
     raise NotImplementedError  # never runs: @sync_form runs acopy_many

@@ -7,13 +7,13 @@ reason and description kept, time to live, a scheduled time still ahead) and goe
 send pipeline (``pipeline.send_all``: batches, at most ``max_in_flight`` sends, retries, one outcome
 per message) on the target's connection.
 
-Never more than two pages in memory: at most ``HELD`` (``2 * PAGE_SIZE``) source messages are in
-memory at once, counted from the moment a peek that may bring them is sent until the target
-confirmed (or refused) each copy (or the copy skipped it). The source is read ahead by
-``copy_peeks.PeekAhead``: small peeks, several at once, each as soon as there is room for its whole
-answer, so a message holds room for little more than a peek's round trip and a send's. The copies go
-out in batches as the answers come (a ``FLUSH`` at the end of each). ``report.stats["peak_held"]``
-is the most that were in memory.
+Bounded in bytes: at most ``max_held_bytes`` (default ``defaults.MAX_HELD_BYTES``) of source
+messages, by their encoded size, are in memory at once, counted from the moment a peek that may
+bring them is sent until the target confirmed (or refused) each copy (or the copy skipped it). The
+source is read ahead by ``copy_peeks.PeekAhead``: several peeks at once, each as soon as there is
+room for its whole answer, so a message holds room for little more than a peek's round trip and a
+send's. The copies go out in batches as the answers come (a ``FLUSH`` at the end of each).
+``report.stats["peak_held_bytes"]`` and ``["peak_held"]`` are the most bytes and messages held.
 
 Resumable, as an import is: a :class:`CopyProgress` records the source sequence numbers copied,
 kept on disk while the copy is not complete. Interrupted, or the kernel restarted, the same call
@@ -25,7 +25,7 @@ completed removes its record: the same call then copies everything again.
 The seam: the record's file, key and contents (and when it is set aside) are ``copy_progress``'s;
 this module has the copy, and which record a copy's arguments name (``copy_record``,
 ``copy_resume_point``). The copy's parts: ``_start`` (the progress a run resumes), ``_CopyRun`` (peek
-ahead, copy, follow each outcome, within ``HELD``), ``_send`` (the send pipeline, the record kept if
+ahead, copy, follow each outcome, within ``max_held_bytes``), ``_send`` (the send pipeline, the record kept if
 interrupted) and ``_finish`` (the report's notes, the record removed once complete).
 """
 
@@ -50,7 +50,7 @@ from ..connections.interrupts import (
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import arguments_of, sync_form
-from ..defaults import MAX_IN_FLIGHT, check_max_in_flight
+from ..defaults import MAX_HELD_BYTES, MAX_IN_FLIGHT, check_max_in_flight
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..operations.copies import copy_message
@@ -60,9 +60,10 @@ from ..operations.window import Span, When, enqueued_window, given_text, locate
 from ..outcome import Outcome, Report
 from ..rates import Rate, parse_rate
 from ..renames import renamed
+from ..tracing import operation
 from ..views.records import to_record
 from ..views.search import WhereLike, as_where
-from .copy_peeks import PeekAhead
+from .copy_peeks import PeekAhead, held_size
 from .copy_progress import CopyProgress, Record, created_times, load, record_key, record_path
 from .resumable import LineTracker
 
@@ -142,9 +143,9 @@ async def _start(
 
 
 class _CopyRun:
-    """One run of a copy: the source peeked ahead (``peeks``, at most ``copy_peeks.HELD`` source
+    """One run of a copy: the source peeked ahead (``peeks``, at most ``max_held_bytes`` of source
     messages in memory), each answer made into copies for the send pipeline (``copies``), each
-    outcome followed into the progress (``counted``, which gives the room back)."""
+    outcome followed into the progress (``counted``, which gives its message's room back)."""
 
     def __init__(
         self,
@@ -156,6 +157,7 @@ class _CopyRun:
         keep_message_id: bool,
         max_messages: int | None,
         span: Span | bool | None = False,
+        max_held_bytes: int = MAX_HELD_BYTES,
     ) -> None:
         self.name = str(src_path)
         self.start, self.state, self.tracker = start, start.state, start.tracker
@@ -164,15 +166,16 @@ class _CopyRun:
         self.before = self.state.copied
         self.left = None if max_messages is None else max(max_messages - self.state.copied, 0)
         first = min(self.state.failed) if self.state.failed else self.state.done + 1
-        self.peeks = PeekAhead(src, src_path, first, span, self.left)
+        self.peeks = PeekAhead(src, src_path, first, span, self.left, max_held_bytes)
         self.rate: float | None = None  # messages per second (``acopy(rate=)``), None: as fast as the sends go
         self.release = self.peeks.release
+        self.sizes: dict[int, int] = {}  # each copy in the pipeline (by its index): its original's held size
         self.interrupted = False  # stopped by an interrupt, the copies in flight confirmed
 
     def counted(self, o: Outcome) -> None:
         """A send outcome: its source message leaves memory, the progress follows it."""
         if o.index is not None:
-            self.release()
+            self.release(self.sizes.pop(o.index, 0))
         self.tracker.outcome(o)
         self.state.copied = self.before + self.tracker.confirmed
 
@@ -201,13 +204,14 @@ class _CopyRun:
                     msg = page.pop()  # the page holds only what is not copied yet
                     seq = int(msg.sequence_number or 0)
                     if self.skipped(msg, seq):
-                        self.release()
+                        self.release(held_size(msg))
                         continue
                     if self.left is not None and taken >= self.left:
-                        self.release(1 + len(page))
+                        self.release(sum(held_size(m) for m in (msg, *page)), 1 + len(page))
                         return
                     if not taken:
                         await self.start.saved()
+                    self.sizes[taken] = held_size(msg)  # the pipeline numbers the copies as they come
                     taken += 1
                     self.tracker.taken(seq)
                     copied = copy_message(
@@ -283,7 +287,7 @@ def _finish(report: Report, run: _CopyRun, dst_path: EntityPath) -> Report:
     state, tracker, record = run.state, run.tracker, run.start.record
     tracker.save()
     report.operation, report.entity, report.target = "copy", run.name, str(dst_path)
-    report.stats["peak_held"] = run.peeks.peak
+    report.stats["peak_held"], report.stats["peak_held_bytes"] = run.peeks.peak_count, run.peeks.peak
     if run.before:
         report.note(f"resumed: {run.before} copied before")
     if run.start.set_aside is not None:
@@ -325,6 +329,7 @@ async def acopy(
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
     rate: Rate | None = None,
+    max_held_bytes: int = MAX_HELD_BYTES,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
@@ -342,7 +347,7 @@ async def acopy(
     Resumable through its record on disk (see the module docstring; ``resume=False`` starts afresh,
     a ``where`` given as a function keeps no record). ``state``: a ``CopyProgress`` to resume and
     update instead (no record on disk). One ``sent`` or ``failed`` outcome per message;
-    ``report.stats["peak_held"]``: the most source messages in memory at once (at most ``HELD``).
+    ``max_held_bytes``: source messages in memory at most, in bytes (``report.stats["peak_held_bytes"]``).
     ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only
     messages enqueued within that window, found by a search over peeks (window.py). A search that
     raised on every message fails (``WhereFailed``); on some, the Report's ``stats["unevaluated"]``
@@ -353,6 +358,7 @@ async def acopy(
         raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
     check_max_in_flight(max_in_flight)
     per_second = parse_rate(rate)
+    check_max_in_flight(max_held_bytes, "max_held_bytes")  # a whole number of 1 or more, the same check
     matches = as_where(where)
     window = enqueued_window(enqueued_after, enqueued_before)
     dst = live(connection)
@@ -365,11 +371,12 @@ async def acopy(
         start = await _start(src, src_path, dst, dst_path, where, keep_message_id, max_messages, state, resume, given)
     except asyncio.CancelledError:
         return before_anything(Report("copy", str(src_path), str(dst_path)))
-    run = _CopyRun(
-        src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages, span=span
-    )
+    run = _CopyRun(src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages,
+                   span=span, max_held_bytes=max_held_bytes)  # fmt: skip
     run.rate = per_second
-    report = _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
+    with operation("copy", dst, dst_path, source=src_path) as traced:
+        report = _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
+        traced.report(report)
     if matches is not None:
         matches.check()  # raised on every message: a mistake, and nothing was sent
         if matches.errors:
@@ -390,6 +397,7 @@ def copy(
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
     rate: Rate | None = None,
+    max_held_bytes: int = MAX_HELD_BYTES,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
@@ -430,6 +438,7 @@ def copy_record(
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
     rate: Rate | None = None,
+    max_held_bytes: int = MAX_HELD_BYTES,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,
@@ -457,6 +466,7 @@ def copy_resume_point(
     keep_message_id: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
     rate: Rate | None = None,
+    max_held_bytes: int = MAX_HELD_BYTES,
     progress: Callable[[Report], None] | None = None,
     state: CopyProgress | None = None,
     source_connection: ConnectionLike = None,

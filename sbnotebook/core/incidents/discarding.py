@@ -23,6 +23,7 @@ from ..entities import EntityPath
 from ..operations.window import When, enqueued_window
 from ..outcome import Report
 from ..renames import renamed
+from ..tracing import operation
 from ..views.search import as_where
 from .resubmit import BATCH_SIZE, check_limit, moved
 
@@ -47,19 +48,22 @@ async def adiscard(
     matches = as_where(where)
     window = enqueued_window(enqueued_after, enqueued_before)
     conn = live(connection)
-    return await moved(
-        conn,
-        src,
-        None,
-        where=matches,
-        window=window,
-        edit=None,
-        limit=max_messages,
-        keep_message_id=False,
-        max_in_flight=max_in_flight,
-        batch_size=BATCH_SIZE,
-        progress=progress,
-    )
+    with operation("discard", conn, src) as span:
+        report = await moved(
+            conn,
+            src,
+            None,
+            where=matches,
+            window=window,
+            edit=None,
+            limit=max_messages,
+            keep_message_id=False,
+            max_in_flight=max_in_flight,
+            batch_size=BATCH_SIZE,
+            progress=progress,
+        )
+        span.report(report)
+    return report
 
 
 @renamed(limit="max_messages")

@@ -17,6 +17,7 @@ from ..errors import SbError
 from ..operations.scan import ascan, sessions_refused
 from ..operations.typed import typed_content
 from ..operations.window import When, enqueued_window, given_text, locate, span_pages
+from ..tracing import operation
 from ..views.records import to_record
 from ..views.search import WhereLike, as_where
 from ..views.where import Where
@@ -149,7 +150,21 @@ def export_jsonl(
     message after the last one in the file (its sequence number), so nothing is written twice; a
     line cut by the kill is removed first. A complete export started again replaces the file. An
     export with a ``where`` function starts afresh each time (a function cannot be recorded)."""
+    with operation("export", live(connection), EntityPath.parse(entity)) as span:
+        exported = _export(entity, path, where, progress, enqueued_after, enqueued_before, connection)
+        span.count(int(exported))
+    return exported
 
+
+def _export(
+    entity: str | EntityPath,
+    path: str | Path,
+    where: WhereLike,
+    progress: Callable[[int, int], None] | None,
+    enqueued_after: When | None,
+    enqueued_before: When | None,
+    connection: ConnectionLike,
+) -> Exported:
     matches = as_where(where)
     path = Path(path)
     name = str(EntityPath.parse(entity))
@@ -157,7 +172,7 @@ def export_jsonl(
     given = (given_text(enqueued_after), given_text(enqueued_before))
     resume = export_resume_point(name, path, where, enqueued_after, enqueued_before)
     before, last = resume if resume is not None else (0, 0)
-    pages = _pages(conn, name, last + 1, enqueued_window(enqueued_after, enqueued_before))
+    pages = entity_pages(conn, name, last + 1, enqueued_window(enqueued_after, enqueued_before))
     try:
         # The first page before the file or the marker is touched: an export refused there (a
         # session-enabled entity, no such entity, no Listen right) leaves the file as it was and no
@@ -192,7 +207,7 @@ def export_jsonl(
     return _counted(before + written, matches, path, resume is None)
 
 
-def _pages(conn: Any, name: str, start: int, window: Any) -> Iterator[list[Any]]:
+def entity_pages(conn: Any, name: str, start: int, window: Any) -> Iterator[list[Any]]:
     """The entity's pages of the SDK's messages from ``start`` (their types are read from them), or
     only its window's (found by a search over peeks)."""
     if window is None:

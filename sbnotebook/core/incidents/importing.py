@@ -23,6 +23,7 @@ from ..errors import InvalidInputError
 from ..outcome import Report
 from ..rates import Rate, parse_rate
 from ..renames import renamed
+from ..tracing import operation
 from .jsonl import Record, count_jsonl, from_json_record, sendable
 from .resumable import LineTracker
 
@@ -132,7 +133,9 @@ def import_jsonl(
     conn = live(connection)
     pace = {"max_in_flight": max_in_flight, "rate": rate, "progress": progress}
     try:
-        report = conn.run_on(EntityPath.parse(name), _send(name, records, tracker, conn, pace))
+        with operation("import", conn, name) as span:
+            report = conn.run_on(EntityPath.parse(name), _send(name, records, tracker, conn, pace))
+            span.report(report)
     except Exception:
         if not state.pending:
             marker.unlink(missing_ok=True)  # refused before anything was sent (no such entity, ...)

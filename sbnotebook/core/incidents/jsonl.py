@@ -32,6 +32,7 @@ from typing import Any
 
 from ..amqp_codec import TypedMessage, form, to_json
 from ..errors import InvalidInputError
+from ..tracing import ORIGINAL_TRACEPARENT, original_context, renew_context
 from ..views.records import FIELDS
 
 Record = dict[str, Any]
@@ -167,7 +168,22 @@ def sendable(
         out["scheduled_enqueue_time"] = None
     if decode_properties and "application_property_types" not in out:
         out["application_properties"] = {k: decode_property(v) for k, v in out["application_properties"].items()}
+    _renew_context(out)
     return out
+
+
+def _renew_context(out: Record) -> None:
+    """An imported message is a new send (``core/tracing.py``): the exported context dropped from its
+    properties and their types, kept in ``sbnotebook-original-traceparent`` (a string), a fresh one given."""
+    props = dict(out["application_properties"])
+    renew_context(props, original_context(props), out.get("message_id"))
+    out["application_properties"] = props
+    types = out.get("application_property_types")
+    if isinstance(types, dict):
+        kept = {k: t for k, t in types.items() if k in props}
+        if ORIGINAL_TRACEPARENT in props:
+            kept.setdefault(ORIGINAL_TRACEPARENT, "string")
+        out["application_property_types"] = kept
 
 
 def count_jsonl(path: str | Path) -> int:

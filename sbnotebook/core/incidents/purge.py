@@ -61,6 +61,7 @@ from ..renames import renamed
 from ..sdk.api import ServiceBusError, ServiceBusReceiveMode
 from ..sdk.failures import from_sdk, requires_sessions
 from ..sdk.receiver import drain_credit, forget_deliveries, settle_by_tokens
+from ..tracing import operation
 from .leftovers import count_what_sessions_left, locked_until, what_purge_left
 from .purge_on_server import delete_on_server
 from .purge_window import BY_SEQUENCE, cancel_scheduled, delete_deferred, purge_window
@@ -359,19 +360,22 @@ async def apurge(
     if window is not None and session_ids is not None:
         raise InvalidInputError("A purge of named sessions takes them whole: give session_ids or a time window.")
     conn = live(connection)
-    return await conn.call_on(
-        path,
-        _purge(
-            conn,
+    with operation("purge", conn, path) as span:
+        report = await conn.call_on(
             path,
-            include_active=active,
-            include_deferred=deferred,
-            include_scheduled=scheduled,
-            session_ids=_session_ids(session_ids),
-            progress=progress,
-            window=window,
-        ),
-    )
+            _purge(
+                conn,
+                path,
+                include_active=active,
+                include_deferred=deferred,
+                include_scheduled=scheduled,
+                session_ids=_session_ids(session_ids),
+                progress=progress,
+                window=window,
+            ),
+        )
+        span.report(report)
+    return report
 
 
 @renamed(**PURGE_RENAMED)

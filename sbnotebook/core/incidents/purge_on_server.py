@@ -9,6 +9,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
@@ -21,7 +22,11 @@ from ..sdk.opening import close_now
 
 log = logging.getLogger("sbnotebook.core.incidents.purge")  # the purge's logger: one place to turn its lines on
 
-DELETES_IN_FLIGHT = 4  # batch-delete requests at once (each up to BATCH_DELETE_MAX messages)
+# Batch-delete requests at once (each up to BATCH_DELETE_MAX messages), each on a management link and
+# AMQP connection of its own: requests sharing one link wait on each other's reads (each waiter reads
+# the socket with the SDK's read timeout, so one answered through another waits that long: four at
+# once on one link took ~0.2 s each at 0 ms, one alone 7 ms; tests/core/incidents/test_purge_batch.py).
+DELETES_IN_FLIGHT = 16
 BATCH_DELETE_STANDARD = 500  # the Standard tier's limit per request
 CLOCK_SKEW = dt.timedelta(minutes=5)  # the cut-off is ours + this: a server clock ahead still deletes all
 
@@ -45,6 +50,7 @@ async def delete_on_server(
     service refuses it (then nothing was deleted here and the caller receives)."""
     cutoff = before if before is not None else dt.datetime.now(dt.UTC) + CLOCK_SKEW
     handler = management_handler(conn.sdk_client(), path)
+    handlers = [handler]  # one per request in flight, closed at the end
     try:
         size = BATCH_DELETE_MAX
         try:
@@ -75,18 +81,19 @@ async def delete_on_server(
             return True
         done = False
 
-        async def deleter() -> None:
+        async def deleter(own: Any) -> None:
             nonlocal done
             while not done:
                 stop_if_cancelled()
-                n = await batch_delete(handler, size, before=cutoff)
+                n = await batch_delete(own, size, before=cutoff)
                 report.stats["batch_delete_requests"] += 1
                 if n == 0:
                     done = True  # 204: nothing eligible is left
                     return
                 _deleted(report, n, tick)
 
-        await asyncio.gather(*(deleter() for _ in range(DELETES_IN_FLIGHT)))
+        handlers += [management_handler(conn.sdk_client(), path) for _ in range(DELETES_IN_FLIGHT - 1)]
+        await asyncio.gather(*(deleter(h) for h in handlers))
         return True
     finally:
-        await close_now(handler)
+        await asyncio.gather(*(close_now(h) for h in handlers))

@@ -48,6 +48,7 @@ from ..outcome import Outcome, Report
 from ..rates import Rate, TokenBucket, parse_rate
 from ..renames import renamed
 from ..sdk.failures import from_sdk
+from ..tracing import operation
 from ..views.search import WhereLike, as_where
 from .brake import WATCH_INTERVAL, Brake, Watch, brake_of, watched, watched_entities
 from .brake import started as watch_started
@@ -356,25 +357,27 @@ async def aresubmit(
     if limit is not None and limit < 1:  # the run moved what it was asked to: nothing more, its record done with
         save(record, earlier if earlier is not None and earlier.copied else None)
         return Report("resubmit", str(src), str(dst), notes=[f"resumed: the {max_messages} asked for were moved"])
-    report = await moved(
-        conn,
-        src,
-        dst,
-        window=window,
-        where=matches,
-        edit=edit,
-        limit=limit,
-        keep_message_id=keep_message_id,
-        max_in_flight=max_in_flight,
-        batch_size=batch_size,
-        progress=progress,
-        earlier=earlier,
-        record=record,
-        before=before,
-        rate=per_second,
-        brake=brake,
-        paused=canary is not None,
-    )
+    with operation("resubmit", conn, dst, source=src) as span:
+        report = await moved(
+            conn,
+            src,
+            dst,
+            window=window,
+            where=matches,
+            edit=edit,
+            limit=limit,
+            keep_message_id=keep_message_id,
+            max_in_flight=max_in_flight,
+            batch_size=batch_size,
+            progress=progress,
+            earlier=earlier,
+            record=record,
+            before=before,
+            rate=per_second,
+            brake=brake,
+            paused=canary is not None,
+        )
+        span.report(report)
     if canary is not None and not core_interrupted(report):  # the copies' fate, read at the target
         entities = await asyncio.to_thread(watched_entities, conn, brake or Brake(watch=watched(watch)), dst)
         await fate(conn, entities, report, interval=watch_interval, timeout=canary_timeout)

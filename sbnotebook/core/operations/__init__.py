@@ -3,7 +3,9 @@
 - Reading without locks: ``peek.py`` (the public peeks), ``scan.py`` (the one way to page through an
   entity), ``bounds.py`` (where an entity begins and ends, by sequence number and time),
   ``window.py`` and ``window_search.py`` (an enqueued-time window: its sequence numbers found, then
-  scanned), ``triage.py`` (a dead-letter queue counted by reason at any size, over ``scan.py``).
+  scanned), ``triage.py`` (a dead-letter queue counted by reason at any size, over ``scan.py``),
+  ``journey.py`` (one message's journey: the embedded emulator's record of it, or on Azure what the
+  message carries).
 - Locks: ``receive.py`` (peek-lock and receive-and-delete), ``batch.py`` (a locked batch and its
   settlement), ``deferral.py`` (the four ways to try later), ``process.py`` (settle after the work),
   ``sessions.py`` (list sessions, their state).

@@ -25,6 +25,7 @@ from ..sdk.api import MessageLockLostError, SessionLockLostError
 from ..sdk.failures import from_sdk, is_lock_lost
 from ..sdk.opening import close_now
 from ..sdk.receiver import abandon_with_properties, release, renew_by_tokens, settle_by_tokens
+from ..tracing import operation
 from ..views.records import SHOWN_FIELDS, to_dataframe, to_record
 from .messages import message_id
 
@@ -195,7 +196,11 @@ class LockedBatch:
 
     def _settle(self, action: Action, which: Any, **kwargs: Any) -> Report:
         self._check_open()
-        return self.connection.run(self.settle_async(action, self.indexes(which), **kwargs))
+        with operation("defer" if action == "defer" else "settle", self.connection, self.entity) as span:
+            span.attribute("sbnotebook.settlement", action)
+            report = self.connection.run(self.settle_async(action, self.indexes(which), **kwargs))
+            span.report(report)
+        return report
 
     async def settle_async(self, action: Action, indexes: Sequence[int], **kwargs: Any) -> Report:
         """Settle rows on the connection's loop (for code already running there)."""

@@ -4,7 +4,9 @@ The copy keeps the body (its AMQP kind: data, value or sequence, and its content
 subject, correlation id, session id, partition key, reply-to, to and application properties, each
 with its AMQP type (``operations.typed``); drops the dead-letter properties; records how often it
 was resubmitted (``sbnotebook-resubmit-count``) and the original id; and takes a new message id
-unless ``keep_message_id=True`` (duplicate detection on the target would drop it otherwise).
+unless ``keep_message_id=True`` (duplicate detection on the target would drop it otherwise). It is a
+new send: its trace context is its own, linked to the original's, which ``sbnotebook-original-traceparent``
+keeps (``core/tracing.py``).
 
 Whatever moves a locked message elsewhere (``resubmit``, ``deferral.resubmit_scheduled``, a
 ``process`` policy's ``dead_letter_to``, the Spark layer's deferred resubmit) goes through
@@ -29,6 +31,7 @@ from ..renames import renamed
 from ..sdk.api import AmqpAnnotatedMessage, AmqpMessageBodyType
 from ..sdk.messages import amqp_properties, as_service_bus_message
 from ..times import When, parse_time
+from ..tracing import original_context, renew_context
 from ..views.records import RECORD_FIELDS, SENDABLE_FIELDS, body_bytes, to_record
 from .batch import LockedBatch
 from .messages import message_id, to_message
@@ -93,7 +96,7 @@ def copy_message(
     typed_id = properties["message_id"]  # with its AMQP type: the copy's original-id property keeps it
     properties["message_id"] = _copy_id(msg, typed_id, keep_message_id, message_id, source)
     try:
-        props = _copied_properties(msg, typed, resubmission, keep_message_id, typed_id)
+        props = _copied_properties(msg, typed, resubmission, keep_message_id, typed_id, properties["message_id"])
         body = body_arguments(typed) if typed is not None else {"data_body": body_bytes(msg)}
     except Unsupported as exc:
         return unsendable(properties["message_id"], exc)
@@ -126,7 +129,7 @@ def _copy_id(msg: Any, original: Any, keep: bool, given: str | None, source: str
 
 
 def _copied_properties(
-    msg: Any, typed: TypedMessage | None, resubmission: bool, keep_message_id: bool, original_id: Any
+    msg: Any, typed: TypedMessage | None, resubmission: bool, keep_message_id: bool, original_id: Any, new_id: Any
 ) -> dict[str, Any]:
     """The copy's application properties, each with its type (the SDK's decoded values when the
     message's bytes were not kept), less the dead-letter ones on a resubmission, plus the kit's."""
@@ -144,6 +147,8 @@ def _copied_properties(
             props[RESUBMIT_COUNT] = 1
     if (resubmission or not keep_message_id) and original_id is not None:
         props.setdefault(ORIGINAL_ID, _typed_id(typed, original_id))
+    # A new send: its own trace context, linked to the original's (kept in sbnotebook-original-traceparent).
+    renew_context(props, original_context(msg.application_properties), new_id)
     return props
 
 

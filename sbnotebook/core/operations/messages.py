@@ -95,13 +95,16 @@ def _from_record(record: dict[str, Any]) -> Any:
     return ServiceBusMessage(bytes(body) if isinstance(body, (bytearray, memoryview)) else body, **kwargs)
 
 
-def _properties(record: dict[str, Any]) -> dict[str, Any]:
+def _properties(record: dict[str, Any]) -> dict[Any, Any]:
     """A record's application properties as sent: with the types an export recorded, else as given."""
     typed = export_properties(record)
-    if typed is not None:
-        return typed_properties(typed)
     props = record.get("application_properties")
-    return {str(k): v for k, v in props.items()} if isinstance(props, dict) else {}
+    # Byte-string keys are kept as they are: a copy's trace context, written as the SDK writes its own
+    # (core/tracing.py renew_context), so the SDK's setdefault finds it.
+    context = {k: v for k, v in props.items() if isinstance(k, bytes)} if isinstance(props, dict) else {}
+    if typed is not None:
+        return {**typed_properties(typed), **context}
+    return {k if isinstance(k, bytes) else str(k): v for k, v in props.items()} if isinstance(props, dict) else {}
 
 
 def _typed_message(record: dict[str, Any], body: dict[str, Any], props: dict[str, Any]) -> Any:

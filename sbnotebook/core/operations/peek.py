@@ -11,6 +11,7 @@ from ..connections.registry import ConnectionLike, live
 from ..defaults import PEEK_MAX_MESSAGES
 from ..entities import EntityPath
 from ..renames import renamed
+from ..tracing import operation
 from ..views.records import to_dataframe
 from ..views.search import WhereLike, as_where, type_hint
 from .bounds import TimeWindow
@@ -102,10 +103,13 @@ def peek(
     page = PeekPage(str(path), from_sequence_number, where=text, window=window)
     limit = max_messages if matches is None else max_scanned
     pages = _pages(path, from_sequence_number, limit, session_id, window, connection)
-    try:
-        _fill(page, pages, matches, max_messages, limit)
-    finally:
-        pages.close()  # stops the scan's read-ahead once enough matched
+    with operation("peek", live(connection), path) as span:
+        try:
+            _fill(page, pages, matches, max_messages, limit)
+        finally:
+            pages.close()  # stops the scan's read-ahead once enough matched
+        span.count(len(page.records))
+        span.attribute("sbnotebook.scanned", page.scanned)
     if matches is not None:
         page.unevaluated, page.unevaluated_by_error = matches.unevaluated, matches.by_error()
         page.unevaluated_text = matches.describe()

@@ -22,6 +22,7 @@ from ..sdk.api import ServiceBusReceiveMode
 from ..sdk.failures import from_sdk, is_connection_lost
 from ..sdk.opening import close_now, open_without_sleeps
 from ..sdk.receiver import DRAIN_TIMEOUT, drain_credit, forget_deliveries, has_credit, revoke_credit
+from ..tracing import operation
 from .batch import LockedBatch, Mode
 
 OLD_MODES: dict[str, Mode] = {"peek-lock": "peek_lock", "receive-and-delete": "receive_and_delete"}
@@ -157,7 +158,12 @@ async def receive_batch(
 
 
 def _run_receive(conn: LiveConnection, path: EntityPath, **kwargs: Any) -> LockedBatch:
-    return conn.run_on(path, conn.reconnecting(lambda: receive_batch(conn, path, **kwargs)))
+    with operation("receive", conn, path) as span:
+        batch = conn.run_on(path, conn.reconnecting(lambda: receive_batch(conn, path, **kwargs)))
+        span.count(len(batch))
+        if kwargs.get("sequence_numbers") is not None:
+            span.attribute("sbnotebook.deferred", True)
+    return batch
 
 
 @renamed(count="max_messages", wait="wait_seconds", max_renewal="max_renewal_seconds")

@@ -25,6 +25,7 @@ from ..rates import Rate, parse_rate
 from ..renames import renamed
 from ..sdk.failures import from_sdk
 from ..times import When
+from ..tracing import operation
 from .messages import as_datetime, iter_input, message_id, to_message
 from .pipeline import RetryPolicy, send_all
 
@@ -69,7 +70,10 @@ async def asend(
         on_outcome=on_outcome,
         rate=per_second,
     )
-    return await conn.call(coro)
+    with operation("send" if schedule_at is None else "schedule", conn, path) as span:
+        report = await conn.call(coro)
+        span.report(report)
+    return report
 
 
 @renamed(**SEND_RENAMED)
@@ -104,7 +108,9 @@ async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], wh
     async def op(sender: Any) -> list[int]:
         return list(await sender.schedule_messages(items, when))
 
-    seqs = await conn.call_on(path, conn.with_link("sender", path, op))
+    with operation("schedule", conn, path) as span:
+        seqs = await conn.call_on(path, conn.with_link("sender", path, op))
+        span.count(len(seqs))
     for i, (msg, seq) in enumerate(zip(items, seqs, strict=True)):
         report.add(Outcome(message_id(msg), int(seq), "scheduled", None, i))
     report.elapsed = time.perf_counter() - started

@@ -19,7 +19,8 @@ relies on:
 - ``management.py``, management-only handlers: sessions listed on a handler kept open, messages
   deleted on the server without receiving them (``batch-delete-messages``);
 - ``messages.py``, messages and batches: a message added to a batch with one encoding, a
-  ``ServiceBusMessage`` made without its property setters (pinned: ``BATCH_ADD_SOURCE``,
+  ``ServiceBusMessage`` made without its property setters, the SDK's tracing on for the kit's traced
+  connections only (pinned: ``BATCH_ADD_SOURCE``,
   ``BATCH_ENCODE_SOURCE``, ``TRACE_SOURCE``, ``WRAP_SOURCE``);
 - ``encoded.py``, typed values: the encoded bytes of each message received or peeked kept beside
   the SDK's decoded values (pinned: ``DECODE_CALLS``), and typed values handed to its encoder, so a

@@ -8,7 +8,9 @@
 - ``as_service_bus_message``: a ``ServiceBusMessage`` over an ``AmqpAnnotatedMessage``, made as the
   SDK makes one to send it, without the public constructor's property setters (``WRAP_SOURCE``,
   tests/core/operations/test_copies.py);
-- ``amqp_properties``: a message's AMQP properties read at once, as its getters return them.
+- ``amqp_properties``: a message's AMQP properties read at once, as its getters return them;
+- ``trace_kit_clients``: the SDK's tracing of the messages it sends (and of the rest) on for the kit's
+  connections made with ``trace=True``, not for the process (``kit_span``; ``tracing_on`` reads it).
 
 ``sdk.USED_BY`` lists the private names used here.
 """
@@ -19,6 +21,9 @@ import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..errors import ConfigurationError
+from ..tracing import sdk_traced
 
 # ``add_to_batch`` does what ``ServiceBusMessageBatch._add`` does, in the same order, but encodes the
 # message once: the SDK encodes it to measure it (``get_message_encoded_size``), then again to add
@@ -122,10 +127,12 @@ TRACE_SOURCE: tuple[str, ...] = (
 
 
 def tracing_on() -> bool:
-    """Whether the SDK traces sent messages now (azure-core has a tracing implementation)."""
+    """Whether the SDK traces sent messages now: azure-core has a tracing implementation, and, when it is
+    the kit's (``kit_span`` below), this is an operation of a connection made with ``trace=True``."""
     from azure.core.settings import settings
 
-    return settings.tracing_implementation() is not None
+    span = settings.tracing_implementation()
+    return span is not None and (not getattr(span, "kit_only", False) or sdk_traced.get())
 
 
 def add_to_batch(batch: Any, message: Any, *, tracing: bool = True) -> None:
@@ -229,3 +236,57 @@ def as_service_bus_message(annotated: Any) -> Any:
     from azure.servicebus import ServiceBusMessage
 
     return ServiceBusMessage(None, message=None, raw_amqp_message=annotated)
+
+
+# The SDK's tracing on for the kit's own clients, not for the process: azure-servicebus asks azure-core's
+# one process-wide setting, settings.tracing_implementation(), for the span type to trace with, on every
+# send, receive and settlement. When nothing is set there (by the user, or AZURE_SDK_TRACING_IMPLEMENTATION),
+# trace_kit_clients sets kit_span(): it records inside an operation of the kit on a connection made with
+# trace=True (tracing.sdk_traced) and nothing elsewhere, so the user's own SDK clients stay untraced. A type
+# the user set is kept (it traces every client already).
+_log_tracing = logging.getLogger("sbnotebook.tracing")
+TRACING_MISSING = (
+    "trace=True turns the azure-servicebus SDK's OpenTelemetry tracing on, which needs opentelemetry-api and "
+    "azure-core-tracing-opentelemetry: pip install 'sbnotebook[tracing]'"
+)
+
+
+@functools.cache
+def kit_span() -> type:
+    """azure-core-tracing-opentelemetry's ``OpenTelemetrySpan``, recording only inside the kit's traced
+    operations; elsewhere it wraps OpenTelemetry's invalid non-recording span: no span, no context
+    written into a message (``to_header`` is empty), nothing made current. ``ConfigurationError``
+    when the tracing extra is not installed."""
+    try:
+        from azure.core.tracing.ext.opentelemetry_span import OpenTelemetrySpan
+        from opentelemetry.trace import INVALID_SPAN_CONTEXT, NonRecordingSpan
+    except ImportError:
+        raise ConfigurationError(TRACING_MISSING) from None
+
+    class KitSpan(OpenTelemetrySpan):
+        kit_only = True  # messages.tracing_on reads it: outside the kit's traced operations, nothing to trace
+
+        def __init__(self, span: Any = None, name: str | None = "span", **kwargs: Any) -> None:
+            if span is None and not sdk_traced.get():
+                span = NonRecordingSpan(INVALID_SPAN_CONTEXT)
+            super().__init__(span, name, **kwargs)
+
+    return KitSpan
+
+
+def trace_kit_clients() -> None:
+    """Make azure-core's tracing implementation ``kit_span()`` unless one is set already (by the user,
+    or ``AZURE_SDK_TRACING_IMPLEMENTATION``: it traces every client, the kit's too, and is left as it is)."""
+    from azure.core.settings import settings
+
+    span = kit_span()
+    current = settings.tracing_implementation()
+    if current is span:
+        return
+    if current is not None:
+        _log_tracing.info(
+            "azure-core's tracing implementation is set already (%r): it traces the kit's clients too", current
+        )
+        return
+    settings.tracing_implementation.set_value(span)
+    _log_tracing.info("the azure-servicebus SDK traces the operations of the kit's connections made with trace=True")

@@ -4,4 +4,5 @@ entities from ``properties.py`` (what a description sets), ``limits.py`` (what S
 and ``policyxml.py`` (shared access policies, Service Bus's ``AuthorizationRules``);
 ``documents.py`` and ``rulexml.py`` the entities' and subscription rules' XML; ``atom.py`` the ATOM
 envelopes; ``clockroute.py`` the emulator's own ``/$emulator/clock`` (its time; a manual clock
-advanced)."""
+advanced); ``journeyroute.py`` the emulator's own ``/$emulator/journey`` (one message's journey
+through the broker, as JSON)."""

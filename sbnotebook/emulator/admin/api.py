@@ -25,6 +25,7 @@ from typing import Any
 from ..broker.broker import Broker, Topic
 from ..broker.rules import Rule
 from ..errors import BrokerError, Conflict, EntityNotFound
+from ..journey.queries import answer
 from ..net.peerio import Wire
 from ..security.entra import MAX_FORM, EntraError, Issuer
 from ..security.sas import MANAGE, KeyRing, TokenError, covers, validate
@@ -34,6 +35,7 @@ from .clockroute import CLOCK_ROOT, ClockOwner, serve_clock
 from .documents import entity_xml, subscription_xml
 from .entities import put_entity, put_subscription
 from .handoff import HandoffServer, Prefixed
+from .journeyroute import serve_journey
 from .rulexml import rule_config_from, rule_xml
 
 log = logging.getLogger("sbnotebook.emulator")
@@ -241,6 +243,8 @@ class AdminServer:
         b = self.broker
         if lowered == ["$emulator", "status"] and method == "GET" and self.status is not None:
             return 200, json.dumps(self.status())  # the emulator's own: connections open and the cap
+        if lowered == [CLOCK_ROOT, "journey"]:  # one message's journey (journeyroute.py)
+            return serve_journey(lambda q: answer(b.journey, q), method, query)
         if lowered[:1] == [CLOCK_ROOT]:  # the rest of /$emulator/: its clock (clockroute.py)
             return serve_clock(self.clock, method, lowered[1:], query)
         if method == "POST":

@@ -33,8 +33,12 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from ..errors import BadRequest, EntityNotFound, MessageSizeExceeded, NotAllowed
+from ..journey import log as events
+from ..journey.log import JourneyLog
+from ..journey.spans import emit
 from ..topology import EntityProperties, QueueConfig, SubscriptionConfig, TopicConfig, Topology, TopologyError
 from . import scheduling
 from .brokercore import locked
@@ -44,6 +48,7 @@ from .faults import FaultError, Faults, InjectedFailure
 from .firing import Firing
 from .locks import Lock, LockTable
 from .model import MessageData, MessageState, StoredMessage
+from .noting import carried, delivery
 from .policies import EntityPolicyStore
 from .recorder import Recorder, record, record_deleted
 from .rules import Rule
@@ -83,6 +88,8 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
         # how a test tells how many round trips a client's action cost (Emulator.requests).
         self.requests: Counter[str] = Counter()
         self._next_prune = 0.0
+        # Each message's journey, kept for asking (Emulator.journey) and told to OpenTelemetry (spans.py)
+        self.journey = JourneyLog(listener=emit)
         for q in topology.queues:
             self.add_queue(q)
         for t in topology.topics:
@@ -230,6 +237,7 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
     def _accept(self, target: Entity, data: MessageData, now: float) -> int:
         if target.duplicates is not None and data.message_id is not None:
             if target.duplicates.seen(data.message_id, now):
+                self.journey.note(now, events.DUPLICATE_DROPPED, target.name, 0, data.message_id, *carried(data))
                 return 0
             if self.journal is not None:
                 self.journal.duplicate_seen(target.name, data.message_id, now)
@@ -245,7 +253,9 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
             msg.enqueued_time = data.scheduled_enqueue_time
             scheduled_store(target).add(msg)
             self.timers.add(data.scheduled_enqueue_time, SCHEDULED, (target, seq))
+            self._note(events.SCHEDULED, target.name, msg, description=f"for {_stamp(msg.enqueued_time)}")
             return seq
+        self._note(events.ACCEPTED, target.name, msg)
         self._enqueue(target, msg, now, hops=0)
         return seq
 
@@ -259,7 +269,9 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
 
     @locked
     def cancel_scheduled(self, path: str, sequence_numbers: Iterable[int]) -> None:
-        scheduling.cancel(self.resolve_target(path), sequence_numbers)
+        target = self.resolve_target(path)
+        for msg in scheduling.cancel(target, sequence_numbers):
+            self._note(events.CANCELLED, target.name, msg)
 
     @locked
     def receive_deferred(
@@ -279,12 +291,25 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
         found = scheduling.deferred(source, sequence_numbers)
         now = self.clock.now()
         for msg in found:
+            how = "by its sequence number (deferred)"
             if not peek_lock:
+                self._note(
+                    events.RECEIVED_AND_DELETED, source.store.path, msg, delivery_count=delivery(msg), reason=how
+                )
                 source.store.remove(msg.sequence_number)
-            elif session is not None:
+                continue
+            if session is not None:
                 self._lock(source, msg, now, session.owner, session)
             else:
                 self._lock(source, msg, now, owner)
+            self._note(
+                events.DELIVERED,
+                source.store.path,
+                msg,
+                delivery_count=delivery(msg),
+                lock_token=msg.lock_token,
+                reason=how,
+            )
         return found
 
     # ---------------------------------------------------------------- receive
@@ -321,7 +346,9 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
                 continue
             if peek_lock:
                 self._lock(source, msg, now, owner, session)
+                self._note(events.DELIVERED, store.path, msg, delivery_count=delivery(msg), lock_token=msg.lock_token)
             else:
+                self._note(events.RECEIVED_AND_DELETED, store.path, msg, delivery_count=delivery(msg))
                 store.remove(msg.sequence_number)
             out.append(msg)
         return out
@@ -369,6 +396,7 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
         cutoff = float("inf") if before is None else before  # none given: now, i.e. every message there is
         doomed = store.take_for_deletion(count, cutoff, session_id, skip_session=lambda s: s.owner is not None)
         for msg in doomed:
+            self._note(events.BATCH_DELETED, store.path, msg)
             store.remove(msg.sequence_number)
         return len(doomed)
 
@@ -402,3 +430,7 @@ class Broker(Settlement, Firing, SessionLocks, EntityPolicyStore):
             "scheduled": store.count(MessageState.SCHEDULED),
             "dead_letter": len(source.entity.dead_letter),
         }
+
+
+def _stamp(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -13,11 +13,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from ..errors import BadRequest
+from ..journey import log as events
+from ..journey.log import JourneyLog
 from .clock import Clock
 from .entities import Entity, Receivable, Registry, Source, Topic
 from .faults import Faults
 from .locks import Lock, LockTable
 from .model import MessageState, StoredMessage
+from .noting import carried, delivery
 from .recorder import Recorder
 from .sessions import Sessions
 from .store import MessageStore, SessionState
@@ -59,7 +62,40 @@ class BrokerCore:
     timers: Timers
     faults: Faults
     requests: Counter[str]
+    journey: JourneyLog
     _dirty: set[MessageStore]
+
+    def _note(
+        self,
+        event: str,
+        where: str,
+        msg: StoredMessage,
+        at: float | None = None,
+        *,
+        delivery_count: int | None = None,
+        lock_token: uuid.UUID | None = None,
+        reason: str | None = None,
+        description: str | None = None,
+        to: str | None = None,
+        came_from: str | None = None,
+    ) -> None:
+        """``event`` happened to ``msg`` in ``where``, now or ``at`` (what fell due: its time), in its journey."""
+        context, original = carried(msg.data, msg.changed_properties)
+        self.journey.note(
+            self.clock.now() if at is None else at,
+            event,
+            where,
+            msg.sequence_number,
+            msg.data.message_id,
+            context,
+            original,
+            delivery_count,
+            lock_token,
+            reason,
+            description,
+            to,
+            came_from,
+        )
 
     def entity(self, name: str) -> Entity:
         return self.registry.entity(name)
@@ -77,19 +113,24 @@ class BrokerCore:
             self.journal.note_sequence(target.name, seq)
         return seq
 
-    def _enqueue(self, target: Entity, msg: StoredMessage, now: float, hops: int) -> None:
+    def _enqueue(self, target: Entity, msg: StoredMessage, now: float, hops: int, came_from: str | None = None) -> None:
+        """``came_from``: the entity that moved it here (forwarding), noted as it arrives."""
         if isinstance(target, Topic):
             for sub in target.subscriptions.values():
                 for copy in sub.admit(msg, lambda: self._number(target)):
+                    self._note(events.ENQUEUED, sub.store.path, copy, came_from=came_from or target.name)
                     self._arrive(sub, copy, now, hops)
         else:
+            if came_from is not None:
+                self._note(events.ENQUEUED, target.name, msg, came_from=came_from)
             self._arrive(target, msg, now, hops)
 
     def _arrive(self, entity: Receivable, msg: StoredMessage, now: float, hops: int) -> None:
         forward = entity.props.forward_to
         if forward and hops < MAX_FORWARD_HOPS:
             dest = self.entity(forward)
-            self._enqueue(dest, msg.copy_for(self._number(dest), now), now, hops + 1)
+            self._note(events.FORWARDED, entity.store.path, msg, to=dest.name)
+            self._enqueue(dest, msg.copy_for(self._number(dest), now), now, hops + 1, came_from=entity.store.path)
             return
         ttl = entity.props.default_message_ttl
         if msg.data.ttl is not None:
@@ -146,27 +187,40 @@ class BrokerCore:
         msg: StoredMessage,
         reason: str | None,
         description: str | None,
+        lock_token: uuid.UUID | None = None,
     ) -> None:
+        """``lock_token``: the lock of the receiver that dead-lettered it (its delivery is under way)."""
+        forward = entity.props.forward_dead_lettered_messages_to
+        self._note(
+            events.DEAD_LETTERED,
+            store.path,
+            msg,
+            delivery_count=(msg.delivery_count or None) if lock_token is None else delivery(msg),
+            lock_token=lock_token,
+            reason=reason,
+            description=description,
+            to=forward or entity.dead_letter.path,
+        )
         store.remove(msg.sequence_number)
         msg.state = MessageState.ACTIVE
         if reason is not None:
             msg.writable_properties()[DEAD_LETTER_REASON] = reason
         if description is not None:
             msg.writable_properties()[DEAD_LETTER_DESCRIPTION] = description
-        forward = entity.props.forward_dead_lettered_messages_to
         now = self.clock.now()
         if forward:
             dest = self.entity(forward)
             copy = msg.copy_for(self._number(dest), now)
             copy.dead_letter_source = entity.store.path
             copy.changed_properties = dict(msg.application_properties)
-            self._enqueue(dest, copy, now, hops=1)
+            self._enqueue(dest, copy, now, hops=1, came_from=entity.dead_letter.path)
             return
         msg.expires_at = None
         entity.dead_letter.add(msg)
         self._dirty.add(entity.dead_letter)
 
     def _expire(self, entity: Receivable, store: MessageStore, msg: StoredMessage) -> None:
+        self._note(events.EXPIRED, store.path, msg, delivery_count=msg.delivery_count or None)
         if entity.props.dead_lettering_on_message_expiration:
             self._move_to_dead_letter(
                 entity, store, msg, "TTLExpiredException", "The message expired and was dead lettered."
@@ -182,5 +236,14 @@ class BrokerCore:
             if lapsed:
                 self.locks.session_lapsed(lock.token, now)
             if msg is not None:
+                why = "the session's lock lapsed" if lapsed else "the session was released"
+                self._note(
+                    events.LOCK_LOST,
+                    lock.store.path,
+                    msg,
+                    delivery_count=delivery(msg),
+                    lock_token=lock.token,
+                    reason=why,
+                )
                 self._count_failed_delivery(lock.entity, lock.store, msg)
         self.sessions.released(session)

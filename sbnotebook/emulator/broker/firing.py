@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import uuid
 
+from ..journey import log as events
 from .brokercore import BrokerCore, locked
-from .entities import Entity, Receivable, scheduled_store
+from .entities import Entity, Queue, Receivable, scheduled_store
 from .model import MessageState
+from .noting import delivery
 from .timers import LOCK, SCHEDULED, SESSION, TTL
 
 PRUNE_INTERVAL = 60.0  # seconds between sweeps of the stored duplicate-detection history
@@ -52,6 +54,7 @@ class Firing(BrokerCore):
         if msg is None or msg.locked_until != due:
             return  # renewed since, or gone
         self.locks.end(lock)
+        self._note(events.LOCK_EXPIRED, lock.store.path, msg, due, delivery_count=delivery(msg), lock_token=token)
         self._count_failed_delivery(lock.entity, lock.store, msg)
 
     def _fire_scheduled(self, target: Entity, seq: int, at: float) -> None:
@@ -66,6 +69,9 @@ class Firing(BrokerCore):
         # page); the number it was scheduled under is gone (cancelling it finds nothing).
         msg.enqueued_time = at
         msg.sequence_number = self._number(target)
+        if isinstance(target, Queue):  # a topic notes each subscription's copy as it fans out
+            why = "its scheduled time came"
+            self._note(events.ENQUEUED, target.name, msg, at, reason=why, description=f"scheduled as {seq}")
         self._enqueue(target, msg, at, hops=0)
 
     def _fire_ttl(self, entity: Receivable, seq: int, now: float) -> None:

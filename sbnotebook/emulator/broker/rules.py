@@ -1,5 +1,5 @@
 """Subscription rules: which topic messages a subscription receives (the SQL evaluator in
-``sql/`` compiles each rule's filter and action once; ``sqlview.py`` shows it a message)."""
+``sbnotebook/sqlrules/`` compiles each rule's filter and action once; ``sqlview.py`` shows it a message)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,12 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-from ..sql.lexer import SqlFilterError
-from ..sql.rule import compile_rule
+from ...sqlrules.lexer import SqlFilterError
+from ...sqlrules.rule import RULE_NAME, admits, compile_rule
 from ..topology import RuleConfig, parse_duration
 from .model import StoredMessage
 from .sqlvalues import to_sql
 from .sqlview import UNSETTABLE, MessageView
-
-RULE_NAME = "RuleName"
 
 
 def _typed_value(value: Any, xsd: str | None) -> Any:
@@ -79,23 +77,17 @@ DEFAULT_RULE = RuleConfig(name="$Default", filter_type="True", sql_expression="1
 
 
 def admit(rules: list[Rule], msg: StoredMessage, number: Callable[[], int]) -> list[StoredMessage]:
-    """A subscription's copies of a topic message, as Service Bus makes them: one for all matching
-    rules without an action, plus one per matching rule with an action (applied, ``RuleName`` set).
-    The first copy keeps the topic's sequence number; further copies take new ones (``number``)."""
-    view = MessageView(msg)
-    plain = False
-    acting: list[Rule] = []
-    for rule in rules:
-        if rule.has_action:
-            if rule.compiled.matches(view):
-                acting.append(rule)
-        elif not plain and rule.compiled.matches(view):
-            plain = True
+    """A subscription's copies of a topic message, as Service Bus makes them (``sqlrules.rule.admits``:
+    one for all matching rules without an action, plus one per matching rule with an action, applied,
+    ``RuleName`` set). The first copy keeps the topic's sequence number; further copies take new ones
+    (``number``)."""
+    plain, acting = admits([(rule.name, rule.compiled) for rule in rules], MessageView(msg))
+    by_name = {rule.name: rule for rule in rules}
     out: list[StoredMessage] = []
     if plain:
         out.append(msg.copy_for(msg.sequence_number, msg.enqueued_time))
-    for rule in acting:
+    for name in acting:
         copy = msg.copy_for(number() if out else msg.sequence_number, msg.enqueued_time)
-        rule.apply(copy)
+        by_name[name].apply(copy)
         out.append(copy)
     return out

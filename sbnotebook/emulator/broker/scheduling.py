@@ -22,8 +22,8 @@ def check_schedulable(target: Entity, messages: list[MessageData]) -> None:
             raise BadRequest("Scheduled messages need a scheduled enqueue time.", entity=target.name)
 
 
-def cancel(target: Entity, sequence_numbers: Iterable[int]) -> None:
-    """Remove scheduled messages, all or none."""
+def cancel(target: Entity, sequence_numbers: Iterable[int]) -> list[StoredMessage]:
+    """Remove scheduled messages, all or none; those removed."""
     store = scheduled_store(target)
     seqs = list(sequence_numbers)
     for seq in seqs:
@@ -32,8 +32,7 @@ def cancel(target: Entity, sequence_numbers: Iterable[int]) -> None:
             raise MessageNotFound(
                 f"The scheduled message with sequence number {seq} was not found.", entity=target.name
             )
-    for seq in seqs:
-        store.remove(seq)
+    return [store.remove(seq) for seq in seqs]
 
 
 def deferred(source: Source, sequence_numbers: Iterable[int]) -> list[StoredMessage]:

@@ -8,9 +8,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import BadRequest, NotAllowed
+from ..journey import log as events
 from .brokercore import BrokerCore, locked
 from .locks import Lock
 from .model import MessageState, StoredMessage
+from .noting import delivery
 from .sessions import session_store
 from .store import MessageStore
 from .timers import LOCK
@@ -18,19 +20,23 @@ from .timers import LOCK
 
 class Settlement(BrokerCore):
     def _let_go(
-        self, token: uuid.UUID, properties: dict[str, Any] | None, store: MessageStore | None
+        self, token: uuid.UUID, properties: dict[str, Any] | None, store: MessageStore | None, event: str
     ) -> tuple[Lock, StoredMessage | None]:
-        """End a lock for abandon/defer, applying the properties to modify."""
+        """End a lock for abandon/defer, applying the properties to modify; ``event`` noted."""
         lock = self.locks.held(token, store)
         msg = self.locks.end(lock)
-        if msg is not None and properties:
-            msg.writable_properties().update(properties)
+        if msg is not None:
+            if properties:
+                msg.writable_properties().update(properties)
+            self._note(event, lock.store.path, msg, delivery_count=delivery(msg), lock_token=token)
         return lock, msg
 
     @locked
     def complete(self, token: uuid.UUID, store: MessageStore | None = None) -> None:
         lock = self.locks.held(token, store)
-        self.locks.end(lock)
+        msg = self.locks.end(lock)
+        if msg is not None:
+            self._note(events.COMPLETED, lock.store.path, msg, delivery_count=delivery(msg), lock_token=token)
         lock.store.remove(lock.seq)
 
     @locked
@@ -39,7 +45,7 @@ class Settlement(BrokerCore):
     ) -> None:
         """Give the message back (AMQP modified, delivery failed): available again at once, its
         delivery count raised; at the entity's max delivery count it is dead-lettered."""
-        lock, msg = self._let_go(token, properties, store)
+        lock, msg = self._let_go(token, properties, store, events.ABANDONED)
         if msg is not None:
             self._count_failed_delivery(lock.entity, lock.store, msg)
 
@@ -49,7 +55,7 @@ class Settlement(BrokerCore):
     ) -> None:
         """Set the message aside (AMQP modified, undeliverable here): no receiver gets it again; only
         a receive by its sequence number does. Deferring does not raise its delivery count."""
-        lock, msg = self._let_go(token, properties, store)
+        lock, msg = self._let_go(token, properties, store, events.DEFERRED)
         if msg is not None:
             lock.store.set_state(msg, MessageState.DEFERRED)
 
@@ -74,7 +80,7 @@ class Settlement(BrokerCore):
             return
         if properties:
             msg.writable_properties().update(properties)
-        self._move_to_dead_letter(lock.entity, lock.store, msg, reason, description)
+        self._move_to_dead_letter(lock.entity, lock.store, msg, reason, description, lock_token=token)
 
     @locked
     def release(self, token: uuid.UUID) -> None:
@@ -83,6 +89,8 @@ class Settlement(BrokerCore):
         if lock is None:
             return
         msg = self.locks.end(lock)
+        if msg is not None:
+            self._note(events.RELEASED, lock.store.path, msg, delivery_count=delivery(msg), lock_token=token)
         if msg is not None and msg.state is MessageState.ACTIVE:
             lock.store.mark_available(msg)
             self._dirty.add(lock.store)
@@ -111,6 +119,7 @@ class Settlement(BrokerCore):
             msg = lock.store.messages[lock.seq]
             msg.locked_until = now + lock.entity.props.lock_duration
             self.timers.add(msg.locked_until, LOCK, token)
+            self._note(events.LOCK_RENEWED, lock.store.path, msg, delivery_count=delivery(msg), lock_token=token)
             out.append(msg.locked_until)
         return out
 
@@ -123,6 +132,15 @@ class Settlement(BrokerCore):
         lost = self.locks.in_stores([source.entity.store, source.entity.dead_letter])
         for lock in lost:
             msg = self.locks.end(lock)
+            if msg is not None:
+                self._note(
+                    events.LOCK_LOST,
+                    lock.store.path,
+                    msg,
+                    delivery_count=delivery(msg),
+                    lock_token=lock.token,
+                    reason="the entity's locks were lost",
+                )
             if msg is not None and msg.state is MessageState.ACTIVE:
                 lock.store.mark_available(msg)
                 self._dirty.add(lock.store)

@@ -1,4 +1,4 @@
-"""AMQP values as the SQL evaluator takes them (``sql/semantics.py``), and back.
+"""AMQP values as the SQL evaluator takes them (``sbnotebook/sqlrules/semantics.py``), and back.
 
 The SDKs send a .NET ``DateTime`` as an AMQP timestamp, ``decimal`` as decimal128, ``TimeSpan`` and
 ``DateTimeOffset`` as the described types ``com.microsoft:timespan`` / ``com.microsoft:datetime-offset``

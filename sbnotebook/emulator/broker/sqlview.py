@@ -1,4 +1,4 @@
-"""A stored message as the SQL evaluator reads and changes it (``sql/context.py``'s interface):
+"""A stored message as the SQL evaluator reads and changes it (``sbnotebook/sqlrules/context.py``'s interface):
 its application properties (any case of a name), its ``sys.`` properties, and what an action sets.
 
 An action setting ``sys.MessageId``, ``CorrelationId``, ``Label``, ``To``, ``ReplyTo``,
@@ -17,7 +17,7 @@ from typing import Any
 
 from proton import Data, Described, symbol
 
-from ..sql.context import MISSING
+from ...sqlrules.context import MISSING
 from .model import StoredMessage
 from .sqlvalues import EPOCH, to_amqp, to_sql
 

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from ...sqlrules.lexer import SqlFilterError
 from ..broker.broker import Broker
 from ..broker.clock import Clock
 from ..broker.entities import Queue, Subscription, Topic, stores_of
@@ -19,7 +20,6 @@ from ..broker.model import MessageState
 from ..broker.rules import Rule
 from ..broker.timers import NEVER, SCHEDULED, TTL
 from ..errors import EntityNotFound
-from ..sql.lexer import SqlFilterError
 from ..topology import (
     EntityProperties,
     QueueConfig,

@@ -31,6 +31,7 @@ CONNECT = parser(
     "  %sb_connect --as prod $prod_conn_str          # a named connection: %sb_peek prod:orders\n"
     "  %sb_connect --as home --emulator              # the embedded emulator, named home\n"
     "  %sb_connect --fully-qualified-namespace NS --websockets  # AMQP over WebSockets (443): 5671 blocked\n"
+    "  %sb_connect --trace                           # the SDK's OpenTelemetry spans too (docs/tracing.md)\n"
     "  %sb_connect --list                            # the connections (never a key)",
 )
 CONNECT.add_argument("connection", nargs="?", help="a connection string (never echoed)")
@@ -55,6 +56,12 @@ CONNECT.add_argument(
     "--websockets",
     action="store_true",
     help="dial AMQP over WebSockets (port 443) where port 5671 is blocked (needs the websockets extra)",
+)
+CONNECT.add_argument(
+    "--trace",
+    action="store_true",
+    help="turn the azure-servicebus SDK's OpenTelemetry tracing on for this connection's operations, beside the "
+    "kit's own spans (needs the tracing extra: docs/tracing.md)",
 )
 CONNECT.add_argument(
     "--as",
@@ -84,7 +91,7 @@ def sb_connect(self: MagicsState, args: argparse.Namespace) -> Any:
     namespace = args.fully_qualified_namespace
     chosen = [x for x in (args.connection, namespace, args.secret) if x] + ([True] if args.emulator else [])
     if args.list:
-        if chosen or args.name:
+        if chosen or args.name or args.trace:
             raise UsageError("%sb_connect --list takes no other option.")
         return listing(self)
     if len(chosen) > 1:
@@ -116,6 +123,9 @@ def sb_connect(self: MagicsState, args: argparse.Namespace) -> Any:
         conn = self.connection
     else:  # the current connection's namespace (else the resolved default), over WebSockets
         conn = core.connect(self.connection.settings if self.connection else None, websockets=websockets)
+    if args.trace:
+        core.connect(conn.settings, trace=True)  # the same live connection; the tracing extra missing: said
+        print("Traced: the SDK's spans for this connection's operations join the kit's (OpenTelemetry).")
     if self.completer is not None:
         self.completer.names_of(conn).top(wait=0)  # Tab finds the names: listed now, in the background
     if args.name is not None:

@@ -17,6 +17,7 @@ from ...core import EntityPath, TimeWindow, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
 from .command import COUNT, Declined, add_rate, command, parser, whole
 from .progress import Progress, say_interrupted
+from .route import show_fan_out
 from .targets import label_report
 from .targets import shown as named
 from .times import add_window, records, said, unevaluated, window_of, within
@@ -170,6 +171,9 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
         f"Resubmit {count} message(s) from {named(self, source)}{said(window)} to {named(self, target)};"
         f" edit: {edit.describe()}."
     )
+    src, dst = EntityPath.parse(source), EntityPath.parse(target)
+    if src.is_subscription and not dst.is_subscription and dst.name.lower() == src.name.lower():  # its topic
+        show_fan_out(source, target, args.where, window, conn, edited=not edit.empty)  # route.py
     if not edit.empty:
         for record in shown:
             print(diff(record, edit))

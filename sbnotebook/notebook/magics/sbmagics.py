@@ -19,10 +19,12 @@ from . import (
     dlq,
     entities,
     files,
+    journeys,
     peek,
     purge,
     receive,
     resubmit,
+    route,
     send,
     sessions,
     stats,
@@ -61,6 +63,8 @@ class SbMagics(Magics, MagicsState):
     sb_copy = line_magic(copying.sb_copy)
     sb_tail = line_magic(tail.sb_tail)
     sb_topology = line_magic(topology.sb_topology)
+    sb_route = line_cell_magic(route.sb_route)
+    sb_trace = line_magic(journeys.sb_trace)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         # Read first: an unknown setting fails loading before this object joins the shell's configurables.

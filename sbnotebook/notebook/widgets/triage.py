@@ -108,6 +108,7 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         self.count_button.on_click(guard(self.status, self.count))
         self.stop_button.on_click(guard(self.status, self.stop))
         self.frame_button.on_click(guard(self.status, self._load_frame_in_background))
+        self.journey_button = self._journey_button()
         self.by.observe(lambda _: self._show_groups(), names="value")
         self.groups.observe(lambda _: None if self._updating else self._show_group(), names="value")
         self.rows.on_select(self._on_select)
@@ -121,7 +122,7 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
                 self.rows_note,
                 self.rows.widget,
                 W.HTML(self.rows.note),
-                W.HBox([self.frame_button, self.frame_limit], layout=row),
+                W.HBox([self.frame_button, self.frame_limit, self.journey_button], layout=row),
                 self.detail,
                 *acting,
             ],
@@ -336,6 +337,30 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         max_scanned = max_messages if value is None else None
         found = self._collect(self._in_group(value), max_messages, cancel, max_scanned=max_scanned)
         return core.to_dataframe(found)
+
+    def _journey_button(self) -> W.Button:
+        self.journey_frame: Any = None  # "Journey" puts the selected message's journey here (core.journey)
+        button = W.Button(
+            description="Journey",
+            icon="road",
+            tooltip="what happened to the selected message, oldest first (into panel.journey_frame)",
+            layout=W.Layout(width="auto"),
+        )
+        button.on_click(guard(self.status, self.journey))
+        return button
+
+    def journey(self) -> Any:
+        """The journey of the selected message (the last one selected), shown under the rows and kept
+        in ``journey_frame``: on the emulator the broker's record, on Azure what the message carries."""
+        if not self.rows.value:
+            raise InvalidInputError("Select a message first: its journey is shown here.")
+        record = self.rows.records[self.rows.value[-1]]
+        found = core.journey(self.dlq, sequence_number=int(record["sequence_number"]), connection=self.connection)
+        self.journey_frame = found.to_pandas()
+        shown = self.journey_frame[["time", "event", "entity", "delivery_count", "reason", "to", "operation"]]
+        notes = "".join(f"<p><i>{html.escape(n)}</i></p>" for n in found.notes)
+        self.detail.value = f"<b>Journey of #{record['sequence_number']}</b>{notes}{shown.to_html(index=False)}"
+        return found
 
     def _load_frame_in_background(self) -> None:
         limit = int(self.frame_limit.value)

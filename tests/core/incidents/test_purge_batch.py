@@ -15,6 +15,8 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
+from sbnotebook.core.incidents import purge_on_server
+from sbnotebook.core.incidents.purge_on_server import DELETES_IN_FLIGHT
 from sbnotebook.emulator import Emulator
 from tests.helpers import InterruptAtFirstProgress, rss_growth_during
 from tests.processes import run_and_kill, start_cli_emulator
@@ -57,7 +59,7 @@ def test_purge_deletes_on_the_server_in_a_few_requests(emulator: Emulator, clien
     report = core.purge("q", connection=cs)
     assert report.count("purged") == 8990 and report.ok, report
     # 4,000 a request: 3 that delete, then one 204 per request stream in flight; no receiver drained
-    assert report.stats["batch_delete_requests"] <= 3 + 4, report.stats
+    assert report.stats["batch_delete_requests"] <= 3 + DELETES_IN_FLIGHT, report.stats
     assert any("not eligible for batch delete" in n for n in report.notes), report.notes  # the 2 deferred
     dlq = core.purge("q/$deadletterqueue", connection=cs)
     assert dlq.count("purged") == 10 and dlq.ok and not dlq.notes and dlq.stats["batch_delete_requests"] == 2
@@ -157,11 +159,11 @@ def test_an_interrupted_purge_stops_deleting_on_the_server(emulator: Emulator, c
     """An interrupted cell stops a purge: the deletes in flight end, no new one starts, and what is
     left stays. (On Python 3.11 the SDK's wait_for could lose the cancellation and the purge ran on
     to the end: a destructive action that ignored the interrupt.)"""
-    total = 30_000
+    total = (DELETES_IN_FLIGHT + 2) * 4000
     _fill(client, "q", total, size=16)
     left = _left_after_an_interrupted_purge(emulator, "q", latency=0.2)
     # The first request (4,000) and at most the others in flight were deleted; the rest is there.
-    assert total - 4 * 4000 <= left < total, left
+    assert total - DELETES_IN_FLIGHT * 4000 <= left < total, left
 
 
 def test_an_interrupted_purge_stops_receiving(partitioned: Emulator) -> None:
@@ -173,6 +175,42 @@ def test_an_interrupted_purge_stops_receiving(partitioned: Emulator) -> None:
     # Gone: per receiver (4), the batch in hand, the prefetch on its way and at most one more
     # receive (500 each) before the check; 2,505 here, 4,008 under CI's load. Not stopped: 0 left.
     assert total - 6000 <= left < total, left
+
+
+def most_in_flight_on_one_link(trace: list[tuple[int, int]]) -> int:
+    """The most requests a trace of (link, +1 sent / -1 answered) had in flight on one link at once."""
+    now: dict[int, int] = {}
+    most = 0
+    for link, step in trace:
+        now[link] = now.get(link, 0) + step
+        most = max(most, now[link])
+    return most
+
+
+def test_batch_deletes_in_flight_each_have_a_link_of_their_own(
+    emulator: Emulator, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests sharing one management link wait on each other's reads (the SDK reads with a timeout
+    per waiter): each request in flight has a link of its own, several links work at once, and every
+    message is counted once."""
+    assert most_in_flight_on_one_link([(1, 1), (1, 1), (1, -1), (2, 1)]) == 2  # the check sees two on one link
+    trace: list[tuple[int, int]] = []
+    sent = purge_on_server.batch_delete
+
+    async def traced(handler: Any, count: int, **kw: Any) -> int:
+        trace.append((id(handler), 1))
+        try:
+            return await sent(handler, count, **kw)
+        finally:
+            trace.append((id(handler), -1))
+
+    monkeypatch.setattr(purge_on_server, "batch_delete", traced)
+    _fill(client, "q", 4000 * 6, size=16)
+    report = core.purge("q", connection=emulator.connection_string)
+    assert report.count("purged") == 4000 * 6 and report.ok, report
+    assert most_in_flight_on_one_link(trace) == 1, trace
+    assert 1 < len({link for link, _ in trace}) <= DELETES_IN_FLIGHT, trace
+    assert emulator.broker.counts("q")["active"] == 0
 
 
 async def test_apurge_deletes_on_the_server(emulator: Emulator, client: ServiceBusClient) -> None:

@@ -87,17 +87,20 @@ def test_a_copy_killed_midway_sends_only_what_is_left_from_another_process(emula
 
 
 @pytest.mark.timeout(180)
-def test_a_copy_holds_at_most_two_pages_of_messages() -> None:
-    """Far from the namespace (50 ms), a copy of 3,000 messages of 1 KB between two brokers holds
-    at most two pages (2 * PAGE_SIZE) of source messages in memory at once: counted by the copy from
-    the moment a peek's answer brings them until the target confirms them (the next page is peeked
-    while the one before is sent), and, read independently, the memory it allocated while it ran
-    beyond what its Report keeps (tracemalloc; the brokers in their own processes) stays within 3.0
-    times what one page of peeked messages takes: two pages held measured 2.07-2.13, and 2.6 since a
-    peeked message keeps its encoded bytes until it is copied (its AMQP types: sdk/encoded.py); one
-    page held measured 1.19. Before the bound, the sends in flight held up to max_in_flight batches
-    besides two pages: 3.7, so this fails then."""
+def test_a_copy_holds_at_most_max_held_bytes() -> None:
+    """Far from the namespace (50 ms), a copy of 3,000 messages of 1 KB between two brokers, bounded
+    to what two pages (2 * PAGE_SIZE) of them take encoded, holds at most that in memory at once:
+    counted by the copy from the moment a peek may bring them until the target confirms them, and,
+    read independently, the memory it allocated while it ran beyond what its Report keeps
+    (tracemalloc; the brokers in their own processes) stays within 3.0 times what one page of peeked
+    messages takes (2.6 measured with a bound of two pages in messages; a peeked message keeps its
+    encoded bytes until it is copied: sdk/encoded.py). Before the bound, the sends in flight held up
+    to max_in_flight batches besides two pages: 3.7, so this fails then."""
     import tracemalloc
+
+    from sbnotebook.core.entities import EntityPath
+    from sbnotebook.core.incidents.copy_peeks import held_size
+    from sbnotebook.core.operations.scan import apeek_once
 
     n = 3000
     a, source_cs = start_cli_emulator("--port", "0", "--admin-port", "0", "--latency-ms", "50")
@@ -108,19 +111,23 @@ def test_a_copy_holds_at_most_two_pages_of_messages() -> None:
         core.send("orders", ("x" * 1000 for _ in range(n)), max_in_flight=16, connection=src).raise_for_failures()
         warm = core.copy("orders", "results", max_messages=300, source_connection=src, connection=dst)
         warm.raise_for_failures()
+        peeked = src.run(apeek_once(src, EntityPath("orders"), 1, core.PAGE_SIZE))  # as the copy peeks them
+        bound = 2 * sum(held_size(m) for m in peeked)
+        del peeked
         tracemalloc.start()
         page = next(iter(core.scan("orders", connection=src)))
         one_page = tracemalloc.get_traced_memory()[0]
         del page
         tracemalloc.stop()
         tracemalloc.start()
-        report = core.copy("orders", "results", source_connection=src, connection=dst)
+        report = core.copy("orders", "results", max_held_bytes=bound, source_connection=src, connection=dst)
         kept, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         assert report.ok and report.count("sent") == n, report
         assert core.counts("results", connection=dst).active == n + 300
         assert core.counts("orders", connection=src).active == n
-        assert 0 < report.stats["peak_held"] <= 2 * core.PAGE_SIZE, report.stats["peak_held"]
+        assert 0 < report.stats["peak_held_bytes"] <= bound, (report.stats, bound)
+        assert report.stats["peak_held"] <= 2 * core.PAGE_SIZE, report.stats
         working = (peak - kept) / one_page
         assert working <= 3.0, f"the copy held {working:.2f} pages' worth of memory"
     finally:
@@ -150,15 +157,16 @@ def test_a_copys_own_arguments_name_its_record(emulator: Emulator) -> None:
 @pytest.mark.timeout(60)
 def test_a_copy_that_skips_more_than_it_may_hold_still_reads_to_the_end(emulator: Emulator) -> None:
     """Messages a copy skips (not selected by where, or copied by an earlier run) leave memory as
-    they are skipped: counted as held, more than HELD of them would stop the peeks, and the copy
+    they are skipped: counted as held, more than the bound of them would stop the peeks, and the copy
     would wait for ever."""
     cs = emulator.connection_string
     n = 2 * core.PAGE_SIZE + 3
     core.send("plain", [f"m{i}" for i in range(1, n)] + ["last"], connection=cs).raise_for_failures()
-    report = core.copy("plain", "dst", where="body_text == 'last'", resume=False, connection=cs)
+    small = 4096  # bytes: a few dozen of these messages
+    report = core.copy("plain", "dst", where="body_text == 'last'", resume=False, max_held_bytes=small, connection=cs)
     assert report.ok and report.count("sent") == 1, report
     state = core.CopyProgress("plain", "dst", done=n, failed={1})  # only the first failed before
-    report = core.copy("plain", "dst", state=state, connection=cs)
+    report = core.copy("plain", "dst", state=state, max_held_bytes=small, connection=cs)
     assert report.ok and report.count("sent") == 1 and state.complete, report
     copies = core.peek("dst", max_messages=10, connection=cs)
     # The send's batches run concurrently: which body got sequence number 1 is the broker's to say.

@@ -10,10 +10,10 @@ from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 
-from sbnotebook.emulator.sql.context import MessageProperties
-from sbnotebook.emulator.sql.correlation import CorrelationFilter
-from sbnotebook.emulator.sql.sqlaction import SqlAction
-from sbnotebook.emulator.sql.sqlfilter import SqlFilter
+from sbnotebook.sqlrules.context import MessageProperties
+from sbnotebook.sqlrules.correlation import CorrelationFilter
+from sbnotebook.sqlrules.sqlaction import SqlAction
+from sbnotebook.sqlrules.sqlfilter import SqlFilter
 
 # sys. property -> the SDK message's attribute
 SDK_FIELDS = {

@@ -1,5 +1,5 @@
 """Microsoft's documented rules in the broker, through the SDK: a topic whose subscriptions carry
-the cases of ``tests/emulator/sql/documented.py`` (each citing its page and line) and the examples
+the cases of ``tests/sqlrules/documented.py`` (each citing its page and line) and the examples
 page's own sample, messages sent with the SDK, what each subscription holds read with the SDK and
 compared message by message (properties set by actions included) with what the evaluator says;
 filters outside the grammar refused when the rule is made, through the administration API and
@@ -21,12 +21,12 @@ from azure.servicebus.management import (
 )
 
 from sbnotebook.emulator import Emulator, TopologyError
-from sbnotebook.emulator.sql.correlation import CorrelationFilter
-from sbnotebook.emulator.sql.sqlaction import compile_action
-from sbnotebook.emulator.sql.sqlfilter import compile_filter
+from sbnotebook.sqlrules.correlation import CorrelationFilter
+from sbnotebook.sqlrules.sqlaction import compile_action
+from sbnotebook.sqlrules.sqlfilter import compile_filter
 from tests.emulator.broker.routing import Expected, Sent, differences, peek_all, routing
-from tests.emulator.sql.documented import CASES, REFUSED
 from tests.helpers import subscription_with_one_rule
+from tests.sqlrules.documented import CASES, REFUSED
 
 pytestmark = pytest.mark.timeout(300)
 

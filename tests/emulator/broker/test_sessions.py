@@ -77,6 +77,7 @@ def test_session_state_and_listing(client: ServiceBusClient) -> None:
 
 
 @pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
+@pytest.mark.manual_clock_ahead  # settles on a short lock after advance(): tests/conftest.py
 def test_session_lock_renewal_and_loss(quick_client: ServiceBusClient, emulator: Emulator) -> None:
     """Rule: renewing keeps the session; once its lock lapses, settling fails with SessionLockLostError."""
     _send(quick_client, "sq", ("r", "r1"), ("r", "r2"))

@@ -116,6 +116,7 @@ def test_deferred_message_can_be_dead_lettered_through_management(client: Servic
 
 
 @pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
+@pytest.mark.manual_clock_ahead  # settles on a short lock after advance(): tests/conftest.py
 def test_lock_expiry_redelivers_with_higher_count_and_old_lock_is_lost(
     quick_client: ServiceBusClient, emulator: Emulator
 ) -> None:
@@ -145,6 +146,7 @@ def test_settling_an_unknown_lock_is_lock_lost(quick_client: ServiceBusClient) -
 
 
 @pytest.mark.servicebus_clock("manual")  # the broker's time moves only with advance(): no race with a loaded machine
+@pytest.mark.manual_clock_ahead  # settles on a short lock after advance(): tests/conftest.py
 def test_renew_lock_extends_locked_until(client: ServiceBusClient, emulator: Emulator) -> None:
     """Rule: renew-lock returns a new expiry one LockDuration from now, and the message stays locked."""
     send(client, "short", "renew-me")

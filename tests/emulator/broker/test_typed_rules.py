@@ -23,8 +23,8 @@ from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from sbnotebook.emulator.amqp.codec import decode_transfer
 from sbnotebook.emulator.broker.sqlvalues import decimal128_of, to_sql
-from sbnotebook.emulator.sql.context import MessageProperties
-from sbnotebook.emulator.sql.sqlfilter import compile_filter
+from sbnotebook.sqlrules.context import MessageProperties
+from sbnotebook.sqlrules.sqlfilter import compile_filter
 from tests.emulator.broker.routing import TAG, peek_all, received
 from tests.helpers import subscription_with_one_rule
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .context import MISSING, PropertySource
+from .explain import Clause, literal, seen
 from .lexer import SqlFilterError
 from .semantics import equal
 
@@ -59,3 +60,12 @@ class CorrelationFilter:
             if found is MISSING or equal(found, value) is not True:
                 return False
         return True
+
+    def explain(self, props: PropertySource) -> list[Clause]:
+        """The first field that differs, with the value seen ([] when it matches)."""
+        for scope, name, value in [("sys", n, v) for n, v in self.system] + [("user", n, v) for n, v in self.user]:
+            found = seen(props, scope, name)
+            result = None if found.value is MISSING or found.value is None else equal(found.value, value)
+            if result is not True:
+                return [Clause(f"{found.name} = {literal(value)}", result, "=", (found,))]
+        return []

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import semantics as sem
@@ -42,6 +42,13 @@ class Node:
     pos: int
     prop: tuple[str, str] | None = None  # (scope, name) when it is a bare property
     const: Any = _NOT_CONSTANT
+    # For explain.py (compile time only, never read per message): where the piece ends in the text,
+    # "and" / "or" / "not" with its parts for a logical one, the properties it reads, its operator.
+    end: int = -1
+    logic: str = ""
+    parts: tuple[Node, ...] = ()
+    reads: tuple[tuple[str, str], ...] = ()
+    operator: str = ""
 
 
 def _constant(value: Any, pos: int) -> Node:
@@ -54,14 +61,14 @@ def property_node(scope: str, name: str, pos: int, text: str) -> Node:
         canonical = system_property(name)
         if canonical is None:
             raise SqlFilterError(f"sys.{name} is not a system property of a Service Bus message", text, pos)
-        return Node(lambda ctx: ctx.system(canonical), False, pos, prop=("sys", canonical))
+        return Node(lambda ctx: ctx.system(canonical), False, pos, prop=("sys", canonical), reads=(("sys", canonical),))
     lowered = name.lower()
 
     def read(ctx: PropertySource) -> Any:
         value = ctx.user(lowered)
         return None if value is MISSING else value
 
-    return Node(read, False, pos, prop=("user", name))
+    return Node(read, False, pos, prop=("user", name), reads=(("user", name),))
 
 
 class Parser:
@@ -108,6 +115,14 @@ class Parser:
             )
         return node
 
+    def here(self) -> int:
+        """Where the text consumed so far ends (spaces before the next word left out)."""
+        return len(self.text[: self.peek().pos].rstrip())
+
+    def spanned(self, node: Node, start: int, reads: tuple[tuple[str, str], ...] = (), operator: str = "") -> Node:
+        """``node`` with its span, the properties it reads and its operator, for explain.py."""
+        return replace(node, pos=start, end=self.here(), reads=reads or node.reads, operator=operator or node.operator)
+
     def end(self) -> None:
         tok = self.peek()
         if tok.kind != "end":
@@ -118,7 +133,7 @@ class Parser:
         while self.peek().kind == "kw" and self.peek().value == "OR":
             self.condition(left)
             self.take()
-            left = _logic(sem.either, left, self.condition(self.and_expr()))
+            left = self.spanned(_logic(sem.either, left, self.condition(self.and_expr()), "or"), left.pos)
         return left
 
     def and_expr(self) -> Node:
@@ -126,14 +141,16 @@ class Parser:
         while self.peek().kind == "kw" and self.peek().value == "AND":
             self.condition(left)
             self.take()
-            left = _logic(sem.both, left, self.condition(self.not_expr()))
+            left = self.spanned(_logic(sem.both, left, self.condition(self.not_expr()), "and"), left.pos)
         return left
 
     def not_expr(self) -> Node:
         tok = self.peek()
         if self.accept("kw", "NOT"):
-            inner = self.condition(self.not_expr()).fn
-            return Node(lambda ctx: sem.invert(inner(ctx)), True, tok.pos)
+            node = self.condition(self.not_expr())
+            inner = node.fn
+            negation = Node(lambda ctx: sem.invert(inner(ctx)), True, tok.pos, logic="not", parts=(node,))
+            return self.spanned(negation, tok.pos, node.reads, "NOT")
         return self.predicate()
 
     def predicate(self) -> Node:
@@ -142,12 +159,14 @@ class Parser:
             self.expect("op", "(")
             prop = self._property_token(self.take())
             self.expect("op", ")")
-            return _exists(prop)
+            return self.spanned(_exists(prop), start.pos, prop.reads, "EXISTS")
         left = self.additive()
         tok = self.peek()
         if tok.kind == "op" and tok.value in _COMPARISONS:
             self.take()
-            return _compare(tok.value, self.value(left, tok.pos), self.value(self.additive()), start.pos)
+            right = self.value(self.additive())
+            compared = _compare(tok.value, self.value(left, tok.pos), right, start.pos)
+            return self.spanned(compared, start.pos, left.reads + right.reads, tok.value)
         if tok.kind == "kw" and tok.value == "IS":
             self.take()
             if left.prop is None:
@@ -155,12 +174,16 @@ class Parser:
             is_not = self.accept("kw", "NOT")
             self.expect("kw", "NULL", "NULL")
             read = left.fn
-            return Node(lambda ctx: (read(ctx) is None) != is_not, True, start.pos)
+            null_test = Node(lambda ctx: (read(ctx) is None) != is_not, True, start.pos)
+            return self.spanned(null_test, start.pos, left.reads, "IS NOT NULL" if is_not else "IS NULL")
         negated = self.accept("kw", "NOT")
+        word = "NOT " if negated else ""
         if self.accept("kw", "IN"):
-            return self._in(self.value(left, tok.pos), negated, start.pos)
+            node = self._in(self.value(left, tok.pos), negated, start.pos)
+            return self.spanned(node, start.pos, node.reads, word + "IN (...)")
         if self.accept("kw", "LIKE"):
-            return self._like(self.value(left, tok.pos), negated, start.pos)
+            node = self._like(self.value(left, tok.pos), negated, start.pos)
+            return self.spanned(node, start.pos, node.reads, word + "LIKE")
         if negated:
             raise self.fail("expected IN or LIKE after NOT", self.peek().pos)
         return left
@@ -188,7 +211,7 @@ class Parser:
                     return None
                 return any(sem.equal(v, f(ctx)) for f in fns) != negated
 
-        return Node(member, True, pos)
+        return Node(member, True, pos, reads=_reads(left, *items))
 
     def _like(self, left: Node, negated: bool, pos: int) -> Node:
         pattern = self.value(self.additive())
@@ -209,7 +232,7 @@ class Parser:
                     return None
                 return (regex.fullmatch(v) is not None) != negated
 
-            return Node(fixed, True, pos)
+            return Node(fixed, True, pos, reads=_reads(left, pattern, escape))
         pat, esc = pattern.fn, (None if escape is None else escape.fn)
 
         def varying(ctx: PropertySource) -> bool | None:
@@ -218,7 +241,7 @@ class Parser:
                 return None
             return sem.invert(sem.like(read(ctx), pat(ctx), e)) if negated else sem.like(read(ctx), pat(ctx), e)
 
-        return Node(varying, True, pos)
+        return Node(varying, True, pos, reads=_reads(left, pattern, escape))
 
     def additive(self) -> Node:
         left = self.multiplicative()
@@ -241,11 +264,11 @@ class Parser:
             inner = self.value(self.unary())
             if tok.value == "+":
                 f = inner.fn
-                return Node(lambda ctx: sem.plus(f(ctx)), False, tok.pos)
+                return Node(lambda ctx: sem.plus(f(ctx)), False, tok.pos, reads=inner.reads)
             if type(inner.const) in (int, float):  # -7 is the constant -7
                 return _constant(sem.negate(inner.const), tok.pos)
             f = inner.fn
-            return Node(lambda ctx: sem.negate(f(ctx)), False, tok.pos)
+            return Node(lambda ctx: sem.negate(f(ctx)), False, tok.pos, reads=inner.reads)
         return self.primary()
 
     def primary(self) -> Node:
@@ -316,9 +339,13 @@ def _exists(prop: Node) -> Node:
     return Node(lambda ctx: ctx.user(lowered) is not MISSING, True, prop.pos)
 
 
-def _logic(combine: Callable[[Any, Any], Any], left: Node, right: Node) -> Node:
+def _reads(*nodes: Node | None) -> tuple[tuple[str, str], ...]:
+    return tuple(r for n in nodes if n is not None for r in n.reads)
+
+
+def _logic(combine: Callable[[Any, Any], Any], left: Node, right: Node, logic: str) -> Node:
     lf, rf = left.fn, right.fn
-    return Node(lambda ctx: combine(lf(ctx), rf(ctx)), True, left.pos)
+    return Node(lambda ctx: combine(lf(ctx), rf(ctx)), True, left.pos, logic=logic, parts=(left, right))
 
 
 def _compare(op: str, left: Node, right: Node, pos: int) -> Node:
@@ -332,4 +359,4 @@ def _compare(op: str, left: Node, right: Node, pos: int) -> Node:
 
 def _arith(op: str, left: Node, right: Node) -> Node:
     apply, lf, rf = sem.arithmetic(op), left.fn, right.fn
-    return Node(lambda ctx: apply(lf(ctx), rf(ctx)), False, left.pos)
+    return Node(lambda ctx: apply(lf(ctx), rf(ctx)), False, left.pos, reads=left.reads + right.reads)

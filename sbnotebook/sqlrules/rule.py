@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .context import PropertySource, PropertyTarget
 from .correlation import CorrelationFilter
+from .explain import Clause
 from .parser import Parameters
 from .sqlaction import SqlAction, compile_action
 from .sqlfilter import SqlFilter, compile_filter
@@ -15,13 +16,18 @@ FIXED_FILTERS = {"True": "1=1", "False": "1=0"}  # Service Bus's TrueFilter and 
 
 
 class CompiledRule:
-    __slots__ = ("action", "filter")
+    __slots__ = ("action", "filter", "test")
 
     def __init__(self, flt: SqlFilter | CorrelationFilter, action: SqlAction | None) -> None:
         self.filter, self.action = flt, action
+        self.test = flt.matches  # ``matches`` without a call in between (admits runs it per message)
 
     def matches(self, props: PropertySource) -> bool:
         return self.filter.matches(props)
+
+    def explain(self, props: PropertySource) -> list[Clause]:
+        """Why the filter does not match ``props`` ([] when it does): ``explain.py``."""
+        return self.filter.explain(props)
 
     def apply(self, props: PropertyTarget) -> None:
         """Run the action (if any) on a message the filter matched."""
@@ -46,3 +52,22 @@ def compile_rule(
         flt = compile_filter(FIXED_FILTERS.get(filter_type, sql), parameters)
     compiled_action = compile_action(action, action_parameters) if action and action.strip() else None
     return CompiledRule(flt, compiled_action)
+
+
+RULE_NAME = "RuleName"  # the application property Service Bus names an acting rule's copy with
+
+
+def admits(rules: Sequence[tuple[str, CompiledRule]], props: PropertySource) -> tuple[bool, list[str]]:
+    """How Service Bus admits a message to a subscription with these (name, rule)s: whether one
+    plain copy goes (some rule without an action matches), and the names of the matching rules with
+    an action (each makes a copy of its own, its action applied and ``RULE_NAME`` set). The broker
+    and core's ``route`` both ask this."""
+    plain = False
+    acting: list[str] = []
+    for name, rule in rules:
+        if rule.action is not None:
+            if rule.test(props):
+                acting.append(name)
+        elif not plain and rule.test(props):
+            plain = True
+    return plain, acting

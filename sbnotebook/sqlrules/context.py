@@ -46,10 +46,10 @@ class MessageProperties:
         self.user_properties = dict(user or {})
         self.system_properties = dict(system or {})
         self._lowered = {k.lower(): k for k in self.user_properties}
+        self._values = {k.lower(): v for k, v in self.user_properties.items()}  # one lookup per read
 
     def user(self, lowered: str) -> Any:
-        key = self._lowered.get(lowered)
-        return MISSING if key is None else self.user_properties[key]
+        return self._values.get(lowered, MISSING)
 
     def system(self, name: str) -> Any:
         return self.system_properties.get(name)
@@ -58,11 +58,13 @@ class MessageProperties:
         self.remove_user(name)
         self.user_properties[name] = value
         self._lowered[name.lower()] = name
+        self._values[name.lower()] = value
 
     def remove_user(self, name: str) -> None:
         key = self._lowered.pop(name.lower(), None)
         if key is not None:
             del self.user_properties[key]
+            del self._values[name.lower()]
 
     def set_system(self, name: str, value: Any) -> None:
         self.system_properties[name] = value

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from sbnotebook.emulator.sql import sqlfilter
-from sbnotebook.emulator.sql.context import MessageProperties
-from sbnotebook.emulator.sql.correlation import CorrelationFilter
-from sbnotebook.emulator.sql.lexer import SqlFilterError
-from sbnotebook.emulator.sql.sqlaction import compile_action
-from sbnotebook.emulator.sql.sqlfilter import compile_filter
+from sbnotebook.sqlrules import sqlfilter
+from sbnotebook.sqlrules.context import MessageProperties
+from sbnotebook.sqlrules.correlation import CorrelationFilter
+from sbnotebook.sqlrules.lexer import SqlFilterError
+from sbnotebook.sqlrules.sqlaction import compile_action
+from sbnotebook.sqlrules.sqlfilter import compile_filter
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 G = uuid.UUID("6b1f3c52-3f0e-4a57-9a39-2b8f1d0c7e41")

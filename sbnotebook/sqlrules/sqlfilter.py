@@ -10,17 +10,18 @@ operators do). A filter matches only when it evaluates to TRUE; FALSE and unknow
 from __future__ import annotations
 
 from .context import PropertySource
+from .explain import Clause, failing
 from .lexer import FILTER_KEYWORDS, SqlFilterError, tokenize
-from .parser import Eval, Parameters, Parser
+from .parser import Node, Parameters, Parser
 
 
 class SqlFilter:
     """A compiled SQL filter (its text kept as written)."""
 
-    __slots__ = ("_eval", "text")
+    __slots__ = ("_eval", "_node", "text")
 
-    def __init__(self, text: str, evaluate: Eval) -> None:
-        self.text, self._eval = text, evaluate
+    def __init__(self, text: str, node: Node) -> None:
+        self.text, self._node, self._eval = text, node, node.fn
 
     def evaluate(self, props: PropertySource) -> bool | None:
         """TRUE, FALSE or unknown (None)."""
@@ -29,6 +30,11 @@ class SqlFilter:
 
     def matches(self, props: PropertySource) -> bool:
         return self._eval(props) is True
+
+    def explain(self, props: PropertySource) -> list[Clause]:
+        """Why it does not match ``props``: the first clause that failed (of an OR, each side's),
+        with the values it saw; [] when it matches."""
+        return failing(self._node, self.text, props)
 
     def __repr__(self) -> str:
         return f"SqlFilter({self.text!r})"
@@ -42,4 +48,4 @@ def compile_filter(expression: str, parameters: Parameters | None = None) -> Sql
     parser = Parser(expression, tokenize(expression, FILTER_KEYWORDS), parameters)
     node = parser.condition(parser.or_expr())
     parser.end()
-    return SqlFilter(expression, node.fn)
+    return SqlFilter(expression, node)

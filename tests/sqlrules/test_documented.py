@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from sbnotebook.emulator.sql.context import MessageProperties
-from sbnotebook.emulator.sql.lexer import SqlFilterError
-from sbnotebook.emulator.sql.sqlfilter import compile_filter
-from tests.emulator.sql.documented import AND_TABLE, CASES, OR_TABLE, REFUSED, TRUTH, Case
+from sbnotebook.sqlrules.context import MessageProperties
+from sbnotebook.sqlrules.lexer import SqlFilterError
+from sbnotebook.sqlrules.sqlfilter import compile_filter
+from tests.sqlrules.documented import AND_TABLE, CASES, OR_TABLE, REFUSED, TRUTH, Case
 
 
 def mismatches(cases: list[Case]) -> list[tuple[str, int, Any, Any]]:

@@ -1,0 +1,223 @@
+"""Which subscriptions of a topic a message goes to, and why not, with the broker's own evaluator
+(``sbnotebook.sqlrules``): each rule compiled once, each message read once into the properties
+filters see, then for each subscription what Service Bus does (``sqlrules.rule.admits``: one copy
+for the rules without an action, one per matching rule with an action, applied, ``RuleName`` set).
+
+A message is a record (the kit's schema, ``records.py``), an export line read back (its
+``application_property_types`` give each property its AMQP type), or a dict typed by hand (plain
+JSON values). The ``sys.`` properties come from the record's fields (``subject`` is ``sys.Label``,
+...); those only the broker sets (``SequenceNumber``, ``EnqueuedTimeUtc``) are the record's own,
+which are the source entity's, not what a send to the topic would give.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...sqlrules.context import MessageProperties
+from ...sqlrules.explain import literal
+from ...sqlrules.lexer import SqlFilterError
+from ...sqlrules.rule import RULE_NAME, CompiledRule, admits, compile_rule
+from ..amqp_codec import Typed, from_form
+from ..errors import InvalidInputError
+
+# sys. name -> the record's field
+SYSTEM_FIELDS = {
+    "MessageId": "message_id",
+    "Label": "subject",
+    "To": "to",
+    "ReplyTo": "reply_to",
+    "CorrelationId": "correlation_id",
+    "ContentType": "content_type",
+    "SessionId": "session_id",
+    "ReplyToSessionId": "reply_to_session_id",
+    "PartitionKey": "partition_key",
+    "SequenceNumber": "sequence_number",
+    "EnqueuedTimeUtc": "enqueued_time",
+    "DeliveryCount": "delivery_count",
+    "ScheduledEnqueueTimeUtc": "scheduled_enqueue_time",
+    "DeadLetterSource": "dead_letter_source",
+}
+
+
+NO_RULES = "None"  # a RuleSpec's filter_type standing for a subscription that has no rule at all
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """One rule of a subscription, wherever it was read (the administration API, Config.json, a
+    what-if typed in a cell). ``filter_type``: "Sql", "True", "False" or "Correlation" (``NO_RULES``:
+    none, the subscription gets nothing); correlation fields by Config.json's names (``Label``,
+    ``Properties``, ...)."""
+
+    subscription: str
+    name: str
+    filter_type: str = "Sql"
+    sql: str = "1=1"
+    correlation: Mapping[str, Any] = field(default_factory=dict)
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    action: str | None = None
+    action_parameters: Mapping[str, Any] = field(default_factory=dict)
+
+    def compiled(self) -> CompiledRule:
+        """The rule compiled once; a filter or action outside the grammar refused, naming the rule,
+        the position and the text there."""
+        try:
+            return compile_rule(
+                self.filter_type,
+                self.sql,
+                self.correlation,
+                dict(self.parameters),
+                self.action,
+                dict(self.action_parameters),
+            )
+        except SqlFilterError as exc:
+            raise InvalidInputError(f"Rule {self.name!r} of {self.subscription}: {exc}") from None
+
+
+def compile_topic(rules: Iterable[RuleSpec]) -> dict[str, list[tuple[str, CompiledRule]]]:
+    """Each subscription's compiled rules, in the order given (a subscription without a rule gets nothing)."""
+    out: dict[str, list[tuple[str, CompiledRule]]] = {}
+    for spec in rules:
+        found = out.setdefault(spec.subscription, [])
+        if spec.filter_type != NO_RULES:
+            found.append((spec.name, spec.compiled()))
+    return out
+
+
+def _timespan(t: Typed) -> Any:
+    descriptor, value = t.value
+    if descriptor.value == "com.microsoft:timespan" and isinstance(value.value, int):
+        return dt.timedelta(microseconds=value.value // 10)
+    return None
+
+
+def sql_value(t: Typed) -> Any:
+    """A typed AMQP value as filters compare it (the broker's ``sqlvalues.to_sql``, from the export's form)."""
+    if t.type == "timestamp":
+        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=t.value)
+    if t.type == "described":
+        return _timespan(t)
+    if t.type.startswith("decimal") or t.type in ("list", "array", "map"):
+        return None  # not compared by the kit's route (docs/magics.md, %sb_route)
+    return t.value
+
+
+_NUMBER_START = frozenset("-0123456789")
+
+
+def _untyped(value: Any) -> Any:
+    """A property of a record without types: the record's JSON-encoded numbers and booleans back."""
+    if not isinstance(value, str) or not (value[:1] in _NUMBER_START or value in ("true", "false")):
+        return value  # (JSON is tried only where it could give a number or a boolean: it costs)
+    try:
+        decoded = json.loads(value)
+    except ValueError:
+        return value
+    return decoded if isinstance(decoded, bool | int | float) else value
+
+
+def user_properties(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's application properties with the types filters compare."""
+    raw = record.get("application_properties") or {}
+    types = record.get("application_property_types")
+    if isinstance(types, Mapping):
+        return {k: sql_value(from_form(types[k], v)) if k in types else v for k, v in raw.items()}
+    return {str(k): _untyped(v) for k, v in raw.items()}
+
+
+def _system(record: Mapping[str, Any]) -> dict[str, Any]:
+    out = {name: record.get(key) for name, key in SYSTEM_FIELDS.items() if record.get(key) is not None}
+    ttl = record.get("time_to_live")
+    if ttl is not None:
+        out["TimeToLive"] = dt.timedelta(seconds=float(ttl))
+        if record.get("enqueued_time") is not None:
+            out["ExpiresAtUtc"] = record["enqueued_time"] + out["TimeToLive"]
+    return out
+
+
+def properties_of(record: Mapping[str, Any]) -> MessageProperties:
+    """What filters read of a record: its user properties (typed) and its ``sys.`` ones."""
+    return MessageProperties(user_properties(record), _system(record))
+
+
+@dataclass(slots=True)
+class Delivery:
+    """One copy a subscription gets: the acting rule (None: the copy of the rules without an
+    action), and its properties after that rule's action (a plain copy shares the message's dicts:
+    read them, never change them)."""
+
+    rule: str | None
+    application_properties: dict[str, Any]
+    system_properties: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Routed:
+    """One message and one subscription: the copies it gets (none: not matched), the rules that
+    matched, and for a subscription it does not get, why not (per rule, its first failing clause)."""
+
+    message: int  # the message's place among those routed (0-based)
+    message_id: str | None
+    sequence_number: int | None
+    subscription: str
+    deliveries: tuple[Delivery, ...]
+    why_not: tuple[str, ...] = ()
+
+    @property
+    def matched(self) -> bool:
+        return bool(self.deliveries)
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """The rules that matched (``*`` for the copy of the rules without an action)."""
+        return tuple(d.rule or "*" for d in self.deliveries)
+
+
+def _copy(props: MessageProperties, name: str, rule: CompiledRule) -> Delivery:
+    copy = MessageProperties(props.user_properties, props.system_properties)
+    rule.apply(copy)
+    copy.set_user(RULE_NAME, name)
+    return Delivery(name, copy.user_properties, copy.system_properties)
+
+
+def why_not(rules: Sequence[tuple[str, CompiledRule]], props: MessageProperties) -> tuple[str, ...]:
+    """Each rule's first failing clause with the values seen; a subscription with no rule says so."""
+    if not rules:
+        return ("no rule: a subscription without rules receives nothing",)
+    return tuple(f"{name}: " + "; or ".join(c.describe() for c in rule.explain(props)) for name, rule in rules)
+
+
+def route_one(
+    index: int, record: Mapping[str, Any], topic: Mapping[str, Sequence[tuple[str, CompiledRule]]], explain: bool
+) -> list[Routed]:
+    """One message against every subscription of ``topic`` (compiled rules by subscription)."""
+    props = properties_of(record)
+    out: list[Routed] = []
+    for subscription, rules in topic.items():
+        plain, acting = admits(rules, props)
+        deliveries = [Delivery(None, props.user_properties, props.system_properties)] if plain else []
+        if acting:
+            by_name = dict(rules)
+            deliveries += [_copy(props, name, by_name[name]) for name in acting]
+        reasons = why_not(rules, props) if explain and not deliveries else ()
+        out.append(
+            Routed(
+                index,
+                record.get("message_id"),
+                record.get("sequence_number"),
+                subscription,
+                tuple(deliveries),
+                reasons,
+            )
+        )
+    return out
+
+
+def shown(value: Any) -> str:
+    """A property's value as a table cell: text as it is, anything else as the SQL would write it."""
+    return value if isinstance(value, str) else literal(value)

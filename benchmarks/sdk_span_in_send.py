@@ -11,9 +11,10 @@ SDK's pieces are timed where they run, in microseconds a message sent:
   span ended       ending spans, the SimpleSpanProcessor's export to memory included
 
 and the emulator's CPU a message (its process, from outside). Each run is a process of its own
-(a tracer provider is set once per process); runs alternate.
+(a tracer provider is set once per process); runs alternate. ``--emulator-tree DIR`` runs the
+emulator of another tree (``git archive 5eca7c3 | tar -x -C DIR``: the broker before its journey).
 
-    python benchmarks/sdk_span_in_send.py [--messages 20000] [--rounds 3]
+    python benchmarks/sdk_span_in_send.py [--messages 20000] [--rounds 3] [--emulator-tree DIR]
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import collections
 import dataclasses
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -106,11 +108,19 @@ def main() -> int:
     parser.add_argument("--run", choices=MODES, help=argparse.SUPPRESS)  # one mode, in this process
     parser.add_argument("--conn", help=argparse.SUPPRESS)
     parser.add_argument("--broker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--emulator-tree", help="the tree whose sbnotebook.emulator to run (default: this one)")
     args = parser.parse_args()
     if args.run:
         print(json.dumps(one_run(args.conn, args.run, args.messages, args.broker)))
         return 0
+    if args.emulator_tree:  # the emulator's process imports from there; this one's runs are started after it
+        env_before = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = args.emulator_tree
     proc, conn = start_emulator(0)
+    if args.emulator_tree:
+        os.environ.pop("PYTHONPATH")
+        if env_before is not None:
+            os.environ["PYTHONPATH"] = env_before
     found: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
     try:
         for _ in range(args.rounds):

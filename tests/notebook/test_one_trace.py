@@ -23,9 +23,9 @@ from sbnotebook.emulator.journey import spans as broker
 from sbnotebook.notebook.magics import SbMagics
 from sbnotebook.testing.spans import Spans
 from tests import shell
-from tests.notebook.test_journey import MAX_DELIVERY_COUNT, _poison
+from tests.notebook.test_journey import MAX_DELIVERY_COUNT, poison_resubmit_complete
 from tests.required import require_module
-from tests.shell import answer, line
+from tests.shell import line
 
 require_module("opentelemetry.sdk.trace")
 
@@ -108,12 +108,7 @@ def test_a_poison_messages_story_from_send_to_the_copys_completion_in_spans_and_
 
     wrapping = trace.get_tracer("tests").start_as_current_span("incident") if incident else contextlib.nullcontext()
     with wrapping:
-        _poison(client, "poison-1")
-        answer(monkeypatch, "resubmit")
-        line(ip, "sb_resubmit q/$DeadLetterQueue")
-        with client.get_queue_receiver("q") as r:
-            (copy,) = r.receive_messages(max_message_count=1, max_wait_time=30)
-            r.complete_message(copy)
+        copy = poison_resubmit_complete(ip, client, monkeypatch)
     props = copy.application_properties or {}
     original = _context(props[b"sbnotebook-original-traceparent"])
     fresh = _context(props[b"traceparent"])

@@ -1,12 +1,16 @@
 """The brake and the canary of the commands that move messages (%sb_resubmit, %sb_copy): their
-options, the core keywords they give as typed, and the line that goes on after a canary."""
+options, the core keywords they give as typed, and what follows a canary: its fate said, then asked."""
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from ...core import CANARY_TIMEOUT, WATCH_INTERVAL
-from .command import COUNT, Parser, whole
+from ...core import CANARY_TIMEOUT, WATCH_INTERVAL, Report
+from .command import COUNT, Declined, Parser, whole
+
+if TYPE_CHECKING:
+    from .state import MagicsState
 
 
 def add_brake(parser: Parser, move: str) -> None:
@@ -49,3 +53,20 @@ BRAKE_KEYWORDS = ("stop_if_dead_letters", "stop_if_active", "watch", "watch_inte
 def without_canary(typed: str) -> str:
     """The line as typed without its ``--canary K``: the line that goes on after a canary."""
     return re.sub(r"\s--canary(?:=|\s+)\S+", "", f" {typed}").strip()
+
+
+def canary_goes_on(self: MagicsState, report: Report, left: int, *, target: str, verb: str, again: str) -> bool:
+    """After a canary: its fate (``report.stats["canary"]``) said, and asked whether the other
+    ``left`` go (typed: the command's ``verb``, resubmit or copy). Not told to go on (or nobody to
+    ask): nothing more moves, and the line that goes on (``again``) is said."""
+    fate = report.stats["canary"]
+    try:
+        self.ask(
+            f"The canary's {fate['moved']} at {target}: {fate['settled']} settled, {fate['dead_lettered']} "
+            f"dead-lettered, {fate['waiting']} not yet taken. {'Copy' if verb == 'copy' else 'Move'} the other {left}?",
+            verb,
+        )
+    except Declined:  # the canary's Report stands, nothing more moved
+        print(f"Nothing more {'copied' if verb == 'copy' else 'moved'}. To go on: %{again}")
+        return False
+    return True

@@ -11,8 +11,8 @@ from IPython.core.error import UsageError
 
 from ... import core
 from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection, TimeWindow
-from .brakes import BRAKE_KEYWORDS, add_brake, without_canary
-from .command import COUNT, Declined, add_max_in_flight, add_rate, command, parser
+from .brakes import BRAKE_KEYWORDS, add_brake, canary_goes_on, without_canary
+from .command import COUNT, add_max_in_flight, add_rate, command, parser
 from .copying_many import copy_many
 from .progress import Progress, say_interrupted
 from .targets import address, check_exists, named_in
@@ -152,15 +152,8 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     left = todo - report.count("sent")
     if args.canary is None or not report.ok or left < 1:
         return report
-    fate = report.stats["canary"]
-    try:
-        self.ask(
-            f"The canary's {fate['moved']} at {args.target}: {fate['settled']} settled, {fate['dead_lettered']} "
-            f"dead-lettered, {fate['waiting']} not yet taken. Copy the other {left}?",
-            "copy",
-        )
-    except Declined:  # not told to go on (or nobody to ask): the canary's Report, nothing more copied
-        print(f"Nothing more copied. To go on: %sb_copy {without_canary(args.typed)}")
+    again = f"sb_copy {without_canary(args.typed)}"
+    if not canary_goes_on(self, report, left, target=args.target, verb="copy", again=again):
         return report
     return run(None, left)
 

@@ -14,8 +14,8 @@ from IPython.core.error import UsageError
 from ... import core
 from ...core import EntityPath, TimeWindow, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
-from .brakes import BRAKE_KEYWORDS, add_brake, without_canary
-from .command import COUNT, Declined, add_rate, command, parser, whole
+from .brakes import BRAKE_KEYWORDS, add_brake, canary_goes_on, without_canary
+from .command import COUNT, add_rate, command, parser, whole
 from .progress import Progress, say_interrupted
 from .route import show_fan_out
 from .targets import label_report
@@ -169,15 +169,8 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     left = count - report.count("resubmitted")
     if args.canary is None or not report.ok or left < 1:
         return report
-    fate = report.stats["canary"]
-    try:
-        self.ask(
-            f"The canary's {fate['moved']} at {named(self, target)}: {fate['settled']} settled, "
-            f"{fate['dead_lettered']} dead-lettered, {fate['waiting']} not yet taken. Move the other {left}?",
-            "resubmit",
-        )
-    except Declined:  # not told to go on (or nobody to ask): the canary's Report, nothing more moved
-        print(f"Nothing more moved. To go on: %sb_resubmit {_again(args)}")
+    again = f"sb_resubmit {_again(args)}"
+    if not canary_goes_on(self, report, left, target=named(self, target), verb="resubmit", again=again):
         return report
     return run(True, None, left)
 

@@ -29,7 +29,17 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from ..core import MAX_IN_FLIGHT, ConfigurationError, Connection, Report, renamed, resolve, to_dataframe
+from ..core import (
+    MAX_IN_FLIGHT,
+    ConfigurationError,
+    Connection,
+    Rate,
+    Report,
+    parse_rate,
+    renamed,
+    resolve,
+    to_dataframe,
+)
 from . import registered
 from .options import OptionError
 from .routing import route_frame as route
@@ -221,11 +231,14 @@ def write(
     websockets: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
     one_per_send: bool = False,
+    rate_per_partition: Rate | None = None,
 ) -> Report:
     """Send a DataFrame's rows (the columns a `servicebus` write takes) and return the one Report:
     every row's outcome is counted, every failure listed with its condition and tracking id. The
     outcomes come back through Spark as a small result DataFrame, so this works on classic clusters
-    and on Spark Connect alike (no files, no driver-local state)."""
+    and on Spark Connect alike (no files, no driver-local state). ``rate_per_partition`` (``50/s``,
+    ``3000/m``): each task sends at most that many messages per second (the option
+    ``ratePerPartition``; the write's rate is that times the tasks running at once)."""
     import time
 
     from pyspark.sql.types import StructType
@@ -235,6 +248,7 @@ def write(
 
     if not isinstance(df.schema, StructType):
         raise TypeError("write() takes a DataFrame")
+    per_task = parse_rate(rate_per_partition, name="rate_per_partition")  # refused here, before any job
     given = source_of(
         connection, namespace=fully_qualified_namespace, credential=credential
     )  # as register() takes them
@@ -244,6 +258,7 @@ def write(
             "maxInFlight": str(max_in_flight),
             "onePerSend": str(one_per_send).lower(),
             "websockets": str(websockets).lower(),
+            **({} if per_task is None else {"ratePerPartition": f"{per_task}/s"}),
         },
         df.schema,
         given or registered.default(),

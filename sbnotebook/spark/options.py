@@ -21,6 +21,7 @@ from ..core import (
     TimeWindow,
     check_max_in_flight,
     deprecated,
+    parse_rate,
     parse_time,
     redact,
     resolve,
@@ -72,8 +73,9 @@ KNOWN_OPTIONS: dict[str, tuple[str, ...]] = {
         "bodySampleFromSequenceNumber",
         *_BODY,
     ),
-    "write": (*_WHERE, "maxInFlight", "onePerSend"),
-    "stream write": (*_WHERE, "maxInFlight", "onePerSend", "checkpointLocation"),  # Spark's own, passed along
+    "write": (*_WHERE, "maxInFlight", "onePerSend", "ratePerPartition"),
+    # checkpointLocation: Spark's own, passed along
+    "stream write": (*_WHERE, "maxInFlight", "onePerSend", "ratePerPartition", "checkpointLocation"),
 }
 SPARK_OWN = ("path",)  # what Spark adds itself (`.load(path)`): not refused here, said by `entity` checks
 # Old names kept for one release, per kind: old -> new (docs/names.md). Taken, never suggested; each
@@ -168,6 +170,18 @@ def in_flight_option(options: Mapping[str, str]) -> int:
     text = str(raw).strip()
     try:
         return check_max_in_flight(int(text) if text.lstrip("+-").isdigit() else text, "option maxInFlight")
+    except InvalidInputError as exc:
+        raise OptionError(f"servicebus: {exc.message}") from None
+
+
+def rate_option(options: Mapping[str, str], name: str) -> float | None:
+    """A rate in core's one grammar (``core.parse_rate``: ``50/s``, ``3000/m``), messages per second;
+    None when not given; anything else refused, naming the option."""
+    raw = options.get(name)
+    if raw is None or not str(raw).strip():
+        return None
+    try:
+        return parse_rate(str(raw).strip(), name=f"option {name}")
     except InvalidInputError as exc:
         raise OptionError(f"servicebus: {exc.message}") from None
 

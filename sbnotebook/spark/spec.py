@@ -39,6 +39,7 @@ from .options import (
     int_option,
     list_option,
     option,
+    rate_option,
     time_window,
 )
 from .secrets import EntraRef, SecretRef, Source, connection_of
@@ -312,6 +313,8 @@ class ReadSpec:
 class WriteOptions(Target):
     one_per_send: bool
     struct_columns: tuple[str, ...] = ()  # body / body_json given as a struct: sent as JSON (spark/bodies.py)
+    # ratePerPartition: messages per second each task sends at most (a task cannot see the others')
+    rate_per_partition: float | None = None
 
     @classmethod
     def parse(
@@ -352,6 +355,7 @@ class WriteOptions(Target):
             max_in_flight=in_flight_option(options),
             one_per_send=bool_option(options, "onePerSend", default=False),
             struct_columns=structs,
+            rate_per_partition=rate_option(options, "ratePerPartition"),
             trace=bool_option(options, "trace"),
         )
         check_exists(parsed.connection, path)

@@ -93,6 +93,7 @@ def send_rows(options: WriteOptions, rows: Iterable[Any]) -> Report:
             options.entity,
             records,
             max_in_flight=options.max_in_flight,
+            rate=options.rate_per_partition,  # this task's: the write's is this times the tasks at once
             one_per_send=options.one_per_send,
             connection=conn,
         )

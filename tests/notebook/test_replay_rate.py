@@ -1,7 +1,8 @@
 """``--rate`` on the commands that move messages: %sb_resubmit, %sb_copy, %sb_import and %%sb_send
 read it with core's one grammar (a wrong one is one line naming the forms), and each run keeps to it
 on the broker (its enqueued times, tests/core/incidents/test_replay_rate.py's checks). And the brake
-of %sb_resubmit: stopped, it says the line that goes on, and that line moves the rest."""
+of %sb_resubmit and %sb_copy: stopped, it says the line that goes on, and that line moves the rest;
+their canary says its fate and asks before the rest."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from sbnotebook.notebook.magics import SbMagics
 from sbnotebook.notebook.magics.progress import time_left
 from tests import shell
 from tests.core.incidents import test_brake as brake
+from tests.core.incidents import test_copy_brake as copy_brake
 from tests.core.incidents.test_replay_rate import dead_letters, enqueued, steady
 from tests.helpers import magic_fails
 from tests.interrupting import TOPOLOGY, exactly_once, where_each_is
@@ -129,3 +131,58 @@ def test_a_canary_says_its_fate_then_asks_before_it_moves_the_rest(
         rest = line(ip, out_line)  # the line it said: the rest, nothing twice
         assert rest.ok and rest.count("resubmitted") == brake.N - 20, rest
         brake.exactly_once(brake.places(emulator))
+
+
+def test_a_copy_stopped_by_its_brake_says_the_line_that_goes_on(
+    ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any
+) -> None:
+    brake.dead_letters(emulator)
+    typed = "sb_copy q/$deadletterqueue plain --rate 50/s --stop-if-dead-letters 20 --watch-interval 0.2 --yes"
+    with brake.Consumer(emulator):
+        said = magic_fails(ip, typed)
+        brake.wait_until(lambda: emulator.broker.counts("plain")["active"] == 0)
+    out = capsys.readouterr().out
+    report = ip.user_ns["sb_last_report"]
+    assert core.braked(report) and said.startswith("%sb_copy: "), said
+    copied = report.count("sent")
+    came_back = report.stats["came_back"]
+    assert f"Stopped by the brake: {copied} copied, {came_back} came back. To go on: %{typed}" in out
+    copy_brake.copied_once(brake.places(emulator), copied)
+
+    rest = line(ip, typed.replace(" --stop-if-dead-letters 20", ""))  # the consumer is gone: nothing comes back
+    assert rest.ok and rest.count("sent") == brake.N - copied, rest
+    copy_brake.copied_once(brake.places(emulator), brake.N)
+
+
+@pytest.mark.parametrize("reply", ["copy", "no"])
+def test_a_copy_canary_says_its_fate_then_asks_before_it_copies_the_rest(
+    ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any, monkeypatch: pytest.MonkeyPatch, reply: str
+) -> None:
+    brake.dead_letters(emulator)
+    asked = answer(monkeypatch, reply)
+    typed = "sb_copy q/$deadletterqueue plain --canary 20 --canary-timeout 30 --watch-interval 0.1 --yes"
+    with brake.Consumer(emulator):
+        report = line(ip, typed)
+        brake.wait_until(lambda: emulator.broker.counts("plain")["active"] == 0)
+    found = brake.places(emulator)
+    copies = sum((found["target"] + found["target dlq"]).values())
+    (question,) = asked  # --yes answered the first question; the canary's is asked all the same
+    assert f"The canary's 20 at plain: {20 - 7} settled, 7 dead-lettered, 0 not yet taken." in question
+    assert f"Copy the other {brake.N - 20}?" in question
+    if reply == "copy":
+        assert report.ok and report.count("sent") == brake.N - 20, report
+        copy_brake.copied_once(found, brake.N)
+    else:
+        copy_brake.copied_once(found, 20)
+        assert copies == 20 and report.stats["canary"]["dead_lettered"] == 7, report
+        again = typed.replace(" --canary 20", "")
+        assert f"Nothing more copied. To go on: %{again}" in capsys.readouterr().out
+        rest = line(ip, again)  # the line it said: the rest, nothing twice
+        assert rest.ok and rest.count("sent") == brake.N - 20, rest
+        copy_brake.copied_once(brake.places(emulator), brake.N)
+
+
+def test_a_glob_copy_refuses_the_brake_and_the_canary(ip: Any, sb: SbMagics, emulator: Emulator) -> None:
+    for option in ("--canary 5", "--stop-if-dead-letters 5"):
+        said = magic_fails(ip, f"sb_copy 'q*' plain {option} --yes")
+        assert "copy one entity, not the entities of a glob" in said, said

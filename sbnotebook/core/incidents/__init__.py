@@ -5,13 +5,15 @@
   still there after a take-everything operation, and why).
 - ``resubmit.py`` (move messages, copy first then complete: ``operations/copies.py``) with
   ``resubmit_batches.py`` (its workers, each batch moved whole), ``resubmit_record.py`` (what a run
-  that did not finish leaves for the next), ``brake.py`` (what stops a run on its own: the target's
-  dead letters and backlog, watched), ``canary.py`` (K moved first, their fate read at the target),
-  ``selection.py`` (what its ``where`` selects), ``discarding.py`` (a resubmit without the copy: the
-  selected messages removed for good).
-- ``copying.py`` (copy an entity, to another namespace too, resumably) with ``copy_peeks.py`` (its
-  source read ahead by peeking, bounded in bytes) and ``copy_progress.py`` (its record on disk),
-  ``copy_many.py`` (the entities a glob matches, each copied).
+  that did not finish leaves for the next), ``selection.py`` (what its ``where`` selects),
+  ``discarding.py`` (a resubmit without the copy: the selected messages removed for good).
+- ``copy_many.py`` (the entities a glob matches, each copied), ``copying.py`` (copy an entity, to
+  another namespace too, resumably: its arguments, its record named) with ``copy_start.py`` (the
+  progress a run resumes), ``copy_run.py`` (one run: peek, copy, send, the brake beside it, its
+  Report), ``copy_peeks.py`` (its source read ahead by peeking, bounded in bytes) and
+  ``copy_progress.py`` (its record on disk).
+- ``brake.py`` (what stops a resubmit or a copy on its own: the target's dead letters and backlog,
+  watched), ``canary.py`` (K moved first, their fate read at the target).
 - ``exporting.py``, ``importing.py`` and ``jsonl.py`` (the JSON lines file), ``resumable.py`` (the state
   file that lets an interrupted send go on), ``tail.py`` (a live tail, by peeking).
 - ``topology.py`` (a namespace's entities read through the administration API) written by

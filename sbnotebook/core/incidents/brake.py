@@ -1,4 +1,4 @@
-"""The brake of a resubmit: what happens downstream, read while it runs, stops it.
+"""The brake of a resubmit or a copy: what happens downstream, read while it runs, stops it.
 
 Every ``interval`` seconds the watch reads the runtime counts of the watched entities through the
 administration API (the emulator serves it too): by default the target, and for a topic each of its
@@ -7,7 +7,8 @@ queues than when it began (the copies coming back: the fix did not work). ``acti
 a watched entity's backlog (its active messages) passes that many (a consumer that is not keeping
 up). A stop is the run's own: it takes no more messages, ends each batch in hand (copies confirmed,
 then originals completed) or gives it back whole, and its Report says what it moved, what came back,
-and that ``resume=True`` moves the rest (``resubmit.py``).
+and that ``resume=True`` moves the rest (``resubmit.py``; a copy: ``copy_run.py``, which takes no more
+from its source and has each copy in the pipeline confirmed).
 """
 
 from __future__ import annotations
@@ -102,7 +103,10 @@ def read(conn: LiveConnection, entities: list[str]) -> Reading:
 
 class Watch:
     """The brake on one run: its first reading at the start, then one every interval until it
-    fires (``why`` says why) or the run ends (the task is cancelled)."""
+    fires (``why`` says why) or the run ends (the task is cancelled). ``sleep`` waits the interval
+    between two readings: a test replaces it to count the readings, not to race the clock."""
+
+    sleep = staticmethod(asyncio.sleep)
 
     def __init__(self, conn: LiveConnection, brake: Brake, entities: list[str], start: Reading) -> None:
         self.conn, self.brake, self.entities, self.start = conn, brake, entities, start
@@ -133,22 +137,27 @@ class Watch:
         """Read every interval; once the brake fires, set ``why`` and call ``stop``. A reading that
         fails stops the run too: a brake that cannot see is not run past."""
         while self.why is None:
-            await asyncio.sleep(self.brake.interval)
+            await self.sleep(self.brake.interval)
             try:
                 self.why = self.fired(await asyncio.to_thread(read, self.conn, self.entities))
             except SbError as exc:
                 self.why = f"the watch could not read the counts of {', '.join(self.entities)} ({exc.message})"
         stop()
 
-    async def said(self, report: Report, moved: int, src: EntityPath) -> None:
-        """The Report of a run the brake stopped: why, what it moved, what came back (read once more
-        now), and how to go on. An error: the run is not done (its record stays for ``resume=True``)."""
+    async def said(self, report: Report, moved: int, src: EntityPath | str, *, copied: bool = False) -> None:
+        """The Report of a run the brake stopped: why, what it moved (a copy: copied), what came
+        back (read once more now), and how to go on. An error: the run is not done (its record stays
+        for ``resume=True``)."""
         self.last = await asyncio.to_thread(read, self.conn, self.entities)
         report.stats.update(came_back=self.came_back)
+        done, again = ("copied", _COPY_AGAIN) if copied else ("moved", _RESUBMIT_AGAIN)
         report.error(
-            f"{BRAKED}: {self.why}; {moved} moved, {self.came_back} came back; what is left is still in "
-            f"{src}: resubmit again with resume=True to move it"
+            f"{BRAKED}: {self.why}; {moved} {done}, {self.came_back} came back; what is left is still in {src}: {again}"
         )
+
+
+_RESUBMIT_AGAIN = "resubmit again with resume=True to move it"
+_COPY_AGAIN = "the same copy again (resume=True) copies it"
 
 
 async def started(conn: LiveConnection, brake: Brake, target: EntityPath) -> Watch:

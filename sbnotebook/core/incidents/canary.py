@@ -1,12 +1,13 @@
-"""A canary before a resubmit: move K messages, then wait until the consumer downstream has had them,
+"""A canary before a resubmit or a copy: move K messages, then wait until the consumer downstream has had them,
 and say from the broker what became of each before anything more moves.
 
 The copies are found at the target (the entities the brake would watch: ``brake.watched_entities``)
-by the original each names (``sbnotebook-original-message-id``, or the id itself with
-``keep_message_id``): still active there (not yet taken), in its dead-letter queue (dead-lettered
+by the id each carries: a resubmit's by the original each names (``sbnotebook-original-message-id``,
+or the id itself with ``keep_message_id``), a copy's by its own message id (the ``sent`` outcomes'):
+still active there (not yet taken), in its dead-letter queue (dead-lettered
 again), or neither (settled: completed or deferred by the consumer). The wait ends when none is
-still active, or after ``timeout`` seconds. The run's record stays (``resubmit_record.py``), so
-``resume=True`` moves the rest, nothing twice.
+still active, or after ``timeout`` seconds. The run's record stays (``resubmit_record.py``,
+``copy_progress.py``), so ``resume=True`` moves the rest, nothing twice.
 """
 
 from __future__ import annotations
@@ -55,30 +56,43 @@ def _original(record: dict[str, Any]) -> str:
     return str(props.get(ORIGINAL_ID, record.get("message_id")))
 
 
-def _where(conn: LiveConnection, entities: list[str], originals: set[str]) -> tuple[int, int]:
-    """(still active, dead-lettered) of the copies of ``originals`` at ``entities`` (blocking: peeks)."""
+def _ids(record: dict[str, Any], outcome: str) -> str:
+    """The id by which a canary's copy is known at the target: a resubmit's original, a copy's own."""
+    return _original(record) if outcome == "resubmitted" else str(record.get("message_id"))
+
+
+def _where(conn: LiveConnection, entities: list[str], ids: set[str], outcome: str) -> tuple[int, int]:
+    """(still active, dead-lettered) of the copies known by ``ids`` at ``entities`` (blocking: peeks)."""
     waiting = dead = 0
     for entity in entities:
         path = EntityPath.parse(entity)
-        waiting += sum(_original(r) in originals for r in scan_records(path, states=["active"], connection=conn))
-        dead += sum(_original(r) in originals for r in scan_records(path.dead_letter, connection=conn))
+        waiting += sum(_ids(r, outcome) in ids for r in scan_records(path, states=["active"], connection=conn))
+        dead += sum(_ids(r, outcome) in ids for r in scan_records(path.dead_letter, connection=conn))
     return waiting, dead
 
 
 async def fate(
-    conn: LiveConnection, entities: list[str], report: Report, *, interval: float, timeout: float
+    conn: LiveConnection,
+    entities: list[str],
+    report: Report,
+    *,
+    interval: float,
+    timeout: float,
+    outcome: str = "resubmitted",
+    rest: str = "the same call with resume=True moves the rest",
 ) -> CanaryFate:
-    """The fate of the copies ``report`` (a canary's run) moved, once none is waiting at
-    ``entities`` or ``timeout`` has passed, read every ``interval`` seconds. Said in the Report (a
-    note, and ``stats["canary"]``)."""
-    originals = {str(o.message_id) for o in report.every() if o.outcome == "resubmitted"}
+    """The fate of the copies ``report`` (a canary's run) moved (its ``outcome`` ones: resubmitted,
+    or a copy's sent), once none is waiting at ``entities`` or ``timeout`` has passed, read every
+    ``interval`` seconds. Said in the Report (a note, and ``stats["canary"]``), with ``rest``: how to
+    go on."""
+    originals = {str(o.message_id) for o in report.every() if o.outcome == outcome}
     deadline = time.monotonic() + timeout
     while True:
-        waiting, dead = await asyncio.to_thread(_where, conn, entities, originals)
+        waiting, dead = await asyncio.to_thread(_where, conn, entities, originals, outcome)
         if waiting == 0 or time.monotonic() >= deadline:
             break
         await asyncio.sleep(interval)
     found = CanaryFate(len(originals), len(originals) - waiting - dead, dead, waiting)
     report.stats["canary"] = asdict(found)
-    report.note(f"{found}; nothing more moved: the same call with resume=True moves the rest")
+    report.note(f"{found}; nothing more moved: {rest}")
     return found

@@ -23,55 +23,39 @@ duplicate detection drops them; without it they are duplicated, as for an import
 completed removes its record: the same call then copies everything again.
 
 The seam: the record's file, key and contents (and when it is set aside) are ``copy_progress``'s;
-this module has the copy, and which record a copy's arguments name (``copy_record``,
-``copy_resume_point``). The copy's parts: ``_start`` (the progress a run resumes), ``_CopyRun`` (peek
-ahead, copy, follow each outcome, within ``max_held_bytes``), ``_send`` (the send pipeline, the record kept if
-interrupted) and ``_finish`` (the report's notes, the record removed once complete).
+this module has the copy's arguments checked, and which record they name (``copy_record``,
+``copy_resume_point``). The copy's parts: ``copy_start.started_at`` (the progress a run resumes),
+``copy_run.CopyRun`` (peek ahead, copy, follow each outcome, within ``max_held_bytes``),
+``copy_run.send_copies`` (the send pipeline, the record kept if interrupted, the brake watching)
+and ``copy_run.finished`` (the report's notes, the record removed once complete).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import uuid
-from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..connections.interrupts import (
-    answers_interrupts,
-    before_anything,
-    mark_interrupted,
-    report_of,
-    taken_back,
-)
+from ..connections.interrupts import answers_interrupts, before_anything
+from ..connections.interrupts import interrupted as core_interrupted
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..connections.syncforms import arguments_of, sync_form
 from ..defaults import MAX_HELD_BYTES, MAX_IN_FLIGHT, check_max_in_flight
 from ..entities import EntityPath
 from ..errors import InvalidInputError
-from ..operations.copies import copy_message
-from ..operations.pipeline import FLUSH, RetryPolicy, send_all
-from ..operations.scan import PAGE_SIZE
-from ..operations.window import Span, When, enqueued_window, given_text, locate
-from ..outcome import Outcome, Report
+from ..operations.window import When, enqueued_window, given_text, locate
+from ..outcome import Report
 from ..rates import Rate, parse_rate
 from ..renames import renamed
 from ..tracing import operation
-from ..views.records import to_record
 from ..views.search import WhereLike, as_where
-from .copy_peeks import PeekAhead, held_size
-from .copy_progress import CopyProgress, Record, created_times, load, record_key, record_path
-from .resumable import LineTracker
-
-log = logging.getLogger(__name__)
-
-# Copies sent in batches of at most this many, as the page is read: a copy leaves before the rest
-# of its page is copied (~0.5 ms a message), so less is held for the same speed (docs/benchmarks.md).
-SEND_EVERY = PAGE_SIZE // 5
+from .brake import WATCH_INTERVAL, Brake, brake_of, watched, watched_entities
+from .canary import CANARY_TIMEOUT, check_canary, fate
+from .copy_progress import CopyProgress, created_times, load, record_key, record_path
+from .copy_run import CopyRun, finished, send_copies
+from .copy_start import started_at
 
 
 def copy_target(target: str | EntityPath) -> EntityPath:
@@ -83,236 +67,6 @@ def copy_target(target: str | EntityPath) -> EntityPath:
             f"subscription or a dead-letter queue (copy to the topic {path.name}, or to a queue)."
         )
     return path
-
-
-@dataclass
-class _Start:
-    """Where a run of a copy starts: its progress, the tracker that follows each outcome back to its
-    source sequence number, and the record on disk (None: none is kept, as with ``state=`` or a
-    ``where`` function); ``set_aside``: why a record found was not resumed, for the report."""
-
-    state: CopyProgress
-    tracker: LineTracker
-    record: Path | None = None
-    set_aside: str | None = None
-    # A fresh record's creation times, asked for while the first peek is on its way (one round trip
-    # sooner); the record is saved with them before the first send (``saved``).
-    created: asyncio.Future[dict[str, str | None]] | None = None
-
-    async def saved(self) -> None:
-        """Before the first send: the record on disk, so a run after a kill finds the same seed."""
-        if self.created is not None:
-            record: Any = self.tracker.state  # the Record the tracker saves
-            record.created, self.created = await self.created, None
-            self.tracker.save()
-
-
-async def _start(
-    src: LiveConnection,
-    src_path: EntityPath,
-    dst: LiveConnection,
-    dst_path: EntityPath,
-    where: WhereLike,
-    keep_message_id: bool,
-    max_messages: int | None,
-    state: CopyProgress | None,
-    resume: bool,
-    window: tuple[str | None, str | None] = (None, None),
-) -> _Start:
-    """The progress a copy resumes: ``state`` if given, else its record on disk (unless ``resume`` is
-    False, or the record was set aside), else a fresh one; a record is saved before the first send."""
-    if state is not None or callable(where):
-        if state is None:
-            log.info("copy of %s: a function as where keeps no record on disk (resumed only with state=)", src_path)
-            state = CopyProgress(str(src_path), str(dst_path))
-        state.complete = False
-        return _Start(state, LineTracker(state, None))
-    key = record_key(src, src_path, dst, dst_path, where, keep_message_id, max_messages, window)
-    record = record_path(key)
-    asked = asyncio.ensure_future(asyncio.to_thread(created_times, src, src_path, dst, dst_path))
-    found, set_aside = (None, None)
-    if resume and record.is_file():  # a record to check against the entities' creation times first
-        found, set_aside = load(record, await asked)
-    state = found if found is not None and found.pending else CopyProgress(str(src_path), str(dst_path))
-    state.complete = False
-    saved: Any = Record(state, key, {})  # a Resumable, but its failed is read-only (mypy's protocols)
-    tracker = LineTracker(saved, record)
-    saved.tracker = tracker
-    record.parent.mkdir(parents=True, exist_ok=True)
-    return _Start(state, tracker, record, set_aside, created=asked)  # saved before the first send
-
-
-class _CopyRun:
-    """One run of a copy: the source peeked ahead (``peeks``, at most ``max_held_bytes`` of source
-    messages in memory), each answer made into copies for the send pipeline (``copies``), each
-    outcome followed into the progress (``counted``, which gives its message's room back)."""
-
-    def __init__(
-        self,
-        src: LiveConnection,
-        src_path: EntityPath,
-        start: _Start,
-        *,
-        matches: Callable[[dict[str, Any]], bool] | None,
-        keep_message_id: bool,
-        max_messages: int | None,
-        span: Span | bool | None = False,
-        max_held_bytes: int = MAX_HELD_BYTES,
-    ) -> None:
-        self.name = str(src_path)
-        self.start, self.state, self.tracker = start, start.state, start.tracker
-        self.matches, self.keep_message_id = matches, keep_message_id
-        self.seed = uuid.UUID(self.state.seed)
-        self.before = self.state.copied
-        self.left = None if max_messages is None else max(max_messages - self.state.copied, 0)
-        first = min(self.state.failed) if self.state.failed else self.state.done + 1
-        self.peeks = PeekAhead(src, src_path, first, span, self.left, max_held_bytes)
-        self.rate: float | None = None  # messages per second (``acopy(rate=)``), None: as fast as the sends go
-        self.release = self.peeks.release
-        self.sizes: dict[int, int] = {}  # each copy in the pipeline (by its index): its original's held size
-        self.interrupted = False  # stopped by an interrupt, the copies in flight confirmed
-
-    def counted(self, o: Outcome) -> None:
-        """A send outcome: its source message leaves memory, the progress follows it."""
-        if o.index is not None:
-            self.release(self.sizes.pop(o.index, 0))
-        self.tracker.outcome(o)
-        self.state.copied = self.before + self.tracker.confirmed
-
-    def skipped(self, msg: Any, seq: int) -> bool:
-        """Copied by an earlier run (and not failed then), or not selected by ``where``."""
-        return (seq <= self.state.done and seq not in self.state.failed) or (
-            self.matches is not None and not self.matches(to_record(msg, self.name))
-        )
-
-    async def copies(self) -> AsyncGenerator[Any, None]:
-        """The copies to send, page by page as the reader brings them (it starts with the first and
-        stops with the last), at most ``max_messages``; a ``FLUSH`` every ``SEND_EVERY`` copies and
-        at each page's end."""
-        taken = batched = 0
-        reader = asyncio.ensure_future(self.peeks.read())
-        try:
-            while self.left is None or taken < self.left:
-                page = await self.peeks.pages.get()
-                if page is None:
-                    self.tracker.exhausted = True
-                    return
-                if isinstance(page, BaseException):
-                    raise page
-                page.reverse()
-                while page:
-                    msg = page.pop()  # the page holds only what is not copied yet
-                    seq = int(msg.sequence_number or 0)
-                    if self.skipped(msg, seq):
-                        self.release(held_size(msg))
-                        continue
-                    if self.left is not None and taken >= self.left:
-                        self.release(sum(held_size(m) for m in (msg, *page)), 1 + len(page))
-                        return
-                    if not taken:
-                        await self.start.saved()
-                    self.sizes[taken] = held_size(msg)  # the pipeline numbers the copies as they come
-                    taken += 1
-                    self.tracker.taken(seq)
-                    copied = copy_message(
-                        msg,
-                        keep_message_id=self.keep_message_id,
-                        message_id=str(uuid.uuid5(self.seed, str(seq))),
-                        resubmission=False,
-                    )
-                    del msg
-                    yield copied
-                    batched += 1
-                    if batched % SEND_EVERY == 0:
-                        yield FLUSH  # send these now, while the rest of the page is copied
-                yield FLUSH  # the page's copies go now: their confirmations make room for the next peeks
-        finally:
-            reader.cancel()  # done, stopped or interrupted: no more peeks
-            await asyncio.gather(reader, return_exceptions=True)
-
-
-async def _send(
-    run: _CopyRun,
-    dst: LiveConnection,
-    dst_path: EntityPath,
-    max_in_flight: int,
-    progress: Callable[[Report], None] | None,
-) -> Report:
-    """The run's copies through the send pipeline on the target's connection. Refused before
-    anything was taken, the record is removed; interrupted, it is saved for the next run, and the
-    copies in flight confirmed first: the Report says what was copied (``connections/interrupts.py``).
-    The pipeline answers the interrupt itself, on the target's loop: an ``acopy`` awaited on another
-    loop (a notebook's) and cancelled gets that answer too."""
-
-    async def answered() -> Report:
-        answers_interrupts()
-        # Made, read and closed on the target's loop (its reader's tasks are there); an interrupt
-        # closes the scan on the source at once.
-        async with aclosing(run.copies()) as messages:
-            try:
-                return await send_all(
-                    dst,
-                    dst_path,
-                    messages,
-                    max_in_flight=max_in_flight,
-                    rate=run.rate,
-                    batch=True,
-                    retry=RetryPolicy(),
-                    progress=progress,
-                    schedule_at=None,
-                    on_outcome=run.counted,
-                )
-            except asyncio.CancelledError as stop:
-                done = report_of(stop)
-                if done is None:
-                    raise  # cancelled before the pipeline took it: as before
-                taken_back()  # answered with the Report: saved and said by _finish
-                run.interrupted = True
-                return done
-
-    try:
-        return await dst.call(answered())
-    except BaseException:
-        record, tracker = run.start.record, run.tracker
-        if record is not None and not run.state.pending and tracker.base == 0 and not tracker.lines:
-            record.unlink(missing_ok=True)  # refused before anything was taken (no such target, ...)
-        else:
-            tracker.save()  # interrupted: the next run (this kernel's or another's) starts here
-        raise
-
-
-def _finish(report: Report, run: _CopyRun, dst_path: EntityPath) -> Report:
-    """The report of a run that ended, named a copy, with its notes (resumed, a record set aside,
-    what is left); the record saved, or removed once the copy is complete."""
-    state, tracker, record = run.state, run.tracker, run.start.record
-    tracker.save()
-    report.operation, report.entity, report.target = "copy", run.name, str(dst_path)
-    report.stats["peak_held"], report.stats["peak_held_bytes"] = run.peeks.peak_count, run.peeks.peak
-    if run.before:
-        report.note(f"resumed: {run.before} copied before")
-    if run.start.set_aside is not None:
-        report.note(run.start.set_aside)
-    exhausted_limit = run.left is not None and state.copied - run.before >= run.left
-    if not state.failed and not tracker.lines and (tracker.exhausted or exhausted_limit):
-        state.complete = True
-        if record is not None:
-            record.unlink(missing_ok=True)
-    else:
-        failed = sum(1 for o in report.failures if o.index is not None)
-        if run.interrupted:
-            mark_interrupted(
-                report,
-                f"stopped taking messages after {state.copied - run.before} were copied (each copy in flight confirmed "
-                "first); the same copy again copies what is left",
-            )
-        if tracker.exhausted or exhausted_limit:
-            report.note(f"{failed} messages not copied: the same copy again copies what is left")
-        else:  # stopped part-way: what follows in the source was not read, so it is not counted here
-            report.note(
-                f"{failed} messages not copied, and the copy stopped before the end of {run.name} (the messages"
-                " after them were not read): the same copy again copies what is left"
-            )
-    return report
 
 
 # Old keywords (docs/names.md), kept for one release: each says once what replaced it.
@@ -336,6 +90,12 @@ async def acopy(
     resume: bool = True,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
+    stop_if_dead_letters: int | None = None,
+    stop_if_active: int | None = None,
+    watch: str | Sequence[str] | None = None,
+    watch_interval: float = WATCH_INTERVAL,
+    canary: int | None = None,
+    canary_timeout: float = CANARY_TIMEOUT,
     connection: ConnectionLike = None,
 ) -> Report:
     """Copy the messages of ``source`` (an entity, a subscription, a dead-letter queue), all or those
@@ -351,7 +111,9 @@ async def acopy(
     ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only
     messages enqueued within that window, found by a search over peeks (window.py). A search that
     raised on every message fails (``WhereFailed``); on some, the Report's ``stats["unevaluated"]``
-    and a note say how many."""
+    and a note say how many. The brake and the canary are resubmit's (``stop_if_dead_letters``,
+    ``stop_if_active``, ``watch``, ``watch_interval``, ``canary``, ``canary_timeout``: ``core.resubmit``):
+    braked or after a canary, nothing more is copied and the same copy again copies the rest."""
     src_path = EntityPath.parse(source)
     dst_path = copy_target(target)
     if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
@@ -359,6 +121,8 @@ async def acopy(
     check_max_in_flight(max_in_flight)
     per_second = parse_rate(rate)
     check_max_in_flight(max_held_bytes, "max_held_bytes")  # a whole number of 1 or more, the same check
+    brake = brake_of(stop_if_dead_letters, stop_if_active, watch, watch_interval)
+    check_canary(canary, canary_timeout)
     matches = as_where(where)
     window = enqueued_window(enqueued_after, enqueued_before)
     dst = live(connection)
@@ -368,20 +132,25 @@ async def acopy(
         # The window's numbers, found by blocking peeks: off the loop those peeks run on.
         span = False if window is None else await asyncio.to_thread(locate, src, src_path, window)
         given = (given_text(enqueued_after), given_text(enqueued_before))
-        start = await _start(src, src_path, dst, dst_path, where, keep_message_id, max_messages, state, resume, given)
+        ends = (src, src_path, dst, dst_path)
+        start = await started_at(*ends, where, keep_message_id, max_messages, state, resume, given)
     except asyncio.CancelledError:
         return before_anything(Report("copy", str(src_path), str(dst_path)))
-    run = _CopyRun(src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages,
-                   span=span, max_held_bytes=max_held_bytes)  # fmt: skip
-    run.rate = per_second
+    run = CopyRun(src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages,
+                  span=span, max_held_bytes=max_held_bytes, canary=canary)  # fmt: skip
+    run.rate, run.brake = per_second, brake
     with operation("copy", dst, dst_path, source=src_path) as traced:
-        report = _finish(await _send(run, dst, dst_path, max_in_flight, progress), run, dst_path)
+        report = finished(await send_copies(run, dst, dst_path, max_in_flight, progress), run, dst_path)
         traced.report(report)
     if matches is not None:
         matches.check()  # raised on every message: a mistake, and nothing was sent
         if matches.errors:
             report.stats.update(matches.stats())
             report.note(f"{matches.describe()}: not copied")
+    if canary is not None and not core_interrupted(report):  # the copies' fate, read at the target
+        entities = await asyncio.to_thread(watched_entities, dst, brake or Brake(watch=watched(watch)), dst_path)
+        rest = "the same copy again without canary copies the rest" if run.paused else "nothing was left to copy"
+        await fate(dst, entities, report, interval=watch_interval, timeout=canary_timeout, outcome="sent", rest=rest)
     return report
 
 
@@ -404,6 +173,12 @@ def copy(
     resume: bool = True,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
+    stop_if_dead_letters: int | None = None,
+    stop_if_active: int | None = None,
+    watch: str | Sequence[str] | None = None,
+    watch_interval: float = WATCH_INTERVAL,
+    canary: int | None = None,
+    canary_timeout: float = CANARY_TIMEOUT,
     connection: ConnectionLike = None,
 ) -> Report:
     """Copy messages by peeking (nothing locked, no delivery counted, the source untouched) to a
@@ -445,6 +220,12 @@ def copy_record(
     resume: bool = True,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
+    stop_if_dead_letters: int | None = None,
+    stop_if_active: int | None = None,
+    watch: str | Sequence[str] | None = None,
+    watch_interval: float = WATCH_INTERVAL,
+    canary: int | None = None,
+    canary_timeout: float = CANARY_TIMEOUT,
     connection: ConnectionLike = None,
 ) -> Path:
     """The file that records an unfinished copy made with these arguments (``acopy``'s: a copy's own
@@ -473,6 +254,12 @@ def copy_resume_point(
     resume: bool = True,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
+    stop_if_dead_letters: int | None = None,
+    stop_if_active: int | None = None,
+    watch: str | Sequence[str] | None = None,
+    watch_interval: float = WATCH_INTERVAL,
+    canary: int | None = None,
+    canary_timeout: float = CANARY_TIMEOUT,
     connection: ConnectionLike = None,
 ) -> CopyProgress | None:
     """What an unfinished copy with these arguments (``acopy``'s, as for ``copy_record``) did, from

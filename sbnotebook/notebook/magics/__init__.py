@@ -16,7 +16,8 @@ Where to change what:
   (%sb_route), ``journeys.py`` (%sb_trace);
 - what the commands share: ``command.py`` (the parser and the one error handler), ``targets.py``
   (the entity and sequence-number arguments), ``times.py`` (every time flag, read by
-  ``core.parse_time``, and ``--where``), ``progress.py`` (the live progress line),
+  ``core.parse_time``, and ``--where``), ``progress.py`` (the live progress line), ``brakes.py`` (the brake's and the
+  canary's options),
   ``sdklogs.py`` (the SDK's log noise, summarised);
 - the magics object: ``sbmagics.py`` (``SbMagics``: registers every family), ``settings.py`` (each
   setting once, with its default), ``state.py`` (what a family needs of it, typed without an

@@ -4,10 +4,14 @@ or topic of any connection, default or named (NAME:ENTITY)."""
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
 
 from ... import core
 from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection, TimeWindow
+from .brakes import BRAKE_KEYWORDS, add_brake, canary_goes_on, without_canary
 from .command import COUNT, add_max_in_flight, add_rate, command, parser
 from .copying_many import copy_many
 from .progress import Progress, say_interrupted
@@ -32,7 +36,9 @@ COPY = parser(
     f"  %sb_copy 'prod:orders*/{DEAD_LETTER_QUEUE}' home:            # each DLQ into the queue of its name at home\n"
     f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders --enqueued-after 2h   # the last two hours' only\n"
     "  %sb_copy 'prod:orders*' home: --enqueued-after 2h      # each queue's last two hours, into its namesake\n"
-    "  %sb_copy orders orders-replay --rate 50/s              # at most 50 messages a second",
+    "  %sb_copy orders orders-replay --rate 50/s              # at most 50 messages a second\n"
+    "  %sb_copy orders/$deadletterqueue orders --rate 50/s --stop-if-dead-letters 20   # stops if 20 come back\n"
+    "  %sb_copy orders/$deadletterqueue orders --canary 20    # 20 first, their fate said, then asks",
 )
 COPY.add_argument("source", help=f"ENTITY or NAME:ENTITY to copy from (queue, subscription, .../{DEAD_LETTER_QUEUE})")
 COPY.add_argument("target", help="ENTITY or NAME:ENTITY: the queue or topic the copies go to")
@@ -42,6 +48,7 @@ add_window(COPY)
 COPY.add_argument("--keep-message-id", action="store_true", help="keep the message ids (duplicate detection may drop)")
 add_max_in_flight(COPY)
 add_rate(COPY)
+add_brake(COPY, "copy")
 COPY.add_argument("--create", action="store_true", help="make targets that are missing from the source's description")
 COPY.add_argument("--yes", action="store_true", help="do not ask first")
 COPY.rename("--limit", "--max-messages")
@@ -89,6 +96,8 @@ def _count(source: str, where: Any, conn: LiveConnection, window: TimeWindow | N
 @command(COPY)
 def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     if core.is_glob(args.source.split(":", 1)[-1]):
+        if args.canary is not None or args.stop_if_dead_letters is not None or args.stop_if_active is not None:
+            raise UsageError("--canary and the brake (--stop-if-*) copy one entity, not the entities of a glob.")
         return copy_many(self, args, _count)
     source, src = address(self, args.source)
     target, dst = address(self, args.target)
@@ -138,18 +147,48 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     )
     if not args.yes:
         self.ask("Nothing is taken from the source.", "copy")
-    progress = Progress(args.target, f"Copying {args.source} to", "sent", total=todo, relabel=False)
+    run = functools.partial(_copying, self, args, source, target, ends=(src, dst), options=options)
+    report = run(args.canary, todo if args.canary is None else min(todo, args.canary))
+    left = todo - report.count("sent")
+    if args.canary is None or not report.ok or left < 1:
+        return report
+    again = f"sb_copy {without_canary(args.typed)}"
+    if not canary_goes_on(self, report, left, target=args.target, verb="copy", again=again):
+        return report
+    return run(None, left)
+
+
+def _copying(
+    self: MagicsState,
+    args: argparse.Namespace,
+    source: str,
+    target: str,
+    canary: int | None,
+    total: int,
+    *,
+    ends: tuple[LiveConnection, LiveConnection],
+    options: dict[str, Any],
+) -> core.Report:
+    """One core.copy of the line (its record on disk resumes it), its progress and summary, and
+    the line that goes on when the brake stopped it."""
+    progress = Progress(args.target, f"Copying {args.source} to", "sent", total=total, relabel=False)
     report = core.copy(
         source,
         target,
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         rate=args.rate,
         progress=progress.update,
-        source_connection=src,
-        connection=dst,
+        source_connection=ends[0],
+        connection=ends[1],
+        canary=canary,
+        **{name: getattr(args, name) for name in BRAKE_KEYWORDS},
         **options,  # where as typed: it keys the record on disk (compiled above, so it was checked)
     )
     report.entity, report.target = args.source, args.target  # as typed: with their connections' names
     progress.finish(report)
     say_interrupted(report, "the same command again copies what is left")
+    if core.braked(report):
+        came_back, copied = report.stats.get("came_back", 0), report.count("sent")
+        again = without_canary(args.typed)
+        print(f"Stopped by the brake: {copied} copied, {came_back} came back. To go on: %sb_copy {again}")
     return report

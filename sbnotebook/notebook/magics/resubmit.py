@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +14,8 @@ from IPython.core.error import UsageError
 from ... import core
 from ...core import EntityPath, TimeWindow, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
-from .command import COUNT, Declined, add_rate, command, parser, whole
+from .brakes import BRAKE_KEYWORDS, add_brake, canary_goes_on, without_canary
+from .command import COUNT, add_rate, command, parser, whole
 from .progress import Progress, say_interrupted
 from .route import show_fan_out
 from .targets import label_report
@@ -59,27 +59,7 @@ RESUBMIT.add_argument(
 RESUBMIT.add_argument("--allow-fan-out", action="store_true", help="allow the topic as target (every subscription)")
 RESUBMIT.add_argument("--max-in-flight", type=COUNT, dest="max_in_flight", help="default: SbMagics.max_in_flight")
 add_rate(RESUBMIT)
-RESUBMIT.add_argument(
-    "--stop-if-dead-letters", type=whole(0), metavar="N", help="stop once N more are in the watched dead-letter queues"
-)
-RESUBMIT.add_argument("--stop-if-active", type=whole(0), metavar="N", help="stop once a watched backlog passes N")
-RESUBMIT.add_argument(
-    "--watch",
-    metavar="ENTITY",
-    action="append",
-    help="what the brake watches (default: the target; a topic: its subscriptions)",
-)
-RESUBMIT.add_argument("--canary", type=COUNT, metavar="K", help="move K first, say their fate, then ask")
-RESUBMIT.add_argument(
-    "--canary-timeout",
-    type=float,
-    metavar="SECONDS",
-    default=core.CANARY_TIMEOUT,
-    help="how long the canary waits at most for its K to be taken",
-)
-RESUBMIT.add_argument(
-    "--watch-interval", type=float, metavar="SECONDS", default=core.WATCH_INTERVAL, help="seconds between two readings"
-)
+add_brake(RESUBMIT, "move")
 RESUBMIT.add_argument(
     "--resume", action="store_true", help="continue the resubmit that was interrupted (nothing moved twice)"
 )
@@ -91,7 +71,7 @@ RESUBMIT.rename("--session-id", "--to-session-id")  # --session-id reads a sessi
 
 
 # core.resubmit's keywords the line gives as typed: the copies' ids, the fan-out, the rate, the brake, the canary's wait
-AS_TYPED = "keep_message_id allow_fan_out rate stop_if_dead_letters stop_if_active watch watch_interval canary_timeout"
+AS_TYPED = ("keep_message_id", "allow_fan_out", "rate", *BRAKE_KEYWORDS)
 
 
 def message_edit(args: argparse.Namespace) -> MessageEdit:
@@ -189,15 +169,8 @@ def sb_resubmit(self: MagicsState, args: argparse.Namespace) -> Any:
     left = count - report.count("resubmitted")
     if args.canary is None or not report.ok or left < 1:
         return report
-    fate = report.stats["canary"]
-    try:
-        self.ask(
-            f"The canary's {fate['moved']} at {named(self, target)}: {fate['settled']} settled, "
-            f"{fate['dead_lettered']} dead-lettered, {fate['waiting']} not yet taken. Move the other {left}?",
-            "resubmit",
-        )
-    except Declined:  # not told to go on (or nobody to ask): the canary's Report, nothing more moved
-        print(f"Nothing more moved. To go on: %sb_resubmit {_again(args)}")
+    again = f"sb_resubmit {_again(args)}"
+    if not canary_goes_on(self, report, left, target=named(self, target), verb="resubmit", again=again):
         return report
     return run(True, None, left)
 
@@ -215,7 +188,7 @@ def _moving(
         edit=None if plan["edit"].empty else plan["edit"],
         max_messages=plan["most"],  # with --resume: what the runs before moved counts (core.resubmit)
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
-        **{name: getattr(args, name) for name in AS_TYPED.split()},
+        **{name: getattr(args, name) for name in AS_TYPED},
         canary=canary,
         progress=progress.update,
         resume=resume,
@@ -233,7 +206,7 @@ def _moving(
 
 def _again(args: argparse.Namespace) -> str:
     """The line that goes on from where a run stopped: as typed, without its canary, with --resume."""
-    typed = re.sub(r"\s--canary(?:=|\s+)\S+", "", f" {args.typed}").strip()
+    typed = without_canary(args.typed)
     return typed if args.resume else f"{typed} --resume"
 
 

@@ -140,6 +140,7 @@ def route(
     resubmitted: bool = False,
     explain: bool = True,
     connection: ConnectionLike = None,
+    source_connection: ConnectionLike = None,
 ) -> RouteResult:
     """For each message and each subscription of ``topic``: the copies it gets (by which rule, with
     the properties after the rule's action) or, ``explain``-ing, why not (each rule's first failing
@@ -151,13 +152,19 @@ def route(
     them. Rules: ``rules=`` by hand, ``topology=`` a Config.json, else the connection's
     administration API (the Manage right); ``extra_rules``: SQL filters evaluated beside them, each
     as a subscription of its own. A filter outside the grammar is refused with its position.
-    ``resubmitted``: the messages as a resubmit would send them (dead-letter properties dropped)."""
+    ``resubmitted``: the messages as a resubmit would send them (dead-letter properties dropped).
+    ``source_connection``: the connection an entity's messages are read through when it is not the
+    topic's (``%sb_route prod:orders home:orders-audit``); by default ``connection``."""
     specs, rules_from = topic_rules(
         topic, rules=rules, topology=topology, extra_rules=extra_rules, connection=connection
     )
     compiled = compile_topic(specs)
     records, source = messages_of(
-        messages, where=where, enqueued_after=enqueued_after, enqueued_before=enqueued_before, connection=connection
+        messages,
+        where=where,
+        enqueued_after=enqueued_after,
+        enqueued_before=enqueued_before,
+        connection=connection if source_connection is None else source_connection,
     )
     result = RouteResult(topic, list(compiled), source=source, rules_from=rules_from)
     for index, record in enumerate(records):

@@ -139,7 +139,7 @@ from .operations.triage import GROUP_FIELDS, GroupCounts, group_counts, group_va
 from .operations.triage import OTHER as GROUP_OTHER
 from .operations.window import enqueued_window, scan_window
 from .outcome import PROBLEMS, Outcome, Report
-from .rates import RATE_FORMS, Rate, parse_rate, said_rate
+from .rates import RATE_FORMS, Rate, parse_rate
 from .renames import deprecated, renamed
 from .sdk.admin import emulator_admin_client
 from .sdk.api import NEXT_AVAILABLE_SESSION
@@ -323,7 +323,6 @@ __all__ = [
     "rule_arguments",
     "rules_from_admin",
     "rules_from_config",
-    "said_rate",
     "scan",
     "scan_records",
     "scan_window",

@@ -9,7 +9,7 @@ import pytest
 
 from sbnotebook import core
 from sbnotebook.core import InvalidInputError, parse_rate
-from sbnotebook.core.rates import TokenBucket
+from sbnotebook.core.rates import TokenBucket, said_rate
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,7 @@ def test_a_wrong_rate_is_one_line_naming_the_forms(text: object) -> None:
 
 def test_said_rate_reads_back() -> None:
     for text in ["200/s", "30/m", "1/s"]:
-        assert parse_rate(core.said_rate(parse_rate(text) or 0)) == parse_rate(text)
+        assert parse_rate(said_rate(parse_rate(text) or 0)) == parse_rate(text)
 
 
 class Clock:

@@ -31,6 +31,18 @@ def _poison(client: ServiceBusClient, message_id: str) -> None:
             r.abandon_message(msg)
 
 
+def poison_resubmit_complete(ip: Any, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """poison-1 abandoned to its MaxDeliveryCount, resubmitted with %sb_resubmit, its copy completed:
+    the copy as received."""
+    _poison(client, "poison-1")
+    answer(monkeypatch, "resubmit")
+    line(ip, "sb_resubmit q/$DeadLetterQueue")
+    with client.get_queue_receiver("q") as r:
+        (copy,) = r.receive_messages(max_message_count=1, max_wait_time=30)
+        r.complete_message(copy)
+    return copy
+
+
 def _events(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
     counts = [None if pd.isna(c) else int(c) for c in frame["delivery_count"]]
     return list(zip(frame["event"], frame["entity"], counts, frame["reason"].fillna(""), strict=True))
@@ -40,17 +52,12 @@ def _events(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
 def test_a_poison_messages_journey_from_send_to_resubmit_from_either_end(
     ip: Any, sb: SbMagics, client: ServiceBusClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    _poison(client, "poison-1")
-    answer(monkeypatch, "resubmit")
-    line(ip, "sb_resubmit q/$DeadLetterQueue")
-    with client.get_queue_receiver("q") as r:
-        (copy,) = r.receive_messages(max_message_count=1, max_wait_time=30)
-        r.complete_message(copy)
+    copy = poison_resubmit_complete(ip, client, monkeypatch)
     capsys.readouterr()
     frame = line(ip, "sb_trace q --message-id poison-1")
     assert "the journey's timeline: 27 events" in capsys.readouterr().out
     assert [t.name for t in frame.attrs["timeline"].data][:3] == ["accepted", "delivered", "abandoned"]
-    expected = [("accepted", "q", None, "")]
+    expected: list[tuple[str, str, int | None, str]] = [("accepted", "q", None, "")]
     for n in range(1, MAX_DELIVERY_COUNT + 1):
         expected += [("delivered", "q", n, ""), ("abandoned", "q", n, "")]
     expected += [

@@ -153,7 +153,7 @@ def route(
     the properties after the rule's action) or, ``explain``-ing, why not (each rule's first failing
     clause with the values seen).
 
-    ``messages``: an entity or its dead-letter queue (``orders/subscriptions/eu/$deadletterqueue``;
+    ``messages``: an entity or its dead-letter queue (the entity's path and ``DEAD_LETTER_QUEUE``;
     ``where`` and ``enqueued_after`` / ``enqueued_before`` select as elsewhere), a JSONL export file,
     a pandas DataFrame of records, a record or dict typed by hand (``typed_in``), or an iterable of
     them. Rules: ``rules=`` by hand, ``topology=`` a Config.json, else the connection's

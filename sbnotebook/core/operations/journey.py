@@ -184,7 +184,7 @@ def _rows_of(record: dict[str, Any], where: str) -> list[dict[str, Any]]:
     deliveries = record.get("delivery_count") or 0
     if deliveries:
         rows.append({**base, "event": "delivered", "delivery_count": deliveries, "description": "deliveries so far"})
-    if record.get("dead_letter_reason") is not None or where.endswith("$DeadLetterQueue"):
+    if record.get("dead_letter_reason") is not None or EntityPath.parse(where).sub_queue == "dead_letter":
         rows.append(
             {
                 **base,

@@ -21,7 +21,7 @@ TRACE = parser(
     "settlements, dead-lettering and why, forwarding, and the kit's copies of it. On the embedded emulator "
     "the broker's own record; on Azure what the message carries. Shows a timeline; returns a DataFrame.",
     "  %sb_trace orders --message-id order-17\n"
-    "  %sb_trace orders/$DeadLetterQueue --sequence-number 42\n"
+    f"  %sb_trace orders/{core.DEAD_LETTER_QUEUE} --sequence-number 42\n"
     "  df = %sb_trace orders --trace-id 4bf92f3577b34da6a3ce929d0e0e4736",
 )
 TRACE.add_argument("entity", help="queue, topic or topic/subscriptions/name (its dead-letter queue included)")

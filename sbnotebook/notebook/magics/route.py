@@ -31,14 +31,14 @@ ROUTE = parser(
     "DataFrame, one row per message, subscription and copy.",
     "  %sb_route orders orders-audit\n"
     "  %sb_route prod:orders home:orders-audit\n"
-    "  %sb_route orders orders/subscriptions/eu/$deadletterqueue --summary\n"
+    f"  %sb_route orders orders/subscriptions/eu/{core.DEAD_LETTER_QUEUE} --summary\n"
     "  %sb_route orders incident.jsonl --topology Config.json\n"
     '  %sb_route orders frame --rule "user.priority > 3"\n'
     '  %%sb_route orders --properties \'{"subject": "order", "region": "eu", "priority": 5}\'',
 )
 ROUTE.add_argument("topic", help="the topic whose subscriptions' rules are evaluated (TOPIC or NAME:TOPIC)")
 ROUTE.add_argument(
-    "source", nargs="?", help="an entity (or NAME:ENTITY), its $deadletterqueue, a .jsonl file, or a variable"
+    "source", nargs="?", help=f"an entity (or NAME:ENTITY), its {core.DEAD_LETTER_QUEUE}, a .jsonl file, or a variable"
 )
 ROUTE.add_argument("--where", help="only an entity's messages matching this search expression")
 add_window(ROUTE)

@@ -247,10 +247,13 @@ def test_an_import_stopped_by_a_broker_gone_for_good_counts_every_line_not_sent(
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_resubmit_export_and_import_of_100_000_messages_keep_the_kernel_flat(tmp_path: Path) -> None:
+def test_resubmit_export_and_import_of_100_mb_of_messages_keep_the_kernel_flat(tmp_path: Path) -> None:
     """The process doing the work (the kernel; the emulator runs in its own process) grows by less
-    than 64 MiB while 10^5 messages of 1 KB (100 MB of bodies) pass through it three times: holding
-    the bodies would take over 100 MiB. The working set is the batches in flight and the Report's
+    than 64 MiB while 25,000 messages of 4 KB (100 MB of bodies) pass through it three times: holding
+    the bodies would take over 100 MiB. (It was 10^5 messages of 1 KB, the suite's longest test at
+    190-340 s: a per-message cost is the SDK's and the broker's CPU, so the same bytes in a quarter of
+    the messages show the same bound; the kernel's RSS at 10^5 and 10^6 messages is measured by
+    benchmarks/scale.py, docs/benchmarks.md.) The working set is the batches in flight and the Report's
     kept outcomes; a resubmit measured 17-23 MiB alone and 42 MiB in a CI run of the whole suite,
     four workers on two cores (garbage collected later under load). A per-message leak too small for
     this bound is guarded where it was found: tests/core/sdk/test_sdk_memory.py."""
@@ -259,8 +262,8 @@ def test_resubmit_export_and_import_of_100_000_messages_keep_the_kernel_flat(tmp
     proc, conn = start_cli_emulator("--port", "0", "--admin-port", "0", "--config", str(config))
     limit = 64 * 1024 * 1024
     try:
-        n = 100_000
-        core.send("src", ("x" * 1000 for _ in range(n)), max_in_flight=32, connection=conn).raise_for_failures()
+        n = 25_000
+        core.send("src", ("x" * 4000 for _ in range(n)), max_in_flight=32, connection=conn).raise_for_failures()
         wait_until(lambda: core.counts("src", connection=conn).dead_letter == n, timeout=120, interval=0.5)
         # Warm: connected, and the code paths loaded, before measuring.
         core.export_jsonl("plain", tmp_path / "warm.jsonl", connection=conn)

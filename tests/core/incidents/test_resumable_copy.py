@@ -89,13 +89,14 @@ def test_a_copy_killed_midway_sends_only_what_is_left_from_another_process(emula
 @pytest.mark.timeout(180)
 def test_a_copy_holds_at_most_max_held_bytes() -> None:
     """Far from the namespace (50 ms), a copy of 3,000 messages of 1 KB between two brokers, bounded
-    to what two pages (2 * PAGE_SIZE) of them take encoded, holds at most that in memory at once:
-    counted by the copy from the moment a peek may bring them until the target confirms them, and,
-    read independently, the memory it allocated while it ran beyond what its Report keeps
-    (tracemalloc; the brokers in their own processes) stays within 3.0 times what one page of peeked
-    messages takes (2.6 measured with a bound of two pages in messages; a peeked message keeps its
-    encoded bytes until it is copied: sdk/encoded.py). Before the bound, the sends in flight held up
-    to max_in_flight batches besides two pages: 3.7, so this fails then."""
+    to what one page (PAGE_SIZE) of them takes encoded, holds at most that in memory at once: counted
+    by the copy from the moment a peek may bring them until the target confirms them, and, read
+    independently, the memory it allocated while it ran beyond what its Report keeps (tracemalloc;
+    the brokers in their own processes) stays within 2.5 times what one page of peeked messages takes
+    (1.44-1.69 in ten runs alone). With a bound of two pages the figure depended on whether the peeks
+    got a page ahead of the sends (1.5 to 3.02, once over this test's old limit of 3.0 in a loaded
+    suite run): one page keeps that timing out of the assertion. Before the bound, the sends in flight
+    held up to max_in_flight batches besides the pages: 3.7, so this fails then."""
     import tracemalloc
 
     from sbnotebook.core.entities import EntityPath
@@ -112,7 +113,7 @@ def test_a_copy_holds_at_most_max_held_bytes() -> None:
         warm = core.copy("orders", "results", max_messages=300, source_connection=src, connection=dst)
         warm.raise_for_failures()
         peeked = src.run(apeek_once(src, EntityPath("orders"), 1, core.PAGE_SIZE))  # as the copy peeks them
-        bound = 2 * sum(held_size(m) for m in peeked)
+        bound = sum(held_size(m) for m in peeked)
         del peeked
         tracemalloc.start()
         page = next(iter(core.scan("orders", connection=src)))
@@ -129,7 +130,7 @@ def test_a_copy_holds_at_most_max_held_bytes() -> None:
         assert 0 < report.stats["peak_held_bytes"] <= bound, (report.stats, bound)
         assert report.stats["peak_held"] <= 2 * core.PAGE_SIZE, report.stats
         working = (peak - kept) / one_page
-        assert working <= 3.0, f"the copy held {working:.2f} pages' worth of memory"
+        assert working <= 2.5, f"the copy held {working:.2f} pages' worth of memory"
     finally:
         core.close_all()
         for proc in (a, b):

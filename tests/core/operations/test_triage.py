@@ -224,14 +224,17 @@ def test_panel_stop_button_ends_counting_with_partial_counts(emulator: Emulator,
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_counting_100_000_dead_lettered_messages_keeps_memory_flat(tmp_path: Path) -> None:
+def test_counting_30_000_dead_lettered_messages_keeps_memory_flat(tmp_path: Path) -> None:
     """The emulator runs in its own process, so tracemalloc traces only what counting allocates here
-    (the kit and the SDK), not the emulator's work too (41 s of CPU for this test then, 34 now)."""
+    (the kit and the SDK), not the emulator's work too. 30,000 messages, not the 10^5 of before (97-171 s
+    under the suite's load, tracemalloc slowing every allocation): the peak is the scanner's windows in
+    flight, the same at any size past 4,000 (measured below), and counting that held the records would pass
+    the bound; counting 10^5 is measured by benchmarks/scale.py."""
     config = tmp_path / "topology.json"
     config.write_text(json.dumps(TEST_TOPOLOGY))
     proc, conn = start_cli_emulator("--port", "0", "--admin-port", "0", "--config", str(config))
     try:
-        fill_dlq(conn, 100_000)
+        fill_dlq(conn, 30_000)
         core.counts("ttl-dl", connection=conn)
         held: list[Any] = []
         tracemalloc.start()
@@ -244,8 +247,8 @@ def test_counting_100_000_dead_lettered_messages_keeps_memory_flat(tmp_path: Pat
         core.close_all()
         proc.terminate()
         proc.wait(timeout=30)
-    assert counted.done and counted.counts("subject") == {"s0": 33_334, "s1": 33_333, "s2": 33_333}
-    # Measured (kit and SDK only, the emulator in its own process): a peak of 15.4 MiB at 10^5, the
-    # scanner's windows in flight (16 pages of 250) and the counters; counting that held the records
-    # peaked at 185 MiB. (With the emulator in this process and traced too: 12.4 MiB then, bound 30.)
+    assert counted.done and counted.counts("subject") == {"s0": 10_000, "s1": 10_000, "s2": 10_000}
+    # Measured (kit and SDK only, the emulator in its own process): a peak of 14.7 MiB at 30,000 and
+    # 15.4 MiB at 10^5, the scanner's windows in flight (16 pages of 250) and the counters; counting
+    # that held the records peaked at 185 MiB at 10^5, so about 55 MiB at 30,000.
     assert peak < 24 * 1024 * 1024, f"peak traced memory {peak / 2**20:.1f} MiB"

@@ -11,7 +11,8 @@ The parts, top down (a part imports only from its own bullet and those below it)
   (``compile_action(text, parameters) -> SqlAction``), ``correlation.py`` (``CorrelationFilter(fields)``);
 - ``explain.py``: why a filter did not match, the first clause that failed with the values it saw;
 - ``parser.py``: the grammar, compiled to closures;
-- ``semantics.py``: what the operators do; ``names.py``: the ``sys.`` properties;
+- ``semantics.py``: what the operators do; ``names.py``: the ``sys.`` properties; ``dotnet.py``:
+  .NET's types on the wire (decimals, TimeSpan, DateTimeOffset) as filters compare them;
 - ``lexer.py``: the words and ``SqlFilterError``; ``context.py``: what filters read and actions write
   (``PropertySource``, ``PropertyTarget``, ``MessageProperties``).
 """

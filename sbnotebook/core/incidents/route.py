@@ -18,7 +18,7 @@ from ..operations.typed import typed_content
 from ..operations.window import When, enqueued_window
 from ..views.records import FIELDS, to_record
 from ..views.routes import RouteResult
-from ..views.routing import RuleSpec, compile_topic, route_one
+from ..views.routing import BROKER_PROPERTIES, RuleSpec, compile_topic, route_one
 from ..views.search import WhereLike, as_where
 from .exporting import entity_pages
 from .jsonl import iter_jsonl, typed_fields
@@ -26,13 +26,18 @@ from .topic_rules import given_rules, rules_from_admin, rules_from_config, what_
 
 Messages = str | Path | Mapping[str, Any] | Iterable[Mapping[str, Any]] | Any
 _FIELD_NAMES = {f.name for f in FIELDS}
+_BROKER_KEYS = {"reply_to_session_id": "ReplyToSessionId"}  # typed by their snake_case names, as record fields are
 
 
 def typed_in(properties: Mapping[str, Any], body: str | None = None) -> dict[str, Any]:
-    """A message typed by hand: the record's fields (``subject``, ``message_id``, ``to``, ...) by
-    their names, every other key an application property (its JSON value as it is)."""
+    """A message typed by hand: the record's fields (``subject``, ``message_id``, ``to``, ...) and
+    ``reply_to_session_id`` by their names, every other key an application property (its JSON value
+    as it is)."""
     record: dict[str, Any] = {k: v for k, v in properties.items() if k in _FIELD_NAMES}
-    extra = {k: v for k, v in properties.items() if k not in _FIELD_NAMES}
+    broker = {name: properties[key] for key, name in _BROKER_KEYS.items() if key in properties}
+    if broker:
+        record[BROKER_PROPERTIES] = broker
+    extra = {k: v for k, v in properties.items() if k not in _FIELD_NAMES and k not in _BROKER_KEYS}
     record["application_properties"] = {**dict(record.get("application_properties") or {}), **extra}
     if body is not None:
         record.setdefault("body_text", body)
@@ -48,6 +53,8 @@ def _entity_records(entity: str, where: WhereLike, window: Any, conn: Any) -> It
             record = to_record(msg, name)
             if matches is not None and not matches(record):
                 continue
+            if msg.reply_to_session_id is not None:  # the record schema has no field for it
+                record[BROKER_PROPERTIES] = {"ReplyToSessionId": msg.reply_to_session_id}
             typed = typed_content(msg)
             if typed is not None:
                 fields = typed_fields(typed)
@@ -140,6 +147,7 @@ def route(
     resubmitted: bool = False,
     explain: bool = True,
     connection: ConnectionLike = None,
+    source_connection: ConnectionLike = None,
 ) -> RouteResult:
     """For each message and each subscription of ``topic``: the copies it gets (by which rule, with
     the properties after the rule's action) or, ``explain``-ing, why not (each rule's first failing
@@ -151,13 +159,19 @@ def route(
     them. Rules: ``rules=`` by hand, ``topology=`` a Config.json, else the connection's
     administration API (the Manage right); ``extra_rules``: SQL filters evaluated beside them, each
     as a subscription of its own. A filter outside the grammar is refused with its position.
-    ``resubmitted``: the messages as a resubmit would send them (dead-letter properties dropped)."""
+    ``resubmitted``: the messages as a resubmit would send them (dead-letter properties dropped).
+    ``source_connection``: the connection an entity's messages are read through when it is not the
+    topic's (``%sb_route prod:orders home:orders-audit``); by default ``connection``."""
     specs, rules_from = topic_rules(
         topic, rules=rules, topology=topology, extra_rules=extra_rules, connection=connection
     )
     compiled = compile_topic(specs)
     records, source = messages_of(
-        messages, where=where, enqueued_after=enqueued_after, enqueued_before=enqueued_before, connection=connection
+        messages,
+        where=where,
+        enqueued_after=enqueued_after,
+        enqueued_before=enqueued_before,
+        connection=connection if source_connection is None else source_connection,
     )
     result = RouteResult(topic, list(compiled), source=source, rules_from=rules_from)
     for index, record in enumerate(records):

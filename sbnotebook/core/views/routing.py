@@ -7,7 +7,12 @@ A message is a record (the kit's schema, ``records.py``), an export line read ba
 ``application_property_types`` give each property its AMQP type), or a dict typed by hand (plain
 JSON values). The ``sys.`` properties come from the record's fields (``subject`` is ``sys.Label``,
 ...); those only the broker sets (``SequenceNumber``, ``EnqueuedTimeUtc``) are the record's own,
-which are the source entity's, not what a send to the topic would give.
+which are the source entity's, not what a send to the topic would give; ``DeliveryCount``, ``State``
+and ``ForcePersistence`` are what the broker sees of every message it routes (``AS_ROUTED``);
+``ReplyToSessionId`` comes from the record's side map (``BROKER_PROPERTIES``). ``Size`` stays NULL:
+the broker's is the length of the message as its sender encoded it, which a receiver does not get
+(the broker's own annotations and header come with it); ``LockToken``, ``LockedUntilUtc`` and
+``ViaPartitionKey`` are NULL as the broker has them when it routes.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...sqlrules.context import MessageProperties
+from ...sqlrules.dotnet import EPOCH, described_value, encoded_decimal
 from ...sqlrules.explain import literal
 from ...sqlrules.lexer import SqlFilterError
 from ...sqlrules.rule import RULE_NAME, CompiledRule, admits, compile_rule
@@ -34,14 +40,20 @@ SYSTEM_FIELDS = {
     "CorrelationId": "correlation_id",
     "ContentType": "content_type",
     "SessionId": "session_id",
-    "ReplyToSessionId": "reply_to_session_id",
     "PartitionKey": "partition_key",
     "SequenceNumber": "sequence_number",
+    "EnqueuedSequenceNumber": "sequence_number",
     "EnqueuedTimeUtc": "enqueued_time",
-    "DeliveryCount": "delivery_count",
     "ScheduledEnqueueTimeUtc": "scheduled_enqueue_time",
     "DeadLetterSource": "dead_letter_source",
 }
+# What the broker sees of every message it routes through a topic's rules (a send, a scheduled
+# message's time come, a forward): not yet delivered, not locked, active, persisted as sent.
+AS_ROUTED = {"DeliveryCount": 0, "State": "Active", "ForcePersistence": False}
+BROKER_PROPERTIES = "broker_properties"
+"""A record's side map, beside the schema's fields (as ``application_property_types`` is): the
+``sys.`` properties the one record schema has no field for, by name (``ReplyToSessionId``), where
+the source has them (an entity's messages, a typed message's ``reply_to_session_id``)."""
 
 
 NO_RULES = "None"  # a RuleSpec's filter_type standing for a subscription that has no rule at all
@@ -89,20 +101,23 @@ def compile_topic(rules: Iterable[RuleSpec]) -> dict[str, list[tuple[str, Compil
     return out
 
 
-def _timespan(t: Typed) -> Any:
+def _described(t: Typed) -> Any:
+    """.NET's TimeSpan and DateTimeOffset (ticks, described) as the broker reads them; others NULL."""
     descriptor, value = t.value
-    if descriptor.value == "com.microsoft:timespan" and isinstance(value.value, int):
-        return dt.timedelta(microseconds=value.value // 10)
-    return None
+    if not isinstance(value.value, int) or isinstance(value.value, bool):
+        return None
+    return described_value(str(descriptor.value), value.value)
 
 
 def sql_value(t: Typed) -> Any:
     """A typed AMQP value as filters compare it (the broker's ``sqlvalues.to_sql``, from the export's form)."""
     if t.type == "timestamp":
-        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=t.value)
+        return EPOCH + dt.timedelta(milliseconds=t.value)
     if t.type == "described":
-        return _timespan(t)
-    if t.type.startswith("decimal") or t.type in ("list", "array", "map"):
+        return _described(t)
+    if t.type.startswith("decimal"):
+        return encoded_decimal(t.value)  # System.Decimal, as the broker decodes it
+    if t.type in ("list", "array", "map"):
         return None  # not compared by the kit's route (docs/magics.md, %sb_route)
     return t.value
 
@@ -132,6 +147,9 @@ def user_properties(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def _system(record: Mapping[str, Any]) -> dict[str, Any]:
     out = {name: record.get(key) for name, key in SYSTEM_FIELDS.items() if record.get(key) is not None}
+    extra = record.get(BROKER_PROPERTIES)
+    if isinstance(extra, Mapping):
+        out.update({name: value for name, value in extra.items() if value is not None})
     ttl = record.get("time_to_live")
     if ttl is not None:
         out["TimeToLive"] = dt.timedelta(seconds=float(ttl))
@@ -140,9 +158,22 @@ def _system(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+class RoutedProperties(MessageProperties):
+    """A message's properties as the broker's rules see them: a ``sys.`` property the message does
+    not hold reads as every routed message has it (``AS_ROUTED``), kept out of the dicts (and so
+    out of the rows, where it would say nothing of the message)."""
+
+    def system(self, name: str) -> Any:
+        found = self.system_properties.get(name, _UNSET)
+        return AS_ROUTED.get(name) if found is _UNSET else found
+
+
+_UNSET = object()
+
+
 def properties_of(record: Mapping[str, Any]) -> MessageProperties:
     """What filters read of a record: its user properties (typed) and its ``sys.`` ones."""
-    return MessageProperties(user_properties(record), _system(record))
+    return RoutedProperties(user_properties(record), _system(record))
 
 
 @dataclass(slots=True)
@@ -179,7 +210,7 @@ class Routed:
 
 
 def _copy(props: MessageProperties, name: str, rule: CompiledRule) -> Delivery:
-    copy = MessageProperties(props.user_properties, props.system_properties)
+    copy = RoutedProperties(props.user_properties, props.system_properties)
     rule.apply(copy)
     copy.set_user(RULE_NAME, name)
     return Delivery(name, copy.user_properties, copy.system_properties)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import core
-from ...core import EntityPath, InvalidInputError, SbError
+from ...core import EntityPath, InvalidInputError, LiveConnection, SbError
 from .command import command, one_line, parser
+from .targets import address
 from .times import add_window, window_of, within
 
 if TYPE_CHECKING:
@@ -28,13 +30,16 @@ ROUTE = parser(
     "`sbnotebook topology export` writes it); --rule adds a what-if filter beside them. Returns a "
     "DataFrame, one row per message, subscription and copy.",
     "  %sb_route orders orders-audit\n"
+    "  %sb_route prod:orders home:orders-audit\n"
     f"  %sb_route orders orders/subscriptions/eu/{core.DEAD_LETTER_QUEUE} --summary\n"
     "  %sb_route orders incident.jsonl --topology Config.json\n"
     '  %sb_route orders frame --rule "user.priority > 3"\n'
     '  %%sb_route orders --properties \'{"subject": "order", "region": "eu", "priority": 5}\'',
 )
-ROUTE.add_argument("topic", help="the topic whose subscriptions' rules are evaluated")
-ROUTE.add_argument("source", nargs="?", help=f"an entity, its {core.DEAD_LETTER_QUEUE}, a .jsonl file, or a variable")
+ROUTE.add_argument("topic", help="the topic whose subscriptions' rules are evaluated (TOPIC or NAME:TOPIC)")
+ROUTE.add_argument(
+    "source", nargs="?", help=f"an entity (or NAME:ENTITY), its {core.DEAD_LETTER_QUEUE}, a .jsonl file, or a variable"
+)
 ROUTE.add_argument("--where", help="only an entity's messages matching this search expression")
 add_window(ROUTE)
 ROUTE.add_argument("--topology", metavar="FILE", help="read the rules from this Config.json, not the namespace")
@@ -63,20 +68,34 @@ def _messages(self: MagicsState, args: argparse.Namespace, cell: str | None) -> 
     return value if value is not None and not isinstance(value, str) else args.source
 
 
+def _entity_source(self: MagicsState, messages: Any) -> tuple[Any, LiveConnection | None]:
+    """SOURCE as core reads it, with the connection its messages are read through: an entity the
+    default connection's, ``NAME:ENTITY`` the named one's (whatever the topic's connection is); a
+    file, a variable or a typed message as it is."""
+    if not isinstance(messages, str) or Path(messages).is_file():
+        return messages, None
+    return address(self, messages)
+
+
 def route(self: MagicsState, args: argparse.Namespace, cell: str | None = None) -> Any:
-    messages = _messages(self, args, cell)
+    messages, source_conn = _entity_source(self, _messages(self, args, cell))
+    topic, conn = address(self, args.topic)  # NAME:TOPIC: its rules read through that connection's admin API
     is_dlq = isinstance(messages, str) and "/" in messages and EntityPath.parse(messages).is_dead_letter
     result = core.route(
-        args.topic,
+        topic,
         messages,
         topology=args.topology,
         extra_rules=args.rule,
         where=args.where,
         resubmitted=args.summary and is_dlq,
         explain=not args.summary,
-        connection=self.conn(),
+        connection=conn,
+        source_connection=source_conn,
         **within(window_of(args)),
     )
+    result.topic = args.topic  # the lines name both as typed: prod:orders, not orders
+    if isinstance(args.source, str) and ":" in args.source and source_conn is not None:
+        result.source = args.source
     if args.summary:
         print("\n".join(result.summary_lines()))
         return None

@@ -1,0 +1,68 @@
+"""Every filter of the documented-semantics table's refused cases (tests/sqlrules/documented.py,
+``REFUSED``), typed as a what-if rule of %sb_route: the cell fails in one line naming the rule,
+the reason, the position and the text there, never evaluated as false."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbnotebook.emulator import Emulator
+from tests import shell
+from tests.conftest import TEST_TOPOLOGY
+from tests.helpers import magic_fails
+from tests.shell import line, loaded
+from tests.sqlrules.documented import REFUSED
+
+ip = shell.ip
+TOPOLOGY = {
+    "UserConfig": {
+        "Namespaces": [{"Name": "sbemulatorns", "Topics": [{"Name": "t", "Subscriptions": [{"Name": "all"}]}]}]
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def namespace() -> Iterator[Emulator]:
+    """One emulator for the module: the rules are read from a topology file, the message typed."""
+    with Emulator(TEST_TOPOLOGY) as emu:
+        yield emu
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "Config.json"
+    path.write_text(json.dumps(TOPOLOGY), encoding="utf-8")
+    return path
+
+
+def _what_if(sql: str, config: Path) -> str:
+    return f"sb_route t --properties '{{\"a\": 1}}' --topology {config} --rule {shlex.quote(sql)}"
+
+
+@pytest.mark.parametrize(("sql", "position", "reason"), REFUSED)
+def test_a_what_if_rule_outside_the_grammar_is_refused_with_its_position(
+    ip: Any, namespace: Emulator, config: Path, capsys: Any, sql: str, position: int, reason: str
+) -> None:
+    with loaded(ip, capsys, namespace.connection_string):
+        said = magic_fails(ip, _what_if(sql, config))
+    named = " ".join(f"InvalidInputError: Rule 'what-if' of what if: {sql}:".split())  # one line: spaces collapsed
+    assert said.startswith(named), said
+    assert reason in said and f"at position {position}" in said, said
+    if position < len(sql.rstrip()):
+        assert f"at position {position}: {sql[position : position + 30]!r}" in said, said
+    else:
+        assert f"at position {position} (the end of {sql.strip()[-30:]!r})" in said, said
+
+
+def test_the_refusal_check_can_fail(ip: Any, namespace: Emulator, config: Path, capsys: Any) -> None:
+    with loaded(ip, capsys, namespace.connection_string):
+        frame = line(ip, _what_if("a = 1", config))  # inside the grammar: evaluated, the what-if gets it
+        assert frame[frame.subscription == "what if: a = 1"].matched.tolist() == [True]
+        said = magic_fails(ip, _what_if("a = 1 b = 2", config))
+    assert "at position 6" in said and "at position 5" not in said  # the position is the one the page's grammar gives

@@ -54,6 +54,7 @@ from ..defaults import MAX_HELD_BYTES, MAX_IN_FLIGHT, check_max_in_flight
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..operations.copies import copy_message
+from ..operations.messages import name_id
 from ..operations.pipeline import FLUSH, RetryPolicy, send_all
 from ..operations.scan import PAGE_SIZE
 from ..operations.window import Span, When, enqueued_window, given_text, locate
@@ -217,7 +218,7 @@ class _CopyRun:
                     copied = copy_message(
                         msg,
                         keep_message_id=self.keep_message_id,
-                        message_id=str(uuid.uuid5(self.seed, str(seq))),
+                        message_id=name_id(self.seed, str(seq)),
                         resubmission=False,
                     )
                     del msg

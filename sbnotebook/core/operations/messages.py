@@ -30,7 +30,7 @@ from .typed import (
 
 def name_id(namespace: uuid.UUID, name: str) -> str:
     """``str(uuid.uuid5(namespace, name))``, the text of a name-based id (a copy's, an import's), without
-    ``uuid.UUID``: a third of what ``uuid5`` costs, once per copied message. tests/core/operations/test_copies.py
+    ``uuid.UUID`` (most of what ``uuid5`` costs), once per copied message. tests/core/operations/test_copies.py
     checks the two agree."""
     digest = bytearray(hashlib.sha1(namespace.bytes + name.encode(), usedforsecurity=False).digest()[:16])
     digest[6] = (digest[6] & 0x0F) | 0x50  # version 5

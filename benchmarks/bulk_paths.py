@@ -15,12 +15,17 @@ against a baseline measured in the same run.
             the medians, the far latency's over 0 ms
   first   : ``core.connect()`` then a peek of 10 in a fresh process (imports done before the clock
             starts), ``--repeat`` times at each latency: round trips (time over the latency)
+  resubmit: ``core.resubmit`` (its defaults) of ``--resubmit-messages`` messages of 1 KB from a queue
+            filled the same way to another, ``--repeat`` times at each latency, each on a fresh
+            emulator: its rate over the in-flight limit (``max_in_flight`` batches of ``batch_size``,
+            three round trips each: benchmarks/scale.py's figure), the kernel's and the emulator's
+            CPU per message
 
 ``--trees A B``: run each part with each tree's ``sbnotebook`` in turn (A B A B ..., ``--rounds``
 times), so a change is measured beside the code before it (``git archive main | tar -x -C /tmp/base``).
 
     python benchmarks/bulk_paths.py [--parts purge copy peek first] [--messages 1000000]
-        [--latency-ms 0 80] [--rounds 1] [--trees /tmp/base .]
+        [--resubmit-messages 20000] [--latency-ms 0 80] [--rounds 1] [--trees /tmp/base .]
 """
 
 from __future__ import annotations
@@ -196,6 +201,38 @@ def scans(n: int, latency_ms: float, repeat: int) -> list[float]:
         proc.wait()
 
 
+def resubmit_once(n: int, latency_ms: float) -> dict[str, Any]:
+    import psutil
+
+    from sbnotebook import core
+    from sbnotebook.core.incidents.resubmit import BATCH_SIZE
+
+    proc = filled_emulator(n, latency_ms, BODY_1KB)
+    assert proc.stdout is not None and proc.stdin is not None
+    cs = proc.stdout.readline().strip()
+    try:
+        live = core.connect(cs, warm=False)
+        core.peek("orders", max_messages=1, connection=live)  # connected before the clock starts
+        core.counts("results", connection=live)
+        me, emulator = psutil.Process(), psutil.Process(proc.pid)
+        cpu, emulator_cpu = sum(me.cpu_times()[:2]), sum(emulator.cpu_times()[:2])
+        started = time.perf_counter()
+        report = core.resubmit("orders", target="results", connection=live)
+        elapsed = time.perf_counter() - started
+        assert report.ok and report.count("resubmitted") == n, report
+        ceiling = core.MAX_IN_FLIGHT * BATCH_SIZE / (3 * latency_ms / 1000) if latency_ms else None
+        return {
+            "seconds": elapsed,
+            "of in-flight limit": None if ceiling is None else report.rate / ceiling,
+            "kernel CPU us per message": (sum(me.cpu_times()[:2]) - cpu) / n * 1e6,
+            "emulator CPU us per message": (sum(emulator.cpu_times()[:2]) - emulator_cpu) / n * 1e6,
+        }
+    finally:
+        core.close_all()
+        proc.stdin.close()
+        proc.wait()
+
+
 def child(args: argparse.Namespace) -> None:
     """One part in this process (the tree given by PYTHONPATH): its figures as one JSON line."""
     got: dict[str, Any] = {}
@@ -205,6 +242,10 @@ def child(args: argparse.Namespace) -> None:
         got = {str(n): copy_once(n, 65536) for n in args.copy_sizes}
     elif args.child == "peek":
         got = {str(n): {str(ms): scans(n, ms, args.repeat) for ms in args.latency_ms} for n in args.peek_sizes}
+    elif args.child == "resubmit":
+        got = {
+            str(ms): [resubmit_once(args.resubmit_messages, ms) for _ in range(args.repeat)] for ms in args.latency_ms
+        }
     elif args.child == "first":
         got = {str(ms): first_calls(ms, args.repeat) for ms in args.latency_ms if ms}
     print(json.dumps(got), flush=True)
@@ -216,8 +257,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--copy-sizes", type=int, nargs="+", default=[2_000, 10_000, 20_000])
     parser.add_argument("--peek-sizes", type=int, nargs="+", default=[20_000, 100_000])
+    parser.add_argument("--resubmit-messages", type=int, default=20_000)
     parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 80.0])
-    parser.add_argument("--repeat", type=int, default=5, help="first calls at each latency")
+    parser.add_argument("--repeat", type=int, default=5, help="first calls, scans, resubmits at each latency")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--trees", nargs="+", default=["."], help="sbnotebook trees, run in turn")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -235,6 +277,7 @@ def main() -> None:
                     flags = ["--messages", str(args.messages), "--repeat", str(args.repeat), "--latency-ms"]
                     flags += [str(ms) for ms in args.latency_ms] + ["--copy-sizes", *map(str, copy_sizes)]
                     flags += ["--peek-sizes", *map(str, args.peek_sizes)]
+                    flags += ["--resubmit-messages", str(args.resubmit_messages)]
                     out = subprocess.run(
                         [sys.executable, str(Path(__file__).resolve()), "--child", part, *flags],
                         env=env, capture_output=True, text=True, check=True, cwd=HERE,

@@ -197,13 +197,22 @@ def renew_context(props: dict[Any, Any], original: str | None, message_id: Any =
     if original:
         props.setdefault(ORIGINAL_TRACEPARENT, original)
     trace = api()
-    if trace is None:
+    if trace is None or not provides_spans(trace.get_tracer_provider()):
         return
     header = _message_span(trace, original, message_id)
     if header is not None:
         # Byte-string keys, as the SDK writes its own with setdefault: it keeps these, adds none.
         props[TRACEPARENT.encode()] = header
         props[DIAGNOSTIC_ID.encode()] = header
+
+
+def provides_spans(provider: Any) -> bool:
+    """Whether ``provider`` may record a span: not OpenTelemetry's stand-in while none is set (its
+    proxy) nor its no-op one. Asked once per copied message: without a provider, the copy's span
+    would be a non-recording one, given no context (``_message_span``): made for nothing."""
+    from opentelemetry import trace
+
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
 def _message_span(trace: ModuleType, original: str | None, message_id: Any) -> str | None:

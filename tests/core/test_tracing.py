@@ -325,3 +325,16 @@ def test_without_opentelemetry_the_kit_imports_none_of_it_and_copies_still_drop_
     present = _run_without(block=False)
     assert "opentelemetry.trace" in present["loaded"]
     assert present["refused"] is None
+
+
+def test_a_copy_asks_for_a_span_only_of_a_provider_that_may_record() -> None:
+    """With OpenTelemetry's stand-ins (its proxy while no provider is set, its no-op one) a copy's
+    span could only be a non-recording one: ``renew_context`` makes none. A provider of the SDK may record."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from sbnotebook.core.tracing import provides_spans
+
+    assert not provides_spans(trace.ProxyTracerProvider())
+    assert not provides_spans(trace.NoOpTracerProvider())
+    assert provides_spans(TracerProvider())

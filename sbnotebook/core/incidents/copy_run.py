@@ -20,6 +20,7 @@ from ..connections.live import LiveConnection
 from ..defaults import MAX_HELD_BYTES
 from ..entities import EntityPath
 from ..operations.copies import copy_message
+from ..operations.messages import name_id
 from ..operations.pipeline import FLUSH, RetryPolicy, send_all
 from ..operations.scan import PAGE_SIZE
 from ..operations.window import Span
@@ -127,7 +128,7 @@ class CopyRun:
                     copied = copy_message(
                         msg,
                         keep_message_id=self.keep_message_id,
-                        message_id=str(uuid.uuid5(self.seed, str(seq))),
+                        message_id=name_id(self.seed, str(seq)),
                         resubmission=False,
                     )
                     del msg

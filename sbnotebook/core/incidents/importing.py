@@ -20,6 +20,7 @@ from ..connections.registry import ConnectionLike, live
 from ..defaults import MAX_IN_FLIGHT
 from ..entities import EntityPath
 from ..errors import InvalidInputError
+from ..operations.messages import name_id
 from ..outcome import Report
 from ..rates import Rate, parse_rate
 from ..renames import renamed
@@ -182,7 +183,7 @@ def _records(
                 record,
                 keep_message_id=keep_message_id,
                 decode_properties=decode_properties,
-                message_id=str(uuid.uuid5(seed, str(number))),
+                message_id=name_id(seed, str(number)),
             )
     tracker.exhausted = True
 

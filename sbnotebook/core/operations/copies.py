@@ -34,7 +34,7 @@ from ..times import When, parse_time
 from ..tracing import original_context, renew_context
 from ..views.records import RECORD_FIELDS, SENDABLE_FIELDS, body_bytes, to_record
 from .batch import LockedBatch
-from .messages import message_id, to_message
+from .messages import message_id, name_id, to_message
 from .pipeline import RetryPolicy, send_all
 from .typed import (
     Unsendable,
@@ -67,7 +67,7 @@ def copy_id(msg: Any, source: str, original_id: str | None = None) -> str:
     if original_id is None:
         original_id = msg.message_id
     key = f"{source.lower()}|{int(msg.sequence_number or 0)}|{original_id}|{count}"
-    return str(uuid.uuid5(_COPY_IDS, key))
+    return name_id(_COPY_IDS, key)
 
 
 def copy_message(

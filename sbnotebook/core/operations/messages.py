@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 import json
+import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -24,6 +26,17 @@ from .typed import (
     typed_properties,
     unsendable,
 )
+
+
+def name_id(namespace: uuid.UUID, name: str) -> str:
+    """``str(uuid.uuid5(namespace, name))``, the text of a name-based id (a copy's, an import's), without
+    ``uuid.UUID`` (most of what ``uuid5`` costs), once per copied message. tests/core/operations/test_copies.py
+    checks the two agree."""
+    digest = bytearray(hashlib.sha1(namespace.bytes + name.encode(), usedforsecurity=False).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    text = digest.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def to_message(item: Any) -> Any:

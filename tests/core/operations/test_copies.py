@@ -5,6 +5,7 @@ that can no longer be completed is reported duplicated, never hidden."""
 from __future__ import annotations
 
 import inspect
+import uuid
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
 from sbnotebook import core
 from sbnotebook.core.amqp_codec import read_message
 from sbnotebook.core.operations.copies import DEAD_LETTER_PROPERTIES, ORIGINAL_ID, RESUBMIT_COUNT
+from sbnotebook.core.operations.messages import name_id
 from sbnotebook.core.sdk.encoded import encoded, keep_encoded
 from sbnotebook.core.sdk.messages import WRAP_SOURCE, amqp_properties
 from sbnotebook.emulator import Emulator
@@ -216,3 +218,15 @@ def test_a_failure_in_the_copys_reader_fails_the_copy_instead_of_leaving_it_wait
     with pytest.raises(core.SbError, match="translating the refusal failed"):
         core.copy("sq", "once", resume=False, connection=cs)
     assert emulator.broker.counts("once")["active"] == 0 and emulator.broker.counts("sq")["active"] == 1
+
+
+def test_name_id_is_uuid5s_text() -> None:
+    """The copies' and imports' name-based ids, made without ``uuid.UUID``, are ``uuid5``'s, for text
+    of any length and letters (a wrong version or variant bit, or a digest cut short, would differ)."""
+    namespace = uuid.UUID("6b1f3c52-3f0e-4a57-9a39-2b8f1d0c7e41")
+    names = ["", "1", "orders/$deadletterqueue|42|m-1|0", "Ünïcødé|7", "x" * 1000, *map(str, range(200))]
+    for name in names:
+        assert name_id(namespace, name) == str(uuid.uuid5(namespace, name))
+    assert name_id(uuid.uuid4(), "1") != name_id(namespace, "1")
+    broken = name_id(namespace, "1").replace("-5", "-4", 1)  # the version nibble, changed: told apart
+    assert broken != str(uuid.uuid5(namespace, "1"))

@@ -1,6 +1,7 @@
-"""Every filter of the documented-semantics table's refused cases (tests/sqlrules/documented.py,
-``REFUSED``), typed as a what-if rule of %sb_route: the cell fails in one line naming the rule,
-the reason, the position and the text there, never evaluated as false."""
+"""The documented-semantics table (tests/sqlrules/documented.py) through %sb_route itself. Every
+refused filter (``REFUSED``), typed as a what-if rule: the cell fails in one line naming the rule,
+the reason, the position and the text there, never evaluated as false. Every accepted case
+(``CASES``): the cell's answer is the page's."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from typing import Any
 
 import pytest
 
+from sbnotebook.core.views.routing import SYSTEM_FIELDS
 from sbnotebook.emulator import Emulator
 from tests import shell
 from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import magic_fails
 from tests.shell import line, loaded
-from tests.sqlrules.documented import REFUSED
+from tests.sqlrules.documented import CASES, REFUSED, Case
 
 ip = shell.ip
 TOPOLOGY = {
@@ -66,3 +68,23 @@ def test_the_refusal_check_can_fail(ip: Any, namespace: Emulator, config: Path, 
         assert frame[frame.subscription == "what if: a = 1"].matched.tolist() == [True]
         said = magic_fails(ip, _what_if("a = 1 b = 2", config))
     assert "at position 6" in said and "at position 5" not in said  # the position is the one the page's grammar gives
+
+
+def _records(case: Case) -> list[dict[str, Any]]:
+    fields = {SYSTEM_FIELDS[name]: value for name, value in case.system.items()}
+    return [{**fields, "application_properties": user} for user, _ in case.messages]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.parameters], ids=lambda c: c.name)
+def test_each_case_of_the_table_routes_through_the_magic_as_the_page_says(
+    ip: Any, namespace: Emulator, config: Path, capsys: Any, case: Case
+) -> None:
+    """The table's accepted cases (each outcome cited in tests/sqlrules/documented.py) as a what-if
+    rule of %sb_route over a variable of records: the cell's DataFrame says what the page says (an
+    unknown does not match). The two cases with SQL parameters are core.route's only: --rule takes
+    none (tests/core/views/test_routing.py runs them)."""
+    ip.user_ns["documented"] = _records(case)
+    with loaded(ip, capsys, namespace.connection_string):
+        frame = line(ip, f"sb_route t documented --topology {config} --rule {shlex.quote(case.sql)}")
+    what_if = frame[frame.subscription == f"what if: {' '.join(case.sql.split())}"]
+    assert what_if.matched.tolist() == [outcome is True for _, outcome in case.messages], case.cites

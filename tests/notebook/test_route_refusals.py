@@ -1,7 +1,8 @@
 """The documented-semantics table (tests/sqlrules/documented.py) through %sb_route itself. Every
 refused filter (``REFUSED``), typed as a what-if rule: the cell fails in one line naming the rule,
 the reason, the position and the text there, never evaluated as false. Every accepted case
-(``CASES``): the cell's answer is the page's."""
+(``CASES``): the cell's answer is the page's, as a what-if rule or, with SQL parameters, as a rule
+made through the administration API."""
 
 from __future__ import annotations
 
@@ -81,10 +82,27 @@ def test_each_case_of_the_table_routes_through_the_magic_as_the_page_says(
 ) -> None:
     """The table's accepted cases (each outcome cited in tests/sqlrules/documented.py) as a what-if
     rule of %sb_route over a variable of records: the cell's DataFrame says what the page says (an
-    unknown does not match). The two cases with SQL parameters are core.route's only: --rule takes
-    none (tests/core/views/test_routing.py runs them)."""
+    unknown does not match). The two cases with SQL parameters, which --rule cannot carry, are below."""
     ip.user_ns["documented"] = _records(case)
     with loaded(ip, capsys, namespace.connection_string):
         frame = line(ip, f"sb_route t documented --topology {config} --rule {shlex.quote(case.sql)}")
     what_if = frame[frame.subscription == f"what if: {' '.join(case.sql.split())}"]
     assert what_if.matched.tolist() == [outcome is True for _, outcome in case.messages], case.cites
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.parameters], ids=lambda c: c.name)
+def test_a_case_with_sql_parameters_routes_through_the_magic_from_the_admin_apis_rule(
+    ip: Any, emulator: Emulator, admin: Any, capsys: Any, case: Case
+) -> None:
+    """The table's cases with SQL parameters, which --rule cannot carry: the rule made with its
+    parameters through the SDK's administration client, read back by %sb_route from the same API."""
+    from azure.servicebus.management import SqlRuleFilter
+
+    admin.create_topic("documented")
+    admin.create_subscription("documented", "p")
+    admin.delete_rule("documented", "p", "$Default")
+    admin.create_rule("documented", "p", "case", filter=SqlRuleFilter(case.sql, parameters=case.parameters))
+    ip.user_ns["documented"] = _records(case)
+    with loaded(ip, capsys, emulator.connection_string):
+        frame = line(ip, "sb_route documented documented")
+    assert frame[frame.subscription == "p"].matched.tolist() == [outcome is True for _, outcome in case.messages]

@@ -61,11 +61,11 @@ sys.path.insert(0, str(ROOT))
 from tests import suites  # noqa: E402
 
 
-def _install_runtime(session: nox.Session, runtime: str, *extra: str) -> Path:
+def _install_runtime(session: nox.Session, runtime: str, *extra: str, tools: list[str] = TEST_TOOLS) -> Path:
     """The runtime's set, then the kit and the test tools constrained to it."""
     constraints = SETS / f"dbr-{runtime}.txt"
     session.install("-r", str(constraints))
-    session.install("-c", str(constraints), *extra, *TEST_TOOLS)
+    session.install("-c", str(constraints), *extra, *tools)
     return constraints
 
 
@@ -86,11 +86,14 @@ def dbr15(session: nox.Session) -> None:
         session,
         "15.4",
         "-e",
-        ".[notebook,websockets,tracing]",
+        # Not the tracing extra: with DBR 15.4's azure-core 1.30.2, trace=True's SDK spans were not kept to
+        # the kit's clients (docs/tracing.md); the tracing tests are left out here, said (tests/suites.py).
+        ".[notebook,websockets]",
         "-c",
         str(BROWSER_WIDGETS7),
         "jupyterlab<4",
         "playwright>=1.40",
+        tools=[tool for tool in TEST_TOOLS if not tool.startswith("opentelemetry")],
     )
     session.run(
         "python",
@@ -98,7 +101,7 @@ def dbr15(session: nox.Session) -> None:
         "from importlib.metadata import version as v; "
         "print(*(f'{p} {v(p)}' for p in ('pandas', 'ipywidgets', 'jupyterlab', 'jupyterlab_widgets')))",
     )
-    _pytest(session, suites.dbr15(), "4", left_out=suites.WITHOUT_SPARK)
+    _pytest(session, suites.dbr15(), "4", left_out=f"{suites.WITHOUT_SPARK},opentelemetry")
 
 
 @nox.session(python="3.11")

@@ -37,8 +37,8 @@ COPY = parser(
     f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders --enqueued-after 2h   # the last two hours' only\n"
     "  %sb_copy 'prod:orders*' home: --enqueued-after 2h      # each queue's last two hours, into its namesake\n"
     "  %sb_copy orders orders-replay --rate 50/s              # at most 50 messages a second\n"
-    "  %sb_copy orders/$deadletterqueue orders --rate 50/s --stop-if-dead-letters 20   # stops if 20 come back\n"
-    "  %sb_copy orders/$deadletterqueue orders --canary 20    # 20 first, their fate said, then asks",
+    f"  %sb_copy orders/{DEAD_LETTER_QUEUE} orders --rate 50/s --stop-if-dead-letters 20   # stops if 20 come back\n"
+    f"  %sb_copy orders/{DEAD_LETTER_QUEUE} orders --canary 20    # 20 first, their fate said, then asks",
 )
 COPY.add_argument("source", help=f"ENTITY or NAME:ENTITY to copy from (queue, subscription, .../{DEAD_LETTER_QUEUE})")
 COPY.add_argument("target", help="ENTITY or NAME:ENTITY: the queue or topic the copies go to")

@@ -13,6 +13,7 @@ from typing import Any
 
 from sbnotebook.emulator.journey import spans
 from sbnotebook.emulator.journey.export import wanted
+from tests.required import require_module
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN_TIMEOUT = 120  # seconds: only a hang takes this long
@@ -40,6 +41,7 @@ def joins(found: list[dict[str, Any]], message_id: str) -> bool:
 
 
 def test_broker_spans_join_the_senders_trace_when_the_sdk_traces() -> None:
+    require_module("opentelemetry.sdk.trace")  # the subprocess records with it, the SDK traces through it
     found = json.loads(run("-m", "tests.emulator.journey.traced_run").stdout)
     traced = broker_spans(found, "traced")
     assert [s["name"] for s in traced] == [
@@ -86,6 +88,7 @@ def test_an_emulator_in_a_process_without_opentelemetry_loaded_loads_none() -> N
 
 
 def test_the_process_exports_as_the_environment_says() -> None:
+    require_module("opentelemetry.sdk.trace")  # the console exporter is opentelemetry-sdk's
     assert wanted({}) == []
     assert wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}) == ["otlp"]
     assert wanted({"OTEL_TRACES_EXPORTER": "console,none"}) == ["console"]

@@ -65,6 +65,12 @@ class BrokerCore:
     journey: JourneyLog
     _dirty: set[MessageStore]
 
+    def _note_lock_lost(self, lock: Lock, msg: StoredMessage, why: str) -> None:
+        """A lock that ended without a settlement (a session's, an entity's): the message's journey says why."""
+        self._note(
+            events.LOCK_LOST, lock.store.path, msg, delivery_count=delivery(msg), lock_token=lock.token, reason=why
+        )
+
     def _note(
         self,
         event: str,
@@ -237,13 +243,6 @@ class BrokerCore:
                 self.locks.session_lapsed(lock.token, now)
             if msg is not None:
                 why = "the session's lock lapsed" if lapsed else "the session was released"
-                self._note(
-                    events.LOCK_LOST,
-                    lock.store.path,
-                    msg,
-                    delivery_count=delivery(msg),
-                    lock_token=lock.token,
-                    reason=why,
-                )
+                self._note_lock_lost(lock, msg, why)
                 self._count_failed_delivery(lock.entity, lock.store, msg)
         self.sessions.released(session)

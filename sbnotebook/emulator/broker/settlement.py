@@ -133,14 +133,7 @@ class Settlement(BrokerCore):
         for lock in lost:
             msg = self.locks.end(lock)
             if msg is not None:
-                self._note(
-                    events.LOCK_LOST,
-                    lock.store.path,
-                    msg,
-                    delivery_count=delivery(msg),
-                    lock_token=lock.token,
-                    reason="the entity's locks were lost",
-                )
+                self._note_lock_lost(lock, msg, "the entity's locks were lost")
             if msg is not None and msg.state is MessageState.ACTIVE:
                 lock.store.mark_available(msg)
                 self._dirty.add(lock.store)

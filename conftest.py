@@ -248,6 +248,13 @@ def _dump_notebook_threads(client: Any, cell_index: int, timeout: float) -> None
     _notebook_dumps.append((f"test process threads ({header})", client_text))
 
 
+# The JVMs the suite starts (Spark sessions, a Connect server, a local cluster's executors, the
+# tutorials' kernels, the wheel's venv) each live for seconds to minutes on small data: the C2
+# compiler's warm-up is most of their CPU and never pays back, and on 2 cores it starves the other
+# workers. C1 alone and the serial collector roughly halve a Spark test file's JVM CPU ("The suite's
+# time" in docs/benchmarks.md). Kept if the caller set JAVA_TOOL_OPTIONS; each JVM says it picked it up.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
 # Isolation from the user's shared emulator (see the module docstring).
 _BASE = Path(tempfile.mkdtemp(prefix="sbnotebook-home-"))
 os.environ[userprocess.ENV_HOME] = str(_BASE / "run")

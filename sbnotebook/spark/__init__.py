@@ -244,8 +244,8 @@ def write(
     ``rate`` (``200/s``, ``12000/m``: core's one grammar): the whole write sends at most that many
     messages per second. Tasks cannot see one another, so the DataFrame is repartitioned to ``tasks``
     partitions (``RATE_TASKS`` unless told) and each task sends at most ``rate / tasks`` a second: the
-    write sends at ``rate`` when its tasks run at once (a cluster with ``tasks`` free cores), slower
-    when some wait for a core. ``rate_per_partition`` (the option ``ratePerPartition``) holds each
+    tasks together reach ``rate`` only when they run at once (a cluster with ``tasks`` free cores);
+    where some wait for a core the write is slower, never faster. ``rate_per_partition`` (the option ``ratePerPartition``) holds each
     task of the DataFrame's own partitions instead: the write's rate is that times the tasks running
     at once. One of the two, not both; ``tasks`` only with ``rate``."""
     import time

@@ -245,9 +245,9 @@ def write(
     messages per second. Tasks cannot see one another, so the DataFrame is repartitioned to ``tasks``
     partitions (``RATE_TASKS`` unless told) and each task sends at most ``rate / tasks`` a second: the
     tasks together reach ``rate`` only when they run at once (a cluster with ``tasks`` free cores);
-    where some wait for a core the write is slower, never faster. ``rate_per_partition`` (the option ``ratePerPartition``) holds each
-    task of the DataFrame's own partitions instead: the write's rate is that times the tasks running
-    at once. One of the two, not both; ``tasks`` only with ``rate``."""
+    where some wait for a core the write is slower, never faster. ``rate_per_partition`` (the option
+    ``ratePerPartition``) holds each task of the DataFrame's own partitions instead: the write's rate
+    is that times the tasks running at once. One of the two, not both; ``tasks`` only with ``rate``."""
     import time
 
     from pyspark.sql.types import StructType

@@ -69,6 +69,7 @@ __all__ = [
 
 
 DEFAULT_PARTITIONS = 4  # read partitions when neither register() nor numPartitions says
+RATE_TASKS = 2  # the tasks write(rate=) splits its rate among when tasks= does not say
 
 
 @renamed(namespace="fully_qualified_namespace", default_partitions="default_num_partitions")
@@ -231,14 +232,22 @@ def write(
     websockets: bool = False,
     max_in_flight: int = MAX_IN_FLIGHT,
     one_per_send: bool = False,
+    rate: Rate | None = None,
+    tasks: int | None = None,
     rate_per_partition: Rate | None = None,
 ) -> Report:
     """Send a DataFrame's rows (the columns a `servicebus` write takes) and return the one Report:
     every row's outcome is counted, every failure listed with its condition and tracking id. The
     outcomes come back through Spark as a small result DataFrame, so this works on classic clusters
-    and on Spark Connect alike (no files, no driver-local state). ``rate_per_partition`` (``50/s``,
-    ``3000/m``): each task sends at most that many messages per second (the option
-    ``ratePerPartition``; the write's rate is that times the tasks running at once)."""
+    and on Spark Connect alike (no files, no driver-local state).
+
+    ``rate`` (``200/s``, ``12000/m``: core's one grammar): the whole write sends at most that many
+    messages per second. Tasks cannot see one another, so the DataFrame is repartitioned to ``tasks``
+    partitions (``RATE_TASKS`` unless told) and each task sends at most ``rate / tasks`` a second: the
+    tasks together reach ``rate`` only when they run at once (a cluster with ``tasks`` free cores);
+    where some wait for a core the write is slower, never faster. ``rate_per_partition`` (the option
+    ``ratePerPartition``) holds each task of the DataFrame's own partitions instead: the write's rate
+    is that times the tasks running at once. One of the two, not both; ``tasks`` only with ``rate``."""
     import time
 
     from pyspark.sql.types import StructType
@@ -248,7 +257,7 @@ def write(
 
     if not isinstance(df.schema, StructType):
         raise TypeError("write() takes a DataFrame")
-    per_task = parse_rate(rate_per_partition, name="rate_per_partition")  # refused here, before any job
+    df, per_task = _at_rate(df, rate, tasks, rate_per_partition)  # refused here, before any job
     given = source_of(
         connection, namespace=fully_qualified_namespace, credential=credential
     )  # as register() takes them
@@ -258,7 +267,7 @@ def write(
             "maxInFlight": str(max_in_flight),
             "onePerSend": str(one_per_send).lower(),
             "websockets": str(websockets).lower(),
-            **({} if per_task is None else {"ratePerPartition": f"{per_task}/s"}),
+            **({} if per_task is None else {"ratePerPartition": f"{per_task:.12f}/s"}),
         },
         df.schema,
         given or registered.default(),
@@ -267,3 +276,22 @@ def write(
     report = writing.fold(df.mapInArrow(writing.arrow_task(opts), writing.RESULT_DDL).collect(), str(opts.entity))
     report.elapsed = time.perf_counter() - started  # the wall time, not the longest task's
     return report
+
+
+def _at_rate(
+    df: Any, rate: Rate | None, tasks: int | None, rate_per_partition: Rate | None
+) -> tuple[Any, float | None]:
+    """The DataFrame to write and each task's rate (None: as fast as max_in_flight allows): with a
+    whole write's ``rate``, the DataFrame in ``tasks`` partitions, each task at its share."""
+    per_task = parse_rate(rate_per_partition, name="rate_per_partition")
+    whole = parse_rate(rate, name="rate")
+    if whole is not None and per_task is not None:
+        raise OptionError("servicebus: give rate (the whole write's) or rate_per_partition (each task's), not both.")
+    if tasks is not None and whole is None:
+        raise OptionError("servicebus: tasks splits a rate among the write's tasks: give rate with it.")
+    if whole is None:
+        return df, per_task
+    count = RATE_TASKS if tasks is None else tasks
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise OptionError(f"servicebus: tasks must be a whole number of 1 or more, not {count!r}.")
+    return df.repartition(count), whole / count

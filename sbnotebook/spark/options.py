@@ -93,21 +93,38 @@ RENAMED_OPTIONS: dict[str, dict[str, str]] = {
 }
 # Old names whose new name says the opposite: the old value is taken turned (batch=false is onePerSend=true).
 OPPOSITES = {("batch", "onePerSend")}
+# Names a kind refuses with what to give instead, said by check_known in place of a closest name.
+# A write's tasks cannot see one another, so no option of theirs can hold the whole write to one rate.
+INSTEAD: dict[str, dict[str, str]] = {
+    "write": {
+        "rate": "its tasks cannot see one another, so none of them can keep the whole write to one rate: "
+        "give it to sbspark.write(df, entity, rate=...), which splits it among the tasks it makes, "
+        "or give each task's rate as ratePerPartition",
+    },
+    "stream write": {
+        "rate": "its tasks cannot see one another, so none of them can keep the whole write to one rate: "
+        "give each task's rate as ratePerPartition (the write's is that times the tasks at once)",
+    },
+}
 
 
 def check_known(options: Mapping[str, str], *kinds: str) -> None:
-    """Refuse an option none of these kinds of read or write knows, naming the closest known one: a
-    misspelt `maxMessages` must not fall back to the default (it would delete up to 1,000, not 10)."""
+    """Refuse an option none of these kinds of read or write knows, naming the closest known one (or,
+    for a name in ``INSTEAD``, what to give instead): a misspelt `maxMessages` must not fall back to
+    the default (it would delete up to 1,000, not 10)."""
     import difflib
 
     known = tuple(dict.fromkeys(k for kind in kinds for k in KNOWN_OPTIONS[kind]))
     kind = " or ".join(kinds)
     lowered = {k.lower(): k for k in known}
     old = {o.lower() for kind_ in kinds for o in RENAMED_OPTIONS.get(kind_, {})}
+    instead = {name.lower(): why for kind_ in kinds for name, why in INSTEAD.get(kind_, {}).items()}
     for given in options:
         key = str(given)
         if key.lower() in lowered or key.lower() in SPARK_OWN or key.lower() in old:
             continue
+        if key.lower() in instead:
+            raise OptionError(f"servicebus: a {kind} takes no option {key!r}: {instead[key.lower()]}.")
         elsewhere = [
             k for k, names in KNOWN_OPTIONS.items() if k not in kinds and key.lower() in {n.lower() for n in names}
         ]

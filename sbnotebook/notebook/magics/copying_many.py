@@ -64,7 +64,7 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
     if left < 1 or "nothing was left to copy" in " ".join(report.notes):
         return report
     again = f"sb_copy {without_canary(args.typed)}"
-    if not canary_goes_on(self, report, left, target=f"{dst_name}:", verb="copy", again=again):
+    if not canary_goes_on(self, report, left, target=dst_name, verb="copy", again=again):
         return report
     return _copying(self, args, pattern, ends, held, None)
 

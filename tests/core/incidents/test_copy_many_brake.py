@@ -20,6 +20,7 @@ import pytest
 from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
 
 from sbnotebook import core
+from sbnotebook.core.incidents.copy_many_stops import GlobStops
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.core.incidents.test_brake import Consumer
@@ -183,3 +184,18 @@ def test_a_glob_s_brake_and_canary_are_checked_before_anything_is_read(prod: Emu
     with pytest.raises(core.InvalidInputError, match="canary must be a whole number"):
         core.copy_many("orders-*", canary=0, **ends)
     assert all(home.broker.counts(q)["active"] == 0 for q in QUEUES)
+
+
+def test_the_run_s_brake_gives_each_entity_what_is_left_of_it_and_stops_once_it_is_spent() -> None:
+    """Counted over the run, not per entity: 30 back in the first copy leave 10 to the second, and 10
+    more by the second's end reading stop the glob after it (though its own brake, at 10, did not fire)."""
+    stops = GlobStops(dead_letters=LIMIT, canary=None)
+    assert stops.keywords() == {"stop_if_dead_letters": LIMIT}
+    first, second = core.Report("copy", "orders-a"), core.Report("copy", "orders-b")
+    first.stats["came_back"], second.stats["came_back"] = 30, 10
+    assert not stops.stops_after(first, "orders-a") and stops.keywords() == {"stop_if_dead_letters": 10}
+    assert stops.stops_after(second, "orders-b") and stops.braked and stops.at == "orders-b"
+    report = core.Report("copy", "orders-*", parts=[first, second])
+    stops.said(report, complete=False)
+    assert report.stats["came_back"] == LIMIT and core.braked(report), report
+    assert report.errors[0].startswith(f"stopped by the brake: at orders-b, {LIMIT} came back")

@@ -14,7 +14,17 @@ from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension, unload_ipython_extension
 from sbnotebook.notebook.magics import SbMagics
 from tests import shell
-from tests.core.incidents.test_copy_many_brake import EACH, LIMIT, QUEUES, consumers, copied_once, home, places, prod
+from tests.core.incidents.test_copy_many_brake import (
+    EACH,
+    LIMIT,
+    QUEUES,
+    RATE,
+    consumers,
+    copied_once,
+    home,
+    places,
+    prod,
+)
 from tests.helpers import magic_fails
 from tests.shell import answer, line
 
@@ -41,7 +51,7 @@ def sent(report: core.Report) -> dict[str, int]:
 def test_a_glob_copy_stopped_by_its_brake_says_the_line_that_goes_on(
     ip: Any, sb: SbMagics, prod: Emulator, home: Emulator, capsys: Any
 ) -> None:
-    typed = f"sb_copy 'prod:orders-*' home: --rate 50/s --stop-if-dead-letters {LIMIT} --watch-interval 0.2 --yes"
+    typed = f"sb_copy 'prod:orders-*' home: --rate {RATE} --stop-if-dead-letters {LIMIT} --watch-interval 0.2 --yes"
     with consumers(home):
         said = magic_fails(ip, typed)
     out = capsys.readouterr().out

@@ -32,6 +32,11 @@ from tests.waiting import wait_until
 QUEUES = ("orders-a", "orders-b", "orders-c")
 EACH = 90  # 30 bad each: one entity alone never brings back LIMIT
 LIMIT = 40  # stop_if_dead_letters: reached only over two entities
+# Slow enough that the consumers' lag cannot move the stop out of the second entity: the first and
+# second bring back 60 bad copies, the brake needs 40, so the consumers may trail the copy by 20 bad
+# ones (60 messages: 6 s at this rate) before orders-c would begin. A load that slows them more than that
+# is a hang, not a schedule.
+RATE = "10/s"
 
 
 def body(queue: str, i: int) -> str:
@@ -132,7 +137,7 @@ def test_a_glob_copy_stops_when_its_copies_come_back_over_the_run_and_the_same_c
 ) -> None:
     ends: dict[str, Any] = {"source_connection": prod.connection_string, "connection": home.connection_string}
     with consumers(home):
-        report = core.copy_many("orders-*", rate="50/s", stop_if_dead_letters=LIMIT, watch_interval=0.2, **ends)
+        report = core.copy_many("orders-*", rate=RATE, stop_if_dead_letters=LIMIT, watch_interval=0.2, **ends)
     assert core.braked(report) and not report.ok, report
     # One entity alone brings back 30 < 40: the run's count stopped it in the second, the third not begun.
     assert [p.entity for p in report.parts] == ["orders-a", "orders-b"], report

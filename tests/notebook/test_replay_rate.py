@@ -180,9 +180,3 @@ def test_a_copy_canary_says_its_fate_then_asks_before_it_copies_the_rest(
         rest = line(ip, again)  # the line it said: the rest, nothing twice
         assert rest.ok and rest.count("sent") == brake.N - 20, rest
         copy_brake.copied_once(brake.places(emulator), brake.N)
-
-
-def test_a_glob_copy_refuses_the_brake_and_the_canary(ip: Any, sb: SbMagics, emulator: Emulator) -> None:
-    for option in ("--canary 5", "--stop-if-dead-letters 5"):
-        said = magic_fails(ip, f"sb_copy 'q*' plain {option} --yes")
-        assert "copy one entity, not the entities of a glob" in said, said

@@ -7,7 +7,8 @@
   ``resubmit_batches.py`` (its workers, each batch moved whole), ``resubmit_record.py`` (what a run
   that did not finish leaves for the next), ``selection.py`` (what its ``where`` selects),
   ``discarding.py`` (a resubmit without the copy: the selected messages removed for good).
-- ``copy_many.py`` (the entities a glob matches, each copied), ``copying.py`` (copy an entity, to
+- ``copy_many.py`` (the entities a glob matches, each copied) with ``copy_many_stops.py`` (its brake
+  and canary across the entities), ``copying.py`` (copy an entity, to
   another namespace too, resumably: its arguments, its record named) with ``copy_start.py`` (the
   progress a run resumes), ``copy_run.py`` (one run: peek, copy, send, the brake beside it, its
   Report), ``copy_peeks.py`` (its source read ahead by peeking, bounded in bytes) and

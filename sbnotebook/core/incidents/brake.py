@@ -144,12 +144,17 @@ class Watch:
                 self.why = f"the watch could not read the counts of {', '.join(self.entities)} ({exc.message})"
         stop()
 
+    async def counted(self, report: Report) -> None:
+        """What came back, read once more now, in ``report.stats["came_back"]`` (a run that ended
+        unbraked too: a glob's copy counts it across its entities, ``copy_many_stops.py``)."""
+        self.last = await asyncio.to_thread(read, self.conn, self.entities)
+        report.stats.update(came_back=self.came_back)
+
     async def said(self, report: Report, moved: int, src: EntityPath | str, *, copied: bool = False) -> None:
         """The Report of a run the brake stopped: why, what it moved (a copy: copied), what came
         back (read once more now), and how to go on. An error: the run is not done (its record stays
         for ``resume=True``)."""
-        self.last = await asyncio.to_thread(read, self.conn, self.entities)
-        report.stats.update(came_back=self.came_back)
+        await self.counted(report)
         done, again = ("copied", _COPY_AGAIN) if copied else ("moved", _RESUBMIT_AGAIN)
         report.error(
             f"{BRAKED}: {self.why}; {moved} {done}, {self.came_back} came back; what is left is still in {src}: {again}"

@@ -7,6 +7,19 @@ the source's description with ``create=True`` (its properties; forwarding only t
 namespace has). Resumable per entity: each entity's copy keeps its own record (``acopy``), and the
 glob's record (beside them, in the copies folder) lists the entities already copied in full, so the
 same call again copies only the rest, and of an interrupted entity only what is left.
+
+The brake and the canary (``stop_if_dead_letters``, ``stop_if_active``, ``watch``, ``watch_interval``,
+``canary``, ``canary_timeout``) are one copy's, given to each entity's ``acopy`` (``copy_many_stops.py``):
+each entity's copy watches its own target (or the ``watch`` entities) from its own first reading, and
+what came back is counted across the run, so the copy of each entity is given ``stop_if_dead_letters``
+less what came back during the copies before it. When the brake stops an entity's copy (or what came
+back by the end of one reaches the limit), the glob stops: the entities after it are not begun, the
+Report's error names the entity, how many were copied and how many came back, and the same call again
+continues from where it stopped (the glob's record and the entity's own: nothing copied twice). A
+canary of K copies K in total, from the entities in order (the first not copied in full gives up to
+K, the next the rest of K, ...), each entity's canary fate read at its target from the broker, the
+run's their sum (``stats["canary"]``); nothing more is copied, and the same call again without
+``canary`` copies the rest.
 """
 
 from __future__ import annotations
@@ -18,7 +31,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,8 +49,11 @@ from ..operations.manage import QUEUE_PROPERTIES, create_entity, entity_properti
 from ..operations.window import When, enqueued_window, given_text
 from ..outcome import Report
 from ..rates import Rate, parse_rate
+from .brake import WATCH_INTERVAL, brake_of
+from .canary import CANARY_TIMEOUT, check_canary
+from .copy_many_stops import GlobStops
 from .copy_progress import copy_records
-from .copying import acopy
+from .copying import acopy, copy_record
 from .resumable import write_atomically
 
 log = logging.getLogger(__name__)
@@ -187,13 +203,23 @@ async def acopy_many(
     progress: Callable[[Match, Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
+    stop_if_dead_letters: int | None = None,
+    stop_if_active: int | None = None,
+    watch: str | Sequence[str] | None = None,
+    watch_interval: float = WATCH_INTERVAL,
+    canary: int | None = None,
+    canary_timeout: float = CANARY_TIMEOUT,
 ) -> Report:
     """Copy the queues ``pattern`` matches (or their DLQs) of ``source_connection`` into the queues of the same names
     of ``connection`` (the module docstring; ``rate``: ``copy_many``'s). ``max_messages``: per entity. ``progress(match,
     report)`` as each entity's copy starts (an empty report), then after each of its sends. ``enqueued_after`` /
     ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): each entity's messages enqueued in that window
-    (found by a search over peeks, window.py); an age is taken once for all, kept in the glob's record to resume."""
+    (found by a search over peeks, window.py); an age is taken once for all, kept in the glob's record to resume.
+    The brake and the canary: one copy's (``acopy``), across the entities as the module docstring says."""
     window, _ = enqueued_window(enqueued_after, enqueued_before), parse_rate(rate)  # a bad WHEN or rate: nothing read
+    brake_of(stop_if_dead_letters, stop_if_active, watch, watch_interval)  # checked before anything is read
+    check_canary(canary, canary_timeout)
+    stops = GlobStops(stop_if_dead_letters, canary)
     src, dst = live(source_connection), live(connection)
     report = Report("copy", pattern, target=dst.fully_qualified_namespace)
     answers_interrupts()  # interrupted: the entity being copied ends as acopy's does, the rest are not begun
@@ -240,18 +266,40 @@ async def acopy_many(
             connection=dst,
             enqueued_after=None if window is None else window.after,
             enqueued_before=None if window is None else window.before,
+            stop_if_active=stop_if_active,
+            watch=watch,
+            watch_interval=watch_interval,
+            canary_timeout=canary_timeout,
+            **stops.keywords(),  # what is left of the run's brake and canary
         )
         report.parts.append(part)
         report.merge(part)
-        if part.ok and not part.failures:
+        if part.ok and not part.failures and not (canary is not None and _unfinished(m, src, dst, options, window)):
             done.append(str(m.source))
             _save(record, pattern, done, window)
-        if interrupted(part):
+        if interrupted(part) or stops.stops_after(part, str(m.source)):
             break  # the entities after it are not begun: the same call again copies them
     report.elapsed = time.perf_counter() - started
-    if all(p.ok for p in report.parts):
+    complete = {str(m.source) for m in found} <= set(done)
+    if complete:
         record.unlink(missing_ok=True)  # complete: the same call again copies everything again
+    stops.said(report, complete=complete)
     return report
+
+
+def _unfinished(m: Match, src: LiveConnection, dst: LiveConnection, options: dict[str, Any], window: Any) -> bool:
+    """Whether the entity's copy keeps its record (a canary's that left some: not copied in full)."""
+    return copy_record(
+        m.source,
+        m.target,
+        where=options["where"],
+        max_messages=options["max_messages"],
+        keep_message_id=options["keep_message_id"],
+        source_connection=src,
+        connection=dst,
+        enqueued_after=None if window is None else window.after,
+        enqueued_before=None if window is None else window.before,
+    ).exists()
 
 
 # grace: interrupted, the records are saved before the cell ends
@@ -271,9 +319,16 @@ def copy_many(
     progress: Callable[[Match, Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
+    stop_if_dead_letters: int | None = None,
+    stop_if_active: int | None = None,
+    watch: str | Sequence[str] | None = None,
+    watch_interval: float = WATCH_INTERVAL,
+    canary: int | None = None,
+    canary_timeout: float = CANARY_TIMEOUT,
 ) -> Report:
     """Copy the queues a glob matches (or their dead-letter queues) into the queues of the same names
     of another namespace, one ``acopy`` per entity, one Report with a part per entity (see
     ``acopy_many`` and the module docstring). ``rate`` (``50/s``: ``core.parse_rate``): at most that
-    many messages per second over the run (the entities are copied one after another)."""
+    many messages per second over the run (the entities are copied one after another). The brake and
+    the canary: one copy's, across the entities (the module docstring)."""
     raise NotImplementedError  # never runs: @sync_form runs acopy_many

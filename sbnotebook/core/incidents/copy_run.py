@@ -168,6 +168,8 @@ async def send_copies(
                 await asyncio.gather(watching, return_exceptions=True)
         if run.braked and not run.interrupted and run.watch is not None:
             await run.watch.said(report, run.state.copied - run.before, run.name, copied=True)
+        elif run.watch is not None and not run.interrupted:
+            await run.watch.counted(report)  # what came back while it ran, though not enough to stop it
         return report
 
     async def copied() -> Report:

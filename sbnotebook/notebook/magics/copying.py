@@ -7,8 +7,6 @@ import argparse
 import functools
 from typing import TYPE_CHECKING, Any
 
-from IPython.core.error import UsageError
-
 from ... import core
 from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection, TimeWindow
 from .brakes import BRAKE_KEYWORDS, add_brake, canary_goes_on, without_canary
@@ -29,7 +27,9 @@ COPY = parser(
     "and description too); message ids are fresh unless --keep-message-id. Counts first, then asks (type\n"
     "'copy') unless --yes. Interrupted, the same command again copies only what is left. A glob\n"
     f"(prod:orders*, 'prod:orders*/{DEAD_LETTER_QUEUE}') copies each queue it matches into the queue of\n"
-    "the same name of the TARGET namespace (NAME:); missing ones are refused, or made with --create.",
+    "the same name of the TARGET namespace (NAME:); missing ones are refused, or made with --create.\n"
+    "A glob's brake counts what came back over all its entities and stops the glob (the entities after\n"
+    "not begun); its canary copies K in all, over the entities in order.",
     f"  %sb_copy prod:orders/{DEAD_LETTER_QUEUE} home:orders     # production's dead letters, home\n"
     "  %sb_copy orders orders-copy --where 'body_json.total > 100' --max-messages 1000\n"
     "  %sb_copy prod:events/subscriptions/audit audit --keep-message-id --yes\n"
@@ -38,7 +38,8 @@ COPY = parser(
     "  %sb_copy 'prod:orders*' home: --enqueued-after 2h      # each queue's last two hours, into its namesake\n"
     "  %sb_copy orders orders-replay --rate 50/s              # at most 50 messages a second\n"
     f"  %sb_copy orders/{DEAD_LETTER_QUEUE} orders --rate 50/s --stop-if-dead-letters 20   # stops if 20 come back\n"
-    f"  %sb_copy orders/{DEAD_LETTER_QUEUE} orders --canary 20    # 20 first, their fate said, then asks",
+    f"  %sb_copy orders/{DEAD_LETTER_QUEUE} orders --canary 20    # 20 first, their fate said, then asks\n"
+    "  %sb_copy 'prod:orders*' home: --stop-if-dead-letters 50   # the glob stops once 50 came back in all",
 )
 COPY.add_argument("source", help=f"ENTITY or NAME:ENTITY to copy from (queue, subscription, .../{DEAD_LETTER_QUEUE})")
 COPY.add_argument("target", help="ENTITY or NAME:ENTITY: the queue or topic the copies go to")
@@ -96,8 +97,6 @@ def _count(source: str, where: Any, conn: LiveConnection, window: TimeWindow | N
 @command(COPY)
 def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     if core.is_glob(args.source.split(":", 1)[-1]):
-        if args.canary is not None or args.stop_if_dead_letters is not None or args.stop_if_active is not None:
-            raise UsageError("--canary and the brake (--stop-if-*) copy one entity, not the entities of a glob.")
         return copy_many(self, args, _count)
     source, src = address(self, args.source)
     target, dst = address(self, args.target)

@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ... import core
+from .brakes import BRAKE_KEYWORDS, canary_goes_on, without_canary
 from .progress import Progress, say_interrupted
 from .times import said, window_of
 
@@ -55,6 +56,30 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
     print(f"Copy {len(found)} entities{said(window)} with {ids} (peeked: the sources are left as they are).")
     if not args.yes:
         self.ask("Nothing is taken from the sources.", "copy")
+    ends = (src_name, src, dst_name, dst)
+    report = _copying(self, args, pattern, ends, held, args.canary)
+    if args.canary is None or not report.ok or "canary" not in report.stats:
+        return report
+    left = sum(held.values()) - report.count("sent")  # as counted before the run (less, if it resumed)
+    if left < 1 or "nothing was left to copy" in " ".join(report.notes):
+        return report
+    again = f"sb_copy {without_canary(args.typed)}"
+    if not canary_goes_on(self, report, left, target=dst_name, verb="copy", again=again):
+        return report
+    return _copying(self, args, pattern, ends, held, None)
+
+
+def _copying(
+    self: MagicsState,
+    args: argparse.Namespace,
+    pattern: str,
+    ends: tuple[str, core.LiveConnection, str, core.LiveConnection],
+    held: dict[str, int],
+    canary: int | None,
+) -> core.Report:
+    """One core.copy_many of the line (its records on disk resume it), a bar per entity, and the
+    line that goes on when the brake stopped it."""
+    src_name, src, dst_name, dst = ends
     bars: dict[str, Progress] = {}
 
     def progress(match: Any, report: core.Report) -> None:
@@ -78,6 +103,8 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
         # As typed: the glob's record on disk keys on it (an age resumes as typed, with its first instants).
         enqueued_after=args.enqueued_after,
         enqueued_before=args.enqueued_before,
+        canary=canary,
+        **{name: getattr(args, name) for name in BRAKE_KEYWORDS},
     )
     report.entity, report.target = args.source, f"{dst_name} namespace"
     for part in report.parts:
@@ -86,4 +113,10 @@ def copy_many(self: MagicsState, args: argparse.Namespace, count: Any) -> Any:
         if bar is not None:
             bar.finish(part)
     say_interrupted(report, "the same command again copies what is left (the entities copied in full are not read)")
+    if core.braked(report):
+        came_back, copied = report.stats.get("came_back", 0), report.count("sent")
+        print(
+            f"Stopped by the brake: {copied} copied, {came_back} came back (the entities after it not begun). "
+            f"To go on: %sb_copy {without_canary(args.typed)}"
+        )
     return report

@@ -46,7 +46,7 @@ class _Registry:
         with self._lock:
             live = self._live.get(key)
             if live is None:
-                claim_implicit_tracing()  # before the first client: azure-core before 1.33 (sdk/messages.py)
+                claim_implicit_tracing()  # before the first client: an old azure-core's own pick (sdk/messages.py)
                 live = self._live[key] = LiveConnection(settings)
                 if not self._closes_at_exit:
                     # Registered with the first connection, not at import: exit handlers run last

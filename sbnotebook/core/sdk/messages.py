@@ -11,8 +11,8 @@
 - ``amqp_properties``: a message's AMQP properties read at once, as its getters return them;
 - ``trace_kit_clients``: the SDK's tracing of the messages it sends (and of the rest) on for the kit's
   connections made with ``trace=True``, not for the process (``kit_span``; ``tracing_on`` reads it);
-  ``claim_implicit_tracing``: the same at a process's first connection where azure-core (before 1.33)
-  would pick its tracing plugin for every client by itself.
+  ``claim_implicit_tracing``: the same at a process's first connection where azure-core (older than
+  ``IMPLICIT_TRACING_BEFORE``) would pick its tracing plugin for every client by itself.
 
 ``sdk.USED_BY`` lists the private names used here.
 """
@@ -245,10 +245,11 @@ def as_service_bus_message(annotated: Any) -> Any:
 # send, receive and settlement. The kit makes kit_span() that setting's default: it records inside an
 # operation of the kit on a connection made with trace=True (tracing.sdk_traced) and nothing elsewhere.
 # A default, the setting's lowest rank: a type the user set, or AZURE_SDK_TRACING_IMPLEMENTATION, comes
-# first and is kept (it traces every client already, the kit's too). azure-core before 1.33 (DBR 15.4 has
-# 1.30.2) has a default of its own: with nothing set, it picks its OpenTelemetry plugin for every client
-# once anything has imported opentelemetry (the kit's spans do), trace=True or not. There the kit sets
-# its default at the process's first connection (claim_implicit_tracing), not only on trace=True.
+# first and is kept (it traces every client already, the kit's too). An azure-core older than
+# IMPLICIT_TRACING_BEFORE (DBR 15.4 has 1.30.2) has a default of its own: with nothing set, it picks its
+# OpenTelemetry plugin for every client once anything has imported opentelemetry (the kit's spans do),
+# trace=True or not. There the kit sets its default at the process's first connection
+# (claim_implicit_tracing), not only on trace=True.
 _log_tracing = logging.getLogger("sbnotebook.tracing")
 TRACING_MISSING = (
     "trace=True turns the azure-servicebus SDK's OpenTelemetry tracing on, which needs opentelemetry-api and "
@@ -280,31 +281,28 @@ def kit_span() -> type:
     return KitSpan
 
 
-def _kit_default(span: type) -> Any:
-    """``span`` as the default of azure-core's tracing setting; the type in force (the user's, if set)."""
+def _kit_default(span: type) -> None:
+    """``span`` as the default of azure-core's tracing setting (the comment above), said once; and
+    said when a value set by the user or the environment comes first."""
     from azure.core.settings import settings
 
     setting = settings.tracing_implementation
-    setting._default = span
-    return setting()
+    if setting.default is not span:
+        setting._default = span
+        _log_tracing.info("the SDK traces the kit's clients with trace=True only (azure-core %s)", _version())
+    current = setting()
+    if current is not span:
+        _log_tracing.info(
+            "azure-core's tracing implementation is set to %r, before the kit's default: every client, "
+            "the kit's too, is traced as it makes them",
+            current,
+        )
 
 
 def trace_kit_clients() -> None:
-    """Make ``kit_span()`` azure-core's default tracing implementation (the comment above): in force
-    unless one is set (by the user, or ``AZURE_SDK_TRACING_IMPLEMENTATION``: it traces every client,
-    the kit's too, and is left as it is)."""
-    from azure.core.settings import settings
-
-    span = kit_span()
-    if settings.tracing_implementation.default is span:
-        return
-    current = _kit_default(span)
-    if current is not span:
-        _log_tracing.info(
-            "azure-core's tracing implementation is set already (%r): it traces the kit's clients too", current
-        )
-        return
-    _log_tracing.info("the azure-servicebus SDK traces the operations of the kit's connections made with trace=True")
+    """trace=True: ``kit_span()`` as azure-core's default tracing implementation (the comment above);
+    ``ConfigurationError`` without the tracing extra."""
+    _kit_default(kit_span())
 
 
 def implicit_tracing(version: str | None = None) -> bool:
@@ -316,21 +314,17 @@ def implicit_tracing(version: str | None = None) -> bool:
 
 @functools.cache
 def claim_implicit_tracing() -> None:
-    """On an azure-core that picks its plugin by itself (``implicit_tracing``), ``kit_span()`` as the
-    default instead, once a process, at its first connection: the SDK then traces the kit's clients
-    only with trace=True, and others only when the user sets an implementation, as azure-core 1.33
-    and later do. Nothing without the tracing extra (azure-core finds no plugin either)."""
+    """Where azure-core picks its plugin by itself (``implicit_tracing``), ``kit_span()`` as the default
+    in its place, once a process, before its first connection: the SDK then traces the kit's clients
+    only with trace=True, and others only once the user sets an implementation, as a newer azure-core
+    does. Nothing without the tracing extra (azure-core finds no plugin either)."""
     if not implicit_tracing():
         return
     try:
         span = kit_span()
     except ConfigurationError:
         return
-    current = _kit_default(span)
-    if current is span:
-        _log_tracing.info("azure-core %s's own pick of its tracing plugin replaced by the kit's span type", _version())
-    else:
-        _log_tracing.info("azure-core's tracing implementation is set (%r): it traces every client", current)
+    _kit_default(span)
 
 
 def _version() -> str:

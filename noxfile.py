@@ -86,14 +86,13 @@ def dbr15(session: nox.Session) -> None:
         session,
         "15.4",
         "-e",
-        # Not the tracing extra: with DBR 15.4's azure-core 1.30.2, trace=True's SDK spans were not kept to
-        # the kit's clients (docs/tracing.md); the tracing tests are left out here, said (tests/suites.py).
-        ".[notebook,websockets]",
+        # The tracing extra too: the tracing tests run on the runtime's azure-core 1.30.2, which picks its
+        # tracing plugin by itself (docs/tracing.md, "The SDK's spans too").
+        ".[notebook,websockets,tracing]",
         "-c",
         str(BROWSER_WIDGETS7),
         "jupyterlab<4",
         "playwright>=1.40",
-        tools=[tool for tool in TEST_TOOLS if not tool.startswith("opentelemetry")],
     )
     session.run(
         "python",
@@ -101,7 +100,7 @@ def dbr15(session: nox.Session) -> None:
         "from importlib.metadata import version as v; "
         "print(*(f'{p} {v(p)}' for p in ('pandas', 'ipywidgets', 'jupyterlab', 'jupyterlab_widgets')))",
     )
-    _pytest(session, suites.dbr15(), "4", left_out=f"{suites.WITHOUT_SPARK},opentelemetry")
+    _pytest(session, suites.dbr15(), "4", left_out=suites.WITHOUT_SPARK)
 
 
 @nox.session(python="3.11")

@@ -36,15 +36,15 @@ BROKER = broker.SPAN_PREFIX  # ServiceBus.broker.<event>
 @pytest.fixture
 def sdk_tracing() -> Iterator[None]:
     """azure-core's tracing set to OpenTelemetry for the process (a producer's own choice): every
-    client traces, the test's and the kit's; as it was after."""
+    client traces, the test's and the kit's; unset after (the suite sets no value that lasts), so the
+    setting's default is in force again: the kit's span type, or azure-core's own pick."""
     from azure.core.settings import settings
 
-    before = settings.tracing_implementation()
     settings.tracing_implementation.set_value("opentelemetry")
     try:
         yield
     finally:
-        settings.tracing_implementation.set_value(before)
+        settings.tracing_implementation.unset_value()
 
 
 def _context(header: object) -> tuple[int, int]:

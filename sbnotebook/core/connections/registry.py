@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..renames import renamed
-from ..sdk.messages import trace_kit_clients
+from ..sdk.messages import claim_implicit_tracing, trace_kit_clients
 from .connection import Connection, resolve
 from .live import LiveConnection
 
@@ -46,6 +46,7 @@ class _Registry:
         with self._lock:
             live = self._live.get(key)
             if live is None:
+                claim_implicit_tracing()  # before the first client: an old azure-core's own pick (sdk/messages.py)
                 live = self._live[key] = LiveConnection(settings)
                 if not self._closes_at_exit:
                     # Registered with the first connection, not at import: exit handlers run last

@@ -97,6 +97,7 @@ USED_BY: dict[str, dict[str, str]] = {
         "azure.servicebus._pyamqp.utils": "add_batch get_message_encoded_size",
         "azure.servicebus._transport._pyamqp_transport.PyamqpTransport": "set_batch_envelope_properties",
         "azure.servicebus._common.message.ServiceBusMessage": "_raw_amqp_message",
+        "azure.core.settings.PrioritizedSetting": "_default",  # the kit's span type as the tracing default
     },
     "encoded": {
         "azure.servicebus._pyamqp.message": "Message",

@@ -10,7 +10,9 @@
   tests/core/operations/test_copies.py);
 - ``amqp_properties``: a message's AMQP properties read at once, as its getters return them;
 - ``trace_kit_clients``: the SDK's tracing of the messages it sends (and of the rest) on for the kit's
-  connections made with ``trace=True``, not for the process (``kit_span``; ``tracing_on`` reads it).
+  connections made with ``trace=True``, not for the process (``kit_span``; ``tracing_on`` reads it);
+  ``claim_implicit_tracing``: the same at a process's first connection where azure-core (older than
+  ``IMPLICIT_TRACING_BEFORE``) would pick its tracing plugin for every client by itself.
 
 ``sdk.USED_BY`` lists the private names used here.
 """
@@ -240,15 +242,20 @@ def as_service_bus_message(annotated: Any) -> Any:
 
 # The SDK's tracing on for the kit's own clients, not for the process: azure-servicebus asks azure-core's
 # one process-wide setting, settings.tracing_implementation(), for the span type to trace with, on every
-# send, receive and settlement. When nothing is set there (by the user, or AZURE_SDK_TRACING_IMPLEMENTATION),
-# trace_kit_clients sets kit_span(): it records inside an operation of the kit on a connection made with
-# trace=True (tracing.sdk_traced) and nothing elsewhere, so the user's own SDK clients stay untraced. A type
-# the user set is kept (it traces every client already).
+# send, receive and settlement. The kit makes kit_span() that setting's default: it records inside an
+# operation of the kit on a connection made with trace=True (tracing.sdk_traced) and nothing elsewhere.
+# A default, the setting's lowest rank: a type the user set, or AZURE_SDK_TRACING_IMPLEMENTATION, comes
+# first and is kept (it traces every client already, the kit's too). An azure-core older than
+# IMPLICIT_TRACING_BEFORE (DBR 15.4 has 1.30.2) has a default of its own: with nothing set, it picks its
+# OpenTelemetry plugin for every client once anything has imported opentelemetry (the kit's spans do),
+# trace=True or not. There the kit sets its default at the process's first connection
+# (claim_implicit_tracing), not only on trace=True.
 _log_tracing = logging.getLogger("sbnotebook.tracing")
 TRACING_MISSING = (
     "trace=True turns the azure-servicebus SDK's OpenTelemetry tracing on, which needs opentelemetry-api and "
     "azure-core-tracing-opentelemetry: pip install 'sbnotebook[tracing]'"
 )
+IMPLICIT_TRACING_BEFORE = (1, 33)  # azure-core's first version that picks no tracing plugin by itself
 
 
 @functools.cache
@@ -274,19 +281,53 @@ def kit_span() -> type:
     return KitSpan
 
 
-def trace_kit_clients() -> None:
-    """Make azure-core's tracing implementation ``kit_span()`` unless one is set already (by the user,
-    or ``AZURE_SDK_TRACING_IMPLEMENTATION``: it traces every client, the kit's too, and is left as it is)."""
+def _kit_default(span: type) -> None:
+    """``span`` as the default of azure-core's tracing setting (the comment above), said once; and
+    said when a value set by the user or the environment comes first."""
     from azure.core.settings import settings
 
-    span = kit_span()
-    current = settings.tracing_implementation()
-    if current is span:
-        return
-    if current is not None:
+    setting = settings.tracing_implementation
+    if setting.default is not span:
+        setting._default = span
+        _log_tracing.info("the SDK traces the kit's clients with trace=True only (azure-core %s)", _version())
+    current = setting()
+    if current is not span:
         _log_tracing.info(
-            "azure-core's tracing implementation is set already (%r): it traces the kit's clients too", current
+            "azure-core's tracing implementation is set to %r, before the kit's default: every client, "
+            "the kit's too, is traced as it makes them",
+            current,
         )
+
+
+def trace_kit_clients() -> None:
+    """trace=True: ``kit_span()`` as azure-core's default tracing implementation (the comment above);
+    ``ConfigurationError`` without the tracing extra."""
+    _kit_default(kit_span())
+
+
+def implicit_tracing(version: str | None = None) -> bool:
+    """Whether azure-core ``version`` (the installed one by default) picks its OpenTelemetry plugin by
+    itself: before ``IMPLICIT_TRACING_BEFORE``."""
+    major_minor = (version or _version()).split(".")[:2]
+    return tuple(int(part) for part in major_minor) < IMPLICIT_TRACING_BEFORE
+
+
+@functools.cache
+def claim_implicit_tracing() -> None:
+    """Where azure-core picks its plugin by itself (``implicit_tracing``), ``kit_span()`` as the default
+    in its place, once a process, before its first connection: the SDK then traces the kit's clients
+    only with trace=True, and others only once the user sets an implementation, as a newer azure-core
+    does. Nothing without the tracing extra (azure-core finds no plugin either)."""
+    if not implicit_tracing():
         return
-    settings.tracing_implementation.set_value(span)
-    _log_tracing.info("the azure-servicebus SDK traces the operations of the kit's connections made with trace=True")
+    try:
+        span = kit_span()
+    except ConfigurationError:
+        return
+    _kit_default(span)
+
+
+def _version() -> str:
+    from azure.core import __version__
+
+    return __version__

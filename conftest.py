@@ -285,8 +285,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     #
     # A full collection walks every object the process holds: 0.13-0.3 s of CPU in a worker that has
     # collected the suite and imported Spark and IPython, after each of a thousand tests (most of the
-    # teardown phase, which was a fifth of a full run's worker time). What survives a test's collection is frozen (gc.freeze: left
-    # out of later collections), so the next test's walks only what has come since; when the next
+    # teardown phase, which was a fifth of a full run's worker time). What survives a test's
+    # collection is frozen (gc.freeze: left out of later collections), so the next test's walks only
+    # what has come since; when the next
     # test is in another file (its module-scoped fixtures are gone now) or there is none, everything
     # is thawed and walked again. Garbage that a test leaves hanging off a survivor of an earlier
     # test of its file waits for that file's last collection.

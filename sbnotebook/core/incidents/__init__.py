@@ -3,9 +3,11 @@
 - ``purge.py`` (and ``purge_window.py``, a purge of a time window and the removals by sequence number
   every purge shares; ``purge_on_server.py``, the server-side batch delete), ``leftovers.py`` (what is
   still there after a take-everything operation, and why).
-- ``resubmit.py`` (move messages, copy first then complete: ``operations/copies.py``) with
-  ``resubmit_batches.py`` (its workers, each batch moved whole), ``resubmit_record.py`` (what a run
-  that did not finish leaves for the next), ``selection.py`` (what its ``where`` selects),
+- ``resubmit.py`` (move messages, copy first then complete: ``operations/copies.py``; its arguments
+  checked, its record named, its canary's fate read) with ``resubmit_run.py`` (one run, a discard's
+  and a purge window's too: its workers started and ended, the brake beside them, what is left, its
+  Report), ``resubmit_batches.py`` (its workers, each batch moved whole), ``resubmit_record.py`` (what
+  a run that did not finish leaves for the next), ``selection.py`` (what its ``where`` selects),
   ``discarding.py`` (a resubmit without the copy: the selected messages removed for good).
 - ``copy_many.py`` (the entities a glob matches, each copied) with ``copy_many_stops.py`` (its brake
   and canary across the entities), ``copying.py`` (copy an entity, to

@@ -25,7 +25,7 @@ from ..outcome import Report
 from ..renames import renamed
 from ..tracing import operation
 from ..views.search import as_where
-from .resubmit import BATCH_SIZE, check_limit, moved
+from .resubmit_run import BATCH_SIZE, check_limit, moved
 
 Record = dict[str, Any]
 

@@ -39,7 +39,7 @@ from ..outcome import Outcome, Report
 from ..sdk.api import ServiceBusReceiveMode
 from .leftovers import what_purge_left
 from .purge_on_server import delete_on_server
-from .resubmit import BATCH_SIZE, moved
+from .resubmit_run import BATCH_SIZE, moved
 
 BY_SEQUENCE = 100  # sequence numbers per receive-deferred / cancel-scheduled request
 

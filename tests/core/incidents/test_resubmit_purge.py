@@ -20,7 +20,7 @@ from tests.helpers import lose_the_session_lock_after_two_deferred, one_active_t
 from tests.processes import free_port
 
 purge_module = importlib.import_module("sbnotebook.core.incidents.purge")  # core.purge is the function
-resubmit_module = importlib.import_module("sbnotebook.core.incidents.resubmit")  # core.resubmit is the function
+run_module = importlib.import_module("sbnotebook.core.incidents.resubmit_run")  # one run of a resubmit
 
 
 def _dead_letter_all(client: ServiceBusClient, queue: str, n: int, reason: str = "Bad") -> None:
@@ -207,14 +207,14 @@ def test_messages_a_resubmit_did_not_receive_are_left_with_what_it_knows_not_a_g
     conn = core.connect(emulator.connection_string)
     core.send("q", ["a", "b"], connection=conn)
     _dead_letter_all(client, "q", 2)
-    real = resubmit_module.anything_there
+    real = run_module.anything_there
     ended: list[int] = []
 
     async def locks_end_first(*args: Any, **kwargs: Any) -> bool:
         ended.append(emulator.lose_locks("q/$deadletterqueue"))
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(resubmit_module, "anything_there", locks_end_first)
+    monkeypatch.setattr(run_module, "anything_there", locks_end_first)
     # Sent a moment before the run: without this the 2 s margin for "arrived while it ran" takes them.
     monkeypatch.setattr(leftovers, "ARRIVAL_MARGIN", dt.timedelta(0))
     with client.get_queue_receiver("q", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=3) as other:

@@ -224,25 +224,15 @@ async def acopy_many(
     report = Report("copy", pattern, target=dst.fully_qualified_namespace)
     answers_interrupts()  # interrupted: the entity being copied ends as acopy's does, the rest are not begun
     try:
-        # The administration API is HTTP, called synchronously: off the connection's loop, which the
-        # copies' links share.
-        found, topics = await asyncio.to_thread(glob_matches, pattern, src)
-        if topics:
-            said = ", ".join(topics)
-            report.note(f"topics matched but not copied (their messages are in their subscriptions): {said}")
-        if not found:
-            return report
-        await asyncio.to_thread(ensure_targets, found, src, dst, create=create, report=report)
+        found = await _targets(pattern, src, dst, create, report)
     except asyncio.CancelledError:
         return before_anything(report)
+    if not found:
+        return report
     options = {"where": where, "max_messages": max_messages, "keep_message_id": keep_message_id}
     if window is not None:  # as typed: an age keys the record as typed (the same call resumes)
         options |= {"enqueued_after": given_text(enqueued_after), "enqueued_before": given_text(enqueued_before)}
-    record = _record(src, dst, pattern, options)
-    done, saved = _done(record), _window(record)
-    window = saved if window is not None and saved is not None else window
-    if window is not None:  # the instants every entity's copy takes, saved before the first
-        _save(record, pattern, done, window)
+    record, done, window = _resumed(src, dst, pattern, options, window)
     started = time.perf_counter()
     for m in found:
         if str(m.source) in done:
@@ -285,6 +275,32 @@ async def acopy_many(
         record.unlink(missing_ok=True)  # complete: the same call again copies everything again
     stops.said(report, complete=complete)
     return report
+
+
+async def _targets(pattern: str, src: LiveConnection, dst: LiveConnection, create: bool, report: Report) -> list[Match]:
+    """The glob's matches, each target there (or made: ``ensure_targets``); topics matched are noted.
+    The administration API is HTTP, called synchronously: off the connection's loop, which the
+    copies' links share."""
+    found, topics = await asyncio.to_thread(glob_matches, pattern, src)
+    if topics:
+        said = ", ".join(topics)
+        report.note(f"topics matched but not copied (their messages are in their subscriptions): {said}")
+    if found:
+        await asyncio.to_thread(ensure_targets, found, src, dst, create=create, report=report)
+    return found
+
+
+def _resumed(
+    src: LiveConnection, dst: LiveConnection, pattern: str, options: dict[str, Any], window: TimeWindow | None
+) -> tuple[Path, list[str], TimeWindow | None]:
+    """The glob's record, the entities an earlier run of the same call copied in full, and the window
+    every entity's copy takes (an earlier run's instants, saved before the first entity)."""
+    record = _record(src, dst, pattern, options)
+    done, saved = _done(record), _window(record)
+    window = saved if window is not None and saved is not None else window
+    if window is not None:
+        _save(record, pattern, done, window)
+    return record, done, window
 
 
 def _unfinished(m: Match, src: LiveConnection, dst: LiveConnection, options: dict[str, Any], window: Any) -> bool:

@@ -111,6 +111,21 @@ def missing_targets(found: list[Match], dst: LiveConnection) -> list[Match]:
     return [m for m in found if m.target.name.lower() not in there]
 
 
+# The keywords of acopy_many that each entity's acopy takes as they are.
+PASSED_ON = frozenset(
+    [
+        "where",
+        "max_messages",
+        "keep_message_id",
+        "max_in_flight",
+        "rate",
+        "max_held_bytes",
+        "stop_if_active",
+        "watch",
+        "watch_interval",
+        "canary_timeout",
+    ]
+)
 FORWARDING = ("forward_to", "forward_dead_lettered_messages_to")
 
 
@@ -216,6 +231,7 @@ async def acopy_many(
     ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): each entity's messages enqueued in that window
     (found by a search over peeks, window.py); an age is taken once for all, kept in the glob's record to resume.
     The brake and the canary: one copy's (``acopy``), across the entities as the module docstring says."""
+    same = {k: v for k, v in locals().items() if k in PASSED_ON}  # each entity's acopy takes these as given
     window, _ = enqueued_window(enqueued_after, enqueued_before), parse_rate(rate)  # a bad WHEN or rate: nothing read
     brake_of(stop_if_dead_letters, stop_if_active, watch, watch_interval)  # checked before anything is read
     check_canary(canary, canary_timeout)
@@ -245,21 +261,12 @@ async def acopy_many(
         part = await acopy(
             m.source,
             m.target,
-            where=where,
-            max_messages=max_messages,
-            keep_message_id=keep_message_id,
-            max_in_flight=max_in_flight,
-            rate=rate,  # the entities are copied one after another: the run keeps to the rate
-            max_held_bytes=max_held_bytes,
+            **same,  # rate among them: the entities are copied one after another, the run keeps to it
             progress=None if progress is None else (lambda r, m=m: progress(m, r)),  # type: ignore[misc]
             source_connection=src,
             connection=dst,
             enqueued_after=None if window is None else window.after,
             enqueued_before=None if window is None else window.before,
-            stop_if_active=stop_if_active,
-            watch=watch,
-            watch_interval=watch_interval,
-            canary_timeout=canary_timeout,
             **stops.keywords(),  # what is left of the run's brake and canary
         )
         report.parts.append(part)

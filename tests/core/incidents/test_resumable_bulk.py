@@ -4,6 +4,7 @@ detection; memory stays flat at 10^5 (slow). Copies: test_resumable_copy.py."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from sbnotebook import core
 from sbnotebook.core.incidents.exporting import EXPORTING
 from sbnotebook.core.incidents.importing import IMPORTING
 from sbnotebook.core.incidents.jsonl import write_jsonl
+from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.core.incidents import bulk
 from tests.core.incidents.bulk import TOPOLOGY
@@ -68,6 +70,12 @@ def test_a_resubmit_killed_between_copy_and_complete_finishes_when_run_again_wit
     # The killed run's locks lapse (2 s), as on Service Bus; read at the broker: a fixed 2.5 s sleep
     # was too short on a loaded machine (deliveries locked as the kill landed: 50 left locked).
     wait_until(lambda: len(emulator.broker.locks) == 0)
+    # The run that finishes gets Azure's default lock: with src's 2 s, a machine loaded enough (three nox
+    # sessions at once) let its locks lapse before it settled them (nox -s dbr15: lock lost, not ok).
+    admin = emulator_admin_client(cs)
+    src = admin.get_queue("src")
+    src.lock_duration = dt.timedelta(minutes=1)
+    admin.update_queue(src)
     report = core.resubmit(DLQ, target="dst", connection=cs)
     assert report.ok and report.count("resubmitted") == left, report
     assert emulator.broker.counts("src")["dead_letter"] == 0

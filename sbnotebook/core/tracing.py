@@ -15,8 +15,12 @@ operation are its children: one trace.
 A copy (resubmit, copy, import) is a new send: :func:`renew_context` drops the original's
 ``traceparent``, ``Diagnostic-Id`` and ``tracestate``, keeps the original's in
 ``sbnotebook-original-traceparent``, and gives the copy the context of its own ``sbnotebook.message``
-span (kind PRODUCER, a child of the operation's span, linked to the original's context) under the
-byte-string keys the SDK writes with ``setdefault``: the SDK keeps it, and the copy holds one of each.
+span under the byte-string keys the SDK writes with ``setdefault``: the SDK keeps it, and the copy
+holds one of each. That span (kind PRODUCER) continues the original's trace: a child of the
+original's context, linked to it (``sbnotebook.link`` ``original``) and to the span of the operation
+that made it (``operation``, named in ``sbnotebook.operation``), so the copy's story joins the
+original's while the operation stays one span of its own. An original without a context gives a
+span that is a child of the current one.
 
 ``sdk_traced`` says, in the task of an operation on a connection made with ``trace=True``, that the
 SDK's own tracing is on for it (``sdk/messages.py`` ``kit_span`` reads it).
@@ -58,6 +62,11 @@ _TYPES = {
 _SETTLE = ("settle", "settle")  # settle, defer, purge, discard: messages removed or settled
 
 sdk_traced: contextvars.ContextVar[bool] = contextvars.ContextVar("sbnotebook_sdk_traced", default=False)
+
+# The operations whose messages are copies (renew_context), and the one running with its span: a copy's
+# span links to it and names it, also from inside a send the operation runs (an import's).
+COPYING = frozenset({"resubmit", "copy", "import"})
+_copying: contextvars.ContextVar[tuple[str, Any] | None] = contextvars.ContextVar("sbnotebook_copying", default=None)
 
 
 class Traced(Protocol):
@@ -150,22 +159,26 @@ def operation(name: str, connection: Traced, entity: object, *, source: object =
             attrs["sbnotebook.source.name"] = str(source)
         with tracer.start_as_current_span(f"sbnotebook.{name}", kind=trace.SpanKind.CLIENT, attributes=attrs) as span:
             op = Operation(span)
+            copying = _copying.set((name, span)) if name in COPYING else None
             try:
                 yield op
             except BaseException as exc:
                 span.set_attribute("error.type", type(exc).__qualname__)
                 op.outcome("interrupted" if isinstance(exc, KeyboardInterrupt | CancelledError) else "failed")
                 raise
+            finally:
+                if copying is not None:
+                    _reset(copying, _copying)
     finally:
         if token is not None:
-            _reset(token)
+            _reset(token, sdk_traced)
 
 
-def _reset(token: contextvars.Token[bool]) -> None:
-    """``sdk_traced`` as it was. A generator's span (a Spark partition's rows) may be closed by the
-    garbage collector in another context, where the token cannot be used: that context never had it set."""
+def _reset(token: contextvars.Token[Any], var: contextvars.ContextVar[Any]) -> None:
+    """``var`` as it was. A generator's span (a Spark partition's rows) may be closed by the garbage
+    collector in another context, where the token cannot be used: that context never had it set."""
     try:
-        sdk_traced.reset(token)
+        var.reset(token)
     except ValueError:
         return
 
@@ -216,19 +229,27 @@ def provides_spans(provider: Any) -> bool:
 
 
 def _message_span(trace: ModuleType, original: str | None, message_id: Any) -> str | None:
-    """The traceparent of a new ``sbnotebook.message`` span linked to ``original``, or None when no
-    tracer records it."""
-    links = []
-    if original:
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    """The traceparent of a new ``sbnotebook.message`` span (module docstring), or None when no tracer
+    records it."""
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-        linked = trace.get_current_span(TraceContextTextMapPropagator().extract({TRACEPARENT: original}))
-        if linked.get_span_context().is_valid:
-            links.append(trace.Link(linked.get_span_context(), {"sbnotebook.link": "original"}))
+    parent, links = None, []
+    if original:
+        carried = TraceContextTextMapPropagator().extract({TRACEPARENT: original})
+        linked = trace.get_current_span(carried).get_span_context()
+        if linked.is_valid:
+            parent = carried  # the copy continues its original's trace
+            links.append(trace.Link(linked, {"sbnotebook.link": "original"}))
     attrs = {"az.namespace": AZ_NAMESPACE, "messaging.system": SYSTEM, "messaging.operation.type": "create"}
+    maker = _copying.get()
+    if maker is not None:
+        name, op_span = maker
+        links.append(trace.Link(op_span.get_span_context(), {"sbnotebook.link": "operation"}))
+        attrs["sbnotebook.operation"] = name
     if message_id is not None:
         attrs["messaging.message.id"] = str(message_id)
-    span = _tracer().start_span("sbnotebook.message", kind=trace.SpanKind.PRODUCER, links=links, attributes=attrs)
+    kind = trace.SpanKind.PRODUCER
+    span = _tracer().start_span("sbnotebook.message", context=parent, kind=kind, links=links, attributes=attrs)
     try:
         ctx = span.get_span_context()
         if not span.is_recording():  # no tracer, or one that sampled it out: the copy is given no context

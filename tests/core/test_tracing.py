@@ -1,14 +1,12 @@
 """The kit's operations as OpenTelemetry spans, the SDK's tracing on for the kit's own clients only,
 and copies as new sends linked to their original (issue 60, points 1 and 2), on the real SDK and the
 emulator, the spans in memory (the plugin's ``servicebus_spans``). What reached the broker is read
-back with the SDK's own client, as its bytes: each trace-context key counted where it is encoded."""
+back with the SDK's own client, as its bytes: each trace-context key counted where it is encoded.
+Without OpenTelemetry: tests/core/test_tracing_absent.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,6 @@ from tests.required import require_module
 require_module("opentelemetry.sdk.trace")
 
 DLQ = "q/$deadletterqueue"
-ROOT = Path(__file__).resolve().parents[2]
 
 BROKER = "ServiceBus.broker."  # the in-process emulator's spans reach the same provider
 
@@ -60,16 +57,11 @@ def text(props: dict[Any, Any], key: str) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def ancestors(span: Any, spans: Spans) -> list[int]:
-    """The span ids above ``span``, nearest first, as far as the recorded spans go."""
-    by_id = {s.context.span_id: s for s in spans}
-    found = []
-    while span.parent is not None:
-        found.append(span.parent.span_id)
-        if span.parent.span_id not in by_id:
-            break
-        span = by_id[span.parent.span_id]
-    return found
+def links(span: Any) -> dict[str, tuple[int, int]]:
+    """A span's links by their ``sbnotebook.link`` (``original``, ``operation``): (trace id, span id)."""
+    return {
+        str((x.attributes or {}).get("sbnotebook.link")): (x.context.trace_id, x.context.span_id) for x in span.links
+    }
 
 
 def span_id_of(traceparent: str) -> tuple[int, int]:
@@ -173,8 +165,8 @@ def _check_copy(
     conn_str: str, entity: str, spans: Spans, operation: str, original: str, original_id: str | None
 ) -> None:
     """The copy in ``entity``: one traceparent and one Diagnostic-Id, equal, of its own
-    ``sbnotebook.message`` span (a child of the ``operation`` span, linked to the original's context);
-    the original's context in ``sbnotebook-original-traceparent``."""
+    ``sbnotebook.message`` span (a child of the original's context, in its trace, linked to it and to
+    the ``operation`` span, which it names); the original's context in ``sbnotebook-original-traceparent``."""
     copies = [(m, raw) for m, raw in peeked_raw(conn_str, entity) if str(m) == "poison"]
     assert len(copies) == 1
     msg, raw = copies[0]
@@ -188,9 +180,10 @@ def _check_copy(
     (made,) = spans.find("sbnotebook.message", message_id=str(msg.message_id))
     assert span_id_of(mine) == (made.context.trace_id, made.context.span_id)
     (op,) = spans.find(f"sbnotebook.{operation}")
-    assert op.context.span_id in ancestors(made, spans)  # under the operation (an import's: under its send)
-    ((link,),) = [made.links]
-    assert (link.context.trace_id, link.context.span_id) == span_id_of(original)
+    assert made.parent is not None and (made.context.trace_id, made.parent.span_id) == span_id_of(original)
+    # linked to the operation, an import's too (its copies are made inside the send it runs)
+    assert links(made) == {"original": span_id_of(original), "operation": (op.context.trace_id, op.context.span_id)}
+    assert made.attributes["sbnotebook.operation"] == operation
     assert spans.find(trace_id=made.context.trace_id)  # filterable by trace id, as an int
     assert spans.find(trace_id=f"{made.context.trace_id:032x}") == spans.find(trace_id=made.context.trace_id)
 
@@ -255,76 +248,27 @@ def test_a_copy_gets_a_context_only_while_a_tracer_records(emulator: Emulator) -
         assert text(msg.application_properties, "tracestate") is None
 
 
-# Run in a process of its own, opentelemetry made missing (or not): the kit's operations, a copy of a
-# message that carries a context, connect(trace=True); what it prints is what the test checks.
-WITHOUT_OPENTELEMETRY = """
-import json, sys
-
-class Missing:
-    def find_spec(self, name, path=None, target=None):
-        if BLOCK and name.split(".")[0] == "opentelemetry":
-            raise ImportError(f"{name} is made missing")
-        return None
-
-BLOCK = sys.argv[1] == "block"
-sys.meta_path.insert(0, Missing())
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
-from sbnotebook import core
-from sbnotebook.emulator import Emulator
-
-config = {"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "q", "Properties": {}},
-          {"Name": "r", "Properties": {}}], "Topics": []}], "Logging": {"Type": "Console"}}}
-original = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-with Emulator(config) as emu:
-    conn = core.connect(emu.connection_string)
-    with ServiceBusClient.from_connection_string(emu.connection_string) as client:
-        with client.get_queue_sender("q") as sender:
-            props = {"traceparent": original, "Diagnostic-Id": original, "tracestate": "k=v", "kept": 7}
-            sender.send_messages(ServiceBusMessage("poison", application_properties=props))
-    core.send("q", ["plain"], connection=conn).raise_for_failures()
-    core.peek("q", connection=conn)
-    with core.receive("q", max_messages=2, wait_seconds=5, connection=conn) as batch:
-        batch.abandon().raise_for_failures()
-    core.copy("q", "r", connection=conn).raise_for_failures()
-    core.resubmit("q", target="r", connection=conn).raise_for_failures()
-    copies = [m for m in core.peek("r", connection=conn).records if m["body_text"] == "poison"]
-    try:
-        core.connect(emu.connection_string, trace=True)
-        refused = None
-    except core.ConfigurationError as exc:
-        refused = str(exc)
-    core.close_all()
-loaded = sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry")
-print(json.dumps({"loaded": loaded, "copies": [c["application_properties"] for c in copies], "refused": refused}))
-"""
-
-
-def _run_without(block: bool) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_OPENTELEMETRY, "block" if block else "allow"],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
+def test_a_copy_of_a_message_without_a_context_is_a_child_of_the_operation(
+    emulator: Emulator, servicebus_spans: Spans
+) -> None:
+    """No original context to continue: the copy's span is a child of the current span (the resubmit's),
+    linked to it only; its context is still its own. The original that carries one (above) is not."""
+    conn_str = emulator.connection_string
+    with QuickCloseClient.from_connection_string(conn_str) as client, client.get_queue_sender("q") as sender:
+        sender.send_messages(ServiceBusMessage("plain"))  # the test's client: the SDK's tracing off
+    servicebus_spans.clear()
+    core.resubmit("q", target="short", connection=conn_str).raise_for_failures()
+    (op,) = servicebus_spans.find("sbnotebook.resubmit")
+    (made,) = servicebus_spans.find("sbnotebook.message")
+    ((copy, _),) = peeked_raw(conn_str, "short")
+    assert text(copy.application_properties, ORIGINAL_TRACEPARENT) is None
+    assert span_id_of(text(copy.application_properties, "traceparent") or "") == (
+        made.context.trace_id,
+        made.context.span_id,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
-
-
-def test_without_opentelemetry_the_kit_imports_none_of_it_and_copies_still_drop_the_originals_context() -> None:
-    missing = _run_without(block=True)
-    assert missing["loaded"] == []
-    assert "pip install 'sbnotebook[tracing]'" in missing["refused"]
-    assert len(missing["copies"]) == 2  # copied, and resubmitted
-    for props in missing["copies"]:
-        assert {k.lower() for k in props} & {"traceparent", "diagnostic-id", "tracestate"} == set()
-        assert props[ORIGINAL_TRACEPARENT] == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-        assert props["kept"] == "7"  # as a peek's record shows a long
-    # The check can fail: the same run with opentelemetry importable loads it (the kit's spans).
-    present = _run_without(block=False)
-    assert "opentelemetry.trace" in present["loaded"]
-    assert present["refused"] is None
+    assert made.parent is not None and made.parent.span_id == op.context.span_id
+    assert made.context.trace_id == op.context.trace_id
+    assert links(made) == {"operation": (op.context.trace_id, op.context.span_id)}
 
 
 def test_a_copy_asks_for_a_span_only_of_a_provider_that_may_record() -> None:

@@ -15,7 +15,11 @@ notebooks folders (tests/suites.py; tests/project/test_suites.py checks that eve
                       (Spark 4.0.0 there). Not tutorial 08 (tests/suites.py says why).
     nox -s sdk-floor  every file in tests/core/ and tests/emulator/ (sub-folders too) on azure-servicebus pinned to
                       pyproject.toml's floor (7.15.0), the rest of the libraries the newest; the main
-                      run (a fresh ``pip install -e '.[dev]'``) takes the newest azure-servicebus
+                      run (a fresh ``pip install -e '.[dev]'``) takes the newest azure-servicebus.
+                      Without OpenTelemetry: the kit without its ``tracing`` extra, the test tools without
+                      opentelemetry-sdk; the tracing tests skip there (tests/suites.py ``WITHOUT_TRACING``;
+                      dbr15 and spark40 run them), tests/core/test_tracing_absent.py runs the kit's operations
+                      and finds no ``opentelemetry`` module loaded
 
 Neither dbr15 nor spark40 runs tests/project/test_release.py or tests/project/test_packaging.py: they test the build,
 make venvs of their own (test_packaging dry-runs the wheel beside every runtime set itself) and run in
@@ -54,6 +58,8 @@ TEST_TOOLS = [
     "aiohttp>=3.9",
     "opentelemetry-sdk>=1.20",  # the tracing tests' in-memory spans (with the kit's tracing extra below)
 ]
+# sdk-floor's: the same without OpenTelemetry (its tracing tests skip, tests/suites.py WITHOUT_TRACING).
+TEST_TOOLS_WITHOUT_TRACING = [tool for tool in TEST_TOOLS if not tool.startswith("opentelemetry")]
 
 # What runs where, computed from the tests and notebooks folders (tests/suites.py, checked by
 # tests/project/test_suites.py): no hand list to leave a new file out.
@@ -113,11 +119,14 @@ def spark40(session: nox.Session) -> None:
 
 @nox.session(python="3.11", name="sdk-floor")
 def sdk_floor(session: nox.Session) -> None:
-    """The core and emulator tests on the oldest azure-servicebus pyproject.toml allows, exactly."""
+    """The core and emulator tests on the oldest azure-servicebus pyproject.toml allows, exactly, and
+    without OpenTelemetry (no tracing extra, no opentelemetry-sdk)."""
     pin = suites.sdk_floor_pin()
     # The websockets extra in every session: aiohttp for the kit's connections over WebSockets (the SDK's
     # async transport), websocket-client for the tests' sync clients over wss (one-port, TLS).
-    session.install("-e", ".[notebook,websockets,tracing]", pin, *TEST_TOOLS)
+    session.install("-e", ".[notebook,websockets]", pin, *TEST_TOOLS_WITHOUT_TRACING)
     installed = "from importlib.metadata import version; print('azure-servicebus', version('azure-servicebus'))"
     session.run("python", "-c", installed)
-    _pytest(session, suites.sdk_floor(), "4", left_out=suites.WITHOUT_SPARK)
+    # Nothing brought OpenTelemetry in by another way: the session would not show the kit without it.
+    session.run("python", "-c", "import importlib.util as u; assert u.find_spec('opentelemetry') is None, 'installed'")
+    _pytest(session, suites.sdk_floor(), "4", left_out=f"{suites.WITHOUT_SPARK},{suites.WITHOUT_TRACING}")

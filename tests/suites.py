@@ -7,7 +7,8 @@ test file lands in a session without anyone editing a list (tests/project/test_s
   among others (they run in ``dbr15`` too, where those few skip), less ``ONLY_ON_PYSPARK_41``.
 - Neither runs ``BUILD_ONLY`` (tests of the build, in the main run only).
 - ``sdk_floor``: the core and emulator tests (``tests/core/``, ``tests/emulator/``), on the oldest
-  azure-servicebus pyproject.toml allows (``sdk_floor_pin``).
+  azure-servicebus pyproject.toml allows (``sdk_floor_pin``), and without OpenTelemetry (the kit
+  without its ``tracing`` extra, ``WITHOUT_TRACING``): the tracing tests skip there and run in the others.
 - The doc pages (``doc_pages``: README.md and docs/*.md, their Python blocks run by Sybil,
   tests/doc_examples.py) run in the main run only: they check the docs against the code, not a
   runtime's libraries, and show what the newest libraries print (a DataFrame, pyspark 4.1's pushdown).
@@ -49,6 +50,9 @@ BUILD_ONLY = {
 # Spark Connect client): the tests that need it run in spark40.
 LEFT_OUT = "SBNOTEBOOK_LEFT_OUT"
 WITHOUT_SPARK = "pyspark,grpc"
+# sdk-floor has no OpenTelemetry either (issue 60: without the tracing extra the kit imports none of it and
+# the suite passes): a test that needs it asks with require_module("opentelemetry...") (``uses_opentelemetry``).
+WITHOUT_TRACING = "opentelemetry"
 
 
 def _rel(path: Path) -> str:
@@ -83,17 +87,21 @@ def notebooks() -> list[str]:
     return sorted(_rel(p) for p in (ROOT / "notebooks").glob("*.ipynb"))
 
 
-def _is_pyspark_skip(node: ast.AST) -> bool:
-    """``require_module("pyspark...")`` (tests/required.py: a skip without pyspark, a failure under CI
-    unless the run leaves pyspark out)."""
+def _is_skip_without(node: ast.AST, package: str) -> bool:
+    """``require_module("<package>...")`` (tests/required.py: a skip without the package, a failure under
+    CI unless the run leaves it out)."""
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name | ast.Attribute)
         and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr) == "require_module"
         and bool(node.args)
         and isinstance(node.args[0], ast.Constant)
-        and str(node.args[0].value).split(".")[0] == "pyspark"
+        and str(node.args[0].value).split(".")[0] == package
     )
+
+
+def _is_pyspark_skip(node: ast.AST) -> bool:
+    return _is_skip_without(node, "pyspark")
 
 
 def _imports_spark(node: ast.stmt) -> bool:
@@ -144,6 +152,34 @@ def uses_pyspark_somewhere(path: str) -> bool:
     return file.suffix == ".py" and any(_is_pyspark_skip(n) for n in ast.walk(ast.parse(file.read_text("utf-8"))))
 
 
+# What a test file uses of OpenTelemetry: the plugin's recorder (a fixture or ``recording``), or the package.
+_SPAN_RECORDER = ("servicebus_spans", "recording")
+
+
+def _uses_opentelemetry(node: ast.AST) -> bool:
+    if isinstance(node, ast.Import):
+        return any(a.name.split(".")[0] == "opentelemetry" for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        module = node.module or ""
+        recorder = module == "sbnotebook.testing.spans" and any(a.name in _SPAN_RECORDER for a in node.names)
+        return module.split(".")[0] == "opentelemetry" or recorder
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):  # a test's or a fixture's argument
+        return any(a.arg in _SPAN_RECORDER for a in node.args.args)
+    return False
+
+
+def uses_opentelemetry(path: str) -> bool:
+    """The file imports opentelemetry, or the plugin's span recorder (``sbnotebook.testing.spans``), or
+    a test or fixture of it takes ``servicebus_spans``: it cannot run without opentelemetry-sdk."""
+    return any(_uses_opentelemetry(n) for n in ast.walk(ast.parse((ROOT / path).read_text(encoding="utf-8"))))
+
+
+def asks_for_opentelemetry(path: str) -> bool:
+    """The file skips without opentelemetry (``require_module("opentelemetry...")``, at its top or in a test)."""
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    return any(_is_skip_without(n, "opentelemetry") for n in ast.walk(tree))
+
+
 def dbr15() -> list[str]:
     """Every test file and tutorial that does not need Spark."""
     return [p for p in session_test_files() + notebooks() if not needs_spark(p)]
@@ -156,7 +192,8 @@ def spark40() -> list[str]:
 
 
 def sdk_floor() -> list[str]:
-    """The core and emulator tests (those of them that need Spark run in spark40)."""
+    """The core and emulator tests (those of them that need Spark run in spark40; those that need
+    OpenTelemetry skip, ``WITHOUT_TRACING``)."""
     names = ("tests/core/", "tests/emulator/")
     return [p for p in test_files() if p.startswith(names) and not needs_spark(p)]
 

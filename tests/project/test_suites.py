@@ -1,6 +1,6 @@
 """What the nox sessions run (noxfile.py, tests/suites.py) is what the docs claim: every test file and
 tutorial runs in one of them, the Spark ones on pyspark 4.0, the rest on DBR 15.4's set, and the core
-and emulator tests on the oldest azure-servicebus pyproject.toml allows.
+and emulator tests on the oldest azure-servicebus pyproject.toml allows, without OpenTelemetry.
 
 noxfile.py is executed here with a stand-in for nox that records each session's commands (nox itself
 is not installed in the sessions' own venvs, and this file runs in them too)."""
@@ -131,8 +131,59 @@ def test_only_the_sessions_without_spark_tell_the_tests_they_leave_pyspark_out()
     """Under CI=true a test that finds pyspark missing fails (tests/required.py), but dbr15 and sdk-floor
     lack it on purpose: they say so, and the few tests there that need it skip (spark40 runs them).
     spark40 leaves nothing out: a missing pyspark there fails."""
-    assert _run("dbr15").pytest_left_out() == _run("sdk-floor").pytest_left_out() == {"pyspark", "grpc"}
+    assert _run("dbr15").pytest_left_out() == {"pyspark", "grpc"}
+    assert _run("sdk-floor").pytest_left_out() == {"pyspark", "grpc", "opentelemetry"}
     assert _run("spark40").pytest_left_out() == set()
+
+
+def test_sdk_floor_runs_the_kit_without_opentelemetry_and_the_others_with_it() -> None:
+    """sdk-floor installs the kit without its tracing extra and the test tools without opentelemetry-sdk
+    (the others' tools less that one), checks that nothing brought it in, and leaves it out: the files
+    that need it skip there (``test_every_file_that_uses_opentelemetry_skips_without_it``), and
+    tests/core/test_tracing_absent.py runs the kit's operations and finds none of it loaded."""
+    tracing = re.compile(r"\.\[.*\btracing\b.*\]")
+    floor, spark40 = _run("sdk-floor"), _run("spark40")
+    assert not [a for a in floor.installs if tracing.fullmatch(a) or a.startswith("opentelemetry")]
+    assert ".[notebook,websockets]" in floor.installs
+    tools = [a for a in spark40.installs if a in floor.installs or a.startswith("opentelemetry")]
+    assert sorted(set(tools) - set(floor.installs)) == ["opentelemetry-sdk>=1.20"]  # the one tool left out
+    assert any("find_spec('opentelemetry') is None" in arg for run in floor.runs for arg in run)
+    assert "tests/core/test_tracing_absent.py" in floor.pytest_files()
+    for name in ("dbr15", "spark40"):  # the check can fail: the others install both
+        installs = _run(name).installs
+        assert any(tracing.fullmatch(a) for a in installs) and "opentelemetry-sdk>=1.20" in installs
+
+
+def test_every_file_that_uses_opentelemetry_skips_without_it() -> None:
+    """A test file that imports opentelemetry or records spans asks for it (``require_module``): it skips
+    in sdk-floor (which leaves it out) and fails under CI anywhere else it is missing."""
+    using = [p for p in suites.session_test_files() if suites.uses_opentelemetry(p)]
+    assert {"tests/core/test_tracing.py", "tests/notebook/test_one_trace.py"} <= set(using)
+    assert not [p for p in using if not suites.asks_for_opentelemetry(p)]
+    assert not suites.uses_opentelemetry("tests/core/test_tracing_absent.py")  # runs without it
+
+
+@pytest.mark.parametrize(
+    ("source", "uses", "asks"),
+    [
+        ("from opentelemetry import trace\n", True, False),
+        ("def test_x():\n    import opentelemetry.trace\n", True, False),
+        ("from sbnotebook.testing.spans import Spans, recording\n", True, False),
+        ("from sbnotebook.testing.spans import Spans\n", False, False),
+        ("def test_x(emulator, servicebus_spans):\n    pass\n", True, False),
+        ('from tests.required import require_module\nrequire_module("opentelemetry.sdk.trace")\n', False, True),
+        ('def test_x():\n    require_module("opentelemetry.trace")\n', False, True),
+        ('require_module("pyspark")\n', False, False),
+    ],
+)
+def test_what_uses_opentelemetry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, uses: bool, asks: bool
+) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_probe.py").write_text(source, encoding="utf-8")
+    monkeypatch.setattr(suites, "ROOT", tmp_path)
+    assert suites.uses_opentelemetry("tests/test_probe.py") is uses
+    assert suites.asks_for_opentelemetry("tests/test_probe.py") is asks
 
 
 def test_dbr15_runs_the_tracing_tests_on_an_azure_core_that_picks_its_plugin_by_itself() -> None:

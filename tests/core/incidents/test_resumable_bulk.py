@@ -58,6 +58,7 @@ def test_a_resubmit_killed_between_copy_and_complete_finishes_when_run_again_wit
         return emulator.broker.counts("dst")["active"] + emulator.broker.counts("src")["dead_letter"] - n
 
     # Killed with some batches completed and some copied, not completed.
+    ours = emulator.connections  # this process's own (core.send's live connection)
     run_and_kill(
         _RESUBMIT,
         [DLQ, "dst", cs],
@@ -69,6 +70,10 @@ def test_a_resubmit_killed_between_copy_and_complete_finishes_when_run_again_wit
     emulator.latency_ms = 0
     # The killed run's locks lapse (2 s), as on Service Bus; read at the broker: a fixed 2.5 s sleep
     # was too short on a loaded machine (deliveries locked as the kill landed: 50 left locked).
+    # First the killed client's connection gone at the broker: until then its link keeps its credit and
+    # the broker delivers (and locks) on it; once 50 were locked after the locks were seen at 0 (the
+    # finishing run: 50 left, locked by another receiver; -n 6 beside other tests).
+    wait_until(lambda: emulator.connections == ours)
     wait_until(lambda: len(emulator.broker.locks) == 0)
     # The run that finishes gets Azure's default lock: with src's 2 s, a machine loaded enough (three nox
     # sessions at once) let its locks lapse before it settled them (nox -s dbr15: lock lost, not ok).

@@ -31,7 +31,6 @@ _SPARK_GROUPS = {  # by path, without the suffix
     "tests/spark/test_old_names": "spark",
     "tests/spark/test_route": "spark",
     "tests/spark/test_whole_write_rate": "spark",
-    "tests/spark/test_daemon": "spark",
     "notebooks/06_spark": "spark",
     # One fresh venv for its tests, and a Spark read in it (in a process of its own). In 'spark', the
     # shorter chain: measured alone (-n0), 'spark' 380 s of tests (and 37 s for test_old_names.py,

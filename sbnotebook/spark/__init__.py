@@ -21,8 +21,6 @@ Where to change what:
 - the connection: ``registered.py`` (the one ``register()`` resolved in this process),
   ``secrets.py`` (secret references, resolved where they are used);
 - routing: ``routing.py`` (``route``: where each row would go through a topic's rules, on the executors);
-- the workers: ``daemon.py`` (PySpark's worker daemon with the data source imported before it forks,
-  ``local_session``'s);
 - here: ``register``, ``local_session``, ``infer_body_schema``, ``to_spark``, ``from_spark``, ``write``.
 """
 
@@ -156,7 +154,6 @@ def local_session(app_name: str = "sbnotebook", cores: int = 2) -> Any:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.python.worker.faulthandler.enabled", "true")
-        .config("spark.python.daemon.module", "sbnotebook.spark.daemon")
         .config("spark.sql.execution.pyspark.udf.faulthandler.enabled", "true")
         .config("spark.log.level", "ERROR")
         .getOrCreate()

@@ -1,19 +1,23 @@
-"""How the suite is spread over pytest-xdist workers (``-n 5``, pyproject.toml): Spark files in
+"""How the suite is spread over pytest-xdist workers (``-n`` in pyproject.toml): Spark files in
 groups, every other test on its own, and a crashed worker's tests not lost or run twice.
 
 Test files and tutorials that start a JVM (Spark, a Spark Connect server) are in two groups; each
 group runs on one worker, one file after another, so at most two JVMs run at a time on a 2-core
-machine while the other three workers run the rest. (Three groups, tried: 17 minutes instead of 12
+machine while the other workers run the rest. (Three groups, tried: 17 minutes instead of 12
 under contention, the JVMs starving everything else.)
 
-Why five workers on two cores: the tests outside the groups mostly wait (the sync SDK sleeps 50 ms
+Why more workers than cores: the tests outside the groups mostly wait (the sync SDK sleeps 50 ms
 after each frame while a link opens, about 0.5 s a link; receives wait for what may still arrive).
 Measured with -n0, CPU of the test process and its children over wall time: tests/emulator 101 s of
-840 s, tests/core 169 s of 681 s, tests/spark 297 s of 891 s; the whole suite (1,115 tests then)
-about 1,000 s of CPU.
+840 s, tests/core 169 s of 681 s, tests/spark 297 s of 891 s.
 tests/emulator took 197 s with -n 4 and 129 s with -n 6, tests/core (three 10^5-message tests, CPU
-bound) 181 s and 157 s. With four workers the two cores were idle for much of a run; a fifth takes
-that time without a third JVM.
+bound) 181 s and 157 s. The whole suite, quiet: 13 min 27 s on five workers, the two cores 80% busy
+over the run; 12 min 27 s on six, 87% (docs/benchmarks.md, "The suite's time").
+
+Order: xdist's ``loadscope`` hands out work units in collection order, so pyproject.toml's testpaths
+put the tutorials first (and with them the two Spark groups, which hold 06 and 08, the longest
+chains): collected last, they ran after everything else, a tail of kernels mostly waiting while
+the cores sat idle.
 """
 
 from __future__ import annotations

@@ -13,11 +13,6 @@ Measured with -n0, CPU of the test process and its children over wall time: test
 tests/emulator took 197 s with -n 4 and 129 s with -n 6, tests/core (three 10^5-message tests, CPU
 bound) 181 s and 157 s. The whole suite, quiet: 13 min 27 s on five workers, the two cores 80% busy
 over the run; 12 min 27 s on six, 87% (docs/benchmarks.md, "The suite's time").
-
-Order: xdist's ``loadscope`` hands out work units in collection order, so pyproject.toml's testpaths
-put the tutorials first (and with them the two Spark groups, which hold 06 and 08, the longest
-chains): collected last, they ran after everything else, a tail of kernels mostly waiting while
-the cores sat idle.
 """
 
 from __future__ import annotations

@@ -100,10 +100,6 @@ def _is_skip_without(node: ast.AST, package: str) -> bool:
     )
 
 
-def _is_pyspark_skip(node: ast.AST) -> bool:
-    return _is_skip_without(node, "pyspark")
-
-
 def _imports_spark(node: ast.stmt) -> bool:
     """``import pyspark...``, ``from pyspark... import``, ``from sbnotebook.spark... import``,
     ``from sbnotebook import spark``."""
@@ -140,7 +136,7 @@ def needs_spark(path: str) -> bool:
             if node.name.startswith("test") and any(a.arg == "spark" for a in node.args.args):
                 return True
         elif not isinstance(node, ast.ClassDef) and (
-            _imports_spark(node) or any(_is_pyspark_skip(n) for n in ast.walk(node))
+            _imports_spark(node) or any(_is_skip_without(n, "pyspark") for n in ast.walk(node))
         ):
             return True
     return False
@@ -149,7 +145,9 @@ def needs_spark(path: str) -> bool:
 def uses_pyspark_somewhere(path: str) -> bool:
     """Some test in the file skips without pyspark (``require_module("pyspark")`` in its body)."""
     file = ROOT / path
-    return file.suffix == ".py" and any(_is_pyspark_skip(n) for n in ast.walk(ast.parse(file.read_text("utf-8"))))
+    if file.suffix != ".py":
+        return False
+    return any(_is_skip_without(n, "pyspark") for n in ast.walk(ast.parse(file.read_text("utf-8"))))
 
 
 # What a test file uses of OpenTelemetry: the plugin's recorder (a fixture or ``recording``), or the package.

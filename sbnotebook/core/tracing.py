@@ -65,7 +65,7 @@ sdk_traced: contextvars.ContextVar[bool] = contextvars.ContextVar("sbnotebook_sd
 
 # The operations whose messages are copies (renew_context), and the one running with its span: a copy's
 # span links to it and names it, also from inside a send the operation runs (an import's).
-COPYING = frozenset({"resubmit", "copy", "import"})
+_COPYING = frozenset({"resubmit", "copy", "import"})
 _copying: contextvars.ContextVar[tuple[str, Any] | None] = contextvars.ContextVar("sbnotebook_copying", default=None)
 
 
@@ -159,7 +159,7 @@ def operation(name: str, connection: Traced, entity: object, *, source: object =
             attrs["sbnotebook.source.name"] = str(source)
         with tracer.start_as_current_span(f"sbnotebook.{name}", kind=trace.SpanKind.CLIENT, attributes=attrs) as span:
             op = Operation(span)
-            copying = _copying.set((name, span)) if name in COPYING else None
+            copying = _copying.set((name, span)) if name in _COPYING else None
             try:
                 yield op
             except BaseException as exc:

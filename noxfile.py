@@ -13,15 +13,17 @@ notebooks folders (tests/suites.py; tests/project/test_suites.py checks that eve
                       credential references, Entra ID, the Spark soak; the pyspark tests of
                       test_credential_ref.py; tutorial 06) on pyspark 4.0.x with DBR 17.3 LTS's set
                       (Spark 4.0.0 there). Not tutorial 08 (tests/suites.py says why).
-    nox -s sdk-floor  every file in tests/core/ and tests/emulator/ (sub-folders too) on azure-servicebus pinned to
-                      pyproject.toml's floor (7.15.0), the rest of the libraries the newest; the main
-                      run (a fresh ``pip install -e '.[dev]'``) takes the newest azure-servicebus.
-                      Without OpenTelemetry: the kit without its ``tracing`` extra, the test tools without
-                      opentelemetry-sdk; the tracing tests skip there (tests/suites.py ``WITHOUT_TRACING``;
-                      dbr15 and spark40 run them), tests/core/test_tracing_absent.py runs the kit's operations
-                      and finds no ``opentelemetry`` module loaded
+    nox -s sdk-floor  the files dbr15 runs, on azure-servicebus pinned to pyproject.toml's floor (7.15.0)
+                      and the newest of the rest (ipywidgets 8 and JupyterLab 4 in the browser test); the
+                      main run (a fresh ``pip install -e '.[dev]'``) takes the newest azure-servicebus.
 
-Neither dbr15 nor spark40 runs tests/project/test_release.py or tests/project/test_packaging.py: they test the build,
+spark40 and sdk-floor run without OpenTelemetry: the kit without its ``tracing`` extra, the test tools
+without opentelemetry-sdk, checked absent before the tests start; the tests that need it skip there
+(tests/suites.py ``WITHOUT_TRACING``) and run in dbr15 and the main run. Between the two, every test
+file and tutorial runs on a kit without OpenTelemetry (tests/core/test_tracing_absent.py also runs the
+kit's operations and finds no ``opentelemetry`` module loaded).
+
+No session runs tests/project/test_release.py or tests/project/test_packaging.py: they test the build,
 make venvs of their own (test_packaging dry-runs the wheel beside every runtime set itself) and run in
 the main run only (tests/suites.py BUILD_ONLY).
 
@@ -58,7 +60,8 @@ TEST_TOOLS = [
     "aiohttp>=3.9",
     "opentelemetry-sdk>=1.20",  # the tracing tests' in-memory spans (with the kit's tracing extra below)
 ]
-# sdk-floor's: the same without OpenTelemetry (its tracing tests skip, tests/suites.py WITHOUT_TRACING).
+PLAYWRIGHT = "playwright>=1.40"  # the browser test drives Debian's chromium with it (dbr15, sdk-floor)
+# spark40's and sdk-floor's: the same without OpenTelemetry (their tracing tests skip, tests/suites.py WITHOUT_TRACING).
 TEST_TOOLS_WITHOUT_TRACING = [tool for tool in TEST_TOOLS if not tool.startswith("opentelemetry")]
 
 # What runs where, computed from the tests and notebooks folders (tests/suites.py, checked by
@@ -98,7 +101,7 @@ def dbr15(session: nox.Session) -> None:
         "-c",
         str(BROWSER_WIDGETS7),
         "jupyterlab<4",
-        "playwright>=1.40",
+        PLAYWRIGHT,
     )
     session.run(
         "python",
@@ -109,24 +112,32 @@ def dbr15(session: nox.Session) -> None:
     _pytest(session, suites.dbr15(), "4", left_out=suites.WITHOUT_SPARK)
 
 
+def _without_opentelemetry(session: nox.Session) -> None:
+    """Nothing brought OpenTelemetry in by another way: the session would not show the kit without it."""
+    session.run("python", "-c", "import importlib.util as u; assert u.find_spec('opentelemetry') is None, 'installed'")
+
+
 @nox.session(python="3.11")
 def spark40(session: nox.Session) -> None:
-    """The Spark batch and streaming sources and the Spark tutorials on pyspark 4.0.x (DBR 17.3's set)."""
-    _install_runtime(session, "17.3", "-e", ".[notebook,websockets,tracing]", "pyspark[connect]>=4.0,<4.1")
+    """The Spark batch and streaming sources and the Spark tutorials on pyspark 4.0.x (DBR 17.3's set),
+    without OpenTelemetry."""
+    _install_runtime(
+        session, "17.3", "-e", ".[notebook,websockets]", "pyspark[connect]>=4.0,<4.1", tools=TEST_TOOLS_WITHOUT_TRACING
+    )
     session.run("python", "-c", "import pyspark; print('pyspark', pyspark.__version__)")
-    _pytest(session, suites.spark40(), "2")
+    _without_opentelemetry(session)
+    _pytest(session, suites.spark40(), "2", left_out=suites.WITHOUT_TRACING)
 
 
 @nox.session(python="3.11", name="sdk-floor")
 def sdk_floor(session: nox.Session) -> None:
-    """The core and emulator tests on the oldest azure-servicebus pyproject.toml allows, exactly, and
-    without OpenTelemetry (no tracing extra, no opentelemetry-sdk)."""
+    """What dbr15 runs, on the oldest azure-servicebus pyproject.toml allows, exactly, the newest of the
+    rest (the browser test's JupyterLab 4, which ipywidgets 8 pairs with), and without OpenTelemetry."""
     pin = suites.sdk_floor_pin()
     # The websockets extra in every session: aiohttp for the kit's connections over WebSockets (the SDK's
     # async transport), websocket-client for the tests' sync clients over wss (one-port, TLS).
-    session.install("-e", ".[notebook,websockets]", pin, *TEST_TOOLS_WITHOUT_TRACING)
+    session.install("-e", ".[notebook,websockets]", pin, *TEST_TOOLS_WITHOUT_TRACING, "jupyterlab>=4", PLAYWRIGHT)
     installed = "from importlib.metadata import version; print('azure-servicebus', version('azure-servicebus'))"
     session.run("python", "-c", installed)
-    # Nothing brought OpenTelemetry in by another way: the session would not show the kit without it.
-    session.run("python", "-c", "import importlib.util as u; assert u.find_spec('opentelemetry') is None, 'installed'")
-    _pytest(session, suites.sdk_floor(), "4", left_out=f"{suites.WITHOUT_SPARK},{suites.WITHOUT_TRACING}")
+    _without_opentelemetry(session)
+    _pytest(session, suites.dbr15(), "4", left_out=f"{suites.WITHOUT_SPARK},{suites.WITHOUT_TRACING}")

@@ -6,9 +6,11 @@ test file lands in a session without anyone editing a list (tests/project/test_s
   pyspark or asks for the ``spark`` fixture), plus the files with a few tests that need pyspark
   among others (they run in ``dbr15`` too, where those few skip), less ``ONLY_ON_PYSPARK_41``.
 - Neither runs ``BUILD_ONLY`` (tests of the build, in the main run only).
-- ``sdk_floor``: the core and emulator tests (``tests/core/``, ``tests/emulator/``), on the oldest
-  azure-servicebus pyproject.toml allows (``sdk_floor_pin``), and without OpenTelemetry (the kit
-  without its ``tracing`` extra, ``WITHOUT_TRACING``): the tracing tests skip there and run in the others.
+- ``sdk-floor``: the same files as ``dbr15``, on the oldest azure-servicebus pyproject.toml allows
+  (``sdk_floor_pin``) and the newest of the rest.
+- Without OpenTelemetry (the kit without its ``tracing`` extra, ``WITHOUT_TRACING``): ``sdk-floor`` and
+  ``spark40``, so every file runs without it somewhere; the tests that need it skip there and run in
+  ``dbr15`` and the main run.
 - The doc pages (``doc_pages``: README.md and docs/*.md, their Python blocks run by Sybil,
   tests/doc_examples.py) run in the main run only: they check the docs against the code, not a
   runtime's libraries, and show what the newest libraries print (a DataFrame, pyspark 4.1's pushdown).
@@ -50,8 +52,8 @@ BUILD_ONLY = {
 # Spark Connect client): the tests that need it run in spark40.
 LEFT_OUT = "SBNOTEBOOK_LEFT_OUT"
 WITHOUT_SPARK = "pyspark,grpc"
-# sdk-floor has no OpenTelemetry either (issue 60: without the tracing extra the kit imports none of it and
-# the suite passes): a test that needs it asks with require_module("opentelemetry...") (``uses_opentelemetry``).
+# sdk-floor and spark40 have no OpenTelemetry (issue 60: without the tracing extra the kit imports none of it
+# and the suite passes): a test that needs it asks with require_module("opentelemetry...") (``uses_opentelemetry``).
 WITHOUT_TRACING = "opentelemetry"
 
 
@@ -187,13 +189,6 @@ def spark40() -> list[str]:
     """Every test file and tutorial that needs Spark, and the tests that need pyspark in mixed files."""
     spark = [p for p in session_test_files() if needs_spark(p) or uses_pyspark_somewhere(p)]
     return spark + [p for p in notebooks() if needs_spark(p) and p not in ONLY_ON_PYSPARK_41]
-
-
-def sdk_floor() -> list[str]:
-    """The core and emulator tests (those of them that need Spark run in spark40; those that need
-    OpenTelemetry skip, ``WITHOUT_TRACING``)."""
-    names = ("tests/core/", "tests/emulator/")
-    return [p for p in test_files() if p.startswith(names) and not needs_spark(p)]
 
 
 def sdk_floor_pin() -> str:

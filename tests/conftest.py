@@ -5,6 +5,7 @@ root ``conftest.py``.)"""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -145,13 +146,43 @@ def admin(emulator: Emulator) -> Iterator[ServiceBusAdministrationClient]:
 
 @pytest.fixture(scope="module")
 def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A local Spark session for one test module, stopped after it (the cluster and Connect modules
-    change PySpark's process-wide state in between). Imported here only when a test asks for it.
-    Without Java it skips, or under CI fails, in one line (tests/required.py) instead of a JVM error."""
+    """A local Spark session for a test module: one per process, shared by the modules that ask for it
+    one after another (tests/xdist_groups.py runs a JVM group's files on one worker), since each new
+    session starts its own Python worker daemons and planner workers (about 7, 0.6-0.8 s of CPU each:
+    docs/benchmarks.md, "The suite's time"). What a module changes is undone after it: its streams
+    stopped, the SQL settings it set put back. A module that needs a session of its own (other
+    settings, another master, Connect) stops this one first (``stop_local_spark``). Imported here only
+    when a test asks for it. Without Java it skips, or under CI fails, in one line (tests/required.py)
+    instead of a JVM error."""
     from sbnotebook import spark as sbspark
 
     require_tool("java")
 
     session = sbspark.local_session(f"sbnotebook-{request.module.__name__.rsplit('.', 1)[-1]}")
+    settings = dict(session.conf.getAll)
     yield session
-    session.stop()
+    for query in session.streams.active:
+        query.stop()
+    for key, value in dict(session.conf.getAll).items():
+        if key not in settings:
+            session.conf.unset(key)
+        elif value != settings[key]:
+            session.conf.set(key, settings[key])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _local_spark_stopped_at_the_end() -> Iterator[None]:
+    """The shared local session (``spark``) is stopped when the process's tests are done."""
+    yield
+    if "pyspark" in sys.modules:
+        stop_local_spark()
+
+
+def stop_local_spark() -> None:
+    """Stop the shared local session (``spark``), if one is running: for a module whose session must be
+    its own (``getOrCreate`` would hand it the running one, its settings unapplied)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()

@@ -22,7 +22,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
 from tests import stand_in_credential as stand_in
-from tests.conftest import TEST_TOPOLOGY
+from tests.conftest import TEST_TOPOLOGY, stop_local_spark
 from tests.helpers import QuickCloseClient, drain, send, stream_to_parquet
 from tests.required import require_module
 from tests.spark import bodies_scenarios, snapshot_scenarios
@@ -82,6 +82,7 @@ def spark(keyed: Emulator, signed: Emulator, events: Path) -> Iterator[Any]:
             "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
         }
     )
+    stop_local_spark()  # an earlier module's shared session (tests/conftest.py) would keep the old JVM
     _fresh_jvm()  # the JVM (and every process it starts) must be launched with ENV in its environment
     spark = (
         SparkSession.builder.master("local-cluster[2,1,1024]")

@@ -21,7 +21,7 @@ from sbnotebook import core
 from sbnotebook.core.operations.bounds import FANOUT
 from sbnotebook.emulator import Emulator
 from tests import stand_in_credential as stand_in
-from tests.conftest import TEST_TOPOLOGY
+from tests.conftest import TEST_TOPOLOGY, stop_local_spark
 from tests.helpers import QuickCloseClient, counted_peeks, drain, send, stream_to_parquet
 from tests.processes import free_port, port_open, stop_process, wait_for_server
 from tests.required import require_module
@@ -121,6 +121,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    stop_local_spark()  # a Connect client's process has no classic session (an earlier module's shared one)
     work = tmp_path_factory.mktemp("connect")
     tls = work / "tls"  # one CA for both TLS namespaces: the server trusts one bundle
     root = str(Path(__file__).resolve().parents[2])  # the references import tests.stand_in_credential

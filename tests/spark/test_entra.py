@@ -16,6 +16,7 @@ import pytest
 from sbnotebook import core
 from sbnotebook.core.connections.connection import from_namespace
 from sbnotebook.emulator import Emulator
+from tests.conftest import stop_local_spark
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +51,7 @@ def spark(entra: Emulator) -> Iterator[Any]:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    stop_local_spark()  # getOrCreate would hand back an earlier module's shared session, without executorEnv
     env = _environment(entra, *PRINCIPAL)
     builder = SparkSession.builder.master("local[2]").appName("sbnotebook-test_spark_entra")
     for name, value in env.items():

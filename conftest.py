@@ -34,7 +34,7 @@ import pytest
 
 from sbnotebook.emulator import userprocess
 from tests.doc_examples import pytest_collect_file  # noqa: F401  README.md and docs/*.md: their Python blocks (Sybil)
-from tests.xdist_groups import make_scheduler, spark_group
+from tests.xdist_groups import make_scheduler, spark_group, spread
 
 pytest_plugins = ["pytester"]  # tests/testing/test_plugin*.py run pytest sessions of their own
 
@@ -108,6 +108,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    spread(items)
     for item in items:
         if spark_group(item.nodeid) is not None and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SPARK_TIMEOUT))

@@ -17,6 +17,7 @@ over the run; 12 min 27 s on six, 87% (docs/benchmarks.md, "The suite's time").
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,20 @@ def work_unit(nodeid: str) -> str:
 def spark_group(nodeid: str) -> str | None:
     """The JVM group of a test or tutorial (by its file), None for the rest."""
     return _SPARK_GROUPS.get(Path(nodeid.split("::", 1)[0]).with_suffix("").as_posix())
+
+
+def spread(items: list[Any]) -> None:
+    """The order the workers take the tests in (loadscope queues its units as collected, after the
+    groups, which go first by size): files with a test marked ``slow`` first, so that none starts
+    last and runs alone, then the rest, files shuffled by a hash of their path so that the tests that
+    mostly wait (rate-bound copies, subprocess pytest runs, emulator restarts) are spread over the
+    run instead of gathered in its second half with the cores idle. A file's tests keep their order
+    and stay together (their module fixtures set up once a worker)."""
+    files = [item.nodeid.split("::", 1)[0] for item in items]
+    slow = {file for file, item in zip(files, items, strict=True) if item.get_closest_marker("slow")}
+    key = {file: (file not in slow, zlib.crc32(file.encode())) for file in files}
+    order = sorted(range(len(items)), key=lambda i: key[files[i]])  # stable: each file's tests in order
+    items[:] = [items[i] for i in order]
 
 
 def make_scheduler(config: Any, log: Any) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.xdist_groups import make_scheduler, spark_group, work_unit
+from tests.xdist_groups import make_scheduler, spark_group, spread, work_unit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,6 +52,29 @@ def test_the_browser_tests_share_one_worker_and_are_not_a_spark_group() -> None:
 
 
 @pytest.mark.timeout(180)
+class _Item:
+    """What ``spread`` reads of a collected test: its node id and whether it is marked ``slow``."""
+
+    def __init__(self, nodeid: str, slow: bool = False) -> None:
+        self.nodeid, self.slow = nodeid, slow
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return object() if name == "slow" and self.slow else None
+
+
+def test_spread_puts_slow_files_first_and_keeps_each_files_tests_together_in_order() -> None:
+    files = [f"tests/core/test_{n}.py" for n in "abcdefgh"]
+    items = [_Item(f"{f}::test_{i}", slow=(f.endswith("g.py") and i == 1)) for f in files for i in range(3)]
+    spread(items)
+    order = [item.nodeid.split("::")[0] for item in items]
+    assert order[:3] == ["tests/core/test_g.py"] * 3  # its second test is slow: the whole file goes first
+    runs = [f for i, f in enumerate(order) if i == 0 or order[i - 1] != f]
+    assert sorted(runs) == sorted(files)  # each file once: its tests together
+    for f in files:
+        assert [i.nodeid for i in items if i.nodeid.startswith(f)] == [f"{f}::test_{i}" for i in range(3)]
+    assert runs[1:] != sorted(runs[1:])  # shuffled: not the collection's (alphabetical) order
+
+
 def test_a_worker_that_dies_is_reported_once_and_the_run_ends(tmp_path: Path) -> None:
     hook = "from tests.xdist_groups import make_scheduler as pytest_xdist_make_scheduler\n"
     (tmp_path / "conftest.py").write_text(hook)

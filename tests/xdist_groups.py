@@ -12,7 +12,8 @@ Measured with -n0, CPU of the test process and its children over wall time: test
 840 s, tests/core 169 s of 681 s, tests/spark 297 s of 891 s.
 tests/emulator took 197 s with -n 4 and 129 s with -n 6, tests/core (three 10^5-message tests, CPU
 bound) 181 s and 157 s. The whole suite, quiet: 13 min 27 s on five workers, the two cores 80% busy
-over the run; 12 min 27 s on six, 87% (docs/benchmarks.md, "The suite's time").
+over the run; 12 min 27 s on six, 87%; 11 min 25 s on eight, the files spread (``spread``; docs/benchmarks.md,
+"The suite's time").
 """
 
 from __future__ import annotations

@@ -51,7 +51,6 @@ def test_the_browser_tests_share_one_worker_and_are_not_a_spark_group() -> None:
     assert work_unit("tests/spark/test_source.py::test_x") == "spark"
 
 
-@pytest.mark.timeout(180)
 class _Item:
     """What ``spread`` reads of a collected test: its node id and whether it is marked ``slow``."""
 
@@ -75,6 +74,7 @@ def test_spread_puts_slow_files_first_and_keeps_each_files_tests_together_in_ord
     assert runs[1:] != sorted(runs[1:])  # shuffled: not the collection's (alphabetical) order
 
 
+@pytest.mark.timeout(180)
 def test_a_worker_that_dies_is_reported_once_and_the_run_ends(tmp_path: Path) -> None:
     hook = "from tests.xdist_groups import make_scheduler as pytest_xdist_make_scheduler\n"
     (tmp_path / "conftest.py").write_text(hook)

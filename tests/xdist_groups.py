@@ -62,7 +62,7 @@ _SHARED_FIXTURE_GROUPS = {
 def work_unit(nodeid: str) -> str:
     """What xdist hands a worker at once: a JVM group, a shared-fixture group, a doc page (its blocks
     share one namespace, in order: tests/doc_examples.py), else the test alone."""
-    file = nodeid.split("::", 1)[0]
+    file = _file(nodeid)
     path = Path(file).with_suffix("").as_posix()
     page = file if file.endswith(".md") else None
     return spark_group(nodeid) or _SHARED_FIXTURE_GROUPS.get(path) or page or nodeid
@@ -70,7 +70,12 @@ def work_unit(nodeid: str) -> str:
 
 def spark_group(nodeid: str) -> str | None:
     """The JVM group of a test or tutorial (by its file), None for the rest."""
-    return _SPARK_GROUPS.get(Path(nodeid.split("::", 1)[0]).with_suffix("").as_posix())
+    return _SPARK_GROUPS.get(Path(_file(nodeid)).with_suffix("").as_posix())
+
+
+def _file(nodeid: str) -> str:
+    """The file of a test's node id (``tests/x.py::test_y[a]`` -> ``tests/x.py``)."""
+    return nodeid.split("::", 1)[0]
 
 
 def spread(items: list[Any]) -> None:
@@ -80,11 +85,13 @@ def spread(items: list[Any]) -> None:
     mostly wait (rate-bound copies, subprocess pytest runs, emulator restarts) are spread over the
     run instead of gathered in its second half with the cores idle. A file's tests keep their order
     and stay together (their module fixtures set up once a worker)."""
-    files = [item.nodeid.split("::", 1)[0] for item in items]
-    slow = {file for file, item in zip(files, items, strict=True) if item.get_closest_marker("slow")}
-    key = {file: (file not in slow, zlib.crc32(file.encode())) for file in files}
-    order = sorted(range(len(items)), key=lambda i: key[files[i]])  # stable: each file's tests in order
-    items[:] = [items[i] for i in order]
+    slow = {_file(item.nodeid) for item in items if item.get_closest_marker("slow")}
+
+    def key(item: Any) -> tuple[bool, int]:
+        file = _file(item.nodeid)
+        return file not in slow, zlib.crc32(file.encode())
+
+    items.sort(key=key)  # stable: each file's tests in their order
 
 
 def make_scheduler(config: Any, log: Any) -> Any:

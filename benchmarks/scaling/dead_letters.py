@@ -9,6 +9,7 @@ from typing import Any
 
 from sbnotebook import core
 from sbnotebook.core.incidents.resubmit import BATCH_SIZE
+from sbnotebook.core.incidents.resubmit_batches import ROUND_TRIPS_A_BATCH
 
 from .steps import BODY, DLQ, EXPIRING, RETRY, SIGNED, Run
 
@@ -37,7 +38,7 @@ def resubmit(run: Run) -> int:
     )
     assert report.count("resubmitted") == run.n and report.ok, report
     if run.latency_ms:
-        ceiling = RESUBMIT_IN_FLIGHT * RESUBMIT_BATCH / (3 * run.latency_ms / 1000)
+        ceiling = RESUBMIT_IN_FLIGHT * RESUBMIT_BATCH / (ROUND_TRIPS_A_BATCH * run.latency_ms / 1000)
         run.extra["of in-flight limit"] = round(report.rate / ceiling, 2)
     return run.n
 

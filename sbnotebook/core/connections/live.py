@@ -86,6 +86,10 @@ class LiveConnection(LinkPools):
         # The last sequence number a peek saw at each entity's end (a page shorter than asked): where a
         # window to the end looks first next time (window_search.py). A guess: the page checks itself.
         self.ends: dict[EntityPath, int] = {}
+        # Where a scan from the start last found each entity's first message, and how densely its first
+        # page was numbered: a scan of it again peeks its windows at once (scan.py). A guess: a window
+        # that finds its messages elsewhere moves the scan there.
+        self.firsts: dict[EntityPath, tuple[int, float]] = {}
 
     # ------------------------------------------------------------------ views
 

@@ -22,7 +22,6 @@ from ..entities import EntityPath
 from ..operations.copies import copy_message
 from ..operations.messages import name_id
 from ..operations.pipeline import FLUSH, RetryPolicy, send_all
-from ..operations.scan import PAGE_SIZE
 from ..operations.window import Span
 from ..outcome import Outcome, Report
 from ..views.records import to_record
@@ -30,10 +29,6 @@ from .brake import Brake, Watch
 from .brake import started as watch_started
 from .copy_peeks import PeekAhead, held_size
 from .copy_start import Start
-
-# Copies sent in batches of at most this many, as the page is read: a copy leaves before the rest
-# of its page is copied (~0.5 ms a message), so less is held for the same speed (docs/benchmarks.md).
-SEND_EVERY = PAGE_SIZE // 5
 
 
 class CopyRun:
@@ -95,9 +90,9 @@ class CopyRun:
 
     async def copies(self) -> AsyncGenerator[Any, None]:
         """The copies to send, page by page as the reader brings them (it starts with the first and
-        stops with the last), at most ``max_messages``; a ``FLUSH`` every ``SEND_EVERY`` copies and
-        at each page's end."""
-        taken = batched = 0
+        stops with the last), at most ``max_messages``; a ``FLUSH`` at each page's end (a page's
+        copies in as few sends as fit: far from the namespace the sends in flight are the limit)."""
+        taken = 0
         reader = asyncio.ensure_future(self.peeks.read())
         try:
             while self.left is None or taken < self.left:
@@ -133,9 +128,6 @@ class CopyRun:
                     )
                     del msg
                     yield copied
-                    batched += 1
-                    if batched % SEND_EVERY == 0:
-                        yield FLUSH  # send these now, while the rest of the page is copied
                 yield FLUSH  # the page's copies go now: their confirmations make room for the next peeks
         finally:
             reader.cancel()  # done, stopped or interrupted: no more peeks

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..connections.live import LiveConnection
 from ..entities import EntityPath
@@ -20,6 +22,7 @@ from .copy_progress import CopyProgress, Record, created_times, load, record_key
 from .resumable import LineTracker
 
 log = logging.getLogger("sbnotebook.core.incidents.copying")  # a copy's log, whichever module of it says it
+T = TypeVar("T")
 
 
 @dataclass
@@ -33,14 +36,15 @@ class Start:
     record: Path | None = None
     set_aside: str | None = None
     # A fresh record's creation times, asked for while the first peek is on its way (one round trip
-    # sooner); the record is saved with them before the first send (``saved``).
-    created: asyncio.Future[dict[str, str | None]] | None = None
+    # sooner); the record is saved with them before the first send (``saved``). A thread's future, not
+    # a loop's: it is asked for on the caller's loop and awaited on the target's (``send_copies``).
+    created: Future[dict[str, str | None]] | None = None
 
     async def saved(self) -> None:
         """Before the first send: the record on disk, so a run after a kill finds the same seed."""
         if self.created is not None:
             record: Any = self.tracker.state  # the Record the tracker saves
-            record.created, self.created = await self.created, None
+            record.created, self.created = await asyncio.wrap_future(self.created), None
             self.tracker.save()
 
 
@@ -66,10 +70,10 @@ async def started_at(
         return Start(state, LineTracker(state, None))
     key = record_key(src, src_path, dst, dst_path, where, keep_message_id, max_messages, window)
     record = record_path(key)
-    asked = asyncio.ensure_future(asyncio.to_thread(created_times, src, src_path, dst, dst_path))
+    asked = in_background(created_times, src, src_path, dst, dst_path)
     found, set_aside = (None, None)
     if resume and record.is_file():  # a record to check against the entities' creation times first
-        found, set_aside = load(record, await asked)
+        found, set_aside = load(record, await asyncio.wrap_future(asked))
     state = found if found is not None and found.pending else CopyProgress(str(src_path), str(dst_path))
     state.complete = False
     saved: Any = Record(state, key, {})  # a Resumable, but its failed is read-only (mypy's protocols)
@@ -77,3 +81,14 @@ async def started_at(
     saved.tracker = tracker
     record.parent.mkdir(parents=True, exist_ok=True)
     return Start(state, tracker, record, set_aside, created=asked)  # saved before the first send
+
+
+def in_background(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """``fn(*args)`` on a thread of its own, as a future any loop can await (``asyncio.wrap_future``).
+    ``asyncio.to_thread``'s task belongs to the loop that started it: awaited from another while it is
+    still running, it raises "attached to a different loop"."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="sbnotebook-copy-start")
+    try:
+        return pool.submit(fn, *args)
+    finally:
+        pool.shutdown(wait=False)  # the thread ends when fn returns

@@ -5,9 +5,10 @@ For each message: the copy is sent and confirmed first, the original completed s
 duplicate, never a gap. Messages a filter does not select are released (given back without raising
 their delivery count), not abandoned.
 
-Bulk work (10^6 messages) streams: up to ``max_in_flight`` batches are on their way at once (receive,
-send the copies, complete the originals: ``resubmit_batches.py``, started and ended by the run:
-``resubmit_run.py``), nothing is kept per moved message (the Report counts past its detail limit),
+Bulk work (10^6 messages) streams: up to ``max_in_flight`` batches are moved at once (send the
+copies, complete the originals), each worker receiving its next batch meanwhile, so that up to twice
+as many are locked at a moment (``resubmit_batches.py``, started and ended by the run:
+``resubmit_run.py``); nothing is kept per moved message (the Report counts past its detail limit),
 and ``progress(report)`` is called after each batch.
 
 Interrupted (a kernel interrupt, a cancelled task: ``connections/interrupts.py``), a run takes no
@@ -200,7 +201,7 @@ def resubmit(
     cut in two) and returns its Report (``core.interrupted(report)`` is True); ``resume=True``
     continues that run, nothing moved twice (``max_messages`` counts over the whole run; see the
     module docstring). ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``) holds the run to that
-    many messages per second, ``max_in_flight`` still the cap on batches on their way. The brake
+    many messages per second, ``max_in_flight`` still the cap on batches moved at once. The brake
     (``brake.py``): ``stop_if_dead_letters=N`` stops the run once N more messages are in the watched
     dead-letter queues than when it began, ``stop_if_active=N`` once a watched backlog passes N;
     ``watch`` the entities (default: the target; a topic: its subscriptions), read every

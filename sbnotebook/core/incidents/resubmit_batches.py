@@ -1,6 +1,7 @@
 """The batches of one resubmit (or discard): what its workers share (:class:`Run`), and each worker's
 round: receive a batch, move it (copies sent and confirmed, then their originals completed, in one
 request), again until the source is empty or the run stops (``resubmit.py`` starts them and ends the run).
+A worker receives its next batch while it moves one: two round trips a batch, not three.
 
 A batch is the step an interrupt never cuts in two (``connections/interrupts.py``): once its
 messages are in hand, it is moved whole (``uninterrupted``), or, when the run was stopped while its
@@ -13,6 +14,7 @@ run completes it without another copy).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -27,10 +29,18 @@ from ..operations.messages import message_id
 from ..operations.receive import receive_batch
 from ..outcome import Outcome, Report
 from ..rates import TokenBucket
+from ..sdk.failures import from_sdk
 from .resubmit_record import identity
 from .selection import Selection
 
+log = logging.getLogger(__name__)
+
 Record = dict[str, Any]
+
+# A resubmit batch's cost at a round trip's latency: its move (the copies sent, then the originals
+# completed), the next batch's receive riding beside it (``worker``). benchmarks/scale.py's in-flight
+# limit: max_in_flight batches of batch_size per this many round trips.
+ROUND_TRIPS_A_BATCH = 2
 
 
 @dataclass
@@ -84,43 +94,118 @@ class Job:
 
 async def worker(job: Job, run: Run, start_worker: Callable[[bool], None], first: bool) -> None:
     """Receive a batch, send its copies, complete its originals; again until the source is empty
-    or the run stops. The first worker's first batch full means more is waiting: the others start."""
-    wait = 2.0 if first else 0.5  # the first messages may take a moment; later, what is there now
-    # (`first` stays true until this worker's first full batch has started the others)
+    or the run stops. Each batch is received while the one before it is being moved, so a batch
+    costs the longer of the two (one round trip against two), not their sum: a worker holds two
+    batches at most and moves one at a time. The first worker's first batch full means more is
+    waiting: the others start."""
+    mover = _Mover(job, run)
+    # A worker started after the first found more waiting: the links it will hold open beside its receive.
+    ahead = None if first else asyncio.ensure_future(_links_ahead(job))
     try:
-        while not run.stop:
-            stop_if_cancelled()
-            if run.selection is not None and run.selection.done():
-                return  # every selected message has been handled: stop locking others
-            want = run.want(job.batch_size)
-            if run.bucket is not None:
-                want = min(want, run.bucket.burst)  # its tokens are taken once it is in hand (_paced)
-            if want == 0:
-                return
-            run.claimed += want
-            # Peek-lock, locks renewed while the batch is held, settled one request at a time.
-            batch = await receive_batch(job.conn, job.src, count=want, wait=wait, max_in_flight=1)
-            run.claimed -= want - len(batch.messages)
-            batch_wait, wait = wait, 0.5
-            if not batch.messages:
-                run.empty_wait = batch_wait
-                await batch.aclose()
-                return
-            if run.interrupted:  # while this receive was on its way: the batch goes back whole
-                run.claimed -= len(batch.messages)
-                await uninterrupted(give_back(batch, batch.unsettled))
-                return
-            if not await _paced(run, batch):
-                return
-            if first and len(batch.messages) == want:
-                first = False
-                # A full first batch: more is waiting. The others start at once (each opens its
-                # links, about half a second, all in parallel rather than one after the other).
-                for _ in range(job.max_workers - run.workers):
-                    start_worker(False)
-            await _moved_whole(job, run, batch)
+        await _rounds(job, run, mover, start_worker, first)
     finally:
-        run.workers -= 1
+        try:
+            await mover.ended()  # the batch being moved, moved: a failure of its own is raised here
+        finally:
+            run.workers -= 1
+            if ahead is not None:
+                await asyncio.gather(ahead, return_exceptions=True)  # opened by now; or cancelled with the loop
+
+
+async def _links_ahead(job: Job) -> None:
+    """The links a worker holds besides the one its first receive opens, opened at once and left
+    idle in the connection's pools: a second receiver (its next batch is received while the first
+    is held) and a sender to the target. Opening one takes several round trips, which the worker's
+    second receive and first move each waited for. One that cannot be opened is the worker's own
+    to report when it opens it (with retries); here it is logged."""
+    kinds = [("receiver", job.src)] + ([("sender", job.dst)] if job.dst is not None else [])
+    await asyncio.gather(*(_opened(job.conn, kind, path) for kind, path in kinds))
+
+
+async def _opened(conn: LiveConnection, kind: str, path: EntityPath) -> None:
+    try:
+        async with conn.link(kind, path):
+            pass  # borrowed (opened, or an idle one) and given back: the worker takes it from the pool
+    except Exception as exc:
+        log.info("opening a %s for %s ahead of a worker's batches failed: %s", kind, path, from_sdk(exc).message)
+
+
+class _Mover:
+    """The batch a worker moves (a task) while it receives the next one."""
+
+    def __init__(self, job: Job, run: Run) -> None:
+        self.job, self.run = job, run
+        self._task: asyncio.Task[None] | None = None
+        self._batch: LockedBatch | None = None
+
+    def start(self, batch: LockedBatch) -> None:
+        self._task, self._batch = asyncio.ensure_future(_moved_whole(self.job, self.run, batch)), batch
+
+    async def ended(self) -> None:
+        """The batch being moved, moved whole (none: returns at once). Its failure is raised; an
+        interrupt of the caller meanwhile waits for it, then stops the caller (CancelledError)."""
+        task, batch, self._task, self._batch = self._task, self._batch, None, None
+        if task is None or batch is None:
+            return
+        try:
+            _, cut = await uninterrupted(task)
+        except asyncio.CancelledError:
+            # Cancelled before its first step (the loop closing): the move never began, so no row of
+            # the batch is settled or held back; it goes back whole. Begun, the move gave it back itself.
+            if task.cancelled() and batch.unsettled and all(b is not batch for b, _ in self.run.held):
+                await _back(self.run, batch)
+            raise
+        if cut:
+            raise asyncio.CancelledError
+
+
+async def _rounds(job: Job, run: Run, mover: _Mover, start_worker: Callable[[bool], None], first: bool) -> None:
+    wait = 2.0 if first else 0.0  # the first messages may take a moment; later, what is there now (a drain)
+    # (`first` stays true until this worker's first full batch has started the others)
+    while not run.stop:
+        stop_if_cancelled()
+        if run.selection is not None and run.selection.done():
+            return  # every selected message has been handled: stop locking others
+        want = run.want(job.batch_size)
+        if run.bucket is not None:
+            want = min(want, run.bucket.burst)  # its tokens are taken once it is in hand (_paced)
+        if want == 0:
+            return
+        run.claimed += want
+        # Peek-lock, locks renewed while the batch is held, settled one request at a time.
+        batch = await receive_batch(job.conn, job.src, count=want, wait=wait, max_in_flight=1)
+        run.claimed -= want - len(batch.messages)
+        batch_wait, wait = wait, 0.0
+        if not batch.messages:
+            run.empty_wait = batch_wait
+            await batch.aclose()
+            return
+        try:
+            await mover.ended()  # the batch before is moved before this one is
+        except BaseException:
+            await _back(run, batch)
+            raise
+        # Stopped while this receive was on its way (an interrupt, the brake, a failure elsewhere,
+        # the batch before past the last selected message, or every selected one handled): the
+        # batch goes back whole.
+        if run.stop or (run.selection is not None and run.selection.done()):
+            await _back(run, batch)
+            return
+        if not await _paced(run, batch):
+            return
+        if first and len(batch.messages) == want:
+            first = False
+            # A full first batch: more is waiting. The others start at once (each opens its
+            # links, about half a second, all in parallel rather than one after the other).
+            for _ in range(job.max_workers - run.workers):
+                start_worker(False)
+        mover.start(batch)
+
+
+async def _back(run: Run, batch: LockedBatch) -> None:
+    """A batch in hand given back whole (released: no delivery counted), whatever cancels the caller."""
+    run.claimed -= len(batch.messages)
+    await uninterrupted(give_back(batch, batch.unsettled))
 
 
 async def _paced(run: Run, batch: LockedBatch) -> bool:
@@ -132,11 +217,10 @@ async def _paced(run: Run, batch: LockedBatch) -> bool:
     try:
         await run.bucket.take(len(batch.messages))
     except asyncio.CancelledError:  # the loop closing: the batch goes back
-        await uninterrupted(give_back(batch, batch.unsettled))
+        await _back(run, batch)
         raise
     if run.interrupted or run.braked:
-        run.claimed -= len(batch.messages)
-        await uninterrupted(give_back(batch, batch.unsettled))
+        await _back(run, batch)
         return False
     return True
 
@@ -147,7 +231,7 @@ async def _moved_whole(job: Job, run: Run, batch: LockedBatch) -> None:
     try:
         stop_if_cancelled()  # cancelled (the loop closing) as the receive returned: the batch goes back
     except asyncio.CancelledError:
-        await uninterrupted(give_back(batch, batch.unsettled))
+        await _back(run, batch)
         raise
     keep, cut = await uninterrupted(_step(job, run, batch))
     run.report.stats["batches"] += 1
@@ -235,6 +319,8 @@ def _count(job: Job, run: Run, batch: LockedBatch, settled: Report, keep: list[i
             run.copied[seq] = replace(o, index=None)  # reported at the end unless completed later in this run
             if o.index is not None:
                 run.in_target[seq] = identity(batch.messages[o.index], str(job.src))
+        elif o.outcome == "lock_lost":  # no copy sent, nothing to give back: the original comes back
+            report.add(replace(o, index=None))
         elif dst is not None and o.index is not None:  # the copy was not confirmed: the original stays
             keep.append(o.index)  # held back, not retried in this run
             report.add(replace(o, index=None))

@@ -59,8 +59,8 @@ async def _resubmit(
     paused: bool = False,
 ) -> Report:
     """Copy first (send), complete second (one request per batch), with up to ``max_in_flight``
-    batches on their way at once (each worker: receive, send the copies, complete the originals),
-    so a batch costs about three round trips and ``max_in_flight`` of them overlap. Interrupted,
+    batches moved at once (each worker: send the copies, complete the originals, receiving its next
+    batch meanwhile), so a batch costs about two round trips and ``max_in_flight`` of them overlap. Interrupted,
     it takes no more messages, ends the batches in flight and returns its Report (``resubmit.py``'s
     docstring). ``earlier``: the record of the runs before (its copies are not sent again), kept
     up to date in ``record``; ``before``: the messages they moved (a resumed run; None: not resumed);
@@ -192,10 +192,15 @@ async def _account_for_the_rest(
         not_asked="not taken: a resubmit takes active messages (deferred ones: receive_deferred)",
         # What the run knows of them: its receives ended on one that got nothing. Why (held by
         # another receiver then, a slow delivery) the broker does not say.
-        still_there=None
-        if run.empty_wait is None
-        else f"still there: the {report.operation} ended when its receive got nothing within {run.empty_wait:g} s",
+        still_there=None if run.empty_wait is None else f"still there: the {report.operation} ended when {_empty(run)}",
     )
+
+
+def _empty(run: Run) -> str:
+    """How the receive that ended the run got nothing: within its wait, or none there (a drain)."""
+    if run.empty_wait:
+        return f"its receive got nothing within {run.empty_wait:g} s"
+    return "its receive found none there (Service Bus had none to send it)"
 
 
 def _note_the_stop(run: Run, src: EntityPath, exc: Exception) -> None:
@@ -255,6 +260,6 @@ async def moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, *
 def check_limit(limit: int | None, max_in_flight: int, batch_size: int) -> None:
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise InvalidInputError("max_messages must be a positive whole number.")
-    check_max_in_flight(max_in_flight)  # batches on their way at once (receive, send the copies, complete)
+    check_max_in_flight(max_in_flight)  # batches moved at once (send the copies, complete)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be a positive whole number, not {batch_size!r}.")

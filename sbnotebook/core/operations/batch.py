@@ -33,6 +33,7 @@ log = logging.getLogger("sbnotebook.receive")
 Mode = Literal["peek_lock", "receive_and_delete"]
 Action = Literal["complete", "abandon", "dead_letter", "defer"]
 TOKENS_PER_REQUEST = 100  # lock tokens per update-disposition / renew-lock request
+MAX_LOCK_SECONDS = 300.0  # Service Bus's longest LockDuration (PT5M)
 _DONE = {"complete": "completed", "abandon": "abandoned", "dead_letter": "dead_lettered", "defer": "deferred"}
 
 
@@ -61,6 +62,7 @@ class LockedBatch:
         max_renewal_seconds: float,
         session: bool = False,
         pooled: bool = True,
+        asked_at: dt.datetime | None = None,
     ) -> None:
         self.connection = connection
         self.entity = entity
@@ -80,8 +82,17 @@ class LockedBatch:
         self._lost: set[int] = set()
         self._lapsing: set[int] = set()  # left to expire on purpose: not renewed
         self._closed = receiver is None
-        left = [x for x in self.seconds_left() if x is not None]
-        self._lock_duration = max(left) if left else 0.0
+        # The locks' length as far as it is known. Not what the first lock has left: the broker
+        # locks a batch as it sends it, and a large batch can take the SDK seconds to decode, all of
+        # it off every lock (10,050 messages on a loaded machine: 16.8 s of a 30 s lock read from the
+        # first). From when the receive was asked (``asked_at``) the locks ran at most their length,
+        # give or take a round trip; more when messages came during a wait, which the first renewal
+        # mends (``_renew_loop``): at worst it renews early once.
+        self._lock_duration = self._most_left()
+        if asked_at is not None and mode == "peek_lock" and messages:
+            since = max(self._most_left(), *(self._left(i, asked_at) or 0.0 for i in range(len(messages))))
+            self._lock_duration = min(since, MAX_LOCK_SECONDS)
+        self._renewal_took = 0.0  # seconds the last renewal took: the next starts at least twice that early
         self._renewer = connection.spawn(self._renew_loop()) if mode == "peek_lock" and messages else None
 
     # --------------------------------------------------------------- views
@@ -116,11 +127,22 @@ class LockedBatch:
     def seconds_left(self) -> list[float | None]:
         """Seconds each lock has left (None once settled, lost, or in receive-and-delete mode)."""
         now = dt.datetime.now(dt.UTC)
-        out: list[float | None] = []
-        for i in range(len(self.messages)):
-            until = None if self.mode != "peek_lock" or i in self._outcomes or i in self._lost else self.locked_until(i)
-            out.append(None if until is None else max(0.0, (until - now).total_seconds()))
-        return out
+        return [self._left(i, now) for i in range(len(self.messages))]
+
+    def _most_left(self) -> float:
+        return max((s for s in self.seconds_left() if s is not None), default=0.0)
+
+    def lock_gone(self, i: int) -> bool:
+        """Whether row ``i``'s lock is known lost or past its time by this machine's clock (as the
+        SDK judges it before it settles): settling it would fail, and a copy sent for it would be a
+        duplicate once the original comes back."""
+        if self.mode != "peek_lock" or i in self._outcomes:
+            return False
+        return i in self._lost or self._left(i, dt.datetime.now(dt.UTC)) == 0.0
+
+    def _left(self, i: int, now: dt.datetime) -> float | None:
+        until = None if self.mode != "peek_lock" or i in self._outcomes or i in self._lost else self.locked_until(i)
+        return None if until is None else max(0.0, (until - now).total_seconds())
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -378,17 +400,30 @@ class LockedBatch:
             ]
 
     async def _renew_loop(self) -> None:
-        """Renew locks at half their remaining time while someone holds the batch, up to max_renewal_seconds."""
+        """Renew locks at half their length before they lapse while someone holds the batch, up to
+        max_renewal_seconds, and at least twice as long before as the last renewal took (10^4 locks on
+        a loaded machine take seconds). The locks are read again when the soonest could need it
+        (settling, renewing or losing one only puts that off), not every tick: a resubmit holds twenty
+        batches of fifty."""
+        due = 0.0  # time.monotonic() when the locks are next read
         while not self._closed:
             await asyncio.sleep(0.25)
-            if not self.auto_renew or time.monotonic() - self._received_at > self.max_renewal_seconds:
+            now = time.monotonic()
+            if not self.auto_renew or now - self._received_at > self.max_renewal_seconds or now < due:
                 continue
             left = [s for i, s in enumerate(self.seconds_left()) if s is not None and i not in self._lapsing]
-            if left and min(left) < max(0.2, self._lock_duration / 2):
+            renew_at = max(0.2, self._lock_duration / 2, 2 * self._renewal_took)
+            if left and min(left) < renew_at:
                 try:
-                    await self._renew_all()
+                    report = await self._renew_all()
                 except Exception as exc:  # the next round tries again; lost locks show in the batch
                     log.info("renewing locks on %s: %s", self.label, from_sdk(exc).message)
+                    continue
+                self._renewal_took = report.elapsed or 0.0
+                # Just renewed, the locks have their length left, less the renewal's time: the best reading of it.
+                self._lock_duration = self._most_left() + self._renewal_took
+            elif left:
+                due = now + min(left) - renew_at
 
     # --------------------------------------------------------------- close
 

@@ -234,6 +234,7 @@ def _text(key: Any) -> str:
 
 
 NOT_COMPLETED = "the copy was sent but the original could not be completed: it will come back"
+LOST_BEFORE_COPY = "the lock was lost before the copy was sent: no copy sent, the original comes back"
 
 
 async def _sender_ready(sender: Any) -> None:
@@ -268,6 +269,15 @@ async def acopy_then_complete(
     # copies were reported "10000 completed, 50 failed" with those 50 originals left locked.
     limit = max(MAX_DETAILS, len(copies) + len(also_complete))
     report = Report("copy-then-complete", batch.entity, str(path), max_details=limit)
+    # A row whose lock is already gone gets no copy: its original comes back whatever is sent, so
+    # a copy would be a duplicate. It is left as it is, for a later run to move once.
+    gone = [row for row, _ in copies if batch.lock_gone(row)]
+    if gone:
+        lost = set(gone)
+        copies = [(row, message) for row, message in copies if row not in lost]
+        for row in gone:
+            msg = batch.messages[row]
+            report.add(Outcome(message_id(msg), int(msg.sequence_number or 0), "lock_lost", LOST_BEFORE_COPY, row))
     sent = Report("send", str(path))
     if copies:
         try:

@@ -6,8 +6,8 @@ messages on one link, which in receive-and-delete mode also waits for those alre
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,7 +21,7 @@ from ..renames import deprecated, renamed
 from ..sdk.api import ServiceBusReceiveMode
 from ..sdk.failures import from_sdk, is_connection_lost
 from ..sdk.opening import close_now, open_without_sleeps
-from ..sdk.receiver import DRAIN_TIMEOUT, drain_credit, forget_deliveries, has_credit, revoke_credit
+from ..sdk.receiver import DRAIN_TIMEOUT, drain_credit, forget_deliveries, has_credit, receive_now, revoke_credit
 from ..tracing import operation
 from .batch import LockedBatch, Mode
 
@@ -55,16 +55,16 @@ async def fetch_batch(rcv: Any, count: int, wait: float, *, deletes: bool = Fals
 
 async def _fetch(rcv: Any, count: int, wait: float, deletes: bool) -> list[Any]:
     out: list[Any] = []
-    deadline = time.monotonic() + wait
     try:
-        while len(out) < count:
-            # Wait up to `wait` for the first messages; after that take only what is there now,
-            # so that no lock ticks away before the batch (and its renewal) exists.
-            left = max(deadline - time.monotonic(), 0.5) if not out else 0.2
-            got = await rcv.receive_messages(max_message_count=count - len(out), max_wait_time=left)
-            if not got:
-                break
-            out.extend(got)
+        # What is there now first: a drain, one round trip whatever the latency and however many
+        # are there (sdk.receive_now). None there: wait up to `wait` for the first messages, then
+        # take only what is there now after them, so that no lock ticks away before the batch (and
+        # its renewal) exists.
+        await receive_now(rcv, count, out)
+        if not out and wait > 0:  # at least half a second: a shorter wait may not outlast the round trip
+            out.extend(await rcv.receive_messages(max_message_count=count, max_wait_time=max(wait, 0.5)))
+            if out and len(out) < count:
+                await receive_now(rcv, count - len(out), out)
         if not deletes:
             await revoke_credit(rcv)  # the link may stay open (pooled, or held with a session or a batch)
             return out
@@ -116,10 +116,12 @@ async def receive_batch(
         if deletes:
             kwargs["receive_mode"] = ServiceBusReceiveMode.RECEIVE_AND_DELETE
         rcv = receiver_for(conn.sdk_client(), path, **kwargs)
+    asked_at = dt.datetime.now(dt.UTC)  # the locks run from about now: their length (LockedBatch)
     try:
         if not pooled:
             await open_without_sleeps(rcv)
             conn.links_opened += 1
+            asked_at = dt.datetime.now(dt.UTC)
         if sequence_numbers is not None:
             messages = list(await rcv.receive_deferred_messages(sequence_numbers))
         else:
@@ -154,6 +156,7 @@ async def receive_batch(
         max_renewal_seconds=max_renewal_seconds,
         session=session_id is not None,
         pooled=pooled,
+        asked_at=asked_at,
     )
 
 
@@ -179,8 +182,9 @@ def receive(
     session_id: str | None = None,
     connection: ConnectionLike = None,
 ) -> LockedBatch:
-    """Receive up to ``max_messages`` messages, waiting at most ``wait_seconds`` for the first. While
-    the batch is open its locks are renewed (``auto_renew``) for at most ``max_renewal_seconds``.
+    """Receive up to ``max_messages`` messages: what is there now (one round trip), or when none are,
+    the first to come within ``wait_seconds`` and what is there after them (``0``: what is there now).
+    While the batch is open its locks are renewed (``auto_renew``) for at most ``max_renewal_seconds``.
 
     ``mode="receive_and_delete"`` removes them from Service Bus as they are delivered:
     if this process dies before the work is done, they are gone (at-most-once).

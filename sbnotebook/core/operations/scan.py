@@ -9,7 +9,11 @@ large entity takes many round trips. After the first page, the scan splits the s
 ahead into windows of about one page each and peeks up to ``max_in_flight`` windows at once, each
 on its own link, then hands the pages back in order. A window that finds nothing in its range but
 a message further on moves the next windows past the gap; a window that finds nothing at all ends
-the scan. At most ``max_in_flight`` windows are held at once, so memory stays bounded.
+the scan. At most ``max_in_flight`` windows are held at once, so memory stays bounded. An entity
+scanned before on the connection, and found to run past its first page, is not peeked alone first:
+its windows go at once, sized from where and how densely the last scan found its first page
+(``LiveConnection.firsts``), the first of them from where this scan starts, so that nothing new below
+the remembered start is missed.
 """
 
 from __future__ import annotations
@@ -191,8 +195,13 @@ class _Pager:
         self._hold = held
         self._owned = held is None  # a receiver the pager opened (and closes); not the caller's
 
+    @property
+    def _pooled(self) -> bool:
+        """Whether this pager peeks on the connection's pooled links (not through one session's receiver)."""
+        return self.session_id is None and self._hold is None
+
     async def peek(self, first: int, count: int) -> list[Any]:
-        if self.session_id is None and self._hold is None:
+        if self._pooled:
 
             async def op(link: Any) -> list[Any]:
                 return list(await link.peek_messages(max_message_count=count, sequence_number=first))
@@ -244,15 +253,46 @@ class _Pager:
             at = int(got[-1].sequence_number) + 1
         return w
 
+    def _remembered(self, start: int, stop: int | None, limit: int | None) -> tuple[int, float] | None:
+        """Where the last scan from the start found this entity's first page, and how densely it was
+        numbered, when this scan may peek its windows at once from it: on pooled links (a session is
+        peeked through its one receiver), for more than a page, starting at or below it."""
+        if not self._pooled or (limit is not None and limit <= self.page_size):
+            return None
+        known = self.conn.firsts.get(self.path)
+        if known is None or known[0] < start or (stop is not None and known[0] >= stop):
+            return None
+        return known
+
+    def _remember(self, start: int, page: list[Any], *, more: bool) -> None:
+        """The first page a scan from the entity's start found: where it begins and how densely it is
+        numbered, when ``more`` follows it. An entity that ended within it (or held nothing) is
+        forgotten: its next scan peeks one page alone, as a first scan does, not ``max_in_flight``
+        windows. A scan from further on, or of a session, is not remembered."""
+        if start > 1 or not self._pooled:
+            return
+        if not page or not more:
+            self.conn.firsts.pop(self.path, None)
+            return
+        low, high = int(page[0].sequence_number), int(page[-1].sequence_number)
+        self.conn.firsts[self.path] = (low, len(page) / max(1, high - low + 1))
+
     async def pages(
         self, start: int, stop: int | None, max_in_flight: int, limit: int | None, density: float | None = None
     ) -> AsyncIterator[list[Any]]:
         """With ``density`` (a range ``start..stop`` known to be there, that share of its numbers
         holding a message): no first page alone, every window launched from ``start``, each sized to
         hold about a page (a gap only costs peeks)."""
-        if density is not None and stop is not None:
-            width = max(self.page_size, math.floor(self.page_size / max(density, 1e-9)))
+        ranged = density is not None and stop is not None
+        remembered = None if ranged else self._remembered(start, stop, limit)
+        first_end: int | None = None  # the first window's end, when it is sized from a remembered start
+        if ranged:
+            width = max(self.page_size, math.floor(self.page_size / max(density if density is not None else 1.0, 1e-9)))
             seen, at, short = 0, start, False
+        elif remembered is not None:
+            low, density = remembered
+            width = max(self.page_size, math.floor(self.page_size / density))
+            seen, at, short, first_end = 0, start, False, low + width
         else:
             first_count = min(self.page_size, limit) if limit is not None else self.page_size
             raw = await self.peek(start, first_count)
@@ -264,15 +304,19 @@ class _Pager:
             low, high = int(head[0].sequence_number), int(head[-1].sequence_number)
             # Windows sized to hold about one page, from how densely the first page was numbered.
             density = len(head) / max(1, high - low + 1)
+            short = len(raw) < first_count
+            self._remember(start, head, more=not short and first_count == self.page_size)
             width = max(self.page_size, math.floor(self.page_size / density))
-            seen, at, short = len(head), high + 1, len(raw) < first_count
+            seen, at = len(head), high + 1
         running: deque[tuple[_Window, asyncio.Task[_Window]]] = deque()
 
         def launch() -> None:
-            nonlocal at
+            nonlocal at, first_end
             if stop is not None and at >= stop:
                 return
-            end = at + width if stop is None else min(at + width, stop)
+            end = at + width if first_end is None else first_end
+            first_end = None
+            end = end if stop is None else min(end, stop)
             w = _Window(at, end)
             running.append((w, asyncio.ensure_future(self.window(w))))
             at = end
@@ -285,6 +329,10 @@ class _Pager:
             while running:
                 w, task = running.popleft()
                 await task
+                if remembered is not None and (w.messages or w.empty_beyond):
+                    # The first messages found: what the next scan remembers, if the entity runs on past them.
+                    self._remember(start, w.messages, more=not w.empty_beyond)
+                    remembered = None
                 if w.messages:
                     seen += len(w.messages)
                     yield w.messages

@@ -42,8 +42,10 @@ from __future__ import annotations
 USED_BY: dict[str, dict[str, str]] = {
     "receiver": {
         "azure.servicebus.aio._servicebus_receiver_async.ServiceBusReceiver": (
-            "_settle_message_via_mgmt_link _renew_locks _handler _receive_mode _build_received_message"
+            "_settle_message_via_mgmt_link _renew_locks _handler _receive_mode _build_received_message _open"
+            " _receive_context"
         ),
+        "azure.servicebus.aio._base_handler_async.BaseHandler": "_check_live _handle_exception",
         "azure.servicebus._common.constants": "MESSAGE_MGMT_SETTLEMENT_TERM_MAP MGMT_RESPONSE_MESSAGE_EXPIRATION",
         "azure.servicebus._common.message.ServiceBusReceivedMessage": (
             "_delivery_id _delivery_tag _settled _expiry _is_peeked_message"

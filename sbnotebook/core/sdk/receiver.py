@@ -9,6 +9,7 @@ The public SDK settles and renews one lock per round trip and has no call for th
 - taking back the link credit a receive left unused (an AMQP ``flow`` with credit 0:
   ``revoke_credit``), and in receive-and-delete waiting until what the broker sent on it has
   arrived (AMQP drain: ``drain_credit``);
+- receiving what is there now, in one round trip whatever the latency (AMQP drain: ``receive_now``);
 - forgetting the delivery tags of messages settled over the management link or received
   pre-settled: pyamqp's receiver link keeps every tag until the link itself settles it, so a
   long-lived receiver would grow by one entry per message (``forget_deliveries``).
@@ -22,9 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from typing import Any
 
+log = logging.getLogger("sbnotebook.core.sdk")
 _TERMS = {"complete": "complete", "abandon": "abandon", "dead_letter": "dead-letter", "defer": "defer"}
 
 
@@ -112,7 +115,7 @@ async def revoke_credit(receiver: Any) -> None:
     calls, the broker then delivers whatever arrives next to this link, locked, with nobody
     receiving: every other consumer of the entity sees nothing until the SDK's keep-alive gives the
     messages back, up to 5 s later. Messages already on their way are given back the same way."""
-    link = receiver._handler._link
+    link = receiver._handler._link if receiver._handler is not None else None
     if link is not None and link.current_link_credit > 0:
         await link.flow(link_credit=0)
 
@@ -120,7 +123,7 @@ async def revoke_credit(receiver: Any) -> None:
 def has_credit(receiver: Any) -> bool:
     """Whether the broker may still send on this receiver's link: credit it granted and no message
     has used yet (pyamqp counts each arrival against it)."""
-    link = receiver._handler._link
+    link = receiver._handler._link if receiver._handler is not None else None  # None: closed
     return link is not None and link.current_link_credit > 0
 
 
@@ -142,9 +145,45 @@ async def drain_credit(receiver: Any, into: list[Any], timeout: float = DRAIN_TI
     unit of credit has brought a message: the broker can send no more than that."""
     if not has_credit(receiver):
         return True
+    return await _drained(receiver, receiver._handler._link.current_link_credit, into, timeout)
+
+
+async def receive_now(receiver: Any, count: int, into: list[Any], timeout: float = DRAIN_TIMEOUT) -> None:
+    """Up to ``count`` messages that are there now, appended to ``into``, in one round trip whether
+    there are any or not: credit for ``count`` with AMQP drain, so the broker sends what it has, uses
+    up the rest and answers (see ``drain_credit``). ``receive_messages`` can only wait a time for
+    them: a wait shorter than the round trip returns nothing (the messages it was sent are released
+    as they arrive, a delivery of each wasted); a longer one is spent whole when fewer than ``count``
+    are there. Not retried: what arrived before a failure is in ``into`` (in receive-and-delete it is
+    gone from Service Bus), and the failure is raised as the SDK's exception for it. Not answered
+    within ``timeout``, the credit is taken back and what arrived is kept (logged)."""
+    receiver._check_live()
+    try:
+        await receiver._open()  # a pooled link closed since (idle, the connection lost) opens again
+        # A receive is on: the SDK keeps what arrives (outside one, it releases a message at once).
+        receiver._receive_context.set()
+        try:
+            answered = await _drained(receiver, count, into, timeout)
+        finally:
+            receiver._receive_context.clear()
+    except Exception as exc:
+        raise await receiver._handle_exception(exc) from exc  # raises itself when not retryable
+    if not answered:
+        await revoke_credit(receiver)
+        log.warning(
+            "Service Bus did not answer a drain within %.0f s: %d message(s) received; any still on their "
+            "way are not in this receive (in peek-lock the SDK releases them as they arrive). Check the connection.",
+            timeout,
+            len(into),
+        )
+
+
+async def _drained(receiver: Any, credit: int, into: list[Any], timeout: float) -> bool:
+    """Credit ``credit`` with drain set, then read until the broker answers (or every unit of credit
+    brought a message); what arrived is appended to ``into``. Returns whether it answered."""
     amqp: Any = receiver._handler
     link: Any = amqp._link
-    expected = link.delivery_count + link.current_link_credit  # the broker's count once drained
+    expected = link.delivery_count + credit  # the broker's count once drained
     answered = asyncio.Event()
 
     async def on_flow(frame: Any) -> None:
@@ -152,9 +191,9 @@ async def drain_credit(receiver: Any, into: list[Any], timeout: float = DRAIN_TI
         if count is not None and count >= expected:
             answered.set()
 
-    link._incoming_flow = on_flow  # the class's own does nothing (see above)
+    link._incoming_flow = on_flow  # the class's own does nothing (see drain_credit)
     try:
-        await link.flow(link_credit=link.current_link_credit, drain=True)
+        await link.flow(link_credit=credit, drain=True)
         deadline = asyncio.get_running_loop().time() + timeout
         while not answered.is_set() and link.delivery_count < expected:
             left = deadline - asyncio.get_running_loop().time()

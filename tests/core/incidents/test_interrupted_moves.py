@@ -299,3 +299,37 @@ def test_a_resubmit_at_a_rate_interrupted_leaves_each_message_once_and_resumes(e
     rest = core.resubmit(DLQ, resume=True, rate="500/s", connection=cs)
     assert rest.ok and rest.count("resubmitted") == N - moved, rest
     exactly_once(where_each_is(emulator))
+
+
+def test_a_move_cancelled_before_it_began_gives_its_batch_back_whole(emulator: Emulator) -> None:
+    """A worker hands each batch to a move of its own (a task) while it receives the next. Cancelled
+    before its first step (the loop closing cancels every task), that move never ran its own give-back:
+    the worker gives the batch back (released: no delivery counted), no copy sent."""
+    from sbnotebook.core.entities import EntityPath
+    from sbnotebook.core.incidents import resubmit_batches as rb
+    from sbnotebook.core.operations.receive import receive_batch
+    from sbnotebook.core.outcome import Report
+
+    core.send("q", [f"m{i}" for i in range(5)], connection=emulator.connection_string)
+    live = core.connect(emulator.connection_string, warm=False)
+    src, dst = EntityPath.parse("q"), EntityPath.parse("plain")
+    job = rb.Job(live, src, dst, None, False, 5, 1)
+    run = rb.Run(Report("resubmit", "q", "plain"), None, None, None)
+
+    async def cancelled_before_it_began() -> bool:
+        batch = await receive_batch(live, src, count=5, wait=3, max_in_flight=1)
+        run.claimed = len(batch.messages)
+        mover = rb._Mover(job, run)
+        mover.start(batch)
+        assert mover._task is not None
+        mover._task.cancel()  # before the move's first step
+        with pytest.raises(asyncio.CancelledError):
+            await mover.ended()
+        return not batch.unsettled
+
+    assert live.run(cancelled_before_it_began())
+    wait_until(lambda: emulator.broker._locks == {}, timeout=30, interval=0.01)
+    assert emulator.broker.counts("q")["active"] == 5 and emulator.broker.counts("plain")["active"] == 0
+    assert run.claimed == 0 and run.moved == 0
+    events = [e.event for e in emulator.broker.journey.events() if e.entity == "q"]
+    assert events.count("released") == 5 and "lock_expired" not in events, events

@@ -66,6 +66,29 @@ def test_resubmit_from_dlq_keeps_fidelity_and_loses_nothing(emulator: Emulator, 
             r.complete_message(m)
 
 
+def test_a_worker_receives_its_next_batch_while_it_moves_one_and_never_holds_more_than_two(
+    emulator: Emulator, client: ServiceBusClient
+) -> None:
+    """One worker, batches of 5: the broker delivers a batch before it completes the batch before
+    (the receive rides beside the move), and never holds more than two batches locked."""
+    with client.get_queue_sender("q") as s:
+        s.send_messages([ServiceBusMessage(f"m{i}") for i in range(40)])
+    _dead_letter_all(client, "q", 40)
+    report = core.resubmit("q/$deadletterqueue", max_in_flight=1, batch_size=5, connection=emulator.connection_string)
+    assert report.ok and report.count("resubmitted") == 40, report
+    locked: set[int] = set()
+    most = 0
+    for e in emulator.broker.journey.events():
+        if e.entity.lower() != "q/$deadletterqueue":
+            continue
+        if e.event == "delivered":
+            locked.add(e.sequence_number)
+            most = max(most, len(locked))
+        elif e.event in ("completed", "released", "abandoned", "lock_expired"):
+            locked.discard(e.sequence_number)
+    assert not locked and most == 10, most  # two batches of 5 at a moment: never three, and not one
+
+
 def test_keep_message_id_into_a_deduplicating_queue(emulator: Emulator, client: ServiceBusClient) -> None:
     cs = emulator.connection_string
     with client.get_queue_sender("dedup") as s:
@@ -194,6 +217,27 @@ def test_a_session_enabled_queue_is_purged_session_by_session(emulator: Emulator
     assert any(n.startswith("1 left: in sq60: in session(s) held by another receiver ('c'") for n in report.notes)
     assert emulator.broker.counts("sq60") == {"active": 1, "deferred": 0, "scheduled": 0, "dead_letter": 0}
     assert core.purge("sq60", connection=conn).count("purged") == 1  # c, now that it is free
+
+
+def test_a_resubmit_far_from_its_namespace_takes_each_next_batch_as_it_is_there_now(emulator: Emulator) -> None:
+    """After its first batch a resubmit takes what is there now, with a drain: one round trip, however
+    long. It waited half a second for it: from a namespace further away (every frame 0.6 s late here),
+    its second receive got nothing and the run ended with most messages left behind, the batch it had
+    been sent locked to an idle link."""
+    conn = core.connect(emulator.connection_string)
+    core.send("q", ["warm"], connection=conn)
+    assert core.resubmit("q", target="once", connection=conn).ok  # its links open before the latency starts
+    core.send("q", [f"m{i}" for i in range(25)], connection=conn)
+    emulator.latency_ms = 600
+    try:
+        report = core.resubmit("q", target="once", max_in_flight=1, batch_size=10, connection=conn)
+    finally:
+        emulator.latency_ms = 0
+    assert report.ok and report.count("resubmitted") == 25, report
+    assert report.stats["batches"] == 3
+    # the broker, read apart from the report: every message moved, none left or locked in q
+    assert emulator.broker.counts("q")["active"] == 0 and emulator.broker.counts("once")["active"] == 26
+    assert [m.sequence_number for m in emulator.broker.resolve_source("q").store.iter_from(1) if m.locked] == []
 
 
 def test_messages_a_resubmit_did_not_receive_are_left_with_what_it_knows_not_a_guess_at_why(

@@ -5,6 +5,7 @@ over for a source created again, and said when unreadable."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -175,6 +176,29 @@ def test_a_copy_that_skips_more_than_it_may_hold_still_reads_to_the_end(emulator
         (first,) = receiver.peek_messages(1, sequence_number=1)
     assert first.sequence_number == 1
     assert sorted(r["body_text"] for r in copies.records) == sorted(["last", str(first)])
+
+
+@pytest.mark.timeout(60)
+def test_a_copy_awaited_on_another_loop_waits_there_for_its_records_creation_times(emulator: Emulator) -> None:
+    """``acopy`` awaited on a loop of the caller's (a notebook's) asks for the entities' creation times
+    on that loop and sends on the target's: when the administration API answered after the first
+    peek, the first send awaited a task of the other loop and the copy failed ("attached to a different
+    loop"; seen in CI). Now it waits for them, whichever loop it is on, and copies everything."""
+    cs = emulator.connection_string
+    n = 50
+    core.send("plain", [f"m{i}" for i in range(n)], connection=cs).raise_for_failures()  # the links open
+
+    async def copied() -> core.Report:
+        return await core.acopy("plain", "dst", resume=False, connection=cs)
+
+    emulator._api.latency = 2.0  # the administration API answers 2 s late, the AMQP side at once
+    try:
+        report = asyncio.run(copied())
+    finally:
+        emulator._api.latency = 0.0
+    assert report.ok and report.count("sent") == n, report
+    assert emulator.broker.counts("dst")["active"] == n  # the broker's own count
+    assert not core.copy_record("plain", "dst", connection=cs).exists()  # finished: no record left
 
 
 def test_a_copy_refused_before_it_sends_anything_leaves_no_record(emulator: Emulator) -> None:

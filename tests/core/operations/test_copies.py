@@ -21,6 +21,7 @@ from sbnotebook.core.operations.messages import name_id
 from sbnotebook.core.sdk.encoded import encoded, keep_encoded
 from sbnotebook.core.sdk.messages import WRAP_SOURCE, amqp_properties
 from sbnotebook.emulator import Emulator
+from tests.waiting import wait_until
 
 
 def test_the_copy_is_sent_first_and_the_original_completed_second(emulator: Emulator) -> None:
@@ -65,6 +66,20 @@ def test_a_copy_sent_for_an_original_already_settled_is_reported_duplicated(emul
     (outcome,) = report
     assert outcome.outcome == "duplicated" and not report.ok
     assert [r["body_text"] for r in core.peek("fwd-dst", connection=cs).records] == ["twice"]
+
+
+def test_no_copy_is_sent_for_an_original_whose_lock_has_lapsed(emulator: Emulator) -> None:
+    """Its original comes back whatever is sent, so a copy would be a second one: the row is
+    reported lock_lost, the target left empty, the original back in its queue."""
+    cs = emulator.connection_string
+    core.send("short", ["late"], connection=cs)  # a 1 s lock
+    with core.receive("short", max_messages=1, wait_seconds=5, auto_renew=False, connection=cs) as batch:
+        wait_until(lambda: batch.seconds_left()[0] == 0.0)  # lapsed by this machine's clock
+        wait_until(lambda: emulator.broker.counts("short")["active"] == 1)  # and taken back by the broker
+        report = core.copy_then_complete(batch, [(0, core.copy_message(batch.messages[0]))], "fwd-dst")
+    assert [(o.outcome, o.index) for o in report] == [("lock_lost", 0)] and not report.ok
+    assert emulator.broker.counts("fwd-dst")["active"] == 0
+    assert emulator.broker.counts("short")["active"] == 1
 
 
 def _reference_copy(msg: Any, new_id: str) -> ServiceBusMessage:
@@ -178,13 +193,14 @@ def test_copys_max_in_flight_bounds_its_sends_and_its_old_name_concurrency_sets_
 ) -> None:
     """core.copy(max_in_flight=) bounds the sends in flight (the report's peak says how many were);
     its old name concurrency= (ignored before 0.2.0) sets it now, saying once what replaced it. With
-    each reply 50 ms late the batches of a 300-message copy overlap: 4 allowed, more than one flies."""
+    each reply 100 ms late the batches of a 300-message copy overlap (a page of 10 KB messages is ten
+    batches, the second ready long before the first is answered): 4 allowed, more than one flies."""
     from sbnotebook.core import renames
 
     monkeypatch.setattr(renames, "WARNED", set())
     cs = emulator.connection_string
-    core.send("q", [str(i) for i in range(300)], connection=cs)
-    emulator.latency_ms = 50
+    core.send("q", [f"{i:04d}" + "x" * 10_000 for i in range(300)], connection=cs)
+    emulator.latency_ms = 100
     try:
         wide = core.copy("q", "once", max_in_flight=4, resume=False, connection=cs)
         with pytest.warns(

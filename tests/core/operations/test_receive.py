@@ -5,13 +5,16 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient
+from proton import Message
 
 from sbnotebook import core
 from sbnotebook.core import InvalidInputError
 from sbnotebook.emulator import Emulator
+from sbnotebook.emulator.amqp.codec import decode_message
 from tests.helpers import send
 from tests.waiting import HANG, renewed_past_the_lock, wait_until
 
@@ -169,6 +172,32 @@ def test_a_refused_one_request_settlement_falls_back_loudly(
     assert sum("one by one" in r.getMessage() for r in caplog.records) == 1
 
 
+def test_a_receive_without_a_wait_takes_what_is_there_now_in_one_round_trip_whatever_the_latency(
+    emulator: Emulator,
+) -> None:
+    """``wait_seconds=0``: what is there now, asked for with a drain (the broker sends what it has and
+    answers), so one round trip however long that is. It was a wait of half a second: from a namespace
+    further away (every frame 1 s late here) it returned nothing and left the messages it had been
+    sent locked to an idle link."""
+    cs = emulator.connection_string
+    core.send("q", ["a", "b", "c"], connection=cs)
+    core.receive("q", max_messages=1, connection=cs).close()  # the link is open before the latency starts
+    wait_until(lambda: emulator.broker.counts("q")["active"] == 3)  # given back
+    emulator.latency_ms = 1000
+    try:
+        batch = core.receive("q", max_messages=10, wait_seconds=0, connection=cs)
+    finally:
+        emulator.latency_ms = 0
+    with batch:
+        assert sorted(r["body_text"] for r in batch.records) == ["a", "b", "c"]
+        assert batch.complete().count("completed") == 3
+    assert emulator.broker.counts("q")["active"] == 0  # the broker's own count
+    assert credit_at_the_broker(emulator, "q") == 0  # the drain used up the rest: nothing more comes to the link
+    core.send("q", ["d"], connection=cs)
+    store = emulator.broker.resolve_source("q").store
+    assert [m.sequence_number for m in store.iter_from(1) if m.locked] == []  # "d" waits for whoever asks
+
+
 @pytest.mark.parametrize("count", [5, 1], ids=["credit-left", "all-credit-sent"])
 def test_receive_and_delete_returns_what_was_on_its_way_when_the_wait_ran_out(emulator: Emulator, count: int) -> None:
     """Receive-and-delete removes a message when the broker sends it. A wait that ends while a
@@ -210,27 +239,37 @@ def test_a_receive_and_delete_whose_connection_drops_while_draining_returns_what
     emulator: Emulator, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The messages a receive-and-delete has in hand are gone from Service Bus: when the
-    connection fails after they arrived (here while the link drains), the receive returns them and
-    says what happened, instead of raising and losing them."""
+    connection fails after they arrived (here while the link drains for more after them), the
+    receive returns them and says what happened, instead of raising and losing them. The queue is
+    empty when the receive begins (its first drain finds nothing); the message is sent while it
+    waits, and the connection drops during the drain that follows it."""
     cs = emulator.connection_string
-    core.send("q", ["in hand"], connection=cs)
     core.peek("q", connection=cs)
     emulator.latency_ms = 1000  # the drain's answer takes a second: the connection drops before it
+    store = emulator.broker.resolve_source("q").store
+    message = decode_message(bytes(Message(body=b"in hand", inferred=True).encode()))  # a data body
 
-    def drop_while_draining() -> None:
+    def links() -> list[Any]:
+        return [o.link for o in list(emulator._handler._out.values()) if o.source and o.source.store is store]
+
+    def send_while_waiting_then_drop_while_draining() -> None:
         deadline = time.monotonic() + HANG
+        sent = False
         while time.monotonic() < deadline:
-            draining = [o.link for o in list(emulator._handler._out.values()) if o.source and o.link.drain_mode]
-            if draining:
+            if not sent and any(link.credit > 0 and not link.drain_mode for link in links()):
+                emulator.call_soon(lambda: emulator.broker.send("q", [message]))
+                sent = True  # while the receive waits (its first drain found nothing)
+            draining = [link for link in links() if link.drain_mode]
+            if sent and draining and emulator.broker.counts("q")["active"] == 0:  # taken: on its way, or in hand
                 emulator.call_soon(functools.partial(emulator._loop.abort, draining[0].connection))
                 return
             time.sleep(0.01)
 
-    dropper = threading.Thread(target=drop_while_draining)
-    dropper.start()
-    with core.receive("q", max_messages=5, mode="receive_and_delete", wait_seconds=3, connection=cs) as batch:
+    helper = threading.Thread(target=send_while_waiting_then_drop_while_draining)
+    helper.start()
+    with core.receive("q", max_messages=5, mode="receive_and_delete", wait_seconds=5, connection=cs) as batch:
         got = [r["body_text"] for r in batch.records]
-    dropper.join()
+    helper.join()
     emulator.latency_ms = 0
     assert got == ["in hand"]
     assert "failed after 1 message(s) had been received" in caplog.text

@@ -39,6 +39,11 @@ class CorrelationFilter:
 
     __slots__ = ("system", "user")
 
+    @property
+    def reads(self) -> tuple[tuple[str, str], ...]:
+        """What an explanation depends on (``rule.CompiledRule.reason``)."""
+        return tuple(("sys", n) for n, _ in self.system) + tuple(("user", n) for n, _ in self.user)
+
     def __init__(self, fields: Mapping[str, Any]) -> None:
         self.system: list[tuple[str, Any]] = []
         self.user: list[tuple[str, Any]] = []

@@ -89,3 +89,35 @@ def failing(node: Node, text: str, props: PropertySource) -> list[Clause]:
         return [clause for part in node.parts for clause in failing(part, text, props)]
     unique = tuple(dict.fromkeys(node.reads))
     return [Clause(text[node.pos : node.end], value, node.operator, tuple(seen(props, s, n) for s, n in unique))]
+
+
+def reads_of(node: Node) -> tuple[tuple[str, str], ...]:
+    """Every property a compiled piece reads, its parts' included (an AND, OR or NOT keeps none of its own)."""
+    found = dict.fromkeys(node.reads)
+    for part in node.parts:
+        found.update(dict.fromkeys(reads_of(part)))
+    return tuple(found)
+
+
+_EXACT = frozenset({str, int, bool, type(None)})
+
+
+def values_key(reads: tuple[tuple[str, str], ...], props: PropertySource) -> tuple[Any, ...] | None:
+    """What an explanation of a filter reading ``reads`` (user names lowered, as ``reads_of`` gives
+    them to ``CompiledRule``) depends on, as a dict key: each value with its type (1, 1.0 and TRUE are
+    equal to Python, not to the text that says what was seen), or None when a value cannot be a key."""
+    key: list[Any] = []
+    for scope, name in reads:
+        value = props.system(name) if scope == "sys" else props.user(name)
+        cls = type(value)
+        key.append((cls, value) if cls in _EXACT or value is MISSING else (cls, repr(value)))
+    try:
+        hash(key_tuple := tuple(key))
+    except TypeError:
+        return None
+    return key_tuple
+
+
+def lowered(reads: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """``reads`` as ``values_key`` takes them: user property names lowered, as filters look them up."""
+    return tuple((scope, name if scope == "sys" else name.lower()) for scope, name in reads)

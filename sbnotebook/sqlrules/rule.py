@@ -7,20 +7,23 @@ from typing import Any
 
 from .context import PropertySource, PropertyTarget
 from .correlation import CorrelationFilter
-from .explain import Clause
+from .explain import Clause, lowered, values_key
 from .parser import Parameters
 from .sqlaction import SqlAction, compile_action
 from .sqlfilter import SqlFilter, compile_filter
 
+_REMEMBERED = 4096  # explanations a rule keeps
 FIXED_FILTERS = {"True": "1=1", "False": "1=0"}  # Service Bus's TrueFilter and FalseFilter are these SQL filters
 
 
 class CompiledRule:
-    __slots__ = ("action", "filter", "test")
+    __slots__ = ("_reads", "_reasons", "action", "filter", "test")
 
     def __init__(self, flt: SqlFilter | CorrelationFilter, action: SqlAction | None) -> None:
         self.filter, self.action = flt, action
         self.test = flt.matches  # ``matches`` without a call in between (admits runs it per message)
+        self._reads = lowered(flt.reads)
+        self._reasons: dict[tuple[Any, ...], str] = {}
 
     def matches(self, props: PropertySource) -> bool:
         return self.filter.matches(props)
@@ -28,6 +31,20 @@ class CompiledRule:
     def explain(self, props: PropertySource) -> list[Clause]:
         """Why the filter does not match ``props`` ([] when it does): ``explain.py``."""
         return self.filter.explain(props)
+
+    def reason(self, props: PropertySource) -> str:
+        """``explain`` as one line (its clauses joined by "; or "), remembered by the values the
+        filter reads: messages that agree on them get the same words, worked out once (10^4 messages
+        routed through 50 rules explain far fewer distinct cases)."""
+        key = values_key(self._reads, props)
+        said = None if key is None else self._reasons.get(key)
+        if said is None:
+            said = "; or ".join(c.describe() for c in self.explain(props))
+            if key is not None:
+                if len(self._reasons) >= _REMEMBERED:
+                    self._reasons.clear()  # a bound on memory: the cases seen most come back soon
+                self._reasons[key] = said
+        return said
 
     def apply(self, props: PropertyTarget) -> None:
         """Run the action (if any) on a message the filter matched."""

@@ -10,7 +10,7 @@ operators do). A filter matches only when it evaluates to TRUE; FALSE and unknow
 from __future__ import annotations
 
 from .context import PropertySource
-from .explain import Clause, failing
+from .explain import Clause, failing, reads_of
 from .lexer import FILTER_KEYWORDS, SqlFilterError, tokenize
 from .parser import Node, Parameters, Parser
 
@@ -18,10 +18,11 @@ from .parser import Node, Parameters, Parser
 class SqlFilter:
     """A compiled SQL filter (its text kept as written)."""
 
-    __slots__ = ("_eval", "_node", "text")
+    __slots__ = ("_eval", "_node", "reads", "text")
 
     def __init__(self, text: str, node: Node) -> None:
         self.text, self._node, self._eval = text, node, node.fn
+        self.reads = reads_of(node)  # what an explanation depends on (``rule.CompiledRule.reason``)
 
     def evaluate(self, props: PropertySource) -> bool | None:
         """TRUE, FALSE or unknown (None)."""

@@ -59,6 +59,22 @@ def test_a_typed_message_and_a_what_if_rule(
     assert "expected a value at position 7" in said
 
 
+def test_a_frame_of_many_messages_prints_the_first_twenty_and_writes_every_row_to_jsonl(
+    ip: Any, sb: SbMagics, admin: ServiceBusAdministrationClient, client: ServiceBusClient, capsys: Any, tmp_path: Any
+) -> None:
+    _orders(admin, client)
+    ip.user_ns["frame"] = core.to_dataframe(
+        [{"message_id": str(i), "application_properties": {"region": "eu", "total": i}} for i in range(25)]
+    )
+    out = tmp_path / "routed.jsonl"
+    frame = line(ip, f"sb_route orders frame --jsonl {out}")
+    printed = capsys.readouterr().out
+    assert "message 19 19:" in printed and "message 20 20:" not in printed
+    assert "... 5 more messages: the DataFrame returned holds them all." in printed
+    assert f"50 rows written to {out}" in printed
+    assert len(frame) == 50 and len(out.read_text().splitlines()) == 50
+
+
 def test_a_dead_letter_queue_s_summary(
     ip: Any, sb: SbMagics, admin: ServiceBusAdministrationClient, client: ServiceBusClient, capsys: Any
 ) -> None:

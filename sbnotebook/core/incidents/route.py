@@ -17,7 +17,7 @@ from ..operations.copies import DEAD_LETTER_PROPERTIES
 from ..operations.typed import typed_content
 from ..operations.window import When, enqueued_window
 from ..views.records import FIELDS, to_record
-from ..views.routes import RouteResult
+from ..views.routes import RouteResult, without_cyclic_gc
 from ..views.routing import BROKER_PROPERTIES, RuleSpec, compile_topic, route_one
 from ..views.search import WhereLike, as_where
 from .exporting import entity_pages
@@ -174,7 +174,14 @@ def route(
         connection=connection if source_connection is None else source_connection,
     )
     result = RouteResult(topic, list(compiled), source=source, rules_from=rules_from)
-    for index, record in enumerate(records):
-        result.routed += route_one(index, _resubmitted(record) if resubmitted else record, compiled, explain)
-        result.messages = index + 1
-    return result
+
+    def routed() -> RouteResult:
+        for index, record in enumerate(records):
+            result.routed += route_one(index, _resubmitted(record) if resubmitted else record, compiled, explain)
+            result.messages = index + 1
+        return result
+
+    # Records in hand (a DataFrame, a list, a file): the collector held off. An entity's pages
+    # arrive through the connection's loop, whose own garbage may be cyclic: left to it.
+    from_entity = isinstance(messages, str) and not Path(messages).is_file()
+    return routed() if from_entity else without_cyclic_gc(routed)

@@ -247,6 +247,17 @@ def check_target(connection: LiveConnection, target: EntityPath) -> None:
     connection.run_on(target, connection.with_link("sender", target, _sender_ready))
 
 
+def _lock_held(batch: LockedBatch, copies: Sequence[tuple[int, Any]], report: Report) -> Sequence[tuple[int, Any]]:
+    """The copies whose original is still locked. One whose lock is already gone gets no copy: its
+    original comes back whatever is sent, so a copy would be a duplicate. It is reported
+    ``lock_lost`` and left as it is, for a later run to move once."""
+    gone = {row for row, _ in copies if batch.lock_gone(row)}
+    for row in sorted(gone):
+        msg = batch.messages[row]
+        report.add(Outcome(message_id(msg), int(msg.sequence_number or 0), "lock_lost", LOST_BEFORE_COPY, row))
+    return [(row, message) for row, message in copies if row not in gone] if gone else copies
+
+
 @renamed(at="schedule_at")
 async def acopy_then_complete(
     batch: LockedBatch,
@@ -269,15 +280,7 @@ async def acopy_then_complete(
     # copies were reported "10000 completed, 50 failed" with those 50 originals left locked.
     limit = max(MAX_DETAILS, len(copies) + len(also_complete))
     report = Report("copy-then-complete", batch.entity, str(path), max_details=limit)
-    # A row whose lock is already gone gets no copy: its original comes back whatever is sent, so
-    # a copy would be a duplicate. It is left as it is, for a later run to move once.
-    gone = [row for row, _ in copies if batch.lock_gone(row)]
-    if gone:
-        lost = set(gone)
-        copies = [(row, message) for row, message in copies if row not in lost]
-        for row in gone:
-            msg = batch.messages[row]
-            report.add(Outcome(message_id(msg), int(msg.sequence_number or 0), "lock_lost", LOST_BEFORE_COPY, row))
+    copies = _lock_held(batch, copies, report)
     sent = Report("send", str(path))
     if copies:
         try:

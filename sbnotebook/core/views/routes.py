@@ -3,12 +3,17 @@ gets and why not; as rows, a DataFrame, a summary of counts per subscription, an
 
 from __future__ import annotations
 
+import gc
+import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
-from .routing import Routed, shown
+from .routing import Delivery, Routed, json_form, type_name
 
+T = TypeVar("T")
 COLUMNS = ["message", "message_id", "sequence_number", "subscription", "matched", "rule", "properties", "why_not"]
 
 
@@ -24,9 +29,20 @@ class RouteResult:
     messages: int = 0
     source: str = ""
     rules_from: str = ""
+    _grouped: tuple[int, dict[int, list[Routed]]] | None = field(default=None, repr=False, compare=False)
 
     def for_message(self, index: int) -> list[Routed]:
-        return [r for r in self.routed if r.message == index]
+        return self._by_message().get(index, [])
+
+    def _by_message(self) -> dict[int, list[Routed]]:
+        """Each message's entries, grouped once (``routed`` holds a message's entries together, in
+        order); grouped again when ``routed`` has grown since."""
+        if self._grouped is None or self._grouped[0] != len(self.routed):
+            groups: dict[int, list[Routed]] = {}
+            for r in self.routed:
+                groups.setdefault(r.message, []).append(r)
+            self._grouped = (len(self.routed), groups)
+        return self._grouped[1]
 
     def delivered(self, subscription: str) -> list[Routed]:
         """The messages (with their copies) ``subscription`` gets, in order."""
@@ -58,7 +74,9 @@ class RouteResult:
         return lines
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per message, subscription and copy (a subscription it does not get: one row, why not)."""
+        """One row per message, subscription and copy (a subscription it does not get: one row, why
+        not). A copy's ``properties`` keep the types the broker would deliver them with (an int, a
+        float, a bool, None, text, a datetime, ...); ``sys.`` ones by that prefix."""
         out: list[dict[str, Any]] = []
         for r in self.routed:
             base = {
@@ -71,31 +89,61 @@ class RouteResult:
             if not r.matched:
                 out.append({**base, "rule": None, "properties": None, "why_not": " | ".join(r.why_not)})
             for d in r.deliveries:
-                props = {k: shown(v) for k, v in d.application_properties.items()}
-                props.update({f"sys.{k}": shown(v) for k, v in d.system_properties.items()})
-                out.append({**base, "rule": d.rule or "*", "properties": props, "why_not": None})
+                out.append({**base, "rule": d.rule or "*", "properties": _properties(d), "why_not": None})
         return out
 
     def to_pandas(self) -> Any:
+        """``rows()`` as a DataFrame, built column by column (10^4 messages x 20 subscriptions are
+        200,000 rows: a dict each cost more than the routing)."""
+        return without_cyclic_gc(self._frame)
+
+    def _frame(self) -> Any:
         import pandas as pd
 
-        columns = [
-            "message",
-            "message_id",
-            "sequence_number",
-            "subscription",
-            "matched",
-            "rule",
-            "properties",
-            "why_not",
-        ]
-        return pd.DataFrame(self.rows(), columns=columns)
+        columns: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+        message, message_id, sequence_number, subscription, matched, rule, properties, why_not = columns.values()
+        prefixed = _Prefixed()
+        for r in self.routed:
+            for d in r.deliveries or (None,):
+                message.append(r.message)
+                message_id.append(r.message_id)
+                sequence_number.append(r.sequence_number)
+                subscription.append(r.subscription)
+                if d is None:
+                    matched.append(False)
+                    rule.append(None)
+                    properties.append(None)
+                    why_not.append(" | ".join(r.why_not))
+                else:
+                    matched.append(True)
+                    rule.append(d.rule or "*")
+                    properties.append({**d.application_properties, **prefixed(d.system_properties)})
+                    why_not.append(None)
+        return pd.DataFrame(columns, columns=COLUMNS)
 
-    def lines(self) -> list[str]:
-        """Per message: the subscriptions that get it (by which rules) and those that do not, why."""
+    def to_jsonl(self, path: str | Path) -> int:
+        """The rows as JSON lines; each copy's properties in the export's typed form
+        (``property_types`` beside them: ``long``, ``double``, ``boolean``, ``null``, ``string``,
+        ``timestamp``, ...: ``routing.type_name``), so that a reader can tell them apart as the broker
+        would deliver them. Returns how many lines."""
+        n = 0
+        with Path(path).open("w", encoding="utf-8") as f:
+            for row in self.rows():
+                props = row["properties"]
+                if props is not None:
+                    row["properties"] = {k: json_form(v) for k, v in props.items()}
+                    row["property_types"] = {k: type_name(v) for k, v in props.items()}
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+        return n
+
+    def lines(self, limit: int | None = None) -> list[str]:
+        """Per message: the subscriptions that get it (by which rules) and those that do not, why;
+        the first ``limit`` messages only, when given."""
         out: list[str] = []
-        for index in range(self.messages):
-            entries = self.for_message(index)
+        groups = self._by_message()
+        for index in range(self.messages if limit is None else min(limit, self.messages)):
+            entries = groups.get(index)
             if not entries:
                 continue
             head = entries[0]
@@ -111,3 +159,35 @@ class RouteResult:
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
+
+
+def _properties(d: Delivery) -> dict[str, Any]:
+    """A copy's properties as a row holds them: the application ones by name, ``sys.`` ones by that prefix."""
+    return {**d.application_properties, **{f"sys.{k}": v for k, v in d.system_properties.items()}}
+
+
+class _Prefixed:
+    """``sys.`` properties by that prefix, each message's worked out once: its plain copies share
+    one dict of them (``routing.Delivery``), an acting rule's copy has its own."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # id -> (the dict, kept alive; prefixed)
+
+    def __call__(self, system: dict[str, Any]) -> dict[str, Any]:
+        found = self._seen.get(id(system))
+        if found is None:
+            found = self._seen[id(system)] = (system, {f"sys.{k}": v for k, v in system.items()})
+        return found[1]
+
+
+def without_cyclic_gc(work: Callable[[], T]) -> T:
+    """``work()`` with Python's cyclic collector held off: routing 10^4 messages makes 10^5 objects
+    that are all kept and none in a cycle, which the collector would walk again and again (0.4-0.7 s
+    of a 1.4-1.7 s route, measured). Back on after, if it was on: nothing it could free is lost."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        return work()
+    finally:
+        if was_on:
+            gc.enable()

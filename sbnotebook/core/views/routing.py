@@ -17,15 +17,17 @@ the broker's is the length of the message as its sender encoded it, which a rece
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from ...sqlrules.context import MessageProperties
 from ...sqlrules.dotnet import EPOCH, described_value, encoded_decimal
-from ...sqlrules.explain import literal
 from ...sqlrules.lexer import SqlFilterError
 from ...sqlrules.rule import RULE_NAME, CompiledRule, admits, compile_rule
 from ..amqp_codec import Typed, from_form
@@ -220,7 +222,7 @@ def why_not(rules: Sequence[tuple[str, CompiledRule]], props: MessageProperties)
     """Each rule's first failing clause with the values seen; a subscription with no rule says so."""
     if not rules:
         return ("no rule: a subscription without rules receives nothing",)
-    return tuple(f"{name}: " + "; or ".join(c.describe() for c in rule.explain(props)) for name, rule in rules)
+    return tuple(f"{name}: {rule.reason(props)}" for name, rule in rules)
 
 
 def route_one(
@@ -249,6 +251,36 @@ def route_one(
     return out
 
 
-def shown(value: Any) -> str:
-    """A property's value as a table cell: text as it is, anything else as the SQL would write it."""
-    return value if isinstance(value, str) else literal(value)
+_TYPE_NAMES: tuple[tuple[type, str], ...] = (
+    (bool, "boolean"),  # before int: a bool is an int to Python
+    (int, "long"),
+    (float, "double"),
+    (str, "string"),
+    (dt.datetime, "timestamp"),
+    (dt.timedelta, "timespan"),
+    (uuid.UUID, "uuid"),
+    (Decimal, "decimal128"),
+    (bytes, "binary"),
+)
+
+
+def type_name(value: Any) -> str:
+    """A property's type after routing, by the AMQP names the export uses: a whole number an action
+    set is a ``long`` (the broker encodes it so), a DateTime a ``timestamp``, a TimeSpan a ``timespan``."""
+    if value is None:
+        return "null"
+    return next((name for cls, name in _TYPE_NAMES if isinstance(value, cls)), type(value).__name__)
+
+
+def json_form(value: Any) -> Any:
+    """A property's value in JSON: numbers, booleans, text and null as they are, a timestamp as ISO
+    8601, a timespan in seconds, a uuid or decimal as its text, binary as base64."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode()
+    return str(value)

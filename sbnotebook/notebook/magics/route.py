@@ -48,6 +48,9 @@ ROUTE.add_argument("--properties", metavar="JSON", help="the typed message's pro
 ROUTE.add_argument(
     "--summary", action="store_true", help="counts per subscription: where these messages would go if sent"
 )
+ROUTE.add_argument(
+    "--jsonl", metavar="FILE", help="also write every row to this JSON lines file, the properties with their types"
+)
 
 
 def _messages(self: MagicsState, args: argparse.Namespace, cell: str | None) -> Any:
@@ -99,12 +102,12 @@ def route(self: MagicsState, args: argparse.Namespace, cell: str | None = None) 
     if args.summary:
         print("\n".join(result.summary_lines()))
         return None
-    lines = result.lines()
-    shown = [i for i, line in enumerate(lines) if line.startswith("message ")]
-    cut = shown[SHOWN] if len(shown) > SHOWN else len(lines)
-    print("\n".join(lines[:cut]))
-    if cut < len(lines):
+    print("\n".join(result.lines(SHOWN)))
+    if result.messages > SHOWN:
         print(f"... {result.messages - SHOWN:,} more messages: the DataFrame returned holds them all.")
+    if args.jsonl is not None:
+        n = result.to_jsonl(args.jsonl)
+        print(f"{n:,} rows written to {args.jsonl} (the properties with their types).")
     return result.to_pandas()
 
 

@@ -137,12 +137,12 @@ class RouteResult:
                 n += 1
         return n
 
-    def lines(self, limit: int | None = None) -> list[str]:
+    def lines(self, max_messages: int | None = None) -> list[str]:
         """Per message: the subscriptions that get it (by which rules) and those that do not, why;
-        the first ``limit`` messages only, when given."""
+        the first ``max_messages`` messages only, when given."""
         out: list[str] = []
         groups = self._by_message()
-        for index in range(self.messages if limit is None else min(limit, self.messages)):
+        for index in range(self.messages if max_messages is None else min(max_messages, self.messages)):
             entries = groups.get(index)
             if not entries:
                 continue

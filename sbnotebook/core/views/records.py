@@ -40,7 +40,7 @@ FIELDS: tuple[Field, ...] = (
     Field("sequence_number", "long", "the broker's sequence number, unique per entity"),
     Field("enqueued_time", "timestamp", "when the broker accepted the message (UTC)"),
     Field("state", "string", "active, deferred or scheduled"),
-    Field("delivery_count", "int", "deliveries so far (peek does not count)"),
+    Field("delivery_count", "int", "Service Bus's: received, the delivery under way counts (the first is 1)"),
     Field("dead_letter_reason", "string", "why it was dead-lettered"),
     Field("dead_letter_error_description", "string", "the dead-letter description"),
     Field("dead_letter_source", "string", "the entity it was dead-lettered from (auto-forwarding)"),
@@ -159,6 +159,18 @@ def _from_ms(value: Any) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(value / 1000.0, dt.UTC) if value else None
 
 
+def service_bus_delivery_count(header: Any, peeked: bool) -> int | None:
+    """The delivery count Service Bus's own tools show (docs/glossary.md, "Delivery count"). The
+    AMQP header carries the deliveries that failed before this one: a received message's count is
+    one more, the delivery under way (.NET's ``AmqpMessageToSBReceivedMessage``, Java's fix in
+    azure-sdk-for-java#11845); a peeked one's is the header as it is (.NET keeps it for a peek:
+    azure-service-bus-dotnet#589). The Python SDK's ``delivery_count`` is the header either way."""
+    count = None if header is None else header.delivery_count
+    if count is None:
+        return None
+    return int(count) if peeked else int(count) + 1
+
+
 def to_record(message: Any, entity: str) -> dict[str, Any]:
     """A received or peeked ``ServiceBusReceivedMessage`` as a record.
 
@@ -187,7 +199,7 @@ def to_record(message: Any, entity: str) -> dict[str, Any]:
         "sequence_number": annotations.get(_SEQUENCE),
         "enqueued_time": _from_ms(annotations.get(_ENQUEUED)),
         "state": _STATES.get(state) or str(state),
-        "delivery_count": header.delivery_count if header is not None else None,
+        "delivery_count": service_bus_delivery_count(header, peeked),
         "dead_letter_reason": _text(app.get(_DEAD_LETTER_REASON)),
         "dead_letter_error_description": _text(app.get(_DEAD_LETTER_DESCRIPTION)),
         "dead_letter_source": _text(annotations.get(_DEAD_LETTER_SOURCE)),

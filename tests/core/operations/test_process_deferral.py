@@ -30,7 +30,7 @@ def test_process_settles_by_outcome_after_the_work(emulator: Emulator, client: S
             return core.DeadLetter("Invalid", "kind is bad")
         if kind == "boom":
             raise ValueError("handler crashed")
-        if kind == "retry" and record["delivery_count"] == 0:
+        if kind == "retry" and record["delivery_count"] == 1:  # its first delivery
             return core.Retry
         return core.Done
 

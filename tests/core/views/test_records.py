@@ -33,7 +33,8 @@ def by_accessors(m: ServiceBusReceivedMessage, entity: str) -> dict[str, Any]:
         "sequence_number": m.sequence_number,
         "enqueued_time": utc(m.enqueued_time_utc),
         "state": m.state.name.lower(),
-        "delivery_count": m.delivery_count,
+        # Service Bus's count, as .NET shows it: the SDK's header count, one more for a received message.
+        "delivery_count": None if m.delivery_count is None else m.delivery_count + (0 if peeked else 1),
         "dead_letter_reason": m.dead_letter_reason,
         "dead_letter_error_description": m.dead_letter_error_description,
         "dead_letter_source": m.dead_letter_source,

@@ -266,4 +266,6 @@ def copy_resume_point(
     its record on disk, or None (none, or its source or target was deleted and created again since:
     see ``copy_progress.created_times``). A copy with ``resume=False`` starts afresh all the same."""
     record, src, source, dst, target = _record_of(locals())  # the arguments, by name
+    if not record.is_file():
+        return None  # no unfinished copy: no creation times to ask the administration API for
     return load(record, created_times(src, source, dst, target))[0]

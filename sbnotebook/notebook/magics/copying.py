@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ... import core
@@ -68,6 +69,31 @@ def _create_like(source: str, target: str, src: LiveConnection, dst: LiveConnect
     print(f"Made {target} from the description of {path.parent}. " + " ".join(made.notes[:-1]))
 
 
+def _target_there(
+    args: argparse.Namespace, exists: Future[None], source: str, target: str, src: LiveConnection, dst: LiveConnection
+) -> None:
+    """The target exists, or (``--create``) is made from the source's description; else refused, named as typed."""
+    try:
+        exists.result()
+    except core.EntityNotFoundError as exc:  # named as typed: home:orders, not orders
+        if not args.create:
+            name, _ = core.split_address(args.target)  # read by address() above: the one reader of NAME:
+            raise type(exc)(named_in(exc.message, name, target) if name else exc.message) from None
+        _create_like(source, target, src, dst)
+
+
+def _source_peeked(args: argparse.Namespace, peeked: Future[Any], source: str) -> None:
+    """One peek of the source: a session-enabled source is refused before anything is counted or asked."""
+    try:
+        peeked.result()
+    except core.SbError as exc:
+        refused = core.sessions_refused(EntityPath.parse(source), exc, "a copy")
+        if refused is None:
+            raise
+        name, _ = core.split_address(args.source)  # the line says prod:q, as typed
+        raise core.InvalidInputError(named_in(refused.message, name, source) if name else refused.message) from None
+
+
 def _count(source: str, where: Any, conn: LiveConnection, window: TimeWindow | None = None) -> int:
     """How many messages SOURCE holds (with a search: how many match, by scanning; with a window,
     how many it holds, peeking only its numbers; nothing kept)."""
@@ -101,23 +127,18 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     source, src = address(self, args.source)
     target, dst = address(self, args.target)
     core.copy_target(target)  # a subscription or a DLQ: said before anything is read
-    try:
-        check_exists(target, dst)
-    except core.EntityNotFoundError as exc:  # named as typed: home:orders, not orders
-        if not args.create:
-            name, _ = core.split_address(args.target)  # read by address() above: the one reader of NAME:
-            raise type(exc)(named_in(exc.message, name, target) if name else exc.message) from None
-        _create_like(source, target, src, dst)
-    try:  # one peek: a session-enabled source is refused before anything is counted or asked
-        core.peek_numbers(source, max_messages=1, connection=src)
-    except core.SbError as exc:
-        refused = core.sessions_refused(EntityPath.parse(source), exc, "a copy")
-        if refused is None:
-            raise
-        name, _ = core.split_address(args.source)  # the line says prod:q, as typed
-        raise core.InvalidInputError(named_in(refused.message, name, source) if name else refused.message) from None
     where = core.compile_where(args.where) if args.where else None
     window = window_of(args)
+    # The target's existence, the source's first peek and (from the administration API) its count:
+    # a round trip each, to two namespaces, asked at once and read in that order. A count by
+    # scanning (a search, a window) waits for the checks: it reads the whole source.
+    with ThreadPoolExecutor(3, thread_name_prefix="sbnotebook-copy-checks") as pool:
+        exists = pool.submit(check_exists, target, dst)
+        peeked = pool.submit(core.peek_numbers, source, max_messages=1, connection=src)
+        counted = pool.submit(_count, source, None, src) if where is None and window is None else None
+        _target_there(args, exists, source, target, src, dst)
+        _source_peeked(args, peeked, source)
+        found = counted.result() if counted is not None else None
     options: dict[str, Any] = {
         "where": args.where,
         "keep_message_id": args.keep_message_id,
@@ -130,7 +151,7 @@ def sb_copy(self: MagicsState, args: argparse.Namespace) -> Any:
     if state is not None and state.pending:  # recorded on disk: after an interrupt or a kernel restart
         copied = state.copied
         print(f"Resuming the copy: {copied} message(s) copied before.")
-    found = _count(source, where, src, window)
+    found = _count(source, where, src, window) if found is None else found
     unevaluated(where)  # a search that raised on every message fails here: nothing copied
     todo = found if args.max_messages is None else min(found, args.max_messages)
     todo = max(todo - copied, 0)

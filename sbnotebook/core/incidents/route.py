@@ -65,11 +65,15 @@ def _entity_records(entity: str, where: WhereLike, window: Any, conn: Any) -> It
         matches.check()
 
 
+_PANDAS_MISSING = frozenset({"NaTType", "NAType"})
+
+
 def _cleaned(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A DataFrame row: pandas' NaN and NaT for missing values read as None."""
+    """A DataFrame row: pandas' NaN, NaT and NA for missing values read as None."""
     out: dict[str, Any] = {}
     for k, v in row.items():
-        missing = v is None or (isinstance(v, float) and math.isnan(v)) or type(v).__name__ == "NaTType"
+        # pandas' NaT, and its NA, which a nullable column holds (pandas 1.5, DBR 15.4's, for sequence_number)
+        missing = v is None or (isinstance(v, float) and math.isnan(v)) or type(v).__name__ in _PANDAS_MISSING
         out[str(k)] = None if missing else v
     return out
 

@@ -96,3 +96,13 @@ def test_lines_for_the_first_messages_are_the_first_of_all_lines() -> None:
     every = result.lines()
     assert result.lines(3) == every[: every.index("message 3 3:")]
     assert result.lines(100) == every
+
+
+def test_a_frame_s_missing_values_read_as_none_whatever_pandas_marks_them_with() -> None:
+    """pandas 1.5 (DBR 15.4's) hands a nullable column's missing value over as NA, which JSON cannot write."""
+    import pandas as pd
+
+    from sbnotebook.core.incidents.route import _cleaned
+
+    row = {"a": pd.NA, "b": pd.NaT, "c": float("nan"), "d": None, "e": 7}
+    assert _cleaned(row) == {"a": None, "b": None, "c": None, "d": None, "e": 7}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -11,6 +11,7 @@ from azure.servicebus import AutoLockRenewer, ServiceBusClient, ServiceBusMessag
 
 from sbnotebook.emulator import Emulator
 from tests.helpers import QuickCloseClient
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 ROUNDS = 60
@@ -71,11 +72,13 @@ def test_concurrent_peeks_with_asyncio_gather(emulator: Emulator) -> None:
 def test_auto_lock_renewer_with_eight_workers() -> None:
     """AutoLockRenewer(max_workers=8) renews many locks at once on one connection.
 
-    A 10 s lock: the SDK renews once 75% of it is left (7.5 s), so a renewal that takes a few
-    seconds on a busy host still lands; with a 4 s lock the margin was 3 s and the suite under
-    CPU contention sometimes missed it (a real lock loss, not an emulator fault).
+    A 20 s lock: the SDK renews a lock this short once 75% of it is left (15 s), so a renewal that
+    waits seconds for its turn on a busy host still lands. With a 4 s lock (3 s of margin), then a
+    10 s one (7.5 s), the renewer's threads were late under CPU contention (ci-loaded, nox -s dbr15
+    beside two CPU-bound processes: a real lock loss, not an emulator fault). The test waits until
+    every lock has been renewed and the first locks' time has run out, not a fixed time.
     """
-    queue = {"Name": "r", "Properties": {"LockDuration": "PT10S"}}
+    queue = {"Name": "r", "Properties": {"LockDuration": "PT20S"}}
     topology = {"UserConfig": {"Namespaces": [{"Name": "n", "Queues": [queue]}]}}
     failures: list[Exception] = []
     # try_timeout: a renewal whose reply the SDK dropped (see the test above) is asked again in time.
@@ -95,7 +98,10 @@ def test_auto_lock_renewer_with_eight_workers() -> None:
                     got += batch
                     for m in batch:  # registered as received, before the next receive
                         renewer.register(r, m, on_lock_renew_failure=lambda _m, e: failures.append(e))  # type: ignore[arg-type,misc]
-                time.sleep(12)  # beyond the lock duration: only renewals keep the locks
+                first = {id(m): m.locked_until_utc for m in got}
+                # Every lock renewed, then past the first locks' end: only renewals keep them now.
+                wait_until(lambda: all(m.locked_until_utc > first[id(m)] for m in got), timeout=60)
+                wait_until(lambda: dt.datetime.now(dt.UTC) > max(first.values()), timeout=60, interval=0.2)
             finally:
                 # The renewer stops (and waits for renewals in flight) before the messages are
                 # settled and the receiver closes: a renewal racing the receiver's close fails

@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import io
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,24 +31,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _common import start_emulator  # the one way the benchmarks start `sbnotebook emulator`
 from IPython.core.interactiveshell import InteractiveShell
 
 from sbnotebook import core
 from sbnotebook.notebook import load_ipython_extension
-
-
-def emulator(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
-    """An emulator in its own process; its connection string (the line it prints that starts with Endpoint=)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbnotebook.emulator", "--port", "0", "--latency-ms", str(latency_ms)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("Endpoint="):
-            return proc, line.strip()
-    raise RuntimeError("the emulator printed no connection string")
 
 
 def timed(shell: InteractiveShell, line: str) -> float:
@@ -67,7 +53,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=80.0)
     parser.add_argument("--peek-messages", type=int, default=20000)
     args = parser.parse_args()
-    (prod_proc, prod), (home_proc, home) = emulator(args.latency_ms), emulator(args.latency_ms)
+    (prod_proc, prod), (home_proc, home) = start_emulator(args.latency_ms), start_emulator(args.latency_ms)
     try:
         shell = InteractiveShell.instance()
         load_ipython_extension(shell)
@@ -112,7 +98,7 @@ def main() -> None:
 
 def peeks(far: str, args: argparse.Namespace) -> None:
     """``core.scan`` of the same queue at ``--latency-ms`` (``far``, the prod emulator) and at 0 ms."""
-    near_proc, near = emulator(0.0)
+    near_proc, near = start_emulator(0.0)
     try:
         body = "x" * 1000
         for cs in (far, near):

@@ -88,10 +88,8 @@ class LockedBatch:
         # first). From when the receive was asked (``asked_at``) the locks ran at most their length,
         # give or take a round trip; more when messages came during a wait, which the first renewal
         # mends (``_renew_loop``): at worst it renews early once.
-        self._lock_duration = self._most_left()
-        if asked_at is not None and mode == "peek_lock" and messages:
-            since = max(self._most_left(), *(self._left(i, asked_at) or 0.0 for i in range(len(messages))))
-            self._lock_duration = min(since, MAX_LOCK_SECONDS)
+        since = self._most_left() if asked_at is None else self._most_left(asked_at)
+        self._lock_duration = min(since, MAX_LOCK_SECONDS)
         self._renewal_took = 0.0  # seconds the last renewal took: the next starts at least twice that early
         self._renewer = connection.spawn(self._renew_loop()) if mode == "peek_lock" and messages else None
 
@@ -129,8 +127,10 @@ class LockedBatch:
         now = dt.datetime.now(dt.UTC)
         return [self._left(i, now) for i in range(len(self.messages))]
 
-    def _most_left(self) -> float:
-        return max((s for s in self.seconds_left() if s is not None), default=0.0)
+    def _most_left(self, since: dt.datetime | None = None) -> float:
+        """The most time any lock held has left, now or (``since``) counted from then."""
+        at = dt.datetime.now(dt.UTC) if since is None else since
+        return max((s for i in range(len(self.messages)) if (s := self._left(i, at)) is not None), default=0.0)
 
     def lock_gone(self, i: int) -> bool:
         """Whether row ``i``'s lock is known lost or past its time by this machine's clock (as the

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .routing import Delivery, Routed, json_form, type_name
+from .routing import Routed, json_form, type_name
 
 T = TypeVar("T")
 COLUMNS = ["message", "message_id", "sequence_number", "subscription", "matched", "rule", "properties", "why_not"]
@@ -77,29 +77,18 @@ class RouteResult:
         """One row per message, subscription and copy (a subscription it does not get: one row, why
         not). A copy's ``properties`` keep the types the broker would deliver them with (an int, a
         float, a bool, None, text, a datetime, ...); ``sys.`` ones by that prefix."""
-        out: list[dict[str, Any]] = []
-        for r in self.routed:
-            base = {
-                "message": r.message,
-                "message_id": r.message_id,
-                "sequence_number": r.sequence_number,
-                "subscription": r.subscription,
-                "matched": r.matched,
-            }
-            if not r.matched:
-                out.append({**base, "rule": None, "properties": None, "why_not": " | ".join(r.why_not)})
-            for d in r.deliveries:
-                out.append({**base, "rule": d.rule or "*", "properties": _properties(d), "why_not": None})
-        return out
+        columns = self._columns()
+        return [dict(zip(COLUMNS, values, strict=True)) for values in zip(*columns.values(), strict=True)]
 
     def to_pandas(self) -> Any:
         """``rows()`` as a DataFrame, built column by column (10^4 messages x 20 subscriptions are
         200,000 rows: a dict each cost more than the routing)."""
-        return without_cyclic_gc(self._frame)
-
-    def _frame(self) -> Any:
         import pandas as pd
 
+        return pd.DataFrame(without_cyclic_gc(self._columns), columns=COLUMNS)
+
+    def _columns(self) -> dict[str, list[Any]]:
+        """The rows' values, one list per column of ``COLUMNS``."""
         columns: dict[str, list[Any]] = {c: [] for c in COLUMNS}
         message, message_id, sequence_number, subscription, matched, rule, properties, why_not = columns.values()
         prefixed = _Prefixed()
@@ -117,9 +106,10 @@ class RouteResult:
                 else:
                     matched.append(True)
                     rule.append(d.rule or "*")
+                    # A dict of its own per row (the prefixed sys. ones are shared within a message)
                     properties.append({**d.application_properties, **prefixed(d.system_properties)})
                     why_not.append(None)
-        return pd.DataFrame(columns, columns=COLUMNS)
+        return columns
 
     def to_jsonl(self, path: str | Path) -> int:
         """The rows as JSON lines; each copy's properties in the export's typed form
@@ -159,11 +149,6 @@ class RouteResult:
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
-
-
-def _properties(d: Delivery) -> dict[str, Any]:
-    """A copy's properties as a row holds them: the application ones by name, ``sys.`` ones by that prefix."""
-    return {**d.application_properties, **{f"sys.{k}": v for k, v in d.system_properties.items()}}
 
 
 class _Prefixed:

@@ -99,8 +99,10 @@ async def worker(job: Job, run: Run, start_worker: Callable[[bool], None], first
     batches at most and moves one at a time. The first worker's first batch full means more is
     waiting: the others start."""
     mover = _Mover(job, run)
-    # A worker started after the first found more waiting: the links it will hold open beside its receive.
-    ahead = None if first else asyncio.ensure_future(_links_ahead(job))
+    # The links the worker will hold open beside its receive, opened while it receives: the first
+    # worker's sender (its first move waited for it: a fifth of the time to the first batch moved);
+    # a worker started after the first found more waiting, its second receiver too.
+    ahead = asyncio.ensure_future(_links_ahead(job, first))
     try:
         await _rounds(job, run, mover, start_worker, first)
     finally:
@@ -108,17 +110,18 @@ async def worker(job: Job, run: Run, start_worker: Callable[[bool], None], first
             await mover.ended()  # the batch being moved, moved: a failure of its own is raised here
         finally:
             run.workers -= 1
-            if ahead is not None:
-                await asyncio.gather(ahead, return_exceptions=True)  # opened by now; or cancelled with the loop
+            await asyncio.gather(ahead, return_exceptions=True)  # opened by now; or cancelled with the loop
 
 
-async def _links_ahead(job: Job) -> None:
+async def _links_ahead(job: Job, first: bool) -> None:
     """The links a worker holds besides the one its first receive opens, opened at once and left
-    idle in the connection's pools: a second receiver (its next batch is received while the first
-    is held) and a sender to the target. Opening one takes several round trips, which the worker's
+    idle in the connection's pools: a sender to the target and, but for the first worker (which
+    does not know yet whether a second batch is there), a second receiver (its next batch is
+    received while the first is held). Opening one takes several round trips, which the worker's
     second receive and first move each waited for. One that cannot be opened is the worker's own
     to report when it opens it (with retries); here it is logged."""
-    kinds = [("receiver", job.src)] + ([("sender", job.dst)] if job.dst is not None else [])
+    kinds = [] if first else [("receiver", job.src)]
+    kinds += [("sender", job.dst)] if job.dst is not None else []
     await asyncio.gather(*(_opened(job.conn, kind, path) for kind, path in kinds))
 
 

@@ -21,12 +21,13 @@ Each sub-package opens with its own map.
 - ``connections/``: where Service Bus is, credentials, the live connection, its loop and link pools;
 - ``sdk/``: the SDK seam, the only modules that import ``azure.*``, and what an SDK failure means;
 - at the bottom, for all of them: ``amqp_codec.py`` (AMQP values with their types, and their JSON),
-  ``defaults.py`` (the defaults the layers share, and the in-flight check), ``entities.py``
-  (addresses), ``errors.py`` (the kit's exceptions), ``outcome.py`` (the one result type),
-  ``rates.py`` (the one rate grammar: ``parse_rate``, and the token bucket that holds a run to it),
-  ``renames.py`` (old names for one release), ``times.py`` (the one time grammar: ``parse_time``,
-  ``utc``), ``timing.py``, ``tracing.py`` (the kit's operations as OpenTelemetry spans, a copy's fresh
-  trace context), ``trust.py`` (the CAs TLS trusts).
+  ``connection_string.py`` (the one connection-string grammar), ``defaults.py`` (the defaults the
+  layers share, and the in-flight check), ``entities.py`` (addresses), ``errors.py`` (the kit's
+  exceptions), ``outcome.py`` (the one result type), ``rates.py`` (the one rate grammar:
+  ``parse_rate``, and the token bucket that holds a run to it), ``renames.py`` (old names for one
+  release), ``times.py`` (the one time grammar: ``parse_time``, ``utc``; and ``Timed``, how long a
+  piece of work has run), ``tracing.py`` (the kit's operations as OpenTelemetry spans, a copy's
+  fresh trace context), ``trust.py`` (the CAs TLS trusts).
 
 The layers above import only from ``sbnotebook.core`` itself (``__all__``), never from these modules.
 """
@@ -368,7 +369,7 @@ _OLD_NAMES = {
     "WindowBounds": ("operations.bounds", "WindowBounds", None),
     "filter_records": ("views.search", "filter_records", None),
     "is_credential_ref": ("connections.credentials", "is_credential_ref", None),
-    "parse_connection_string": ("connections.connection", "parse_connection_string", None),
+    "parse_connection_string": ("connection_string", "parse_connection_string", None),
 }
 
 

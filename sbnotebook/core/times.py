@@ -12,12 +12,16 @@ UTC, never the kernel's local zone), or, relative to now:
 
 Seconds since the epoch are taken nowhere: a bare number reads as an age without its unit as well as
 an instant, and ISO 8601 says the instant without doubt.
+
+And how long a piece of work has run (``Timed``: ``elapsed`` and a rate, for the kit's long-running
+views, ``tail.Tail`` and ``triage.GroupCounts``), written once.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
+import time
 
 from .errors import InvalidInputError
 
@@ -95,3 +99,21 @@ def _hint(sign: str, span: str, future: bool) -> str:
     if sign == "+":
         return f" (that is in the future: {span} ago is {span})"
     return f" (an age has no sign: {span} ago is {span})"
+
+
+class Timed:
+    """``elapsed`` and ``per_second`` for a class that sets ``started`` and ``finished``
+    (``time.monotonic()``; ``finished`` is None while the work runs)."""
+
+    started: float
+    finished: float | None
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds from the start to now, or to the finish once finished."""
+        return (self.finished if self.finished is not None else time.monotonic()) - self.started
+
+    def per_second(self, n: int) -> float:
+        """``n`` (messages, polls) per second of ``elapsed`` (0 before any time has passed)."""
+        elapsed = self.elapsed
+        return n / elapsed if elapsed > 0 else 0.0

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
-import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -174,15 +173,6 @@ def delete_entities(admin: Any, created: list[str]) -> list[str]:
     return failed
 
 
-def _endpoint_host(connection_string: str) -> str:
-    """The namespace host (with its port, if any)."""
-    for part in connection_string.split(";"):
-        key, _, value = part.partition("=")
-        if key.strip().lower() == "endpoint":
-            return urllib.parse.urlsplit(value.strip()).netloc
-    raise ValueError("SERVICEBUS_CONNECTION_STRING has no Endpoint=sb://...")
-
-
 class LiveNamespace:
     """The real namespace of ``SERVICEBUS_CONNECTION_STRING`` (shared access key) or
     ``SERVICEBUS_FULLY_QUALIFIED_NAMESPACE`` (Entra ID: azure-identity's ``DefaultAzureCredential``)."""
@@ -191,7 +181,9 @@ class LiveNamespace:
         self.connection_string = connection_string
         self.fully_qualified_namespace = fully_qualified_namespace
         if connection_string is not None:
-            self.fully_qualified_namespace = _endpoint_host(connection_string)
+            from sbnotebook.core import resolve  # the kit's one connection-string grammar
+
+            self.fully_qualified_namespace = resolve(connection_string).fully_qualified_namespace
         self._credentials: dict[bool, Any] = {}
         self._admin: Any = None
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ...about import install
-from ..errors import ConfigurationError, redact
+from ..connection_string import canonical, endpoint_netloc, names_the_emulator, parse_connection_string
+from ..errors import ConfigurationError
 from ..renames import deprecated, renamed
 from ..sdk.api import TransportType, default_azure_credential
 
@@ -33,33 +34,6 @@ ENV_NAMESPACE = "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"
 """The environment variable a namespace signed in to with Entra ID is read from when no connection
 is given."""
 Kind = Literal["connection-string", "entra-id", "emulator"]
-
-
-def parse_connection_string(text: str) -> dict[str, str]:
-    """Keys lower-cased; values as given. Errors name the problem, never the key."""
-    if not isinstance(text, str) or "=" not in text:
-        raise ConfigurationError(
-            "That is not a Service Bus connection string "
-            "(expected 'Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...')."
-        )
-    fields: dict[str, str] = {}
-    for part in text.strip().strip(";").split(";"):
-        if not part.strip():
-            continue
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise ConfigurationError(f"Malformed connection string segment {redact(part)!r}: expected Key=Value.")
-        fields[key.strip().lower()] = value.strip()
-    if "endpoint" not in fields:
-        raise ConfigurationError("The connection string has no Endpoint=sb://<namespace>.")
-    if not urllib.parse.urlsplit(fields["endpoint"]).hostname:
-        raise ConfigurationError(f"The Endpoint {fields['endpoint']!r} has no host name.")
-    has_key = "sharedaccesskeyname" in fields and "sharedaccesskey" in fields
-    if not has_key and "sharedaccesssignature" not in fields:
-        raise ConfigurationError(
-            "The connection string needs SharedAccessKeyName and SharedAccessKey (or a SharedAccessSignature)."
-        )
-    return fields
 
 
 @dataclass(frozen=True)
@@ -152,11 +126,11 @@ def default_credential(*, aio: bool = False) -> Any:
 
 def from_connection_string(text: str) -> Connection:
     fields = parse_connection_string(text)
-    host = urllib.parse.urlsplit(fields["endpoint"]).netloc
-    kind: Kind = "emulator" if fields.get("usedevelopmentemulator", "").lower() == "true" else "connection-string"
+    host = endpoint_netloc(text)
+    kind: Kind = "emulator" if names_the_emulator(text) else "connection-string"
     # TransportType=AmqpWebSockets: the .NET SDK's setting (the Python SDK does not read it; the kit does).
     websockets = fields.get("transporttype", "").lower() == "amqpwebsockets"
-    return Connection(kind, host, fields.get("entitypath"), text.strip(), websockets=websockets)
+    return Connection(kind, host, fields.get("entitypath"), canonical(text), websockets=websockets)
 
 
 def tls_port_options(fully_qualified_namespace: str) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from ..entities import EntityPath
 from ..errors import InvalidInputError, SbError
 from ..operations.bounds import message_count, snapshot
 from ..operations.scan import PAGE_SIZE, peek_page, sessions_refused
-from ..timing import Timed
+from ..times import Timed
 from ..views.records import RECORD_FIELDS, to_dataframe
 from ..views.search import WhereLike, as_where
 from ..views.where import Where

@@ -25,7 +25,7 @@ from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..renames import renamed
-from ..timing import Timed
+from ..times import Timed
 from ..views.signatures import signature
 from .counts import counts
 from .scan import scan

@@ -16,6 +16,7 @@ from typing import Any
 from azure.core.pipeline.transport import RequestsTransport
 
 from .. import trust
+from ..connection_string import canonical, endpoint_netloc
 
 
 def _plain_http(url: str, netloc: str | None) -> str:
@@ -63,7 +64,7 @@ def admin_client(
         return ServiceBusAdministrationClient(namespace, credential, **kwargs)
     if emulator:
         kwargs["transport"] = PlainHttpTransport(connection_timeout=min(timeout, 5.0), read_timeout=timeout)
-    return ServiceBusAdministrationClient.from_connection_string(connection_string, **kwargs)
+    return ServiceBusAdministrationClient.from_connection_string(canonical(connection_string), **kwargs)
 
 
 def emulator_admin_client(connection_string: str, *, port: int | None = None, aio: bool = False, **kwargs: Any) -> Any:
@@ -71,8 +72,8 @@ def emulator_admin_client(connection_string: str, *, port: int | None = None, ai
     connection string (``Emulator().connection_string``, ``sbnotebook emulator``): the emulator serves
     the administration API over plain HTTP on its AMQP port, which the SDK's client alone never
     speaks; ``port`` picks an emulator's separate ``--admin-port``; ``kwargs`` go to the SDK."""
-    endpoint = next((p.split("=", 1)[1] for p in connection_string.split(";") if p.lower().startswith("endpoint=")), "")
-    host = urllib.parse.urlsplit(endpoint.strip()).hostname or "127.0.0.1"
+    host = urllib.parse.urlsplit(f"//{endpoint_netloc(connection_string)}").hostname
+    connection_string = canonical(connection_string)  # as the SDK's parser reads it
     netloc = f"{host}:{port}" if port is not None else None
     if aio:
         from azure.servicebus.aio.management import ServiceBusAdministrationClient as AsyncAdmin

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..connection_string import canonical, names_the_emulator
 from .admin import emulator_admin_client
 from .api import (
     CorrelationRuleFilter,
@@ -37,7 +38,7 @@ def _for(
 ) -> Any:
     client_type = async_type() if aio else sync_type
     if connection_string is not None:
-        return client_type.from_connection_string(connection_string, **options)
+        return client_type.from_connection_string(canonical(connection_string), **options)
     if not fully_qualified_namespace or credential is None:
         raise ValueError("give a connection string, or a fully qualified namespace and a token credential")
     return client_type(fully_qualified_namespace, credential, **options)
@@ -73,7 +74,7 @@ def sdk_admin_client(
     are. A connection string with ``UseDevelopmentEmulator=true`` gets the emulator's administration
     API, which is plain HTTP on its port (:func:`emulator_admin_client`): the SDK's client alone
     always speaks HTTPS."""
-    if connection_string is not None and _names_the_emulator(connection_string):
+    if connection_string is not None and names_the_emulator(connection_string):
         return emulator_admin_client(connection_string, aio=aio, **options)
     return _for(
         ServiceBusAdministrationClient,
@@ -84,14 +85,6 @@ def sdk_admin_client(
         aio,
         options,
     )
-
-
-def _names_the_emulator(connection_string: str) -> bool:
-    for part in connection_string.split(";"):
-        key, _, value = part.partition("=")
-        if key.strip().lower() == "usedevelopmentemulator":
-            return value.strip().lower() == "true"
-    return False
 
 
 def rule_arguments(

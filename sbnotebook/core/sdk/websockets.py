@@ -21,17 +21,14 @@ import urllib.parse
 from typing import Any
 
 from ...about import install
+from ..connection_string import endpoint_netloc
 from ..errors import ConfigurationError
 from .api import TransportType
 
 
 def endpoint_of(connection_string: str) -> str:
     """``sb://host:port`` from a connection string."""
-    for part in connection_string.split(";"):
-        key, _, value = part.partition("=")
-        if key.strip().lower() == "endpoint":
-            return f"sb://{urllib.parse.urlsplit(value.strip()).netloc}"
-    raise ValueError("the connection string has no Endpoint")
+    return f"sb://{endpoint_netloc(connection_string)}"
 
 
 def websocket_options(connection_string: str) -> dict[str, Any]:

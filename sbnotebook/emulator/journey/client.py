@@ -21,8 +21,17 @@ DEFAULT_PORT = 5672
 
 
 def _fields(connection_string: str) -> dict[str, str]:
-    pairs = (p.split("=", 1) for p in connection_string.split(";") if "=" in p)
-    return {k.strip().lower(): v.strip() for k, v in pairs}
+    """The kit's connection-string grammar (``sbnotebook/core/connection_string.py``), copied: the
+    emulator imports nothing from the kit. tests/core/test_connection_string.py holds them equal."""
+    found: dict[str, str] = {}
+    for part in connection_string.strip().split(";"):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ValueError("A connection string segment is not Key=Value.")
+        found[key.strip().lower()] = value.strip()
+    return found
 
 
 def _address(fields: dict[str, str]) -> tuple[str, int]:

@@ -205,7 +205,7 @@ def resubmit_once(n: int, latency_ms: float) -> dict[str, Any]:
     import psutil
 
     from sbnotebook import core
-    from sbnotebook.core.incidents.resubmit import BATCH_SIZE
+    from sbnotebook.core.incidents.resubmit.api import BATCH_SIZE
 
     proc = filled_emulator(n, latency_ms, BODY_1KB)
     assert proc.stdout is not None and proc.stdin is not None
@@ -237,7 +237,7 @@ def resubmit_once(n: int, latency_ms: float) -> dict[str, Any]:
 def round_trips_a_batch() -> int:
     """The tree's round trips a resubmit batch costs: a tree from before they were named received,
     sent and completed one after the other (three)."""
-    from sbnotebook.core.incidents import resubmit_batches
+    from sbnotebook.core.incidents.resubmit import batches as resubmit_batches
 
     return int(getattr(resubmit_batches, "ROUND_TRIPS_A_BATCH", 3))
 

@@ -1,5 +1,5 @@
 """What ``core.route`` costs: 10^4 messages routed through a topic of 20 subscriptions and 50 rules
-(the Done-when topic of issue 61: tests/core/incidents/routed_topic.py, its rules as core reads them),
+(the Done-when topic of issue 61: tests/core/topology/routed_topic.py, its rules as core reads them),
 each rule compiled once, the properties read once per message, every subscription's rules evaluated
 and actions applied; nothing explained (``explain=False``, as ``%sb_route --summary``), then with
 why-not explanations for every subscription that does not get a message (``%sb_route``'s default).
@@ -26,8 +26,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sbnotebook import core
-from sbnotebook.core.incidents.topic_rules import rule_spec
-from tests.core.incidents.routed_topic import EPOCH, SUBSCRIPTIONS
+from sbnotebook.core.topology.rules import rule_spec
+from tests.core.topology.routed_topic import EPOCH, SUBSCRIPTIONS
 
 
 class _Described:

@@ -27,7 +27,7 @@ from benchmarks.route_cost import records
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook import load_ipython_extension
-from tests.core.incidents.routed_topic import make_topic
+from tests.core.topology.routed_topic import make_topic
 
 
 def main() -> None:

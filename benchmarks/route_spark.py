@@ -1,5 +1,5 @@
 """What ``sbspark.route`` costs: 10^6 rows of the record schema routed on the executors through the
-Done-when topic of issue 61 (20 subscriptions, 50 rules: tests/core/incidents/routed_topic.py, as
+Done-when topic of issue 61 (20 subscriptions, 50 rules: tests/core/topology/routed_topic.py, as
 ``benchmarks/route_cost.py`` reads them), the routing columns computed (``subscriptions``,
 ``copies``) and summed, so every row goes through the rules.
 

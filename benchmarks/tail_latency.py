@@ -6,7 +6,7 @@ messages at random moments (so they land at every phase of the poll cycle), each
 arrived when its send is confirmed (the broker accepted it half a round trip before that). The
 latency of a message is the time from that confirmation to the moment the tail handed it out.
 After it, the broker state: every message still active (administration API) with no delivery
-counted (peeks only; tests/core/incidents/test_tail.py checks locks and credit in the broker itself).
+counted (peeks only; tests/core/operations/test_tail.py checks locks and credit in the broker itself).
 
 Target: each message shows within the poll interval + 1 round trip of arriving.
 

@@ -33,7 +33,7 @@ from tests.helpers import (
     python_sigint,
 )
 
-RESUBMIT_LOG = "sbnotebook.core.incidents.resubmit_run"  # "... interrupted: ending the batches in flight"
+RESUBMIT_LOG = "sbnotebook.core.incidents.resubmit.run"  # "... interrupted: ending the batches in flight"
 SEND_LOG = "sbnotebook.send"  # "send to ... interrupted: ending the sends in flight"
 DISPOSITIONS = "com.microsoft:update-disposition"  # a settlement of many messages in one request
 

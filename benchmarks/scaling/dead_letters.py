@@ -8,8 +8,8 @@ import uuid
 from typing import Any
 
 from sbnotebook import core
-from sbnotebook.core.incidents.resubmit import BATCH_SIZE
-from sbnotebook.core.incidents.resubmit_batches import ROUND_TRIPS_A_BATCH
+from sbnotebook.core.incidents.resubmit.api import BATCH_SIZE
+from sbnotebook.core.incidents.resubmit.batches import ROUND_TRIPS_A_BATCH
 
 from .steps import BODY, DLQ, EXPIRING, RETRY, SIGNED, Run
 

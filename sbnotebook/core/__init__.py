@@ -14,9 +14,12 @@ Where things are, top down: a part imports from its own line and the lines below
 one above, and no two parts import each other (tests/project/test_folder_order.py reads the imports).
 Each sub-package opens with its own map.
 
-- ``incidents/``: purge, resubmit, discard, copy, export and import, tail (whole entities, nothing lost);
-- ``operations/``: peek, scan, receive and settle, defer, process, sessions, send, one message copied,
-  dead-letter triage, a message's journey, manage, counts;
+- ``incidents/``: purge, resubmit, discard, copy (whole entities moved, nothing lost or doubled);
+- ``topology/``: what only reads a namespace: routing (``core.route``), a topic's rules, its
+  entities exported;
+- ``files/``: export and import as JSON lines, the state a resumed run reads;
+- ``operations/``: peek, scan, tail, receive and settle, defer, process, sessions, send, one message
+  copied, dead-letter triage, a message's journey, manage, counts;
 - ``views/``: the record schema, search and its ``where``, dead-letter signatures;
 - ``connections/``: where Service Bus is, credentials, the live connection, its loop and link pools;
 - ``sdk/``: the SDK seam, the only modules that import ``azure.*``, and what an SDK failure means;
@@ -75,14 +78,9 @@ from .errors import (
     SessionLockedError,
     redact,
 )
-from .incidents.brake import WATCH_INTERVAL, braked
-from .incidents.canary import CANARY_TIMEOUT
-from .incidents.copy_many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
-from .incidents.copying import CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
-from .incidents.discarding import adiscard, discard
-from .incidents.exporting import export_jsonl, export_resume_point
-from .incidents.importing import import_jsonl, import_resume_point
-from .incidents.jsonl import (
+from .files.exporting import export_jsonl, export_resume_point
+from .files.importing import import_jsonl, import_resume_point
+from .files.jsonl import (
     count_jsonl,
     from_json_record,
     iter_jsonl,
@@ -90,12 +88,13 @@ from .incidents.jsonl import (
     to_json_record,
     write_jsonl,
 )
-from .incidents.purge import apurge, purge
-from .incidents.resubmit import aresubmit, default_target, resubmit, resubmit_resume_point
-from .incidents.route import route, topic_rules, typed_in
-from .incidents.tail import TAIL_INTERVAL, Tail, tail
-from .incidents.topic_rules import rules_from_admin, rules_from_config
-from .incidents.topology import TopologyExport, export_topology
+from .incidents.brake import WATCH_INTERVAL, braked
+from .incidents.canary import CANARY_TIMEOUT
+from .incidents.copy.api import CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
+from .incidents.copy.many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
+from .incidents.purge.api import apurge, purge
+from .incidents.resubmit.api import aresubmit, default_target, resubmit, resubmit_resume_point
+from .incidents.resubmit.discard import adiscard, discard
 from .operations import deferral
 from .operations.batch import LockedBatch
 from .operations.bounds import TimeWindow, snapshot, time_bounds
@@ -136,6 +135,7 @@ from .operations.sessions import (
     pretty_state,
     set_session_state,
 )
+from .operations.tail import TAIL_INTERVAL, Tail, tail
 from .operations.triage import GROUP_FIELDS, GroupCounts, group_counts, group_value
 from .operations.triage import OTHER as GROUP_OTHER
 from .operations.window import enqueued_window, scan_window
@@ -155,10 +155,13 @@ from .sdk.failures import (
     requires_sessions,
 )
 from .times import FUTURE_TIME_FORMS, TIME_FORMS, parse_time, utc
+from .topology.answer import RouteResult
+from .topology.evaluator import RuleSpec
+from .topology.export import TopologyExport, export_topology
+from .topology.route import route, topic_rules, typed_in
+from .topology.rules import rules_from_admin, rules_from_config
 from .tracing import operation as operation_span
 from .views.records import FIELDS, RECORD_FIELDS, to_dataframe, to_record, utf8
-from .views.routes import RouteResult
-from .views.routing import RuleSpec
 from .views.search import as_where, compile_where, json_columns
 from .views.signatures import mask, signature
 from .views.where import Where, WhereFailed
@@ -357,14 +360,14 @@ __all__ = [
 _OLD_NAMES = {
     "SEARCH_SCAN_LIMIT": ("operations.peek", "MAX_SCANNED", "core.MAX_SCANNED"),
     "COPY_CONCURRENCY": (
-        "incidents.copying",
+        "incidents.copy.api",
         None,
         "core.copy(max_in_flight=) (sends in flight; its peeks go one at a time)",
     ),
     "BOUND_WINDOW": ("operations.bounds", "BOUND_WINDOW", None),
     "GROUP_NONE": ("operations.triage", "NONE", None),
     "Field": ("views.records", "Field", None),
-    "ImportProgress": ("incidents.importing", "ImportProgress", None),
+    "ImportProgress": ("files.importing", "ImportProgress", None),
     "SessionStates": ("operations.sessions", "SessionStates", None),
     "WindowBounds": ("operations.bounds", "WindowBounds", None),
     "filter_records": ("views.search", "filter_records", None),

@@ -4,7 +4,7 @@ their defaults, and the magics' settings, the panels and the Spark data source i
 them). And the one check of an in-flight limit.
 
 (``MAX_SCANNED``, ``PAGE_SIZE`` and ``TAIL_INTERVAL`` are declared beside the code they bound:
-``operations/peek.py``, ``operations/scan.py``, ``incidents/tail.py``.)"""
+``operations/peek.py``, ``operations/scan.py``, ``operations/tail.py``.)"""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ the send panel, ``sbspark.write`` and the Spark option ``maxInFlight`` start fro
 MAX_HELD_BYTES = 16 * 1024 * 1024
 """Bytes of source messages (their encoded size) a copy holds in memory at most unless told
 otherwise (``max_held_bytes=``): ``copy`` and ``copy_many``, from the peek that may bring a message
-until the target confirms its copy (core/incidents/copy_peeks.py)."""
+until the target confirms its copy (core/incidents/copy/peeks.py)."""
 
 PEEK_MAX_MESSAGES = 100
 """Messages a peek returns unless told otherwise: ``core.peek(max_messages=)`` and

@@ -1,4 +1,4 @@
-"""The JSON lines export format lives in the core (``sbnotebook.core.incidents.jsonl``); the panels use it from here."""
+"""The JSON lines export format lives in the core (``sbnotebook.core.files.jsonl``); the panels use it from here."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ class PurgePlan:
         return text + "."
 
     def window_path(self) -> str:
-        """Which way a windowed purge takes, and what that costs (core/incidents/purge_window.py)."""
+        """Which way a windowed purge takes, and what that costs (core/incidents/purge/window.py)."""
         w = self.window
         assert w is not None
         text = f"Only messages {w.describe()}, counted by peeking the window's sequence numbers (found by a search)"

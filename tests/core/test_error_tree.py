@@ -2,7 +2,7 @@
 core/errors.py (and docs/core.md), so ``except SbError`` catches whatever the kit raises on purpose.
 The emulator and the SQL rule evaluator below it and core (``sbnotebook.sqlrules``) are outside: they
 import nothing from the rest of the package; core turns a ``SqlFilterError`` into ``InvalidInputError``
-(core/views/routing.py)."""
+(core/topology/evaluator.py)."""
 
 from __future__ import annotations
 

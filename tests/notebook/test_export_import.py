@@ -13,7 +13,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
 from sbnotebook.core import InvalidInputError, Report
-from sbnotebook.core.incidents.importing import ImportProgress
+from sbnotebook.core.files.importing import ImportProgress
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
 from tests import shell

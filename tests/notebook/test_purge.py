@@ -23,7 +23,7 @@ from tests.helpers import (
 )
 from tests.shell import answer, line
 
-purge_module = importlib.import_module("sbnotebook.core.incidents.purge")  # core.purge is the function
+purge_module = importlib.import_module("sbnotebook.core.incidents.purge.api")  # core.purge is the function
 purge_magic = importlib.import_module("sbnotebook.notebook.magics.purge")
 ip, sb = shell.ip, shell.sb  # the shell fixtures: a real IPython shell with the extension loaded
 LAST = "(the report above; it is also in sb_last_report)"

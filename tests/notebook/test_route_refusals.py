@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sbnotebook.core.views.routing import SYSTEM_FIELDS
+from sbnotebook.core.topology.evaluator import SYSTEM_FIELDS
 from sbnotebook.emulator import Emulator
 from tests import shell
 from tests.conftest import TEST_TOPOLOGY

@@ -14,7 +14,7 @@ from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from sbnotebook.notebook.magics import SbMagics
 from tests import shell
-from tests.core.incidents.test_topology_export import EMPTY, build_rich_namespace, namespace
+from tests.core.topology.test_topology_export import EMPTY, build_rich_namespace, namespace
 from tests.helpers import magic_fails
 from tests.shell import line, loaded
 

@@ -13,7 +13,7 @@ import argparse
 import ast
 import importlib
 import inspect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -209,9 +209,15 @@ def typed_numbers(root: Path) -> list[str]:
     return found
 
 
-def wrong_documented(text: str) -> list[str]:
+def exported_numbers() -> list[str]:
+    """Every number ``core`` exports by an upper-case name (``core.__all__``): defaults.py's and those
+    declared beside their code (``MAX_SCANNED``, ``PAGE_SIZE``, ...), each a default of something."""
+    return sorted(f"core.{n}" for n in core.__all__ if n.isupper() and type(getattr(core, n)) in (int, float))
+
+
+def wrong_documented(text: str, numbers: Iterable[str] = ()) -> list[str]:
     """docs/core.md's Defaults table against core: each row's value the constant's, and a row for
-    every constant this test reads."""
+    every constant this test reads and every one of ``numbers`` (``core.NAME``)."""
     section = text.split("\n## Defaults\n", 1)[1].split("\n## ", 1)[0]
     rows = [
         [c.strip().strip("`") for c in r.strip("|").split("|")] for r in section.splitlines() if r.startswith("| `")
@@ -221,13 +227,20 @@ def wrong_documented(text: str) -> list[str]:
         actual = getattr(core, name.removeprefix("core."), None)
         if actual is None or float(value) != actual:
             found.append(f"docs/core.md gives {name} the value {value}, the code {actual!r}")
-    named = {fact[0] for fact in [*BY_NAME.values(), *BY_PLACE.values(), *SETTINGS.values()]}
+    named = {fact[0] for fact in [*BY_NAME.values(), *BY_PLACE.values(), *SETTINGS.values()]} | set(numbers)
     found += [f"docs/core.md's Defaults has no row for {n}" for n in sorted(named - {r[0] for r in rows})]
     return found
 
 
 def test_the_documented_defaults_are_the_code_s() -> None:
-    assert wrong_documented((ROOT / "docs" / "core.md").read_text(encoding="utf-8")) == []
+    """A row for every number core exports (issue 72): a constant of defaults.py is one of them."""
+    from sbnotebook.core import defaults
+
+    declared = {n for n, v in vars(defaults).items() if n.isupper() and type(v) in (int, float)}
+    assert declared and declared <= set(core.__all__)  # defaults.py's constants are core's, so each needs a row
+    numbers = exported_numbers()
+    assert {"core.MAX_HELD_BYTES", "core.PAGE_SIZE"} <= set(numbers)  # the search finds them
+    assert wrong_documented((ROOT / "docs" / "core.md").read_text(encoding="utf-8"), numbers) == []
 
 
 def test_no_default_is_typed_as_a_number_where_it_is_used() -> None:
@@ -269,6 +282,9 @@ def test_the_checks_can_fail_on_made_up_cases(tmp_path: Path) -> None:
         "docs/core.md gives core.MAX_IN_FLIGHT the value 12, the code 10",
         "docs/core.md's Defaults has no row for core.MAX_RENEWAL_SECONDS",
     ]
+    assert "docs/core.md's Defaults has no row for core.MAX_HELD_BYTES" in wrong_documented(
+        made_up_page, ["core.MAX_HELD_BYTES"]
+    )
     assert typed_numbers(tmp_path) == [
         "sbnotebook/made_up.py:1 send(max_in_flight=10)",
         "sbnotebook/made_up.py:3 wait_seconds = Float(...)",

@@ -24,7 +24,17 @@ import pytest
 from .test_structure import circles, import_graph, modules, source_tree
 
 ROOT = Path(__file__).resolve().parents[2]
-ORDERED = ("sbnotebook.core", "sbnotebook.emulator", "sbnotebook.sqlrules")
+ORDERED = (
+    "sbnotebook.core",
+    "sbnotebook.core.incidents",
+    "sbnotebook.core.incidents.copy",
+    "sbnotebook.core.incidents.purge",
+    "sbnotebook.core.incidents.resubmit",
+    "sbnotebook.core.files",
+    "sbnotebook.core.topology",
+    "sbnotebook.emulator",
+    "sbnotebook.sqlrules",
+)
 PART = re.compile(r"``([A-Za-z_][\w]*)(/|\.py)``")
 
 

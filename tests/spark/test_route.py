@@ -1,5 +1,5 @@
 """sbspark.route: the routing columns computed on the executors equal core.route's answer on the
-driver, row by row, for the Done-when topic's rules (tests/core/incidents/routed_topic.py) read
+driver, row by row, for the Done-when topic's rules (tests/core/topology/routed_topic.py) read
 through the administration API."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbnotebook import core
 from sbnotebook.emulator import Emulator
-from tests.core.incidents.routed_topic import make_topic, messages
+from tests.core.topology.routed_topic import make_topic, messages
 from tests.required import require_module
 
 require_module("pyspark")

@@ -7,7 +7,7 @@ queues than when it began (the copies coming back: the fix did not work). ``acti
 a watched entity's backlog (its active messages) passes that many (a consumer that is not keeping
 up). A stop is the run's own: it takes no more messages, ends each batch in hand (copies confirmed,
 then originals completed) or gives it back whole, and its Report says what it moved, what came back,
-and that ``resume=True`` moves the rest (``resubmit.py``; a copy: ``copy_run.py``, which takes no more
+and that ``resume=True`` moves the rest (``resubmit/api.py``; a copy: ``copy/run.py``, which takes no more
 from its source and has each copy in the pipeline confirmed).
 """
 
@@ -146,7 +146,7 @@ class Watch:
 
     async def counted(self, report: Report) -> None:
         """What came back, read once more now, in ``report.stats["came_back"]`` (a run that ended
-        unbraked too: a glob's copy counts it across its entities, ``copy_many_stops.py``)."""
+        unbraked too: a glob's copy counts it across its entities, ``copy/many_stops.py``)."""
         self.last = await asyncio.to_thread(read, self.conn, self.entities)
         report.stats.update(came_back=self.came_back)
 

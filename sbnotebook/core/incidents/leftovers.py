@@ -36,7 +36,9 @@ from ..sdk.failures import is_unauthorized
 from ..times import utc
 
 log = logging.getLogger("sbnotebook.core.incidents.leftovers")
-purge_log = logging.getLogger("sbnotebook.core.incidents.purge")  # the purge's logger: one place to turn its lines on
+purge_log = logging.getLogger(
+    "sbnotebook.core.incidents.purge.api"
+)  # the purge's logger: one place to turn its lines on
 
 ARRIVAL_MARGIN = dt.timedelta(seconds=2)  # enqueued this close before the operation began: arrived during it
 LOCKED_UNTIL = b"x-opt-locked-until"

@@ -5,7 +5,7 @@
   ``window.py`` and ``window_search.py`` (an enqueued-time window: its sequence numbers found, then
   scanned), ``triage.py`` (a dead-letter queue counted by reason at any size, over ``scan.py``),
   ``journey.py`` (one message's journey: the embedded emulator's record of it, or on Azure what the
-  message carries).
+  message carries), ``tail.py`` (a live tail, by peeking).
 - Locks: ``receive.py`` (peek-lock and receive-and-delete), ``batch.py`` (a locked batch and its
   settlement), ``deferral.py`` (the four ways to try later), ``process.py`` (settle after the work),
   ``sessions.py`` (list sessions, their state).

@@ -1,7 +1,7 @@
 """A message's body and application properties as they are sent again, each with its AMQP type.
 
 Read from a received message (its encoded bytes: ``sdk.encoded``, ``amqp_codec``) or from an export
-line (``application_property_types``, ``body_kind``, ``body_amqp``: core/incidents/jsonl.py), and
+line (``application_property_types``, ``body_kind``, ``body_amqp``: core/files/jsonl.py), and
 handed to the SDK as typed values, so a copy, a resubmission or an import is the same message: a
 value body stays a value, a sequence a sequence, a ``long`` a ``long``, a binary property binary.
 

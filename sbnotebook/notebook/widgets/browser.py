@@ -251,7 +251,7 @@ class MessageBrowser(GridSelection, W.VBox):
         """The whole entity or search result (``selection=True``: the selected rows) written by
         ``core.export_jsonl``, what ``%sb_export`` writes: every property, the body's kind and the
         application properties' AMQP types, so ``core.import_jsonl`` sends the same messages back
-        (core/incidents/jsonl.py). The selected rows are read again from the entity by their
+        (core/files/jsonl.py). The selected rows are read again from the entity by their
         sequence numbers (a page's records hold no types); one gone since is said."""
         out = Path(path)
         chosen = {int(self.records[i]["sequence_number"]) for i in self.rows.value} if selection else set()

@@ -20,7 +20,7 @@ import pytest
 from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
 
 from sbnotebook import core
-from sbnotebook.core.incidents.copy_many_stops import GlobStops
+from sbnotebook.core.incidents.copy.many_stops import GlobStops
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.core.incidents.test_brake import Consumer

@@ -15,8 +15,8 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from sbnotebook import core
-from sbnotebook.core.incidents import purge_on_server
-from sbnotebook.core.incidents.purge_on_server import DELETES_IN_FLIGHT
+from sbnotebook.core.incidents.purge import on_server as purge_on_server
+from sbnotebook.core.incidents.purge.on_server import DELETES_IN_FLIGHT
 from sbnotebook.emulator import Emulator
 from tests.helpers import InterruptAtFirstProgress, rss_growth_during
 from tests.processes import run_and_kill, start_cli_emulator

@@ -19,8 +19,8 @@ from tests.conftest import TEST_TOPOLOGY
 from tests.helpers import lose_the_session_lock_after_two_deferred, one_active_three_deferred_in_session_d
 from tests.processes import free_port
 
-purge_module = importlib.import_module("sbnotebook.core.incidents.purge")  # core.purge is the function
-run_module = importlib.import_module("sbnotebook.core.incidents.resubmit_run")  # one run of a resubmit
+purge_module = importlib.import_module("sbnotebook.core.incidents.purge.api")  # core.purge is the function
+run_module = importlib.import_module("sbnotebook.core.incidents.resubmit.run")  # one run of a resubmit
 
 
 def _dead_letter_all(client: ServiceBusClient, queue: str, n: int, reason: str = "Bad") -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from sbnotebook import core
-from sbnotebook.core.incidents.exporting import EXPORTING
-from sbnotebook.core.incidents.importing import IMPORTING
-from sbnotebook.core.incidents.jsonl import write_jsonl
+from sbnotebook.core.files.exporting import EXPORTING
+from sbnotebook.core.files.importing import IMPORTING
+from sbnotebook.core.files.jsonl import write_jsonl
 from sbnotebook.core.sdk.admin import emulator_admin_client
 from sbnotebook.emulator import Emulator
 from tests.core.incidents import bulk

@@ -63,6 +63,7 @@ from .defaults import (
     RECEIVE_MAX_MESSAGES,
     WAIT_SECONDS,
     check_max_in_flight,
+    check_whole_number,
 )
 from .entities import CONNECTION_NAME, DEAD_LETTER_QUEUE, EntityPath, split_address
 from .errors import (
@@ -248,6 +249,7 @@ __all__ = [
     "braked",
     "cancel_scheduled",
     "check_max_in_flight",
+    "check_whole_number",
     "close_all",
     "compile_where",
     "connect",

@@ -42,11 +42,17 @@ MAX_SESSIONS = 100
 panel and ``%sb_sessions --max-sessions``."""
 
 
+def check_whole_number(value: object, name: str, minimum: int = 1) -> int:
+    """``value`` when it is a whole number of ``minimum`` or more (an ``int``, not a ``bool``);
+    otherwise an ``InvalidInputError`` naming ``name``, in one line. The kit's one check of a count
+    (``max_messages``, ``batch_size``, a brake's thresholds, a canary, a panel's row limit)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(f"{name} must be a whole number of {minimum} or more, not {value!r}.")
+    return value
+
+
 def check_max_in_flight(value: object, name: str = "max_in_flight") -> int:
-    """``value`` when it is a whole number of 1 or more (an ``int``, not a ``bool``); otherwise an
-    ``InvalidInputError`` naming ``name``, in one line. Every in-flight limit of the kit is checked
+    """``check_whole_number`` of an in-flight limit. Every in-flight limit of the kit is checked
     here: core's keywords, ``--max-in-flight``, ``SbMagics.max_in_flight``, the send panel and the
     Spark option ``maxInFlight``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(f"{name} must be a whole number of 1 or more, not {value!r}.")
-    return value
+    return check_whole_number(value, name)

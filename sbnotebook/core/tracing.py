@@ -1,7 +1,8 @@
 """The kit's operations as OpenTelemetry spans, and a copy's fresh trace context (docs/tracing.md).
 
-opentelemetry-api is optional (``pip install 'sbnotebook[tracing]'``): it is imported on the first
-operation, and when it is missing nothing is, and each operation costs one cached lookup. With the
+opentelemetry-api is optional (the ``tracing`` extra: ``about.install().pip_install("tracing")`` says
+how): it is imported on the first operation, and when it is missing nothing is, and each operation
+costs one cached lookup. With the
 API but no tracer provider, spans are OpenTelemetry's non-recording ones.
 
 Each operation is one span named ``sbnotebook.<operation>`` (kind CLIENT), with the attributes the

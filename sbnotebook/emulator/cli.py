@@ -17,12 +17,15 @@ from .broker.faults import FaultError
 from .endpoints import advertised_host, is_loopback
 from .journey import export
 from .net.limits import MAX_CONNECTIONS
+from .ports import AMQP_PORT
 from .security.sas import DEFAULT_KEY
 from .server import Emulator
 from .topology import TopologyError
 
 STOP_POLL = 0.1  # seconds between looks at whether a signal asked the emulator to stop
-PORT_HELP = "AMQP port; 0 picks a free one (default 5672); with --advance or --status: the emulator listening there"
+PORT_HELP = (
+    f"AMQP port; 0 picks a free one (default {AMQP_PORT}); with --advance or --status: the emulator listening there"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="interface to listen on (default 127.0.0.1); any other than loopback refuses the published "
         "default key and makes a random one unless --key/--key-file is given",
     )
-    parser.add_argument("--port", type=int, default=5672, action=clockcli.GivenAction, help=PORT_HELP)
+    parser.add_argument("--port", type=int, default=AMQP_PORT, action=clockcli.GivenAction, help=PORT_HELP)
     parser.add_argument(
         "--admin-port",
         type=int,

@@ -14,6 +14,10 @@ import random
 import socket
 from pathlib import Path
 
+AMQP_PORT = 5672
+"""AMQP's own port: where ``sbnotebook emulator`` listens unless told otherwise, and the port of an
+endpoint that names none."""
+
 _RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LOWEST = 10_000  # clear of well-known and registered services most machines run
 

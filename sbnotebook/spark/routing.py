@@ -1,7 +1,8 @@
 """``sbspark.route``: a DataFrame of records with where each row would go through a topic's rules,
 evaluated on the executors. The rules are read once on the driver (``core.topic_rules``: the
 administration API, a Config.json, what-if filters) and shipped to the tasks as plain data; each
-partition compiles them once and routes its rows with ``core.route`` (the broker's evaluator)."""
+task compiles them once (each ``RuleSpec`` keeps its compiled rule) and routes each Arrow batch of its
+rows with ``core.route`` (the broker's evaluator)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ only while a test holds the fixture (``recording``): the process's other tests r
 tracer. When the process already has an SDK tracer provider (the project set its own), the exporter
 is added to that one instead, which samples as the project set it. Each test sees only the spans
 that ended while it ran: the exporter is cleared when the test starts. Needs ``opentelemetry-sdk``
-(``pip install 'sbnotebook[tracing]' opentelemetry-sdk``).
+(and the kit's ``tracing`` extra).
 """
 
 from __future__ import annotations

@@ -40,3 +40,44 @@ def test_the_executors_route_as_core_does(
     # The comparison can fail: one row's subscriptions changed.
     some = next(iter(got))
     assert {**got, some: ([], 0)} != want
+
+
+def test_a_task_compiles_its_rules_once_for_all_its_arrow_batches(monkeypatch: Any) -> None:
+    """docs/spark.md: the rules are compiled once per partition. A task gets the specs pickled (each
+    compiled on the driver to refuse a bad filter there: pickled without it) and routes batch after
+    batch with them; each rule is compiled once in the task, not once per batch (issue 72)."""
+    import pickle
+
+    import pandas as pd
+
+    from sbnotebook.core.topology import evaluator
+    from sbnotebook.spark.routing import partition_task
+
+    specs = [
+        core.RuleSpec("high", "big", sql="total > 100"),
+        core.RuleSpec("all", "any", sql="1=1", action="SET seen = TRUE"),
+    ]
+    for spec in specs:
+        spec.compiled()  # as route_frame does on the driver
+    shipped = pickle.loads(pickle.dumps(specs))
+    compiled: list[str] = []
+    real = evaluator.compile_rule
+
+    def counted(*args: Any) -> Any:
+        compiled.append(args[1])
+        return real(*args)
+
+    monkeypatch.setattr(evaluator, "compile_rule", counted)
+    frames = [
+        pd.DataFrame(
+            {
+                "message_id": [f"m{b}{i}" for i in range(3)],
+                "application_properties": [{"total": str(50 * (i + b))} for i in range(3)],
+            }
+        )
+        for b in range(4)
+    ]
+    out = list(partition_task("orders", shipped)(iter(frames)))
+    assert sorted(compiled) == ["1=1", "total > 100"]  # once each, for four batches
+    assert [list(f["copies"]) for f in out][3] == [2, 2, 2]  # batch 4: totals 150-250, both rules
+    assert shipped == specs  # the compiled rule is no part of the spec's value

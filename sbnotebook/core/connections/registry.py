@@ -109,7 +109,7 @@ def connect(
 
     ``trace=True`` turns the azure-servicebus SDK's own OpenTelemetry tracing on for this connection's
     clients (not the process's: ``trace_kit_clients`` in core/sdk/messages.py), so its spans join the
-    kit's in one trace; it needs ``pip install 'sbnotebook[tracing]'`` (``ConfigurationError`` without).
+    kit's in one trace; it needs the ``tracing`` extra (``ConfigurationError`` without, saying how to install it).
     ``trace=False`` turns it off again; None leaves it as it is. The kit's own spans (core/tracing.py)
     need no switch."""
     settings = resolve(

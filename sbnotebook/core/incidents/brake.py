@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..connections.live import LiveConnection
+from ..defaults import check_whole_number
 from ..entities import EntityPath
 from ..errors import InvalidInputError, SbError
 from ..operations.counts import admin_call, counts
@@ -53,8 +54,8 @@ def brake_of(
 ) -> Brake | None:
     """The brake the keywords ask for (checked), or None (no ``stop_if_*``: nothing is watched)."""
     for name, value in (("stop_if_dead_letters", stop_if_dead_letters), ("stop_if_active", stop_if_active)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise InvalidInputError(f"{name} must be a whole number of 0 or more, not {value!r}.")
+        if value is not None:
+            check_whole_number(value, name, minimum=0)
     if isinstance(watch_interval, bool) or not isinstance(watch_interval, (int, float)) or not watch_interval > 0:
         raise InvalidInputError(f"watch_interval must be a number of seconds above 0, not {watch_interval!r}.")
     if stop_if_dead_letters is None and stop_if_active is None:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..connections.live import LiveConnection
+from ..defaults import check_whole_number
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..operations.copies import ORIGINAL_ID
@@ -45,8 +46,8 @@ class CanaryFate:
 
 
 def check_canary(canary: object, timeout: object) -> None:
-    if canary is not None and (isinstance(canary, bool) or not isinstance(canary, int) or canary < 1):
-        raise InvalidInputError(f"canary must be a whole number of 1 or more, not {canary!r}.")
+    if canary is not None:
+        check_whole_number(canary, "canary")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise InvalidInputError(f"canary_timeout must be a number of seconds above 0, not {timeout!r}.")
 

@@ -21,6 +21,7 @@ from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
 from ..entities import EntityPath
 from ..errors import InvalidInputError, ServiceError
+from ..tracing import original_context
 from .copies import ORIGINAL_ID
 from .peek import MAX_SCANNED, peek
 
@@ -138,7 +139,7 @@ def _matches(message_id: str | None, sequence_number: int | None, trace_id: str 
             return bool(record.get("message_id") == message_id)
         if sequence_number is not None:
             return bool(record.get("sequence_number") == sequence_number)
-        context = _property(record, "traceparent") or _property(record, "Diagnostic-Id") or ""
+        context = original_context(record.get("application_properties")) or ""
         return f"-{trace_id}-" in str(context)
 
     return match
@@ -174,7 +175,7 @@ def _rows_of(record: dict[str, Any], where: str) -> list[dict[str, Any]]:
         entity=where,
         sequence_number=record.get("sequence_number"),
         message_id=record.get("message_id"),
-        traceparent=_property(record, "traceparent") or _property(record, "Diagnostic-Id"),
+        traceparent=original_context(record.get("application_properties")),
         original_message_id=_property(record, ORIGINAL_ID),
     )
     rows = [{**base, "time": record.get("enqueued_time"), "event": "enqueued"}]

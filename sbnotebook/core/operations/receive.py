@@ -14,7 +14,14 @@ from typing import Any
 from ..connections.links import StaleLink, receiver_for, stale
 from ..connections.live import LiveConnection
 from ..connections.registry import ConnectionLike, live
-from ..defaults import MAX_IN_FLIGHT, MAX_RENEWAL_SECONDS, RECEIVE_MAX_MESSAGES, WAIT_SECONDS, check_max_in_flight
+from ..defaults import (
+    MAX_IN_FLIGHT,
+    MAX_RENEWAL_SECONDS,
+    RECEIVE_MAX_MESSAGES,
+    WAIT_SECONDS,
+    check_max_in_flight,
+    check_whole_number,
+)
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..renames import deprecated, renamed
@@ -34,8 +41,7 @@ log = logging.getLogger("sbnotebook.receive")
 
 
 def _check(count: int, wait: float, max_in_flight: int) -> None:
-    if not isinstance(count, int) or count < 1:
-        raise InvalidInputError(f"max_messages must be a positive whole number, not {count!r}.")
+    check_whole_number(count, "max_messages")
     if not isinstance(wait, (int, float)) or wait < 0:
         raise InvalidInputError("wait_seconds must be 0 seconds or more.")
     check_max_in_flight(max_in_flight)

@@ -32,7 +32,7 @@ from ..connections.links import receiver_for
 from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
-from ..defaults import check_max_in_flight
+from ..defaults import check_max_in_flight, check_whole_number
 from ..entities import EntityPath
 from ..errors import InvalidInputError, SbError
 from ..renames import renamed
@@ -78,12 +78,11 @@ def message_state(message: Any) -> str:
 
 
 def _check(start: int, stop: int | None, max_messages: int | None, max_in_flight: int, page_size: int) -> None:
-    if not isinstance(start, int) or start < 0:
-        raise InvalidInputError(f"from_sequence_number must be 0 or more, not {start!r}.")
+    check_whole_number(start, "from_sequence_number", minimum=0)
     if stop is not None and (not isinstance(stop, int) or stop < start):
         raise InvalidInputError(f"before_sequence_number must be at least from_sequence_number, not {stop!r}.")
-    if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
-        raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
+    if max_messages is not None:
+        check_whole_number(max_messages, "max_messages")
     check_max_in_flight(max_in_flight)
     if not isinstance(page_size, int) or not 1 <= page_size <= PAGE_SIZE:
         raise InvalidInputError(f"page_size must be between 1 and {PAGE_SIZE}, not {page_size!r}.")

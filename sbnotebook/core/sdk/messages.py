@@ -24,6 +24,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...about import install
 from ..errors import ConfigurationError
 from ..tracing import sdk_traced
 
@@ -253,7 +254,7 @@ def as_service_bus_message(annotated: Any) -> Any:
 _log_tracing = logging.getLogger("sbnotebook.tracing")
 TRACING_MISSING = (
     "trace=True turns the azure-servicebus SDK's OpenTelemetry tracing on, which needs opentelemetry-api and "
-    "azure-core-tracing-opentelemetry: pip install 'sbnotebook[tracing]'"
+    "azure-core-tracing-opentelemetry: {install}"
 )
 IMPLICIT_TRACING_BEFORE = (1, 33)  # azure-core's first version that picks no tracing plugin by itself
 
@@ -268,7 +269,7 @@ def kit_span() -> type:
         from azure.core.tracing.ext.opentelemetry_span import OpenTelemetrySpan
         from opentelemetry.trace import INVALID_SPAN_CONTEXT, NonRecordingSpan
     except ImportError:
-        raise ConfigurationError(TRACING_MISSING) from None
+        raise ConfigurationError(TRACING_MISSING.format(install=install().pip_install("tracing"))) from None
 
     class KitSpan(OpenTelemetrySpan):
         kit_only = True  # messages.tracing_on reads it: outside the kit's traced operations, nothing to trace

@@ -78,8 +78,20 @@ class RuleSpec:
     action_parameters: Mapping[str, Any] = field(default_factory=dict)
 
     def compiled(self) -> CompiledRule:
-        """The rule compiled once; a filter or action outside the grammar refused, naming the rule,
-        the position and the text there."""
+        """The rule compiled, once for this spec (kept on it: a Spark task routes many Arrow batches
+        with the same specs); a filter or action outside the grammar refused, naming the rule, the
+        position and the text there."""
+        found: CompiledRule | None = self.__dict__.get("_compiled")
+        if found is None:
+            found = self._compile()
+            object.__setattr__(self, "_compiled", found)  # not a field: equality and repr ignore it
+        return found
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its compiled rule: a task that unpickles the spec compiles its own."""
+        return {k: v for k, v in self.__dict__.items() if k != "_compiled"}
+
+    def _compile(self) -> CompiledRule:
         try:
             return compile_rule(
                 self.filter_type,

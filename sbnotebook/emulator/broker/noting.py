@@ -11,6 +11,8 @@ from typing import Any
 
 from .model import MessageData, StoredMessage
 
+# The kit's names (core/tracing.py, core/operations/copies.py), copied: the emulator imports nothing
+# from the kit. tests/emulator/broker/test_kit_names.py holds them equal.
 TRACEPARENT = "traceparent"
 DIAGNOSTIC_ID = "Diagnostic-Id"  # the SDK's older name for the same context
 ORIGINAL_ID = "sbnotebook-original-message-id"  # the kit's resubmit, copy and import write it

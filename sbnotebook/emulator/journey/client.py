@@ -11,13 +11,13 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
+from ..ports import AMQP_PORT
 from ..security.sas import sign
 from .log import MAX_EVENTS
 from .queries import TIME_FORMAT, JourneyAnswer, JourneyQuery
 
 REQUEST_TIMEOUT = 30.0  # seconds: a clock advance over many due messages fires them all before answering
 TOKEN_LIFETIME = 300.0
-DEFAULT_PORT = 5672
 
 
 def _fields(connection_string: str) -> dict[str, str]:
@@ -38,7 +38,7 @@ def _address(fields: dict[str, str]) -> tuple[str, int]:
     parts = urllib.parse.urlsplit(fields.get("endpoint", ""))
     if not parts.hostname:
         raise ValueError("The connection string names no Endpoint.")
-    return parts.hostname, parts.port or DEFAULT_PORT
+    return parts.hostname, parts.port or AMQP_PORT
 
 
 def _token(fields: dict[str, str], host: str, port: int) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 ASKING = ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 SERVICE_NAME = "sbnotebook-emulator"
-INSTALL = "pip install 'sbnotebook[tracing]'"
+INSTALL = "pip install opentelemetry-sdk"  # the SDK that exports: the kit's tracing extra holds only the API
 _OTLP = {
     "grpc": ("opentelemetry.exporter.otlp.proto.grpc.trace_exporter", "opentelemetry-exporter-otlp-proto-grpc"),
     "http/protobuf": (

@@ -55,7 +55,7 @@ BROWSE = parser(
 )
 BROWSE.add_argument("entity")
 BROWSE.add_argument("--dlq", action="store_true", help="browse the dead-letter queue")
-BROWSE.add_argument("--page-size", type=COUNT, default=browser.PAGE_SIZE, help="messages per page")
+BROWSE.add_argument("--page-size", type=COUNT, default=browser.ROWS_A_PAGE, help="messages per page")
 BROWSE.rename("-n", "--page-size")  # -n is at most N messages wherever it is (docs/names.md)
 
 

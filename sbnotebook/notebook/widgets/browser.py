@@ -18,7 +18,8 @@ from ..export import to_json_record
 from .grid import BASE_COLUMNS, BODY_COLUMN, DEAD_LETTER_COLUMNS, Column, GridSelection, MessageGrid
 from .render import guard
 
-PAGE_SIZE = 50  # messages a page unless told otherwise (%sb_browse --page-size too)
+# Messages a page shows unless told otherwise (%sb_browse --page-size too); core.PAGE_SIZE is a peek's.
+ROWS_A_PAGE = 50
 
 
 class MessageBrowser(GridSelection, W.VBox):
@@ -33,7 +34,7 @@ class MessageBrowser(GridSelection, W.VBox):
         entity: str,
         *,
         dlq: bool = False,
-        page_size: int = PAGE_SIZE,
+        page_size: int = ROWS_A_PAGE,
         connection: ConnectionLike = None,
         max_scanned: int = core.MAX_SCANNED,
         connections: Mapping[str, LiveConnection] | None = None,

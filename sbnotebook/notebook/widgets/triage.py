@@ -331,8 +331,7 @@ class TriagePanel(GridSelection, W.VBox, TriageActions):
         """Up to ``max_messages`` messages of the chosen group (or of the whole queue) as a DataFrame
         in the record schema, read with the scanner; the explicit way to hold many rows in the kernel.
         ``cancel``: set it (from another thread) to stop with what was read so far."""
-        if not isinstance(max_messages, int) or max_messages < 1:
-            raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
+        core.check_whole_number(max_messages, "max_messages")
         value = self._chosen()
         max_scanned = max_messages if value is None else None
         found = self._collect(self._in_group(value), max_messages, cancel, max_scanned=max_scanned)

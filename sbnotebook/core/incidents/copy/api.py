@@ -42,7 +42,7 @@ from ...connections.interrupts import interrupted as core_interrupted
 from ...connections.live import LiveConnection
 from ...connections.registry import ConnectionLike, live
 from ...connections.syncforms import arguments_of, sync_form
-from ...defaults import MAX_HELD_BYTES, MAX_IN_FLIGHT, check_max_in_flight
+from ...defaults import MAX_HELD_BYTES, MAX_IN_FLIGHT, check_max_in_flight, check_whole_number
 from ...entities import EntityPath
 from ...errors import InvalidInputError
 from ...operations.window import When, enqueued_window, given_text, locate
@@ -70,6 +70,9 @@ def copy_target(target: str | EntityPath) -> EntityPath:
 
 
 # Old keywords (docs/names.md), kept for one release: each says once what replaced it.
+SAVE_GRACE = 2.0
+"""Seconds an interrupted copy (one entity or a glob's) waits for its records to be saved before the
+cell ends: the same command again reads them."""
 COPY_RENAMED = {"limit": "max_messages", "keep_ids": "keep_message_id", "concurrency": "max_in_flight"}
 
 
@@ -116,11 +119,11 @@ async def acopy(
     braked or after a canary, nothing more is copied and the same copy again copies the rest."""
     src_path = EntityPath.parse(source)
     dst_path = copy_target(target)
-    if max_messages is not None and (not isinstance(max_messages, int) or max_messages < 1):
-        raise InvalidInputError(f"max_messages must be a positive whole number, not {max_messages!r}.")
+    if max_messages is not None:
+        check_whole_number(max_messages, "max_messages")
     check_max_in_flight(max_in_flight)
     per_second = parse_rate(rate)
-    check_max_in_flight(max_held_bytes, "max_held_bytes")  # a whole number of 1 or more, the same check
+    check_whole_number(max_held_bytes, "max_held_bytes")
     brake = brake_of(stop_if_dead_letters, stop_if_active, watch, watch_interval)
     check_canary(canary, canary_timeout)
     matches = as_where(where)
@@ -154,9 +157,8 @@ async def acopy(
     return report
 
 
-# grace: interrupted, the record is saved before the cell ends (the same command again reads it)
 @renamed(**COPY_RENAMED)
-@sync_form(acopy, grace=2.0)
+@sync_form(acopy, grace=SAVE_GRACE)
 def copy(
     source: str | EntityPath,
     target: str | EntityPath,

@@ -52,7 +52,7 @@ from ...outcome import Report
 from ...rates import Rate, parse_rate
 from ..brake import WATCH_INTERVAL, brake_of
 from ..canary import CANARY_TIMEOUT, check_canary
-from .api import acopy, copy_record
+from .api import SAVE_GRACE, acopy, copy_record
 from .many_stops import GlobStops
 from .progress import copy_records
 
@@ -325,8 +325,7 @@ def _unfinished(m: Match, src: LiveConnection, dst: LiveConnection, options: dic
     ).exists()
 
 
-# grace: interrupted, the records are saved before the cell ends
-@sync_form(acopy_many, grace=2.0)
+@sync_form(acopy_many, grace=SAVE_GRACE)
 def copy_many(
     pattern: str,
     *,

@@ -17,9 +17,8 @@ from typing import Any
 
 from ...connections.interrupts import answers_interrupts, mark_interrupted, taken_back, uninterrupted
 from ...connections.live import LiveConnection
-from ...defaults import check_max_in_flight
+from ...defaults import check_max_in_flight, check_whole_number
 from ...entities import EntityPath
-from ...errors import InvalidInputError
 from ...operations.bounds import TimeWindow
 from ...operations.scan import anything_there
 from ...outcome import Outcome, Report
@@ -258,8 +257,7 @@ async def moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, *
 
 
 def check_limit(limit: int | None, max_in_flight: int, batch_size: int) -> None:
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise InvalidInputError("max_messages must be a positive whole number.")
+    if limit is not None:
+        check_whole_number(limit, "max_messages")
     check_max_in_flight(max_in_flight)  # batches moved at once (send the copies, complete)
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidInputError(f"batch_size must be a positive whole number, not {batch_size!r}.")
+    check_whole_number(batch_size, "batch_size")

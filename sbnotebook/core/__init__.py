@@ -89,8 +89,8 @@ from .files.jsonl import (
     to_json_record,
     write_jsonl,
 )
-from .incidents.brake import WATCH_INTERVAL, braked
-from .incidents.canary import CANARY_TIMEOUT
+from .incidents.brake import WATCH_INTERVAL, Brake, braked
+from .incidents.canary import CANARY_TIMEOUT, Canary, CanaryFate
 from .incidents.copy.api import CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
 from .incidents.copy.many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
 from .incidents.purge.api import apurge, purge
@@ -194,6 +194,9 @@ __all__ = [
     "TIME_FORMS",
     "WAIT_SECONDS",
     "WATCH_INTERVAL",
+    "Brake",
+    "Canary",
+    "CanaryFate",
     "ConfigurationError",
     "Connection",
     "ConnectionLike",

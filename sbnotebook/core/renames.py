@@ -104,3 +104,53 @@ def renamed(**old_to_new: str | tuple[str, Callable[[Any], Any]]) -> Callable[[C
         return call
 
     return decorate
+
+
+def gathered(
+    **new_to_old: tuple[tuple[str, ...], Callable[..., Any], type | None],
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Keywords gathered into one value: ``@gathered(brake=(("stop_if_dead_letters", ...), brake_of,
+    None))`` takes each old keyword with a warning and passes ``brake=brake_of(brake, **the old ones
+    given)``. The third: the type of the new keyword's own old form (``canary=20``, an ``int``), said
+    with a warning and turned by the fold too. An old keyword beside a new value is refused. The
+    signature shown is the new one."""
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        where = typed_as(fn)
+
+        def gather(kwargs: dict[str, Any]) -> None:
+            for new, (olds, fold, old_form) in new_to_old.items():
+                given = {old: kwargs.pop(old) for old in olds if old in kwargs}
+                value = kwargs.get(new)
+                was_old = old_form is not None and isinstance(value, old_form) and not isinstance(value, bool)
+                if given and value is not None and not was_old:
+                    raise TypeError(f"{where}() takes {new}= (not also {', '.join(given)}=, the old form)")
+                for old in given:
+                    deprecated(f"{where}({old}=)", f"{where}({new}={new.title()}(...))", stacklevel=3)
+                if was_old:
+                    deprecated(f"{where}({new}=N)", f"{where}({new}={new.title()}(N))", stacklevel=3)
+                if given or was_old:
+                    kwargs[new] = fold(value, **given)
+
+        call: Any
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def call(*args: Any, **kwargs: Any) -> Any:
+                gather(kwargs)
+                return await fn(*args, **kwargs)
+
+        else:
+
+            @functools.wraps(fn)
+            def call(*args: Any, **kwargs: Any) -> Any:
+                gather(kwargs)
+                return fn(*args, **kwargs)
+
+        renamed_before = getattr(fn, "__renamed__", {})
+        call.__renamed__ = {**renamed_before, **{o: new for new, (olds, *_) in new_to_old.items() for o in olds}}
+        if hasattr(fn, "__wrapped__"):
+            call.__wrapped__ = fn.__wrapped__  # a sync form stands for its async operation (as ``renamed``)
+        return call
+
+    return decorate

@@ -6,6 +6,8 @@ never lose or double one.
 - ``resubmit/``: move messages, copy first then complete (``operations/copies.py``), and discard
   (a resubmit without the copy);
 - ``copy/``: copy an entity, or the entities a glob matches, to another namespace too, resumably;
+- ``stops.py``: the brake and the canary as the functions above take them (one value each, the
+  old keywords gathered);
 - at the bottom, for all of them: ``brake.py`` (what stops a resubmit or a copy on its own: the
   target's dead letters and backlog, watched), ``canary.py`` (K moved first, their fate read at the
   target), ``leftovers.py`` (what is still there after a take-everything operation, and why).

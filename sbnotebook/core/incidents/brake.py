@@ -1,13 +1,14 @@
 """The brake of a resubmit or a copy: what happens downstream, read while it runs, stops it.
 
-Every ``interval`` seconds the watch reads the runtime counts of the watched entities through the
-administration API (the emulator serves it too): by default the target, and for a topic each of its
-subscriptions. ``dead_letters``: the run stops once that many more messages are in their dead-letter
-queues than when it began (the copies coming back: the fix did not work). ``active``: it stops once
-a watched entity's backlog (its active messages) passes that many (a consumer that is not keeping
-up). A stop is the run's own: it takes no more messages, ends each batch in hand (copies confirmed,
-then originals completed) or gives it back whole, and its Report says what it moved, what came back,
-and that ``resume=True`` moves the rest (``resubmit/api.py``; a copy: ``copy/run.py``, which takes no more
+A ``Brake`` is a value, checked when made. Every ``watch_interval`` seconds the watch reads the
+runtime counts of the watched entities through the administration API (the emulator serves it too):
+by default the target, and for a topic each of its subscriptions. ``stop_if_dead_letters``: the run
+stops once that many more messages are in their dead-letter queues than when it began (the copies
+coming back: the fix did not work). ``stop_if_active``: it stops once a watched entity's backlog
+(its active messages) passes that many (a consumer that is not keeping up). A stop is the run's own:
+it takes no more messages, ends each batch in hand (copies confirmed, then originals completed) or
+gives it back whole, and its Report says what it moved, what came back, and that ``resume=True``
+moves the rest (``resubmit/api.py``; a copy: ``copy/run.py``, which takes no more
 from its source and has each copy in the pipeline confirmed).
 """
 
@@ -37,43 +38,69 @@ def braked(report: Report) -> bool:
 
 @dataclass(frozen=True)
 class Brake:
-    """When a run stops on its own: ``dead_letters`` more in the watched dead-letter queues than at
-    the start, or a watched backlog above ``active``; ``watch`` the entities (None: the target)."""
+    """What stops a resubmit or a copy on its own (``brake=Brake(stop_if_dead_letters=50)``): once
+    ``stop_if_dead_letters`` more are in the watched dead-letter queues than when it began, or once
+    a watched backlog passes ``stop_if_active``; ``watch`` the entities (one name or several; none:
+    the target, a topic's subscriptions), read every ``watch_interval`` seconds. Checked when made:
+    a brake stops on one of the two at least."""
 
-    dead_letters: int | None = None
-    active: int | None = None
-    watch: tuple[str, ...] = ()
-    interval: float = WATCH_INTERVAL
+    stop_if_dead_letters: int | None = None
+    stop_if_active: int | None = None
+    watch: Sequence[str] = ()  # kept as a tuple (one name given: a tuple of it)
+    watch_interval: float = WATCH_INTERVAL
+
+    def __post_init__(self) -> None:
+        for name in ("stop_if_dead_letters", "stop_if_active"):
+            if getattr(self, name) is not None:
+                check_whole_number(getattr(self, name), name, minimum=0)
+        if self.stop_if_dead_letters is None and self.stop_if_active is None:
+            raise InvalidInputError("A Brake stops on stop_if_dead_letters= or stop_if_active=: give one.")
+        watch = self.watch
+        object.__setattr__(self, "watch", (watch,) if isinstance(watch, str) else tuple(watch or ()))
+        object.__setattr__(self, "watch_interval", seconds(self.watch_interval, "watch_interval"))
+
+    def __str__(self) -> str:
+        given = [f"{k}={getattr(self, k)!r}" for k in ("stop_if_dead_letters", "stop_if_active") if getattr(self, k)]
+        return ", ".join(given + [f"watch={list(self.watch)}"] * bool(self.watch))
+
+
+# The keywords a Brake was given as before it was a value; taken for one release (renames.gathered).
+OLD_KEYWORDS = ("stop_if_dead_letters", "stop_if_active", "watch", "watch_interval")
 
 
 def brake_of(
-    stop_if_dead_letters: int | None,
-    stop_if_active: int | None,
-    watch: str | Sequence[str] | None,
-    watch_interval: float,
+    brake: Brake | None,
+    stop_if_dead_letters: int | None = None,
+    stop_if_active: int | None = None,
+    watch: str | Sequence[str] | None = None,
+    watch_interval: float = WATCH_INTERVAL,
 ) -> Brake | None:
-    """The brake the keywords ask for (checked), or None (no ``stop_if_*``: nothing is watched)."""
-    for name, value in (("stop_if_dead_letters", stop_if_dead_letters), ("stop_if_active", stop_if_active)):
-        if value is not None:
-            check_whole_number(value, name, minimum=0)
-    if isinstance(watch_interval, bool) or not isinstance(watch_interval, (int, float)) or not watch_interval > 0:
-        raise InvalidInputError(f"watch_interval must be a number of seconds above 0, not {watch_interval!r}.")
+    """The brake the old keywords ask for (None: no ``stop_if_*``, nothing is watched)."""
     if stop_if_dead_letters is None and stop_if_active is None:
-        if watched(watch):
+        if watch:
             raise InvalidInputError("watch= says what a brake watches: give stop_if_dead_letters= or stop_if_active=.")
-        return None
-    return Brake(stop_if_dead_letters, stop_if_active, watched(watch), float(watch_interval))
+        seconds(watch_interval, "watch_interval")
+        return brake
+    return Brake(stop_if_dead_letters, stop_if_active, watch or (), watch_interval)
 
 
-def watched(watch: str | Sequence[str] | None) -> tuple[str, ...]:
-    """``watch=`` as a tuple of entity names (one name, several, or none: the target)."""
-    return (watch,) if isinstance(watch, str) else tuple(watch or ())
+def seconds(value: object, name: str) -> float:
+    """``value`` when it is a number of seconds above 0; otherwise an ``InvalidInputError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidInputError(f"{name} must be a number of seconds above 0, not {value!r}.")
+    return float(value)
 
 
-def watched_entities(conn: LiveConnection, brake: Brake, target: EntityPath) -> list[str]:
-    """The queues and subscriptions the brake reads: those named (a topic: its subscriptions), or
-    the target. Blocking (the administration API): called off the loop."""
-    names = [str(EntityPath.parse(w).parent) for w in brake.watch] or [str(target.parent)]
+def check_brake(brake: object) -> Brake | None:
+    if brake is not None and not isinstance(brake, Brake):
+        raise InvalidInputError(f"brake must be a Brake (core.Brake(stop_if_dead_letters=N)), not {brake!r}.")
+    return brake
+
+
+def watched_entities(conn: LiveConnection, watch: Sequence[str], target: EntityPath) -> list[str]:
+    """The queues and subscriptions a brake (or a canary) reads: those named (a topic: its
+    subscriptions), or the target. Blocking (the administration API): called off the loop."""
+    names = [str(EntityPath.parse(w).parent) for w in watch] or [str(target.parent)]
     topics = {t.lower() for t in admin_call(conn, lambda admin: [t.name for t in admin.list_topics()])}
     out: list[str] = []
     for name in names:
@@ -127,18 +154,18 @@ class Watch:
         """Why the run stops at ``reading``, or None."""
         self.last = reading
         where = ", ".join(self.entities)
-        if self.brake.dead_letters is not None and self.came_back >= self.brake.dead_letters:
-            limit = self.brake.dead_letters
+        limit, backlog = self.brake.stop_if_dead_letters, self.brake.stop_if_active
+        if limit is not None and self.came_back >= limit:
             return f"{self.came_back} came back to the dead-letter queues of {where} (stop_if_dead_letters={limit})"
-        if self.brake.active is not None and reading.active > self.brake.active:
-            return f"a backlog of {reading.active} in {where} (stop_if_active={self.brake.active})"
+        if backlog is not None and reading.active > backlog:
+            return f"a backlog of {reading.active} in {where} (stop_if_active={backlog})"
         return None
 
     async def watch(self, stop: Callable[[], None]) -> None:
         """Read every interval; once the brake fires, set ``why`` and call ``stop``. A reading that
         fails stops the run too: a brake that cannot see is not run past."""
         while self.why is None:
-            await self.sleep(self.brake.interval)
+            await self.sleep(self.brake.watch_interval)
             try:
                 self.why = self.fired(await asyncio.to_thread(read, self.conn, self.entities))
             except SbError as exc:
@@ -168,5 +195,5 @@ _COPY_AGAIN = "the same copy again (resume=True) copies it"
 
 async def started(conn: LiveConnection, brake: Brake, target: EntityPath) -> Watch:
     """The watch of a run, its entities resolved and its first reading taken (before anything moves)."""
-    entities = await asyncio.to_thread(watched_entities, conn, brake, target)
+    entities = await asyncio.to_thread(watched_entities, conn, brake.watch, target)
     return Watch(conn, brake, entities, await asyncio.to_thread(read, conn, entities))

@@ -24,9 +24,43 @@ from ..errors import InvalidInputError
 from ..operations.copies import ORIGINAL_ID
 from ..operations.scan import scan_records
 from ..outcome import Report
+from .brake import seconds
 
 CANARY_TIMEOUT = 60.0
-"""Seconds a canary waits at most for its copies to be taken, unless told otherwise (``canary_timeout=``)."""
+"""Seconds a canary waits at most for its copies to be taken, unless told otherwise (``Canary(canary_timeout=)``)."""
+
+
+@dataclass(frozen=True)
+class Canary:
+    """A canary (``canary=Canary(20)``): ``size`` moved first, then a wait of at most ``canary_timeout``
+    seconds until the consumer downstream has had them, their fate said, and nothing more moved until
+    told. Checked when made."""
+
+    size: int
+    canary_timeout: float = CANARY_TIMEOUT
+
+    def __post_init__(self) -> None:
+        check_whole_number(self.size, "canary")
+        object.__setattr__(self, "canary_timeout", seconds(self.canary_timeout, "canary_timeout"))
+
+
+# The keyword a canary's wait was given as before the canary was a value (renames.gathered).
+OLD_KEYWORDS = ("canary_timeout",)
+
+
+def canary_of(canary: Canary | int | None, canary_timeout: float | None = None) -> Canary | None:
+    """The canary an old call asks for: ``canary=K`` (a count, not a ``Canary``) and ``canary_timeout``."""
+    if canary is None or isinstance(canary, Canary):
+        if canary_timeout is not None:
+            seconds(canary_timeout, "canary_timeout")  # checked, as it was without a canary
+        return canary
+    return Canary(canary, CANARY_TIMEOUT if canary_timeout is None else canary_timeout)
+
+
+def check_canary(canary: object) -> Canary | None:
+    if canary is not None and not isinstance(canary, Canary):
+        raise InvalidInputError(f"canary must be a Canary (core.Canary(K)), not {canary!r}.")
+    return canary
 
 
 @dataclass(frozen=True)
@@ -44,12 +78,21 @@ class CanaryFate:
             f"dead-lettered, {self.waiting} not yet taken"
         )
 
+    @classmethod
+    def of(cls, report: Report) -> CanaryFate | None:
+        """The fate a Report of a canary's run says (``report.stats["canary"]``); None: no canary."""
+        found = report.stats.get("canary")
+        return None if found is None else cls(**found)
 
-def check_canary(canary: object, timeout: object) -> None:
-    if canary is not None:
-        check_whole_number(canary, "canary")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise InvalidInputError(f"canary_timeout must be a number of seconds above 0, not {timeout!r}.")
+    @classmethod
+    def summed(cls, fates: list[CanaryFate]) -> CanaryFate:
+        return cls(*(sum(getattr(f, k) for f in fates) for k in ("moved", "settled", "dead_lettered", "waiting")))
+
+    def said(self, report: Report, after: str) -> None:
+        """Written into ``report``: ``stats["canary"]`` (what ``of`` reads) and a note, the fate then
+        ``after`` (what moved no more, and how to go on)."""
+        report.stats["canary"] = asdict(self)
+        report.note(f"{self}{after}")
 
 
 def _original(record: dict[str, Any]) -> str:
@@ -94,6 +137,5 @@ async def fate(
             break
         await asyncio.sleep(interval)
     found = CanaryFate(len(originals), len(originals) - waiting - dead, dead, waiting)
-    report.stats["canary"] = asdict(found)
-    report.note(f"{found}; nothing more moved: {rest}")
+    found.said(report, f"; nothing more moved: {rest}")
     return found

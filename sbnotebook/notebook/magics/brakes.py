@@ -3,9 +3,11 @@ options, the core keywords they give as typed, and what follows a canary: its fa
 
 from __future__ import annotations
 
+import argparse
 import re
 from typing import TYPE_CHECKING
 
+from ... import core
 from ...core import CANARY_TIMEOUT, WATCH_INTERVAL, Report
 from .command import COUNT, Declined, Parser, whole
 
@@ -46,8 +48,29 @@ def add_brake(parser: Parser, move: str) -> None:
     )
 
 
-# core's keywords the brake's options give as typed
-BRAKE_KEYWORDS = ("stop_if_dead_letters", "stop_if_active", "watch", "watch_interval", "canary_timeout")
+def brake_of(args: argparse.Namespace) -> core.Brake | None:
+    """The line's brake, built once from its options (None: no --stop-if-*)."""
+    if args.stop_if_dead_letters is None and args.stop_if_active is None:
+        if args.watch:
+            raise core.InvalidInputError(
+                "--watch says what a brake watches: give --stop-if-dead-letters or --stop-if-active."
+            )
+        return None
+    return core.Brake(args.stop_if_dead_letters, args.stop_if_active, args.watch or (), args.watch_interval)
+
+
+def canary_of(args: argparse.Namespace, count: int | None) -> core.Canary | None:
+    """The line's canary of ``count`` (the line's --canary, or less: what is left to move), or None."""
+    return None if count is None else core.Canary(count, args.canary_timeout)
+
+
+def say_braked(report: Report, *, verb: str, again: str, after: str = "") -> None:
+    """The one line a command the brake stopped says: what it moved (copied), what came back,
+    and the line that goes on (``again``: the command as typed, without its canary)."""
+    if core.braked(report):
+        done = f"{report.count('sent')} copied" if verb == "copy" else f"{report.count('resubmitted')} moved"
+        came_back = report.stats.get("came_back", 0)
+        print(f"Stopped by the brake: {done}, {came_back} came back{after}. To go on: %{again}")
 
 
 def without_canary(typed: str) -> str:
@@ -59,11 +82,13 @@ def canary_goes_on(self: MagicsState, report: Report, left: int, *, target: str,
     """After a canary: its fate (``report.stats["canary"]``) said, and asked whether the other
     ``left`` go (typed: the command's ``verb``, resubmit or copy). Not told to go on (or nobody to
     ask): nothing more moves, and the line that goes on (``again``) is said."""
-    fate = report.stats["canary"]
+    fate = core.CanaryFate.of(report)
+    if fate is None:  # ended before its fate was read (interrupted): nothing more moves
+        return False
     try:
         self.ask(
-            f"The canary's {fate['moved']} at {target}: {fate['settled']} settled, {fate['dead_lettered']} "
-            f"dead-lettered, {fate['waiting']} not yet taken. {'Copy' if verb == 'copy' else 'Move'} the other {left}?",
+            f"The canary's {fate.moved} at {target}: {fate.settled} settled, {fate.dead_lettered} "
+            f"dead-lettered, {fate.waiting} not yet taken. {'Copy' if verb == 'copy' else 'Move'} the other {left}?",
             verb,
         )
     except Declined:  # the canary's Report stands, nothing more moved

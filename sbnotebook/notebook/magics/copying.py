@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import core
 from ...core import DEAD_LETTER_QUEUE, EntityPath, LiveConnection, TimeWindow
-from .brakes import BRAKE_KEYWORDS, add_brake, canary_goes_on, without_canary
+from .brakes import add_brake, brake_of, canary_goes_on, canary_of, say_braked, without_canary
 from .command import COUNT, add_max_in_flight, add_rate, command, parser
 from .copying_many import copy_many
 from .progress import Progress, say_interrupted
@@ -200,15 +200,12 @@ def _copying(
         progress=progress.update,
         source_connection=ends[0],
         connection=ends[1],
-        canary=canary,
-        **{name: getattr(args, name) for name in BRAKE_KEYWORDS},
+        brake=brake_of(args),
+        canary=canary_of(args, canary),
         **options,  # where as typed: it keys the record on disk (compiled above, so it was checked)
     )
     report.entity, report.target = args.source, args.target  # as typed: with their connections' names
     progress.finish(report)
     say_interrupted(report, "the same command again copies what is left")
-    if core.braked(report):
-        came_back, copied = report.stats.get("came_back", 0), report.count("sent")
-        again = without_canary(args.typed)
-        print(f"Stopped by the brake: {copied} copied, {came_back} came back. To go on: %sb_copy {again}")
+    say_braked(report, verb="copy", again=f"sb_copy {without_canary(args.typed)}")
     return report

@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ... import core
-from .brakes import BRAKE_KEYWORDS, canary_goes_on, without_canary
+from .brakes import brake_of, canary_goes_on, canary_of, say_braked, without_canary
 from .progress import Progress, say_interrupted
 from .times import said, window_of
 
@@ -103,8 +103,8 @@ def _copying(
         # As typed: the glob's record on disk keys on it (an age resumes as typed, with its first instants).
         enqueued_after=args.enqueued_after,
         enqueued_before=args.enqueued_before,
-        canary=canary,
-        **{name: getattr(args, name) for name in BRAKE_KEYWORDS},
+        brake=brake_of(args),
+        canary=canary_of(args, canary),
     )
     report.entity, report.target = args.source, f"{dst_name} namespace"
     for part in report.parts:
@@ -113,10 +113,6 @@ def _copying(
         if bar is not None:
             bar.finish(part)
     say_interrupted(report, "the same command again copies what is left (the entities copied in full are not read)")
-    if core.braked(report):
-        came_back, copied = report.stats.get("came_back", 0), report.count("sent")
-        print(
-            f"Stopped by the brake: {copied} copied, {came_back} came back (the entities after it not begun). "
-            f"To go on: %sb_copy {without_canary(args.typed)}"
-        )
+    again = f"sb_copy {without_canary(args.typed)}"
+    say_braked(report, verb="copy", again=again, after=" (the entities after it not begun)")
     return report

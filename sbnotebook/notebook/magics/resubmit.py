@@ -14,7 +14,7 @@ from IPython.core.error import UsageError
 from ... import core
 from ...core import EntityPath, TimeWindow, default_target, duration
 from ..edits import MessageEdit, diff, parse_property
-from .brakes import BRAKE_KEYWORDS, add_brake, canary_goes_on, without_canary
+from .brakes import add_brake, brake_of, canary_goes_on, canary_of, say_braked, without_canary
 from .command import COUNT, add_rate, command, parser, whole
 from .progress import Progress, say_interrupted
 from .route import show_fan_out
@@ -71,7 +71,7 @@ RESUBMIT.rename("--session-id", "--to-session-id")  # --session-id reads a sessi
 
 
 # core.resubmit's keywords the line gives as typed: the copies' ids, the fan-out, the rate, the brake, the canary's wait
-AS_TYPED = ("keep_message_id", "allow_fan_out", "rate", *BRAKE_KEYWORDS)
+AS_TYPED = ("keep_message_id", "allow_fan_out", "rate")
 
 
 def message_edit(args: argparse.Namespace) -> MessageEdit:
@@ -189,7 +189,8 @@ def _moving(
         max_messages=plan["most"],  # with --resume: what the runs before moved counts (core.resubmit)
         max_in_flight=self.max_in_flight if args.max_in_flight is None else args.max_in_flight,
         **{name: getattr(args, name) for name in AS_TYPED},
-        canary=canary,
+        brake=brake_of(args),
+        canary=canary_of(args, canary),
         progress=progress.update,
         resume=resume,
         connection=plan["conn"],
@@ -198,9 +199,7 @@ def _moving(
     label_report(self, report)
     print(report.summary())
     say_interrupted(report, "the same command with --resume moves the rest (nothing is moved twice)")
-    if core.braked(report):
-        came_back, moved = report.stats.get("came_back", 0), report.count("resubmitted")
-        print(f"Stopped by the brake: {moved} moved, {came_back} came back. To go on: %sb_resubmit {_again(args)}")
+    say_braked(report, verb="resubmit", again=f"sb_resubmit {_again(args)}")
     return report
 
 

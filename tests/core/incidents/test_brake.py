@@ -1,7 +1,7 @@
 """The brake: a resubmit from q's dead-letter queue into ``plain``, whose consumer (a real SDK
 receiver on a thread of the test) dead-letters every message whose body says ``"bad": true`` (a
 third) and defers the others (so they stay where the test can read them). With
-``stop_if_dead_letters=20`` the run stops on its own; the broker, read through the SDK, then holds
+``brake=Brake(stop_if_dead_letters=20)`` the run stops on its own; the broker, read through the SDK, then holds
 every message exactly once across the source, the target and its dead-letter queue, none locked;
 the Report says how many moved and how many came back, and ``resume=True`` moves the rest.
 
@@ -103,7 +103,11 @@ def test_a_resubmit_stops_when_its_copies_come_back_dead_lettered_and_resume_mov
     cs = emulator.connection_string
     with Consumer(emulator):
         report = core.resubmit(
-            DLQ, target="plain", rate="50/s", stop_if_dead_letters=20, watch_interval=0.2, connection=cs
+            DLQ,
+            target="plain",
+            rate="50/s",
+            brake=core.Brake(stop_if_dead_letters=20, watch_interval=0.2),
+            connection=cs,
         )
         moved = report.count("resubmitted")
         # the consumer has settled each copy that reached plain: none locked, none waiting
@@ -128,11 +132,16 @@ def test_a_resubmit_stops_when_its_copies_come_back_dead_lettered_and_resume_mov
 def test_a_brake_is_checked_before_anything_moves(emulator: Emulator) -> None:
     cs = emulator.connection_string
     with pytest.raises(core.InvalidInputError, match="stop_if_dead_letters must be a whole number"):
-        core.resubmit(DLQ, stop_if_dead_letters=-1, connection=cs)
-    with pytest.raises(core.InvalidInputError, match="watch= says what a brake watches"):
-        core.resubmit(DLQ, watch="plain", connection=cs)
+        core.Brake(stop_if_dead_letters=-1)
+    with pytest.raises(core.InvalidInputError, match="A Brake stops on stop_if_dead_letters= or stop_if_active="):
+        core.Brake(watch="plain")
     with pytest.raises(core.InvalidInputError, match="watch_interval must be"):
-        core.resubmit(DLQ, stop_if_active=5, watch_interval=0, connection=cs)
+        core.Brake(stop_if_active=5, watch_interval=0)
+    with pytest.raises(core.InvalidInputError, match="brake must be a Brake"):
+        core.resubmit(DLQ, brake=5, connection=cs)  # type: ignore[arg-type]
+    # The old keywords, for one release: the same checks (tests/project/test_old_keywords.py: the same run).
+    with pytest.warns(FutureWarning), pytest.raises(core.InvalidInputError, match="watch= says what a brake watches"):
+        core.resubmit(DLQ, watch="plain", connection=cs)
 
 
 def test_a_resubmit_back_into_its_own_queue_stops_when_they_come_back(emulator: Emulator) -> None:
@@ -142,7 +151,9 @@ def test_a_resubmit_back_into_its_own_queue_stops_when_they_come_back(emulator: 
     dead_letters(emulator)
     cs = emulator.connection_string
     with Consumer(emulator, "q"):
-        report = core.resubmit(DLQ, rate="50/s", stop_if_dead_letters=20, watch_interval=0.2, connection=cs)
+        report = core.resubmit(
+            DLQ, rate="50/s", brake=core.Brake(stop_if_dead_letters=20, watch_interval=0.2), connection=cs
+        )
         wait_until(lambda: emulator.broker.counts("q")["active"] == 0)
     assert any(e.startswith(f"{BRAKED}: ") for e in report.errors) and report.stats["came_back"] >= 20, report
     with QuickCloseClient.from_connection_string(cs) as client:

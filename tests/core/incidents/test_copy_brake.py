@@ -50,7 +50,13 @@ def test_a_copy_stops_when_its_copies_come_back_dead_lettered_and_the_same_copy_
     brake.dead_letters(emulator)
     cs = emulator.connection_string
     with brake.Consumer(emulator):
-        report = core.copy(brake.DLQ, "plain", rate="50/s", stop_if_dead_letters=20, watch_interval=0.2, connection=cs)
+        report = core.copy(
+            brake.DLQ,
+            "plain",
+            rate="50/s",
+            brake=core.Brake(stop_if_dead_letters=20, watch_interval=0.2),
+            connection=cs,
+        )
         wait_until(lambda: emulator.broker.counts("plain")["active"] == 0)  # the consumer had each copy
     copied = report.count("sent")
     assert core.braked(report) and not report.ok and report.stats["came_back"] >= 20, report
@@ -71,7 +77,7 @@ def test_a_copy_canary_copies_k_says_their_fate_from_the_broker_and_copies_nothi
     brake.dead_letters(emulator)
     cs = emulator.connection_string
     with brake.Consumer(emulator):
-        report = core.copy(brake.DLQ, "plain", canary=K, watch_interval=0.1, connection=cs)
+        report = core.copy(brake.DLQ, "plain", canary=core.Canary(K), connection=cs)
     found = brake.places(emulator)
     copied_once(found, K)
     bad = sum(json.loads(b)["bad"] for b in found["target"] + found["target dlq"])
@@ -91,17 +97,22 @@ def test_a_copy_canary_not_taken_in_time_says_so(emulator: Emulator) -> None:
     """No consumer: after the timeout the 20 are still waiting at the target, and the Report says it."""
     brake.dead_letters(emulator)
     cs = emulator.connection_string
-    report = core.copy(brake.DLQ, "plain", canary=K, canary_timeout=0.5, connection=cs)
+    report = core.copy(brake.DLQ, "plain", canary=core.Canary(K, canary_timeout=0.5), connection=cs)
     assert report.stats["canary"] == {"moved": K, "settled": 0, "dead_lettered": 0, "waiting": K}
     assert emulator.broker.counts("plain")["active"] == K
 
 
 def test_a_copy_brake_and_canary_are_checked_before_anything_is_copied(emulator: Emulator) -> None:
     cs = emulator.connection_string
-    with pytest.raises(core.InvalidInputError, match="stop_if_dead_letters must be a whole number"):
+    with pytest.raises(core.InvalidInputError, match="brake must be a Brake"):
+        core.copy(brake.DLQ, "plain", brake=20, connection=cs)  # type: ignore[arg-type]
+    with pytest.raises(core.InvalidInputError, match="canary must be a Canary"):
+        core.copy(brake.DLQ, "plain", canary="20", connection=cs)  # type: ignore[arg-type]
+    # The old keywords (one release): checked as before, each with its warning.
+    with pytest.warns(FutureWarning), pytest.raises(core.InvalidInputError, match="stop_if_dead_letters must be"):
         core.copy(brake.DLQ, "plain", stop_if_dead_letters=-1, connection=cs)
-    with pytest.raises(core.InvalidInputError, match="watch= says what a brake watches"):
+    with pytest.warns(FutureWarning), pytest.raises(core.InvalidInputError, match="watch= says what a brake watches"):
         core.copy(brake.DLQ, "plain", watch="plain", connection=cs)
-    with pytest.raises(core.InvalidInputError, match="canary must be a whole number"):
+    with pytest.warns(FutureWarning), pytest.raises(core.InvalidInputError, match="canary must be a whole number"):
         core.copy(brake.DLQ, "plain", canary=0, connection=cs)
     assert emulator.broker.counts("plain")["active"] == 0

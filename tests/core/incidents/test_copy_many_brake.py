@@ -137,7 +137,9 @@ def test_a_glob_copy_stops_when_its_copies_come_back_over_the_run_and_the_same_c
 ) -> None:
     ends: dict[str, Any] = {"source_connection": prod.connection_string, "connection": home.connection_string}
     with consumers(home):
-        report = core.copy_many("orders-*", rate=RATE, stop_if_dead_letters=LIMIT, watch_interval=0.2, **ends)
+        report = core.copy_many(
+            "orders-*", rate=RATE, brake=core.Brake(stop_if_dead_letters=LIMIT, watch_interval=0.2), **ends
+        )
     assert core.braked(report) and not report.ok, report
     # One entity alone brings back 30 < 40: the run's count stopped it in the second, the third not begun.
     assert [p.entity for p in report.parts] == ["orders-a", "orders-b"], report
@@ -165,7 +167,7 @@ def test_a_glob_canary_copies_k_over_the_entities_says_their_fate_and_copies_not
     ends: dict[str, Any] = {"source_connection": prod.connection_string, "connection": home.connection_string}
     k = EACH + 10  # all of orders-a, then 10 of orders-b
     with consumers(home):
-        report = core.copy_many("orders-*", canary=k, watch_interval=0.1, **ends)
+        report = core.copy_many("orders-*", canary=core.Canary(k), **ends)
     assert report.ok and sent(report) == {"orders-a": EACH, "orders-b": 10}, report
     found = places(prod, home)
     copied_once(found, {"orders-a": EACH, "orders-b": 10})
@@ -184,21 +186,23 @@ def test_a_glob_canary_copies_k_over_the_entities_says_their_fate_and_copies_not
 
 def test_a_glob_s_brake_and_canary_are_checked_before_anything_is_read(prod: Emulator, home: Emulator) -> None:
     ends: dict[str, Any] = {"source_connection": prod.connection_string, "connection": home.connection_string}
-    with pytest.raises(core.InvalidInputError, match="stop_if_dead_letters must be a whole number"):
-        core.copy_many("orders-*", stop_if_dead_letters=-1, **ends)
-    with pytest.raises(core.InvalidInputError, match="canary must be a whole number"):
-        core.copy_many("orders-*", canary=0, **ends)
+    with pytest.raises(core.InvalidInputError, match="brake must be a Brake"):
+        core.copy_many("orders-*", brake=-1, **ends)  # type: ignore[arg-type]
+    with pytest.warns(FutureWarning), pytest.raises(core.InvalidInputError, match="canary must be a whole number"):
+        core.copy_many("orders-*", canary=0, **ends)  # the old form, checked as before
     assert all(home.broker.counts(q)["active"] == 0 for q in QUEUES)
 
 
 def test_the_run_s_brake_gives_each_entity_what_is_left_of_it_and_stops_once_it_is_spent() -> None:
     """Counted over the run, not per entity: 30 back in the first copy leave 10 to the second, and 10
     more by the second's end reading stop the glob after it (though its own brake, at 10, did not fire)."""
-    stops = GlobStops(dead_letters=LIMIT, canary=None)
-    assert stops.keywords() == {"stop_if_dead_letters": LIMIT}
+    run_brake = core.Brake(stop_if_dead_letters=LIMIT, watch_interval=0.2)
+    stops = GlobStops(brake=run_brake, canary=None)
+    assert stops.left() == {"brake": run_brake, "canary": None}
     first, second = core.Report("copy", "orders-a"), core.Report("copy", "orders-b")
     first.stats["came_back"], second.stats["came_back"] = 30, 10
-    assert not stops.stops_after(first, "orders-a") and stops.keywords() == {"stop_if_dead_letters": 10}
+    assert not stops.stops_after(first, "orders-a")
+    assert stops.left() == {"brake": core.Brake(stop_if_dead_letters=10, watch_interval=0.2), "canary": None}
     assert stops.stops_after(second, "orders-b") and stops.braked and stops.at == "orders-b"
     report = core.Report("copy", "orders-*", parts=[first, second])
     stops.said(report, complete=False)

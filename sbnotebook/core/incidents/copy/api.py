@@ -33,7 +33,7 @@ and ``copy_run.finished`` (the report's notes, the record removed once complete)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +48,12 @@ from ...errors import InvalidInputError
 from ...operations.window import When, enqueued_window, given_text, locate
 from ...outcome import Report
 from ...rates import Rate, parse_rate
-from ...renames import renamed
+from ...renames import gathered, renamed
 from ...tracing import operation
 from ...views.search import WhereLike, as_where
-from ..brake import WATCH_INTERVAL, Brake, brake_of, watched, watched_entities
-from ..canary import CANARY_TIMEOUT, check_canary, fate
+from ..brake import WATCH_INTERVAL, Brake, check_brake, watched_entities
+from ..canary import Canary, check_canary, fate
+from ..stops import STOPS_GATHERED
 from .progress import CopyProgress, created_times, load, record_key, record_path
 from .run import CopyRun, finished, send_copies
 from .start import started_at
@@ -76,6 +77,7 @@ cell ends: the same command again reads them."""
 COPY_RENAMED = {"limit": "max_messages", "keep_ids": "keep_message_id", "concurrency": "max_in_flight"}
 
 
+@gathered(**STOPS_GATHERED)
 @renamed(**COPY_RENAMED)
 async def acopy(
     source: str | EntityPath,
@@ -93,12 +95,8 @@ async def acopy(
     resume: bool = True,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
-    stop_if_dead_letters: int | None = None,
-    stop_if_active: int | None = None,
-    watch: str | Sequence[str] | None = None,
-    watch_interval: float = WATCH_INTERVAL,
-    canary: int | None = None,
-    canary_timeout: float = CANARY_TIMEOUT,
+    brake: Brake | None = None,
+    canary: Canary | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
     """Copy the messages of ``source`` (an entity, a subscription, a dead-letter queue), all or those
@@ -114,9 +112,9 @@ async def acopy(
     ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only
     messages enqueued within that window, found by a search over peeks (window.py). A search that
     raised on every message fails (``WhereFailed``); on some, the Report's ``stats["unevaluated"]``
-    and a note say how many. The brake and the canary are resubmit's (``stop_if_dead_letters``,
-    ``stop_if_active``, ``watch``, ``watch_interval``, ``canary``, ``canary_timeout``: ``core.resubmit``):
-    braked or after a canary, nothing more is copied and the same copy again copies the rest."""
+    and a note say how many. ``brake`` (a ``Brake``) and ``canary`` (a ``Canary``) are resubmit's
+    (``core.resubmit``): braked or after a canary, nothing more is copied and the same copy again
+    copies the rest."""
     src_path = EntityPath.parse(source)
     dst_path = copy_target(target)
     if max_messages is not None:
@@ -124,8 +122,8 @@ async def acopy(
     check_max_in_flight(max_in_flight)
     per_second = parse_rate(rate)
     check_whole_number(max_held_bytes, "max_held_bytes")
-    brake = brake_of(stop_if_dead_letters, stop_if_active, watch, watch_interval)
-    check_canary(canary, canary_timeout)
+    check_brake(brake)
+    check_canary(canary)
     matches = as_where(where)
     window = enqueued_window(enqueued_after, enqueued_before)
     dst = live(connection)
@@ -139,8 +137,9 @@ async def acopy(
         start = await started_at(*ends, where, keep_message_id, max_messages, state, resume, given)
     except asyncio.CancelledError:
         return before_anything(Report("copy", str(src_path), str(dst_path)))
+    count = None if canary is None else canary.size
     run = CopyRun(src, src_path, start, matches=matches, keep_message_id=keep_message_id, max_messages=max_messages,
-                  span=span, max_held_bytes=max_held_bytes, canary=canary)  # fmt: skip
+                  span=span, max_held_bytes=max_held_bytes, canary=count)  # fmt: skip
     run.rate, run.brake = per_second, brake
     with operation("copy", dst, dst_path, source=src_path) as traced:
         report = finished(await send_copies(run, dst, dst_path, max_in_flight, progress), run, dst_path)
@@ -151,12 +150,14 @@ async def acopy(
             report.stats.update(matches.stats())
             report.note(f"{matches.describe()}: not copied")
     if canary is not None and not core_interrupted(report):  # the copies' fate, read at the target
-        entities = await asyncio.to_thread(watched_entities, dst, brake or Brake(watch=watched(watch)), dst_path)
+        entities = await asyncio.to_thread(watched_entities, dst, brake.watch if brake else (), dst_path)
         rest = "the same copy again without canary copies the rest" if run.paused else "nothing was left to copy"
-        await fate(dst, entities, report, interval=watch_interval, timeout=canary_timeout, outcome="sent", rest=rest)
+        interval = brake.watch_interval if brake else WATCH_INTERVAL
+        await fate(dst, entities, report, interval=interval, timeout=canary.canary_timeout, outcome="sent", rest=rest)
     return report
 
 
+@gathered(**STOPS_GATHERED)
 @renamed(**COPY_RENAMED)
 @sync_form(acopy, grace=SAVE_GRACE)
 def copy(
@@ -175,12 +176,8 @@ def copy(
     resume: bool = True,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
-    stop_if_dead_letters: int | None = None,
-    stop_if_active: int | None = None,
-    watch: str | Sequence[str] | None = None,
-    watch_interval: float = WATCH_INTERVAL,
-    canary: int | None = None,
-    canary_timeout: float = CANARY_TIMEOUT,
+    brake: Brake | None = None,
+    canary: Canary | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
     """Copy messages by peeking (nothing locked, no delivery counted, the source untouched) to a
@@ -204,6 +201,7 @@ def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath,
     return record_path(key), src, source, dst, target
 
 
+@gathered(**STOPS_GATHERED)
 @renamed(**COPY_RENAMED)
 @arguments_of(acopy)
 def copy_record(
@@ -222,12 +220,8 @@ def copy_record(
     resume: bool = True,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
-    stop_if_dead_letters: int | None = None,
-    stop_if_active: int | None = None,
-    watch: str | Sequence[str] | None = None,
-    watch_interval: float = WATCH_INTERVAL,
-    canary: int | None = None,
-    canary_timeout: float = CANARY_TIMEOUT,
+    brake: Brake | None = None,
+    canary: Canary | None = None,
     connection: ConnectionLike = None,
 ) -> Path:
     """The file that records an unfinished copy made with these arguments (``acopy``'s: a copy's own
@@ -238,6 +232,7 @@ def copy_record(
     return _record_of(locals())[0]  # the arguments, by name (nothing else is defined yet)
 
 
+@gathered(**STOPS_GATHERED)
 @renamed(**COPY_RENAMED)
 @arguments_of(acopy)
 def copy_resume_point(
@@ -256,12 +251,8 @@ def copy_resume_point(
     resume: bool = True,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
-    stop_if_dead_letters: int | None = None,
-    stop_if_active: int | None = None,
-    watch: str | Sequence[str] | None = None,
-    watch_interval: float = WATCH_INTERVAL,
-    canary: int | None = None,
-    canary_timeout: float = CANARY_TIMEOUT,
+    brake: Brake | None = None,
+    canary: Canary | None = None,
     connection: ConnectionLike = None,
 ) -> CopyProgress | None:
     """What an unfinished copy with these arguments (``acopy``'s, as for ``copy_record``) did, from

@@ -8,8 +8,8 @@ namespace has). Resumable per entity: each entity's copy keeps its own record (`
 glob's record (beside them, in the copies folder) lists the entities already copied in full, so the
 same call again copies only the rest, and of an interrupted entity only what is left.
 
-The brake and the canary (``stop_if_dead_letters``, ``stop_if_active``, ``watch``, ``watch_interval``,
-``canary``, ``canary_timeout``) are one copy's, given to each entity's ``acopy`` (``copy/many_stops.py``):
+The brake and the canary (``brake=Brake(...)``, ``canary=Canary(K)``) are one copy's, given to each
+entity's ``acopy`` (``copy/many_stops.py``):
 each entity's copy watches its own target (or the ``watch`` entities) from its own first reading, and
 what came back is counted across the run, so the copy of each entity is given ``stop_if_dead_letters``
 less what came back during the copies before it. When the brake stops an entity's copy (or what came
@@ -31,7 +31,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,8 +50,10 @@ from ...operations.manage import QUEUE_PROPERTIES, create_entity, entity_propert
 from ...operations.window import When, enqueued_window, given_text
 from ...outcome import Report
 from ...rates import Rate, parse_rate
-from ..brake import WATCH_INTERVAL, brake_of
-from ..canary import CANARY_TIMEOUT, check_canary
+from ...renames import gathered
+from ..brake import Brake, check_brake
+from ..canary import Canary, check_canary
+from ..stops import STOPS_GATHERED
 from .api import SAVE_GRACE, acopy, copy_record
 from .many_stops import GlobStops
 from .progress import copy_records
@@ -120,10 +122,6 @@ PASSED_ON = frozenset(
         "max_in_flight",
         "rate",
         "max_held_bytes",
-        "stop_if_active",
-        "watch",
-        "watch_interval",
-        "canary_timeout",
     ]
 )
 FORWARDING = ("forward_to", "forward_dead_lettered_messages_to")
@@ -203,6 +201,7 @@ def _save(record: Path, pattern: str, done: list[str], window: TimeWindow | None
     write_atomically(record, saved)
 
 
+@gathered(**STOPS_GATHERED)
 async def acopy_many(
     pattern: str,
     *,
@@ -218,12 +217,8 @@ async def acopy_many(
     progress: Callable[[Match, Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
-    stop_if_dead_letters: int | None = None,
-    stop_if_active: int | None = None,
-    watch: str | Sequence[str] | None = None,
-    watch_interval: float = WATCH_INTERVAL,
-    canary: int | None = None,
-    canary_timeout: float = CANARY_TIMEOUT,
+    brake: Brake | None = None,
+    canary: Canary | None = None,
 ) -> Report:
     """Copy the queues ``pattern`` matches (or their DLQs) of ``source_connection`` into the queues of the same names
     of ``connection`` (the module docstring; ``rate``: ``copy_many``'s). ``max_messages``: per entity. ``progress(match,
@@ -233,9 +228,7 @@ async def acopy_many(
     The brake and the canary: one copy's (``acopy``), across the entities as the module docstring says."""
     same = {k: v for k, v in locals().items() if k in PASSED_ON}  # each entity's acopy takes these as given
     window, _ = enqueued_window(enqueued_after, enqueued_before), parse_rate(rate)  # a bad WHEN or rate: nothing read
-    brake_of(stop_if_dead_letters, stop_if_active, watch, watch_interval)  # checked before anything is read
-    check_canary(canary, canary_timeout)
-    stops = GlobStops(stop_if_dead_letters, canary)
+    stops = GlobStops(check_brake(brake), check_canary(canary))  # checked before anything is read
     src, dst = live(source_connection), live(connection)
     report = Report("copy", pattern, target=dst.fully_qualified_namespace)
     answers_interrupts()  # interrupted: the entity being copied ends as acopy's does, the rest are not begun
@@ -267,7 +260,7 @@ async def acopy_many(
             connection=dst,
             enqueued_after=None if window is None else window.after,
             enqueued_before=None if window is None else window.before,
-            **stops.keywords(),  # what is left of the run's brake and canary
+            **stops.left(),  # what is left of the run's brake and canary
         )
         report.parts.append(part)
         report.merge(part)
@@ -325,6 +318,7 @@ def _unfinished(m: Match, src: LiveConnection, dst: LiveConnection, options: dic
     ).exists()
 
 
+@gathered(**STOPS_GATHERED)
 @sync_form(acopy_many, grace=SAVE_GRACE)
 def copy_many(
     pattern: str,
@@ -341,12 +335,8 @@ def copy_many(
     progress: Callable[[Match, Report], None] | None = None,
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
-    stop_if_dead_letters: int | None = None,
-    stop_if_active: int | None = None,
-    watch: str | Sequence[str] | None = None,
-    watch_interval: float = WATCH_INTERVAL,
-    canary: int | None = None,
-    canary_timeout: float = CANARY_TIMEOUT,
+    brake: Brake | None = None,
+    canary: Canary | None = None,
 ) -> Report:
     """Copy the queues a glob matches (or their dead-letter queues) into the queues of the same names
     of another namespace, one ``acopy`` per entity, one Report with a part per entity (see

@@ -4,9 +4,10 @@ of the run's: nothing here watches or reads the broker itself.
 
 The brake: each entity's copy watches its own target (or the ``watch`` entities) from its own first
 reading; what came back is counted across the run (this call), each entity's read once more when its
-copy ends (``report.stats["came_back"]``), and the next entity's copy is given ``stop_if_dead_letters``
-less what came back before it. What reaches an earlier entity's target after its copy's last reading
-is not counted (name it in ``watch`` to count it). ``stop_if_active`` is each copy's own (a backlog).
+copy ends (``report.stats["came_back"]``), and the next entity's copy is given the brake with its
+``stop_if_dead_letters`` less what came back before it. What reaches an earlier entity's target after
+its copy's last reading is not counted (name it in ``watch`` to count it). ``stop_if_active`` is each
+copy's own (a backlog).
 The canary: K copies in total, from the entities in order (the first not copied in full gives what it
 has, up to K, then the next) with each entity's fate read at its target by its copy; the run's is
 their sum.
@@ -14,36 +15,41 @@ their sum.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...outcome import Report
-from ..brake import BRAKED, braked
-from ..canary import CanaryFate
+from ..brake import BRAKED, Brake, braked
+from ..canary import Canary, CanaryFate
 
 AGAIN = "the same call again continues from where it stopped (the entities copied in full are not read, nothing twice)"
 
 
 @dataclass
 class GlobStops:
-    """What a glob's copy has spent of its brake (``dead_letters``) and canary (``canary``) so far,
-    and where it stopped (``at``: the entity after which nothing more was begun)."""
+    """What a glob's copy has spent of its brake (``brake``: its ``stop_if_dead_letters``) and canary
+    (``canary``) so far, and where it stopped (``at``: the entity after which nothing more was begun)."""
 
-    dead_letters: int | None
-    canary: int | None
+    brake: Brake | None
+    canary: Canary | None
     came_back: int = 0
     canaried: int = 0  # copies the canary made
     fates: list[CanaryFate] = field(default_factory=list)
     at: str | None = None
     braked: bool = False
 
-    def keywords(self) -> dict[str, Any]:
-        """The next entity's ``stop_if_dead_letters`` and ``canary``: what is left of the run's."""
-        left: dict[str, Any] = {}
-        if self.dead_letters is not None:
-            left["stop_if_dead_letters"] = self.dead_letters - self.came_back
+    @property
+    def dead_letters(self) -> int | None:
+        return None if self.brake is None else self.brake.stop_if_dead_letters
+
+    def left(self) -> dict[str, Any]:
+        """The next entity's ``brake`` and ``canary``: what is left of the run's (its other settings
+        as they are)."""
+        left: dict[str, Any] = {"brake": self.brake, "canary": self.canary}
+        if self.brake is not None and self.dead_letters is not None:
+            left["brake"] = replace(self.brake, stop_if_dead_letters=self.dead_letters - self.came_back)
         if self.canary is not None:
-            left["canary"] = self.canary - self.canaried
+            left["canary"] = replace(self.canary, size=self.canary.size - self.canaried)
         return left
 
     def stops_after(self, part: Report, entity: str) -> bool:
@@ -52,10 +58,11 @@ class GlobStops:
         self.came_back += int(part.stats.get("came_back", 0))
         if self.canary is not None:
             self.canaried += part.count("sent")
-            if "canary" in part.stats:
-                self.fates.append(CanaryFate(**part.stats["canary"]))
+            fate = CanaryFate.of(part)
+            if fate is not None:
+                self.fates.append(fate)
         self.braked = braked(part) or (self.dead_letters is not None and self.came_back >= self.dead_letters)
-        if self.braked or (self.canary is not None and self.canaried >= self.canary):
+        if self.braked or (self.canary is not None and self.canaried >= self.canary.size):
             self.at = entity
         return self.at is not None
 
@@ -81,7 +88,5 @@ class GlobStops:
                 f"{self.came_back} came back; the entities after it not begun: {AGAIN}"
             )
         if self.canary is not None:
-            found = CanaryFate(*(sum(getattr(f, k) for f in self.fates) for k in CanaryFate.__dataclass_fields__))
-            report.stats["canary"] = asdict(found)
             rest = "the same call again without canary copies the rest" if not complete else "nothing was left to copy"
-            report.note(f"{found} (over the entities); nothing more copied: {rest}")
+            CanaryFate.summed(self.fates).said(report, f" (over the entities); nothing more copied: {rest}")

@@ -27,7 +27,7 @@ target with duplicate detection drops them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ...connections.interrupts import interrupted as core_interrupted
@@ -39,11 +39,12 @@ from ...errors import EntityNameError, InvalidInputError
 from ...operations.window import When, enqueued_window
 from ...outcome import Report
 from ...rates import Rate, parse_rate
-from ...renames import renamed
+from ...renames import gathered, renamed
 from ...tracing import operation
 from ...views.search import WhereLike, as_where
-from ..brake import WATCH_INTERVAL, Brake, brake_of, watched, watched_entities
-from ..canary import CANARY_TIMEOUT, check_canary, fate
+from ..brake import WATCH_INTERVAL, Brake, check_brake, watched_entities
+from ..canary import Canary, check_canary, fate
+from ..stops import STOPS_GATHERED
 from .record import ResubmitProgress, load, record_path, save
 from .run import BATCH_SIZE, check_limit, moved
 
@@ -73,6 +74,7 @@ def _target(src: EntityPath, target: str | EntityPath | None, allow_fan_out: boo
     return dst
 
 
+@gathered(**STOPS_GATHERED)
 @renamed(limit="max_messages")
 async def aresubmit(
     source: str | EntityPath,
@@ -90,12 +92,8 @@ async def aresubmit(
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
     resume: bool = False,
-    stop_if_dead_letters: int | None = None,
-    stop_if_active: int | None = None,
-    watch: str | Sequence[str] | None = None,
-    watch_interval: float = WATCH_INTERVAL,
-    canary: int | None = None,
-    canary_timeout: float = CANARY_TIMEOUT,
+    brake: Brake | None = None,
+    canary: Canary | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
     """The async form of :func:`resubmit`. ``resume=True`` continues a run that did not finish
@@ -104,8 +102,8 @@ async def aresubmit(
     dst = _target(src, target, allow_fan_out)
     check_limit(max_messages, max_in_flight, batch_size)
     per_second = parse_rate(rate)
-    brake = brake_of(stop_if_dead_letters, stop_if_active, watch, watch_interval)
-    check_canary(canary, canary_timeout)
+    check_brake(brake)
+    check_canary(canary)
     matches = as_where(where)  # a bad expression fails before anything is received
     window = enqueued_window(enqueued_after, enqueued_before)
     conn = live(connection)
@@ -117,7 +115,8 @@ async def aresubmit(
         )
     before = earlier.moved if resume and earlier is not None else None
     limit = None if max_messages is None else max_messages - (before or 0)
-    limit = canary if canary is not None and (limit is None or canary < limit) else limit
+    if canary is not None and (limit is None or canary.size < limit):
+        limit = canary.size
     if limit is not None and limit < 1:  # the run moved what it was asked to: nothing more, its record done with
         save(record, earlier if earlier is not None and earlier.copied else None)
         return Report("resubmit", str(src), str(dst), notes=[f"resumed: the {max_messages} asked for were moved"])
@@ -143,8 +142,9 @@ async def aresubmit(
         )
         span.report(report)
     if canary is not None and not core_interrupted(report):  # the copies' fate, read at the target
-        entities = await asyncio.to_thread(watched_entities, conn, brake or Brake(watch=watched(watch)), dst)
-        await fate(conn, entities, report, interval=watch_interval, timeout=canary_timeout)
+        entities = await asyncio.to_thread(watched_entities, conn, brake.watch if brake else (), dst)
+        interval = brake.watch_interval if brake else WATCH_INTERVAL
+        await fate(conn, entities, report, interval=interval, timeout=canary.canary_timeout)
     return report
 
 
@@ -162,6 +162,7 @@ def resubmit_resume_point(
     return load(record_path(live(connection), src, _target(src, target, allow_fan_out)))
 
 
+@gathered(**STOPS_GATHERED)
 @renamed(limit="max_messages")
 @sync_form(aresubmit)
 def resubmit(
@@ -180,12 +181,8 @@ def resubmit(
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
     resume: bool = False,
-    stop_if_dead_letters: int | None = None,
-    stop_if_active: int | None = None,
-    watch: str | Sequence[str] | None = None,
-    watch_interval: float = WATCH_INTERVAL,
-    canary: int | None = None,
-    canary_timeout: float = CANARY_TIMEOUT,
+    brake: Brake | None = None,
+    canary: Canary | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
     """Move messages from ``source`` to ``target``: copy first, complete second.
@@ -201,13 +198,14 @@ def resubmit(
     cut in two) and returns its Report (``core.interrupted(report)`` is True); ``resume=True``
     continues that run, nothing moved twice (``max_messages`` counts over the whole run; see the
     module docstring). ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``) holds the run to that
-    many messages per second, ``max_in_flight`` still the cap on batches moved at once. The brake
-    (``brake.py``): ``stop_if_dead_letters=N`` stops the run once N more messages are in the watched
-    dead-letter queues than when it began, ``stop_if_active=N`` once a watched backlog passes N;
-    ``watch`` the entities (default: the target; a topic: its subscriptions), read every
-    ``watch_interval`` seconds. Stopped so, its Report says why, what moved and what came back, and
-    ``resume=True`` moves the rest. ``canary=K`` moves K, waits until the target's consumer has had
-    them (none still active there, or ``canary_timeout`` seconds), says what became of them
-    (``report.stats["canary"]``, read from the broker: ``canary.py``) and moves nothing more until
-    the same call with ``resume=True``."""
+    many messages per second, ``max_in_flight`` still the cap on batches moved at once.
+    ``brake=Brake(stop_if_dead_letters=N)`` stops the run once N more messages are in the watched
+    dead-letter queues than when it began (``stop_if_active=N``: once a watched backlog passes N;
+    ``watch``: the entities, default the target, a topic's subscriptions; read every
+    ``watch_interval`` seconds). Stopped so, its Report says why, what moved and what came back, and
+    ``resume=True`` moves the rest. ``canary=Canary(K)`` moves K, waits until the target's consumer
+    has had them (none still active there, or the canary's ``timeout``), says what became of them
+    (``CanaryFate.of(report)``, read from the broker: ``canary.py``) and moves nothing more until
+    the same call with ``resume=True``. The old keywords (``stop_if_dead_letters=`` ...,
+    ``canary=K``, ``canary_timeout=``) are taken for one release, with a warning."""
     raise NotImplementedError  # never runs: @sync_form runs aresubmit

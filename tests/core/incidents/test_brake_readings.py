@@ -28,7 +28,7 @@ from tests.waiting import wait_until
 emulator = brake.emulator  # the namespace on the system clock
 N = 5  # stop_if_dead_letters
 INTERVAL = 0.25
-BRAKE: dict[str, Any] = {"rate": "20/s", "stop_if_dead_letters": N, "watch_interval": INTERVAL}
+BRAKE: dict[str, Any] = {"rate": "20/s", "brake": core.Brake(stop_if_dead_letters=N, watch_interval=INTERVAL)}
 
 
 class Ticks:

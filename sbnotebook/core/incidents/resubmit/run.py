@@ -11,9 +11,9 @@ import datetime as dt
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec
 
 from ...connections.interrupts import answers_interrupts, mark_interrupted, taken_back, uninterrupted
 from ...connections.live import LiveConnection
@@ -32,6 +32,7 @@ from .record import ResubmitProgress, save
 from .selection import Selection, peeked_selection
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
 Record = dict[str, Any]
 
 BATCH_SIZE = 50  # messages per batch
@@ -246,14 +247,25 @@ async def _given_back(run: Run, workers: set[asyncio.Task[None]]) -> None:
         await batch.aclose()
 
 
-async def moved(conn: LiveConnection, src: EntityPath, dst: EntityPath | None, **kwargs: Any) -> Report:
-    """``_resubmit`` with the one "reconnect once, then retry" (safe: a failure with nothing moved
-    changed nothing) and SDK errors turned into the kit's."""
+Moving = Callable[Concatenate[LiveConnection, EntityPath, P], Coroutine[Any, Any, Report]]
+
+
+def _reconnected_once(run: Moving[P]) -> Moving[P]:
+    """``run`` (its first two arguments the connection and the source) with the one "reconnect once,
+    then retry" (safe: a failure with nothing moved changed nothing) and SDK errors turned into the
+    kit's; its typed signature kept (mypy checks each caller's keywords against ``_resubmit``'s)."""
 
     def noted(report: Report) -> None:
         report.note("reconnected: the connection had dropped (nothing had moved yet)")
 
-    return await conn.call_on(src, conn.reconnecting(lambda: _resubmit(conn, src, dst, **kwargs), after=noted))
+    @functools.wraps(run)
+    async def call(conn: LiveConnection, src: EntityPath, /, *args: P.args, **kwargs: P.kwargs) -> Report:
+        return await conn.call_on(src, conn.reconnecting(lambda: run(conn, src, *args, **kwargs), after=noted))
+
+    return call
+
+
+moved = _reconnected_once(_resubmit)
 
 
 def check_limit(limit: int | None, max_in_flight: int, batch_size: int) -> None:

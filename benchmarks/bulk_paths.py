@@ -237,7 +237,7 @@ def resubmit_once(n: int, latency_ms: float) -> dict[str, Any]:
 def round_trips_a_batch() -> int:
     """The tree's round trips a resubmit batch costs: a tree from before they were named received,
     sent and completed one after the other (three)."""
-    from sbnotebook.core.incidents.resubmit import batches as resubmit_batches
+    from sbnotebook.core.incidents.resubmit import workers as resubmit_batches
 
     return int(getattr(resubmit_batches, "ROUND_TRIPS_A_BATCH", 3))
 

@@ -17,7 +17,7 @@ while it runs, and the CPU seconds each used:
   resubmit        core.resubmit of a dead-letter queue of N messages (they expired into it) to
                   another queue; at a latency, its rate against the in-flight limit over round
                   trips: max_in_flight batches of batch_size, ROUND_TRIPS_A_BATCH each
-                  (core/incidents/resubmit/batches.py: the copies sent, then the originals
+                  (core/incidents/resubmit/workers.py: the copies sent, then the originals
                   completed, the next batch's receive beside them)
   purge (batch)   core.purge: batch-delete-messages on the server
   triage open     the dead-letter triage panel opening on a DLQ of N messages (per call, warm: the

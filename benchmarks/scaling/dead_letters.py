@@ -9,7 +9,7 @@ from typing import Any
 
 from sbnotebook import core
 from sbnotebook.core.incidents.resubmit.api import BATCH_SIZE
-from sbnotebook.core.incidents.resubmit.batches import ROUND_TRIPS_A_BATCH
+from sbnotebook.core.incidents.resubmit.workers import ROUND_TRIPS_A_BATCH
 
 from .steps import BODY, DLQ, EXPIRING, RETRY, SIGNED, Run
 

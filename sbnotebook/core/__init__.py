@@ -158,7 +158,7 @@ from .sdk.failures import (
 from .times import FUTURE_TIME_FORMS, TIME_FORMS, parse_time, utc
 from .topology.answer import RouteResult
 from .topology.evaluator import RuleSpec
-from .topology.export import TopologyExport, export_topology
+from .topology.listing import TopologyExport, export_topology
 from .topology.route import route, topic_rules, typed_in
 from .topology.rules import rules_from_admin, rules_from_config
 from .tracing import operation as operation_span

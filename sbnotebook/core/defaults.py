@@ -19,7 +19,7 @@ the send panel, ``sbspark.write`` and the Spark option ``maxInFlight`` start fro
 MAX_HELD_BYTES = 16 * 1024 * 1024
 """Bytes of source messages (their encoded size) a copy holds in memory at most unless told
 otherwise (``max_held_bytes=``): ``copy`` and ``copy_many``, from the peek that may bring a message
-until the target confirms its copy (core/incidents/copy/peeks.py)."""
+until the target confirms its copy (core/incidents/copy/read_ahead.py)."""
 
 PEEK_MAX_MESSAGES = 100
 """Messages a peek returns unless told otherwise: ``core.peek(max_messages=)`` and

@@ -6,7 +6,7 @@ by the id each carries: a resubmit's by the original each names (``sbnotebook-or
 or the id itself with ``keep_message_id``), a copy's by its own message id (the ``sent`` outcomes'):
 still active there (not yet taken), in its dead-letter queue (dead-lettered
 again), or neither (settled: completed or deferred by the consumer). The wait ends when none is
-still active, or after ``timeout`` seconds. The run's record stays (``resubmit/record.py``,
+still active, or after ``timeout`` seconds. The run's record stays (``resubmit/progress.py``,
 ``copy/progress.py``), so ``resume=True`` moves the rest, nothing twice.
 """
 

@@ -306,7 +306,7 @@ def test_a_move_cancelled_before_it_began_gives_its_batch_back_whole(emulator: E
     before its first step (the loop closing cancels every task), that move never ran its own give-back:
     the worker gives the batch back (released: no delivery counted), no copy sent."""
     from sbnotebook.core.entities import EntityPath
-    from sbnotebook.core.incidents.resubmit import batches as rb
+    from sbnotebook.core.incidents.resubmit import workers as rb
     from sbnotebook.core.operations.receive import receive_batch
     from sbnotebook.core.outcome import Report
 

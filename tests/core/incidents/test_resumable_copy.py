@@ -101,7 +101,7 @@ def test_a_copy_holds_at_most_max_held_bytes() -> None:
     import tracemalloc
 
     from sbnotebook.core.entities import EntityPath
-    from sbnotebook.core.incidents.copy.peeks import held_size
+    from sbnotebook.core.incidents.copy.read_ahead import held_size
     from sbnotebook.core.operations.scan import apeek_once
 
     n = 3000
@@ -271,7 +271,7 @@ def test_an_unreadable_copy_record_is_said_in_the_log_and_the_report(
 @pytest.mark.timeout(120)
 def test_a_copy_of_a_source_numbered_with_gaps_sends_each_message_once(emulator: Emulator) -> None:
     """The copy peeks ahead from where a peek would end if the numbers ran on without gaps
-    (copy/peeks.py): where they do not, the answers overlap, and what an earlier answer brought is
+    (copy/read_ahead.py): where they do not, the answers overlap, and what an earlier answer brought is
     not sent again. Two of every three messages are removed first, so each peek of 50 spans 150
     numbers; the target is read through the broker."""
     from azure.servicebus import ServiceBusClient

@@ -223,7 +223,7 @@ def test_a_failure_in_the_copys_reader_fails_the_copy_instead_of_leaving_it_wait
     """The reader that peeks ahead hands pages to the sender through a queue: a failure outside the
     peek itself (here the translation of the broker's refusal, made to fail as a bug in it would)
     ended the reader with nothing in the queue, and the copy waited for a page for ever."""
-    from sbnotebook.core.incidents.copy import peeks as copy_peeks
+    from sbnotebook.core.incidents.copy import read_ahead as copy_peeks
 
     def broken(*args: Any) -> None:
         raise RuntimeError("translating the refusal failed")

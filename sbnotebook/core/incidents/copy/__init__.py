@@ -4,7 +4,7 @@
   (its brake and canary across the entities);
 - ``api.py``: ``core.copy`` and ``core.acopy`` (one entity: its arguments, its record named);
 - ``run.py``: one run (peek, copy, send, the brake beside it, its Report);
-- ``start.py``: the progress a run resumes; ``peeks.py``: its source read ahead by peeking,
+- ``start.py``: the progress a run resumes; ``read_ahead.py``: its source read ahead by peeking,
   bounded in bytes;
 - ``progress.py``: its record on disk.
 """

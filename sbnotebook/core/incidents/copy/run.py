@@ -27,7 +27,7 @@ from ...outcome import Outcome, Report
 from ...views.records import to_record
 from ..brake import Brake, Watch
 from ..brake import started as watch_started
-from .peeks import PeekAhead, held_size
+from .read_ahead import PeekAhead, held_size
 from .start import Start
 
 

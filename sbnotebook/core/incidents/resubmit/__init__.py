@@ -5,7 +5,7 @@
   (the selected messages removed for good);
 - ``run.py``: one run (a discard's and a purge window's too): its workers started and ended, the
   brake beside them, what is left, its Report;
-- ``batches.py``: its workers, each batch moved whole;
-- ``record.py``: what a run that did not finish leaves for the next; ``selection.py``: what its
+- ``workers.py``: its workers, each batch moved whole;
+- ``progress.py``: what a run that did not finish leaves for the next; ``selection.py``: what its
   ``where`` selects.
 """

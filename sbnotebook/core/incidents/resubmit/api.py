@@ -7,7 +7,7 @@ their delivery count), not abandoned.
 
 Bulk work (10^6 messages) streams: up to ``max_in_flight`` batches are moved at once (send the
 copies, complete the originals), each worker receiving its next batch meanwhile, so that up to twice
-as many are locked at a moment (``resubmit/batches.py``, started and ended by the run:
+as many are locked at a moment (``resubmit/workers.py``, started and ended by the run:
 ``resubmit/run.py``); nothing is kept per moved message (the Report counts past its detail limit),
 and ``progress(report)`` is called after each batch.
 
@@ -16,7 +16,7 @@ more messages, finishes each batch in flight (copies confirmed, then originals c
 it back whole (released, no copy sent), and returns its Report, marked interrupted, its counts those
 the broker confirmed: no message is left locked, and none is in both places unless its original
 could not be completed after its copy was confirmed (``duplicated``). What was moved, and those
-duplicated, are recorded (``resubmit/record.py``); the same call with ``resume=True`` continues the
+duplicated, are recorded (``resubmit/progress.py``); the same call with ``resume=True`` continues the
 run: it moves what is left, its ``max_messages`` counting what the earlier runs moved, and completes
 the duplicated originals without copying them again. Killed (the process ends), the same call again
 finishes what is left: the originals not completed are still there, and the copies already sent
@@ -45,7 +45,7 @@ from ...views.search import WhereLike, as_where
 from ..brake import WATCH_INTERVAL, Brake, check_brake, watched_entities
 from ..canary import Canary, check_canary, fate
 from ..stops import STOPS_GATHERED
-from .record import ResubmitProgress, load, record_path, save
+from .progress import ResubmitProgress, load, record_path, save
 from .run import BATCH_SIZE, check_limit, moved
 
 Record = dict[str, Any]

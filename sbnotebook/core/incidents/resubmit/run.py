@@ -1,7 +1,7 @@
 """One resubmit run (a discard's and a purge window's too): the selection made, up to
-``max_in_flight`` workers started and ended (``resubmit/batches.py``), the brake watching beside them,
+``max_in_flight`` workers started and ended (``resubmit/workers.py``), the brake watching beside them,
 what is left accounted for, and its Report, interrupted or not (``api.py`` says what a run
-guarantees; its record: ``resubmit/record.py``).
+guarantees; its record: ``resubmit/progress.py``).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from ...sdk.failures import from_sdk
 from ..brake import Brake, Watch
 from ..brake import started as watch_started
 from ..leftovers import account_for_what_is_left
-from .batches import Job, Run, seq_of, worker
-from .record import ResubmitProgress, save
+from .progress import ResubmitProgress, save
 from .selection import Selection, peeked_selection
+from .workers import Job, Run, seq_of, worker
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")

@@ -1,5 +1,5 @@
 """What a resubmit's or discard's ``where`` and time window select, found by peeking when the run
-begins (core/incidents/resubmit/batches.py checks each message it receives against it). With a window, only
+begins (core/incidents/resubmit/workers.py checks each message it receives against it). With a window, only
 the sequence numbers holding it are peeked (window.py: found by a search over peeks)."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ A batch is the step an interrupt never cuts in two (``connections/interrupts.py`
 messages are in hand, it is moved whole (``uninterrupted``), or, when the run was stopped while its
 receive was on the way, given back whole (released, no copy sent). So after a stop every message is
 still in the source, or moved; in both places only when its original could not be completed after
-its copy was confirmed (``duplicated``: the run's record names it, ``resubmit/record.py``, and the next
+its copy was confirmed (``duplicated``: the run's record names it, ``resubmit/progress.py``, and the next
 run completes it without another copy).
 """
 
@@ -30,7 +30,7 @@ from ...operations.receive import receive_batch
 from ...outcome import Outcome, Report
 from ...rates import TokenBucket
 from ...sdk.failures import from_sdk
-from .record import identity
+from .progress import identity
 from .selection import Selection
 
 log = logging.getLogger(__name__)

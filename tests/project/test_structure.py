@@ -408,3 +408,41 @@ def test_the_seam_layout_and_length_checks_can_fail(tmp_path: Path) -> None:
     assert outside_the_seam(root, set()) == ["sbnotebook.core.a"]
     assert layout(root, "sbnotebook.core") == (["__init__", "a", "b"], ["sdk"])
     assert long_functions(root, 80) == ["sbnotebook.spark.s.g: 81 lines"]
+
+
+SUFFIXES = ("s", "es", "ing", "ed")
+
+
+def suffix_twins(names: set[str]) -> list[tuple[str, str]]:
+    """Pairs of module names one of which is the other with a suffix (``route``/``routes``,
+    ``copies``/``copying``, ``time``/``timing``): two names for one word, told apart by an ending."""
+    stems = {
+        n: {n, n.rstrip("e"), n.removesuffix("ies") + "y", n.removesuffix("es"), n.removesuffix("s")} for n in names
+    }
+    found = []
+    for a in sorted(names):
+        for b in sorted(names):
+            if a < b and any(
+                sa + suffix == sb or sb + suffix == sa
+                for sa in stems[a]
+                for sb in stems[b]
+                for suffix in ("", *SUFFIXES)
+            ):
+                found.append((a, b))
+    return found
+
+
+def test_no_two_modules_of_core_differ_only_by_a_suffix() -> None:
+    names = {p.stem for p in (ROOT / PACKAGE / "core").rglob("*.py")} - {"__init__"}
+    assert len(names) > 60
+    assert suffix_twins(names) == []
+
+
+def test_the_suffix_check_can_fail() -> None:
+    assert suffix_twins({"route", "routes", "routing", "times", "timing", "copies", "copying", "peek"}) == [
+        ("copies", "copying"),
+        ("route", "routes"),
+        ("route", "routing"),
+        ("routes", "routing"),
+        ("times", "timing"),
+    ]

@@ -86,6 +86,7 @@ class CanaryFate:
 
     @classmethod
     def summed(cls, fates: list[CanaryFate]) -> CanaryFate:
+        """The fates of several canaries (a glob's, one an entity) as one: each count summed."""
         return cls(*(sum(getattr(f, k) for f in fates) for k in ("moved", "settled", "dead_lettered", "waiting")))
 
     def said(self, report: Report, after: str) -> None:

@@ -14,6 +14,7 @@ the site, and tests each check on a made-up page and module.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import re
@@ -32,6 +33,26 @@ PAGES = {  # docs/reference/NAME.md -> the modules whose public names (__all__) 
 }
 ERRORS_PAGE = "errors"
 ERROR_MODULES = ("sbnotebook.core", "sbnotebook.spark", "sbnotebook.notebook.magics")
+
+
+FORMS = {"sync_form": (0, 0), "taking_arguments_of": (0, 1)}
+"""The makers of sbnotebook/core/connections/syncforms.py: ``name = maker(operation, ...)`` is a
+function; of the maker's arguments, the first index names the function that gives its parameters, the
+second the one that gives its docstring and return type (tools/griffe_forms.py shows it so)."""
+
+
+def made_from(node: ast.stmt) -> tuple[str, str, str] | None:
+    """``(name, parameters_from, documented_by)`` of a function made by one of ``FORMS``, as
+    ``copy = sync_form(acopy, grace=2.0)`` reads: ``("copy", "acopy", "acopy")``; None for any other
+    statement."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        return None
+    call = node.value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in FORMS):
+        return None
+    names = [a.id for a in call.args if isinstance(a, ast.Name)]
+    parameters_from, documented_by = FORMS[call.func.id]
+    return node.targets[0].id, names[parameters_from], names[documented_by]
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,15 @@ def check_whole_number(value: object, name: str, minimum: int = 1) -> int:
     return value
 
 
+def check_seconds(value: object, name: str) -> float:
+    """``value`` as a float when it is a number of seconds above 0 (not a ``bool``); otherwise an
+    ``InvalidInputError`` naming ``name``, in one line (a brake's ``watch_interval``, a canary's
+    ``canary_timeout``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidInputError(f"{name} must be a number of seconds above 0, not {value!r}.")
+    return float(value)
+
+
 def check_max_in_flight(value: object, name: str = "max_in_flight") -> int:
     """``check_whole_number`` of an in-flight limit. Every in-flight limit of the kit is checked
     here: core's keywords, ``--max-in-flight``, ``SbMagics.max_in_flight``, the send panel and the

@@ -14,7 +14,7 @@ import inspect
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 REMOVED_IN = "0.3.0"
 P = ParamSpec("P")
@@ -60,6 +60,37 @@ def typed_as(fn: Callable[..., Any]) -> str:
     return name
 
 
+Adjust = Callable[[dict[str, Any], str], None]
+"""Turns a call's old keywords into the new ones in place, saying each under ``where`` (how the user
+typed the function). A function made from another (syncforms.py) applies the other's
+``__adjusts__`` in its caller's frame, under its own name."""
+
+
+def _adjusting(fn: Callable[P, R], adjust: Adjust, renamed: dict[str, str]) -> Callable[P, R]:
+    """``fn`` with its keywords adjusted first; a coroutine function stays one. The adjustment is
+    kept (``__adjusts__``, outermost first) and the old names it takes (``__renamed__``, read by
+    tests/project/test_names.py); the signature shown (help, ``inspect.signature``) is ``fn``'s."""
+    where = typed_as(fn)
+    call: Any
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            adjust(kwargs, where)
+            return await fn(*args, **kwargs)
+
+    else:
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            adjust(kwargs, where)
+            return fn(*args, **kwargs)
+
+    call.__adjusts__ = (adjust, *getattr(fn, "__adjusts__", ()))
+    call.__renamed__ = {**getattr(fn, "__renamed__", {}), **renamed}
+    return cast(Callable[P, R], call)
+
+
 def renamed(**old_to_new: str | tuple[str, Callable[[Any], Any]]) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """A function's keywords renamed: ``@renamed(count="max_messages")`` takes ``count=`` as
     ``max_messages=`` with a warning, and refuses both at once. A new name that says the opposite
@@ -68,40 +99,19 @@ def renamed(**old_to_new: str | tuple[str, Callable[[Any], Any]]) -> Callable[[C
     ``__init__`` can be renamed so too (``Cls.__init__ = renamed(...)(Cls.__init__)``)."""
     turns = {old: (new, None) if isinstance(new, str) else new for old, new in old_to_new.items()}
 
+    def moved(kwargs: dict[str, Any], where: str) -> None:
+        for old, (new, turn) in turns.items():
+            if old in kwargs:
+                if new in kwargs:
+                    raise TypeError(f"{where}() takes {new}= (not also {old}=, its old name)")
+                value = kwargs.pop(old)
+                kwargs[new] = value if turn is None else turn(value)
+                # A turned value is said as it now reads: batch=False is one_per_send=True.
+                said = f"{new}=" if turn is None else f"{new}={kwargs[new]!r}"
+                deprecated(f"{where}({old}=)", f"{where}({said})", stacklevel=3)
+
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
-        where = typed_as(fn)
-
-        def moved(kwargs: dict[str, Any]) -> None:
-            for old, (new, turn) in turns.items():
-                if old in kwargs:
-                    if new in kwargs:
-                        raise TypeError(f"{where}() takes {new}= (not also {old}=, its old name)")
-                    value = kwargs.pop(old)
-                    kwargs[new] = value if turn is None else turn(value)
-                    # A turned value is said as it now reads: batch=False is one_per_send=True.
-                    said = f"{new}=" if turn is None else f"{new}={kwargs[new]!r}"
-                    deprecated(f"{where}({old}=)", f"{where}({said})", stacklevel=3)
-
-        call: Any
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def call(*args: Any, **kwargs: Any) -> Any:
-                moved(kwargs)
-                return await fn(*args, **kwargs)
-
-        else:
-
-            @functools.wraps(fn)
-            def call(*args: Any, **kwargs: Any) -> Any:
-                moved(kwargs)
-                return fn(*args, **kwargs)
-
-        call.__renamed__ = {old: new for old, (new, _) in turns.items()}  # read by tests/project/test_names.py
-        if hasattr(fn, "__wrapped__"):
-            # A sync form (syncforms.py) stands for its async operation: so does its renamed form.
-            call.__wrapped__ = fn.__wrapped__
-        return call
+        return _adjusting(fn, moved, {old: new for old, (new, _) in turns.items()})
 
     return decorate
 
@@ -115,42 +125,21 @@ def gathered(
     with a warning and turned by the fold too. An old keyword beside a new value is refused. The
     signature shown is the new one."""
 
+    def gather(kwargs: dict[str, Any], where: str) -> None:
+        for new, (olds, fold, old_form) in new_to_old.items():
+            given = {old: kwargs.pop(old) for old in olds if old in kwargs}
+            value = kwargs.get(new)
+            was_old = old_form is not None and isinstance(value, old_form) and not isinstance(value, bool)
+            if given and value is not None and not was_old:
+                raise TypeError(f"{where}() takes {new}= (not also {', '.join(given)}=, the old form)")
+            for old in given:
+                deprecated(f"{where}({old}=)", f"{where}({new}={new.title()}(...))", stacklevel=3)
+            if was_old:
+                deprecated(f"{where}({new}=N)", f"{where}({new}={new.title()}(N))", stacklevel=3)
+            if given or was_old:
+                kwargs[new] = fold(value, **given)
+
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
-        where = typed_as(fn)
-
-        def gather(kwargs: dict[str, Any]) -> None:
-            for new, (olds, fold, old_form) in new_to_old.items():
-                given = {old: kwargs.pop(old) for old in olds if old in kwargs}
-                value = kwargs.get(new)
-                was_old = old_form is not None and isinstance(value, old_form) and not isinstance(value, bool)
-                if given and value is not None and not was_old:
-                    raise TypeError(f"{where}() takes {new}= (not also {', '.join(given)}=, the old form)")
-                for old in given:
-                    deprecated(f"{where}({old}=)", f"{where}({new}={new.title()}(...))", stacklevel=3)
-                if was_old:
-                    deprecated(f"{where}({new}=N)", f"{where}({new}={new.title()}(N))", stacklevel=3)
-                if given or was_old:
-                    kwargs[new] = fold(value, **given)
-
-        call: Any
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def call(*args: Any, **kwargs: Any) -> Any:
-                gather(kwargs)
-                return await fn(*args, **kwargs)
-
-        else:
-
-            @functools.wraps(fn)
-            def call(*args: Any, **kwargs: Any) -> Any:
-                gather(kwargs)
-                return fn(*args, **kwargs)
-
-        renamed_before = getattr(fn, "__renamed__", {})
-        call.__renamed__ = {**renamed_before, **{o: new for new, (olds, *_) in new_to_old.items() for o in olds}}
-        if hasattr(fn, "__wrapped__"):
-            call.__wrapped__ = fn.__wrapped__  # a sync form stands for its async operation (as ``renamed``)
-        return call
+        return _adjusting(fn, gather, {o: new for new, (olds, *_) in new_to_old.items() for o in olds})
 
     return decorate

@@ -14,6 +14,7 @@ from sbnotebook import core
 from sbnotebook.core.outcome import Outcome, Report
 from sbnotebook.core.sdk import PRIVATE_NAMES, USED_BY
 from sbnotebook.core.views import records
+from sbnotebook.emulator import Emulator
 from tests.helpers import names_in
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -133,9 +134,9 @@ def test_sync_api_has_explicit_keywords() -> None:
         fn = getattr(core, name)
         if inspect.isfunction(fn):
             kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
-            # scan_records passes scan's on; renamed(**old_to_new) takes old names, not an operation's keywords;
+            # renamed(**old_to_new) takes old names, not an operation's keywords;
             # the SDK's own clients take the SDK's options, passed on as they are (core/sdk/clients.py)
-            passes_on = ("scan_records", "renamed", "sdk_client", "sdk_admin_client", "emulator_admin_client")
+            passes_on = ("renamed", "sdk_client", "sdk_admin_client", "emulator_admin_client")
             assert inspect.Parameter.VAR_KEYWORD not in kinds or name in passes_on, name
 
 
@@ -153,33 +154,40 @@ def test_each_sync_form_is_its_async_operation_run_to_the_end() -> None:
         assert inspect.signature(sync) == inspect.signature(async_), name
 
 
-def test_a_sync_form_that_declares_other_parameters_than_its_operation_fails_to_load() -> None:
-    """The sync form's ``def`` states its signature again (for help() and the API reference, read
-    from the source): ``sync_form`` refuses one that differs from the async operation's, in a
-    default, a name or a kind, when the module loads; ``arguments_of`` likewise."""
-    from sbnotebook.core.connections.syncforms import arguments_of, sync_form
+def test_a_sync_form_is_made_from_its_operation_and_says_old_keywords_under_its_own_name(emulator: Emulator) -> None:
+    """``sync_form(aoperation)`` is ``operation`` (its name less the ``a``), with the operation's
+    signature; an old keyword given to it is said once as ``operation(old=)`` at the caller's line,
+    not as the async operation's; an operation whose name does not start with ``a`` is refused."""
+    from sbnotebook.core.connections.syncforms import sync_form, taking_arguments_of
+    from sbnotebook.core.renames import WARNED, renamed
 
+    @renamed(count="limit")
     async def aoperation(entity: str, *, limit: int = 10, connection: object = None) -> int:
         return limit
 
-    def declared(entity: str, *, limit: int = 10, connection: object = None) -> int:
-        raise NotImplementedError
+    operation = sync_form(aoperation)
+    assert operation.__name__ == "operation" and inspect.signature(operation) == inspect.signature(aoperation)
+    WARNED.clear()
+    with pytest.warns(FutureWarning, match=r"operation\(count=\) is deprecated") as said:
+        assert operation("q", count=3, connection=emulator.connection_string) == 3  # type: ignore[call-arg]
+    assert said[0].filename == __file__ and "aoperation" not in str(said[0].message)
 
-    def other_default(entity: str, *, limit: int = 5, connection: object = None) -> int:
-        raise NotImplementedError
+    def _first_of(given: dict[str, object]) -> object:
+        """The limit the call was given."""
+        return given["limit"]
 
-    def other_kind(entity: str, limit: int = 10, connection: object = None) -> int:
-        raise NotImplementedError
+    first_of = taking_arguments_of(aoperation, _first_of)
+    assert first_of.__name__ == "first_of" and first_of.__doc__ == "The limit the call was given."
+    assert inspect.signature(first_of) == inspect.signature(aoperation)
+    assert first_of("q") == 10
+    with pytest.warns(FutureWarning, match=r"first_of\(count=\) is deprecated"):
+        assert first_of("q", count=4) == 4  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="an async operation's name starts with 'a'"):
+        sync_form(_async_without_prefix)
 
-    def other_name(source: str, *, limit: int = 10, connection: object = None) -> int:
-        raise NotImplementedError
 
-    assert inspect.signature(sync_form(aoperation)(declared)) == inspect.signature(aoperation)
-    assert arguments_of(aoperation)(declared) is declared
-    for wrong in (other_default, other_kind, other_name):
-        for decorator in (sync_form(aoperation), arguments_of(aoperation)):
-            with pytest.raises(TypeError, match="aoperation's parameters; they differ at"):
-                decorator(wrong)
+async def _async_without_prefix(connection: object = None) -> None:
+    return None
 
 
 def test_one_field_list() -> None:

@@ -46,6 +46,18 @@ def test_a_wrong_rate_is_one_line_naming_the_forms(ip: Any, sb: SbMagics, comman
     assert f"argument --rate: takes {core.RATE_FORMS}" in said and repr(rate) in said, said
 
 
+@pytest.mark.parametrize("command", ["sb_resubmit q --yes", "sb_copy q/$deadletterqueue plain --yes"])
+def test_watch_without_a_threshold_is_refused_before_anything_moves(
+    ip: Any, sb: SbMagics, emulator: Emulator, command: str
+) -> None:
+    """--watch says where a brake looks, not when it stops: alone, it is core.Brake's one refusal."""
+    dead_letters(emulator, 3)
+    said = magic_fails(ip, f"{command} --watch plain")
+    assert "A Brake stops on stop_if_dead_letters= or stop_if_active=" in said, said
+    assert len(core.scan_records("q/$deadletterqueue", connection=emulator.connection_string)) == 3
+    assert core.scan_records("plain", connection=emulator.connection_string) == []
+
+
 def test_time_left_is_said_at_the_rate_so_far() -> None:
     assert time_left(2000, 1000, 200.0) == ", about 5 s left"
     assert time_left(60000, 0, 200.0) == ", about 5 min left"

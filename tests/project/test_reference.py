@@ -100,6 +100,10 @@ def definition(root: Path, module: str, name: str) -> Found | None:
             found = Found("function", ast.get_docstring(node), _parameters(node))
         elif isinstance(node, ast.ClassDef) and node.name == name:
             found = Found("class", ast.get_docstring(node))
+        elif (made := _reference_check().made_from(node)) and made[0] == name:
+            # ``copy = sync_form(acopy)``: the reference shows acopy's parameters (tools/griffe_forms.py)
+            takes, documented = definition(root, module, made[1]), definition(root, module, made[2])
+            found = Found("function", documented and documented.doc, takes.parameters if takes else ())
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):

@@ -1,12 +1,17 @@
-"""The sync form of an async operation, and a function that takes another's arguments: each a
-``def`` with its own signature and docstring, which help(), IPython's completion and the API
-reference (read from the source, without importing it) all show.
+"""Functions made from an operation, so that its signature is written once, on its own ``def``.
 
-``@sync_form(aoperation)`` on a ``def`` whose body never runs: the ``def`` declares the sync form
-(name, signature, docstring), the async function holds the body. ``@arguments_of(operation)`` on a
-``def`` that takes ``operation``'s arguments. Either checks, as the module loads, that the
-signature is the operation's (mypy checks the types too, through the ``ParamSpec``): the two
-cannot drift apart."""
+``copy = sync_form(acopy)``: ``acopy`` run to its end from the calling thread (a notebook cell), on
+the connection its ``connection`` keyword names; named ``copy`` (``acopy`` less its ``a``), with
+``acopy``'s signature and docstring (help(), ``inspect.signature`` and IPython's completion follow
+``__wrapped__``; mypy follows the ``ParamSpec``). ``copy_record = taking_arguments_of(acopy,
+_copy_record)``: a function with ``acopy``'s signature whose body, ``_copy_record`` (its name less the
+``_``, its docstring), reads the arguments by name with their defaults filled in.
+
+Either takes the operation's old keywords (``renames.py``) in the caller's thread and says them
+under its own name (``core.copy(limit=)``, not ``core.acopy(limit=)``). The API reference reads the
+source without importing it: tools/griffe_forms.py gives either assignment its operation's
+parameters there.
+"""
 
 from __future__ import annotations
 
@@ -15,56 +20,59 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
+from ..renames import typed_as
 from .registry import live
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
 
-
-def check_same_parameters(declared: Callable[..., Any], operation: Callable[..., Any]) -> None:
-    """Raise ``TypeError`` unless ``declared`` takes exactly ``operation``'s parameters: names,
-    kinds, defaults and annotations (``inspect.signature``, which follows ``__wrapped__``)."""
-    mine, theirs = inspect.signature(declared).parameters, inspect.signature(operation).parameters
-    if list(mine.values()) != list(theirs.values()):
-        differ = [n for n in dict.fromkeys([*mine, *theirs]) if mine.get(n) != theirs.get(n)]
-        raise TypeError(
-            f"{declared.__qualname__} must take {operation.__qualname__}'s parameters; they differ at "
-            + ", ".join(f"{n} ({mine.get(n)} here, {theirs.get(n)} there)" for n in differ)
-        )
+ASYNC_PREFIX = "a"  # acopy is copy's async form: one letter, as Python's own aiter/anext
 
 
-def sync_form(
-    afn: Callable[P, Coroutine[Any, Any, R]], *, grace: float = 0.0
-) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """The decorated ``def`` becomes ``afn`` run to its end from the calling thread (a notebook
-    cell), on the connection named by its ``connection`` keyword (the default connection when not
-    given). The ``def`` gives the name, signature (``afn``'s, checked) and docstring; its body never
-    runs. ``grace``: seconds an interrupted call waits for the cancelled work's clean-up
-    (``LoopThread.run``)."""
-
-    def decorate(declared: Callable[P, R]) -> Callable[P, R]:
-        check_same_parameters(declared, afn)
-        body: Any = afn
-
-        @functools.wraps(declared)
-        def run(*args: P.args, **kwargs: P.kwargs) -> R:
-            conn = live(kwargs.pop("connection", None))  # type: ignore[arg-type]
-            result: R = conn.run(body(*args, connection=conn, **kwargs), grace=grace)
-            return result
-
-        # The sync form stands for its async operation (help() and inspect.signature follow it).
-        run.__wrapped__ = afn  # type: ignore[assignment]
-        return run
-
-    return decorate
+def _named(fn: Callable[..., Any], name: str) -> None:
+    fn.__name__ = fn.__qualname__ = name  # a module's function (typed_as and help() read these)
 
 
-def arguments_of(operation: Callable[P, Any]) -> Callable[[Callable[P, T]], Callable[P, T]]:
-    """The decorated ``def`` takes ``operation``'s arguments: checked, and returned as it is."""
+def sync_form(afn: Callable[P, Coroutine[Any, Any, R]], *, grace: float = 0.0) -> Callable[P, R]:
+    """``afn`` run to its end from the calling thread, on the connection named by its ``connection``
+    keyword (the default connection when not given). ``grace``: seconds an interrupted call waits for
+    the cancelled work's clean-up (``LoopThread.run``)."""
+    if not afn.__name__.startswith(ASYNC_PREFIX):
+        raise TypeError(f"{afn.__qualname__}: an async operation's name starts with {ASYNC_PREFIX!r} (acopy, copy)")
+    body: Any = afn
+    adjusts = getattr(afn, "__adjusts__", ())  # its old keywords (renames.py)
 
-    def decorate(fn: Callable[P, T]) -> Callable[P, T]:
-        check_same_parameters(fn, operation)
-        return fn
+    @functools.wraps(afn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        for adjust in adjusts:  # here: a warning names the caller's line
+            adjust(kwargs, where)
+        conn = live(kwargs.pop("connection", None))  # type: ignore[arg-type]
+        result: R = conn.run(body(*args, connection=conn, **kwargs), grace=grace)
+        return result
 
-    return decorate
+    _named(run, afn.__name__.removeprefix(ASYNC_PREFIX))
+    where = typed_as(run)
+    return run
+
+
+def taking_arguments_of(operation: Callable[P, Any], body: Callable[[dict[str, Any]], T]) -> Callable[P, T]:
+    """A function with ``operation``'s signature that calls ``body`` with the arguments by name, the
+    defaults filled in; named and documented by ``body`` (``_copy_record`` makes ``copy_record``)."""
+    signature = inspect.signature(operation)
+    adjusts = getattr(operation, "__adjusts__", ())
+
+    @functools.wraps(body)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        for adjust in adjusts:
+            adjust(kwargs, where)
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return body(bound.arguments)
+
+    _named(call, body.__name__.removeprefix("_"))
+    call.__signature__ = signature  # type: ignore[attr-defined]
+    if hasattr(operation, "__renamed__"):  # the old keywords it takes (tests/project/surface.py reads them)
+        call.__renamed__ = operation.__renamed__  # type: ignore[attr-defined]
+    where = typed_as(call)
+    return call

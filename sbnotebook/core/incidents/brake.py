@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..connections.live import LiveConnection
-from ..defaults import check_whole_number
+from ..defaults import check_seconds, check_whole_number
 from ..entities import EntityPath
 from ..errors import InvalidInputError, SbError
 from ..operations.counts import admin_call, counts
@@ -54,14 +54,12 @@ class Brake:
             if getattr(self, name) is not None:
                 check_whole_number(getattr(self, name), name, minimum=0)
         if self.stop_if_dead_letters is None and self.stop_if_active is None:
-            raise InvalidInputError("A Brake stops on stop_if_dead_letters= or stop_if_active=: give one.")
+            raise InvalidInputError(
+                "A Brake stops on stop_if_dead_letters= or stop_if_active=: give one (watch= only says where it looks)."
+            )
         watch = self.watch
         object.__setattr__(self, "watch", (watch,) if isinstance(watch, str) else tuple(watch or ()))
-        object.__setattr__(self, "watch_interval", seconds(self.watch_interval, "watch_interval"))
-
-    def __str__(self) -> str:
-        given = [f"{k}={getattr(self, k)!r}" for k in ("stop_if_dead_letters", "stop_if_active") if getattr(self, k)]
-        return ", ".join(given + [f"watch={list(self.watch)}"] * bool(self.watch))
+        object.__setattr__(self, "watch_interval", check_seconds(self.watch_interval, "watch_interval"))
 
 
 # The keywords a Brake was given as before it was a value; taken for one release (renames.gathered).
@@ -75,20 +73,12 @@ def brake_of(
     watch: str | Sequence[str] | None = None,
     watch_interval: float = WATCH_INTERVAL,
 ) -> Brake | None:
-    """The brake the old keywords ask for (None: no ``stop_if_*``, nothing is watched)."""
-    if stop_if_dead_letters is None and stop_if_active is None:
-        if watch:
-            raise InvalidInputError("watch= says what a brake watches: give stop_if_dead_letters= or stop_if_active=.")
-        seconds(watch_interval, "watch_interval")
+    """The brake the old keywords ask for (None: none of them but ``watch_interval``, checked).
+    ``renames.gathered`` calls it with ``brake`` None: it refuses an old keyword beside a Brake."""
+    if stop_if_dead_letters is None and stop_if_active is None and not watch:
+        check_seconds(watch_interval, "watch_interval")
         return brake
     return Brake(stop_if_dead_letters, stop_if_active, watch or (), watch_interval)
-
-
-def seconds(value: object, name: str) -> float:
-    """``value`` when it is a number of seconds above 0; otherwise an ``InvalidInputError``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InvalidInputError(f"{name} must be a number of seconds above 0, not {value!r}.")
-    return float(value)
 
 
 def check_brake(brake: object) -> Brake | None:

@@ -18,13 +18,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..connections.live import LiveConnection
-from ..defaults import check_whole_number
+from ..defaults import check_seconds, check_whole_number
 from ..entities import EntityPath
 from ..errors import InvalidInputError
 from ..operations.copies import ORIGINAL_ID
 from ..operations.scan import scan_records
 from ..outcome import Report
-from .brake import seconds
+from .brake import WATCH_INTERVAL, Brake, watched_entities
 
 CANARY_TIMEOUT = 60.0
 """Seconds a canary waits at most for its copies to be taken, unless told otherwise (``Canary(canary_timeout=)``)."""
@@ -41,19 +41,20 @@ class Canary:
 
     def __post_init__(self) -> None:
         check_whole_number(self.size, "canary")
-        object.__setattr__(self, "canary_timeout", seconds(self.canary_timeout, "canary_timeout"))
+        object.__setattr__(self, "canary_timeout", check_seconds(self.canary_timeout, "canary_timeout"))
 
 
 # The keyword a canary's wait was given as before the canary was a value (renames.gathered).
 OLD_KEYWORDS = ("canary_timeout",)
 
 
-def canary_of(canary: Canary | int | None, canary_timeout: float | None = None) -> Canary | None:
-    """The canary an old call asks for: ``canary=K`` (a count, not a ``Canary``) and ``canary_timeout``."""
-    if canary is None or isinstance(canary, Canary):
+def canary_of(canary: int | None, canary_timeout: float | None = None) -> Canary | None:
+    """The canary an old call asks for: ``canary=K`` (a count, not a ``Canary``) and ``canary_timeout``.
+    ``renames.gathered`` never gives it a ``Canary``: it refuses ``canary_timeout=`` beside one."""
+    if canary is None:
         if canary_timeout is not None:
-            seconds(canary_timeout, "canary_timeout")  # checked, as it was without a canary
-        return canary
+            check_seconds(canary_timeout, "canary_timeout")  # checked, as it was without a canary
+        return None
     return Canary(canary, CANARY_TIMEOUT if canary_timeout is None else canary_timeout)
 
 
@@ -118,20 +119,22 @@ def _where(conn: LiveConnection, entities: list[str], ids: set[str], outcome: st
 
 async def fate(
     conn: LiveConnection,
-    entities: list[str],
+    target: EntityPath,
     report: Report,
+    canary: Canary,
+    brake: Brake | None,
     *,
-    interval: float,
-    timeout: float,
     outcome: str = "resubmitted",
     rest: str = "the same call with resume=True moves the rest",
 ) -> CanaryFate:
-    """The fate of the copies ``report`` (a canary's run) moved (its ``outcome`` ones: resubmitted,
-    or a copy's sent), once none is waiting at ``entities`` or ``timeout`` has passed, read every
-    ``interval`` seconds. Said in the Report (a note, and ``stats["canary"]``), with ``rest``: how to
-    go on."""
+    """The fate of the copies ``report`` (a canary's run to ``target``) moved (its ``outcome`` ones:
+    resubmitted, or a copy's sent), once none is waiting where the ``brake`` watches (else at the
+    target) or the canary's timeout has passed, read every brake's ``watch_interval`` seconds. Said in
+    the Report (a note, and ``stats["canary"]``), with ``rest``: how to go on."""
+    entities = await asyncio.to_thread(watched_entities, conn, brake.watch if brake else (), target)
+    interval = brake.watch_interval if brake else WATCH_INTERVAL
     originals = {str(o.message_id) for o in report.every() if o.outcome == outcome}
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + canary.canary_timeout
     while True:
         waiting, dead = await asyncio.to_thread(_where, conn, entities, originals, outcome)
         if waiting == 0 or time.monotonic() >= deadline:

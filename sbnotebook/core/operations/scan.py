@@ -32,6 +32,7 @@ from ..connections.links import receiver_for
 from ..connections.live import LiveConnection
 from ..connections.loop import stop_if_cancelled
 from ..connections.registry import ConnectionLike, live
+from ..connections.syncforms import taking_arguments_of
 from ..defaults import check_max_in_flight, check_whole_number
 from ..entities import EntityPath
 from ..errors import InvalidInputError, SbError
@@ -437,9 +438,12 @@ def sequence_numbers(
 
 
 @renamed(**SCAN_RENAMED)
-def scan_records(entity: str | EntityPath, **kwargs: Any) -> list[dict[str, Any]]:
+def _scan_records(given: dict[str, Any]) -> list[dict[str, Any]]:
     """Every record :func:`scan` yields, as one list (mind the size of what you ask for)."""
-    return [r for page in scan(entity, **kwargs) for r in page]
+    return [r for page in scan(**given) for r in page]
+
+
+scan_records = taking_arguments_of(scan, _scan_records)
 
 
 @renamed(start="from_sequence_number", count="max_messages")

@@ -50,10 +50,15 @@ async def asend(
     on_outcome: Callable[[Outcome], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
-    """Send and await every outcome (see the module docstring). Returns one outcome per message.
-    ``on_outcome(outcome)`` is called with each outcome as it is known (from the connection's
-    thread), also past the Report's detail limit: for work that follows every message (a
-    resumable import's progress marker)."""
+    """Send ``messages`` (str, bytes, dicts, records, a DataFrame, any iterable) to a queue or topic
+    and wait for every outcome: one per message (see the module docstring). At most
+    ``max_in_flight`` operations at once; each operation sends as many messages as fit under the
+    entity's size limit (``one_per_send=True``: one message each); retryable failures retried by
+    ``retry``; ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``): at most that many messages per
+    second, each operation at most the rate's burst (``core/rates.py``). ``progress(report)`` is
+    called after each operation, ``on_outcome(outcome)`` with each outcome as it is known (both from
+    the connection's thread), also past the Report's detail limit: for work that follows every
+    message (a resumable import's progress marker)."""
     path = EntityPath.parse(entity)
     check_max_in_flight(max_in_flight)
     per_second = parse_rate(rate)
@@ -76,28 +81,7 @@ async def asend(
     return report
 
 
-@renamed(**SEND_RENAMED)
-@sync_form(asend)
-def send(
-    entity: str | EntityPath,
-    messages: Any,
-    *,
-    max_in_flight: int = MAX_IN_FLIGHT,
-    rate: Rate | None = None,
-    one_per_send: bool = False,
-    retry: RetryPolicy | None = None,
-    progress: Callable[[Report], None] | None = None,
-    schedule_at: When | None = None,
-    on_outcome: Callable[[Outcome], None] | None = None,
-    connection: ConnectionLike = None,
-) -> Report:
-    """Send ``messages`` (str, bytes, dicts, records, a DataFrame, any iterable) to a queue or topic
-    and wait for every outcome. At most ``max_in_flight`` operations at once; each operation sends as
-    many messages as fit under the entity's size limit (``one_per_send=True``: one message each);
-    retryable failures retried by ``retry``; ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``): at
-    most that many messages per second, each operation at most the rate's burst (``core/rates.py``).
-    ``progress(report)`` is called after each operation (from the connection's thread)."""
-    raise NotImplementedError  # never runs: @sync_form runs asend
+send = sync_form(asend)
 
 
 async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], when: dt.datetime) -> Report:
@@ -121,7 +105,9 @@ async def _schedule(conn: LiveConnection, path: EntityPath, items: list[Any], wh
 async def aschedule(
     entity: str | EntityPath, messages: Any, schedule_at: When, *, connection: ConnectionLike = None
 ) -> Report:
-    """The async form of :func:`schedule`."""
+    """Schedule messages to become active at ``schedule_at`` (as ``send(..., schedule_at=)``). The
+    report holds each message's sequence number (``[o.sequence_number for o in report]``), which
+    ``cancel_scheduled`` takes."""
     path = EntityPath.parse(entity)
     when = as_datetime(schedule_at, "schedule_at")
     items = [to_message(m) for m in iter_input(messages)]
@@ -129,15 +115,7 @@ async def aschedule(
     return await conn.call(_schedule(conn, path, items, when))
 
 
-@renamed(at="schedule_at")
-@sync_form(aschedule)
-def schedule(
-    entity: str | EntityPath, messages: Any, schedule_at: When, *, connection: ConnectionLike = None
-) -> Report:
-    """Schedule messages to become active at ``schedule_at`` (as ``send(..., schedule_at=)``). The
-    report holds each message's sequence number (``[o.sequence_number for o in report]``), which
-    ``cancel_scheduled`` takes."""
-    raise NotImplementedError  # never runs: @sync_form runs aschedule
+schedule = sync_form(aschedule)
 
 
 async def _cancel(
@@ -181,21 +159,12 @@ async def acancel_scheduled(
     progress: Callable[[Report], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
-    """The async form of :func:`cancel_scheduled`."""
+    """Cancel scheduled messages by sequence number (as ``schedule`` reported them), in requests
+    of ``CANCEL_CHUNK``; ``progress(report)`` after each. One outcome per number."""
     path = EntityPath.parse(entity)
     seqs = _seqs(sequence_numbers)
     conn = live(connection)
     return await conn.call(_cancel(conn, path, seqs, progress))
 
 
-@sync_form(acancel_scheduled)
-def cancel_scheduled(
-    entity: str | EntityPath,
-    sequence_numbers: Iterable[int],
-    *,
-    progress: Callable[[Report], None] | None = None,
-    connection: ConnectionLike = None,
-) -> Report:
-    """Cancel scheduled messages by sequence number (as ``schedule`` reported them), in requests
-    of ``CANCEL_CHUNK``; ``progress(report)`` after each. One outcome per number."""
-    raise NotImplementedError  # never runs: @sync_form runs acancel_scheduled
+cancel_scheduled = sync_form(acancel_scheduled)

@@ -10,11 +10,11 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, Unpack, cast
 
 from ..errors import BadRequest
 from ..journey import log as events
-from ..journey.log import JourneyLog
+from ..journey.log import EventDetail, JourneyLog
 from .clock import Clock
 from .entities import Entity, Receivable, Registry, Source, Topic
 from .faults import Faults
@@ -72,36 +72,12 @@ class BrokerCore:
         )
 
     def _note(
-        self,
-        event: str,
-        where: str,
-        msg: StoredMessage,
-        at: float | None = None,
-        *,
-        delivery_count: int | None = None,
-        lock_token: uuid.UUID | None = None,
-        reason: str | None = None,
-        description: str | None = None,
-        to: str | None = None,
-        came_from: str | None = None,
+        self, event: str, where: str, msg: StoredMessage, at: float | None = None, **detail: Unpack[EventDetail]
     ) -> None:
         """``event`` happened to ``msg`` in ``where``, now or ``at`` (what fell due: its time), in its journey."""
         context, original = carried(msg.data, msg.changed_properties)
-        self.journey.note(
-            self.clock.now() if at is None else at,
-            event,
-            where,
-            msg.sequence_number,
-            msg.data.message_id,
-            context,
-            original,
-            delivery_count,
-            lock_token,
-            reason,
-            description,
-            to,
-            came_from,
-        )
+        now = self.clock.now() if at is None else at
+        self.journey.note(now, event, where, msg.sequence_number, msg.data.message_id, context, original, **detail)
 
     def entity(self, name: str) -> Entity:
         return self.registry.entity(name)

@@ -15,7 +15,7 @@ import sys
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 MAX_EVENTS = 100_000  # events kept; the oldest are dropped beyond this
 
@@ -83,6 +83,20 @@ class JourneyEvent(NamedTuple):
         return self._asdict()
 
 
+class EventDetail(TypedDict, total=False):
+    """What an event says beyond where and which message (``JourneyEvent``'s fields of these names):
+    the broker's ``_note`` and ``JourneyLog.note`` take them as keywords, typed here once."""
+
+    delivery_count: int | None
+    lock_token: uuid.UUID | None
+    reason: str | None
+    description: str | None
+    to: str | None
+    came_from: str | None
+
+
+DETAIL = tuple(EventDetail.__annotations__)  # in JourneyEvent's order (a test holds them together)
+
 Listener = Callable[[JourneyEvent], None]
 TRACE_MODULE = "opentelemetry.trace"  # until a process has loaded it, no one can take a span
 
@@ -121,29 +135,10 @@ class JourneyLog:
         message_id: str | None,
         traceparent: str | None = None,
         original_message_id: str | None = None,
-        delivery_count: int | None = None,
-        lock_token: uuid.UUID | None = None,
-        reason: str | None = None,
-        description: str | None = None,
-        to: str | None = None,
-        came_from: str | None = None,
+        **detail: Unpack[EventDetail],
     ) -> None:
-        row = (
-            self._next,
-            time,
-            event,
-            entity,
-            sequence_number,
-            message_id,
-            delivery_count,
-            lock_token,
-            reason,
-            description,
-            to,
-            came_from,
-            traceparent,
-            original_message_id,
-        )
+        said: tuple[Any, ...] = tuple(map(detail.get, DETAIL))
+        row = (self._next, time, event, entity, sequence_number, message_id, *said, traceparent, original_message_id)
         self._next += 1
         self._events.append(row)
         if TRACE_MODULE in self._modules and self.listener is not None:

@@ -49,12 +49,9 @@ def add_brake(parser: Parser, move: str) -> None:
 
 
 def brake_of(args: argparse.Namespace) -> core.Brake | None:
-    """The line's brake, built once from its options (None: no --stop-if-*)."""
-    if args.stop_if_dead_letters is None and args.stop_if_active is None:
-        if args.watch:
-            raise core.InvalidInputError(
-                "--watch says what a brake watches: give --stop-if-dead-letters or --stop-if-active."
-            )
+    """The line's brake, built once from its options (None: no --stop-if-* and no --watch; --watch
+    alone is refused by ``core.Brake``)."""
+    if args.stop_if_dead_letters is None and args.stop_if_active is None and not args.watch:
         return None
     return core.Brake(args.stop_if_dead_letters, args.stop_if_active, args.watch or (), args.watch_interval)
 

@@ -140,7 +140,7 @@ def test_a_brake_is_checked_before_anything_moves(emulator: Emulator) -> None:
     with pytest.raises(core.InvalidInputError, match="brake must be a Brake"):
         core.resubmit(DLQ, brake=5, connection=cs)  # type: ignore[arg-type]
     # The old keywords, for one release: the same checks (tests/project/test_old_keywords.py: the same run).
-    with pytest.warns(FutureWarning), pytest.raises(core.InvalidInputError, match="watch= says what a brake watches"):
+    with pytest.warns(FutureWarning), pytest.raises(core.InvalidInputError, match="watch= only says where it looks"):
         core.resubmit(DLQ, watch="plain", connection=cs)
 
 

@@ -140,3 +140,13 @@ def test_a_purge_on_the_server_is_a_batch_delete(emu: Emulator, sb: ServiceBusCl
         sender.send_messages(ServiceBusMessage("a", message_id="p1"))
     core.purge("q", connection=emu.connection_string)
     assert events(emu, "q", "p1") == [("accepted", "q"), ("batch_deleted", "q")]
+
+
+def test_an_events_detail_keywords_are_journey_event_fields_in_their_order() -> None:
+    """The broker passes an event's detail by keyword (``EventDetail``) and the log keeps it in
+    ``JourneyEvent``'s order: the two lists must stay one."""
+    from sbnotebook.emulator.journey.log import DETAIL, JourneyEvent
+
+    fields = list(JourneyEvent._fields)
+    start = fields.index(DETAIL[0])
+    assert tuple(fields[start : start + len(DETAIL)]) == DETAIL

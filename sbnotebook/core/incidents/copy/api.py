@@ -41,7 +41,7 @@ from ...connections.interrupts import answers_interrupts, before_anything
 from ...connections.interrupts import interrupted as core_interrupted
 from ...connections.live import LiveConnection
 from ...connections.registry import ConnectionLike, live
-from ...connections.syncforms import arguments_of, sync_form
+from ...connections.syncforms import sync_form, taking_arguments_of
 from ...defaults import MAX_HELD_BYTES, MAX_IN_FLIGHT, check_max_in_flight, check_whole_number
 from ...entities import EntityPath
 from ...errors import InvalidInputError
@@ -51,7 +51,7 @@ from ...rates import Rate, parse_rate
 from ...renames import gathered, renamed
 from ...tracing import operation
 from ...views.search import WhereLike, as_where
-from ..brake import WATCH_INTERVAL, Brake, check_brake, watched_entities
+from ..brake import Brake, check_brake
 from ..canary import Canary, check_canary, fate
 from ..stops import STOPS_GATHERED
 from .progress import CopyProgress, created_times, load, record_key, record_path
@@ -150,40 +150,12 @@ async def acopy(
             report.stats.update(matches.stats())
             report.note(f"{matches.describe()}: not copied")
     if canary is not None and not core_interrupted(report):  # the copies' fate, read at the target
-        entities = await asyncio.to_thread(watched_entities, dst, brake.watch if brake else (), dst_path)
         rest = "the same copy again without canary copies the rest" if run.paused else "nothing was left to copy"
-        interval = brake.watch_interval if brake else WATCH_INTERVAL
-        await fate(dst, entities, report, interval=interval, timeout=canary.canary_timeout, outcome="sent", rest=rest)
+        await fate(dst, dst_path, report, canary, brake, outcome="sent", rest=rest)
     return report
 
 
-@gathered(**STOPS_GATHERED)
-@renamed(**COPY_RENAMED)
-@sync_form(acopy, grace=SAVE_GRACE)
-def copy(
-    source: str | EntityPath,
-    target: str | EntityPath,
-    *,
-    where: WhereLike = None,
-    max_messages: int | None = None,
-    keep_message_id: bool = False,
-    max_in_flight: int = MAX_IN_FLIGHT,
-    rate: Rate | None = None,
-    max_held_bytes: int = MAX_HELD_BYTES,
-    progress: Callable[[Report], None] | None = None,
-    state: CopyProgress | None = None,
-    source_connection: ConnectionLike = None,
-    resume: bool = True,
-    enqueued_after: When | None = None,
-    enqueued_before: When | None = None,
-    brake: Brake | None = None,
-    canary: Canary | None = None,
-    connection: ConnectionLike = None,
-) -> Report:
-    """Copy messages by peeking (nothing locked, no delivery counted, the source untouched) to a
-    queue or topic of the same or another namespace (``source_connection``), through the send
-    pipeline, resumable (see ``acopy`` and the module docstring)."""
-    raise NotImplementedError  # never runs: @sync_form runs acopy
+copy = sync_form(acopy, grace=SAVE_GRACE)
 
 
 def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath, LiveConnection, EntityPath]:
@@ -201,64 +173,26 @@ def _record_of(given: dict[str, Any]) -> tuple[Path, LiveConnection, EntityPath,
     return record_path(key), src, source, dst, target
 
 
-@gathered(**STOPS_GATHERED)
-@renamed(**COPY_RENAMED)
-@arguments_of(acopy)
-def copy_record(
-    source: str | EntityPath,
-    target: str | EntityPath,
-    *,
-    where: WhereLike = None,
-    max_messages: int | None = None,
-    keep_message_id: bool = False,
-    max_in_flight: int = MAX_IN_FLIGHT,
-    rate: Rate | None = None,
-    max_held_bytes: int = MAX_HELD_BYTES,
-    progress: Callable[[Report], None] | None = None,
-    state: CopyProgress | None = None,
-    source_connection: ConnectionLike = None,
-    resume: bool = True,
-    enqueued_after: When | None = None,
-    enqueued_before: When | None = None,
-    brake: Brake | None = None,
-    canary: Canary | None = None,
-    connection: ConnectionLike = None,
-) -> Path:
+def _copy_record(given: dict[str, Any]) -> Path:
     """The file that records an unfinished copy made with these arguments (``acopy``'s: a copy's own
     can be given as they are); it exists only while such a copy is not complete. The source, the
     target, their connections, ``where``, ``keep_message_id`` and ``max_messages`` choose it; the other
     arguments change nothing here. A copy given ``state`` or a ``where`` function keeps no record:
     ``InvalidInputError``."""
-    return _record_of(locals())[0]  # the arguments, by name (nothing else is defined yet)
+    return _record_of(given)[0]
 
 
-@gathered(**STOPS_GATHERED)
-@renamed(**COPY_RENAMED)
-@arguments_of(acopy)
-def copy_resume_point(
-    source: str | EntityPath,
-    target: str | EntityPath,
-    *,
-    where: WhereLike = None,
-    max_messages: int | None = None,
-    keep_message_id: bool = False,
-    max_in_flight: int = MAX_IN_FLIGHT,
-    rate: Rate | None = None,
-    max_held_bytes: int = MAX_HELD_BYTES,
-    progress: Callable[[Report], None] | None = None,
-    state: CopyProgress | None = None,
-    source_connection: ConnectionLike = None,
-    resume: bool = True,
-    enqueued_after: When | None = None,
-    enqueued_before: When | None = None,
-    brake: Brake | None = None,
-    canary: Canary | None = None,
-    connection: ConnectionLike = None,
-) -> CopyProgress | None:
+copy_record = taking_arguments_of(acopy, _copy_record)
+
+
+def _copy_resume_point(given: dict[str, Any]) -> CopyProgress | None:
     """What an unfinished copy with these arguments (``acopy``'s, as for ``copy_record``) did, from
     its record on disk, or None (none, or its source or target was deleted and created again since:
     see ``copy_progress.created_times``). A copy with ``resume=False`` starts afresh all the same."""
-    record, src, source, dst, target = _record_of(locals())  # the arguments, by name
+    record, src, source, dst, target = _record_of(given)
     if not record.is_file():
         return None  # no unfinished copy: no creation times to ask the administration API for
     return load(record, created_times(src, source, dst, target))[0]
+
+
+copy_resume_point = taking_arguments_of(acopy, _copy_resume_point)

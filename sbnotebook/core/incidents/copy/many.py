@@ -220,12 +220,15 @@ async def acopy_many(
     brake: Brake | None = None,
     canary: Canary | None = None,
 ) -> Report:
-    """Copy the queues ``pattern`` matches (or their DLQs) of ``source_connection`` into the queues of the same names
-    of ``connection`` (the module docstring; ``rate``: ``copy_many``'s). ``max_messages``: per entity. ``progress(match,
-    report)`` as each entity's copy starts (an empty report), then after each of its sends. ``enqueued_after`` /
-    ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): each entity's messages enqueued in that window
-    (found by a search over peeks, window.py); an age is taken once for all, kept in the glob's record to resume.
-    The brake and the canary: one copy's (``acopy``), across the entities as the module docstring says."""
+    """Copy the queues ``pattern`` matches (or their dead-letter queues) of ``source_connection`` into
+    the queues of the same names of ``connection``, one ``acopy`` per entity, one Report with a part per
+    entity (the module docstring). ``max_messages``: per entity. ``rate`` (``50/s``:
+    ``core.parse_rate``): at most that many messages per second over the run (the entities are copied
+    one after another). ``progress(match, report)`` as each entity's copy starts (an empty report), then
+    after each of its sends. ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age
+    such as ``2h``): each entity's messages enqueued in that window (found by a search over peeks,
+    window.py); an age is taken once for all, kept in the glob's record to resume. The brake and the
+    canary: one copy's (``acopy``), across the entities as the module docstring says."""
     same = {k: v for k, v in locals().items() if k in PASSED_ON}  # each entity's acopy takes these as given
     window, _ = enqueued_window(enqueued_after, enqueued_before), parse_rate(rate)  # a bad WHEN or rate: nothing read
     stops = GlobStops(check_brake(brake), check_canary(canary))  # checked before anything is read
@@ -318,29 +321,4 @@ def _unfinished(m: Match, src: LiveConnection, dst: LiveConnection, options: dic
     ).exists()
 
 
-@gathered(**STOPS_GATHERED)
-@sync_form(acopy_many, grace=SAVE_GRACE)
-def copy_many(
-    pattern: str,
-    *,
-    source_connection: ConnectionLike = None,
-    connection: ConnectionLike = None,
-    create: bool = False,
-    where: str | None = None,
-    max_messages: int | None = None,
-    keep_message_id: bool = False,
-    max_in_flight: int = MAX_IN_FLIGHT,
-    rate: Rate | None = None,
-    max_held_bytes: int = MAX_HELD_BYTES,
-    progress: Callable[[Match, Report], None] | None = None,
-    enqueued_after: When | None = None,
-    enqueued_before: When | None = None,
-    brake: Brake | None = None,
-    canary: Canary | None = None,
-) -> Report:
-    """Copy the queues a glob matches (or their dead-letter queues) into the queues of the same names
-    of another namespace, one ``acopy`` per entity, one Report with a part per entity (see
-    ``acopy_many`` and the module docstring). ``rate`` (``50/s``: ``core.parse_rate``): at most that
-    many messages per second over the run (the entities are copied one after another). The brake and
-    the canary: one copy's, across the entities (the module docstring)."""
-    raise NotImplementedError  # never runs: @sync_form runs acopy_many
+copy_many = sync_form(acopy_many, grace=SAVE_GRACE)

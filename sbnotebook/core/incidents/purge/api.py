@@ -354,7 +354,13 @@ async def apurge(
     enqueued_before: When | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
-    """The async form of :func:`purge`."""
+    """Remove every message from an entity (or its DLQ). One outcome per removed message.
+    ``active=False`` leaves active messages (purge only deferred and/or scheduled ones), as
+    ``deferred=False`` and ``scheduled=False`` leave those.
+    ``session_ids``: on a session-enabled entity, purge these sessions only (default: every session
+    Service Bus lists, which leaves out sessions holding nothing but deferred or scheduled messages).
+    ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only
+    messages enqueued within that window (purge/window.py says which path each kind takes)."""
     path = EntityPath.parse(entity)
     window = enqueued_window(enqueued_after, enqueued_before)
     if window is not None and session_ids is not None:
@@ -378,25 +384,4 @@ async def apurge(
     return report
 
 
-@renamed(**PURGE_RENAMED)
-@sync_form(apurge)
-def purge(
-    entity: str | EntityPath,
-    *,
-    active: bool = True,
-    deferred: bool = True,
-    scheduled: bool = True,
-    session_ids: Iterable[str] | None = None,
-    progress: Callable[[Report], None] | None = None,
-    enqueued_after: When | None = None,
-    enqueued_before: When | None = None,
-    connection: ConnectionLike = None,
-) -> Report:
-    """Remove every message from an entity (or its DLQ). One outcome per removed message.
-    ``active=False`` leaves active messages (purge only deferred and/or scheduled ones), as
-    ``deferred=False`` and ``scheduled=False`` leave those.
-    ``session_ids``: on a session-enabled entity, purge these sessions only (default: every session
-    Service Bus lists, which leaves out sessions holding nothing but deferred or scheduled messages).
-    ``enqueued_after`` / ``enqueued_before`` (a datetime, ISO 8601 or an age such as ``2h``): only
-    messages enqueued within that window (purge/window.py says which path each kind takes)."""
-    raise NotImplementedError  # never runs: @sync_form runs apurge
+purge = sync_form(apurge)

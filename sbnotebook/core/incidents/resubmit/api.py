@@ -26,8 +26,8 @@ target with duplicate detection drops them.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ...connections.interrupts import interrupted as core_interrupted
@@ -42,7 +42,7 @@ from ...rates import Rate, parse_rate
 from ...renames import gathered, renamed
 from ...tracing import operation
 from ...views.search import WhereLike, as_where
-from ..brake import WATCH_INTERVAL, Brake, check_brake, watched_entities
+from ..brake import Brake, check_brake
 from ..canary import Canary, check_canary, fate
 from ..stops import STOPS_GATHERED
 from .progress import ResubmitProgress, load, record_path, save
@@ -74,6 +74,19 @@ def _target(src: EntityPath, target: str | EntityPath | None, allow_fan_out: boo
     return dst
 
 
+def _resumed(
+    record: Path, resume: bool, src: EntityPath, dst: EntityPath
+) -> tuple[ResubmitProgress | None, int | None]:
+    """The unfinished runs' record (resumed or not, the copies it holds are not sent again) and,
+    resumed, how many those runs moved."""
+    earlier = load(record)
+    if resume and earlier is None:
+        raise InvalidInputError(
+            f"Nothing to resume: no resubmit from {src} to {dst} was left unfinished (the last one finished)."
+        )
+    return earlier, earlier.moved if resume and earlier is not None else None
+
+
 @gathered(**STOPS_GATHERED)
 @renamed(limit="max_messages")
 async def aresubmit(
@@ -96,8 +109,24 @@ async def aresubmit(
     canary: Canary | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
-    """The async form of :func:`resubmit`. ``resume=True`` continues a run that did not finish
-    (interrupted): ``max_messages`` counts what it moved (see the module docstring)."""
+    """Move messages from ``source`` to ``target``: copy first, complete second.
+
+    ``where`` selects messages (a search expression, see ``compile_where``, or a function of a
+    record; others are released untouched; one that raised on every message fails before anything
+    moves, on some they are counted in the Report's stats and notes); ``enqueued_after`` /
+    ``enqueued_before`` (a datetime, ISO 8601, or an age such as ``2h``) only messages enqueued within
+    that window; ``edit(record)`` returns the record to send (its ``body``/``body_text``/properties
+    changed) or None to leave the message where it is. One outcome per message: resubmitted, skipped,
+    duplicated or failed. ``progress(report)`` after each batch (from the connection's thread).
+    ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``) holds the run to that many messages per
+    second, ``max_in_flight`` still the cap on batches moved at once. ``brake`` (a ``core.Brake``)
+    stops the run when more come back dead-lettered, or a backlog grows, than it allows; ``canary``
+    (a ``core.Canary``) moves its size, says from the broker what the consumer made of them and moves
+    nothing more. Interrupted, it ends the batches in flight (none cut in two) and returns its Report
+    (``core.interrupted(report)`` is True). Stopped any of these ways, the same call with
+    ``resume=True`` moves the rest, nothing twice (``max_messages`` counts over the whole run; see the
+    module docstring). The old keywords (``stop_if_dead_letters=`` ..., ``canary=K``,
+    ``canary_timeout=``) are taken for one release, with a warning."""
     src = EntityPath.parse(source)
     dst = _target(src, target, allow_fan_out)
     check_limit(max_messages, max_in_flight, batch_size)
@@ -108,12 +137,7 @@ async def aresubmit(
     window = enqueued_window(enqueued_after, enqueued_before)
     conn = live(connection)
     record = record_path(conn, src, dst)
-    earlier = load(record)  # resumed or not, the copies it records are not sent again
-    if resume and earlier is None:
-        raise InvalidInputError(
-            f"Nothing to resume: no resubmit from {src} to {dst} was left unfinished (the last one finished)."
-        )
-    before = earlier.moved if resume and earlier is not None else None
+    earlier, before = _resumed(record, resume, src, dst)
     limit = None if max_messages is None else max_messages - (before or 0)
     if canary is not None and (limit is None or canary.size < limit):
         limit = canary.size
@@ -142,9 +166,7 @@ async def aresubmit(
         )
         span.report(report)
     if canary is not None and not core_interrupted(report):  # the copies' fate, read at the target
-        entities = await asyncio.to_thread(watched_entities, conn, brake.watch if brake else (), dst)
-        interval = brake.watch_interval if brake else WATCH_INTERVAL
-        await fate(conn, entities, report, interval=interval, timeout=canary.canary_timeout)
+        await fate(conn, dst, report, canary, brake)
     return report
 
 
@@ -162,50 +184,4 @@ def resubmit_resume_point(
     return load(record_path(live(connection), src, _target(src, target, allow_fan_out)))
 
 
-@gathered(**STOPS_GATHERED)
-@renamed(limit="max_messages")
-@sync_form(aresubmit)
-def resubmit(
-    source: str | EntityPath,
-    *,
-    target: str | EntityPath | None = None,
-    where: WhereLike = None,
-    edit: Callable[[Record], Record | None] | None = None,
-    max_messages: int | None = None,
-    keep_message_id: bool = False,
-    allow_fan_out: bool = False,
-    max_in_flight: int = MAX_IN_FLIGHT,
-    rate: Rate | None = None,
-    batch_size: int = BATCH_SIZE,
-    progress: Callable[[Report], None] | None = None,
-    enqueued_after: When | None = None,
-    enqueued_before: When | None = None,
-    resume: bool = False,
-    brake: Brake | None = None,
-    canary: Canary | None = None,
-    connection: ConnectionLike = None,
-) -> Report:
-    """Move messages from ``source`` to ``target``: copy first, complete second.
-
-    ``where`` selects messages (a search expression, see ``compile_where``, or a function of a
-    record; others are released untouched; one that raised on every message fails before anything
-    moves, on some they are counted in the Report's stats and notes); ``enqueued_after`` /
-    ``enqueued_before`` (a datetime, ISO 8601, or an age such as ``2h``) only messages enqueued within
-    that window; ``edit(record)`` returns the
-    record to send (its ``body``/``body_text``/properties changed) or None to leave the message where
-    it is. One outcome per message: resubmitted, skipped, duplicated or failed. ``progress(report)``
-    after each batch (from the connection's thread). Interrupted, it ends the batches in flight (none
-    cut in two) and returns its Report (``core.interrupted(report)`` is True); ``resume=True``
-    continues that run, nothing moved twice (``max_messages`` counts over the whole run; see the
-    module docstring). ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``) holds the run to that
-    many messages per second, ``max_in_flight`` still the cap on batches moved at once.
-    ``brake=Brake(stop_if_dead_letters=N)`` stops the run once N more messages are in the watched
-    dead-letter queues than when it began (``stop_if_active=N``: once a watched backlog passes N;
-    ``watch``: the entities, default the target, a topic's subscriptions; read every
-    ``watch_interval`` seconds). Stopped so, its Report says why, what moved and what came back, and
-    ``resume=True`` moves the rest. ``canary=Canary(K)`` moves K, waits until the target's consumer
-    has had them (none still active there, or the canary's ``timeout``), says what became of them
-    (``CanaryFate.of(report)``, read from the broker: ``canary.py``) and moves nothing more until
-    the same call with ``resume=True``. The old keywords (``stop_if_dead_letters=`` ...,
-    ``canary=K``, ``canary_timeout=``) are taken for one release, with a warning."""
-    raise NotImplementedError  # never runs: @sync_form runs aresubmit
+resubmit = sync_form(aresubmit)

@@ -42,7 +42,11 @@ async def adiscard(
     max_in_flight: int = MAX_IN_FLIGHT,
     connection: ConnectionLike = None,
 ) -> Report:
-    """The async form of :func:`discard`."""
+    """Remove the selected messages for good (complete them): all active ones, or those ``where`` (a
+    search expression or a function of a record) and ``enqueued_after`` / ``enqueued_before`` (a
+    datetime, ISO 8601 or an age such as ``2h``) select, at most ``max_messages``. Others are released
+    untouched, with no delivery counted, as in ``resubmit``. A search that raised on every message
+    removes nothing and fails (``WhereFailed``). Destructive: the notebook layers ask first."""
     src = EntityPath.parse(source)
     check_limit(max_messages, max_in_flight, BATCH_SIZE)
     matches = as_where(where)
@@ -66,22 +70,4 @@ async def adiscard(
     return report
 
 
-@renamed(limit="max_messages")
-@sync_form(adiscard)
-def discard(
-    source: str | EntityPath,
-    *,
-    where: str | Callable[[Record], bool] | None = None,
-    max_messages: int | None = None,
-    progress: Callable[[Report], None] | None = None,
-    enqueued_after: When | None = None,
-    enqueued_before: When | None = None,
-    max_in_flight: int = MAX_IN_FLIGHT,
-    connection: ConnectionLike = None,
-) -> Report:
-    """Remove the selected messages for good (complete them): all active ones, or those ``where`` (a
-    search expression or a function of a record) and ``enqueued_after`` / ``enqueued_before`` (a
-    datetime, ISO 8601 or an age such as ``2h``) select, at most ``max_messages``. Others are released
-    untouched, with no delivery counted, as in ``resubmit``. A search that raised on every message
-    removes nothing and fails (``WhereFailed``). Destructive: the notebook layers ask first."""
-    raise NotImplementedError  # never runs: @sync_form runs adiscard
+discard = sync_form(adiscard)

@@ -12,6 +12,7 @@ Where things are (each sub-package opens with its own map):
   source; ``testing/``: what the pytest plugin does once a test asks for a namespace;
 - here: ``pytest_plugin.py`` (the plugin ``servicebus``: its options, marker and fixtures),
   ``cli.py`` (the ``sbnotebook`` command), ``topology_cli.py`` (``sbnotebook topology export``),
+  ``playbook_cli.py`` (``sbnotebook playbook plan|run``),
   ``demo.py`` (``sbnotebook demo``), ``about.py`` (what this install is: versions, where it runs
   from, which install command fits), ``_version.py`` (the version, written once).
 """

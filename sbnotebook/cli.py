@@ -1,5 +1,5 @@
 """``sbnotebook`` command line: ``sbnotebook emulator ...``, ``sbnotebook topology export ...``,
-``sbnotebook demo`` and ``sbnotebook tutorials``."""
+``sbnotebook playbook plan|run ...``, ``sbnotebook demo`` and ``sbnotebook tutorials``."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
     topology_arguments(
         sub.add_parser("topology", help="export a namespace's entities and rules as emulator Config.json")
     )
+    from .playbook_cli import add_arguments as playbook_arguments
+
+    playbook_arguments(sub.add_parser("playbook", help="plan or run a playbook (docs/playbooks.md)"))
     sub.add_parser("demo", help="start the emulator, send, peek and settle a few messages, and explain")
     tut = sub.add_parser("tutorials", help="write the tutorial notebooks into a folder")
     tut.add_argument("dir", nargs="?", default="sbnotebook-tutorials", help="where (default: %(default)s)")
@@ -41,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         from .topology_cli import run as run_topology
 
         return run_topology(args)
+    if args.command == "playbook":
+        from .playbook_cli import run as run_playbook
+
+        return run_playbook(args)
     if args.command == "tutorials":
         return write_tutorials(Path(args.dir), force=args.force)
     from .demo import run_demo

@@ -49,6 +49,7 @@ from .connections.credentials import (
     is_secret_ref,
     parse_credential_ref,
     parse_secret_ref,
+    read_secret,
 )
 from .connections.interrupts import interrupted
 from .connections.live import LiveConnection
@@ -89,10 +90,12 @@ from .files.jsonl import (
     to_json_record,
     write_jsonl,
 )
+from .incidents import playbook
 from .incidents.brake import WATCH_INTERVAL, Brake, braked
 from .incidents.canary import CANARY_TIMEOUT, Canary, CanaryFate
 from .incidents.copy.api import CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
 from .incidents.copy.many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
+from .incidents.playbook import PlaybookError
 from .incidents.purge.api import apurge, purge
 from .incidents.resubmit.api import aresubmit, default_target, resubmit, resubmit_resume_point
 from .incidents.resubmit.discard import adiscard, discard
@@ -219,6 +222,7 @@ __all__ = [
     "Outcome",
     "PartlyDoneError",
     "PeekPage",
+    "PlaybookError",
     "Policy",
     "Rate",
     "Report",
@@ -316,10 +320,12 @@ __all__ = [
     "peek",
     "peek_numbers",
     "peek_page",
+    "playbook",
     "pretty_state",
     "process",
     "purge",
     "read_jsonl",
+    "read_secret",
     "receive",
     "receive_deferred",
     "redact",

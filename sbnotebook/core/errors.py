@@ -6,7 +6,8 @@ and carries the broker's tracking id and whether a retry could help, where known
     ├── EntityNameError             a malformed entity address
     ├── EntityNotFoundError         the entity does not exist
     ├── InvalidInputError           messages or options the kit cannot use (bad JSON, bad types)
-    │   └── WhereFailed             a search raised on every message it was run on: nothing done
+    │   ├── WhereFailed             a search raised on every message it was run on: nothing done
+    │   └── PlaybookError           a playbook that cannot run as written: file:line:column, nothing touched
     ├── MessageTooLargeError        a message over the entity's size limit
     ├── LockLostError               a lock expired or was lost before settlement
     ├── ServiceError                any other failure reported by Service Bus

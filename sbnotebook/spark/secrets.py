@@ -20,7 +20,6 @@ variables).
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, replace
 from typing import Any
@@ -34,6 +33,7 @@ from ..core import (
     is_secret_ref,
     parse_credential_ref,
     parse_secret_ref,
+    read_secret,
     resolve,
 )
 
@@ -145,7 +145,8 @@ def connection_of(source: Source) -> Connection:
     with _lock:
         found = _resolved.get(key)
     if found is None:
-        secret = _secret(source.ref)  # its own errors say what is missing; the secret is never shown
+        # its own errors say what is missing; the secret is never shown
+        secret = read_secret(source.ref, dbutils=_dbutils, option="servicebus: secretRef")
         try:
             found = resolve(secret, websockets=source.websockets)
         except SbError as exc:
@@ -176,30 +177,6 @@ def _signed_in_connection(source: EntraRef) -> Connection:
                 ),
             )
     return found
-
-
-def _secret(ref: str) -> str:
-    scheme, _, rest = ref.partition(":")
-    if scheme == "env":
-        value = os.environ.get(rest)
-        if not value:
-            raise ConfigurationError(
-                f"servicebus: secretRef {ref}: {rest} is not set in the environment of this process "
-                f"(pid {os.getpid()}); on a cluster set it for the driver and the executors."
-            )
-        return value
-    scope, _, key = rest.partition("/")
-    dbutils = _dbutils()
-    if dbutils is None:
-        raise ConfigurationError(
-            f"servicebus: secretRef {ref} needs Databricks' dbutils, which this process does not have "
-            "(outside Databricks, or a worker without it): set an environment variable from the secret in "
-            "the cluster configuration (NAME={{secrets/" + rest + "}}) and use secretRef env:NAME."
-        )
-    try:
-        return str(dbutils.secrets.get(scope=scope, key=key))
-    except Exception as exc:  # the text of a secrets error is not shown: it is not ours to vet
-        raise ConfigurationError(f"servicebus: could not read secret {scope}/{key} ({type(exc).__name__}).") from None
 
 
 def _dbutils() -> Any:

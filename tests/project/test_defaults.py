@@ -49,6 +49,7 @@ BY_PLACE: dict[tuple[str, str], tuple[str, object]] = {
 OTHER_FACTS: dict[tuple[str, str], tuple[str, object]] = {
     ("core.scan", "max_in_flight"): ("scan.DEFAULT_MAX_IN_FLIGHT: peek windows", scan.DEFAULT_MAX_IN_FLIGHT),
     ("core.ascan", "max_in_flight"): ("scan.DEFAULT_MAX_IN_FLIGHT: peek windows", scan.DEFAULT_MAX_IN_FLIGHT),
+    ("core.scan_records", "max_in_flight"): ("scan.DEFAULT_MAX_IN_FLIGHT: peek windows", scan.DEFAULT_MAX_IN_FLIGHT),
     ("core.process", "max_in_flight"): ("process.HANDLERS_IN_FLIGHT: handlers", process.HANDLERS_IN_FLIGHT),
 }
 if surface.spark_installed():

@@ -28,6 +28,7 @@ ORDERED = (
     "sbnotebook.core",
     "sbnotebook.core.incidents",
     "sbnotebook.core.incidents.copy",
+    "sbnotebook.core.incidents.playbook",
     "sbnotebook.core.incidents.purge",
     "sbnotebook.core.incidents.resubmit",
     "sbnotebook.core.files",

@@ -32,6 +32,7 @@ import importlib
 import inspect
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +116,34 @@ def parse_secret_ref(text: str, *, option: str = "secretRef") -> str:
     if scheme == "secret" and (rest.count("/") != 1 or not all(rest.split("/"))):
         raise ConfigurationError(f"servicebus: {option} {text!r} needs a scope and a key: secret:scope/key.")
     return f"{scheme}:{rest}"
+
+
+def read_secret(ref: str, *, dbutils: Callable[[], Any] | None = None, option: str = "secret") -> str:
+    """The connection string a secret reference (``parse_secret_ref``'s spelling) names, read in this
+    process: ``env:NAME`` from its environment, ``secret:SCOPE/KEY`` through ``dbutils()`` (the
+    caller's way to Databricks' dbutils; None or None returned: not here). ``option`` begins each
+    error, which never shows the secret."""
+    scheme, _, rest = ref.partition(":")
+    if scheme == "env":
+        value = os.environ.get(rest)
+        if not value:
+            raise ConfigurationError(
+                f"{option} {ref}: {rest} is not set in the environment of this process "
+                f"(pid {os.getpid()}); on a cluster set it for the driver and the executors."
+            )
+        return value
+    scope, _, key = rest.partition("/")
+    found = dbutils() if dbutils is not None else None
+    if found is None:
+        raise ConfigurationError(
+            f"{option} {ref} needs Databricks' dbutils, which this process does not have "
+            "(outside Databricks, or a worker without it): set an environment variable from the secret in "
+            "the cluster configuration (NAME={{secrets/" + rest + "}}) and use env:NAME."
+        )
+    try:
+        return str(found.secrets.get(scope=scope, key=key))
+    except Exception as exc:  # the text of a secrets error is not shown: it is not ours to vet
+        raise ConfigurationError(f"{option}: could not read secret {scope}/{key} ({type(exc).__name__}).") from None
 
 
 def credential_of(ref: CredentialRef, *, dbutils: Any = None) -> Any:

@@ -1,6 +1,8 @@
 """The incident tools: operations that move or remove the messages of a whole entity, and must
 never lose or double one.
 
+- ``playbook/``: an incident procedure written once (YAML) and run as a job: a plan from one scan,
+  each rule through resubmit or discard, an audit of every message (docs/playbooks.md);
 - ``purge/``: take everything (or a time window) out of an entity, by batch delete on the server or
   by receiving;
 - ``resubmit/``: move messages, copy first then complete (``operations/copies.py``), and discard

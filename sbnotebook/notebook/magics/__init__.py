@@ -13,7 +13,7 @@ Where to change what:
   (%sb_purge, %sb_cancel_scheduled), ``copying.py`` (%sb_copy; a glob's copy in ``copying_many.py``),
   ``files.py`` (%sb_export, %sb_import), ``sessions.py`` (%sb_sessions, %sb_session_state),
   ``stats.py`` (%sb_stats), ``tail.py`` (%sb_tail), ``topology.py`` (%sb_topology), ``route.py``
-  (%sb_route), ``journeys.py`` (%sb_trace);
+  (%sb_route), ``journeys.py`` (%sb_trace), ``playbook.py`` (%sb_playbook);
 - what the commands share: ``command.py`` (the parser and the one error handler), ``targets.py``
   (the entity and sequence-number arguments), ``times.py`` (every time flag, read by
   ``core.parse_time``, and ``--where``), ``progress.py`` (the live progress line), ``brakes.py`` (the brake's and the

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -180,18 +179,8 @@ def secret_value(self: MagicsState, spec: str) -> str:
         ref = core.parse_secret_ref(spec, option="--secret")
     except core.ConfigurationError as exc:
         raise UsageError(str(exc).removeprefix("servicebus: ")) from None
-    scheme, _, rest = ref.partition(":")
-    if scheme == "env":
-        value = os.environ.get(rest)
-        if not value:
-            raise UsageError(f"--secret {ref}: {rest} is not set in this notebook's environment.")
-        return value
-    scope, _, key = rest.partition("/")
-    dbutils = self.shell.user_ns.get("dbutils") if self.shell is not None else None
-    if dbutils is None:
-        raise UsageError("--secret reads a Databricks secret scope, but dbutils is not available here.")
+    notebook = self.shell.user_ns.get("dbutils") if self.shell is not None else None
     try:
-        value = dbutils.secrets.get(scope=scope, key=key)
-    except Exception as exc:
-        raise UsageError(f"Cannot read secret {scope}/{key}: {type(exc).__name__}.") from None
-    return str(value)
+        return core.read_secret(ref, dbutils=lambda: notebook, option="--secret")
+    except core.ConfigurationError as exc:
+        raise UsageError(str(exc)) from None

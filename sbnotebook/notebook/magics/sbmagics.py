@@ -21,6 +21,7 @@ from . import (
     files,
     journeys,
     peek,
+    playbook,
     purge,
     receive,
     resubmit,
@@ -65,6 +66,7 @@ class SbMagics(Magics, MagicsState):
     sb_topology = line_magic(topology.sb_topology)
     sb_route = line_cell_magic(route.sb_route)
     sb_trace = line_magic(journeys.sb_trace)
+    sb_playbook = line_magic(playbook.sb_playbook)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         # Read first: an unknown setting fails loading before this object joins the shell's configurables.

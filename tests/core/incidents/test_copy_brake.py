@@ -111,7 +111,7 @@ def test_a_copy_brake_and_canary_are_checked_before_anything_is_copied(emulator:
     # The old keywords (one release): checked as before, each with its warning.
     with pytest.warns(FutureWarning), pytest.raises(core.InvalidInputError, match="stop_if_dead_letters must be"):
         core.copy(brake.DLQ, "plain", stop_if_dead_letters=-1, connection=cs)
-    with pytest.warns(FutureWarning), pytest.raises(core.InvalidInputError, match="watch= says what a brake watches"):
+    with pytest.warns(FutureWarning), pytest.raises(core.InvalidInputError, match="watch= only says where it looks"):
         core.copy(brake.DLQ, "plain", watch="plain", connection=cs)
     with pytest.warns(FutureWarning), pytest.raises(core.InvalidInputError, match="canary must be a whole number"):
         core.copy(brake.DLQ, "plain", canary=0, connection=cs)

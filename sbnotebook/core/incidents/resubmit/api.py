@@ -37,7 +37,7 @@ from ...defaults import MAX_IN_FLIGHT
 from ...entities import EntityPath
 from ...errors import EntityNameError, InvalidInputError
 from ...operations.window import When, enqueued_window
-from ...outcome import Report
+from ...outcome import Outcome, Report
 from ...rates import Rate, parse_rate
 from ...renames import gathered, renamed
 from ...tracing import operation
@@ -87,6 +87,13 @@ def _resumed(
     return earlier, earlier.moved if resume and earlier is not None else None
 
 
+def _this_run(max_messages: int | None, before: int | None, canary: Canary | None) -> int | None:
+    """How many this run may move: what is left of ``max_messages`` after the runs ``before`` it, at
+    most a canary's size; None: no bound."""
+    limit = None if max_messages is None else max_messages - (before or 0)
+    return canary.size if canary is not None and (limit is None or canary.size < limit) else limit
+
+
 @gathered(**STOPS_GATHERED)
 @renamed(limit="max_messages")
 async def aresubmit(
@@ -107,6 +114,7 @@ async def aresubmit(
     resume: bool = False,
     brake: Brake | None = None,
     canary: Canary | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
     """Move messages from ``source`` to ``target``: copy first, complete second.
@@ -117,7 +125,8 @@ async def aresubmit(
     ``enqueued_before`` (a datetime, ISO 8601, or an age such as ``2h``) only messages enqueued within
     that window; ``edit(record)`` returns the record to send (its ``body``/``body_text``/properties
     changed) or None to leave the message where it is. One outcome per message: resubmitted, skipped,
-    duplicated or failed. ``progress(report)`` after each batch (from the connection's thread).
+    duplicated or failed. ``progress(report)`` after each batch, ``on_outcome(outcome)`` with each
+    outcome as it is known, past the Report's detail limit too (both from the connection's thread).
     ``rate`` (``50/s``, ``3000/m``: ``core.parse_rate``) holds the run to that many messages per
     second, ``max_in_flight`` still the cap on batches moved at once. ``brake`` (a ``core.Brake``)
     stops the run when more come back dead-lettered, or a backlog grows, than it allows; ``canary``
@@ -138,32 +147,15 @@ async def aresubmit(
     conn = live(connection)
     record = record_path(conn, src, dst)
     earlier, before = _resumed(record, resume, src, dst)
-    limit = None if max_messages is None else max_messages - (before or 0)
-    if canary is not None and (limit is None or canary.size < limit):
-        limit = canary.size
+    limit = _this_run(max_messages, before, canary)
     if limit is not None and limit < 1:  # the run moved what it was asked to: nothing more, its record done with
         save(record, earlier if earlier is not None and earlier.copied else None)
         return Report("resubmit", str(src), str(dst), notes=[f"resumed: the {max_messages} asked for were moved"])
     with operation("resubmit", conn, dst, source=src) as span:
-        report = await moved(
-            conn,
-            src,
-            dst,
-            window=window,
-            where=matches,
-            edit=edit,
-            limit=limit,
-            keep_message_id=keep_message_id,
-            max_in_flight=max_in_flight,
-            batch_size=batch_size,
-            progress=progress,
-            earlier=earlier,
-            record=record,
-            before=before,
-            rate=per_second,
-            brake=brake,
-            paused=canary is not None,
-        )
+        report = await moved(conn, src, dst, window=window, where=matches, edit=edit, limit=limit,
+                             keep_message_id=keep_message_id, max_in_flight=max_in_flight, batch_size=batch_size,
+                             progress=progress, earlier=earlier, record=record, before=before, rate=per_second,
+                             brake=brake, paused=canary is not None, on_outcome=on_outcome)  # fmt: skip
         span.report(report)
     if canary is not None and not core_interrupted(report):  # the copies' fate, read at the target
         await fate(conn, dst, report, canary, brake)

@@ -21,7 +21,7 @@ from ...connections.syncforms import sync_form
 from ...defaults import MAX_IN_FLIGHT
 from ...entities import EntityPath
 from ...operations.window import When, enqueued_window
-from ...outcome import Report
+from ...outcome import Outcome, Report
 from ...renames import renamed
 from ...tracing import operation
 from ...views.search import as_where
@@ -40,13 +40,16 @@ async def adiscard(
     enqueued_after: When | None = None,
     enqueued_before: When | None = None,
     max_in_flight: int = MAX_IN_FLIGHT,
+    on_outcome: Callable[[Outcome], None] | None = None,
     connection: ConnectionLike = None,
 ) -> Report:
     """Remove the selected messages for good (complete them): all active ones, or those ``where`` (a
     search expression or a function of a record) and ``enqueued_after`` / ``enqueued_before`` (a
     datetime, ISO 8601 or an age such as ``2h``) select, at most ``max_messages``. Others are released
     untouched, with no delivery counted, as in ``resubmit``. A search that raised on every message
-    removes nothing and fails (``WhereFailed``). Destructive: the notebook layers ask first."""
+    removes nothing and fails (``WhereFailed``). Destructive: the notebook layers ask first.
+    ``on_outcome(outcome)``: each outcome as it is known (from the connection's thread), past the
+    Report's detail limit too (a playbook's audit)."""
     src = EntityPath.parse(source)
     check_limit(max_messages, max_in_flight, BATCH_SIZE)
     matches = as_where(where)
@@ -65,6 +68,7 @@ async def adiscard(
             max_in_flight=max_in_flight,
             batch_size=BATCH_SIZE,
             progress=progress,
+            on_outcome=on_outcome,
         )
         span.report(report)
     return report

@@ -57,6 +57,7 @@ async def _resubmit(
     rate: float | None = None,
     brake: Brake | None = None,
     paused: bool = False,
+    on_outcome: Callable[[Outcome], None] | None = None,
 ) -> Report:
     """Copy first (send), complete second (one request per batch), with up to ``max_in_flight``
     batches moved at once (each worker: send the copies, complete the originals, receiving its next
@@ -69,6 +70,7 @@ async def _resubmit(
     watch = None if brake is None or dst is None else await watch_started(conn, brake, dst)
     started = time.perf_counter()
     report = Report("resubmit" if dst is not None else "discard", str(src), str(dst) if dst else None)
+    report.listener = on_outcome  # told of every outcome, past the Report's detail limit too
     report.stats.update(batches=0, workers=0)
     run = Run(report, limit, None, progress, in_target=dict(earlier.copied) if earlier else {})
     run.bucket = None if rate is None else TokenBucket(rate)

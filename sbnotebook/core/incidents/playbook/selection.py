@@ -1,0 +1,78 @@
+"""Which rule handles a dead letter: the first whose ``when`` holds, once.
+
+``when`` keys, each a test of the record (the one record schema): ``signature`` (the text ``%sb_dlq
+--by signature`` shows, ``views/signatures.py``), ``reason``, ``description`` and ``subject`` are the
+record's text or a glob of it (``*`` any text, ``?`` one character, everything else as it is:
+signatures hold ``<NUM>`` and brackets); ``where`` is the search grammar of ``--where``;
+``enqueued_after`` / ``enqueued_before`` the kit's one time grammar, taken once per plan or run (so
+the plan and the run it leads to agree); ``properties`` equality, as ``props[NAME] == VALUE`` in a
+search. A rule without ``when`` takes every message the rules above it left.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...operations.window import enqueued_window
+from ...views.search import compile_where
+from ...views.signatures import signature
+from ...views.where import Where
+from .schema import Rule
+
+Record = dict[str, Any]
+TEXT_FIELDS = {"reason": "dead_letter_reason", "description": "dead_letter_error_description", "subject": "subject"}
+
+
+def glob(text: str) -> re.Pattern[str]:
+    """``text`` as a whole-text pattern: ``*`` any text, ``?`` one character, the rest literal."""
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in text), re.S)
+
+
+@dataclass
+class Selector:
+    """One rule's ``when`` compiled: ``holds(record)``. ``where``: the search, kept to say what it
+    could not evaluate (``Where.check`` / ``stats``)."""
+
+    rule: Rule
+    tests: list[Callable[[Record], bool]]
+    where: Where | None
+
+    def holds(self, record: Record) -> bool:
+        return all(test(record) for test in self.tests)
+
+
+def selector(rule: Rule, now: dt.datetime) -> Selector:
+    """``rule``'s ``when`` compiled, its ages taken from ``now``."""
+    when = rule.when
+    tests: list[Callable[[Record], bool]] = []
+    if "signature" in when:
+        tests.append(_text_test(glob(when["signature"]), signature))
+    for key, field in TEXT_FIELDS.items():
+        if key in when:
+            tests.append(_text_test(glob(when[key]), _field(field)))
+    window = enqueued_window(when.get("enqueued_after"), when.get("enqueued_before"), now=now)
+    if window is not None:
+        tests.append(lambda r: r.get("enqueued_time") is not None and window.holds(r["enqueued_time"]))
+    expressions = [f"({when['where']})"] if "where" in when else []
+    expressions += [f"props[{name!r}] == {value!r}" for name, value in when.get("properties", {}).items()]
+    where = compile_where(" and ".join(expressions)) if expressions else None
+    if where is not None:
+        tests.append(where)
+    return Selector(rule, tests, where)
+
+
+def _field(name: str) -> Callable[[Record], str | None]:
+    return lambda record: record.get(name)
+
+
+def _text_test(pattern: re.Pattern[str], text_of: Callable[[Record], str | None]) -> Callable[[Record], bool]:
+    return lambda record: pattern.fullmatch(text_of(record) or "") is not None
+
+
+def first_rule(selectors: Sequence[Selector], record: Record) -> Rule | None:
+    """The rule that handles ``record``: the first whose ``when`` holds; None when none does."""
+    return next((s.rule for s in selectors if s.holds(record)), None)

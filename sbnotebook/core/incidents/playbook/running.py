@@ -25,12 +25,15 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from ...connections.interrupts import interrupted
 from ...connections.live import LiveConnection
 from ...connections.registry import ConnectionLike
+from ...entities import EntityPath
 from ...errors import InvalidInputError
+from ...operations.copies import copy_id
 from ...outcome import Outcome, Report
 from ...views.signatures import signature
 from ..brake import braked
@@ -196,7 +199,9 @@ class Step:
     moved: set[str]  # the originals moved by this playbook's runs: their copies are never moved again
     writer: AuditWriter
     result: PlaybookRun
-    seen: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)  # seq -> (id, signature)
+    seen: dict[int, tuple[str | None, str | None, str | None]] = field(
+        default_factory=dict
+    )  # seq -> (id, sig, copy id)
     acted: set[int] = field(default_factory=set)
 
     def mine(self, record: dict[str, Any]) -> bool:
@@ -204,7 +209,11 @@ class Step:
         copy of a message a run moved."""
         if came_back(record, self.moved) or first_rule(self.selectors, record) is not self.rule:
             return False
-        self.seen[int(record["sequence_number"])] = (record.get("message_id"), signature(record))
+        seq, original = int(record["sequence_number"]), record.get("message_id")
+        # The copy's id, as the resubmit derives it (Service Bus tells a sender no sequence number)
+        as_sent = SimpleNamespace(application_properties=record.get("application_properties"), sequence_number=seq)
+        copy = copy_id(as_sent, str(EntityPath.parse(self.entity)), original) if self.rule.moves else None
+        self.seen[seq] = (original, signature(record), copy)
         return True
 
     def outcome(self, o: Outcome) -> None:
@@ -212,7 +221,7 @@ class Step:
         if o.sequence_number is None or o.outcome in UNTOUCHED:
             return
         seq = int(o.sequence_number)
-        message_id, sig = self.seen.get(seq, (None, None))
+        message_id, sig, copy = self.seen.get(seq, (None, None, None))
         done = AUDITED.get(o.outcome, "failed")
         if done is None:
             done = "parked" if self.rule.do == "park" else "moved"
@@ -221,7 +230,7 @@ class Step:
         self.writer.row(rule=self.rule.name, entity=self.entity, sequence_number=seq,
                         message_id=message_id if done != "discarded" else o.message_id, signature=sig,
                         action=self.rule.do, outcome=done, target=self.target,
-                        copy_message_id=o.message_id if done in ("moved", "parked") else None,
+                        copy_message_id=copy if done in ("moved", "parked") else None,
                         note=o.error)  # fmt: skip
         self.result.counts[done] += 1
         self.acted.add(seq)

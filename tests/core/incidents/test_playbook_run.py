@@ -1,0 +1,180 @@
+"""A playbook over an incident, planned and run from the command line as a job runs it: the plan's
+counts are the broker's, the brake stops the run (exit 3), ``--resume`` finishes it, every message is
+in exactly one place, the audit agrees with the broker message by message, and a second run handles
+0. Each check reads the broker through the SDK, not the kit's words."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusSubQueue
+
+from sbnotebook import cli, core
+from sbnotebook.core.operations.copies import ORIGINAL_ID
+from sbnotebook.emulator import Emulator
+from tests.core.incidents.playbook_incident import (
+    INCIDENT,
+    SUBSCRIPTION,
+    TOPOLOGY,
+    dead_letter_kinds,
+    make_incident,
+    playbook_text,
+)
+from tests.helpers import QuickCloseClient, emulator_config
+
+BRAKE = "    rate: 100/s\n    stop_if_dead_letters: 20\n    watch_interval: 0.1\n"
+
+
+@pytest.fixture
+def emulator() -> Iterator[Emulator]:
+    with Emulator(TOPOLOGY, clock="manual") as emu:
+        yield emu
+        core.close_all()
+
+
+def originals(emulator: Emulator, entity: str, dead_letter: bool = False) -> list[str]:
+    """The original message id of each message in ``entity`` (or its DLQ): a copy's
+    ``sbnotebook-original-message-id``, else its own id; peeked through the SDK."""
+    found: list[str] = []
+    sub_queue = {"sub_queue": ServiceBusSubQueue.DEAD_LETTER} if dead_letter else {}
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as client:
+        topic, _, sub = entity.partition("/subscriptions/")
+        receiver = (
+            client.get_subscription_receiver(topic, sub, **sub_queue)
+            if sub
+            else client.get_queue_receiver(entity, **sub_queue)
+        )
+        with receiver:
+            after = 0
+            while page := receiver.peek_messages(max_message_count=250, sequence_number=after + 1):
+                for m in page:
+                    props = m.application_properties or {}
+                    original = props.get(ORIGINAL_ID.encode()) or props.get(ORIGINAL_ID)
+                    found.append(original.decode() if isinstance(original, bytes) else str(original or m.message_id))
+                after = page[-1].sequence_number
+    return found
+
+
+def ids_of(kind: str) -> set[str]:
+    """The incident's message ids of one kind (``t``, ``s``, ``x``, ``v``)."""
+    return {f"{kind}-{e.split('/')[0]}-{i}" for e, kinds in INCIDENT.items() for i in range(kinds.get(kind, 0))}
+
+
+class DeadLettering:
+    """A consumer of ``retry`` that dead-letters everything it gets (what is still broken), until stopped."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self.stop = threading.Event()
+        self.cs = emulator.connection_string
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        with QuickCloseClient.from_connection_string(self.cs) as client, client.get_queue_receiver("retry") as r:
+            while not self.stop.is_set():
+                for m in r.receive_messages(max_message_count=20, max_wait_time=0.2):
+                    r.dead_letter_message(m, reason="TimeoutException", error_description="still broken")
+
+    def __enter__(self) -> DeadLettering:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+
+def test_a_playbook_planned_braked_resumed_and_run_again_moves_each_message_once(
+    emulator: Emulator, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_incident(emulator)
+    monkeypatch.setenv("SB_TEST", emulator.connection_string)
+    path = tmp_path / "orders.yaml"
+    path.write_text(playbook_text(BRAKE) + "connection: env:SB_TEST\n", encoding="utf-8")
+    kinds = dead_letter_kinds(emulator)  # (entity, kind) -> n, read through the SDK
+
+    # The plan: one scan, nothing touched, its counts the broker's.
+    assert cli.main(["playbook", "plan", str(path)]) == 0
+    said = capsys.readouterr().out
+    book = core.playbook.load(path)
+    plan = core.playbook.plan(book)
+    rule_of = {"t": "timeouts", "s": "old-schema", "x": "test-traffic", "v": "(no rule)"}
+    expected = Counter({(f"{e}/$deadletterqueue", rule_of[k]): n for (e, k), n in kinds.items()})
+    assert plan.counts() == expected
+    assert "1,050 dead letters in 3 dead-letter queues" in said and "no rule matches: 50" in said, said
+    assert dead_letter_kinds(emulator) == kinds
+
+    # The run: the consumer of retry dead-letters what it gets; the brake stops the run.
+    with DeadLettering(emulator):
+        code = cli.main(["playbook", "run", str(path), "--yes"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 3 and "stopped by the brake in rule timeouts" in out[-1], out[-3:]
+    assert core.playbook.state_path(book).is_file()
+    assert cli.main(["playbook", "run", str(path), "--yes"]) == 2  # unfinished: only --resume goes on
+    assert "did not finish" in capsys.readouterr().err
+
+    # Resumed without the consumer: every message in exactly one place.
+    assert cli.main(["playbook", "run", str(path), "--yes", "--resume"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "; done." in last, last
+    retried = originals(emulator, "retry") + originals(emulator, "retry", dead_letter=True)
+    parked = originals(emulator, "parked")
+    left = [i for e in INCIDENT for i in originals(emulator, e, dead_letter=True)]
+    assert sorted(retried) == sorted(ids_of("t")) and sorted(parked) == sorted(ids_of("s"))
+    assert sorted(left) == sorted(ids_of("v"))  # no rule: still dead-lettered; the x- discarded
+    assert not core.playbook.state_path(book).exists()
+
+    # The audit, message by message: the last row of each says where the broker has it.
+    audit = core.playbook.audit(book.audit)
+    last_rows = audit.sort_values("time").groupby(["entity", "sequence_number"]).tail(1)
+    where = dict(zip(last_rows["message_id"], last_rows["outcome"], strict=True))
+    assert {i for i, o in where.items() if o == "moved"} == ids_of("t")
+    assert {i for i, o in where.items() if o == "parked"} == ids_of("s")
+    assert {i for i, o in where.items() if o == "discarded"} == ids_of("x")
+    assert set(where.values()) == {"moved", "parked", "discarded"}
+    assert (audit["outcome"] == "stopped before").any()  # the braked run said what it had not reached
+    copies = set(audit.loc[audit["outcome"] == "moved", "copy_message_id"])
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as client:
+        with client.get_queue_receiver("retry") as r:
+            active = {str(m.message_id) for m in r.peek_messages(max_message_count=1000)}
+        with client.get_queue_receiver("retry", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as r:
+            dead = {str(m.message_id) for m in r.peek_messages(max_message_count=1000)}
+    assert active | dead == copies and len(copies) == len(ids_of("t"))
+
+    # A second run: nothing left to move, and it says so.
+    assert cli.main(["playbook", "run", str(path), "--yes"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "0 moved, 0 parked, 0 discarded, 0 kept; done (nothing to move)." in last, last
+    assert sorted(i for e in INCIDENT for i in originals(emulator, e, dead_letter=True)) == sorted(ids_of("v"))
+    assert SUBSCRIPTION in INCIDENT
+
+
+def test_a_copy_that_comes_back_dead_lettered_is_kept_not_moved_again(tmp_path: Path) -> None:
+    """A consumer that dead-letters again what is still broken: the next run keeps those (their
+    originals were moved by a run, the audit says so) and moves nothing."""
+    with Emulator(emulator_config("back", {"q": {}}), clock="manual") as emulator:
+        cs = emulator.connection_string
+        core.send("q", [f"m{i}" for i in range(20)], connection=cs)
+        with core.receive("q", max_messages=20, wait_seconds=5, connection=cs) as batch:
+            assert batch.dead_letter(reason="TimeoutException", description="after 30 s").ok
+        path = tmp_path / "q.yaml"
+        path.write_text(
+            "playbook: back\nentities: [q]\nrules:\n  - name: timeouts\n    when: {reason: TimeoutException}\n"
+            "    do: resubmit\naudit: audit\n",
+            encoding="utf-8",
+        )
+        book = core.playbook.load(path)
+        first = core.playbook.run(book, connection=cs)
+        assert first.exit_code == 0 and first.counts["moved"] == 20, first
+        with core.receive("q", max_messages=20, wait_seconds=5, connection=cs) as batch:
+            assert len(batch) == 20 and batch.dead_letter(reason="TimeoutException", description="again").ok
+        second = core.playbook.run(book, connection=cs)
+        assert second.exit_code == 0 and second.counts["moved"] == 0 and second.counts["kept"] == 20, second
+        assert emulator.broker.counts("q")["dead_letter"] == 20 and emulator.broker.counts("q")["active"] == 0
+        kept = core.playbook.audit(second.audit_file)
+        assert set(kept["outcome"]) == {"kept"} and kept["note"].str.contains("came back").all()
+        core.close_all()

@@ -133,7 +133,7 @@ def test_connect_never_echoes_the_key(ip: Any, sb: SbMagics, emulator: Emulator,
 
 def test_connect_reads_a_databricks_secret(ip: Any, sb: SbMagics, emulator: Emulator, capsys: Any) -> None:
     assert "secret:scope/key" in magic_fails(ip, "sb_connect --secret nothing")
-    assert "dbutils is not available" in magic_fails(ip, "sb_connect --secret secret:sb-scope/conn")
+    assert "needs Databricks' dbutils" in magic_fails(ip, "sb_connect --secret secret:sb-scope/conn")
     with databricks_secret(ip, "sb-scope", "conn", emulator.connection_string):
         line(ip, "sb_connect --secret secret:sb-scope/conn")
     out, err = capsys.readouterr()

@@ -3,8 +3,8 @@
 
 The playbook's ``connection:`` is a named connection of this notebook (``%sb_connect --as NAME``), a
 secret reference (``env:NAME``, ``secret:SCOPE/KEY``) or omitted (the notebook's connection). A run
-the brake, a canary or an interrupt stopped says so and the line that goes on (``--resume``); one
-with failures fails its cell."""
+the brake, a canary or an interrupt stopped, or one with failures, fails its cell with its last line
+(what happened, in counts from the broker, and the line that goes on: ``--resume``)."""
 
 from __future__ import annotations
 
@@ -63,6 +63,6 @@ def sb_playbook(self: MagicsState, args: argparse.Namespace) -> Any:
     done = core.playbook.run(book, resume=args.resume, connection=conn, progress=print)
     print(f"Audit: {done.audit_file}")
     print(done.summary())
-    if done.exit_code == core.playbook.FAILED_EXIT:
+    if done.exit_code != core.playbook.DONE_EXIT:  # failed or stopped: Run All and a job stop here
         raise CommandFailed(f"sb_playbook: {done.summary()}")
     return done

@@ -26,6 +26,7 @@ from tests.core.incidents.playbook_incident import (
     playbook_text,
 )
 from tests.helpers import QuickCloseClient, emulator_config
+from tests.required import require_module
 
 BRAKE = "    rate: 100/s\n    stop_if_dead_letters: 20\n    watch_interval: 0.1\n"
 
@@ -178,3 +179,33 @@ def test_a_copy_that_comes_back_dead_lettered_is_kept_not_moved_again(tmp_path: 
         kept = core.playbook.audit(second.audit_file)
         assert set(kept["outcome"]) == {"kept"} and kept["note"].str.contains("came back").all()
         core.close_all()
+
+
+def test_a_finished_runs_audit_as_parquet_reads_back_as_the_broker_has_it(tmp_path: Path) -> None:
+    require_module("pyarrow")
+    with Emulator(emulator_config("pq", {"q": {}, "parked": {}}), clock="manual") as emulator:
+        cs = emulator.connection_string
+        core.send("q", [f"m{i}" for i in range(5)], connection=cs)
+        with core.receive("q", max_messages=5, wait_seconds=5, connection=cs) as batch:
+            assert batch.dead_letter(reason="Poison").ok
+        path = tmp_path / "q.yaml"
+        path.write_text(
+            "playbook: pq\nentities: [q]\nrules:\n  - name: all\n    do: park\n    to: parked\n"
+            "audit: audit\nformat: parquet\n",
+            encoding="utf-8",
+        )
+        done = core.playbook.run(core.playbook.load(path), connection=cs)
+        assert done.exit_code == 0 and done.audit_file.suffix == ".parquet" and done.audit_file.is_file()
+        assert not list((tmp_path / "audit").glob("*.jsonl"))
+        audit = core.playbook.audit(tmp_path / "audit")
+        assert list(audit.columns) == list(core.playbook.COLUMNS) and set(audit["outcome"]) == {"parked"}
+        assert sorted(audit["copy_message_id"]) == sorted(originals_ids(emulator, "parked"))
+        assert emulator.broker.counts("parked")["active"] == 5 and emulator.broker.counts("q")["dead_letter"] == 0
+        core.close_all()
+
+
+def originals_ids(emulator: Emulator, entity: str) -> list[str]:
+    """The message ids in ``entity``, peeked through the SDK."""
+    with QuickCloseClient.from_connection_string(emulator.connection_string) as client:
+        with client.get_queue_receiver(entity) as r:
+            return [str(m.message_id) for m in r.peek_messages(max_message_count=100)]

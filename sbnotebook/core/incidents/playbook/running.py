@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,7 +105,8 @@ def _state(playbook: Playbook, resume: bool) -> dict[str, Any]:
         raise InvalidInputError(f"Nothing to resume: every run of playbook {playbook.name} finished.")
     if found is None:
         now = dt.datetime.now(dt.UTC)
-        found = {"run_id": f"{playbook.name}-{now:%Y%m%dT%H%M%SZ}", "now": now.isoformat(), "done": [], "flown": []}
+        run_id = f"{playbook.name}-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"  # two runs in one second: two ids
+        found = {"run_id": run_id, "now": now.isoformat(), "done": [], "flown": []}
     return found
 
 

@@ -14,9 +14,7 @@ from sbnotebook.emulator import Emulator
 
 N = MAX_DETAILS + 50
 
-# Locks end only when the test advances the clock: a loaded machine taking longer than a lock lasts
-# must not fail a test of counts (it did, beside the playbook tests: 7,750 originals left active).
-pytestmark = [pytest.mark.timeout(300), pytest.mark.servicebus_clock("manual")]
+pytestmark = pytest.mark.timeout(300)
 
 
 def _fill(emulator: Emulator, queue: str, n: int = N) -> None:

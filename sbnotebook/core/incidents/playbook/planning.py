@@ -21,6 +21,7 @@ from ...connections.credentials import is_secret_ref, parse_secret_ref, read_sec
 from ...connections.live import LiveConnection
 from ...connections.registry import ConnectionLike, live
 from ...entities import EntityPath
+from ...errors import EntityNameError
 from ...operations.copies import ORIGINAL_ID
 from ...operations.counts import admin_call
 from ...operations.scan import scan
@@ -45,7 +46,6 @@ class Planned:
     signature: str | None
     rule: str  # a rule's name, NO_RULE or CAME_BACK
     enqueued_time: dt.datetime | None = None
-    body_text: str | None = None
 
 
 @dataclass
@@ -59,6 +59,7 @@ class Plan:
     targets: dict[tuple[str, str], str] = field(default_factory=dict)  # (entity, rule) -> where its copies go
     routes: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (entity, rule) -> route summary
     unevaluated: dict[str, int] = field(default_factory=dict)  # rule -> messages its where raised on
+    unmoved: set[tuple[str, str]] = field(default_factory=set, repr=False)  # (entity, rule) that moves nothing
 
     def counts(self) -> Counter[tuple[str, str]]:
         """Messages per (entity, rule), NO_RULE and CAME_BACK included."""
@@ -77,6 +78,11 @@ class Plan:
     def lines(self) -> list[str]:
         """The plan as the CLI and ``%sb_playbook`` print it."""
         counts = self.counts()
+        samples: dict[tuple[str, str], list[Planned]] = {}
+        for m in self.messages:  # one pass: the sample of each (entity, rule), not a pass per rule
+            kept = samples.setdefault((m.entity, m.rule), [])
+            if len(kept) < SAMPLE:
+                kept.append(m)
         out = [f"Playbook {self.playbook.name}: {len(self.messages):,} dead letters in {len(self.entities)} "
                f"dead-letter queue{'s' * (len(self.entities) != 1)} (read once, nothing locked):"]  # fmt: skip
         for entity in self.entities:
@@ -88,8 +94,7 @@ class Plan:
                 out.append(f"    {rule.name:<20} {rule.do:<9} {n:>8,}{to}")
                 for line in self.routes.get((entity, rule.name), []):
                     out.append(f"        {line}")
-                sample = [m for m in self.messages if m.entity == entity and m.rule == rule.name][:SAMPLE]
-                for m in sample:
+                for m in samples.get((entity, rule.name), []):
                     out.append(f"        #{m.sequence_number} {m.message_id}: {(m.signature or '')[:70]}")
             for special, said in ((NO_RULE, "no rule matches"), (CAME_BACK, "came back after a run moved them: kept")):
                 n = counts.get((entity, special), 0)
@@ -192,9 +197,8 @@ def came_back(record: dict[str, Any], moved: set[str]) -> bool:
 
 
 def _planned(entity: str, record: dict[str, Any], rule: str) -> Planned:
-    text = record.get("body_text")
     return Planned(entity, int(record["sequence_number"]), record.get("message_id"), signature(record), rule,
-                   record.get("enqueued_time"), text[:200] if isinstance(text, str) else None)  # fmt: skip
+                   record.get("enqueued_time"))  # fmt: skip
 
 
 def target_of(playbook: Playbook, entity: str, rule_name: str) -> str | None:
@@ -210,18 +214,19 @@ def target_of(playbook: Playbook, entity: str, rule_name: str) -> str | None:
         return rule.target
     try:
         return str(default_target(EntityPath.parse(entity)))
-    except Exception as exc:
+    except EntityNameError as exc:  # a subscription's dead letters: sending to the topic reaches them all
         raise PlaybookError(f"rule {rule.name!r} (line {rule.line}): {exc} Give the rule a target:.") from None
 
 
 def _target_of(playbook: Playbook, entity: str, rule: str, result: Plan) -> str | None:
     key = (entity, rule)
-    if key not in result.targets:
+    if key not in result.targets and key not in result.unmoved:
         found = target_of(playbook, entity, rule)
         if found is None:
-            return None
-        result.targets[key] = found
-    return result.targets[key]
+            result.unmoved.add(key)  # asked once per (entity, rule), not once per message
+        else:
+            result.targets[key] = found
+    return result.targets.get(key)
 
 
 def _said_unevaluated(selectors: list[Selector], result: Plan) -> None:

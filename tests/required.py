@@ -33,6 +33,7 @@ NEEDED: dict[str, str] = {
     "pyspark": "the Spark data source runs on pyspark (pip install -e '.[dev]' brings it; nox -s spark40)",
     "grpc": "Spark Connect needs pyspark's connect extra (pip install -e '.[dev]' brings it)",
     "opentelemetry": "the tracing tests record spans with opentelemetry-sdk (pip install -e '.[dev]' brings it)",
+    "pyarrow": "a playbook's parquet audit is written by pandas with pyarrow (pip install -e '.[dev]' brings it)",
     "build": "the release is built with build (pip install -e '.[dev]' brings it)",
     "twine": "the release is checked with twine (pip install -e '.[dev]' brings it)",
 }

@@ -55,6 +55,9 @@ WITHOUT_SPARK = "pyspark,grpc"
 # sdk-floor and spark40 have no OpenTelemetry (issue 60: without the tracing extra the kit imports none of it
 # and the suite passes): a test that needs it asks with require_module("opentelemetry...") (``uses_opentelemetry``).
 WITHOUT_TRACING = "opentelemetry"
+# sdk-floor installs the notebook extra alone, which brings no Parquet engine: a playbook's parquet audit
+# is tested in dbr15 (the runtime's pyarrow) and the main run (the dev extra's).
+WITHOUT_PARQUET = "pyarrow"
 
 
 def _rel(path: Path) -> str:

@@ -129,10 +129,11 @@ def test_dbr15_runs_nothing_that_needs_spark_and_spark40_everything_that_does() 
 
 def test_the_sessions_tell_the_tests_what_they_leave_out() -> None:
     """Under CI=true a test that finds a package missing fails (tests/required.py), but dbr15 and sdk-floor
-    lack pyspark on purpose, and spark40 and sdk-floor OpenTelemetry: they say so, and the tests there that
+    lack pyspark on purpose, spark40 and sdk-floor OpenTelemetry, and sdk-floor (the notebook extra alone)
+    a Parquet engine: they say so, and the tests there that
     need it skip (the other sessions run them). A package left out by accident fails."""
     assert _run("dbr15").pytest_left_out() == {"pyspark", "grpc"}
-    assert _run("sdk-floor").pytest_left_out() == {"pyspark", "grpc", "opentelemetry"}
+    assert _run("sdk-floor").pytest_left_out() == {"pyspark", "grpc", "opentelemetry", "pyarrow"}
     assert _run("spark40").pytest_left_out() == {"opentelemetry"}
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sbnotebook import cli, core
+from sbnotebook.core.incidents.playbook import schema
 from sbnotebook.emulator import Emulator
 from tests.core.incidents.playbook_incident import TOPOLOGY, make_incident, playbook_text
 
@@ -67,6 +68,20 @@ def test_a_bad_playbook_is_one_line_with_file_line_and_column(
         core.playbook.load(path)
     text = str(caught.value)
     assert text.startswith(f"{path}:{at}: ") and said in text and "\n" not in text, text
+
+
+def test_a_parquet_audit_without_an_engine_is_refused_at_load_saying_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(GOOD + "format: parquet\n", encoding="utf-8")
+    # as on a machine with the notebook extra alone (nox -s sdk-floor): no engine pandas writes Parquet with
+    monkeypatch.setattr(schema, "PARQUET_ENGINES", ("sbnotebook_no_such_engine",))
+    with pytest.raises(core.PlaybookError) as caught:
+        core.playbook.load(path)
+    line = GOOD.count("\n") + 1
+    assert str(caught.value).startswith(f"{path}:{line}:9: format: parquet needs sbnotebook_no_such_engine"), caught
+    assert "pip install pyarrow" in str(caught.value)
 
 
 def test_the_cli_refuses_a_bad_playbook_with_exit_2_and_touches_nothing(

@@ -21,6 +21,7 @@ The schema (docs/playbooks.md shows it with an example)::
 from __future__ import annotations
 
 import difflib
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,8 @@ RULE_KEYS = {  # the keys a rule takes, by its action
 }
 TOP_KEYS = ("playbook", "connection", "entities", "rules", "audit", "format")
 FORMATS = ("jsonl", "parquet")
+# pandas writes Parquet with either (DataFrame.to_parquet's engine="auto" tries them in this order)
+PARQUET_ENGINES = ("pyarrow", "fastparquet")
 
 
 class PlaybookError(InvalidInputError):
@@ -194,6 +197,13 @@ def load(path: str | Path) -> Playbook:
     form = read.text(top["format"], "format") if "format" in top else "jsonl"
     if form not in FORMATS:
         raise read.fail(top["format"], f"format is one of {', '.join(FORMATS)}, not {form!r}")
+    if form == "parquet" and parquet_engine() is None:
+        # said at load, not after the run has moved messages and cannot write its audit
+        raise read.fail(
+            top["format"],
+            f"format: parquet needs {' or '.join(PARQUET_ENGINES)} and neither is installed "
+            "(pip install pyarrow), or write the audit as format: jsonl",
+        )
     return Playbook(
         name=read.text(top["playbook"], "playbook"),
         entities=tuple(entities),
@@ -203,6 +213,11 @@ def load(path: str | Path) -> Playbook:
         connection=read.text(top["connection"], "connection") if "connection" in top else None,
         source=path,
     )
+
+
+def parquet_engine() -> str | None:
+    """The first of ``PARQUET_ENGINES`` installed, or None."""
+    return next((engine for engine in PARQUET_ENGINES if importlib.util.find_spec(engine) is not None), None)
 
 
 def _items(node: yaml.Node) -> list[yaml.Node]:

@@ -8,6 +8,7 @@ never lose or double one.
 - ``resubmit/``: move messages, copy first then complete (``operations/copies.py``), and discard
   (a resubmit without the copy);
 - ``copy/``: copy an entity, or the entities a glob matches, to another namespace too, resumably;
+- ``edits.py``: what a resubmit changes in each message it moves (a body patch, properties, ...);
 - ``stops.py``: the brake and the canary as the functions above take them (one value each, the
   old keywords gathered);
 - at the bottom, for all of them: ``brake.py`` (what stops a resubmit or a copy on its own: the

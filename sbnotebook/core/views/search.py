@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import InvalidInputError
@@ -172,9 +172,10 @@ def compile_where(expression: str) -> Where:
     builtins = {"len": len, "str": str, "int": int, "float": float, "any": any, "all": all, "abs": abs}
     wants_signature = _names("signature", code)
 
-    def matches(record: Record) -> bool:
+    def on_names(record: Record, names: Mapping[str, Any]) -> bool:
         try:
-            return bool(eval(code, {"__builtins__": builtins}, namespace(record, signature=wants_signature)))
+            # a copy: an assignment in the expression (:=) must not reach the next search of the names
+            return bool(eval(code, {"__builtins__": builtins}, dict(names)))
         except NameError as exc:
             known = ", ".join(["body_json", "props", "text", "signature", *(f for f in record if f != "body")])
             raise InvalidInputError(f"Unknown name in the search: {exc.name}. Known names: {known}.") from None
@@ -182,7 +183,10 @@ def compile_where(expression: str) -> Where:
             return False
         # Anything else it raised (a string compared with a number, ...) the Where counts and says.
 
-    return Where(matches, expression)
+    def matches(record: Record) -> bool:
+        return on_names(record, namespace(record, signature=wants_signature))
+
+    return Where(matches, expression, on_names)
 
 
 WhereLike = str | Callable[[Record], bool] | None  # what every ``where=`` takes (docs/names.md)

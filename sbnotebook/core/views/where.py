@@ -13,7 +13,7 @@ A field a message does not have is not an error (search.py's "missing": comparis
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,17 +54,27 @@ def _example(record: Record) -> str:
 class Where:
     """A ``where`` that counts what it could not evaluate. Called like the predicate it wraps."""
 
-    def __init__(self, test: Callable[[Record], bool], text: str | None = None) -> None:
+    def __init__(
+        self,
+        test: Callable[[Record], bool],
+        text: str | None = None,
+        on_names: Callable[[Record, Mapping[str, Any]], bool] | None = None,
+    ) -> None:
         self.test = test
         self.text = text  # the expression as typed (None: a function)
+        # A search's own test of a record's names built already (search.namespace): several searches
+        # over one message (a playbook's rules) build them once, not once each.
+        self.on_names = on_names
         self.evaluated = 0
         self.matched = 0
         self.errors: dict[str, Unevaluated] = {}
 
-    def __call__(self, record: Record) -> bool:
+    def __call__(self, record: Record, names: Mapping[str, Any] | None = None) -> bool:
+        """Whether ``record`` matches. ``names``: its search names, built already (``namespace(record,
+        signature=True)``); used by a search, ignored by a function."""
         self.evaluated += 1
         try:
-            ok = bool(self.test(record))
+            ok = bool(self.test(record) if names is None or self.on_names is None else self.on_names(record, names))
         except (SbError, NotAMatch):
             raise
         except Exception as exc:

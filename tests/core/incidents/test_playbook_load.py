@@ -49,6 +49,8 @@ BAD = [  # (what is changed in GOOD, the line:column said, words the line says)
     (("    do: keep", "    do: keep\n    target: q"), "18:13", "'target' does not go with do: keep"),
     (("rules:", "rules: ["), "4:3", "not YAML"),
     (("audit: audit\n", ""), "1:1", "the playbook needs 'audit'"),
+    (("    to: parked\n", "    to: parked\n    edit: {patch: {version: 2}, subjet: x}\n"), "13:11", "subjet"),
+    (("    to: parked\n", "    to: parked\n    edit: {time_to_live: soon}\n"), "13:11", "time_to_live"),
     (("format", "format"), None, None),  # the good playbook loads
 ]
 

@@ -209,3 +209,37 @@ def originals_ids(emulator: Emulator, entity: str) -> list[str]:
     with QuickCloseClient.from_connection_string(emulator.connection_string) as client:
         with client.get_queue_receiver(entity) as r:
             return [str(m.message_id) for m in r.peek_messages(max_message_count=100)]
+
+
+def test_a_rules_edit_changes_each_copy_as_the_broker_delivers_it(tmp_path: Path) -> None:
+    """``edit:`` on a rule: each copy's JSON body merge-patched, properties set (typed) and removed,
+    its time to live set; a body that is not JSON goes unchanged with the other edits. The plan shows
+    the edit. Read back through the SDK at the target."""
+    with Emulator(emulator_config("ed", {"q": {}, "fixed": {}}), clock="manual") as emulator:
+        cs = emulator.connection_string
+        bodies = ['{"version": 1, "legacy": "x", "n": 0}', '{"version": 1, "legacy": "y", "n": 1}', "not json"]
+        core.send("q", [{"body": b, "application_properties": {"retryHint": "soon", "n": i}} for i, b in
+                        enumerate(bodies)], connection=cs)  # fmt: skip
+        with core.receive("q", max_messages=3, wait_seconds=5, connection=cs) as batch:
+            assert batch.dead_letter(reason="SchemaError").ok
+        path = tmp_path / "q.yaml"
+        path.write_text(
+            "playbook: ed\nentities: [q]\nrules:\n  - name: migrate\n    do: resubmit\n    target: fixed\n"
+            "    edit:\n      patch: {version: 2, legacy: null}\n      set_properties: {migrated: true, v: 2}\n"
+            "      remove_properties: [retryHint]\n      time_to_live: 1d\naudit: audit\n",
+            encoding="utf-8",
+        )
+        book = core.playbook.load(path)
+        shown = "\n".join(core.playbook.plan(book, connection=cs).lines())
+        assert "each copy edited: body patch" in shown and "remove retryHint" in shown, shown
+        assert core.playbook.run(book, connection=cs).exit_code == 0
+        with QuickCloseClient.from_connection_string(cs) as client, client.get_queue_receiver("fixed") as r:
+            got = {m.application_properties[b"n"]: m for m in r.peek_messages(max_message_count=10)}
+        assert sorted(got) == [0, 1, 2] and emulator.broker.counts("q")["dead_letter"] == 0
+        for n, m in got.items():
+            props = {k.decode(): v for k, v in m.application_properties.items()}
+            assert props["migrated"] is True and props["v"] == 2 and "retryHint" not in props, props
+            assert m.time_to_live is not None and m.time_to_live.total_seconds() == 86400
+            body = b"".join(m.body).decode()
+            assert body == ("not json" if n == 2 else f'{{"version": 2, "n": {n}}}'), body
+        core.close_all()

@@ -25,11 +25,10 @@ from ...errors import EntityNameError
 from ...operations.copies import ORIGINAL_ID
 from ...operations.counts import admin_call
 from ...operations.scan import scan
-from ...views.signatures import signature
 from ..resubmit.api import default_target
 from .audit import moved_before
 from .schema import Playbook, PlaybookError, Rule
-from .selection import Selector, first_rule, selector
+from .selection import Seen, Selector, first_rule, selector
 
 SAMPLE = 3  # messages shown per rule and entity
 NO_RULE = "(no rule)"
@@ -92,6 +91,8 @@ class Plan:
                 where = self.targets.get((entity, rule.name))
                 to = f" -> {where}" if where and n else ""
                 out.append(f"    {rule.name:<20} {rule.do:<9} {n:>8,}{to}")
+                if rule.edit is not None and n:
+                    out.append(f"        each copy edited: {rule.edit.describe()} (a body that is not JSON: unchanged)")
                 for line in self.routes.get((entity, rule.name), []):
                     out.append(f"        {line}")
                 for m in samples.get((entity, rule.name), []):
@@ -173,8 +174,9 @@ def plan(
     for entity in result.entities:
         for page in scan(entity, connection=conn):
             for record in page:
-                rule = CAME_BACK if came_back(record, moved) else _rule_name(first_rule(selectors, record))
-                result.messages.append(_planned(entity, record, rule))
+                seen = Seen(record)
+                rule = CAME_BACK if came_back(record, moved) else _rule_name(first_rule(selectors, seen))
+                result.messages.append(_planned(entity, seen, rule))
                 target = _target_of(playbook, entity, rule, result)
                 if target is not None and target.lower() in topics:
                     routed.setdefault((entity, rule), []).append(record)
@@ -196,8 +198,9 @@ def came_back(record: dict[str, Any], moved: set[str]) -> bool:
     return original is not None and str(original) in moved
 
 
-def _planned(entity: str, record: dict[str, Any], rule: str) -> Planned:
-    return Planned(entity, int(record["sequence_number"]), record.get("message_id"), signature(record), rule,
+def _planned(entity: str, seen: Seen, rule: str) -> Planned:
+    record = seen.record
+    return Planned(entity, int(record["sequence_number"]), record.get("message_id"), seen.signature, rule,
                    record.get("enqueued_time"))  # fmt: skip
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -36,7 +35,6 @@ from ...entities import EntityPath
 from ...errors import InvalidInputError
 from ...operations.copies import copy_id
 from ...outcome import Outcome, Report
-from ...views.signatures import signature
 from ..brake import braked
 from ..canary import CanaryFate
 from ..resubmit.api import resubmit
@@ -44,12 +42,11 @@ from ..resubmit.discard import discard
 from .audit import AuditWriter, moved_before, to_parquet
 from .planning import CAME_BACK, Plan, Planned, came_back, connection_of, plan
 from .schema import Playbook, PlaybookError, Rule
-from .selection import Selector, first_rule, selector
+from .selection import Seen, Selector, first_rule, selector
 
 DONE_EXIT, FAILED_EXIT, BAD_PLAYBOOK_EXIT, STOPPED_EXIT, INTERRUPTED_EXIT = 0, 1, 2, 3, 130
 AUDITED = {"resubmitted": None, "discarded": "discarded", "duplicated": "duplicated"}  # None: moved or parked
 UNTOUCHED = ("skipped", "left")  # not this step's, or still there untouched: no row (a pass again takes "left")
-PASSES = 3  # a step's operation run again while it leaves messages it selected and still moves some
 
 
 @dataclass
@@ -209,13 +206,14 @@ class Step:
     def mine(self, record: dict[str, Any]) -> bool:
         """Whether this step handles ``record``: its first matching rule is this one, and it is not a
         copy of a message a run moved."""
-        if came_back(record, self.moved) or first_rule(self.selectors, record) is not self.rule:
+        seen = Seen(record)
+        if came_back(record, self.moved) or first_rule(self.selectors, seen) is not self.rule:
             return False
         seq, original = int(record["sequence_number"]), record.get("message_id")
         # The copy's id, as the resubmit derives it (Service Bus tells a sender no sequence number)
         as_sent = SimpleNamespace(application_properties=record.get("application_properties"), sequence_number=seq)
         copy = copy_id(as_sent, str(EntityPath.parse(self.entity)), original) if self.rule.moves else None
-        self.seen[seq] = (original, signature(record), copy)
+        self.seen[seq] = (original, seen.signature, copy)
         return True
 
     def outcome(self, o: Outcome) -> None:
@@ -239,26 +237,21 @@ class Step:
 
     def run(self, conn: LiveConnection, *, flown: bool, state: dict[str, Any]) -> bool:
         """The step through its operation; False when it stopped the run (``result.stopped`` says why).
-        A pass that leaves selected messages untouched ("left": its receive ended before it had them,
-        ``resubmit``'s "run it again") is followed by another, while passes still move some."""
-        for _ in range(PASSES):
-            report = self._pass(conn, flown=flown, state=state)
-            flown = True  # a canary flies once
-            if self.result.stopped is not None or not report.count("left") or report.count("left") == report.total:
-                break
-            logging.getLogger(__name__).info("%s: %d left untouched; another pass", self.entity, report.count("left"))
+        What the operation could not do (a message "left": locked by another receiver) is an error of
+        the run (exit code 1); the messages stay dead-lettered for the next run."""
+        report = self._operation(conn, flown=flown, state=state)
         if not report.ok and self.result.stopped is None:
             where = f"rule {self.rule.name} at {self.entity}"
             self.result.errors += [f"{where}: {e}" for e in report.errors] or [f"{where}: {report!r}"]
         return self.result.stopped is None
 
-    def _pass(self, conn: LiveConnection, *, flown: bool, state: dict[str, Any]) -> Report:
+    def _operation(self, conn: LiveConnection, *, flown: bool, state: dict[str, Any]) -> Report:
         if self.rule.do == "discard":
             report = discard(self.entity, where=self.mine, on_outcome=self.outcome, connection=conn)
         else:
             canary = None if flown else self.rule.canary
-            report = resubmit(self.entity, target=self.target, where=self.mine, brake=self.rule.brake,
-                              canary=canary, on_outcome=self.outcome, connection=conn,
+            report = resubmit(self.entity, target=self.target, where=self.mine, edit=self.rule.edit,
+                              brake=self.rule.brake, canary=canary, on_outcome=self.outcome, connection=conn,
                               **self.rule.options)  # fmt: skip
             if canary is not None:
                 state["flown"].append([self.entity, self.rule.name])

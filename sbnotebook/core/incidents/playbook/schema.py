@@ -13,7 +13,9 @@ The schema (docs/playbooks.md shows it with an example)::
                enqueued_after, enqueued_before: WHEN; properties: {NAME: VALUE}}
         do: resubmit | park | discard | keep
         # resubmit: target, rate, max_in_flight, canary, canary_timeout, stop_if_dead_letters,
-        #           stop_if_active, watch, watch_interval; park: to (required) and the same
+        #           stop_if_active, watch, watch_interval, edit: {patch, set_properties,
+        #           remove_properties, subject, time_to_live, session_id} (core.MessageEdit);
+        #           park: to (required) and the same
     audit: FOLDER                  # required: one file a run
     format: jsonl | parquet        # the audit's (default jsonl)
 """
@@ -37,6 +39,7 @@ from ...times import parse_time
 from ...views.search import compile_where
 from ..brake import Brake
 from ..canary import Canary
+from ..edits import MessageEdit
 
 ACTIONS = ("resubmit", "park", "discard", "keep")
 WHEN_KEYS = (
@@ -60,8 +63,8 @@ MOVE_KEYS = (
     "watch_interval",
 )
 RULE_KEYS = {  # the keys a rule takes, by its action
-    "resubmit": ("name", "when", "do", "target", *MOVE_KEYS),
-    "park": ("name", "when", "do", "to", *MOVE_KEYS),
+    "resubmit": ("name", "when", "do", "target", *MOVE_KEYS, "edit"),
+    "park": ("name", "when", "do", "to", *MOVE_KEYS, "edit"),
     "discard": ("name", "when", "do"),
     "keep": ("name", "when", "do"),
 }
@@ -89,6 +92,7 @@ class Rule:
     options: Mapping[str, Any] = field(default_factory=dict)  # rate, max_in_flight
     brake: Brake | None = None
     canary: Canary | None = None
+    edit: MessageEdit | None = None  # what each copy changes (resubmit's edit=)
     line: int = 0  # where it is written (1-based), for what is said about it
 
     @property
@@ -254,7 +258,14 @@ def _rule(read: _Reader, node: yaml.Node) -> Rule:
     if "canary" in given:
         timeout = {"canary_timeout": given["canary_timeout"]} if "canary_timeout" in given else {}
         canary = read.checked(keys["canary"], f"rule {name!r}: canary", lambda v: Canary(v, **timeout))
-    return Rule(name, do, when, target, options, brake, canary, line=node.start_mark.line + 1)
+    edit = read.checked(keys["edit"], f"rule {name!r}: edit", _edit) if "edit" in keys else None
+    return Rule(name, do, when, target, options, brake, canary, edit, line=node.start_mark.line + 1)
+
+
+def _edit(value: Any) -> MessageEdit:
+    if not isinstance(value, Mapping):
+        raise InvalidInputError("a mapping such as {patch: {version: 2}, set_properties: {fixed: true}}")
+    return MessageEdit.of(value)
 
 
 def _when(read: _Reader, node: yaml.Node, rule: str) -> dict[str, Any]:

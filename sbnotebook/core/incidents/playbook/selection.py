@@ -12,13 +12,14 @@ search. A rule without ``when`` takes every message the rules above it left.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ...operations.window import enqueued_window
-from ...views.search import compile_where
+from ...views.search import MISSING, compile_where, namespace
 from ...views.signatures import signature
 from ...views.where import Where
 from .schema import Rule
@@ -32,47 +33,65 @@ def glob(text: str) -> re.Pattern[str]:
     return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in text), re.S)
 
 
+class Seen:
+    """A dead letter as the rules see it: its record, its signature and the names a search sees, each
+    built once, when a rule first asks (four rules with a ``where`` parse the body once, not four times)."""
+
+    def __init__(self, record: Record) -> None:
+        self.record = record
+
+    @functools.cached_property
+    def signature(self) -> str | None:
+        return signature(self.record)
+
+    @functools.cached_property
+    def names(self) -> dict[str, Any]:
+        names = namespace(self.record)
+        names["signature"] = self.signature or MISSING
+        return names
+
+
 @dataclass
 class Selector:
     """One rule's ``when`` compiled: ``holds(record)``. ``where``: the search, kept to say what it
     could not evaluate (``Where.check`` / ``stats``)."""
 
     rule: Rule
-    tests: list[Callable[[Record], bool]]
+    tests: list[Callable[[Seen], bool]]
     where: Where | None
 
-    def holds(self, record: Record) -> bool:
-        return all(test(record) for test in self.tests)
+    def holds(self, seen: Seen) -> bool:
+        return all(test(seen) for test in self.tests)
 
 
 def selector(rule: Rule, now: dt.datetime) -> Selector:
     """``rule``'s ``when`` compiled, its ages taken from ``now``."""
     when = rule.when
-    tests: list[Callable[[Record], bool]] = []
+    tests: list[Callable[[Seen], bool]] = []
     if "signature" in when:
-        tests.append(_text_test(glob(when["signature"]), signature))
+        tests.append(_text_test(glob(when["signature"]), lambda seen: seen.signature))
     for key, field in TEXT_FIELDS.items():
         if key in when:
             tests.append(_text_test(glob(when[key]), _field(field)))
     window = enqueued_window(when.get("enqueued_after"), when.get("enqueued_before"), now=now)
     if window is not None:
-        tests.append(lambda r: r.get("enqueued_time") is not None and window.holds(r["enqueued_time"]))
+        tests.append(lambda seen: (at := seen.record.get("enqueued_time")) is not None and window.holds(at))
     expressions = [f"({when['where']})"] if "where" in when else []
     expressions += [f"props[{name!r}] == {value!r}" for name, value in when.get("properties", {}).items()]
     where = compile_where(" and ".join(expressions)) if expressions else None
     if where is not None:
-        tests.append(where)
+        tests.append(lambda seen: where(seen.record, seen.names))
     return Selector(rule, tests, where)
 
 
-def _field(name: str) -> Callable[[Record], str | None]:
-    return lambda record: record.get(name)
+def _field(name: str) -> Callable[[Seen], str | None]:
+    return lambda seen: seen.record.get(name)
 
 
-def _text_test(pattern: re.Pattern[str], text_of: Callable[[Record], str | None]) -> Callable[[Record], bool]:
-    return lambda record: pattern.fullmatch(text_of(record) or "") is not None
+def _text_test(pattern: re.Pattern[str], text_of: Callable[[Seen], str | None]) -> Callable[[Seen], bool]:
+    return lambda seen: pattern.fullmatch(text_of(seen) or "") is not None
 
 
-def first_rule(selectors: Sequence[Selector], record: Record) -> Rule | None:
-    """The rule that handles ``record``: the first whose ``when`` holds; None when none does."""
-    return next((s.rule for s in selectors if s.holds(record)), None)
+def first_rule(selectors: Sequence[Selector], seen: Seen) -> Rule | None:
+    """The rule that handles ``seen``: the first whose ``when`` holds; None when none does."""
+    return next((s.rule for s in selectors if s.holds(seen)), None)

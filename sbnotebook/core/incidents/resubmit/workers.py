@@ -55,6 +55,9 @@ class Run:
     claimed: int = 0  # messages asked for by receives in flight or done (the limit counts these)
     moved: int = 0
     stop: bool = False  # take no more messages: the source is done, a worker failed, or an interrupt
+    # A batch was wholly past the selection's last message: take no more, but the batches other
+    # workers hold already are moved (received earlier, they may hold selected messages).
+    past_last: bool = False
     interrupted: bool = False
     workers: int = 0
     # Copied but not completed (lock lost): reported as duplicated at the end unless it comes back
@@ -167,8 +170,8 @@ async def _rounds(job: Job, run: Run, mover: _Mover, start_worker: Callable[[boo
     # (`first` stays true until this worker's first full batch has started the others)
     while not run.stop:
         stop_if_cancelled()
-        if run.selection is not None and run.selection.done():
-            return  # every selected message has been handled: stop locking others
+        if run.selection is not None and (run.selection.done() or run.past_last):
+            return  # every selected message has been handled, or the source is past them: lock no others
         want = run.want(job.batch_size)
         if run.bucket is not None:
             want = min(want, run.bucket.burst)  # its tokens are taken once it is in hand (_paced)
@@ -189,9 +192,12 @@ async def _rounds(job: Job, run: Run, mover: _Mover, start_worker: Callable[[boo
             await _back(run, batch)
             raise
         # Stopped while this receive was on its way (an interrupt, the brake, a failure elsewhere,
-        # the batch before past the last selected message, or every selected one handled): the
-        # batch goes back whole.
-        if run.stop or (run.selection is not None and run.selection.done()):
+        # or every selected one handled), or a batch past the last selected message: it goes back
+        # whole. Another worker's batch past the last does not send this one back: received
+        # before that one was, it may hold selected messages (they would be left behind).
+        if run.selection is not None and _past(run.selection, batch):
+            run.past_last = True
+        if run.stop or (run.selection is not None and (run.selection.done() or _past(run.selection, batch))):
             await _back(run, batch)
             return
         if not await _paced(run, batch):
@@ -203,6 +209,11 @@ async def _rounds(job: Job, run: Run, mover: _Mover, start_worker: Callable[[boo
             for _ in range(job.max_workers - run.workers):
                 start_worker(False)
         mover.start(batch)
+
+
+def _past(selection: Selection, batch: LockedBatch) -> bool:
+    """Whether every message of ``batch`` lies past the last one the selection holds."""
+    return min(seq_of(m) for m in batch.messages) > selection.last
 
 
 async def _back(run: Run, batch: LockedBatch) -> None:
@@ -243,8 +254,8 @@ async def _moved_whole(job: Job, run: Run, batch: LockedBatch) -> None:
     else:
         await batch.aclose()
     run.tick()
-    if run.selection is not None and min(seq_of(m) for m in batch.messages) > run.selection.last:
-        run.stop = True  # past the last selected message: nothing more to find
+    if run.selection is not None and _past(run.selection, batch):
+        run.past_last = True  # nothing more to find beyond it (the batches in hand are moved still)
     if cut:
         raise asyncio.CancelledError
 

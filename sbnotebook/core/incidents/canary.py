@@ -21,7 +21,7 @@ from ..connections.live import LiveConnection
 from ..defaults import check_seconds, check_whole_number
 from ..entities import EntityPath
 from ..errors import InvalidInputError
-from ..operations.copies import ORIGINAL_ID
+from ..operations.copies import original_of
 from ..operations.scan import scan_records
 from ..outcome import Report
 from .brake import WATCH_INTERVAL, Brake, watched_entities
@@ -98,8 +98,9 @@ class CanaryFate:
 
 
 def _original(record: dict[str, Any]) -> str:
-    props = record.get("application_properties") or {}
-    return str(props.get(ORIGINAL_ID, record.get("message_id")))
+    """The id the original of a resubmitted copy had (a message that is no copy: its own)."""
+    original = original_of(record)
+    return str(record.get("message_id")) if original is None else original
 
 
 def _ids(record: dict[str, Any], outcome: str) -> str:

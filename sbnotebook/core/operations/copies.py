@@ -152,6 +152,13 @@ def _copied_properties(
     return props
 
 
+def original_of(record: Record) -> str | None:
+    """The message id of the original ``record`` is a copy of (the ``sbnotebook-original-message-id``
+    its copy was given), as text; None for a message that is no copy of the kit's."""
+    value = (record.get("application_properties") or {}).get(ORIGINAL_ID)
+    return None if value is None else str(value)
+
+
 def _typed_id(typed: TypedMessage | None, original_id: Any) -> Any:
     """The original's message id as a property value of its AMQP type: a ulong, uuid or binary id
     stays one (``str()`` made the text "b'...'" of a binary id, an int of a ulong)."""

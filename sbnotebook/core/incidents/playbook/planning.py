@@ -22,7 +22,7 @@ from ...connections.live import LiveConnection
 from ...connections.registry import ConnectionLike, live
 from ...entities import EntityPath
 from ...errors import EntityNameError
-from ...operations.copies import ORIGINAL_ID
+from ...operations.copies import original_of
 from ...operations.counts import admin_call
 from ...operations.scan import scan
 from ..resubmit.api import default_target
@@ -194,8 +194,8 @@ def _rule_name(rule: Rule | None) -> str:
 
 
 def came_back(record: dict[str, Any], moved: set[str]) -> bool:
-    original = (record.get("application_properties") or {}).get(ORIGINAL_ID)
-    return original is not None and str(original) in moved
+    original = original_of(record)
+    return original is not None and original in moved
 
 
 def _planned(entity: str, seen: Seen, rule: str) -> Planned:

@@ -243,3 +243,36 @@ def test_a_rules_edit_changes_each_copy_as_the_broker_delivers_it(tmp_path: Path
             body = b"".join(m.body).decode()
             assert body == ("not json" if n == 2 else f'{{"version": 2, "n": {n}}}'), body
         core.close_all()
+
+
+def test_a_dead_letter_locked_by_another_receiver_is_audited_left_and_the_next_run_takes_it(tmp_path: Path) -> None:
+    """A message the run selected but could not take (another receiver holds its lock): the run
+    exits 1, its audit row says ``left``, the broker still holds it dead-lettered; once the lock is
+    given back the next run moves it. Nothing is moved twice."""
+    with Emulator(emulator_config("lf", {"q": {}, "parked": {}}), clock="manual") as emulator:
+        cs = emulator.connection_string
+        core.send("q", [f"m{i}" for i in range(5)], connection=cs)
+        with core.receive("q", max_messages=5, wait_seconds=5, connection=cs) as batch:
+            assert batch.dead_letter(reason="Poison").ok
+        path = tmp_path / "q.yaml"
+        path.write_text(
+            "playbook: lf\nentities: [q]\nrules:\n  - name: all\n    do: park\n    to: parked\naudit: audit\n",
+            encoding="utf-8",
+        )
+        book = core.playbook.load(path)
+        with (
+            QuickCloseClient.from_connection_string(cs) as client,
+            client.get_queue_receiver("q", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as holder,
+        ):
+            (held,) = holder.receive_messages(max_message_count=1, max_wait_time=5)
+            first = core.playbook.run(book, connection=cs)
+            assert first.exit_code == 1 and first.counts["parked"] == 4 and first.counts["left"] == 1, first
+            rows = core.playbook.audit(first.audit_file)
+            assert rows.loc[rows["outcome"] == "left", "sequence_number"].tolist() == [held.sequence_number]
+            assert emulator.broker.counts("parked")["active"] == 4 and emulator.broker.counts("q")["dead_letter"] == 1
+            holder.abandon_message(held)
+        second = core.playbook.run(book, connection=cs)
+        assert second.exit_code == 0 and second.counts["parked"] == 1, second
+        assert sorted(originals_ids(emulator, "parked")) == sorted(set(originals_ids(emulator, "parked")))
+        assert emulator.broker.counts("parked")["active"] == 5 and emulator.broker.counts("q")["dead_letter"] == 0
+        core.close_all()

@@ -34,7 +34,7 @@ COLUMNS = (
     "copy_message_id",
     "note",
 )
-OUTCOMES = ("moved", "parked", "discarded", "kept", "stopped before", "failed", "duplicated")
+OUTCOMES = ("moved", "parked", "discarded", "kept", "stopped before", "left", "failed", "duplicated")
 MOVED = ("moved", "parked")  # a copy is at the target and the original completed
 
 

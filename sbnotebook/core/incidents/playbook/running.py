@@ -45,8 +45,9 @@ from .schema import Playbook, PlaybookError, Rule
 from .selection import Seen, Selector, first_rule, selector
 
 DONE_EXIT, FAILED_EXIT, BAD_PLAYBOOK_EXIT, STOPPED_EXIT, INTERRUPTED_EXIT = 0, 1, 2, 3, 130
-AUDITED = {"resubmitted": None, "discarded": "discarded", "duplicated": "duplicated"}  # None: moved or parked
-UNTOUCHED = ("skipped", "left")  # not this step's, or still there untouched: no row (a pass again takes "left")
+# None: moved or parked. "left": selected, still there untouched (locked by another receiver)
+AUDITED = {"resubmitted": None, "discarded": "discarded", "duplicated": "duplicated", "left": "left"}
+UNTOUCHED = ("skipped",)  # not this step's: no row
 
 
 @dataclass

@@ -117,7 +117,14 @@ def body_json(record: Record) -> Any:
         return MISSING
 
 
+# What a property's text that JSON reads as a number or boolean can begin with (after JSON's blanks):
+# a digit, a minus, true, false, NaN, Infinity. Any other text stays text without being parsed.
+_NUMBER_OR_BOOLEAN_STARTS = frozenset("-0123456789tfNI")
+
+
 def _decoded(value: str) -> Any:
+    if value.lstrip(" \t\n\r")[:1] not in _NUMBER_OR_BOOLEAN_STARTS:
+        return value  # most property texts (a reason, an id): no parse
     try:
         decoded = json.loads(value)
     except (TypeError, ValueError):

@@ -102,7 +102,15 @@ def test_a_playbook_planned_braked_resumed_and_run_again_moves_each_message_once
     assert cli.main(["playbook", "plan", str(path)]) == 0
     said = capsys.readouterr().out
     book = core.playbook.load(path)
+    emulator.requests.clear()
     plan = core.playbook.plan(book)
+    # one scan: each message peeked once, in no more requests than %sb_dlq --summary --by signature's
+    planned = (emulator.requests["com.microsoft:peek-message"], emulator.requests["peeked messages"])
+    emulator.requests.clear()
+    for entity in plan.entities:
+        core.group_counts(entity, by=["signature"], connection=emulator.connection_string)
+    summary = (emulator.requests["com.microsoft:peek-message"], emulator.requests["peeked messages"])
+    assert planned[0] <= summary[0] and planned[1] == summary[1] == 1_050, (planned, summary)
     rule_of = {"t": "timeouts", "s": "old-schema", "x": "test-traffic", "v": "(no rule)"}
     expected = Counter({(f"{e}/$deadletterqueue", rule_of[k]): n for (e, k), n in kinds.items()})
     assert plan.counts() == expected

@@ -39,14 +39,14 @@ from ..brake import braked
 from ..canary import CanaryFate
 from ..resubmit.api import resubmit
 from ..resubmit.discard import discard
-from .audit import AuditWriter, moved_before, to_parquet
+from .audit import MOVED, AuditWriter, moved_before, to_parquet
 from .planning import CAME_BACK, Plan, Planned, came_back, connection_of, plan
 from .schema import Playbook, PlaybookError, Rule
 from .selection import Seen, Selector, first_rule, selector
 
 DONE_EXIT, FAILED_EXIT, BAD_PLAYBOOK_EXIT, STOPPED_EXIT, INTERRUPTED_EXIT = 0, 1, 2, 3, 130
-# None: moved or parked. "left": selected, still there untouched (locked by another receiver)
-AUDITED = {"resubmitted": None, "discarded": "discarded", "duplicated": "duplicated", "left": "left"}
+# None: moved or parked. A "left" one (selected, still there untouched) is written when its step ends.
+AUDITED = {"resubmitted": None, "discarded": "discarded", "duplicated": "duplicated"}
 UNTOUCHED = ("skipped",)  # not this step's: no row
 
 
@@ -203,6 +203,7 @@ class Step:
         default_factory=dict
     )  # seq -> (id, sig, copy id)
     acted: set[int] = field(default_factory=set)
+    left: list[Outcome] = field(default_factory=list)  # selected, still there untouched
 
     def mine(self, record: dict[str, Any]) -> bool:
         """Whether this step handles ``record``: its first matching rule is this one, and it is not a
@@ -221,17 +222,23 @@ class Step:
         """An outcome the broker confirmed, as its audit row (a selection's ``skipped`` is none)."""
         if o.sequence_number is None or o.outcome in UNTOUCHED:
             return
-        seq = int(o.sequence_number)
-        message_id, sig, copy = self.seen.get(seq, (None, None, None))
+        if o.outcome == "left":  # written once the step ends: "stopped before" if a brake stopped it
+            self.left.append(o)
+            return
         done = AUDITED.get(o.outcome, "failed")
         if done is None:
             done = "parked" if self.rule.do == "park" else "moved"
-            if message_id is not None:
-                self.moved.add(str(message_id))
+        self._row(o, done)
+
+    def _row(self, o: Outcome, done: str) -> None:
+        seq = int(o.sequence_number or 0)
+        message_id, sig, copy = self.seen.get(seq, (None, None, None))
+        if done in MOVED and message_id is not None:
+            self.moved.add(str(message_id))
         self.writer.row(rule=self.rule.name, entity=self.entity, sequence_number=seq,
                         message_id=message_id if done != "discarded" else o.message_id, signature=sig,
                         action=self.rule.do, outcome=done, target=self.target,
-                        copy_message_id=copy if done in ("moved", "parked") else None,
+                        copy_message_id=copy if done in MOVED else None,
                         note=o.error)  # fmt: skip
         self.result.counts[done] += 1
         self.acted.add(seq)
@@ -241,6 +248,9 @@ class Step:
         What the operation could not do (a message "left": locked by another receiver) is an error of
         the run (exit code 1); the messages stay dead-lettered for the next run."""
         report = self._operation(conn, flown=flown, state=state)
+        if self.result.stopped is None:
+            for o in self.left:
+                self._row(o, "left")
         if not report.ok and self.result.stopped is None:
             where = f"rule {self.rule.name} at {self.entity}"
             self.result.errors += [f"{where}: {e}" for e in report.errors] or [f"{where}: {report!r}"]

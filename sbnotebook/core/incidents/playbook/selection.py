@@ -12,11 +12,10 @@ search. A rule without ``when`` takes every message the rules above it left.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ...operations.window import enqueued_window
 from ...views.search import MISSING, compile_where, namespace
@@ -35,20 +34,31 @@ def glob(text: str) -> re.Pattern[str]:
 
 class Seen:
     """A dead letter as the rules see it: its record, its signature and the names a search sees, each
-    built once, when a rule first asks (four rules with a ``where`` parse the body once, not four times)."""
+    built once, when a rule first asks (four rules with a ``where`` parse the body once, not four times).
+    Cached by hand: ``functools.cached_property`` takes a lock on every read in Python 3.11."""
+
+    __slots__ = ("_names", "_signature", "record")
 
     def __init__(self, record: Record) -> None:
         self.record = record
+        self._signature: Any = _UNSET  # None is a signature: a message without a reason
+        self._names: dict[str, Any] | None = None
 
-    @functools.cached_property
+    @property
     def signature(self) -> str | None:
-        return signature(self.record)
+        if self._signature is _UNSET:
+            self._signature = signature(self.record)
+        return cast(str | None, self._signature)
 
-    @functools.cached_property
+    @property
     def names(self) -> dict[str, Any]:
-        names = namespace(self.record)
-        names["signature"] = self.signature or MISSING
-        return names
+        if self._names is None:
+            self._names = namespace(self.record)
+            self._names["signature"] = self.signature or MISSING
+        return self._names
+
+
+_UNSET = object()
 
 
 @dataclass

@@ -95,7 +95,7 @@ from .incidents.brake import WATCH_INTERVAL, Brake, braked
 from .incidents.canary import CANARY_TIMEOUT, Canary, CanaryFate
 from .incidents.copy.api import CopyProgress, acopy, copy, copy_record, copy_resume_point, copy_target
 from .incidents.copy.many import Match, acopy_many, copy_many, ensure_targets, glob_matches, is_glob, missing_targets
-from .incidents.edits import MessageEdit
+from .incidents.edits import MessageEdit, merge_patch
 from .incidents.playbook import PlaybookError
 from .incidents.purge.api import apurge, purge
 from .incidents.resubmit.api import aresubmit, default_target, resubmit, resubmit_resume_point
@@ -313,6 +313,7 @@ __all__ = [
     "list_sessions",
     "live_connection",
     "mask",
+    "merge_patch",
     "missing_targets",
     "operation_span",
     "parse_credential_ref",

@@ -10,8 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..core import InvalidInputError
-from ..core.incidents.edits import MessageEdit, merge_patch
+from ..core import InvalidInputError, MessageEdit, merge_patch
 from .cells import json_object
 
 Record = dict[str, Any]
